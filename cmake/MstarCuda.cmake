@@ -1,0 +1,33 @@
+# MSTAR_CUDA=AUTO|ON|OFF decides whether CUDA sources build. The decision is an
+# option, never PATH: nvcc is reachable through wrappers on some machines even
+# where CUDA is meant to be off. Architecture defaults to sm_90 (H200), never
+# "native", which fails on machines without a GPU (CI builds CUDA code there).
+
+set(MSTAR_CUDA_ENABLED OFF)
+string(TOUPPER "${MSTAR_CUDA}" _mstar_cuda)
+if(_mstar_cuda STREQUAL "ON" OR _mstar_cuda STREQUAL "AUTO")
+  include(CheckLanguage)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+    # CMake 3.25 predates nvcc 13 and does not know its C++20 flag; tell it.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(MSTAR_CUDA_ENABLED ON)
+  elseif(_mstar_cuda STREQUAL "ON")
+    message(FATAL_ERROR "MSTAR_CUDA=ON but no CUDA compiler was found (set CMAKE_CUDA_COMPILER "
+                        "or install the CUDA toolkit); use MSTAR_CUDA=AUTO or OFF for a CPU build")
+  else()
+    message(STATUS "MSTAR_CUDA=AUTO: no CUDA compiler found, building the CPU version only")
+  endif()
+elseif(NOT _mstar_cuda STREQUAL "OFF")
+  message(FATAL_ERROR "MSTAR_CUDA must be AUTO, ON or OFF, got '${MSTAR_CUDA}'")
+endif()
