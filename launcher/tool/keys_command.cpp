@@ -58,7 +58,10 @@ result<json> run_fingerprint(const json& req) {
                         what + " must be an object with exactly one of bytes, text, int, float, "
                                "bool, none");
     }
-    const auto& [kind, value] = *f.items().begin();
+    // Hold the iterator: items() yields proxies that die with the statement.
+    const auto entry = f.begin();
+    const std::string& kind = entry.key();
+    const json& value = entry.value();
     std::string text;
     if (kind == "bytes") {
       auto b = to_bytes(value, what + ".bytes");

@@ -14,9 +14,8 @@ namespace {
 // Keys print in the order the help text documents them.
 using json = nlohmann::ordered_json;
 
-constexpr auto windows_description = R"(Show how a long generation is cut into windows.
-
-A unit is an abstract sequence unit: a latent frame for video models, or
+constexpr auto windows_details =
+    R"(A unit is an abstract sequence unit: a latent frame for video models, or
 whatever the model generates one window at a time. --total units are
 generated in windows of --window units; each window after the first starts
 --window minus --overlap units after the previous one and re-pins the
@@ -97,8 +96,11 @@ void add_windows_command(CLI::App& app, int& exit_code) {
   // The options outlive this call: CLI11 writes into them during parse and
   // the callback reads them afterwards, so the callback shares ownership.
   auto opts = std::make_shared<windows_options>();
-  auto* cmd = app.add_subcommand("windows", "Show the window schedule of a windowed generation");
-  cmd->description(windows_description);
+  auto* cmd = app.add_subcommand(
+      "windows", "Show how a long generation is cut into windows of sequence units");
+  // The short line is what `mstar-tool --help` lists; the details follow the
+  // options in `mstar-tool windows --help`.
+  cmd->footer(windows_details);
   cmd->add_option("--total", opts->total,
                   "Units in the whole sequence (>= 1), e.g. latent frames of the video")
       ->required();
