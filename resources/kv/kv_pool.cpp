@@ -1,0 +1,353 @@
+// kv_pool: construction, admit / rollback / commit, request lifecycle.
+// Plans live in kv_pool_plan.cpp, prefix reuse and retention in
+// kv_pool_prefix.cpp.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "resources/kv/kv_pool.hpp"
+#include "resources/kv/kv_pool_state.hpp"
+
+namespace mstar::resources {
+namespace {
+
+const kv_step* as_kv_step(const resource_step& step) { return dynamic_cast<const kv_step*>(&step); }
+
+bool fork_applies(const kv_step& step, const request_id& rid) {
+  return !step.fork_rids ||
+         std::find(step.fork_rids->begin(), step.fork_rids->end(), rid) != step.fork_rids->end();
+}
+
+}  // namespace
+
+result<std::unique_ptr<kv_pool>> kv_pool::make(std::string key, kv_pool_config config,
+                                               std::string model_fingerprint) {
+  if (auto ok = config.validate(); !ok) return ok.error().with_context("kv pool '" + key + "'");
+  return std::unique_ptr<kv_pool>(
+      new kv_pool(std::move(key), std::move(config), std::move(model_fingerprint)));
+}
+
+kv_pool::kv_pool(std::string key, kv_pool_config config, std::string model_fingerprint)
+    : key_(std::move(key)),
+      config_(std::move(config)),
+      layout_{config_.page_bytes(), config_.token_bytes(),
+              static_cast<std::size_t>(config_.page_size),
+              static_cast<std::size_t>(config_.num_layers)},
+      storage_(config_.total_bytes()),
+      arena_(static_cast<std::int32_t>(config_.max_num_pages)) {
+  // The root folds every constant that changes what a page's bytes mean.
+  root_ = fingerprint("mstar-kv-pool/1", "page_major", config_.page_size, config_.num_layers,
+                      config_.num_kv_heads, config_.head_dim, std::string{to_string(config_.dtype)},
+                      model_fingerprint, config_.prefix_cache_salt);
+  if (config_.prefix_cache && (!model_fingerprint.empty() || !config_.prefix_cache_salt.empty())) {
+    index_ = std::make_unique<prefix_index>(arena_);
+  }
+}
+
+kv_pool::~kv_pool() = default;
+
+kv_pool::stream_state* kv_pool::find_stream(const request_id& rid, const std::string& label) {
+  const auto it = requests_.find(rid);
+  if (it == requests_.end()) return nullptr;
+  const auto s = it->second->streams.find(label);
+  return s == it->second->streams.end() ? nullptr : &s->second;
+}
+
+const kv_pool::stream_state* kv_pool::find_stream(const request_id& rid,
+                                                  const std::string& label) const {
+  return const_cast<kv_pool*>(this)->find_stream(rid, label);
+}
+
+kv_pool::stream_state& kv_pool::stream_for(const request_id& rid, const std::string& label,
+                                           bool* created) {
+  auto& req = requests_[rid];
+  if (!req) req = std::make_unique<request_state>();
+  auto [it, inserted] = req->streams.try_emplace(label);
+  if (created != nullptr) *created = inserted;
+  if (inserted && index_ && req->prefix_cache) {
+    if (const auto seed = req->seeds.find(label); seed != req->seeds.end()) {
+      it->second.chain = make_chain(seed->second);
+    }
+  }
+  return it->second;
+}
+
+admit_outcome kv_pool::admit(const resource_step& step, step_context& ctx) {
+  const kv_step* s = as_kv_step(step);
+  if (s == nullptr) {
+    return admit_outcome::refused(admit_runtime_error{"kv pool '" + key_ + "' got a non-KV step"});
+  }
+  if (staged_ && !ctx.is_preplan) {
+    if (staged_->segments == s->segments && staged_->padding_rows == ctx.padding_rows) {
+      unwind_ = staged_->record;  // the staged reservations are this step's
+      return admit_outcome::admitted();
+    }
+    clear_preplan();
+  }
+  if (staged_ && ctx.is_preplan) {
+    return admit_outcome::refused(admit_runtime_error{"a pre-plan is already pending"});
+  }
+  std::vector<alloc_record> record;
+  auto outcome = admit_impl(*s, ctx, record);
+  if (!outcome.ok) {
+    undo(record);
+    return outcome;
+  }
+  std::vector<std::pair<request_id, std::string>> marked;
+  for (const auto& seg : s->segments) {
+    if (ctx.capture || ctx.is_padding_row(seg.rid)) continue;
+    if (auto* st = find_stream(seg.rid, seg.label)) {
+      st->step_in_flight = true;
+      if (ctx.is_preplan) marked.emplace_back(seg.rid, seg.label);
+    }
+  }
+  unwind_ = record;
+  if (ctx.is_preplan) {
+    staged_ = std::make_unique<staged_preplan>();
+    staged_->segments = s->segments;
+    staged_->padding_rows = ctx.padding_rows;
+    staged_->record = std::move(record);
+    staged_->marked = std::move(marked);
+  }
+  return outcome;
+}
+
+admit_outcome kv_pool::admit_impl(const kv_step& step, const step_context& ctx,
+                                  std::vector<alloc_record>& record) {
+  ++step_epoch_;
+  // Lengths each stream must hold by the end of this step, in first-seen
+  // order so allocation (and with it the free list) is deterministic.
+  std::vector<std::pair<stream_state*, std::int64_t>> needs;
+  std::vector<std::pair<request_id, std::string>> names;
+  auto need = [&](const request_id& rid, const std::string& label, std::int64_t len) {
+    bool created = false;
+    stream_state& st = stream_for(rid, label, &created);
+    if (created) record.push_back({rid, label, {}, true});
+    if (st.need_epoch != step_epoch_) {
+      st.need_epoch = step_epoch_;
+      st.need_index = needs.size();
+      needs.emplace_back(&st, len);
+      names.emplace_back(rid, label);
+    } else {
+      needs[st.need_index].second = std::max(needs[st.need_index].second, len);
+    }
+    return &st;
+  };
+  const bool padding_only = ctx.capture;
+  // Segments first: convert leases, then the stream's own growth.
+  for (const auto& seg : step.segments) {
+    if (padding_only || ctx.is_padding_row(seg.rid)) continue;
+    if (seg.span < 0) {
+      return admit_outcome::refused(admit_runtime_error{
+          fmt::format("segment {}/{} has a negative span {}", seg.rid, seg.label, seg.span)});
+    }
+    bool created = false;
+    stream_state& st = stream_for(seg.rid, seg.label, &created);
+    if (created) record.push_back({seg.rid, seg.label, {}, true});
+    if (st.seen_epoch == step_epoch_) {
+      return admit_outcome::refused(admit_runtime_error{
+          fmt::format("stream {}/{} appears twice in one step", seg.rid, seg.label)});
+    }
+    st.seen_epoch = step_epoch_;
+    if (!st.lease.empty() && st.pages.empty() && st.stored_len == 0) convert_lease(st);
+    // A non-committing step still writes its span for the kernels to attend.
+    if (seg.span > 0) need(seg.rid, seg.label, st.stored_len + seg.span);
+  }
+  // Forks: targets sized to the source as it will be when the copy runs.
+  for (const auto& seg : step.segments) {
+    if (padding_only || ctx.is_padding_row(seg.rid) || !fork_applies(step, seg.rid)) continue;
+    for (const bool post : {false, true}) {
+      for (const auto& [from, to] : post ? step.post_forks : step.pre_forks) {
+        if (from != seg.label) continue;
+        const stream_state* src = find_stream(seg.rid, from);
+        std::int64_t len = src != nullptr ? src->stored_len : 0;
+        if (post && step.commit) len += seg.span;
+        stream_state* tgt = need(seg.rid, to, len);
+        // A pre-fork target written in this step grows past the copy.
+        if (!post) {
+          for (const auto& other : step.segments) {
+            if (other.rid == seg.rid && other.label == to) {
+              needs[tgt->need_index].second =
+                  std::max(needs[tgt->need_index].second, len + other.span);
+            }
+          }
+        }
+      }
+    }
+  }
+  // Pages short across the whole step; evict cached pages only when that
+  // makes the step fit, so a refusal never costs the cache anything.
+  std::int64_t total = 0;
+  for (const auto& [st, len] : needs) {
+    total += std::max<std::int64_t>(0, pages_for(len) - static_cast<std::int64_t>(st->pages.size()));
+  }
+  if (total > arena_.num_free()) {
+    const std::int64_t shortfall = total - arena_.num_free();
+    if (index_ && index_->evictable() >= shortfall) {
+      (void)index_->evict(static_cast<std::int32_t>(shortfall));
+    }
+  }
+  if (total > arena_.num_free()) {
+    const auto& [rid, label] = names.empty() ? std::pair<request_id, std::string>{} : names.front();
+    return admit_outcome::refused(allocation_failed{
+        fmt::format("kv pool '{}' needs {} more pages for this step but has {} free", key_, total,
+                    arena_.num_free()),
+        total - arena_.num_free(), label, rid});
+  }
+  for (std::size_t i = 0; i < needs.size(); ++i) {
+    auto& [st, len] = needs[i];
+    const std::int64_t more = pages_for(len) - static_cast<std::int64_t>(st->pages.size());
+    if (more <= 0) continue;
+    alloc_record rec{names[i].first, names[i].second, {}, false};
+    const bool ok = arena_.try_allocate(static_cast<std::int32_t>(more), rec.pages);
+    (void)ok;  // counted above: cannot fail
+    st->pages.insert(st->pages.end(), rec.pages.begin(), rec.pages.end());
+    record.push_back(std::move(rec));
+  }
+  return admit_outcome::admitted();
+}
+
+void kv_pool::undo(std::vector<alloc_record>& record) {
+  for (auto it = record.rbegin(); it != record.rend(); ++it) {
+    stream_state* st = find_stream(it->rid, it->label);
+    if (st == nullptr) continue;
+    if (!it->pages.empty()) {
+      // Only an untouched tail can be handed back exactly.
+      const auto n = it->pages.size();
+      if (st->pages.size() >= n &&
+          std::equal(it->pages.begin(), it->pages.end(), st->pages.end() - static_cast<long>(n))) {
+        st->pages.resize(st->pages.size() - n);
+        arena_.unallocate(it->pages);
+        ++st->generation;
+      }
+    }
+    if (it->created_stream && st->pages.empty() && st->lease.empty() && st->stored_len == 0) {
+      auto& req = *requests_.at(it->rid);
+      req.streams.erase(it->label);
+    }
+  }
+  record.clear();
+}
+
+void kv_pool::rollback_admit(const resource_step& step, step_context& ctx) {
+  if (const kv_step* s = as_kv_step(step)) {
+    for (const auto& seg : s->segments) {
+      if (ctx.is_padding_row(seg.rid)) continue;
+      if (auto* st = find_stream(seg.rid, seg.label)) st->step_in_flight = false;
+    }
+  }
+  staged_.reset();
+  undo(unwind_);
+}
+
+result<void> kv_pool::commit(const resource_step& step, step_context& ctx) {
+  const kv_step* s = as_kv_step(step);
+  if (s == nullptr) return make_error(errc::invalid_argument, "kv pool got a non-KV step");
+  // Validate every declared retention before changing anything.
+  for (const auto& [key, policy] : s->retention) {
+    const stream_state* st = find_stream(key.first, key.second);
+    std::int64_t grown = st != nullptr ? st->stored_len : 0;
+    for (const auto& seg : s->segments) {
+      if (seg.rid == key.first && seg.label == key.second && s->commit) grown += seg.span;
+    }
+    if (policy.protected_prefix > grown) {
+      return make_error(errc::invalid_argument,
+                        fmt::format("retention for {}/{} protects {} tokens but the stream will "
+                                    "hold {} after this commit",
+                                    key.first, key.second, policy.protected_prefix, grown));
+    }
+    if (st != nullptr && st->protected_prefix != 0 &&
+        st->protected_prefix != policy.protected_prefix) {
+      return make_error(errc::invalid_argument,
+                        fmt::format("{}/{} already protects {} tokens; a policy may not change it "
+                                    "to {}",
+                                    key.first, key.second, st->protected_prefix,
+                                    policy.protected_prefix));
+    }
+  }
+  for (const auto& seg : s->segments) {
+    if (ctx.capture || ctx.is_padding_row(seg.rid)) continue;
+    stream_state* st = find_stream(seg.rid, seg.label);
+    if (st == nullptr) continue;
+    st->step_in_flight = false;
+    if (!s->commit || seg.span == 0) continue;
+    st->stored_len += seg.span;
+    st->converted = false;
+    ++st->generation;
+    const auto policy = s->retention.find({seg.rid, seg.label});
+    if (policy != s->retention.end()) {
+      st->retention = policy->second;
+      st->protected_prefix = policy->second.protected_prefix;
+    }
+    index_pages(seg.rid, seg.label, *st);
+    if (st->retention) {
+      const std::int64_t excess =
+          st->stored_len - st->protected_prefix - st->retention->context_budget;
+      if (excess > 0) (void)release_front(*st, excess);
+    }
+  }
+  apply_forks(*s, ctx, /*post=*/true);
+  unwind_.clear();
+  return {};
+}
+
+void kv_pool::ingest_request(const request_id& rid) { ingest_request(rid, {}, true); }
+
+void kv_pool::ingest_request(const request_id& rid, std::map<std::string, kv_prefix_seed> seeds,
+                             bool prefix_cache) {
+  auto& req = requests_[rid];
+  if (req) return;  // idempotent: one ingest per partition of a request
+  req = std::make_unique<request_state>();
+  req->seeds = std::move(seeds);
+  req->prefix_cache = prefix_cache;
+}
+
+void kv_pool::free_stream(stream_state& st) {
+  for (const page_id p : st.pages) arena_.release(p);
+  for (const page_id p : st.lease) arena_.release(p);
+  st.pages.clear();
+  st.lease.clear();
+}
+
+void kv_pool::purge_records(const request_id& rid) {
+  if (staged_) {
+    const bool staged_has_rid = std::any_of(staged_->segments.begin(), staged_->segments.end(),
+                                            [&](const segment& s) { return s.rid == rid; });
+    if (staged_has_rid) clear_preplan();
+  }
+  std::erase_if(unwind_, [&](const alloc_record& r) { return r.rid == rid; });
+}
+
+void kv_pool::remove_request(const request_id& rid) {
+  const auto it = requests_.find(rid);
+  if (it == requests_.end()) return;
+  purge_records(rid);
+  for (auto& [label, st] : it->second->streams) free_stream(st);
+  requests_.erase(it);
+}
+
+void kv_pool::reset_request(const request_id& rid, bool free) {
+  const auto it = requests_.find(rid);
+  if (it == requests_.end()) return;
+  purge_records(rid);
+  auto& req = *it->second;
+  for (auto& [label, st] : req.streams) {
+    if (free) free_stream(st);
+    st.stored_len = 0;
+    st.released = 0;
+    st.protected_prefix = 0;
+    st.retention.reset();
+    st.step_in_flight = false;
+    st.converted = false;
+    ++st.generation;
+    ++st.reset_generation;
+    st.chain.reset();
+    if (index_ && req.prefix_cache) {
+      if (const auto seed = req.seeds.find(label); seed != req.seeds.end()) {
+        st.chain = make_chain(seed->second);
+      }
+    }
+  }
+}
+
+}  // namespace mstar::resources

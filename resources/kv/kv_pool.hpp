@@ -1,0 +1,182 @@
+#pragma once
+
+// The paged KV pool (reference §3.5-3.6, ARCHITECTURE.md): page-major storage
+// with page 0 as the sink, per-(request, label) streams, the step cycle
+// (admit / rollback / plan / commit, pre-planning), forks, retention, and
+// prefix reuse through a rooted prefix index. Plain bookkeeping over one
+// arena: one owner (the pool actor) calls it; no locks, no threads.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/result.hpp"
+#include "kernels/host_arena.hpp"
+#include "kernels/page_ops.hpp"
+#include "resources/kv/config.hpp"
+#include "resources/kv/keys.hpp"
+#include "resources/kv/page_arena.hpp"
+#include "resources/kv/prefix_index.hpp"
+#include "resources/step/step.hpp"
+
+namespace mstar::resources {
+
+/// Addressing of one plan label's rows, in the packed order of the step's
+/// segments: what the attention kernels read (int32, host).
+struct kv_label_plan {
+  std::vector<std::int32_t> rows;           ///< index of each row's segment in the step
+  std::vector<std::int32_t> qo_indptr;      ///< [rows+1] cumulative tokens to compute
+  std::vector<std::int32_t> kv_indptr;      ///< [rows+1] cumulative page counts
+  std::vector<std::int32_t> kv_indices;     ///< [kv_indptr.back()] page ids, row after row
+  std::vector<std::int32_t> last_page_len;  ///< [rows] slots used on each row's last page
+  /// Decode fast path: every row computes exactly one token, written at
+  /// (decode_page[r], decode_offset[r]). Empty otherwise.
+  bool decode = false;
+  std::vector<std::int32_t> decode_page;
+  std::vector<std::int32_t> decode_offset;
+};
+
+/// A KV pool's whole plan for one step.
+struct kv_plan : plan_result {
+  std::map<std::string, kv_label_plan> labels;
+  std::vector<fork> pre_forks;
+  std::vector<fork> post_forks;
+};
+
+/// What one stream looks like from outside (tests, `mstar-tool sim`, metrics).
+struct kv_stream_info {
+  std::int64_t stored_len = 0;
+  std::int64_t released = 0;
+  std::int64_t protected_prefix = 0;
+  std::vector<page_id> pages;
+  std::uint64_t generation = 0;
+  std::uint64_t reset_generation = 0;
+  std::int64_t leased_pages = 0;
+};
+
+/// A request's page keys as the preprocess stage sends them, per label:
+/// unrooted keys (one per page, the last may name a partial page), the ids
+/// on the partial last page, and the prompt length in slots.
+struct kv_prefix_seed {
+  std::vector<digest256> keys;
+  std::vector<token_id> tail;
+};
+
+/// The paged KV pool. See the file comment.
+class kv_pool final : public resource {
+ public:
+  /// A pool over a fresh zeroed host arena, or invalid_argument for a bad
+  /// config. `model_fingerprint` names the weights (empty: none known); the
+  /// prefix cache opens only when the config enables it and either the
+  /// model or a salt is named, since two builds differing only in weights
+  /// must never share keys.
+  [[nodiscard]] static result<std::unique_ptr<kv_pool>> make(std::string key, kv_pool_config config,
+                                                             std::string model_fingerprint = {});
+  ~kv_pool() override;
+
+  // resource
+  [[nodiscard]] const std::string& key() const override { return key_; }
+  [[nodiscard]] admit_outcome admit(const resource_step& step, step_context& ctx) override;
+  void rollback_admit(const resource_step& step, step_context& ctx) override;
+  [[nodiscard]] result<std::shared_ptr<const plan_result>> plan(const resource_step& step,
+                                                                step_context& ctx) override;
+  [[nodiscard]] result<void> commit(const resource_step& step, step_context& ctx) override;
+  [[nodiscard]] bool supports_preplan() const override { return true; }
+  void clear_preplan() override;
+  void ingest_request(const request_id& rid) override;
+  void remove_request(const request_id& rid) override;
+  void reset_request(const request_id& rid, bool free) override;
+  [[nodiscard]] std::optional<std::int64_t> resolve_cached_prefix(const request_id& rid) override;
+  void apply_cached_prefix(const request_id& rid, std::int64_t agreed) override;
+
+  /// Registers a request with its page keys (idempotent: a second ingest
+  /// keeps the first seed). `prefix_cache = false` opts the request out.
+  void ingest_request(const request_id& rid, std::map<std::string, kv_prefix_seed> seeds,
+                      bool prefix_cache = true);
+
+  /// Sampled ids appended to a stream, so pages they fill get keys and
+  /// become reusable by the next turn (reference §1.10).
+  void extend_prefix_chain(const request_id& rid, const std::string& label,
+                           std::span<const token_id> ids);
+
+  /// Protects the first `tokens` of a stream from release; between steps
+  /// only, before any release, idempotent at the same value.
+  [[nodiscard]] result<void> protect_prefix(const request_id& rid, const std::string& label,
+                                            std::int64_t tokens);
+  /// Releases up to `tokens` from the front past the protected prefix,
+  /// page-floored; returns tokens actually freed. Refused under an admitted
+  /// step.
+  [[nodiscard]] result<std::int64_t> release_oldest(const request_id& rid, const std::string& label,
+                                                    std::int64_t tokens);
+
+  [[nodiscard]] std::int32_t num_free_pages() const { return arena_.num_free(); }
+  [[nodiscard]] std::int32_t num_cached_pages() const { return index_ ? index_->size() : 0; }
+  [[nodiscard]] bool prefix_cache_open() const { return index_ != nullptr; }
+  [[nodiscard]] const digest256& root() const { return root_; }
+  [[nodiscard]] const kv_pool_config& config() const { return config_; }
+  [[nodiscard]] std::optional<kv_stream_info> stream(const request_id& rid,
+                                                     const std::string& label) const;
+  /// Every stream, "rid/label" -> info, sorted.
+  [[nodiscard]] std::map<std::string, kv_stream_info> streams() const;
+  [[nodiscard]] const page_arena& pages() const { return arena_; }
+  /// Bytes of page `p` (every layer, K and V), for kernels and tests.
+  [[nodiscard]] std::byte* page_data(page_id p) { return storage_.data() + p * layout_.page_bytes; }
+  [[nodiscard]] const kernels::page_layout& layout() const { return layout_; }
+
+  /// Conservation (reference §3.6.7 list): free and owned partition the
+  /// pages; owner counts equal references from the index, streams and
+  /// leases (+1 for the sink); shared pages are sealed; a stream's partial
+  /// frontier page has exactly one owner.
+  [[nodiscard]] result<void> check_invariants() const;
+
+ private:
+  struct chain_state;
+  struct stream_state;
+  struct request_state;
+  struct alloc_record {
+    request_id rid;
+    std::string label;
+    std::vector<page_id> pages;
+    bool created_stream = false;
+  };
+  struct staged_preplan;
+
+  kv_pool(std::string key, kv_pool_config config, std::string model_fingerprint);
+
+  stream_state& stream_for(const request_id& rid, const std::string& label, bool* created);
+  stream_state* find_stream(const request_id& rid, const std::string& label);
+  const stream_state* find_stream(const request_id& rid, const std::string& label) const;
+  [[nodiscard]] admit_outcome admit_impl(const kv_step& step, const step_context& ctx,
+                                         std::vector<alloc_record>& record);
+  void undo(std::vector<alloc_record>& record);
+  [[nodiscard]] kv_plan build_plan(const kv_step& step, const step_context& ctx,
+                                   bool pre_forks_pending) const;
+  void apply_forks(const kv_step& step, const step_context& ctx, bool post);
+  void convert_lease(stream_state& s);
+  void index_pages(const request_id& rid, const std::string& label, stream_state& s);
+  std::int64_t release_front(stream_state& s, std::int64_t tokens);
+  void free_stream(stream_state& s);
+  void purge_records(const request_id& rid);
+  [[nodiscard]] chain_state make_chain(const kv_prefix_seed& seed) const;
+  [[nodiscard]] std::int64_t pages_for(std::int64_t tokens) const {
+    return (tokens + config_.page_size - 1) / config_.page_size;
+  }
+
+  std::string key_;
+  kv_pool_config config_;
+  kernels::page_layout layout_;
+  kernels::host_arena storage_;
+  page_arena arena_;
+  std::unique_ptr<prefix_index> index_;
+  digest256 root_{};
+  std::unordered_map<request_id, std::unique_ptr<request_state>> requests_;
+  std::vector<alloc_record> unwind_;
+  std::unique_ptr<staged_preplan> staged_;
+  std::uint64_t step_epoch_ = 0;
+};
+
+}  // namespace mstar::resources

@@ -1,0 +1,155 @@
+// kv_pool: plans (the addressing record kernels read), pre-planning and forks.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "resources/kv/kv_pool.hpp"
+#include "resources/kv/kv_pool_state.hpp"
+
+namespace mstar::resources {
+namespace {
+
+bool fork_applies(const kv_step& step, const request_id& rid) {
+  return !step.fork_rids ||
+         std::find(step.fork_rids->begin(), step.fork_rids->end(), rid) != step.fork_rids->end();
+}
+
+}  // namespace
+
+kv_plan kv_pool::build_plan(const kv_step& step, const step_context& ctx,
+                            bool pre_forks_pending) const {
+  kv_plan out;
+  out.pre_forks = step.pre_forks;
+  out.post_forks = step.post_forks;
+  const std::int64_t ps = config_.page_size;
+  kv_label_plan* current = nullptr;
+  const std::string* current_label = nullptr;
+  for (std::size_t i = 0; i < step.segments.size(); ++i) {
+    const segment& seg = step.segments[i];
+    if (current_label == nullptr || *current_label != seg.label) {
+      auto [it, inserted] = out.labels.try_emplace(seg.label);
+      current = &it->second;
+      current_label = &it->first;
+      if (inserted) {
+        current->qo_indptr.push_back(0);
+        current->kv_indptr.push_back(0);
+        current->decode = true;
+      }
+    }
+    kv_label_plan& lp = *current;
+    std::int64_t length = seg.span;
+    const bool padding = ctx.capture || ctx.is_padding_row(seg.rid);
+    const stream_state* st = padding ? nullptr : find_stream(seg.rid, seg.label);
+    if (st != nullptr) {
+      std::int64_t base = st->stored_len;
+      if (pre_forks_pending && fork_applies(step, seg.rid)) {
+        for (const auto& [from, to] : step.pre_forks) {
+          if (to != seg.label) continue;
+          const stream_state* src = find_stream(seg.rid, from);
+          base = src != nullptr ? src->stored_len : 0;
+        }
+      }
+      length += base;
+    }
+    const auto npages = static_cast<std::size_t>((length + ps - 1) / ps);
+    if (st != nullptr) {
+      lp.kv_indices.insert(lp.kv_indices.end(), st->pages.begin(),
+                           st->pages.begin() + static_cast<long>(std::min(npages, st->pages.size())));
+    } else {
+      lp.kv_indices.insert(lp.kv_indices.end(), npages, sink_page);  // padding rows write the sink
+    }
+    lp.rows.push_back(static_cast<std::int32_t>(i));
+    lp.qo_indptr.push_back(lp.qo_indptr.back() + static_cast<std::int32_t>(seg.span));
+    lp.kv_indptr.push_back(static_cast<std::int32_t>(lp.kv_indices.size()));
+    const auto last = static_cast<std::int32_t>(length == 0 ? 0 : (length % ps == 0 ? ps : length % ps));
+    lp.last_page_len.push_back(last);
+    if (seg.span != 1) lp.decode = false;
+  }
+  // The decode path: each row's one new token goes to the last page of its
+  // view at the last used slot; no per-token work on the device side.
+  for (auto& [label, lp] : out.labels) {
+    if (!lp.decode) continue;
+    lp.decode_page.reserve(lp.rows.size());
+    lp.decode_offset.reserve(lp.rows.size());
+    for (std::size_t r = 0; r < lp.rows.size(); ++r) {
+      lp.decode_page.push_back(lp.kv_indices[static_cast<std::size_t>(lp.kv_indptr[r + 1] - 1)]);
+      lp.decode_offset.push_back(lp.last_page_len[r] - 1);
+    }
+  }
+  return out;
+}
+
+result<std::shared_ptr<const plan_result>> kv_pool::plan(const resource_step& step,
+                                                         step_context& ctx) {
+  const kv_step* s = dynamic_cast<const kv_step*>(&step);
+  if (s == nullptr) return make_error(errc::invalid_argument, "kv pool got a non-KV step");
+  if (ctx.is_preplan) {
+    if (!staged_) return make_error(errc::invalid_argument, "pre-plan without a pre-admit");
+    if (staged_->plan) return make_error(errc::invalid_argument, "a pre-plan is already pending");
+    // Pre-fork copies would race the running step: plan as if they happened.
+    staged_->plan = std::make_shared<const kv_plan>(build_plan(*s, ctx, true));
+    return std::shared_ptr<const plan_result>(staged_->plan);
+  }
+  if (staged_) {
+    if (staged_->plan && staged_->segments == s->segments &&
+        staged_->padding_rows == ctx.padding_rows) {
+      auto promoted = staged_->plan;
+      staged_.reset();
+      apply_forks(*s, ctx, /*post=*/false);  // the copies staging deferred
+      return std::shared_ptr<const plan_result>(std::move(promoted));
+    }
+    clear_preplan();
+  }
+  apply_forks(*s, ctx, /*post=*/false);
+  return std::shared_ptr<const plan_result>(std::make_shared<const kv_plan>(build_plan(*s, ctx, false)));
+}
+
+void kv_pool::clear_preplan() {
+  if (!staged_) return;
+  auto staged = std::move(staged_);
+  for (const auto& [rid, label] : staged->marked) {
+    if (auto* st = find_stream(rid, label)) st->step_in_flight = false;
+  }
+  // Delete the streams the staged step invented (fork targets and fresh
+  // labels); span pages it reserved on existing streams stay for the re-admit.
+  for (const auto& rec : staged->record) {
+    if (!rec.created_stream) continue;
+    if (auto* st = find_stream(rec.rid, rec.label)) {
+      free_stream(*st);
+      requests_.at(rec.rid)->streams.erase(rec.label);
+    }
+  }
+  if (unwind_.size() == staged->record.size()) unwind_.clear();
+}
+
+void kv_pool::apply_forks(const kv_step& step, const step_context& ctx, bool post) {
+  const auto& forks = post ? step.post_forks : step.pre_forks;
+  if (forks.empty()) return;
+  const std::int64_t ps = config_.page_size;
+  for (const auto& seg : step.segments) {
+    if (ctx.capture || ctx.is_padding_row(seg.rid) || !fork_applies(step, seg.rid)) continue;
+    for (const auto& [from, to] : forks) {
+      if (from != seg.label) continue;
+      const stream_state* src = find_stream(seg.rid, from);
+      stream_state* tgt = find_stream(seg.rid, to);
+      if (src == nullptr || tgt == nullptr) continue;
+      const std::int64_t n = src->stored_len;
+      if (static_cast<std::int64_t>(tgt->pages.size()) < pages_for(n)) continue;  // admit reserves these
+      const auto full = static_cast<std::size_t>(n / ps);
+      std::vector<std::int32_t> s(src->pages.begin(), src->pages.begin() + static_cast<long>(full));
+      std::vector<std::int32_t> d(tgt->pages.begin(), tgt->pages.begin() + static_cast<long>(full));
+      kernels::copy_pages(storage_.data(), layout_, s, d);
+      if (n % ps != 0) {
+        kernels::copy_slots(storage_.data(), layout_, src->pages[full], tgt->pages[full],
+                            static_cast<std::size_t>(n % ps));
+      }
+      tgt->stored_len = n;
+      tgt->released = src->released;
+      tgt->protected_prefix = src->protected_prefix;
+      ++tgt->generation;
+      ++tgt->reset_generation;
+    }
+  }
+}
+
+}  // namespace mstar::resources

@@ -1,0 +1,61 @@
+#pragma once
+
+// kv_pool's private per-request state, shared by its .cpp files only.
+
+#include <map>
+#include <set>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "resources/kv/kv_pool.hpp"
+
+namespace mstar::resources {
+
+/// A stream's page keys: unrooted keys as the preprocess stage computed them
+/// (the last may name a partial page), their rooted forms, how many name
+/// whole pages, how many pages are already indexed (or came from the
+/// cache), and the ids not yet folded into a whole-page key.
+struct kv_pool::chain_state {
+  std::vector<digest256> keys;
+  std::vector<digest256> rooted;
+  std::int64_t keyed_pages = 0;
+  std::int64_t cursor = 0;
+  std::vector<token_id> unkeyed;
+};
+
+struct kv_pool::stream_state {
+  std::vector<page_id> pages;  ///< logical order; may exceed ceil(stored/ps) after a refusal
+  std::int64_t stored_len = 0;
+  std::int64_t released = 0;
+  std::int64_t protected_prefix = 0;
+  std::optional<retention_policy> retention;
+  std::uint64_t generation = 0;
+  std::uint64_t reset_generation = 0;
+  bool step_in_flight = false;
+  std::optional<chain_state> chain;
+  std::vector<page_id> lease;  ///< cached pages held for this stream before admit
+  bool converted = false;
+  // Scratch for admit: which step last saw this stream, and where its need
+  // sits in that step's list (no per-step map allocation).
+  std::uint64_t seen_epoch = 0;
+  std::uint64_t need_epoch = 0;
+  std::size_t need_index = 0;
+};
+
+struct kv_pool::request_state {
+  std::map<std::string, stream_state> streams;
+  std::map<std::string, kv_prefix_seed> seeds;
+  bool prefix_cache = true;
+};
+
+/// A step admitted (and maybe planned) ahead of its turn.
+struct kv_pool::staged_preplan {
+  std::vector<segment> segments;
+  std::set<request_id> padding_rows;
+  std::vector<alloc_record> record;         ///< what the staged admit took
+  std::vector<std::pair<request_id, std::string>> marked;  ///< streams it marked in flight
+  std::shared_ptr<const kv_plan> plan;      ///< set by the pre-plan pass
+};
+
+}  // namespace mstar::resources

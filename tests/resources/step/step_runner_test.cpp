@@ -1,0 +1,399 @@
+#include "resources/step/step_runner.hpp"
+
+#include <cstdint>
+#include <gtest/gtest.h>
+#include <memory>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "tests/resources/step/counting_pool.hpp"
+
+namespace mstar::resources {
+namespace {
+
+using test_support::counting_pool;
+using test_support::pool_plan;
+
+/// One segment per span, for requests r0, r1, ...
+std::shared_ptr<const resource_step> step_of(const std::vector<std::int64_t>& spans) {
+  auto step = std::make_shared<resource_step>();
+  for (std::size_t i = 0; i < spans.size(); ++i)
+    step->segments.push_back(segment{"r" + std::to_string(i), "main", spans[i]});
+  return step;
+}
+
+step_runner runner_of(std::vector<resource*> resources) {
+  auto runner = step_runner::make(std::move(resources));
+  if (!runner)
+    throw std::runtime_error(runner.error().to_string());
+  return std::move(runner).value();
+}
+
+std::string make_failure(std::vector<resource*> resources) {
+  auto runner = step_runner::make(std::move(resources));
+  EXPECT_FALSE(runner) << "make() accepted what it should refuse";
+  if (runner)
+    return {};
+  EXPECT_EQ(runner.error().code(), errc::invalid_argument);
+  return runner.error().message();
+}
+
+std::vector<std::string> keys_of(const std::vector<resource*>& resources) {
+  std::vector<std::string> keys;
+  for (const resource* r : resources)
+    keys.push_back(r->key());
+  return keys;
+}
+
+using strings = std::vector<std::string>;
+
+TEST(step_runner, orders_each_resource_after_its_dependencies) {
+  strings log;
+  counting_pool attn{"attn", {.depends_on = {"kv", "pos"}}, &log};
+  counting_pool kv{"kv", {}, &log};
+  counting_pool pos{"pos", {.depends_on = {"kv"}}, &log};
+  const step_runner runner = runner_of({&attn, &kv, &pos});
+  EXPECT_EQ(keys_of(runner.order()), (strings{"kv", "pos", "attn"}));
+}
+
+TEST(step_runner, keeps_the_given_order_wherever_dependencies_allow) {
+  strings log;
+  counting_pool c{"c", {}, &log};
+  counting_pool a{"a", {}, &log};
+  counting_pool b{"b", {.depends_on = {"a"}}, &log};
+  EXPECT_EQ(keys_of(runner_of({&c, &a, &b}).order()), (strings{"c", "a", "b"}));
+  EXPECT_EQ(keys_of(runner_of({&a, &b, &c}).order()), (strings{"a", "b", "c"}));
+  // b waits for a; c, ready first, is not pushed behind b.
+  EXPECT_EQ(keys_of(runner_of({&b, &c, &a}).order()), (strings{"c", "a", "b"}));
+}
+
+TEST(step_runner, refuses_a_null_resource) {
+  strings log;
+  counting_pool a{"a", {}, &log};
+  EXPECT_EQ(make_failure({&a, nullptr}), "resources[1] is null");
+}
+
+TEST(step_runner, refuses_a_duplicate_key_naming_both_positions) {
+  strings log;
+  counting_pool a{"kv", {}, &log};
+  counting_pool b{"pos", {}, &log};
+  counting_pool c{"kv", {}, &log};
+  EXPECT_EQ(make_failure({&a, &b, &c}),
+            "duplicate resource key \"kv\" (resources[0] and resources[2])");
+}
+
+TEST(step_runner, refuses_a_resource_that_depends_on_itself) {
+  strings log;
+  counting_pool a{"kv", {.depends_on = {"kv"}}, &log};
+  EXPECT_EQ(make_failure({&a}), "resource \"kv\" depends on itself");
+}
+
+TEST(step_runner, refuses_an_unknown_dependency_naming_both_resources) {
+  strings log;
+  counting_pool a{"attn", {.depends_on = {"kv"}}, &log};
+  EXPECT_EQ(make_failure({&a}),
+            "resource \"attn\" depends on \"kv\", which is not among the resources");
+}
+
+TEST(step_runner, refuses_a_cycle_naming_only_its_members) {
+  strings log;
+  counting_pool x{"x", {.depends_on = {"a"}}, &log};
+  counting_pool a{"a", {.depends_on = {"b"}}, &log};
+  counting_pool b{"b", {.depends_on = {"c"}}, &log};
+  counting_pool c{"c", {.depends_on = {"a"}}, &log};
+  counting_pool free_standing{"y", {}, &log};
+  EXPECT_EQ(make_failure({&free_standing, &x, &a, &b, &c}),
+            "resources \"a\", \"b\", \"c\" form a dependency cycle: a -> b -> c -> a");
+}
+
+TEST(step_runner, refuses_a_preplanning_resource_whose_dependency_does_not_preplan) {
+  strings log;
+  counting_pool kv{"kv", {}, &log};
+  counting_pool attn{"attn", {.depends_on = {"kv"}, .preplan = true}, &log};
+  EXPECT_EQ(make_failure({&kv, &attn}),
+            "resource \"attn\" supports pre-planning but its dependency \"kv\" does not; every "
+            "pre-planning resource's dependencies must also pre-plan");
+}
+
+TEST(step_runner, admits_every_resource_in_order_when_all_have_room) {
+  strings log;
+  counting_pool a{"a", {}, &log};
+  counting_pool b{"b", {.depends_on = {"a"}}, &log};
+  step_runner runner = runner_of({&b, &a});
+  step_context ctx;
+  const auto admitted = runner.admit({{"a", step_of({1, 0, 2})}, {"b", step_of({3})}}, ctx);
+  EXPECT_TRUE(admitted.ok());
+  EXPECT_TRUE(admitted.ready());
+  EXPECT_EQ(admitted.failed_resource, "");
+  EXPECT_EQ(log, (strings{"a.admit", "b.admit"}));
+  EXPECT_EQ(a.free_list(), (std::vector<int>{3, 2}));
+  EXPECT_EQ(b.free_list(), (std::vector<int>{3, 2, 1}));
+  a.expect_conserved();
+  b.expect_conserved();
+}
+
+TEST(step_runner, leaves_out_resources_the_bundle_does_not_name) {
+  strings log;
+  counting_pool a{"a", {}, &log};
+  counting_pool b{"b", {}, &log};
+  step_runner runner = runner_of({&a, &b});
+  step_context ctx;
+  const step_bundle bundle{{"b", step_of({1})}};
+  EXPECT_TRUE(runner.admit(bundle, ctx).ok());
+  ASSERT_TRUE(runner.plan(bundle, ctx));
+  ASSERT_TRUE(runner.commit(bundle, ctx));
+  EXPECT_EQ(log, (strings{"b.admit", "b.plan", "b.commit"}));
+  EXPECT_EQ(a.free_list().size(), 4U);
+}
+
+TEST(step_runner, rolls_back_every_admitted_resource_when_a_later_one_refuses) {
+  strings log;
+  counting_pool a{"a", {}, &log};
+  counting_pool b{"b", {.depends_on = {"a"}}, &log};
+  counting_pool c{"c", {.slots = 1, .depends_on = {"b"}}, &log};
+  counting_pool d{"d", {.depends_on = {"c"}}, &log};
+  step_runner runner = runner_of({&a, &b, &c, &d});
+  step_context ctx;
+  const std::vector<std::vector<int>> before{a.free_list(), b.free_list(), c.free_list(),
+                                             d.free_list()};
+  const auto spans = step_of({1, 2, 1});
+  const auto refused = runner.admit({{"a", spans}, {"b", spans}, {"c", spans}, {"d", spans}}, ctx);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_FALSE(refused.ready());
+  EXPECT_EQ(refused.failed_resource, "c");
+  const auto* short_of = std::get_if<allocation_failed>(&*refused.outcome.reason);
+  ASSERT_NE(short_of, nullptr);
+  EXPECT_EQ(short_of->pages_short, 2);
+  EXPECT_EQ(short_of->rid, "r1");
+  EXPECT_EQ(log,
+            (strings{"a.admit", "b.admit", "c.admit", "c.rollback", "b.rollback", "a.rollback"}));
+  const std::vector<std::vector<int>> after{a.free_list(), b.free_list(), c.free_list(),
+                                            d.free_list()};
+  EXPECT_EQ(after, before);
+}
+
+TEST(step_runner, reports_ready_only_when_every_resource_is_ready) {
+  strings log;
+  counting_pool a{"a", {}, &log};
+  counting_pool b{"b", {.wait = true}, &log};
+  step_runner runner = runner_of({&a, &b});
+  step_context ctx;
+  const auto waiting = runner.admit({{"a", step_of({1})}, {"b", step_of({1})}}, ctx);
+  EXPECT_TRUE(waiting.ok());
+  EXPECT_FALSE(waiting.ready());
+  EXPECT_EQ(log, (strings{"a.admit", "b.admit"}));
+  const auto ready = runner.admit({{"a", step_of({1})}}, ctx);
+  EXPECT_TRUE(ready.ready());
+}
+
+TEST(step_runner, refuses_a_bundle_naming_a_resource_it_does_not_hold) {
+  strings log;
+  counting_pool a{"a", {}, &log};
+  step_runner runner = runner_of({&a});
+  step_context ctx;
+  const step_bundle bundle{{"a", step_of({1})}, {"ghost", step_of({1})}};
+  const auto refused = runner.admit(bundle, ctx);
+  EXPECT_FALSE(refused.ok());
+  ASSERT_TRUE(std::holds_alternative<admit_runtime_error>(*refused.outcome.reason));
+  EXPECT_EQ(refusal_message(*refused.outcome.reason),
+            "step bundle names resource \"ghost\", which this runner does not hold");
+  const auto planned = runner.plan(bundle, ctx);
+  ASSERT_FALSE(planned);
+  EXPECT_EQ(planned.error().code(), errc::invalid_argument);
+  EXPECT_FALSE(runner.commit({{"a", nullptr}}, ctx));
+  EXPECT_TRUE(log.empty()) << "a resource was called for a malformed bundle";
+}
+
+TEST(step_runner, plans_in_order_and_lets_a_dependent_read_its_dependency_plan) {
+  strings log;
+  counting_pool a{"a", {}, &log};
+  counting_pool b{"b", {.depends_on = {"a"}}, &log};
+  step_runner runner = runner_of({&b, &a});
+  step_context ctx;
+  ctx.plan_results["stale"] = std::make_shared<pool_plan>();
+  const step_bundle bundle{{"a", step_of({1, 1})}, {"b", step_of({1})}};
+  ASSERT_TRUE(runner.admit(bundle, ctx).ok());
+  ASSERT_TRUE(runner.plan(bundle, ctx));
+  EXPECT_EQ(log, (strings{"a.admit", "b.admit", "a.plan", "b.plan"}));
+  ASSERT_EQ(ctx.plan_results.size(), 2U);
+  const auto& a_plan = dynamic_cast<const pool_plan&>(*ctx.plan_results.at("a"));
+  const auto& b_plan = dynamic_cast<const pool_plan&>(*ctx.plan_results.at("b"));
+  EXPECT_EQ(a_plan.slots, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b_plan.slots, (std::vector<int>{0}));
+  EXPECT_EQ(b_plan.dependency_slots.at("a"), a_plan.slots);
+}
+
+TEST(step_runner, stops_planning_at_the_first_error_and_names_the_resource) {
+  strings log;
+  counting_pool a{"a", {}, &log};
+  counting_pool b{"b", {.fail_plan = true}, &log};
+  counting_pool c{"c", {}, &log};
+  step_runner runner = runner_of({&a, &b, &c});
+  step_context ctx;
+  const auto step = step_of({1});
+  const auto planned = runner.plan({{"a", step}, {"b", step}, {"c", step}}, ctx);
+  ASSERT_FALSE(planned);
+  EXPECT_EQ(planned.error(), error(errc::out_of_range, "b: plan fails on purpose"));
+  EXPECT_EQ(log, (strings{"a.plan", "b.plan"}));
+  EXPECT_TRUE(ctx.plan_results.contains("a"));
+  EXPECT_FALSE(ctx.plan_results.contains("b"));
+}
+
+TEST(step_runner, commits_in_order_and_stops_at_the_first_error) {
+  strings log;
+  counting_pool a{"a", {}, &log};
+  counting_pool b{"b", {.depends_on = {"a"}}, &log};
+  counting_pool c{"c", {.depends_on = {"b"}}, &log};
+  step_runner runner = runner_of({&c, &b, &a});
+  step_context ctx;
+  const auto step = step_of({1});
+  const step_bundle bundle{{"a", step}, {"b", step}, {"c", step}};
+  ASSERT_TRUE(runner.commit(bundle, ctx));
+  EXPECT_EQ(log, (strings{"a.commit", "b.commit", "c.commit"}));
+  log.clear();
+  b.options.fail_commit = true;
+  const auto committed = runner.commit(bundle, ctx);
+  ASSERT_FALSE(committed);
+  EXPECT_EQ(committed.error().message(), "b: commit fails on purpose");
+  EXPECT_EQ(log, (strings{"a.commit", "b.commit"}));
+}
+
+TEST(step_runner, pre_admits_and_pre_plans_only_the_preplanning_resources) {
+  strings log;
+  counting_pool a{"a", {.preplan = true}, &log};
+  counting_pool b{"b", {.depends_on = {"a"}, .preplan = true}, &log};
+  counting_pool c{"c", {.depends_on = {"a"}}, &log};
+  step_runner runner = runner_of({&c, &b, &a});
+  EXPECT_EQ(keys_of(runner.preplan_order()), (strings{"a", "b"}));
+  step_context ctx;
+  const auto step = step_of({1, 1});
+  const step_bundle bundle{{"a", step}, {"b", step}, {"c", step}};
+  EXPECT_TRUE(runner.pre_admit(bundle, ctx).ok());
+  EXPECT_FALSE(ctx.is_preplan);
+  ASSERT_TRUE(runner.pre_plan(bundle, ctx));
+  EXPECT_FALSE(ctx.is_preplan);
+  EXPECT_EQ(log, (strings{"a.admit(pre)", "b.admit(pre)", "a.plan(pre)", "b.plan(pre)"}));
+  EXPECT_EQ(a.free_list().size(), 2U);
+  EXPECT_EQ(c.free_list().size(), 4U);
+  // The full admit finds a's and b's stage and takes nothing more.
+  EXPECT_TRUE(runner.admit(bundle, ctx).ok());
+  EXPECT_EQ(a.free_list().size(), 2U);
+  EXPECT_EQ(c.free_list().size(), 2U);
+  ctx.is_preplan = true;
+  ASSERT_TRUE(runner.pre_plan(bundle, ctx));
+  EXPECT_TRUE(ctx.is_preplan) << "the caller's flag was not restored";
+}
+
+TEST(step_runner, clears_the_stage_of_the_preplanning_resources_only) {
+  strings log;
+  counting_pool a{"a", {.preplan = true}, &log};
+  counting_pool c{"c", {}, &log};
+  step_runner runner = runner_of({&a, &c});
+  step_context ctx;
+  const std::vector<int> before = a.free_list();
+  ASSERT_TRUE(runner.pre_admit({{"a", step_of({1, 1, 1})}, {"c", step_of({1})}}, ctx).ok());
+  runner.clear_preplan();
+  EXPECT_EQ(log, (strings{"a.admit(pre)", "a.clear_preplan"}));
+  EXPECT_EQ(a.free_list(), before);
+}
+
+TEST(step_runner, agrees_the_smallest_cached_prefix_and_tells_only_those_that_answered) {
+  strings log;
+  counting_pool a{"a", {.cached = 7}, &log};
+  counting_pool b{"b", {}, &log};
+  counting_pool c{"c", {.cached = 3}, &log};
+  step_runner runner = runner_of({&a, &b, &c});
+  EXPECT_EQ(runner.resolve_cached_prefix("r0"), 3);
+  EXPECT_EQ(a.applied, 3);
+  EXPECT_EQ(b.applied, std::nullopt);
+  EXPECT_EQ(c.applied, 3);
+}
+
+TEST(step_runner, agrees_no_cached_prefix_when_no_resource_has_an_opinion) {
+  strings log;
+  counting_pool a{"a", {}, &log};
+  step_runner runner = runner_of({&a});
+  EXPECT_EQ(runner.resolve_cached_prefix("r0"), std::nullopt);
+  EXPECT_EQ(a.applied, std::nullopt);
+}
+
+TEST(step_runner, fans_request_lifecycle_out_to_every_resource_dependents_released_first) {
+  strings log;
+  counting_pool a{"a", {}, &log};
+  counting_pool b{"b", {.depends_on = {"a"}}, &log};
+  step_runner runner = runner_of({&b, &a});
+  step_context ctx;
+  const auto step = step_of({1});
+  ASSERT_TRUE(runner.admit({{"a", step}, {"b", step}}, ctx).ok());
+  ASSERT_TRUE(runner.commit({{"a", step}, {"b", step}}, ctx));
+  log.clear();
+  runner.ingest_request("r0");
+  runner.reset_request("r0", false);
+  runner.reset_request("r0", true);
+  runner.remove_request("r0");
+  EXPECT_EQ(log, (strings{"a.ingest r0", "b.ingest r0", "b.reset r0", "a.reset r0",
+                          "b.reset r0 free", "a.reset r0 free", "b.remove r0", "a.remove r0"}));
+  EXPECT_EQ(a.free_list().size(), 4U);
+  a.expect_conserved();
+  b.expect_conserved();
+}
+
+TEST(step_runner, conserves_every_free_list_over_random_admits_and_refusals) {
+  constexpr std::uint32_t seed = 20240611;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng{seed};
+  const auto roll = [&rng](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  strings log;
+  counting_pool p0{"p0", {.slots = 6}, &log};
+  counting_pool p1{"p1", {.slots = 4, .depends_on = {"p0"}}, &log};
+  counting_pool p2{"p2", {.slots = 8}, &log};
+  counting_pool p3{"p3", {.slots = 5, .depends_on = {"p1", "p2"}}, &log};
+  const std::vector<counting_pool*> pools{&p0, &p1, &p2, &p3};
+  step_runner runner = runner_of({&p3, &p2, &p1, &p0});
+  int short_refusals = 0;
+  int forced_refusals = 0;
+  int commits = 0;
+  for (int iteration = 0; iteration < 2000; ++iteration) {
+    SCOPED_TRACE("iteration " + std::to_string(iteration));
+    step_bundle bundle;
+    std::vector<std::vector<int>> before;
+    for (counting_pool* pool : pools) {
+      pool->options.refuse = roll(10) == 0;
+      before.push_back(pool->free_list());
+      if (roll(5) == 0)
+        continue;
+      auto step = std::make_shared<resource_step>();
+      for (int s = 1 + roll(3); s > 0; --s)
+        step->segments.push_back({"q" + std::to_string(roll(6)), "main", roll(3)});
+      bundle[pool->key()] = std::move(step);
+    }
+    step_context ctx;
+    const auto outcome = runner.admit(bundle, ctx);
+    if (!outcome.ok()) {
+      const bool short_of = std::holds_alternative<allocation_failed>(*outcome.outcome.reason);
+      (short_of ? short_refusals : forced_refusals) += 1;
+      std::vector<std::vector<int>> after;
+      for (const counting_pool* pool : pools)
+        after.push_back(pool->free_list());
+      ASSERT_EQ(after, before) << "refused by " << outcome.failed_resource;
+    } else {
+      ASSERT_TRUE(runner.plan(bundle, ctx));
+      ASSERT_TRUE(runner.commit(bundle, ctx));
+      ++commits;
+    }
+    for (int r = roll(3); r > 0; --r)
+      runner.remove_request("q" + std::to_string(roll(6)));
+    for (const counting_pool* pool : pools)
+      pool->expect_conserved();
+  }
+  EXPECT_GT(short_refusals, 50);
+  EXPECT_GT(forced_refusals, 50);
+  EXPECT_GT(commits, 50);
+}
+}  // namespace
+}  // namespace mstar::resources
