@@ -274,15 +274,17 @@ result<void> kv_pool::commit(const resource_step& step, step_context& ctx) {
     st->stored_len += seg.span;
     st->converted = false;
     ++st->generation;
+    // The policy rides on the step, not the stream: a commit that declares
+    // none releases nothing.
     const auto policy = s->retention.find({seg.rid, seg.label});
     if (policy != s->retention.end()) {
       st->retention = policy->second;
       st->protected_prefix = policy->second.protected_prefix;
     }
     index_pages(seg.rid, seg.label, *st);
-    if (st->retention) {
+    if (policy != s->retention.end()) {
       const std::int64_t excess =
-          st->stored_len - st->protected_prefix - st->retention->context_budget;
+          st->stored_len - st->protected_prefix - policy->second.context_budget;
       if (excess > 0) (void)release_front(*st, excess);
     }
   }

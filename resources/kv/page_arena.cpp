@@ -13,21 +13,23 @@ page_arena::page_arena(std::int32_t num_pages)
       ring_(static_cast<std::size_t>(num_pages_), 0) {
   assert(num_pages >= 2);
   owners_[sink_page] = 1;
-  for (page_id page = 1; page < num_pages_; ++page) push_back(page);
+  for (page_id page = 1; page < num_pages_; ++page)
+    push_back(page);
 }
 
 result<page_arena> page_arena::make(std::int32_t num_pages) {
   if (num_pages < 2) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("num_pages must be >= 2 (the sink and one more), got {}",
-                                  num_pages));
+    return make_error(
+        errc::invalid_argument,
+        fmt::format("num_pages must be >= 2 (the sink and one more), got {}", num_pages));
   }
   return page_arena{num_pages};
 }
 
 bool page_arena::try_allocate(std::int32_t n, std::vector<page_id>& out) {
   assert(n >= 0);
-  if (n < 0 || n > free_count_) return false;
+  if (n < 0 || n > free_count_)
+    return false;
   out.reserve(out.size() + static_cast<std::size_t>(n));
   for (std::int32_t i = 0; i < n; ++i) {
     const page_id page = ring_[static_cast<std::size_t>(head_)];
@@ -45,12 +47,14 @@ void page_arena::unallocate(std::span<const page_id> pages) {
   std::size_t checked = 0;
   for (; checked < pages.size(); ++checked) {
     const page_id page = pages[checked];
-    if (!is_owned_request_page(page) || owners_[static_cast<std::size_t>(page)] != 1) break;
+    if (!is_owned_request_page(page) || owners_[static_cast<std::size_t>(page)] != 1)
+      break;
     owners_[static_cast<std::size_t>(page)] = -1;
   }
   if (checked != pages.size()) {
     assert(false && "unallocate: page is free, shared, the sink, repeated or out of range");
-    for (std::size_t i = 0; i < checked; ++i) owners_[static_cast<std::size_t>(pages[i])] = 1;
+    for (std::size_t i = 0; i < checked; ++i)
+      owners_[static_cast<std::size_t>(pages[i])] = 1;
     return;
   }
   // Back to the front in reverse, so the queue reads as before the allocation.
@@ -64,7 +68,8 @@ void page_arena::unallocate(std::span<const page_id> pages) {
 void page_arena::retain(page_id page) {
   const bool ok = is_owned_request_page(page);
   assert(ok && "retain: page is free, the sink or out of range");
-  if (!ok) return;
+  if (!ok)
+    return;
   ++owners_[static_cast<std::size_t>(page)];
   ++owner_changes_;
 }
@@ -72,9 +77,11 @@ void page_arena::retain(page_id page) {
 void page_arena::release(page_id page) {
   const bool ok = is_owned_request_page(page);
   assert(ok && "release: page is free, the sink or out of range");
-  if (!ok) return;
+  if (!ok)
+    return;
   ++owner_changes_;
-  if (--owners_[static_cast<std::size_t>(page)] > 0) return;
+  if (--owners_[static_cast<std::size_t>(page)] > 0)
+    return;
   sealed_[static_cast<std::size_t>(page)] = 0;
   push_back(page);
 }
@@ -82,7 +89,8 @@ void page_arena::release(page_id page) {
 void page_arena::seal(page_id page) {
   const bool ok = is_owned_request_page(page);
   assert(ok && "seal: page is free, the sink or out of range");
-  if (ok) sealed_[static_cast<std::size_t>(page)] = 1;
+  if (ok)
+    sealed_[static_cast<std::size_t>(page)] = 1;
 }
 
 bool page_arena::sealed(page_id page) const {
@@ -107,9 +115,11 @@ std::vector<page_id> page_arena::free_list() const {
 result<void> page_arena::check_invariants() const {
   std::vector<std::uint8_t> queued(static_cast<std::size_t>(num_pages_), 0);
   for (const page_id page : free_list()) {
-    if (!in_range(page)) return make_error(errc::out_of_range, fmt::format("free page {}", page));
+    if (!in_range(page))
+      return make_error(errc::out_of_range, fmt::format("free page {}", page));
     auto& seen = queued[static_cast<std::size_t>(page)];
-    if (seen != 0) return make_error(errc::invalid_argument, fmt::format("page {} queued twice", page));
+    if (seen != 0)
+      return make_error(errc::invalid_argument, fmt::format("page {} queued twice", page));
     seen = 1;
     if (owners_[static_cast<std::size_t>(page)] != 0 || sealed_[static_cast<std::size_t>(page)]) {
       return make_error(errc::invalid_argument,
@@ -122,11 +132,13 @@ result<void> page_arena::check_invariants() const {
   std::int32_t owned = 0;
   for (page_id page = 0; page < num_pages_; ++page) {
     const auto i = static_cast<std::size_t>(page);
-    if (queued[i] != 0) continue;
+    if (queued[i] != 0)
+      continue;
     ++owned;
     if (owners_[i] < 1) {
-      return make_error(errc::invalid_argument,
-                        fmt::format("page {} is neither free nor owned ({} owners)", page, owners_[i]));
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("page {} is neither free nor owned ({} owners)", page, owners_[i]));
     }
     if (owners_[i] > 1 && sealed_[i] == 0) {
       return make_error(errc::invalid_argument,

@@ -11,7 +11,9 @@ namespace {
 
 constexpr page_id no_parent = -1;
 
-[[nodiscard]] std::size_t at(page_id page) noexcept { return static_cast<std::size_t>(page); }
+[[nodiscard]] std::size_t at(page_id page) noexcept {
+  return static_cast<std::size_t>(page);
+}
 
 [[nodiscard]] error broken(std::string message) {
   return make_error(errc::invalid_argument, std::move(message));
@@ -32,14 +34,18 @@ prefix_index::prefix_index(page_arena& arena)
   passed_over_.reserve(nodes_.size());
 }
 
-prefix_index::~prefix_index() { clear(); }
+prefix_index::~prefix_index() {
+  clear();
+}
 
 std::vector<page_id> prefix_index::lookup(std::span<const digest256> keys) {
   std::vector<page_id> pages;
   collect(keys, pages);
-  if (pages.empty()) return pages;
+  if (pages.empty())
+    return pages;
   ++clock_;
-  for (const page_id page : pages) nodes_[at(page)].stamp = clock_;
+  for (const page_id page : pages)
+    nodes_[at(page)].stamp = clock_;
   return pages;
 }
 
@@ -51,19 +57,24 @@ std::vector<page_id> prefix_index::peek(std::span<const digest256> keys) const {
 
 std::optional<page_id> prefix_index::page_for(const digest256& key) const {
   const auto it = map_.find(key);
-  if (it == map_.end()) return std::nullopt;
+  if (it == map_.end())
+    return std::nullopt;
   return it->second;
 }
 
 bool prefix_index::insert(const digest256& key, page_id page, std::optional<page_id> parent) {
-  if (!valid_page(page) || arena_.owners(page) < 1 || nodes_[at(page)].indexed) return false;
-  if (parent && (!valid_page(*parent) || !nodes_[at(*parent)].indexed)) return false;
-  if (!map_.try_emplace(key, page).second) return false;
+  if (!valid_page(page) || arena_.owners(page) < 1 || nodes_[at(page)].indexed)
+    return false;
+  if (parent && (!valid_page(*parent) || !nodes_[at(*parent)].indexed))
+    return false;
+  if (!map_.try_emplace(key, page).second)
+    return false;
   arena_.seal(page);
   arena_.retain(page);
   node& entry = nodes_[at(page)];
   entry = node{key, ++clock_, parent.value_or(no_parent), 0, true, false};
-  if (parent) ++nodes_[at(*parent)].children;
+  if (parent)
+    ++nodes_[at(*parent)].children;
   push_candidate(page);
   ++version_;
   return true;
@@ -77,7 +88,8 @@ std::int32_t prefix_index::evict(std::int32_t n) {
     const node& entry = nodes_[at(page)];
     // Stale entries: a page that gained children is queued again when its
     // last child goes; a re-stamped leaf goes back under its new stamp.
-    if (!entry.indexed || entry.children > 0) continue;
+    if (!entry.indexed || entry.children > 0)
+      continue;
     if (stamp != entry.stamp) {
       push_candidate(page);
     } else if (arena_.owners(page) > 1) {
@@ -86,7 +98,8 @@ std::int32_t prefix_index::evict(std::int32_t n) {
       ++freed;
     }
   }
-  for (const page_id page : passed_over_) push_candidate(page);
+  for (const page_id page : passed_over_)
+    push_candidate(page);
   passed_over_.clear();
   return freed;
 }
@@ -96,7 +109,8 @@ bool prefix_index::indexes(page_id page) const noexcept {
 }
 
 std::optional<digest256> prefix_index::key_of(page_id page) const {
-  if (!indexes(page)) return std::nullopt;
+  if (!indexes(page))
+    return std::nullopt;
   return nodes_[at(page)].key;
 }
 
@@ -108,7 +122,8 @@ std::int32_t prefix_index::evictable() const {
   // only go after all its children.
   pinned_.assign(nodes_.size(), 0);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (!nodes_[i].indexed || arena_.owners(static_cast<page_id>(i)) <= 1) continue;
+    if (!nodes_[i].indexed || arena_.owners(static_cast<page_id>(i)) <= 1)
+      continue;
     for (page_id p = static_cast<page_id>(i); p != no_parent && pinned_[at(p)] == 0;
          p = nodes_[at(p)].parent) {
       pinned_[at(p)] = 1;
@@ -116,7 +131,8 @@ std::int32_t prefix_index::evictable() const {
   }
   std::int32_t count = 0;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i].indexed && pinned_[i] == 0) ++count;
+    if (nodes_[i].indexed && pinned_[i] == 0)
+      ++count;
   }
   evictable_cache_ = count;
   cache_owner_changes_ = arena_.owner_changes();
@@ -126,7 +142,8 @@ std::int32_t prefix_index::evictable() const {
 
 void prefix_index::clear() {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i].indexed) arena_.release(static_cast<page_id>(i));
+    if (nodes_[i].indexed)
+      arena_.release(static_cast<page_id>(i));
     nodes_[i] = node{};
   }
   map_.clear();
@@ -135,7 +152,8 @@ void prefix_index::clear() {
 }
 
 result<void> prefix_index::check_invariants() const {
-  if (nodes_.size() != at(arena_.num_pages())) return broken("index and arena disagree on pages");
+  if (nodes_.size() != at(arena_.num_pages()))
+    return broken("index and arena disagree on pages");
   std::vector<std::int32_t> children(nodes_.size(), 0);
   std::size_t indexed = 0;
   std::size_t queued = 0;
@@ -197,14 +215,16 @@ void prefix_index::collect(std::span<const digest256> keys, std::vector<page_id>
   out.reserve(std::min(keys.size(), map_.size()));
   for (const digest256& key : keys) {
     const auto it = map_.find(key);
-    if (it == map_.end()) return;
+    if (it == map_.end())
+      return;
     out.push_back(it->second);
   }
 }
 
 void prefix_index::push_candidate(page_id page) {
   node& entry = nodes_[at(page)];
-  if (entry.queued) return;
+  if (entry.queued)
+    return;
   entry.queued = true;
   heap_.emplace_back(entry.stamp, page);
   std::push_heap(heap_.begin(), heap_.end(), std::greater<>{});
@@ -227,7 +247,8 @@ bool prefix_index::remove_leaf(page_id page) {
   ++version_;
   const bool frees = arena_.owners(page) == 1;
   arena_.release(page);
-  if (parent != no_parent && --nodes_[at(parent)].children == 0) push_candidate(parent);
+  if (parent != no_parent && --nodes_[at(parent)].children == 0)
+    push_candidate(parent);
   return frees;
 }
 

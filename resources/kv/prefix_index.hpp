@@ -76,7 +76,9 @@ class prefix_index {
   std::int32_t evict(std::int32_t n);
 
   /// Indexed pages.
-  [[nodiscard]] std::int32_t size() const noexcept { return static_cast<std::int32_t>(map_.size()); }
+  [[nodiscard]] std::int32_t size() const noexcept {
+    return static_cast<std::int32_t>(map_.size());
+  }
 
   /// Whether `page` carries a key.
   [[nodiscard]] bool indexes(page_id page) const noexcept;
@@ -121,12 +123,12 @@ class prefix_index {
 
   page_arena& arena_;
   std::unordered_map<digest256, page_id, digest256_hash> map_;
-  std::vector<node> nodes_;            // per page id
-  std::vector<candidate> heap_;        // min-heap over (stamp, page)
-  std::vector<page_id> passed_over_;   // scratch for one evict pass
+  std::vector<node> nodes_;           // per page id
+  std::vector<candidate> heap_;       // min-heap over (stamp, page)
+  std::vector<page_id> passed_over_;  // scratch for one evict pass
   std::uint64_t clock_ = 0;
   std::uint64_t examined_ = 0;
-  std::uint64_t version_ = 0;          // bumped by every insert and removal
+  std::uint64_t version_ = 0;                 // bumped by every insert and removal
   mutable std::vector<std::uint8_t> pinned_;  // scratch for evictable()
   mutable std::int32_t evictable_cache_ = 0;
   mutable std::uint64_t cache_owner_changes_ = ~std::uint64_t{0};

@@ -50,7 +50,8 @@ TEST(page_arena, allocates_in_fifo_order_with_one_owner_each) {
   ASSERT_TRUE(arena.try_allocate(1, out));
   expect_sound(arena);
   EXPECT_EQ(out, (pages{42, 1, 2, 3}));
-  for (const page_id page : {1, 2, 3}) EXPECT_EQ(arena.owners(page), 1);
+  for (const page_id page : {1, 2, 3})
+    EXPECT_EQ(arena.owners(page), 1);
   EXPECT_EQ(arena.owners(4), 0);
   EXPECT_EQ(arena.free_list(), (pages{4, 5}));
 }
@@ -74,8 +75,10 @@ TEST(page_arena, never_hands_out_the_sink_however_pages_cycle) {
   page_arena arena{3};
   for (int round = 0; round < 5; ++round) {
     const pages got = allocate(arena, 2);
-    for (const page_id page : got) EXPECT_NE(page, sink_page);
-    for (const page_id page : got) arena.release(page);
+    for (const page_id page : got)
+      EXPECT_NE(page, sink_page);
+    for (const page_id page : got)
+      arena.release(page);
     expect_sound(arena);
     EXPECT_EQ(arena.owners(sink_page), 1);
   }
@@ -142,7 +145,8 @@ TEST(page_arena, a_seal_lasts_until_the_page_is_freed) {
   arena.release(page);
   expect_sound(arena);
   EXPECT_FALSE(arena.sealed(page));
-  while (arena.num_free() > 0) EXPECT_FALSE(arena.sealed(allocate(arena, 1)[0]));
+  while (arena.num_free() > 0)
+    EXPECT_FALSE(arena.sealed(allocate(arena, 1)[0]));
 }
 
 TEST(page_arena, check_invariants_flags_a_shared_page_that_is_not_sealed) {

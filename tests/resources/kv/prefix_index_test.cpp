@@ -175,7 +175,8 @@ TEST(prefix_index, one_pass_frees_a_whole_chain_leaf_by_leaf) {
 TEST(prefix_index, a_pool_full_of_cache_only_pages_frees_what_a_live_request_needs) {
   pool p{9};
   page_id parent = p.cache(0);
-  for (int k = 1; k < 8; ++k) parent = p.cache(k, k % 3 == 0 ? std::nullopt : std::optional{parent});
+  for (int k = 1; k < 8; ++k)
+    parent = p.cache(k, k % 3 == 0 ? std::nullopt : std::optional{parent});
   ASSERT_EQ(p.arena.num_free(), 0);
   pages live;
   EXPECT_FALSE(p.arena.try_allocate(3, live));
@@ -190,7 +191,7 @@ TEST(prefix_index, a_pool_full_of_live_pages_still_fails) {
   pool p{6};
   const page_id a = p.take();
   ASSERT_TRUE(p.index.insert(key(1), a, std::nullopt));
-  const pages rest = p.take_n(4);
+  EXPECT_EQ(p.take_n(4).size(), 4U);
   EXPECT_EQ(p.index.evict(all), 0);
   p.expect_sound();
   pages more;
@@ -206,7 +207,8 @@ TEST(prefix_index, leased_pages_survive_evict_of_everything) {
   const page_id d = p.cache(4);
   p.cache(5, d);
   const pages lease = p.index.lookup(keys({1, 2}));
-  for (const page_id page : lease) p.hold(page);
+  for (const page_id page : lease)
+    p.hold(page);
   EXPECT_EQ(p.index.evictable(), 3);
   EXPECT_EQ(p.index.evict(all), 3);
   p.expect_sound();
@@ -218,7 +220,8 @@ TEST(prefix_index, leased_pages_survive_evict_of_everything) {
 
 TEST(prefix_index, an_all_live_pool_is_scanned_once_per_pass_and_frees_nothing) {
   pool p{10};
-  for (int k = 0; k < 6; ++k) ASSERT_TRUE(p.index.insert(key(k), p.take(), std::nullopt));
+  for (int k = 0; k < 6; ++k)
+    ASSERT_TRUE(p.index.insert(key(k), p.take(), std::nullopt));
   for (int pass = 0; pass < 3; ++pass) {
     const auto before = p.index.candidates_examined();
     EXPECT_EQ(p.index.evict(all), 0);

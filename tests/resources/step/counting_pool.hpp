@@ -36,6 +36,15 @@ struct pool_options {
   bool fail_plan = false;
   bool fail_commit = false;
   std::optional<std::int64_t> cached;  // answer to resolve_cached_prefix
+
+  // Chainable setters: GCC warns on designated initializers that leave
+  // fields out, and most pools set one or two.
+  pool_options& with_slots(int n) { return slots = n, *this; }
+  pool_options& after(std::vector<std::string> keys) { return depends_on = std::move(keys), *this; }
+  pool_options& preplanning() { return preplan = true, *this; }
+  pool_options& waiting() { return wait = true, *this; }
+  pool_options& failing_plan() { return fail_plan = true, *this; }
+  pool_options& caching(std::int64_t tokens) { return cached = tokens, *this; }
 };
 
 /// A real little slot pool: one slot per written segment, taken off a free
@@ -44,9 +53,9 @@ struct pool_options {
 /// call made with ctx.is_preplan.
 class counting_pool final : public resource {
  public:
-  counting_pool(std::string key, pool_options options, std::vector<std::string>* log)
-      : options(std::move(options)), key_(std::move(key)), log_(log) {
-    for (int slot = this->options.slots - 1; slot >= 0; --slot)
+  counting_pool(std::string key, pool_options opts, std::vector<std::string>* log)
+      : options(std::move(opts)), key_(std::move(key)), log_(log) {
+    for (int slot = options.slots - 1; slot >= 0; --slot)
       free_.push_back(slot);
   }
 

@@ -18,6 +18,7 @@ namespace {
 
 using test_support::counting_pool;
 using test_support::pool_plan;
+using opts = test_support::pool_options;
 
 /// One segment per span, for requests r0, r1, ...
 std::shared_ptr<const resource_step> step_of(const std::vector<std::int64_t>& spans) {
@@ -54,9 +55,9 @@ using strings = std::vector<std::string>;
 
 TEST(step_runner, orders_each_resource_after_its_dependencies) {
   strings log;
-  counting_pool attn{"attn", {.depends_on = {"kv", "pos"}}, &log};
+  counting_pool attn{"attn", opts{}.after({"kv", "pos"}), &log};
   counting_pool kv{"kv", {}, &log};
-  counting_pool pos{"pos", {.depends_on = {"kv"}}, &log};
+  counting_pool pos{"pos", opts{}.after({"kv"}), &log};
   const step_runner runner = runner_of({&attn, &kv, &pos});
   EXPECT_EQ(keys_of(runner.order()), (strings{"kv", "pos", "attn"}));
 }
@@ -65,7 +66,7 @@ TEST(step_runner, keeps_the_given_order_wherever_dependencies_allow) {
   strings log;
   counting_pool c{"c", {}, &log};
   counting_pool a{"a", {}, &log};
-  counting_pool b{"b", {.depends_on = {"a"}}, &log};
+  counting_pool b{"b", opts{}.after({"a"}), &log};
   EXPECT_EQ(keys_of(runner_of({&c, &a, &b}).order()), (strings{"c", "a", "b"}));
   EXPECT_EQ(keys_of(runner_of({&a, &b, &c}).order()), (strings{"a", "b", "c"}));
   // b waits for a; c, ready first, is not pushed behind b.
@@ -89,23 +90,23 @@ TEST(step_runner, refuses_a_duplicate_key_naming_both_positions) {
 
 TEST(step_runner, refuses_a_resource_that_depends_on_itself) {
   strings log;
-  counting_pool a{"kv", {.depends_on = {"kv"}}, &log};
+  counting_pool a{"kv", opts{}.after({"kv"}), &log};
   EXPECT_EQ(make_failure({&a}), "resource \"kv\" depends on itself");
 }
 
 TEST(step_runner, refuses_an_unknown_dependency_naming_both_resources) {
   strings log;
-  counting_pool a{"attn", {.depends_on = {"kv"}}, &log};
+  counting_pool a{"attn", opts{}.after({"kv"}), &log};
   EXPECT_EQ(make_failure({&a}),
             "resource \"attn\" depends on \"kv\", which is not among the resources");
 }
 
 TEST(step_runner, refuses_a_cycle_naming_only_its_members) {
   strings log;
-  counting_pool x{"x", {.depends_on = {"a"}}, &log};
-  counting_pool a{"a", {.depends_on = {"b"}}, &log};
-  counting_pool b{"b", {.depends_on = {"c"}}, &log};
-  counting_pool c{"c", {.depends_on = {"a"}}, &log};
+  counting_pool x{"x", opts{}.after({"a"}), &log};
+  counting_pool a{"a", opts{}.after({"b"}), &log};
+  counting_pool b{"b", opts{}.after({"c"}), &log};
+  counting_pool c{"c", opts{}.after({"a"}), &log};
   counting_pool free_standing{"y", {}, &log};
   EXPECT_EQ(make_failure({&free_standing, &x, &a, &b, &c}),
             "resources \"a\", \"b\", \"c\" form a dependency cycle: a -> b -> c -> a");
@@ -114,7 +115,7 @@ TEST(step_runner, refuses_a_cycle_naming_only_its_members) {
 TEST(step_runner, refuses_a_preplanning_resource_whose_dependency_does_not_preplan) {
   strings log;
   counting_pool kv{"kv", {}, &log};
-  counting_pool attn{"attn", {.depends_on = {"kv"}, .preplan = true}, &log};
+  counting_pool attn{"attn", opts{}.after({"kv"}).preplanning(), &log};
   EXPECT_EQ(make_failure({&kv, &attn}),
             "resource \"attn\" supports pre-planning but its dependency \"kv\" does not; every "
             "pre-planning resource's dependencies must also pre-plan");
@@ -123,7 +124,7 @@ TEST(step_runner, refuses_a_preplanning_resource_whose_dependency_does_not_prepl
 TEST(step_runner, admits_every_resource_in_order_when_all_have_room) {
   strings log;
   counting_pool a{"a", {}, &log};
-  counting_pool b{"b", {.depends_on = {"a"}}, &log};
+  counting_pool b{"b", opts{}.after({"a"}), &log};
   step_runner runner = runner_of({&b, &a});
   step_context ctx;
   const auto admitted = runner.admit({{"a", step_of({1, 0, 2})}, {"b", step_of({3})}}, ctx);
@@ -154,9 +155,9 @@ TEST(step_runner, leaves_out_resources_the_bundle_does_not_name) {
 TEST(step_runner, rolls_back_every_admitted_resource_when_a_later_one_refuses) {
   strings log;
   counting_pool a{"a", {}, &log};
-  counting_pool b{"b", {.depends_on = {"a"}}, &log};
-  counting_pool c{"c", {.slots = 1, .depends_on = {"b"}}, &log};
-  counting_pool d{"d", {.depends_on = {"c"}}, &log};
+  counting_pool b{"b", opts{}.after({"a"}), &log};
+  counting_pool c{"c", opts{}.with_slots(1).after({"b"}), &log};
+  counting_pool d{"d", opts{}.after({"c"}), &log};
   step_runner runner = runner_of({&a, &b, &c, &d});
   step_context ctx;
   const std::vector<std::vector<int>> before{a.free_list(), b.free_list(), c.free_list(),
@@ -180,7 +181,7 @@ TEST(step_runner, rolls_back_every_admitted_resource_when_a_later_one_refuses) {
 TEST(step_runner, reports_ready_only_when_every_resource_is_ready) {
   strings log;
   counting_pool a{"a", {}, &log};
-  counting_pool b{"b", {.wait = true}, &log};
+  counting_pool b{"b", opts{}.waiting(), &log};
   step_runner runner = runner_of({&a, &b});
   step_context ctx;
   const auto waiting = runner.admit({{"a", step_of({1})}, {"b", step_of({1})}}, ctx);
@@ -212,7 +213,7 @@ TEST(step_runner, refuses_a_bundle_naming_a_resource_it_does_not_hold) {
 TEST(step_runner, plans_in_order_and_lets_a_dependent_read_its_dependency_plan) {
   strings log;
   counting_pool a{"a", {}, &log};
-  counting_pool b{"b", {.depends_on = {"a"}}, &log};
+  counting_pool b{"b", opts{}.after({"a"}), &log};
   step_runner runner = runner_of({&b, &a});
   step_context ctx;
   ctx.plan_results["stale"] = std::make_shared<pool_plan>();
@@ -231,7 +232,7 @@ TEST(step_runner, plans_in_order_and_lets_a_dependent_read_its_dependency_plan) 
 TEST(step_runner, stops_planning_at_the_first_error_and_names_the_resource) {
   strings log;
   counting_pool a{"a", {}, &log};
-  counting_pool b{"b", {.fail_plan = true}, &log};
+  counting_pool b{"b", opts{}.failing_plan(), &log};
   counting_pool c{"c", {}, &log};
   step_runner runner = runner_of({&a, &b, &c});
   step_context ctx;
@@ -247,8 +248,8 @@ TEST(step_runner, stops_planning_at_the_first_error_and_names_the_resource) {
 TEST(step_runner, commits_in_order_and_stops_at_the_first_error) {
   strings log;
   counting_pool a{"a", {}, &log};
-  counting_pool b{"b", {.depends_on = {"a"}}, &log};
-  counting_pool c{"c", {.depends_on = {"b"}}, &log};
+  counting_pool b{"b", opts{}.after({"a"}), &log};
+  counting_pool c{"c", opts{}.after({"b"}), &log};
   step_runner runner = runner_of({&c, &b, &a});
   step_context ctx;
   const auto step = step_of({1});
@@ -265,9 +266,9 @@ TEST(step_runner, commits_in_order_and_stops_at_the_first_error) {
 
 TEST(step_runner, pre_admits_and_pre_plans_only_the_preplanning_resources) {
   strings log;
-  counting_pool a{"a", {.preplan = true}, &log};
-  counting_pool b{"b", {.depends_on = {"a"}, .preplan = true}, &log};
-  counting_pool c{"c", {.depends_on = {"a"}}, &log};
+  counting_pool a{"a", opts{}.preplanning(), &log};
+  counting_pool b{"b", opts{}.after({"a"}).preplanning(), &log};
+  counting_pool c{"c", opts{}.after({"a"}), &log};
   step_runner runner = runner_of({&c, &b, &a});
   EXPECT_EQ(keys_of(runner.preplan_order()), (strings{"a", "b"}));
   step_context ctx;
@@ -291,7 +292,7 @@ TEST(step_runner, pre_admits_and_pre_plans_only_the_preplanning_resources) {
 
 TEST(step_runner, clears_the_stage_of_the_preplanning_resources_only) {
   strings log;
-  counting_pool a{"a", {.preplan = true}, &log};
+  counting_pool a{"a", opts{}.preplanning(), &log};
   counting_pool c{"c", {}, &log};
   step_runner runner = runner_of({&a, &c});
   step_context ctx;
@@ -304,9 +305,9 @@ TEST(step_runner, clears_the_stage_of_the_preplanning_resources_only) {
 
 TEST(step_runner, agrees_the_smallest_cached_prefix_and_tells_only_those_that_answered) {
   strings log;
-  counting_pool a{"a", {.cached = 7}, &log};
+  counting_pool a{"a", opts{}.caching(7), &log};
   counting_pool b{"b", {}, &log};
-  counting_pool c{"c", {.cached = 3}, &log};
+  counting_pool c{"c", opts{}.caching(3), &log};
   step_runner runner = runner_of({&a, &b, &c});
   EXPECT_EQ(runner.resolve_cached_prefix("r0"), 3);
   EXPECT_EQ(a.applied, 3);
@@ -325,7 +326,7 @@ TEST(step_runner, agrees_no_cached_prefix_when_no_resource_has_an_opinion) {
 TEST(step_runner, fans_request_lifecycle_out_to_every_resource_dependents_released_first) {
   strings log;
   counting_pool a{"a", {}, &log};
-  counting_pool b{"b", {.depends_on = {"a"}}, &log};
+  counting_pool b{"b", opts{}.after({"a"}), &log};
   step_runner runner = runner_of({&b, &a});
   step_context ctx;
   const auto step = step_of({1});
@@ -349,10 +350,10 @@ TEST(step_runner, conserves_every_free_list_over_random_admits_and_refusals) {
   std::mt19937 rng{seed};
   const auto roll = [&rng](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   strings log;
-  counting_pool p0{"p0", {.slots = 6}, &log};
-  counting_pool p1{"p1", {.slots = 4, .depends_on = {"p0"}}, &log};
-  counting_pool p2{"p2", {.slots = 8}, &log};
-  counting_pool p3{"p3", {.slots = 5, .depends_on = {"p1", "p2"}}, &log};
+  counting_pool p0{"p0", opts{}.with_slots(6), &log};
+  counting_pool p1{"p1", opts{}.with_slots(4).after({"p0"}), &log};
+  counting_pool p2{"p2", opts{}.with_slots(8), &log};
+  counting_pool p3{"p3", opts{}.with_slots(5).after({"p1", "p2"}), &log};
   const std::vector<counting_pool*> pools{&p0, &p1, &p2, &p3};
   step_runner runner = runner_of({&p3, &p2, &p1, &p0});
   int short_refusals = 0;
