@@ -28,7 +28,8 @@ class [[nodiscard]] result {
     assert(has_value());
     return *std::get_if<0>(&state_);
   }
-  [[nodiscard]] T&& value() && { return std::move(checked_value()); }
+  /// By value, so `for (auto& x : make().value())` cannot dangle.
+  [[nodiscard]] T value() && { return std::move(checked_value()); }
 
   [[nodiscard]] const mstar::error& error() const& {
     assert(!has_value());

@@ -11,5 +11,6 @@ void add_keys_command(CLI::App& app, int& exit_code);
 void add_windows_command(CLI::App& app, int& exit_code);
 void add_devices_command(CLI::App& app, int& exit_code);
 void add_example_command(CLI::App& app, int& exit_code);
+void add_sim_command(CLI::App& app, int& exit_code);
 
 }  // namespace mstar::tool

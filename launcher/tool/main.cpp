@@ -7,7 +7,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "mstar-tool: inspect mstar-cpp's page keys, window schedules and devices.\n"
+      "mstar-tool: inspect mstar-cpp's page keys, window schedules, pools and devices.\n"
       "Run `mstar-tool <command> --help` for each command's input and output."};
   app.require_subcommand(1);
   int exit_code = 0;
@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   mstar::tool::add_windows_command(app, exit_code);
   mstar::tool::add_devices_command(app, exit_code);
   mstar::tool::add_example_command(app, exit_code);
+  mstar::tool::add_sim_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -93,16 +93,6 @@ void page_arena::seal(page_id page) {
     sealed_[static_cast<std::size_t>(page)] = 1;
 }
 
-bool page_arena::sealed(page_id page) const {
-  assert(in_range(page));
-  return in_range(page) && sealed_[static_cast<std::size_t>(page)] != 0;
-}
-
-std::int32_t page_arena::owners(page_id page) const {
-  assert(in_range(page));
-  return in_range(page) ? owners_[static_cast<std::size_t>(page)] : 0;
-}
-
 std::vector<page_id> page_arena::free_list() const {
   std::vector<page_id> out;
   out.reserve(static_cast<std::size_t>(free_count_));

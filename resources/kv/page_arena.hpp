@@ -5,6 +5,8 @@
 // each page has and whether it is sealed. No memory lives here; the KV pool
 // owns the bytes and addresses them by page id.
 
+#include <cassert>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -75,10 +77,17 @@ class page_arena {
   void seal(page_id page);
 
   /// Whether `page` is sealed; false for free pages and the sink.
-  [[nodiscard]] bool sealed(page_id page) const;
+  [[nodiscard]] bool sealed(page_id page) const {
+    assert(in_range(page));
+    return in_range(page) && sealed_[static_cast<std::size_t>(page)] != 0;
+  }
 
-  /// The owner count of `page`: 0 when free, 1 for the sink.
-  [[nodiscard]] std::int32_t owners(page_id page) const;
+  /// The owner count of `page`: 0 when free, 1 for the sink. Inline: the
+  /// index's `evictable` reads it for every page.
+  [[nodiscard]] std::int32_t owners(page_id page) const {
+    assert(in_range(page));
+    return in_range(page) ? owners_[static_cast<std::size_t>(page)] : 0;
+  }
 
   /// Total pages, the sink included.
   [[nodiscard]] std::int32_t num_pages() const noexcept { return num_pages_; }

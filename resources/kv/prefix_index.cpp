@@ -28,7 +28,9 @@ std::size_t digest256_hash::operator()(const digest256& key) const noexcept {
 }
 
 prefix_index::prefix_index(page_arena& arena)
-    : arena_(arena), nodes_(static_cast<std::size_t>(arena.num_pages())) {
+    : arena_(arena),
+      nodes_(static_cast<std::size_t>(arena.num_pages())),
+      keys_(static_cast<std::size_t>(arena.num_pages())) {
   map_.reserve(nodes_.size());
   heap_.reserve(nodes_.size());
   passed_over_.reserve(nodes_.size());
@@ -72,7 +74,8 @@ bool prefix_index::insert(const digest256& key, page_id page, std::optional<page
   arena_.seal(page);
   arena_.retain(page);
   node& entry = nodes_[at(page)];
-  entry = node{key, ++clock_, parent.value_or(no_parent), 0, true, false};
+  entry = node{++clock_, parent.value_or(no_parent), 0, true, false};
+  keys_[at(page)] = key;
   if (parent)
     ++nodes_[at(*parent)].children;
   push_candidate(page);
@@ -111,7 +114,7 @@ bool prefix_index::indexes(page_id page) const noexcept {
 std::optional<digest256> prefix_index::key_of(page_id page) const {
   if (!indexes(page))
     return std::nullopt;
-  return nodes_[at(page)].key;
+  return keys_[at(page)];
 }
 
 std::int32_t prefix_index::evictable() const {
@@ -119,21 +122,19 @@ std::int32_t prefix_index::evictable() const {
     return evictable_cache_;
   }
   // A page someone else holds pins itself and every ancestor: a parent can
-  // only go after all its children.
+  // only go after all its children. Owner counts are scanned first since
+  // shared pages are few and the counts are dense.
   pinned_.assign(nodes_.size(), 0);
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (!nodes_[i].indexed || arena_.owners(static_cast<page_id>(i)) <= 1)
+  std::int32_t pinned = 0;
+  for (page_id page = 1; page < arena_.num_pages(); ++page) {
+    if (arena_.owners(page) <= 1 || !nodes_[at(page)].indexed)
       continue;
-    for (page_id p = static_cast<page_id>(i); p != no_parent && pinned_[at(p)] == 0;
-         p = nodes_[at(p)].parent) {
+    for (page_id p = page; p != no_parent && pinned_[at(p)] == 0; p = nodes_[at(p)].parent) {
       pinned_[at(p)] = 1;
+      ++pinned;
     }
   }
-  std::int32_t count = 0;
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i].indexed && pinned_[i] == 0)
-      ++count;
-  }
+  const std::int32_t count = size() - pinned;
   evictable_cache_ = count;
   cache_owner_changes_ = arena_.owner_changes();
   cache_version_ = version_;
@@ -171,7 +172,7 @@ result<void> prefix_index::check_invariants() const {
     if (!valid_page(page) || !arena_.sealed(page) || arena_.owners(page) < 1) {
       return broken(fmt::format("indexed page {} is the sink, unsealed or unowned", page));
     }
-    const auto it = map_.find(entry.key);
+    const auto it = map_.find(keys_[i]);
     if (it == map_.end() || it->second != page) {
       return broken(fmt::format("page {}'s key does not map back to it", page));
     }
@@ -242,7 +243,7 @@ prefix_index::candidate prefix_index::pop_candidate() {
 bool prefix_index::remove_leaf(page_id page) {
   node& entry = nodes_[at(page)];
   const page_id parent = entry.parent;
-  map_.erase(entry.key);
+  map_.erase(keys_[at(page)]);
   entry = node{};
   ++version_;
   const bool frees = arena_.owners(page) == 1;

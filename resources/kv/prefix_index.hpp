@@ -105,8 +105,7 @@ class prefix_index {
   [[nodiscard]] result<void> check_invariants() const;
 
  private:
-  struct node {
-    digest256 key{};
+  struct node {  // kept small: evict and evictable walk these
     std::uint64_t stamp = 0;
     page_id parent = -1;  // -1: a chain head
     std::int32_t children = 0;
@@ -124,6 +123,7 @@ class prefix_index {
   page_arena& arena_;
   std::unordered_map<digest256, page_id, digest256_hash> map_;
   std::vector<node> nodes_;           // per page id
+  std::vector<digest256> keys_;       // per page id; meaningful where indexed
   std::vector<candidate> heap_;       // min-heap over (stamp, page)
   std::vector<page_id> passed_over_;  // scratch for one evict pass
   std::uint64_t clock_ = 0;

@@ -109,7 +109,8 @@ class resource {
  public:
   virtual ~resource() = default;
 
-  /// This resource's key in step bundles and plan results.
+  /// This resource's key in step bundles and plan results; fixed for the
+  /// resource's lifetime.
   [[nodiscard]] virtual const std::string& key() const = 0;
   /// Keys of resources that must be admitted and planned before this one.
   [[nodiscard]] virtual std::vector<std::string> depends_on() const { return {}; }
@@ -117,9 +118,12 @@ class resource {
   /// Reserves what `step` needs or refuses; a refusal has taken nothing.
   [[nodiscard]] virtual admit_outcome admit(const resource_step& step, step_context& ctx) = 0;
   /// Returns exactly the reservations this step's admit took fresh, in
-  /// reverse order, leaving free lists as they were before the admit.
+  /// reverse order, leaving free lists as they were before the admit. The
+  /// runner also calls it on the resource that refused (whose refusal took
+  /// nothing), so it must tolerate an admit that reserved nothing.
   virtual void rollback_admit(const resource_step& step, step_context& ctx) = 0;
-  /// The addressing record for the kernels. Pre-forks are copied here.
+  /// The addressing record for the kernels (never null). Pre-forks are
+  /// copied here.
   [[nodiscard]] virtual result<std::shared_ptr<const plan_result>> plan(const resource_step& step,
                                                                         step_context& ctx) = 0;
   /// Records the step's consumption (lengths grow, pages indexed, retention

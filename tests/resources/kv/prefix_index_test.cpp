@@ -45,6 +45,22 @@ TEST(prefix_index, lookup_stamps_the_match_so_the_other_leaf_goes_first) {
   EXPECT_FALSE(p.index.indexes(new_leaf));
 }
 
+TEST(prefix_index, lookup_stamps_every_page_of_the_run_not_only_its_end) {
+  pool p{8};
+  const page_id head = p.cache(1);
+  p.cache(2, head);
+  const page_id other = p.take();
+  ASSERT_TRUE(p.index.insert(key(3), other, std::nullopt));  // newer than head's insert
+  (void)p.index.lookup(keys({1, 2}));                        // head now newer than other
+  EXPECT_EQ(p.index.evict(1), 1);  // other is held: the tail goes, head becomes a leaf
+  p.expect_sound();
+  p.drop(other);
+  EXPECT_EQ(p.index.evict(1), 1);
+  p.expect_sound();
+  EXPECT_TRUE(p.index.indexes(head));
+  EXPECT_FALSE(p.index.indexes(other));
+}
+
 TEST(prefix_index, peek_matches_like_lookup_without_stamping) {
   pool p{8};
   const page_id old_leaf = p.cache(1);
@@ -182,7 +198,7 @@ TEST(prefix_index, a_pool_full_of_cache_only_pages_frees_what_a_live_request_nee
   EXPECT_FALSE(p.arena.try_allocate(3, live));
   EXPECT_EQ(p.index.evict(3), 3);
   p.expect_sound();
-  EXPECT_TRUE(p.arena.try_allocate(3, live));
+  EXPECT_EQ(p.take_n(3).size(), 3U);
   p.expect_sound();
   EXPECT_EQ(p.index.size(), 5);
 }

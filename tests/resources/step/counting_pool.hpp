@@ -1,8 +1,8 @@
 #pragma once
 
-// A test resource for the step runner: a real little slot pool with a free
-// stack, configurable to refuse, wait, fail, answer cached prefixes, declare
-// dependencies and pre-plan. Header-only; test code only.
+// Test support for the step runner tests: a real little slot pool with a
+// free stack, configurable to refuse, wait, fail, answer cached prefixes,
+// declare dependencies and pre-plan, and a few helpers. Test code only.
 
 #include <algorithm>
 #include <cstdint>
@@ -11,11 +11,13 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "resources/step/step.hpp"
+#include "resources/step/step_runner.hpp"
 
 namespace mstar::resources::test_support {
 
@@ -183,5 +185,32 @@ class counting_pool final : public resource {
   std::map<request_id, std::vector<int>> owned_;
   bool staged_ = false;  // taken_ was reserved by a pre-admit
 };
+
+/// One segment per span, for requests r0, r1, ...
+inline std::shared_ptr<const resource_step> step_of(const std::vector<std::int64_t>& spans) {
+  auto step = std::make_shared<resource_step>();
+  for (std::size_t i = 0; i < spans.size(); ++i)
+    step->segments.push_back(segment{"r" + std::to_string(i), "main", spans[i]});
+  return step;
+}
+
+/// A runner over `resources`; throws when make() refuses them.
+inline step_runner runner_of(std::vector<resource*> resources) {
+  auto runner = step_runner::make(std::move(resources));
+  if (!runner)
+    throw std::runtime_error(runner.error().to_string());
+  return std::move(runner).value();
+}
+
+/// The keys of `resources`, in order.
+inline std::vector<std::string> keys_of(const std::vector<resource*>& resources) {
+  std::vector<std::string> keys;
+  for (const resource* r : resources)
+    keys.push_back(r->key());
+  return keys;
+}
+
+/// A call log, or a list of keys.
+using strings = std::vector<std::string>;
 
 }  // namespace mstar::resources::test_support

@@ -5,7 +5,7 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <stdexcept>
+#include <set>
 #include <string>
 #include <utility>
 #include <variant>
@@ -19,107 +19,10 @@ namespace {
 using test_support::counting_pool;
 using test_support::pool_plan;
 using opts = test_support::pool_options;
-
-/// One segment per span, for requests r0, r1, ...
-std::shared_ptr<const resource_step> step_of(const std::vector<std::int64_t>& spans) {
-  auto step = std::make_shared<resource_step>();
-  for (std::size_t i = 0; i < spans.size(); ++i)
-    step->segments.push_back(segment{"r" + std::to_string(i), "main", spans[i]});
-  return step;
-}
-
-step_runner runner_of(std::vector<resource*> resources) {
-  auto runner = step_runner::make(std::move(resources));
-  if (!runner)
-    throw std::runtime_error(runner.error().to_string());
-  return std::move(runner).value();
-}
-
-std::string make_failure(std::vector<resource*> resources) {
-  auto runner = step_runner::make(std::move(resources));
-  EXPECT_FALSE(runner) << "make() accepted what it should refuse";
-  if (runner)
-    return {};
-  EXPECT_EQ(runner.error().code(), errc::invalid_argument);
-  return runner.error().message();
-}
-
-std::vector<std::string> keys_of(const std::vector<resource*>& resources) {
-  std::vector<std::string> keys;
-  for (const resource* r : resources)
-    keys.push_back(r->key());
-  return keys;
-}
-
-using strings = std::vector<std::string>;
-
-TEST(step_runner, orders_each_resource_after_its_dependencies) {
-  strings log;
-  counting_pool attn{"attn", opts{}.after({"kv", "pos"}), &log};
-  counting_pool kv{"kv", {}, &log};
-  counting_pool pos{"pos", opts{}.after({"kv"}), &log};
-  const step_runner runner = runner_of({&attn, &kv, &pos});
-  EXPECT_EQ(keys_of(runner.order()), (strings{"kv", "pos", "attn"}));
-}
-
-TEST(step_runner, keeps_the_given_order_wherever_dependencies_allow) {
-  strings log;
-  counting_pool c{"c", {}, &log};
-  counting_pool a{"a", {}, &log};
-  counting_pool b{"b", opts{}.after({"a"}), &log};
-  EXPECT_EQ(keys_of(runner_of({&c, &a, &b}).order()), (strings{"c", "a", "b"}));
-  EXPECT_EQ(keys_of(runner_of({&a, &b, &c}).order()), (strings{"a", "b", "c"}));
-  // b waits for a; c, ready first, is not pushed behind b.
-  EXPECT_EQ(keys_of(runner_of({&b, &c, &a}).order()), (strings{"c", "a", "b"}));
-}
-
-TEST(step_runner, refuses_a_null_resource) {
-  strings log;
-  counting_pool a{"a", {}, &log};
-  EXPECT_EQ(make_failure({&a, nullptr}), "resources[1] is null");
-}
-
-TEST(step_runner, refuses_a_duplicate_key_naming_both_positions) {
-  strings log;
-  counting_pool a{"kv", {}, &log};
-  counting_pool b{"pos", {}, &log};
-  counting_pool c{"kv", {}, &log};
-  EXPECT_EQ(make_failure({&a, &b, &c}),
-            "duplicate resource key \"kv\" (resources[0] and resources[2])");
-}
-
-TEST(step_runner, refuses_a_resource_that_depends_on_itself) {
-  strings log;
-  counting_pool a{"kv", opts{}.after({"kv"}), &log};
-  EXPECT_EQ(make_failure({&a}), "resource \"kv\" depends on itself");
-}
-
-TEST(step_runner, refuses_an_unknown_dependency_naming_both_resources) {
-  strings log;
-  counting_pool a{"attn", opts{}.after({"kv"}), &log};
-  EXPECT_EQ(make_failure({&a}),
-            "resource \"attn\" depends on \"kv\", which is not among the resources");
-}
-
-TEST(step_runner, refuses_a_cycle_naming_only_its_members) {
-  strings log;
-  counting_pool x{"x", opts{}.after({"a"}), &log};
-  counting_pool a{"a", opts{}.after({"b"}), &log};
-  counting_pool b{"b", opts{}.after({"c"}), &log};
-  counting_pool c{"c", opts{}.after({"a"}), &log};
-  counting_pool free_standing{"y", {}, &log};
-  EXPECT_EQ(make_failure({&free_standing, &x, &a, &b, &c}),
-            "resources \"a\", \"b\", \"c\" form a dependency cycle: a -> b -> c -> a");
-}
-
-TEST(step_runner, refuses_a_preplanning_resource_whose_dependency_does_not_preplan) {
-  strings log;
-  counting_pool kv{"kv", {}, &log};
-  counting_pool attn{"attn", opts{}.after({"kv"}).preplanning(), &log};
-  EXPECT_EQ(make_failure({&kv, &attn}),
-            "resource \"attn\" supports pre-planning but its dependency \"kv\" does not; every "
-            "pre-planning resource's dependencies must also pre-plan");
-}
+using test_support::keys_of;
+using test_support::runner_of;
+using test_support::step_of;
+using test_support::strings;
 
 TEST(step_runner, admits_every_resource_in_order_when_all_have_room) {
   strings log;
@@ -344,6 +247,28 @@ TEST(step_runner, fans_request_lifecycle_out_to_every_resource_dependents_releas
   b.expect_conserved();
 }
 
+// A step for a random subset of `pools` (closed over dependencies, which
+// come earlier in `pools`): 1-3 segments of span 0-2 over requests q0-q5.
+step_bundle random_bundle(std::mt19937& rng, const std::vector<counting_pool*>& pools) {
+  std::set<std::string> chosen;
+  for (auto pool = pools.rbegin(); pool != pools.rend(); ++pool) {
+    if (rng() % 5 == 0 && !chosen.contains((*pool)->key()))
+      continue;
+    chosen.insert((*pool)->key());
+    for (const std::string& dep : (*pool)->depends_on())
+      chosen.insert(dep);
+  }
+  step_bundle bundle;
+  for (const std::string& key : chosen) {
+    auto step = std::make_shared<resource_step>();
+    for (auto s = 1 + rng() % 3; s > 0; --s)
+      step->segments.push_back(
+          {"q" + std::to_string(rng() % 6), "main", static_cast<std::int64_t>(rng() % 3)});
+    bundle[key] = std::move(step);
+  }
+  return bundle;
+}
+
 TEST(step_runner, conserves_every_free_list_over_random_admits_and_refusals) {
   constexpr std::uint32_t seed = 20240611;
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -361,18 +286,12 @@ TEST(step_runner, conserves_every_free_list_over_random_admits_and_refusals) {
   int commits = 0;
   for (int iteration = 0; iteration < 2000; ++iteration) {
     SCOPED_TRACE("iteration " + std::to_string(iteration));
-    step_bundle bundle;
     std::vector<std::vector<int>> before;
     for (counting_pool* pool : pools) {
       pool->options.refuse = roll(10) == 0;
       before.push_back(pool->free_list());
-      if (roll(5) == 0)
-        continue;
-      auto step = std::make_shared<resource_step>();
-      for (int s = 1 + roll(3); s > 0; --s)
-        step->segments.push_back({"q" + std::to_string(roll(6)), "main", roll(3)});
-      bundle[pool->key()] = std::move(step);
     }
+    const step_bundle bundle = random_bundle(rng, pools);
     step_context ctx;
     const auto outcome = runner.admit(bundle, ctx);
     if (!outcome.ok()) {
@@ -383,8 +302,10 @@ TEST(step_runner, conserves_every_free_list_over_random_admits_and_refusals) {
         after.push_back(pool->free_list());
       ASSERT_EQ(after, before) << "refused by " << outcome.failed_resource;
     } else {
-      ASSERT_TRUE(runner.plan(bundle, ctx));
-      ASSERT_TRUE(runner.commit(bundle, ctx));
+      const auto planned = runner.plan(bundle, ctx);
+      ASSERT_TRUE(planned) << planned.error().to_string();
+      const auto committed = runner.commit(bundle, ctx);
+      ASSERT_TRUE(committed) << committed.error().to_string();
       ++commits;
     }
     for (int r = roll(3); r > 0; --r)

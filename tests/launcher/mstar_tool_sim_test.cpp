@@ -1,0 +1,116 @@
+// mstar-tool sim, end to end: a trace through the KV pool, refusals and bad
+// lines that leave the pool as it was, prefix reuse from preprocess keys.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "core/hex.hpp"
+#include "resources/kv/keys.hpp"
+#include "tests/support/fixtures.hpp"
+#include "tests/support/subprocess.hpp"
+
+namespace mstar {
+namespace {
+
+using nlohmann::json;
+
+std::vector<json> run_sim(const std::vector<std::string>& lines, int* exit_code = nullptr) {
+  std::string input;
+  for (const auto& l : lines) input += l + "\n";
+  const auto out = test::run_process({MSTAR_TOOL_PATH, "sim"}, input);
+  if (exit_code != nullptr) *exit_code = out.exit_code;
+  std::vector<json> parsed;
+  std::istringstream in{out.out};
+  for (std::string line; std::getline(in, line);) parsed.push_back(json::parse(line));
+  return parsed;
+}
+
+const std::string config =
+    R"({"config":{"kv":{"page_size":8,"max_num_pages":8,"num_layers":1,"num_kv_heads":1,"head_dim":8,"prefix_cache":true}}})";
+
+TEST(mstar_tool_sim, runs_steps_and_reports_plans_and_streams) {
+  const auto out = run_sim(
+      {config, R"({"op":"ingest","rid":"a"})",
+       R"({"op":"step","kv":{"segments":[{"rid":"a","label":"main","span":12}]},"padding_rows":1})",
+       R"({"op":"step","kv":{"segments":[{"rid":"a","label":"main","span":1}],"pre_forks":[["main","draft"]]}})"});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_TRUE(out[2].at("ok").get<bool>());
+  EXPECT_EQ(out[2].at("plan").at("main").at("qo_indptr"), json::array({0, 12, 13}));
+  EXPECT_EQ(out[2].at("plan").at("main").at("kv_indices"), json::array({1, 2, 0}));
+  EXPECT_EQ(out[2].at("kv").at("streams").at("a/main").at("stored_len"), 12);
+  EXPECT_EQ(out[3].at("kv").at("streams").at("a/draft").at("stored_len"), 12);
+  EXPECT_EQ(out[3].at("kv").at("free_pages"), 7 - 2 - 2);
+}
+
+TEST(mstar_tool_sim, a_refused_step_and_bad_lines_leave_the_pool_as_it_was) {
+  int rc = 0;
+  const auto out = run_sim(
+      {config, R"({"op":"step","kv":{"segments":[{"rid":"a","span":20}]}})",
+       R"({"op":"step","kv":{"segments":[{"rid":"b","span":8},{"rid":"c","span":40}]}})",
+       R"({"op":"step","kv":{"segments":[{"rid":"b","span":8}],"retention":[{"rid":"b","context_budget":0}]}})",
+       R"({"op":"step","kv":{"segments":[{"rid":"b","span":-3}]}})", "{not json",
+       R"({"op":"fly","rid":"a"})", R"({"op":"probe","rid":"a"})"},
+      &rc);
+  ASSERT_EQ(out.size(), 8u);
+  EXPECT_EQ(rc, 1);
+  const json before = out[1].at("kv");
+  EXPECT_FALSE(out[2].at("ok").get<bool>());
+  EXPECT_NE(out[2].at("reason").get<std::string>().find("pages short"), std::string::npos);
+  EXPECT_EQ(out[2].at("kv"), before);
+  for (std::size_t i = 3; i < 7; ++i) {
+    EXPECT_FALSE(out[i].at("ok").get<bool>());
+    EXPECT_TRUE(out[i].contains("error")) << out[i].dump();
+  }
+  EXPECT_NE(out[3].at("error").get<std::string>().find("context_budget"), std::string::npos);
+  EXPECT_NE(out[6].at("error").get<std::string>().find("unknown op 'fly'"), std::string::npos);
+  EXPECT_EQ(out[7].at("kv"), before);
+}
+
+TEST(mstar_tool_sim, serves_a_second_request_from_cached_pages) {
+  std::vector<std::vector<resources::token_id>> pages = {{1, 2, 3, 4, 5, 6, 7, 8},
+                                                          {9, 10, 11, 12, 13, 14, 15, 16},
+                                                          {17, 18}};
+  json keys = json::array();
+  for (const auto& k : resources::chain(pages).value()) keys.push_back(to_hex(k));
+  const json prefix = {{"main", {{"keys", keys}, {"tail", {17, 18}}}}};
+  const auto out = run_sim({config, json{{"op", "ingest"}, {"rid", "a"}, {"prefix", prefix}}.dump(),
+                            R"({"op":"step","kv":{"segments":[{"rid":"a","span":18}]}})",
+                            json{{"op", "ingest"}, {"rid", "b"}, {"prefix", prefix}}.dump(),
+                            R"({"op":"probe","rid":"b"})",
+                            R"({"op":"step","kv":{"segments":[{"rid":"b","span":2}]}})"});
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_EQ(out[2].at("kv").at("cached_pages"), 2);
+  EXPECT_EQ(out[4].at("matched_tokens"), 16);
+  const auto a_pages = out[5].at("kv").at("streams").at("a/main").at("pages");
+  const auto b_pages = out[5].at("kv").at("streams").at("b/main").at("pages");
+  EXPECT_EQ(b_pages[0], a_pages[0]);
+  EXPECT_EQ(b_pages[1], a_pages[1]);
+  EXPECT_NE(b_pages[2], a_pages[2]);
+  EXPECT_EQ(out[5].at("kv").at("streams").at("b/main").at("stored_len"), 18);
+}
+
+TEST(mstar_tool_sim, retention_and_explicit_release_show_in_the_stream) {
+  const auto out = run_sim(
+      {config, R"({"op":"step","kv":{"segments":[{"rid":"a","span":24}]}})",
+       R"({"op":"protect_prefix","rid":"a","label":"main","tokens":8})",
+       R"({"op":"release_oldest","rid":"a","label":"main","tokens":9})",
+       R"({"op":"step","kv":{"segments":[{"rid":"a","span":16}],"retention":[{"rid":"a","label":"main","context_budget":8,"protected_prefix":8}]}})"});
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_EQ(out[3].at("released_tokens"), 8);
+  const auto s = out[4].at("kv").at("streams").at("a/main");
+  EXPECT_EQ(s.at("released"), 24);
+  EXPECT_EQ(s.at("stored_len"), 16);
+  EXPECT_EQ(s.at("protected_prefix"), 8);
+}
+
+TEST(mstar_tool_sim, refuses_a_trace_without_a_config_line) {
+  int rc = 0;
+  const auto out = run_sim({R"({"op":"probe","rid":"a"})", config}, &rc);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_NE(out[0].at("error").get<std::string>().find("config"), std::string::npos);
+  EXPECT_TRUE(out[1].at("ok").get<bool>());
+  EXPECT_EQ(rc, 1);
+}
+
+}  // namespace
+}  // namespace mstar
