@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct comparison {
   std::string baseline;        ///< what the baseline is ("openssl_sha256")
   double value = 0;            ///< median rate of the measured code
   double baseline_value = 0;   ///< median rate of the baseline
+  std::map<std::string, double> extra;  ///< derived figures (µs per step...)
   [[nodiscard]] double ratio() const { return baseline_value > 0 ? value / baseline_value : 0; }
 };
 
@@ -61,7 +63,9 @@ inline void report(const std::vector<comparison>& results, bool as_json) {
                                 {"metric", r.metric},     {"value", r.value},
                                 {"unit", r.unit},         {"baseline", r.baseline},
                                 {"baseline_value", r.baseline_value}, {"ratio", r.ratio()}};
-      std::puts(line.dump().c_str());
+      nlohmann::json full = line;
+      for (const auto& [k, v] : r.extra) full[k] = v;
+      std::puts(full.dump().c_str());
     }
     return;
   }
@@ -70,6 +74,7 @@ inline void report(const std::vector<comparison>& results, bool as_json) {
   for (const auto& r : results) {
     fmt::print("{:<10} {:<24} {:>10.4g} {:<3} {:>16} {:>14.4g} {:>7.3f}\n", r.bench, r.name,
                r.value, r.unit, r.baseline, r.baseline_value, r.ratio());
+    for (const auto& [k, v] : r.extra) fmt::print("{:<10} {:<24} {:>10.4g} {}\n", "", "", v, k);
   }
 }
 

@@ -94,19 +94,18 @@ admit_outcome kv_pool::admit(const resource_step& step, step_context& ctx) {
     return outcome;
   }
   std::vector<std::pair<request_id, std::string>> marked;
-  for (const auto& seg : s->segments) {
-    if (ctx.capture || ctx.is_padding_row(seg.rid)) continue;
-    if (auto* st = find_stream(seg.rid, seg.label)) {
+  for (std::size_t i = 0; i < s->segments.size(); ++i) {
+    if (auto* st = step_stream(*s, ctx, i)) {
       st->step_in_flight = true;
-      if (ctx.is_preplan) marked.emplace_back(seg.rid, seg.label);
+      if (ctx.is_preplan) marked.emplace_back(s->segments[i].rid, s->segments[i].label);
     }
   }
-  unwind_ = record;
+  unwind_.swap(record);
   if (ctx.is_preplan) {
     staged_ = std::make_unique<staged_preplan>();
     staged_->segments = s->segments;
     staged_->padding_rows = ctx.padding_rows;
-    staged_->record = std::move(record);
+    staged_->record = unwind_;
     staged_->marked = std::move(marked);
   }
   return outcome;
@@ -115,28 +114,28 @@ admit_outcome kv_pool::admit(const resource_step& step, step_context& ctx) {
 admit_outcome kv_pool::admit_impl(const kv_step& step, const step_context& ctx,
                                   std::vector<alloc_record>& record) {
   ++step_epoch_;
+  forget_step_streams();
   // Lengths each stream must hold by the end of this step, in first-seen
-  // order so allocation (and with it the free list) is deterministic.
-  std::vector<std::pair<stream_state*, std::int64_t>> needs;
-  std::vector<std::pair<request_id, std::string>> names;
-  auto need = [&](const request_id& rid, const std::string& label, std::int64_t len) {
-    bool created = false;
-    stream_state& st = stream_for(rid, label, &created);
-    if (created) record.push_back({rid, label, {}, true});
+  // order so allocation (and with it the free list) is deterministic. The
+  // list is scratch kept across steps: no allocation on the decode path.
+  auto& needs = scratch_needs_;
+  needs.clear();
+  auto need = [&](stream_state& st, const request_id& rid, const std::string& label,
+                  std::int64_t len) {
     if (st.need_epoch != step_epoch_) {
       st.need_epoch = step_epoch_;
       st.need_index = needs.size();
-      needs.emplace_back(&st, len);
-      names.emplace_back(rid, label);
+      needs.push_back({&st, len, &rid, &label});
     } else {
-      needs[st.need_index].second = std::max(needs[st.need_index].second, len);
+      needs[st.need_index].len = std::max(needs[st.need_index].len, len);
     }
-    return &st;
   };
-  const bool padding_only = ctx.capture;
+  auto& streams = step_streams_;
+  streams.assign(step.segments.size(), nullptr);
   // Segments first: convert leases, then the stream's own growth.
-  for (const auto& seg : step.segments) {
-    if (padding_only || ctx.is_padding_row(seg.rid)) continue;
+  for (std::size_t i = 0; i < step.segments.size(); ++i) {
+    const segment& seg = step.segments[i];
+    if (ctx.capture || ctx.is_padding_row(seg.rid)) continue;
     if (seg.span < 0) {
       return admit_outcome::refused(admit_runtime_error{
           fmt::format("segment {}/{} has a negative span {}", seg.rid, seg.label, seg.span)});
@@ -149,28 +148,30 @@ admit_outcome kv_pool::admit_impl(const kv_step& step, const step_context& ctx,
           fmt::format("stream {}/{} appears twice in one step", seg.rid, seg.label)});
     }
     st.seen_epoch = step_epoch_;
+    streams[i] = &st;
     if (!st.lease.empty() && st.pages.empty() && st.stored_len == 0) convert_lease(st);
     // A non-committing step still writes its span for the kernels to attend.
-    if (seg.span > 0) need(seg.rid, seg.label, st.stored_len + seg.span);
+    if (seg.span > 0) need(st, seg.rid, seg.label, st.stored_len + seg.span);
   }
   // Forks: targets sized to the source as it will be when the copy runs.
-  for (const auto& seg : step.segments) {
-    if (padding_only || ctx.is_padding_row(seg.rid) || !fork_applies(step, seg.rid)) continue;
-    for (const bool post : {false, true}) {
-      for (const auto& [from, to] : post ? step.post_forks : step.pre_forks) {
-        if (from != seg.label) continue;
-        const stream_state* src = find_stream(seg.rid, from);
-        std::int64_t len = src != nullptr ? src->stored_len : 0;
-        if (post && step.commit) len += seg.span;
-        stream_state* tgt = need(seg.rid, to, len);
-        // A pre-fork target written in this step grows past the copy.
-        if (!post) {
-          for (const auto& other : step.segments) {
-            if (other.rid == seg.rid && other.label == to) {
-              needs[tgt->need_index].second =
-                  std::max(needs[tgt->need_index].second, len + other.span);
+  if (!step.pre_forks.empty() || !step.post_forks.empty()) {
+    for (std::size_t i = 0; i < step.segments.size(); ++i) {
+      const segment& seg = step.segments[i];
+      if (streams[i] == nullptr || !fork_applies(step, seg.rid)) continue;
+      for (const bool post : {false, true}) {
+        for (const auto& [from, to] : post ? step.post_forks : step.pre_forks) {
+          if (from != seg.label) continue;
+          std::int64_t len = streams[i]->stored_len + (post && step.commit ? seg.span : 0);
+          bool created = false;
+          stream_state& tgt = stream_for(seg.rid, to, &created);
+          if (created) record.push_back({seg.rid, to, {}, true});
+          // A pre-fork target written in this step grows past the copy.
+          if (!post) {
+            for (const auto& other : step.segments) {
+              if (other.rid == seg.rid && other.label == to) len += other.span;
             }
           }
+          need(tgt, seg.rid, to, len);
         }
       }
     }
@@ -178,36 +179,51 @@ admit_outcome kv_pool::admit_impl(const kv_step& step, const step_context& ctx,
   // Pages short across the whole step; evict cached pages only when that
   // makes the step fit, so a refusal never costs the cache anything.
   std::int64_t total = 0;
-  for (const auto& [st, len] : needs) {
-    total += std::max<std::int64_t>(0, pages_for(len) - static_cast<std::int64_t>(st->pages.size()));
+  for (const auto& n : needs) {
+    total += std::max<std::int64_t>(0, pages_for(n.len) - static_cast<std::int64_t>(n.st->pages.size()));
   }
-  if (total > arena_.num_free()) {
+  if (total > arena_.num_free() && index_) {
     const std::int64_t shortfall = total - arena_.num_free();
-    if (index_ && index_->evictable() >= shortfall) {
-      (void)index_->evict(static_cast<std::int32_t>(shortfall));
-    }
+    if (index_->evictable() >= shortfall) (void)index_->evict(static_cast<std::int32_t>(shortfall));
   }
   if (total > arena_.num_free()) {
-    const auto& [rid, label] = names.empty() ? std::pair<request_id, std::string>{} : names.front();
+    const request_id rid = needs.empty() ? request_id{} : *needs.front().rid;
+    const std::string label = needs.empty() ? std::string{} : *needs.front().label;
     return admit_outcome::refused(allocation_failed{
         fmt::format("kv pool '{}' needs {} more pages for this step but has {} free", key_, total,
                     arena_.num_free()),
         total - arena_.num_free(), label, rid});
   }
-  for (std::size_t i = 0; i < needs.size(); ++i) {
-    auto& [st, len] = needs[i];
-    const std::int64_t more = pages_for(len) - static_cast<std::int64_t>(st->pages.size());
+  for (const auto& n : needs) {
+    const std::int64_t more = pages_for(n.len) - static_cast<std::int64_t>(n.st->pages.size());
     if (more <= 0) continue;
-    alloc_record rec{names[i].first, names[i].second, {}, false};
+    alloc_record rec{*n.rid, *n.label, {}, false};
     const bool ok = arena_.try_allocate(static_cast<std::int32_t>(more), rec.pages);
     (void)ok;  // counted above: cannot fail
-    st->pages.insert(st->pages.end(), rec.pages.begin(), rec.pages.end());
+    n.st->pages.insert(n.st->pages.end(), rec.pages.begin(), rec.pages.end());
     record.push_back(std::move(rec));
   }
+  streams_step_ = &step;
   return admit_outcome::admitted();
 }
 
+kv_pool::stream_state* kv_pool::step_stream(const kv_step& step, const step_context& ctx,
+                                            std::size_t i) {
+  if (streams_step_ != &step || step_streams_.size() != step.segments.size()) {
+    // Another step object (a promoted pre-plan, say): look the streams up once.
+    step_streams_.assign(step.segments.size(), nullptr);
+    for (std::size_t j = 0; j < step.segments.size(); ++j) {
+      const segment& seg = step.segments[j];
+      if (ctx.capture || ctx.is_padding_row(seg.rid)) continue;
+      step_streams_[j] = find_stream(seg.rid, seg.label);
+    }
+    streams_step_ = &step;
+  }
+  return step_streams_[i];
+}
+
 void kv_pool::undo(std::vector<alloc_record>& record) {
+  forget_step_streams();
   for (auto it = record.rbegin(); it != record.rend(); ++it) {
     stream_state* st = find_stream(it->rid, it->label);
     if (st == nullptr) continue;
@@ -265,9 +281,9 @@ result<void> kv_pool::commit(const resource_step& step, step_context& ctx) {
                                     policy.protected_prefix));
     }
   }
-  for (const auto& seg : s->segments) {
-    if (ctx.capture || ctx.is_padding_row(seg.rid)) continue;
-    stream_state* st = find_stream(seg.rid, seg.label);
+  for (std::size_t i = 0; i < s->segments.size(); ++i) {
+    const segment& seg = s->segments[i];
+    stream_state* st = step_stream(*s, ctx, i);
     if (st == nullptr) continue;
     st->step_in_flight = false;
     if (!s->commit || seg.span == 0) continue;
@@ -276,7 +292,8 @@ result<void> kv_pool::commit(const resource_step& step, step_context& ctx) {
     ++st->generation;
     // The policy rides on the step, not the stream: a commit that declares
     // none releases nothing.
-    const auto policy = s->retention.find({seg.rid, seg.label});
+    const auto policy =
+        s->retention.empty() ? s->retention.end() : s->retention.find({seg.rid, seg.label});
     if (policy != s->retention.end()) {
       st->retention = policy->second;
       st->protected_prefix = policy->second.protected_prefix;
@@ -290,6 +307,7 @@ result<void> kv_pool::commit(const resource_step& step, step_context& ctx) {
   }
   apply_forks(*s, ctx, /*post=*/true);
   unwind_.clear();
+  forget_step_streams();
   return {};
 }
 
@@ -312,6 +330,7 @@ void kv_pool::free_stream(stream_state& st) {
 }
 
 void kv_pool::purge_records(const request_id& rid) {
+  forget_step_streams();
   if (staged_) {
     const bool staged_has_rid = std::any_of(staged_->segments.begin(), staged_->segments.end(),
                                             [&](const segment& s) { return s.rid == rid; });

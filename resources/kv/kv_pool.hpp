@@ -153,8 +153,9 @@ class kv_pool final : public resource {
   [[nodiscard]] admit_outcome admit_impl(const kv_step& step, const step_context& ctx,
                                          std::vector<alloc_record>& record);
   void undo(std::vector<alloc_record>& record);
-  [[nodiscard]] kv_plan build_plan(const kv_step& step, const step_context& ctx,
-                                   bool pre_forks_pending) const;
+  [[nodiscard]] std::shared_ptr<kv_plan> build_plan(const kv_step& step, const step_context& ctx,
+                                                    bool pre_forks_pending);
+  [[nodiscard]] std::shared_ptr<kv_plan> recycled_plan();
   void apply_forks(const kv_step& step, const step_context& ctx, bool post);
   void convert_lease(stream_state& s);
   void index_pages(const request_id& rid, const std::string& label, stream_state& s);
@@ -177,6 +178,22 @@ class kv_pool final : public resource {
   std::vector<alloc_record> unwind_;
   std::unique_ptr<staged_preplan> staged_;
   std::uint64_t step_epoch_ = 0;
+
+  // Per-step scratch, reused so the decode path allocates nothing: what each
+  // stream must hold, and each segment's stream (valid for `streams_step_`
+  // until the step commits or anything removes streams).
+  struct need_entry {
+    stream_state* st;
+    std::int64_t len;
+    const request_id* rid;
+    const std::string* label;
+  };
+  std::vector<need_entry> scratch_needs_;
+  std::vector<std::shared_ptr<kv_plan>> plan_cache_;  ///< plans handed out, refilled once released
+  std::vector<stream_state*> step_streams_;
+  const kv_step* streams_step_ = nullptr;
+  stream_state* step_stream(const kv_step& step, const step_context& ctx, std::size_t i);
+  void forget_step_streams() { streams_step_ = nullptr; }
 };
 
 }  // namespace mstar::resources

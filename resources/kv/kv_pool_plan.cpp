@@ -16,9 +16,33 @@ bool fork_applies(const kv_step& step, const request_id& rid) {
 
 }  // namespace
 
-kv_plan kv_pool::build_plan(const kv_step& step, const step_context& ctx,
-                            bool pre_forks_pending) const {
-  kv_plan out;
+std::shared_ptr<kv_plan> kv_pool::recycled_plan() {
+  // A plan nobody else holds any more is refilled in place: its vectors keep
+  // their capacity, so a decode step allocates (and page-faults) nothing.
+  for (auto& p : plan_cache_) {
+    if (p.use_count() == 1) {
+      for (auto& [label, lp] : p->labels) {
+        lp.rows.clear();
+        lp.qo_indptr.clear();
+        lp.kv_indptr.clear();
+        lp.kv_indices.clear();
+        lp.last_page_len.clear();
+        lp.decode_page.clear();
+        lp.decode_offset.clear();
+        lp.decode = false;
+      }
+      return p;
+    }
+  }
+  auto fresh = std::make_shared<kv_plan>();
+  if (plan_cache_.size() < 4) plan_cache_.push_back(fresh);
+  return fresh;
+}
+
+std::shared_ptr<kv_plan> kv_pool::build_plan(const kv_step& step, const step_context& ctx,
+                                             bool pre_forks_pending) {
+  auto plan = recycled_plan();
+  kv_plan& out = *plan;
   out.pre_forks = step.pre_forks;
   out.post_forks = step.post_forks;
   const std::int64_t ps = config_.page_size;
@@ -30,7 +54,7 @@ kv_plan kv_pool::build_plan(const kv_step& step, const step_context& ctx,
       auto [it, inserted] = out.labels.try_emplace(seg.label);
       current = &it->second;
       current_label = &it->first;
-      if (inserted) {
+      if (current->qo_indptr.empty()) {
         current->qo_indptr.push_back(0);
         current->kv_indptr.push_back(0);
         current->decode = true;
@@ -38,8 +62,7 @@ kv_plan kv_pool::build_plan(const kv_step& step, const step_context& ctx,
     }
     kv_label_plan& lp = *current;
     std::int64_t length = seg.span;
-    const bool padding = ctx.capture || ctx.is_padding_row(seg.rid);
-    const stream_state* st = padding ? nullptr : find_stream(seg.rid, seg.label);
+    const stream_state* st = step_stream(step, ctx, i);
     if (st != nullptr) {
       std::int64_t base = st->stored_len;
       if (pre_forks_pending && fork_applies(step, seg.rid)) {
@@ -65,6 +88,7 @@ kv_plan kv_pool::build_plan(const kv_step& step, const step_context& ctx,
     lp.last_page_len.push_back(last);
     if (seg.span != 1) lp.decode = false;
   }
+  std::erase_if(out.labels, [](const auto& entry) { return entry.second.qo_indptr.empty(); });
   // The decode path: each row's one new token goes to the last page of its
   // view at the last used slot; no per-token work on the device side.
   for (auto& [label, lp] : out.labels) {
@@ -76,7 +100,7 @@ kv_plan kv_pool::build_plan(const kv_step& step, const step_context& ctx,
       lp.decode_offset.push_back(lp.last_page_len[r] - 1);
     }
   }
-  return out;
+  return plan;
 }
 
 result<std::shared_ptr<const plan_result>> kv_pool::plan(const resource_step& step,
@@ -87,7 +111,7 @@ result<std::shared_ptr<const plan_result>> kv_pool::plan(const resource_step& st
     if (!staged_) return make_error(errc::invalid_argument, "pre-plan without a pre-admit");
     if (staged_->plan) return make_error(errc::invalid_argument, "a pre-plan is already pending");
     // Pre-fork copies would race the running step: plan as if they happened.
-    staged_->plan = std::make_shared<const kv_plan>(build_plan(*s, ctx, true));
+    staged_->plan = build_plan(*s, ctx, true);
     return std::shared_ptr<const plan_result>(staged_->plan);
   }
   if (staged_) {
@@ -101,11 +125,12 @@ result<std::shared_ptr<const plan_result>> kv_pool::plan(const resource_step& st
     clear_preplan();
   }
   apply_forks(*s, ctx, /*post=*/false);
-  return std::shared_ptr<const plan_result>(std::make_shared<const kv_plan>(build_plan(*s, ctx, false)));
+  return std::shared_ptr<const plan_result>(build_plan(*s, ctx, false));
 }
 
 void kv_pool::clear_preplan() {
   if (!staged_) return;
+  forget_step_streams();
   auto staged = std::move(staged_);
   for (const auto& [rid, label] : staged->marked) {
     if (auto* st = find_stream(rid, label)) st->step_in_flight = false;

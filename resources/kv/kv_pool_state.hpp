@@ -55,7 +55,7 @@ struct kv_pool::staged_preplan {
   std::set<request_id> padding_rows;
   std::vector<alloc_record> record;         ///< what the staged admit took
   std::vector<std::pair<request_id, std::string>> marked;  ///< streams it marked in flight
-  std::shared_ptr<const kv_plan> plan;      ///< set by the pre-plan pass
+  std::shared_ptr<kv_plan> plan;            ///< set by the pre-plan pass
 };
 
 }  // namespace mstar::resources
