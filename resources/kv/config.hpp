@@ -43,10 +43,6 @@ struct kv_pool_config {
   [[nodiscard]] std::uint64_t total_bytes() const;
 };
 
-/// A label pair `(from, to)`: copy stream `from` into stream `to` of the same
-/// request, before this step's writes (pre) or after them (post).
-using fork = std::pair<std::string, std::string>;
-
 /// One step's work against a KV pool.
 struct kv_step : resource_step {
   /// false: the step's tokens are attended but not kept (denoising reads).

@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -35,6 +36,19 @@ struct segment {
   friend auto operator<=>(const segment&, const segment&) = default;
 };
 
+/// A label pair `(from, to)`: copy stream `from` into stream `to` of the same
+/// request, before the step's writes (a pre-fork, at plan) or after them (a
+/// post-fork, at commit). KV and recurrent steps both carry them.
+using fork = std::pair<std::string, std::string>;
+
+/// A captured graph's claim on static addressing buffers: which capture
+/// slot replays and the row count of its bucket.
+struct graph_lease {
+  int slot = 0;
+  int bucket_rows = 0;
+  friend bool operator==(const graph_lease&, const graph_lease&) = default;
+};
+
 /// Base of every resource's step type (`kv_step`, `recurrent_step`, ...).
 struct resource_step {
   virtual ~resource_step() = default;
@@ -53,6 +67,7 @@ struct step_context {
   std::set<request_id> padding_rows;    ///< bucket padding rows: reserve nothing, address sinks
   bool capture = false;                 ///< a graph-capture run: nothing is kept or indexed
   bool is_preplan = false;              ///< this pass stages step N+1 while N runs
+  std::optional<graph_lease> lease;     ///< set when a captured graph replays this step
   /// Plans of resources already planned this step, by resource key.
   std::map<std::string, std::shared_ptr<const plan_result>> plan_results;
 
