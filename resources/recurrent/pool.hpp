@@ -1,0 +1,298 @@
+#pragma once
+
+// The recurrent state pool (reference recurrent-specrows §1.7-1.14): fixed
+// size state slots for linear-attention and SSM layers, one per (request,
+// label), and which slot each row of a step addresses. Storage plus slot
+// bookkeeping only; what the bytes mean is the backend's business (a
+// separate resource planning against this one). Plain bookkeeping over one
+// host arena per block: one owner (the pool actor) calls it; no locks.
+
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/result.hpp"
+#include "kernels/host_arena.hpp"
+#include "resources/recurrent/config.hpp"
+#include "resources/step/step.hpp"
+
+namespace mstar::resources {
+
+/// One step's work against a recurrent state pool.
+///
+/// There is no commit flag (unlike `kv_step`): a backend writes the pool in
+/// place, so a step that must not overwrite a state reads one label and
+/// writes another. Forks are byte copies of every layer and block, reserved
+/// at admit and copied at plan (pre) or commit (post).
+struct recurrent_step : resource_step {
+  /// (from, to) label pairs copied at plan time, before the forward writes.
+  std::vector<fork> pre_forks;
+  /// (from, to) label pairs copied at commit time, after the forward wrote.
+  std::vector<fork> post_forks;
+  /// The requests the forks apply to; nullopt means every request in the
+  /// step (a chunked prompt forks on its first chunk only, say).
+  std::optional<std::vector<request_id>> fork_rids;
+};
+
+/// Where one label's rows live this step: the pool's whole plan output for
+/// the label. Token layout (cu_seqlens, chunk tables) is the backend's.
+///
+/// The buffers may be longer than `num_rows` (a captured bucket's static
+/// buffers are); rows past `num_rows` always hold the pad index and 0,
+/// rewritten by every plan, because a recurrent kernel reads every row of
+/// the batch and a stale index would write another request's slot.
+struct recurrent_addressing {
+  /// [>= num_rows] int32: the slot each row reads and writes, or the pool's
+  /// pad index (the sink, or -1 without one) for rows that hold none.
+  std::vector<std::int32_t> slot_indices;
+  /// [slot_indices.size()] 0/1: whether a row resumes from its slot's state
+  /// (1) or starts from zeros (0).
+  std::vector<std::uint8_t> has_state;
+  /// Rows of the step under this label: its segments, padding rows included.
+  std::int32_t num_rows = 0;
+  /// Under a graph lease: the static buffers of the lease's (bucket, capture
+  /// slot, label) that the captured graph reads. They hold the same values
+  /// as the vectors above, are as long, and never move for the pool's
+  /// lifetime. Null for an eager plan.
+  const std::int32_t* graph_slot_indices = nullptr;
+  /// Under a graph lease: the static has_state buffer beside
+  /// `graph_slot_indices`; null for an eager plan.
+  const std::uint8_t* graph_has_state = nullptr;
+};
+
+/// A recurrent state pool's plan for one step: the addressing of every
+/// label the step's segments name.
+struct recurrent_plan : plan_result {
+  /// Addressing by label, one entry per label with at least one segment.
+  std::map<std::string, recurrent_addressing> labels;
+
+  /// The addressing of `label` (never null), or not_found when the step has
+  /// no segment under that label.
+  [[nodiscard]] result<const recurrent_addressing*> addressing(
+      const std::string& label = "main") const;
+};
+
+/// One layer of one block, slot-major: element (s, i...) sits at `data` +
+/// s·strides_bytes[0] + Σ i_k·strides_bytes[k+1]. Contiguous, last stride
+/// one element, so kernels index it by slot with no gather.
+struct recurrent_block_view {
+  /// First byte of slot 0 of this layer.
+  std::byte* data = nullptr;
+  /// Element type of the block.
+  mstar::dtype dtype = mstar::dtype::float32;
+  /// [max_slots, *block shape].
+  std::vector<std::int64_t> shape;
+  /// Byte strides of `shape`'s axes.
+  std::vector<std::int64_t> strides_bytes;
+};
+
+/// The recurrent state pool. See the file comment.
+///
+/// Slots are handed out from a free stack that starts descending, so fresh
+/// requests get ascending ids (1, 2, 3, ... with the sink, which takes slot
+/// 0 first); released slots are pushed back (the last freed is the next
+/// handed out) and zeroed in every layer and block. A request holds one
+/// slot per label; within one step's addressing every index but the pad
+/// index is unique.
+class recurrent_state_pool final : public resource {
+ public:
+  /// The slot padding rows address when the sink is enabled.
+  static constexpr std::int32_t sink_slot = 0;
+  /// "No slot: skip this row", what padding rows address without a sink.
+  static constexpr std::int32_t no_slot = -1;
+
+  /// A pool with one zeroed host arena per block, laid out
+  /// [num_layers][max_slots][*shape]; invalid_argument (naming the pool)
+  /// for a config `validate` rejects or one whose slot ids overflow int32.
+  [[nodiscard]] static result<std::unique_ptr<recurrent_state_pool>> make(
+      std::string key, recurrent_state_config config);
+  ~recurrent_state_pool() override;
+  recurrent_state_pool(const recurrent_state_pool&) = delete;
+  recurrent_state_pool& operator=(const recurrent_state_pool&) = delete;
+
+  // resource
+
+  /// The pool's resource key.
+  [[nodiscard]] const std::string& key() const override { return key_; }
+  /// Reserves a slot per written (request, label) and per fork target of
+  /// the fork rows; capture, padding and span <= 0 rows reserve nothing.
+  /// Refuses a full pool with allocation_failed (one slot short, naming the
+  /// request and label) and a repeated (request, label) or non-recurrent
+  /// step with admit_runtime_error; a refusal has taken nothing.
+  [[nodiscard]] admit_outcome admit(const resource_step& step, step_context& ctx) override;
+  /// Frees, zeroes and pushes back, newest first, exactly the slots this
+  /// step's live admit (or with `ctx.is_preplan`, its staged admit) took
+  /// fresh, pre-admitted ones included, so the free list is as before the
+  /// admit; slots held from earlier steps keep their state. A no-op after
+  /// commit.
+  void rollback_admit(const resource_step& step, step_context& ctx) override;
+  /// The step's `recurrent_plan`. A live plan copies the pre-forks first; a
+  /// staged one (`ctx.is_preplan`) copies nothing and addresses fork
+  /// targets as if the copy had happened, and the live plan of the same
+  /// step returns that very object, copying the forks then. Errors (before
+  /// changing anything): a non-recurrent step, a second stage, a fork
+  /// target admit never reserved, more rows than a captured buffer holds.
+  [[nodiscard]] result<std::shared_ptr<const plan_result>> plan(const resource_step& step,
+                                                                step_context& ctx) override;
+  /// Marks the written slots as holding state, copies the post-forks and
+  /// forgets the step's reservations (a later rollback frees nothing).
+  [[nodiscard]] result<void> commit(const resource_step& step, step_context& ctx) override;
+  /// The pool stages step N+1 while step N runs.
+  [[nodiscard]] bool supports_preplan() const override { return true; }
+  /// Drops the staged step, freeing the slots its staged admit took (in
+  /// reverse, restoring the free list) unless the live admit already took
+  /// them over; never touches a live step's slots.
+  void clear_preplan() override;
+  /// Registers a request with no slots; idempotent.
+  void ingest_request(const request_id& rid) override;
+  /// Zeroes and frees every slot of the request and forgets it.
+  void remove_request(const request_id& rid) override;
+  /// Zeroes every slot of the request (so nothing resumes from another
+  /// request's bytes); `free` hands them back, otherwise they stay held
+  /// with has_state cleared. A no-op for a request holding no slot.
+  void reset_request(const request_id& rid, bool free) override;
+
+  /// Records the largest batch a capturing runner announces; captured
+  /// addressing buffers are sized to it when first planned. Tolerates
+  /// repeated calls (the largest wins). `slots` and `max_seq_len` do not
+  /// size anything here: state does not grow with sequence length.
+  void build_accelerator_graph_buffers(int slots, int max_bs, int max_seq_len);
+
+  /// Layer `layer` of block `name`, slot-major; not_found naming the block
+  /// (and the blocks there are) or out_of_range naming the layer.
+  [[nodiscard]] result<recurrent_block_view> block(const std::string& name, std::int64_t layer);
+
+  /// Slots on the free list.
+  [[nodiscard]] std::int32_t num_free_slots() const noexcept {
+    return static_cast<std::int32_t>(free_.size());
+  }
+  /// What a row holding no slot addresses: the sink (0), or -1 without one.
+  [[nodiscard]] std::int32_t pad_index() const noexcept {
+    return config_.disable_sink_slot ? no_slot : sink_slot;
+  }
+  /// The slot (rid, label) holds, if any.
+  [[nodiscard]] std::optional<std::int32_t> slot_of(const request_id& rid,
+                                                    const std::string& label = "main") const;
+  /// Whether (rid, label)'s slot holds state a step resumes from; false
+  /// without a slot.
+  [[nodiscard]] bool has_state(const request_id& rid, const std::string& label = "main") const;
+  /// Forks copied into (rid, label)'s slot since it was reserved; 0 without
+  /// a slot.
+  [[nodiscard]] std::uint64_t generation(const request_id& rid,
+                                         const std::string& label = "main") const;
+  /// The free stack; back() is handed out next.
+  [[nodiscard]] const std::vector<std::int32_t>& free_list() const noexcept { return free_; }
+  /// The config the pool was built with.
+  [[nodiscard]] const recurrent_state_config& config() const noexcept { return config_; }
+
+  /// Conservation (reference §1.14): free + held + sink == max_slots, no
+  /// slot held twice or both held and free, the sink never handed out nor
+  /// free, no duplicate on the free list, every recorded reservation still
+  /// held, and every free slot zero in every layer of every block. O(bytes).
+  [[nodiscard]] result<void> check_invariants() const;
+
+ private:
+  struct slot_state {
+    std::int32_t index = 0;
+    bool has_state = false;
+    std::uint64_t generation = 0;
+    std::uint64_t seen_epoch = 0;  // the admit that last addressed it (duplicate check)
+  };
+  using label_slots = std::map<std::string, slot_state>;
+  // A slot an admit took fresh, for rollback_admit / clear_preplan.
+  struct reservation {
+    request_id rid;
+    std::string label;
+    std::int32_t index = 0;
+  };
+  // What identifies a staged step: the live admit and plan of the same step
+  // find the stage; anything else makes it stale.
+  struct step_identity {
+    std::vector<segment> segments;
+    std::vector<fork> pre_forks;
+    std::vector<fork> post_forks;
+    std::optional<std::vector<request_id>> fork_rids;
+    std::set<request_id> padding_rows;
+    bool capture = false;
+    std::optional<graph_lease> lease;
+    friend bool operator==(const step_identity&, const step_identity&) = default;
+  };
+  struct staged_preplan {
+    step_identity identity;
+    std::vector<reservation> reservations;  // taken by the staged admit
+    bool admitted = false;                  // the live admit took them over
+    std::shared_ptr<recurrent_plan> plan;   // set by the staged plan
+  };
+  struct block_storage {
+    recurrent_block_config config;
+    std::size_t slot_bytes = 0;  // one layer of one slot
+    kernels::host_arena arena;
+  };
+  struct graph_key {
+    int bucket_rows = 0;
+    int slot = 0;
+    std::string label;
+    friend auto operator<=>(const graph_key&, const graph_key&) = default;
+  };
+  struct graph_buffer {
+    std::vector<std::int32_t> slot_indices;
+    std::vector<std::uint8_t> has_state;
+  };
+
+  recurrent_state_pool(std::string key, recurrent_state_config config);
+
+  [[nodiscard]] slot_state* find_slot(const request_id& rid, const std::string& label);
+  [[nodiscard]] const slot_state* find_slot(const request_id& rid, const std::string& label) const;
+  [[nodiscard]] static step_identity identity_of(const recurrent_step& step,
+                                                 const step_context& ctx);
+  [[nodiscard]] bool matches_stage(const recurrent_step& step, const step_context& ctx) const;
+  [[nodiscard]] admit_outcome reserve(const recurrent_step& step, const step_context& ctx,
+                                      std::vector<reservation>& taken);
+  [[nodiscard]] bool take_slot(const request_id& rid, const std::string& label,
+                               std::vector<reservation>& taken);
+  [[nodiscard]] admit_outcome full(const request_id& rid, const std::string& label) const;
+  void unwind(std::vector<reservation>& taken, std::size_t from);
+  void release_slot(std::int32_t index);
+  void zero_slot(std::int32_t index);
+  void copy_slot(std::int32_t from, std::int32_t to);
+  [[nodiscard]] bool slot_is_zero(std::int32_t index) const;
+  void drop_stage_naming(const request_id& rid);
+
+  // Forks (pool_forks.cpp).
+  [[nodiscard]] static bool forks_apply(const recurrent_step& step, const step_context& ctx,
+                                        std::size_t row);
+  [[nodiscard]] result<void> check_fork_targets(const recurrent_step& step, const step_context& ctx,
+                                                const std::vector<fork>& forks) const;
+  void apply_forks(const recurrent_step& step, const step_context& ctx,
+                   const std::vector<fork>& forks);
+  [[nodiscard]] bool has_state_after_pre_forks(const recurrent_step& step, const request_id& rid,
+                                               const std::string& label, std::size_t n) const;
+
+  // Plans (pool_plan.cpp).
+  [[nodiscard]] result<std::shared_ptr<recurrent_plan>> build_plan(const recurrent_step& step,
+                                                                   const step_context& ctx);
+  [[nodiscard]] result<void> bind_graph_buffers(recurrent_plan& plan, const graph_lease& lease);
+  [[nodiscard]] std::shared_ptr<recurrent_plan> recycled_plan();
+
+  std::string key_;
+  recurrent_state_config config_;
+  std::map<std::string, block_storage> blocks_;
+  std::unordered_map<request_id, label_slots> slots_;
+  std::vector<std::int32_t> free_;  // a stack: back() is handed out next
+  std::vector<reservation> live_;   // what the live step's admit took fresh
+  std::unique_ptr<staged_preplan> staged_;
+  std::map<graph_key, graph_buffer> graph_buffers_;
+  int graph_max_rows_ = 0;
+  std::vector<std::shared_ptr<recurrent_plan>> plan_cache_;  // refilled once released
+  std::uint64_t epoch_ = 0;
+};
+
+}  // namespace mstar::resources

@@ -1,0 +1,189 @@
+// recurrent_state_pool: admit, rollback, commit and the pre-plan stage's
+// reservations (reference §1.11-1.13).
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "resources/recurrent/pool.hpp"
+
+namespace mstar::resources {
+namespace {
+
+const recurrent_step* as_recurrent_step(const resource_step& step) {
+  return dynamic_cast<const recurrent_step*>(&step);
+}
+
+}  // namespace
+
+recurrent_state_pool::step_identity recurrent_state_pool::identity_of(const recurrent_step& step,
+                                                                      const step_context& ctx) {
+  return {step.segments, step.pre_forks, step.post_forks, step.fork_rids,
+          ctx.padding_rows, ctx.capture, ctx.lease};
+}
+
+bool recurrent_state_pool::matches_stage(const recurrent_step& step,
+                                         const step_context& ctx) const {
+  const step_identity& id = staged_->identity;
+  return id.capture == ctx.capture && id.lease == ctx.lease && id.segments == step.segments &&
+         id.pre_forks == step.pre_forks && id.post_forks == step.post_forks &&
+         id.fork_rids == step.fork_rids && id.padding_rows == ctx.padding_rows;
+}
+
+admit_outcome recurrent_state_pool::full(const request_id& rid, const std::string& label) const {
+  return admit_outcome::refused(allocation_failed{
+      fmt::format("recurrent state pool is full: {} usable slots, none free for {}/{}",
+                  config_.usable_slots(), rid, label),
+      1, label, rid});
+}
+
+bool recurrent_state_pool::take_slot(const request_id& rid, const std::string& label,
+                                     std::vector<reservation>& taken) {
+  auto& labels = slots_[rid];
+  if (labels.contains(label))
+    return true;
+  if (free_.empty())
+    return false;
+  const std::int32_t index = free_.back();
+  free_.pop_back();
+  labels.emplace(label, slot_state{index, false, 0, 0});
+  taken.push_back({rid, label, index});
+  return true;
+}
+
+admit_outcome recurrent_state_pool::reserve(const recurrent_step& step, const step_context& ctx,
+                                            std::vector<reservation>& taken) {
+  ++epoch_;
+  for (const segment& seg : step.segments) {
+    if (seg.span <= 0 || ctx.is_padding_row(seg.rid))
+      continue;
+    if (!take_slot(seg.rid, seg.label, taken))
+      return full(seg.rid, seg.label);
+    slot_state& slot = *find_slot(seg.rid, seg.label);
+    // Two rows scattering into one slot would be nondeterministic.
+    if (slot.seen_epoch == epoch_) {
+      return admit_outcome::refused(admit_runtime_error{fmt::format(
+          "recurrent state pool '{}': {}/{} is written by two segments of one step", key_, seg.rid,
+          seg.label)});
+    }
+    slot.seen_epoch = epoch_;
+  }
+  // Fork targets are reserved now, so the copies at plan and commit cannot
+  // run out of slots.
+  for (std::size_t i = 0; i < step.segments.size(); ++i) {
+    if (!forks_apply(step, ctx, i))
+      continue;
+    const request_id& rid = step.segments[i].rid;
+    for (const auto* forks : {&step.pre_forks, &step.post_forks}) {
+      for (const auto& [from, to] : *forks) {
+        if (!take_slot(rid, to, taken))
+          return full(rid, to);
+      }
+    }
+  }
+  return admit_outcome::admitted();
+}
+
+void recurrent_state_pool::unwind(std::vector<reservation>& taken, std::size_t from) {
+  // Newest first, so the free list returns to its exact prior order: ranks
+  // refusing the same step keep handing out the same ids.
+  while (taken.size() > from) {
+    const reservation& r = taken.back();
+    const auto req = slots_.find(r.rid);
+    if (req != slots_.end()) {
+      const auto it = req->second.find(r.label);
+      // Skipped when removed meanwhile: its slot is already back.
+      if (it != req->second.end() && it->second.index == r.index) {
+        req->second.erase(it);
+        release_slot(r.index);
+      }
+    }
+    taken.pop_back();
+  }
+}
+
+admit_outcome recurrent_state_pool::admit(const resource_step& step, step_context& ctx) {
+  const recurrent_step* s = as_recurrent_step(step);
+  if (s == nullptr) {
+    return admit_outcome::refused(admit_runtime_error{
+        "recurrent state pool '" + key_ + "' got a step that is not a recurrent_step"});
+  }
+  std::vector<reservation>* taken = &live_;
+  if (ctx.is_preplan) {
+    if (staged_) {
+      return admit_outcome::refused(admit_runtime_error{
+          "recurrent preplan is already pending; clear_preplan before planning a different step "
+          "ahead"});
+    }
+    staged_ = std::make_unique<staged_preplan>();
+    staged_->identity = identity_of(*s, ctx);
+    taken = &staged_->reservations;
+  } else {
+    if (staged_ && !matches_stage(*s, ctx))
+      clear_preplan();  // stale: a different step runs
+    live_.clear();      // an earlier step's slots are its own now
+    if (staged_ && !staged_->admitted) {
+      // The staged reservations are this step's: a refusal now unwinds them,
+      // a later clear_preplan leaves them alone.
+      live_ = std::move(staged_->reservations);
+      staged_->reservations.clear();
+      staged_->admitted = true;
+    }
+  }
+  // Capture rows are the runner's dummies; across capture slots times the
+  // widest bucket they would drain a pool sized for the real concurrency.
+  if (ctx.capture)
+    return admit_outcome::admitted();
+  const std::size_t mark = taken->size();
+  admit_outcome outcome = reserve(*s, ctx, *taken);
+  if (!outcome.ok) {
+    unwind(*taken, mark);
+    if (ctx.is_preplan)
+      staged_.reset();
+  }
+  return outcome;
+}
+
+void recurrent_state_pool::rollback_admit(const resource_step& step, step_context& ctx) {
+  (void)step;
+  if (ctx.is_preplan) {
+    clear_preplan();
+    return;
+  }
+  unwind(live_, 0);
+  // A stage the refused admit took over addresses slots just freed.
+  if (staged_ && staged_->admitted)
+    staged_.reset();
+}
+
+void recurrent_state_pool::clear_preplan() {
+  if (!staged_)
+    return;
+  unwind(staged_->reservations, 0);
+  staged_.reset();
+}
+
+result<void> recurrent_state_pool::commit(const resource_step& step, step_context& ctx) {
+  const recurrent_step* s = as_recurrent_step(step);
+  if (s == nullptr) {
+    return make_error(errc::invalid_argument, "recurrent state pool '" + key_ +
+                                                  "' got a step that is not a recurrent_step");
+  }
+  if (ctx.capture) {
+    live_.clear();
+    return {};
+  }
+  if (auto ok = check_fork_targets(*s, ctx, s->post_forks); !ok)
+    return ok;
+  // The backend wrote the bytes; commit records that later steps resume.
+  for (const segment& seg : s->segments) {
+    if (seg.span <= 0 || ctx.is_padding_row(seg.rid))
+      continue;
+    if (slot_state* slot = find_slot(seg.rid, seg.label))
+      slot->has_state = true;
+  }
+  apply_forks(*s, ctx, s->post_forks);
+  live_.clear();
+  return {};
+}
+
+}  // namespace mstar::resources
