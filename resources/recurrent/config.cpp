@@ -6,24 +6,12 @@
 #include <optional>
 #include <utility>
 
+#include "core/checked.hpp"
+
 namespace mstar::resources {
 namespace {
 
 constexpr std::uint64_t saturated = std::numeric_limits<std::uint64_t>::max();
-
-std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t out = 0;
-  if (__builtin_mul_overflow(a, b, &out))
-    return std::nullopt;
-  return out;
-}
-
-std::optional<std::uint64_t> checked_add(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out))
-    return std::nullopt;
-  return out;
-}
 
 // A count as unsigned, with the invalid (negative) ones read as zero; `validate`
 // rejects those before anyone relies on the arithmetic.

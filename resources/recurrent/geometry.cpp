@@ -8,29 +8,17 @@
 #include <utility>
 #include <vector>
 
+#include "core/checked.hpp"
+
 namespace mstar::resources {
 namespace {
-
-std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b) {
-  std::int64_t out = 0;
-  if (__builtin_mul_overflow(a, b, &out))
-    return std::nullopt;
-  return out;
-}
-
-std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) {
-  std::int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out))
-    return std::nullopt;
-  return out;
-}
 
 // a·b + 2·c·d, the conv width of both families; nullopt on overflow.
 std::optional<std::int64_t> checked_conv_dim(std::int64_t a, std::int64_t b, std::int64_t c,
                                              std::int64_t d) {
   const auto ab = checked_mul(a, b);
   const auto cd = checked_mul(c, d);
-  const auto two_cd = cd ? checked_mul(2, *cd) : std::nullopt;
+  const auto two_cd = cd ? checked_mul<std::int64_t>(2, *cd) : std::nullopt;
   return ab && two_cd ? checked_add(*ab, *two_cd) : std::nullopt;
 }
 
@@ -119,7 +107,7 @@ result<decoded_blocks> decode_blocks(const recurrent_blocks& blocks, const block
   const auto& s = (*lead)->shape();
   const auto& c = (*conv)->shape();
   const auto ab = checked_mul(s[0], s[1]);
-  const auto divisor = checked_mul(2, s[2]);
+  const auto divisor = checked_mul<std::int64_t>(2, s[2]);
   const std::int64_t span = ab ? c[0] - *ab : -1;
   if (!ab || !divisor || span <= 0 || span % *divisor != 0) {
     return make_error(
@@ -130,7 +118,7 @@ result<decoded_blocks> decode_blocks(const recurrent_blocks& blocks, const block
                     ab ? fmt::format("{}", span) : std::string{"overflow"}, naming.divisor,
                     divisor ? fmt::format("{}", *divisor) : std::string{"overflow"}));
   }
-  const auto kernel = checked_add(c[1], 1);
+  const auto kernel = checked_add<std::int64_t>(c[1], 1);
   if (!kernel)
     return make_error(errc::out_of_range, "conv block width overflows 64 bits");
   return decoded_blocks{s[0], s[1], s[2], span / *divisor, *kernel};

@@ -3,11 +3,10 @@
 // pool_forks.cpp, plans in pool_plan.cpp.
 #include "resources/recurrent/pool.hpp"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include <algorithm>
 #include <cstring>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <limits>
 #include <utility>
 
@@ -108,8 +107,8 @@ void recurrent_state_pool::zero_slot(std::int32_t index) {
   const auto slots = static_cast<std::size_t>(config_.max_slots);
   for (auto& [name, b] : blocks_) {
     for (std::size_t layer = 0; layer < static_cast<std::size_t>(config_.num_layers); ++layer) {
-      std::byte* slot = b.arena.data() + (layer * slots + static_cast<std::size_t>(index)) *
-                                             b.slot_bytes;
+      std::byte* slot =
+          b.arena.data() + (layer * slots + static_cast<std::size_t>(index)) * b.slot_bytes;
       std::memset(slot, 0, b.slot_bytes);
     }
   }
@@ -132,8 +131,8 @@ bool recurrent_state_pool::slot_is_zero(std::int32_t index) const {
   const auto slots = static_cast<std::size_t>(config_.max_slots);
   for (const auto& [name, b] : blocks_) {
     for (std::size_t layer = 0; layer < static_cast<std::size_t>(config_.num_layers); ++layer) {
-      const std::byte* slot = b.arena.data() + (layer * slots + static_cast<std::size_t>(index)) *
-                                                   b.slot_bytes;
+      const std::byte* slot =
+          b.arena.data() + (layer * slots + static_cast<std::size_t>(index)) * b.slot_bytes;
       if (std::any_of(slot, slot + b.slot_bytes, [](std::byte x) { return x != std::byte{0}; }))
         return false;
     }
@@ -163,8 +162,7 @@ std::uint64_t recurrent_state_pool::generation(const request_id& rid,
   return s == nullptr ? 0 : s->generation;
 }
 
-void recurrent_state_pool::build_accelerator_graph_buffers(int slots, int max_bs,
-                                                           int max_seq_len) {
+void recurrent_state_pool::build_accelerator_graph_buffers(int slots, int max_bs, int max_seq_len) {
   (void)slots;
   (void)max_seq_len;
   graph_max_rows_ = std::max(graph_max_rows_, max_bs);
@@ -246,7 +244,8 @@ result<void> recurrent_state_pool::check_invariants() const {
     return fail(fmt::format("{} free + {} held{} != {} slots", free_.size(), held,
                             sink ? " + the sink" : "", slots));
   }
-  auto check_records = [&](const std::vector<reservation>& records, const char* list) {
+  auto check_records = [&](const std::vector<reservation>& records,
+                           const char* list) -> result<void> {
     for (const auto& r : records) {
       const slot_state* s = find_slot(r.rid, r.label);
       if (s == nullptr || s->index != r.index) {
@@ -254,7 +253,7 @@ result<void> recurrent_state_pool::check_invariants() const {
                                 list, r.index, r.rid, r.label));
       }
     }
-    return result<void>{};
+    return {};
   };
   if (auto ok = check_records(live_, "live"); !ok)
     return ok;

@@ -273,6 +273,9 @@ class recurrent_state_pool final : public resource {
                                                 const std::vector<fork>& forks) const;
   void apply_forks(const recurrent_step& step, const step_context& ctx,
                    const std::vector<fork>& forks);
+  [[nodiscard]] bool addressed_has_state(const recurrent_step& step, const step_context& ctx,
+                                         const request_id& rid, const slot_state& slot,
+                                         const std::string& label) const;
   [[nodiscard]] bool has_state_after_pre_forks(const recurrent_step& step, const request_id& rid,
                                                const std::string& label, std::size_t n) const;
 

@@ -1,7 +1,6 @@
 // recurrent_state_pool: admit, rollback, commit and the pre-plan stage's
 // reservations (reference §1.11-1.13).
 #include <fmt/format.h>
-
 #include <utility>
 
 #include "resources/recurrent/pool.hpp"
@@ -17,8 +16,8 @@ const recurrent_step* as_recurrent_step(const resource_step& step) {
 
 recurrent_state_pool::step_identity recurrent_state_pool::identity_of(const recurrent_step& step,
                                                                       const step_context& ctx) {
-  return {step.segments, step.pre_forks, step.post_forks, step.fork_rids,
-          ctx.padding_rows, ctx.capture, ctx.lease};
+  return {step.segments,    step.pre_forks, step.post_forks, step.fork_rids,
+          ctx.padding_rows, ctx.capture,    ctx.lease};
 }
 
 bool recurrent_state_pool::matches_stage(const recurrent_step& step,
@@ -61,9 +60,9 @@ admit_outcome recurrent_state_pool::reserve(const recurrent_step& step, const st
     slot_state& slot = *find_slot(seg.rid, seg.label);
     // Two rows scattering into one slot would be nondeterministic.
     if (slot.seen_epoch == epoch_) {
-      return admit_outcome::refused(admit_runtime_error{fmt::format(
-          "recurrent state pool '{}': {}/{} is written by two segments of one step", key_, seg.rid,
-          seg.label)});
+      return admit_outcome::refused(admit_runtime_error{
+          fmt::format("recurrent state pool '{}': {}/{} is written by two segments of one step",
+                      key_, seg.rid, seg.label)});
     }
     slot.seen_epoch = epoch_;
   }
@@ -104,8 +103,8 @@ void recurrent_state_pool::unwind(std::vector<reservation>& taken, std::size_t f
 admit_outcome recurrent_state_pool::admit(const resource_step& step, step_context& ctx) {
   const recurrent_step* s = as_recurrent_step(step);
   if (s == nullptr) {
-    return admit_outcome::refused(admit_runtime_error{
-        "recurrent state pool '" + key_ + "' got a step that is not a recurrent_step"});
+    return admit_outcome::refused(admit_runtime_error{"recurrent state pool '" + key_ +
+                                                      "' got a step that is not a recurrent_step"});
   }
   std::vector<reservation>* taken = &live_;
   if (ctx.is_preplan) {

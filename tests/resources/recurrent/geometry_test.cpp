@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <gtest/gtest.h>
+
+#include "tests/support/matchers.hpp"
 #include <random>
 #include <string>
 #include <string_view>
@@ -9,12 +11,7 @@
 namespace mstar::resources {
 namespace {
 
-// Whether `text` contains `part`, printing both when it does not.
-::testing::AssertionResult contains(const std::string& text, std::string_view part) {
-  if (text.find(part) != std::string::npos)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
-}
+using mstar::test::contains;
 
 using shape = std::vector<std::int64_t>;
 

@@ -1,6 +1,8 @@
 #include "resources/recurrent/spec.hpp"
 
 #include <gtest/gtest.h>
+
+#include "tests/support/matchers.hpp"
 #include <string>
 #include <string_view>
 
@@ -9,12 +11,7 @@
 namespace mstar::resources {
 namespace {
 
-// Whether `text` contains `part`, printing both when it does not.
-::testing::AssertionResult contains(const std::string& text, std::string_view part) {
-  if (text.find(part) != std::string::npos)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
-}
+using mstar::test::contains;
 
 // The preplan test's pool: HK=2, HV=4, K=V=16, W=4, so conv_dim 128; 16 slots.
 recurrent_state_spec gdn_spec() {
