@@ -7,13 +7,14 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <map>
 #include <set>
 #include <string>
 
 #include "core/hex.hpp"
 #include "launcher/tool/commands.hpp"
 #include "launcher/tool/json_args.hpp"
-#include "resources/kv/kv_pool.hpp"
+#include "launcher/tool/sim_parse.hpp"
 #include "resources/step/step_runner.hpp"
 
 namespace mstar::tool {
@@ -44,165 +45,6 @@ last_page_len}},"kv":{"free_pages","cached_pages","streams":{"a/main":{"stored_l
 "protected_prefix","pages"}}}}; a bad line gets {"ok":false,"error":".."} and changes nothing.
 Exit code 1 when any line was invalid (refusals are outcomes, not errors).)";
 
-constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
-
-result<std::string> get_string(const json& obj, std::string_view name, std::string_view what) {
-  auto f = field(obj, name);
-  if (!f) return f.error().with_context(what);
-  if (!(*f)->is_string()) {
-    return make_error(errc::invalid_argument, fmt::format("{}.{} must be a string", what, name));
-  }
-  return (*f)->get<std::string>();
-}
-
-result<std::int64_t> get_int(const json& obj, std::string_view name, std::string_view what,
-                             std::int64_t lo, std::int64_t hi) {
-  auto f = field(obj, name);
-  if (!f) return f.error().with_context(what);
-  return to_int(**f, fmt::format("{}.{}", what, name), lo, hi);
-}
-
-result<kv_pool_config> parse_kv_config(const json& c, std::string& model) {
-  if (auto ok = check_fields(c, "config.kv",
-                             {"page_size", "max_num_pages", "num_layers", "num_kv_heads",
-                              "head_dim", "prefix_cache", "prefix_cache_salt", "dtype", "model"});
-      !ok) {
-    return ok.error();
-  }
-  kv_pool_config cfg;
-  cfg.dtype = dtype::float32;
-  std::pair<const char*, std::int64_t*> ints[] = {{"page_size", &cfg.page_size},
-                                                  {"max_num_pages", &cfg.max_num_pages},
-                                                  {"num_layers", &cfg.num_layers},
-                                                  {"num_kv_heads", &cfg.num_kv_heads},
-                                                  {"head_dim", &cfg.head_dim}};
-  for (auto& [name, out] : ints) {
-    if (!c.contains(name)) continue;
-    auto v = to_int(c.at(name), fmt::format("config.kv.{}", name), 1, i64_max);
-    if (!v) return v.error();
-    *out = *v;
-  }
-  if (c.contains("prefix_cache")) {
-    if (!c.at("prefix_cache").is_boolean()) {
-      return make_error(errc::invalid_argument, "config.kv.prefix_cache must be true or false");
-    }
-    cfg.prefix_cache = c.at("prefix_cache").get<bool>();
-  }
-  if (c.contains("prefix_cache_salt")) {
-    auto s = get_string(c, "prefix_cache_salt", "config.kv");
-    if (!s) return s.error();
-    cfg.prefix_cache_salt = *s;
-  }
-  if (c.contains("dtype")) {
-    auto s = get_string(c, "dtype", "config.kv");
-    if (!s) return s.error();
-    auto d = parse_dtype(*s);
-    if (!d) return d.error().with_context("config.kv.dtype");
-    cfg.dtype = *d;
-  }
-  model = "mstar-tool-sim";
-  if (c.contains("model")) {
-    auto s = get_string(c, "model", "config.kv");
-    if (!s) return s.error();
-    model = *s;
-  }
-  if (auto ok = cfg.validate(); !ok) return ok.error().with_context("config.kv");
-  return cfg;
-}
-
-result<std::vector<fork>> parse_forks(const json& arr, const std::string& what) {
-  if (!arr.is_array()) return make_error(errc::invalid_argument, what + " must be an array");
-  std::vector<fork> out;
-  for (std::size_t i = 0; i < arr.size(); ++i) {
-    const auto& f = arr[i];
-    if (!f.is_array() || f.size() != 2 || !f[0].is_string() || !f[1].is_string()) {
-      return make_error(errc::invalid_argument,
-                        fmt::format("{}[{}] must be [\"from_label\", \"to_label\"]", what, i));
-    }
-    out.emplace_back(f[0].get<std::string>(), f[1].get<std::string>());
-  }
-  return out;
-}
-
-result<std::shared_ptr<kv_step>> parse_kv_step(const json& k) {
-  if (auto ok = check_fields(k, "kv", {"segments", "commit", "pre_forks", "post_forks",
-                                       "fork_rids", "retention"});
-      !ok) {
-    return ok.error();
-  }
-  auto step = std::make_shared<kv_step>();
-  auto segs = field(k, "segments");
-  if (!segs) return segs.error().with_context("kv");
-  if (!(*segs)->is_array()) return make_error(errc::invalid_argument, "kv.segments must be an array");
-  for (std::size_t i = 0; i < (*segs)->size(); ++i) {
-    const json& s = (**segs)[i];
-    const std::string what = fmt::format("kv.segments[{}]", i);
-    if (auto ok = check_fields(s, what, {"rid", "label", "span"}); !ok) return ok.error();
-    auto rid = get_string(s, "rid", what);
-    if (!rid) return rid.error();
-    std::string label = "main";
-    if (s.contains("label")) {
-      auto l = get_string(s, "label", what);
-      if (!l) return l.error();
-      label = *l;
-    }
-    auto span = get_int(s, "span", what, 0, std::numeric_limits<std::int32_t>::max());
-    if (!span) return span.error();
-    step->segments.push_back({*rid, label, *span});
-  }
-  if (k.contains("commit")) {
-    if (!k.at("commit").is_boolean()) return make_error(errc::invalid_argument, "kv.commit must be a boolean");
-    step->commit = k.at("commit").get<bool>();
-  }
-  for (const char* name : {"pre_forks", "post_forks"}) {
-    if (!k.contains(name)) continue;
-    auto forks = parse_forks(k.at(name), std::string{"kv."} + name);
-    if (!forks) return forks.error();
-    (std::string_view{name} == "pre_forks" ? step->pre_forks : step->post_forks) = *forks;
-  }
-  if (k.contains("fork_rids")) {
-    const auto& r = k.at("fork_rids");
-    if (!r.is_array()) return make_error(errc::invalid_argument, "kv.fork_rids must be an array");
-    std::vector<request_id> rids;
-    for (const auto& x : r) {
-      if (!x.is_string()) return make_error(errc::invalid_argument, "kv.fork_rids holds strings");
-      rids.push_back(x.get<std::string>());
-    }
-    step->fork_rids = rids;
-  }
-  if (k.contains("retention")) {
-    const auto& r = k.at("retention");
-    if (!r.is_array()) return make_error(errc::invalid_argument, "kv.retention must be an array");
-    for (std::size_t i = 0; i < r.size(); ++i) {
-      const std::string what = fmt::format("kv.retention[{}]", i);
-      if (auto ok = check_fields(r[i], what, {"rid", "label", "context_budget", "protected_prefix"});
-          !ok) {
-        return ok.error();
-      }
-      auto rid = get_string(r[i], "rid", what);
-      if (!rid) return rid.error();
-      std::string label = "main";
-      if (r[i].contains("label")) {
-        auto l = get_string(r[i], "label", what);
-        if (!l) return l.error();
-        label = *l;
-      }
-      auto budget = get_int(r[i], "context_budget", what, std::numeric_limits<std::int64_t>::min(), i64_max);
-      if (!budget) return budget.error();
-      std::int64_t prefix = 0;
-      if (r[i].contains("protected_prefix")) {
-        auto p = get_int(r[i], "protected_prefix", what, std::numeric_limits<std::int64_t>::min(), i64_max);
-        if (!p) return p.error();
-        prefix = *p;
-      }
-      auto policy = retention_policy::make(*budget, prefix);
-      if (!policy) return policy.error().with_context(what);
-      step->retention[{*rid, label}] = *policy;
-    }
-  }
-  return step;
-}
-
 json plan_json(const kv_plan& plan) {
   json out = json::object();
   for (const auto& [label, lp] : plan.labels) {
@@ -216,7 +58,7 @@ json plan_json(const kv_plan& plan) {
 
 std::string refusal_text(const admit_refusal& why) {
   if (const auto* a = std::get_if<allocation_failed>(&why)) {
-    return fmt::format("allocation failed ({} pages short): {}", a->pages_short, a->message);
+    return fmt::format("allocation failed ({} short): {}", a->pages_short, a->message);
   }
   return refusal_message(why);
 }
@@ -227,19 +69,34 @@ class simulator {
   static result<std::unique_ptr<simulator>> make(const json& line) {
     if (auto ok = check_fields(line, "the first line", {"config"}); !ok) return ok.error();
     auto config = field(line, "config");
-    if (!config) return make_error(errc::invalid_argument,
-                                   "the first line must be {\"config\":{\"kv\":{...}}}");
-    if (auto ok = check_fields(**config, "config", {"kv"}); !ok) return ok.error();
-    auto kv = field(**config, "kv");
-    if (!kv) return kv.error().with_context("config");
-    std::string model;
-    auto cfg = parse_kv_config(**kv, model);
-    if (!cfg) return cfg.error();
+    if (!config) {
+      return make_error(errc::invalid_argument,
+                        "the first line must be {\"config\":{\"kv\":{...},\"recurrent\":{...}}}");
+    }
+    if (auto ok = check_fields(**config, "config", {"kv", "recurrent"}); !ok) return ok.error();
+    if (!(*config)->contains("kv") && !(*config)->contains("recurrent")) {
+      return make_error(errc::invalid_argument, "config names no pool (kv, recurrent)");
+    }
     auto sim = std::unique_ptr<simulator>(new simulator);
-    auto pool = kv_pool::make("kv", *cfg, model);
-    if (!pool) return pool.error();
-    sim->kv_ = std::move(*pool);
-    auto runner = step_runner::make({sim->kv_.get()});
+    std::vector<resource*> resources;
+    if ((*config)->contains("kv")) {
+      std::string model;
+      auto cfg = parse_kv_config((*config)->at("kv"), model);
+      if (!cfg) return cfg.error();
+      auto pool = kv_pool::make("kv", *cfg, model);
+      if (!pool) return pool.error();
+      sim->kv_ = std::move(*pool);
+      resources.push_back(sim->kv_.get());
+    }
+    if ((*config)->contains("recurrent")) {
+      auto cfg = parse_recurrent_config((*config)->at("recurrent"));
+      if (!cfg) return cfg.error();
+      auto pool = recurrent_state_pool::make("recurrent", *cfg);
+      if (!pool) return pool.error();
+      sim->rec_ = std::move(*pool);
+      resources.push_back(sim->rec_.get());
+    }
+    auto runner = step_runner::make(resources);
     if (!runner) return runner.error();
     sim->runner_ = std::make_unique<step_runner>(std::move(*runner));
     return sim;
@@ -247,17 +104,34 @@ class simulator {
 
   result<json> run(const json& op);
 
-  json state() const {
-    json streams = json::object();
-    for (const auto& [name, s] : kv_->streams()) {
-      streams[name] = json{{"stored_len", s.stored_len},
-                           {"released", s.released},
-                           {"protected_prefix", s.protected_prefix},
-                           {"pages", s.pages}};
+  /// Both pools' state, as every output line carries it.
+  void add_state(json& out) const {
+    if (kv_) {
+      json streams = json::object();
+      for (const auto& [name, s] : kv_->streams()) {
+        streams[name] = json{{"stored_len", s.stored_len},
+                             {"released", s.released},
+                             {"protected_prefix", s.protected_prefix},
+                             {"pages", s.pages}};
+      }
+      out["kv"] = json{{"free_pages", kv_->num_free_pages()},
+                       {"cached_pages", kv_->num_cached_pages()},
+                       {"streams", streams}};
     }
-    return json{{"free_pages", kv_->num_free_pages()},
-                {"cached_pages", kv_->num_cached_pages()},
-                {"streams", streams}};
+    if (rec_) {
+      json streams = json::object();
+      for (const auto& [rid, labels] : rec_names_) {
+        for (const auto& label : labels) {
+          if (const auto slot = rec_->slot_of(rid, label)) {
+            streams[rid + "/" + label] =
+                json{{"slot", *slot}, {"has_state", rec_->has_state(rid, label)}};
+          }
+        }
+      }
+      json part{{"free_slots", rec_->num_free_slots()}, {"streams", streams}};
+      if (rec_plan_) part["plan"] = *rec_plan_;
+      out["recurrent"] = std::move(part);
+    }
   }
 
  private:
@@ -266,51 +140,112 @@ class simulator {
   result<json> ingest(const json& op);
 
   std::unique_ptr<kv_pool> kv_;
+  std::unique_ptr<recurrent_state_pool> rec_;
   std::unique_ptr<step_runner> runner_;
+  // Streams the recurrent pool was asked about, to report them (the pool is
+  // looked up by name; it keeps no list for tools).
+  std::map<std::string, std::set<std::string>> rec_names_;
+  std::optional<json> rec_plan_;  ///< the last step's recurrent plan, for its output line
 };
 
+json recurrent_plan_json(const recurrent_plan& plan) {
+  json out = json::object();
+  for (const auto& [label, a] : plan.labels) {
+    const auto rows = static_cast<std::size_t>(a.num_rows);
+    std::vector<bool> has(a.has_state.begin(), a.has_state.begin() + static_cast<long>(rows));
+    out[label] = json{{"slot_indices", std::vector<std::int32_t>(a.slot_indices.begin(),
+                                                                  a.slot_indices.begin() +
+                                                                      static_cast<long>(rows))},
+                      {"has_state", has},
+                      {"num_rows", a.num_rows}};
+  }
+  return out;
+}
+
 result<json> simulator::step(const json& op) {
-  if (auto ok = check_fields(op, "step", {"op", "kv", "padding_rows", "capture"}); !ok) {
+  if (auto ok = check_fields(op, "step", {"op", "kv", "recurrent", "padding_rows", "capture"});
+      !ok) {
     return ok.error();
   }
-  auto k = field(op, "kv");
-  if (!k) return k.error().with_context("step");
-  auto parsed = parse_kv_step(**k);
-  if (!parsed) return parsed.error();
-  auto kv = *parsed;
   step_context ctx;
+  std::shared_ptr<kv_step> kv;
+  std::shared_ptr<recurrent_step> rec;
+  if (op.contains("kv")) {
+    if (!kv_) return make_error(errc::invalid_argument, "step has a kv part but no kv pool is configured");
+    auto parsed = parse_kv_step(op.at("kv"));
+    if (!parsed) return parsed.error();
+    kv = *parsed;
+  }
+  if (op.contains("recurrent")) {
+    if (!rec_) {
+      return make_error(errc::invalid_argument,
+                        "step has a recurrent part but no recurrent pool is configured");
+    }
+    auto parsed = parse_recurrent_step(op.at("recurrent"), ctx.capture);
+    if (!parsed) return parsed.error();
+    rec = *parsed;
+  }
+  if (!kv && !rec) return make_error(errc::invalid_argument, "step has neither a kv nor a recurrent part");
+  if (op.contains("capture")) {
+    if (!op.at("capture").is_boolean()) return make_error(errc::invalid_argument, "capture must be a boolean");
+    ctx.capture = ctx.capture || op.at("capture").get<bool>();
+  }
   if (op.contains("padding_rows")) {
     auto n = to_int(op.at("padding_rows"), "padding_rows", 0, 4096);
     if (!n) return n.error();
-    const std::string label = kv->segments.empty() ? "main" : kv->segments.front().label;
     for (std::int64_t i = 0; i < *n; ++i) {
       const std::string rid = fmt::format("__pad{}", i);
-      kv->segments.push_back({rid, label, 1});
       ctx.padding_rows.insert(rid);
+      for (resource_step* part : {static_cast<resource_step*>(kv.get()), static_cast<resource_step*>(rec.get())}) {
+        if (part == nullptr) continue;
+        const std::string label = part->segments.empty() ? "main" : part->segments.front().label;
+        part->segments.push_back({rid, label, 1});
+      }
     }
   }
-  if (op.contains("capture")) {
-    if (!op.at("capture").is_boolean()) return make_error(errc::invalid_argument, "capture must be a boolean");
-    ctx.capture = op.at("capture").get<bool>();
+  step_bundle bundle;
+  if (kv) bundle["kv"] = kv;
+  if (rec) {
+    bundle["recurrent"] = rec;
+    for (const auto& s : rec->segments) {
+      if (!ctx.is_padding_row(s.rid)) rec_names_[s.rid].insert(s.label);
+    }
+    for (const auto& f : rec->pre_forks) for (const auto& s : rec->segments) rec_names_[s.rid].insert(f.second);
+    for (const auto& f : rec->post_forks) for (const auto& s : rec->segments) rec_names_[s.rid].insert(f.second);
   }
-  for (const auto& s : kv->segments) ctx.request_ids.push_back(s.rid);
-  const step_bundle bundle{{"kv", kv}};
+  for (const auto& [key, part] : bundle) {
+    for (const auto& s : part->segments) ctx.request_ids.push_back(s.rid);
+  }
+  rec_plan_.reset();
   const auto admitted = runner_->admit(bundle, ctx);
   if (!admitted.ok()) {
     return json{{"ok", false},
                 {"reason", fmt::format("{} refused: {}", admitted.failed_resource,
                                        refusal_text(*admitted.outcome.reason))}};
   }
+  auto unwind = [&] {
+    for (auto it = runner_->order().rbegin(); it != runner_->order().rend(); ++it) {
+      if (const auto entry = bundle.find((*it)->key()); entry != bundle.end()) {
+        (*it)->rollback_admit(*entry->second, ctx);
+      }
+    }
+  };
   if (auto planned = runner_->plan(bundle, ctx); !planned) {
-    kv_->rollback_admit(*kv, ctx);
+    unwind();
     return planned.error();
   }
-  const auto plan = std::static_pointer_cast<const kv_plan>(ctx.plan_results.at("kv"));
+  json out{{"ok", true}};
+  if (kv) out["plan"] = plan_json(*std::static_pointer_cast<const kv_plan>(ctx.plan_results.at("kv")));
+  if (rec) {
+    rec_plan_ = recurrent_plan_json(
+        *std::static_pointer_cast<const recurrent_plan>(ctx.plan_results.at("recurrent")));
+  }
   if (auto committed = runner_->commit(bundle, ctx); !committed) {
-    kv_->rollback_admit(*kv, ctx);
+    unwind();
+    rec_plan_.reset();
     return committed.error();
   }
-  return json{{"ok", true}, {"plan", plan_json(*plan)}};
+  return out;
 }
 
 result<json> simulator::ingest(const json& op) {
@@ -350,12 +285,16 @@ result<json> simulator::ingest(const json& op) {
       seeds[label] = std::move(seed);
     }
   }
+  if (!seeds.empty() && !kv_) {
+    return make_error(errc::invalid_argument, "ingest names page keys but no kv pool is configured");
+  }
   bool prefix_cache = true;
   if (op.contains("prefix_cache")) {
     if (!op.at("prefix_cache").is_boolean()) return make_error(errc::invalid_argument, "prefix_cache must be a boolean");
     prefix_cache = op.at("prefix_cache").get<bool>();
   }
-  kv_->ingest_request(*rid, std::move(seeds), prefix_cache);
+  if (kv_) kv_->ingest_request(*rid, std::move(seeds), prefix_cache);
+  if (rec_) rec_->ingest_request(*rid);
   return json{{"ok", true}};
 }
 
@@ -393,6 +332,7 @@ result<json> simulator::run(const json& op) {
   }
   if (*name == "remove") {
     runner_->remove_request(*rid);
+    rec_names_.erase(*rid);
     return json{{"ok", true}};
   }
   if (*name == "reset") {
@@ -404,6 +344,8 @@ result<json> simulator::run(const json& op) {
     runner_->reset_request(*rid, free);
     return json{{"ok", true}};
   }
+  const bool kv_op = *name == "extend" || *name == "protect_prefix" || *name == "release_oldest";
+  if (kv_op && !kv_) return make_error(errc::invalid_argument, *name + " needs a kv pool");
   if (*name == "extend") {
     auto ids = field(op, "ids");
     if (!ids) return ids.error().with_context("extend");
@@ -413,7 +355,7 @@ result<json> simulator::run(const json& op) {
     return json{{"ok", true}};
   }
   if (*name == "protect_prefix" || *name == "release_oldest") {
-    auto tokens = get_int(op, "tokens", *name, 0, i64_max);
+    auto tokens = get_int(op, "tokens", *name, 0, std::numeric_limits<std::int64_t>::max());
     if (!tokens) return tokens.error();
     if (*name == "protect_prefix") {
       if (auto ok = kv_->protect_prefix(*rid, label, *tokens); !ok) {
@@ -461,7 +403,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
         emit(json{{"ok", false}, {"error", fmt::format("line {}: {}", number, out.error().message())}});
         continue;
       }
-      if (sim) (*out)["kv"] = sim->state();
+      if (sim) sim->add_state(*out);
       emit(*out);
     }
     std::cout.flush();

@@ -55,7 +55,7 @@ TEST(mstar_tool_sim, a_refused_step_and_bad_lines_leave_the_pool_as_it_was) {
   EXPECT_EQ(rc, 1);
   const json before = out[1].at("kv");
   EXPECT_FALSE(out[2].at("ok").get<bool>());
-  EXPECT_NE(out[2].at("reason").get<std::string>().find("pages short"), std::string::npos);
+  EXPECT_NE(out[2].at("reason").get<std::string>().find("short"), std::string::npos);
   EXPECT_EQ(out[2].at("kv"), before);
   for (std::size_t i = 3; i < 7; ++i) {
     EXPECT_FALSE(out[i].at("ok").get<bool>());
@@ -110,6 +110,66 @@ TEST(mstar_tool_sim, refuses_a_trace_without_a_config_line) {
   EXPECT_NE(out[0].at("error").get<std::string>().find("config"), std::string::npos);
   EXPECT_TRUE(out[1].at("ok").get<bool>());
   EXPECT_EQ(rc, 1);
+}
+
+}  // namespace
+}  // namespace mstar
+
+namespace mstar {
+namespace {
+
+const std::string both =
+    R"({"config":{"kv":{"page_size":8,"max_num_pages":16,"num_layers":1,"num_kv_heads":1,"head_dim":8},)"
+    R"("recurrent":{"num_layers":2,"max_slots":4,"geometry":{"family":"mamba2","num_heads":4,"head_dim":8,"state_size":16,"n_groups":2,"conv_kernel_size":4}}}})";
+
+TEST(mstar_tool_sim, drives_a_kv_and_a_recurrent_pool_in_one_step) {
+  const auto out = run_sim(
+      {both,
+       R"({"op":"step","kv":{"segments":[{"rid":"a","span":10}]},"recurrent":{"segments":[{"rid":"a","span":10}],"pre_forks":[["main","draft"]]},"padding_rows":1})",
+       R"({"op":"step","kv":{"segments":[{"rid":"a","span":1}]},"recurrent":{"segments":[{"rid":"a","span":1}]}})"});
+  ASSERT_EQ(out.size(), 3u);
+  const auto& rec = out[1].at("recurrent");
+  EXPECT_EQ(rec.at("free_slots"), 1);
+  EXPECT_EQ(rec.at("plan").at("main").at("slot_indices"), json::array({1, 0}));  // pad row: sink
+  EXPECT_EQ(rec.at("plan").at("main").at("num_rows"), 2);
+  EXPECT_EQ(rec.at("streams").at("a/main").at("has_state"), true);
+  EXPECT_EQ(rec.at("streams").at("a/draft").at("slot"), 2);
+  EXPECT_EQ(out[2].at("recurrent").at("plan").at("main").at("has_state"), json::array({true}));
+}
+
+TEST(mstar_tool_sim, a_refusal_by_either_pool_leaves_both_as_they_were) {
+  const auto out = run_sim(
+      {both, R"({"op":"step","kv":{"segments":[{"rid":"a","span":10}]},"recurrent":{"segments":[{"rid":"a","span":10}]}})",
+       // The recurrent pool has 3 usable slots: b, c, d cannot all get one.
+       R"({"op":"step","kv":{"segments":[{"rid":"b","span":8},{"rid":"c","span":8},{"rid":"d","span":8}]},"recurrent":{"segments":[{"rid":"b","span":8},{"rid":"c","span":8},{"rid":"d","span":8}]}})",
+       // The KV pool has 13 pages left: 120 tokens need 15.
+       R"({"op":"step","kv":{"segments":[{"rid":"b","span":120}]},"recurrent":{"segments":[{"rid":"b","span":120}]}})"});
+  ASSERT_EQ(out.size(), 4u);
+  const json kv_before = out[1].at("kv");
+  const json rec_before = out[1].at("recurrent").at("free_slots");
+  for (std::size_t i : {2u, 3u}) {
+    EXPECT_FALSE(out[i].at("ok").get<bool>());
+    EXPECT_EQ(out[i].at("kv"), kv_before);
+    EXPECT_EQ(out[i].at("recurrent").at("free_slots"), rec_before);
+    EXPECT_EQ(out[i].at("recurrent").at("streams").size(), 1u);
+  }
+  EXPECT_NE(out[2].at("reason").get<std::string>().find("recurrent refused"), std::string::npos);
+  EXPECT_NE(out[3].at("reason").get<std::string>().find("kv refused"), std::string::npos);
+}
+
+TEST(mstar_tool_sim, reads_a_delta_net_geometry_and_rejects_a_bad_one) {
+  int rc = 0;
+  const auto out = run_sim(
+      {R"({"config":{"recurrent":{"num_layers":1,"max_slots":3,"geometry":{"family":"delta_net","num_k_heads":2,"num_v_heads":4,"head_k_dim":16,"head_v_dim":16,"conv_kernel_size":4}}}})",
+       R"({"op":"step","recurrent":{"segments":[{"rid":"a","span":3}]}})"},
+      &rc);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(out[1].at("recurrent").at("streams").at("a/main").at("slot"), 1);
+  const auto bad = run_sim(
+      {R"({"config":{"recurrent":{"num_layers":1,"geometry":{"family":"rwkv"}}}})"}, &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(bad.at(0).at("error").get<std::string>().find("family"), std::string::npos);
 }
 
 }  // namespace
