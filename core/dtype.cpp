@@ -18,12 +18,17 @@ std::string_view to_string(dtype t) noexcept {
 
 result<dtype> parse_dtype(std::string_view name) {
   std::string_view bare = name;
-  if (bare.starts_with("torch.")) bare.remove_prefix(6);
-  if (bare == "float32" || bare == "float") return dtype::float32;
-  if (bare == "bfloat16") return dtype::bfloat16;
-  if (bare == "float16" || bare == "half") return dtype::float16;
-  return make_error(errc::invalid_argument,
-                    fmt::format("'{}' is not a supported dtype (float32, bfloat16, float16)", name));
+  if (bare.starts_with("torch."))
+    bare.remove_prefix(6);
+  if (bare == "float32" || bare == "float")
+    return dtype::float32;
+  if (bare == "bfloat16")
+    return dtype::bfloat16;
+  if (bare == "float16" || bare == "half")
+    return dtype::float16;
+  return make_error(
+      errc::invalid_argument,
+      fmt::format("'{}' is not a supported dtype (float32, bfloat16, float16)", name));
 }
 
 }  // namespace mstar

@@ -6,9 +6,12 @@ namespace mstar {
 namespace {
 
 int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
   return -1;
 }
 
@@ -26,9 +29,9 @@ std::string to_hex(std::span<const std::uint8_t> bytes) {
 
 result<std::vector<std::uint8_t>> from_hex(std::string_view text) {
   if (text.size() % 2 != 0) {
-    return make_error(errc::parse_error,
-                      fmt::format("hex string has odd length {} (two digits per byte)",
-                                  text.size()));
+    return make_error(
+        errc::parse_error,
+        fmt::format("hex string has odd length {} (two digits per byte)", text.size()));
   }
   std::vector<std::uint8_t> out(text.size() / 2);
   for (std::size_t i = 0; i < text.size(); ++i) {

@@ -17,7 +17,7 @@ class [[nodiscard]] result {
   static_assert(!std::is_same_v<T, mstar::error>, "result<error> is ambiguous");
 
  public:
-  result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT
+  result(T value) : state_(std::in_place_index<0>, std::move(value)) {}         // NOLINT
   result(mstar::error err) : state_(std::in_place_index<1>, std::move(err)) {}  // NOLINT
 
   [[nodiscard]] bool has_value() const noexcept { return state_.index() == 0; }

@@ -58,9 +58,9 @@ struct kv_page_table {
 
 /// Inputs of `append_kv`: one layer's new K and V rows for a step.
 struct append_kv_params {
-  kv_arena_view arena;     ///< written at the new tokens' positions
-  std::int32_t layer = 0;  ///< which layer of each page
-  kv_page_table table;     ///< the step's addressing
+  kv_arena_view arena;       ///< written at the new tokens' positions
+  std::int32_t layer = 0;    ///< which layer of each page
+  kv_page_table table;       ///< the step's addressing
   const float* k = nullptr;  ///< [T, Hkv, D] f32, rows packed in qo_indptr order
   const float* v = nullptr;  ///< [T, Hkv, D] f32, same packing
 };
@@ -73,11 +73,11 @@ void append_kv(const append_kv_params& p);
 
 /// Inputs of `paged_attention`: one layer's queries for a step.
 struct paged_attention_params {
-  kv_arena_view arena;     ///< read only
-  std::int32_t layer = 0;  ///< which layer of each page
-  kv_page_table table;     ///< the step's addressing (same as append_kv's)
-  const float* q = nullptr;  ///< [T, Hq, D] f32, rows packed in qo_indptr order
-  float* out = nullptr;      ///< [T, Hq, D] f32, written; must not alias q
+  kv_arena_view arena;            ///< read only
+  std::int32_t layer = 0;         ///< which layer of each page
+  kv_page_table table;            ///< the step's addressing (same as append_kv's)
+  const float* q = nullptr;       ///< [T, Hq, D] f32, rows packed in qo_indptr order
+  float* out = nullptr;           ///< [T, Hq, D] f32, written; must not alias q
   std::int32_t num_qo_heads = 0;  ///< Hq, a multiple of arena.num_kv_heads
   /// Softmax scale; 0 picks 1/sqrt(head_dim).
   float scale = 0.0f;

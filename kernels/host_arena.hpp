@@ -18,7 +18,8 @@ class host_arena {
       : bytes_(bytes),
         data_(bytes == 0 ? nullptr
                          : static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{64}))) {
-    if (data_ != nullptr) std::memset(data_.get(), 0, bytes);
+    if (data_ != nullptr)
+      std::memset(data_.get(), 0, bytes);
   }
 
   [[nodiscard]] std::byte* data() noexcept { return data_.get(); }

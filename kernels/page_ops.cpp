@@ -38,4 +38,101 @@ void zero_pages(std::byte* arena, const page_layout& layout, std::span<const std
   }
 }
 
+namespace {
+
+// Byte offset of one token's K (or V) in one layer: within a page the runs are
+// [layer][half][page_size] tokens of `token_bytes` each.
+std::size_t token_offset(const page_layout& layout, std::size_t layer, kv_half half,
+                         token_position token) {
+  const std::size_t run = layer * 2 + static_cast<std::size_t>(half);
+  return static_cast<std::size_t>(token.page) * layout.page_bytes +
+         (run * layout.page_size + static_cast<std::size_t>(token.offset)) * layout.token_bytes;
+}
+
+// Calls `copy(first_index, first_page, count)` for each run of consecutive
+// page ids in `pages`, so contiguous pages move as one block.
+template <class Copy>
+void for_each_page_run(std::span<const std::int32_t> pages, Copy copy) {
+  std::size_t begin = 0;
+  while (begin < pages.size()) {
+    std::size_t end = begin + 1;
+    while (end < pages.size() && pages[end] == pages[end - 1] + 1)
+      ++end;
+    copy(begin, static_cast<std::size_t>(pages[begin]), end - begin);
+    begin = end;
+  }
+}
+
+std::size_t slot_offset(std::size_t layer, std::size_t max_slots, std::size_t slot_bytes,
+                        std::int32_t slot) {
+  return (layer * max_slots + static_cast<std::size_t>(slot)) * slot_bytes;
+}
+
+}  // namespace
+
+void gather_tokens(const std::byte* arena, const page_layout& layout, std::size_t layer,
+                   kv_half half, std::span<const token_position> tokens, std::byte* out) {
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    std::memcpy(out + i * layout.token_bytes, arena + token_offset(layout, layer, half, tokens[i]),
+                layout.token_bytes);
+  }
+}
+
+void scatter_tokens(std::byte* arena, const page_layout& layout, std::size_t layer, kv_half half,
+                    std::span<const token_position> tokens, const std::byte* in) {
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    std::memcpy(arena + token_offset(layout, layer, half, tokens[i]), in + i * layout.token_bytes,
+                layout.token_bytes);
+  }
+}
+
+void pack_pages(const std::byte* arena, const page_layout& layout,
+                std::span<const std::int32_t> pages, std::byte* staging) {
+  const std::size_t bytes = layout.page_bytes;
+  for_each_page_run(pages, [&](std::size_t index, std::size_t page, std::size_t count) {
+    std::memcpy(staging + index * bytes, arena + page * bytes, count * bytes);
+  });
+}
+
+void unpack_pages(std::byte* arena, const page_layout& layout, std::span<const std::int32_t> pages,
+                  const std::byte* staging) {
+  const std::size_t bytes = layout.page_bytes;
+  for_each_page_run(pages, [&](std::size_t index, std::size_t page, std::size_t count) {
+    std::memcpy(arena + page * bytes, staging + index * bytes, count * bytes);
+  });
+}
+
+void copy_slot(std::byte* block_base, std::size_t num_layers, std::size_t max_slots,
+               std::size_t slot_bytes, std::int32_t src, std::int32_t dst) {
+  if (src == dst)
+    return;
+  for (std::size_t l = 0; l < num_layers; ++l) {
+    std::memcpy(block_base + slot_offset(l, max_slots, slot_bytes, dst),
+                block_base + slot_offset(l, max_slots, slot_bytes, src), slot_bytes);
+  }
+}
+
+void zero_slot(std::byte* block_base, std::size_t num_layers, std::size_t max_slots,
+               std::size_t slot_bytes, std::int32_t slot) {
+  for (std::size_t l = 0; l < num_layers; ++l) {
+    std::memset(block_base + slot_offset(l, max_slots, slot_bytes, slot), 0, slot_bytes);
+  }
+}
+
+void pack_slot(const std::byte* block_base, std::size_t num_layers, std::size_t max_slots,
+               std::size_t slot_bytes, std::int32_t slot, std::byte* staging) {
+  for (std::size_t l = 0; l < num_layers; ++l) {
+    std::memcpy(staging + l * slot_bytes, block_base + slot_offset(l, max_slots, slot_bytes, slot),
+                slot_bytes);
+  }
+}
+
+void unpack_slot(std::byte* block_base, std::size_t num_layers, std::size_t max_slots,
+                 std::size_t slot_bytes, std::int32_t slot, const std::byte* staging) {
+  for (std::size_t l = 0; l < num_layers; ++l) {
+    std::memcpy(block_base + slot_offset(l, max_slots, slot_bytes, slot), staging + l * slot_bytes,
+                slot_bytes);
+  }
+}
+
 }  // namespace mstar::kernels

@@ -12,9 +12,9 @@ namespace mstar::kernels {
 
 /// Geometry of a page-major arena, in bytes.
 struct page_layout {
-  std::size_t page_bytes = 0;     ///< one whole page: every layer, K and V
-  std::size_t token_bytes = 0;    ///< one token of K (or V) in one layer
-  std::size_t page_size = 0;      ///< token slots per page
+  std::size_t page_bytes = 0;   ///< one whole page: every layer, K and V
+  std::size_t token_bytes = 0;  ///< one token of K (or V) in one layer
+  std::size_t page_size = 0;    ///< token slots per page
   std::size_t num_layers = 0;
 };
 

@@ -28,25 +28,27 @@ template <class T, std::size_t Rank>
 struct view {
   static_assert(Rank >= 1, "a view has at least one dimension");
 
-  T* data = nullptr;                        ///< element (0, ..., 0); null when absent
-  std::array<std::int64_t, Rank> shape{};   ///< extent of each dimension
+  T* data = nullptr;                         ///< element (0, ..., 0); null when absent
+  std::array<std::int64_t, Rank> shape{};    ///< extent of each dimension
   std::array<std::int64_t, Rank> strides{};  ///< element step of each dimension
 
   /// The element at the given indices; unchecked (the caller validated the
   /// shape once, the inner loops index freely).
   template <class... Index>
-    requires(sizeof...(Index) == Rank && (std::is_integral_v<Index> && ...))
-  MSTAR_HOST_DEVICE T& operator()(Index... index) const noexcept {
+  requires(sizeof...(Index) == Rank && (std::is_integral_v<Index> && ...)) MSTAR_HOST_DEVICE T&
+  operator()(Index... index) const noexcept {
     const std::array<std::int64_t, Rank> at{static_cast<std::int64_t>(index)...};
     std::int64_t offset = 0;
-    for (std::size_t d = 0; d < Rank; ++d) offset += at[d] * strides[d];
+    for (std::size_t d = 0; d < Rank; ++d)
+      offset += at[d] * strides[d];
     return data[offset];
   }
 
   /// Number of elements (the product of the shape).
   [[nodiscard]] MSTAR_HOST_DEVICE std::int64_t numel() const noexcept {
     std::int64_t n = 1;
-    for (const auto extent : shape) n *= extent;
+    for (const auto extent : shape)
+      n *= extent;
     return n;
   }
 
@@ -54,7 +56,8 @@ struct view {
   [[nodiscard]] bool is_contiguous() const noexcept {
     std::int64_t expected = 1;
     for (std::size_t d = Rank; d-- > 0;) {
-      if (shape[d] != 1 && strides[d] != expected) return false;
+      if (shape[d] != 1 && strides[d] != expected)
+        return false;
       expected *= shape[d];
     }
     return true;
@@ -66,8 +69,7 @@ struct view {
   /// A read-only view of the same elements, so a mutable buffer can be passed
   /// where a params struct borrows `const` input.
   operator view<const T, Rank>() const noexcept  // NOLINT(google-explicit-constructor)
-    requires(!std::is_const_v<T>)
-  {
+      requires(!std::is_const_v<T>) {
     return view<const T, Rank>{data, shape, strides};
   }
 };
@@ -92,7 +94,8 @@ template <std::size_t Rank>
 std::string format_shape(const std::array<std::int64_t, Rank>& shape) {
   std::string text = "[";
   for (std::size_t d = 0; d < Rank; ++d) {
-    if (d != 0) text += ", ";
+    if (d != 0)
+      text += ", ";
     text += shape[d] == any_extent ? std::string{"*"} : std::to_string(shape[d]);
   }
   return text + "]";

@@ -1,7 +1,6 @@
 // `mstar-tool devices`: what accelerators this build and machine offer.
-#include <nlohmann/json.hpp>
-
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "kernels/device.hpp"
 #include "launcher/tool/commands.hpp"
@@ -17,8 +16,8 @@ void add_devices_command(CLI::App& app, int& exit_code) {
     for (const auto& d : report.devices) {
       devices.push_back({{"index", d.index},
                          {"name", d.name},
-                         {"compute_capability", std::to_string(d.compute_major) + "." +
-                                                    std::to_string(d.compute_minor)},
+                         {"compute_capability",
+                          std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
                          {"total_memory_bytes", d.total_memory_bytes},
                          {"multiprocessors", d.multiprocessors}});
     }
@@ -26,7 +25,8 @@ void add_devices_command(CLI::App& app, int& exit_code) {
                        {"cuda_runtime_version", report.runtime_version},
                        {"cuda_driver_version", report.driver_version},
                        {"devices", devices}};
-    if (!report.reason.empty()) out["reason"] = report.reason;
+    if (!report.reason.empty())
+      out["reason"] = report.reason;
     std::cout << out.dump() << '\n';
     exit_code = 0;
   });

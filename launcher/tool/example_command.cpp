@@ -3,9 +3,8 @@
 // preprocess stage would, and plans a windowed generation with its cache
 // retention, so a newcomer sees both core modules at work.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/hex.hpp"
@@ -29,8 +28,10 @@ std::vector<resources::prompt_span> sample_prompt() {
   // Image digest = fingerprint(file sha, modality, preprocess fingerprint, advance).
   const auto image = resources::fingerprint(file_digest, "image", "example-preprocess-v1", 30);
   std::vector<resources::token_id> head(20), tail(25);
-  for (std::size_t i = 0; i < head.size(); ++i) head[i] = static_cast<resources::token_id>(1 + i);
-  for (std::size_t i = 0; i < tail.size(); ++i) tail[i] = static_cast<resources::token_id>(100 + i);
+  for (std::size_t i = 0; i < head.size(); ++i)
+    head[i] = static_cast<resources::token_id>(1 + i);
+  for (std::size_t i = 0; i < tail.size(); ++i)
+    tail[i] = static_cast<resources::token_id>(100 + i);
   return {resources::id_span{head}, resources::item_span{30, {image.begin(), image.end()}},
           resources::id_span{tail}};
 }
@@ -54,20 +55,23 @@ int run_example(const example_options& opt) {
                          {"commit_end", w.commit_end()},
                          {"released_end", *schedule->released_end(w.index)}});
     }
-    json out{{"prompt", {{"page_size", opt.page_size},
-                         {"total_slots", keyed->total_slots},
-                         {"keys", keys_json(keyed->keys)},
-                         {"tail", keyed->tail},
-                         {"items_by_page", items_by_page_json(keyed->items)}}},
+    json out{{"prompt",
+              {{"page_size", opt.page_size},
+               {"total_slots", keyed->total_slots},
+               {"keys", keys_json(keyed->keys)},
+               {"tail", keyed->tail},
+               {"items_by_page", items_by_page_json(keyed->items)}}},
              {"windows", windows},
-             {"retention", {{"context_budget", (*retention)->context_budget},
-                            {"protected_prefix", (*retention)->protected_prefix}}}};
+             {"retention",
+              {{"context_budget", (*retention)->context_budget},
+               {"protected_prefix", (*retention)->protected_prefix}}}};
     std::cout << out.dump(2) << '\n';
     return 0;
   }
   fmt::print("Prompt: 20 text ids, a 30-slot image, 25 text ids ({} slots), page size {}\n",
              keyed->total_slots, opt.page_size);
-  fmt::print("{:>4}  {:<64}  {}\n", "page", "unrooted key (what a preprocess stage sends)", "items");
+  fmt::print("{:>4}  {:<64}  {}\n", "page", "unrooted key (what a preprocess stage sends)",
+             "items");
   for (std::size_t p = 0; p < keyed->keys.size(); ++p) {
     std::string items;
     if (auto it = keyed->items.find(p); it != keyed->items.end()) {

@@ -1,9 +1,8 @@
 #include "launcher/tool/json_args.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <charconv>
+#include <fmt/format.h>
 #include <limits>
 
 #include "core/hex.hpp"
@@ -62,14 +61,15 @@ result<std::vector<std::uint8_t>> to_bytes(const json& v, std::string_view what)
                       fmt::format("{} must be a hex string, got {}", what, v.type_name()));
   }
   auto bytes = from_hex(v.get_ref<const std::string&>());
-  if (!bytes) return bytes.error().with_context(what);
+  if (!bytes)
+    return bytes.error().with_context(what);
   return bytes;
 }
 
 result<std::vector<resources::token_id>> to_tokens(const json& v, std::string_view what) {
   if (!v.is_array()) {
-    return make_error(errc::invalid_argument, fmt::format("{} must be an array of token ids, got {}",
-                                                          what, v.type_name()));
+    return make_error(errc::invalid_argument,
+                      fmt::format("{} must be an array of token ids, got {}", what, v.type_name()));
   }
   std::vector<resources::token_id> out;
   out.reserve(v.size());
@@ -95,15 +95,19 @@ result<resources::page_item> to_item(const json& v, std::string_view what) {
   const char* names[] = {"start", "offset", "length"};
   for (int k = 0; k < 3; ++k) {
     auto f = field(v, names[k]);
-    if (!f) return f.error().with_context(what);
+    if (!f)
+      return f.error().with_context(what);
     auto n = to_int(**f, fmt::format("{}.{}", what, names[k]), 0, u32_max);
-    if (!n) return n.error();
+    if (!n)
+      return n.error();
     *ints[k] = static_cast<std::uint32_t>(*n);
   }
   auto d = field(v, "digest");
-  if (!d) return d.error().with_context(what);
+  if (!d)
+    return d.error().with_context(what);
   auto bytes = to_bytes(**d, fmt::format("{}.digest", what));
-  if (!bytes) return bytes.error();
+  if (!bytes)
+    return bytes.error();
   item.digest = std::move(*bytes);
   return item;
 }
@@ -123,7 +127,8 @@ result<std::vector<resources::page_item>> to_items(const json& v, std::string_vi
   std::vector<resources::page_item> out;
   for (std::size_t i = 0; i < v.size(); ++i) {
     auto item = to_item(v[i], fmt::format("{}[{}]", what, i));
-    if (!item) return item.error();
+    if (!item)
+      return item.error();
     out.push_back(std::move(*item));
   }
   return out;
@@ -131,9 +136,9 @@ result<std::vector<resources::page_item>> to_items(const json& v, std::string_vi
 
 result<resources::items_by_page> to_items_by_page(const json& v, std::string_view what) {
   if (!v.is_object()) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("{} must be an object of page index -> items, got {}", what,
-                                  v.type_name()));
+    return make_error(
+        errc::invalid_argument,
+        fmt::format("{} must be an object of page index -> items, got {}", what, v.type_name()));
   }
   resources::items_by_page out;
   for (const auto& [key, items] : v.items()) {
@@ -141,12 +146,13 @@ result<resources::items_by_page> to_items_by_page(const json& v, std::string_vie
     const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), page);
     if (key.empty() || ec != std::errc{} || end != key.data() + key.size() ||
         (key.size() > 1 && key[0] == '0')) {
-      return make_error(errc::invalid_argument,
-                        fmt::format("{}: key '{}' is not a page index (a decimal integer)", what,
-                                    key));
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("{}: key '{}' is not a page index (a decimal integer)", what, key));
     }
     auto parsed = to_items(items, fmt::format("{}[\"{}\"]", what, key));
-    if (!parsed) return parsed.error();
+    if (!parsed)
+      return parsed.error();
     out[page] = std::move(*parsed);
   }
   return out;
@@ -156,7 +162,8 @@ json items_by_page_json(const resources::items_by_page& items) {
   json out = json::object();
   for (const auto& [page, list] : items) {
     json arr = json::array();
-    for (const auto& item : list) arr.push_back(item_json(item));
+    for (const auto& item : list)
+      arr.push_back(item_json(item));
     out[std::to_string(page)] = std::move(arr);
   }
   return out;
@@ -164,7 +171,8 @@ json items_by_page_json(const resources::items_by_page& items) {
 
 json keys_json(std::span<const resources::digest256> keys) {
   json out = json::array();
-  for (const auto& key : keys) out.push_back(to_hex(key));
+  for (const auto& key : keys)
+    out.push_back(to_hex(key));
   return out;
 }
 

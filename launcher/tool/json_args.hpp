@@ -3,10 +3,9 @@
 // Strict readers for the JSON arguments mstar-tool takes: every failure names
 // the field and says what was expected, and nothing is coerced or truncated.
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 

@@ -1,6 +1,5 @@
 // `mstar-tool keys`: JSON Lines in, one JSON line out per input line.
 #include <fmt/format.h>
-
 #include <iostream>
 #include <limits>
 #include <string>
@@ -16,7 +15,8 @@ namespace {
 
 using resources::digest256;
 
-constexpr auto keys_help = R"(Page keys, one request per line (JSON Lines on stdin, one JSON line out
+constexpr auto keys_help =
+    R"(Page keys, one request per line (JSON Lines on stdin, one JSON line out
 per input line; bytes are lowercase hex).
 
   {"fn":"fingerprint","fields":[{"bytes":"<hex>"} | {"text":"<utf-8>"} | {"int":n}
@@ -37,14 +37,17 @@ yields {"error":"<what and why>"}; later lines are still processed and the
 exit code is 1 if any line failed. Token ids must be in [0, 2^32).)";
 
 result<json> optional_items(const json& req, std::string_view name) {
-  if (!req.contains(name)) return json::array();
+  if (!req.contains(name))
+    return json::array();
   return req.at(name);
 }
 
 result<json> run_fingerprint(const json& req) {
-  if (auto ok = check_fields(req, "request", {"fn", "fields"}); !ok) return ok.error();
+  if (auto ok = check_fields(req, "request", {"fn", "fields"}); !ok)
+    return ok.error();
   auto fields = field(req, "fields");
-  if (!fields) return fields.error();
+  if (!fields)
+    return fields.error();
   if (!(*fields)->is_array()) {
     return make_error(errc::invalid_argument, "fields must be an array");
   }
@@ -55,8 +58,9 @@ result<json> run_fingerprint(const json& req) {
     const std::string what = fmt::format("fields[{}]", i);
     if (!f.is_object() || f.size() != 1) {
       return make_error(errc::invalid_argument,
-                        what + " must be an object with exactly one of bytes, text, int, float, "
-                               "bool, none");
+                        what +
+                            " must be an object with exactly one of bytes, text, int, float, "
+                            "bool, none");
     }
     // Hold the iterator: items() yields proxies that die with the statement.
     const auto entry = f.begin();
@@ -65,7 +69,8 @@ result<json> run_fingerprint(const json& req) {
     std::string text;
     if (kind == "bytes") {
       auto b = to_bytes(value, what + ".bytes");
-      if (!b) return b.error();
+      if (!b)
+        return b.error();
       owned.push_back(std::move(*b));
       continue;
     } else if (kind == "text" && value.is_string()) {
@@ -99,35 +104,46 @@ result<json> run_page_key(const json& req, bool with_end) {
   std::vector<std::uint8_t> prev;
   if (req.contains("prev")) {
     auto p = to_bytes(req.at("prev"), "prev");
-    if (!p) return p.error();
+    if (!p)
+      return p.error();
     prev = std::move(*p);
   }
   auto tokens_json = field(req, "tokens");
-  if (!tokens_json) return tokens_json.error();
+  if (!tokens_json)
+    return tokens_json.error();
   auto tokens = to_tokens(**tokens_json, "tokens");
-  if (!tokens) return tokens.error();
+  if (!tokens)
+    return tokens.error();
   auto items_json = optional_items(req, "items");
   auto items = to_items(*items_json, "items");
-  if (!items) return items.error();
+  if (!items)
+    return items.error();
   if (!with_end) {
     auto key = resources::page_key(prev, *tokens, *items);
-    if (!key) return key.error();
+    if (!key)
+      return key.error();
     return json{{"key", to_hex(*key)}};
   }
   auto end_json = field(req, "end");
-  if (!end_json) return end_json.error();
+  if (!end_json)
+    return end_json.error();
   auto end = to_int(**end_json, "end", 0, std::numeric_limits<std::uint32_t>::max());
-  if (!end) return end.error();
+  if (!end)
+    return end.error();
   auto key = resources::end_key(prev, *tokens, *items, static_cast<std::uint64_t>(*end));
-  if (!key) return key.error();
+  if (!key)
+    return key.error();
   return json{{"key", to_hex(*key)}};
 }
 
 result<json> run_page_items(const json& req) {
-  if (auto ok = check_fields(req, "request", {"fn", "spans", "page_size"}); !ok) return ok.error();
+  if (auto ok = check_fields(req, "request", {"fn", "spans", "page_size"}); !ok)
+    return ok.error();
   auto spans_json = field(req, "spans");
-  if (!spans_json) return spans_json.error();
-  if (!(*spans_json)->is_array()) return make_error(errc::invalid_argument, "spans must be an array");
+  if (!spans_json)
+    return spans_json.error();
+  if (!(*spans_json)->is_array())
+    return make_error(errc::invalid_argument, "spans must be an array");
   std::vector<resources::layout_span> spans;
   for (std::size_t i = 0; i < (*spans_json)->size(); ++i) {
     const json& s = (**spans_json)[i];
@@ -136,21 +152,26 @@ result<json> run_page_items(const json& req) {
       return make_error(errc::invalid_argument, what + " must be [length, \"<hex>\" | null]");
     }
     auto length = to_int(s[0], what + "[0] (length)", 0, std::numeric_limits<std::int64_t>::max());
-    if (!length) return length.error();
+    if (!length)
+      return length.error();
     resources::layout_span span{static_cast<std::uint64_t>(*length), std::nullopt};
     if (!s[1].is_null()) {
       auto d = to_bytes(s[1], what + "[1] (digest)");
-      if (!d) return d.error();
+      if (!d)
+        return d.error();
       span.digest = std::move(*d);
     }
     spans.push_back(std::move(span));
   }
   auto ps_json = field(req, "page_size");
-  if (!ps_json) return ps_json.error();
+  if (!ps_json)
+    return ps_json.error();
   auto ps = to_int(**ps_json, "page_size", 1, std::numeric_limits<std::int64_t>::max());
-  if (!ps) return ps.error();
+  if (!ps)
+    return ps.error();
   auto items = resources::page_items(spans, *ps);
-  if (!items) return items.error();
+  if (!items)
+    return items.error();
   return json{{"items_by_page", items_by_page_json(*items)}};
 }
 
@@ -159,39 +180,48 @@ result<json> run_chain(const json& req) {
     return ok.error();
   }
   auto pages_json = field(req, "pages");
-  if (!pages_json) return pages_json.error();
-  if (!(*pages_json)->is_array()) return make_error(errc::invalid_argument, "pages must be an array");
+  if (!pages_json)
+    return pages_json.error();
+  if (!(*pages_json)->is_array())
+    return make_error(errc::invalid_argument, "pages must be an array");
   std::vector<std::vector<resources::token_id>> pages;
   for (std::size_t i = 0; i < (*pages_json)->size(); ++i) {
     auto ids = to_tokens((**pages_json)[i], fmt::format("pages[{}]", i));
-    if (!ids) return ids.error();
+    if (!ids)
+      return ids.error();
     pages.push_back(std::move(*ids));
   }
   resources::items_by_page items;
   if (req.contains("items_by_page")) {
     auto parsed = to_items_by_page(req.at("items_by_page"), "items_by_page");
-    if (!parsed) return parsed.error();
+    if (!parsed)
+      return parsed.error();
     items = std::move(*parsed);
   }
   std::vector<std::uint8_t> root;
   if (req.contains("root")) {
     auto r = to_bytes(req.at("root"), "root");
-    if (!r) return r.error();
+    if (!r)
+      return r.error();
     root = std::move(*r);
   }
   auto keys = resources::chain(pages, items, root);
-  if (!keys) return keys.error();
+  if (!keys)
+    return keys.error();
   return json{{"keys", keys_json(*keys)}};
 }
 
 result<resources::prompt_span> to_prompt_span(const json& s, const std::string& what) {
   if (s.is_object() && s.contains("ids")) {
-    if (auto ok = check_fields(s, what, {"ids"}); !ok) return ok.error();
+    if (auto ok = check_fields(s, what, {"ids"}); !ok)
+      return ok.error();
     auto ids = to_tokens(s.at("ids"), what + ".ids");
-    if (!ids) return ids.error();
+    if (!ids)
+      return ids.error();
     return resources::prompt_span{resources::id_span{std::move(*ids)}};
   }
-  if (auto ok = check_fields(s, what, {"length", "digest"}); !ok) return ok.error();
+  if (auto ok = check_fields(s, what, {"length", "digest"}); !ok)
+    return ok.error();
   auto length = field(s, "length");
   auto digest = field(s, "digest");
   if (!length || !digest) {
@@ -199,9 +229,11 @@ result<resources::prompt_span> to_prompt_span(const json& s, const std::string& 
                       what + " must be {\"ids\":[...]} or {\"length\":l,\"digest\":\"<hex>\"}");
   }
   auto l = to_int(**length, what + ".length", 1, std::numeric_limits<std::uint32_t>::max());
-  if (!l) return l.error();
+  if (!l)
+    return l.error();
   auto d = to_bytes(**digest, what + ".digest");
-  if (!d) return d.error();
+  if (!d)
+    return d.error();
   return resources::prompt_span{
       resources::item_span{static_cast<std::uint64_t>(*l), std::move(*d)}};
 }
@@ -211,26 +243,33 @@ result<json> run_layout(const json& req) {
     return ok.error();
   }
   auto spans_json = field(req, "spans");
-  if (!spans_json) return spans_json.error();
-  if (!(*spans_json)->is_array()) return make_error(errc::invalid_argument, "spans must be an array");
+  if (!spans_json)
+    return spans_json.error();
+  if (!(*spans_json)->is_array())
+    return make_error(errc::invalid_argument, "spans must be an array");
   std::vector<resources::prompt_span> spans;
   for (std::size_t i = 0; i < (*spans_json)->size(); ++i) {
     auto span = to_prompt_span((**spans_json)[i], fmt::format("spans[{}]", i));
-    if (!span) return span.error();
+    if (!span)
+      return span.error();
     spans.push_back(std::move(*span));
   }
   auto ps_json = field(req, "page_size");
-  if (!ps_json) return ps_json.error();
+  if (!ps_json)
+    return ps_json.error();
   auto ps = to_int(**ps_json, "page_size", 1, std::numeric_limits<std::int64_t>::max());
-  if (!ps) return ps.error();
+  if (!ps)
+    return ps.error();
   std::vector<std::uint8_t> root;
   if (req.contains("root")) {
     auto r = to_bytes(req.at("root"), "root");
-    if (!r) return r.error();
+    if (!r)
+      return r.error();
     root = std::move(*r);
   }
   auto keyed = resources::key_prompt(spans, *ps, root);
-  if (!keyed) return keyed.error();
+  if (!keyed)
+    return keyed.error();
   return json{{"keys", keys_json(keyed->keys)},
               {"tail", keyed->tail},
               {"items_by_page", items_by_page_json(keyed->items)}};
@@ -241,17 +280,26 @@ result<json> run_line(const std::string& line) {
   if (req.is_discarded()) {
     return make_error(errc::parse_error, "the line is not valid JSON");
   }
-  if (!req.is_object()) return make_error(errc::invalid_argument, "a request must be a JSON object");
+  if (!req.is_object())
+    return make_error(errc::invalid_argument, "a request must be a JSON object");
   auto fn = field(req, "fn");
-  if (!fn) return fn.error();
-  if (!(*fn)->is_string()) return make_error(errc::invalid_argument, "fn must be a string");
+  if (!fn)
+    return fn.error();
+  if (!(*fn)->is_string())
+    return make_error(errc::invalid_argument, "fn must be a string");
   const auto& name = (*fn)->get_ref<const std::string&>();
-  if (name == "fingerprint") return run_fingerprint(req);
-  if (name == "page_key") return run_page_key(req, false);
-  if (name == "end_key") return run_page_key(req, true);
-  if (name == "page_items") return run_page_items(req);
-  if (name == "chain") return run_chain(req);
-  if (name == "layout") return run_layout(req);
+  if (name == "fingerprint")
+    return run_fingerprint(req);
+  if (name == "page_key")
+    return run_page_key(req, false);
+  if (name == "end_key")
+    return run_page_key(req, true);
+  if (name == "page_items")
+    return run_page_items(req);
+  if (name == "chain")
+    return run_chain(req);
+  if (name == "layout")
+    return run_layout(req);
   return make_error(errc::invalid_argument,
                     fmt::format("unknown fn '{}' (fingerprint, page_key, end_key, page_items, "
                                 "chain, layout)",
@@ -261,7 +309,8 @@ result<json> run_line(const std::string& line) {
 }  // namespace
 
 void add_keys_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("keys", "Compute page keys: JSON Lines on stdin, one JSON line out");
+  auto* cmd =
+      app.add_subcommand("keys", "Compute page keys: JSON Lines on stdin, one JSON line out");
   cmd->footer(keys_help);
   cmd->callback([&exit_code] {
     std::string line;

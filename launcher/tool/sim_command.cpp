@@ -3,11 +3,10 @@
 // checked in full before the pools are touched, so a bad line leaves them
 // exactly as they were.
 #include <fmt/format.h>
-
 #include <iostream>
 #include <limits>
-#include <memory>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -22,7 +21,8 @@ namespace {
 
 using namespace mstar::resources;
 
-constexpr auto sim_help = R"(Replays a trace against the pools: JSON Lines on stdin, one line out per line.
+constexpr auto sim_help =
+    R"(Replays a trace against the pools: JSON Lines on stdin, one line out per line.
 
 First line, the pools:
   {"config":{"kv":{"page_size":8,"max_num_pages":64,"num_layers":1,"num_kv_heads":1,
@@ -67,13 +67,15 @@ std::string refusal_text(const admit_refusal& why) {
 class simulator {
  public:
   static result<std::unique_ptr<simulator>> make(const json& line) {
-    if (auto ok = check_fields(line, "the first line", {"config"}); !ok) return ok.error();
+    if (auto ok = check_fields(line, "the first line", {"config"}); !ok)
+      return ok.error();
     auto config = field(line, "config");
     if (!config) {
       return make_error(errc::invalid_argument,
                         "the first line must be {\"config\":{\"kv\":{...},\"recurrent\":{...}}}");
     }
-    if (auto ok = check_fields(**config, "config", {"kv", "recurrent"}); !ok) return ok.error();
+    if (auto ok = check_fields(**config, "config", {"kv", "recurrent"}); !ok)
+      return ok.error();
     if (!(*config)->contains("kv") && !(*config)->contains("recurrent")) {
       return make_error(errc::invalid_argument, "config names no pool (kv, recurrent)");
     }
@@ -82,22 +84,27 @@ class simulator {
     if ((*config)->contains("kv")) {
       std::string model;
       auto cfg = parse_kv_config((*config)->at("kv"), model);
-      if (!cfg) return cfg.error();
+      if (!cfg)
+        return cfg.error();
       auto pool = kv_pool::make("kv", *cfg, model);
-      if (!pool) return pool.error();
+      if (!pool)
+        return pool.error();
       sim->kv_ = std::move(*pool);
       resources.push_back(sim->kv_.get());
     }
     if ((*config)->contains("recurrent")) {
       auto cfg = parse_recurrent_config((*config)->at("recurrent"));
-      if (!cfg) return cfg.error();
+      if (!cfg)
+        return cfg.error();
       auto pool = recurrent_state_pool::make("recurrent", *cfg);
-      if (!pool) return pool.error();
+      if (!pool)
+        return pool.error();
       sim->rec_ = std::move(*pool);
       resources.push_back(sim->rec_.get());
     }
     auto runner = step_runner::make(resources);
-    if (!runner) return runner.error();
+    if (!runner)
+      return runner.error();
     sim->runner_ = std::make_unique<step_runner>(std::move(*runner));
     return sim;
   }
@@ -129,7 +136,8 @@ class simulator {
         }
       }
       json part{{"free_slots", rec_->num_free_slots()}, {"streams", streams}};
-      if (rec_plan_) part["plan"] = *rec_plan_;
+      if (rec_plan_)
+        part["plan"] = *rec_plan_;
       out["recurrent"] = std::move(part);
     }
   }
@@ -153,9 +161,9 @@ json recurrent_plan_json(const recurrent_plan& plan) {
   for (const auto& [label, a] : plan.labels) {
     const auto rows = static_cast<std::size_t>(a.num_rows);
     std::vector<bool> has(a.has_state.begin(), a.has_state.begin() + static_cast<long>(rows));
-    out[label] = json{{"slot_indices", std::vector<std::int32_t>(a.slot_indices.begin(),
-                                                                  a.slot_indices.begin() +
-                                                                      static_cast<long>(rows))},
+    out[label] = json{{"slot_indices",
+                       std::vector<std::int32_t>(a.slot_indices.begin(),
+                                                 a.slot_indices.begin() + static_cast<long>(rows))},
                       {"has_state", has},
                       {"num_rows", a.num_rows}};
   }
@@ -171,9 +179,11 @@ result<json> simulator::step(const json& op) {
   std::shared_ptr<kv_step> kv;
   std::shared_ptr<recurrent_step> rec;
   if (op.contains("kv")) {
-    if (!kv_) return make_error(errc::invalid_argument, "step has a kv part but no kv pool is configured");
+    if (!kv_)
+      return make_error(errc::invalid_argument, "step has a kv part but no kv pool is configured");
     auto parsed = parse_kv_step(op.at("kv"));
-    if (!parsed) return parsed.error();
+    if (!parsed)
+      return parsed.error();
     kv = *parsed;
   }
   if (op.contains("recurrent")) {
@@ -182,39 +192,52 @@ result<json> simulator::step(const json& op) {
                         "step has a recurrent part but no recurrent pool is configured");
     }
     auto parsed = parse_recurrent_step(op.at("recurrent"), ctx.capture);
-    if (!parsed) return parsed.error();
+    if (!parsed)
+      return parsed.error();
     rec = *parsed;
   }
-  if (!kv && !rec) return make_error(errc::invalid_argument, "step has neither a kv nor a recurrent part");
+  if (!kv && !rec)
+    return make_error(errc::invalid_argument, "step has neither a kv nor a recurrent part");
   if (op.contains("capture")) {
-    if (!op.at("capture").is_boolean()) return make_error(errc::invalid_argument, "capture must be a boolean");
+    if (!op.at("capture").is_boolean())
+      return make_error(errc::invalid_argument, "capture must be a boolean");
     ctx.capture = ctx.capture || op.at("capture").get<bool>();
   }
   if (op.contains("padding_rows")) {
     auto n = to_int(op.at("padding_rows"), "padding_rows", 0, 4096);
-    if (!n) return n.error();
+    if (!n)
+      return n.error();
     for (std::int64_t i = 0; i < *n; ++i) {
       const std::string rid = fmt::format("__pad{}", i);
       ctx.padding_rows.insert(rid);
-      for (resource_step* part : {static_cast<resource_step*>(kv.get()), static_cast<resource_step*>(rec.get())}) {
-        if (part == nullptr) continue;
+      for (resource_step* part :
+           {static_cast<resource_step*>(kv.get()), static_cast<resource_step*>(rec.get())}) {
+        if (part == nullptr)
+          continue;
         const std::string label = part->segments.empty() ? "main" : part->segments.front().label;
         part->segments.push_back({rid, label, 1});
       }
     }
   }
   step_bundle bundle;
-  if (kv) bundle["kv"] = kv;
+  if (kv)
+    bundle["kv"] = kv;
   if (rec) {
     bundle["recurrent"] = rec;
     for (const auto& s : rec->segments) {
-      if (!ctx.is_padding_row(s.rid)) rec_names_[s.rid].insert(s.label);
+      if (!ctx.is_padding_row(s.rid))
+        rec_names_[s.rid].insert(s.label);
     }
-    for (const auto& f : rec->pre_forks) for (const auto& s : rec->segments) rec_names_[s.rid].insert(f.second);
-    for (const auto& f : rec->post_forks) for (const auto& s : rec->segments) rec_names_[s.rid].insert(f.second);
+    for (const auto& f : rec->pre_forks)
+      for (const auto& s : rec->segments)
+        rec_names_[s.rid].insert(f.second);
+    for (const auto& f : rec->post_forks)
+      for (const auto& s : rec->segments)
+        rec_names_[s.rid].insert(f.second);
   }
   for (const auto& [key, part] : bundle) {
-    for (const auto& s : part->segments) ctx.request_ids.push_back(s.rid);
+    for (const auto& s : part->segments)
+      ctx.request_ids.push_back(s.rid);
   }
   rec_plan_.reset();
   const auto admitted = runner_->admit(bundle, ctx);
@@ -235,7 +258,8 @@ result<json> simulator::step(const json& op) {
     return planned.error();
   }
   json out{{"ok", true}};
-  if (kv) out["plan"] = plan_json(*std::static_pointer_cast<const kv_plan>(ctx.plan_results.at("kv")));
+  if (kv)
+    out["plan"] = plan_json(*std::static_pointer_cast<const kv_plan>(ctx.plan_results.at("kv")));
   if (rec) {
     rec_plan_ = recurrent_plan_json(
         *std::static_pointer_cast<const recurrent_plan>(ctx.plan_results.at("recurrent")));
@@ -253,14 +277,18 @@ result<json> simulator::ingest(const json& op) {
     return ok.error();
   }
   auto rid = get_string(op, "rid", "ingest");
-  if (!rid) return rid.error();
+  if (!rid)
+    return rid.error();
   std::map<std::string, kv_prefix_seed> seeds;
   if (op.contains("prefix")) {
     const auto& p = op.at("prefix");
-    if (!p.is_object()) return make_error(errc::invalid_argument, "prefix must be an object of label -> {keys, tail}");
+    if (!p.is_object())
+      return make_error(errc::invalid_argument,
+                        "prefix must be an object of label -> {keys, tail}");
     for (const auto& [label, s] : p.items()) {
       const std::string what = "prefix." + label;
-      if (auto ok = check_fields(s, what, {"keys", "tail"}); !ok) return ok.error();
+      if (auto ok = check_fields(s, what, {"keys", "tail"}); !ok)
+        return ok.error();
       kv_prefix_seed seed;
       auto keys = field(s, "keys");
       if (!keys || !(*keys)->is_array()) {
@@ -268,10 +296,12 @@ result<json> simulator::ingest(const json& op) {
       }
       for (std::size_t i = 0; i < (*keys)->size(); ++i) {
         auto b = to_bytes((**keys)[i], fmt::format("{}.keys[{}]", what, i));
-        if (!b) return b.error();
+        if (!b)
+          return b.error();
         if (b->size() != 32) {
-          return make_error(errc::invalid_argument,
-                            fmt::format("{}.keys[{}] has {} bytes, a page key has 32", what, i, b->size()));
+          return make_error(
+              errc::invalid_argument,
+              fmt::format("{}.keys[{}] has {} bytes, a page key has 32", what, i, b->size()));
         }
         digest256 d;
         std::copy(b->begin(), b->end(), d.begin());
@@ -279,33 +309,42 @@ result<json> simulator::ingest(const json& op) {
       }
       if (s.contains("tail")) {
         auto tail = to_tokens(s.at("tail"), what + ".tail");
-        if (!tail) return tail.error();
+        if (!tail)
+          return tail.error();
         seed.tail = *tail;
       }
       seeds[label] = std::move(seed);
     }
   }
   if (!seeds.empty() && !kv_) {
-    return make_error(errc::invalid_argument, "ingest names page keys but no kv pool is configured");
+    return make_error(errc::invalid_argument,
+                      "ingest names page keys but no kv pool is configured");
   }
   bool prefix_cache = true;
   if (op.contains("prefix_cache")) {
-    if (!op.at("prefix_cache").is_boolean()) return make_error(errc::invalid_argument, "prefix_cache must be a boolean");
+    if (!op.at("prefix_cache").is_boolean())
+      return make_error(errc::invalid_argument, "prefix_cache must be a boolean");
     prefix_cache = op.at("prefix_cache").get<bool>();
   }
-  if (kv_) kv_->ingest_request(*rid, std::move(seeds), prefix_cache);
-  if (rec_) rec_->ingest_request(*rid);
+  if (kv_)
+    kv_->ingest_request(*rid, std::move(seeds), prefix_cache);
+  if (rec_)
+    rec_->ingest_request(*rid);
   return json{{"ok", true}};
 }
 
 result<json> simulator::run(const json& op) {
-  if (!op.is_object()) return make_error(errc::invalid_argument, "an op must be a JSON object");
+  if (!op.is_object())
+    return make_error(errc::invalid_argument, "an op must be a JSON object");
   auto name = get_string(op, "op", "line");
-  if (!name) return name.error();
-  if (*name == "step") return step(op);
-  if (*name == "ingest") return ingest(op);
-  static const std::set<std::string> others = {"probe", "extend", "remove", "reset",
-                                               "protect_prefix", "release_oldest"};
+  if (!name)
+    return name.error();
+  if (*name == "step")
+    return step(op);
+  if (*name == "ingest")
+    return ingest(op);
+  static const std::set<std::string> others = {"probe", "extend",         "remove",
+                                               "reset", "protect_prefix", "release_oldest"};
   if (!others.contains(*name)) {
     return make_error(errc::invalid_argument,
                       fmt::format("unknown op '{}' (step, ingest, probe, extend, remove, reset, "
@@ -319,11 +358,13 @@ result<json> simulator::run(const json& op) {
     return ok.error();
   }
   auto rid = get_string(op, "rid", *name);
-  if (!rid) return rid.error();
+  if (!rid)
+    return rid.error();
   std::string label = "main";
   if (op.contains("label")) {
     auto l = get_string(op, "label", *name);
-    if (!l) return l.error();
+    if (!l)
+      return l.error();
     label = *l;
   }
   if (*name == "probe") {
@@ -338,25 +379,30 @@ result<json> simulator::run(const json& op) {
   if (*name == "reset") {
     bool free = false;
     if (op.contains("free")) {
-      if (!op.at("free").is_boolean()) return make_error(errc::invalid_argument, "free must be a boolean");
+      if (!op.at("free").is_boolean())
+        return make_error(errc::invalid_argument, "free must be a boolean");
       free = op.at("free").get<bool>();
     }
     runner_->reset_request(*rid, free);
     return json{{"ok", true}};
   }
   const bool kv_op = *name == "extend" || *name == "protect_prefix" || *name == "release_oldest";
-  if (kv_op && !kv_) return make_error(errc::invalid_argument, *name + " needs a kv pool");
+  if (kv_op && !kv_)
+    return make_error(errc::invalid_argument, *name + " needs a kv pool");
   if (*name == "extend") {
     auto ids = field(op, "ids");
-    if (!ids) return ids.error().with_context("extend");
+    if (!ids)
+      return ids.error().with_context("extend");
     auto tokens = to_tokens(**ids, "ids");
-    if (!tokens) return tokens.error();
+    if (!tokens)
+      return tokens.error();
     kv_->extend_prefix_chain(*rid, label, *tokens);
     return json{{"ok", true}};
   }
   if (*name == "protect_prefix" || *name == "release_oldest") {
     auto tokens = get_int(op, "tokens", *name, 0, std::numeric_limits<std::int64_t>::max());
-    if (!tokens) return tokens.error();
+    if (!tokens)
+      return tokens.error();
     if (*name == "protect_prefix") {
       if (auto ok = kv_->protect_prefix(*rid, label, *tokens); !ok) {
         return json{{"ok", false}, {"reason", ok.error().message()}};
@@ -364,7 +410,8 @@ result<json> simulator::run(const json& op) {
       return json{{"ok", true}};
     }
     auto freed = kv_->release_oldest(*rid, label, *tokens);
-    if (!freed) return json{{"ok", false}, {"reason", freed.error().message()}};
+    if (!freed)
+      return json{{"ok", false}, {"reason", freed.error().message()}};
     return json{{"ok", true}, {"released_tokens", *freed}};
   }
   return make_error(errc::invalid_argument, "unreachable op " + *name);
@@ -384,9 +431,10 @@ void add_sim_command(CLI::App& app, int& exit_code) {
     std::string text;
     for (std::size_t number = 1; std::getline(std::cin, text); ++number) {
       const json line = json::parse(text, nullptr, /*allow_exceptions=*/false);
-      result<json> out = line.is_discarded()
-                             ? result<json>{make_error(errc::parse_error, "the line is not valid JSON")}
-                             : result<json>{json{}};
+      result<json> out =
+          line.is_discarded()
+              ? result<json>{make_error(errc::parse_error, "the line is not valid JSON")}
+              : result<json>{json{}};
       if (out && !sim) {
         auto made = simulator::make(line);
         if (made) {
@@ -400,10 +448,12 @@ void add_sim_command(CLI::App& app, int& exit_code) {
       }
       if (!out) {
         exit_code = 1;
-        emit(json{{"ok", false}, {"error", fmt::format("line {}: {}", number, out.error().message())}});
+        emit(json{{"ok", false},
+                  {"error", fmt::format("line {}: {}", number, out.error().message())}});
         continue;
       }
-      if (sim) sim->add_state(*out);
+      if (sim)
+        sim->add_state(*out);
       emit(*out);
     }
     std::cout.flush();

@@ -18,8 +18,7 @@ namespace mstar::tool {
                                              std::string_view what);
 /// An integer member in [lo, hi], or an error naming `what.name`.
 [[nodiscard]] result<std::int64_t> get_int(const json& obj, std::string_view name,
-                                           std::string_view what, std::int64_t lo,
-                                           std::int64_t hi);
+                                           std::string_view what, std::int64_t lo, std::int64_t hi);
 
 /// `config.kv`: the KV pool's config and the model fingerprint (`model`).
 [[nodiscard]] result<resources::kv_pool_config> parse_kv_config(const json& c, std::string& model);

@@ -1,18 +1,19 @@
 #include "resources/kv/config.hpp"
 
 #include <fmt/format.h>
-
 #include <limits>
 
 namespace mstar::resources {
 
 result<void> kv_pool_config::validate() const {
-  const std::pair<const char*, std::int64_t> sizes[] = {
-      {"page_size", page_size}, {"num_layers", num_layers}, {"num_kv_heads", num_kv_heads},
-      {"head_dim", head_dim}};
+  const std::pair<const char*, std::int64_t> sizes[] = {{"page_size", page_size},
+                                                        {"num_layers", num_layers},
+                                                        {"num_kv_heads", num_kv_heads},
+                                                        {"head_dim", head_dim}};
   for (const auto& [name, value] : sizes) {
     if (value < 1) {
-      return make_error(errc::invalid_argument, fmt::format("{} must be >= 1, got {}", name, value));
+      return make_error(errc::invalid_argument,
+                        fmt::format("{} must be >= 1, got {}", name, value));
     }
   }
   if (max_num_pages < 2 || max_num_pages > std::numeric_limits<std::int32_t>::max()) {
@@ -22,8 +23,8 @@ result<void> kv_pool_config::validate() const {
   }
   // Sizes are >= 1 here; check the products in unsigned 128-bit-free steps.
   std::uint64_t bytes = size_of(dtype);
-  for (const std::int64_t f : {head_dim, num_kv_heads, page_size, std::int64_t{2}, num_layers,
-                               max_num_pages}) {
+  for (const std::int64_t f :
+       {head_dim, num_kv_heads, page_size, std::int64_t{2}, num_layers, max_num_pages}) {
     if (bytes > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(f)) {
       return make_error(errc::invalid_argument, "the pool's byte size overflows 64 bits");
     }

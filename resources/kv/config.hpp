@@ -27,8 +27,9 @@ struct kv_pool_config {
   std::int64_t num_kv_heads = 1;      ///< KV heads per layer (after sharding)
   std::int64_t head_dim = 64;         ///< elements per head
   mstar::dtype dtype = mstar::dtype::bfloat16;
-  bool prefix_cache = true;           ///< keep an index of whole pages for reuse
-  std::string prefix_cache_salt;      ///< folded into the root: tenants with different salts never share
+  bool prefix_cache = true;  ///< keep an index of whole pages for reuse
+  std::string
+      prefix_cache_salt;  ///< folded into the root: tenants with different salts never share
 
   /// invalid_argument naming the first field out of its domain (every size
   /// >= 1, at least 2 pages so one is left beside the sink) or a byte size

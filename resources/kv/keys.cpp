@@ -1,11 +1,10 @@
 #include "resources/kv/keys.hpp"
 
-#include <fmt/format.h>
-
 #include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <fmt/format.h>
 #include <limits>
 
 #include "resources/kv/internal/sha256_context.hpp"
@@ -15,13 +14,15 @@ namespace {
 
 constexpr std::uint64_t max_field_bytes = std::numeric_limits<std::uint32_t>::max();
 
-std::size_t item_bytes(const page_item& item) noexcept { return 16 + item.digest.size(); }
+std::size_t item_bytes(const page_item& item) noexcept {
+  return 16 + item.digest.size();
+}
 
 result<void> check_field(std::string_view what, std::uint64_t bytes) {
   if (bytes > max_field_bytes) {
-    return make_error(errc::out_of_range,
-                      fmt::format("{} is {} bytes, more than a u32 length prefix can encode",
-                                  what, bytes));
+    return make_error(
+        errc::out_of_range,
+        fmt::format("{} is {} bytes, more than a u32 length prefix can encode", what, bytes));
   }
   return {};
 }
@@ -31,12 +32,16 @@ result<void> encode_page(internal::preimage_writer& w, byte_view prev,
                          std::span<const token_id> tokens, std::span<const page_item> items) {
   std::uint64_t items_size = 0;
   for (const auto& item : items) {
-    if (auto ok = check_field("an item digest", item.digest.size()); !ok) return ok.error();
+    if (auto ok = check_field("an item digest", item.digest.size()); !ok)
+      return ok.error();
     items_size += item_bytes(item);
   }
-  if (auto ok = check_field("the parent key", prev.size()); !ok) return ok.error();
-  if (auto ok = check_field("the page's token ids", tokens.size() * 4ull); !ok) return ok.error();
-  if (auto ok = check_field("the page's items", items_size); !ok) return ok.error();
+  if (auto ok = check_field("the parent key", prev.size()); !ok)
+    return ok.error();
+  if (auto ok = check_field("the page's token ids", tokens.size() * 4ull); !ok)
+    return ok.error();
+  if (auto ok = check_field("the page's items", items_size); !ok)
+    return ok.error();
 
   w.reserve(12 + prev.size() + tokens.size() * 4 + items_size);
   w.field(prev);
@@ -55,8 +60,10 @@ result<void> encode_page(internal::preimage_writer& w, byte_view prev,
 }  // namespace
 
 std::string python_float_text(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
+  if (std::isnan(value))
+    return "nan";
+  if (std::isinf(value))
+    return value < 0 ? "-inf" : "inf";
   // Shortest round-trip digits in scientific form: "d[.ddd]e<sign><exp>".
   char buf[64];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::scientific);
@@ -69,7 +76,8 @@ std::string python_float_text(double value) {
   const auto e_pos = sci.find('e');
   std::string digits;
   for (char c : sci.substr(0, e_pos)) {
-    if (c != '.') digits.push_back(c);
+    if (c != '.')
+      digits.push_back(c);
   }
   int exponent = 0;
   std::from_chars(sci.data() + e_pos + 1 + (sci[e_pos + 1] == '+'), sci.data() + sci.size(),
@@ -78,7 +86,8 @@ std::string python_float_text(double value) {
   const int ndigits = static_cast<int>(digits.size());
   if (decpt <= -4 || decpt > 16) {  // Python's repr switches to exponent form here
     out.push_back(digits[0]);
-    if (ndigits > 1) out.append(".").append(digits, 1);
+    if (ndigits > 1)
+      out.append(".").append(digits, 1);
     out.append(fmt::format("e{}{:02d}", exponent < 0 ? '-' : '+', std::abs(exponent)));
   } else if (decpt <= 0) {
     out.append("0.").append(static_cast<std::size_t>(-decpt), '0').append(digits);
@@ -99,16 +108,19 @@ fingerprint_field::fingerprint_field(double value) : owned_(python_float_text(va
 digest256 fingerprint(std::span<const byte_view> fields) {
   auto& w = internal::thread_preimage();
   std::size_t total = 0;
-  for (const auto& f : fields) total += 4 + f.size();
+  for (const auto& f : fields)
+    total += 4 + f.size();
   w.reserve(total);
-  for (const auto& f : fields) w.field(f);
+  for (const auto& f : fields)
+    w.field(f);
   return w.digest();
 }
 
 result<digest256> page_key(byte_view prev, std::span<const token_id> tokens,
                            std::span<const page_item> items) {
   auto& w = internal::thread_preimage();
-  if (auto ok = encode_page(w, prev, tokens, items); !ok) return ok.error();
+  if (auto ok = encode_page(w, prev, tokens, items); !ok)
+    return ok.error();
   return w.digest();
 }
 
@@ -117,7 +129,8 @@ result<digest256> end_key(byte_view prev, std::span<const token_id> tokens,
   std::vector<page_item> before;
   std::int64_t item_slots = 0;
   for (const auto& item : items) {
-    if (item.start >= end) continue;
+    if (item.start >= end)
+      continue;
     if (item.offset > item.length) {
       return make_error(errc::invalid_argument,
                         fmt::format("item at start {} has offset {} beyond its length {}",

@@ -72,9 +72,9 @@ class fingerprint_field {
   fingerprint_field(std::nullptr_t) : owned_("None") { view_ = as_bytes(owned_); }  // NOLINT
   fingerprint_field(double value);                                                  // NOLINT
   template <class Int>
-    requires(std::is_integral_v<Int> && !std::is_same_v<Int, bool> &&
-             !std::is_same_v<Int, char>)
-  fingerprint_field(Int value) : owned_(std::to_string(value)) {  // NOLINT
+  requires(std::is_integral_v<Int> && !std::is_same_v<Int, bool> && !std::is_same_v<Int, char>)
+      fingerprint_field(Int value)
+      : owned_(std::to_string(value)) {  // NOLINT
     view_ = as_bytes(owned_);
   }
 
@@ -104,14 +104,15 @@ class fingerprint_field {
 /// Variadic form over anything a `fingerprint_field` accepts:
 /// `fingerprint("model", page_size, salt_bytes)`.
 template <class... Fields>
-  requires(std::is_constructible_v<fingerprint_field, const Fields&> && ...)
-[[nodiscard]] digest256 fingerprint(const Fields&... fields) {
+requires(std::is_constructible_v<fingerprint_field, const Fields&>&&...) [[nodiscard]] digest256
+    fingerprint(const Fields&... fields) {
   if constexpr (sizeof...(Fields) == 0) {
     return fingerprint(std::span<const byte_view>{});
   } else {
     const fingerprint_field wrapped[] = {fingerprint_field{fields}...};
     std::array<byte_view, sizeof...(Fields)> views{};
-    for (std::size_t i = 0; i < views.size(); ++i) views[i] = wrapped[i].bytes();
+    for (std::size_t i = 0; i < views.size(); ++i)
+      views[i] = wrapped[i].bytes();
     return fingerprint(std::span<const byte_view>{views});
   }
 }

@@ -1,17 +1,19 @@
 // kv_pool: construction, admit / rollback / commit, request lifecycle.
 // Plans live in kv_pool_plan.cpp, prefix reuse and retention in
 // kv_pool_prefix.cpp.
-#include <fmt/format.h>
+#include "resources/kv/kv_pool.hpp"
 
 #include <algorithm>
+#include <fmt/format.h>
 
-#include "resources/kv/kv_pool.hpp"
 #include "resources/kv/kv_pool_state.hpp"
 
 namespace mstar::resources {
 namespace {
 
-const kv_step* as_kv_step(const resource_step& step) { return dynamic_cast<const kv_step*>(&step); }
+const kv_step* as_kv_step(const resource_step& step) {
+  return dynamic_cast<const kv_step*>(&step);
+}
 
 bool fork_applies(const kv_step& step, const request_id& rid) {
   return !step.fork_rids ||
@@ -22,7 +24,8 @@ bool fork_applies(const kv_step& step, const request_id& rid) {
 
 result<std::unique_ptr<kv_pool>> kv_pool::make(std::string key, kv_pool_config config,
                                                std::string model_fingerprint) {
-  if (auto ok = config.validate(); !ok) return ok.error().with_context("kv pool '" + key + "'");
+  if (auto ok = config.validate(); !ok)
+    return ok.error().with_context("kv pool '" + key + "'");
   return std::unique_ptr<kv_pool>(
       new kv_pool(std::move(key), std::move(config), std::move(model_fingerprint)));
 }
@@ -48,7 +51,8 @@ kv_pool::~kv_pool() = default;
 
 kv_pool::stream_state* kv_pool::find_stream(const request_id& rid, const std::string& label) {
   const auto it = requests_.find(rid);
-  if (it == requests_.end()) return nullptr;
+  if (it == requests_.end())
+    return nullptr;
   const auto s = it->second->streams.find(label);
   return s == it->second->streams.end() ? nullptr : &s->second;
 }
@@ -61,9 +65,11 @@ const kv_pool::stream_state* kv_pool::find_stream(const request_id& rid,
 kv_pool::stream_state& kv_pool::stream_for(const request_id& rid, const std::string& label,
                                            bool* created) {
   auto& req = requests_[rid];
-  if (!req) req = std::make_unique<request_state>();
+  if (!req)
+    req = std::make_unique<request_state>();
   auto [it, inserted] = req->streams.try_emplace(label);
-  if (created != nullptr) *created = inserted;
+  if (created != nullptr)
+    *created = inserted;
   if (inserted && index_ && req->prefix_cache) {
     if (const auto seed = req->seeds.find(label); seed != req->seeds.end()) {
       it->second.chain = make_chain(seed->second);
@@ -97,7 +103,8 @@ admit_outcome kv_pool::admit(const resource_step& step, step_context& ctx) {
   for (std::size_t i = 0; i < s->segments.size(); ++i) {
     if (auto* st = step_stream(*s, ctx, i)) {
       st->step_in_flight = true;
-      if (ctx.is_preplan) marked.emplace_back(s->segments[i].rid, s->segments[i].label);
+      if (ctx.is_preplan)
+        marked.emplace_back(s->segments[i].rid, s->segments[i].label);
     }
   }
   unwind_.swap(record);
@@ -135,40 +142,48 @@ admit_outcome kv_pool::admit_impl(const kv_step& step, const step_context& ctx,
   // Segments first: convert leases, then the stream's own growth.
   for (std::size_t i = 0; i < step.segments.size(); ++i) {
     const segment& seg = step.segments[i];
-    if (ctx.capture || ctx.is_padding_row(seg.rid)) continue;
+    if (ctx.capture || ctx.is_padding_row(seg.rid))
+      continue;
     if (seg.span < 0) {
       return admit_outcome::refused(admit_runtime_error{
           fmt::format("segment {}/{} has a negative span {}", seg.rid, seg.label, seg.span)});
     }
     bool created = false;
     stream_state& st = stream_for(seg.rid, seg.label, &created);
-    if (created) record.push_back({seg.rid, seg.label, {}, true});
+    if (created)
+      record.push_back({seg.rid, seg.label, {}, true});
     if (st.seen_epoch == step_epoch_) {
       return admit_outcome::refused(admit_runtime_error{
           fmt::format("stream {}/{} appears twice in one step", seg.rid, seg.label)});
     }
     st.seen_epoch = step_epoch_;
     streams[i] = &st;
-    if (!st.lease.empty() && st.pages.empty() && st.stored_len == 0) convert_lease(st);
+    if (!st.lease.empty() && st.pages.empty() && st.stored_len == 0)
+      convert_lease(st);
     // A non-committing step still writes its span for the kernels to attend.
-    if (seg.span > 0) need(st, seg.rid, seg.label, st.stored_len + seg.span);
+    if (seg.span > 0)
+      need(st, seg.rid, seg.label, st.stored_len + seg.span);
   }
   // Forks: targets sized to the source as it will be when the copy runs.
   if (!step.pre_forks.empty() || !step.post_forks.empty()) {
     for (std::size_t i = 0; i < step.segments.size(); ++i) {
       const segment& seg = step.segments[i];
-      if (streams[i] == nullptr || !fork_applies(step, seg.rid)) continue;
+      if (streams[i] == nullptr || !fork_applies(step, seg.rid))
+        continue;
       for (const bool post : {false, true}) {
         for (const auto& [from, to] : post ? step.post_forks : step.pre_forks) {
-          if (from != seg.label) continue;
+          if (from != seg.label)
+            continue;
           std::int64_t len = streams[i]->stored_len + (post && step.commit ? seg.span : 0);
           bool created = false;
           stream_state& tgt = stream_for(seg.rid, to, &created);
-          if (created) record.push_back({seg.rid, to, {}, true});
+          if (created)
+            record.push_back({seg.rid, to, {}, true});
           // A pre-fork target written in this step grows past the copy.
           if (!post) {
             for (const auto& other : step.segments) {
-              if (other.rid == seg.rid && other.label == to) len += other.span;
+              if (other.rid == seg.rid && other.label == to)
+                len += other.span;
             }
           }
           need(tgt, seg.rid, to, len);
@@ -180,11 +195,13 @@ admit_outcome kv_pool::admit_impl(const kv_step& step, const step_context& ctx,
   // makes the step fit, so a refusal never costs the cache anything.
   std::int64_t total = 0;
   for (const auto& n : needs) {
-    total += std::max<std::int64_t>(0, pages_for(n.len) - static_cast<std::int64_t>(n.st->pages.size()));
+    total +=
+        std::max<std::int64_t>(0, pages_for(n.len) - static_cast<std::int64_t>(n.st->pages.size()));
   }
   if (total > arena_.num_free() && index_) {
     const std::int64_t shortfall = total - arena_.num_free();
-    if (index_->evictable() >= shortfall) (void)index_->evict(static_cast<std::int32_t>(shortfall));
+    if (index_->evictable() >= shortfall)
+      (void)index_->evict(static_cast<std::int32_t>(shortfall));
   }
   if (total > arena_.num_free()) {
     const request_id rid = needs.empty() ? request_id{} : *needs.front().rid;
@@ -196,7 +213,8 @@ admit_outcome kv_pool::admit_impl(const kv_step& step, const step_context& ctx,
   }
   for (const auto& n : needs) {
     const std::int64_t more = pages_for(n.len) - static_cast<std::int64_t>(n.st->pages.size());
-    if (more <= 0) continue;
+    if (more <= 0)
+      continue;
     alloc_record rec{*n.rid, *n.label, {}, false};
     const bool ok = arena_.try_allocate(static_cast<std::int32_t>(more), rec.pages);
     (void)ok;  // counted above: cannot fail
@@ -214,7 +232,8 @@ kv_pool::stream_state* kv_pool::step_stream(const kv_step& step, const step_cont
     step_streams_.assign(step.segments.size(), nullptr);
     for (std::size_t j = 0; j < step.segments.size(); ++j) {
       const segment& seg = step.segments[j];
-      if (ctx.capture || ctx.is_padding_row(seg.rid)) continue;
+      if (ctx.capture || ctx.is_padding_row(seg.rid))
+        continue;
       step_streams_[j] = find_stream(seg.rid, seg.label);
     }
     streams_step_ = &step;
@@ -226,7 +245,8 @@ void kv_pool::undo(std::vector<alloc_record>& record) {
   forget_step_streams();
   for (auto it = record.rbegin(); it != record.rend(); ++it) {
     stream_state* st = find_stream(it->rid, it->label);
-    if (st == nullptr) continue;
+    if (st == nullptr)
+      continue;
     if (!it->pages.empty()) {
       // Only an untouched tail can be handed back exactly.
       const auto n = it->pages.size();
@@ -248,8 +268,10 @@ void kv_pool::undo(std::vector<alloc_record>& record) {
 void kv_pool::rollback_admit(const resource_step& step, step_context& ctx) {
   if (const kv_step* s = as_kv_step(step)) {
     for (const auto& seg : s->segments) {
-      if (ctx.is_padding_row(seg.rid)) continue;
-      if (auto* st = find_stream(seg.rid, seg.label)) st->step_in_flight = false;
+      if (ctx.is_padding_row(seg.rid))
+        continue;
+      if (auto* st = find_stream(seg.rid, seg.label))
+        st->step_in_flight = false;
     }
   }
   staged_.reset();
@@ -258,13 +280,15 @@ void kv_pool::rollback_admit(const resource_step& step, step_context& ctx) {
 
 result<void> kv_pool::commit(const resource_step& step, step_context& ctx) {
   const kv_step* s = as_kv_step(step);
-  if (s == nullptr) return make_error(errc::invalid_argument, "kv pool got a non-KV step");
+  if (s == nullptr)
+    return make_error(errc::invalid_argument, "kv pool got a non-KV step");
   // Validate every declared retention before changing anything.
   for (const auto& [key, policy] : s->retention) {
     const stream_state* st = find_stream(key.first, key.second);
     std::int64_t grown = st != nullptr ? st->stored_len : 0;
     for (const auto& seg : s->segments) {
-      if (seg.rid == key.first && seg.label == key.second && s->commit) grown += seg.span;
+      if (seg.rid == key.first && seg.label == key.second && s->commit)
+        grown += seg.span;
     }
     if (policy.protected_prefix > grown) {
       return make_error(errc::invalid_argument,
@@ -274,19 +298,21 @@ result<void> kv_pool::commit(const resource_step& step, step_context& ctx) {
     }
     if (st != nullptr && st->protected_prefix != 0 &&
         st->protected_prefix != policy.protected_prefix) {
-      return make_error(errc::invalid_argument,
-                        fmt::format("{}/{} already protects {} tokens; a policy may not change it "
-                                    "to {}",
-                                    key.first, key.second, st->protected_prefix,
-                                    policy.protected_prefix));
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("{}/{} already protects {} tokens; a policy may not change it "
+                      "to {}",
+                      key.first, key.second, st->protected_prefix, policy.protected_prefix));
     }
   }
   for (std::size_t i = 0; i < s->segments.size(); ++i) {
     const segment& seg = s->segments[i];
     stream_state* st = step_stream(*s, ctx, i);
-    if (st == nullptr) continue;
+    if (st == nullptr)
+      continue;
     st->step_in_flight = false;
-    if (!s->commit || seg.span == 0) continue;
+    if (!s->commit || seg.span == 0)
+      continue;
     st->stored_len += seg.span;
     st->converted = false;
     ++st->generation;
@@ -302,7 +328,8 @@ result<void> kv_pool::commit(const resource_step& step, step_context& ctx) {
     if (policy != s->retention.end()) {
       const std::int64_t excess =
           st->stored_len - st->protected_prefix - policy->second.context_budget;
-      if (excess > 0) (void)release_front(*st, excess);
+      if (excess > 0)
+        (void)release_front(*st, excess);
     }
   }
   apply_forks(*s, ctx, /*post=*/true);
@@ -311,20 +338,25 @@ result<void> kv_pool::commit(const resource_step& step, step_context& ctx) {
   return {};
 }
 
-void kv_pool::ingest_request(const request_id& rid) { ingest_request(rid, {}, true); }
+void kv_pool::ingest_request(const request_id& rid) {
+  ingest_request(rid, {}, true);
+}
 
 void kv_pool::ingest_request(const request_id& rid, std::map<std::string, kv_prefix_seed> seeds,
                              bool prefix_cache) {
   auto& req = requests_[rid];
-  if (req) return;  // idempotent: one ingest per partition of a request
+  if (req)
+    return;  // idempotent: one ingest per partition of a request
   req = std::make_unique<request_state>();
   req->seeds = std::move(seeds);
   req->prefix_cache = prefix_cache;
 }
 
 void kv_pool::free_stream(stream_state& st) {
-  for (const page_id p : st.pages) arena_.release(p);
-  for (const page_id p : st.lease) arena_.release(p);
+  for (const page_id p : st.pages)
+    arena_.release(p);
+  for (const page_id p : st.lease)
+    arena_.release(p);
   st.pages.clear();
   st.lease.clear();
 }
@@ -334,26 +366,31 @@ void kv_pool::purge_records(const request_id& rid) {
   if (staged_) {
     const bool staged_has_rid = std::any_of(staged_->segments.begin(), staged_->segments.end(),
                                             [&](const segment& s) { return s.rid == rid; });
-    if (staged_has_rid) clear_preplan();
+    if (staged_has_rid)
+      clear_preplan();
   }
   std::erase_if(unwind_, [&](const alloc_record& r) { return r.rid == rid; });
 }
 
 void kv_pool::remove_request(const request_id& rid) {
   const auto it = requests_.find(rid);
-  if (it == requests_.end()) return;
+  if (it == requests_.end())
+    return;
   purge_records(rid);
-  for (auto& [label, st] : it->second->streams) free_stream(st);
+  for (auto& [label, st] : it->second->streams)
+    free_stream(st);
   requests_.erase(it);
 }
 
 void kv_pool::reset_request(const request_id& rid, bool free) {
   const auto it = requests_.find(rid);
-  if (it == requests_.end()) return;
+  if (it == requests_.end())
+    return;
   purge_records(rid);
   auto& req = *it->second;
   for (auto& [label, st] : req.streams) {
-    if (free) free_stream(st);
+    if (free)
+      free_stream(st);
     st.stored_len = 0;
     st.released = 0;
     st.protected_prefix = 0;

@@ -1,7 +1,6 @@
 // kv_pool: plans (the addressing record kernels read), pre-planning and forks.
-#include <fmt/format.h>
-
 #include <algorithm>
+#include <fmt/format.h>
 
 #include "resources/kv/kv_pool.hpp"
 #include "resources/kv/kv_pool_state.hpp"
@@ -35,7 +34,8 @@ std::shared_ptr<kv_plan> kv_pool::recycled_plan() {
     }
   }
   auto fresh = std::make_shared<kv_plan>();
-  if (plan_cache_.size() < 4) plan_cache_.push_back(fresh);
+  if (plan_cache_.size() < 4)
+    plan_cache_.push_back(fresh);
   return fresh;
 }
 
@@ -67,7 +67,8 @@ std::shared_ptr<kv_plan> kv_pool::build_plan(const kv_step& step, const step_con
       std::int64_t base = st->stored_len;
       if (pre_forks_pending && fork_applies(step, seg.rid)) {
         for (const auto& [from, to] : step.pre_forks) {
-          if (to != seg.label) continue;
+          if (to != seg.label)
+            continue;
           const stream_state* src = find_stream(seg.rid, from);
           base = src != nullptr ? src->stored_len : 0;
         }
@@ -76,23 +77,27 @@ std::shared_ptr<kv_plan> kv_pool::build_plan(const kv_step& step, const step_con
     }
     const auto npages = static_cast<std::size_t>((length + ps - 1) / ps);
     if (st != nullptr) {
-      lp.kv_indices.insert(lp.kv_indices.end(), st->pages.begin(),
-                           st->pages.begin() + static_cast<long>(std::min(npages, st->pages.size())));
+      lp.kv_indices.insert(
+          lp.kv_indices.end(), st->pages.begin(),
+          st->pages.begin() + static_cast<long>(std::min(npages, st->pages.size())));
     } else {
       lp.kv_indices.insert(lp.kv_indices.end(), npages, sink_page);  // padding rows write the sink
     }
     lp.rows.push_back(static_cast<std::int32_t>(i));
     lp.qo_indptr.push_back(lp.qo_indptr.back() + static_cast<std::int32_t>(seg.span));
     lp.kv_indptr.push_back(static_cast<std::int32_t>(lp.kv_indices.size()));
-    const auto last = static_cast<std::int32_t>(length == 0 ? 0 : (length % ps == 0 ? ps : length % ps));
+    const auto last =
+        static_cast<std::int32_t>(length == 0 ? 0 : (length % ps == 0 ? ps : length % ps));
     lp.last_page_len.push_back(last);
-    if (seg.span != 1) lp.decode = false;
+    if (seg.span != 1)
+      lp.decode = false;
   }
   std::erase_if(out.labels, [](const auto& entry) { return entry.second.qo_indptr.empty(); });
   // The decode path: each row's one new token goes to the last page of its
   // view at the last used slot; no per-token work on the device side.
   for (auto& [label, lp] : out.labels) {
-    if (!lp.decode) continue;
+    if (!lp.decode)
+      continue;
     lp.decode_page.reserve(lp.rows.size());
     lp.decode_offset.reserve(lp.rows.size());
     for (std::size_t r = 0; r < lp.rows.size(); ++r) {
@@ -106,10 +111,13 @@ std::shared_ptr<kv_plan> kv_pool::build_plan(const kv_step& step, const step_con
 result<std::shared_ptr<const plan_result>> kv_pool::plan(const resource_step& step,
                                                          step_context& ctx) {
   const kv_step* s = dynamic_cast<const kv_step*>(&step);
-  if (s == nullptr) return make_error(errc::invalid_argument, "kv pool got a non-KV step");
+  if (s == nullptr)
+    return make_error(errc::invalid_argument, "kv pool got a non-KV step");
   if (ctx.is_preplan) {
-    if (!staged_) return make_error(errc::invalid_argument, "pre-plan without a pre-admit");
-    if (staged_->plan) return make_error(errc::invalid_argument, "a pre-plan is already pending");
+    if (!staged_)
+      return make_error(errc::invalid_argument, "pre-plan without a pre-admit");
+    if (staged_->plan)
+      return make_error(errc::invalid_argument, "a pre-plan is already pending");
     // Pre-fork copies would race the running step: plan as if they happened.
     staged_->plan = build_plan(*s, ctx, true);
     return std::shared_ptr<const plan_result>(staged_->plan);
@@ -129,37 +137,46 @@ result<std::shared_ptr<const plan_result>> kv_pool::plan(const resource_step& st
 }
 
 void kv_pool::clear_preplan() {
-  if (!staged_) return;
+  if (!staged_)
+    return;
   forget_step_streams();
   auto staged = std::move(staged_);
   for (const auto& [rid, label] : staged->marked) {
-    if (auto* st = find_stream(rid, label)) st->step_in_flight = false;
+    if (auto* st = find_stream(rid, label))
+      st->step_in_flight = false;
   }
   // Delete the streams the staged step invented (fork targets and fresh
   // labels); span pages it reserved on existing streams stay for the re-admit.
   for (const auto& rec : staged->record) {
-    if (!rec.created_stream) continue;
+    if (!rec.created_stream)
+      continue;
     if (auto* st = find_stream(rec.rid, rec.label)) {
       free_stream(*st);
       requests_.at(rec.rid)->streams.erase(rec.label);
     }
   }
-  if (unwind_.size() == staged->record.size()) unwind_.clear();
+  if (unwind_.size() == staged->record.size())
+    unwind_.clear();
 }
 
 void kv_pool::apply_forks(const kv_step& step, const step_context& ctx, bool post) {
   const auto& forks = post ? step.post_forks : step.pre_forks;
-  if (forks.empty()) return;
+  if (forks.empty())
+    return;
   const std::int64_t ps = config_.page_size;
   for (const auto& seg : step.segments) {
-    if (ctx.capture || ctx.is_padding_row(seg.rid) || !fork_applies(step, seg.rid)) continue;
+    if (ctx.capture || ctx.is_padding_row(seg.rid) || !fork_applies(step, seg.rid))
+      continue;
     for (const auto& [from, to] : forks) {
-      if (from != seg.label) continue;
+      if (from != seg.label)
+        continue;
       const stream_state* src = find_stream(seg.rid, from);
       stream_state* tgt = find_stream(seg.rid, to);
-      if (src == nullptr || tgt == nullptr) continue;
+      if (src == nullptr || tgt == nullptr)
+        continue;
       const std::int64_t n = src->stored_len;
-      if (static_cast<std::int64_t>(tgt->pages.size()) < pages_for(n)) continue;  // admit reserves these
+      if (static_cast<std::int64_t>(tgt->pages.size()) < pages_for(n))
+        continue;  // admit reserves these
       const auto full = static_cast<std::size_t>(n / ps);
       std::vector<std::int32_t> s(src->pages.begin(), src->pages.begin() + static_cast<long>(full));
       std::vector<std::int32_t> d(tgt->pages.begin(), tgt->pages.begin() + static_cast<long>(full));

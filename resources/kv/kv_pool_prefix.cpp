@@ -1,8 +1,7 @@
 // kv_pool: prefix reuse (leases, conversion, indexing at commit, generation
 // keying), retention, inspection and the conservation check.
-#include <fmt/format.h>
-
 #include <algorithm>
+#include <fmt/format.h>
 
 #include "resources/kv/kv_pool.hpp"
 #include "resources/kv/kv_pool_state.hpp"
@@ -13,14 +12,16 @@ kv_pool::chain_state kv_pool::make_chain(const kv_prefix_seed& seed) const {
   chain_state c;
   c.keys = seed.keys;
   c.rooted.reserve(c.keys.size());
-  for (const auto& k : c.keys) c.rooted.push_back(fingerprint(root_, k));
+  for (const auto& k : c.keys)
+    c.rooted.push_back(fingerprint(root_, k));
   c.keyed_pages = static_cast<std::int64_t>(c.keys.size()) - (seed.tail.empty() ? 0 : 1);
   c.unkeyed = seed.tail;
   return c;
 }
 
 std::optional<std::int64_t> kv_pool::resolve_cached_prefix(const request_id& rid) {
-  if (!index_) return std::nullopt;
+  if (!index_)
+    return std::nullopt;
   const auto it = requests_.find(rid);
   if (it == requests_.end() || !it->second->prefix_cache || it->second->seeds.empty()) {
     return std::nullopt;
@@ -37,8 +38,10 @@ std::optional<std::int64_t> kv_pool::resolve_cached_prefix(const request_id& rid
       auto matched = index_->lookup(st.chain->rooted);
       // Stop one key short: a fully cached prompt still runs one token.
       const auto limit = st.chain->rooted.size() - 1;
-      if (matched.size() > limit) matched.resize(limit);
-      for (const page_id p : matched) arena_.retain(p);
+      if (matched.size() > limit)
+        matched.resize(limit);
+      for (const page_id p : matched)
+        arena_.retain(p);
       st.lease = std::move(matched);
       tokens = static_cast<std::int64_t>(st.lease.size()) * config_.page_size;
     }
@@ -49,7 +52,8 @@ std::optional<std::int64_t> kv_pool::resolve_cached_prefix(const request_id& rid
 
 void kv_pool::apply_cached_prefix(const request_id& rid, std::int64_t agreed) {
   const auto it = requests_.find(rid);
-  if (it == requests_.end()) return;
+  if (it == requests_.end())
+    return;
   const auto keep = static_cast<std::size_t>(std::max<std::int64_t>(0, agreed) / config_.page_size);
   for (auto& [label, st] : it->second->streams) {
     while (st.lease.size() > keep) {
@@ -64,30 +68,35 @@ void kv_pool::convert_lease(stream_state& st) {
   st.pages = std::move(st.lease);
   st.lease.clear();
   st.stored_len = static_cast<std::int64_t>(st.pages.size()) * config_.page_size;
-  if (st.chain) st.chain->cursor = static_cast<std::int64_t>(st.pages.size());
+  if (st.chain)
+    st.chain->cursor = static_cast<std::int64_t>(st.pages.size());
   st.converted = true;
   ++st.generation;
 }
 
 void kv_pool::index_pages(const request_id& rid, const std::string& label, stream_state& st) {
   (void)label;
-  if (!index_ || !st.chain) return;
+  if (!index_ || !st.chain)
+    return;
   if (st.released > 0) {
     st.chain.reset();  // pages no longer start at slot 0: keys cannot name them
     return;
   }
   const auto& req = *requests_.at(rid);
-  if (!req.prefix_cache) return;
+  if (!req.prefix_cache)
+    return;
   auto& c = *st.chain;
   std::int64_t whole = std::min(st.stored_len / config_.page_size, c.keyed_pages);
-  if (st.retention) whole = std::min(whole, st.protected_prefix / config_.page_size);
+  if (st.retention)
+    whole = std::min(whole, st.protected_prefix / config_.page_size);
   for (std::int64_t i = c.cursor; i < whole; ++i) {
     std::optional<page_id> parent;
     if (i > 0) {
       // Chain under the page the index names for the previous key: after a
       // lost race the stream's own copy is private.
       parent = index_->page_for(c.rooted[static_cast<std::size_t>(i - 1)]);
-      if (!parent) break;  // the parent was evicted: nothing below it can be indexed
+      if (!parent)
+        break;  // the parent was evicted: nothing below it can be indexed
     }
     (void)index_->insert(c.rooted[static_cast<std::size_t>(i)],
                          st.pages[static_cast<std::size_t>(i)], parent);
@@ -98,13 +107,15 @@ void kv_pool::index_pages(const request_id& rid, const std::string& label, strea
 void kv_pool::extend_prefix_chain(const request_id& rid, const std::string& label,
                                   std::span<const token_id> ids) {
   stream_state* st = find_stream(rid, label);
-  if (st == nullptr || !st->chain) return;
+  if (st == nullptr || !st->chain)
+    return;
   auto& c = *st->chain;
   c.unkeyed.insert(c.unkeyed.end(), ids.begin(), ids.end());
   const auto room = static_cast<std::size_t>(config_.page_size);
   while (c.unkeyed.size() >= room) {
-    const byte_view prev =
-        c.keyed_pages == 0 ? byte_view{} : byte_view{c.keys[static_cast<std::size_t>(c.keyed_pages - 1)]};
+    const byte_view prev = c.keyed_pages == 0
+                               ? byte_view{}
+                               : byte_view{c.keys[static_cast<std::size_t>(c.keyed_pages - 1)]};
     const auto key = page_key(prev, std::span{c.unkeyed}.first(room)).value();
     const auto at = static_cast<std::size_t>(c.keyed_pages);
     if (at < c.keys.size()) {  // the prompt's partial-page key is superseded
@@ -124,9 +135,11 @@ std::int64_t kv_pool::release_front(stream_state& st, std::int64_t tokens) {
   const std::int64_t first = (st.protected_prefix + ps - 1) / ps;  // the straddling page stays
   const std::int64_t releasable = st.stored_len / ps - first;      // a partial tail page stays
   const std::int64_t k = std::min(tokens / ps, releasable);
-  if (k <= 0) return 0;
+  if (k <= 0)
+    return 0;
   const auto b = st.pages.begin() + first;
-  for (auto p = b; p != b + k; ++p) arena_.release(*p);
+  for (auto p = b; p != b + k; ++p)
+    arena_.release(*p);
   st.pages.erase(b, b + k);
   st.stored_len -= k * ps;
   st.released += k * ps;
@@ -146,15 +159,15 @@ result<void> kv_pool::protect_prefix(const request_id& rid, const std::string& l
                       fmt::format("protect_prefix({}) on {}/{} is outside the committed {} tokens",
                                   tokens, rid, label, st->stored_len));
   }
-  if (st->protected_prefix == tokens) return {};
+  if (st->protected_prefix == tokens)
+    return {};
   if (st->released > 0) {
     return make_error(errc::invalid_argument,
                       fmt::format("protect_prefix on {}/{} must precede any release", rid, label));
   }
   if (st->protected_prefix != 0) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("{}/{} already protects {} tokens", rid, label,
-                                  st->protected_prefix));
+    return make_error(errc::invalid_argument, fmt::format("{}/{} already protects {} tokens", rid,
+                                                          label, st->protected_prefix));
   }
   st->protected_prefix = tokens;
   return {};
@@ -179,41 +192,51 @@ result<std::int64_t> kv_pool::release_oldest(const request_id& rid, const std::s
 std::optional<kv_stream_info> kv_pool::stream(const request_id& rid,
                                               const std::string& label) const {
   const stream_state* st = find_stream(rid, label);
-  if (st == nullptr) return std::nullopt;
-  return kv_stream_info{st->stored_len, st->released, st->protected_prefix, st->pages,
-                        st->generation, st->reset_generation,
+  if (st == nullptr)
+    return std::nullopt;
+  return kv_stream_info{st->stored_len,
+                        st->released,
+                        st->protected_prefix,
+                        st->pages,
+                        st->generation,
+                        st->reset_generation,
                         static_cast<std::int64_t>(st->lease.size())};
 }
 
 std::map<std::string, kv_stream_info> kv_pool::streams() const {
   std::map<std::string, kv_stream_info> out;
   for (const auto& [rid, req] : requests_) {
-    for (const auto& [label, st] : req->streams) out.emplace(rid + "/" + label, *stream(rid, label));
+    for (const auto& [label, st] : req->streams)
+      out.emplace(rid + "/" + label, *stream(rid, label));
   }
   return out;
 }
 
 result<void> kv_pool::check_invariants() const {
-  if (auto ok = arena_.check_invariants(); !ok) return ok;
+  if (auto ok = arena_.check_invariants(); !ok)
+    return ok;
   if (index_) {
-    if (auto ok = index_->check_invariants(); !ok) return ok;
+    if (auto ok = index_->check_invariants(); !ok)
+      return ok;
   }
   std::vector<std::int32_t> refs(static_cast<std::size_t>(arena_.num_pages()), 0);
   refs[sink_page] = 1;
   for (page_id p = 0; p < arena_.num_pages(); ++p) {
-    if (index_ && index_->indexes(p)) ++refs[static_cast<std::size_t>(p)];
+    if (index_ && index_->indexes(p))
+      ++refs[static_cast<std::size_t>(p)];
   }
   const std::int64_t ps = config_.page_size;
   for (const auto& [rid, req] : requests_) {
     for (const auto& [label, st] : req->streams) {
       const std::string name = rid + "/" + label;
       if (static_cast<std::int64_t>(st.pages.size()) < (st.stored_len + ps - 1) / ps) {
-        return make_error(errc::out_of_range,
-                          fmt::format("{} stores {} tokens in only {} pages", name, st.stored_len,
-                                      st.pages.size()));
+        return make_error(errc::out_of_range, fmt::format("{} stores {} tokens in only {} pages",
+                                                          name, st.stored_len, st.pages.size()));
       }
-      for (const page_id p : st.pages) ++refs[static_cast<std::size_t>(p)];
-      for (const page_id p : st.lease) ++refs[static_cast<std::size_t>(p)];
+      for (const page_id p : st.pages)
+        ++refs[static_cast<std::size_t>(p)];
+      for (const page_id p : st.lease)
+        ++refs[static_cast<std::size_t>(p)];
       if (st.stored_len % ps != 0) {
         const page_id frontier = st.pages[static_cast<std::size_t>(st.stored_len / ps)];
         if (arena_.owners(frontier) != 1) {

@@ -3,8 +3,8 @@
 // kv_pool's private per-request state, shared by its .cpp files only.
 
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,9 +53,9 @@ struct kv_pool::request_state {
 struct kv_pool::staged_preplan {
   std::vector<segment> segments;
   std::set<request_id> padding_rows;
-  std::vector<alloc_record> record;         ///< what the staged admit took
+  std::vector<alloc_record> record;                        ///< what the staged admit took
   std::vector<std::pair<request_id, std::string>> marked;  ///< streams it marked in flight
-  std::shared_ptr<kv_plan> plan;            ///< set by the pre-plan pass
+  std::shared_ptr<kv_plan> plan;                           ///< set by the pre-plan pass
 };
 
 }  // namespace mstar::resources

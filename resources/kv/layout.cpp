@@ -23,7 +23,8 @@ result<prompt_keys> key_prompt(std::span<const prompt_span> spans, std::int64_t 
     total += layout.back().length;
   }
   auto items = page_items(layout, page_size);
-  if (!items) return items.error();
+  if (!items)
+    return items.error();
 
   // Distribute ids over pages; item slots hold no ids.
   const auto ps = static_cast<std::uint64_t>(page_size);
@@ -31,19 +32,22 @@ result<prompt_keys> key_prompt(std::span<const prompt_span> spans, std::int64_t 
   std::uint64_t at = 0;
   for (const auto& span : spans) {
     if (const auto* ids = std::get_if<id_span>(&span)) {
-      for (const token_id id : ids->ids) pages[at++ / ps].push_back(id);
+      for (const token_id id : ids->ids)
+        pages[at++ / ps].push_back(id);
     } else {
       at += std::get<item_span>(span).length;
     }
   }
   auto keys = chain(pages, *items, root);
-  if (!keys) return keys.error();
+  if (!keys)
+    return keys.error();
 
   prompt_keys out;
   out.keys = std::move(*keys);
   out.items = std::move(*items);
   out.total_slots = total;
-  if (total % ps != 0) out.tail = std::move(pages.back());
+  if (total % ps != 0)
+    out.tail = std::move(pages.back());
   return out;
 }
 

@@ -9,7 +9,8 @@ namespace {
 
 TEST(hex, round_trips_every_byte_value) {
   std::vector<std::uint8_t> all(256);
-  for (int i = 0; i < 256; ++i) all[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i);
+  for (int i = 0; i < 256; ++i)
+    all[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i);
   const auto text = to_hex(all);
   EXPECT_EQ(text.substr(0, 8), "00010203");
   EXPECT_EQ(text.substr(text.size() - 4), "feff");

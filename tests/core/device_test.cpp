@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "kernels/device.hpp"
+
+#include <gtest/gtest.h>
 
 namespace mstar::kernels {
 namespace {

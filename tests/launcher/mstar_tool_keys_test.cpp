@@ -1,7 +1,6 @@
 // mstar-tool keys, end to end: the published vectors through the CLI, error
 // lines that leave later lines alone, and the exit code.
 #include <gtest/gtest.h>
-
 #include <sstream>
 
 #include "tests/support/fixtures.hpp"
@@ -14,10 +13,12 @@ using nlohmann::json;
 
 std::vector<json> run_keys(const std::string& input, int* exit_code = nullptr) {
   const auto out = test::run_process({MSTAR_TOOL_PATH, "keys"}, input);
-  if (exit_code != nullptr) *exit_code = out.exit_code;
+  if (exit_code != nullptr)
+    *exit_code = out.exit_code;
   std::vector<json> lines;
   std::istringstream in{out.out};
-  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(json::parse(line));
   return lines;
 }
 
@@ -39,7 +40,8 @@ json request_for(const json& c) {
 TEST(mstar_tool_keys, answers_every_published_vector) {
   const auto cases = test::load_fixture_json("vectors/page_keys.json").at("cases");
   std::string input;
-  for (const auto& c : cases) input += request_for(c).dump() + "\n";
+  for (const auto& c : cases)
+    input += request_for(c).dump() + "\n";
   int rc = 0;
   const auto lines = run_keys(input, &rc);
   ASSERT_EQ(lines.size(), cases.size());
@@ -54,7 +56,8 @@ TEST(mstar_tool_keys, answers_every_published_vector) {
       continue;
     }
     for (const auto& [field, value] : expected.items()) {
-      if (field == "preimage" || field == "tokens_used" || field == "items_used") continue;
+      if (field == "preimage" || field == "tokens_used" || field == "items_used")
+        continue;
       EXPECT_EQ(lines[i].at(field), value) << field;
     }
   }
@@ -78,20 +81,28 @@ TEST(mstar_tool_keys, reports_bad_lines_and_still_answers_later_ones) {
   int rc = 0;
   const auto lines = run_keys(
       "not json\n"
-      R"({"fn":"nope"})" "\n"
-      R"({"fn":"page_key","prev":"","tokens":[-1]})" "\n"
-      R"({"fn":"page_key","prev":"zz","tokens":[1]})" "\n"
-      R"({"fn":"page_key","prev":"","tokens":[1.5]})" "\n"
-      R"({"fn":"page_key","prev":"","tokens":[1],"extra":1})" "\n"
-      R"({"fn":"page_items","spans":[[4,null]],"page_size":0})" "\n"
-      R"({"fn":"chain","pages":[[1]],"items_by_page":{"x":[]}})" "\n"
-      R"({"fn":"page_key","prev":"","tokens":[1,2,3,4]})" "\n",
+      R"({"fn":"nope"})"
+      "\n"
+      R"({"fn":"page_key","prev":"","tokens":[-1]})"
+      "\n"
+      R"({"fn":"page_key","prev":"zz","tokens":[1]})"
+      "\n"
+      R"({"fn":"page_key","prev":"","tokens":[1.5]})"
+      "\n"
+      R"({"fn":"page_key","prev":"","tokens":[1],"extra":1})"
+      "\n"
+      R"({"fn":"page_items","spans":[[4,null]],"page_size":0})"
+      "\n"
+      R"({"fn":"chain","pages":[[1]],"items_by_page":{"x":[]}})"
+      "\n"
+      R"({"fn":"page_key","prev":"","tokens":[1,2,3,4]})"
+      "\n",
       &rc);
   EXPECT_EQ(rc, 1);
   ASSERT_EQ(lines.size(), 9u);
-  const char* expected_fragments[] = {"not valid JSON", "unknown fn 'nope'", "tokens[0]",
-                                      "not a hex digit", "must be an integer",
-                                      "unknown field 'extra'", "page_size", "not a page index"};
+  const char* expected_fragments[] = {
+      "not valid JSON",     "unknown fn 'nope'",     "tokens[0]", "not a hex digit",
+      "must be an integer", "unknown field 'extra'", "page_size", "not a page index"};
   for (std::size_t i = 0; i < 8; ++i) {
     ASSERT_TRUE(lines[i].contains("error")) << lines[i].dump();
     EXPECT_NE(lines[i]["error"].get<std::string>().find(expected_fragments[i]), std::string::npos)

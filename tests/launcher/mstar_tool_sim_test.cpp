@@ -1,7 +1,6 @@
 // mstar-tool sim, end to end: a trace through the KV pool, refusals and bad
 // lines that leave the pool as it was, prefix reuse from preprocess keys.
 #include <gtest/gtest.h>
-
 #include <sstream>
 
 #include "core/hex.hpp"
@@ -16,12 +15,15 @@ using nlohmann::json;
 
 std::vector<json> run_sim(const std::vector<std::string>& lines, int* exit_code = nullptr) {
   std::string input;
-  for (const auto& l : lines) input += l + "\n";
+  for (const auto& l : lines)
+    input += l + "\n";
   const auto out = test::run_process({MSTAR_TOOL_PATH, "sim"}, input);
-  if (exit_code != nullptr) *exit_code = out.exit_code;
+  if (exit_code != nullptr)
+    *exit_code = out.exit_code;
   std::vector<json> parsed;
   std::istringstream in{out.out};
-  for (std::string line; std::getline(in, line);) parsed.push_back(json::parse(line));
+  for (std::string line; std::getline(in, line);)
+    parsed.push_back(json::parse(line));
   return parsed;
 }
 
@@ -67,11 +69,11 @@ TEST(mstar_tool_sim, a_refused_step_and_bad_lines_leave_the_pool_as_it_was) {
 }
 
 TEST(mstar_tool_sim, serves_a_second_request_from_cached_pages) {
-  std::vector<std::vector<resources::token_id>> pages = {{1, 2, 3, 4, 5, 6, 7, 8},
-                                                          {9, 10, 11, 12, 13, 14, 15, 16},
-                                                          {17, 18}};
+  std::vector<std::vector<resources::token_id>> pages = {
+      {1, 2, 3, 4, 5, 6, 7, 8}, {9, 10, 11, 12, 13, 14, 15, 16}, {17, 18}};
   json keys = json::array();
-  for (const auto& k : resources::chain(pages).value()) keys.push_back(to_hex(k));
+  for (const auto& k : resources::chain(pages).value())
+    keys.push_back(to_hex(k));
   const json prefix = {{"main", {{"keys", keys}, {"tail", {17, 18}}}}};
   const auto out = run_sim({config, json{{"op", "ingest"}, {"rid", "a"}, {"prefix", prefix}}.dump(),
                             R"({"op":"step","kv":{"segments":[{"rid":"a","span":18}]}})",
@@ -139,7 +141,8 @@ TEST(mstar_tool_sim, drives_a_kv_and_a_recurrent_pool_in_one_step) {
 
 TEST(mstar_tool_sim, a_refusal_by_either_pool_leaves_both_as_they_were) {
   const auto out = run_sim(
-      {both, R"({"op":"step","kv":{"segments":[{"rid":"a","span":10}]},"recurrent":{"segments":[{"rid":"a","span":10}]}})",
+      {both,
+       R"({"op":"step","kv":{"segments":[{"rid":"a","span":10}]},"recurrent":{"segments":[{"rid":"a","span":10}]}})",
        // The recurrent pool has 3 usable slots: b, c, d cannot all get one.
        R"({"op":"step","kv":{"segments":[{"rid":"b","span":8},{"rid":"c","span":8},{"rid":"d","span":8}]},"recurrent":{"segments":[{"rid":"b","span":8},{"rid":"c","span":8},{"rid":"d","span":8}]}})",
        // The KV pool has 13 pages left: 120 tokens need 15.
@@ -166,8 +169,8 @@ TEST(mstar_tool_sim, reads_a_delta_net_geometry_and_rejects_a_bad_one) {
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(out[1].at("recurrent").at("streams").at("a/main").at("slot"), 1);
-  const auto bad = run_sim(
-      {R"({"config":{"recurrent":{"num_layers":1,"geometry":{"family":"rwkv"}}}})"}, &rc);
+  const auto bad =
+      run_sim({R"({"config":{"recurrent":{"num_layers":1,"geometry":{"family":"rwkv"}}}})"}, &rc);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(bad.at(0).at("error").get<std::string>().find("family"), std::string::npos);
 }

@@ -1,10 +1,9 @@
 #pragma once
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace mstar::test {
 
@@ -13,7 +12,8 @@ namespace mstar::test {
 inline nlohmann::json load_fixture_json(const std::string& relative) {
   const std::string path = std::string{MSTAR_FIXTURES_DIR} + "/" + relative;
   std::ifstream in{path};
-  if (!in) throw std::runtime_error("cannot open fixture " + path);
+  if (!in)
+    throw std::runtime_error("cannot open fixture " + path);
   return nlohmann::json::parse(in);
 }
 

@@ -1,14 +1,13 @@
 #include "tests/support/subprocess.hpp"
 
+#include <array>
+#include <cerrno>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdexcept>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <array>
-#include <cerrno>
-#include <stdexcept>
 
 namespace mstar::test {
 namespace {
@@ -20,12 +19,14 @@ struct pipe_pair {
 
 pipe_pair make_pipe() {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    throw std::runtime_error("pipe2 failed");
   return {fds[0], fds[1]};
 }
 
 void close_fd(int& fd) {
-  if (fd >= 0) close(fd);
+  if (fd >= 0)
+    close(fd);
   fd = -1;
 }
 
@@ -36,13 +37,15 @@ process_output run_process(const std::vector<std::string>& argv, const std::stri
   signal(SIGPIPE, SIG_IGN);  // a child that stops reading must not kill the test
   pipe_pair in = make_pipe(), out = make_pipe(), err = make_pipe();
   const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid < 0)
+    throw std::runtime_error("fork failed");
   if (pid == 0) {
     dup2(in.read, STDIN_FILENO);
     dup2(out.write, STDOUT_FILENO);
     dup2(err.write, STDERR_FILENO);
     std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    for (const auto& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     execv(args[0], args.data());
     _exit(127);
@@ -54,7 +57,8 @@ process_output run_process(const std::vector<std::string>& argv, const std::stri
 
   process_output result;
   std::size_t written = 0;
-  if (input.empty()) close_fd(in.write);
+  if (input.empty())
+    close_fd(in.write);
   const auto until = std::chrono::steady_clock::now() + deadline;
   bool killed = false;
   while (out.read >= 0 || err.read >= 0) {
@@ -65,12 +69,14 @@ process_output run_process(const std::vector<std::string>& argv, const std::stri
       killed = true;
       break;
     }
-    std::array<pollfd, 3> fds{{{out.read, POLLIN, 0}, {err.read, POLLIN, 0},
-                               {in.write, POLLOUT, 0}}};
-    if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    std::array<pollfd, 3> fds{
+        {{out.read, POLLIN, 0}, {err.read, POLLIN, 0}, {in.write, POLLOUT, 0}}};
+    if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0 && errno != EINTR)
+      break;
     std::array<char, 65536> buf;
     for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      if (fds[i].fd < 0 || fds[i].revents == 0)
+        continue;
       const ssize_t n = read(fds[i].fd, buf.data(), buf.size());
       if (n > 0) {
         (i == 0 ? result.out : result.err).append(buf.data(), static_cast<std::size_t>(n));
@@ -80,8 +86,10 @@ process_output run_process(const std::vector<std::string>& argv, const std::stri
     }
     if (fds[2].fd >= 0 && fds[2].revents != 0) {
       const ssize_t n = write(in.write, input.data() + written, input.size() - written);
-      if (n > 0) written += static_cast<std::size_t>(n);
-      if (n < 0 || written == input.size()) close_fd(in.write);
+      if (n > 0)
+        written += static_cast<std::size_t>(n);
+      if (n < 0 || written == input.size())
+        close_fd(in.write);
     }
   }
   close_fd(in.write);

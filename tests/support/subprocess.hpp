@@ -17,7 +17,7 @@ struct process_output {
 /// child is killed when it outlives `deadline`; that shows as exit code 137.
 [[nodiscard]] process_output run_process(const std::vector<std::string>& argv,
                                          const std::string& input = {},
-                                         std::chrono::milliseconds deadline =
-                                             std::chrono::seconds{60});
+                                         std::chrono::milliseconds deadline = std::chrono::seconds{
+                                             60});
 
 }  // namespace mstar::test

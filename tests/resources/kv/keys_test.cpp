@@ -2,9 +2,8 @@
 // encoding's own rules (reference kv-keys-windowing §1).
 #include "resources/kv/keys.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+#include <gtest/gtest.h>
 #include <limits>
 #include <random>
 
@@ -16,23 +15,28 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<std::uint8_t> hex(const std::string& s) { return from_hex(s).value(); }
+std::vector<std::uint8_t> hex(const std::string& s) {
+  return from_hex(s).value();
+}
 
-std::string hex_of(const digest256& d) { return to_hex(d); }
+std::string hex_of(const digest256& d) {
+  return to_hex(d);
+}
 
 std::vector<page_item> items_of(const json& arr) {
   std::vector<page_item> out;
   for (const auto& it : arr) {
-    out.push_back(page_item{it.at("start").get<std::uint32_t>(), it.at("offset").get<std::uint32_t>(),
-                            it.at("length").get<std::uint32_t>(),
-                            hex(it.at("digest").get<std::string>())});
+    out.push_back(
+        page_item{it.at("start").get<std::uint32_t>(), it.at("offset").get<std::uint32_t>(),
+                  it.at("length").get<std::uint32_t>(), hex(it.at("digest").get<std::string>())});
   }
   return out;
 }
 
 items_by_page items_by_page_of(const json& obj) {
   items_by_page out;
-  for (const auto& [k, v] : obj.items()) out[std::stoul(k)] = items_of(v);
+  for (const auto& [k, v] : obj.items())
+    out[std::stoul(k)] = items_of(v);
   return out;
 }
 
@@ -82,7 +86,8 @@ TEST_F(published_vectors, all_cases_match_through_the_library) {
       std::vector<layout_span> spans;
       for (const auto& s : in.at("spans")) {
         layout_span span{s[0].get<std::uint64_t>(), std::nullopt};
-        if (!s[1].is_null()) span.digest = hex(s[1].get<std::string>());
+        if (!s[1].is_null())
+          span.digest = hex(s[1].get<std::string>());
         spans.push_back(span);
       }
       auto items = page_items(spans, in.at("page_size").get<std::int64_t>());
@@ -90,12 +95,14 @@ TEST_F(published_vectors, all_cases_match_through_the_library) {
       EXPECT_EQ(*items, items_by_page_of(expected.at("items_by_page")));
     } else if (fn == "chain") {
       std::vector<std::vector<token_id>> pages;
-      for (const auto& p : in.at("pages")) pages.push_back(tokens_of(p));
+      for (const auto& p : in.at("pages"))
+        pages.push_back(tokens_of(p));
       auto keys = chain(pages, items_by_page_of(in.at("items_by_page")),
                         hex(in.at("root").get<std::string>()));
       ASSERT_TRUE(keys.has_value()) << keys.error().message();
       std::vector<std::string> got;
-      for (const auto& k : *keys) got.push_back(hex_of(k));
+      for (const auto& k : *keys)
+        got.push_back(hex_of(k));
       EXPECT_EQ(got, expected.at("keys").get<std::vector<std::string>>());
     } else {
       ADD_FAILURE() << "vector uses an fn this test does not know: " << fn;
@@ -143,7 +150,8 @@ TEST(python_float_text, matches_python_repr) {
       {std::numeric_limits<double>::infinity(), "inf"},
       {-std::numeric_limits<double>::infinity(), "-inf"},
   };
-  for (const auto& [value, text] : cases) EXPECT_EQ(python_float_text(value), text);
+  for (const auto& [value, text] : cases)
+    EXPECT_EQ(python_float_text(value), text);
 }
 
 TEST(page_key, encodes_an_empty_page_as_twelve_zero_bytes) {
@@ -194,7 +202,9 @@ TEST(chain, roots_and_folds_items_like_the_python_oracle) {
   EXPECT_EQ(hex_of((*keys)[2]), "9b3c51bf1f2599ad3e7c4a0ed1c824624277f625d442b2f828d23a44c25f3974");
 }
 
-TEST(chain, of_nothing_is_empty) { EXPECT_TRUE(chain({}, {}, {}).value().empty()); }
+TEST(chain, of_nothing_is_empty) {
+  EXPECT_TRUE(chain({}, {}, {}).value().empty());
+}
 
 TEST(chain, rejects_items_on_a_page_it_was_not_given) {
   const std::vector<std::vector<token_id>> pages = {{1, 2}};
@@ -212,7 +222,8 @@ TEST(chain, equals_page_key_folded_by_hand_for_random_pages) {
     std::vector<std::vector<token_id>> pages(rng() % 6);
     for (auto& p : pages) {
       p.resize(rng() % 20);
-      for (auto& t : p) t = rng();
+      for (auto& t : p)
+        t = rng();
     }
     auto keys = chain(pages).value();
     std::vector<std::uint8_t> prev;

@@ -2,10 +2,9 @@
 
 // Shared fixture of the KV pool tests: a small pool, a step driver that
 // checks conservation after every call, and prompt/key helpers.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cstring>
+#include <gtest/gtest.h>
 
 #include "resources/kv/kv_pool.hpp"
 
@@ -44,7 +43,8 @@ class kv_pool_test : public ::testing::Test {
     }
     auto plan = pool_->plan(step, ctx);
     EXPECT_TRUE(plan.has_value());
-    if (plan) last_plan_ = std::static_pointer_cast<const kv_plan>(*plan);
+    if (plan)
+      last_plan_ = std::static_pointer_cast<const kv_plan>(*plan);
     auto committed = pool_->commit(step, ctx);
     EXPECT_TRUE(committed.has_value()) << committed.error().message();
     check();
@@ -68,7 +68,8 @@ class kv_pool_test : public ::testing::Test {
 
 inline std::vector<token_id> prompt(std::size_t n, token_id diverge_at = 1u << 30) {
   std::vector<token_id> ids(n);
-  for (std::size_t i = 0; i < n; ++i) ids[i] = i >= diverge_at ? 9000 + i : 100 + i;
+  for (std::size_t i = 0; i < n; ++i)
+    ids[i] = i >= diverge_at ? 9000 + i : 100 + i;
   return ids;
 }
 
@@ -80,7 +81,8 @@ inline kv_prefix_seed seed_for(const std::vector<token_id>& ids, std::int64_t ps
   }
   kv_prefix_seed seed;
   seed.keys = chain(pages).value();
-  if (ids.size() % static_cast<std::size_t>(ps) != 0) seed.tail = pages.back();
+  if (ids.size() % static_cast<std::size_t>(ps) != 0)
+    seed.tail = pages.back();
   return seed;
 }
 

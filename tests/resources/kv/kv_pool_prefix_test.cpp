@@ -1,12 +1,10 @@
 // KV pool prefix reuse (reference §5.4-5.6, PS = 16): leases, conversion,
 // indexing, generation keying, eviction, roots, and a random walk.
-#include "resources/kv/kv_pool.hpp"
-
-#include <gtest/gtest.h>
-
 #include <cstring>
+#include <gtest/gtest.h>
 #include <random>
 
+#include "resources/kv/kv_pool.hpp"
 #include "resources/windowing/window_schedule.hpp"
 #include "tests/resources/kv/kv_pool_fixture.hpp"
 
@@ -14,7 +12,6 @@ namespace mstar::resources {
 namespace {
 
 using namespace mstar::resources::test;
-
 
 TEST_F(kv_prefix_test, matches_whole_pages_and_stops_one_key_short) {
   EXPECT_EQ(serve("a", prompt(100)), 0);
@@ -168,8 +165,10 @@ TEST_F(kv_prefix_test, a_pre_fork_off_a_leased_stream_gets_pages_of_its_own) {
   const auto main_pages = info("b").pages;
   const auto draft = info("b", "draft");
   EXPECT_EQ(draft.stored_len, 96);
-  for (std::size_t i = 0; i < 6; ++i) EXPECT_NE(draft.pages[i], main_pages[i]);
-  for (const auto p : draft.pages) EXPECT_EQ(pool_->pages().owners(p), 1);
+  for (std::size_t i = 0; i < 6; ++i)
+    EXPECT_NE(draft.pages[i], main_pages[i]);
+  for (const auto p : draft.pages)
+    EXPECT_EQ(pool_->pages().owners(p), 1);
 }
 
 TEST_F(kv_prefix_test, a_chunked_prefill_indexes_a_page_only_once_it_is_full) {
@@ -228,10 +227,12 @@ TEST_F(kv_prefix_test, a_seeded_random_walk_conserves_pages) {
     } else if (pick < 7) {
       std::vector<segment> segs;
       for (const auto& rid : live) {
-        if (rng() % 2) segs.push_back({rid, "main", static_cast<std::int64_t>(rng() % 20)});
+        if (rng() % 2)
+          segs.push_back({rid, "main", static_cast<std::int64_t>(rng() % 20)});
       }
       kv_step s = step_of(segs);
-      if (rng() % 5 == 0) s.pre_forks = {{"main", "draft"}};
+      if (rng() % 5 == 0)
+        s.pre_forks = {{"main", "draft"}};
       if (rng() % 4 == 0 && !segs.empty()) {
         s.retention[{segs[0].rid, "main"}] = retention_policy::make(32, 0).value();
       }
@@ -259,7 +260,8 @@ TEST_F(kv_prefix_test, a_seeded_random_walk_conserves_pages) {
       check();
     }
   }
-  for (const auto& rid : live) pool_->remove_request(rid);
+  for (const auto& rid : live)
+    pool_->remove_request(rid);
   check();
   EXPECT_EQ(pool_->num_free_pages() + pool_->num_cached_pages(), 39);
 }

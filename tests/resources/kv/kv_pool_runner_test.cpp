@@ -48,7 +48,7 @@ TEST_F(kv_with_runner, the_smallest_cached_prefix_answer_cuts_the_kv_lease) {
   ASSERT_TRUE(run(step_of({{"a", "main", 100}})).ok);
   pool_->ingest_request("b", {{"main", seed_for(prompt(100), 16)}});
   EXPECT_EQ(runner.resolve_cached_prefix("b"), 40);
-  EXPECT_EQ(info("b").leased_pages, 2);  // 40 tokens: two whole pages
+  EXPECT_EQ(info("b").leased_pages, 2);                     // 40 tokens: two whole pages
   EXPECT_EQ(pool_->pages().owners(info("a").pages[2]), 2);  // back to index + a
   check();
 }

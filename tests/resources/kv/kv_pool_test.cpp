@@ -2,9 +2,8 @@
 // (reference §5.2), with the conservation check after every operation.
 #include "resources/kv/kv_pool.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cstring>
+#include <gtest/gtest.h>
 #include <random>
 
 #include "resources/windowing/window_schedule.hpp"
@@ -21,7 +20,8 @@ TEST_F(kv_pool_test, allocates_a_prompt_then_grows_one_page_per_page_of_decode) 
   EXPECT_EQ(info("a").stored_len, 20);
   EXPECT_EQ(info("a").pages.size(), 3u);
   EXPECT_EQ(pool_->num_free_pages(), free0 - 3);
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(run(step_of({{"a", "main", 1}})).ok);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(run(step_of({{"a", "main", 1}})).ok);
   EXPECT_EQ(info("a").stored_len, 24);
   EXPECT_EQ(info("a").pages.size(), 3u);
   ASSERT_TRUE(run(step_of({{"a", "main", 1}})).ok);

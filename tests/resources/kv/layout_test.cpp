@@ -10,7 +10,8 @@ namespace {
 
 std::vector<token_id> iota_ids(token_id from, std::size_t n) {
   std::vector<token_id> out(n);
-  for (std::size_t i = 0; i < n; ++i) out[i] = from + static_cast<token_id>(i);
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = from + static_cast<token_id>(i);
   return out;
 }
 
@@ -18,7 +19,8 @@ TEST(key_prompt, reproduces_the_published_image_layout_chain) {
   const auto cases = test::load_fixture_json("vectors/page_keys.json").at("cases");
   const nlohmann::json* chain_case = nullptr;
   for (const auto& c : cases) {
-    if (c.at("id") == "chain_upstream_image_layout") chain_case = &c;
+    if (c.at("id") == "chain_upstream_image_layout")
+      chain_case = &c;
   }
   ASSERT_NE(chain_case, nullptr);
   const auto digest =
@@ -28,7 +30,8 @@ TEST(key_prompt, reproduces_the_published_image_layout_chain) {
   auto keyed = key_prompt(spans, 16);
   ASSERT_TRUE(keyed.has_value()) << keyed.error().message();
   std::vector<std::string> got;
-  for (const auto& k : keyed->keys) got.push_back(to_hex(k));
+  for (const auto& k : keyed->keys)
+    got.push_back(to_hex(k));
   EXPECT_EQ(got, chain_case->at("expected").at("keys").get<std::vector<std::string>>());
   EXPECT_EQ(keyed->tail, iota_ids(114, 11));
   EXPECT_EQ(keyed->total_slots, 75u);
