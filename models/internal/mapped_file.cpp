@@ -1,0 +1,69 @@
+#include "models/internal/mapped_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <utility>
+
+namespace mstar::models::internal {
+namespace {
+
+error system_error(const std::filesystem::path& path, const char* what, int err) {
+  return make_error(errc::io_error,
+                    fmt::format("{}: cannot {}: {}", path.string(), what, std::strerror(err)));
+}
+
+// Closes the descriptor on every path out of `open`; the mapping outlives it.
+struct fd_guard {
+  int fd;
+  ~fd_guard() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+result<mapped_file> mapped_file::open(const std::filesystem::path& path) {
+  const fd_guard file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) return system_error(path, "open", errno);
+  struct stat info {};
+  if (::fstat(file.fd, &info) != 0) return system_error(path, "stat", errno);
+  if (!S_ISREG(info.st_mode)) {
+    return make_error(errc::io_error, fmt::format("{}: not a regular file", path.string()));
+  }
+  const auto size = static_cast<std::size_t>(info.st_size);
+  if (size == 0) return mapped_file{nullptr, 0};
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd, 0);
+  if (data == MAP_FAILED) return system_error(path, "map", errno);
+  return mapped_file{static_cast<const std::byte*>(data), size};
+}
+
+mapped_file::mapped_file(mapped_file&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+mapped_file& mapped_file::operator=(mapped_file&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+mapped_file::~mapped_file() { release(); }
+
+void mapped_file::release() noexcept {
+  if (data_ != nullptr) {
+    // NOLINTNEXTLINE: munmap takes a non-const pointer to memory we only read.
+    ::munmap(const_cast<std::byte*>(data_), size_);
+  }
+  data_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace mstar::models::internal

@@ -1,0 +1,205 @@
+// nemotron_h_model: loading (config, weights, tokenizer), pools, requests.
+// The forward pass lives in nemotron_h_forward.cpp.
+#include "models/nemotron_h.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "models/safetensors.hpp"
+#include "resources/kv/layout.hpp"
+
+namespace mstar::models {
+namespace {
+
+// Reads tensor `name`, checks its shape and converts it to float32.
+result<std::vector<float>> read(const safetensors_checkpoint& ckpt, const std::string& name,
+                                std::vector<std::int64_t> shape) {
+  auto t = ckpt.get(name);
+  if (!t) return t.error();
+  if ((*t)->shape != shape) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("{}: tensor '{}' has shape [{}], config.json implies [{}]",
+                                  ckpt.folder().string(), name, fmt::join((*t)->shape, ", "),
+                                  fmt::join(shape, ", ")));
+  }
+  return to_float32(**t);
+}
+
+// The model's identity for prefix-cache roots: config.json's bytes and every
+// weight file's name and size, so two builds differing in weights never
+// share keys.
+std::string weights_fingerprint(const std::filesystem::path& folder,
+                                const safetensors_checkpoint& ckpt) {
+  std::ifstream in{folder / "config.json", std::ios::binary};
+  std::stringstream config;
+  config << in.rdbuf();
+  std::string files;
+  for (const auto& f : ckpt.files()) {
+    std::error_code ec;
+    files += fmt::format("{}:{};", f.path().filename().string(),
+                         std::filesystem::file_size(f.path(), ec));
+  }
+  const auto d = resources::fingerprint("nemotron_h", config.str(), files);
+  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+}
+
+}  // namespace
+
+result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::load(
+    const std::filesystem::path& folder, const pool_options& pools) {
+  auto model = std::unique_ptr<nemotron_h_model>(new nemotron_h_model);
+  auto config = nemotron_h_config::load(folder / "config.json");
+  if (!config) return config.error();
+  model->config_ = std::move(*config);
+  if (auto ok = model->config_.validate(); !ok) return ok.error().with_context(folder.string());
+  auto tok = load_tokenizer(folder);
+  if (!tok) return tok.error();
+  model->tokenizer_ = std::move(*tok);
+  if (auto ok = model->load_weights(folder); !ok) return ok.error();
+  auto ckpt = safetensors_checkpoint::open(folder);
+  if (!ckpt) return ckpt.error();
+  if (auto ok = model->make_pools(pools, weights_fingerprint(folder, *ckpt)); !ok) {
+    return ok.error();
+  }
+  return model;
+}
+
+result<void> nemotron_h_model::load_weights(const std::filesystem::path& folder) {
+  auto opened = safetensors_checkpoint::open(folder);
+  if (!opened) return opened.error();
+  const auto& ckpt = *opened;
+  const auto& c = config_;
+  const std::int64_t hid = c.hidden_size, H = c.mamba_num_heads, di = c.d_inner();
+  const std::int64_t qd = c.num_attention_heads * c.head_dim;
+  const std::int64_t kvd = c.num_key_value_heads * c.head_dim;
+  auto take = [&](std::vector<float>& out, const std::string& name,
+                  std::vector<std::int64_t> shape) -> result<void> {
+    auto t = read(ckpt, name, std::move(shape));
+    if (!t) return t.error();
+    out = std::move(*t);
+    return {};
+  };
+#define MSTAR_TAKE(out, name, ...)                                 \
+  if (auto ok = take(out, name, {__VA_ARGS__}); !ok) return ok.error()
+  MSTAR_TAKE(embeddings_, "backbone.embeddings.weight", c.vocab_size, hid);
+  MSTAR_TAKE(norm_f_, "backbone.norm_f.weight", hid);
+  if (c.tie_word_embeddings && ckpt.find("lm_head.weight") == nullptr) {
+    lm_head_ = embeddings_;
+  } else {
+    MSTAR_TAKE(lm_head_, "lm_head.weight", c.vocab_size, hid);
+  }
+  std::int32_t counts[4] = {0, 0, 0, 0};
+  for (std::size_t i = 0; i < c.layers.size(); ++i) {
+    nemotron_h_layer l;
+    l.kind = c.layers[i];
+    l.sub_index = counts[static_cast<int>(l.kind)]++;
+    const std::string p = fmt::format("backbone.layers.{}.", i);
+    MSTAR_TAKE(l.norm, p + "norm.weight", hid);
+    switch (l.kind) {
+      case layer_kind::mamba2:
+        MSTAR_TAKE(l.in_proj, p + "mixer.in_proj.weight", c.in_proj_size(), hid);
+        MSTAR_TAKE(l.conv_w, p + "mixer.conv1d.weight", c.conv_dim(), 1, c.conv_kernel);
+        if (c.use_conv_bias) MSTAR_TAKE(l.conv_b, p + "mixer.conv1d.bias", c.conv_dim());
+        MSTAR_TAKE(l.dt_bias, p + "mixer.dt_bias", H);
+        MSTAR_TAKE(l.a_log, p + "mixer.A_log", H);
+        MSTAR_TAKE(l.d, p + "mixer.D", H);
+        MSTAR_TAKE(l.gnorm, p + "mixer.norm.weight", di);
+        MSTAR_TAKE(l.out_proj, p + "mixer.out_proj.weight", hid, di);
+        break;
+      case layer_kind::attention:
+        MSTAR_TAKE(l.q, p + "mixer.q_proj.weight", qd, hid);
+        MSTAR_TAKE(l.k, p + "mixer.k_proj.weight", kvd, hid);
+        MSTAR_TAKE(l.v, p + "mixer.v_proj.weight", kvd, hid);
+        MSTAR_TAKE(l.o, p + "mixer.o_proj.weight", hid, qd);
+        break;
+      case layer_kind::mlp:
+        MSTAR_TAKE(l.up, p + "mixer.up_proj.weight", c.intermediate_size, hid);
+        MSTAR_TAKE(l.down, p + "mixer.down_proj.weight", hid, c.intermediate_size);
+        break;
+      case layer_kind::moe:
+        return make_error(errc::unsupported, "MoE layers (E) are not supported yet");
+    }
+    layers_.push_back(std::move(l));
+  }
+#undef MSTAR_TAKE
+  return {};
+}
+
+result<void> nemotron_h_model::make_pools(const pool_options& pools,
+                                          const std::string& fingerprint) {
+  page_size_ = pools.page_size;
+  std::vector<resources::resource*> resources;
+  if (const auto n = config_.count(layer_kind::attention); n > 0) {
+    resources::kv_pool_config kc;
+    kc.page_size = pools.page_size;
+    kc.max_num_pages = pools.max_num_pages;
+    kc.num_layers = n;
+    kc.num_kv_heads = config_.num_key_value_heads;
+    kc.head_dim = config_.head_dim;
+    kc.dtype = mstar::dtype::float32;
+    kc.prefix_cache = pools.prefix_cache && prefix_skip_safe();
+    kc.prefix_cache_salt = pools.salt;
+    auto kv = resources::kv_pool::make("kv", kc, fingerprint);
+    if (!kv) return kv.error();
+    kv_ = std::move(*kv);
+    kv_view_ = kernels::kv_arena_view{kv_->page_data(0),
+                                      static_cast<std::int32_t>(kc.page_size),
+                                      static_cast<std::int32_t>(kc.num_layers),
+                                      static_cast<std::int32_t>(kc.num_kv_heads),
+                                      static_cast<std::int32_t>(kc.head_dim), kc.dtype};
+    resources.push_back(kv_.get());
+  }
+  if (const auto n = config_.count(layer_kind::mamba2); n > 0) {
+    // Float32 conv state: the CPU kernels keep both blocks in f32.
+    auto blocks = config_.to_mamba2_geometry().to_blocks(mstar::dtype::float32,
+                                                         mstar::dtype::float32);
+    if (!blocks) return blocks.error();
+    resources::recurrent_state_config rc;
+    rc.num_layers = n;
+    rc.blocks = std::move(*blocks);
+    rc.max_slots = pools.max_slots;
+    auto rec = resources::recurrent_state_pool::make("recurrent", rc);
+    if (!rec) return rec.error();
+    rec_ = std::move(*rec);
+    for (std::int64_t m = 0; m < n; ++m) {
+      auto conv = rec_->block("conv", m);
+      auto ssm = rec_->block("ssm", m);
+      if (!conv || !ssm) return make_error(errc::not_found, "recurrent pool lacks its blocks");
+      conv_state_.push_back(reinterpret_cast<float*>(conv->data));
+      ssm_state_.push_back(reinterpret_cast<float*>(ssm->data));
+    }
+    resources.push_back(rec_.get());
+  }
+  auto runner = resources::step_runner::make(resources);
+  if (!runner) return runner.error();
+  runner_ = std::make_unique<resources::step_runner>(std::move(*runner));
+  return {};
+}
+
+std::int64_t nemotron_h_model::ingest(const resources::request_id& rid,
+                                      std::span<const resources::token_id> prompt) {
+  if (kv_ && kv_->prefix_cache_open() && !prompt.empty()) {
+    const resources::prompt_span spans[] = {
+        resources::id_span{{prompt.begin(), prompt.end()}}};
+    auto keyed = resources::key_prompt(spans, page_size_);
+    if (keyed) {
+      kv_->ingest_request(rid, {{"main", resources::kv_prefix_seed{keyed->keys, keyed->tail}}});
+    }
+  }
+  runner_->ingest_request(rid);
+  const std::int64_t hit = runner_->resolve_cached_prefix(rid).value_or(0);
+  matched_total_ += hit;
+  return hit;
+}
+
+void nemotron_h_model::extend(const resources::request_id& rid,
+                              std::span<const resources::token_id> ids) {
+  if (kv_) kv_->extend_prefix_chain(rid, "main", ids);
+}
+
+void nemotron_h_model::remove(const resources::request_id& rid) { runner_->remove_request(rid); }
+
+}  // namespace mstar::models

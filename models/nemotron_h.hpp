@@ -1,0 +1,137 @@
+#pragma once
+
+// The Nemotron-H family (NemotronHForCausalLM): Mamba-2, attention and MLP
+// blocks in a hybrid pattern, each `h += mixer(rms_norm(h))`, then a final
+// norm and the LM head. The model owns its walk: per step it declares a
+// `kv_step` for its attention layers and a `recurrent_step` for its Mamba-2
+// layers, runs admit and plan through the step runner, its kernels against
+// the plans, then commit.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/result.hpp"
+#include "kernels/attention.hpp"
+#include "models/nemotron_h_config.hpp"
+#include "models/tokenizer.hpp"
+#include "resources/kv/kv_pool.hpp"
+#include "resources/recurrent/pool.hpp"
+#include "resources/step/step_runner.hpp"
+
+namespace mstar::models {
+
+/// One block's weights, float32, in the checkpoint's layouts.
+struct nemotron_h_layer {
+  layer_kind kind = layer_kind::mlp;
+  std::int32_t sub_index = 0;  ///< index among layers of its kind (KV / recurrent pool layer)
+  std::vector<float> norm;     ///< [hidden]
+  // Mamba-2
+  std::vector<float> in_proj;   ///< [d_inner + conv_dim + H, hidden]
+  std::vector<float> conv_w;    ///< [conv_dim, W]
+  std::vector<float> conv_b;    ///< [conv_dim] (empty without conv bias)
+  std::vector<float> dt_bias;   ///< [H]
+  std::vector<float> a_log;     ///< [H]
+  std::vector<float> d;         ///< [H]
+  std::vector<float> gnorm;     ///< [d_inner]
+  std::vector<float> out_proj;  ///< [hidden, d_inner]
+  // attention
+  std::vector<float> q, k, v, o;  ///< [Hq*D, hidden], [Hkv*D, hidden] x2, [hidden, Hq*D]
+  // MLP
+  std::vector<float> up, down;  ///< [inter, hidden], [hidden, inter]
+};
+
+/// How the pools a model runs on are sized.
+struct pool_options {
+  std::int64_t page_size = 16;
+  std::int64_t max_num_pages = 4096;
+  std::int64_t max_slots = 64;  ///< recurrent slots, the sink included
+  bool prefix_cache = true;     ///< honoured only by prefix-skip-safe models
+  std::string salt;             ///< prefix-cache salt (tenant)
+};
+
+/// A request's rows for one step: the tokens it feeds now.
+struct step_row {
+  resources::request_id rid;
+  std::span<const resources::token_id> tokens;
+};
+
+/// What a step produced, or why the pools refused it.
+struct step_outcome {
+  std::optional<resources::admit_refusal> refused;  ///< set: nothing ran, nothing changed
+  std::string refused_by;                           ///< the refusing pool's key
+  std::vector<float> logits;                        ///< [rows, vocab]: each row's last token
+};
+
+/// A loaded Nemotron-H checkpoint and the pools it runs on.
+class nemotron_h_model {
+ public:
+  /// Loads `config.json`, the safetensors weights (F32/BF16/F16, converted
+  /// to float32) and the tokenizer of `folder`, and builds its pools. Every
+  /// failure names the file and what was wrong.
+  [[nodiscard]] static result<std::unique_ptr<nemotron_h_model>> load(
+      const std::filesystem::path& folder, const pool_options& pools = {});
+
+  [[nodiscard]] const nemotron_h_config& config() const noexcept { return config_; }
+  [[nodiscard]] const tokenizer& tok() const noexcept { return *tokenizer_; }
+
+  /// Whether a request whose front came from cached pages can skip that
+  /// compute: only without Mamba-2 layers, whose state at the match boundary
+  /// is not cached (reference kv §5.8).
+  [[nodiscard]] bool prefix_skip_safe() const noexcept {
+    return config_.count(layer_kind::mamba2) == 0;
+  }
+
+  /// Registers a request (with its prompt's page keys when prefix reuse is
+  /// on) and returns how many prompt tokens cached pages already hold.
+  [[nodiscard]] std::int64_t ingest(const resources::request_id& rid,
+                                    std::span<const resources::token_id> prompt);
+  /// Feeds sampled ids to the prefix chain so generated pages become
+  /// reusable by a later turn.
+  void extend(const resources::request_id& rid, std::span<const resources::token_id> ids);
+  /// Forgets a request; its cached pages stay in the index.
+  void remove(const resources::request_id& rid);
+
+  /// Runs one step over `rows` (each feeding >= 1 token): admit, plan,
+  /// kernels, commit. A refusal is an outcome, not an error; errors are
+  /// broken invariants.
+  [[nodiscard]] result<step_outcome> step(std::span<const step_row> rows);
+
+  [[nodiscard]] resources::kv_pool* kv() noexcept { return kv_.get(); }
+  [[nodiscard]] resources::recurrent_state_pool* recurrent() noexcept { return rec_.get(); }
+  /// Whole-page tokens of prompts served from cache so far (a metric).
+  [[nodiscard]] std::int64_t matched_tokens_total() const noexcept { return matched_total_; }
+
+ private:
+  struct scratch;
+  nemotron_h_model() = default;
+  [[nodiscard]] result<void> load_weights(const std::filesystem::path& folder);
+  [[nodiscard]] result<void> make_pools(const pool_options& pools, const std::string& fingerprint);
+  void forward(std::span<const step_row> rows, const resources::kv_label_plan* kv_plan,
+               const resources::recurrent_addressing* rec, std::vector<float>& logits);
+  void mamba_layer(const nemotron_h_layer& l, const float* x, float* out, std::int64_t tokens,
+                   std::span<const std::int32_t> cu, bool decode,
+                   const resources::recurrent_addressing& rec);
+  void attention_layer(const nemotron_h_layer& l, const float* x, float* out,
+                       std::int64_t tokens, const resources::kv_label_plan& plan);
+
+  nemotron_h_config config_;
+  std::unique_ptr<tokenizer> tokenizer_;
+  std::vector<float> embeddings_;  ///< [vocab, hidden]
+  std::vector<float> norm_f_;      ///< [hidden]
+  std::vector<float> lm_head_;     ///< [vocab, hidden] (the embeddings when tied)
+  std::vector<nemotron_h_layer> layers_;
+  std::unique_ptr<resources::kv_pool> kv_;
+  std::unique_ptr<resources::recurrent_state_pool> rec_;
+  std::unique_ptr<resources::step_runner> runner_;
+  kernels::kv_arena_view kv_view_{};
+  std::vector<float*> conv_state_, ssm_state_;  ///< per Mamba-2 layer: the pool's block
+  std::int64_t page_size_ = 16;
+  std::int64_t matched_total_ = 0;
+};
+
+}  // namespace mstar::models

@@ -1,0 +1,96 @@
+#include "models/tokenizer.hpp"
+
+#include <fmt/format.h>
+
+#include "models/internal/json_fields.hpp"
+#include "models/internal/json_text.hpp"
+
+namespace mstar::models {
+namespace {
+
+constexpr std::string_view replacement = "\xEF\xBF\xBD";  // U+FFFD
+
+// The byte tokenizer a config's `mstar_tokenizer` declares.
+result<std::unique_ptr<tokenizer>> declared_tokenizer(const nlohmann::json& config,
+                                                      const std::string& label) {
+  const nlohmann::json& declared = config["mstar_tokenizer"];
+  const internal::json_fields fields{config, label};
+  const auto bad = [&](std::string_view why) { return fields.fail("mstar_tokenizer", why); };
+  std::int64_t offset = 0;
+  if (declared.is_object()) {
+    const internal::json_fields inner{declared, label + ": mstar_tokenizer"};
+    auto type = inner.string("type", "");
+    if (!type) return type.error();
+    if (*type != "bytes") return bad(fmt::format("type '{}' is not \"bytes\"", *type));
+    auto read = inner.integer("offset", 0);
+    if (!read) return read.error();
+    offset = *read;
+  } else if (!declared.is_string() || declared.get<std::string>() != "bytes") {
+    return bad(fmt::format("{} is neither \"bytes\" nor {{\"type\": \"bytes\", \"offset\": n}}",
+                           declared.dump()));
+  }
+  auto vocab = fields.integer("vocab_size", offset + 256);
+  if (!vocab) return vocab.error();
+  auto made = byte_tokenizer::make(offset, *vocab);
+  if (!made) return made.error().with_context(label);
+  return std::unique_ptr<tokenizer>{std::make_unique<byte_tokenizer>(std::move(*made))};
+}
+
+}  // namespace
+
+result<byte_tokenizer> byte_tokenizer::make(std::int64_t offset, std::int64_t vocab_size) {
+  if (offset < 0 || vocab_size < offset + 256) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("byte tokenizer with offset {} needs ids up to {}, but the "
+                                  "vocabulary has {}",
+                                  offset, offset + 255, vocab_size));
+  }
+  return byte_tokenizer{offset, vocab_size};
+}
+
+std::vector<token_id> byte_tokenizer::encode(std::string_view text) const {
+  std::vector<token_id> out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    out.push_back(static_cast<token_id>(static_cast<unsigned char>(c) + offset_));
+  }
+  return out;
+}
+
+std::string byte_tokenizer::decode(std::span<const token_id> ids, bool skip_special) const {
+  std::string out;
+  out.reserve(ids.size());
+  for (const token_id id : ids) {
+    const auto value = static_cast<std::int64_t>(id);
+    if (value >= offset_ && value < offset_ + 256) {
+      out.push_back(static_cast<char>(value - offset_));
+    } else if (!(skip_special && value < offset_)) {
+      out.append(replacement);
+    }
+  }
+  return out;
+}
+
+result<std::unique_ptr<tokenizer>> load_tokenizer(const std::filesystem::path& folder) {
+  const auto config_path = folder / "config.json";
+  std::error_code ec;
+  if (std::filesystem::exists(config_path, ec)) {
+    auto config = internal::load_json_file(config_path);
+    if (!config) return config.error();
+    if (config->is_object() && config->contains("mstar_tokenizer")) {
+      return declared_tokenizer(*config, config_path.string());
+    }
+  }
+  const auto json_path = folder / "tokenizer.json";
+  if (!std::filesystem::exists(json_path, ec)) {
+    return make_error(errc::not_found,
+                      fmt::format("{}: no tokenizer.json and config.json declares no "
+                                  "mstar_tokenizer",
+                                  folder.string()));
+  }
+  auto bpe = bpe_tokenizer::load(json_path);
+  if (!bpe) return bpe.error();
+  return std::unique_ptr<tokenizer>{std::make_unique<bpe_tokenizer>(std::move(*bpe))};
+}
+
+}  // namespace mstar::models

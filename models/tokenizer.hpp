@@ -1,0 +1,116 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.hpp"
+
+namespace mstar::models {
+
+/// A token id; the same width page keys encode (`resources::token_id`).
+using token_id = std::uint32_t;
+
+/// Turns text into token ids and back. Implementations are immutable after
+/// construction, so one instance may serve several threads.
+class tokenizer {
+ public:
+  virtual ~tokenizer() = default;
+
+  /// The ids of `text`; adds no BOS or EOS (the caller decides).
+  [[nodiscard]] virtual std::vector<token_id> encode(std::string_view text) const = 0;
+
+  /// The text of `ids`. Never fails: an id that stands for no text becomes
+  /// U+FFFD, and special tokens are dropped when `skip_special` is set. Bytes
+  /// are concatenated as they decode, so cutting a multi-byte character in
+  /// half yields invalid UTF-8 (dump JSON with a replacing error handler).
+  [[nodiscard]] virtual std::string decode(std::span<const token_id> ids,
+                                           bool skip_special = false) const = 0;
+
+  /// One past the largest id this tokenizer produces or understands.
+  [[nodiscard]] virtual std::int64_t vocab_size() const noexcept = 0;
+};
+
+/// Byte-level ids: byte b is id b + offset; ids below the offset are special
+/// (pad, bos, eos...) and decode to nothing when skipped, to U+FFFD otherwise,
+/// as do ids at or above offset + 256.
+///
+/// A model declares it in config.json as `"mstar_tokenizer": "bytes"` (offset
+/// 0) or `"mstar_tokenizer": {"type": "bytes", "offset": 3}`.
+class byte_tokenizer final : public tokenizer {
+ public:
+  /// Fails unless 0 <= offset and offset + 256 <= vocab_size.
+  [[nodiscard]] static result<byte_tokenizer> make(std::int64_t offset, std::int64_t vocab_size);
+
+  [[nodiscard]] std::vector<token_id> encode(std::string_view text) const override;
+  [[nodiscard]] std::string decode(std::span<const token_id> ids,
+                                   bool skip_special = false) const override;
+  [[nodiscard]] std::int64_t vocab_size() const noexcept override { return vocab_size_; }
+
+  /// The id of byte 0.
+  [[nodiscard]] std::int64_t offset() const noexcept { return offset_; }
+
+ private:
+  byte_tokenizer(std::int64_t offset, std::int64_t vocab_size)
+      : offset_(offset), vocab_size_(vocab_size) {}
+
+  std::int64_t offset_;
+  std::int64_t vocab_size_;
+};
+
+/// A byte-level BPE tokenizer read from a Hugging Face `tokenizer.json`
+/// (GPT-2 style: a "BPE" model with vocab and merges, a "ByteLevel"
+/// pre-tokenizer and decoder, added/special tokens).
+///
+/// Supported: normalizer null; pre_tokenizer ByteLevel (or a Sequence of one),
+/// with `add_prefix_space` and `use_regex`; merges as "a b" strings or
+/// ["a", "b"] pairs; `ignore_merges`; `unk_token`. Refused with an
+/// "unsupported" error naming the field: other normalizers, Split or other
+/// pre-tokenizers (e.g. Llama-3 style regexes), byte_fallback, subword
+/// prefixes/suffixes. Known gap: the GPT-2 regex is hand-written and its
+/// \p{L} / \p{N} classes are a table of common scripts, so text in rarer
+/// scripts or with combining marks may split differently from `tokenizers`.
+/// Added tokens match anywhere in the text, longest first; their
+/// lstrip/rstrip/single_word flags are not applied.
+class bpe_tokenizer final : public tokenizer {
+ public:
+  /// Reads and checks a tokenizer.json file.
+  [[nodiscard]] static result<bpe_tokenizer> load(const std::filesystem::path& path);
+
+  /// Parses tokenizer.json text; `label` names it in errors.
+  [[nodiscard]] static result<bpe_tokenizer> parse(std::string_view json_text,
+                                                   std::string_view label = "tokenizer.json");
+
+  bpe_tokenizer(bpe_tokenizer&&) noexcept;
+  bpe_tokenizer& operator=(bpe_tokenizer&&) noexcept;
+  ~bpe_tokenizer() override;
+
+  [[nodiscard]] std::vector<token_id> encode(std::string_view text) const override;
+  [[nodiscard]] std::string decode(std::span<const token_id> ids,
+                                   bool skip_special = false) const override;
+  [[nodiscard]] std::int64_t vocab_size() const noexcept override;
+
+  /// The id of a vocab entry (in its byte-level spelling) or added token.
+  [[nodiscard]] std::optional<token_id> find(std::string_view token) const;
+
+  struct state;  ///< the tables; defined in the .cpp
+
+ private:
+  explicit bpe_tokenizer(std::unique_ptr<const state> tables);
+
+  std::unique_ptr<const state> state_;
+};
+
+/// The tokenizer of a model folder: the one config.json declares under
+/// `mstar_tokenizer` when present, else `tokenizer.json`. Fails (not_found)
+/// when the folder has neither, and with the reader's message when the
+/// declaration or file is malformed.
+[[nodiscard]] result<std::unique_ptr<tokenizer>> load_tokenizer(
+    const std::filesystem::path& folder);
+
+}  // namespace mstar::models
