@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "models/safetensors.hpp"
@@ -177,6 +179,91 @@ result<void> nemotron_h_model::make_pools(const pool_options& pools,
   if (!runner) return runner.error();
   runner_ = std::make_unique<resources::step_runner>(std::move(*runner));
   return {};
+}
+
+result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::random(nemotron_h_config config,
+                                                                   std::uint64_t seed,
+                                                                   const pool_options& pools) {
+  if (auto ok = config.validate(); !ok) return ok.error();
+  auto model = std::unique_ptr<nemotron_h_model>(new nemotron_h_model);
+  model->config_ = std::move(config);
+  const auto& c = model->config_;
+  auto tok = byte_tokenizer::make(3, c.vocab_size);
+  if (!tok) return tok.error();
+  model->tokenizer_ = std::make_unique<byte_tokenizer>(std::move(*tok));
+  std::mt19937_64 rng{seed};
+  std::normal_distribution<float> normal{0.0F, 0.02F};
+  auto fill = [&](std::vector<float>& w, std::int64_t n) {
+    w.resize(static_cast<std::size_t>(n));
+    for (auto& x : w) x = normal(rng);
+  };
+  auto ones = [](std::vector<float>& w, std::int64_t n) { w.assign(static_cast<std::size_t>(n), 1.0F); };
+  const std::int64_t hid = c.hidden_size, H = c.mamba_num_heads, di = c.d_inner();
+  const std::int64_t qd = c.num_attention_heads * c.head_dim;
+  const std::int64_t kvd = c.num_key_value_heads * c.head_dim;
+  fill(model->embeddings_, c.vocab_size * hid);
+  fill(model->lm_head_, c.vocab_size * hid);
+  ones(model->norm_f_, hid);
+  std::int32_t counts[4] = {0, 0, 0, 0};
+  for (const auto kind : c.layers) {
+    nemotron_h_layer l;
+    l.kind = kind;
+    l.sub_index = counts[static_cast<int>(kind)]++;
+    ones(l.norm, hid);
+    if (kind == layer_kind::mamba2) {
+      fill(l.in_proj, c.in_proj_size() * hid);
+      fill(l.conv_w, c.conv_dim() * c.conv_kernel);
+      if (c.use_conv_bias) fill(l.conv_b, c.conv_dim());
+      ones(l.dt_bias, H);
+      l.a_log.resize(static_cast<std::size_t>(H));
+      for (std::int64_t h = 0; h < H; ++h) l.a_log[static_cast<std::size_t>(h)] = std::log(static_cast<float>(h + 1));
+      ones(l.d, H);
+      ones(l.gnorm, di);
+      fill(l.out_proj, hid * di);
+    } else if (kind == layer_kind::attention) {
+      fill(l.q, qd * hid);
+      fill(l.k, kvd * hid);
+      fill(l.v, kvd * hid);
+      fill(l.o, hid * qd);
+    } else if (kind == layer_kind::mlp) {
+      fill(l.up, c.intermediate_size * hid);
+      fill(l.down, hid * c.intermediate_size);
+    }
+    model->layers_.push_back(std::move(l));
+  }
+  const auto id = resources::fingerprint("random nemotron_h", seed, c.pattern(), hid);
+  if (auto ok = model->make_pools(pools, std::string(id.begin(), id.end())); !ok) return ok.error();
+  return model;
+}
+
+std::int64_t nemotron_h_model::num_parameters() const noexcept {
+  auto n = static_cast<std::int64_t>(embeddings_.size() + norm_f_.size() +
+                                     (lm_head_.data() == embeddings_.data() ? 0 : lm_head_.size()));
+  for (const auto& l : layers_) {
+    for (const auto* w : {&l.norm, &l.in_proj, &l.conv_w, &l.conv_b, &l.dt_bias, &l.a_log, &l.d,
+                          &l.gnorm, &l.out_proj, &l.q, &l.k, &l.v, &l.o, &l.up, &l.down}) {
+      n += static_cast<std::int64_t>(w->size());
+    }
+  }
+  return n;
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> nemotron_h_model::gemm_shapes() const {
+  const auto& c = config_;
+  const std::int64_t hid = c.hidden_size;
+  const std::int64_t qd = c.num_attention_heads * c.head_dim;
+  const std::int64_t kvd = c.num_key_value_heads * c.head_dim;
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (const auto kind : c.layers) {
+    if (kind == layer_kind::mamba2) {
+      out.insert(out.end(), {{c.in_proj_size(), hid}, {hid, c.d_inner()}});
+    } else if (kind == layer_kind::attention) {
+      out.insert(out.end(), {{qd, hid}, {kvd, hid}, {kvd, hid}, {hid, qd}});
+    } else if (kind == layer_kind::mlp) {
+      out.insert(out.end(), {{c.intermediate_size, hid}, {hid, c.intermediate_size}});
+    }
+  }
+  return out;
 }
 
 std::int64_t nemotron_h_model::ingest(const resources::request_id& rid,

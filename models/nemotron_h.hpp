@@ -76,7 +76,18 @@ class nemotron_h_model {
   [[nodiscard]] static result<std::unique_ptr<nemotron_h_model>> load(
       const std::filesystem::path& folder, const pool_options& pools = {});
 
+  /// A model with random weights (normal, std 0.02; Mamba-2's A_log, D and
+  /// dt_bias at their usual initial values) and a byte tokenizer: for
+  /// benchmarks and tests at sizes no fixture holds.
+  [[nodiscard]] static result<std::unique_ptr<nemotron_h_model>> random(
+      nemotron_h_config config, std::uint64_t seed, const pool_options& pools = {});
+
   [[nodiscard]] const nemotron_h_config& config() const noexcept { return config_; }
+  /// Number of weights.
+  [[nodiscard]] std::int64_t num_parameters() const noexcept;
+  /// Each linear layer's [out, in] shape, once per use in a forward over
+  /// every layer (the GEMMs a step runs), for the BLAS floor of benchmarks.
+  [[nodiscard]] std::vector<std::pair<std::int64_t, std::int64_t>> gemm_shapes() const;
   [[nodiscard]] const tokenizer& tok() const noexcept { return *tokenizer_; }
 
   /// Whether a request whose front came from cached pages can skip that

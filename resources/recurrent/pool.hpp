@@ -114,8 +114,11 @@ class recurrent_state_pool final : public resource {
   /// for a config `validate` rejects or one whose slot ids overflow int32.
   [[nodiscard]] static result<std::unique_ptr<recurrent_state_pool>> make(
       std::string key, recurrent_state_config config);
+  /// Frees the arenas; plans and block views into them dangle afterwards.
   ~recurrent_state_pool() override;
+  /// Not copyable: plans and block views point into the pool.
   recurrent_state_pool(const recurrent_state_pool&) = delete;
+  /// Not copyable: plans and block views point into the pool.
   recurrent_state_pool& operator=(const recurrent_state_pool&) = delete;
 
   // resource
@@ -137,7 +140,9 @@ class recurrent_state_pool final : public resource {
   /// The step's `recurrent_plan`. A live plan copies the pre-forks first; a
   /// staged one (`ctx.is_preplan`) copies nothing and addresses fork
   /// targets as if the copy had happened, and the live plan of the same
-  /// step returns that very object, copying the forks then. Errors (before
+  /// step returns that very object, copying the forks then. A stage reads
+  /// has_state as it is when staged, so stage step N+1 after step N's
+  /// commit (the engine gates pre-plans on commit_done). Errors (before
   /// changing anything): a non-recurrent step, a second stage, a fork
   /// target admit never reserved, more rows than a captured buffer holds.
   [[nodiscard]] result<std::shared_ptr<const plan_result>> plan(const resource_step& step,

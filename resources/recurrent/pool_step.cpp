@@ -119,13 +119,15 @@ admit_outcome recurrent_state_pool::admit(const resource_step& step, step_contex
   } else {
     if (staged_ && !matches_stage(*s, ctx))
       clear_preplan();  // stale: a different step runs
-    live_.clear();      // an earlier step's slots are its own now
-    if (staged_ && !staged_->admitted) {
-      // The staged reservations are this step's: a refusal now unwinds them,
-      // a later clear_preplan leaves them alone.
-      live_ = std::move(staged_->reservations);
-      staged_->reservations.clear();
-      staged_->admitted = true;
+    if (!staged_ || !staged_->admitted) {
+      live_.clear();  // an earlier step's slots are its own now
+      if (staged_) {
+        // The staged reservations are this step's: a refusal now unwinds
+        // them, a later clear_preplan leaves them alone.
+        live_ = std::move(staged_->reservations);
+        staged_->reservations.clear();
+        staged_->admitted = true;
+      }
     }
   }
   // Capture rows are the runner's dummies; across capture slots times the

@@ -17,29 +17,13 @@
 #include "resources/recurrent/pool.hpp"
 #include "resources/step/step_runner.hpp"
 #include "tests/resources/recurrent/pool_fixture.hpp"
+#include "tests/resources/recurrent/pool_walk_model.hpp"
 
 namespace mstar::resources {
 namespace {
 
 using namespace mstar::resources::test;
-using key = std::pair<request_id, std::string>;
-
-struct shadow_slot {
-  std::optional<std::uint32_t> seed;  // nullopt: zeros
-  bool has_state = false;
-  std::uint64_t generation = 0;
-};
-using shadow_map = std::map<key, shadow_slot>;
-
-struct walk_step {
-  std::shared_ptr<recurrent_step> rec;
-  step_bundle bundle;
-  step_context ctx;
-};
-
-const std::vector<std::string> labels{"main", "draft"};
-const std::vector<std::string> pads{"pad0", "pad1"};
-constexpr std::int64_t rec_slots = 9;  // the sink and 8 usable: full now and then
+using namespace mstar::resources::test::walk;
 
 class recurrent_walk : public ::testing::Test {
  protected:
@@ -62,98 +46,6 @@ class recurrent_walk : public ::testing::Test {
   bool coin(double p) { return std::bernoulli_distribution(p)(rng_); }
   int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   step_runner& runner() { return runners_[static_cast<std::size_t>(pick(0, 1))]; }
-
-  static bool addressed(const walk_step& s, const segment& seg) {
-    return seg.span > 0 && !s.ctx.is_padding_row(seg.rid);
-  }
-  static bool forks_apply(const walk_step& s, std::size_t row) {
-    const request_id& rid = s.rec->segments[row].rid;
-    const auto& segs = s.rec->segments;
-    if (s.ctx.is_padding_row(rid) ||
-        std::any_of(segs.begin(), segs.begin() + static_cast<std::ptrdiff_t>(row),
-                    [&](const segment& x) { return x.rid == rid; }))
-      return false;
-    return !s.rec->fork_rids || std::count(s.rec->fork_rids->begin(), s.rec->fork_rids->end(), rid);
-  }
-  static void fork_shadow(const walk_step& s, const std::vector<fork>& forks, shadow_map& sh) {
-    for (std::size_t i = 0; i < s.rec->segments.size(); ++i) {
-      if (!forks_apply(s, i))
-        continue;
-      for (const auto& [from, to] : forks) {
-        const request_id& rid = s.rec->segments[i].rid;
-        if (!sh.contains({rid, from}))
-          continue;
-        ASSERT_TRUE(sh.contains({rid, to})) << rid << "/" << to << " was not reserved";
-        shadow_slot& dst = sh[{rid, to}];
-        dst.seed = sh[{rid, from}].seed;
-        dst.has_state = sh[{rid, from}].has_state;
-        ++dst.generation;
-      }
-    }
-  }
-
-  // The step, for failure messages.
-  static std::string describe(const walk_step& s) {
-    std::string out = "step";
-    for (const segment& seg : s.rec->segments)
-      out += " " + seg.rid + "/" + seg.label + ":" + std::to_string(seg.span);
-    for (const auto& [from, to] : s.rec->pre_forks)
-      out += " pre " + from + "->" + to;
-    for (const auto& [from, to] : s.rec->post_forks)
-      out += " post " + from + "->" + to;
-    if (s.rec->fork_rids) {
-      out += " fork_rids";
-      for (const auto& rid : *s.rec->fork_rids)
-        out += " " + rid;
-    }
-    if (s.ctx.lease)
-      out += " lease " + std::to_string(s.ctx.lease->slot);
-    return out;
-  }
-
-  walk_step random_step() {
-    walk_step s;
-    s.rec = std::make_shared<recurrent_step>();
-    auto chosen = rids_;
-    std::shuffle(chosen.begin(), chosen.end(), rng_);
-    chosen.resize(
-        static_cast<std::size_t>(pick(1, std::min<int>(4, static_cast<int>(chosen.size())))));
-    auto span = [&] { return coin(0.15) ? 0 : pick(1, 3); };
-    for (const auto& rid : chosen) {
-      s.rec->segments.push_back({rid, "main", span()});
-      if (coin(0.3))
-        s.rec->segments.push_back({rid, "draft", span()});
-    }
-    for (int i = pick(0, 2); i > 0; --i) {
-      s.rec->segments.push_back({pads[static_cast<std::size_t>(i - 1)], "main", 1});
-      s.ctx.padding_rows.insert(pads[static_cast<std::size_t>(i - 1)]);
-    }
-    std::shuffle(s.rec->segments.begin(), s.rec->segments.end(), rng_);
-    const int forks = pick(0, 9);
-    if (forks < 2)
-      s.rec->pre_forks = {{"main", "draft"}};
-    else if (forks < 4)
-      s.rec->post_forks = {{"main", "draft"}};
-    else if (forks < 5)
-      s.rec->pre_forks = {{"draft", "main"}};
-    if (forks < 5 && coin(0.3)) {
-      s.rec->fork_rids.emplace();
-      for (const auto& rid : chosen)
-        if (coin(0.5))
-          s.rec->fork_rids->push_back(rid);
-    }
-    if (coin(0.3))
-      s.ctx.lease = graph_lease{pick(0, 1), 8};
-    auto kv = std::make_shared<kv_step>();
-    kv->segments = s.rec->segments;
-    kv->pre_forks = s.rec->pre_forks;
-    kv->post_forks = s.rec->post_forks;
-    kv->fork_rids = s.rec->fork_rids;
-    auto other = std::make_shared<resource_step>();
-    other->segments = s.rec->segments;
-    s.bundle = {{"rec", s.rec}, {"kv", kv}, {"stub", other}};
-    return s;
-  }
 
   // Holders the shadow lacks join it fresh (zero, no state, generation 0).
   void add_new_holders(std::set<key>* added) {
@@ -280,7 +172,7 @@ class recurrent_walk : public ::testing::Test {
   }
 
   void step_op() {
-    walk_step s = pending_ ? std::move(*pending_) : random_step();
+    walk_step s = pending_ ? std::move(*pending_) : random_step(rng_, rids_);
     pending_.reset();
     SCOPED_TRACE(describe(s));
     bool staged = staged_plan_ != nullptr;
@@ -376,7 +268,7 @@ class recurrent_walk : public ::testing::Test {
   }
 
   bool stage_next(bool rec_only) {
-    pending_ = random_step();
+    pending_ = random_step(rng_, rids_);
     if (!stage(*pending_, rec_only))
       pending_.reset();
     return pending_.has_value();

@@ -1,0 +1,162 @@
+// mstar-run: generate text with a model through the pools, in one process.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "models/generator.hpp"
+
+namespace {
+
+using mstar::models::generation_request;
+using mstar::models::generation_result;
+
+struct options {
+  std::string model = MSTAR_EMBEDDED_MODEL_DIR;
+  std::vector<std::string> prompts;
+  std::vector<std::string> prompt_ids;
+  std::string prompts_file;
+  std::int32_t max_tokens = 32;
+  mstar::models::sampling_options sampling;
+  bool json = false;
+  bool logits = false;
+  mstar::models::pool_options pools;
+};
+
+// "5,17,301" -> ids, or an error naming the bad entry.
+mstar::result<std::vector<mstar::resources::token_id>> parse_ids(const std::string& text) {
+  std::vector<mstar::resources::token_id> ids;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const auto comma = std::min(text.find(',', at), text.size());
+    const std::string_view part{text.data() + at, comma - at};
+    std::uint32_t v = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (part.empty() || ec != std::errc{} || end != part.data() + part.size()) {
+      return mstar::make_error(mstar::errc::invalid_argument,
+                               fmt::format("--prompt-ids: '{}' is not a token id (in \"{}\")",
+                                           part, text));
+    }
+    ids.push_back(v);
+    at = comma + 1;
+  }
+  return ids;
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "mstar-run: %s\n", message.c_str());
+  return 2;
+}
+
+void print_text(const options& opt, const mstar::models::nemotron_h_model& model,
+                const std::vector<generation_result>& results) {
+  for (const auto& r : results) {
+    if (opt.json) {
+      nlohmann::json line{{"prompt_ids", r.prompt_ids},
+                          {"generated_ids", r.generated_ids},
+                          {"text", model.tok().decode(r.generated_ids, true)},
+                          {"matched_tokens", r.matched_tokens}};
+      if (opt.logits) line["step_logits"] = r.step_logits;
+      std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    } else {
+      std::cout << model.tok().decode(r.prompt_ids, true) << model.tok().decode(r.generated_ids, true)
+                << "\n";
+    }
+  }
+}
+
+void print_summary(const std::vector<generation_result>& results, double wall_s) {
+  std::size_t prompt = 0, generated = 0;
+  std::int64_t matched = 0;
+  double ttft = 0, decode = 0;
+  for (const auto& r : results) {
+    prompt += r.prompt_ids.size();
+    generated += r.generated_ids.size();
+    matched += r.matched_tokens;
+    ttft += r.time_to_first_token_s;
+    decode += r.decode_time_s;
+  }
+  const double n = static_cast<double>(results.size());
+  const double tpot = generated > results.size()
+                          ? decode / static_cast<double>(generated - results.size())
+                          : 0.0;
+  std::fprintf(stderr,
+               "--- %zu prompt(s): %zu prompt tokens (%lld from cached pages), %zu generated\n"
+               "--- time to first token %.2f ms (mean), time per output token %.3f ms, "
+               "%.1f tokens/s overall\n",
+               results.size(), prompt, static_cast<long long>(matched), generated,
+               1e3 * ttft / n, 1e3 * tpot, static_cast<double>(generated) / wall_s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mstar-run: generate with a model through mstar-cpp's KV and recurrent pools, in one "
+      "process.\nWithout --model it runs the embedded default (a tiny random-weight "
+      "Nemotron-H: its text is noise, its numbers are real)."};
+  options opt;
+  app.add_option("--model", opt.model, "Model folder (config.json, *.safetensors, tokenizer)");
+  app.add_option("--prompt", opt.prompts, "A prompt (repeatable)");
+  app.add_option("--prompt-ids", opt.prompt_ids, "A prompt as token ids: 5,17,301 (repeatable)");
+  app.add_option("--prompts", opt.prompts_file, "A file with one prompt per line");
+  app.add_option("--max-tokens", opt.max_tokens, "Tokens to generate per prompt")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--temperature", opt.sampling.temperature, "0 is greedy")
+      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--top-k", opt.sampling.top_k, "Keep the k most likely tokens (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--top-p", opt.sampling.top_p, "Nucleus mass in (0, 1]")
+      ->check(CLI::Range(1e-6, 1.0));
+  app.add_option("--seed", opt.sampling.seed, "Sampling seed");
+  app.add_option("--page-size", opt.pools.page_size, "KV page size in tokens")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--max-pages", opt.pools.max_num_pages, "KV pages in the pool")
+      ->check(CLI::Range(2, 1 << 24));
+  app.add_option("--max-slots", opt.pools.max_slots, "Recurrent state slots (sink included)")
+      ->check(CLI::Range(2, 1 << 20));
+  app.add_flag("--json", opt.json, "One JSON object per prompt instead of text");
+  app.add_flag("--logits", opt.logits, "With --json: the logits row of every generated token");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  if (opt.logits && !opt.json) return fail("--logits needs --json");
+  auto model = mstar::models::nemotron_h_model::load(opt.model, opt.pools);
+  if (!model) return fail(model.error().message());
+  std::vector<generation_request> requests;
+  auto add = [&](std::vector<mstar::resources::token_id> ids) {
+    generation_request r;
+    r.prompt = std::move(ids);
+    r.max_tokens = opt.max_tokens;
+    r.sampling = opt.sampling;
+    requests.push_back(std::move(r));
+  };
+  if (!opt.prompts_file.empty()) {
+    std::ifstream in{opt.prompts_file};
+    if (!in) return fail("cannot read --prompts file " + opt.prompts_file);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) opt.prompts.push_back(line);
+    }
+  }
+  for (const auto& p : opt.prompts) add((*model)->tok().encode(p));
+  for (const auto& p : opt.prompt_ids) {
+    auto ids = parse_ids(p);
+    if (!ids) return fail(ids.error().message());
+    add(std::move(*ids));
+  }
+  if (requests.empty()) add((*model)->tok().encode("Once upon a time"));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto results = mstar::models::generate(**model, requests, opt.logits);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!results) return fail(results.error().message());
+  print_text(opt, **model, *results);
+  print_summary(*results, wall);
+  return 0;
+}
