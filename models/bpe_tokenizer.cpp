@@ -22,7 +22,8 @@ void merge_symbols(const bpe_tokenizer::state& s, std::vector<std::string>& symb
         at = i;
       }
     }
-    if (best == std::numeric_limits<std::uint32_t>::max()) return;
+    if (best == std::numeric_limits<std::uint32_t>::max())
+      return;
     symbols[at] += symbols[at + 1];
     symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(at) + 1);
   }
@@ -68,14 +69,16 @@ void encode_segment(const bpe_tokenizer::state& s, std::string_view segment,
     encode_piece(s, segment, out);
     return;
   }
-  for (const std::string_view piece : internal::split_gpt2(segment)) encode_piece(s, piece, out);
+  for (const std::string_view piece : internal::split_gpt2(segment))
+    encode_piece(s, piece, out);
 }
 
 // The added token starting at text[at], longest first, or nullptr.
 const bpe_tokenizer::state::added_token* added_at(const bpe_tokenizer::state& s,
                                                   std::string_view text, std::size_t at) {
   for (const auto& token : s.added) {
-    if (text.substr(at).starts_with(token.content)) return &token;
+    if (text.substr(at).starts_with(token.content))
+      return &token;
   }
   return nullptr;
 }
@@ -97,12 +100,14 @@ std::vector<token_id> bpe_tokenizer::encode(std::string_view text) const {
       ++at;
       continue;
     }
-    if (at > start) encode_segment(*state_, text.substr(start, at - start), out);
+    if (at > start)
+      encode_segment(*state_, text.substr(start, at - start), out);
     out.push_back(token->id);
     at += token->content.size();
     start = at;
   }
-  if (text.size() > start) encode_segment(*state_, text.substr(start), out);
+  if (text.size() > start)
+    encode_segment(*state_, text.substr(start), out);
   return out;
 }
 
@@ -125,10 +130,12 @@ std::int64_t bpe_tokenizer::vocab_size() const noexcept {
 
 std::optional<token_id> bpe_tokenizer::find(std::string_view token) const {
   for (const auto& added : state_->added) {
-    if (added.content == token) return added.id;
+    if (added.content == token)
+      return added.id;
   }
   const auto it = state_->vocab.find(std::string{token});
-  if (it == state_->vocab.end()) return std::nullopt;
+  if (it == state_->vocab.end())
+    return std::nullopt;
   return it->second;
 }
 

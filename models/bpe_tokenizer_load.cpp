@@ -33,8 +33,10 @@ std::string type_of(const json& node) {
 result<bool> flag(const reporter& r, const json& node, const char* key, bool fallback,
                   std::string_view field) {
   const auto it = node.find(key);
-  if (it == node.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) return r.bad(field, fmt::format("'{}' is not true or false", key));
+  if (it == node.end() || it->is_null())
+    return fallback;
+  if (!it->is_boolean())
+    return r.bad(field, fmt::format("'{}' is not true or false", key));
   return it->get<bool>();
 }
 
@@ -47,8 +49,8 @@ bool is_unset(const json& node, std::string_view key) {
 result<void> read_pre_tokenizer(const reporter& r, const json& doc, state& s) {
   const auto normalizer = doc.find("normalizer");
   if (normalizer != doc.end() && !normalizer->is_null()) {
-    return r.unsupported("normalizer", fmt::format("type '{}' is not supported (only null)",
-                                                   type_of(*normalizer)));
+    return r.unsupported(
+        "normalizer", fmt::format("type '{}' is not supported (only null)", type_of(*normalizer)));
   }
   const auto pre = doc.find("pre_tokenizer");
   if (pre == doc.end() || pre->is_null()) {
@@ -63,30 +65,33 @@ result<void> read_pre_tokenizer(const reporter& r, const json& doc, state& s) {
     level = &(*list)[0];
   }
   if (type_of(*level) != "ByteLevel") {
-    return r.unsupported("pre_tokenizer", fmt::format("type '{}' is not supported (ByteLevel)",
-                                                      type_of(*level)));
+    return r.unsupported("pre_tokenizer",
+                         fmt::format("type '{}' is not supported (ByteLevel)", type_of(*level)));
   }
   const auto prefix = flag(r, *level, "add_prefix_space", false, "pre_tokenizer");
-  if (!prefix) return prefix.error();
+  if (!prefix)
+    return prefix.error();
   const auto regex = flag(r, *level, "use_regex", true, "pre_tokenizer");
-  if (!regex) return regex.error();
+  if (!regex)
+    return regex.error();
   s.add_prefix_space = *prefix;
   s.use_regex = *regex;
   const auto decoder = doc.find("decoder");
   if (decoder != doc.end() && !decoder->is_null() && type_of(*decoder) != "ByteLevel") {
-    return r.unsupported("decoder", fmt::format("type '{}' is not supported (ByteLevel)",
-                                                type_of(*decoder)));
+    return r.unsupported("decoder",
+                         fmt::format("type '{}' is not supported (ByteLevel)", type_of(*decoder)));
   }
   return {};
 }
 
 result<void> read_vocab(const reporter& r, const json& model, state& s) {
   const auto vocab = model.find("vocab");
-  if (vocab == model.end() || !vocab->is_object()) return r.bad("model.vocab", "not an object");
+  if (vocab == model.end() || !vocab->is_object())
+    return r.bad("model.vocab", "not an object");
   for (const auto& [token, id] : vocab->items()) {
     if (!id.is_number_unsigned() || id.get<std::uint64_t>() > 0x7FFFFFFFU) {
-      return r.bad("model.vocab", fmt::format("id of '{}' is {}, not a non-negative integer", token,
-                                              id.dump()));
+      return r.bad("model.vocab",
+                   fmt::format("id of '{}' is {}, not a non-negative integer", token, id.dump()));
     }
     s.vocab.emplace(token, static_cast<token_id>(id.get<std::uint64_t>()));
   }
@@ -98,7 +103,8 @@ std::optional<std::pair<std::string, std::string>> merge_pair(const json& merge)
   if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
     return std::pair{merge[0].get<std::string>(), merge[1].get<std::string>()};
   }
-  if (!merge.is_string()) return std::nullopt;
+  if (!merge.is_string())
+    return std::nullopt;
   const auto text = merge.get<std::string>();
   const auto space = text.find(' ');
   if (space == std::string::npos || space == 0 || text.find(' ', space + 1) != std::string::npos) {
@@ -109,14 +115,16 @@ std::optional<std::pair<std::string, std::string>> merge_pair(const json& merge)
 
 result<void> read_merges(const reporter& r, const json& model, state& s) {
   const auto merges = model.find("merges");
-  if (merges == model.end() || !merges->is_array()) return r.bad("model.merges", "not a list");
+  if (merges == model.end() || !merges->is_array())
+    return r.bad("model.merges", "not a list");
   for (std::size_t i = 0; i < merges->size(); ++i) {
     const auto pair = merge_pair((*merges)[i]);
     const auto field = fmt::format("model.merges[{}]", i);
-    if (!pair) return r.bad(field, fmt::format("{} is not \"a b\" or [\"a\", \"b\"]",
-                                               (*merges)[i].dump()));
+    if (!pair)
+      return r.bad(field, fmt::format("{} is not \"a b\" or [\"a\", \"b\"]", (*merges)[i].dump()));
     for (const auto& part : {pair->first, pair->second, pair->first + pair->second}) {
-      if (!s.vocab.contains(part)) return r.bad(field, fmt::format("'{}' is not in the vocab", part));
+      if (!s.vocab.contains(part))
+        return r.bad(field, fmt::format("'{}' is not in the vocab", part));
     }
     s.merge_ranks.emplace(internal::merge_key(pair->first, pair->second),
                           static_cast<std::uint32_t>(i));
@@ -126,35 +134,41 @@ result<void> read_merges(const reporter& r, const json& model, state& s) {
 
 result<void> read_model(const reporter& r, const json& doc, state& s) {
   const auto model = doc.find("model");
-  if (model == doc.end() || !model->is_object()) return r.bad("model", "not an object");
+  if (model == doc.end() || !model->is_object())
+    return r.bad("model", "not an object");
   if (const auto type = type_of(*model); !type.empty() && type != "BPE") {
     return r.unsupported("model.type", fmt::format("'{}' is not supported (BPE)", type));
   }
-  for (const char* key : {"byte_fallback", "continuing_subword_prefix", "end_of_word_suffix",
-                          "dropout"}) {
+  for (const char* key :
+       {"byte_fallback", "continuing_subword_prefix", "end_of_word_suffix", "dropout"}) {
     if (!is_unset(*model, key)) {
       return r.unsupported(fmt::format("model.{}", key), "must be unset for byte-level BPE");
     }
   }
   const auto ignore = flag(r, *model, "ignore_merges", false, "model");
-  if (!ignore) return ignore.error();
+  if (!ignore)
+    return ignore.error();
   s.ignore_merges = *ignore;
-  if (auto ok = read_vocab(r, *model, s); !ok) return ok;
-  if (auto ok = read_merges(r, *model, s); !ok) return ok;
+  if (auto ok = read_vocab(r, *model, s); !ok)
+    return ok;
+  if (auto ok = read_merges(r, *model, s); !ok)
+    return ok;
   const auto unk = model->find("unk_token");
   if (unk != model->end() && unk->is_string()) {
     const auto it = s.vocab.find(unk->get<std::string>());
-    if (it == s.vocab.end()) return r.bad("model.unk_token", "is not in the vocab");
+    if (it == s.vocab.end())
+      return r.bad("model.unk_token", "is not in the vocab");
     s.unk = it->second;
   }
   return {};
 }
 
-result<void> read_added(const reporter& r, const json& doc, state& s,
-                        std::vector<bool>& special) {
+result<void> read_added(const reporter& r, const json& doc, state& s, std::vector<bool>& special) {
   const auto added = doc.find("added_tokens");
-  if (added == doc.end() || added->is_null()) return {};
-  if (!added->is_array()) return r.bad("added_tokens", "not a list");
+  if (added == doc.end() || added->is_null())
+    return {};
+  if (!added->is_array())
+    return r.bad("added_tokens", "not a list");
   for (std::size_t i = 0; i < added->size(); ++i) {
     const json& item = (*added)[i];
     const auto field = fmt::format("added_tokens[{}]", i);
@@ -163,23 +177,27 @@ result<void> read_added(const reporter& r, const json& doc, state& s,
         item["content"].get<std::string>().empty()) {
       return r.bad(field, "needs a non-negative 'id' and a non-empty 'content'");
     }
-    if (item["id"].get<std::uint64_t>() > 0x7FFFFFFFU) return r.bad(field, "'id' is too large");
+    if (item["id"].get<std::uint64_t>() > 0x7FFFFFFFU)
+      return r.bad(field, "'id' is too large");
     const auto id = static_cast<token_id>(item["id"].get<std::uint64_t>());
     const auto is_special = flag(r, item, "special", false, field);
-    if (!is_special) return is_special.error();
+    if (!is_special)
+      return is_special.error();
     s.added.push_back({item["content"].get<std::string>(), id});
     special.resize(std::max<std::size_t>(special.size(), std::size_t{id} + 1));
     special[id] = *is_special;
   }
-  std::stable_sort(s.added.begin(), s.added.end(),
-                   [](const auto& a, const auto& b) { return a.content.size() > b.content.size(); });
+  std::stable_sort(s.added.begin(), s.added.end(), [](const auto& a, const auto& b) {
+    return a.content.size() > b.content.size();
+  });
   return {};
 }
 
 // Decode tables; every vocab spelling must be byte-level (code points of the table).
 result<void> build_id_tables(const reporter& r, state& s, const std::vector<bool>& special) {
   std::size_t size = special.size();
-  for (const auto& [token, id] : s.vocab) size = std::max<std::size_t>(size, std::size_t{id} + 1);
+  for (const auto& [token, id] : s.vocab)
+    size = std::max<std::size_t>(size, std::size_t{id} + 1);
   s.id_text.assign(size, {});
   s.id_kind.assign(size, state::kind::none);
   for (const auto& [token, id] : s.vocab) {
@@ -187,7 +205,8 @@ result<void> build_id_tables(const reporter& r, state& s, const std::vector<bool
     for (std::size_t at = 0; at < token.size();) {
       const auto [code_point, length] = internal::decode_utf8(token, at);
       const auto byte = internal::code_point_to_byte(code_point);
-      if (!byte) return r.bad("model.vocab", fmt::format("'{}' is not byte-level text", token));
+      if (!byte)
+        return r.bad("model.vocab", fmt::format("'{}' is not byte-level text", token));
       bytes.push_back(static_cast<char>(*byte));
       at += length;
     }
@@ -202,7 +221,8 @@ result<void> build_id_tables(const reporter& r, state& s, const std::vector<bool
 }
 
 result<void> check_alphabet(const reporter& r, const state& s) {
-  if (s.unk) return {};
+  if (s.unk)
+    return {};
   for (const char32_t code_point : internal::byte_to_code_point()) {
     std::string symbol;
     internal::append_utf8(symbol, code_point);
@@ -219,22 +239,30 @@ result<void> check_alphabet(const reporter& r, const state& s) {
 
 result<bpe_tokenizer> bpe_tokenizer::parse(std::string_view json_text, std::string_view label) {
   auto doc = internal::parse_json(json_text, label);
-  if (!doc) return doc.error();
+  if (!doc)
+    return doc.error();
   const reporter r{std::string{label}};
-  if (!doc->is_object()) return make_error(errc::parse_error, fmt::format("{}: not a JSON object", label));
+  if (!doc->is_object())
+    return make_error(errc::parse_error, fmt::format("{}: not a JSON object", label));
   auto tables = std::make_unique<state>();
   std::vector<bool> special;
-  if (auto ok = read_pre_tokenizer(r, *doc, *tables); !ok) return ok.error();
-  if (auto ok = read_model(r, *doc, *tables); !ok) return ok.error();
-  if (auto ok = read_added(r, *doc, *tables, special); !ok) return ok.error();
-  if (auto ok = build_id_tables(r, *tables, special); !ok) return ok.error();
-  if (auto ok = check_alphabet(r, *tables); !ok) return ok.error();
+  if (auto ok = read_pre_tokenizer(r, *doc, *tables); !ok)
+    return ok.error();
+  if (auto ok = read_model(r, *doc, *tables); !ok)
+    return ok.error();
+  if (auto ok = read_added(r, *doc, *tables, special); !ok)
+    return ok.error();
+  if (auto ok = build_id_tables(r, *tables, special); !ok)
+    return ok.error();
+  if (auto ok = check_alphabet(r, *tables); !ok)
+    return ok.error();
   return bpe_tokenizer{std::move(tables)};
 }
 
 result<bpe_tokenizer> bpe_tokenizer::load(const std::filesystem::path& path) {
   auto text = internal::read_text_file(path);
-  if (!text) return text.error();
+  if (!text)
+    return text.error();
   return parse(*text, path.string());
 }
 

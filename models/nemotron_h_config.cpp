@@ -32,10 +32,12 @@ class reader {
   }
 
   void set_error(error e) {
-    if (!error_) error_ = std::move(e);
+    if (!error_)
+      error_ = std::move(e);
   }
   [[nodiscard]] result<void> outcome() const {
-    if (error_) return *error_;
+    if (error_)
+      return *error_;
     return {};
   }
 
@@ -46,7 +48,8 @@ class reader {
 
   template <class T>
   void keep(result<T> read, T& out) {
-    if (error_) return;
+    if (error_)
+      return;
     if (!read) {
       error_ = read.error();
     } else {
@@ -61,13 +64,14 @@ class reader {
 void read_limits(const json_fields& fields, reader& in, std::array<double, 2>& out) {
   const std::string_view key = fields.has("mamba_dt_limit") ? "mamba_dt_limit" : "time_step_limit";
   const nlohmann::json* value = fields.find(key);
-  if (value == nullptr) return;
-  const auto low = value->is_array() && value->size() == 2
-                       ? internal::tolerant_number((*value)[0])
-                       : std::nullopt;
+  if (value == nullptr)
+    return;
+  const auto low = value->is_array() && value->size() == 2 ? internal::tolerant_number((*value)[0])
+                                                           : std::nullopt;
   const auto high = low ? internal::tolerant_number((*value)[1]) : std::nullopt;
   if (!high) {
-    in.set_error(fields.fail(key, fmt::format("expected [min, max] numbers, got {}", value->dump())));
+    in.set_error(
+        fields.fail(key, fmt::format("expected [min, max] numbers, got {}", value->dump())));
     return;
   }
   out = {*low, *high};
@@ -79,14 +83,15 @@ void read_eos(const json_fields& fields, reader& in, std::vector<std::int64_t>& 
     return;
   }
   const nlohmann::json* value = fields.find("eos_token_id");
-  if (value == nullptr) return;
+  if (value == nullptr)
+    return;
   std::vector<std::int64_t> ids;
   const nlohmann::json items = value->is_array() ? *value : nlohmann::json::array({*value});
   for (const auto& item : items) {
     const auto id = internal::tolerant_integer(item);
     if (!id) {
-      in.set_error(fields.fail("eos_token_id",
-                               fmt::format("expected an id or a list of ids, got {}", value->dump())));
+      in.set_error(fields.fail(
+          "eos_token_id", fmt::format("expected an id or a list of ids, got {}", value->dump())));
       return;
     }
     ids.push_back(*id);
@@ -113,7 +118,8 @@ result<void> read_nemotron_h_fields(const json_fields& f, nemotron_h_config& c) 
   in.integer("vocab_size", c.vocab_size);
   in.integer("hidden_size", c.hidden_size);
   in.integer("num_attention_heads", c.num_attention_heads);
-  if (f.is_null("num_key_value_heads")) c.num_key_value_heads = c.num_attention_heads;
+  if (f.is_null("num_key_value_heads"))
+    c.num_key_value_heads = c.num_attention_heads;
   in.integer("num_key_value_heads", c.num_key_value_heads);
   in.integer("head_dim", c.head_dim, "attention_head_dim");
   in.integer("max_position_embeddings", c.max_position_embeddings);
@@ -180,7 +186,8 @@ std::string_view to_string(layer_kind kind) noexcept {
 
 std::string nemotron_h_config::pattern() const {
   std::string out;
-  for (const layer_kind kind : layers) out.push_back(pattern_char(kind));
+  for (const layer_kind kind : layers)
+    out.push_back(pattern_char(kind));
   return out;
 }
 

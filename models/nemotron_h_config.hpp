@@ -44,40 +44,41 @@ struct nemotron_h_config {
   std::int64_t hidden_size = 0;    ///< required
   std::vector<layer_kind> layers;  ///< required, in either spelling
 
-  std::int64_t num_attention_heads = 32;
-  std::int64_t num_key_value_heads = 8;  ///< null means num_attention_heads
-  std::int64_t head_dim = 128;
-  std::int64_t max_position_embeddings = 4096;
+  std::int64_t num_attention_heads = 32;  ///< query heads of attention layers
+  std::int64_t num_key_value_heads = 8;   ///< null means num_attention_heads
+  std::int64_t head_dim = 128;            ///< per attention head (also read as attention_head_dim)
+  std::int64_t max_position_embeddings = 4096;  ///< informational: no positional encoding
   bool attention_bias = false;  ///< read; transformers 5.24 builds q/k/v/o without bias anyway
 
-  std::int64_t intermediate_size = 21504;
-  std::string mlp_hidden_act = "relu2";  ///< "relu2" (squared ReLU) or "silu"
-  bool mlp_bias = false;
+  std::int64_t intermediate_size = 21504;  ///< MLP hidden width
+  std::string mlp_hidden_act = "relu2";    ///< "relu2" (squared ReLU) or "silu"
+  bool mlp_bias = false;                   ///< bias on up_proj and down_proj
 
-  std::int64_t mamba_num_heads = 128;  ///< H
-  std::int64_t mamba_head_dim = 64;    ///< P
-  std::int64_t ssm_state_size = 128;   ///< N
-  std::int64_t n_groups = 8;           ///< G: B/C groups, also the gated-norm groups
-  std::int64_t conv_kernel = 4;        ///< W
-  std::int64_t chunk_size = 128;       ///< SSD chunk length of the reference scan
-  std::int64_t expand = 2;             ///< read for completeness; d_inner is H·P
-  std::string mamba_hidden_act = "silu";
-  double time_step_min = 0.001;  ///< transformers clamps prefill dt below at this
-  double time_step_max = 0.1;
-  double time_step_floor = 1e-4;
+  std::int64_t mamba_num_heads = 128;     ///< H
+  std::int64_t mamba_head_dim = 64;       ///< P
+  std::int64_t ssm_state_size = 128;      ///< N
+  std::int64_t n_groups = 8;              ///< G: B/C groups, also the gated-norm groups
+  std::int64_t conv_kernel = 4;           ///< W
+  std::int64_t chunk_size = 128;          ///< SSD chunk length of the reference scan
+  std::int64_t expand = 2;                ///< read for completeness; d_inner is H·P
+  std::string mamba_hidden_act = "silu";  ///< activation after the conv; only "silu"
+  double time_step_min = 0.001;           ///< transformers clamps prefill dt below at this
+  double time_step_max = 0.1;             ///< initialisation only
+  double time_step_floor = 1e-4;          ///< initialisation only
+  /// dt clamp the config declares; transformers 5.24 ignores it (see time_step_min).
   std::array<double, 2> time_step_limit{0.0, std::numeric_limits<double>::infinity()};
-  bool use_conv_bias = true;
+  bool use_conv_bias = true;     ///< bias on the depthwise conv
   bool use_bias = false;         ///< bias of the Mamba in_proj / out_proj in transformers 5.24
   bool mamba_proj_bias = false;  ///< read; unused by transformers 5.24 (it uses use_bias)
-  mstar::dtype mamba_ssm_cache_dtype = mstar::dtype::float32;
+  mstar::dtype mamba_ssm_cache_dtype = mstar::dtype::float32;  ///< the SSM state's dtype
 
-  double layer_norm_epsilon = 1e-5;
-  bool tie_word_embeddings = false;
-  bool residual_in_fp32 = false;
+  double layer_norm_epsilon = 1e-5;      ///< every RMSNorm, the gated one included
+  bool tie_word_embeddings = false;      ///< transformers 5.24 never ties (lm_head is saved)
+  bool residual_in_fp32 = false;         ///< read; unused by transformers 5.24's forward
   bool rescale_prenorm_residual = true;  ///< initialisation only
-  std::optional<std::int64_t> pad_token_id = 0;
-  std::optional<std::int64_t> bos_token_id = 1;
-  std::vector<std::int64_t> eos_token_ids{2};  ///< `eos_token_id`: an id, a list or null
+  std::optional<std::int64_t> pad_token_id = 0;  ///< null gives nullopt
+  std::optional<std::int64_t> bos_token_id = 1;  ///< null gives nullopt
+  std::vector<std::int64_t> eos_token_ids{2};    ///< `eos_token_id`: an id, a list or null
   std::string weights_dtype;  ///< `dtype` / `torch_dtype` as written; empty when absent
 
   /// Parses the JSON text of a config; `label` names it in messages. Runs validate().

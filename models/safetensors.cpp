@@ -48,7 +48,8 @@ constexpr std::array<dtype_info, 15> known_dtypes{{
 
 const dtype_info* find_dtype(std::string_view name) {
   for (const auto& info : known_dtypes) {
-    if (info.name == name) return &info;
+    if (info.name == name)
+      return &info;
   }
   return nullptr;
 }
@@ -74,11 +75,13 @@ struct reporter {
 
 result<std::vector<std::int64_t>> parse_shape(const reporter& r, const std::string& name,
                                               const json& shape) {
-  if (!shape.is_array()) return r.fail(name, "'shape' is not an array");
+  if (!shape.is_array())
+    return r.fail(name, "'shape' is not an array");
   std::vector<std::int64_t> dims;
   for (const auto& dim : shape) {
     if (!dim.is_number_integer() || dim.get<std::int64_t>() < 0) {
-      return r.fail(name, fmt::format("'shape' entry {} is not a non-negative integer", dim.dump()));
+      return r.fail(name,
+                    fmt::format("'shape' entry {} is not a non-negative integer", dim.dump()));
     }
     dims.push_back(dim.get<std::int64_t>());
   }
@@ -87,30 +90,36 @@ result<std::vector<std::int64_t>> parse_shape(const reporter& r, const std::stri
 
 result<entry> parse_entry(const reporter& r, const std::string& name, const json& value,
                           std::uint64_t data_size) {
-  if (!value.is_object()) return r.fail(name, "entry is not a JSON object");
+  if (!value.is_object())
+    return r.fail(name, "entry is not a JSON object");
   const auto dtype_it = value.find("dtype");
   const auto shape_it = value.find("shape");
   const auto offsets_it = value.find("data_offsets");
-  if (dtype_it == value.end() || !dtype_it->is_string()) return r.fail(name, "no string 'dtype'");
-  if (shape_it == value.end()) return r.fail(name, "no 'shape'");
-  if (offsets_it == value.end()) return r.fail(name, "no 'data_offsets'");
+  if (dtype_it == value.end() || !dtype_it->is_string())
+    return r.fail(name, "no string 'dtype'");
+  if (shape_it == value.end())
+    return r.fail(name, "no 'shape'");
+  if (offsets_it == value.end())
+    return r.fail(name, "no 'data_offsets'");
   const auto dtype_name = dtype_it->get<std::string>();
   const dtype_info* info = find_dtype(dtype_name);
-  if (info == nullptr) return r.fail(name, fmt::format("unknown dtype '{}'", dtype_name));
+  if (info == nullptr)
+    return r.fail(name, fmt::format("unknown dtype '{}'", dtype_name));
   auto shape = parse_shape(r, name, *shape_it);
-  if (!shape) return shape.error();
+  if (!shape)
+    return shape.error();
   const json& offsets = *offsets_it;
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
       !offsets[1].is_number_unsigned()) {
-    return r.fail(name, fmt::format("'data_offsets' {} is not two non-negative integers",
-                                    offsets.dump()));
+    return r.fail(
+        name, fmt::format("'data_offsets' {} is not two non-negative integers", offsets.dump()));
   }
   entry out;
   out.begin = offsets[0].get<std::uint64_t>();
   out.end = offsets[1].get<std::uint64_t>();
   if (out.begin > out.end) {
-    return r.fail(name, fmt::format("data_offsets [{}, {}] end before they begin", out.begin,
-                                    out.end));
+    return r.fail(name,
+                  fmt::format("data_offsets [{}, {}] end before they begin", out.begin, out.end));
   }
   if (out.end > data_size) {
     return r.fail(name, fmt::format("data_offsets [{}, {}] run past the {}-byte data section",
@@ -134,7 +143,8 @@ result<entry> parse_entry(const reporter& r, const std::string& name, const json
 }
 
 result<std::map<std::string, std::string>> parse_metadata(const reporter& r, const json& value) {
-  if (!value.is_object()) return r.fail("'__metadata__' is not a JSON object");
+  if (!value.is_object())
+    return r.fail("'__metadata__' is not a JSON object");
   std::map<std::string, std::string> out;
   for (const auto& [key, item] : value.items()) {
     if (!item.is_string()) {
@@ -157,9 +167,12 @@ result<json> parse_header_json(const reporter& r, std::string_view text) {
     return true;
   };
   json header = json::parse(text, on_event, /*allow_exceptions=*/false);
-  if (header.is_discarded()) return r.fail("header is not valid JSON");
-  if (!duplicate.empty()) return r.fail(duplicate, "appears twice in the header");
-  if (!header.is_object()) return r.fail("header is not a JSON object");
+  if (header.is_discarded())
+    return r.fail("header is not valid JSON");
+  if (!duplicate.empty())
+    return r.fail(duplicate, "appears twice in the header");
+  if (!header.is_object())
+    return r.fail("header is not a JSON object");
   return header;
 }
 
@@ -170,7 +183,8 @@ result<void> check_no_overlap(const reporter& r, std::vector<const entry*> entri
   });
   const entry* previous = nullptr;
   for (const entry* e : entries) {
-    if (e->begin == e->end) continue;
+    if (e->begin == e->end)
+      continue;
     if (previous != nullptr && e->begin < previous->end) {
       return r.fail(e->view.name,
                     fmt::format("data_offsets [{}, {}] overlap tensor '{}' at [{}, {}]", e->begin,
@@ -185,7 +199,8 @@ result<void> check_no_overlap(const reporter& r, std::vector<const entry*> entri
 
 std::int64_t tensor_view::numel() const noexcept {
   std::int64_t n = 1;
-  for (const std::int64_t dim : shape) n *= dim;
+  for (const std::int64_t dim : shape)
+    n *= dim;
   return n;
 }
 
@@ -195,23 +210,25 @@ safetensors_file::~safetensors_file() = default;
 
 result<safetensors_file> safetensors_file::open(const std::filesystem::path& path) {
   auto mapped = internal::mapped_file::open(path);
-  if (!mapped) return mapped.error();
+  if (!mapped)
+    return mapped.error();
   const reporter r{path.string()};
   const std::span<const std::byte> bytes = mapped->bytes();
   if (bytes.size() < 8) {
-    return r.fail(fmt::format("file is {} bytes, shorter than the 8-byte header length",
-                              bytes.size()));
+    return r.fail(
+        fmt::format("file is {} bytes, shorter than the 8-byte header length", bytes.size()));
   }
   std::uint64_t header_size = 0;
   std::memcpy(&header_size, bytes.data(), 8);
   if (header_size > bytes.size() - 8) {
-    return r.fail(fmt::format("header length {} runs past the end of the {}-byte file",
-                              header_size, bytes.size()));
+    return r.fail(fmt::format("header length {} runs past the end of the {}-byte file", header_size,
+                              bytes.size()));
   }
   const auto header_text = std::string_view{reinterpret_cast<const char*>(bytes.data() + 8),
                                             static_cast<std::size_t>(header_size)};
   auto header = parse_header_json(r, header_text);
-  if (!header) return header.error();
+  if (!header)
+    return header.error();
   const std::span<const std::byte> data = bytes.subspan(8 + header_size);
 
   safetensors_file out;
@@ -219,17 +236,21 @@ result<safetensors_file> safetensors_file::open(const std::filesystem::path& pat
   for (const auto& [name, value] : header->items()) {
     if (name == "__metadata__") {
       auto metadata = parse_metadata(r, value);
-      if (!metadata) return metadata.error();
+      if (!metadata)
+        return metadata.error();
       out.metadata_ = std::move(*metadata);
       continue;
     }
     auto parsed = parse_entry(r, name, value, data.size());
-    if (!parsed) return parsed.error();
+    if (!parsed)
+      return parsed.error();
     entries.push_back(std::move(*parsed));
   }
   std::vector<const entry*> pointers;
-  for (const auto& e : entries) pointers.push_back(&e);
-  if (auto ok = check_no_overlap(r, std::move(pointers)); !ok) return ok.error();
+  for (const auto& e : entries)
+    pointers.push_back(&e);
+  if (auto ok = check_no_overlap(r, std::move(pointers)); !ok)
+    return ok.error();
 
   for (auto& e : entries) {
     e.view.bytes = data.subspan(e.begin, e.end - e.begin);

@@ -44,14 +44,18 @@ struct tensor_view {
 /// not overlapping another tensor, and exactly shape x element size bytes).
 /// Any failure is an error naming the file, the tensor and the reason. Tensors
 /// of a known dtype this runtime cannot compute in (I64, F64, ...) are listed,
-/// and refused by `get`. Move-only; views stay valid across moves.
+/// and refused by `get`. Move-only; views stay valid across moves. The file
+/// must not be truncated by someone else while mapped (that would fault).
 class safetensors_file {
  public:
   /// Maps and validates `path`.
   [[nodiscard]] static result<safetensors_file> open(const std::filesystem::path& path);
 
+  /// Moves keep every view valid: the mapping itself does not move.
   safetensors_file(safetensors_file&&) noexcept;
+  /// As the move constructor; the old mapping is released.
   safetensors_file& operator=(safetensors_file&&) noexcept;
+  /// Unmaps the file; views into it dangle afterwards.
   ~safetensors_file();
 
   /// The tensor called `name`, or nullptr; any dtype.
@@ -94,7 +98,9 @@ class safetensors_checkpoint {
   /// Opens the checkpoint in `folder`.
   [[nodiscard]] static result<safetensors_checkpoint> open(const std::filesystem::path& folder);
 
+  /// Move-only, views valid across moves (the files own the mappings).
   safetensors_checkpoint(safetensors_checkpoint&&) noexcept = default;
+  /// As the move constructor.
   safetensors_checkpoint& operator=(safetensors_checkpoint&&) noexcept = default;
   safetensors_checkpoint(const safetensors_checkpoint&) = delete;
   safetensors_checkpoint& operator=(const safetensors_checkpoint&) = delete;

@@ -20,9 +20,11 @@ error index_error(const fs::path& index, std::string_view reason) {
 // The weight_map of an index file: tensor name -> file name inside the folder.
 result<std::map<std::string, std::string>> read_weight_map(const fs::path& index) {
   auto doc = internal::load_json_file(index);
-  if (!doc) return doc.error();
+  if (!doc)
+    return doc.error();
   const auto it = doc->is_object() ? doc->find("weight_map") : doc->end();
-  if (it == doc->end() || !it->is_object()) return index_error(index, "no 'weight_map' object");
+  if (it == doc->end() || !it->is_object())
+    return index_error(index, "no 'weight_map' object");
   std::map<std::string, std::string> out;
   for (const auto& [tensor, file] : it->items()) {
     const bool plain = file.is_string() && !file.get<std::string>().empty() &&
@@ -64,34 +66,37 @@ result<safetensors_checkpoint> safetensors_checkpoint::open(const fs::path& fold
   std::vector<fs::path> paths;
   if (fs::exists(folder / index_name, ec)) {
     auto map = read_weight_map(folder / index_name);
-    if (!map) return map.error();
+    if (!map)
+      return map.error();
     weight_map = std::move(*map);
     std::set<std::string> names;
-    for (const auto& [tensor, file] : weight_map) names.insert(file);
-    for (const auto& name : names) paths.push_back(folder / name);
+    for (const auto& [tensor, file] : weight_map)
+      names.insert(file);
+    for (const auto& name : names)
+      paths.push_back(folder / name);
   } else if (fs::exists(folder / single_name, ec)) {
     paths.push_back(folder / single_name);
   } else {
     paths = all_safetensors(folder);
   }
   if (paths.empty()) {
-    return make_error(errc::not_found,
-                      fmt::format("{}: no {}, {} or *.safetensors file", folder.string(),
-                                  index_name, single_name));
+    return make_error(errc::not_found, fmt::format("{}: no {}, {} or *.safetensors file",
+                                                   folder.string(), index_name, single_name));
   }
   for (const auto& path : paths) {
     auto file = safetensors_file::open(path);
-    if (!file) return file.error();
+    if (!file)
+      return file.error();
     out.files_.push_back(std::move(*file));
   }
   for (const auto& file : out.files_) {
     for (const auto& [name, view] : file.tensors()) {
       const auto [it, fresh] = out.index_.emplace(name, &file);
       if (!fresh) {
-        return make_error(errc::parse_error,
-                          fmt::format("{}: tensor '{}' is in both {} and {}", folder.string(),
-                                      name, it->second->path().filename().string(),
-                                      file.path().filename().string()));
+        return make_error(
+            errc::parse_error,
+            fmt::format("{}: tensor '{}' is in both {} and {}", folder.string(), name,
+                        it->second->path().filename().string(), file.path().filename().string()));
       }
     }
   }
@@ -122,7 +127,8 @@ result<const tensor_view*> safetensors_checkpoint::get(std::string_view name) co
 std::vector<std::string> safetensors_checkpoint::names() const {
   std::vector<std::string> out;
   out.reserve(index_.size());
-  for (const auto& [name, file] : index_) out.push_back(name);
+  for (const auto& [name, file] : index_)
+    out.push_back(name);
   return out;
 }
 

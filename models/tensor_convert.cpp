@@ -51,7 +51,8 @@ result<void> to_float32(const tensor_view& tensor, std::span<float> out) {
   }
   switch (*tensor.type) {
     case dtype::float32:
-      if (numel != 0) std::memcpy(out.data(), tensor.bytes.data(), numel * 4);
+      if (numel != 0)
+        std::memcpy(out.data(), tensor.bytes.data(), numel * 4);
       return {};
     case dtype::bfloat16:
       widen_all(tensor.bytes, out, bfloat16_to_float);
@@ -65,7 +66,8 @@ result<void> to_float32(const tensor_view& tensor, std::span<float> out) {
 
 result<std::vector<float>> to_float32(const tensor_view& tensor) {
   std::vector<float> out(tensor.type ? static_cast<std::size_t>(tensor.numel()) : 0);
-  if (auto ok = to_float32(tensor, out); !ok) return ok.error();
+  if (auto ok = to_float32(tensor, out); !ok)
+    return ok.error();
   return out;
 }
 

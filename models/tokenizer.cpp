@@ -20,19 +20,24 @@ result<std::unique_ptr<tokenizer>> declared_tokenizer(const nlohmann::json& conf
   if (declared.is_object()) {
     const internal::json_fields inner{declared, label + ": mstar_tokenizer"};
     auto type = inner.string("type", "");
-    if (!type) return type.error();
-    if (*type != "bytes") return bad(fmt::format("type '{}' is not \"bytes\"", *type));
+    if (!type)
+      return type.error();
+    if (*type != "bytes")
+      return bad(fmt::format("type '{}' is not \"bytes\"", *type));
     auto read = inner.integer("offset", 0);
-    if (!read) return read.error();
+    if (!read)
+      return read.error();
     offset = *read;
   } else if (!declared.is_string() || declared.get<std::string>() != "bytes") {
     return bad(fmt::format("{} is neither \"bytes\" nor {{\"type\": \"bytes\", \"offset\": n}}",
                            declared.dump()));
   }
   auto vocab = fields.integer("vocab_size", offset + 256);
-  if (!vocab) return vocab.error();
+  if (!vocab)
+    return vocab.error();
   auto made = byte_tokenizer::make(offset, *vocab);
-  if (!made) return made.error().with_context(label);
+  if (!made)
+    return made.error().with_context(label);
   return std::unique_ptr<tokenizer>{std::make_unique<byte_tokenizer>(std::move(*made))};
 }
 
@@ -76,7 +81,8 @@ result<std::unique_ptr<tokenizer>> load_tokenizer(const std::filesystem::path& f
   std::error_code ec;
   if (std::filesystem::exists(config_path, ec)) {
     auto config = internal::load_json_file(config_path);
-    if (!config) return config.error();
+    if (!config)
+      return config.error();
     if (config->is_object() && config->contains("mstar_tokenizer")) {
       return declared_tokenizer(*config, config_path.string());
     }
@@ -89,7 +95,8 @@ result<std::unique_ptr<tokenizer>> load_tokenizer(const std::filesystem::path& f
                                   folder.string()));
   }
   auto bpe = bpe_tokenizer::load(json_path);
-  if (!bpe) return bpe.error();
+  if (!bpe)
+    return bpe.error();
   return std::unique_ptr<tokenizer>{std::make_unique<bpe_tokenizer>(std::move(*bpe))};
 }
 

@@ -86,7 +86,9 @@ class bpe_tokenizer final : public tokenizer {
   [[nodiscard]] static result<bpe_tokenizer> parse(std::string_view json_text,
                                                    std::string_view label = "tokenizer.json");
 
+  /// Move-only; the tables move with the handle.
   bpe_tokenizer(bpe_tokenizer&&) noexcept;
+  /// As the move constructor.
   bpe_tokenizer& operator=(bpe_tokenizer&&) noexcept;
   ~bpe_tokenizer() override;
 

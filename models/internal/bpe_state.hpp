@@ -25,10 +25,10 @@ struct bpe_tokenizer::state {
   /// Rank of merging the pair (left, right), keyed by left + '\0' + right (byte-level
   /// spellings never contain NUL: byte 0 is spelled U+0100).
   std::unordered_map<std::string, std::uint32_t> merge_ranks;
-  std::vector<added_token> added;   ///< longest content first
-  std::vector<std::string> id_text; ///< per id: the bytes it decodes to
-  std::vector<kind> id_kind;        ///< per id
-  std::optional<token_id> unk;      ///< for byte symbols missing from the vocab
+  std::vector<added_token> added;    ///< longest content first
+  std::vector<std::string> id_text;  ///< per id: the bytes it decodes to
+  std::vector<kind> id_kind;         ///< per id
+  std::optional<token_id> unk;       ///< for byte symbols missing from the vocab
   bool add_prefix_space = false;
   bool use_regex = true;
   bool ignore_merges = false;

@@ -37,7 +37,8 @@ std::string quote_non_finite_tokens(std::string_view text) {
       }
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     bool replaced = false;
     for (const std::string_view token : tokens) {
       if (text.substr(i).starts_with(token)) {
@@ -47,7 +48,8 @@ std::string quote_non_finite_tokens(std::string_view text) {
         break;
       }
     }
-    if (!replaced) out.push_back(c);
+    if (!replaced)
+      out.push_back(c);
   }
   return out;
 }
@@ -62,7 +64,8 @@ result<nlohmann::json> parse_json(std::string_view text, std::string_view label)
 
 result<nlohmann::json> load_json_file(const std::filesystem::path& path) {
   auto text = read_text_file(path);
-  if (!text) return text.error();
+  if (!text)
+    return text.error();
   return parse_json(*text, path.string());
 }
 

@@ -1,13 +1,12 @@
 #include "models/internal/mapped_file.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fmt/format.h>
 #include <utility>
 
 namespace mstar::models::internal {
@@ -22,7 +21,8 @@ error system_error(const std::filesystem::path& path, const char* what, int err)
 struct fd_guard {
   int fd;
   ~fd_guard() {
-    if (fd >= 0) ::close(fd);
+    if (fd >= 0)
+      ::close(fd);
   }
 };
 
@@ -30,16 +30,20 @@ struct fd_guard {
 
 result<mapped_file> mapped_file::open(const std::filesystem::path& path) {
   const fd_guard file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) return system_error(path, "open", errno);
+  if (file.fd < 0)
+    return system_error(path, "open", errno);
   struct stat info {};
-  if (::fstat(file.fd, &info) != 0) return system_error(path, "stat", errno);
+  if (::fstat(file.fd, &info) != 0)
+    return system_error(path, "stat", errno);
   if (!S_ISREG(info.st_mode)) {
     return make_error(errc::io_error, fmt::format("{}: not a regular file", path.string()));
   }
   const auto size = static_cast<std::size_t>(info.st_size);
-  if (size == 0) return mapped_file{nullptr, 0};
+  if (size == 0)
+    return mapped_file{nullptr, 0};
   void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd, 0);
-  if (data == MAP_FAILED) return system_error(path, "map", errno);
+  if (data == MAP_FAILED)
+    return system_error(path, "map", errno);
   return mapped_file{static_cast<const std::byte*>(data), size};
 }
 
@@ -55,7 +59,9 @@ mapped_file& mapped_file::operator=(mapped_file&& other) noexcept {
   return *this;
 }
 
-mapped_file::~mapped_file() { release(); }
+mapped_file::~mapped_file() {
+  release();
+}
 
 void mapped_file::release() noexcept {
   if (data_ != nullptr) {

@@ -107,19 +107,50 @@ admit_outcome kv_pool::admit(const resource_step& step, step_context& ctx) {
         marked.emplace_back(s->segments[i].rid, s->segments[i].label);
     }
   }
-  unwind_.swap(record);
   if (ctx.is_preplan) {
+    // The running step's unwind record stays untouched: staging may happen
+    // before that step commits.
     staged_ = std::make_unique<staged_preplan>();
     staged_->segments = s->segments;
     staged_->padding_rows = ctx.padding_rows;
-    staged_->record = unwind_;
+    staged_->record = std::move(record);
     staged_->marked = std::move(marked);
+  } else {
+    unwind_.swap(record);
   }
   return outcome;
 }
 
+std::string kv_pool::check_retention(const kv_step& step) const {
+  for (const auto& [key, policy] : step.retention) {
+    const stream_state* st = find_stream(key.first, key.second);
+    std::int64_t grown = st != nullptr ? st->stored_len : 0;
+    for (const auto& seg : step.segments) {
+      if (seg.rid == key.first && seg.label == key.second && step.commit) grown += seg.span;
+    }
+    if (policy.protected_prefix > grown) {
+      return fmt::format("retention for {}/{} protects {} tokens but the stream will hold {} "
+                         "after this commit",
+                         key.first, key.second, policy.protected_prefix, grown);
+    }
+    if (st != nullptr && st->protected_prefix != 0 &&
+        st->protected_prefix != policy.protected_prefix) {
+      return fmt::format("{}/{} already protects {} tokens; a policy may not change it to {}",
+                         key.first, key.second, st->protected_prefix, policy.protected_prefix);
+    }
+  }
+  return {};
+}
+
 admit_outcome kv_pool::admit_impl(const kv_step& step, const step_context& ctx,
                                   std::vector<alloc_record>& record) {
+  // A step whose commit would be refused is refused now, before it holds
+  // anything: commit never fails on what the caller declared.
+  if (!step.retention.empty()) {
+    if (auto bad = check_retention(step); !bad.empty()) {
+      return admit_outcome::refused(admit_runtime_error{std::move(bad)});
+    }
+  }
   ++step_epoch_;
   forget_step_streams();
   // Lengths each stream must hold by the end of this step, in first-seen
@@ -266,6 +297,18 @@ void kv_pool::undo(std::vector<alloc_record>& record) {
 }
 
 void kv_pool::rollback_admit(const resource_step& step, step_context& ctx) {
+  if (ctx.is_preplan) {
+    // A refused pre-admit drops the stage only; the running step keeps its
+    // reservations.
+    if (staged_) {
+      for (const auto& [rid, label] : staged_->marked) {
+        if (auto* st = find_stream(rid, label)) st->step_in_flight = false;
+      }
+      auto staged = std::move(staged_);
+      undo(staged->record);
+    }
+    return;
+  }
   if (const kv_step* s = as_kv_step(step)) {
     for (const auto& seg : s->segments) {
       if (ctx.is_padding_row(seg.rid))
@@ -282,29 +325,8 @@ result<void> kv_pool::commit(const resource_step& step, step_context& ctx) {
   const kv_step* s = as_kv_step(step);
   if (s == nullptr)
     return make_error(errc::invalid_argument, "kv pool got a non-KV step");
-  // Validate every declared retention before changing anything.
-  for (const auto& [key, policy] : s->retention) {
-    const stream_state* st = find_stream(key.first, key.second);
-    std::int64_t grown = st != nullptr ? st->stored_len : 0;
-    for (const auto& seg : s->segments) {
-      if (seg.rid == key.first && seg.label == key.second && s->commit)
-        grown += seg.span;
-    }
-    if (policy.protected_prefix > grown) {
-      return make_error(errc::invalid_argument,
-                        fmt::format("retention for {}/{} protects {} tokens but the stream will "
-                                    "hold {} after this commit",
-                                    key.first, key.second, policy.protected_prefix, grown));
-    }
-    if (st != nullptr && st->protected_prefix != 0 &&
-        st->protected_prefix != policy.protected_prefix) {
-      return make_error(
-          errc::invalid_argument,
-          fmt::format("{}/{} already protects {} tokens; a policy may not change it "
-                      "to {}",
-                      key.first, key.second, st->protected_prefix, policy.protected_prefix));
-    }
-  }
+  // Validated at admit too; checked again before anything changes.
+  if (auto bad = check_retention(*s); !bad.empty()) return make_error(errc::invalid_argument, bad);
   for (std::size_t i = 0; i < s->segments.size(); ++i) {
     const segment& seg = s->segments[i];
     stream_state* st = step_stream(*s, ctx, i);

@@ -153,6 +153,8 @@ class kv_pool final : public resource {
   [[nodiscard]] admit_outcome admit_impl(const kv_step& step, const step_context& ctx,
                                          std::vector<alloc_record>& record);
   void undo(std::vector<alloc_record>& record);
+  /// Why `step`'s declared retention cannot be adopted, or empty.
+  [[nodiscard]] std::string check_retention(const kv_step& step) const;
   [[nodiscard]] std::shared_ptr<kv_plan> build_plan(const kv_step& step, const step_context& ctx,
                                                     bool pre_forks_pending);
   [[nodiscard]] std::shared_ptr<kv_plan> recycled_plan();

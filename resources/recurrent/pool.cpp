@@ -173,9 +173,9 @@ void recurrent_state_pool::ingest_request(const request_id& rid) {
 }
 
 void recurrent_state_pool::drop_stage_naming(const request_id& rid) {
-  if (!staged_)
+  if (!stage_.active)
     return;
-  const auto& segs = staged_->identity.segments;
+  const auto& segs = stage_.identity.segments;
   if (std::any_of(segs.begin(), segs.end(), [&](const segment& s) { return s.rid == rid; }))
     clear_preplan();
 }
@@ -257,8 +257,8 @@ result<void> recurrent_state_pool::check_invariants() const {
   };
   if (auto ok = check_records(live_, "live"); !ok)
     return ok;
-  if (staged_) {
-    if (auto ok = check_records(staged_->reservations, "staged"); !ok)
+  if (stage_.active) {
+    if (auto ok = check_records(stage_.reservations, "staged"); !ok)
       return ok;
   }
   return {};

@@ -150,7 +150,7 @@ class recurrent_state_pool final : public resource {
   /// Marks the written slots as holding state, copies the post-forks and
   /// forgets the step's reservations (a later rollback frees nothing).
   [[nodiscard]] result<void> commit(const resource_step& step, step_context& ctx) override;
-  /// The pool stages step N+1 while step N runs.
+  /// The pool stages step N+1 while step N's kernels run (after its commit).
   [[nodiscard]] bool supports_preplan() const override { return true; }
   /// Drops the staged step, freeing the slots its staged admit took (in
   /// reverse, restoring the free list) unless the live admit already took
@@ -230,7 +230,10 @@ class recurrent_state_pool final : public resource {
     std::optional<graph_lease> lease;
     friend bool operator==(const step_identity&, const step_identity&) = default;
   };
+  // Kept across stages (only `active` says whether one is pending), so
+  // staging reuses its buffers: a pipelined decode step allocates nothing.
   struct staged_preplan {
+    bool active = false;
     step_identity identity;
     std::vector<reservation> reservations;  // taken by the staged admit
     bool admitted = false;                  // the live admit took them over
@@ -256,8 +259,8 @@ class recurrent_state_pool final : public resource {
 
   [[nodiscard]] slot_state* find_slot(const request_id& rid, const std::string& label);
   [[nodiscard]] const slot_state* find_slot(const request_id& rid, const std::string& label) const;
-  [[nodiscard]] static step_identity identity_of(const recurrent_step& step,
-                                                 const step_context& ctx);
+  void open_stage(const recurrent_step& step, const step_context& ctx);
+  void close_stage();
   [[nodiscard]] bool matches_stage(const recurrent_step& step, const step_context& ctx) const;
   [[nodiscard]] admit_outcome reserve(const recurrent_step& step, const step_context& ctx,
                                       std::vector<reservation>& taken);
@@ -296,7 +299,7 @@ class recurrent_state_pool final : public resource {
   std::unordered_map<request_id, label_slots> slots_;
   std::vector<std::int32_t> free_;  // a stack: back() is handed out next
   std::vector<reservation> live_;   // what the live step's admit took fresh
-  std::unique_ptr<staged_preplan> staged_;
+  staged_preplan stage_;
   std::map<graph_key, graph_buffer> graph_buffers_;
   int graph_max_rows_ = 0;
   std::vector<std::shared_ptr<recurrent_plan>> plan_cache_;  // refilled once released

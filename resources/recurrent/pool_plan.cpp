@@ -110,35 +110,34 @@ result<std::shared_ptr<const plan_result>> recurrent_state_pool::plan(const reso
   if (auto ok = check_fork_targets(*s, ctx, s->pre_forks); !ok)
     return ok.error();
   if (ctx.is_preplan) {
-    if (staged_ && (staged_->plan || !matches_stage(*s, ctx))) {
+    if (stage_.active && (stage_.plan || !matches_stage(*s, ctx))) {
       return make_error(errc::invalid_argument,
                         "recurrent preplan is already pending; clear_preplan before planning a "
                         "different step ahead");
     }
-    const bool fresh_stage = !staged_;
-    if (fresh_stage) {
-      staged_ = std::make_unique<staged_preplan>();
-      staged_->identity = identity_of(*s, ctx);
-    }
+    const bool fresh_stage = !stage_.active;
+    if (fresh_stage)
+      open_stage(*s, ctx);
     // No copies: they would race the running step. The addressing reads
     // each fork target's has_state as the copy will leave it.
     auto built = build_plan(*s, ctx);
     if (!built) {
       if (fresh_stage)
-        staged_.reset();
+        close_stage();
       return built.error();
     }
-    staged_->plan = std::move(built).value();
-    return std::shared_ptr<const plan_result>(staged_->plan);
+    stage_.plan = std::move(built).value();
+    return std::shared_ptr<const plan_result>(stage_.plan);
   }
-  if (staged_) {
+  if (stage_.active) {
     if (matches_stage(*s, ctx)) {
       // Promotion: the stage is spent; its reservations are the live step's.
-      auto stage = std::move(staged_);
-      live_.insert(live_.end(), stage->reservations.begin(), stage->reservations.end());
-      if (stage->plan) {
+      live_.insert(live_.end(), stage_.reservations.begin(), stage_.reservations.end());
+      auto promoted = std::move(stage_.plan);
+      close_stage();
+      if (promoted) {
         apply_forks(*s, ctx, s->pre_forks);  // the copies staging deferred, exactly once
-        return std::shared_ptr<const plan_result>(std::move(stage->plan));
+        return std::shared_ptr<const plan_result>(std::move(promoted));
       }
     } else {
       clear_preplan();  // stale: a different step runs

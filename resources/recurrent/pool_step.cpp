@@ -14,15 +14,29 @@ const recurrent_step* as_recurrent_step(const resource_step& step) {
 
 }  // namespace
 
-recurrent_state_pool::step_identity recurrent_state_pool::identity_of(const recurrent_step& step,
-                                                                      const step_context& ctx) {
-  return {step.segments,    step.pre_forks, step.post_forks, step.fork_rids,
-          ctx.padding_rows, ctx.capture,    ctx.lease};
+void recurrent_state_pool::open_stage(const recurrent_step& step, const step_context& ctx) {
+  // Assigned in place: the vectors, strings and set reuse their storage.
+  step_identity& id = stage_.identity;
+  id.segments = step.segments;
+  id.pre_forks = step.pre_forks;
+  id.post_forks = step.post_forks;
+  id.fork_rids = step.fork_rids;
+  id.padding_rows = ctx.padding_rows;
+  id.capture = ctx.capture;
+  id.lease = ctx.lease;
+  stage_.active = true;
+}
+
+void recurrent_state_pool::close_stage() {
+  stage_.active = false;
+  stage_.admitted = false;
+  stage_.reservations.clear();
+  stage_.plan.reset();
 }
 
 bool recurrent_state_pool::matches_stage(const recurrent_step& step,
                                          const step_context& ctx) const {
-  const step_identity& id = staged_->identity;
+  const step_identity& id = stage_.identity;
   return id.capture == ctx.capture && id.lease == ctx.lease && id.segments == step.segments &&
          id.pre_forks == step.pre_forks && id.post_forks == step.post_forks &&
          id.fork_rids == step.fork_rids && id.padding_rows == ctx.padding_rows;
@@ -108,25 +122,23 @@ admit_outcome recurrent_state_pool::admit(const resource_step& step, step_contex
   }
   std::vector<reservation>* taken = &live_;
   if (ctx.is_preplan) {
-    if (staged_) {
+    if (stage_.active) {
       return admit_outcome::refused(admit_runtime_error{
           "recurrent preplan is already pending; clear_preplan before planning a different step "
           "ahead"});
     }
-    staged_ = std::make_unique<staged_preplan>();
-    staged_->identity = identity_of(*s, ctx);
-    taken = &staged_->reservations;
+    open_stage(*s, ctx);
+    taken = &stage_.reservations;
   } else {
-    if (staged_ && !matches_stage(*s, ctx))
+    if (stage_.active && !matches_stage(*s, ctx))
       clear_preplan();  // stale: a different step runs
-    if (!staged_ || !staged_->admitted) {
+    if (!stage_.active || !stage_.admitted) {
       live_.clear();  // an earlier step's slots are its own now
-      if (staged_) {
+      if (stage_.active) {
         // The staged reservations are this step's: a refusal now unwinds
         // them, a later clear_preplan leaves them alone.
-        live_ = std::move(staged_->reservations);
-        staged_->reservations.clear();
-        staged_->admitted = true;
+        live_.swap(stage_.reservations);
+        stage_.admitted = true;
       }
     }
   }
@@ -139,7 +151,7 @@ admit_outcome recurrent_state_pool::admit(const resource_step& step, step_contex
   if (!outcome.ok) {
     unwind(*taken, mark);
     if (ctx.is_preplan)
-      staged_.reset();
+      close_stage();
   }
   return outcome;
 }
@@ -152,15 +164,15 @@ void recurrent_state_pool::rollback_admit(const resource_step& step, step_contex
   }
   unwind(live_, 0);
   // A stage the refused admit took over addresses slots just freed.
-  if (staged_ && staged_->admitted)
-    staged_.reset();
+  if (stage_.active && stage_.admitted)
+    close_stage();
 }
 
 void recurrent_state_pool::clear_preplan() {
-  if (!staged_)
+  if (!stage_.active)
     return;
-  unwind(staged_->reservations, 0);
-  staged_.reset();
+  unwind(stage_.reservations, 0);
+  close_stage();
 }
 
 result<void> recurrent_state_pool::commit(const resource_step& step, step_context& ctx) {

@@ -1,6 +1,5 @@
-#include <gtest/gtest.h>
-
 #include <cmath>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -105,13 +104,15 @@ TEST(nemotron_h_config_quirks, names_every_bad_field) {
       {"bos_token_id", -1, "field 'bos_token_id': must be >= 0"},
       {"mlp_hidden_act", "gelu", "field 'mlp_hidden_act': 'gelu' is not supported"},
       {"mamba_hidden_act", "relu", "field 'mamba_hidden_act': 'relu' is not supported"},
-      {"num_key_value_heads", 3, "field 'num_key_value_heads': 3 does not divide "
-                                 "num_attention_heads (32)"},
+      {"num_key_value_heads", 3,
+       "field 'num_key_value_heads': 3 does not divide "
+       "num_attention_heads (32)"},
       {"n_groups", 3, "field 'n_groups': 3 does not divide mamba_num_heads (128)"},
       {"conv_kernel", 1, "field 'conv_kernel': must be at least 2, got 1"},
       {"chunk_size", 0, "field 'chunk_size': must be positive"},
-      {"mamba_ssm_cache_dtype", "int8", "field 'mamba_ssm_cache_dtype': 'int8' is not a "
-                                        "supported dtype"},
+      {"mamba_ssm_cache_dtype", "int8",
+       "field 'mamba_ssm_cache_dtype': 'int8' is not a "
+       "supported dtype"},
       {"model_type", "llama", "field 'model_type': 'llama' is not a Nemotron-H"},
   };
   for (const auto& bad : cases) {

@@ -1,8 +1,7 @@
 #include "models/nemotron_h_config.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -20,7 +19,9 @@ json minimal() {
   return {{"vocab_size", 512}, {"hidden_size", 64}, {"hybrid_override_pattern", "M*-"}};
 }
 
-result<nemotron_h_config> parse(const json& config) { return nemotron_h_config::parse(config.dump()); }
+result<nemotron_h_config> parse(const json& config) {
+  return nemotron_h_config::parse(config.dump());
+}
 
 // The error message of parsing `config`, or a note that it parsed.
 std::string error_of(const json& config) {
@@ -64,7 +65,7 @@ TEST(nemotron_h_config, reads_the_layers_block_type_spelling_of_the_attention_fi
 }
 
 TEST(nemotron_h_config, reads_the_embedded_default_model) {
-  const auto c = nemotron_h_config::load(models_dir + "/default");
+  const auto c = nemotron_h_config::load(MSTAR_EMBEDDED_MODEL_DIR);
   ASSERT_TRUE(c) << c.error().to_string();
   EXPECT_EQ(c->pattern(), "M-M*M-");
   EXPECT_EQ(c->weights_dtype, "bfloat16");
@@ -101,8 +102,9 @@ TEST(nemotron_h_config, accepts_both_spellings_when_they_agree_and_refuses_them_
   c["layers_block_type"] = {"mamba", "attention", "mlp"};
   EXPECT_TRUE(parse(c));
   c["layers_block_type"] = {"mamba", "mlp", "mlp"};
-  EXPECT_TRUE(contains(error_of(c), "field 'hybrid_override_pattern': gives layers \"M*-\" but "
-                                    "'layers_block_type' gives \"M--\""));
+  EXPECT_TRUE(contains(error_of(c),
+                       "field 'hybrid_override_pattern': gives layers \"M*-\" but "
+                       "'layers_block_type' gives \"M--\""));
 }
 
 TEST(nemotron_h_config, refuses_moe_layers_in_either_spelling) {
@@ -111,8 +113,9 @@ TEST(nemotron_h_config, refuses_moe_layers_in_either_spelling) {
   const auto parsed = parse(c);
   ASSERT_FALSE(parsed);
   EXPECT_EQ(parsed.error().code(), errc::unsupported);
-  EXPECT_TRUE(contains(parsed.error().message(), "layer 2 of pattern \"M*E-\": MoE layers (E) are "
-                                                 "not supported yet"));
+  EXPECT_TRUE(contains(parsed.error().message(),
+                       "layer 2 of pattern \"M*E-\": MoE layers (E) are "
+                       "not supported yet"));
   c.erase("hybrid_override_pattern");
   c["layers_block_type"] = {"moe"};
   EXPECT_TRUE(contains(error_of(c), "MoE layers (E) are not supported yet"));
@@ -137,8 +140,9 @@ TEST(nemotron_h_config, checks_num_hidden_layers_against_the_pattern) {
   c["num_hidden_layers"] = 3;
   EXPECT_TRUE(parse(c));
   c["num_hidden_layers"] = 4;
-  EXPECT_TRUE(contains(error_of(c), "field 'num_hidden_layers': is 4 but "
-                                    "'hybrid_override_pattern' has 3 layers"));
+  EXPECT_TRUE(contains(error_of(c),
+                       "field 'num_hidden_layers': is 4 but "
+                       "'hybrid_override_pattern' has 3 layers"));
 }
 
 }  // namespace

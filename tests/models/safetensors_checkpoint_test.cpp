@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-
 #include <string>
 
 #include "models/safetensors.hpp"
@@ -70,8 +69,9 @@ TEST(safetensors_checkpoint, refuses_a_tensor_present_in_two_files) {
   dir.write("two.safetensors", one_tensor("w"));
   const auto ckpt = safetensors_checkpoint::open(dir.path());
   ASSERT_FALSE(ckpt);
-  EXPECT_TRUE(contains(ckpt.error().message(), "tensor 'w' is in both one.safetensors and "
-                                               "two.safetensors"));
+  EXPECT_TRUE(contains(ckpt.error().message(),
+                       "tensor 'w' is in both one.safetensors and "
+                       "two.safetensors"));
 }
 
 TEST(safetensors_checkpoint, refuses_an_index_that_maps_a_tensor_to_the_wrong_file) {
@@ -82,8 +82,9 @@ TEST(safetensors_checkpoint, refuses_an_index_that_maps_a_tensor_to_the_wrong_fi
             R"({"weight_map": {"w": "two.safetensors", "v": "two.safetensors"}})");
   const auto ckpt = safetensors_checkpoint::open(dir.path());
   ASSERT_FALSE(ckpt);
-  EXPECT_TRUE(contains(ckpt.error().message(), "tensor 'w' is mapped to two.safetensors but is "
-                                               "not in it"));
+  EXPECT_TRUE(contains(ckpt.error().message(),
+                       "tensor 'w' is mapped to two.safetensors but is "
+                       "not in it"));
 }
 
 TEST(safetensors_checkpoint, refuses_an_index_naming_a_missing_file) {
@@ -100,8 +101,9 @@ TEST(safetensors_checkpoint, refuses_an_index_that_points_outside_the_folder) {
   dir.write("model.safetensors.index.json", R"({"weight_map": {"w": "../x.safetensors"}})");
   const auto ckpt = safetensors_checkpoint::open(dir.path());
   ASSERT_FALSE(ckpt);
-  EXPECT_TRUE(contains(ckpt.error().message(), "weight_map entry 'w' is \"../x.safetensors\", "
-                                               "not a file name in the folder"));
+  EXPECT_TRUE(contains(ckpt.error().message(),
+                       "weight_map entry 'w' is \"../x.safetensors\", "
+                       "not a file name in the folder"));
 }
 
 TEST(safetensors_checkpoint, refuses_a_malformed_index) {

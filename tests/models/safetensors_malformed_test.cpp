@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
 
@@ -21,8 +20,8 @@ struct malformed_case {
 };
 
 std::string f32_entry(std::string_view offsets, std::string_view shape = "[2]") {
-  return std::string{R"({"dtype":"F32","shape":)"} + std::string{shape} +
-         R"(,"data_offsets":)" + std::string{offsets} + "}";
+  return std::string{R"({"dtype":"F32","shape":)"} + std::string{shape} + R"(,"data_offsets":)" +
+         std::string{offsets} + "}";
 }
 
 std::vector<malformed_case> cases() {
@@ -40,7 +39,8 @@ std::vector<malformed_case> cases() {
        safetensors_bytes("{\"w\":" + f32_entry("[0,8]") + ",\"w\":" + f32_entry("[0,8]") + "}",
                          eight),
        "tensor 'w': appears twice"},
-      {"entry_not_object", safetensors_bytes(R"({"w": 3})"), "tensor 'w': entry is not a JSON object"},
+      {"entry_not_object", safetensors_bytes(R"({"w": 3})"),
+       "tensor 'w': entry is not a JSON object"},
       {"missing_dtype", safetensors_bytes(R"({"w": {"shape":[1],"data_offsets":[0,4]}})", "abcd"),
        "no string 'dtype'"},
       {"missing_offsets", safetensors_bytes(R"({"w": {"dtype":"F32","shape":[1]}})"),
@@ -97,7 +97,8 @@ TEST(safetensors_file, accepts_zero_sized_tensors_sharing_an_offset_and_gaps) {
                              R"("b":{"dtype":"F16","shape":[0,3],"data_offsets":[4,4]},)"
                              R"("c":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
   const std::string data("pad!\x00\x00\x80\x3F", 8);  // 4 bytes of gap, then 1.0f
-  const auto file = safetensors_file::open(dir.write("ok.safetensors", safetensors_bytes(header, data)));
+  const auto file =
+      safetensors_file::open(dir.write("ok.safetensors", safetensors_bytes(header, data)));
   ASSERT_TRUE(file) << file.error().to_string();
   const auto c = to_float32(*file->find("c"));
   ASSERT_TRUE(c);

@@ -1,8 +1,7 @@
 #include "models/safetensors.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -21,7 +20,8 @@ using mstar::test::temp_folder;
 const std::string fixture_dir = std::string{MSTAR_FIXTURES_DIR} + "/safetensors";
 
 float parse_value(const nlohmann::json& value) {
-  if (value.is_number()) return value.get<float>();
+  if (value.is_number())
+    return value.get<float>();
   return std::strtof(value.get<std::string>().c_str(), nullptr);  // "inf", "-0.0", subnormals
 }
 
@@ -32,7 +32,8 @@ TEST(safetensors_file, reads_every_tensor_python_wrote_with_its_values) {
   EXPECT_EQ(file->tensors().size(), expected.size());
   for (const auto& [name, want] : expected.items()) {
     SCOPED_TRACE(name);
-    if (want["dtype"] == "int64") continue;  // see lists_an_unsupported_dtype_...
+    if (want["dtype"] == "int64")
+      continue;  // see lists_an_unsupported_dtype_...
     const auto view = file->get(name);
     ASSERT_TRUE(view) << view.error().to_string();
     EXPECT_EQ((*view)->shape, want["shape"].get<std::vector<std::int64_t>>());
@@ -114,14 +115,16 @@ TEST(safetensors_file, survives_random_corruption_of_the_header) {
   temp_folder dir;
   const std::string whole = test::read_bytes(fixture_dir + "/mixed.safetensors");
   std::uint64_t header = 0;
-  for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<unsigned char>(whole[i]);
+  for (int i = 7; i >= 0; --i)
+    header = (header << 8) | static_cast<unsigned char>(whole[i]);
   int opened = 0;
   for (int trial = 0; trial < 2000; ++trial) {
     std::string bytes = whole;
     const auto at = std::uniform_int_distribution<std::size_t>{0, 8 + header - 1}(rng);
     bytes[at] = static_cast<char>(std::uniform_int_distribution<int>{0, 255}(rng));
     const auto file = safetensors_file::open(dir.write("flip-" + std::to_string(trial), bytes));
-    if (!file) continue;
+    if (!file)
+      continue;
     ++opened;  // a harmless flip (inside a metadata string, say) may still parse
     for (const auto& [name, view] : file->tensors()) {  // reading every byte is safe
       if (view.type) {

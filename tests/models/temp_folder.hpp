@@ -16,7 +16,8 @@ class temp_folder {
  public:
   temp_folder() {
     std::string pattern = (std::filesystem::temp_directory_path() / "mstar-models-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("mkdtemp failed");
     path_ = pattern;
   }
   temp_folder(const temp_folder&) = delete;
@@ -46,7 +47,8 @@ class temp_folder {
 inline std::string safetensors_bytes(std::string_view header, std::string_view data = {}) {
   std::string out(8, '\0');
   std::uint64_t size = header.size();
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((size >> (8 * i)) & 0xFF);
+  for (int i = 0; i < 8; ++i)
+    out[i] = static_cast<char>((size >> (8 * i)) & 0xFF);
   out.append(header).append(data);
   return out;
 }

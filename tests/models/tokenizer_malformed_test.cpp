@@ -1,6 +1,5 @@
-#include <gtest/gtest.h>
-
 #include <functional>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -34,7 +33,10 @@ TEST(bpe_tokenizer_malformed, names_the_field_and_reason_of_every_failure) {
        "id of 'a' is -4"},
       {"merges object", [](json& d) { d["model"]["merges"] = json::object(); }, errc::parse_error,
        "field 'model.merges': not a list"},
-      {"merge unknown", [](json& d) { d["model"]["merges"][3] = {"zz", "qq"}; },
+      {"merge unknown",
+       [](json& d) {
+         d["model"]["merges"][3] = {"zz", "qq"};
+       },
        errc::parse_error, "field 'model.merges[3]': 'zz' is not in the vocab"},
       {"merge shape", [](json& d) { d["model"]["merges"][0] = "abc"; }, errc::parse_error,
        "field 'model.merges[0]': \"abc\" is not"},
@@ -44,24 +46,35 @@ TEST(bpe_tokenizer_malformed, names_the_field_and_reason_of_every_failure) {
        errc::unsupported, "field 'model.continuing_subword_prefix'"},
       {"ignore_merges type", [](json& d) { d["model"]["ignore_merges"] = "yes"; },
        errc::parse_error, "'ignore_merges' is not true or false"},
-      {"normalizer", [](json& d) { d["normalizer"] = {{"type", "NFC"}}; }, errc::unsupported,
-       "field 'normalizer': type 'NFC' is not supported"},
+      {"normalizer",
+       [](json& d) {
+         d["normalizer"] = {{"type", "NFC"}};
+       },
+       errc::unsupported, "field 'normalizer': type 'NFC' is not supported"},
       {"no pre_tokenizer", [](json& d) { d["pre_tokenizer"] = nullptr; }, errc::unsupported,
        "not a byte-level tokenizer"},
-      {"split", [](json& d) { d["pre_tokenizer"] = {{"type", "Split"}}; }, errc::unsupported,
-       "field 'pre_tokenizer': type 'Split' is not supported"},
-      {"sequence", [](json& d) { d["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", 3}}; },
+      {"split",
+       [](json& d) {
+         d["pre_tokenizer"] = {{"type", "Split"}};
+       },
+       errc::unsupported, "field 'pre_tokenizer': type 'Split' is not supported"},
+      {"sequence",
+       [](json& d) {
+         d["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", 3}};
+       },
        errc::unsupported, "a Sequence other than [ByteLevel]"},
       {"prefix type", [](json& d) { d["pre_tokenizer"]["add_prefix_space"] = 1; },
        errc::parse_error, "'add_prefix_space' is not true or false"},
-      {"decoder", [](json& d) { d["decoder"] = {{"type", "WordPiece"}}; }, errc::unsupported,
-       "field 'decoder'"},
+      {"decoder",
+       [](json& d) {
+         d["decoder"] = {{"type", "WordPiece"}};
+       },
+       errc::unsupported, "field 'decoder'"},
       {"added content", [](json& d) { d["added_tokens"][0].erase("content"); }, errc::parse_error,
        "field 'added_tokens[0]': needs a non-negative 'id'"},
       {"added special", [](json& d) { d["added_tokens"][1]["special"] = "x"; }, errc::parse_error,
        "'special' is not true or false"},
-      {"missing byte", [](json& d) { d["model"]["vocab"].erase("!"); }, errc::parse_error,
-       "'!'"},
+      {"missing byte", [](json& d) { d["model"]["vocab"].erase("!"); }, errc::parse_error, "'!'"},
       {"bad unk", [](json& d) { d["model"]["unk_token"] = "<unk>"; }, errc::parse_error,
        "field 'model.unk_token': is not in the vocab"},
       {"root", [](json& d) { d = json::array(); }, errc::parse_error, "not a JSON object"},

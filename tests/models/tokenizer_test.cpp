@@ -1,7 +1,6 @@
 #include "models/tokenizer.hpp"
 
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -17,7 +16,9 @@ using json = nlohmann::json;
 
 const std::string fixtures = MSTAR_FIXTURES_DIR;
 
-std::vector<token_id> ids_of(const json& list) { return list.get<std::vector<token_id>>(); }
+std::vector<token_id> ids_of(const json& list) {
+  return list.get<std::vector<token_id>>();
+}
 
 void expect_matches_reference(const bpe_tokenizer& tok, const std::string& expected_file) {
   const auto expected = test::load_fixture_json(expected_file);
@@ -58,7 +59,9 @@ TEST(bpe_tokenizer, finds_vocab_entries_and_special_tokens) {
   ASSERT_TRUE(tok);
   EXPECT_EQ(tok->find("<|endoftext|>"), token_id{0});
   EXPECT_EQ(tok->find("<|pad|>"), token_id{1});
-  EXPECT_TRUE(tok->find("\xC4\xA0" "a").has_value());  // "Ġa", the first merge
+  EXPECT_TRUE(tok->find("\xC4\xA0"
+                        "a")
+                  .has_value());  // "Ġa", the first merge
   EXPECT_FALSE(tok->find("no such token").has_value());
 }
 
@@ -66,7 +69,8 @@ TEST(bpe_tokenizer, round_trips_arbitrary_bytes) {
   const auto tok = bpe_tokenizer::load(fixtures + "/tokenizers/tiny_bpe.json");
   ASSERT_TRUE(tok);
   std::string all;
-  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  for (int b = 0; b < 256; ++b)
+    all.push_back(static_cast<char>(b));
   EXPECT_EQ(tok->decode(tok->encode(all)), all);
   EXPECT_EQ(tok->decode(std::vector<token_id>{100000}), "\xEF\xBF\xBD");
 }
@@ -76,7 +80,8 @@ TEST(byte_tokenizer, maps_bytes_to_ids_past_the_offset_and_back) {
   ASSERT_TRUE(tok) << tok.error().to_string();
   EXPECT_EQ(tok->encode("Hi"), (std::vector<token_id>{75, 108}));
   std::string all;
-  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  for (int b = 0; b < 256; ++b)
+    all.push_back(static_cast<char>(b));
   EXPECT_EQ(tok->decode(tok->encode(all)), all);
   EXPECT_EQ(tok->vocab_size(), 512);
 }
@@ -85,7 +90,9 @@ TEST(byte_tokenizer, marks_ids_that_are_not_bytes) {
   const auto tok = byte_tokenizer::make(3, 512);
   ASSERT_TRUE(tok);
   const std::vector<token_id> ids{1, 75, 300, 2};
-  EXPECT_EQ(tok->decode(ids), "\xEF\xBF\xBD" "H\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(tok->decode(ids),
+            "\xEF\xBF\xBD"
+            "H\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(tok->decode(ids, true), "H\xEF\xBF\xBD");  // specials dropped, 300 is no byte
 }
 

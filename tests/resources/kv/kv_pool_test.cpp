@@ -235,17 +235,38 @@ TEST_F(kv_pool_test, step_declared_retention_releases_inside_commit) {
   EXPECT_EQ(info("a").released, 24);
 }
 
-TEST_F(kv_pool_test, retention_validation_leaves_the_pool_untouched) {
+TEST_F(kv_pool_test, a_retention_commit_would_refuse_is_refused_at_admit_untouched) {
   ASSERT_TRUE(run(step_of({{"a", "main", 8}})).ok);
+  const auto before = pool_->pages().free_list();
   kv_step s = step_of({{"a", "main", 8}});
   s.retention[{"a", "main"}] = retention_policy::make(8, 100).value();
   step_context ctx;
-  ASSERT_TRUE(pool_->admit(s, ctx).ok);
-  ASSERT_TRUE(pool_->plan(s, ctx).has_value());
-  auto r = pool_->commit(s, ctx);
-  ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.error().message().find("protects"), std::string::npos);
+  const auto out = pool_->admit(s, ctx);
+  ASSERT_FALSE(out.ok);
+  EXPECT_NE(refusal_message(*out.reason).find("protects"), std::string::npos);
+  check();
+  EXPECT_EQ(pool_->pages().free_list(), before);
   EXPECT_EQ(info("a").stored_len, 8);
+}
+
+TEST_F(kv_pool_test, a_refused_pre_admit_leaves_the_running_step_its_pages) {
+  ASSERT_TRUE(run(step_of({{"a", "main", 8}})).ok);
+  kv_step running = step_of({{"a", "main", 9}});
+  step_context live;
+  ASSERT_TRUE(pool_->admit(running, live).ok);
+  ASSERT_TRUE(pool_->plan(running, live).has_value());
+  // Step N+1 is staged while N runs, then another resource refuses it.
+  kv_step next = step_of({{"b", "main", 20}});
+  step_context pre;
+  pre.is_preplan = true;
+  ASSERT_TRUE(pool_->admit(next, pre).ok);
+  pool_->rollback_admit(next, pre);
+  check();
+  EXPECT_FALSE(pool_->stream("b", "main").has_value());
+  ASSERT_TRUE(pool_->commit(running, live).has_value());
+  check();
+  EXPECT_EQ(info("a").stored_len, 17);
+  EXPECT_EQ(info("a").pages.size(), 3u);
 }
 
 TEST_F(kv_pool_test, a_window_schedule_bounds_the_retained_context) {

@@ -102,7 +102,7 @@ inline std::shared_ptr<const recurrent_plan> plan_in(const step_context& ctx,
 }
 
 /// A resource that admits or refuses as told, holding nothing: the
-/// "refusing stub planned after the pool" of the reference's tests.
+/// "refusing refuser planned after the pool" of the reference's tests.
 class refusing_resource final : public resource {
  public:
   /// A resource keyed `key`, planned after `after` (if not empty).

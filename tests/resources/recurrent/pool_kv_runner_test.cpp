@@ -67,7 +67,7 @@ class recurrent_with_kv : public ::testing::Test {
     rec->segments = segs;
     auto other = std::make_shared<resource_step>();
     other->segments = std::move(segs);
-    return {{"kv", kv}, {"rec", rec}, {"stub", other}};
+    return {{"kv", kv}, {"rec", rec}, {"refuser", other}};
   }
 
   // a: 10 tokens, committed in both pools, with a recognisable state.
@@ -83,11 +83,11 @@ class recurrent_with_kv : public ::testing::Test {
 
   std::unique_ptr<kv_pool> kv_;
   std::unique_ptr<recurrent_state_pool> rec_;
-  refusing_resource stub_{"stub", {"kv", "rec"}};
+  refusing_resource refuser_{"refuser", {"kv", "rec"}};
 };
 
 TEST_F(recurrent_with_kv, kv_refusing_after_the_recurrent_pool_leaves_both_as_before) {
-  auto runner = step_runner::make({&stub_, rec_.get(), kv_.get()}).value();
+  auto runner = step_runner::make({&refuser_, rec_.get(), kv_.get()}).value();
   ASSERT_EQ(runner.order()[0]->key(), "rec");
   prepare(runner);
   const auto before = take();
@@ -105,7 +105,7 @@ TEST_F(recurrent_with_kv, kv_refusing_after_the_recurrent_pool_leaves_both_as_be
 }
 
 TEST_F(recurrent_with_kv, the_recurrent_pool_refusing_after_kv_leaves_both_as_before) {
-  auto runner = step_runner::make({&stub_, kv_.get(), rec_.get()}).value();
+  auto runner = step_runner::make({&refuser_, kv_.get(), rec_.get()}).value();
   ASSERT_EQ(runner.order()[0]->key(), "kv");
   prepare(runner);
   const auto before = take();
@@ -125,17 +125,17 @@ TEST_F(recurrent_with_kv, a_refusal_after_both_pools_leaves_both_as_before) {
   for (const bool kv_first : {true, false}) {
     SCOPED_TRACE(kv_first ? "kv first" : "recurrent first");
     SetUp();
-    auto runner = kv_first ? step_runner::make({&stub_, kv_.get(), rec_.get()}).value()
-                           : step_runner::make({&stub_, rec_.get(), kv_.get()}).value();
+    auto runner = kv_first ? step_runner::make({&refuser_, kv_.get(), rec_.get()}).value()
+                           : step_runner::make({&refuser_, rec_.get(), kv_.get()}).value();
     prepare(runner);
     const auto before = take();
-    stub_.refuse = true;
+    refuser_.refuse = true;
     step_context ctx;
     const auto out = runner.admit(bundle_of({{"a", "main", 1}, {"b", "main", 20}}), ctx);
-    stub_.refuse = false;
+    refuser_.refuse = false;
     check();
     ASSERT_FALSE(out.ok());
-    EXPECT_EQ(out.failed_resource, "stub");
+    EXPECT_EQ(out.failed_resource, "refuser");
     EXPECT_EQ(take(), before);
   }
 }

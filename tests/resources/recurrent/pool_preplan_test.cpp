@@ -203,12 +203,12 @@ TEST_F(recurrent_pool_preplan, a_refused_pre_admit_stages_nothing) {
 }
 
 TEST_F(recurrent_pool_preplan, overlapped_steps_unwind_only_what_the_refused_step_took) {
-  refusing_resource stub{"stub", {"rec"}};
-  auto runner = step_runner::make({&stub, pool_.get()}).value();
+  refusing_resource refuser{"refuser", {"rec"}};
+  auto runner = step_runner::make({&refuser, pool_.get()}).value();
   auto bundle = [](const recurrent_step& s) {
     auto other = std::make_shared<resource_step>();
     other->segments = s.segments;
-    return step_bundle{{"rec", std::make_shared<recurrent_step>(s)}, {"stub", other}};
+    return step_bundle{{"rec", std::make_shared<recurrent_step>(s)}, {"refuser", other}};
   };
   run(rstep({{"a", "main", 1}}));
   // Step N (a, new b) runs while step N+1 (a, b, new c) is staged.
@@ -222,7 +222,7 @@ TEST_F(recurrent_pool_preplan, overlapped_steps_unwind_only_what_the_refused_ste
   ASSERT_TRUE(runner.pre_plan(n1, next));
   ASSERT_TRUE(runner.commit(n, ctx));
   check();
-  stub.refuse = true;
+  refuser.refuse = true;
   ASSERT_FALSE(runner.admit(n1, next).ok());
   check();
   EXPECT_EQ(slot("b"), 2);  // step N's, committed

@@ -1,5 +1,5 @@
 // A seeded random walk over a KV pool and a recurrent state pool under two
-// step runners (either pool admitted first) and a stub refusing at random:
+// step runners (either pool admitted first) and a refuser refusing at random:
 // steps with padding rows, forks, fork rows, graph leases, pre-plans (some
 // overlapping the running step), aborts, resets and removals. A shadow of
 // every recurrent slot (its byte pattern, has_state, generation) is checked
@@ -39,8 +39,8 @@ class recurrent_walk : public ::testing::Test {
     rec_ = recurrent_state_pool::make("rec", config_of(rec_slots, true, tiny_blocks())).value();
     rec_->build_accelerator_graph_buffers(2, 8, 64);
     runners_.clear();
-    runners_.push_back(step_runner::make({&stub_, rec_.get(), kv_.get()}).value());
-    runners_.push_back(step_runner::make({&stub_, kv_.get(), rec_.get()}).value());
+    runners_.push_back(step_runner::make({&refuser_, rec_.get(), kv_.get()}).value());
+    runners_.push_back(step_runner::make({&refuser_, kv_.get(), rec_.get()}).value());
   }
 
   bool coin(double p) { return std::bernoulli_distribution(p)(rng_); }
@@ -187,9 +187,9 @@ class recurrent_walk : public ::testing::Test {
     }
     const auto rec_free = rec_->free_list();
     const auto kv_free = kv_->pages().free_list();
-    stub_.refuse = coin(0.1);
+    refuser_.refuse = coin(0.1);
     const auto out = runner().admit(s.bundle, s.ctx);
-    stub_.refuse = false;
+    refuser_.refuse = false;
     if (!out.ok()) {
       ++counts_["refused by " + out.failed_resource];
       if (staged) {
@@ -310,7 +310,7 @@ class recurrent_walk : public ::testing::Test {
   std::mt19937 rng_;
   std::unique_ptr<kv_pool> kv_;
   std::unique_ptr<recurrent_state_pool> rec_;
-  refusing_resource stub_{"stub", {"kv", "rec"}};
+  refusing_resource refuser_{"refuser", {"kv", "rec"}};
   std::vector<step_runner> runners_;
   std::vector<request_id> rids_;
   shadow_map shadow_;
@@ -340,7 +340,7 @@ TEST_F(recurrent_walk, both_pools_keep_their_books_through_thousands_of_random_o
       }
     }
     EXPECT_GT(steps, 1500);
-    for (const auto* what : {"refused by rec", "refused by kv", "refused by stub", "promoted",
+    for (const auto* what : {"refused by rec", "refused by kv", "refused by refuser", "promoted",
                              "forking steps", "aborted", "early stages"})
       EXPECT_GT(counts_[what], 10) << what;
     counts_.clear();

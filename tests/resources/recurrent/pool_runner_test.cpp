@@ -24,18 +24,18 @@ recurrent_blocks one_block() {
   return blocks;
 }
 
-// A 4-slot pool (3 usable) and a stub planned after it.
+// A 4-slot pool (3 usable) and a refuser planned after it.
 class recurrent_pool_rollback : public recurrent_pool_test {
  protected:
   void SetUp() override {
     make(config_of(4, true, one_block()));
-    runner_ = std::make_unique<step_runner>(step_runner::make({&stub_, pool_.get()}).value());
+    runner_ = std::make_unique<step_runner>(step_runner::make({&refuser_, pool_.get()}).value());
   }
 
   static step_bundle bundle_of(const recurrent_step& s) {
     auto other = std::make_shared<resource_step>();
     other->segments = s.segments;
-    return {{"rec", std::make_shared<recurrent_step>(s)}, {"stub", other}};
+    return {{"rec", std::make_shared<recurrent_step>(s)}, {"refuser", other}};
   }
 
   full_admit_outcome runner_admit(const recurrent_step& s, step_context& ctx) {
@@ -60,7 +60,7 @@ class recurrent_pool_rollback : public recurrent_pool_test {
     check();
   }
 
-  refusing_resource stub_{"stub", {"rec"}};
+  refusing_resource refuser_{"refuser", {"rec"}};
   std::unique_ptr<step_runner> runner_;
 };
 
@@ -75,25 +75,25 @@ TEST_F(recurrent_pool_rollback, the_pool_refuses_a_fourth_request_leaving_its_fr
   EXPECT_EQ(pool_->free_list(), before);
   for (const auto* rid : {"a", "b", "c", "d"})
     EXPECT_FALSE(pool_->slot_of(rid)) << rid;
-  EXPECT_EQ(stub_.admits, 0);
+  EXPECT_EQ(refuser_.admits, 0);
   runner_run(rstep({{"a", "main", 1}, {"b", "main", 1}, {"c", "main", 1}}));
   EXPECT_EQ((ints{slot("a"), slot("b"), slot("c")}), (ints{1, 2, 3}));
 }
 
 TEST_F(recurrent_pool_rollback, a_downstream_refusal_frees_the_pools_slots) {
-  stub_.refuse = true;
+  refuser_.refuse = true;
   step_context ctx;
   const auto out = runner_admit(rstep({{"a", "main", 1}, {"b", "main", 1}}), ctx);
   ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.failed_resource, "stub");
+  EXPECT_EQ(out.failed_resource, "refuser");
   EXPECT_EQ(pool_->free_list(), (ints{3, 2, 1}));
-  EXPECT_EQ(stub_.rollbacks, 1);
+  EXPECT_EQ(refuser_.rollbacks, 1);
 }
 
 TEST_F(recurrent_pool_rollback, a_held_slot_survives_a_downstream_refusal) {
   runner_run(rstep({{"a", "main", 5}}));
   fill_slot(*pool_, slot("a"), 21);
-  stub_.refuse = true;
+  refuser_.refuse = true;
   step_context ctx;
   ASSERT_FALSE(runner_admit(rstep({{"a", "main", 1}, {"b", "main", 5}}), ctx).ok());
   EXPECT_EQ(slot("a"), 1);
@@ -118,12 +118,12 @@ TEST_F(recurrent_pool_rollback, a_refused_full_admit_unwinds_what_its_pre_plan_r
   step_context ctx;
   stage(s, ctx);
   EXPECT_EQ(pool_->num_free_slots(), 1);
-  stub_.refuse = true;
+  refuser_.refuse = true;
   ASSERT_FALSE(runner_admit(s, ctx).ok());
   EXPECT_EQ(pool_->free_list(), (ints{3, 2, 1}));
   EXPECT_FALSE(pool_->slot_of("a"));
   EXPECT_FALSE(pool_->slot_of("b"));
-  stub_.refuse = false;
+  refuser_.refuse = false;
   runner_run(s, ctx);  // the stage is gone: planned inline
   EXPECT_EQ(slot("a"), 1);
 }
@@ -160,7 +160,7 @@ TEST_F(recurrent_pool_rollback, a_discarded_pre_plan_then_a_refused_admit_leaves
   stage(s, ctx);
   runner_->clear_preplan();
   check();
-  stub_.refuse = true;
+  refuser_.refuse = true;
   ASSERT_FALSE(runner_admit(s, ctx).ok());
   EXPECT_EQ(pool_->free_list(), (ints{3, 2, 1}));
 }
@@ -220,13 +220,13 @@ TEST_F(recurrent_pool_rollback, two_forking_requests_cannot_strand_each_others_f
 
 TEST_F(recurrent_pool_rollback, a_downstream_refusal_of_forking_requests_restores_the_order) {
   make(config_of(6, true, one_block()));
-  runner_ = std::make_unique<step_runner>(step_runner::make({&stub_, pool_.get()}).value());
+  runner_ = std::make_unique<step_runner>(step_runner::make({&refuser_, pool_.get()}).value());
   runner_run(rstep({{"x", "main", 1}, {"y", "main", 1}, {"z", "main", 1}}));
   pool_->remove_request("y");
   pool_->remove_request("x");
   check();
   ASSERT_EQ(pool_->free_list(), (ints{5, 4, 2, 1}));
-  stub_.refuse = true;
+  refuser_.refuse = true;
   step_context ctx;
   const auto s = rstep({{"a", "main", 3}, {"b", "main", 3}}, {{"main", "draft"}});
   ASSERT_FALSE(runner_admit(s, ctx).ok());

@@ -33,7 +33,7 @@ struct shadow_slot {
 /// Every held slot's expected contents.
 using shadow_map = std::map<key, shadow_slot>;
 
-/// One step for the recurrent pool, the KV pool and the stub.
+/// One step for the recurrent pool, the KV pool and the refuser.
 struct walk_step {
   std::shared_ptr<recurrent_step> rec;
   step_bundle bundle;
@@ -142,7 +142,7 @@ inline walk_step random_step(std::mt19937& rng, const std::vector<request_id>& r
   kv->fork_rids = s.rec->fork_rids;
   auto other = std::make_shared<resource_step>();
   other->segments = s.rec->segments;
-  s.bundle = {{"rec", s.rec}, {"kv", kv}, {"stub", other}};
+  s.bundle = {{"rec", s.rec}, {"kv", kv}, {"refuser", other}};
   return s;
 }
 

@@ -1,0 +1,130 @@
+#pragma once
+
+// Helpers shared by the CUDA kernels: bf16 bits, warp reductions, a strided
+// float matrix for device code, launch bookkeeping. Only .cu files include it.
+
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "kernels/tensor_view.hpp"
+
+namespace mstar::kernels::cuda::detail {
+
+/// float -> bfloat16 bits, round to nearest even; NaN stays a quiet NaN. The
+/// same bits as the CPU reference's store, so arenas compare byte for byte.
+__device__ __forceinline__ std::uint16_t to_bf16(float f) {
+  std::uint32_t bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffU) > 0x7f800000U)
+    return static_cast<std::uint16_t>((bits >> 16) | 0x40U);
+  bits += 0x7fffU + ((bits >> 16) & 1U);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+/// bfloat16 bits -> float (exact).
+__device__ __forceinline__ float from_bf16(std::uint16_t h) {
+  return __uint_as_float(static_cast<std::uint32_t>(h) << 16);
+}
+
+/// Sum over groups of `Width` consecutive lanes (a power of two <= 32); every
+/// lane of the group gets the result.
+template <int Width = 32>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int off = Width / 2; off > 0; off /= 2)
+    v += __shfl_xor_sync(0xffffffffU, v, off, Width);
+  return v;
+}
+
+/// Maximum over groups of `Width` consecutive lanes, as `group_sum`.
+template <int Width = 32>
+__device__ __forceinline__ float group_max(float v) {
+#pragma unroll
+  for (int off = Width / 2; off > 0; off /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffU, v, off, Width));
+  return v;
+}
+
+/// Sum over the whole block (blockDim.x a multiple of 32, <= 1024); every
+/// thread gets the result. `scratch` holds 32 floats; the function ends with
+/// a barrier, so it can be called again with the same scratch.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  const unsigned lane = threadIdx.x % 32U;
+  const unsigned warp = threadIdx.x / 32U;
+  v = group_sum(v);
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  const unsigned warps = blockDim.x / 32U;
+  float total = lane < warps ? scratch[lane] : 0.0F;
+  total = group_sum(total);
+  __syncthreads();
+  return total;
+}
+
+/// Maximum over the whole block, as `block_sum`.
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  const unsigned lane = threadIdx.x % 32U;
+  const unsigned warp = threadIdx.x / 32U;
+  v = group_max(v);
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  const unsigned warps = blockDim.x / 32U;
+  float top = lane < warps ? scratch[lane] : -INFINITY;
+  top = group_max(top);
+  __syncthreads();
+  return top;
+}
+
+/// A strided 2-D float matrix as device code indexes it: the host fills it
+/// from a `view` (std::array is not usable in device code).
+template <class T>
+struct matrix {
+  T* data = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t row_stride = 0;
+  std::int64_t col_stride = 0;
+
+  __device__ __forceinline__ T& operator()(std::int64_t r, std::int64_t c) const {
+    return data[r * row_stride + c * col_stride];
+  }
+};
+
+/// The device form of a 2-D view.
+template <class T>
+matrix<T> to_matrix(const view<T, 2>& v) {
+  return matrix<T>{v.data, v.shape[0], v.shape[1], v.strides[0], v.strides[1]};
+}
+
+/// Ceiling of a / b for positive b.
+template <class A, class B>
+__host__ __device__ constexpr A ceil_div(A a, B b) {
+  return static_cast<A>((a + static_cast<A>(b) - 1) / static_cast<A>(b));
+}
+
+/// Multiprocessors of the current device (cached per device after the first
+/// call); 132 if the runtime cannot say.
+int sm_count();
+
+/// The error of the launch just made (or an earlier sticky one).
+inline cudaError_t launch_status() {
+  return cudaGetLastError();
+}
+
+/// The row r of a packed batch holding token t: the last r with
+/// indptr[r] <= t, for a non-decreasing `indptr` of `rows + 1` entries.
+__device__ __forceinline__ int row_of_token(const std::int32_t* indptr, int rows, int t) {
+  int lo = 0;
+  int hi = rows;  // answer in [lo, hi)
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (indptr[mid] <= t)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+}  // namespace mstar::kernels::cuda::detail

@@ -1,0 +1,143 @@
+#include <algorithm>
+#include <cublas_v2.h>
+
+#include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/host_checks.hpp"
+#include "kernels/cuda/math.hpp"
+
+namespace mstar::kernels::cuda {
+namespace {
+
+using detail::ceil_div;
+
+// Fills out[t][n] with bias[n] (or zero), the GEMM's beta = 1 starting point.
+template <class Out>
+__global__ void fill_bias_kernel(Out* out, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                                 const float* bias, std::int64_t bias_stride) {
+  for (std::int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
+    for (std::int64_t n = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; n < cols;
+         n += std::int64_t{gridDim.x} * blockDim.x) {
+      const float b = bias != nullptr ? bias[n * bias_stride] : 0.0F;
+      if constexpr (sizeof(Out) == 2)
+        out[t * ld + n] = detail::to_bf16(b);
+      else
+        out[t * ld + n] = b;
+    }
+  }
+}
+
+template <class Out>
+cudaError_t fill_bias(Out* out, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                      const view<const float, 1>& bias, cudaStream_t stream) {
+  constexpr int threads = 256;
+  const dim3 grid{static_cast<unsigned>(std::min<std::int64_t>(ceil_div(cols, threads), 1024)),
+                  static_cast<unsigned>(std::min<std::int64_t>(rows, 65535))};
+  fill_bias_kernel<<<grid, threads, 0, stream>>>(out, rows, cols, ld, bias.data,
+                                                 bias ? bias.strides[0] : 0);
+  return detail::launch_status();
+}
+
+// Row stride for BLAS, as the CPU reference takes it: a single row may carry
+// any stride.
+template <class T>
+std::int64_t leading_dim(const view<T, 2>& v) {
+  return v.shape[0] > 1 ? v.strides[0] : std::max<std::int64_t>(v.shape[1], 1);
+}
+
+template <class T>
+bool blas_operand_ok(const view<T, 2>& v) {
+  return (v.shape[1] <= 1 || v.strides[1] == 1) && leading_dim(v) >= v.shape[1];
+}
+
+cudaError_t from_status(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS:
+      return cudaSuccess;
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return cudaErrorInvalidValue;
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return cudaErrorNotSupported;
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return cudaErrorMemoryAllocation;
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return cudaErrorLaunchFailure;
+    default:
+      return cudaErrorUnknown;
+  }
+}
+
+// Row-major out[T][N] = x[T][K] * w[N][K]^T is, column-major, out^T (N x T)
+// = op_T(w) (N x K) * x^T (K x T): so A = w transposed, B = x as is.
+struct gemm_shape {
+  int m, n, k, lda, ldb, ldc;
+};
+
+template <class X, class W, class O>
+gemm_shape shape_of(const view<X, 2>& x, const view<W, 2>& w, const view<O, 2>& out) {
+  return {static_cast<int>(w.shape[0]),     static_cast<int>(x.shape[0]),
+          static_cast<int>(x.shape[1]),     static_cast<int>(leading_dim(w)),
+          static_cast<int>(leading_dim(x)), static_cast<int>(leading_dim(out))};
+}
+
+}  // namespace
+
+cudaError_t linear(const blas_handle& blas, const linear_params& p, cudaStream_t stream) {
+  if (!detail::all_ok(
+          {check_view(p.x, "x", {any_extent, any_extent}),
+           check_view(p.weight, "weight", {any_extent, p.x.shape[1]}),
+           check_view(p.bias, "bias", p.bias ? std::array{p.weight.shape[0]} : p.bias.shape),
+           check_view(p.out, "out", {p.x.shape[0], p.weight.shape[0]})}) ||
+      !blas_operand_ok(p.x) || !blas_operand_ok(p.weight) || !blas_operand_ok(p.out)) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.out.numel() == 0)
+    return cudaSuccess;
+  const gemm_shape g = shape_of(p.x, p.weight, p.out);
+  if (const cudaError_t err =
+          fill_bias(p.out.data, p.x.shape[0], p.weight.shape[0], g.ldc, p.bias, stream);
+      err != cudaSuccess || g.k == 0) {
+    return err;
+  }
+  if (const cublasStatus_t s = cublasSetStream(blas.get(), stream); s != CUBLAS_STATUS_SUCCESS)
+    return from_status(s);
+  const float one = 1.0F;
+  return from_status(cublasSgemm(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, g.m, g.n, g.k, &one,
+                                 p.weight.data, g.lda, p.x.data, g.ldb, &one, p.out.data, g.ldc));
+}
+
+cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p, cudaStream_t stream) {
+  const bool f32_out = static_cast<bool>(p.out_f32);
+  if (f32_out == static_cast<bool>(p.out_bf16))
+    return cudaErrorInvalidValue;
+  const std::array<std::int64_t, 2> out_shape{p.x.shape[0], p.weight.shape[0]};
+  if (!detail::all_ok(
+          {check_view(p.x, "x", {any_extent, any_extent}),
+           check_view(p.weight, "weight", {any_extent, p.x.shape[1]}),
+           check_view(p.bias, "bias", p.bias ? std::array{p.weight.shape[0]} : p.bias.shape),
+           f32_out ? check_view(p.out_f32, "out", out_shape)
+                   : check_view(p.out_bf16, "out", out_shape)}) ||
+      !blas_operand_ok(p.x) || !blas_operand_ok(p.weight) ||
+      !(f32_out ? blas_operand_ok(p.out_f32) : blas_operand_ok(p.out_bf16))) {
+    return cudaErrorInvalidValue;
+  }
+  if (out_shape[0] * out_shape[1] == 0)
+    return cudaSuccess;
+  const gemm_shape g =
+      f32_out ? shape_of(p.x, p.weight, p.out_f32) : shape_of(p.x, p.weight, p.out_bf16);
+  void* out = f32_out ? static_cast<void*>(p.out_f32.data) : static_cast<void*>(p.out_bf16.data);
+  const cudaError_t filled =
+      f32_out ? fill_bias(p.out_f32.data, out_shape[0], out_shape[1], g.ldc, p.bias, stream)
+              : fill_bias(p.out_bf16.data, out_shape[0], out_shape[1], g.ldc, p.bias, stream);
+  if (filled != cudaSuccess || g.k == 0)
+    return filled;
+  if (const cublasStatus_t s = cublasSetStream(blas.get(), stream); s != CUBLAS_STATUS_SUCCESS)
+    return from_status(s);
+  const float one = 1.0F;
+  return from_status(cublasGemmEx(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, g.m, g.n, g.k, &one,
+                                  p.weight.data, CUDA_R_16BF, g.lda, p.x.data, CUDA_R_16BF, g.ldb,
+                                  &one, out, f32_out ? CUDA_R_32F : CUDA_R_16BF, g.ldc,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace mstar::kernels::cuda

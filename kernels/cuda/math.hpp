@@ -1,0 +1,79 @@
+#pragma once
+
+// Device versions of kernels/math.hpp: the same params structs, every view a
+// device address. Each launcher checks the shapes on the host (the CPU
+// reference's rules; a violation returns cudaErrorInvalidValue and launches
+// nothing), enqueues on `stream`, allocates nothing and returns the launch
+// error. Checks that need the data (ids, positions) are not made: see each.
+
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/runtime.hpp"
+#include "kernels/math.hpp"
+
+namespace mstar::kernels::cuda {
+
+/// `out[t] = table[ids[t]]`. An id outside `[0, V)` is not reported (that
+/// would need a device-to-host read): its row comes out all NaN instead.
+[[nodiscard]] cudaError_t embedding(const embedding_params& p, cudaStream_t stream);
+
+/// Row-wise RMS norm, one block per row; the sum of squares is taken in f32.
+[[nodiscard]] cudaError_t rms_norm(const rms_norm_params& p, cudaStream_t stream);
+
+/// Mamba-2's gated RMS norm, one block per (row, group).
+[[nodiscard]] cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream);
+
+/// `out = x * sigmoid(x)`.
+[[nodiscard]] cudaError_t silu(const unary_params& p, cudaStream_t stream);
+
+/// `out = max(x, 0)^2`.
+[[nodiscard]] cudaError_t relu2(const unary_params& p, cudaStream_t stream);
+
+/// `out = a + b` (b may broadcast through zero strides).
+[[nodiscard]] cudaError_t add(const binary_params& p, cudaStream_t stream);
+
+/// `out = a * b`.
+[[nodiscard]] cudaError_t mul(const binary_params& p, cudaStream_t stream);
+
+/// Row-wise softmax, one block per row; a row with no finite entry comes out
+/// all zeros.
+[[nodiscard]] cudaError_t softmax(const softmax_params& p, cudaStream_t stream);
+
+/// Rotary embedding in place; angles and their cos/sin in f64 as on the CPU.
+/// Negative positions are not reported (they rotate backwards).
+[[nodiscard]] cudaError_t rope(const rope_params& p, cudaStream_t stream);
+
+/// `out = x * weight^T (+ bias)` in f32 through `cublasSgemm` (no TF32: the
+/// handle keeps cuBLAS's default math mode). As on the CPU, the bias (or
+/// zero) fills `out` first and the GEMM accumulates onto it. `blas` is used
+/// by one host thread at a time; its stream is set to `stream`.
+[[nodiscard]] cudaError_t linear(const blas_handle& blas, const linear_params& p,
+                                 cudaStream_t stream);
+
+/// Operands of `linear_bf16`: bfloat16 activations and weights (raw bits),
+/// f32 accumulation, f32 or bf16 output.
+struct linear_bf16_params {
+  view<const std::uint16_t, 2> x;       ///< [T, K] bf16, unit stride along K
+  view<const std::uint16_t, 2> weight;  ///< [N, K] bf16 (nn.Linear's layout), unit stride along K
+  view<const float, 1> bias{};          ///< [N] f32; absent: no bias
+  /// [T, N] f32, unit stride along N; exactly one of out_f32 / out_bf16.
+  view<float, 2> out_f32{};
+  view<std::uint16_t, 2> out_bf16{};  ///< [T, N] bf16, unit stride along N
+};
+
+/// `out = x * weight^T (+ bias)` through `cublasGemmEx` (bf16 inputs, f32
+/// compute). The bias fills `out` first (rounded to bf16 for a bf16 output)
+/// and the GEMM accumulates onto it.
+[[nodiscard]] cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p,
+                                      cudaStream_t stream);
+
+/// `n` floats to bfloat16 bits, round to nearest even (the CPU arena's rule).
+[[nodiscard]] cudaError_t to_bf16(const float* in, std::uint16_t* out, std::int64_t n,
+                                  cudaStream_t stream);
+
+/// `n` bfloat16 values to floats (exact).
+[[nodiscard]] cudaError_t from_bf16(const std::uint16_t* in, float* out, std::int64_t n,
+                                    cudaStream_t stream);
+
+}  // namespace mstar::kernels::cuda

@@ -1,0 +1,131 @@
+#include <algorithm>
+
+#include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/select.cuh"
+#include "kernels/cuda/sampling.hpp"
+
+namespace mstar::kernels::cuda {
+namespace {
+
+using detail::block_stats;
+using detail::row_view;
+
+// kernels/sampling.hpp's generator, bit for bit.
+__device__ __forceinline__ std::uint64_t splitmix64(std::uint64_t& x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  std::uint64_t z = x;
+  z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27U)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31U);
+}
+
+__device__ __forceinline__ std::uint64_t rotl(std::uint64_t x, unsigned k) {
+  return (x << k) | (x >> (64U - k));
+}
+
+__device__ double uniform_draw(std::uint64_t seed, std::uint64_t stream) {
+  std::uint64_t mix = stream;
+  std::uint64_t x = seed ^ splitmix64(mix);
+  std::uint64_t s[4];
+  for (auto& word : s)
+    word = splitmix64(x);
+  const std::uint64_t out = rotl(s[1] * 5U, 7U) * 9U;
+  return static_cast<double>(out >> 11U) * 0x1.0p-53;
+}
+
+// The CPU's domain checks on the settings.
+__device__ bool settings_ok(float temperature, std::int32_t top_k, float top_p) {
+  return temperature >= 0.0F && !isinf(temperature) && top_k >= 0 && top_p > 0.0F && top_p <= 1.0F;
+}
+
+__global__ void argmax_kernel(detail::matrix<const float> logits, std::int32_t* out) {
+  __shared__ detail::select_scratch scratch;
+  for (std::int64_t r = blockIdx.x; r < logits.rows; r += gridDim.x) {
+    const row_view row{logits.data + r * logits.row_stride, logits.col_stride, logits.cols};
+    const block_stats st = detail::row_stats(row, scratch);
+    if (threadIdx.x == 0)
+      out[r] = st.bad || st.finite == 0 ? -1 : st.argmax;
+  }
+}
+
+__global__ void sample_kernel(sample_batch_params p) {
+  __shared__ detail::select_scratch scratch;
+  const detail::matrix<const float> logits{p.logits.data, p.logits.shape[0], p.logits.shape[1],
+                                           p.logits.strides[0], p.logits.strides[1]};
+  for (std::int64_t r = blockIdx.x; r < logits.rows; r += gridDim.x) {
+    const float temperature = p.temperature != nullptr ? p.temperature[r] : 0.0F;
+    const std::int32_t top_k = p.top_k != nullptr ? p.top_k[r] : 0;
+    const float top_p = p.top_p != nullptr ? p.top_p[r] : 1.0F;
+    const row_view row{logits.data + r * logits.row_stride, logits.col_stride, logits.cols};
+    const block_stats st = detail::row_stats(row, scratch);
+    if (st.bad || st.finite == 0 || !settings_ok(temperature, top_k, top_p)) {
+      if (threadIdx.x == 0)
+        p.out[r] = -1;
+      continue;
+    }
+    if (temperature == 0.0F || top_k == 1) {
+      if (threadIdx.x == 0)
+        p.out[r] = st.argmax;
+      continue;
+    }
+    const detail::weight_fn w{static_cast<double>(st.max), static_cast<double>(temperature)};
+    // Top-k: the k-th largest key is the floor of the kept set.
+    std::uint64_t floor = 0;
+    if (top_k != 0 && top_k < st.finite) {
+      detail::radix_select(row, 0, w, detail::select_mode::count_at_least,
+                           static_cast<double>(top_k), scratch, floor);
+    }
+    // Top-p: the shortest prefix whose mass reaches top_p of the kept mass.
+    if (top_p < 1.0F) {
+      const double total = detail::kept_mass(row, floor, w, scratch);
+      std::uint64_t cut = 0;
+      if (detail::radix_select(row, floor, w, detail::select_mode::mass_at_least,
+                               static_cast<double>(top_p) * total, scratch, cut)) {
+        floor = cut;
+      }
+    }
+    // The draw: the first candidate whose cumulative mass exceeds u * kept.
+    const double kept = detail::kept_mass(row, floor, w, scratch);
+    const double target =
+        uniform_draw(p.seed != nullptr ? p.seed[r] : 0, p.counter != nullptr ? p.counter[r] : 0) *
+        kept;
+    std::uint64_t drawn = 0;
+    if (!detail::radix_select(row, floor, w, detail::select_mode::mass_above, target, scratch,
+                              drawn)) {
+      drawn = detail::min_kept_key(row, floor, scratch);  // rounding left the total short
+    }
+    if (threadIdx.x == 0)
+      p.out[r] = detail::id_of(drawn);
+  }
+}
+
+unsigned row_grid(std::int64_t rows) {
+  return static_cast<unsigned>(std::min<std::int64_t>(rows, 1 << 16));
+}
+
+}  // namespace
+
+cudaError_t sample(const sample_batch_params& p, cudaStream_t stream) {
+  if (!check_view(p.logits, "logits", {any_extent, any_extent}) || p.out == nullptr ||
+      p.logits.shape[1] > 0x7fffffff) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.logits.shape[0] == 0)
+    return cudaSuccess;
+  sample_kernel<<<row_grid(p.logits.shape[0]), detail::select_threads, 0, stream>>>(p);
+  return detail::launch_status();
+}
+
+cudaError_t argmax(view<const float, 2> logits, std::int32_t* out, cudaStream_t stream) {
+  if (!check_view(logits, "logits", {any_extent, any_extent}) || out == nullptr ||
+      logits.shape[1] > 0x7fffffff) {
+    return cudaErrorInvalidValue;
+  }
+  if (logits.shape[0] == 0)
+    return cudaSuccess;
+  argmax_kernel<<<row_grid(logits.shape[0]), detail::select_threads, 0, stream>>>(
+      detail::to_matrix(logits), out);
+  return detail::launch_status();
+}
+
+}  // namespace mstar::kernels::cuda

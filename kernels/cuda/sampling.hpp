@@ -1,0 +1,45 @@
+#pragma once
+
+// Batched device sampling with kernels/sampling.hpp's rules and generator:
+// row r with settings (temperature[r], top_k[r], top_p[r], seed[r],
+// counter[r]) draws what `mstar::kernels::sample` draws for a
+// `sampling_params` holding the same values.
+
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+#include "kernels/sampling.hpp"
+#include "kernels/tensor_view.hpp"
+
+namespace mstar::kernels::cuda {
+
+/// Operands of `sample`: R rows of logits and each row's `sampling_params`
+/// fields as device arrays (a null array gives every row the field's
+/// default: temperature 0, top_k 0, top_p 1, seed 0, counter 0).
+struct sample_batch_params {
+  view<const float, 2> logits;             ///< [R, V] f32 scores; -inf masks a token
+  const float* temperature = nullptr;      ///< [R] f32, >= 0; 0 is greedy
+  const std::int32_t* top_k = nullptr;     ///< [R] int32, >= 0; 0 keeps all
+  const float* top_p = nullptr;            ///< [R] f32 in (0, 1]
+  const std::uint64_t* seed = nullptr;     ///< [R] u64: the request's seed
+  const std::uint64_t* counter = nullptr;  ///< [R] u64: draws the request made so far
+  std::int32_t* out = nullptr;             ///< [R] int32: the token drawn, or -1 where the
+                                           ///< CPU reference returns an error
+};
+
+/// One block per row. Greedy rows take the argmax (ties to the lowest id).
+/// Sampled rows find the CPU's candidate order without sorting: keys (logit,
+/// then lower id first) are unique, and radix selection over them (by count
+/// for top-k, by probability mass for top-p and for the draw) finds the cut
+/// and the drawn token, with masses in f64. Masses are summed in a different
+/// order than on the CPU, so a draw within ~1e-15 of a boundary may differ.
+/// Errors (cudaErrorInvalidValue) only for shapes; bad settings or logits
+/// give -1 in that row.
+[[nodiscard]] cudaError_t sample(const sample_batch_params& p, cudaStream_t stream);
+
+/// Greedy decoding only: `out[r]` = argmax of row r (ties to the lowest id),
+/// or -1 for a row with a NaN or +inf or no finite entry.
+[[nodiscard]] cudaError_t argmax(view<const float, 2> logits, std::int32_t* out,
+                                 cudaStream_t stream);
+
+}  // namespace mstar::kernels::cuda

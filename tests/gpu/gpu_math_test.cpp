@@ -1,0 +1,240 @@
+// Dense math launchers (kernels/cuda/math.hpp) against the CPU reference
+// (kernels/math.hpp) by normalised error: fresh random inputs, outputs
+// poisoned with NaN, strided and broadcast views where the params allow.
+#include <gtest/gtest.h>
+
+#include "kernels/math.hpp"
+#include "tests/gpu/gpu_support.hpp"
+
+namespace mstar::kernels {
+namespace {
+
+using test::gpu::poisoned;
+using test::gpu::upload;
+using test::gpu::within;
+namespace budget = test::gpu::budget;
+
+template <class T>
+view<T, 2> mat(T* data, std::int64_t rows, std::int64_t cols) {
+  return contiguous(data, std::array{rows, cols});
+}
+
+template <class T>
+view<T, 1> vec(T* data, std::int64_t n) {
+  return contiguous(data, std::array{n});
+}
+
+TEST(gpu_math, embedding_gathers_rows_and_poisons_out_of_range_ids) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(201);
+  const std::int64_t vocab = 300, hidden = 96, tokens = 50;
+  const auto table = rng.floats(static_cast<std::size_t>(vocab * hidden));
+  const auto ids =
+      rng.ints(static_cast<std::size_t>(tokens), 0, static_cast<std::int32_t>(vocab) - 1);
+  std::vector<float> ref(static_cast<std::size_t>(tokens * hidden));
+  ASSERT_TRUE(embedding({vec(ids.data(), tokens), mat(table.data(), vocab, hidden),
+                         mat(ref.data(), tokens, hidden)}));
+  const auto d_table = upload(table);
+  auto d_ids = upload(ids);
+  auto d_out = poisoned<float>(ref.size());
+  ASSERT_EQ(cuda::embedding({vec<const std::int32_t>(d_ids.data(), tokens),
+                             mat<const float>(d_table.data(), vocab, hidden),
+                             mat(d_out.data(), tokens, hidden)},
+                            nullptr),
+            cudaSuccess);
+  EXPECT_TRUE(within(d_out.download(), ref, budget::f32_elementwise));
+
+  const std::int32_t bad = static_cast<std::int32_t>(vocab);  // one past the end
+  ASSERT_EQ(cudaMemcpy(d_ids.data() + 3, &bad, sizeof bad, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cuda::embedding({vec<const std::int32_t>(d_ids.data(), tokens),
+                             mat<const float>(d_table.data(), vocab, hidden),
+                             mat(d_out.data(), tokens, hidden)},
+                            nullptr),
+            cudaSuccess);
+  const auto got = d_out.download();
+  for (std::int64_t h = 0; h < hidden; ++h)
+    EXPECT_TRUE(std::isnan(got[static_cast<std::size_t>(3 * hidden + h)]));
+}
+
+TEST(gpu_math, rms_norm_matches_on_strided_rows_and_in_place) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(202);
+  const std::int64_t tokens = 33, hidden = 1000, stride = 1024;
+  const auto x = rng.floats(static_cast<std::size_t>(tokens * stride), -3.0F, 3.0F);
+  const auto w = rng.floats(static_cast<std::size_t>(hidden));
+  const view<const float, 2> xv{x.data(), {tokens, hidden}, {stride, 1}};
+  std::vector<float> ref(static_cast<std::size_t>(tokens * hidden));
+  ASSERT_TRUE(rms_norm({xv, vec(w.data(), hidden), mat(ref.data(), tokens, hidden), 1e-5F}));
+  auto d_x = upload(x);
+  const auto d_w = upload(w);
+  auto d_out = poisoned<float>(ref.size());
+  const view<const float, 2> dxv{d_x.data(), {tokens, hidden}, {stride, 1}};
+  ASSERT_EQ(cuda::rms_norm({dxv, vec<const float>(d_w.data(), hidden),
+                            mat(d_out.data(), tokens, hidden), 1e-5F},
+                           nullptr),
+            cudaSuccess);
+  EXPECT_TRUE(within(d_out.download(), ref, budget::f32_reduction));
+  // In place: out is the same strided elements as x.
+  const view<float, 2> inplace{d_x.data(), {tokens, hidden}, {stride, 1}};
+  ASSERT_EQ(cuda::rms_norm({dxv, vec<const float>(d_w.data(), hidden), inplace, 1e-5F}, nullptr),
+            cudaSuccess);
+  const auto back = d_x.download();
+  std::vector<float> got;
+  for (std::int64_t t = 0; t < tokens; ++t)
+    got.insert(got.end(), back.begin() + t * stride, back.begin() + t * stride + hidden);
+  EXPECT_TRUE(within(got, ref, budget::f32_reduction));
+}
+
+TEST(gpu_math, gated_rms_norm_matches_per_group_with_and_without_gate) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(203);
+  const std::int64_t tokens = 17, channels = 512;
+  const auto x = rng.floats(static_cast<std::size_t>(tokens * channels), -2.0F, 2.0F);
+  const auto z = rng.floats(x.size(), -4.0F, 4.0F);
+  const auto w = rng.floats(static_cast<std::size_t>(channels));
+  const auto d_x = upload(x);
+  const auto d_z = upload(z);
+  const auto d_w = upload(w);
+  for (const std::int64_t group : {std::int64_t{0}, std::int64_t{128}, std::int64_t{64}}) {
+    for (const bool gated : {true, false}) {
+      SCOPED_TRACE("group_size " + std::to_string(group) + (gated ? " gated" : " ungated"));
+      std::vector<float> ref(x.size());
+      ASSERT_TRUE(gated_rms_norm({mat(x.data(), tokens, channels),
+                                  gated ? mat(z.data(), tokens, channels) : view<const float, 2>{},
+                                  vec(w.data(), channels), mat(ref.data(), tokens, channels), group,
+                                  1e-6F}));
+      auto d_out = poisoned<float>(ref.size());
+      ASSERT_EQ(cuda::gated_rms_norm({mat<const float>(d_x.data(), tokens, channels),
+                                      gated ? mat<const float>(d_z.data(), tokens, channels)
+                                            : view<const float, 2>{},
+                                      vec<const float>(d_w.data(), channels),
+                                      mat(d_out.data(), tokens, channels), group, 1e-6F},
+                                     nullptr),
+                cudaSuccess);
+      EXPECT_TRUE(within(d_out.download(), ref, budget::f32_reduction));
+    }
+  }
+}
+
+TEST(gpu_math, activations_and_binary_ops_match_including_a_broadcast_bias_row) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(204);
+  const std::int64_t rows = 70, cols = 333;
+  const auto a = rng.floats(static_cast<std::size_t>(rows * cols), -8.0F, 8.0F);
+  const auto b = rng.floats(static_cast<std::size_t>(rows * cols), -8.0F, 8.0F);
+  const auto d_a = upload(a);
+  const auto d_b = upload(b);
+  const auto av = mat(a.data(), rows, cols);
+  const auto dav = mat<const float>(d_a.data(), rows, cols);
+  using unary_cpu = result<void> (*)(const unary_params&);
+  using unary_gpu = cudaError_t (*)(const unary_params&, cudaStream_t);
+  const std::pair<unary_cpu, unary_gpu> unary[] = {{silu, cuda::silu}, {relu2, cuda::relu2}};
+  for (const auto& [cpu, gpu] : unary) {
+    std::vector<float> ref(a.size());
+    ASSERT_TRUE(cpu({av, mat(ref.data(), rows, cols)}));
+    auto d_out = poisoned<float>(ref.size());
+    ASSERT_EQ(gpu({dav, mat(d_out.data(), rows, cols)}, nullptr), cudaSuccess);
+    EXPECT_TRUE(within(d_out.download(), ref, budget::f32_elementwise));
+  }
+  using binary_cpu = result<void> (*)(const binary_params&);
+  using binary_gpu = cudaError_t (*)(const binary_params&, cudaStream_t);
+  const std::pair<binary_cpu, binary_gpu> binary[] = {{add, cuda::add}, {mul, cuda::mul}};
+  for (const auto& [cpu, gpu] : binary) {
+    for (const bool broadcast : {false, true}) {
+      // Broadcast: b is its first row repeated through a zero row stride.
+      const view<const float, 2> bv{b.data(), {rows, cols}, {broadcast ? 0 : cols, 1}};
+      const view<const float, 2> dbv{d_b.data(), {rows, cols}, {broadcast ? 0 : cols, 1}};
+      std::vector<float> ref(a.size());
+      ASSERT_TRUE(cpu({av, bv, mat(ref.data(), rows, cols)}));
+      auto d_out = poisoned<float>(ref.size());
+      ASSERT_EQ(gpu({dav, dbv, mat(d_out.data(), rows, cols)}, nullptr), cudaSuccess);
+      EXPECT_TRUE(within(d_out.download(), ref, budget::f32_elementwise));
+    }
+  }
+}
+
+TEST(gpu_math, softmax_matches_and_zeroes_rows_without_a_finite_score) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(205);
+  const std::int64_t rows = 40, cols = 5000;
+  auto x = rng.floats(static_cast<std::size_t>(rows * cols), -20.0F, 20.0F);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < cols; ++i) {
+    x[static_cast<std::size_t>(7 * cols + i)] = -inf;  // row 7: all masked
+    if (i % 3 == 0)
+      x[static_cast<std::size_t>(8 * cols + i)] = -inf;  // row 8: partly masked
+  }
+  std::vector<float> ref(x.size());
+  ASSERT_TRUE(softmax({mat(x.data(), rows, cols), mat(ref.data(), rows, cols)}));
+  const auto d_x = upload(x);
+  auto d_out = poisoned<float>(ref.size());
+  ASSERT_EQ(cuda::softmax({mat<const float>(d_x.data(), rows, cols), mat(d_out.data(), rows, cols)},
+                          nullptr),
+            cudaSuccess);
+  EXPECT_TRUE(within(d_out.download(), ref, budget::f32_reduction));
+}
+
+TEST(gpu_math, rope_matches_both_pairings_partial_rotation_and_given_frequencies) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(206);
+  const std::int64_t tokens = 29, heads = 6, head_dim = 64;
+  const auto x = rng.floats(static_cast<std::size_t>(tokens * heads * head_dim));
+  const auto positions = rng.ints(static_cast<std::size_t>(tokens), 0, 100000);
+  const auto freqs = rng.floats(16, 0.0F, 1.0F);
+  const auto d_pos = upload(positions);
+  const auto d_freqs = upload(freqs);
+  for (const auto style : {rope_style::half_split, rope_style::interleaved}) {
+    for (const std::int64_t rotary : {std::int64_t{0}, std::int64_t{32}}) {
+      for (const bool given : {false, true}) {
+        if (given && rotary != 32)
+          continue;
+        SCOPED_TRACE("rotary " + std::to_string(rotary) + (given ? " given freqs" : ""));
+        std::vector<float> ref = x;
+        const view<const float, 1> fv = given ? vec(freqs.data(), 16) : view<const float, 1>{};
+        ASSERT_TRUE(rope({contiguous(ref.data(), std::array{tokens, heads, head_dim}),
+                          vec(positions.data(), tokens), fv, 5e5F, rotary, style}));
+        auto d_x = upload(x);
+        const view<const float, 1> dfv =
+            given ? vec<const float>(d_freqs.data(), 16) : view<const float, 1>{};
+        ASSERT_EQ(
+            cuda::rope({contiguous(d_x.data(), std::array{tokens, heads, head_dim}),
+                        vec<const std::int32_t>(d_pos.data(), tokens), dfv, 5e5F, rotary, style},
+                       nullptr),
+            cudaSuccess);
+        EXPECT_TRUE(within(d_x.download(), ref, budget::f32_reduction));
+      }
+    }
+  }
+}
+
+TEST(gpu_math, bf16_conversion_rounds_like_the_cpu_arena) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(207);
+  auto x = rng.floats(4099, -1e4F, 1e4F);
+  x[0] = 1.0F + 0x1.0p-8F;  // a tie: rounds to even
+  x[1] = -0.0F;
+  std::vector<std::uint16_t> ref(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &x[i], sizeof bits);
+    bits += 0x7fffU + ((bits >> 16) & 1U);
+    ref[i] = static_cast<std::uint16_t>(bits >> 16);
+  }
+  const auto d_x = upload(x);
+  auto d_h = poisoned<std::uint16_t>(x.size());
+  auto d_back = poisoned<float>(x.size());
+  const auto n = static_cast<std::int64_t>(x.size());
+  ASSERT_EQ(cuda::to_bf16(d_x.data(), d_h.data(), n, nullptr), cudaSuccess);
+  ASSERT_EQ(cuda::from_bf16(d_h.data(), d_back.data(), n, nullptr), cudaSuccess);
+  EXPECT_EQ(d_h.download(), ref);
+  const auto back = d_back.download();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(ref[i]) << 16;
+    float f = 0.0F;
+    std::memcpy(&f, &bits, sizeof f);
+    ASSERT_EQ(back[i], f) << "at " << i;
+  }
+}
+
+}  // namespace
+}  // namespace mstar::kernels

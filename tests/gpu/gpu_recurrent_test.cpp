@@ -1,0 +1,166 @@
+// Causal conv and the SSD scan on the GPU (kernels/cuda/recurrent.hpp)
+// against the CPU reference (kernels/conv.hpp, kernels/ssd.hpp): outputs and
+// the whole state block after the step, by normalised error. Rows cover empty
+// rows, rows shorter than the conv window, fresh and resumed slots, and a
+// skipped row (slot -1), each on its own slot.
+#include <gtest/gtest.h>
+
+#include "kernels/conv.hpp"
+#include "kernels/ssd.hpp"
+#include "tests/gpu/gpu_support.hpp"
+
+namespace mstar::kernels {
+namespace {
+
+using test::gpu::poisoned;
+using test::gpu::upload;
+using test::gpu::within;
+namespace budget = test::gpu::budget;
+
+// Row lengths, slots (distinct, -1 skips) and resume flags of one batch.
+const std::vector<std::int32_t> lengths{5, 0, 1, 2, 17, 64, 3};
+const std::vector<std::int32_t> slots{4, 1, 6, -1, 0, 2, 5};
+const std::vector<std::uint8_t> resume{1, 1, 0, 1, 1, 0, 1};
+constexpr std::int32_t max_slots = 8;
+
+std::vector<std::int32_t> cumulative(const std::vector<std::int32_t>& lens) {
+  std::vector<std::int32_t> cu{0};
+  for (const auto n : lens)
+    cu.push_back(cu.back() + n);
+  return cu;
+}
+
+TEST(gpu_recurrent, causal_conv_varlen_and_update_match_outputs_and_state) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(501);
+  for (const std::int32_t width : {4, 2}) {
+    SCOPED_TRACE("width " + std::to_string(width));
+    const std::int32_t channels = 300;
+    const std::int64_t x_stride = 320;  // a column slice of a wider buffer
+    const auto weight = rng.floats(static_cast<std::size_t>(channels * width));
+    const auto bias = rng.floats(static_cast<std::size_t>(channels));
+    const auto cu = cumulative(lengths);
+    const auto x = rng.floats(static_cast<std::size_t>(cu.back() * x_stride), -3.0F, 3.0F);
+    const std::size_t state_elems = static_cast<std::size_t>(max_slots) * channels * (width - 1);
+    auto state = rng.floats(state_elems);
+    const conv_weights w{weight.data(), bias.data(), channels, width, true};
+    const auto d_weight = upload(weight);
+    const auto d_bias = upload(bias);
+    const conv_weights dw{d_weight.data(), d_bias.data(), channels, width, true};
+    const auto d_x = upload(x);
+    auto d_state = upload(state);
+    const auto d_cu = upload(cu);
+    const auto d_slots = upload(slots);
+    const auto d_resume = upload(resume);
+
+    std::vector<float> ref(static_cast<std::size_t>(cu.back() * channels));
+    causal_conv_varlen({w, x.data(), x_stride, ref.data(), cu, state.data(), slots, resume});
+    auto d_out = poisoned<float>(ref.size());
+    ASSERT_EQ(cuda::causal_conv_varlen({dw, d_x.data(), x_stride, d_out.data(), d_cu.span(),
+                                        d_state.data(), d_slots.span(), d_resume.span()},
+                                       nullptr),
+              cudaSuccess);
+    EXPECT_TRUE(within(d_out.download(), ref, budget::recurrent)) << "varlen output";
+    EXPECT_TRUE(within(d_state.download(), state, budget::recurrent)) << "varlen state";
+
+    // Then a decode step on the same slots, once trusting them, once with flags.
+    const auto batch = static_cast<std::int32_t>(slots.size());
+    const auto x1 = rng.floats(static_cast<std::size_t>(batch * channels));
+    const auto d_x1 = upload(x1);
+    for (const bool flags : {false, true}) {
+      std::vector<float> ref1(x1.size());
+      const std::span<const std::uint8_t> has =
+          flags ? std::span{resume} : std::span<const std::uint8_t>{};
+      causal_conv_update({w, x1.data(), 0, ref1.data(), batch, state.data(), slots, has});
+      auto d_out1 = poisoned<float>(ref1.size());
+      ASSERT_EQ(cuda::causal_conv_update(
+                    {dw, d_x1.data(), 0, d_out1.data(), batch, d_state.data(), d_slots.span(),
+                     flags ? d_resume.span() : std::span<const std::uint8_t>{}},
+                    nullptr),
+                cudaSuccess);
+      EXPECT_TRUE(within(d_out1.download(), ref1, budget::recurrent)) << "update output";
+      EXPECT_TRUE(within(d_state.download(), state, budget::recurrent)) << "update state";
+    }
+  }
+}
+
+struct ssd_geometry {
+  std::int32_t heads, head_dim, state_size, groups;
+};
+
+// Nemotron-H-like (P 64, N 128), a small one, and one whose block is padded
+// to whole warps with an N that is not a power of two.
+constexpr ssd_geometry ssd_geometries[] = {{8, 64, 128, 2}, {4, 8, 16, 2}, {3, 5, 24, 1}};
+
+TEST(gpu_recurrent, ssd_scan_and_update_match_outputs_and_state) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(502);
+  for (const auto& g : ssd_geometries) {
+    SCOPED_TRACE("H " + std::to_string(g.heads) + " P " + std::to_string(g.head_dim) + " N " +
+                 std::to_string(g.state_size));
+    const auto h = static_cast<std::size_t>(g.heads);
+    const auto dt_bias = rng.floats(h, -1.0F, 1.0F);
+    const auto a_log = rng.floats(h, -1.0F, 1.5F);
+    const auto skip = rng.floats(h);
+    const auto d_dt_bias = upload(dt_bias);
+    const auto d_a_log = upload(a_log);
+    const auto d_skip = upload(skip);
+    const ssd_weights w{dt_bias.data(), a_log.data(), skip.data(), g.heads, g.head_dim,
+                        g.state_size,   g.groups,     1e-3F,       10.0F};
+    ssd_weights dw = w;
+    dw.dt_bias = d_dt_bias.data();
+    dw.A_log = d_a_log.data();
+    dw.D = d_skip.data();
+
+    // Token-major [x | B | C | dt] rows, read through strides as the model does.
+    const std::int64_t xw = std::int64_t{g.heads} * g.head_dim;
+    const std::int64_t bcw = std::int64_t{g.groups} * g.state_size;
+    const std::int64_t row = xw + 2 * bcw + g.heads + 3;
+    const auto cu = cumulative(lengths);
+    const auto packed = rng.floats(static_cast<std::size_t>(cu.back() * row), -2.0F, 2.0F);
+    const auto d_packed = upload(packed);
+    auto inputs = [&](const float* base) {
+      return ssd_inputs{base, base + xw + 2 * bcw, base + xw, base + xw + bcw, row, row, row};
+    };
+    const std::size_t state_elems = static_cast<std::size_t>(max_slots) * h *
+                                    static_cast<std::size_t>(g.head_dim * g.state_size);
+    auto state = rng.floats(state_elems);
+    auto d_state = upload(state);
+    const auto d_cu = upload(cu);
+    const auto d_slots = upload(slots);
+    const auto d_resume = upload(resume);
+    const std::size_t y_elems = static_cast<std::size_t>(cu.back() * xw);
+
+    std::vector<float> ref(y_elems);
+    ssd_scan_varlen({w, inputs(packed.data()), ref.data(), cu, state.data(), slots, resume});
+    auto d_y = poisoned<float>(y_elems);
+    ASSERT_EQ(cuda::ssd_scan_varlen({dw, inputs(d_packed.data()), d_y.data(), d_cu.span(),
+                                     d_state.data(), d_slots.span(), d_resume.span()},
+                                    nullptr),
+              cudaSuccess);
+    EXPECT_TRUE(within(d_y.download(), ref, budget::recurrent)) << "scan output";
+    EXPECT_TRUE(within(d_state.download(), state, budget::recurrent)) << "scan state";
+
+    // Decode: one token per row, trusting the slots, then with flags.
+    const auto batch = static_cast<std::int32_t>(slots.size());
+    for (const bool flags : {false, true}) {
+      const auto step_in = rng.floats(static_cast<std::size_t>(batch * row), -2.0F, 2.0F);
+      const auto d_step_in = upload(step_in);
+      std::vector<float> ref1(static_cast<std::size_t>(batch * xw));
+      const std::span<const std::uint8_t> has =
+          flags ? std::span{resume} : std::span<const std::uint8_t>{};
+      ssd_update({w, inputs(step_in.data()), ref1.data(), batch, state.data(), slots, has});
+      auto d_y1 = poisoned<float>(ref1.size());
+      ASSERT_EQ(cuda::ssd_update(
+                    {dw, inputs(d_step_in.data()), d_y1.data(), batch, d_state.data(),
+                     d_slots.span(), flags ? d_resume.span() : std::span<const std::uint8_t>{}},
+                    nullptr),
+                cudaSuccess);
+      EXPECT_TRUE(within(d_y1.download(), ref1, budget::recurrent)) << "update output";
+      EXPECT_TRUE(within(d_state.download(), state, budget::recurrent)) << "update state";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mstar::kernels

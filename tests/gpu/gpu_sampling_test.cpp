@@ -1,0 +1,155 @@
+// Batched GPU sampling (kernels/cuda/sampling.hpp) against the CPU's
+// `sample` (kernels/sampling.hpp): the same token for every row, seed and
+// counter, greedy and sampled, with top-k and top-p cuts, masked (-inf)
+// entries and ties; -1 exactly where the CPU returns an error.
+#include <gtest/gtest.h>
+
+#include "kernels/sampling.hpp"
+#include "tests/gpu/gpu_support.hpp"
+
+namespace mstar::kernels {
+namespace {
+
+using test::gpu::poisoned;
+using test::gpu::upload;
+
+// R rows of settings, as host arrays mirrored to the device.
+struct settings {
+  std::vector<float> temperature;
+  std::vector<std::int32_t> top_k;
+  std::vector<float> top_p;
+  std::vector<std::uint64_t> seed;
+  std::vector<std::uint64_t> counter;
+};
+
+// CPU answers: the id, or -1 for an error.
+std::vector<std::int32_t> cpu_samples(const std::vector<float>& logits, std::int64_t vocab,
+                                      const settings& s) {
+  std::vector<std::int32_t> out;
+  for (std::size_t r = 0; r < s.seed.size(); ++r) {
+    const sampling_params p{
+        contiguous(logits.data() + r * static_cast<std::size_t>(vocab), std::array{vocab}),
+        s.temperature[r],
+        s.top_k[r],
+        s.top_p[r],
+        s.seed[r],
+        s.counter[r]};
+    const auto id = sample(p);
+    out.push_back(id ? *id : -1);
+  }
+  return out;
+}
+
+std::vector<std::int32_t> gpu_samples(const std::vector<float>& logits, std::int64_t vocab,
+                                      const settings& s) {
+  const auto rows = static_cast<std::int64_t>(s.seed.size());
+  const auto d_logits = upload(logits);
+  const auto d_t = upload(s.temperature);
+  const auto d_k = upload(s.top_k);
+  const auto d_p = upload(s.top_p);
+  const auto d_seed = upload(s.seed);
+  const auto d_counter = upload(s.counter);
+  auto d_out = poisoned<std::int32_t>(s.seed.size(), 0x7f);
+  const cuda::sample_batch_params p{
+      contiguous<const float>(d_logits.data(), std::array{rows, vocab}),
+      d_t.data(),
+      d_k.data(),
+      d_p.data(),
+      d_seed.data(),
+      d_counter.data(),
+      d_out.data()};
+  EXPECT_EQ(cuda::sample(p, nullptr), cudaSuccess);
+  return d_out.download();
+}
+
+// Logits drawn from a few distinct values, so ties are common, some masked.
+std::vector<float> tied_logits(test::random_tensors& rng, std::size_t n) {
+  auto v = rng.ints(n, -6, 6);
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i] =
+        v[i] == -6 ? -std::numeric_limits<float>::infinity() : 0.75F * static_cast<float>(v[i]);
+  }
+  return out;
+}
+
+TEST(gpu_sampling, argmax_matches_the_cpu_with_ties_masks_and_bad_rows) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(601);
+  const std::int64_t rows = 12, vocab = 5003;
+  auto logits = tied_logits(rng, static_cast<std::size_t>(rows * vocab));
+  logits[static_cast<std::size_t>(2 * vocab + 17)] = std::numeric_limits<float>::quiet_NaN();
+  logits[static_cast<std::size_t>(3 * vocab + 1)] = std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < vocab; ++i)
+    logits[static_cast<std::size_t>(4 * vocab + i)] = -std::numeric_limits<float>::infinity();
+  settings greedy{std::vector<float>(rows, 0.0F), std::vector<std::int32_t>(rows, 0),
+                  std::vector<float>(rows, 1.0F), std::vector<std::uint64_t>(rows, 0),
+                  std::vector<std::uint64_t>(rows, 0)};
+  const auto ref = cpu_samples(logits, vocab, greedy);
+  EXPECT_EQ(ref[2], -1);
+  EXPECT_EQ(ref[4], -1);
+  const auto d_logits = upload(logits);
+  auto d_out = poisoned<std::int32_t>(static_cast<std::size_t>(rows), 0x7f);
+  ASSERT_EQ(cuda::argmax(contiguous<const float>(d_logits.data(), std::array{rows, vocab}),
+                         d_out.data(), nullptr),
+            cudaSuccess);
+  EXPECT_EQ(d_out.download(), ref);
+  EXPECT_EQ(gpu_samples(logits, vocab, greedy), ref);
+}
+
+TEST(gpu_sampling, sampled_tokens_match_the_cpu_for_every_setting_seed_and_counter) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(602);
+  const std::int64_t vocab = 3001;
+  const float temperatures[] = {0.5F, 1.0F, 3.0F};
+  const std::int32_t top_ks[] = {0, 1, 7, 200, 5000};
+  const float top_ps[] = {1.0F, 0.9F, 0.3F};
+  settings s;
+  for (const float t : temperatures) {
+    for (const std::int32_t k : top_ks) {
+      for (const float p : top_ps) {
+        for (int draw = 0; draw < 6; ++draw) {
+          s.temperature.push_back(t);
+          s.top_k.push_back(k);
+          s.top_p.push_back(p);
+          s.seed.push_back(rng.engine()());
+          s.counter.push_back(static_cast<std::uint64_t>(draw));
+        }
+      }
+    }
+  }
+  const auto rows = s.seed.size();
+  // Half the rows smooth random logits, half tie-heavy with masked entries.
+  std::vector<float> logits;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto row = r % 2 == 0 ? rng.floats(static_cast<std::size_t>(vocab), -4.0F, 4.0F)
+                                : tied_logits(rng, static_cast<std::size_t>(vocab));
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  const auto ref = cpu_samples(logits, vocab, s);
+  const auto got = gpu_samples(logits, vocab, s);
+  ASSERT_EQ(got.size(), ref.size());
+  for (std::size_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(got[r], ref[r]) << "row " << r << ": temperature " << s.temperature[r] << " top_k "
+                              << s.top_k[r] << " top_p " << s.top_p[r] << " seed " << s.seed[r]
+                              << " counter " << s.counter[r];
+  }
+}
+
+TEST(gpu_sampling, settings_outside_their_domain_give_minus_one_like_the_cpu_error) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(603);
+  const std::int64_t vocab = 100;
+  const settings s{{-1.0F, 1.0F, 1.0F, 1.0F, std::numeric_limits<float>::infinity()},
+                   {0, -2, 0, 0, 0},
+                   {1.0F, 1.0F, 0.0F, 1.5F, 1.0F},
+                   {1, 2, 3, 4, 5},
+                   {0, 0, 0, 0, 0}};
+  const auto logits = rng.floats(static_cast<std::size_t>(5 * vocab));
+  const auto ref = cpu_samples(logits, vocab, s);
+  EXPECT_EQ(ref, (std::vector<std::int32_t>(5, -1)));
+  EXPECT_EQ(gpu_samples(logits, vocab, s), ref);
+}
+
+}  // namespace
+}  // namespace mstar::kernels

@@ -1,0 +1,102 @@
+// The same-host paths: an arena in a named segment is mapped by a peer on
+// this host and copied directly; with mapping off, the same descriptor goes
+// through UCX; a worker reads its own arena over UCX's `self` transport.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "tests/transport/support.hpp"
+#include "transport/agent.hpp"
+#include "transport/shm.hpp"
+
+namespace mstar::transport {
+namespace {
+
+constexpr std::uint64_t page_bytes = 32 * 1024;
+const arena_layout layout{arena_kind::kv_pages, "kv", 1, 32, page_bytes};
+
+std::string deployment() {
+  return "shmtest" + std::to_string(::getpid());
+}
+
+std::vector<unit_pair> some_pairs() {
+  return {{0, 31}, {1, 30}, {5, 6}, {6, 7}, {7, 8}, {20, 0}};
+}
+
+void read_and_check(bool map_segments) {
+  auto a = test::make_agent("owner", "tcp");
+  auto b = test::make_agent("mapper", "tcp", map_segments);
+  ASSERT_TRUE(a && b);
+  auto segment = create_segment(deployment(), "kv", layout.bytes());
+  ASSERT_TRUE(segment) << describe(segment.error());
+  test::fill_pattern(segment->data(), layout.bytes(), 11);
+  auto s = a->register_segment(*segment, layout);
+  ASSERT_TRUE(s) << describe(s.error());
+  auto d = a->describe(*s);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->shm_name, segment->name());
+  EXPECT_EQ(d->host, host_identity());
+  kernels::host_arena dst{layout.bytes()};
+  auto local = b->register_arena(dst.data(), layout);
+  auto remote = b->attach(*d);
+  ASSERT_TRUE(local && remote) << describe(remote.error());
+  EXPECT_EQ(b->is_mapped(*remote), map_segments);
+  ASSERT_TRUE(a->start_progress_thread());
+  auto plan = plan_pages(layout, layout, some_pairs());
+  auto h = b->start(direction::read, *plan, {{*local, *remote}}, test::in_seconds(20));
+  ASSERT_TRUE(h);
+  auto done = b->wait(*h);
+  ASSERT_TRUE(done) << describe(done.error());
+  for (const auto& p : some_pairs())
+    EXPECT_TRUE(test::holds_pattern(dst.data(), p.dst * page_bytes, p.src * page_bytes, page_bytes,
+                                    11));
+}
+
+TEST(agent_shm, a_same_host_segment_is_mapped_and_copied_directly) {
+  read_and_check(true);
+}
+
+TEST(agent_shm, with_mapping_off_the_same_segment_is_read_over_ucx) {
+  read_and_check(false);
+}
+
+TEST(agent_shm, a_push_into_a_mapped_segment_lands_in_the_owner) {
+  auto a = test::make_agent("owner", "tcp");
+  auto b = test::make_agent("writer", "tcp");
+  ASSERT_TRUE(a && b);
+  auto segment = create_segment(deployment(), "push", layout.bytes());
+  ASSERT_TRUE(segment);
+  auto s = a->register_segment(*segment, layout);
+  kernels::host_arena src{layout.bytes()};
+  test::fill_pattern(src.data(), src.size(), 12);
+  auto local = b->register_arena(src.data(), layout);
+  auto remote = b->attach(*a->describe(*s));
+  ASSERT_TRUE(s && local && remote);
+  ASSERT_TRUE(b->is_mapped(*remote));
+  auto plan = plan_pages(layout, layout, std::vector<unit_pair>{{3, 4}, {4, 5}});
+  auto h = b->start(direction::write, *plan, {{*local, *remote}}, test::in_seconds(20));
+  ASSERT_TRUE(h && b->wait(*h));
+  EXPECT_TRUE(test::holds_pattern(segment->data(), 4 * page_bytes, 3 * page_bytes,
+                                  2 * page_bytes, 12));
+}
+
+TEST(agent_self, a_worker_reads_its_own_arena_over_the_self_transport) {
+  auto a = test::make_agent("self", "self");
+  ASSERT_TRUE(a);
+  kernels::host_arena one{layout.bytes()}, two{layout.bytes()};
+  test::fill_pattern(one.data(), one.size(), 13);
+  auto s = a->register_arena(one.data(), layout);
+  auto d = a->register_arena(two.data(), layout);
+  auto r = a->attach(*a->describe(*s));
+  ASSERT_TRUE(s && d && r) << describe(r.error());
+  auto plan = plan_pages(layout, layout, some_pairs());
+  auto h = a->start(direction::read, *plan, {{*d, *r}}, test::in_seconds(20));
+  ASSERT_TRUE(h);
+  auto done = a->wait(*h);
+  ASSERT_TRUE(done) << describe(done.error());
+  for (const auto& p : some_pairs())
+    EXPECT_TRUE(test::holds_pattern(two.data(), p.dst * page_bytes, p.src * page_bytes, page_bytes,
+                                    13));
+}
+
+}  // namespace
+}  // namespace mstar::transport

@@ -1,0 +1,309 @@
+#include "transport/agent.hpp"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include "transport/internal/transfer_run.hpp"
+#include "transport/shm.hpp"
+
+namespace mstar::transport {
+
+namespace {
+
+// A run still unfinished this long after its deadline is cut off by `wait`
+// (the run enforces its own deadline; this covers a stalled progress loop).
+constexpr auto wait_grace = std::chrono::seconds{2};
+// Idle progress rounds before the progress thread sleeps on the event fd.
+constexpr int idle_rounds_before_sleep = 64;
+constexpr int sleep_ms = 5;
+
+}  // namespace
+
+struct agent::local_arena {
+  std::byte* base = nullptr;
+  arena_layout layout;
+  std::string shm_name;
+  memory_kind memory = memory_kind::host;
+  std::unique_ptr<memory_region> region;
+  byte_buffer packed_key;
+};
+
+struct agent::remote_arena {
+  arena_descriptor descriptor;
+  std::unique_ptr<remote_key> key;              // RMA path
+  std::optional<kernels::shm_arena> mapping;    // same-host path
+};
+
+agent::agent(agent_options options) noexcept : options_(std::move(options)) {}
+
+caf::expected<std::unique_ptr<agent>> agent::make(agent_options options) {
+  std::unique_ptr<agent> a{new agent{std::move(options)}};
+  auto ctx = context::make(a->options_.ucx);
+  if (!ctx)
+    return ctx.error();
+  a->context_ = std::move(*ctx);
+  auto w = worker::make(a->context_);
+  if (!w)
+    return w.error();
+  a->worker_ = std::move(*w);
+  auto address = a->worker_->address();
+  if (!address)
+    return address.error();
+  a->address_ = std::move(*address);
+  return a;
+}
+
+agent::~agent() {
+  stop_progress_thread();
+  const std::lock_guard lock{mutex_};
+  for (auto& run : runs_)
+    run->abort(failure(errc::closed, "agent '" + options_.name + "' destroyed"));
+  runs_.clear();
+  remotes_.clear();  // remote keys before their endpoints
+  peers_.clear();    // endpoints close, progressing the worker
+  locals_.clear();   // registrations before the worker and context
+}
+
+caf::expected<local_arena_id> agent::register_arena(std::byte* base, arena_layout layout,
+                                                    std::string shm_name, memory_kind memory) {
+  if (auto ok = layout.validate(); !ok)
+    return ok.error();
+  const std::lock_guard lock{mutex_};
+  auto region = memory_region::make(context_, base, layout.bytes(), memory);
+  if (!region)
+    return region.error();
+  auto key = (*region)->packed_key();
+  if (!key)
+    return key.error();
+  auto arena = std::make_unique<local_arena>();
+  arena->base = base;
+  arena->layout = std::move(layout);
+  arena->shm_name = std::move(shm_name);
+  arena->memory = memory;
+  arena->region = std::move(*region);
+  arena->packed_key = std::move(*key);
+  locals_.push_back(std::move(arena));
+  return static_cast<local_arena_id>(locals_.size() - 1);
+}
+
+caf::expected<local_arena_id> agent::register_segment(kernels::shm_arena& segment,
+                                                      arena_layout layout) {
+  if (layout.bytes() > segment.size())
+    return failure(mstar::errc::invalid_argument,
+                   "arena '" + layout.name + "' is larger than segment '" + segment.name() + "'");
+  return register_arena(segment.data(), std::move(layout), segment.name());
+}
+
+caf::expected<arena_descriptor> agent::describe(local_arena_id id) const {
+  const std::lock_guard lock{mutex_};
+  if (id >= locals_.size())
+    return failure(mstar::errc::not_found, "no local arena " + std::to_string(id));
+  const auto& a = *locals_[id];
+  return arena_descriptor{options_.name,
+                          address_,
+                          a.packed_key,
+                          reinterpret_cast<std::uint64_t>(a.base),
+                          a.layout.bytes(),
+                          a.layout,
+                          a.memory,
+                          host_identity(),
+                          a.shm_name,
+                          static_cast<std::int64_t>(::getpid())};
+}
+
+caf::expected<std::shared_ptr<endpoint>> agent::endpoint_to(const arena_descriptor& d) {
+  auto& slot = peers_[d.worker_address];
+  if (slot != nullptr && !slot->closed() && !slot->failed())
+    return slot;
+  if (slot != nullptr)
+    slot->force_close();  // failed: UCX wants it closed; its keys are released first
+  auto ep = endpoint::make(worker_, d.worker_address, d.owner, options_.detect_peer_failure);
+  if (!ep) {
+    peers_.erase(d.worker_address);
+    return ep.error();
+  }
+  slot = *ep;
+  return slot;
+}
+
+caf::expected<remote_arena_id> agent::attach(const arena_descriptor& d) {
+  if (auto ok = d.layout.validate(); !ok)
+    return ok.error();
+  auto arena = std::make_unique<remote_arena>();
+  arena->descriptor = d;
+  const bool same_host = d.host == host_identity() && !d.shm_name.empty();
+  if (options_.map_same_host_segments && same_host && d.memory == memory_kind::host) {
+    auto mapping = open_segment(d);
+    if (!mapping)
+      return mapping.error();
+    arena->mapping.emplace(std::move(*mapping));
+  }
+  const std::lock_guard lock{mutex_};
+  if (!arena->mapping) {
+    auto ep = endpoint_to(d);
+    if (!ep)
+      return ep.error();
+    auto key = remote_key::make(*ep, d.packed_key);
+    if (!key)
+      return key.error();
+    arena->key = std::move(*key);
+  }
+  remotes_.push_back(std::move(arena));
+  return static_cast<remote_arena_id>(remotes_.size() - 1);
+}
+
+bool agent::is_mapped(remote_arena_id id) const {
+  const std::lock_guard lock{mutex_};
+  return id < remotes_.size() && remotes_[id]->mapping.has_value();
+}
+
+caf::expected<internal::arena_binding> agent::bind(direction dir, const arena_pair& pair,
+                                                   const transfer_plan& plan,
+                                                   std::uint32_t index) {
+  if (pair.local >= locals_.size() || pair.remote >= remotes_.size())
+    return failure(mstar::errc::not_found, "plan arena " + std::to_string(index) +
+                                               ": no such local or attached arena");
+  const auto& local = *locals_[pair.local];
+  auto& remote = *remotes_[pair.remote];
+  if (local.layout.kind != plan.kind || remote.descriptor.layout.kind != plan.kind)
+    return failure(mstar::errc::invalid_argument,
+                   "plan arena " + std::to_string(index) + ": arena kinds do not match the plan");
+  internal::arena_binding b;
+  b.local = local.base;
+  b.local_size = local.layout.bytes();
+  b.local_memh = local.region->native();
+  b.remote_base = remote.descriptor.base;
+  b.remote_size = remote.descriptor.size;
+  if (remote.mapping) {
+    b.mapped = remote.mapping->data();
+  } else {
+    if (remote.key->native() == nullptr)
+      return failure(errc::closed, "arena of '" + remote.descriptor.owner +
+                                       "': its endpoint was closed; attach it again");
+    b.rkey = remote.key->native();
+    b.ep = remote.key->owner();
+  }
+  // Every range must stay inside both arenas: a bad plan must not become a
+  // stray write into another process.
+  const bool read = dir == direction::read;
+  for (const auto& r : plan.ranges) {
+    if (r.arena != index)
+      continue;
+    const auto local_end = (read ? r.dst_offset : r.src_offset) + r.bytes;
+    const auto remote_end = (read ? r.src_offset : r.dst_offset) + r.bytes;
+    if (local_end > b.local_size || remote_end > b.remote_size)
+      return failure(mstar::errc::out_of_range,
+                     "plan arena " + std::to_string(index) + ": a range ends past an arena");
+  }
+  return b;
+}
+
+caf::expected<transfer_handle> agent::start(direction dir, transfer_plan plan,
+                                            const std::vector<arena_pair>& arenas,
+                                            clock::time_point deadline) {
+  if (plan.num_arenas != arenas.size())
+    return failure(mstar::errc::invalid_argument,
+                   "plan has " + std::to_string(plan.num_arenas) + " arenas, " +
+                       std::to_string(arenas.size()) + " bound");
+  const std::lock_guard lock{mutex_};
+  std::vector<internal::arena_binding> bindings;
+  for (std::uint32_t i = 0; i < arenas.size(); ++i) {
+    auto b = bind(dir, arenas[i], plan, i);
+    if (!b)
+      return b.error();
+    bindings.push_back(std::move(*b));
+  }
+  auto status = std::make_shared<internal::transfer_status>();
+  status->total_bytes = plan.total_bytes;
+  status->deadline = deadline;
+  runs_.push_back(std::make_unique<internal::transfer_run>(dir, std::move(plan), std::move(bindings),
+                                                           options_.transfers, status));
+  worker_->signal();
+  return transfer_handle{std::move(status)};
+}
+
+std::size_t agent::progress_locked() {
+  std::size_t events = worker_->progress();
+  const auto now = clock::now();
+  std::size_t finished = 0;
+  for (auto& run : runs_) {
+    if (run->advance(now))
+      ++finished;
+  }
+  if (finished > 0) {
+    std::erase_if(runs_, [](const auto& run) { return run->finished(); });
+    finished_cv_.notify_all();
+  }
+  return events + finished;
+}
+
+std::size_t agent::progress() {
+  const std::lock_guard lock{mutex_};
+  return progress_locked();
+}
+
+caf::expected<void> agent::wait(const transfer_handle& h) {
+  if (!h.valid())
+    return failure(mstar::errc::invalid_argument, "wait on an empty transfer handle");
+  const auto limit = h.deadline() + wait_grace;
+  ++waiting_;
+  while (!h.finished() && clock::now() < limit) {
+    if (thread_.joinable()) {
+      std::unique_lock lock{mutex_};
+      finished_cv_.wait_until(lock, limit, [&] { return h.finished(); });
+    } else if (progress() == 0) {
+      std::this_thread::yield();
+    }
+  }
+  --waiting_;
+  if (!h.finished()) {
+    const std::lock_guard lock{mutex_};
+    for (auto& run : runs_) {
+      if (run->status() == h.status_ptr())
+        run->abort(logged(failure(errc::timed_out, "transfer did not finish by its deadline")));
+    }
+    std::erase_if(runs_, [](const auto& run) { return run->finished(); });
+  }
+  if (auto err = h.error())
+    return err;
+  return {};
+}
+
+caf::expected<void> agent::start_progress_thread() {
+  if (thread_.joinable())
+    return failure(errc::closed, "agent '" + options_.name + "': progress thread already runs");
+  stop_ = false;
+  thread_ = std::thread{[this] { progress_loop(); }};
+  return {};
+}
+
+void agent::stop_progress_thread() {
+  if (!thread_.joinable())
+    return;
+  stop_ = true;
+  worker_->signal();
+  thread_.join();
+}
+
+void agent::progress_loop() {
+  int idle = 0;
+  while (!stop_.load()) {
+    bool sleep = false;
+    {
+      const std::lock_guard lock{mutex_};
+      const std::size_t events = progress_locked();
+      idle = events == 0 && runs_.empty() ? idle + 1 : 0;
+      if (idle > idle_rounds_before_sleep)
+        sleep = worker_->arm();
+    }
+    if (sleep) {
+      pollfd fd{worker_->event_fd(), POLLIN, 0};
+      ::poll(&fd, 1, sleep_ms);
+      idle = 0;
+    } else if (idle > 0 || waiting_.load() > 0) {
+      std::this_thread::yield();
+    }
+  }
+}
+
+}  // namespace mstar::transport

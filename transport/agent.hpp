@@ -1,0 +1,157 @@
+#pragma once
+
+// The transport of one process: a UCX context and worker, the arenas this
+// process registered, the peers' arenas it attached, and the transfers in
+// flight between them. The transfer-agent actor owns one; tests own two.
+// Read this file first (transport/README.md).
+
+#include <atomic>
+#include <caf/expected.hpp>
+#include <condition_variable>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/shm_arena.hpp"
+#include "transport/descriptor.hpp"
+#include "transport/plan.hpp"
+#include "transport/transfer.hpp"
+#include "transport/ucx.hpp"
+
+namespace mstar::transport {
+
+namespace internal {
+class transfer_run;
+struct arena_binding;
+}  // namespace internal
+
+/// How to build an `agent`.
+struct agent_options {
+  std::string name = "agent";           ///< names this agent in peers' messages
+  context_options ucx;                  ///< UCX settings (transports, devices)
+  transfer_options transfers;           ///< windows for every transfer
+  /// Map a same-host peer's shared-memory segment and copy directly instead
+  /// of going through UCX (when its descriptor names a segment).
+  bool map_same_host_segments = true;
+  /// Ask UCX to report dead peers (falls back per endpoint where the
+  /// transports cannot; see `endpoint::make`). Off avoids the attempt, and
+  /// UCX's error line, on transports known not to support it.
+  bool detect_peer_failure = true;
+};
+
+/// Index of an arena this agent registered.
+using local_arena_id = std::uint32_t;
+/// Index of a peer's arena this agent attached.
+using remote_arena_id = std::uint32_t;
+
+/// Plan arena `i` of a transfer: which of our arenas and which attached one.
+struct arena_pair {
+  local_arena_id local = 0;    ///< ours
+  remote_arena_id remote = 0;  ///< the peer's
+};
+
+/// One process's transport endpoint. See the file comment.
+///
+/// Threads: every member function may be called from any thread; a lock
+/// serialises them with the progress thread (UCX sees one thread at a
+/// time). Without a progress thread, transfers advance only inside
+/// `progress` and `wait`, on the caller's thread. The agent is immovable.
+class agent {
+ public:
+  /// A context and worker per `options`; fails with the UCX status.
+  [[nodiscard]] static caf::expected<std::unique_ptr<agent>> make(agent_options options);
+  agent(const agent&) = delete;
+  agent& operator=(const agent&) = delete;
+  /// Stops the progress thread, aborts unfinished transfers (closed), then
+  /// releases remote keys, endpoints, registrations, worker and context, in
+  /// that order.
+  ~agent();
+
+  /// Registers `[base, base + layout.bytes())` for RMA; `shm_name` names the
+  /// shared-memory segment the arena occupies (from its start), if any, so
+  /// same-host peers can map it. Register once at start-up: the memory must
+  /// outlive the agent.
+  [[nodiscard]] caf::expected<local_arena_id> register_arena(std::byte* base, arena_layout layout,
+                                                             std::string shm_name = {},
+                                                             memory_kind memory = memory_kind::host);
+
+  /// Registers the whole of `segment` (see `register_arena`).
+  [[nodiscard]] caf::expected<local_arena_id> register_segment(kernels::shm_arena& segment,
+                                                               arena_layout layout);
+
+  /// What a peer needs to reach arena `id`: send it over any control channel.
+  [[nodiscard]] caf::expected<arena_descriptor> describe(local_arena_id id) const;
+
+  /// Makes a peer's arena reachable: maps its segment when it is on this
+  /// host (and mapping is allowed), else connects to its worker (one
+  /// endpoint per peer worker, reused; a closed or failed one is replaced)
+  /// and unpacks its key.
+  [[nodiscard]] caf::expected<remote_arena_id> attach(const arena_descriptor& d);
+
+  /// Whether attached arena `id` is reached through a mapped segment.
+  [[nodiscard]] bool is_mapped(remote_arena_id id) const;
+
+  /// Starts moving `plan` (built from the same layouts as the arenas)
+  /// between our and the peer's arenas, `arenas[i]` binding plan arena `i`.
+  /// Every range is checked against both arenas' sizes first. The transfer
+  /// ends by `deadline` whatever happens: at the deadline outstanding
+  /// operations are cut off (the endpoint is force-closed) and it fails
+  /// with `timed_out`.
+  [[nodiscard]] caf::expected<transfer_handle> start(direction dir, transfer_plan plan,
+                                                     const std::vector<arena_pair>& arenas,
+                                                     clock::time_point deadline);
+
+  /// Waits for `h` to finish, progressing the worker on this thread unless
+  /// the progress thread runs. Returns the transfer's outcome. Bounded by the
+  /// transfer's deadline.
+  [[nodiscard]] caf::expected<void> wait(const transfer_handle& h);
+
+  /// One round of progress: the worker, then every transfer. Returns the
+  /// number of events (UCX events plus transfers finished).
+  std::size_t progress();
+
+  /// Starts a thread that progresses the worker and the transfers, sleeping
+  /// on the worker's event fd when idle (spinning where UCX offers no fd).
+  /// A process serving reads over TCP must keep one running: UCX emulates
+  /// remote reads with messages the target has to answer.
+  [[nodiscard]] caf::expected<void> start_progress_thread();
+
+  /// Stops and joins the progress thread; a no-op when none runs.
+  void stop_progress_thread();
+
+  /// This agent's name.
+  [[nodiscard]] const std::string& name() const noexcept { return options_.name; }
+
+ private:
+  struct local_arena;
+  struct remote_arena;
+  explicit agent(agent_options options) noexcept;
+  std::size_t progress_locked();
+  void progress_loop();
+  caf::expected<std::shared_ptr<endpoint>> endpoint_to(const arena_descriptor& d);
+  caf::expected<internal::arena_binding> bind(direction dir, const arena_pair& pair,
+                                              const transfer_plan& plan, std::uint32_t index);
+
+  agent_options options_;
+  byte_buffer address_;
+  // Members in release order reversed: the thread and transfers go first,
+  // then remote keys, endpoints, registrations, worker, context.
+  std::shared_ptr<context> context_;
+  std::shared_ptr<worker> worker_;
+  std::vector<std::unique_ptr<local_arena>> locals_;
+  std::map<byte_buffer, std::shared_ptr<endpoint>> peers_;
+  std::vector<std::unique_ptr<remote_arena>> remotes_;
+  std::vector<std::unique_ptr<internal::transfer_run>> runs_;
+  mutable std::mutex mutex_;
+  std::condition_variable finished_cv_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> waiting_{0};
+  std::thread thread_;
+};
+
+}  // namespace mstar::transport
