@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The README's main job: installs what is missing, builds, and runs
-# mstar-tool's built-in example (page keys of a prompt with an image span,
-# and a window plan). Serving replaces it once the actor runtime lands.
-# Extra arguments go to `mstar-tool example` (try --json or --page-size 8).
+# The README's main job: installs what is missing, builds, and generates
+# text with mstar-run on the embedded default model (a tiny random-weight
+# Nemotron-H in models/embedded/default) through the KV and recurrent pools.
+# Extra arguments go to mstar-run (try --json, --max-tokens 64, --prompt ...).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 scripts/install-deps.sh
-scripts/build.sh build -DMSTAR_CUDA=AUTO -- mstar-tool >/dev/null
-exec build/launcher/mstar-tool example "$@"
+scripts/build.sh build -DMSTAR_CUDA=AUTO -- mstar-run >/dev/null
+if (($# == 0)); then
+  set -- --prompt "The quick brown fox" --prompt "Mamba meets attention" --max-tokens 32
+fi
+exec build/launcher/mstar-run "$@"
