@@ -1,6 +1,7 @@
 #include "transport/agent.hpp"
 
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include "transport/internal/transfer_run.hpp"
@@ -30,13 +31,27 @@ struct agent::local_arena {
 
 struct agent::remote_arena {
   arena_descriptor descriptor;
-  std::unique_ptr<remote_key> key;              // RMA path
-  std::optional<kernels::shm_arena> mapping;    // same-host path
+  std::unique_ptr<remote_key> key;            // RMA path
+  std::optional<kernels::shm_arena> mapping;  // same-host path
 };
+
+caf::error transfer_handle::error() const {
+  if (status_ == nullptr)
+    return failure(mstar::errc::invalid_argument, "empty transfer handle");
+  const std::lock_guard lock{status_->mutex};
+  return status_->error;
+}
 
 agent::agent(agent_options options) noexcept : options_(std::move(options)) {}
 
 caf::expected<std::unique_ptr<agent>> agent::make(agent_options options) {
+  if (!options.deployment.empty()) {
+    auto removed = remove_stale_segments(options.deployment);
+    if (!removed)
+      return removed.error();
+    for (const auto& name : *removed)
+      spdlog::info("transport: removed stale segment {} of a dead process", name);
+  }
   std::unique_ptr<agent> a{new agent{std::move(options)}};
   auto ctx = context::make(a->options_.ucx);
   if (!ctx)
@@ -64,19 +79,16 @@ agent::~agent() {
   locals_.clear();   // registrations before the worker and context
 }
 
-caf::expected<local_arena_id> agent::register_arena(std::byte* base, arena_layout layout,
-                                                    std::string shm_name, memory_kind memory) {
-  if (auto ok = layout.validate(); !ok)
-    return ok.error();
-  const std::lock_guard lock{mutex_};
-  auto region = memory_region::make(context_, base, layout.bytes(), memory);
+caf::expected<local_arena_id> agent::add_local(caf::expected<std::unique_ptr<memory_region>> region,
+                                               arena_layout layout, std::string shm_name,
+                                               memory_kind memory) {
   if (!region)
     return region.error();
   auto key = (*region)->packed_key();
   if (!key)
     return key.error();
   auto arena = std::make_unique<local_arena>();
-  arena->base = base;
+  arena->base = (*region)->base();
   arena->layout = std::move(layout);
   arena->shm_name = std::move(shm_name);
   arena->memory = memory;
@@ -84,6 +96,28 @@ caf::expected<local_arena_id> agent::register_arena(std::byte* base, arena_layou
   arena->packed_key = std::move(*key);
   locals_.push_back(std::move(arena));
   return static_cast<local_arena_id>(locals_.size() - 1);
+}
+
+caf::expected<local_arena_id> agent::register_arena(std::byte* base, arena_layout layout,
+                                                    std::string shm_name, memory_kind memory) {
+  if (auto ok = layout.validate(); !ok)
+    return ok.error();
+  const std::lock_guard lock{mutex_};
+  auto region = memory_region::make(context_, base, layout.bytes(), memory);
+  return add_local(std::move(region), std::move(layout), std::move(shm_name), memory);
+}
+
+caf::expected<local_arena_id> agent::allocate_arena(arena_layout layout) {
+  if (auto ok = layout.validate(); !ok)
+    return ok.error();
+  const std::lock_guard lock{mutex_};
+  auto region = memory_region::allocate(context_, layout.bytes());
+  return add_local(std::move(region), std::move(layout), {}, memory_kind::host);
+}
+
+std::byte* agent::arena_base(local_arena_id id) const {
+  const std::lock_guard lock{mutex_};
+  return id < locals_.size() ? locals_[id]->base : nullptr;
 }
 
 caf::expected<local_arena_id> agent::register_segment(kernels::shm_arena& segment,
@@ -99,16 +133,11 @@ caf::expected<arena_descriptor> agent::describe(local_arena_id id) const {
   if (id >= locals_.size())
     return failure(mstar::errc::not_found, "no local arena " + std::to_string(id));
   const auto& a = *locals_[id];
-  return arena_descriptor{options_.name,
-                          address_,
-                          a.packed_key,
-                          reinterpret_cast<std::uint64_t>(a.base),
-                          a.layout.bytes(),
-                          a.layout,
-                          a.memory,
-                          host_identity(),
-                          a.shm_name,
-                          static_cast<std::int64_t>(::getpid())};
+  return arena_descriptor{options_.name,    address_,
+                          a.packed_key,     reinterpret_cast<std::uint64_t>(a.base),
+                          a.layout.bytes(), a.layout,
+                          a.memory,         host_identity(),
+                          a.shm_name,       static_cast<std::int64_t>(::getpid())};
 }
 
 caf::expected<std::shared_ptr<endpoint>> agent::endpoint_to(const arena_descriptor& d) {
@@ -158,11 +187,10 @@ bool agent::is_mapped(remote_arena_id id) const {
 }
 
 caf::expected<internal::arena_binding> agent::bind(direction dir, const arena_pair& pair,
-                                                   const transfer_plan& plan,
-                                                   std::uint32_t index) {
+                                                   const transfer_plan& plan, std::uint32_t index) {
   if (pair.local >= locals_.size() || pair.remote >= remotes_.size())
-    return failure(mstar::errc::not_found, "plan arena " + std::to_string(index) +
-                                               ": no such local or attached arena");
+    return failure(mstar::errc::not_found,
+                   "plan arena " + std::to_string(index) + ": no such local or attached arena");
   const auto& local = *locals_[pair.local];
   auto& remote = *remotes_[pair.remote];
   if (local.layout.kind != plan.kind || remote.descriptor.layout.kind != plan.kind)
@@ -175,6 +203,10 @@ caf::expected<internal::arena_binding> agent::bind(direction dir, const arena_pa
   b.remote_base = remote.descriptor.base;
   b.remote_size = remote.descriptor.size;
   if (remote.mapping) {
+    if (local.memory != memory_kind::host)
+      return failure(mstar::errc::unsupported,
+                     "plan arena " + std::to_string(index) +
+                         ": a mapped segment copies with memcpy, into host memory only");
     b.mapped = remote.mapping->data();
   } else {
     if (remote.key->native() == nullptr)
@@ -202,9 +234,9 @@ caf::expected<transfer_handle> agent::start(direction dir, transfer_plan plan,
                                             const std::vector<arena_pair>& arenas,
                                             clock::time_point deadline) {
   if (plan.num_arenas != arenas.size())
-    return failure(mstar::errc::invalid_argument,
-                   "plan has " + std::to_string(plan.num_arenas) + " arenas, " +
-                       std::to_string(arenas.size()) + " bound");
+    return failure(mstar::errc::invalid_argument, "plan has " + std::to_string(plan.num_arenas) +
+                                                      " arenas, " + std::to_string(arenas.size()) +
+                                                      " bound");
   const std::lock_guard lock{mutex_};
   std::vector<internal::arena_binding> bindings;
   for (std::uint32_t i = 0; i < arenas.size(); ++i) {
@@ -216,8 +248,8 @@ caf::expected<transfer_handle> agent::start(direction dir, transfer_plan plan,
   auto status = std::make_shared<internal::transfer_status>();
   status->total_bytes = plan.total_bytes;
   status->deadline = deadline;
-  runs_.push_back(std::make_unique<internal::transfer_run>(dir, std::move(plan), std::move(bindings),
-                                                           options_.transfers, status));
+  runs_.push_back(std::make_unique<internal::transfer_run>(
+      dir, std::move(plan), std::move(bindings), options_.transfers, status));
   worker_->signal();
   return transfer_handle{std::move(status)};
 }
@@ -248,9 +280,9 @@ caf::expected<void> agent::wait(const transfer_handle& h) {
   const auto limit = h.deadline() + wait_grace;
   ++waiting_;
   while (!h.finished() && clock::now() < limit) {
-    if (thread_.joinable()) {
+    if (threaded_.load()) {
       std::unique_lock lock{mutex_};
-      finished_cv_.wait_until(lock, limit, [&] { return h.finished(); });
+      finished_cv_.wait_until(lock, limit, [&] { return h.finished() || !threaded_.load(); });
     } else if (progress() == 0) {
       std::this_thread::yield();
     }
@@ -274,24 +306,28 @@ caf::expected<void> agent::start_progress_thread() {
     return failure(errc::closed, "agent '" + options_.name + "': progress thread already runs");
   stop_ = false;
   thread_ = std::thread{[this] { progress_loop(); }};
+  threaded_ = true;
   return {};
 }
 
 void agent::stop_progress_thread() {
   if (!thread_.joinable())
     return;
+  threaded_ = false;
   stop_ = true;
   worker_->signal();
   thread_.join();
+  finished_cv_.notify_all();  // a waiter sleeping on the thread progresses itself now
 }
 
 void agent::progress_loop() {
   int idle = 0;
   while (!stop_.load()) {
     bool sleep = false;
+    std::size_t events = 0;
     {
       const std::lock_guard lock{mutex_};
-      const std::size_t events = progress_locked();
+      events = progress_locked();
       idle = events == 0 && runs_.empty() ? idle + 1 : 0;
       if (idle > idle_rounds_before_sleep)
         sleep = worker_->arm();
@@ -300,8 +336,8 @@ void agent::progress_loop() {
       pollfd fd{worker_->event_fd(), POLLIN, 0};
       ::poll(&fd, 1, sleep_ms);
       idle = 0;
-    } else if (idle > 0 || waiting_.load() > 0) {
-      std::this_thread::yield();
+    } else if (events == 0 || waiting_.load() > 0) {
+      std::this_thread::yield();  // let a peer on the same core, or a caller, in
     }
   }
 }

@@ -32,9 +32,12 @@ struct arena_binding;
 
 /// How to build an `agent`.
 struct agent_options {
-  std::string name = "agent";           ///< names this agent in peers' messages
-  context_options ucx;                  ///< UCX settings (transports, devices)
-  transfer_options transfers;           ///< windows for every transfer
+  std::string name = "agent";  ///< names this agent in peers' messages
+  /// The deployment this process belongs to; when set, `make` first removes
+  /// the shared-memory segments its dead processes left behind.
+  std::string deployment;
+  context_options ucx;         ///< UCX settings (transports, devices)
+  transfer_options transfers;  ///< windows for every transfer
   /// Map a same-host peer's shared-memory segment and copy directly instead
   /// of going through UCX (when its descriptor names a segment).
   bool map_same_host_segments = true;
@@ -76,9 +79,17 @@ class agent {
   /// shared-memory segment the arena occupies (from its start), if any, so
   /// same-host peers can map it. Register once at start-up: the memory must
   /// outlive the agent.
-  [[nodiscard]] caf::expected<local_arena_id> register_arena(std::byte* base, arena_layout layout,
-                                                             std::string shm_name = {},
-                                                             memory_kind memory = memory_kind::host);
+  [[nodiscard]] caf::expected<local_arena_id> register_arena(
+      std::byte* base, arena_layout layout, std::string shm_name = {},
+      memory_kind memory = memory_kind::host);
+
+  /// Has UCX allocate (zeroed) and register an arena of `layout`: memory its
+  /// shared-memory transports can map for same-host peers. Its address is
+  /// `arena_base(id)`; it lives as long as the agent.
+  [[nodiscard]] caf::expected<local_arena_id> allocate_arena(arena_layout layout);
+
+  /// Start of local arena `id`, or null for an unknown id.
+  [[nodiscard]] std::byte* arena_base(local_arena_id id) const;
 
   /// Registers the whole of `segment` (see `register_arena`).
   [[nodiscard]] caf::expected<local_arena_id> register_segment(kernels::shm_arena& segment,
@@ -118,7 +129,8 @@ class agent {
   /// Starts a thread that progresses the worker and the transfers, sleeping
   /// on the worker's event fd when idle (spinning where UCX offers no fd).
   /// A process serving reads over TCP must keep one running: UCX emulates
-  /// remote reads with messages the target has to answer.
+  /// remote reads with messages the target has to answer. Start and stop
+  /// from one owning thread, not concurrently with `wait`.
   [[nodiscard]] caf::expected<void> start_progress_thread();
 
   /// Stops and joins the progress thread; a no-op when none runs.
@@ -131,6 +143,9 @@ class agent {
   struct local_arena;
   struct remote_arena;
   explicit agent(agent_options options) noexcept;
+  caf::expected<local_arena_id> add_local(caf::expected<std::unique_ptr<memory_region>> region,
+                                          arena_layout layout, std::string shm_name,
+                                          memory_kind memory);
   std::size_t progress_locked();
   void progress_loop();
   caf::expected<std::shared_ptr<endpoint>> endpoint_to(const arena_descriptor& d);
@@ -150,6 +165,7 @@ class agent {
   mutable std::mutex mutex_;
   std::condition_variable finished_cv_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> threaded_{false};  // whether the progress thread runs
   std::atomic<int> waiting_{0};
   std::thread thread_;
 };

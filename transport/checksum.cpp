@@ -73,8 +73,7 @@ caf::expected<std::vector<unit_checksum>> checksum_slots(std::span<const arena_l
   return checksum_units(*plan, plan_side::source, bases);
 }
 
-caf::expected<void> verify_units(const transfer_plan& plan,
-                                 std::span<const std::byte* const> bases,
+caf::expected<void> verify_units(const transfer_plan& plan, std::span<const std::byte* const> bases,
                                  std::span<const unit_checksum> expected) {
   std::unordered_map<std::int32_t, std::uint64_t> by_unit;
   by_unit.reserve(expected.size());

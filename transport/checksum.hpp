@@ -17,8 +17,8 @@ namespace mstar::transport {
 
 /// The checksum of one page or slot, keyed by its id on the sending side.
 struct unit_checksum {
-  std::int32_t unit = 0;    ///< source page or slot id
-  std::uint64_t xxh3 = 0;   ///< XXH3-64 of the unit's bytes, parts in plan order
+  std::int32_t unit = 0;   ///< source page or slot id
+  std::uint64_t xxh3 = 0;  ///< XXH3-64 of the unit's bytes, parts in plan order
   /// Field-wise equality.
   friend bool operator==(const unit_checksum&, const unit_checksum&) = default;
 };

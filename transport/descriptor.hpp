@@ -38,9 +38,7 @@ struct arena_layout {
                                               std::uint64_t max_slots, std::uint64_t slot_bytes);
   /// Total bytes: num_layers * num_units * unit_bytes (the caller validated
   /// that it does not overflow; `validate` checks).
-  [[nodiscard]] std::uint64_t bytes() const noexcept {
-    return num_layers * num_units * unit_bytes;
-  }
+  [[nodiscard]] std::uint64_t bytes() const noexcept { return num_layers * num_units * unit_bytes; }
   /// invalid_argument naming the field when a count is zero or the size
   /// overflows 64 bits.
   [[nodiscard]] caf::expected<void> validate() const;
@@ -51,16 +49,16 @@ struct arena_layout {
 /// A registered arena as a peer sees it. Plain data; serialise with
 /// `to_json` / `descriptor_from_json`.
 struct arena_descriptor {
-  std::string owner;            ///< the owning agent's name, for messages
-  byte_buffer worker_address;   ///< the owner's UCX worker address
-  byte_buffer packed_key;       ///< the arena's packed UCX remote key
-  std::uint64_t base = 0;       ///< the arena's address in the owner's process
-  std::uint64_t size = 0;       ///< bytes registered from `base`
-  arena_layout layout;          ///< geometry; `layout.bytes() <= size`
+  std::string owner;                       ///< the owning agent's name, for messages
+  byte_buffer worker_address;              ///< the owner's UCX worker address
+  byte_buffer packed_key;                  ///< the arena's packed UCX remote key
+  std::uint64_t base = 0;                  ///< the arena's address in the owner's process
+  std::uint64_t size = 0;                  ///< bytes registered from `base`
+  arena_layout layout;                     ///< geometry; `layout.bytes() <= size`
   memory_kind memory = memory_kind::host;  ///< host or device memory
-  std::string host;             ///< the owner's host identity (`host_identity()`)
-  std::string shm_name;         ///< its shared-memory segment, empty when none
-  std::int64_t pid = 0;         ///< the owner's process id
+  std::string host;                        ///< the owner's host identity (`host_identity()`)
+  std::string shm_name;                    ///< its shared-memory segment, empty when none
+  std::int64_t pid = 0;                    ///< the owner's process id
 
   /// Field-wise equality.
   friend bool operator==(const arena_descriptor&, const arena_descriptor&) = default;

@@ -19,12 +19,12 @@ namespace mstar::transport {
 
 /// Failure codes that only the transport layer produces.
 enum class errc : std::uint8_t {
-  timed_out = 64,   ///< a deadline passed before the operation finished
-  cancelled,        ///< the caller cancelled the operation
-  peer_failed,      ///< the peer died, closed, or its endpoint failed
-  integrity,        ///< a checksum did not match: the message names the unit
-  ucx_failure,      ///< UCX returned a status with no more specific meaning
-  closed,           ///< the object was already closed or stopped
+  timed_out = 64,  ///< a deadline passed before the operation finished
+  cancelled,       ///< the caller cancelled the operation
+  peer_failed,     ///< the peer died, closed, or its endpoint failed
+  integrity,       ///< a checksum did not match: the message names the unit
+  ucx_failure,     ///< UCX returned a status with no more specific meaning
+  closed,          ///< the object was already closed or stopped
 };
 
 /// The category atom every transport error carries (shared with core's codes).

@@ -136,10 +136,10 @@ caf::expected<transfer_plan> plan_slots(std::span<const arena_layout> src_blocks
       const auto& s = src_blocks[b];
       const auto& d = dst_blocks[b];
       for (std::uint64_t layer = 0; layer < s.num_layers; ++layer) {
-        const byte_range part{static_cast<std::uint32_t>(b),
-                              (layer * s.num_units + static_cast<std::uint64_t>(p.src)) * s.unit_bytes,
-                              (layer * d.num_units + static_cast<std::uint64_t>(p.dst)) * d.unit_bytes,
-                              s.unit_bytes};
+        const byte_range part{
+            static_cast<std::uint32_t>(b),
+            (layer * s.num_units + static_cast<std::uint64_t>(p.src)) * s.unit_bytes,
+            (layer * d.num_units + static_cast<std::uint64_t>(p.dst)) * d.unit_bytes, s.unit_bytes};
         plan.parts.push_back(part);
         append_chunked(plan.ranges, part, options.chunk_bytes);
         plan.total_bytes += part.bytes;

@@ -37,10 +37,10 @@ struct byte_range {
 /// parts (`parts[first_part, first_part + num_parts)`), in the order a
 /// checksum reads them (block, then layer, for a slot).
 struct transfer_unit {
-  std::int32_t src = 0;         ///< source page or slot id
-  std::int32_t dst = 0;         ///< destination page or slot id
-  std::uint32_t first_part = 0; ///< index of the unit's first part
-  std::uint32_t num_parts = 0;  ///< parts of the unit (1 for a page)
+  std::int32_t src = 0;          ///< source page or slot id
+  std::int32_t dst = 0;          ///< destination page or slot id
+  std::uint32_t first_part = 0;  ///< index of the unit's first part
+  std::uint32_t num_parts = 0;   ///< parts of the unit (1 for a page)
 };
 
 /// Options for building a plan.

@@ -74,9 +74,8 @@ std::string compute_host_identity() {
 caf::expected<std::string> segment_name(std::string_view deployment, std::int64_t pid,
                                         std::string_view arena) {
   if (!valid_part(deployment))
-    return failure(mstar::errc::invalid_argument,
-                   "deployment name '" + std::string{deployment} +
-                       "': 1 to 64 characters of [A-Za-z0-9_-]");
+    return failure(mstar::errc::invalid_argument, "deployment name '" + std::string{deployment} +
+                                                      "': 1 to 64 characters of [A-Za-z0-9_-]");
   if (!valid_part(arena))
     return failure(mstar::errc::invalid_argument,
                    "arena name '" + std::string{arena} + "': 1 to 64 characters of [A-Za-z0-9_-]");
@@ -111,8 +110,8 @@ caf::expected<std::vector<std::string>> remove_stale_segments(std::string_view d
       removed.push_back("/" + file);
   }
   if (ec)
-    return logged(failure(mstar::errc::io_error,
-                          "listing " + std::string{shm_dir} + ": " + ec.message()));
+    return logged(
+        failure(mstar::errc::io_error, "listing " + std::string{shm_dir} + ": " + ec.message()));
   return removed;
 }
 

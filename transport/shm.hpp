@@ -20,8 +20,8 @@ namespace mstar::transport {
 /// The segment name for arena `arena` of process `pid` in `deployment`:
 /// "/mstar.<deployment>.<pid>.<arena>". Deployment and arena names hold 1 to
 /// 64 characters of [A-Za-z0-9_-]; invalid_argument otherwise.
-[[nodiscard]] caf::expected<std::string> segment_name(std::string_view deployment,
-                                                      std::int64_t pid, std::string_view arena);
+[[nodiscard]] caf::expected<std::string> segment_name(std::string_view deployment, std::int64_t pid,
+                                                      std::string_view arena);
 
 /// Creates (zeroed and pre-faulted) the segment of `bytes` for arena `arena`
 /// of this process in `deployment`. The returned arena removes the name when

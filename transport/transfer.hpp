@@ -34,7 +34,7 @@ struct transfer_options {
 namespace internal {
 /// What a transfer shares with its handles (see `transfer_handle`).
 struct transfer_status {
-  std::atomic<bool> finished{false};       // set last, with release order
+  std::atomic<bool> finished{false};  // set last, with release order
   std::atomic<bool> cancel_requested{false};
   std::atomic<std::uint64_t> bytes_done{0};  // bytes whose operations completed
   std::uint64_t total_bytes = 0;             // fixed at start
@@ -58,21 +58,26 @@ class transfer_handle {
     return status_ != nullptr && status_->finished.load(std::memory_order_acquire);
   }
   /// The failure once finished: none on success; timed_out, cancelled,
-  /// peer_failed, closed or ucx_failure otherwise.
-  [[nodiscard]] caf::error error() const {
-    const std::lock_guard lock{status_->mutex};
-    return status_->error;
+  /// peer_failed, closed or ucx_failure otherwise (invalid_argument for an
+  /// empty handle).
+  [[nodiscard]] caf::error error() const;
+  /// Bytes whose operations have completed so far (0 for an empty handle).
+  [[nodiscard]] std::uint64_t bytes_done() const noexcept {
+    return status_ == nullptr ? 0 : status_->bytes_done.load();
   }
-  /// Bytes whose operations have completed so far.
-  [[nodiscard]] std::uint64_t bytes_done() const noexcept { return status_->bytes_done.load(); }
-  /// Bytes the transfer moves in all.
-  [[nodiscard]] std::uint64_t total_bytes() const noexcept { return status_->total_bytes; }
-  /// The deadline it was started with.
+  /// Bytes the transfer moves in all (0 for an empty handle).
+  [[nodiscard]] std::uint64_t total_bytes() const noexcept {
+    return status_ == nullptr ? 0 : status_->total_bytes;
+  }
+  /// The deadline it was started with. Precondition: `valid()`.
   [[nodiscard]] clock::time_point deadline() const noexcept { return status_->deadline; }
   /// Asks the agent to stop issuing operations; the transfer then finishes
   /// with `cancelled` once what is in flight has drained (or been cut off
   /// at the deadline). Thread-safe; no effect once finished.
-  void cancel() noexcept { status_->cancel_requested.store(true); }
+  void cancel() noexcept {
+    if (status_ != nullptr)
+      status_->cancel_requested.store(true);
+  }
   /// Whether this handle refers to a transfer.
   [[nodiscard]] bool valid() const noexcept { return status_ != nullptr; }
   /// The shared state, by identity (how the agent finds the transfer).

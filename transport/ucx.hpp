@@ -19,10 +19,9 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <ucp/api/ucp_def.h>
 #include <utility>
 #include <vector>
-
-#include <ucp/api/ucp_def.h>
 
 #include "transport/error.hpp"
 
@@ -202,20 +201,29 @@ class memory_region {
   /// outlive this object. Fails with the UCX status.
   [[nodiscard]] static caf::expected<std::unique_ptr<memory_region>> make(
       std::shared_ptr<context> ctx, void* base, std::size_t bytes, memory_kind kind);
+  /// Has UCX allocate and register `bytes` of host memory (zeroed), where
+  /// it can: shared memory its same-host transports map directly. The memory
+  /// lives as long as this object.
+  [[nodiscard]] static caf::expected<std::unique_ptr<memory_region>> allocate(
+      std::shared_ptr<context> ctx, std::size_t bytes);
   memory_region(const memory_region&) = delete;
   memory_region& operator=(const memory_region&) = delete;
-  /// ucp_mem_unmap; operations on the region must be finished.
+  /// ucp_mem_unmap (freeing UCX-allocated memory); operations on the region
+  /// must be finished.
   ~memory_region();
   /// The raw handle, valid for this object's lifetime.
   [[nodiscard]] ucp_mem_h native() const noexcept { return handle_; }
+  /// Start of the region.
+  [[nodiscard]] std::byte* base() const noexcept { return base_; }
   /// The packed remote key a peer unpacks to reach this region.
   [[nodiscard]] caf::expected<byte_buffer> packed_key() const;
 
  private:
-  memory_region(std::shared_ptr<context> ctx, ucp_mem_h handle) noexcept
-      : context_(std::move(ctx)), handle_(handle) {}
+  memory_region(std::shared_ptr<context> ctx, ucp_mem_h handle, std::byte* base) noexcept
+      : context_(std::move(ctx)), handle_(handle), base_(base) {}
   std::shared_ptr<context> context_;  // first member: released last
   ucp_mem_h handle_;
+  std::byte* base_;
 };
 
 /// Owner of a `ucp_rkey_h`: a peer's packed key unpacked on an endpoint.

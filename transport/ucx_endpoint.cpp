@@ -1,3 +1,4 @@
+#include <cstring>
 #include <spdlog/spdlog.h>
 #include <ucp/api/ucp.h>
 
@@ -28,16 +29,15 @@ struct rkey_buffer_deleter {
 
 }  // namespace
 
-caf::expected<std::shared_ptr<endpoint>> endpoint::make(std::shared_ptr<worker> w,
-                                                        std::span<const std::uint8_t> remote_address,
-                                                        std::string peer, bool detect_peer_failure) {
+caf::expected<std::shared_ptr<endpoint>> endpoint::make(
+    std::shared_ptr<worker> w, std::span<const std::uint8_t> remote_address, std::string peer,
+    bool detect_peer_failure) {
   if (remote_address.empty())
     return failure(mstar::errc::invalid_argument, "endpoint to '" + peer + "': empty address");
   std::shared_ptr<endpoint> ep{new endpoint{std::move(w), std::move(peer)}};
   ucs_status_t status = ep->create(remote_address, detect_peer_failure);
   if (status == UCS_ERR_UNREACHABLE && detect_peer_failure) {
-    spdlog::info("transport: no transport to '{}' reports peer failure; deadlines will",
-                 ep->peer_);
+    spdlog::info("transport: no transport to '{}' reports peer failure; deadlines will", ep->peer_);
     status = ep->create(remote_address, false);
   }
   if (status != UCS_OK)
@@ -80,8 +80,8 @@ caf::error endpoint::error() const {
   // Whatever the status (reset, unreachable, keepalive timeout), a failed
   // endpoint means the peer is gone or cut off.
   return logged(failure(errc::peer_failed,
-                        "endpoint to '" + peer_ + "' failed: " +
-                            ucs_status_string(static_cast<ucs_status_t>(status))));
+                        "endpoint to '" + peer_ +
+                            "' failed: " + ucs_status_string(static_cast<ucs_status_t>(status))));
 }
 
 void endpoint::release_keys() noexcept {
@@ -137,7 +137,32 @@ caf::expected<std::unique_ptr<memory_region>> memory_region::make(std::shared_pt
   ucp_mem_h handle = nullptr;
   if (const auto status = ucp_mem_map(ctx->native(), &params, &handle); status != UCS_OK)
     return ucx_error(status, "ucp_mem_map of " + std::to_string(bytes) + " bytes");
-  return std::unique_ptr<memory_region>{new memory_region{std::move(ctx), handle}};
+  return std::unique_ptr<memory_region>{
+      new memory_region{std::move(ctx), handle, static_cast<std::byte*>(base)}};
+}
+
+caf::expected<std::unique_ptr<memory_region>> memory_region::allocate(std::shared_ptr<context> ctx,
+                                                                      std::size_t bytes) {
+  if (bytes == 0)
+    return failure(mstar::errc::invalid_argument, "memory allocation: zero bytes");
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+  params.address = nullptr;
+  params.length = bytes;
+  params.flags = UCP_MEM_MAP_ALLOCATE;
+  ucp_mem_h handle = nullptr;
+  if (const auto status = ucp_mem_map(ctx->native(), &params, &handle); status != UCS_OK)
+    return ucx_error(status, "ucp_mem_map(allocate) of " + std::to_string(bytes) + " bytes");
+  ucp_mem_attr_t attr{};
+  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+  if (const auto status = ucp_mem_query(handle, &attr); status != UCS_OK) {
+    ucp_mem_unmap(ctx->native(), handle);
+    return ucx_error(status, "ucp_mem_query");
+  }
+  auto* base = static_cast<std::byte*>(attr.address);
+  std::memset(base, 0, bytes);  // zeroed like every arena, and faulted in now
+  return std::unique_ptr<memory_region>{new memory_region{std::move(ctx), handle, base}};
 }
 
 memory_region::~memory_region() {

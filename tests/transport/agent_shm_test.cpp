@@ -1,6 +1,8 @@
 // The same-host paths: an arena in a named segment is mapped by a peer on
 // this host and copied directly; with mapping off, the same descriptor goes
-// through UCX; a worker reads its own arena over UCX's `self` transport.
+// through UCX; a worker reads its own arena over UCX's `self` transport;
+// arenas UCX allocates (shared memory its transports map) move byte-exact.
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -47,8 +49,8 @@ void read_and_check(bool map_segments) {
   auto done = b->wait(*h);
   ASSERT_TRUE(done) << describe(done.error());
   for (const auto& p : some_pairs())
-    EXPECT_TRUE(test::holds_pattern(dst.data(), p.dst * page_bytes, p.src * page_bytes, page_bytes,
-                                    11));
+    EXPECT_TRUE(
+        test::holds_pattern(dst.data(), p.dst * page_bytes, p.src * page_bytes, page_bytes, 11));
 }
 
 TEST(agent_shm, a_same_host_segment_is_mapped_and_copied_directly) {
@@ -75,8 +77,8 @@ TEST(agent_shm, a_push_into_a_mapped_segment_lands_in_the_owner) {
   auto plan = plan_pages(layout, layout, std::vector<unit_pair>{{3, 4}, {4, 5}});
   auto h = b->start(direction::write, *plan, {{*local, *remote}}, test::in_seconds(20));
   ASSERT_TRUE(h && b->wait(*h));
-  EXPECT_TRUE(test::holds_pattern(segment->data(), 4 * page_bytes, 3 * page_bytes,
-                                  2 * page_bytes, 12));
+  EXPECT_TRUE(
+      test::holds_pattern(segment->data(), 4 * page_bytes, 3 * page_bytes, 2 * page_bytes, 12));
 }
 
 TEST(agent_self, a_worker_reads_its_own_arena_over_the_self_transport) {
@@ -94,9 +96,40 @@ TEST(agent_self, a_worker_reads_its_own_arena_over_the_self_transport) {
   auto done = a->wait(*h);
   ASSERT_TRUE(done) << describe(done.error());
   for (const auto& p : some_pairs())
-    EXPECT_TRUE(test::holds_pattern(two.data(), p.dst * page_bytes, p.src * page_bytes, page_bytes,
-                                    13));
+    EXPECT_TRUE(
+        test::holds_pattern(two.data(), p.dst * page_bytes, p.src * page_bytes, page_bytes, 13));
 }
+
+class agent_ucx_memory : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(agent_ucx_memory, arenas_ucx_allocated_start_zeroed_and_move_byte_exact) {
+  auto a = test::make_agent("source", GetParam());
+  auto b = test::make_agent("destination", GetParam());
+  ASSERT_TRUE(a && b);
+  auto s = a->allocate_arena(layout);
+  auto d = b->allocate_arena(layout);
+  ASSERT_TRUE(s && d) << describe(s ? d.error() : s.error());
+  std::byte* src = a->arena_base(*s);
+  std::byte* dst = b->arena_base(*d);
+  ASSERT_NE(src, nullptr);
+  EXPECT_EQ(b->arena_base(99), nullptr);
+  EXPECT_TRUE(std::all_of(dst, dst + layout.bytes(), [](std::byte x) { return x == std::byte{0}; }))
+      << "a UCX-allocated arena starts zeroed, like every arena";
+  test::fill_pattern(src, layout.bytes(), 14);
+  auto r = b->attach(*a->describe(*s));
+  ASSERT_TRUE(r) << describe(r.error());
+  ASSERT_TRUE(a->start_progress_thread());
+  auto plan = plan_pages(layout, layout, some_pairs());
+  auto h = b->start(direction::read, *plan, {{*d, *r}}, test::in_seconds(20));
+  ASSERT_TRUE(h);
+  auto done = b->wait(*h);
+  ASSERT_TRUE(done) << describe(done.error());
+  for (const auto& p : some_pairs())
+    EXPECT_TRUE(test::holds_pattern(dst, p.dst * page_bytes, p.src * page_bytes, page_bytes, 14));
+}
+
+INSTANTIATE_TEST_SUITE_P(transports, agent_ucx_memory, ::testing::Values("tcp", "sm"),
+                         [](const auto& param_info) { return param_info.param; });
 
 }  // namespace
 }  // namespace mstar::transport

@@ -51,8 +51,8 @@ TEST_P(agent_slots, every_block_layer_and_slot_lands_byte_exact) {
     const auto sb = src_blocks[k].unit_bytes;
     for (std::uint64_t layer = 0; layer < 3; ++layer) {
       for (const auto& p : pairs) {
-        EXPECT_TRUE(holds_pattern(dst[k].data(), (layer * 5 + p.dst) * sb,
-                                  (layer * 8 + p.src) * sb, sb, static_cast<std::uint32_t>(20 + k)))
+        EXPECT_TRUE(holds_pattern(dst[k].data(), (layer * 5 + p.dst) * sb, (layer * 8 + p.src) * sb,
+                                  sb, static_cast<std::uint32_t>(20 + k)))
             << "block " << k << " layer " << layer << " slot " << p.dst;
       }
       EXPECT_EQ(std::to_integer<int>(dst[k].data()[(layer * 5 + 1) * sb]), 0) << "slot 1 untouched";

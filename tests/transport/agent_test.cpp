@@ -44,7 +44,7 @@ class agent_pair : public ::testing::TestWithParam<std::string> {
 
   // Pairs with runs, gaps and a reversed stretch, in shuffled order.
   static std::vector<unit_pair> mixed_pairs() {
-    std::vector<unit_pair> pairs{{1, 0},  {2, 1},  {3, 2},  {4, 3},   {9, 20}, {10, 21},
+    std::vector<unit_pair> pairs{{1, 0},  {2, 1},  {3, 2},   {4, 3},   {9, 20},  {10, 21},
                                  {30, 5}, {31, 4}, {12, 12}, {40, 30}, {41, 31}, {0, 39}};
     std::shuffle(pairs.begin(), pairs.end(), std::mt19937{1234});
     return pairs;
@@ -113,6 +113,20 @@ TEST_P(agent_pair, many_transfers_in_flight_finish_whatever_order_they_are_waite
   }
   for (const auto& pairs : all)
     EXPECT_TRUE(landed(pairs));
+}
+
+TEST_P(agent_pair, a_progress_thread_drives_transfers_while_the_caller_sleeps_in_wait) {
+  ASSERT_TRUE(b_->start_progress_thread());
+  const auto pairs = mixed_pairs();
+  auto plan = plan_pages(src_layout_, dst_layout_, pairs);
+  ASSERT_TRUE(plan);
+  auto h = b_->start(direction::read, *plan, binding_, in_seconds(20));
+  ASSERT_TRUE(h);
+  auto done = b_->wait(*h);
+  ASSERT_TRUE(done) << describe(done.error());
+  EXPECT_TRUE(h->finished());
+  EXPECT_TRUE(landed(pairs));
+  b_->stop_progress_thread();
 }
 
 TEST_P(agent_pair, checksums_pass_after_a_transfer_and_a_corrupted_page_is_named) {

@@ -22,11 +22,11 @@ namespace mstar::transport::test {
 
 /// What both roles agree on.
 struct transfer_spec {
-  agent_options options;            ///< the role's agent (name is overwritten)
-  std::uint64_t pages = 128;        ///< pages in each arena
+  agent_options options;      ///< the role's agent (name is overwritten)
+  std::uint64_t pages = 128;  ///< pages in each arena
   std::uint64_t page_bytes = 2 << 20;
-  std::uint32_t salt = 5;           ///< the source's pattern
-  std::string deployment;           ///< non-empty: the source lives in a shm segment
+  std::uint32_t salt = 5;  ///< the source's pattern
+  std::string deployment;  ///< non-empty: the source lives in a shm segment
   [[nodiscard]] arena_layout layout() const {
     return arena_layout{arena_kind::kv_pages, "kv", 1, pages, page_bytes};
   }
@@ -77,7 +77,8 @@ inline int serve_source(transfer_spec spec, const channel& out, const channel& i
 inline std::vector<unit_pair> rotated_pairs(std::uint64_t pages) {
   std::vector<unit_pair> pairs;
   for (std::uint64_t p = 0; p < pages; ++p)
-    pairs.push_back({static_cast<std::int32_t>(p), static_cast<std::int32_t>((p + pages / 2) % pages)});
+    pairs.push_back(
+        {static_cast<std::int32_t>(p), static_cast<std::int32_t>((p + pages / 2) % pages)});
   return pairs;
 }
 

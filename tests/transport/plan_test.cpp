@@ -20,8 +20,8 @@ TEST(plan_pages, runs_where_both_ids_ascend_coalesce_into_one_range) {
   const std::vector<unit_pair> pairs{{7, 2}, {5, 0}, {6, 1}, {9, 9}, {10, 11}};
   auto plan = plan_pages(kv(16), kv(12), pairs);
   ASSERT_TRUE(plan);
-  const std::vector<byte_range> want{{0, 5000, 0, 3000}, {0, 9000, 9000, 1000},
-                                     {0, 10000, 11000, 1000}};
+  const std::vector<byte_range> want{
+      {0, 5000, 0, 3000}, {0, 9000, 9000, 1000}, {0, 10000, 11000, 1000}};
   EXPECT_EQ(plan->ranges, want);
   EXPECT_EQ(plan->total_bytes, 5000U);
   ASSERT_EQ(plan->units.size(), 5U);
@@ -69,9 +69,9 @@ TEST(plan_pages, bad_pairs_and_layouts_are_refused_by_name) {
              "page bytes differ");
   fails_with(plan_pages(kv(4), kv(4), std::vector<unit_pair>{{1, 1}}, plan_options{0}),
              "chunk_bytes");
-  fails_with(plan_pages(arena_layout::recurrent("ssm", 1, 4, 8), kv(4),
-                        std::vector<unit_pair>{{1, 1}}),
-             "not a KV page arena");
+  fails_with(
+      plan_pages(arena_layout::recurrent("ssm", 1, 4, 8), kv(4), std::vector<unit_pair>{{1, 1}}),
+      "not a KV page arena");
   fails_with(plan_pages(kv(0), kv(4), std::vector<unit_pair>{}), "must be > 0");
 }
 
@@ -92,9 +92,9 @@ TEST(plan_slots, one_range_per_block_layer_and_slot_with_each_sides_slot_count) 
   EXPECT_EQ(plan->num_arenas, 2U);
   EXPECT_EQ(plan->unit_name(), "slot");
   // Slot 5 -> 1: ssm layer 0, ssm layer 1, conv layer 0, conv layer 1; then 6 -> 2.
-  const std::vector<byte_range> want{
-      {0, 500, 100, 100}, {0, 1300, 500, 100}, {1, 50, 10, 10}, {1, 130, 50, 10},
-      {0, 600, 200, 100}, {0, 1400, 600, 100}, {1, 60, 20, 10}, {1, 140, 60, 10}};
+  const std::vector<byte_range> want{{0, 500, 100, 100}, {0, 1300, 500, 100}, {1, 50, 10, 10},
+                                     {1, 130, 50, 10},   {0, 600, 200, 100},  {0, 1400, 600, 100},
+                                     {1, 60, 20, 10},    {1, 140, 60, 10}};
   EXPECT_EQ(plan->ranges, want);
   EXPECT_EQ(plan->total_bytes, 440U);
   ASSERT_EQ(plan->units.size(), 2U);

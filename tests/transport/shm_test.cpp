@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tests/support/matchers.hpp"
+#include "transport/agent.hpp"
 
 namespace mstar::transport {
 namespace {
@@ -87,6 +88,21 @@ TEST(shm_segments, start_up_cleanup_removes_only_dead_processes_segments_of_its_
   auto cleaned = remove_stale_segments(other);
   ASSERT_TRUE(cleaned);
   EXPECT_FALSE(exists(dead_other));
+}
+
+TEST(shm_segments, an_agent_of_a_deployment_cleans_its_dead_processes_segments_at_start_up) {
+  const auto dep = deployment("agent");
+  const std::string dead = left_by_a_dead_process(dep);
+  ASSERT_TRUE(exists(dead));
+  agent_options o;
+  o.name = "starting";
+  o.deployment = dep;
+  o.ucx.config = {{"TLS", "tcp"}, {"NET_DEVICES", "lo"}};
+  auto a = agent::make(o);
+  ASSERT_TRUE(a) << describe(a.error());
+  EXPECT_FALSE(exists(dead));
+  o.deployment = "bad.name";
+  EXPECT_FALSE(agent::make(o));
 }
 
 TEST(shm_segments, opening_a_peers_segment_checks_name_and_size) {

@@ -85,8 +85,8 @@ inline ::testing::AssertionResult holds_pattern(const std::byte* dst, std::uint6
 
 /// A deadline `seconds` from now.
 inline clock::time_point in_seconds(double seconds) {
-  return clock::now() + std::chrono::duration_cast<clock::duration>(
-                            std::chrono::duration<double>(seconds));
+  return clock::now() +
+         std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 }  // namespace mstar::transport::test

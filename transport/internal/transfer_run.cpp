@@ -15,7 +15,8 @@ transfer_run::transfer_run(direction dir, transfer_plan plan, std::vector<arena_
       options_(options),
       status_(std::move(status)) {
   for (const auto& b : arenas_) {
-    if (b.ep != nullptr && std::find(endpoints_.begin(), endpoints_.end(), b.ep) == endpoints_.end())
+    if (b.ep != nullptr &&
+        std::find(endpoints_.begin(), endpoints_.end(), b.ep) == endpoints_.end())
       endpoints_.push_back(b.ep);
   }
   inflight_.reserve(options_.max_inflight_ops);
@@ -83,8 +84,10 @@ void transfer_run::reap() {
       return false;
     if (status == UCS_OK)
       completed += op.bytes;
-    else
+    else if (!error_)  // the first failure is the one to report (and log)
       note(ucx_error(status, dir_ == direction::read ? "ucp_get_nbx" : "ucp_put_nbx"));
+    else
+      note({});
     inflight_bytes_ -= op.bytes;
     return true;
   });
@@ -102,9 +105,9 @@ void transfer_run::issue() {
       copy(r, b);
       copied += r.bytes;
     } else {
-      const bool window_full = !inflight_.empty() &&
-                               (inflight_.size() >= options_.max_inflight_ops ||
-                                inflight_bytes_ + r.bytes > options_.max_inflight_bytes);
+      const bool window_full =
+          !inflight_.empty() && (inflight_.size() >= options_.max_inflight_ops ||
+                                 inflight_bytes_ + r.bytes > options_.max_inflight_bytes);
       if (window_full)
         return;
       issue_rma(r, b);
@@ -171,7 +174,7 @@ void transfer_run::reap_flushes() {
     const ucs_status_t status = req.status();
     if (status == UCS_INPROGRESS)
       return false;
-    if (status != UCS_OK)
+    if (status != UCS_OK && !error_)
       note(ucx_error(status, "ucp_ep_flush_nbx"));
     return true;
   });

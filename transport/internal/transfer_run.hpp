@@ -17,14 +17,14 @@ namespace mstar::transport::internal {
 
 /// Where plan arena `i` lives on each side, for one transfer.
 struct arena_binding {
-  std::byte* local = nullptr;        // our arena
-  std::uint64_t local_size = 0;      // its registered bytes
-  ucp_mem_h local_memh = nullptr;    // its registration (RMA only)
-  std::uint64_t remote_base = 0;     // the peer's arena address (RMA)
-  std::uint64_t remote_size = 0;     // the peer's registered bytes
-  ucp_rkey_h rkey = nullptr;         // the peer's key (RMA)
-  std::shared_ptr<endpoint> ep;      // to the peer (RMA); null when mapped
-  std::byte* mapped = nullptr;       // the peer's arena mapped here, or null
+  std::byte* local = nullptr;      // our arena
+  std::uint64_t local_size = 0;    // its registered bytes
+  ucp_mem_h local_memh = nullptr;  // its registration (RMA only)
+  std::uint64_t remote_base = 0;   // the peer's arena address (RMA)
+  std::uint64_t remote_size = 0;   // the peer's registered bytes
+  ucp_rkey_h rkey = nullptr;       // the peer's key (RMA)
+  std::shared_ptr<endpoint> ep;    // to the peer (RMA); null when mapped
+  std::byte* mapped = nullptr;     // the peer's arena mapped here, or null
 };
 
 class transfer_run {
