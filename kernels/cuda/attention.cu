@@ -52,8 +52,8 @@ struct layout {
   static constexpr int elems = D / lanes;
   static constexpr int vecs = elems * static_cast<int>(sizeof(KV)) / 16;
   static constexpr int threads = 128;
-  static constexpr int slots = threads / lanes;  // tokens in flight per block per step
-  static constexpr int unroll = vecs == 1 ? 4 : 2;
+  static constexpr int slots = threads / lanes;     // tokens in flight per block per step
+  static constexpr int unroll = vecs == 1 ? 2 : 1;  // positions per slot per step
 };
 
 template <class KV, int E>
@@ -70,6 +70,100 @@ __device__ __forceinline__ void unpack(const uint4* raw, float* f) {
   }
 }
 
+template <int U, int V>
+__device__ __forceinline__ void copy_raw(const uint4 (&from)[U][V], uint4 (&to)[U][V]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      to[u][j] = from[u][j];
+  }
+}
+
+// This lane's slice of K and V at positions t0 .. t0 + U - 1 (those that exist).
+template <class KV, int D, int U>
+__device__ __forceinline__ void load_kv(const attn_args& a, const query_at& qa, int kvh, int lane,
+                                        int t0, uint4 (&kraw)[U][layout<KV, D>::vecs],
+                                        uint4 (&vraw)[U][layout<KV, D>::vecs]) {
+  constexpr int vecs = layout<KV, D>::vecs;
+  const int ps = a.arena.page_size;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int t = t0 + u;
+    if (t < qa.positions) {
+      const std::int32_t page = a.table.kv_indices[qa.first_page + t / ps];
+      const auto* kp = reinterpret_cast<const uint4*>(a.arena.at(0, page, t % ps, kvh));
+      const auto* vp = reinterpret_cast<const uint4*>(a.arena.at(1, page, t % ps, kvh));
+#pragma unroll
+      for (int j = 0; j < vecs; ++j) {
+        kraw[u][j] = kp[lane * vecs + j];
+        vraw[u][j] = vp[lane * vecs + j];
+      }
+    }
+  }
+}
+
+// Online softmax over positions t0 .. t0 + U - 1 for the GC heads: scores
+// (reduced over the slot's lanes), rescale, accumulate V. A slot past the end
+// sees only -inf scores and leaves its state unchanged.
+template <class KV, int D, int GC, int U>
+__device__ __forceinline__ void consume(const float (&q)[GC][layout<KV, D>::elems],
+                                        float (&acc)[GC][layout<KV, D>::elems], float (&m)[GC],
+                                        float (&l)[GC], const uint4 (&kraw)[U][layout<KV, D>::vecs],
+                                        const uint4 (&vraw)[U][layout<KV, D>::vecs], int t0,
+                                        int positions) {
+  using L = layout<KV, D>;
+  constexpr int E = L::elems;
+  float s[U][GC];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    float k[E];
+    unpack<KV, E>(kraw[u], k);
+#pragma unroll
+    for (int g = 0; g < GC; ++g) {
+      float dot = 0.0F;
+#pragma unroll
+      for (int e = 0; e < E; ++e)
+        dot += q[g][e] * k[e];
+      dot = detail::group_sum<L::lanes>(dot);
+      s[u][g] = t0 + u < positions ? dot : -INFINITY;
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < GC; ++g) {
+    float top = m[g];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      top = fmaxf(top, s[u][g]);
+    const float ref = top == -INFINITY ? 0.0F : top;  // nothing seen yet: keep zeros
+    const float alpha = exp2f(m[g] - ref);
+    m[g] = top;
+    l[g] *= alpha;
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      acc[g][e] *= alpha;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const float p = exp2f(s[u][g] - ref);
+      l[g] += p;
+      s[u][g] = p;
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (t0 + u >= positions)
+      break;
+    float v[E];
+    unpack<KV, E>(vraw[u], v);
+#pragma unroll
+    for (int g = 0; g < GC; ++g) {
+#pragma unroll
+      for (int e = 0; e < E; ++e)
+        acc[g][e] += s[u][g] * v[e];
+    }
+  }
+}
+
 // Block per (query token, kv head, chunk of GC query heads). Each slot of
 // `lanes` threads walks every `slots`-th group of `unroll` positions with its
 // own online softmax; the slots merge through shared memory at the end.
@@ -83,7 +177,6 @@ __global__ void __launch_bounds__(128) attend_fast(attn_args a) {
   __shared__ float s_l[L::slots][GC];
   const int lane = static_cast<int>(threadIdx.x) % L::lanes;
   const int slot = static_cast<int>(threadIdx.x) / L::lanes;
-  const int ps = a.arena.page_size;
   const int tokens = detail::step_tokens(a.table);
   const long long total = static_cast<long long>(tokens) * a.kv_heads * a.chunks;
   for (long long w = blockIdx.x; w < total; w += gridDim.x) {
@@ -107,70 +200,23 @@ __global__ void __launch_bounds__(128) attend_fast(attn_args a) {
       m[g] = -INFINITY;
       l[g] = 0.0F;
     }
-    for (int t0 = slot * U; t0 < qa.positions; t0 += L::slots * U) {
-      uint4 kraw[U][L::vecs];
-      uint4 vraw[U][L::vecs];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int t = t0 + u;
-        if (t < qa.positions) {
-          const std::int32_t page = a.table.kv_indices[qa.first_page + t / ps];
-          const auto* kp = reinterpret_cast<const uint4*>(a.arena.at(0, page, t % ps, kvh));
-          const auto* vp = reinterpret_cast<const uint4*>(a.arena.at(1, page, t % ps, kvh));
-#pragma unroll
-          for (int j = 0; j < L::vecs; ++j) {
-            kraw[u][j] = kp[lane * L::vecs + j];
-            vraw[u][j] = vp[lane * L::vecs + j];
-          }
-        }
-      }
-      float s[U][GC];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        float k[E];
-        unpack<KV, E>(kraw[u], k);
-#pragma unroll
-        for (int g = 0; g < GC; ++g) {
-          float dot = 0.0F;
-#pragma unroll
-          for (int e = 0; e < E; ++e)
-            dot += q[g][e] * k[e];
-          dot = detail::group_sum<L::lanes>(dot);
-          s[u][g] = t0 + u < qa.positions ? dot : -INFINITY;
-        }
-      }
-#pragma unroll
-      for (int g = 0; g < GC; ++g) {
-        float top = m[g];
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-          top = fmaxf(top, s[u][g]);
-        const float alpha = exp2f(m[g] - top);  // position t0 is valid: top is finite
-        m[g] = top;
-        l[g] *= alpha;
-#pragma unroll
-        for (int e = 0; e < E; ++e)
-          acc[g][e] *= alpha;
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const float p = exp2f(s[u][g] - top);
-          l[g] += p;
-          s[u][g] = p;
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (t0 + u >= qa.positions)
-          break;
-        float v[E];
-        unpack<KV, E>(vraw[u], v);
-#pragma unroll
-        for (int g = 0; g < GC; ++g) {
-#pragma unroll
-          for (int e = 0; e < E; ++e)
-            acc[g][e] += s[u][g] * v[e];
-        }
-      }
+    // The loop bound is the block's, not the slot's: slots sharing a warp
+    // must run the same iterations around the shuffles.
+    constexpr int step = L::slots * U;
+    // Software pipelined: the next positions' K and V are in flight while
+    // the current ones are consumed.
+    uint4 kraw[U][L::vecs];
+    uint4 vraw[U][L::vecs];
+    load_kv<KV, D, U>(a, qa, kvh, lane, slot * U, kraw, vraw);
+    for (int base = 0; base < qa.positions; base += step) {
+      const int t0 = base + slot * U;
+      uint4 kcur[U][L::vecs];
+      uint4 vcur[U][L::vecs];
+      copy_raw<U, L::vecs>(kraw, kcur);
+      copy_raw<U, L::vecs>(vraw, vcur);
+      if (base + step < qa.positions)
+        load_kv<KV, D, U>(a, qa, kvh, lane, t0 + step, kraw, vraw);
+      consume<KV, D, GC, U>(q, acc, m, l, kcur, vcur, t0, qa.positions);
     }
 #pragma unroll
     for (int g = 0; g < GC; ++g) {

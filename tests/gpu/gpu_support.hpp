@@ -126,10 +126,14 @@ inline double normalised_error(std::span<const float> got, std::span<const float
   return diff / std::max(scale, 1e-30);
 }
 
-/// Asserts `normalised_error(got, ref) <= budget`, printing both.
+/// Asserts `normalised_error(got, ref) <= budget`, printing both (also on
+/// success, so a run records the errors measured).
 inline ::testing::AssertionResult within(std::span<const float> got, std::span<const float> ref,
                                          double budget) {
   const double err = normalised_error(got, ref);
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::cout << "[ error    ] " << (test != nullptr ? test->name() : "?") << ": " << err
+            << " (budget " << budget << ")\n";
   if (err <= budget)
     return ::testing::AssertionSuccess() << "normalised error " << err;
   return ::testing::AssertionFailure()
