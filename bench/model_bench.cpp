@@ -34,21 +34,29 @@ nemotron_h_config config_100m() {
   return c;
 }
 
-// The GEMMs of one step over `tokens` tokens whose `rows` rows need logits.
+// The GEMMs of one step over `tokens` tokens whose `rows` rows need logits,
+// each with its own weight matrix (as the model streams distinct weights per
+// layer, so the floor gets no unfair cache reuse).
 struct blas_floor {
   std::vector<std::pair<std::int64_t, std::int64_t>> shapes;  // [N, K] per linear
   std::int64_t hidden = 0, vocab = 0;
-  std::vector<float> a, w, c;
+  std::vector<std::vector<float>> weights;
+  std::vector<float> a, c;
   void run(std::int64_t tokens, std::int64_t rows) {
-    for (const auto& [n, k] : shapes) gemm(tokens, n, k);
-    gemm(rows, vocab, hidden);
+    if (weights.empty()) {
+      for (const auto& [n, k] : shapes) weights.emplace_back(static_cast<std::size_t>(n * k), 0.01F);
+      weights.emplace_back(static_cast<std::size_t>(vocab * hidden), 0.01F);
+    }
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      gemm(tokens, shapes[i].first, shapes[i].second, weights[i]);
+    }
+    gemm(rows, vocab, hidden, weights.back());
   }
-  void gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
+  void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::vector<float>& w) {
     const auto need = [](std::vector<float>& v, std::int64_t size) {
       if (static_cast<std::int64_t>(v.size()) < size) v.assign(static_cast<std::size_t>(size), 0.01F);
     };
     need(a, m * k);
-    need(w, n * k);
     need(c, m * n);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
                 static_cast<int>(k), 1.0F, a.data(), static_cast<int>(k), w.data(),
@@ -69,7 +77,8 @@ std::vector<generation_request> prompts(int count, int length, int new_tokens, s
 
 void measure(const std::string& name, nemotron_h_model& model, int batch, int length,
              int new_tokens, int rounds, std::vector<mstar::bench::comparison>& results) {
-  blas_floor floor{model.gemm_shapes(), model.config().hidden_size, model.config().vocab_size, {}, {}, {}};
+  blas_floor floor{model.gemm_shapes(), model.config().hidden_size, model.config().vocab_size, {},
+                   {}, {}};
   const auto reqs = prompts(batch, length, 1, model.config().vocab_size);
   // Prefill: the whole batch's prompts in one step (plus the first token).
   const double prompt_tokens = static_cast<double>(batch) * length;
