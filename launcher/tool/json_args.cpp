@@ -33,6 +33,22 @@ result<const json*> field(const json& obj, std::string_view name) {
   return &*it;
 }
 
+result<const json*> array_field(const json& obj, std::string_view name) {
+  auto f = field(obj, name);
+  if (!f)
+    return f.error();
+  if (!(*f)->is_array()) {
+    return make_error(errc::invalid_argument, fmt::format("{} must be an array", name));
+  }
+  return f;
+}
+
+result<std::vector<std::uint8_t>> optional_bytes(const json& obj, std::string_view name) {
+  if (!obj.contains(name))
+    return std::vector<std::uint8_t>{};
+  return to_bytes(obj.at(name), name);
+}
+
 result<std::int64_t> to_int(const json& v, std::string_view what, std::int64_t lo,
                             std::int64_t hi) {
   if (v.is_number_unsigned()) {

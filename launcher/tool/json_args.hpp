@@ -24,6 +24,13 @@ using json = nlohmann::json;
 /// The member `name` of `obj`, or an error naming the missing field.
 [[nodiscard]] result<const json*> field(const json& obj, std::string_view name);
 
+/// The member `name` of `obj`, which must be an array.
+[[nodiscard]] result<const json*> array_field(const json& obj, std::string_view name);
+
+/// The hex bytes of member `name`, or no bytes when `obj` lacks it.
+[[nodiscard]] result<std::vector<std::uint8_t>> optional_bytes(const json& obj,
+                                                               std::string_view name);
+
 /// An integer in [lo, hi]; floats, strings and booleans are errors.
 [[nodiscard]] result<std::int64_t> to_int(const json& v, std::string_view what, std::int64_t lo,
                                           std::int64_t hi);

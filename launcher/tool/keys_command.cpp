@@ -101,13 +101,9 @@ result<json> run_page_key(const json& req, bool with_end) {
       !ok) {
     return ok.error();
   }
-  std::vector<std::uint8_t> prev;
-  if (req.contains("prev")) {
-    auto p = to_bytes(req.at("prev"), "prev");
-    if (!p)
-      return p.error();
-    prev = std::move(*p);
-  }
+  auto prev = optional_bytes(req, "prev");
+  if (!prev)
+    return prev.error();
   auto tokens_json = field(req, "tokens");
   if (!tokens_json)
     return tokens_json.error();
@@ -119,7 +115,7 @@ result<json> run_page_key(const json& req, bool with_end) {
   if (!items)
     return items.error();
   if (!with_end) {
-    auto key = resources::page_key(prev, *tokens, *items);
+    auto key = resources::page_key(*prev, *tokens, *items);
     if (!key)
       return key.error();
     return json{{"key", to_hex(*key)}};
@@ -130,7 +126,7 @@ result<json> run_page_key(const json& req, bool with_end) {
   auto end = to_int(**end_json, "end", 0, std::numeric_limits<std::uint32_t>::max());
   if (!end)
     return end.error();
-  auto key = resources::end_key(prev, *tokens, *items, static_cast<std::uint64_t>(*end));
+  auto key = resources::end_key(*prev, *tokens, *items, static_cast<std::uint64_t>(*end));
   if (!key)
     return key.error();
   return json{{"key", to_hex(*key)}};
@@ -139,11 +135,9 @@ result<json> run_page_key(const json& req, bool with_end) {
 result<json> run_page_items(const json& req) {
   if (auto ok = check_fields(req, "request", {"fn", "spans", "page_size"}); !ok)
     return ok.error();
-  auto spans_json = field(req, "spans");
+  auto spans_json = array_field(req, "spans");
   if (!spans_json)
     return spans_json.error();
-  if (!(*spans_json)->is_array())
-    return make_error(errc::invalid_argument, "spans must be an array");
   std::vector<resources::layout_span> spans;
   for (std::size_t i = 0; i < (*spans_json)->size(); ++i) {
     const json& s = (**spans_json)[i];
@@ -179,11 +173,9 @@ result<json> run_chain(const json& req) {
   if (auto ok = check_fields(req, "request", {"fn", "pages", "items_by_page", "root"}); !ok) {
     return ok.error();
   }
-  auto pages_json = field(req, "pages");
+  auto pages_json = array_field(req, "pages");
   if (!pages_json)
     return pages_json.error();
-  if (!(*pages_json)->is_array())
-    return make_error(errc::invalid_argument, "pages must be an array");
   std::vector<std::vector<resources::token_id>> pages;
   for (std::size_t i = 0; i < (*pages_json)->size(); ++i) {
     auto ids = to_tokens((**pages_json)[i], fmt::format("pages[{}]", i));
@@ -198,14 +190,10 @@ result<json> run_chain(const json& req) {
       return parsed.error();
     items = std::move(*parsed);
   }
-  std::vector<std::uint8_t> root;
-  if (req.contains("root")) {
-    auto r = to_bytes(req.at("root"), "root");
-    if (!r)
-      return r.error();
-    root = std::move(*r);
-  }
-  auto keys = resources::chain(pages, items, root);
+  auto root = optional_bytes(req, "root");
+  if (!root)
+    return root.error();
+  auto keys = resources::chain(pages, items, *root);
   if (!keys)
     return keys.error();
   return json{{"keys", keys_json(*keys)}};
@@ -242,11 +230,9 @@ result<json> run_layout(const json& req) {
   if (auto ok = check_fields(req, "request", {"fn", "page_size", "root", "spans"}); !ok) {
     return ok.error();
   }
-  auto spans_json = field(req, "spans");
+  auto spans_json = array_field(req, "spans");
   if (!spans_json)
     return spans_json.error();
-  if (!(*spans_json)->is_array())
-    return make_error(errc::invalid_argument, "spans must be an array");
   std::vector<resources::prompt_span> spans;
   for (std::size_t i = 0; i < (*spans_json)->size(); ++i) {
     auto span = to_prompt_span((**spans_json)[i], fmt::format("spans[{}]", i));
@@ -260,14 +246,10 @@ result<json> run_layout(const json& req) {
   auto ps = to_int(**ps_json, "page_size", 1, std::numeric_limits<std::int64_t>::max());
   if (!ps)
     return ps.error();
-  std::vector<std::uint8_t> root;
-  if (req.contains("root")) {
-    auto r = to_bytes(req.at("root"), "root");
-    if (!r)
-      return r.error();
-    root = std::move(*r);
-  }
-  auto keyed = resources::key_prompt(spans, *ps, root);
+  auto root = optional_bytes(req, "root");
+  if (!root)
+    return root.error();
+  auto keyed = resources::key_prompt(spans, *ps, *root);
   if (!keyed)
     return keyed.error();
   return json{{"keys", keys_json(keyed->keys)},
