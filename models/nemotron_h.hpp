@@ -118,7 +118,11 @@ class nemotron_h_model {
   [[nodiscard]] std::int64_t matched_tokens_total() const noexcept { return matched_total_; }
 
  private:
-  struct scratch;
+  /// Per-step work buffers, reused across layers and steps (only grown), so
+  /// a step does not allocate per layer.
+  struct scratch {
+    std::vector<float> zxbcdt, xbc, y, q, k, v, o, inter;
+  };
   nemotron_h_model() = default;
   [[nodiscard]] result<void> load_weights(const std::filesystem::path& folder);
   [[nodiscard]] result<void> make_pools(const pool_options& pools, const std::string& fingerprint);
@@ -141,6 +145,7 @@ class nemotron_h_model {
   std::unique_ptr<resources::step_runner> runner_;
   kernels::kv_arena_view kv_view_{};
   std::vector<float*> conv_state_, ssm_state_;  ///< per Mamba-2 layer: the pool's block
+  scratch scratch_;
   std::int64_t page_size_ = 16;
   std::int64_t matched_total_ = 0;
 };

@@ -103,7 +103,7 @@ void nemotron_h_model::forward(std::span<const step_row> rows,
       {vec<const std::int32_t>(ids.data(), T), mat<const float>(embeddings_.data(), c.vocab_size, hid),
        mat(h.data(), T, hid)}));
   const auto eps = static_cast<float>(c.layer_norm_epsilon);
-  std::vector<float> inter;
+  auto& inter = scratch_.inter;
   for (const auto& l : layers_) {
     must(kernels::rms_norm({mat<const float>(h.data(), T, hid), vec<const float>(l.norm.data(), hid),
                             mat(x.data(), T, hid), eps}));
@@ -147,10 +147,12 @@ void nemotron_h_model::mamba_layer(const nemotron_h_layer& l, const float* x, fl
   const auto& c = config_;
   const std::int64_t di = c.d_inner(), cd = c.conv_dim(), H = c.mamba_num_heads;
   const std::int64_t proj = c.in_proj_size();
-  std::vector<float> zxbcdt(static_cast<std::size_t>(tokens * proj));
+  auto& zxbcdt = scratch_.zxbcdt;
+  zxbcdt.resize(static_cast<std::size_t>(tokens * proj));
   linear(x, tokens, c.hidden_size, l.in_proj, proj, zxbcdt.data());
   // Columns: z [0, di), xBC [di, di + cd), dt [di + cd, proj).
-  std::vector<float> xbc(static_cast<std::size_t>(tokens * cd));
+  auto& xbc = scratch_.xbc;
+  xbc.resize(static_cast<std::size_t>(tokens * cd));
   const auto rows = static_cast<std::int32_t>(cu.size() - 1);
   const std::span<const std::int32_t> slots{rec.slot_indices.data(), static_cast<std::size_t>(rows)};
   const std::span<const std::uint8_t> has{rec.has_state.data(), static_cast<std::size_t>(rows)};
@@ -176,7 +178,8 @@ void nemotron_h_model::mamba_layer(const nemotron_h_layer& l, const float* x, fl
   const std::int64_t gn = c.n_groups * c.ssm_state_size;
   const kernels::ssd_inputs in{xbc.data(), zxbcdt.data() + di + cd, xbc.data() + di,
                                xbc.data() + di + gn, cd, proj, cd};
-  std::vector<float> y(static_cast<std::size_t>(tokens * di));
+  auto& y = scratch_.y;
+  y.resize(static_cast<std::size_t>(tokens * di));
   if (decode) {
     kernels::ssd_update({sw, in, y.data(), rows, ssm_state, slots, has});
   } else {
@@ -196,8 +199,14 @@ void nemotron_h_model::attention_layer(const nemotron_h_layer& l, const float* x
   const auto& c = config_;
   const std::int64_t qd = c.num_attention_heads * c.head_dim;
   const std::int64_t kvd = c.num_key_value_heads * c.head_dim;
-  std::vector<float> q(static_cast<std::size_t>(tokens * qd)), k(static_cast<std::size_t>(tokens * kvd)),
-      v(k.size()), o(q.size());
+  auto& q = scratch_.q;
+  auto& k = scratch_.k;
+  auto& v = scratch_.v;
+  auto& o = scratch_.o;
+  q.resize(static_cast<std::size_t>(tokens * qd));
+  o.resize(q.size());
+  k.resize(static_cast<std::size_t>(tokens * kvd));
+  v.resize(k.size());
   linear(x, tokens, c.hidden_size, l.q, qd, q.data());
   linear(x, tokens, c.hidden_size, l.k, kvd, k.data());
   linear(x, tokens, c.hidden_size, l.v, kvd, v.data());
