@@ -9,7 +9,7 @@ packages=(
   cmake g++ ninja-build pkg-config ca-certificates
   libcaf-dev libucx-dev ucx-utils libboost-dev libssl-dev libyaml-cpp-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libbenchmark-dev
-  libgtest-dev libgmock-dev libopenblas-dev libxxhash-dev
+  libgtest-dev libgmock-dev libopenblas-dev libxxhash-dev iproute2
 )
 
 missing=()
