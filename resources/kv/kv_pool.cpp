@@ -86,6 +86,7 @@ admit_outcome kv_pool::admit(const resource_step& step, step_context& ctx) {
   if (staged_ && !ctx.is_preplan) {
     if (staged_->segments == s->segments && staged_->padding_rows == ctx.padding_rows) {
       unwind_ = staged_->record;  // the staged reservations are this step's
+      staged_->admitted = true;
       return admit_outcome::admitted();
     }
     clear_preplan();
@@ -126,12 +127,14 @@ std::string kv_pool::check_retention(const kv_step& step) const {
     const stream_state* st = find_stream(key.first, key.second);
     std::int64_t grown = st != nullptr ? st->stored_len : 0;
     for (const auto& seg : step.segments) {
-      if (seg.rid == key.first && seg.label == key.second && step.commit) grown += seg.span;
+      if (seg.rid == key.first && seg.label == key.second && step.commit)
+        grown += seg.span;
     }
     if (policy.protected_prefix > grown) {
-      return fmt::format("retention for {}/{} protects {} tokens but the stream will hold {} "
-                         "after this commit",
-                         key.first, key.second, policy.protected_prefix, grown);
+      return fmt::format(
+          "retention for {}/{} protects {} tokens but the stream will hold {} "
+          "after this commit",
+          key.first, key.second, policy.protected_prefix, grown);
     }
     if (st != nullptr && st->protected_prefix != 0 &&
         st->protected_prefix != policy.protected_prefix) {
@@ -302,7 +305,8 @@ void kv_pool::rollback_admit(const resource_step& step, step_context& ctx) {
     // reservations.
     if (staged_) {
       for (const auto& [rid, label] : staged_->marked) {
-        if (auto* st = find_stream(rid, label)) st->step_in_flight = false;
+        if (auto* st = find_stream(rid, label))
+          st->step_in_flight = false;
       }
       auto staged = std::move(staged_);
       undo(staged->record);
@@ -326,7 +330,8 @@ result<void> kv_pool::commit(const resource_step& step, step_context& ctx) {
   if (s == nullptr)
     return make_error(errc::invalid_argument, "kv pool got a non-KV step");
   // Validated at admit too; checked again before anything changes.
-  if (auto bad = check_retention(*s); !bad.empty()) return make_error(errc::invalid_argument, bad);
+  if (auto bad = check_retention(*s); !bad.empty())
+    return make_error(errc::invalid_argument, bad);
   for (std::size_t i = 0; i < s->segments.size(); ++i) {
     const segment& seg = s->segments[i];
     stream_state* st = step_stream(*s, ctx, i);

@@ -141,6 +141,10 @@ void kv_pool::clear_preplan() {
     return;
   forget_step_streams();
   auto staged = std::move(staged_);
+  // A stage a live admit took over belongs to that step now: its streams
+  // and reservations are the live step's to commit or roll back.
+  if (staged->admitted)
+    return;
   for (const auto& [rid, label] : staged->marked) {
     if (auto* st = find_stream(rid, label))
       st->step_in_flight = false;
@@ -155,8 +159,6 @@ void kv_pool::clear_preplan() {
       requests_.at(rec.rid)->streams.erase(rec.label);
     }
   }
-  if (unwind_.size() == staged->record.size())
-    unwind_.clear();
 }
 
 void kv_pool::apply_forks(const kv_step& step, const step_context& ctx, bool post) {

@@ -56,6 +56,7 @@ struct kv_pool::staged_preplan {
   std::vector<alloc_record> record;                        ///< what the staged admit took
   std::vector<std::pair<request_id, std::string>> marked;  ///< streams it marked in flight
   std::shared_ptr<kv_plan> plan;                           ///< set by the pre-plan pass
+  bool admitted = false;  ///< the live admit of the same step took it over
 };
 
 }  // namespace mstar::resources

@@ -148,6 +148,24 @@ TEST_F(kv_pool_test, a_different_step_clears_the_preplan_and_deletes_invented_st
   EXPECT_EQ(info("a").stored_len, 10);
 }
 
+TEST_F(kv_pool_test, clearing_a_stage_the_live_admit_took_over_keeps_the_live_reservations) {
+  ASSERT_TRUE(run(step_of({{"a", "main", 8}})).ok);
+  const auto before = pool_->pages().free_list();
+  kv_step next = step_of({{"a", "main", 9}, {"b", "main", 3}});
+  step_context pre;
+  pre.is_preplan = true;
+  ASSERT_TRUE(pool_->admit(next, pre).ok);
+  step_context live;
+  ASSERT_TRUE(pool_->admit(next, live).ok);  // takes the stage over
+  pool_->clear_preplan();
+  check();
+  EXPECT_TRUE(pool_->stream("b", "main").has_value());
+  pool_->rollback_admit(next, live);  // another resource refused the live step
+  check();
+  EXPECT_EQ(pool_->pages().free_list(), before);
+  EXPECT_FALSE(pool_->stream("b", "main").has_value());
+}
+
 // --- retention (reference §5.2, PS = 8) -------------------------------------
 
 TEST_F(kv_pool_test, release_oldest_frees_whole_pages_past_the_protected_prefix) {
