@@ -23,20 +23,25 @@ bool fork_applies(const kv_step& step, const request_id& rid) {
 }  // namespace
 
 result<std::unique_ptr<kv_pool>> kv_pool::make(std::string key, kv_pool_config config,
-                                               std::string model_fingerprint) {
+                                               std::string model_fingerprint,
+                                               const kernels::arena_factory& memory) {
   if (auto ok = config.validate(); !ok)
     return ok.error().with_context("kv pool '" + key + "'");
-  return std::unique_ptr<kv_pool>(
-      new kv_pool(std::move(key), std::move(config), std::move(model_fingerprint)));
+  auto storage = kernels::make_arena(memory, static_cast<std::size_t>(config.total_bytes()));
+  if (!storage)
+    return storage.error().with_context("kv pool '" + key + "'");
+  return std::unique_ptr<kv_pool>(new kv_pool(std::move(key), std::move(config),
+                                              std::move(model_fingerprint), std::move(*storage)));
 }
 
-kv_pool::kv_pool(std::string key, kv_pool_config config, std::string model_fingerprint)
+kv_pool::kv_pool(std::string key, kv_pool_config config, std::string model_fingerprint,
+                 std::unique_ptr<kernels::arena> storage)
     : key_(std::move(key)),
       config_(std::move(config)),
       layout_{config_.page_bytes(), config_.token_bytes(),
               static_cast<std::size_t>(config_.page_size),
               static_cast<std::size_t>(config_.num_layers)},
-      storage_(config_.total_bytes()),
+      storage_(std::move(storage)),
       arena_(static_cast<std::int32_t>(config_.max_num_pages)) {
   // The root folds every constant that changes what a page's bytes mean.
   root_ = fingerprint("mstar-kv-pool/1", "page_major", config_.page_size, config_.num_layers,

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/result.hpp"
-#include "kernels/host_arena.hpp"
+#include "kernels/arena.hpp"
 #include "kernels/page_ops.hpp"
 #include "resources/kv/config.hpp"
 #include "resources/kv/keys.hpp"
@@ -69,13 +69,15 @@ struct kv_prefix_seed {
 /// The paged KV pool. See the file comment.
 class kv_pool final : public resource {
  public:
-  /// A pool over a fresh zeroed host arena, or invalid_argument for a bad
-  /// config. `model_fingerprint` names the weights (empty: none known); the
-  /// prefix cache opens only when the config enables it and either the
-  /// model or a salt is named, since two builds differing only in weights
-  /// must never share keys.
-  [[nodiscard]] static result<std::unique_ptr<kv_pool>> make(std::string key, kv_pool_config config,
-                                                             std::string model_fingerprint = {});
+  /// A pool over a fresh zeroed arena from `memory` (host memory when
+  /// empty; kernels/arena.hpp), or invalid_argument for a bad config and
+  /// the arena's error when it cannot be made. `model_fingerprint` names the
+  /// weights (empty: none known); the prefix cache opens only when the
+  /// config enables it and either the model or a salt is named, since two
+  /// builds differing only in weights must never share keys.
+  [[nodiscard]] static result<std::unique_ptr<kv_pool>> make(
+      std::string key, kv_pool_config config, std::string model_fingerprint = {},
+      const kernels::arena_factory& memory = {});
   ~kv_pool() override;
 
   // resource
@@ -123,8 +125,14 @@ class kv_pool final : public resource {
   /// Every stream, "rid/label" -> info, sorted.
   [[nodiscard]] std::map<std::string, kv_stream_info> streams() const;
   [[nodiscard]] const page_arena& pages() const { return arena_; }
-  /// Bytes of page `p` (every layer, K and V), for kernels and tests.
-  [[nodiscard]] std::byte* page_data(page_id p) { return storage_.data() + p * layout_.page_bytes; }
+  /// Bytes of page `p` (every layer, K and V), for kernels and tests: a
+  /// device address when the arena is device memory.
+  [[nodiscard]] std::byte* page_data(page_id p) {
+    return storage_->data() + p * layout_.page_bytes;
+  }
+  /// The arena the pages live in (its kind, its stream's status).
+  [[nodiscard]] kernels::arena& storage() { return *storage_; }
+  [[nodiscard]] const kernels::arena& storage() const { return *storage_; }
   [[nodiscard]] const kernels::page_layout& layout() const { return layout_; }
 
   /// Conservation (reference §3.6.7 list): free and owned partition the
@@ -145,7 +153,8 @@ class kv_pool final : public resource {
   };
   struct staged_preplan;
 
-  kv_pool(std::string key, kv_pool_config config, std::string model_fingerprint);
+  kv_pool(std::string key, kv_pool_config config, std::string model_fingerprint,
+          std::unique_ptr<kernels::arena> storage);
 
   stream_state& stream_for(const request_id& rid, const std::string& label, bool* created);
   stream_state* find_stream(const request_id& rid, const std::string& label);
@@ -172,7 +181,7 @@ class kv_pool final : public resource {
   std::string key_;
   kv_pool_config config_;
   kernels::page_layout layout_;
-  kernels::host_arena storage_;
+  std::unique_ptr<kernels::arena> storage_;
   page_arena arena_;
   std::unique_ptr<prefix_index> index_;
   digest256 root_{};

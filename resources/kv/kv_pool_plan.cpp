@@ -182,10 +182,10 @@ void kv_pool::apply_forks(const kv_step& step, const step_context& ctx, bool pos
       const auto full = static_cast<std::size_t>(n / ps);
       std::vector<std::int32_t> s(src->pages.begin(), src->pages.begin() + static_cast<long>(full));
       std::vector<std::int32_t> d(tgt->pages.begin(), tgt->pages.begin() + static_cast<long>(full));
-      kernels::copy_pages(storage_.data(), layout_, s, d);
+      storage_->copy_pages(layout_, s, d);
       if (n % ps != 0) {
-        kernels::copy_slots(storage_.data(), layout_, src->pages[full], tgt->pages[full],
-                            static_cast<std::size_t>(n % ps));
+        storage_->copy_slots(layout_, src->pages[full], tgt->pages[full],
+                             static_cast<std::size_t>(n % ps));
       }
       tgt->stored_len = n;
       tgt->released = src->released;

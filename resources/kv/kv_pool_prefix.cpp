@@ -213,6 +213,8 @@ std::map<std::string, kv_stream_info> kv_pool::streams() const {
 }
 
 result<void> kv_pool::check_invariants() const {
+  if (auto ok = storage_->status(); !ok)
+    return ok.error().with_context("kv pool '" + key_ + "' storage");
   if (auto ok = arena_.check_invariants(); !ok)
     return ok;
   if (index_) {

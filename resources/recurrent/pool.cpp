@@ -24,7 +24,7 @@ result<const recurrent_addressing*> recurrent_plan::addressing(const std::string
 }
 
 result<std::unique_ptr<recurrent_state_pool>> recurrent_state_pool::make(
-    std::string key, recurrent_state_config config) {
+    std::string key, recurrent_state_config config, const kernels::arena_factory& memory) {
   const std::string context = "recurrent state pool '" + key + "'";
   if (auto ok = config.validate(); !ok)
     return ok.error().with_context(context);
@@ -33,18 +33,24 @@ result<std::unique_ptr<recurrent_state_pool>> recurrent_state_pool::make(
                       fmt::format("max_slots is {} but slot ids are int32", config.max_slots))
         .with_context(context);
   }
+  const auto slots = static_cast<std::size_t>(config.max_slots);
+  const auto layers = static_cast<std::size_t>(config.num_layers);
+  std::map<std::string, block_storage> blocks;
+  for (const auto& [name, block] : config.blocks) {
+    const auto bytes = static_cast<std::size_t>(block.nbytes());
+    auto arena = kernels::make_arena(memory, layers * slots * bytes);
+    if (!arena)
+      return arena.error().with_context(context + " block '" + name + "'");
+    blocks.emplace(name, block_storage{block, bytes, std::move(*arena)});
+  }
   return std::unique_ptr<recurrent_state_pool>(
-      new recurrent_state_pool(std::move(key), std::move(config)));
+      new recurrent_state_pool(std::move(key), std::move(config), std::move(blocks)));
 }
 
-recurrent_state_pool::recurrent_state_pool(std::string key, recurrent_state_config config)
-    : key_(std::move(key)), config_(std::move(config)) {
+recurrent_state_pool::recurrent_state_pool(std::string key, recurrent_state_config config,
+                                           std::map<std::string, block_storage> blocks)
+    : key_(std::move(key)), config_(std::move(config)), blocks_(std::move(blocks)) {
   const auto slots = static_cast<std::size_t>(config_.max_slots);
-  const auto layers = static_cast<std::size_t>(config_.num_layers);
-  for (const auto& [name, block] : config_.blocks) {
-    const auto bytes = static_cast<std::size_t>(block.nbytes());
-    blocks_.emplace(name, block_storage{block, bytes, kernels::host_arena(layers * slots * bytes)});
-  }
   // Descending, so taking from the back hands out ascending ids; the sink
   // is taken first and never returns.
   free_.reserve(slots);
@@ -70,6 +76,11 @@ const recurrent_state_pool::slot_state* recurrent_state_pool::find_slot(
   return const_cast<recurrent_state_pool*>(this)->find_slot(rid, label);
 }
 
+kernels::arena* recurrent_state_pool::storage(const std::string& name) {
+  const auto it = blocks_.find(name);
+  return it == blocks_.end() ? nullptr : it->second.arena.get();
+}
+
 result<recurrent_block_view> recurrent_state_pool::block(const std::string& name,
                                                          std::int64_t layer) {
   const auto it = blocks_.find(name);
@@ -89,7 +100,7 @@ result<recurrent_block_view> recurrent_state_pool::block(const std::string& name
   }
   block_storage& b = it->second;
   recurrent_block_view view;
-  view.data = b.arena.data() + static_cast<std::size_t>(layer) *
+  view.data = b.arena->data() + static_cast<std::size_t>(layer) *
                                    static_cast<std::size_t>(config_.max_slots) * b.slot_bytes;
   view.dtype = b.config.dtype();
   view.shape.push_back(config_.max_slots);
@@ -103,41 +114,51 @@ result<recurrent_block_view> recurrent_state_pool::block(const std::string& name
   return view;
 }
 
+kernels::slot_block recurrent_state_pool::layout_of(const block_storage& b) const {
+  return b.slots(static_cast<std::size_t>(config_.num_layers),
+                 static_cast<std::size_t>(config_.max_slots));
+}
+
 void recurrent_state_pool::zero_slot(std::int32_t index) {
-  const auto slots = static_cast<std::size_t>(config_.max_slots);
-  for (auto& [name, b] : blocks_) {
-    for (std::size_t layer = 0; layer < static_cast<std::size_t>(config_.num_layers); ++layer) {
-      std::byte* slot =
-          b.arena.data() + (layer * slots + static_cast<std::size_t>(index)) * b.slot_bytes;
-      std::memset(slot, 0, b.slot_bytes);
-    }
-  }
+  for (auto& [name, b] : blocks_)
+    b.arena->zero_slot(layout_of(b), index);
 }
 
 void recurrent_state_pool::copy_slot(std::int32_t from, std::int32_t to) {
   if (from == to)
     return;
-  const auto slots = static_cast<std::size_t>(config_.max_slots);
-  for (auto& [name, b] : blocks_) {
-    for (std::size_t layer = 0; layer < static_cast<std::size_t>(config_.num_layers); ++layer) {
-      std::byte* base = b.arena.data() + layer * slots * b.slot_bytes;
-      std::memcpy(base + static_cast<std::size_t>(to) * b.slot_bytes,
-                  base + static_cast<std::size_t>(from) * b.slot_bytes, b.slot_bytes);
-    }
-  }
+  for (auto& [name, b] : blocks_)
+    b.arena->copy_slot(layout_of(b), from, to);
 }
 
-bool recurrent_state_pool::slot_is_zero(std::int32_t index) const {
+result<std::vector<std::int32_t>> recurrent_state_pool::nonzero_slots(
+    std::span<const std::int32_t> candidates) const {
   const auto slots = static_cast<std::size_t>(config_.max_slots);
+  std::vector<std::uint8_t> dirty(slots, 0);
+  std::vector<std::byte> copy;
   for (const auto& [name, b] : blocks_) {
+    // Host bytes are read in place; device bytes come over once per block.
+    const std::byte* bytes = b.arena->data();
+    if (b.arena->kind() != kernels::memory_kind::host) {
+      copy.resize(b.arena->size());
+      if (auto ok = b.arena->read(0, copy); !ok)
+        return ok.error().with_context(fmt::format("recurrent state pool '{}' block '{}'", key_, name));
+      bytes = copy.data();
+    }
     for (std::size_t layer = 0; layer < static_cast<std::size_t>(config_.num_layers); ++layer) {
-      const std::byte* slot =
-          b.arena.data() + (layer * slots + static_cast<std::size_t>(index)) * b.slot_bytes;
-      if (std::any_of(slot, slot + b.slot_bytes, [](std::byte x) { return x != std::byte{0}; }))
-        return false;
+      for (const std::int32_t s : candidates) {
+        const std::byte* slot = bytes + (layer * slots + static_cast<std::size_t>(s)) * b.slot_bytes;
+        if (std::any_of(slot, slot + b.slot_bytes, [](std::byte x) { return x != std::byte{0}; }))
+          dirty[static_cast<std::size_t>(s)] = 1;
+      }
     }
   }
-  return true;
+  std::vector<std::int32_t> out;
+  for (const std::int32_t s : candidates) {
+    if (dirty[static_cast<std::size_t>(s)] != 0)
+      out.push_back(s);
+  }
+  return out;
 }
 
 void recurrent_state_pool::release_slot(std::int32_t index) {
@@ -213,6 +234,10 @@ result<void> recurrent_state_pool::check_invariants() const {
     return make_error(errc::out_of_range,
                       fmt::format("recurrent state pool '{}': {}", key_, std::move(what)));
   };
+  for (const auto& [name, b] : blocks_) {
+    if (auto ok = b.arena->status(); !ok)
+      return ok.error().with_context(fmt::format("recurrent state pool '{}' block '{}'", key_, name));
+  }
   for (const std::int32_t s : free_) {
     if (s < 0 || static_cast<std::size_t>(s) >= slots)
       return fail(fmt::format("free slot {} is out of range", s));
@@ -221,9 +246,12 @@ result<void> recurrent_state_pool::check_invariants() const {
     if (seen[static_cast<std::size_t>(s)] != 0)
       return fail(fmt::format("slot {} is on the free list twice", s));
     seen[static_cast<std::size_t>(s)] = 1;
-    if (!slot_is_zero(s))
-      return fail(fmt::format("free slot {} is not zero", s));
   }
+  auto dirty = nonzero_slots(free_);
+  if (!dirty)
+    return dirty.error();
+  if (!dirty->empty())
+    return fail(fmt::format("free slot {} is not zero", dirty->front()));
   std::size_t held = 0;
   for (const auto& [rid, labels] : slots_) {
     for (const auto& [label, slot] : labels) {

@@ -20,7 +20,7 @@
 
 #include "core/dtype.hpp"
 #include "core/result.hpp"
-#include "kernels/host_arena.hpp"
+#include "kernels/arena.hpp"
 #include "resources/recurrent/config.hpp"
 #include "resources/step/step.hpp"
 
@@ -109,11 +109,13 @@ class recurrent_state_pool final : public resource {
   /// "No slot: skip this row", what padding rows address without a sink.
   static constexpr std::int32_t no_slot = -1;
 
-  /// A pool with one zeroed host arena per block, laid out
-  /// [num_layers][max_slots][*shape]; invalid_argument (naming the pool)
-  /// for a config `validate` rejects or one whose slot ids overflow int32.
+  /// A pool with one zeroed arena per block from `memory` (host memory
+  /// when empty; kernels/arena.hpp), laid out [num_layers][max_slots][*shape];
+  /// invalid_argument (naming the pool) for a config `validate` rejects or
+  /// one whose slot ids overflow int32, the arena's error when one cannot be
+  /// made.
   [[nodiscard]] static result<std::unique_ptr<recurrent_state_pool>> make(
-      std::string key, recurrent_state_config config);
+      std::string key, recurrent_state_config config, const kernels::arena_factory& memory = {});
   /// Frees the arenas; plans and block views into them dangle afterwards.
   ~recurrent_state_pool() override;
   /// Not copyable: plans and block views point into the pool.
@@ -170,6 +172,10 @@ class recurrent_state_pool final : public resource {
   /// repeated calls (the largest wins). `slots` and `max_seq_len` do not
   /// size anything here: state does not grow with sequence length.
   void build_accelerator_graph_buffers(int slots, int max_bs, int max_seq_len);
+
+  /// The arena block `name` lives in (its kind, its status, reads for
+  /// checks), or null for an unknown block.
+  [[nodiscard]] kernels::arena* storage(const std::string& name);
 
   /// Layer `layer` of block `name`, slot-major; not_found naming the block
   /// (and the blocks there are) or out_of_range naming the layer.
@@ -242,7 +248,10 @@ class recurrent_state_pool final : public resource {
   struct block_storage {
     recurrent_block_config config;
     std::size_t slot_bytes = 0;  // one layer of one slot
-    kernels::host_arena arena;
+    std::unique_ptr<kernels::arena> arena;
+    [[nodiscard]] kernels::slot_block slots(std::size_t layers, std::size_t max_slots) const {
+      return {0, layers, max_slots, slot_bytes};
+    }
   };
   struct graph_key {
     int bucket_rows = 0;
@@ -255,7 +264,8 @@ class recurrent_state_pool final : public resource {
     std::vector<std::uint8_t> has_state;
   };
 
-  recurrent_state_pool(std::string key, recurrent_state_config config);
+  recurrent_state_pool(std::string key, recurrent_state_config config,
+                       std::map<std::string, block_storage> blocks);
 
   [[nodiscard]] slot_state* find_slot(const request_id& rid, const std::string& label);
   [[nodiscard]] const slot_state* find_slot(const request_id& rid, const std::string& label) const;
@@ -271,7 +281,11 @@ class recurrent_state_pool final : public resource {
   void release_slot(std::int32_t index);
   void zero_slot(std::int32_t index);
   void copy_slot(std::int32_t from, std::int32_t to);
-  [[nodiscard]] bool slot_is_zero(std::int32_t index) const;
+  /// Of `candidates` (in range), those with a nonzero byte in some block
+  /// and layer, in candidate order.
+  [[nodiscard]] result<std::vector<std::int32_t>> nonzero_slots(
+      std::span<const std::int32_t> candidates) const;
+  [[nodiscard]] kernels::slot_block layout_of(const block_storage& b) const;
   void drop_stage_naming(const request_id& rid);
 
   // Forks (pool_forks.cpp).

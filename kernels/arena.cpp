@@ -1,0 +1,93 @@
+// The host arena: the pool's byte movements as the CPU reference page ops.
+#include "kernels/arena.hpp"
+
+#include <cstring>
+
+namespace mstar::kernels {
+namespace {
+
+class host_memory_arena final : public arena {
+ public:
+  explicit host_memory_arena(std::size_t bytes) : memory_(bytes) {}
+
+  [[nodiscard]] memory_kind kind() const noexcept override { return memory_kind::host; }
+  [[nodiscard]] std::byte* data() noexcept override { return memory_.data(); }
+  [[nodiscard]] const std::byte* data() const noexcept override { return memory_.data(); }
+  [[nodiscard]] std::size_t size() const noexcept override { return memory_.size(); }
+
+  void copy_pages(const page_layout& layout, std::span<const std::int32_t> src,
+                  std::span<const std::int32_t> dst) override {
+    kernels::copy_pages(data(), layout, src, dst);
+  }
+  void copy_slots(const page_layout& layout, std::int32_t src, std::int32_t dst,
+                  std::size_t slots) override {
+    kernels::copy_slots(data(), layout, src, dst, slots);
+  }
+  void zero_pages(const page_layout& layout, std::span<const std::int32_t> pages) override {
+    kernels::zero_pages(data(), layout, pages);
+  }
+  void pack_pages(const page_layout& layout, std::span<const std::int32_t> pages,
+                  std::byte* staging) override {
+    kernels::pack_pages(data(), layout, pages, staging);
+  }
+  void unpack_pages(const page_layout& layout, std::span<const std::int32_t> pages,
+                    const std::byte* staging) override {
+    kernels::unpack_pages(data(), layout, pages, staging);
+  }
+
+  void copy_slot(const slot_block& b, std::int32_t src, std::int32_t dst) override {
+    kernels::copy_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, src, dst);
+  }
+  void zero_slot(const slot_block& b, std::int32_t slot) override {
+    kernels::zero_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot);
+  }
+  void pack_slot(const slot_block& b, std::int32_t slot, std::byte* staging) override {
+    kernels::pack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot, staging);
+  }
+  void unpack_slot(const slot_block& b, std::int32_t slot, const std::byte* staging) override {
+    kernels::unpack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
+                         staging);
+  }
+
+  [[nodiscard]] result<void> read(std::size_t offset, std::span<std::byte> out) const override {
+    if (auto ok = in_bounds(offset, out.size()); !ok)
+      return ok;
+    if (!out.empty())
+      std::memcpy(out.data(), data() + offset, out.size());
+    return {};
+  }
+  [[nodiscard]] result<void> write(std::size_t offset, std::span<const std::byte> in) override {
+    if (auto ok = in_bounds(offset, in.size()); !ok)
+      return ok;
+    if (!in.empty())
+      std::memcpy(data() + offset, in.data(), in.size());
+    return {};
+  }
+  [[nodiscard]] result<void> status() const override { return {}; }
+  [[nodiscard]] result<void> synchronize() override { return {}; }
+
+ private:
+  [[nodiscard]] result<void> in_bounds(std::size_t offset, std::size_t n) const {
+    if (offset > size() || n > size() - offset) {
+      return make_error(errc::out_of_range, "host arena of " + std::to_string(size()) +
+                                                " bytes has no range [" + std::to_string(offset) +
+                                                ", +" + std::to_string(n) + ")");
+    }
+    return {};
+  }
+  host_arena memory_;
+};
+
+}  // namespace
+
+std::unique_ptr<arena> make_host_arena(std::size_t bytes) {
+  return std::make_unique<host_memory_arena>(bytes);
+}
+
+result<std::unique_ptr<arena>> make_arena(const arena_factory& factory, std::size_t bytes) {
+  if (!factory)
+    return make_host_arena(bytes);
+  return factory(bytes);
+}
+
+}  // namespace mstar::kernels

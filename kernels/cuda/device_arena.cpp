@@ -1,0 +1,229 @@
+// The device arena: cudaMalloc'd storage, page-op kernels on a borrowed
+// stream, a sticky first error.
+#include "kernels/cuda/device_arena.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "kernels/cuda/page_ops.hpp"
+#include "kernels/cuda/runtime.hpp"
+
+namespace mstar::kernels::cuda {
+namespace {
+
+class device_memory_arena final : public arena {
+ public:
+  device_memory_arena(device_buffer memory, cudaStream_t stream)
+      : memory_(std::move(memory)), stream_(stream) {}
+
+  ~device_memory_arena() override {
+    // Queued kernels may still read the list buffer or write the block.
+    (void)cudaStreamSynchronize(stream_);
+  }
+
+  [[nodiscard]] memory_kind kind() const noexcept override { return memory_kind::device; }
+  [[nodiscard]] std::byte* data() noexcept override { return memory_.as<std::byte>(); }
+  [[nodiscard]] const std::byte* data() const noexcept override {
+    return memory_.as<std::byte>();
+  }
+  [[nodiscard]] std::size_t size() const noexcept override { return memory_.size(); }
+
+  void copy_pages(const page_layout& layout, std::span<const std::int32_t> src,
+                  std::span<const std::int32_t> dst) override {
+    const std::size_t n = std::min(src.size(), dst.size());
+    if (n == 0 || failed())
+      return;
+    // The kernel copies without staging: a destination that is another
+    // entry's source must wait for that read, so such lists go through
+    // staging (the host arena's rule: sources are read first).
+    const std::unordered_set<std::int32_t> sources(src.begin(), src.begin() + static_cast<long>(n));
+    bool overlap = false;
+    for (std::size_t i = 0; i < n && !overlap; ++i)
+      overlap = dst[i] != src[i] && sources.contains(dst[i]);
+    auto lists = upload({src.first(n), dst.first(n)});
+    if (!lists)
+      return;
+    const std::span<const std::int32_t> s{*lists, n}, d{*lists + n, n};
+    if (!overlap) {
+      note(cuda::copy_pages(data(), layout, s, d, stream_), "copy_pages");
+      return;
+    }
+    if (!reserve(staging_, n * layout.page_bytes, "copy_pages staging"))
+      return;
+    note(cuda::copy_pages(data(), layout, s, d, staging_.as<std::byte>(), stream_), "copy_pages");
+  }
+  void copy_slots(const page_layout& layout, std::int32_t src, std::int32_t dst,
+                  std::size_t slots) override {
+    if (!failed())
+      note(cuda::copy_slots(data(), layout, src, dst, slots, stream_), "copy_slots");
+  }
+  void zero_pages(const page_layout& layout, std::span<const std::int32_t> pages) override {
+    if (auto lists = pages.empty() || failed() ? std::nullopt : upload({pages}); lists) {
+      note(cuda::zero_pages(data(), layout, {*lists, pages.size()}, stream_), "zero_pages");
+    }
+  }
+  void pack_pages(const page_layout& layout, std::span<const std::int32_t> pages,
+                  std::byte* staging) override {
+    if (auto lists = pages.empty() || failed() ? std::nullopt : upload({pages}); lists) {
+      note(cuda::pack_pages(data(), layout, {*lists, pages.size()}, staging, stream_),
+           "pack_pages");
+    }
+  }
+  void unpack_pages(const page_layout& layout, std::span<const std::int32_t> pages,
+                    const std::byte* staging) override {
+    if (auto lists = pages.empty() || failed() ? std::nullopt : upload({pages}); lists) {
+      note(cuda::unpack_pages(data(), layout, {*lists, pages.size()}, staging, stream_),
+           "unpack_pages");
+    }
+  }
+
+  void copy_slot(const slot_block& b, std::int32_t src, std::int32_t dst) override {
+    if (!failed() && src != dst) {
+      note(cuda::copy_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, src, dst,
+                           stream_),
+           "copy_slot");
+    }
+  }
+  void zero_slot(const slot_block& b, std::int32_t slot) override {
+    if (!failed()) {
+      note(cuda::zero_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
+                           stream_),
+           "zero_slot");
+    }
+  }
+  void pack_slot(const slot_block& b, std::int32_t slot, std::byte* staging) override {
+    if (!failed()) {
+      note(cuda::pack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
+                           staging, stream_),
+           "pack_slot");
+    }
+  }
+  void unpack_slot(const slot_block& b, std::int32_t slot, const std::byte* staging) override {
+    if (!failed()) {
+      note(cuda::unpack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
+                             staging, stream_),
+           "unpack_slot");
+    }
+  }
+
+  [[nodiscard]] result<void> read(std::size_t offset, std::span<std::byte> out) const override {
+    if (auto ok = in_bounds(offset, out.size()); !ok)
+      return ok;
+    if (out.empty())
+      return status();
+    if (auto ok = check(cudaMemcpyAsync(out.data(), data() + offset, out.size(),
+                                        cudaMemcpyDeviceToHost, stream_),
+                        "device arena read");
+        !ok)
+      return ok;
+    if (auto ok = check(cudaStreamSynchronize(stream_), "device arena read"); !ok)
+      return ok;
+    return status();
+  }
+  [[nodiscard]] result<void> write(std::size_t offset, std::span<const std::byte> in) override {
+    if (auto ok = in_bounds(offset, in.size()); !ok)
+      return ok;
+    if (in.empty())
+      return status();
+    if (auto ok = check(cudaMemcpyAsync(data() + offset, in.data(), in.size(),
+                                        cudaMemcpyHostToDevice, stream_),
+                        "device arena write");
+        !ok)
+      return ok;
+    // `in` may be pinned memory, which the copy reads until it completes.
+    if (auto ok = check(cudaStreamSynchronize(stream_), "device arena write"); !ok)
+      return ok;
+    return status();
+  }
+  [[nodiscard]] result<void> status() const override {
+    if (first_error_)
+      return *first_error_;
+    return {};
+  }
+  [[nodiscard]] result<void> synchronize() override {
+    if (!failed())
+      note(cudaStreamSynchronize(stream_), "device arena synchronize");
+    return status();
+  }
+
+ private:
+  [[nodiscard]] bool failed() const noexcept { return first_error_.has_value(); }
+  void note(cudaError_t err, const char* what) {
+    if (err != cudaSuccess && !first_error_)
+      first_error_ = cuda_error(err, std::string{"device arena "} + what);
+  }
+  [[nodiscard]] result<void> in_bounds(std::size_t offset, std::size_t n) const {
+    if (offset > size() || n > size() - offset) {
+      return make_error(errc::out_of_range, "device arena of " + std::to_string(size()) +
+                                                " bytes has no range [" + std::to_string(offset) +
+                                                ", +" + std::to_string(n) + ")");
+    }
+    return {};
+  }
+  // Grows `buffer` to at least `bytes`, after the queued work that may use it.
+  [[nodiscard]] bool reserve(device_buffer& buffer, std::size_t bytes, const char* what) {
+    if (buffer.size() >= bytes)
+      return true;
+    note(cudaStreamSynchronize(stream_), what);
+    auto grown = device_buffer::make(std::max(bytes, 2 * buffer.size()));
+    if (!grown) {
+      if (!first_error_)
+        first_error_ = grown.error().with_context(std::string{"device arena "} + what);
+      return false;
+    }
+    buffer = std::move(*grown);
+    return !failed();
+  }
+  // The host lists, one after another, in the device list buffer (ordered
+  // on the stream after the work that read the previous lists).
+  [[nodiscard]] std::optional<const std::int32_t*> upload(
+      std::initializer_list<std::span<const std::int32_t>> lists) {
+    std::size_t total = 0;
+    for (const auto& l : lists)
+      total += l.size();
+    host_lists_.clear();
+    host_lists_.reserve(total);
+    for (const auto& l : lists)
+      host_lists_.insert(host_lists_.end(), l.begin(), l.end());
+    if (!reserve(lists_, total * sizeof(std::int32_t), "page list"))
+      return std::nullopt;
+    note(cudaMemcpyAsync(lists_.data(), host_lists_.data(), total * sizeof(std::int32_t),
+                         cudaMemcpyHostToDevice, stream_),
+         "page list upload");
+    if (failed())
+      return std::nullopt;
+    return lists_.as<const std::int32_t>();
+  }
+
+  device_buffer memory_;
+  cudaStream_t stream_ = nullptr;
+  device_buffer lists_;
+  device_buffer staging_;
+  std::vector<std::int32_t> host_lists_;
+  std::optional<mstar::error> first_error_;
+};
+
+}  // namespace
+
+result<std::unique_ptr<arena>> make_device_arena(std::size_t bytes, cudaStream_t stream) {
+  auto memory = device_buffer::make(bytes);
+  if (!memory)
+    return memory.error().with_context("device arena of " + std::to_string(bytes) + " bytes");
+  if (bytes > 0) {
+    if (auto ok = check(cudaMemsetAsync(memory->data(), 0, bytes, stream), "device arena zero");
+        !ok)
+      return ok.error();
+    if (auto ok = check(cudaStreamSynchronize(stream), "device arena zero"); !ok)
+      return ok.error();
+  }
+  return std::unique_ptr<arena>(std::make_unique<device_memory_arena>(std::move(*memory), stream));
+}
+
+arena_factory device_arena_factory(cudaStream_t stream) {
+  return [stream](std::size_t bytes) { return make_device_arena(bytes, stream); };
+}
+
+}  // namespace mstar::kernels::cuda
