@@ -58,6 +58,12 @@ result<std::vector<generation_result>> generate(nemotron_h_model& model,
     if (a.done) model.remove(a.rid);
     active.push_back(std::move(a));
   }
+  // Greedy requests without kept logits need only each row's argmax, which
+  // a GPU model takes on the device.
+  const bool greedy_only =
+      !keep_logits && std::all_of(requests.begin(), requests.end(), [](const auto& r) {
+        return r.sampling.temperature == 0.0F;
+      });
   // Steps until every request is done. A refused step is retried with half
   // its rows; a single row the pools cannot hold fails the call.
   while (true) {
@@ -77,7 +83,7 @@ result<std::vector<generation_result>> generate(nemotron_h_model& model,
     while (true) {
       std::vector<step_row> batch;
       for (std::size_t r = 0; r < take; ++r) batch.push_back({rows[r]->rid, rows[r]->feed});
-      auto stepped = model.step(batch);
+      auto stepped = model.step(batch, greedy_only);
       if (!stepped) return stepped.error();
       out = std::move(*stepped);
       if (!out.refused) break;
@@ -94,13 +100,23 @@ result<std::vector<generation_result>> generate(nemotron_h_model& model,
       auto& a = *rows[r];
       const auto& req = requests[a.index];
       auto& res = results[a.index];
-      const std::span<const float> row{out.logits.data() + r * V, V};
-      auto tok = kernels::sample({kernels::contiguous<const float, 1>(row.data(),
-                                                                      {static_cast<std::int64_t>(V)}),
-                                  req.sampling.temperature, req.sampling.top_k, req.sampling.top_p,
-                                  req.sampling.seed, res.generated_ids.size()});
-      if (!tok) return tok.error();
-      const auto id = static_cast<resources::token_id>(*tok);
+      resources::token_id id = 0;
+      std::span<const float> row;
+      if (!out.greedy.empty()) {
+        if (out.greedy[r] < 0) {
+          return make_error(errc::invalid_argument,
+                            fmt::format("request {}: the logits row has no finite entry", a.index));
+        }
+        id = static_cast<resources::token_id>(out.greedy[r]);
+      } else {
+        row = {out.logits.data() + r * V, V};
+        auto tok = kernels::sample(
+            {kernels::contiguous<const float, 1>(row.data(), {static_cast<std::int64_t>(V)}),
+             req.sampling.temperature, req.sampling.top_k, req.sampling.top_p, req.sampling.seed,
+             res.generated_ids.size()});
+        if (!tok) return tok.error();
+        id = static_cast<resources::token_id>(*tok);
+      }
       if (!a.prefilled) a.first_token = clock::now();
       a.prefilled = true;
       res.generated_ids.push_back(id);

@@ -5,11 +5,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <random>
 #include <sstream>
 
+#include "models/cuda/nemotron_h_cuda.hpp"
 #include "models/safetensors.hpp"
 #include "resources/kv/layout.hpp"
 
@@ -51,8 +53,9 @@ std::string weights_fingerprint(const std::filesystem::path& folder,
 }  // namespace
 
 result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::load(
-    const std::filesystem::path& folder, const pool_options& pools) {
+    const std::filesystem::path& folder, const pool_options& pools, const run_options& run) {
   auto model = std::unique_ptr<nemotron_h_model>(new nemotron_h_model);
+  if (auto ok = model->open_device(run); !ok) return ok.error();
   auto config = nemotron_h_config::load(folder / "config.json");
   if (!config) return config.error();
   model->config_ = std::move(*config);
@@ -66,6 +69,7 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::load(
   if (auto ok = model->make_pools(pools, weights_fingerprint(folder, *ckpt)); !ok) {
     return ok.error();
   }
+  if (auto ok = model->upload_weights(); !ok) return ok.error().with_context(folder.string());
   return model;
 }
 
@@ -141,10 +145,11 @@ result<void> nemotron_h_model::make_pools(const pool_options& pools,
     kc.num_layers = n;
     kc.num_kv_heads = config_.num_key_value_heads;
     kc.head_dim = config_.head_dim;
-    kc.dtype = mstar::dtype::float32;
+    kc.dtype = cuda_ ? cuda_->kv_dtype() : mstar::dtype::float32;
     kc.prefix_cache = pools.prefix_cache && prefix_skip_safe();
     kc.prefix_cache_salt = pools.salt;
-    auto kv = resources::kv_pool::make("kv", kc, fingerprint);
+    auto kv = resources::kv_pool::make("kv", kc, fingerprint,
+                                       cuda_ ? cuda_->memory() : kernels::arena_factory{});
     if (!kv) return kv.error();
     kv_ = std::move(*kv);
     kv_view_ = kernels::kv_arena_view{kv_->page_data(0),
@@ -163,7 +168,8 @@ result<void> nemotron_h_model::make_pools(const pool_options& pools,
     rc.num_layers = n;
     rc.blocks = std::move(*blocks);
     rc.max_slots = pools.max_slots;
-    auto rec = resources::recurrent_state_pool::make("recurrent", rc);
+    auto rec = resources::recurrent_state_pool::make(
+        "recurrent", rc, cuda_ ? cuda_->memory() : kernels::arena_factory{});
     if (!rec) return rec.error();
     rec_ = std::move(*rec);
     for (std::int64_t m = 0; m < n; ++m) {
@@ -183,9 +189,11 @@ result<void> nemotron_h_model::make_pools(const pool_options& pools,
 
 result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::random(nemotron_h_config config,
                                                                    std::uint64_t seed,
-                                                                   const pool_options& pools) {
+                                                                   const pool_options& pools,
+                                                                   const run_options& run) {
   if (auto ok = config.validate(); !ok) return ok.error();
   auto model = std::unique_ptr<nemotron_h_model>(new nemotron_h_model);
+  if (auto ok = model->open_device(run); !ok) return ok.error();
   model->config_ = std::move(config);
   const auto& c = model->config_;
   auto tok = byte_tokenizer::make(3, c.vocab_size);
@@ -233,7 +241,52 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::random(nemotron_h_co
   }
   const auto id = resources::fingerprint("random nemotron_h", seed, c.pattern(), hid);
   if (auto ok = model->make_pools(pools, std::string(id.begin(), id.end())); !ok) return ok.error();
+  if (auto ok = model->upload_weights(); !ok) return ok.error();
   return model;
+}
+
+nemotron_h_model::nemotron_h_model() = default;
+nemotron_h_model::~nemotron_h_model() {
+  // The pools' device arenas run on the device's stream: free them first.
+  runner_.reset();
+  kv_.reset();
+  rec_.reset();
+  cuda_.reset();
+}
+
+result<int> parse_device(const std::string& text) {
+  if (text == "cpu") return -1;
+  if (text == "cuda") return 0;
+  if (text.starts_with("cuda:")) {
+    const auto digits = text.substr(5);
+    if (!digits.empty() && digits.size() < 4 &&
+        std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      return std::stoi(digits);
+    }
+  }
+  return make_error(errc::invalid_argument,
+                    fmt::format("device '{}' is not one of cpu, cuda, cuda:N", text));
+}
+
+result<void> nemotron_h_model::open_device(const run_options& run) {
+  auto device = parse_device(run.device);
+  if (!device) return device.error();
+  if (*device < 0) return {};
+  auto gpu = nemotron_h_cuda::make(*device, run.dtype);
+  if (!gpu) return gpu.error();
+  cuda_ = std::move(*gpu);
+  return {};
+}
+
+result<void> nemotron_h_model::upload_weights() {
+  if (!cuda_) return {};
+  return cuda_->upload(config_, {&embeddings_, &norm_f_, &lm_head_, layers_});
+}
+
+std::string nemotron_h_model::device_name() const { return cuda_ ? cuda_->name() : "cpu"; }
+
+mstar::dtype nemotron_h_model::compute_dtype() const noexcept {
+  return cuda_ ? cuda_->dtype() : mstar::dtype::float32;
 }
 
 std::int64_t nemotron_h_model::num_parameters() const noexcept {

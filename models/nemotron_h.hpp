@@ -25,6 +25,8 @@
 
 namespace mstar::models {
 
+class nemotron_h_cuda;
+
 /// One block's weights, float32, in the checkpoint's layouts.
 struct nemotron_h_layer {
   layer_kind kind = layer_kind::mlp;
@@ -54,6 +56,21 @@ struct pool_options {
   std::string salt;             ///< prefix-cache salt (tenant)
 };
 
+/// Where and in what precision a model runs.
+struct run_options {
+  /// "cpu", or "cuda" / "cuda:N" (device N): the forward's kernels, the
+  /// weights and the pools' arenas all live there.
+  std::string device = "cpu";
+  /// Weights and GEMM inputs on CUDA: bfloat16 (the reference's serving
+  /// precision) or float32 (the CPU's numbers, for parity). The CPU always
+  /// runs float32.
+  mstar::dtype dtype = mstar::dtype::bfloat16;
+};
+
+/// Parses "cpu", "cuda" or "cuda:N" into the device index (-1 for cpu), or
+/// invalid_argument naming the text.
+[[nodiscard]] result<int> parse_device(const std::string& text);
+
 /// A request's rows for one step: the tokens it feeds now.
 struct step_row {
   resources::request_id rid;
@@ -65,6 +82,9 @@ struct step_outcome {
   std::optional<resources::admit_refusal> refused;  ///< set: nothing ran, nothing changed
   std::string refused_by;                           ///< the refusing pool's key
   std::vector<float> logits;                        ///< [rows, vocab]: each row's last token
+  /// With `step(rows, true)` on a GPU: each row's greedy id (argmax taken on
+  /// the device, -1 for a row without a finite logit) and no logits.
+  std::vector<std::int32_t> greedy;
 };
 
 /// A loaded Nemotron-H checkpoint and the pools it runs on.
@@ -74,13 +94,15 @@ class nemotron_h_model {
   /// to float32) and the tokenizer of `folder`, and builds its pools. Every
   /// failure names the file and what was wrong.
   [[nodiscard]] static result<std::unique_ptr<nemotron_h_model>> load(
-      const std::filesystem::path& folder, const pool_options& pools = {});
+      const std::filesystem::path& folder, const pool_options& pools = {},
+      const run_options& run = {});
 
   /// A model with random weights (normal, std 0.02; Mamba-2's A_log, D and
   /// dt_bias at their usual initial values) and a byte tokenizer: for
   /// benchmarks and tests at sizes no fixture holds.
   [[nodiscard]] static result<std::unique_ptr<nemotron_h_model>> random(
-      nemotron_h_config config, std::uint64_t seed, const pool_options& pools = {});
+      nemotron_h_config config, std::uint64_t seed, const pool_options& pools = {},
+      const run_options& run = {});
 
   [[nodiscard]] const nemotron_h_config& config() const noexcept { return config_; }
   /// Number of weights.
@@ -110,7 +132,15 @@ class nemotron_h_model {
   /// Runs one step over `rows` (each feeding >= 1 token): admit, plan,
   /// kernels, commit. A refusal is an outcome, not an error; errors are
   /// broken invariants.
-  [[nodiscard]] result<step_outcome> step(std::span<const step_row> rows);
+  /// With `greedy_only` a GPU model returns `greedy` ids instead of the
+  /// logits (the CPU returns logits either way).
+  [[nodiscard]] result<step_outcome> step(std::span<const step_row> rows,
+                                          bool greedy_only = false);
+
+  /// "cpu", or the CUDA device's name.
+  [[nodiscard]] std::string device_name() const;
+  /// The weights' precision in the forward (float32 on the CPU).
+  [[nodiscard]] mstar::dtype compute_dtype() const noexcept;
 
   [[nodiscard]] resources::kv_pool* kv() noexcept { return kv_.get(); }
   [[nodiscard]] resources::recurrent_state_pool* recurrent() noexcept { return rec_.get(); }
@@ -123,9 +153,19 @@ class nemotron_h_model {
   struct scratch {
     std::vector<float> zxbcdt, xbc, y, q, k, v, o, inter;
   };
-  nemotron_h_model() = default;
+  nemotron_h_model();
+ public:
+  ~nemotron_h_model();
+  nemotron_h_model(const nemotron_h_model&) = delete;
+  nemotron_h_model& operator=(const nemotron_h_model&) = delete;
+
+ private:
   [[nodiscard]] result<void> load_weights(const std::filesystem::path& folder);
   [[nodiscard]] result<void> make_pools(const pool_options& pools, const std::string& fingerprint);
+  /// Opens the device `run` names (nothing for the CPU); before make_pools.
+  [[nodiscard]] result<void> open_device(const run_options& run);
+  /// Copies the weights to the device, if any; after the weights are read.
+  [[nodiscard]] result<void> upload_weights();
   void forward(std::span<const step_row> rows, const resources::kv_label_plan* kv_plan,
                const resources::recurrent_addressing* rec, std::vector<float>& logits);
   void mamba_layer(const nemotron_h_layer& l, const float* x, float* out, std::int64_t tokens,
@@ -146,6 +186,7 @@ class nemotron_h_model {
   kernels::kv_arena_view kv_view_{};
   std::vector<float*> conv_state_, ssm_state_;  ///< per Mamba-2 layer: the pool's block
   scratch scratch_;
+  std::unique_ptr<nemotron_h_cuda> cuda_;  ///< set: the forward runs there
   std::int64_t page_size_ = 16;
   std::int64_t matched_total_ = 0;
 };

@@ -8,6 +8,7 @@
 #include "kernels/conv.hpp"
 #include "kernels/math.hpp"
 #include "kernels/ssd.hpp"
+#include "models/cuda/nemotron_h_cuda.hpp"
 #include "models/nemotron_h.hpp"
 
 namespace mstar::models {
@@ -37,7 +38,7 @@ void linear(const float* x, std::int64_t t, std::int64_t k, const std::vector<fl
 
 }  // namespace
 
-result<step_outcome> nemotron_h_model::step(std::span<const step_row> rows) {
+result<step_outcome> nemotron_h_model::step(std::span<const step_row> rows, bool greedy_only) {
   step_outcome out;
   auto kv = std::make_shared<resources::kv_step>();
   auto rec = std::make_shared<resources::recurrent_step>();
@@ -79,7 +80,27 @@ result<step_outcome> nemotron_h_model::step(std::span<const step_row> rows) {
     if (!a) return a.error();
     rec_plan = *a;
   }
-  forward(rows, kv_plan, rec_plan, out.logits);
+  if (cuda_) {
+    std::vector<std::int32_t> ids, cu{0};
+    bool decode = true;
+    for (const auto& r : rows) {
+      for (const auto t : r.tokens) ids.push_back(static_cast<std::int32_t>(t));
+      cu.push_back(static_cast<std::int32_t>(ids.size()));
+      decode = decode && r.tokens.size() == 1;
+    }
+    const nemotron_h_state state{kv_plan, rec_plan, kv_view_, conv_state_, ssm_state_};
+    auto ran = cuda_->forward({ids, cu, decode}, state, greedy_only ? nullptr : &out.logits,
+                              greedy_only ? &out.greedy : nullptr);
+    if (!ran) {
+      // The device failed mid-step: undo the admission so the pools stay whole.
+      for (auto it = runner_->order().rbegin(); it != runner_->order().rend(); ++it) {
+        (*it)->rollback_admit(*bundle.at((*it)->key()), ctx);
+      }
+      return ran.error();
+    }
+  } else {
+    forward(rows, kv_plan, rec_plan, out.logits);
+  }
   if (auto committed = runner_->commit(bundle, ctx); !committed) return committed.error();
   return out;
 }

@@ -25,6 +25,8 @@ struct options {
   bool json = false;
   bool logits = false;
   mstar::models::pool_options pools;
+  std::string device = "cpu";
+  std::string dtype = "bfloat16";
 };
 
 // "5,17,301" -> ids, or an error naming the bad entry.
@@ -119,6 +121,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(2, 1 << 24));
   app.add_option("--max-slots", opt.pools.max_slots, "Recurrent state slots (sink included)")
       ->check(CLI::Range(2, 1 << 20));
+  app.add_option("--device", opt.device, "Where the model runs: cpu, cuda or cuda:N")
+      ->capture_default_str();
+  app.add_option("--dtype", opt.dtype,
+                 "Weights and GEMM inputs on CUDA: bfloat16 or float32 (the CPU runs float32)")
+      ->capture_default_str();
   app.add_flag("--json", opt.json, "One JSON object per prompt instead of text");
   app.add_flag("--logits", opt.logits, "With --json: the logits row of every generated token");
   try {
@@ -128,8 +135,21 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   if (opt.logits && !opt.json) return fail("--logits needs --json");
-  auto model = mstar::models::nemotron_h_model::load(opt.model, opt.pools);
+  mstar::models::run_options run;
+  run.device = opt.device;
+  if (opt.dtype == "bfloat16" || opt.dtype == "bf16") {
+    run.dtype = mstar::dtype::bfloat16;
+  } else if (opt.dtype == "float32" || opt.dtype == "f32") {
+    run.dtype = mstar::dtype::float32;
+  } else {
+    return fail("--dtype '" + opt.dtype + "' is not one of bfloat16, float32");
+  }
+  auto model = mstar::models::nemotron_h_model::load(opt.model, opt.pools, run);
   if (!model) return fail(model.error().message());
+  std::fprintf(stderr, "--- model %s on %s (%s), %lld parameters\n", opt.model.c_str(),
+               (*model)->device_name().c_str(),
+               std::string{mstar::to_string((*model)->compute_dtype())}.c_str(),
+               static_cast<long long>((*model)->num_parameters()));
   std::vector<generation_request> requests;
   auto add = [&](std::vector<mstar::resources::token_id> ids) {
     generation_request r;

@@ -49,15 +49,20 @@ inline std::uint8_t pattern_byte(std::uint32_t seed, std::size_t b, std::int64_t
 }
 
 /// Writes pattern `seed` over slot `slot` in every layer of every block,
-/// through the pool's block views, as a kernel would.
+/// at the pool's block views' addresses, as a kernel would (through the
+/// block's arena, so device arenas work too).
 inline void fill_slot(recurrent_state_pool& pool, std::int32_t slot, std::uint32_t seed) {
   std::size_t b = 0;
   for (const auto& [name, block] : pool.config().blocks) {
+    kernels::arena& arena = *pool.storage(name);
     for (std::int64_t layer = 0; layer < pool.config().num_layers; ++layer) {
       const auto view = pool.block(name, layer).value();
-      std::byte* p = view.data + slot * view.strides_bytes[0];
-      for (std::size_t k = 0; k < static_cast<std::size_t>(view.strides_bytes[0]); ++k)
-        p[k] = std::byte{pattern_byte(seed, b, layer, k)};
+      std::vector<std::byte> bytes(static_cast<std::size_t>(view.strides_bytes[0]));
+      for (std::size_t k = 0; k < bytes.size(); ++k)
+        bytes[k] = std::byte{pattern_byte(seed, b, layer, k)};
+      const auto at = static_cast<std::size_t>(view.data - arena.data()) +
+                      static_cast<std::size_t>(slot * view.strides_bytes[0]);
+      ASSERT_TRUE(arena.write(at, bytes).has_value());
     }
     ++b;
   }
@@ -69,10 +74,16 @@ inline bool slot_holds(recurrent_state_pool& pool, std::int32_t slot,
                        std::optional<std::uint32_t> seed) {
   std::size_t b = 0;
   for (const auto& [name, block] : pool.config().blocks) {
+    kernels::arena& arena = *pool.storage(name);
     for (std::int64_t layer = 0; layer < pool.config().num_layers; ++layer) {
       const auto view = pool.block(name, layer).value();
-      const std::byte* p = view.data + slot * view.strides_bytes[0];
-      for (std::size_t k = 0; k < static_cast<std::size_t>(view.strides_bytes[0]); ++k) {
+      std::vector<std::byte> bytes(static_cast<std::size_t>(view.strides_bytes[0]));
+      const auto at = static_cast<std::size_t>(view.data - arena.data()) +
+                      static_cast<std::size_t>(slot * view.strides_bytes[0]);
+      if (!arena.read(at, bytes))
+        return false;
+      const std::byte* p = bytes.data();
+      for (std::size_t k = 0; k < bytes.size(); ++k) {
         const std::uint8_t want = seed ? pattern_byte(*seed, b, layer, k) : 0;
         if (std::to_integer<std::uint8_t>(p[k]) != want)
           return false;

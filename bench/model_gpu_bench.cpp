@@ -1,0 +1,172 @@
+// End-to-end decode throughput of a Nemotron-H checkpoint on the GPU through
+// the pools (mstar-run --device cuda's path), measured the way
+// bench/transformers_decode.py measures transformers on the same checkpoint:
+// per batch size, greedy generation of N tokens and of 1 token from the same
+// random prompts; decode tokens/s = B * (N - 1) / (t_N - t_1). The baseline is
+// that script's run on the same GPU (bench/h200_e2e.sh runs both and writes
+// the ratio); this program only measures our side.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "kernels/device.hpp"
+#include "models/generator.hpp"
+
+namespace {
+
+using namespace mstar::models;
+using clock_type = std::chrono::steady_clock;
+
+std::vector<generation_request> prompts(int batch, int length, int new_tokens, std::int64_t vocab,
+                                        std::uint64_t seed) {
+  std::mt19937_64 rng{seed};
+  std::vector<generation_request> out(static_cast<std::size_t>(batch));
+  for (auto& r : out) {
+    for (int i = 0; i < length; ++i)
+      r.prompt.push_back(static_cast<mstar::resources::token_id>(3 + rng() % (vocab - 3)));
+    r.max_tokens = new_tokens;
+    r.stop_at_eos = false;
+  }
+  return out;
+}
+
+// Seconds for one generate() call over `reqs`; `inner` gets the longest
+// first-to-last-token time of its requests (the decode steps alone).
+mstar::result<double> timed(nemotron_h_model& model, const std::vector<generation_request>& reqs,
+                            double* inner = nullptr) {
+  const auto t0 = clock_type::now();
+  auto got = generate(model, reqs);
+  if (!got)
+    return got.error();
+  double longest = 0;
+  for (const auto& r : *got) {
+    if (r.generated_ids.size() != static_cast<std::size_t>(reqs.front().max_tokens)) {
+      return mstar::make_error(mstar::errc::io_error, "a request stopped early");
+    }
+    longest = std::max(longest, r.decode_time_s);
+  }
+  if (inner != nullptr)
+    *inner = longest;
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mstar-bench-model-gpu: decode tokens/s of a Nemotron-H checkpoint on a CUDA device "
+      "through mstar's pools, at several batch sizes (compare with "
+      "bench/transformers_decode.py on the same checkpoint; bench/h200_e2e.sh runs both)."};
+  std::string model_dir, device = "cuda", dtype = "bfloat16";
+  std::vector<int> batches{1, 16, 64};
+  int prompt_len = 32, new_tokens = 128, repeats = 3;
+  std::uint64_t seed = 7;
+  bool json = false;
+  app.add_option("--model", model_dir, "Checkpoint folder")->required();
+  app.add_option("--device", device, "cuda, cuda:N or cpu")->capture_default_str();
+  app.add_option("--dtype", dtype, "bfloat16 or float32")->capture_default_str();
+  app.add_option("--batch", batches, "Batch sizes")->capture_default_str();
+  app.add_option("--prompt-len", prompt_len, "Prompt tokens per request")->capture_default_str();
+  app.add_option("--new-tokens", new_tokens, "Generated tokens per request (>= 2)")
+      ->capture_default_str();
+  app.add_option("--repeats", repeats, "Timed runs per batch size (median reported)")
+      ->capture_default_str();
+  app.add_option("--seed", seed, "Prompt seed")->capture_default_str();
+  app.add_flag("--json", json, "One JSON object per batch size");
+  CLI11_PARSE(app, argc, argv);
+  if (new_tokens < 2 || repeats < 1 || prompt_len < 1) {
+    std::fprintf(stderr, "mstar-bench-model-gpu: need --new-tokens >= 2, --repeats >= 1, "
+                         "--prompt-len >= 1\n");
+    return 2;
+  }
+  if (device != "cpu") {
+    const auto report = mstar::kernels::query_cuda_devices();
+    if (report.devices.empty()) {
+      std::printf("mstar-bench-model-gpu: no CUDA device (%s); nothing measured\n",
+                  report.reason.c_str());
+      return 0;
+    }
+  }
+  run_options run;
+  run.device = device;
+  run.dtype = dtype == "float32" ? mstar::dtype::float32 : mstar::dtype::bfloat16;
+  if (dtype != "float32" && dtype != "bfloat16") {
+    std::fprintf(stderr, "mstar-bench-model-gpu: --dtype '%s' is not bfloat16 or float32\n",
+                 dtype.c_str());
+    return 2;
+  }
+  const int most = *std::max_element(batches.begin(), batches.end());
+  pool_options pools;
+  pools.max_slots = most + 1;
+  pools.max_num_pages = most * ((prompt_len + new_tokens) / 16 + 2) + 64;
+  pools.prefix_cache = false;
+  auto model = nemotron_h_model::load(model_dir, pools, run);
+  if (!model) {
+    std::fprintf(stderr, "mstar-bench-model-gpu: %s\n", model.error().message().c_str());
+    return 1;
+  }
+  auto& m = **model;
+  std::fprintf(stderr, "model %s: %lld parameters on %s (%s)\n", model_dir.c_str(),
+               static_cast<long long>(m.num_parameters()), m.device_name().c_str(),
+               std::string{mstar::to_string(m.compute_dtype())}.c_str());
+  for (const int b : batches) {
+    auto full = prompts(b, prompt_len, new_tokens, m.config().vocab_size, seed);
+    auto first = full;
+    for (auto& r : first) r.max_tokens = 1;
+    // Warm-up of both lengths (cuBLAS heuristics, work buffers).
+    for (const std::vector<generation_request>* reqs : {&full, &first}) {
+      if (auto t = timed(m, *reqs); !t) {
+        std::fprintf(stderr, "mstar-bench-model-gpu: batch %d: %s\n", b,
+                     t.error().message().c_str());
+        return 1;
+      }
+    }
+    std::vector<double> rates, inner_rates, t1s, tns;
+    for (int rep = 0; rep < repeats; ++rep) {
+      double inner = 0;
+      auto tn = timed(m, full, &inner);
+      auto t1 = timed(m, first);
+      if (!tn || !t1) {
+        std::fprintf(stderr, "mstar-bench-model-gpu: batch %d failed\n", b);
+        return 1;
+      }
+      tns.push_back(*tn);
+      t1s.push_back(*t1);
+      rates.push_back(b * (new_tokens - 1) / std::max(*tn - *t1, 1e-9));
+      inner_rates.push_back(b * (new_tokens - 1) / std::max(inner, 1e-9));
+    }
+    std::sort(rates.begin(), rates.end());
+    std::sort(inner_rates.begin(), inner_rates.end());
+    const double rate = rates[rates.size() / 2];
+    const double inner_rate = inner_rates[inner_rates.size() / 2];
+    const double step_ms = 1e3 * b / rate;
+    if (json) {
+      nlohmann::json line{{"name", "mstar_decode"},
+                          {"batch", b},
+                          {"prompt_len", prompt_len},
+                          {"new_tokens", new_tokens},
+                          {"decode_tokens_per_s", rate},
+                          {"step_ms", step_ms},
+                          {"decode_tokens_per_s_steps_only", inner_rate},
+                          {"stat", "median"},
+                          {"repeats", repeats},
+                          {"t1_s", t1s},
+                          {"tN_s", tns},
+                          {"dtype", dtype},
+                          {"device", m.device_name()},
+                          {"params", m.num_parameters()}};
+      std::cout << line.dump() << std::endl;
+    } else {
+      std::printf("batch %3d: %10.1f decode tokens/s (%.1f over the decode steps alone), %.3f ms "
+                  "per step\n",
+                  b, rate, inner_rate, step_ms);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,570 @@
+// nemotron_h_cuda: device weights, work buffers and the forward on one
+// stream. Mirrors models/nemotron_h_forward.cpp step for step.
+#include "models/cuda/nemotron_h_cuda.hpp"
+
+#if MSTAR_HAVE_CUDA
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cuda/device_arena.hpp"
+#include "kernels/cuda/launch.hpp"
+#include "models/nemotron_h.hpp"
+
+namespace mstar::models {
+namespace kc = kernels::cuda;
+using kernels::contiguous;
+
+namespace {
+
+template <class T>
+kernels::view<T, 2> mat(T* data, std::int64_t rows, std::int64_t cols) {
+  return contiguous<T, 2>(data, {rows, cols});
+}
+template <class T>
+kernels::view<T, 1> vec(T* data, std::int64_t n) {
+  return contiguous<T, 1>(data, {n});
+}
+
+std::uint16_t to_bf16_bits(float f) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffU) > 0x7f800000U)
+    return static_cast<std::uint16_t>((u >> 16U) | 0x40U);  // quiet NaN
+  u += 0x7fffU + ((u >> 16U) & 1U);                          // round to nearest even
+  return static_cast<std::uint16_t>(u >> 16U);
+}
+
+// A device matrix [rows, cols] in the weights' dtype.
+struct device_matrix {
+  kc::device_buffer buffer;
+  std::int64_t rows = 0, cols = 0;
+};
+
+struct device_layer {
+  layer_kind kind = layer_kind::mlp;
+  std::int32_t sub_index = 0;
+  kc::device_buffer norm, conv_w, conv_b, dt_bias, a_log, d, gnorm;  // f32
+  device_matrix in_proj, out_proj, q, k, v, o, up, down;
+};
+
+// A grow-only device buffer: resized only between steps (after the stream
+// drained), so no queued kernel reads memory being freed.
+struct work_buffer {
+  kc::device_buffer buffer;
+  [[nodiscard]] result<void> reserve(std::size_t bytes) {
+    if (buffer.size() >= bytes)
+      return {};
+    auto grown = kc::device_buffer::make(std::max(bytes, buffer.size() * 3 / 2));
+    if (!grown)
+      return grown.error().with_context("model work buffer");
+    buffer = std::move(*grown);
+    return {};
+  }
+  template <class T>
+  [[nodiscard]] T* as() const noexcept {
+    return buffer.as<T>();
+  }
+};
+
+}  // namespace
+
+struct nemotron_h_cuda::impl {
+  int device = 0;
+  std::string name;
+  mstar::dtype dtype = mstar::dtype::bfloat16;
+  kc::stream stream;
+  kc::blas_handle blas;
+  nemotron_h_config config;
+  kc::device_buffer embeddings, norm_f;  // f32
+  device_matrix lm_head;
+  std::vector<device_layer> layers;
+  // Work buffers, sized per step.
+  work_buffer h, x, out, zxbcdt, xbc, y, q, k, v, o, inter, xb, last, logits, plan, greedy;
+  std::vector<std::int32_t> host_plan;
+
+  [[nodiscard]] result<void> check(cudaError_t err, std::string_view what) const {
+    if (err == cudaSuccess)
+      return {};
+    return kc::cuda_error(err, what).with_context(name);
+  }
+  [[nodiscard]] result<device_matrix> matrix(const std::vector<float>& w, std::int64_t rows,
+                                             std::int64_t cols) const;
+  [[nodiscard]] result<kc::device_buffer> floats(const std::vector<float>& w) const;
+  [[nodiscard]] result<void> linear(const float* in, std::int64_t t, const device_matrix& w,
+                                    float* out_rows);
+  [[nodiscard]] result<void> reserve(std::int64_t tokens, std::int64_t rows,
+                                     std::size_t plan_ints);
+  [[nodiscard]] result<void> mamba(const device_layer& l, std::int64_t tokens,
+                                   const nemotron_h_batch& b, const nemotron_h_state& s,
+                                   const std::int32_t* cu, const std::int32_t* slots,
+                                   const std::uint8_t* has);
+  [[nodiscard]] result<void> attention(const device_layer& l, std::int64_t tokens,
+                                       const kernels::kv_page_table& table,
+                                       const kernels::kv_arena_view& kv);
+};
+
+result<kc::device_buffer> nemotron_h_cuda::impl::floats(const std::vector<float>& w) const {
+  auto buf = kc::device_buffer::make(w.size() * sizeof(float));
+  if (!buf)
+    return buf.error();
+  if (!w.empty()) {
+    if (auto ok = check(cudaMemcpy(buf->data(), w.data(), buf->size(), cudaMemcpyHostToDevice),
+                        "weight upload");
+        !ok)
+      return ok.error();
+  }
+  return std::move(*buf);
+}
+
+result<device_matrix> nemotron_h_cuda::impl::matrix(const std::vector<float>& w,
+                                                    std::int64_t rows, std::int64_t cols) const {
+  device_matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  if (dtype == mstar::dtype::float32) {
+    auto buf = floats(w);
+    if (!buf)
+      return buf.error();
+    m.buffer = std::move(*buf);
+    return m;
+  }
+  std::vector<std::uint16_t> bits(w.size());
+  std::transform(w.begin(), w.end(), bits.begin(), to_bf16_bits);
+  auto buf = kc::device_buffer::make(bits.size() * sizeof(std::uint16_t));
+  if (!buf)
+    return buf.error();
+  if (auto ok = check(cudaMemcpy(buf->data(), bits.data(), buf->size(), cudaMemcpyHostToDevice),
+                      "weight upload");
+      !ok)
+    return ok.error();
+  m.buffer = std::move(*buf);
+  return m;
+}
+
+// out[t, N] = in[t, K] W^T: f32 through cublasSgemm, or the input rounded
+// to bf16 and a bf16 GEMM with f32 accumulation.
+result<void> nemotron_h_cuda::impl::linear(const float* in, std::int64_t t, const device_matrix& w,
+                                           float* out_rows) {
+  const cudaStream_t s = stream.get();
+  if (dtype == mstar::dtype::float32) {
+    return check(kc::linear(blas,
+                            {mat(in, t, w.cols), mat(w.buffer.as<const float>(), w.rows, w.cols),
+                             {}, mat(out_rows, t, w.rows)},
+                            s),
+                 "linear");
+  }
+  auto* xb16 = xb.as<std::uint16_t>();
+  if (auto ok = check(kc::to_bf16(in, xb16, t * w.cols, s), "to_bf16"); !ok)
+    return ok;
+  kc::linear_bf16_params p;
+  p.x = mat<const std::uint16_t>(xb16, t, w.cols);
+  p.weight = mat(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+  p.out_f32 = mat(out_rows, t, w.rows);
+  return check(kc::linear_bf16(blas, p, s), "linear_bf16");
+}
+
+result<void> nemotron_h_cuda::impl::reserve(std::int64_t tokens, std::int64_t rows,
+                                            std::size_t plan_ints) {
+  const auto& c = config;
+  const auto T = static_cast<std::size_t>(tokens);
+  const auto f = sizeof(float);
+  const auto hid = static_cast<std::size_t>(c.hidden_size);
+  const auto qd = static_cast<std::size_t>(c.num_attention_heads * c.head_dim);
+  const auto kvd = static_cast<std::size_t>(c.num_key_value_heads * c.head_dim);
+  const auto widest = std::max({hid, static_cast<std::size_t>(c.in_proj_size()),
+                                static_cast<std::size_t>(c.intermediate_size), qd,
+                                static_cast<std::size_t>(c.d_inner())});
+  const auto R = static_cast<std::size_t>(rows);
+  const std::pair<work_buffer*, std::size_t> wants[] = {
+      {&h, T * hid * f},
+      {&x, T * hid * f},
+      {&out, T * hid * f},
+      {&zxbcdt, T * static_cast<std::size_t>(c.in_proj_size()) * f},
+      {&xbc, T * static_cast<std::size_t>(c.conv_dim()) * f},
+      {&y, T * static_cast<std::size_t>(c.d_inner()) * f},
+      {&q, T * qd * f},
+      {&k, T * kvd * f},
+      {&v, T * kvd * f},
+      {&o, T * qd * f},
+      {&inter, T * static_cast<std::size_t>(c.intermediate_size) * f},
+      {&xb, T * widest * sizeof(std::uint16_t)},
+      {&last, R * hid * f},
+      {&logits, R * static_cast<std::size_t>(c.vocab_size) * f},
+      {&plan, plan_ints * sizeof(std::int32_t)},
+      {&greedy, R * sizeof(std::int32_t)},
+  };
+  for (const auto& [buffer, bytes] : wants) {
+    if (auto ok = buffer->reserve(bytes); !ok)
+      return ok;
+  }
+  return {};
+}
+
+result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, std::int64_t tokens,
+                                          const nemotron_h_batch& b, const nemotron_h_state& st,
+                                          const std::int32_t* cu, const std::int32_t* slots_d,
+                                          const std::uint8_t* has_d) {
+  const auto& c = config;
+  const cudaStream_t s = stream.get();
+  const std::int64_t di = c.d_inner(), cd = c.conv_dim(), H = c.mamba_num_heads;
+  const std::int64_t proj = c.in_proj_size();
+  float* zx = zxbcdt.as<float>();
+  float* xc = xbc.as<float>();
+  float* yy = y.as<float>();
+  if (auto ok = linear(x.as<float>(), tokens, l.in_proj, zx); !ok)
+    return ok;
+  const auto rows = static_cast<std::int32_t>(b.cu.size() - 1);
+  const std::span<const std::int32_t> slots{slots_d, static_cast<std::size_t>(rows)};
+  const std::span<const std::uint8_t> has{has_d, static_cast<std::size_t>(rows)};
+  const std::span<const std::int32_t> cu_d{cu, b.cu.size()};
+  const kernels::conv_weights cw{l.conv_w.as<const float>(),
+                                 l.conv_b.size() == 0 ? nullptr : l.conv_b.as<const float>(),
+                                 static_cast<std::int32_t>(cd),
+                                 static_cast<std::int32_t>(c.conv_kernel), true};
+  float* conv_state = st.conv_state[static_cast<std::size_t>(l.sub_index)];
+  float* ssm_state = st.ssm_state[static_cast<std::size_t>(l.sub_index)];
+  const cudaError_t conv =
+      b.decode ? kc::causal_conv_update({cw, zx + di, proj, xc, rows, conv_state, slots, has}, s)
+               : kc::causal_conv_varlen({cw, zx + di, proj, xc, cu_d, conv_state, slots, has}, s);
+  if (auto ok = check(conv, "causal conv"); !ok)
+    return ok;
+  const kernels::ssd_weights sw{l.dt_bias.as<const float>(),
+                                l.a_log.as<const float>(),
+                                l.d.as<const float>(),
+                                static_cast<std::int32_t>(H),
+                                static_cast<std::int32_t>(c.mamba_head_dim),
+                                static_cast<std::int32_t>(c.ssm_state_size),
+                                static_cast<std::int32_t>(c.n_groups),
+                                static_cast<float>(c.time_step_limit[0]),
+                                static_cast<float>(c.time_step_limit[1])};
+  const std::int64_t gn = c.n_groups * c.ssm_state_size;
+  const kernels::ssd_inputs in{xc, zx + di + cd, xc + di, xc + di + gn, cd, proj, cd};
+  const cudaError_t ssd =
+      b.decode ? kc::ssd_update({sw, in, yy, rows, ssm_state, slots, has}, s)
+               : kc::ssd_scan_varlen({sw, in, yy, cu_d, ssm_state, slots, has}, s);
+  if (auto ok = check(ssd, "ssd"); !ok)
+    return ok;
+  const kernels::view<const float, 2> z{zx, {tokens, di}, {proj, 1}};
+  auto yv = mat(yy, tokens, di);
+  if (auto ok = check(kc::gated_rms_norm({yv, z, vec(l.gnorm.as<const float>(), di), yv,
+                                          c.gated_norm_group_size(),
+                                          static_cast<float>(c.layer_norm_epsilon)},
+                                         s),
+                      "gated_rms_norm");
+      !ok)
+    return ok;
+  return linear(yy, tokens, l.out_proj, out.as<float>());
+}
+
+result<void> nemotron_h_cuda::impl::attention(const device_layer& l, std::int64_t tokens,
+                                              const kernels::kv_page_table& table,
+                                              const kernels::kv_arena_view& kv) {
+  const cudaStream_t s = stream.get();
+  const float* xs = x.as<float>();
+  if (auto ok = linear(xs, tokens, l.q, q.as<float>()); !ok)
+    return ok;
+  if (auto ok = linear(xs, tokens, l.k, k.as<float>()); !ok)
+    return ok;
+  if (auto ok = linear(xs, tokens, l.v, v.as<float>()); !ok)
+    return ok;
+  if (auto ok = check(kc::append_kv({kv, l.sub_index, table, k.as<float>(), v.as<float>()}, s),
+                      "append_kv");
+      !ok)
+    return ok;
+  if (auto ok = check(kc::paged_attention({kv, l.sub_index, table, q.as<float>(), o.as<float>(),
+                                           static_cast<std::int32_t>(config.num_attention_heads),
+                                           0.0F},
+                                          s),
+                      "paged_attention");
+      !ok)
+    return ok;
+  return linear(o.as<float>(), tokens, l.o, out.as<float>());
+}
+
+nemotron_h_cuda::nemotron_h_cuda(std::unique_ptr<impl> p, mstar::dtype dtype)
+    : impl_(std::move(p)), dtype_(dtype) {}
+
+nemotron_h_cuda::~nemotron_h_cuda() {
+  if (impl_)
+    (void)impl_->stream.synchronize();
+}
+
+result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar::dtype dtype) {
+  if (dtype != mstar::dtype::bfloat16 && dtype != mstar::dtype::float32) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("the CUDA model runs bfloat16 or float32 weights, not {}",
+                                  to_string(dtype)));
+  }
+  int count = 0;
+  if (auto ok = kc::check(cudaGetDeviceCount(&count), "cudaGetDeviceCount"); !ok)
+    return ok.error().with_context("--device cuda");
+  if (device < 0 || device >= count) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("cuda:{} does not exist ({} device(s) visible)", device, count));
+  }
+  if (auto ok = kc::check(cudaSetDevice(device), "cudaSetDevice"); !ok)
+    return ok.error();
+  auto p = std::make_unique<impl>();
+  p->device = device;
+  p->dtype = dtype;
+  cudaDeviceProp prop{};
+  if (auto ok = kc::check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"); !ok)
+    return ok.error();
+  p->name = fmt::format("cuda:{} ({})", device, prop.name);
+  auto s = kc::stream::make();
+  if (!s)
+    return s.error();
+  p->stream = std::move(*s);
+  auto blas = kc::blas_handle::make();
+  if (!blas)
+    return blas.error();
+  p->blas = std::move(*blas);
+  return std::unique_ptr<nemotron_h_cuda>(new nemotron_h_cuda(std::move(p), dtype));
+}
+
+kernels::arena_factory nemotron_h_cuda::memory() const {
+  return kc::device_arena_factory(impl_->stream.get());
+}
+
+const std::string& nemotron_h_cuda::name() const noexcept { return impl_->name; }
+
+result<void> nemotron_h_cuda::upload(const nemotron_h_config& config,
+                                     const nemotron_h_host_weights& w) {
+  auto& p = *impl_;
+  p.config = config;
+  const auto& c = config;
+  const std::int64_t hid = c.hidden_size;
+  const std::int64_t qd = c.num_attention_heads * c.head_dim;
+  const std::int64_t kvd = c.num_key_value_heads * c.head_dim;
+#define MSTAR_UP(dst, expr)     \
+  do {                          \
+    auto up_ = (expr);          \
+    if (!up_)                   \
+      return up_.error();       \
+    (dst) = std::move(*up_);    \
+  } while (false)
+  MSTAR_UP(p.embeddings, p.floats(*w.embeddings));
+  MSTAR_UP(p.norm_f, p.floats(*w.norm_f));
+  MSTAR_UP(p.lm_head, p.matrix(*w.lm_head, c.vocab_size, hid));
+  p.layers.clear();
+  for (const auto& l : w.layers) {
+    device_layer d;
+    d.kind = l.kind;
+    d.sub_index = l.sub_index;
+    MSTAR_UP(d.norm, p.floats(l.norm));
+    switch (l.kind) {
+      case layer_kind::mamba2:
+        MSTAR_UP(d.in_proj, p.matrix(l.in_proj, c.in_proj_size(), hid));
+        MSTAR_UP(d.conv_w, p.floats(l.conv_w));
+        MSTAR_UP(d.conv_b, p.floats(l.conv_b));
+        MSTAR_UP(d.dt_bias, p.floats(l.dt_bias));
+        MSTAR_UP(d.a_log, p.floats(l.a_log));
+        MSTAR_UP(d.d, p.floats(l.d));
+        MSTAR_UP(d.gnorm, p.floats(l.gnorm));
+        MSTAR_UP(d.out_proj, p.matrix(l.out_proj, hid, c.d_inner()));
+        break;
+      case layer_kind::attention:
+        MSTAR_UP(d.q, p.matrix(l.q, qd, hid));
+        MSTAR_UP(d.k, p.matrix(l.k, kvd, hid));
+        MSTAR_UP(d.v, p.matrix(l.v, kvd, hid));
+        MSTAR_UP(d.o, p.matrix(l.o, hid, qd));
+        break;
+      case layer_kind::mlp:
+        MSTAR_UP(d.up, p.matrix(l.up, c.intermediate_size, hid));
+        MSTAR_UP(d.down, p.matrix(l.down, hid, c.intermediate_size));
+        break;
+      case layer_kind::moe:
+        return make_error(errc::unsupported, "MoE layers (E) are not supported yet");
+    }
+    p.layers.push_back(std::move(d));
+  }
+#undef MSTAR_UP
+  return {};
+}
+
+result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_h_state& st,
+                                      std::vector<float>* logits,
+                                      std::vector<std::int32_t>* greedy) {
+  auto& p = *impl_;
+  const auto& c = p.config;
+  const cudaStream_t s = p.stream.get();
+  const auto T = static_cast<std::int64_t>(b.ids.size());
+  const auto R = static_cast<std::int64_t>(b.cu.size()) - 1;
+  const std::int64_t hid = c.hidden_size;
+  // Every index array of the step in one upload: ids, cu, the last token of
+  // each row, the KV table, the recurrent slots (has_state packed as bytes
+  // at the end).
+  auto& hp = p.host_plan;
+  hp.clear();
+  const auto put = [&hp](std::span<const std::int32_t> a) {
+    const auto at = hp.size();
+    hp.insert(hp.end(), a.begin(), a.end());
+    return at;
+  };
+  const auto ids_at = put(b.ids);
+  const auto cu_at = put(b.cu);
+  const auto last_at = hp.size();
+  for (std::int64_t r = 0; r < R; ++r)
+    hp.push_back(b.cu[static_cast<std::size_t>(r + 1)] - 1);
+  std::size_t qo_at = 0, kvp_at = 0, kvi_at = 0, lpl_at = 0, dp_at = 0, do_at = 0, slots_at = 0,
+              has_at = 0;
+  const auto* kp = st.kv_plan;
+  if (kp != nullptr) {
+    qo_at = put(kp->qo_indptr);
+    kvp_at = put(kp->kv_indptr);
+    kvi_at = put(kp->kv_indices);
+    lpl_at = put(kp->last_page_len);
+    dp_at = put(kp->decode_page);
+    do_at = put(kp->decode_offset);
+  }
+  if (st.rec != nullptr) {
+    slots_at = put(st.rec->slot_indices);
+    has_at = hp.size();
+    const auto n = st.rec->has_state.size();
+    hp.resize(hp.size() + (n + 3) / 4, 0);
+    std::memcpy(hp.data() + has_at, st.rec->has_state.data(), n);
+  }
+  if (auto ok = p.reserve(T, R, hp.size()); !ok)
+    return ok;
+  auto* dplan = p.plan.as<std::int32_t>();
+  if (auto ok = p.check(cudaMemcpyAsync(dplan, hp.data(), hp.size() * sizeof(std::int32_t),
+                                        cudaMemcpyHostToDevice, s),
+                        "step upload");
+      !ok)
+    return ok;
+  const auto dspan = [&](std::size_t at, std::size_t n) {
+    return std::span<const std::int32_t>{dplan + at, n};
+  };
+  kernels::kv_page_table table;
+  if (kp != nullptr) {
+    table = {dspan(qo_at, kp->qo_indptr.size()),     dspan(kvp_at, kp->kv_indptr.size()),
+             dspan(kvi_at, kp->kv_indices.size()),   dspan(lpl_at, kp->last_page_len.size()),
+             dspan(dp_at, kp->decode_page.size()),   dspan(do_at, kp->decode_offset.size())};
+  }
+  const auto* has_d = reinterpret_cast<const std::uint8_t*>(dplan + has_at);
+
+  float* h = p.h.as<float>();
+  float* x = p.x.as<float>();
+  float* out = p.out.as<float>();
+  if (auto ok = p.check(kc::embedding({vec<const std::int32_t>(dplan + ids_at, T),
+                                       mat(p.embeddings.as<const float>(), c.vocab_size, hid),
+                                       mat(h, T, hid)},
+                                      s),
+                        "embedding");
+      !ok)
+    return ok;
+  const auto eps = static_cast<float>(c.layer_norm_epsilon);
+  for (const auto& l : p.layers) {
+    if (auto ok = p.check(kc::rms_norm({mat<const float>(h, T, hid),
+                                        vec(l.norm.as<const float>(), hid), mat(x, T, hid), eps},
+                                       s),
+                          "rms_norm");
+        !ok)
+      return ok;
+    result<void> mixed;
+    switch (l.kind) {
+      case layer_kind::mamba2:
+        mixed = p.mamba(l, T, b, st, dplan + cu_at, dplan + slots_at, has_d);
+        break;
+      case layer_kind::attention:
+        mixed = p.attention(l, T, table, st.kv);
+        break;
+      case layer_kind::mlp: {
+        float* inter = p.inter.as<float>();
+        mixed = p.linear(x, T, l.up, inter);
+        if (!mixed)
+          break;
+        auto iv = mat(inter, T, c.intermediate_size);
+        mixed = p.check(c.mlp_hidden_act == "silu" ? kc::silu({iv, iv}, s) : kc::relu2({iv, iv}, s),
+                        "mlp activation");
+        if (!mixed)
+          break;
+        mixed = p.linear(inter, T, l.down, out);
+        break;
+      }
+      case layer_kind::moe:
+        break;  // refused at load
+    }
+    if (!mixed)
+      return mixed;
+    auto hv = mat(h, T, hid);
+    if (auto ok = p.check(kc::add({hv, mat<const float>(out, T, hid), hv}, s), "residual add");
+        !ok)
+      return ok;
+  }
+  // Only each row's last token needs the head: gather those rows (an
+  // embedding lookup into h), norm, project.
+  float* last = p.last.as<float>();
+  float* lg = p.logits.as<float>();
+  if (auto ok = p.check(kc::embedding({vec<const std::int32_t>(dplan + last_at, R),
+                                       mat<const float>(h, T, hid), mat(last, R, hid)},
+                                      s),
+                        "last-token gather");
+      !ok)
+    return ok;
+  auto lv = mat(last, R, hid);
+  if (auto ok = p.check(kc::rms_norm({lv, vec(p.norm_f.as<const float>(), hid), lv, eps}, s),
+                        "final norm");
+      !ok)
+    return ok;
+  if (auto ok = p.linear(last, R, p.lm_head, lg); !ok)
+    return ok;
+  if (greedy != nullptr) {
+    auto* g = p.greedy.as<std::int32_t>();
+    if (auto ok = p.check(kc::argmax(mat<const float>(lg, R, c.vocab_size), g, s), "argmax"); !ok)
+      return ok;
+    greedy->resize(static_cast<std::size_t>(R));
+    if (auto ok = p.check(cudaMemcpyAsync(greedy->data(), g, greedy->size() * sizeof(std::int32_t),
+                                          cudaMemcpyDeviceToHost, s),
+                          "greedy download");
+        !ok)
+      return ok;
+  }
+  if (logits != nullptr) {
+    logits->resize(static_cast<std::size_t>(R * c.vocab_size));
+    if (auto ok = p.check(cudaMemcpyAsync(logits->data(), lg, logits->size() * sizeof(float),
+                                          cudaMemcpyDeviceToHost, s),
+                          "logits download");
+        !ok)
+      return ok;
+  }
+  return p.stream.synchronize();
+}
+
+}  // namespace mstar::models
+
+#else  // no CUDA in this build
+
+#include "models/nemotron_h.hpp"
+
+namespace mstar::models {
+
+struct nemotron_h_cuda::impl {};
+
+nemotron_h_cuda::nemotron_h_cuda(std::unique_ptr<impl> p, mstar::dtype dtype)
+    : impl_(std::move(p)), dtype_(dtype) {}
+nemotron_h_cuda::~nemotron_h_cuda() = default;
+
+result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int, mstar::dtype) {
+  return make_error(errc::unsupported,
+                    "this build has no CUDA (configure with -DMSTAR_CUDA=ON where nvcc is found)");
+}
+kernels::arena_factory nemotron_h_cuda::memory() const { return {}; }
+const std::string& nemotron_h_cuda::name() const noexcept {
+  static const std::string none = "none";
+  return none;
+}
+result<void> nemotron_h_cuda::upload(const nemotron_h_config&, const nemotron_h_host_weights&) {
+  return make_error(errc::unsupported, "this build has no CUDA");
+}
+result<void> nemotron_h_cuda::forward(const nemotron_h_batch&, const nemotron_h_state&,
+                                      std::vector<float>*, std::vector<std::int32_t>*) {
+  return make_error(errc::unsupported, "this build has no CUDA");
+}
+
+}  // namespace mstar::models
+
+#endif

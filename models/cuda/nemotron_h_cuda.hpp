@@ -1,0 +1,97 @@
+#pragma once
+
+// The Nemotron-H forward on a CUDA device: the same walk as the CPU forward
+// (models/nemotron_h_forward.cpp), every kernel a kernels/cuda launcher on one
+// stream, the weights in device memory as bfloat16 (GEMMs in bf16 with f32
+// accumulation, as the reference runs) or float32 (bit-for-bit the CPU's
+// GEMM inputs, for parity checks). Activations between kernels, the
+// residual stream and the recurrent state stay float32; the KV pages are
+// bf16 with bf16 weights, f32 otherwise. The pools run on device arenas
+// (kernels/cuda/device_arena.hpp) on the same stream, so a fork or slot copy
+// the pools enqueue is ordered before the kernels that read it.
+//
+// Built in every configuration: without CUDA, `make` says so.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/result.hpp"
+#include "kernels/arena.hpp"
+#include "kernels/attention.hpp"
+#include "models/nemotron_h_config.hpp"
+#include "resources/kv/kv_pool.hpp"
+#include "resources/recurrent/pool.hpp"
+
+namespace mstar::models {
+
+struct nemotron_h_layer;
+
+/// Host weights the device copy is made from (the model's own vectors).
+struct nemotron_h_host_weights {
+  const std::vector<float>* embeddings = nullptr;
+  const std::vector<float>* norm_f = nullptr;
+  const std::vector<float>* lm_head = nullptr;
+  std::span<const nemotron_h_layer> layers;
+};
+
+/// One step's rows as the forward reads them.
+struct nemotron_h_batch {
+  std::span<const std::int32_t> ids;  ///< [T] token ids, rows packed
+  std::span<const std::int32_t> cu;   ///< [R+1] cumulative tokens per row
+  bool decode = false;                ///< every row feeds one token
+};
+
+/// Where the step's state lives: the pools' plans and blocks (device memory).
+struct nemotron_h_state {
+  const resources::kv_label_plan* kv_plan = nullptr;
+  const resources::recurrent_addressing* rec = nullptr;
+  kernels::kv_arena_view kv{};
+  std::span<float* const> conv_state;  ///< per Mamba-2 layer
+  std::span<float* const> ssm_state;   ///< per Mamba-2 layer
+};
+
+/// The device, its stream, cuBLAS handle, weights and work buffers.
+class nemotron_h_cuda {
+ public:
+  /// Opens `device` (an index) with weights in `dtype` (bfloat16 or
+  /// float32); unsupported when this build has no CUDA or the machine no
+  /// such device.
+  [[nodiscard]] static result<std::unique_ptr<nemotron_h_cuda>> make(int device,
+                                                                     mstar::dtype dtype);
+  ~nemotron_h_cuda();
+  nemotron_h_cuda(const nemotron_h_cuda&) = delete;
+  nemotron_h_cuda& operator=(const nemotron_h_cuda&) = delete;
+
+  /// Device arenas on this stream, for the model's pools.
+  [[nodiscard]] kernels::arena_factory memory() const;
+  /// The KV pages' dtype for these weights.
+  [[nodiscard]] mstar::dtype kv_dtype() const noexcept { return dtype_; }
+  [[nodiscard]] mstar::dtype dtype() const noexcept { return dtype_; }
+  /// The device's name and index, for logs.
+  [[nodiscard]] const std::string& name() const noexcept;
+
+  /// Copies (and converts) the weights to the device; once, before `forward`.
+  [[nodiscard]] result<void> upload(const nemotron_h_config& config,
+                                    const nemotron_h_host_weights& weights);
+
+  /// One forward over `batch`, blocking until it finished. With `logits`:
+  /// each row's last token's row [R, vocab] f32, copied to the host. With
+  /// `greedy`: each row's argmax taken on the device (only R ids cross to
+  /// the host; -1 for a row without a finite logit).
+  [[nodiscard]] result<void> forward(const nemotron_h_batch& batch, const nemotron_h_state& state,
+                                     std::vector<float>* logits,
+                                     std::vector<std::int32_t>* greedy);
+
+  struct impl;
+
+ private:
+  nemotron_h_cuda(std::unique_ptr<impl> p, mstar::dtype dtype);
+  std::unique_ptr<impl> impl_;
+  mstar::dtype dtype_;
+};
+
+}  // namespace mstar::models
