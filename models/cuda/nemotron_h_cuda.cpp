@@ -93,8 +93,10 @@ struct nemotron_h_cuda::impl {
   [[nodiscard]] result<device_matrix> matrix(const std::vector<float>& w, std::int64_t rows,
                                              std::int64_t cols) const;
   [[nodiscard]] result<kc::device_buffer> floats(const std::vector<float>& w) const;
+  /// `reuse_input`: `in` is the same as the previous call's (already in
+  /// the bf16 scratch), so it is not converted again.
   [[nodiscard]] result<void> linear(const float* in, std::int64_t t, const device_matrix& w,
-                                    float* out_rows);
+                                    float* out_rows, bool reuse_input = false);
   [[nodiscard]] result<void> reserve(std::int64_t tokens, std::int64_t rows,
                                      std::size_t plan_ints);
   [[nodiscard]] result<void> mamba(const device_layer& l, std::int64_t tokens,
@@ -147,7 +149,7 @@ result<device_matrix> nemotron_h_cuda::impl::matrix(const std::vector<float>& w,
 // out[t, N] = in[t, K] W^T: f32 through cublasSgemm, or the input rounded
 // to bf16 and a bf16 GEMM with f32 accumulation.
 result<void> nemotron_h_cuda::impl::linear(const float* in, std::int64_t t, const device_matrix& w,
-                                           float* out_rows) {
+                                           float* out_rows, bool reuse_input) {
   const cudaStream_t s = stream.get();
   if (dtype == mstar::dtype::float32) {
     return check(kc::linear(blas,
@@ -157,8 +159,10 @@ result<void> nemotron_h_cuda::impl::linear(const float* in, std::int64_t t, cons
                  "linear");
   }
   auto* xb16 = xb.as<std::uint16_t>();
-  if (auto ok = check(kc::to_bf16(in, xb16, t * w.cols, s), "to_bf16"); !ok)
-    return ok;
+  if (!reuse_input) {
+    if (auto ok = check(kc::to_bf16(in, xb16, t * w.cols, s), "to_bf16"); !ok)
+      return ok;
+  }
   kc::linear_bf16_params p;
   p.x = mat<const std::uint16_t>(xb16, t, w.cols);
   p.weight = mat(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
@@ -266,9 +270,9 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, std::int64_
   const float* xs = x.as<float>();
   if (auto ok = linear(xs, tokens, l.q, q.as<float>()); !ok)
     return ok;
-  if (auto ok = linear(xs, tokens, l.k, k.as<float>()); !ok)
+  if (auto ok = linear(xs, tokens, l.k, k.as<float>(), true); !ok)
     return ok;
-  if (auto ok = linear(xs, tokens, l.v, v.as<float>()); !ok)
+  if (auto ok = linear(xs, tokens, l.v, v.as<float>(), true); !ok)
     return ok;
   if (auto ok = check(kc::append_kv({kv, l.sub_index, table, k.as<float>(), v.as<float>()}, s),
                       "append_kv");

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Everything GPU in one run on an H200 (the device machine), results under
+# $OUT (default: ./h200-out):
+#   1. mstar_gpu_tests: every CUDA kernel against the CPU reference, the pools
+#      on device arenas, the model's greedy tokens against the fixtures;
+#   2. mstar-gpu-bench: d2d copy bandwidth, then decode attention, the SSD
+#      update and page pack/unpack as ratios of it;
+#   3. end-to-end decode tokens/s of a random ~100M-parameter Nemotron-H at
+#      batch 1, 16 and 64: mstar (mstar-bench-model-gpu) next to transformers
+#      (bench/transformers_decode.py) on the same checkpoint and GPU, and the
+#      ratio table (e2e-table.md).
+# The binaries are built on the Debian host (sm_90) and carried with the
+# shared libraries the device lacks: scripts/pack-device.sh makes .carry/.
+#
+#   bash bench/h200_e2e.sh [--quick]     (--quick: fewer tokens and repeats)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/h200-out}
+mkdir -p "$out"
+carry=$root/.carry
+if [[ ! -d $carry/lib ]]; then tar xJf "$carry/libs.tar.xz" -C "$carry"; fi
+export LD_LIBRARY_PATH=$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export MSTAR_FIXTURES_DIR=$root/tests/fixtures
+bin=$carry/bin
+new_tokens=128 repeats=3
+if [[ ${1:-} == --quick ]]; then new_tokens=32 repeats=1; fi
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' \
+  | tee -a "$out/gpu.txt"
+
+echo "== GPU tests"
+"$bin/mstar_gpu_tests" 2>&1 | tee "$out/gpu-tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |measured|tests ran" || true
+
+echo "== kernel bandwidth"
+"$bin/mstar-gpu-bench" --json | tee "$out/gpu-bench.jsonl"
+
+echo "== end-to-end decode"
+ckpt=$(mktemp -d)/nemotron_h_100m
+python3 "$root/bench/transformers_decode.py" make-checkpoint --size 100m --out "$ckpt" | tee "$out/checkpoint.txt"
+"$bin/mstar-run" --model "$ckpt" --device cuda --max-tokens 16 --prompt "The pools hold" 2>&1 | tee "$out/mstar-run.txt"
+"$bin/mstar-bench-model-gpu" --model "$ckpt" --batch 1 16 64 --new-tokens "$new_tokens" \
+  --repeats "$repeats" --json | tee "$out/mstar-e2e.jsonl"
+python3 "$root/bench/transformers_decode.py" decode --model "$ckpt" --device cuda --dtype bfloat16 \
+  --batch 1 16 64 --new-tokens "$new_tokens" --repeats "$repeats" --json | tee "$out/transformers-e2e.jsonl"
+python3 - "$out" <<'PY'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+ours = {}
+for line in (out / "mstar-e2e.jsonl").read_text().splitlines():
+    if line.strip(): r = json.loads(line); ours[r["batch"]] = r
+theirs = {}
+for line in (out / "transformers-e2e.jsonl").read_text().splitlines():
+    if line.strip(): r = json.loads(line); theirs[r["batch"]] = r
+rows = ["| batch | mstar decode tok/s | transformers decode tok/s | ratio |", "| --- | --- | --- | --- |"]
+for b in sorted(ours):
+    m, t = ours[b]["decode_tokens_per_s"], theirs.get(b, {}).get("decode_tokens_per_s")
+    rows.append(f"| {b} | {m:,.0f} | {t:,.0f} | {m / t:.1f}x |" if t else f"| {b} | {m:,.0f} | - | - |")
+any_t = next(iter(theirs.values()), {})
+rows.append(f"\ntransformers {any_t.get('transformers')} (torch {any_t.get('torch')}), Mamba path: {any_t.get('mamba_path')}, {any_t.get('gpu')}")
+(out / "e2e-table.md").write_text("\n".join(rows) + "\n")
+print("\n".join(rows))
+PY

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the GPU binaries here (CUDA on, sm_90) and packs them for the device
+# machine into .carry/ (ignored): stripped binaries in .carry/bin and the
+# shared libraries a stock Ubuntu 24.04 + CUDA 13 machine lacks in
+# .carry/libs.tar.xz. Then, on the device: bash bench/h200_e2e.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+targets=(mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu mstar-run)
+cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
+mkdir -p "$root/.carry/bin"
+for t in "${targets[@]}"; do
+  f=$(find "$build" -name "$t" -type f -perm -u+x | head -1)
+  strip -o "$root/.carry/bin/$t" "$f"
+done
+libs=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9)
+stage=$(mktemp -d)
+mkdir -p "$stage/lib"
+for l in "${libs[@]}"; do cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"; done
+tar cJf "$root/.carry/libs.tar.xz" -C "$stage" lib
+rm -rf "$stage"
+du -sh "$root/.carry"
