@@ -1,6 +1,7 @@
 // GPU memory-bound kernels against the device's own copy bandwidth, measured
 // in the same run: cudaMemcpy device-to-device (bytes read + written per
-// second) is the ceiling; decode paged attention (K/V bytes read), the SSD
+// second) is the ceiling; decode paged attention one-pass and split-KV (K/V
+// bytes read; the split's partials are not counted), the SSD
 // one-token update (state read + written) and page pack/unpack (read +
 // written) report bytes per second and their ratio to it. Timed with CUDA
 // events, subject and copy interleaved round by round, medians reported.
@@ -139,7 +140,11 @@ struct attention_case {
   int rows, context, kv_heads, q_heads, head_dim, page_size;
 };
 
-comparison bench_attention(timer& t, copy_baseline& copy, const attention_case& a, int rounds) {
+// The one-pass kernel ("decode_attention_b<rows>") and the split-KV path
+// with the workspace it asks for ("decode_attention_split_b<rows>"; the
+// same kernel where the step does not split) on the same pages.
+std::vector<comparison> bench_attention(timer& t, copy_baseline& copy, const attention_case& a,
+                                        int rounds) {
   const int pages_per_row = (a.context + a.page_size - 1) / a.page_size;
   const int num_pages = a.rows * pages_per_row;
   const std::size_t page_bytes =
@@ -178,12 +183,24 @@ comparison bench_attention(timer& t, copy_baseline& copy, const attention_case& 
       a.q_heads,
       0.0F};
   const double kv_bytes = 2.0 * a.rows * a.context * a.kv_heads * a.head_dim * 2.0;
-  auto c = measure(
-      t, copy, "decode_attention_b" + std::to_string(a.rows), "kv_bytes_read_per_s", kv_bytes,
-      [&](cudaStream_t s) { return cuda::paged_attention(p, s); }, rounds);
-  c.extra["rows"] = a.rows;
-  c.extra["context"] = a.context;
-  return c;
+  const std::string rows_name = std::to_string(a.rows);
+  std::vector<comparison> results;
+  results.push_back(measure(
+      t, copy, "decode_attention_b" + rows_name, "kv_bytes_read_per_s", kv_bytes,
+      [&](cudaStream_t s) { return cuda::paged_attention(p, s); }, rounds));
+  const std::size_t ws_bytes = cuda::paged_attention_workspace_bytes(p);
+  auto workspace = alloc(std::max<std::size_t>(ws_bytes, 16));
+  results.push_back(measure(
+      t, copy, "decode_attention_split_b" + rows_name, "kv_bytes_read_per_s", kv_bytes,
+      [&](cudaStream_t s) { return cuda::paged_attention(p, workspace.data(), ws_bytes, s); },
+      rounds));
+  results.back().extra["splits"] = cuda::paged_attention_splits(p);
+  results.back().extra["workspace_MiB"] = static_cast<double>(ws_bytes) / (1 << 20);
+  for (auto& c : results) {
+    c.extra["rows"] = a.rows;
+    c.extra["context"] = a.context;
+  }
+  return results;
 }
 
 comparison bench_ssd(timer& t, copy_baseline& copy, int batch, int heads, int head_dim,
@@ -259,13 +276,15 @@ int main(int argc, char** argv) {
   bool as_json = false;
   int rounds = 7;
   attention_case attn{256, 2048, 8, 32, 128, 16};
+  std::vector<int> attn_rows{1, 16, 64, 256};
   int ssd_batch = 256;
   int pages = 8192;
   std::size_t copy_mib = 1024;
   app.add_flag("--json", as_json, "One JSON object per line");
   app.add_option("--rounds", rounds, "Interleaved rounds (median reported)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--rows", attn.rows, "Decode rows")->check(CLI::PositiveNumber);
+  app.add_option("--rows", attn_rows, "Decode rows, one attention case each")
+      ->check(CLI::PositiveNumber);
   app.add_option("--context", attn.context, "Tokens per row")->check(CLI::PositiveNumber);
   app.add_option("--ssd-batch", ssd_batch, "SSD update rows")->check(CLI::PositiveNumber);
   app.add_option("--pages", pages, "Pages packed / unpacked")->check(CLI::PositiveNumber);
@@ -282,10 +301,11 @@ int main(int argc, char** argv) {
   timer t;
   copy_baseline copy{copy_mib << 20U};
   std::vector<comparison> results;
-  results.push_back(bench_attention(t, copy, attn, rounds));
-  attention_case small = attn;
-  small.rows = 16;
-  results.push_back(bench_attention(t, copy, small, rounds));
+  for (const int rows : attn_rows) {
+    attn.rows = rows;
+    for (auto& c : bench_attention(t, copy, attn, rounds))
+      results.push_back(std::move(c));
+  }
   results.push_back(bench_ssd(t, copy, ssd_batch, 128, 64, 128, 8, rounds));
   for (auto& c : bench_pages(t, copy, pages, rounds))
     results.push_back(std::move(c));

@@ -7,6 +7,7 @@
 // other than float32 / bfloat16, or a head_dim the kernels cannot take, is
 // cudaErrorInvalidValue.
 
+#include <cstddef>
 #include <cuda_runtime_api.h>
 
 #include "kernels/attention.hpp"
@@ -28,5 +29,36 @@ namespace mstar::kernels::cuda {
 /// per-query-head kernel. Precondition: as append_kv's; rows with no page do
 /// no work.
 [[nodiscard]] cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream);
+
+/// Chunks per row the split-KV decode path would cut this step into on a
+/// device with `num_sms` multiprocessors (0: the current device's); 1 when
+/// it would not split. Host sizes only: rows (qo_indptr.size() - 1), pages
+/// (kv_indices.size()), page_size, heads and head_dim. It splits decode steps
+/// (decode arrays present) with head_dim 64, 128 or 256 whose one-pass grid
+/// fills less than two waves of the device and whose rows average (at most
+/// pages * page_size / rows) at least 64 positions.
+[[nodiscard]] int paged_attention_splits(const paged_attention_params& p, int num_sms = 0);
+
+/// Bytes of workspace the split path needs for this step: 0 when it would
+/// not split, else rows * num_qo_heads * splits * (head_dim + 2) floats.
+/// Cheap (no device access beyond a cached occupancy query); size the
+/// workspace once for the largest step and pass it every time.
+[[nodiscard]] std::size_t paged_attention_workspace_bytes(const paged_attention_params& p,
+                                                          int num_sms = 0);
+
+/// `paged_attention` with split-KV ("flash-decoding") for decode steps that
+/// leave the device idle: each row's positions are cut into chunks, a block
+/// per (row, kv head, head group, chunk) writes a partial (max, sum,
+/// unnormalised output) into `workspace`, and a second kernel merges each
+/// row's partials. Chunks are an equal share of the row (at least 32
+/// positions), so chunks past a short row's end do nothing and are left out
+/// of the merge. Splits into as many chunks as `workspace_bytes` allows, up
+/// to `paged_attention_splits`; with too little workspace for two, or a step
+/// that would not split, runs the one-pass kernel (`workspace` untouched).
+/// `workspace`: device memory, 16-byte aligned (else cudaErrorInvalidValue),
+/// not shared with a concurrent launch. Results match the one-pass kernel
+/// to f32 rounding.
+[[nodiscard]] cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
+                                          std::size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace mstar::kernels::cuda

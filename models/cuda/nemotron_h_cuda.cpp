@@ -83,6 +83,7 @@ struct nemotron_h_cuda::impl {
   std::vector<device_layer> layers;
   // Work buffers, sized per step.
   work_buffer h, x, out, zxbcdt, xbc, y, q, k, v, o, inter, xb, last, logits, plan, greedy;
+  work_buffer split;  // split-KV decode attention partials
   std::vector<std::int32_t> host_plan;
 
   [[nodiscard]] result<void> check(cudaError_t err, std::string_view what) const {
@@ -278,10 +279,12 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, std::int64_
                       "append_kv");
       !ok)
     return ok;
-  if (auto ok = check(kc::paged_attention({kv, l.sub_index, table, q.as<float>(), o.as<float>(),
+  // Small decode batches over long contexts split each row's positions
+  // over several blocks (the workspace is sized per step, before any launch).
+  const kernels::paged_attention_params ap{kv, l.sub_index, table, q.as<float>(), o.as<float>(),
                                            static_cast<std::int32_t>(config.num_attention_heads),
-                                           0.0F},
-                                          s),
+                                           0.0F};
+  if (auto ok = check(kc::paged_attention(ap, split.buffer.data(), split.buffer.size(), s),
                       "paged_attention");
       !ok)
     return ok;
@@ -449,6 +452,12 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
              dspan(dp_at, kp->decode_page.size()),   dspan(do_at, kp->decode_offset.size())};
   }
   const auto* has_d = reinterpret_cast<const std::uint8_t*>(dplan + has_at);
+  if (kp != nullptr) {
+    const kernels::paged_attention_params probe{
+        st.kv, 0, table, nullptr, nullptr, static_cast<std::int32_t>(c.num_attention_heads), 0.0F};
+    if (auto ok = p.split.reserve(kc::paged_attention_workspace_bytes(probe)); !ok)
+      return ok;
+  }
 
   float* h = p.h.as<float>();
   float* x = p.x.as<float>();

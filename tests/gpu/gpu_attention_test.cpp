@@ -3,9 +3,11 @@
 // byte for byte (bf16 rounding included), and paged_attention must match by
 // normalised error, over scrambled pages, cached prefixes, GQA group sizes
 // that fill, split and pad the four-head chunks, every fast head_dim and
-// two that take the generic kernel, prefill and decode, f32 and bf16 arenas.
+// two that take the generic kernel, prefill and decode, f32 and bf16 arenas;
+// the split-KV decode path the same way, with its workspace poisoned too.
 #include <algorithm>
 #include <gtest/gtest.h>
+#include <iostream>
 #include <numeric>
 #include <random>
 
@@ -86,7 +88,35 @@ struct device_table {
   }
 };
 
-void run_case(const attn_case& c, std::uint64_t seed) {
+// Which paged_attention overload run_case calls: the one-pass one, or the
+// split one with the workspace it asks for divided by `divisor` (fewer
+// chunks per row, or one pass when too little is left); `planned`: whether
+// the step must plan a split (else it must not).
+struct launch_mode {
+  bool split = false;
+  std::size_t divisor = 1;
+  bool planned = true;
+};
+
+// The split overload on a NaN-poisoned workspace (a partial the merge reads
+// without its kernel writing it shows as a NaN output).
+void run_split(const paged_attention_params& p, launch_mode mode) {
+  const int splits = cuda::paged_attention_splits(p);
+  const std::size_t bytes = cuda::paged_attention_workspace_bytes(p);
+  std::cout << "[ splits   ] " << splits << " per row, workspace " << bytes << " bytes / "
+            << mode.divisor << '\n';
+  if (mode.planned) {
+    ASSERT_GE(splits, 2) << "the case must plan a split";
+    ASSERT_GT(bytes, 0U);
+  } else {
+    ASSERT_EQ(splits, 1) << "the case must not plan a split";
+    ASSERT_EQ(bytes, 0U);
+  }
+  auto workspace = poisoned<float>(std::max<std::size_t>(bytes / sizeof(float), 1));
+  ASSERT_EQ(cuda::paged_attention(p, workspace.data(), bytes / mode.divisor, nullptr), cudaSuccess);
+}
+
+void run_case(const attn_case& c, std::uint64_t seed, launch_mode mode = {}) {
   SCOPED_TRACE(c.name);
   auto rng = test::gpu::seeded(seed);
   const std::int32_t num_layers = 2;
@@ -134,10 +164,13 @@ void run_case(const attn_case& c, std::uint64_t seed) {
             cudaSuccess);
   test::gpu::expect_device_ok();
   EXPECT_EQ(bytes_of(d_arena.download()), bytes_of(arena)) << "append_kv arenas differ";
-  ASSERT_EQ(
-      cuda::paged_attention(
-          {dev_view, layer, d_table.view(), d_q.data(), d_out.data(), c.q_heads, 0.0F}, nullptr),
-      cudaSuccess);
+  const paged_attention_params dev{dev_view,  layer, d_table.view(), d_q.data(), d_out.data(),
+                                   c.q_heads, 0.0F};
+  if (mode.split)
+    ASSERT_NO_FATAL_FAILURE(run_split(dev, mode));
+  else
+    ASSERT_EQ(cuda::paged_attention(dev, nullptr), cudaSuccess);
+  test::gpu::expect_device_ok();
   EXPECT_TRUE(test::gpu::within(d_out.download(), ref, test::gpu::budget::attention));
 }
 
@@ -188,6 +221,70 @@ TEST(gpu_attention, decode_fast_path_matches_the_cpu_for_every_head_dim_and_grou
     run_case(c, ++seed);
 }
 
+// Decode rows for the split path: one token, exactly one page, exactly
+// several pages, one past a page, then random lengths in [1, max_len].
+std::vector<row_spec> split_rows(std::uint64_t seed, std::int32_t page_size, int random_count,
+                                 int max_len) {
+  std::vector<row_spec> rows = {{0, 1}, {page_size - 1, 1}, {4 * page_size - 1, 1}, {page_size, 1}};
+  for (const auto& r : decode_rows(seed, random_count, max_len))
+    rows.push_back(r);
+  return rows;
+}
+
+TEST(gpu_attention, split_decode_matches_the_cpu_for_gqa_and_every_fast_head_dim) {
+  MSTAR_REQUIRE_GPU();
+  using mstar::dtype;
+  const attn_case cases[] = {
+      {"d128 bf16 12/4", 16, 4, 12, 128, dtype::bfloat16, split_rows(11, 16, 9, 2000), true},
+      {"d128 f32 12/4", 16, 4, 12, 128, dtype::float32, split_rows(12, 16, 9, 2000), true},
+      {"d64 bf16 12/4", 16, 4, 12, 64, dtype::bfloat16, split_rows(13, 16, 9, 2000), true},
+      {"d64 f32 12/4", 32, 4, 12, 64, dtype::float32, split_rows(14, 32, 9, 2000), true},
+      {"d128 bf16 32/8", 16, 8, 32, 128, dtype::bfloat16, split_rows(15, 16, 3, 3000), true},
+      {"d256 f32 group 2", 16, 2, 4, 256, dtype::float32, split_rows(16, 16, 5, 1500), true},
+      {"d256 bf16 group 1", 8, 3, 3, 256, dtype::bfloat16, split_rows(17, 8, 5, 1500), true},
+      {"d64 bf16 group 8", 16, 1, 8, 64, dtype::bfloat16, split_rows(18, 16, 5, 1500), true},
+  };
+  std::uint64_t seed = 500;
+  for (const auto& c : cases)
+    run_case(c, ++seed, {true, 1, true});
+}
+
+TEST(gpu_attention, split_decode_of_one_long_row_uses_the_most_chunks) {
+  MSTAR_REQUIRE_GPU();
+  using mstar::dtype;
+  // 5000 positions: more chunks than a warp has lanes, the last ones empty.
+  const attn_case cases[] = {
+      {"d128 bf16 12/4 one row", 16, 4, 12, 128, dtype::bfloat16, {{4999, 1}}, true},
+      {"d64 f32 12/4 one row", 16, 4, 12, 64, dtype::float32, {{4999, 1}}, true},
+  };
+  std::uint64_t seed = 550;
+  for (const auto& c : cases)
+    run_case(c, ++seed, {true, 1, true});
+}
+
+TEST(gpu_attention, split_decode_with_less_workspace_uses_fewer_chunks) {
+  MSTAR_REQUIRE_GPU();
+  const attn_case c{
+      "d128 bf16 12/4", 16, 4, 12, 128, mstar::dtype::bfloat16, split_rows(21, 16, 5, 3000), true};
+  // A third of the workspace still splits; far too little runs one pass.
+  run_case(c, 561, {true, 3, true});
+  run_case(c, 562, {true, 1000000, true});
+}
+
+TEST(gpu_attention, split_overload_runs_one_pass_where_it_would_not_split) {
+  MSTAR_REQUIRE_GPU();
+  using mstar::dtype;
+  // Prefill (no decode arrays), a generic head_dim, short rows.
+  const attn_case cases[] = {
+      {"prefill d128 bf16", 16, 2, 8, 128, dtype::bfloat16, prefill_rows, false},
+      {"decode d80 generic", 16, 2, 8, 80, dtype::bfloat16, split_rows(31, 16, 5, 1500), true},
+      {"decode short rows", 16, 4, 12, 128, dtype::float32, decode_rows(32, 9, 40), true},
+  };
+  std::uint64_t seed = 570;
+  for (const auto& c : cases)
+    run_case(c, ++seed, {true, 1, false});
+}
+
 TEST(gpu_attention, unsupported_arena_dtype_or_head_count_is_refused) {
   MSTAR_REQUIRE_GPU();
   auto d = poisoned<std::int32_t>(16);
@@ -197,6 +294,11 @@ TEST(gpu_attention, unsupported_arena_dtype_or_head_count_is_refused) {
   arena.dtype = mstar::dtype::float32;
   EXPECT_EQ(cuda::paged_attention({arena, 0, table, nullptr, nullptr, 3, 0.0F}, nullptr),
             cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::paged_attention({arena, 0, table, nullptr, nullptr, 3, 0.0F}, d.data(), d.bytes(),
+                                  nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::paged_attention_workspace_bytes({arena, 0, table, nullptr, nullptr, 3, 0.0F}),
+            0U);
 }
 
 }  // namespace

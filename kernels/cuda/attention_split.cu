@@ -1,0 +1,303 @@
+// Split-KV ("flash-decoding") paged attention for decode steps: each row's
+// positions are cut into up to `splits` chunks, one block per (row, kv head,
+// group of query heads, chunk) writes an unnormalised partial (max, sum,
+// output) into the caller's workspace, and a second kernel merges them.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/internal/attend.cuh"
+
+namespace mstar::kernels::cuda {
+namespace {
+
+using detail::attn_args;
+using detail::layout;
+using detail::query_at;
+using detail::query_of;
+
+// At most this many chunks per row (also the merge's weight cache).
+constexpr int max_splits = 128;
+// Fewest positions per chunk: below this the partials' traffic (GC * (D + 2)
+// floats written and read back per block) grows past ~1/4 of the K/V read.
+// A multiple of every layout's step (4 to 32).
+constexpr int min_chunk = 32;
+// Blocks aimed for, in waves of resident blocks over the whole device.
+constexpr int split_waves = 2;
+constexpr int merge_warps = 4;
+
+// Where the partials live: workspace = acc, then m, then l.
+struct split_args {
+  float* acc;  // [T][Hq][splits][D] unnormalised outputs
+  float* m;    // [T][Hq][splits] maxima (exp2 domain)
+  float* l;    // [T][Hq][splits] softmax sums relative to m
+  int splits;
+  int step;  // the attend kernel's positions per block step: chunks are multiples of it
+};
+
+// Positions per chunk of a row with `positions` positions: an equal share,
+// at least min_chunk, rounded up to whole block steps. Chunks at or past
+// ceil(positions / chunk) are empty. Both kernels call this with the same
+// arguments, so they agree on which partials exist.
+__device__ __forceinline__ int chunk_length(int positions, const split_args& s) {
+  const int share = max(detail::ceil_div(positions, s.splits), min_chunk);
+  return detail::ceil_div(share, s.step) * s.step;
+}
+
+// Partials a row writes (0 for a row without positions).
+__device__ __forceinline__ int used_chunks(int positions, const split_args& s) {
+  return positions > 0 ? detail::ceil_div(positions, chunk_length(positions, s)) : 0;
+}
+
+// Block per (row, kv head, group of GC query heads, chunk of positions):
+// attend_fast's walk over the chunk's positions only, the slots merged into
+// one partial per head. A chunk past the row's end does nothing and writes
+// nothing.
+// Registers are capped for 4 / 5 / 7 resident blocks (GC 4 / 2 / 1), about
+// the one-pass kernel's occupancy: uncapped, the chunk bookkeeping takes the
+// four-head kernel past 128 registers (3 blocks). No spills with nvcc 13.
+template <class KV, int D, int GC>
+__global__ void __launch_bounds__(128, GC == 4 ? 4 : (GC == 2 ? 5 : 7))
+    attend_split(attn_args a, split_args s) {
+  using L = layout<KV, D>;
+  constexpr int E = L::elems;
+  __shared__ detail::slot_scratch<KV, D, GC> scratch;
+  const int lane = static_cast<int>(threadIdx.x) % L::lanes;
+  const int slot = static_cast<int>(threadIdx.x) / L::lanes;
+  const long long per_row = static_cast<long long>(a.kv_heads) * a.chunks * s.splits;
+  const long long total = per_row * a.table.rows;
+  for (long long w = blockIdx.x; w < total; w += gridDim.x) {
+    const int split = static_cast<int>(w % s.splits);
+    const long long item = w / s.splits;
+    const int head_chunk = static_cast<int>(item % a.chunks);
+    const int kvh = static_cast<int>((item / a.chunks) % a.kv_heads);
+    const query_at qa = query_of(a, a.table.rows, w / per_row);
+    const int length = chunk_length(qa.positions, s);
+    const int begin = split * length;
+    if (begin >= qa.positions)
+      continue;  // the whole block: w is uniform
+    const int end = min(begin + length, qa.positions);
+    const int h0 = kvh * a.group + head_chunk * GC;
+    const int valid = a.group - head_chunk * GC;
+    float q[GC][E];
+    float acc[GC][E];
+    float m[GC];
+    float l[GC];
+    detail::load_q<KV, D, GC>(a, qa.token, h0, valid, lane, q);
+    detail::walk<KV, D, GC>(a, qa.first_page, kvh, lane, slot, begin, end, q, acc, m, l);
+    const std::size_t part =
+        (static_cast<std::size_t>(qa.token) * a.q_heads + h0) * s.splits + split;
+    detail::merge_slots<KV, D, GC>(
+        scratch, lane, slot, valid, acc, m, l, [&](int g, int d, float o, float sum, float top) {
+          const std::size_t at = part + static_cast<std::size_t>(g) * s.splits;
+          s.acc[at * D + d] = o;
+          if (d == 0) {
+            s.m[at] = top;
+            s.l[at] = sum;
+          }
+        });
+  }
+}
+
+// Warp per (row, query head): out = sum_i acc_i 2^(m_i - M) / sum_i l_i
+// 2^(m_i - M) over the row's written partials, M their maximum.
+__global__ void __launch_bounds__(merge_warps * 32)
+    merge_splits(attn_args a, split_args s, int head_dim) {
+  __shared__ float s_weight[merge_warps][max_splits];
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  float* weight = s_weight[warp];
+  const long long total = static_cast<long long>(a.table.rows) * a.q_heads;
+  for (long long w = static_cast<long long>(blockIdx.x) * merge_warps + warp; w < total;
+       w += static_cast<long long>(gridDim.x) * merge_warps) {
+    const int h = static_cast<int>(w % a.q_heads);
+    const query_at qa = query_of(a, a.table.rows, w / a.q_heads);
+    const int used = used_chunks(qa.positions, s);
+    const std::size_t part = (static_cast<std::size_t>(qa.token) * a.q_heads + h) * s.splits;
+    float top = -INFINITY;
+    for (int i = lane; i < used; i += 32)
+      top = fmaxf(top, s.m[part + i]);
+    top = detail::group_max(top);
+    float sum = 0.0F;
+    for (int i = lane; i < used; i += 32) {
+      const float mi = s.m[part + i];
+      const float f = mi == -INFINITY ? 0.0F : exp2f(mi - top);  // an empty partial weighs 0
+      weight[i] = f;
+      sum += s.l[part + i] * f;
+    }
+    sum = detail::group_sum(sum);
+    __syncwarp();
+    float* out = a.out + (static_cast<std::size_t>(qa.token) * a.q_heads + h) * head_dim;
+    for (int d = lane; d < head_dim; d += 32) {
+      float o = 0.0F;
+      for (int i = 0; i < used; ++i)
+        o += weight[i] * s.acc[(part + i) * head_dim + d];
+      out[d] = o / sum;  // a row without positions: 0 / 0, as the one-pass kernel
+    }
+    __syncwarp();  // the weights are read before the next item overwrites them
+  }
+}
+
+unsigned grid_of(std::int64_t blocks) {
+  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, (std::int64_t{1} << 31) - 1));
+}
+
+// Resident blocks per SM of one split kernel (the occupancy calculator,
+// asked once per instantiation: devices of one kind assumed); 4 if the
+// runtime cannot say.
+template <class KV, int D, int GC>
+int resident_blocks() {
+  static std::atomic<int> cached{0};
+  int n = cached.load(std::memory_order_relaxed);
+  if (n > 0)
+    return n;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attend_split<KV, D, GC>, 128, 0) !=
+          cudaSuccess ||
+      n <= 0) {
+    cudaGetLastError();
+    return 4;
+  }
+  cached.store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// Calls fn.template operator()<KV, D, GC>() for the fast kernels'
+// instantiation of this shape (the rule of attention.cu's launch_fast_d);
+// false for a head_dim they do not take.
+template <class Fn>
+[[nodiscard]] bool with_shape(bool bf16, int head_dim, int group, Fn&& fn) {
+  auto by_group = [&]<class KV, int D>() {
+    if (group == 1)
+      fn.template operator()<KV, D, 1>();
+    else if (group == 2)
+      fn.template operator()<KV, D, 2>();
+    else
+      fn.template operator()<KV, D, 4>();
+  };
+  auto by_dim = [&]<class KV>() {
+    switch (head_dim) {
+      case 64:
+        by_group.template operator()<KV, 64>();
+        return true;
+      case 128:
+        by_group.template operator()<KV, 128>();
+        return true;
+      case 256:
+        by_group.template operator()<KV, 256>();
+        return true;
+      default:
+        return false;
+    }
+  };
+  return bf16 ? by_dim.template operator()<std::uint16_t>() : by_dim.template operator()<float>();
+}
+
+// How a decode step splits: `splits` chunks per row (1: it does not), and
+// the workspace each chunk index costs over the whole step.
+struct split_plan {
+  int splits = 1;
+  std::size_t per_split_bytes = 0;  // rows * Hq * (D + 2) floats
+  [[nodiscard]] std::size_t bytes() const {
+    return splits > 1 ? static_cast<std::size_t>(splits) * per_split_bytes : 0;
+  }
+};
+
+// The split rule, from host-known sizes only: with B = rows * Hkv * head
+// groups one-pass blocks and W = resident split blocks per SM * num_sms,
+//   splits = min(2W / B, pages * page_size / (rows * min_chunk), max_splits),
+// no split below 2 (B > W: the one-pass grid already fills a wave; or rows
+// are short on average: pages * page_size / rows bounds the mean length
+// from above).
+split_plan plan_splits(const paged_attention_params& p, int num_sms) {
+  split_plan plan;
+  attn_args a{};
+  if (!p.table.is_decode() || !detail::to_attn_args(p, a) || a.table.rows <= 0)
+    return plan;
+  // The fast kernels' 16-byte loads need a 16-byte aligned arena.
+  if (reinterpret_cast<std::uintptr_t>(p.arena.base) % 16 != 0)
+    return plan;
+  const int d = p.arena.head_dim;
+  int resident = 0;
+  int heads_per_block = 0;
+  const bool fast = with_shape(p.arena.dtype == mstar::dtype::bfloat16, d, a.group,
+                               [&]<class KV, int D, int GC>() {
+                                 resident = resident_blocks<KV, D, GC>();
+                                 heads_per_block = GC;
+                               });
+  if (!fast)
+    return plan;
+  const std::int64_t rows = a.table.rows;
+  const std::int64_t blocks = rows * a.kv_heads * detail::ceil_div(a.group, heads_per_block);
+  const std::int64_t wave = std::int64_t{resident} * std::max(num_sms, 1);
+  const std::int64_t by_grid = split_waves * wave / blocks;
+  const std::int64_t by_length =
+      static_cast<std::int64_t>(p.table.kv_indices.size()) * p.arena.page_size / (rows * min_chunk);
+  const std::int64_t splits = std::min({by_grid, by_length, std::int64_t{max_splits}});
+  if (splits < 2)
+    return plan;
+  plan.splits = static_cast<int>(splits);
+  plan.per_split_bytes = static_cast<std::size_t>(rows) * static_cast<std::size_t>(a.q_heads) *
+                         (d + 2) * sizeof(float);
+  return plan;
+}
+
+template <class KV, int D, int GC>
+cudaError_t launch_split(attn_args a, const split_args& s, cudaStream_t stream) {
+  a.chunks = detail::ceil_div(a.group, GC);
+  const std::int64_t blocks = std::int64_t{a.table.rows} * a.kv_heads * a.chunks * s.splits;
+  attend_split<KV, D, GC><<<grid_of(blocks), 128, 0, stream>>>(a, s);
+  if (const cudaError_t err = detail::launch_status(); err != cudaSuccess)
+    return err;
+  const std::int64_t warps = std::int64_t{a.table.rows} * a.q_heads;
+  const unsigned merge_grid = grid_of(detail::ceil_div(warps, merge_warps));
+  merge_splits<<<merge_grid, merge_warps * 32, 0, stream>>>(a, s, D);
+  return detail::launch_status();
+}
+
+int sms_or_current(int num_sms) {
+  return num_sms > 0 ? num_sms : detail::sm_count();
+}
+
+}  // namespace
+
+int paged_attention_splits(const paged_attention_params& p, int num_sms) {
+  return plan_splits(p, sms_or_current(num_sms)).splits;
+}
+
+std::size_t paged_attention_workspace_bytes(const paged_attention_params& p, int num_sms) {
+  return plan_splits(p, sms_or_current(num_sms)).bytes();
+}
+
+cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
+                            std::size_t workspace_bytes, cudaStream_t stream) {
+  split_plan plan = plan_splits(p, detail::sm_count());
+  if (plan.splits > 1 && workspace_bytes < plan.bytes()) {
+    plan.splits =
+        static_cast<int>(std::min<std::size_t>(max_splits, workspace_bytes / plan.per_split_bytes));
+  }
+  if (plan.splits < 2 || workspace == nullptr)
+    return paged_attention(p, stream);
+  if (reinterpret_cast<std::uintptr_t>(workspace) % 16 != 0)
+    return cudaErrorInvalidValue;
+  attn_args a{};
+  if (!detail::to_attn_args(p, a))
+    return cudaErrorInvalidValue;  // unreachable: the plan checked
+  const int d = p.arena.head_dim;
+  const std::size_t parts =
+      static_cast<std::size_t>(a.table.rows) * static_cast<std::size_t>(a.q_heads) * plan.splits;
+  split_args s{};
+  s.acc = static_cast<float*>(workspace);
+  s.m = s.acc + parts * static_cast<std::size_t>(d);
+  s.l = s.m + parts;
+  s.splits = plan.splits;
+  cudaError_t err = cudaSuccess;
+  const bool fast = with_shape(p.arena.dtype == mstar::dtype::bfloat16, d, a.group,
+                               [&]<class KV, int D, int GC>() {
+                                 s.step = layout<KV, D>::step;
+                                 err = launch_split<KV, D, GC>(a, s, stream);
+                               });
+  return fast ? err : cudaErrorInvalidValue;  // not fast: unreachable, the plan checked
+}
+
+}  // namespace mstar::kernels::cuda
