@@ -41,6 +41,8 @@ python3 "$root/bench/transformers_decode.py" make-checkpoint --size 100m --out "
 "$bin/mstar-run" --model "$ckpt" --device cuda --max-tokens 16 --prompt "The pools hold" 2>&1 | tee "$out/mstar-run.txt"
 "$bin/mstar-bench-model-gpu" --model "$ckpt" --batch 1 16 64 --new-tokens "$new_tokens" \
   --repeats "$repeats" --json | tee "$out/mstar-e2e.jsonl"
+"$bin/mstar-bench-model-gpu" --model "$ckpt" --batch 1 16 64 --new-tokens "$new_tokens" \
+  --repeats "$repeats" --no-cuda-graphs --json | tee "$out/mstar-e2e-no-graphs.jsonl"
 python3 "$root/bench/transformers_decode.py" decode --model "$ckpt" --device cuda --dtype bfloat16 \
   --batch 1 16 64 --new-tokens "$new_tokens" --repeats "$repeats" --json | tee "$out/transformers-e2e.jsonl"
 python3 - "$out" <<'PY'

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   std::vector<int> batches{1, 16, 64};
   int prompt_len = 32, new_tokens = 128, repeats = 3;
   std::uint64_t seed = 7;
-  bool json = false;
+  bool json = false, no_graphs = false;
   app.add_option("--model", model_dir, "Checkpoint folder")->required();
   app.add_option("--device", device, "cuda, cuda:N or cpu")->capture_default_str();
   app.add_option("--dtype", dtype, "bfloat16 or float32")->capture_default_str();
@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", seed, "Prompt seed")->capture_default_str();
   app.add_flag("--json", json, "One JSON object per batch size");
+  app.add_flag("--no-cuda-graphs", no_graphs, "Launch every kernel of a decode step (no graphs)");
   CLI11_PARSE(app, argc, argv);
   if (new_tokens < 2 || repeats < 1 || prompt_len < 1) {
     std::fprintf(stderr, "mstar-bench-model-gpu: need --new-tokens >= 2, --repeats >= 1, "
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
   }
   run_options run;
   run.device = device;
+  run.cuda_graphs = !no_graphs;
   run.dtype = dtype == "float32" ? mstar::dtype::float32 : mstar::dtype::bfloat16;
   if (dtype != "float32" && dtype != "bfloat16") {
     std::fprintf(stderr, "mstar-bench-model-gpu: --dtype '%s' is not bfloat16 or float32\n",
@@ -159,6 +161,7 @@ int main(int argc, char** argv) {
                           {"t1_s", t1s},
                           {"tN_s", tns},
                           {"dtype", dtype},
+                          {"cuda_graphs", !no_graphs},
                           {"device", m.device_name()},
                           {"params", m.num_parameters()}};
       std::cout << line.dump() << std::endl;

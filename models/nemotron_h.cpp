@@ -275,11 +275,13 @@ result<void> nemotron_h_model::open_device(const run_options& run) {
   auto gpu = nemotron_h_cuda::make(*device, run.dtype);
   if (!gpu) return gpu.error();
   cuda_ = std::move(*gpu);
+  cuda_graphs_ = run.cuda_graphs;
   return {};
 }
 
 result<void> nemotron_h_model::upload_weights() {
   if (!cuda_) return {};
+  cuda_->set_graphs(cuda_graphs_, kv_ ? kv_->config().max_num_pages : 0);
   return cuda_->upload(config_, {&embeddings_, &norm_f_, &lm_head_, layers_});
 }
 

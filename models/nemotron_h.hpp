@@ -65,6 +65,8 @@ struct run_options {
   /// precision) or float32 (the CPU's numbers, for parity). The CPU always
   /// runs float32.
   mstar::dtype dtype = mstar::dtype::bfloat16;
+  /// On CUDA, decode steps replay a graph captured once per batch size.
+  bool cuda_graphs = true;
 };
 
 /// Parses "cpu", "cuda" or "cuda:N" into the device index (-1 for cpu), or
@@ -187,6 +189,7 @@ class nemotron_h_model {
   std::vector<float*> conv_state_, ssm_state_;  ///< per Mamba-2 layer: the pool's block
   scratch scratch_;
   std::unique_ptr<nemotron_h_cuda> cuda_;  ///< set: the forward runs there
+  bool cuda_graphs_ = true;
   std::int64_t page_size_ = 16;
   std::int64_t matched_total_ = 0;
 };

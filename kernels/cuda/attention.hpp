@@ -35,7 +35,7 @@ namespace mstar::kernels::cuda {
 /// it would not split. Host sizes only: rows (qo_indptr.size() - 1), pages
 /// (kv_indices.size()), page_size, heads and head_dim. It splits decode steps
 /// (decode arrays present) with head_dim 64, 128 or 256 whose one-pass grid
-/// fills less than two waves of the device and whose rows average (at most
+/// fills at most half a wave of the device and whose rows average (at most
 /// pages * page_size / rows) at least 64 positions.
 [[nodiscard]] int paged_attention_splits(const paged_attention_params& p, int num_sms = 0);
 

@@ -94,16 +94,21 @@ cudaError_t linear(const blas_handle& blas, const linear_params& p, cudaStream_t
   if (p.out.numel() == 0)
     return cudaSuccess;
   const gemm_shape g = shape_of(p.x, p.weight, p.out);
-  if (const cudaError_t err =
-          fill_bias(p.out.data, p.x.shape[0], p.weight.shape[0], g.ldc, p.bias, stream);
-      err != cudaSuccess || g.k == 0) {
-    return err;
+  // Without a bias the GEMM writes `out` itself (beta 0): one launch fewer.
+  const bool fill = static_cast<bool>(p.bias) || g.k == 0;
+  if (fill) {
+    if (const cudaError_t err =
+            fill_bias(p.out.data, p.x.shape[0], p.weight.shape[0], g.ldc, p.bias, stream);
+        err != cudaSuccess || g.k == 0) {
+      return err;
+    }
   }
   if (const cublasStatus_t s = cublasSetStream(blas.get(), stream); s != CUBLAS_STATUS_SUCCESS)
     return from_status(s);
   const float one = 1.0F;
+  const float beta = fill ? 1.0F : 0.0F;
   return from_status(cublasSgemm(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, g.m, g.n, g.k, &one,
-                                 p.weight.data, g.lda, p.x.data, g.ldb, &one, p.out.data, g.ldc));
+                                 p.weight.data, g.lda, p.x.data, g.ldb, &beta, p.out.data, g.ldc));
 }
 
 cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p, cudaStream_t stream) {
@@ -126,17 +131,21 @@ cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p, cu
   const gemm_shape g =
       f32_out ? shape_of(p.x, p.weight, p.out_f32) : shape_of(p.x, p.weight, p.out_bf16);
   void* out = f32_out ? static_cast<void*>(p.out_f32.data) : static_cast<void*>(p.out_bf16.data);
-  const cudaError_t filled =
-      f32_out ? fill_bias(p.out_f32.data, out_shape[0], out_shape[1], g.ldc, p.bias, stream)
-              : fill_bias(p.out_bf16.data, out_shape[0], out_shape[1], g.ldc, p.bias, stream);
-  if (filled != cudaSuccess || g.k == 0)
-    return filled;
+  const bool fill = static_cast<bool>(p.bias) || g.k == 0;
+  if (fill) {
+    const cudaError_t filled =
+        f32_out ? fill_bias(p.out_f32.data, out_shape[0], out_shape[1], g.ldc, p.bias, stream)
+                : fill_bias(p.out_bf16.data, out_shape[0], out_shape[1], g.ldc, p.bias, stream);
+    if (filled != cudaSuccess || g.k == 0)
+      return filled;
+  }
   if (const cublasStatus_t s = cublasSetStream(blas.get(), stream); s != CUBLAS_STATUS_SUCCESS)
     return from_status(s);
   const float one = 1.0F;
+  const float beta = fill ? 1.0F : 0.0F;
   return from_status(cublasGemmEx(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, g.m, g.n, g.k, &one,
                                   p.weight.data, CUDA_R_16BF, g.lda, p.x.data, CUDA_R_16BF, g.ldb,
-                                  &one, out, f32_out ? CUDA_R_32F : CUDA_R_16BF, g.ldc,
+                                  &beta, out, f32_out ? CUDA_R_32F : CUDA_R_16BF, g.ldc,
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 

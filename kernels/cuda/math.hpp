@@ -45,9 +45,10 @@ namespace mstar::kernels::cuda {
 [[nodiscard]] cudaError_t rope(const rope_params& p, cudaStream_t stream);
 
 /// `out = x * weight^T (+ bias)` in f32 through `cublasSgemm` (no TF32: the
-/// handle keeps cuBLAS's default math mode). As on the CPU, the bias (or
-/// zero) fills `out` first and the GEMM accumulates onto it. `blas` is used
-/// by one host thread at a time; its stream is set to `stream`.
+/// handle keeps cuBLAS's default math mode). As on the CPU, a bias fills
+/// `out` first and the GEMM accumulates onto it; without one the GEMM writes
+/// `out` directly (beta 0, one launch). `blas` is used by one host thread at
+/// a time; its stream is set to `stream`. Capturable in a CUDA graph.
 [[nodiscard]] cudaError_t linear(const blas_handle& blas, const linear_params& p,
                                  cudaStream_t stream);
 
@@ -63,8 +64,8 @@ struct linear_bf16_params {
 };
 
 /// `out = x * weight^T (+ bias)` through `cublasGemmEx` (bf16 inputs, f32
-/// compute). The bias fills `out` first (rounded to bf16 for a bf16 output)
-/// and the GEMM accumulates onto it.
+/// compute). A bias fills `out` first (rounded to bf16 for a bf16 output)
+/// and the GEMM accumulates onto it; without one the GEMM writes `out`.
 [[nodiscard]] cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p,
                                       cudaStream_t stream);
 

@@ -27,6 +27,7 @@ struct options {
   mstar::models::pool_options pools;
   std::string device = "cpu";
   std::string dtype = "bfloat16";
+  bool no_graphs = false;
 };
 
 // "5,17,301" -> ids, or an error naming the bad entry.
@@ -126,6 +127,8 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", opt.dtype,
                  "Weights and GEMM inputs on CUDA: bfloat16 or float32 (the CPU runs float32)")
       ->capture_default_str();
+  app.add_flag("--no-cuda-graphs", opt.no_graphs,
+               "On CUDA, launch every kernel of a decode step instead of replaying a graph");
   app.add_flag("--json", opt.json, "One JSON object per prompt instead of text");
   app.add_flag("--logits", opt.logits, "With --json: the logits row of every generated token");
   try {
@@ -137,6 +140,7 @@ int main(int argc, char** argv) {
   if (opt.logits && !opt.json) return fail("--logits needs --json");
   mstar::models::run_options run;
   run.device = opt.device;
+  run.cuda_graphs = !opt.no_graphs;
   if (opt.dtype == "bfloat16" || opt.dtype == "bf16") {
     run.dtype = mstar::dtype::bfloat16;
   } else if (opt.dtype == "float32" || opt.dtype == "f32") {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "kernels/cuda/device_arena.hpp"
 #include "kernels/cuda/launch.hpp"
@@ -54,15 +55,6 @@ struct device_layer {
 // drained), so no queued kernel reads memory being freed.
 struct work_buffer {
   kc::device_buffer buffer;
-  [[nodiscard]] result<void> reserve(std::size_t bytes) {
-    if (buffer.size() >= bytes)
-      return {};
-    auto grown = kc::device_buffer::make(std::max(bytes, buffer.size() * 3 / 2));
-    if (!grown)
-      return grown.error().with_context("model work buffer");
-    buffer = std::move(*grown);
-    return {};
-  }
   template <class T>
   [[nodiscard]] T* as() const noexcept {
     return buffer.as<T>();
@@ -70,6 +62,8 @@ struct work_buffer {
 };
 
 }  // namespace
+
+struct step_layout;
 
 struct nemotron_h_cuda::impl {
   int device = 0;
@@ -85,6 +79,22 @@ struct nemotron_h_cuda::impl {
   work_buffer h, x, out, zxbcdt, xbc, y, q, k, v, o, inter, xb, last, logits, plan, greedy;
   work_buffer split;  // split-KV decode attention partials
   std::vector<std::int32_t> host_plan;
+  std::uint64_t buffers_generation = 0;  // bumped whenever a work buffer moves
+
+  [[nodiscard]] result<void> reserve_buffer(work_buffer& w, std::size_t bytes) {
+    if (w.buffer.size() >= bytes)
+      return {};
+    auto grown = kc::device_buffer::make(std::max(bytes, w.buffer.size() * 3 / 2));
+    if (!grown)
+      return grown.error().with_context("model work buffer");
+    w.buffer = std::move(*grown);
+    ++buffers_generation;
+    return {};
+  }
+  /// Every launch of one step from the uploaded plan, argmax included when
+  /// asked: what a decode graph captures.
+  [[nodiscard]] result<void> launch_step(const nemotron_h_batch& b, const nemotron_h_state& st,
+                                         const step_layout& layout, bool argmax);
 
   [[nodiscard]] result<void> check(cudaError_t err, std::string_view what) const {
     if (err == cudaSuccess)
@@ -202,7 +212,7 @@ result<void> nemotron_h_cuda::impl::reserve(std::int64_t tokens, std::int64_t ro
       {&greedy, R * sizeof(std::int32_t)},
   };
   for (const auto& [buffer, bytes] : wants) {
-    if (auto ok = buffer->reserve(bytes); !ok)
+    if (auto ok = reserve_buffer(*buffer, bytes); !ok)
       return ok;
   }
   return {};
@@ -292,11 +302,12 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, std::int64_
 }
 
 nemotron_h_cuda::nemotron_h_cuda(std::unique_ptr<impl> p, mstar::dtype dtype)
-    : impl_(std::move(p)), dtype_(dtype) {}
+    : impl_(std::move(p)), dtype_(dtype), graphs_cache_(std::make_unique<graph_cache>()) {}
 
 nemotron_h_cuda::~nemotron_h_cuda() {
   if (impl_)
     (void)impl_->stream.synchronize();
+  graphs_cache_.reset();  // graphs before the buffers they address
 }
 
 result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar::dtype dtype) {
@@ -392,110 +403,114 @@ result<void> nemotron_h_cuda::upload(const nemotron_h_config& config,
   return {};
 }
 
-result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_h_state& st,
-                                      std::vector<float>* logits,
-                                      std::vector<std::int32_t>* greedy) {
-  auto& p = *impl_;
-  const auto& c = p.config;
-  const cudaStream_t s = p.stream.get();
+// Where each index array of a step sits in the plan buffer (int32 units).
+// Every offset depends only on (tokens, rows, the KV index capacity), so a
+// decode graph captured for R rows reads the same addresses every step.
+struct step_layout {
+  std::size_t ids = 0, cu = 0, last = 0, qo = 0, kvp = 0, lpl = 0, dp = 0, dop = 0, slots = 0,
+              has = 0, kvi = 0, total = 0;
+  std::size_t n_dp = 0, n_kvi = 0;
+};
+
+namespace {
+
+step_layout layout_for(std::size_t tokens, std::size_t rows, std::size_t n_dp,
+                       std::size_t kvi_capacity) {
+  step_layout l;
+  std::size_t at = 0;
+  const auto take = [&at](std::size_t n) {
+    const auto here = at;
+    at += n;
+    return here;
+  };
+  l.ids = take(tokens);
+  l.cu = take(rows + 1);
+  l.last = take(rows);
+  l.qo = take(rows + 1);
+  l.kvp = take(rows + 1);
+  l.lpl = take(rows);
+  l.dp = take(n_dp);
+  l.dop = take(n_dp);
+  l.slots = take(rows);
+  l.has = take((rows + 3) / 4);
+  l.kvi = take(kvi_capacity);
+  l.total = at;
+  l.n_dp = n_dp;
+  l.n_kvi = kvi_capacity;
+  return l;
+}
+
+// An instantiated graph, destroyed with its owner.
+struct graph_exec_deleter {
+  void operator()(CUgraphExec_st* g) const noexcept { (void)cudaGraphExecDestroy(g); }
+};
+
+}  // namespace
+
+struct nemotron_h_cuda::graph_cache {
+  struct entry {
+    std::unique_ptr<CUgraphExec_st, graph_exec_deleter> exec;
+    std::uint64_t buffers = 0;  // the work buffers' generation it was captured against
+  };
+  std::map<std::int64_t, entry> by_rows;
+};
+
+result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
+                                                const nemotron_h_state& st, const step_layout& L,
+                                                bool argmax) {
+  const auto& c = config;
+  const cudaStream_t s = stream.get();
   const auto T = static_cast<std::int64_t>(b.ids.size());
   const auto R = static_cast<std::int64_t>(b.cu.size()) - 1;
   const std::int64_t hid = c.hidden_size;
-  // Every index array of the step in one upload: ids, cu, the last token of
-  // each row, the KV table, the recurrent slots (has_state packed as bytes
-  // at the end).
-  auto& hp = p.host_plan;
-  hp.clear();
-  const auto put = [&hp](std::span<const std::int32_t> a) {
-    const auto at = hp.size();
-    hp.insert(hp.end(), a.begin(), a.end());
-    return at;
-  };
-  const auto ids_at = put(b.ids);
-  const auto cu_at = put(b.cu);
-  const auto last_at = hp.size();
-  for (std::int64_t r = 0; r < R; ++r)
-    hp.push_back(b.cu[static_cast<std::size_t>(r + 1)] - 1);
-  std::size_t qo_at = 0, kvp_at = 0, kvi_at = 0, lpl_at = 0, dp_at = 0, do_at = 0, slots_at = 0,
-              has_at = 0;
-  const auto* kp = st.kv_plan;
-  if (kp != nullptr) {
-    qo_at = put(kp->qo_indptr);
-    kvp_at = put(kp->kv_indptr);
-    kvi_at = put(kp->kv_indices);
-    lpl_at = put(kp->last_page_len);
-    dp_at = put(kp->decode_page);
-    do_at = put(kp->decode_offset);
-  }
-  if (st.rec != nullptr) {
-    slots_at = put(st.rec->slot_indices);
-    has_at = hp.size();
-    const auto n = st.rec->has_state.size();
-    hp.resize(hp.size() + (n + 3) / 4, 0);
-    std::memcpy(hp.data() + has_at, st.rec->has_state.data(), n);
-  }
-  if (auto ok = p.reserve(T, R, hp.size()); !ok)
-    return ok;
-  auto* dplan = p.plan.as<std::int32_t>();
-  if (auto ok = p.check(cudaMemcpyAsync(dplan, hp.data(), hp.size() * sizeof(std::int32_t),
-                                        cudaMemcpyHostToDevice, s),
-                        "step upload");
-      !ok)
-    return ok;
+  const auto* dplan = plan.as<std::int32_t>();
   const auto dspan = [&](std::size_t at, std::size_t n) {
     return std::span<const std::int32_t>{dplan + at, n};
   };
+  const auto rows = static_cast<std::size_t>(R);
   kernels::kv_page_table table;
-  if (kp != nullptr) {
-    table = {dspan(qo_at, kp->qo_indptr.size()),     dspan(kvp_at, kp->kv_indptr.size()),
-             dspan(kvi_at, kp->kv_indices.size()),   dspan(lpl_at, kp->last_page_len.size()),
-             dspan(dp_at, kp->decode_page.size()),   dspan(do_at, kp->decode_offset.size())};
+  if (st.kv_plan != nullptr) {
+    table = {dspan(L.qo, rows + 1),  dspan(L.kvp, rows + 1), dspan(L.kvi, L.n_kvi),
+             dspan(L.lpl, rows),     dspan(L.dp, L.n_dp),    dspan(L.dop, L.n_dp)};
   }
-  const auto* has_d = reinterpret_cast<const std::uint8_t*>(dplan + has_at);
-  if (kp != nullptr) {
-    const kernels::paged_attention_params probe{
-        st.kv, 0, table, nullptr, nullptr, static_cast<std::int32_t>(c.num_attention_heads), 0.0F};
-    if (auto ok = p.split.reserve(kc::paged_attention_workspace_bytes(probe)); !ok)
-      return ok;
-  }
-
-  float* h = p.h.as<float>();
-  float* x = p.x.as<float>();
-  float* out = p.out.as<float>();
-  if (auto ok = p.check(kc::embedding({vec<const std::int32_t>(dplan + ids_at, T),
-                                       mat(p.embeddings.as<const float>(), c.vocab_size, hid),
-                                       mat(h, T, hid)},
-                                      s),
-                        "embedding");
+  const auto* has_d = reinterpret_cast<const std::uint8_t*>(dplan + L.has);
+  float* hh = h.as<float>();
+  float* xx = x.as<float>();
+  float* oo = out.as<float>();
+  if (auto ok = check(kc::embedding({vec(dplan + L.ids, T),
+                                     mat(embeddings.as<const float>(), c.vocab_size, hid),
+                                     mat(hh, T, hid)},
+                                    s),
+                      "embedding");
       !ok)
     return ok;
   const auto eps = static_cast<float>(c.layer_norm_epsilon);
-  for (const auto& l : p.layers) {
-    if (auto ok = p.check(kc::rms_norm({mat<const float>(h, T, hid),
-                                        vec(l.norm.as<const float>(), hid), mat(x, T, hid), eps},
-                                       s),
-                          "rms_norm");
+  for (const auto& l : layers) {
+    if (auto ok = check(kc::rms_norm({mat<const float>(hh, T, hid),
+                                      vec(l.norm.as<const float>(), hid), mat(xx, T, hid), eps},
+                                     s),
+                        "rms_norm");
         !ok)
       return ok;
     result<void> mixed;
     switch (l.kind) {
       case layer_kind::mamba2:
-        mixed = p.mamba(l, T, b, st, dplan + cu_at, dplan + slots_at, has_d);
+        mixed = mamba(l, T, b, st, dplan + L.cu, dplan + L.slots, has_d);
         break;
       case layer_kind::attention:
-        mixed = p.attention(l, T, table, st.kv);
+        mixed = attention(l, T, table, st.kv);
         break;
       case layer_kind::mlp: {
-        float* inter = p.inter.as<float>();
-        mixed = p.linear(x, T, l.up, inter);
+        float* in = inter.as<float>();
+        mixed = linear(xx, T, l.up, in);
         if (!mixed)
           break;
-        auto iv = mat(inter, T, c.intermediate_size);
-        mixed = p.check(c.mlp_hidden_act == "silu" ? kc::silu({iv, iv}, s) : kc::relu2({iv, iv}, s),
-                        "mlp activation");
+        auto iv = mat(in, T, c.intermediate_size);
+        mixed = check(c.mlp_hidden_act == "silu" ? kc::silu({iv, iv}, s) : kc::relu2({iv, iv}, s),
+                      "mlp activation");
         if (!mixed)
           break;
-        mixed = p.linear(inter, T, l.down, out);
+        mixed = linear(in, T, l.down, oo);
         break;
       }
       case layer_kind::moe:
@@ -503,48 +518,151 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
     }
     if (!mixed)
       return mixed;
-    auto hv = mat(h, T, hid);
-    if (auto ok = p.check(kc::add({hv, mat<const float>(out, T, hid), hv}, s), "residual add");
-        !ok)
+    auto hv = mat(hh, T, hid);
+    if (auto ok = check(kc::add({hv, mat<const float>(oo, T, hid), hv}, s), "residual add"); !ok)
       return ok;
   }
   // Only each row's last token needs the head: gather those rows (an
   // embedding lookup into h), norm, project.
-  float* last = p.last.as<float>();
-  float* lg = p.logits.as<float>();
-  if (auto ok = p.check(kc::embedding({vec<const std::int32_t>(dplan + last_at, R),
-                                       mat<const float>(h, T, hid), mat(last, R, hid)},
-                                      s),
-                        "last-token gather");
+  float* ll = last.as<float>();
+  float* lg = logits.as<float>();
+  if (auto ok = check(kc::embedding({vec(dplan + L.last, R), mat<const float>(hh, T, hid),
+                                     mat(ll, R, hid)},
+                                    s),
+                      "last-token gather");
       !ok)
     return ok;
-  auto lv = mat(last, R, hid);
-  if (auto ok = p.check(kc::rms_norm({lv, vec(p.norm_f.as<const float>(), hid), lv, eps}, s),
-                        "final norm");
+  auto lv = mat(ll, R, hid);
+  if (auto ok = check(kc::rms_norm({lv, vec(norm_f.as<const float>(), hid), lv, eps}, s),
+                      "final norm");
       !ok)
     return ok;
-  if (auto ok = p.linear(last, R, p.lm_head, lg); !ok)
+  if (auto ok = linear(ll, R, lm_head, lg); !ok)
     return ok;
-  if (greedy != nullptr) {
-    auto* g = p.greedy.as<std::int32_t>();
-    if (auto ok = p.check(kc::argmax(mat<const float>(lg, R, c.vocab_size), g, s), "argmax"); !ok)
+  if (!argmax)
+    return {};
+  return check(kc::argmax(mat<const float>(lg, R, c.vocab_size), greedy.as<std::int32_t>(), s),
+               "argmax");
+}
+
+result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_h_state& st,
+                                      std::vector<float>* logits,
+                                      std::vector<std::int32_t>* greedy) {
+  auto& p = *impl_;
+  const auto& c = p.config;
+  const cudaStream_t s = p.stream.get();
+  const auto T = b.ids.size();
+  const auto R = b.cu.size() - 1;
+  const auto* kp = st.kv_plan;
+  // A decode step replays the graph captured for its row count: the KV index
+  // region then has room for every page of the pool, so the addresses and
+  // launch shapes do not change as contexts grow.
+  const bool graph = graphs_ && b.decode && (kp == nullptr || kp->decode);
+  const std::size_t n_dp = kp != nullptr ? kp->decode_page.size() : 0;
+  const std::size_t kvi_capacity =
+      kp == nullptr ? 0 : graph ? static_cast<std::size_t>(kv_pages_) : kp->kv_indices.size();
+  const step_layout L = layout_for(T, R, n_dp, kvi_capacity);
+  auto& hp = p.host_plan;
+  hp.assign(L.total, 0);
+  const auto put = [&hp](std::size_t at, std::span<const std::int32_t> a) {
+    std::copy(a.begin(), a.end(), hp.begin() + static_cast<long>(at));
+  };
+  put(L.ids, b.ids);
+  put(L.cu, b.cu);
+  for (std::size_t r = 0; r < R; ++r)
+    hp[L.last + r] = b.cu[r + 1] - 1;
+  if (kp != nullptr) {
+    if (kp->kv_indices.size() > kvi_capacity) {
+      return make_error(errc::out_of_range,
+                        fmt::format("step addresses {} pages, the pool holds {}",
+                                    kp->kv_indices.size(), kvi_capacity));
+    }
+    put(L.qo, kp->qo_indptr);
+    put(L.kvp, kp->kv_indptr);
+    put(L.lpl, kp->last_page_len);
+    put(L.dp, kp->decode_page);
+    put(L.dop, kp->decode_offset);
+    put(L.kvi, kp->kv_indices);
+  }
+  if (st.rec != nullptr) {
+    put(L.slots, std::span{st.rec->slot_indices}.first(R));
+    std::memcpy(hp.data() + L.has, st.rec->has_state.data(), R);
+  }
+  const std::uint64_t before = p.buffers_generation;
+  if (auto ok = p.reserve(static_cast<std::int64_t>(T), static_cast<std::int64_t>(R), L.total);
+      !ok)
+    return ok;
+  kernels::kv_page_table sizes;  // host sizes only: what the split workspace depends on
+  std::vector<std::int32_t> qo_sizes(R + 1), kvi_sizes(L.n_kvi);
+  if (kp != nullptr) {
+    sizes = {qo_sizes, qo_sizes, kvi_sizes, {qo_sizes.data(), R}, {}, {}};
+    if (L.n_dp > 0) sizes.decode_page = sizes.decode_offset = {qo_sizes.data(), R};
+    const kernels::paged_attention_params probe{
+        st.kv, 0, sizes, nullptr, nullptr, static_cast<std::int32_t>(c.num_attention_heads), 0.0F};
+    if (auto ok = p.reserve_buffer(p.split, kc::paged_attention_workspace_bytes(probe)); !ok)
       return ok;
-    greedy->resize(static_cast<std::size_t>(R));
-    if (auto ok = p.check(cudaMemcpyAsync(greedy->data(), g, greedy->size() * sizeof(std::int32_t),
-                                          cudaMemcpyDeviceToHost, s),
+  }
+  if (auto ok = p.check(cudaMemcpyAsync(p.plan.as<std::int32_t>(), hp.data(),
+                                        L.total * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
+                        "step upload");
+      !ok)
+    return ok;
+  if (!graph) {
+    if (auto ok = p.launch_step(b, st, L, greedy != nullptr); !ok)
+      return ok;
+  } else {
+    if (p.buffers_generation != before)
+      graphs_cache_->by_rows.clear();  // buffers moved: every graph is stale
+    auto& entry = graphs_cache_->by_rows[static_cast<std::int64_t>(R)];
+    if (!entry.exec || entry.buffers != p.buffers_generation) {
+      if (auto ok = p.check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+                            "decode graph capture");
+          !ok)
+        return ok;
+      const auto launched = p.launch_step(b, st, L, true);
+      cudaGraph_t captured = nullptr;
+      const cudaError_t ended = cudaStreamEndCapture(s, &captured);
+      if (!launched) {
+        if (captured != nullptr) (void)cudaGraphDestroy(captured);
+        return launched;
+      }
+      if (auto ok = p.check(ended, "decode graph capture"); !ok)
+        return ok;
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t made = cudaGraphInstantiate(&exec, captured, 0);
+      (void)cudaGraphDestroy(captured);
+      if (auto ok = p.check(made, "decode graph instantiate"); !ok)
+        return ok;
+      entry.exec.reset(exec);
+      entry.buffers = p.buffers_generation;
+    }
+    if (auto ok = p.check(cudaGraphLaunch(entry.exec.get(), s), "decode graph launch"); !ok)
+      return ok;
+  }
+  if (greedy != nullptr) {
+    greedy->resize(R);
+    if (auto ok = p.check(cudaMemcpyAsync(greedy->data(), p.greedy.as<std::int32_t>(),
+                                          R * sizeof(std::int32_t), cudaMemcpyDeviceToHost, s),
                           "greedy download");
         !ok)
       return ok;
   }
   if (logits != nullptr) {
-    logits->resize(static_cast<std::size_t>(R * c.vocab_size));
-    if (auto ok = p.check(cudaMemcpyAsync(logits->data(), lg, logits->size() * sizeof(float),
-                                          cudaMemcpyDeviceToHost, s),
+    logits->resize(R * static_cast<std::size_t>(c.vocab_size));
+    if (auto ok = p.check(cudaMemcpyAsync(logits->data(), p.logits.as<float>(),
+                                          logits->size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                          s),
                           "logits download");
         !ok)
       return ok;
   }
   return p.stream.synchronize();
+}
+
+void nemotron_h_cuda::set_graphs(bool on, std::int64_t kv_pages) {
+  graphs_ = on;
+  kv_pages_ = kv_pages;
+  graphs_cache_->by_rows.clear();
 }
 
 }  // namespace mstar::models
@@ -556,9 +674,11 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
 namespace mstar::models {
 
 struct nemotron_h_cuda::impl {};
+struct nemotron_h_cuda::graph_cache {};
 
 nemotron_h_cuda::nemotron_h_cuda(std::unique_ptr<impl> p, mstar::dtype dtype)
     : impl_(std::move(p)), dtype_(dtype) {}
+void nemotron_h_cuda::set_graphs(bool, std::int64_t) {}
 nemotron_h_cuda::~nemotron_h_cuda() = default;
 
 result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int, mstar::dtype) {

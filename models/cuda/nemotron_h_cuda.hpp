@@ -86,12 +86,21 @@ class nemotron_h_cuda {
                                      std::vector<float>* logits,
                                      std::vector<std::int32_t>* greedy);
 
+  /// Decode steps replay a CUDA graph captured once per row count (on by
+  /// default): one launch instead of one per kernel. `kv_pages` is the KV
+  /// pool's page count, the room each graph leaves for page indices.
+  void set_graphs(bool on, std::int64_t kv_pages);
+
   struct impl;
+  struct graph_cache;
 
  private:
   nemotron_h_cuda(std::unique_ptr<impl> p, mstar::dtype dtype);
   std::unique_ptr<impl> impl_;
   mstar::dtype dtype_;
+  bool graphs_ = false;
+  std::int64_t kv_pages_ = 0;
+  std::unique_ptr<graph_cache> graphs_cache_;
 };
 
 }  // namespace mstar::models
