@@ -2,6 +2,7 @@
 #include "kernels/arena.hpp"
 
 #include <cstring>
+#include <string>
 
 namespace mstar::kernels {
 namespace {
@@ -68,17 +69,22 @@ class host_memory_arena final : public arena {
 
  private:
   [[nodiscard]] result<void> in_bounds(std::size_t offset, std::size_t n) const {
-    if (offset > size() || n > size() - offset) {
-      return make_error(errc::out_of_range, "host arena of " + std::to_string(size()) +
-                                                " bytes has no range [" + std::to_string(offset) +
-                                                ", +" + std::to_string(n) + ")");
-    }
-    return {};
+    return check_range("host arena", size(), offset, n);
   }
   host_arena memory_;
 };
 
 }  // namespace
+
+result<void> check_range(std::string_view what, std::size_t size, std::size_t offset,
+                         std::size_t n) {
+  if (offset > size || n > size - offset) {
+    return make_error(errc::out_of_range,
+                      std::string{what} + " of " + std::to_string(size) + " bytes has no range [" +
+                          std::to_string(offset) + ", +" + std::to_string(n) + ")");
+  }
+  return {};
+}
 
 std::unique_ptr<arena> make_host_arena(std::size_t bytes) {
   return std::make_unique<host_memory_arena>(bytes);

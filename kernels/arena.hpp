@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "core/result.hpp"
 #include "kernels/host_arena.hpp"
@@ -82,6 +83,11 @@ class arena {
   /// Waits for the queued work; then `status()`.
   [[nodiscard]] virtual result<void> synchronize() = 0;
 };
+
+/// Success when [offset, offset + n) lies inside an arena of `size` bytes,
+/// else out_of_range naming `what` ("host arena") and the range.
+[[nodiscard]] result<void> check_range(std::string_view what, std::size_t size,
+                                       std::size_t offset, std::size_t n);
 
 /// Makes a zeroed arena of `bytes` bytes; what a pool is given to choose its
 /// memory. An empty function means host memory.

@@ -86,6 +86,18 @@ template <class T, std::size_t Rank>
   return v;
 }
 
+/// A row-major [rows, cols] view over `data`.
+template <class T>
+[[nodiscard]] view<T, 2> matrix(T* data, std::int64_t rows, std::int64_t cols) {
+  return contiguous<T, 2>(data, {rows, cols});
+}
+
+/// A [n] view over `data`.
+template <class T>
+[[nodiscard]] view<T, 1> vector(T* data, std::int64_t n) {
+  return contiguous<T, 1>(data, {n});
+}
+
 /// Wildcard extent for `check_view`: any size is accepted in that dimension.
 inline constexpr std::int64_t any_extent = -1;
 

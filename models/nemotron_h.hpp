@@ -168,8 +168,10 @@ class nemotron_h_model {
   [[nodiscard]] result<void> open_device(const run_options& run);
   /// Copies the weights to the device, if any; after the weights are read.
   [[nodiscard]] result<void> upload_weights();
-  void forward(std::span<const step_row> rows, const resources::kv_label_plan* kv_plan,
-               const resources::recurrent_addressing* rec, std::vector<float>& logits);
+  /// The CPU forward over the packed rows (`cu`: cumulative tokens per row).
+  void forward(std::span<const std::int32_t> ids, std::span<const std::int32_t> cu, bool decode,
+               const resources::kv_label_plan* kv_plan, const resources::recurrent_addressing* rec,
+               std::vector<float>& logits);
   void mamba_layer(const nemotron_h_layer& l, const float* x, float* out, std::int64_t tokens,
                    std::span<const std::int32_t> cu, bool decode,
                    const resources::recurrent_addressing& rec);

@@ -9,21 +9,14 @@
 #include "kernels/math.hpp"
 #include "kernels/ssd.hpp"
 #include "models/cuda/nemotron_h_cuda.hpp"
+#include "models/internal/mamba_params.hpp"
 #include "models/nemotron_h.hpp"
 
 namespace mstar::models {
 namespace {
 
-using kernels::contiguous;
-
-template <class T>
-kernels::view<T, 2> mat(T* data, std::int64_t rows, std::int64_t cols) {
-  return contiguous<T, 2>(data, {rows, cols});
-}
-template <class T>
-kernels::view<T, 1> vec(T* data, std::int64_t n) {
-  return contiguous<T, 1>(data, {n});
-}
+using kernels::matrix;
+using kernels::vector;
 
 // A kernel on well-formed shapes cannot fail; a failure is a bug here.
 void must(const result<void>& r) {
@@ -33,7 +26,7 @@ void must(const result<void>& r) {
 
 void linear(const float* x, std::int64_t t, std::int64_t k, const std::vector<float>& w,
             std::int64_t n, float* out) {
-  must(kernels::linear({mat(x, t, k), mat(w.data(), n, k), {}, mat(out, t, n)}));
+  must(kernels::linear({matrix(x, t, k), matrix(w.data(), n, k), {}, matrix(out, t, n)}));
 }
 
 }  // namespace
@@ -80,14 +73,15 @@ result<step_outcome> nemotron_h_model::step(std::span<const step_row> rows, bool
     if (!a) return a.error();
     rec_plan = *a;
   }
+  // The rows packed: token ids, cumulative counts, whether all feed one.
+  std::vector<std::int32_t> ids, cu{0};
+  bool decode = true;
+  for (const auto& r : rows) {
+    for (const auto t : r.tokens) ids.push_back(static_cast<std::int32_t>(t));
+    cu.push_back(static_cast<std::int32_t>(ids.size()));
+    decode = decode && r.tokens.size() == 1;
+  }
   if (cuda_) {
-    std::vector<std::int32_t> ids, cu{0};
-    bool decode = true;
-    for (const auto& r : rows) {
-      for (const auto t : r.tokens) ids.push_back(static_cast<std::int32_t>(t));
-      cu.push_back(static_cast<std::int32_t>(ids.size()));
-      decode = decode && r.tokens.size() == 1;
-    }
     const nemotron_h_state state{kv_plan, rec_plan, kv_view_, conv_state_, ssm_state_};
     auto ran = cuda_->forward({ids, cu, decode}, state, greedy_only ? nullptr : &out.logits,
                               greedy_only ? &out.greedy : nullptr);
@@ -99,35 +93,29 @@ result<step_outcome> nemotron_h_model::step(std::span<const step_row> rows, bool
       return ran.error();
     }
   } else {
-    forward(rows, kv_plan, rec_plan, out.logits);
+    forward(ids, cu, decode, kv_plan, rec_plan, out.logits);
   }
   if (auto committed = runner_->commit(bundle, ctx); !committed) return committed.error();
   return out;
 }
 
-void nemotron_h_model::forward(std::span<const step_row> rows,
+void nemotron_h_model::forward(std::span<const std::int32_t> ids,
+                               std::span<const std::int32_t> cu, bool decode,
                                const resources::kv_label_plan* kv_plan,
                                const resources::recurrent_addressing* rec,
                                std::vector<float>& logits) {
   const auto& c = config_;
   const std::int64_t hid = c.hidden_size;
-  std::vector<std::int32_t> ids, cu{0};
-  bool decode = true;
-  for (const auto& r : rows) {
-    for (const auto t : r.tokens) ids.push_back(static_cast<std::int32_t>(t));
-    cu.push_back(static_cast<std::int32_t>(ids.size()));
-    decode = decode && r.tokens.size() == 1;
-  }
   const auto T = static_cast<std::int64_t>(ids.size());
   std::vector<float> h(static_cast<std::size_t>(T * hid)), x(h.size()), out(h.size());
   must(kernels::embedding(
-      {vec<const std::int32_t>(ids.data(), T), mat<const float>(embeddings_.data(), c.vocab_size, hid),
-       mat(h.data(), T, hid)}));
+      {vector<const std::int32_t>(ids.data(), T), matrix<const float>(embeddings_.data(), c.vocab_size, hid),
+       matrix(h.data(), T, hid)}));
   const auto eps = static_cast<float>(c.layer_norm_epsilon);
   auto& inter = scratch_.inter;
   for (const auto& l : layers_) {
-    must(kernels::rms_norm({mat<const float>(h.data(), T, hid), vec<const float>(l.norm.data(), hid),
-                            mat(x.data(), T, hid), eps}));
+    must(kernels::rms_norm({matrix<const float>(h.data(), T, hid), vector<const float>(l.norm.data(), hid),
+                            matrix(x.data(), T, hid), eps}));
     switch (l.kind) {
       case layer_kind::mamba2:
         mamba_layer(l, x.data(), out.data(), T, cu, decode, *rec);
@@ -138,7 +126,7 @@ void nemotron_h_model::forward(std::span<const step_row> rows,
       case layer_kind::mlp: {
         inter.resize(static_cast<std::size_t>(T * c.intermediate_size));
         linear(x.data(), T, hid, l.up, c.intermediate_size, inter.data());
-        auto iv = mat(inter.data(), T, c.intermediate_size);
+        auto iv = matrix(inter.data(), T, c.intermediate_size);
         must(c.mlp_hidden_act == "silu" ? kernels::silu({iv, iv}) : kernels::relu2({iv, iv}));
         linear(inter.data(), T, c.intermediate_size, l.down, hid, out.data());
         break;
@@ -146,18 +134,18 @@ void nemotron_h_model::forward(std::span<const step_row> rows,
       case layer_kind::moe:
         break;  // refused at load
     }
-    auto hv = mat(h.data(), T, hid);
-    must(kernels::add({hv, mat<const float>(out.data(), T, hid), hv}));
+    auto hv = matrix(h.data(), T, hid);
+    must(kernels::add({hv, matrix<const float>(out.data(), T, hid), hv}));
   }
   // Only each row's last token needs the head.
-  const auto R = static_cast<std::int64_t>(rows.size());
+  const auto R = static_cast<std::int64_t>(cu.size()) - 1;
   std::vector<float> last(static_cast<std::size_t>(R * hid));
   for (std::int64_t r = 0; r < R; ++r) {
     std::copy_n(h.begin() + (cu[static_cast<std::size_t>(r + 1)] - 1) * hid, hid,
                 last.begin() + r * hid);
   }
-  auto lv = mat(last.data(), R, hid);
-  must(kernels::rms_norm({lv, vec<const float>(norm_f_.data(), hid), lv, eps}));
+  auto lv = matrix(last.data(), R, hid);
+  must(kernels::rms_norm({lv, vector<const float>(norm_f_.data(), hid), lv, eps}));
   logits.resize(static_cast<std::size_t>(R * c.vocab_size));
   linear(last.data(), R, hid, lm_head_, c.vocab_size, logits.data());
 }
@@ -166,7 +154,7 @@ void nemotron_h_model::mamba_layer(const nemotron_h_layer& l, const float* x, fl
                                    std::int64_t tokens, std::span<const std::int32_t> cu,
                                    bool decode, const resources::recurrent_addressing& rec) {
   const auto& c = config_;
-  const std::int64_t di = c.d_inner(), cd = c.conv_dim(), H = c.mamba_num_heads;
+  const std::int64_t di = c.d_inner(), cd = c.conv_dim();
   const std::int64_t proj = c.in_proj_size();
   auto& zxbcdt = scratch_.zxbcdt;
   zxbcdt.resize(static_cast<std::size_t>(tokens * proj));
@@ -177,9 +165,8 @@ void nemotron_h_model::mamba_layer(const nemotron_h_layer& l, const float* x, fl
   const auto rows = static_cast<std::int32_t>(cu.size() - 1);
   const std::span<const std::int32_t> slots{rec.slot_indices.data(), static_cast<std::size_t>(rows)};
   const std::span<const std::uint8_t> has{rec.has_state.data(), static_cast<std::size_t>(rows)};
-  const kernels::conv_weights cw{l.conv_w.data(), l.conv_b.empty() ? nullptr : l.conv_b.data(),
-                                 static_cast<std::int32_t>(cd),
-                                 static_cast<std::int32_t>(c.conv_kernel), true};
+  const auto cw =
+      internal::conv_weights_of(c, l.conv_w.data(), l.conv_b.empty() ? nullptr : l.conv_b.data());
   float* conv_state = conv_state_[static_cast<std::size_t>(l.sub_index)];
   float* ssm_state = ssm_state_[static_cast<std::size_t>(l.sub_index)];
   if (decode) {
@@ -187,18 +174,8 @@ void nemotron_h_model::mamba_layer(const nemotron_h_layer& l, const float* x, fl
   } else {
     kernels::causal_conv_varlen({cw, zxbcdt.data() + di, proj, xbc.data(), cu, conv_state, slots, has});
   }
-  const kernels::ssd_weights sw{l.dt_bias.data(),
-                                l.a_log.data(),
-                                l.d.data(),
-                                static_cast<std::int32_t>(H),
-                                static_cast<std::int32_t>(c.mamba_head_dim),
-                                static_cast<std::int32_t>(c.ssm_state_size),
-                                static_cast<std::int32_t>(c.n_groups),
-                                static_cast<float>(c.time_step_limit[0]),
-                                static_cast<float>(c.time_step_limit[1])};
-  const std::int64_t gn = c.n_groups * c.ssm_state_size;
-  const kernels::ssd_inputs in{xbc.data(), zxbcdt.data() + di + cd, xbc.data() + di,
-                               xbc.data() + di + gn, cd, proj, cd};
+  const auto sw = internal::ssd_weights_of(c, l.dt_bias.data(), l.a_log.data(), l.d.data());
+  const auto in = internal::ssd_inputs_of(c, xbc.data(), zxbcdt.data());
   auto& y = scratch_.y;
   y.resize(static_cast<std::size_t>(tokens * di));
   if (decode) {
@@ -208,8 +185,8 @@ void nemotron_h_model::mamba_layer(const nemotron_h_layer& l, const float* x, fl
   }
   // Gated norm: rms over groups of (y * silu(z)), times its weight.
   kernels::view<const float, 2> z{zxbcdt.data(), {tokens, di}, {proj, 1}};
-  auto yv = mat(y.data(), tokens, di);
-  must(kernels::gated_rms_norm({yv, z, vec<const float>(l.gnorm.data(), di), yv,
+  auto yv = matrix(y.data(), tokens, di);
+  must(kernels::gated_rms_norm({yv, z, vector<const float>(l.gnorm.data(), di), yv,
                                 c.gated_norm_group_size(),
                                 static_cast<float>(c.layer_norm_epsilon)}));
   linear(y.data(), tokens, di, l.out_proj, c.hidden_size, out);

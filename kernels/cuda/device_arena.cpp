@@ -156,12 +156,7 @@ class device_memory_arena final : public arena {
       first_error_ = cuda_error(err, std::string{"device arena "} + what);
   }
   [[nodiscard]] result<void> in_bounds(std::size_t offset, std::size_t n) const {
-    if (offset > size() || n > size() - offset) {
-      return make_error(errc::out_of_range, "device arena of " + std::to_string(size()) +
-                                                " bytes has no range [" + std::to_string(offset) +
-                                                ", +" + std::to_string(n) + ")");
-    }
-    return {};
+    return check_range("device arena", size(), offset, n);
   }
   // Grows `buffer` to at least `bytes`, after the queued work that may use it.
   [[nodiscard]] bool reserve(device_buffer& buffer, std::size_t bytes, const char* what) {

@@ -12,22 +12,15 @@
 
 #include "kernels/cuda/device_arena.hpp"
 #include "kernels/cuda/launch.hpp"
+#include "models/internal/mamba_params.hpp"
 #include "models/nemotron_h.hpp"
 
 namespace mstar::models {
 namespace kc = kernels::cuda;
-using kernels::contiguous;
+using kernels::matrix;
+using kernels::vector;
 
 namespace {
-
-template <class T>
-kernels::view<T, 2> mat(T* data, std::int64_t rows, std::int64_t cols) {
-  return contiguous<T, 2>(data, {rows, cols});
-}
-template <class T>
-kernels::view<T, 1> vec(T* data, std::int64_t n) {
-  return contiguous<T, 1>(data, {n});
-}
 
 std::uint16_t to_bf16_bits(float f) {
   std::uint32_t u = 0;
@@ -101,7 +94,7 @@ struct nemotron_h_cuda::impl {
       return {};
     return kc::cuda_error(err, what).with_context(name);
   }
-  [[nodiscard]] result<device_matrix> matrix(const std::vector<float>& w, std::int64_t rows,
+  [[nodiscard]] result<device_matrix> weights(const std::vector<float>& w, std::int64_t rows,
                                              std::int64_t cols) const;
   [[nodiscard]] result<kc::device_buffer> floats(const std::vector<float>& w) const;
   /// `reuse_input`: `in` is the same as the previous call's (already in
@@ -132,7 +125,7 @@ result<kc::device_buffer> nemotron_h_cuda::impl::floats(const std::vector<float>
   return std::move(*buf);
 }
 
-result<device_matrix> nemotron_h_cuda::impl::matrix(const std::vector<float>& w,
+result<device_matrix> nemotron_h_cuda::impl::weights(const std::vector<float>& w,
                                                     std::int64_t rows, std::int64_t cols) const {
   device_matrix m;
   m.rows = rows;
@@ -164,8 +157,8 @@ result<void> nemotron_h_cuda::impl::linear(const float* in, std::int64_t t, cons
   const cudaStream_t s = stream.get();
   if (dtype == mstar::dtype::float32) {
     return check(kc::linear(blas,
-                            {mat(in, t, w.cols), mat(w.buffer.as<const float>(), w.rows, w.cols),
-                             {}, mat(out_rows, t, w.rows)},
+                            {matrix(in, t, w.cols), matrix(w.buffer.as<const float>(), w.rows, w.cols),
+                             {}, matrix(out_rows, t, w.rows)},
                             s),
                  "linear");
   }
@@ -175,9 +168,9 @@ result<void> nemotron_h_cuda::impl::linear(const float* in, std::int64_t t, cons
       return ok;
   }
   kc::linear_bf16_params p;
-  p.x = mat<const std::uint16_t>(xb16, t, w.cols);
-  p.weight = mat(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
-  p.out_f32 = mat(out_rows, t, w.rows);
+  p.x = matrix<const std::uint16_t>(xb16, t, w.cols);
+  p.weight = matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+  p.out_f32 = matrix(out_rows, t, w.rows);
   return check(kc::linear_bf16(blas, p, s), "linear_bf16");
 }
 
@@ -224,7 +217,7 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, std::int64_t to
                                           const std::uint8_t* has_d) {
   const auto& c = config;
   const cudaStream_t s = stream.get();
-  const std::int64_t di = c.d_inner(), cd = c.conv_dim(), H = c.mamba_num_heads;
+  const std::int64_t di = c.d_inner();
   const std::int64_t proj = c.in_proj_size();
   float* zx = zxbcdt.as<float>();
   float* xc = xbc.as<float>();
@@ -235,10 +228,8 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, std::int64_t to
   const std::span<const std::int32_t> slots{slots_d, static_cast<std::size_t>(rows)};
   const std::span<const std::uint8_t> has{has_d, static_cast<std::size_t>(rows)};
   const std::span<const std::int32_t> cu_d{cu, b.cu.size()};
-  const kernels::conv_weights cw{l.conv_w.as<const float>(),
-                                 l.conv_b.size() == 0 ? nullptr : l.conv_b.as<const float>(),
-                                 static_cast<std::int32_t>(cd),
-                                 static_cast<std::int32_t>(c.conv_kernel), true};
+  const auto cw = internal::conv_weights_of(
+      c, l.conv_w.as<const float>(), l.conv_b.size() == 0 ? nullptr : l.conv_b.as<const float>());
   float* conv_state = st.conv_state[static_cast<std::size_t>(l.sub_index)];
   float* ssm_state = st.ssm_state[static_cast<std::size_t>(l.sub_index)];
   const cudaError_t conv =
@@ -246,25 +237,17 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, std::int64_t to
                : kc::causal_conv_varlen({cw, zx + di, proj, xc, cu_d, conv_state, slots, has}, s);
   if (auto ok = check(conv, "causal conv"); !ok)
     return ok;
-  const kernels::ssd_weights sw{l.dt_bias.as<const float>(),
-                                l.a_log.as<const float>(),
-                                l.d.as<const float>(),
-                                static_cast<std::int32_t>(H),
-                                static_cast<std::int32_t>(c.mamba_head_dim),
-                                static_cast<std::int32_t>(c.ssm_state_size),
-                                static_cast<std::int32_t>(c.n_groups),
-                                static_cast<float>(c.time_step_limit[0]),
-                                static_cast<float>(c.time_step_limit[1])};
-  const std::int64_t gn = c.n_groups * c.ssm_state_size;
-  const kernels::ssd_inputs in{xc, zx + di + cd, xc + di, xc + di + gn, cd, proj, cd};
+  const auto sw = internal::ssd_weights_of(c, l.dt_bias.as<const float>(), l.a_log.as<const float>(),
+                                           l.d.as<const float>());
+  const auto in = internal::ssd_inputs_of(c, xc, zx);
   const cudaError_t ssd =
       b.decode ? kc::ssd_update({sw, in, yy, rows, ssm_state, slots, has}, s)
                : kc::ssd_scan_varlen({sw, in, yy, cu_d, ssm_state, slots, has}, s);
   if (auto ok = check(ssd, "ssd"); !ok)
     return ok;
   const kernels::view<const float, 2> z{zx, {tokens, di}, {proj, 1}};
-  auto yv = mat(yy, tokens, di);
-  if (auto ok = check(kc::gated_rms_norm({yv, z, vec(l.gnorm.as<const float>(), di), yv,
+  auto yv = matrix(yy, tokens, di);
+  if (auto ok = check(kc::gated_rms_norm({yv, z, vector(l.gnorm.as<const float>(), di), yv,
                                           c.gated_norm_group_size(),
                                           static_cast<float>(c.layer_norm_epsilon)},
                                          s),
@@ -366,7 +349,7 @@ result<void> nemotron_h_cuda::upload(const nemotron_h_config& config,
   } while (false)
   MSTAR_UP(p.embeddings, p.floats(*w.embeddings));
   MSTAR_UP(p.norm_f, p.floats(*w.norm_f));
-  MSTAR_UP(p.lm_head, p.matrix(*w.lm_head, c.vocab_size, hid));
+  MSTAR_UP(p.lm_head, p.weights(*w.lm_head, c.vocab_size, hid));
   p.layers.clear();
   for (const auto& l : w.layers) {
     device_layer d;
@@ -375,24 +358,24 @@ result<void> nemotron_h_cuda::upload(const nemotron_h_config& config,
     MSTAR_UP(d.norm, p.floats(l.norm));
     switch (l.kind) {
       case layer_kind::mamba2:
-        MSTAR_UP(d.in_proj, p.matrix(l.in_proj, c.in_proj_size(), hid));
+        MSTAR_UP(d.in_proj, p.weights(l.in_proj, c.in_proj_size(), hid));
         MSTAR_UP(d.conv_w, p.floats(l.conv_w));
         MSTAR_UP(d.conv_b, p.floats(l.conv_b));
         MSTAR_UP(d.dt_bias, p.floats(l.dt_bias));
         MSTAR_UP(d.a_log, p.floats(l.a_log));
         MSTAR_UP(d.d, p.floats(l.d));
         MSTAR_UP(d.gnorm, p.floats(l.gnorm));
-        MSTAR_UP(d.out_proj, p.matrix(l.out_proj, hid, c.d_inner()));
+        MSTAR_UP(d.out_proj, p.weights(l.out_proj, hid, c.d_inner()));
         break;
       case layer_kind::attention:
-        MSTAR_UP(d.q, p.matrix(l.q, qd, hid));
-        MSTAR_UP(d.k, p.matrix(l.k, kvd, hid));
-        MSTAR_UP(d.v, p.matrix(l.v, kvd, hid));
-        MSTAR_UP(d.o, p.matrix(l.o, hid, qd));
+        MSTAR_UP(d.q, p.weights(l.q, qd, hid));
+        MSTAR_UP(d.k, p.weights(l.k, kvd, hid));
+        MSTAR_UP(d.v, p.weights(l.v, kvd, hid));
+        MSTAR_UP(d.o, p.weights(l.o, hid, qd));
         break;
       case layer_kind::mlp:
-        MSTAR_UP(d.up, p.matrix(l.up, c.intermediate_size, hid));
-        MSTAR_UP(d.down, p.matrix(l.down, hid, c.intermediate_size));
+        MSTAR_UP(d.up, p.weights(l.up, c.intermediate_size, hid));
+        MSTAR_UP(d.down, p.weights(l.down, hid, c.intermediate_size));
         break;
       case layer_kind::moe:
         return make_error(errc::unsupported, "MoE layers (E) are not supported yet");
@@ -477,17 +460,17 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
   float* hh = h.as<float>();
   float* xx = x.as<float>();
   float* oo = out.as<float>();
-  if (auto ok = check(kc::embedding({vec(dplan + L.ids, T),
-                                     mat(embeddings.as<const float>(), c.vocab_size, hid),
-                                     mat(hh, T, hid)},
+  if (auto ok = check(kc::embedding({vector(dplan + L.ids, T),
+                                     matrix(embeddings.as<const float>(), c.vocab_size, hid),
+                                     matrix(hh, T, hid)},
                                     s),
                       "embedding");
       !ok)
     return ok;
   const auto eps = static_cast<float>(c.layer_norm_epsilon);
   for (const auto& l : layers) {
-    if (auto ok = check(kc::rms_norm({mat<const float>(hh, T, hid),
-                                      vec(l.norm.as<const float>(), hid), mat(xx, T, hid), eps},
+    if (auto ok = check(kc::rms_norm({matrix<const float>(hh, T, hid),
+                                      vector(l.norm.as<const float>(), hid), matrix(xx, T, hid), eps},
                                      s),
                         "rms_norm");
         !ok)
@@ -505,7 +488,7 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
         mixed = linear(xx, T, l.up, in);
         if (!mixed)
           break;
-        auto iv = mat(in, T, c.intermediate_size);
+        auto iv = matrix(in, T, c.intermediate_size);
         mixed = check(c.mlp_hidden_act == "silu" ? kc::silu({iv, iv}, s) : kc::relu2({iv, iv}, s),
                       "mlp activation");
         if (!mixed)
@@ -518,22 +501,22 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
     }
     if (!mixed)
       return mixed;
-    auto hv = mat(hh, T, hid);
-    if (auto ok = check(kc::add({hv, mat<const float>(oo, T, hid), hv}, s), "residual add"); !ok)
+    auto hv = matrix(hh, T, hid);
+    if (auto ok = check(kc::add({hv, matrix<const float>(oo, T, hid), hv}, s), "residual add"); !ok)
       return ok;
   }
   // Only each row's last token needs the head: gather those rows (an
   // embedding lookup into h), norm, project.
   float* ll = last.as<float>();
   float* lg = logits.as<float>();
-  if (auto ok = check(kc::embedding({vec(dplan + L.last, R), mat<const float>(hh, T, hid),
-                                     mat(ll, R, hid)},
+  if (auto ok = check(kc::embedding({vector(dplan + L.last, R), matrix<const float>(hh, T, hid),
+                                     matrix(ll, R, hid)},
                                     s),
                       "last-token gather");
       !ok)
     return ok;
-  auto lv = mat(ll, R, hid);
-  if (auto ok = check(kc::rms_norm({lv, vec(norm_f.as<const float>(), hid), lv, eps}, s),
+  auto lv = matrix(ll, R, hid);
+  if (auto ok = check(kc::rms_norm({lv, vector(norm_f.as<const float>(), hid), lv, eps}, s),
                       "final norm");
       !ok)
     return ok;
@@ -541,7 +524,7 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
     return ok;
   if (!argmax)
     return {};
-  return check(kc::argmax(mat<const float>(lg, R, c.vocab_size), greedy.as<std::int32_t>(), s),
+  return check(kc::argmax(matrix<const float>(lg, R, c.vocab_size), greedy.as<std::int32_t>(), s),
                "argmax");
 }
 

@@ -14,16 +14,6 @@ using test::gpu::upload;
 using test::gpu::within;
 namespace budget = test::gpu::budget;
 
-template <class T>
-view<T, 2> mat(T* data, std::int64_t rows, std::int64_t cols) {
-  return contiguous(data, std::array{rows, cols});
-}
-
-template <class T>
-view<T, 1> vec(T* data, std::int64_t n) {
-  return contiguous(data, std::array{n});
-}
-
 TEST(gpu_math, embedding_gathers_rows_and_poisons_out_of_range_ids) {
   MSTAR_REQUIRE_GPU();
   auto rng = test::gpu::seeded(201);
@@ -32,23 +22,23 @@ TEST(gpu_math, embedding_gathers_rows_and_poisons_out_of_range_ids) {
   const auto ids =
       rng.ints(static_cast<std::size_t>(tokens), 0, static_cast<std::int32_t>(vocab) - 1);
   std::vector<float> ref(static_cast<std::size_t>(tokens * hidden));
-  ASSERT_TRUE(embedding({vec(ids.data(), tokens), mat(table.data(), vocab, hidden),
-                         mat(ref.data(), tokens, hidden)}));
+  ASSERT_TRUE(embedding({vector(ids.data(), tokens), matrix(table.data(), vocab, hidden),
+                         matrix(ref.data(), tokens, hidden)}));
   const auto d_table = upload(table);
   auto d_ids = upload(ids);
   auto d_out = poisoned<float>(ref.size());
-  ASSERT_EQ(cuda::embedding({vec<const std::int32_t>(d_ids.data(), tokens),
-                             mat<const float>(d_table.data(), vocab, hidden),
-                             mat(d_out.data(), tokens, hidden)},
+  ASSERT_EQ(cuda::embedding({vector<const std::int32_t>(d_ids.data(), tokens),
+                             matrix<const float>(d_table.data(), vocab, hidden),
+                             matrix(d_out.data(), tokens, hidden)},
                             nullptr),
             cudaSuccess);
   EXPECT_TRUE(within(d_out.download(), ref, budget::f32_elementwise));
 
   const std::int32_t bad = static_cast<std::int32_t>(vocab);  // one past the end
   ASSERT_EQ(cudaMemcpy(d_ids.data() + 3, &bad, sizeof bad, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cuda::embedding({vec<const std::int32_t>(d_ids.data(), tokens),
-                             mat<const float>(d_table.data(), vocab, hidden),
-                             mat(d_out.data(), tokens, hidden)},
+  ASSERT_EQ(cuda::embedding({vector<const std::int32_t>(d_ids.data(), tokens),
+                             matrix<const float>(d_table.data(), vocab, hidden),
+                             matrix(d_out.data(), tokens, hidden)},
                             nullptr),
             cudaSuccess);
   const auto got = d_out.download();
@@ -64,19 +54,19 @@ TEST(gpu_math, rms_norm_matches_on_strided_rows_and_in_place) {
   const auto w = rng.floats(static_cast<std::size_t>(hidden));
   const view<const float, 2> xv{x.data(), {tokens, hidden}, {stride, 1}};
   std::vector<float> ref(static_cast<std::size_t>(tokens * hidden));
-  ASSERT_TRUE(rms_norm({xv, vec(w.data(), hidden), mat(ref.data(), tokens, hidden), 1e-5F}));
+  ASSERT_TRUE(rms_norm({xv, vector(w.data(), hidden), matrix(ref.data(), tokens, hidden), 1e-5F}));
   auto d_x = upload(x);
   const auto d_w = upload(w);
   auto d_out = poisoned<float>(ref.size());
   const view<const float, 2> dxv{d_x.data(), {tokens, hidden}, {stride, 1}};
-  ASSERT_EQ(cuda::rms_norm({dxv, vec<const float>(d_w.data(), hidden),
-                            mat(d_out.data(), tokens, hidden), 1e-5F},
+  ASSERT_EQ(cuda::rms_norm({dxv, vector<const float>(d_w.data(), hidden),
+                            matrix(d_out.data(), tokens, hidden), 1e-5F},
                            nullptr),
             cudaSuccess);
   EXPECT_TRUE(within(d_out.download(), ref, budget::f32_reduction));
   // In place: out is the same strided elements as x.
   const view<float, 2> inplace{d_x.data(), {tokens, hidden}, {stride, 1}};
-  ASSERT_EQ(cuda::rms_norm({dxv, vec<const float>(d_w.data(), hidden), inplace, 1e-5F}, nullptr),
+  ASSERT_EQ(cuda::rms_norm({dxv, vector<const float>(d_w.data(), hidden), inplace, 1e-5F}, nullptr),
             cudaSuccess);
   const auto back = d_x.download();
   std::vector<float> got;
@@ -99,16 +89,16 @@ TEST(gpu_math, gated_rms_norm_matches_per_group_with_and_without_gate) {
     for (const bool gated : {true, false}) {
       SCOPED_TRACE("group_size " + std::to_string(group) + (gated ? " gated" : " ungated"));
       std::vector<float> ref(x.size());
-      ASSERT_TRUE(gated_rms_norm({mat(x.data(), tokens, channels),
-                                  gated ? mat(z.data(), tokens, channels) : view<const float, 2>{},
-                                  vec(w.data(), channels), mat(ref.data(), tokens, channels), group,
+      ASSERT_TRUE(gated_rms_norm({matrix(x.data(), tokens, channels),
+                                  gated ? matrix(z.data(), tokens, channels) : view<const float, 2>{},
+                                  vector(w.data(), channels), matrix(ref.data(), tokens, channels), group,
                                   1e-6F}));
       auto d_out = poisoned<float>(ref.size());
-      ASSERT_EQ(cuda::gated_rms_norm({mat<const float>(d_x.data(), tokens, channels),
-                                      gated ? mat<const float>(d_z.data(), tokens, channels)
+      ASSERT_EQ(cuda::gated_rms_norm({matrix<const float>(d_x.data(), tokens, channels),
+                                      gated ? matrix<const float>(d_z.data(), tokens, channels)
                                             : view<const float, 2>{},
-                                      vec<const float>(d_w.data(), channels),
-                                      mat(d_out.data(), tokens, channels), group, 1e-6F},
+                                      vector<const float>(d_w.data(), channels),
+                                      matrix(d_out.data(), tokens, channels), group, 1e-6F},
                                      nullptr),
                 cudaSuccess);
       EXPECT_TRUE(within(d_out.download(), ref, budget::f32_reduction));
@@ -124,16 +114,16 @@ TEST(gpu_math, activations_and_binary_ops_match_including_a_broadcast_bias_row) 
   const auto b = rng.floats(static_cast<std::size_t>(rows * cols), -8.0F, 8.0F);
   const auto d_a = upload(a);
   const auto d_b = upload(b);
-  const auto av = mat(a.data(), rows, cols);
-  const auto dav = mat<const float>(d_a.data(), rows, cols);
+  const auto av = matrix(a.data(), rows, cols);
+  const auto dav = matrix<const float>(d_a.data(), rows, cols);
   using unary_cpu = result<void> (*)(const unary_params&);
   using unary_gpu = cudaError_t (*)(const unary_params&, cudaStream_t);
   const std::pair<unary_cpu, unary_gpu> unary[] = {{silu, cuda::silu}, {relu2, cuda::relu2}};
   for (const auto& [cpu, gpu] : unary) {
     std::vector<float> ref(a.size());
-    ASSERT_TRUE(cpu({av, mat(ref.data(), rows, cols)}));
+    ASSERT_TRUE(cpu({av, matrix(ref.data(), rows, cols)}));
     auto d_out = poisoned<float>(ref.size());
-    ASSERT_EQ(gpu({dav, mat(d_out.data(), rows, cols)}, nullptr), cudaSuccess);
+    ASSERT_EQ(gpu({dav, matrix(d_out.data(), rows, cols)}, nullptr), cudaSuccess);
     EXPECT_TRUE(within(d_out.download(), ref, budget::f32_elementwise));
   }
   using binary_cpu = result<void> (*)(const binary_params&);
@@ -145,9 +135,9 @@ TEST(gpu_math, activations_and_binary_ops_match_including_a_broadcast_bias_row) 
       const view<const float, 2> bv{b.data(), {rows, cols}, {broadcast ? 0 : cols, 1}};
       const view<const float, 2> dbv{d_b.data(), {rows, cols}, {broadcast ? 0 : cols, 1}};
       std::vector<float> ref(a.size());
-      ASSERT_TRUE(cpu({av, bv, mat(ref.data(), rows, cols)}));
+      ASSERT_TRUE(cpu({av, bv, matrix(ref.data(), rows, cols)}));
       auto d_out = poisoned<float>(ref.size());
-      ASSERT_EQ(gpu({dav, dbv, mat(d_out.data(), rows, cols)}, nullptr), cudaSuccess);
+      ASSERT_EQ(gpu({dav, dbv, matrix(d_out.data(), rows, cols)}, nullptr), cudaSuccess);
       EXPECT_TRUE(within(d_out.download(), ref, budget::f32_elementwise));
     }
   }
@@ -165,10 +155,10 @@ TEST(gpu_math, softmax_matches_and_zeroes_rows_without_a_finite_score) {
       x[static_cast<std::size_t>(8 * cols + i)] = -inf;  // row 8: partly masked
   }
   std::vector<float> ref(x.size());
-  ASSERT_TRUE(softmax({mat(x.data(), rows, cols), mat(ref.data(), rows, cols)}));
+  ASSERT_TRUE(softmax({matrix(x.data(), rows, cols), matrix(ref.data(), rows, cols)}));
   const auto d_x = upload(x);
   auto d_out = poisoned<float>(ref.size());
-  ASSERT_EQ(cuda::softmax({mat<const float>(d_x.data(), rows, cols), mat(d_out.data(), rows, cols)},
+  ASSERT_EQ(cuda::softmax({matrix<const float>(d_x.data(), rows, cols), matrix(d_out.data(), rows, cols)},
                           nullptr),
             cudaSuccess);
   EXPECT_TRUE(within(d_out.download(), ref, budget::f32_reduction));
@@ -190,15 +180,15 @@ TEST(gpu_math, rope_matches_both_pairings_partial_rotation_and_given_frequencies
           continue;
         SCOPED_TRACE("rotary " + std::to_string(rotary) + (given ? " given freqs" : ""));
         std::vector<float> ref = x;
-        const view<const float, 1> fv = given ? vec(freqs.data(), 16) : view<const float, 1>{};
+        const view<const float, 1> fv = given ? vector(freqs.data(), 16) : view<const float, 1>{};
         ASSERT_TRUE(rope({contiguous(ref.data(), std::array{tokens, heads, head_dim}),
-                          vec(positions.data(), tokens), fv, 5e5F, rotary, style}));
+                          vector(positions.data(), tokens), fv, 5e5F, rotary, style}));
         auto d_x = upload(x);
         const view<const float, 1> dfv =
-            given ? vec<const float>(d_freqs.data(), 16) : view<const float, 1>{};
+            given ? vector<const float>(d_freqs.data(), 16) : view<const float, 1>{};
         ASSERT_EQ(
             cuda::rope({contiguous(d_x.data(), std::array{tokens, heads, head_dim}),
-                        vec<const std::int32_t>(d_pos.data(), tokens), dfv, 5e5F, rotary, style},
+                        vector<const std::int32_t>(d_pos.data(), tokens), dfv, 5e5F, rotary, style},
                        nullptr),
             cudaSuccess);
         EXPECT_TRUE(within(d_x.download(), ref, budget::f32_reduction));

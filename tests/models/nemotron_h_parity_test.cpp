@@ -8,7 +8,7 @@
 
 #include "models/generator.hpp"
 #include "models/safetensors.hpp"
-#include "tests/support/fixtures.hpp"
+#include "tests/support/model_fixtures.hpp"
 
 namespace mstar::models {
 namespace {
@@ -17,29 +17,9 @@ using nlohmann::json;
 
 constexpr float logits_tolerance = 1e-4F;  // max |diff| per logit; seen: ~1.2e-5
 
-std::filesystem::path model_dir(const std::string& name) {
-  return std::filesystem::path{MSTAR_FIXTURES_DIR} / "models" / name;
-}
-
-struct fixture_prompt {
-  std::vector<resources::token_id> prompt, generated;
-  std::vector<float> step_logits;  // [new tokens, vocab]
-};
-
-std::vector<fixture_prompt> load_expected(const std::string& name) {
-  const auto expected = test::load_fixture_json("models/" + name + "/expected.json");
-  auto logits = safetensors_file::open(model_dir(name) / expected.at("logits_file").get<std::string>());
-  EXPECT_TRUE(logits.has_value());
-  std::vector<fixture_prompt> out;
-  for (const auto& p : expected.at("prompts")) {
-    fixture_prompt f;
-    f.prompt = p.at("prompt_ids").get<std::vector<resources::token_id>>();
-    f.generated = p.at("generated_ids").get<std::vector<resources::token_id>>();
-    f.step_logits = to_float32(*logits->get(p.at("step_logits").get<std::string>()).value()).value();
-    out.push_back(std::move(f));
-  }
-  return out;
-}
+using test::fixture_prompt;
+using test::load_expected;
+using test::model_dir;
 
 float max_diff(std::span<const float> a, std::span<const float> b) {
   float m = 0;

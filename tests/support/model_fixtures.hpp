@@ -1,0 +1,48 @@
+#pragma once
+
+// The committed transformers fixtures of tests/fixtures/models/<name>/
+// (written by tests/fixtures/make_nemotron_h.py): each prompt's ids, the
+// greedy tokens transformers generated and the logits row of each.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "models/safetensors.hpp"
+#include "resources/kv/keys.hpp"
+#include "tests/support/fixtures.hpp"
+
+namespace mstar::test {
+
+/// The folder of fixture model `name`.
+inline std::filesystem::path model_dir(const std::string& name) {
+  return std::filesystem::path{fixtures_dir()} / "models" / name;
+}
+
+/// One prompt of a fixture model and what transformers made of it.
+struct fixture_prompt {
+  std::vector<resources::token_id> prompt, generated;
+  std::vector<float> step_logits;  ///< [generated.size(), vocab]
+};
+
+/// Every prompt of fixture model `name` (expected.json and its logits file).
+inline std::vector<fixture_prompt> load_expected(const std::string& name) {
+  const auto expected = load_fixture_json("models/" + name + "/expected.json");
+  auto logits = models::safetensors_file::open(model_dir(name) /
+                                               expected.at("logits_file").get<std::string>());
+  EXPECT_TRUE(logits.has_value());
+  std::vector<fixture_prompt> out;
+  for (const auto& p : expected.at("prompts")) {
+    fixture_prompt f;
+    f.prompt = p.at("prompt_ids").get<std::vector<resources::token_id>>();
+    f.generated = p.at("generated_ids").get<std::vector<resources::token_id>>();
+    f.step_logits =
+        models::to_float32(*logits->get(p.at("step_logits").get<std::string>()).value()).value();
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace mstar::test
