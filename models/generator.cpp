@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "kernels/sampling.hpp"
+#include "models/cuda/nemotron_h_cuda.hpp"
 
 namespace mstar::models {
 namespace {
@@ -58,12 +59,10 @@ result<std::vector<generation_result>> generate(nemotron_h_model& model,
     if (a.done) model.remove(a.rid);
     active.push_back(std::move(a));
   }
-  // Greedy requests without kept logits need only each row's argmax, which
-  // a GPU model takes on the device.
-  const bool greedy_only =
-      !keep_logits && std::all_of(requests.begin(), requests.end(), [](const auto& r) {
-        return r.sampling.temperature == 0.0F;
-      });
+  // Without kept logits only each row's token is needed, which a GPU model
+  // draws on the device (the CPU model returns logits and we sample here).
+  const bool device_draws = !keep_logits;
+  std::vector<row_sampling> settings;
   // Steps until every request is done. A refused step is retried with half
   // its rows; a single row the pools cannot hold fails the call.
   while (true) {
@@ -83,7 +82,13 @@ result<std::vector<generation_result>> generate(nemotron_h_model& model,
     while (true) {
       std::vector<step_row> batch;
       for (std::size_t r = 0; r < take; ++r) batch.push_back({rows[r]->rid, rows[r]->feed});
-      auto stepped = model.step(batch, greedy_only);
+      settings.clear();
+      for (std::size_t r = 0; device_draws && r < take; ++r) {
+        const auto& s = requests[rows[r]->index].sampling;
+        settings.push_back({s.temperature, s.top_k, s.top_p, s.seed,
+                            results[rows[r]->index].generated_ids.size()});
+      }
+      auto stepped = model.step(batch, settings);
       if (!stepped) return stepped.error();
       out = std::move(*stepped);
       if (!out.refused) break;
@@ -102,12 +107,14 @@ result<std::vector<generation_result>> generate(nemotron_h_model& model,
       auto& res = results[a.index];
       resources::token_id id = 0;
       std::span<const float> row;
-      if (!out.greedy.empty()) {
-        if (out.greedy[r] < 0) {
+      if (!out.sampled.empty()) {
+        if (out.sampled[r] < 0) {
           return make_error(errc::invalid_argument,
-                            fmt::format("request {}: the logits row has no finite entry", a.index));
+                            fmt::format("request {}: no token can be drawn (sampling settings "
+                                        "out of range or no finite logit)",
+                                        a.index));
         }
-        id = static_cast<resources::token_id>(out.greedy[r]);
+        id = static_cast<resources::token_id>(out.sampled[r]);
       } else {
         row = {out.logits.data() + r * V, V};
         auto tok = kernels::sample(

@@ -26,6 +26,7 @@
 namespace mstar::models {
 
 class nemotron_h_cuda;
+struct row_sampling;
 
 /// One block's weights, float32, in the checkpoint's layouts.
 struct nemotron_h_layer {
@@ -84,9 +85,9 @@ struct step_outcome {
   std::optional<resources::admit_refusal> refused;  ///< set: nothing ran, nothing changed
   std::string refused_by;                           ///< the refusing pool's key
   std::vector<float> logits;                        ///< [rows, vocab]: each row's last token
-  /// With `step(rows, true)` on a GPU: each row's greedy id (argmax taken on
-  /// the device, -1 for a row without a finite logit) and no logits.
-  std::vector<std::int32_t> greedy;
+  /// With sampling settings on a GPU: each row's token drawn on the device
+  /// (-1 where the CPU sampler would refuse the row), and no logits.
+  std::vector<std::int32_t> sampled;
 };
 
 /// A loaded Nemotron-H checkpoint and the pools it runs on.
@@ -134,10 +135,11 @@ class nemotron_h_model {
   /// Runs one step over `rows` (each feeding >= 1 token): admit, plan,
   /// kernels, commit. A refusal is an outcome, not an error; errors are
   /// broken invariants.
-  /// With `greedy_only` a GPU model returns `greedy` ids instead of the
-  /// logits (the CPU returns logits either way).
+  /// With `sampling` (one entry per row) a GPU model draws each row's next
+  /// token on the device and returns `sampled` instead of the logits; the
+  /// CPU returns logits either way (the caller samples).
   [[nodiscard]] result<step_outcome> step(std::span<const step_row> rows,
-                                          bool greedy_only = false);
+                                          std::span<const row_sampling> sampling = {});
 
   /// "cpu", or the CUDA device's name.
   [[nodiscard]] std::string device_name() const;

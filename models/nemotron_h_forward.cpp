@@ -31,7 +31,8 @@ void linear(const float* x, std::int64_t t, std::int64_t k, const std::vector<fl
 
 }  // namespace
 
-result<step_outcome> nemotron_h_model::step(std::span<const step_row> rows, bool greedy_only) {
+result<step_outcome> nemotron_h_model::step(std::span<const step_row> rows,
+                                            std::span<const row_sampling> sampling) {
   step_outcome out;
   auto kv = std::make_shared<resources::kv_step>();
   auto rec = std::make_shared<resources::recurrent_step>();
@@ -83,8 +84,9 @@ result<step_outcome> nemotron_h_model::step(std::span<const step_row> rows, bool
   }
   if (cuda_) {
     const nemotron_h_state state{kv_plan, rec_plan, kv_view_, conv_state_, ssm_state_};
-    auto ran = cuda_->forward({ids, cu, decode}, state, greedy_only ? nullptr : &out.logits,
-                              greedy_only ? &out.greedy : nullptr);
+    const bool draw = !sampling.empty();
+    auto ran = cuda_->forward({ids, cu, decode}, state, draw ? nullptr : &out.logits,
+                              draw ? &out.sampled : nullptr, sampling);
     if (!ran) {
       // The device failed mid-step: undo the admission so the pools stay whole.
       for (auto it = runner_->order().rbegin(); it != runner_->order().rend(); ++it) {

@@ -70,20 +70,29 @@ struct nemotron_h_cuda::impl {
   std::vector<device_layer> layers;
   // Work buffers, sized per step.
   work_buffer h, x, out, zxbcdt, xbc, y, q, k, v, o, inter, xb, last, logits, plan, greedy;
-  work_buffer split;  // split-KV decode attention partials
+  work_buffer split;     // split-KV decode attention partials
+  work_buffer settings;  // per-row sampling settings, struct of arrays
+  std::vector<std::byte> host_settings;
   std::vector<std::int32_t> host_plan;
   std::uint64_t buffers_generation = 0;  // bumped whenever a work buffer moves
 
-  [[nodiscard]] result<void> reserve_buffer(work_buffer& w, std::size_t bytes) {
+  /// `graphs_read`: captured graphs address this buffer, so moving it
+  /// retires them.
+  [[nodiscard]] result<void> reserve_buffer(work_buffer& w, std::size_t bytes,
+                                            bool graphs_read = true) {
     if (w.buffer.size() >= bytes)
       return {};
     auto grown = kc::device_buffer::make(std::max(bytes, w.buffer.size() * 3 / 2));
     if (!grown)
       return grown.error().with_context("model work buffer");
     w.buffer = std::move(*grown);
-    ++buffers_generation;
+    if (graphs_read)
+      ++buffers_generation;
     return {};
   }
+  /// Draws each row's token from `logits` into `greedy` with the rows'
+  /// settings (uploaded as arrays first).
+  [[nodiscard]] result<void> sample(std::span<const row_sampling> rows);
   /// Every launch of one step from the uploaded plan, argmax included when
   /// asked: what a decode graph captures.
   [[nodiscard]] result<void> launch_step(const nemotron_h_batch& b, const nemotron_h_state& st,
@@ -528,9 +537,50 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
                "argmax");
 }
 
+result<void> nemotron_h_cuda::impl::sample(std::span<const row_sampling> rows) {
+  const std::size_t R = rows.size();
+  // [temperature f32][top_p f32][top_k i32] then [seed u64][counter u64],
+  // each R long; the u64 arrays start 8-byte aligned.
+  const std::size_t words = (3 * R + 1) / 2 * 2;
+  const std::size_t bytes = words * 4 + 2 * R * 8;
+  host_settings.assign(bytes, std::byte{0});
+  auto* f = reinterpret_cast<float*>(host_settings.data());
+  auto* top_k = reinterpret_cast<std::int32_t*>(f + 2 * R);
+  auto* u = reinterpret_cast<std::uint64_t*>(host_settings.data() + words * 4);
+  for (std::size_t r = 0; r < R; ++r) {
+    f[r] = rows[r].temperature;
+    f[R + r] = rows[r].top_p;
+    top_k[r] = rows[r].top_k;
+    u[r] = rows[r].seed;
+    u[R + r] = rows[r].counter;
+  }
+  if (auto ok = reserve_buffer(settings, bytes, false); !ok)
+    return ok;
+  const cudaStream_t s = stream.get();
+  if (auto ok = check(cudaMemcpyAsync(settings.buffer.data(), host_settings.data(), bytes,
+                                      cudaMemcpyHostToDevice, s),
+                      "sampling settings upload");
+      !ok)
+    return ok;
+  const auto* df = settings.as<const float>();
+  const auto* du =
+      reinterpret_cast<const std::uint64_t*>(settings.as<const std::byte>() + words * 4);
+  kc::sample_batch_params p;
+  p.logits = matrix<const float>(logits.as<float>(), static_cast<std::int64_t>(R),
+                                 config.vocab_size);
+  p.temperature = df;
+  p.top_p = df + R;
+  p.top_k = reinterpret_cast<const std::int32_t*>(df + 2 * R);
+  p.seed = du;
+  p.counter = du + R;
+  p.out = greedy.as<std::int32_t>();
+  return check(kc::sample(p, s), "sample");
+}
+
 result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_h_state& st,
                                       std::vector<float>* logits,
-                                      std::vector<std::int32_t>* greedy) {
+                                      std::vector<std::int32_t>* sampled,
+                                      std::span<const row_sampling> sampling) {
   auto& p = *impl_;
   const auto& c = p.config;
   const cudaStream_t s = p.stream.get();
@@ -590,8 +640,14 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
                         "step upload");
       !ok)
     return ok;
+  const bool all_greedy = std::all_of(sampling.begin(), sampling.end(),
+                                     [](const row_sampling& r) { return r.temperature == 0.0F; });
+  if (sampled != nullptr && sampling.size() != R) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("{} sampling settings for {} rows", sampling.size(), R));
+  }
   if (!graph) {
-    if (auto ok = p.launch_step(b, st, L, greedy != nullptr); !ok)
+    if (auto ok = p.launch_step(b, st, L, sampled != nullptr && all_greedy); !ok)
       return ok;
   } else {
     if (p.buffers_generation != before)
@@ -622,11 +678,15 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
     if (auto ok = p.check(cudaGraphLaunch(entry.exec.get(), s), "decode graph launch"); !ok)
       return ok;
   }
-  if (greedy != nullptr) {
-    greedy->resize(R);
-    if (auto ok = p.check(cudaMemcpyAsync(greedy->data(), p.greedy.as<std::int32_t>(),
+  if (sampled != nullptr) {
+    if (!all_greedy) {
+      if (auto ok = p.sample(sampling); !ok)
+        return ok;
+    }
+    sampled->resize(R);
+    if (auto ok = p.check(cudaMemcpyAsync(sampled->data(), p.greedy.as<std::int32_t>(),
                                           R * sizeof(std::int32_t), cudaMemcpyDeviceToHost, s),
-                          "greedy download");
+                          "sampled ids download");
         !ok)
       return ok;
   }
@@ -677,7 +737,8 @@ result<void> nemotron_h_cuda::upload(const nemotron_h_config&, const nemotron_h_
   return make_error(errc::unsupported, "this build has no CUDA");
 }
 result<void> nemotron_h_cuda::forward(const nemotron_h_batch&, const nemotron_h_state&,
-                                      std::vector<float>*, std::vector<std::int32_t>*) {
+                                      std::vector<float>*, std::vector<std::int32_t>*,
+                                      std::span<const row_sampling>) {
   return make_error(errc::unsupported, "this build has no CUDA");
 }
 

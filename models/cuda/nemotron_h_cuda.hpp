@@ -38,6 +38,15 @@ struct nemotron_h_host_weights {
   std::span<const nemotron_h_layer> layers;
 };
 
+/// How one row draws its next token (kernels/sampling.hpp's rules).
+struct row_sampling {
+  float temperature = 0.0F;  ///< 0: greedy
+  std::int32_t top_k = 0;    ///< 0: all tokens
+  float top_p = 1.0F;        ///< nucleus mass in (0, 1]
+  std::uint64_t seed = 0;    ///< the request's seed
+  std::uint64_t counter = 0; ///< draws the request made so far
+};
+
 /// One step's rows as the forward reads them.
 struct nemotron_h_batch {
   std::span<const std::int32_t> ids;  ///< [T] token ids, rows packed
@@ -80,11 +89,13 @@ class nemotron_h_cuda {
 
   /// One forward over `batch`, blocking until it finished. With `logits`:
   /// each row's last token's row [R, vocab] f32, copied to the host. With
-  /// `greedy`: each row's argmax taken on the device (only R ids cross to
-  /// the host; -1 for a row without a finite logit).
+  /// `sampled` and one `sampling` entry per row: each row's token drawn on
+  /// the device (argmax when every row is greedy), only R ids crossing to
+  /// the host; -1 for a row whose logits or settings the CPU sampler would
+  /// refuse.
   [[nodiscard]] result<void> forward(const nemotron_h_batch& batch, const nemotron_h_state& state,
-                                     std::vector<float>* logits,
-                                     std::vector<std::int32_t>* greedy);
+                                     std::vector<float>* logits, std::vector<std::int32_t>* sampled,
+                                     std::span<const row_sampling> sampling = {});
 
   /// Decode steps replay a CUDA graph captured once per row count (on by
   /// default): one launch instead of one per kernel. `kv_pages` is the KV

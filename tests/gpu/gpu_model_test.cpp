@@ -172,6 +172,32 @@ TEST(gpu_model_graphs, replayed_decode_graphs_match_launching_every_kernel) {
   expect_pools_whole(*graphed);
 }
 
+TEST(gpu_model_sampling, tokens_drawn_on_the_device_match_the_cpu_sampler) {
+  MSTAR_REQUIRE_GPU();
+  const auto expected = load_expected("nemotron_h_tiny_hybrid");
+  auto gpu = load_on_gpu("nemotron_h_tiny_hybrid", mstar::dtype::float32);
+  auto cpu = nemotron_h_model::load(model_dir("nemotron_h_tiny_hybrid"));
+  ASSERT_NE(gpu, nullptr);
+  ASSERT_TRUE(cpu.has_value());
+  auto reqs = greedy(expected);
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].sampling = {0.8F, static_cast<std::int32_t>(i % 3 == 0 ? 0 : 20),
+                        i % 2 == 0 ? 1.0F : 0.9F, 1000 + i};
+  }
+  reqs[1].sampling.temperature = 0.0F;  // one greedy row among sampled ones
+  auto on_device = generate(*gpu, reqs);              // drawn by the device sampler
+  auto on_host = generate(*gpu, reqs, true);          // GPU logits, drawn on the host
+  auto reference = generate(**cpu, reqs);             // CPU logits, drawn on the host
+  ASSERT_TRUE(on_device.has_value()) << on_device.error().message();
+  ASSERT_TRUE(on_host.has_value());
+  ASSERT_TRUE(reference.has_value());
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ((*on_device)[i].generated_ids, (*reference)[i].generated_ids) << "prompt " << i;
+    EXPECT_EQ((*on_host)[i].generated_ids, (*reference)[i].generated_ids) << "prompt " << i;
+  }
+  expect_pools_whole(*gpu);
+}
+
 TEST(gpu_model_prefix_reuse, cached_pages_on_the_device_give_the_same_tokens) {
   MSTAR_REQUIRE_GPU();
   const auto expected = load_expected("nemotron_h_tiny_attn");
