@@ -25,9 +25,10 @@ bin=$carry/bin
 new_tokens=128 repeats=3
 if [[ ${1:-} == --quick ]]; then new_tokens=32 repeats=1; fi
 
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+# At most 8 files come back from the device: keep the count low.
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/env.txt"
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' \
-  | tee -a "$out/gpu.txt"
+  | tee -a "$out/env.txt"
 
 echo "== GPU tests"
 "$bin/mstar_gpu_tests" 2>&1 | tee "$out/gpu-tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |measured|tests ran" || true
@@ -37,8 +38,8 @@ echo "== kernel bandwidth"
 
 echo "== end-to-end decode"
 ckpt=$(mktemp -d)/nemotron_h_100m
-python3 "$root/bench/transformers_decode.py" make-checkpoint --size 100m --out "$ckpt" | tee "$out/checkpoint.txt"
-"$bin/mstar-run" --model "$ckpt" --device cuda --max-tokens 16 --prompt "The pools hold" 2>&1 | tee "$out/mstar-run.txt"
+python3 "$root/bench/transformers_decode.py" make-checkpoint --size 100m --out "$ckpt" | tee -a "$out/env.txt"
+"$bin/mstar-run" --model "$ckpt" --device cuda --max-tokens 16 --prompt "The pools hold" 2>&1 | tee -a "$out/env.txt"
 "$bin/mstar-bench-model-gpu" --model "$ckpt" --batch 1 16 64 --new-tokens "$new_tokens" \
   --repeats "$repeats" --json | tee "$out/mstar-e2e.jsonl"
 "$bin/mstar-bench-model-gpu" --model "$ckpt" --batch 1 16 64 --new-tokens "$new_tokens" \
