@@ -1,15 +1,22 @@
 // The host arena: the pool's byte movements as the CPU reference page ops.
 #include "kernels/arena.hpp"
 
+#include "kernels/shm_arena.hpp"
+
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <string>
 
 namespace mstar::kernels {
 namespace {
 
+// Host-addressable memory (`Memory`: host_arena or shm_arena) with the CPU
+// page ops.
+template <class Memory>
 class host_memory_arena final : public arena {
  public:
-  explicit host_memory_arena(std::size_t bytes) : memory_(bytes) {}
+  explicit host_memory_arena(Memory memory) : memory_(std::move(memory)) {}
 
   [[nodiscard]] memory_kind kind() const noexcept override { return memory_kind::host; }
   [[nodiscard]] std::byte* data() noexcept override { return memory_.data(); }
@@ -64,14 +71,22 @@ class host_memory_arena final : public arena {
       std::memcpy(data() + offset, in.data(), in.size());
     return {};
   }
+  [[nodiscard]] std::string_view shared_name() const noexcept override {
+    if constexpr (std::is_same_v<Memory, shm_arena>) {
+      return memory_.name();
+    } else {
+      return {};
+    }
+  }
   [[nodiscard]] result<void> status() const override { return {}; }
   [[nodiscard]] result<void> synchronize() override { return {}; }
 
  private:
   [[nodiscard]] result<void> in_bounds(std::size_t offset, std::size_t n) const {
-    return check_range("host arena", size(), offset, n);
+    return check_range(std::is_same_v<Memory, shm_arena> ? "shared-memory arena" : "host arena",
+                       size(), offset, n);
   }
-  host_arena memory_;
+  Memory memory_;
 };
 
 }  // namespace
@@ -87,7 +102,22 @@ result<void> check_range(std::string_view what, std::size_t size, std::size_t of
 }
 
 std::unique_ptr<arena> make_host_arena(std::size_t bytes) {
-  return std::make_unique<host_memory_arena>(bytes);
+  return std::make_unique<host_memory_arena<host_arena>>(host_arena{bytes});
+}
+
+result<std::unique_ptr<arena>> make_shared_memory_arena(std::string_view name, std::size_t bytes) {
+  auto segment = shm_arena::create(name, std::max<std::size_t>(bytes, 1));
+  if (!segment)
+    return segment.error();
+  return std::unique_ptr<arena>(
+      std::make_unique<host_memory_arena<shm_arena>>(std::move(*segment)));
+}
+
+arena_factory shared_memory_arena_factory(std::string prefix) {
+  auto next = std::make_shared<int>(0);
+  return [prefix = std::move(prefix), next](std::size_t bytes) {
+    return make_shared_memory_arena(prefix + "-" + std::to_string((*next)++), bytes);
+  };
 }
 
 result<std::unique_ptr<arena>> make_arena(const arena_factory& factory, std::size_t bytes) {

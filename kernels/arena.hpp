@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "core/result.hpp"
@@ -78,6 +79,9 @@ class arena {
   /// Writes host bytes at `offset`, ordered after the queued work; returns
   /// once `in` may be reused.
   [[nodiscard]] virtual result<void> write(std::size_t offset, std::span<const std::byte> in) = 0;
+  /// The name of the shared-memory segment a same-host process can map to
+  /// reach these bytes (kernels/shm_arena.hpp), empty when not shared.
+  [[nodiscard]] virtual std::string_view shared_name() const noexcept { return {}; }
   /// The first error any operation met (success on the host).
   [[nodiscard]] virtual result<void> status() const = 0;
   /// Waits for the queued work; then `status()`.
@@ -95,6 +99,16 @@ using arena_factory = std::function<result<std::unique_ptr<arena>>(std::size_t b
 
 /// A zeroed host arena of `bytes` (64-byte aligned, never moves).
 [[nodiscard]] std::unique_ptr<arena> make_host_arena(std::size_t bytes);
+
+/// A zeroed host arena of `bytes` in a new named shared-memory segment
+/// (kernels/shm_arena.hpp's naming rules), removed when the arena goes:
+/// what a transport registers so a same-host peer maps pages without copies.
+[[nodiscard]] result<std::unique_ptr<arena>> make_shared_memory_arena(std::string_view name,
+                                                                      std::size_t bytes);
+
+/// A factory making shared-memory arenas named "<prefix>-0", "<prefix>-1",
+/// ... in the order they are asked for (one per pool or recurrent block).
+[[nodiscard]] arena_factory shared_memory_arena_factory(std::string prefix);
 
 /// `factory(bytes)`, or a host arena for an empty factory.
 [[nodiscard]] result<std::unique_ptr<arena>> make_arena(const arena_factory& factory,
