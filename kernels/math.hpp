@@ -13,6 +13,14 @@
 
 namespace mstar::kernels {
 
+/// float32 to bfloat16 bits, round to nearest even; a NaN stays a quiet NaN.
+/// The rule every bf16 store follows (the KV arenas, the CUDA kernels), so
+/// CPU and device results compare bit for bit.
+[[nodiscard]] std::uint16_t to_bf16_bits(float f) noexcept;
+
+/// bfloat16 bits to float32 (exact).
+[[nodiscard]] float from_bf16_bits(std::uint16_t bits) noexcept;
+
 /// Operands of `embedding`.
 struct embedding_params {
   view<const std::int32_t, 1> ids;  ///< [T] int32 token ids, each in [0, V)
@@ -35,19 +43,45 @@ struct rms_norm_params {
 /// `out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight`, per row.
 [[nodiscard]] result<void> rms_norm(const rms_norm_params& p);
 
-/// Operands of `gated_rms_norm`.
+/// Operands of `add_rms_norm`. At least one of `out` / `out_bf16` is
+/// present (unless there are no elements).
+struct add_rms_norm_params {
+  view<float, 2> residual;       ///< [T, H] float32, updated in place; no two elements share an
+                                 ///< address: column stride >= 1, row stride >= (H-1) * it + 1
+  view<const float, 2> delta{};  ///< [T, H] float32 added to residual; absent: no add. Overlaps
+                                 ///< residual only element for element
+  view<const float, 1> weight;   ///< [H] float32
+  view<float, 2> out{};          ///< [T, H] float32; may be the same elements as residual or
+                                 ///< delta; absent: no float32 output
+  view<std::uint16_t, 2> out_bf16{};  ///< [T, H] bfloat16 bits (`to_bf16_bits` of the float32
+                                      ///< result); overlaps nothing else; absent: none
+  float eps = 1e-6F;                  ///< added to the mean square before the root
+};
+
+/// One step of a residual stream into the next block: `residual += delta`
+/// (when present), then `rms_norm(residual) * weight` into `out` and/or
+/// `out_bf16`. The same values as `add` then `rms_norm` (then rounding); on
+/// the device one kernel replaces the three, the bf16 output being a bf16
+/// GEMM's input.
+[[nodiscard]] result<void> add_rms_norm(const add_rms_norm_params& p);
+
+/// Operands of `gated_rms_norm`. At least one of `out` / `out_bf16` is
+/// present (unless there are no elements).
 struct gated_rms_norm_params {
   view<const float, 2> x;       ///< [T, D] float32 (the scan output)
   view<const float, 2> gate{};  ///< [T, D] float32 (z); absent: no gating
   view<const float, 1> weight;  ///< [D] float32
-  view<float, 2> out;           ///< [T, D] float32; may be the same elements as x or gate
-  std::int64_t group_size = 0;  ///< channels per group, dividing D; 0: one group of D
-  float eps = 1e-6F;            ///< added to each group's mean square
+  view<float, 2> out{};  ///< [T, D] float32; may be the same elements as x or gate; absent: none
+  std::int64_t group_size = 0;        ///< channels per group, dividing D; 0: one group of D
+  float eps = 1e-6F;                  ///< added to each group's mean square
+  view<std::uint16_t, 2> out_bf16{};  ///< [T, D] bfloat16 bits (`to_bf16_bits` of the float32
+                                      ///< result); overlaps nothing else; absent: none
 };
 
 /// Mamba-2's gated RMS norm (gate applied before the norm): with
 /// `h = x * silu(gate)`, each group of `group_size` consecutive channels of
-/// `h` is divided by its own root mean square, then scaled by `weight`.
+/// `h` is divided by its own root mean square, then scaled by `weight`. The
+/// bf16 output is what the out projection of a bf16 model reads.
 [[nodiscard]] result<void> gated_rms_norm(const gated_rms_norm_params& p);
 
 /// Operands of `linear`.
@@ -73,6 +107,26 @@ struct unary_params {
 
 /// `out = max(x, 0)^2` (squared ReLU, Nemotron-H's MLP activation).
 [[nodiscard]] result<void> relu2(const unary_params& p);
+
+/// Which function `activate` applies.
+enum class activation : std::uint8_t {
+  silu,   ///< `x * sigmoid(x)`, as `silu`
+  relu2,  ///< `max(x, 0)^2`, as `relu2`
+};
+
+/// Operands of `activate`. At least one of `out` / `out_bf16` is present
+/// (unless there are no elements).
+struct activation_params {
+  view<const float, 2> x;  ///< [T, D] float32
+  view<float, 2> out{};    ///< [T, D] float32; may be the same elements as x; absent: none
+  view<std::uint16_t, 2> out_bf16{};  ///< [T, D] bfloat16 bits (`to_bf16_bits` of the float32
+                                      ///< result); overlaps nothing else; absent: none
+  activation fn = activation::silu;   ///< the function applied
+};
+
+/// `silu` or `relu2` (by `fn`) into float32 and/or bfloat16 outputs: the bf16
+/// output is what the down projection of a bf16 model reads.
+[[nodiscard]] result<void> activate(const activation_params& p);
 
 /// Operands of an elementwise binary operation.
 struct binary_params {

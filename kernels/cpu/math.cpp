@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <string>
@@ -42,6 +43,39 @@ bool overlaps(const view<A, 2>& a, const view<B, 2>& b) {
 
 float silu_of(float v) {
   return v / (1.0F + std::exp(-v));
+}
+
+float relu2_of(float v) {
+  return v > 0.0F ? v * v : 0.0F;
+}
+
+// An optional operand: checked against `shape` when present.
+template <class T>
+result<void> check_optional(const view<T, 2>& v, std::string_view name,
+                            const std::array<std::int64_t, 2>& shape) {
+  return check_view(v, name, v ? shape : v.shape);
+}
+
+// A fused kernel writes float32 and/or bf16; with elements to write, one
+// of them must be there.
+template <class Params>
+result<void> check_some_output(const Params& p, std::int64_t elements) {
+  if (elements > 0 && !p.out && !p.out_bf16)
+    return make_error(errc::invalid_argument, "out, out_bf16: neither is present");
+  return {};
+}
+
+// An operand updated in place (read, then written) gives every element its
+// own address, each row after the previous one, or the device's blocks would
+// race on it: the CUDA launcher makes the same check.
+result<void> check_no_self_overlap(const view<float, 2>& v, std::string_view name) {
+  const bool cols_ok = v.shape[1] <= 1 || v.strides[1] >= 1;
+  const bool rows_ok = v.shape[0] <= 1 || v.strides[0] >= (v.shape[1] - 1) * v.strides[1] + 1;
+  if (cols_ok && rows_ok)
+    return {};
+  return make_error(errc::invalid_argument, std::string{name} + ": elements overlap (strides " +
+                                                std::to_string(v.strides[0]) + ", " +
+                                                std::to_string(v.strides[1]) + ")");
 }
 
 template <class Fn>
@@ -93,6 +127,22 @@ result<void> check_blas_operand(const view<const float, 2>& v, std::string_view 
 
 }  // namespace
 
+std::uint16_t to_bf16_bits(float f) noexcept {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffU) > 0x7f800000U)
+    return static_cast<std::uint16_t>((bits >> 16) | 0x40U);
+  bits += 0x7fffU + ((bits >> 16) & 1U);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+float from_bf16_bits(std::uint16_t bits) noexcept {
+  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
+  float f = 0.0F;
+  std::memcpy(&f, &wide, sizeof f);
+  return f;
+}
+
 result<void> embedding(const embedding_params& p) {
   if (auto ok = first_error({check_view(p.ids, "ids", {any_extent}),
                              check_view(p.table, "table", {any_extent, any_extent}),
@@ -135,11 +185,45 @@ result<void> rms_norm(const rms_norm_params& p) {
   return {};
 }
 
+result<void> add_rms_norm(const add_rms_norm_params& p) {
+  const auto& shape = p.residual.shape;
+  if (auto ok = first_error(
+          {check_view(p.residual, "residual", {any_extent, any_extent}),
+           check_optional(p.delta, "delta", shape), check_view(p.weight, "weight", {shape[1]}),
+           check_optional(p.out, "out", shape), check_optional(p.out_bf16, "out_bf16", shape),
+           check_some_output(p, p.residual.numel()),
+           check_no_self_overlap(p.residual, "residual")});
+      !ok) {
+    return ok;
+  }
+  if (p.delta) {
+    if (auto ok = add({p.residual, p.delta, p.residual}); !ok)
+      return ok;
+  }
+  // Without a float32 output the norm goes to a scratch copy first.
+  std::vector<float> scratch;
+  view<float, 2> normed = p.out;
+  if (!normed) {
+    scratch.resize(static_cast<std::size_t>(p.residual.numel()));
+    normed = matrix(scratch.data(), shape[0], shape[1]);
+  }
+  if (auto ok = rms_norm({p.residual, p.weight, normed, p.eps}); !ok)
+    return ok;
+  if (p.out_bf16) {
+    for (std::int64_t t = 0; t < shape[0]; ++t) {
+      for (std::int64_t h = 0; h < shape[1]; ++h)
+        p.out_bf16(t, h) = to_bf16_bits(normed(t, h));
+    }
+  }
+  return {};
+}
+
 result<void> gated_rms_norm(const gated_rms_norm_params& p) {
-  if (auto ok = first_error({check_view(p.x, "x", {any_extent, any_extent}),
-                             check_view(p.gate, "gate", p.gate ? p.x.shape : p.gate.shape),
-                             check_view(p.weight, "weight", {p.x.shape[1]}),
-                             check_view(p.out, "out", p.x.shape)});
+  if (auto ok = first_error(
+          {check_view(p.x, "x", {any_extent, any_extent}),
+           check_optional(p.gate, "gate", p.x.shape),
+           check_view(p.weight, "weight", {p.x.shape[1]}), check_optional(p.out, "out", p.x.shape),
+           check_optional(p.out_bf16, "out_bf16", p.x.shape), check_some_output(p, p.x.numel())});
       !ok) {
     return ok;
   }
@@ -162,7 +246,11 @@ result<void> gated_rms_norm(const gated_rms_norm_params& p) {
       const auto scale =
           static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(group) + p.eps));
       for (std::int64_t c = 0; c < group; ++c) {
-        p.out(t, g0 + c) = gated[static_cast<std::size_t>(c)] * scale * p.weight(g0 + c);
+        const float v = gated[static_cast<std::size_t>(c)] * scale * p.weight(g0 + c);
+        if (p.out)
+          p.out(t, g0 + c) = v;
+        if (p.out_bf16)
+          p.out_bf16(t, g0 + c) = to_bf16_bits(v);
       }
     }
   }
@@ -208,7 +296,35 @@ result<void> silu(const unary_params& p) {
 }
 
 result<void> relu2(const unary_params& p) {
-  return elementwise(p, [](float v) { return v > 0.0F ? v * v : 0.0F; });
+  return elementwise(p, relu2_of);
+}
+
+result<void> activate(const activation_params& p) {
+  if (auto ok = first_error(
+          {check_view(p.x, "x", {any_extent, any_extent}), check_optional(p.out, "out", p.x.shape),
+           check_optional(p.out_bf16, "out_bf16", p.x.shape), check_some_output(p, p.x.numel())});
+      !ok) {
+    return ok;
+  }
+  float (*fn)(float) = silu_of;
+  switch (p.fn) {
+    case activation::silu:
+      fn = silu_of;
+      break;
+    case activation::relu2:
+      fn = relu2_of;
+      break;
+  }
+  for (std::int64_t t = 0; t < p.x.shape[0]; ++t) {
+    for (std::int64_t d = 0; d < p.x.shape[1]; ++d) {
+      const float v = fn(p.x(t, d));
+      if (p.out)
+        p.out(t, d) = v;
+      if (p.out_bf16)
+        p.out_bf16(t, d) = to_bf16_bits(v);
+    }
+  }
+  return {};
 }
 
 result<void> add(const binary_params& p) {

@@ -110,10 +110,12 @@ __global__ void rms_norm_kernel(matrix<const float> x, const float* weight,
 }
 
 // Block b is (row b / groups, group b % groups). Each thread reads and writes
-// the same elements in both passes, so out may alias x or gate.
+// the same elements in both passes, so out may alias x or gate. Each output
+// is written when present (null data: absent).
 __global__ void gated_rms_norm_kernel(matrix<const float> x, matrix<const float> gate,
                                       const float* weight, std::int64_t weight_stride,
-                                      matrix<float> out, std::int64_t group, float eps) {
+                                      matrix<float> out, matrix<std::uint16_t> out_bf16,
+                                      std::int64_t group, float eps) {
   __shared__ float scratch[32];
   const std::int64_t groups = x.cols / group;
   for (std::int64_t b = blockIdx.x; b < x.rows * groups; b += gridDim.x) {
@@ -128,7 +130,11 @@ __global__ void gated_rms_norm_kernel(matrix<const float> x, matrix<const float>
     const float scale = rsqrtf(sum_sq / static_cast<float>(group) + eps);
     for (std::int64_t c = threadIdx.x; c < group; c += blockDim.x) {
       const float v = gate.data != nullptr ? x(t, c0 + c) * silu_of(gate(t, c0 + c)) : x(t, c0 + c);
-      out(t, c0 + c) = v * scale * weight[(c0 + c) * weight_stride];
+      const float o = v * scale * weight[(c0 + c) * weight_stride];
+      if (out.data != nullptr)
+        out(t, c0 + c) = o;
+      if (out_bf16.data != nullptr)
+        out_bf16(t, c0 + c) = detail::to_bf16(o);
     }
   }
 }
@@ -244,10 +250,13 @@ cudaError_t rms_norm(const rms_norm_params& p, cudaStream_t stream) {
 }
 
 cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream) {
-  if (!detail::all_ok({check_view(p.x, "x", {any_extent, any_extent}),
-                       check_view(p.gate, "gate", p.gate ? p.x.shape : p.gate.shape),
-                       check_view(p.weight, "weight", {p.x.shape[1]}),
-                       check_view(p.out, "out", p.x.shape)})) {
+  if (!detail::all_ok(
+          {check_view(p.x, "x", {any_extent, any_extent}),
+           check_view(p.gate, "gate", p.gate ? p.x.shape : p.gate.shape),
+           check_view(p.weight, "weight", {p.x.shape[1]}),
+           check_view(p.out, "out", p.out ? p.x.shape : p.out.shape),
+           check_view(p.out_bf16, "out_bf16", p.out_bf16 ? p.x.shape : p.out_bf16.shape)}) ||
+      (p.x.numel() > 0 && !p.out && !p.out_bf16)) {
     return cudaErrorInvalidValue;
   }
   const std::int64_t channels = p.x.shape[1];
@@ -258,7 +267,7 @@ cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream) 
     return cudaSuccess;
   gated_rms_norm_kernel<<<row_blocks(p.x.shape[0] * (channels / group)), row_threads, 0, stream>>>(
       to_matrix(p.x), to_matrix(p.gate), p.weight.data, p.weight.strides[0], to_matrix(p.out),
-      group, p.eps);
+      to_matrix(p.out_bf16), group, p.eps);
   return detail::launch_status();
 }
 

@@ -21,7 +21,14 @@ namespace mstar::kernels::cuda {
 /// Row-wise RMS norm, one block per row; the sum of squares is taken in f32.
 [[nodiscard]] cudaError_t rms_norm(const rms_norm_params& p, cudaStream_t stream);
 
-/// Mamba-2's gated RMS norm, one block per (row, group).
+/// `residual += delta`, then its RMS norm into an f32 and/or bf16 output, in
+/// one kernel (fused.cu): one block per row, the sum of squares taken as
+/// `rms_norm` takes it, so the f32 output equals `add` then `rms_norm` bit
+/// for bit and the bf16 output is that value rounded as `to_bf16` rounds.
+[[nodiscard]] cudaError_t add_rms_norm(const add_rms_norm_params& p, cudaStream_t stream);
+
+/// Mamba-2's gated RMS norm, one block per (row, group); the bf16 output is
+/// the f32 value rounded as `to_bf16` rounds.
 [[nodiscard]] cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream);
 
 /// `out = x * sigmoid(x)`.
@@ -29,6 +36,11 @@ namespace mstar::kernels::cuda {
 
 /// `out = max(x, 0)^2`.
 [[nodiscard]] cudaError_t relu2(const unary_params& p, cudaStream_t stream);
+
+/// `silu` or `relu2` into an f32 and/or bf16 output (fused.cu): the f32
+/// values equal `silu` / `relu2`'s bit for bit, the bf16 ones are them
+/// rounded as `to_bf16` rounds.
+[[nodiscard]] cudaError_t activate(const activation_params& p, cudaStream_t stream);
 
 /// `out = a + b` (b may broadcast through zero strides).
 [[nodiscard]] cudaError_t add(const binary_params& p, cudaStream_t stream);

@@ -4,14 +4,14 @@
 
 #if MSTAR_HAVE_CUDA
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cstring>
+#include <fmt/format.h>
 #include <map>
 
 #include "kernels/cuda/device_arena.hpp"
 #include "kernels/cuda/launch.hpp"
+#include "kernels/math.hpp"
 #include "models/internal/mamba_params.hpp"
 #include "models/nemotron_h.hpp"
 
@@ -21,15 +21,6 @@ using kernels::matrix;
 using kernels::vector;
 
 namespace {
-
-std::uint16_t to_bf16_bits(float f) {
-  std::uint32_t u = 0;
-  std::memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffU) > 0x7f800000U)
-    return static_cast<std::uint16_t>((u >> 16U) | 0x40U);  // quiet NaN
-  u += 0x7fffU + ((u >> 16U) & 1U);                          // round to nearest even
-  return static_cast<std::uint16_t>(u >> 16U);
-}
 
 // A device matrix [rows, cols] in the weights' dtype.
 struct device_matrix {
@@ -42,6 +33,13 @@ struct device_layer {
   std::int32_t sub_index = 0;
   kc::device_buffer norm, conv_w, conv_b, dt_bias, a_log, d, gnorm;  // f32
   device_matrix in_proj, out_proj, q, k, v, o, up, down;
+};
+
+// A GEMM's input rows: float32, or already bfloat16 (written there by the
+// fused kernel before the GEMM). bf16 rows are read only with bf16 weights.
+struct gemm_input {
+  const float* f32 = nullptr;
+  const std::uint16_t* bf16 = nullptr;
 };
 
 // A grow-only device buffer: resized only between steps (after the stream
@@ -104,14 +102,33 @@ struct nemotron_h_cuda::impl {
     return kc::cuda_error(err, what).with_context(name);
   }
   [[nodiscard]] result<device_matrix> weights(const std::vector<float>& w, std::int64_t rows,
-                                             std::int64_t cols) const;
+                                              std::int64_t cols) const;
   [[nodiscard]] result<kc::device_buffer> floats(const std::vector<float>& w) const;
-  /// `reuse_input`: `in` is the same as the previous call's (already in
-  /// the bf16 scratch), so it is not converted again.
-  [[nodiscard]] result<void> linear(const float* in, std::int64_t t, const device_matrix& w,
-                                    float* out_rows, bool reuse_input = false);
-  [[nodiscard]] result<void> reserve(std::int64_t tokens, std::int64_t rows,
-                                     std::size_t plan_ints);
+  /// `out_rows[t, N] = in[t, K] W^T`: f32 through cublasSgemm, or a bf16
+  /// GEMM with f32 accumulation reading `in.bf16`, or `in.f32` rounded into
+  /// the bf16 scratch first.
+  [[nodiscard]] result<void> linear(gemm_input in, std::int64_t t, const device_matrix& w,
+                                    float* out_rows);
+  /// Where the fused kernels put a GEMM's input: `f32` with float32
+  /// weights, the bf16 scratch (`xb`) with bf16 weights.
+  [[nodiscard]] gemm_input staged(const float* f32) const {
+    if (dtype == mstar::dtype::float32)
+      return {f32, nullptr};
+    return {nullptr, xb.as<const std::uint16_t>()};
+  }
+  /// The bf16 scratch as `rows` x `cols` bf16, with bf16 weights; absent
+  /// (f32 weights) otherwise.
+  [[nodiscard]] kernels::view<std::uint16_t, 2> staged_bf16(std::int64_t rows,
+                                                            std::int64_t cols) const {
+    if (dtype == mstar::dtype::float32)
+      return {};
+    return matrix(xb.as<std::uint16_t>(), rows, cols);
+  }
+  /// `residual += delta` (null: no add), then the RMS norm with `weight`
+  /// into the next GEMM's input: `f32_out` or the bf16 scratch (`staged`).
+  [[nodiscard]] result<void> add_norm(float* residual, const float* delta, std::int64_t rows,
+                                      const kc::device_buffer& weight, float* f32_out);
+  [[nodiscard]] result<void> reserve(std::int64_t tokens, std::int64_t rows, std::size_t plan_ints);
   [[nodiscard]] result<void> mamba(const device_layer& l, std::int64_t tokens,
                                    const nemotron_h_batch& b, const nemotron_h_state& s,
                                    const std::int32_t* cu, const std::int32_t* slots,
@@ -134,8 +151,8 @@ result<kc::device_buffer> nemotron_h_cuda::impl::floats(const std::vector<float>
   return std::move(*buf);
 }
 
-result<device_matrix> nemotron_h_cuda::impl::weights(const std::vector<float>& w,
-                                                    std::int64_t rows, std::int64_t cols) const {
+result<device_matrix> nemotron_h_cuda::impl::weights(const std::vector<float>& w, std::int64_t rows,
+                                                     std::int64_t cols) const {
   device_matrix m;
   m.rows = rows;
   m.cols = cols;
@@ -147,7 +164,7 @@ result<device_matrix> nemotron_h_cuda::impl::weights(const std::vector<float>& w
     return m;
   }
   std::vector<std::uint16_t> bits(w.size());
-  std::transform(w.begin(), w.end(), bits.begin(), to_bf16_bits);
+  std::transform(w.begin(), w.end(), bits.begin(), kernels::to_bf16_bits);
   auto buf = kc::device_buffer::make(bits.size() * sizeof(std::uint16_t));
   if (!buf)
     return buf.error();
@@ -159,28 +176,45 @@ result<device_matrix> nemotron_h_cuda::impl::weights(const std::vector<float>& w
   return m;
 }
 
-// out[t, N] = in[t, K] W^T: f32 through cublasSgemm, or the input rounded
-// to bf16 and a bf16 GEMM with f32 accumulation.
-result<void> nemotron_h_cuda::impl::linear(const float* in, std::int64_t t, const device_matrix& w,
-                                           float* out_rows, bool reuse_input) {
+result<void> nemotron_h_cuda::impl::linear(gemm_input in, std::int64_t t, const device_matrix& w,
+                                           float* out_rows) {
   const cudaStream_t s = stream.get();
   if (dtype == mstar::dtype::float32) {
     return check(kc::linear(blas,
-                            {matrix(in, t, w.cols), matrix(w.buffer.as<const float>(), w.rows, w.cols),
-                             {}, matrix(out_rows, t, w.rows)},
+                            {matrix(in.f32, t, w.cols),
+                             matrix(w.buffer.as<const float>(), w.rows, w.cols),
+                             {},
+                             matrix(out_rows, t, w.rows)},
                             s),
                  "linear");
   }
-  auto* xb16 = xb.as<std::uint16_t>();
-  if (!reuse_input) {
-    if (auto ok = check(kc::to_bf16(in, xb16, t * w.cols, s), "to_bf16"); !ok)
+  const std::uint16_t* x16 = in.bf16;
+  if (x16 == nullptr) {
+    auto* xb16 = xb.as<std::uint16_t>();
+    if (auto ok = check(kc::to_bf16(in.f32, xb16, t * w.cols, s), "to_bf16"); !ok)
       return ok;
+    x16 = xb16;
   }
   kc::linear_bf16_params p;
-  p.x = matrix<const std::uint16_t>(xb16, t, w.cols);
+  p.x = matrix(x16, t, w.cols);
   p.weight = matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
   p.out_f32 = matrix(out_rows, t, w.rows);
   return check(kc::linear_bf16(blas, p, s), "linear_bf16");
+}
+
+result<void> nemotron_h_cuda::impl::add_norm(float* residual, const float* delta, std::int64_t rows,
+                                             const kc::device_buffer& weight, float* f32_out) {
+  const std::int64_t hid = config.hidden_size;
+  kernels::add_rms_norm_params p;
+  p.residual = matrix(residual, rows, hid);
+  if (delta != nullptr)
+    p.delta = matrix(delta, rows, hid);
+  p.weight = vector(weight.as<const float>(), hid);
+  p.out_bf16 = staged_bf16(rows, hid);
+  if (!p.out_bf16)
+    p.out = matrix(f32_out, rows, hid);
+  p.eps = static_cast<float>(config.layer_norm_epsilon);
+  return check(kc::add_rms_norm(p, stream.get()), "add_rms_norm");
 }
 
 result<void> nemotron_h_cuda::impl::reserve(std::int64_t tokens, std::int64_t rows,
@@ -231,7 +265,7 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, std::int64_t to
   float* zx = zxbcdt.as<float>();
   float* xc = xbc.as<float>();
   float* yy = y.as<float>();
-  if (auto ok = linear(x.as<float>(), tokens, l.in_proj, zx); !ok)
+  if (auto ok = linear(staged(x.as<float>()), tokens, l.in_proj, zx); !ok)
     return ok;
   const auto rows = static_cast<std::int32_t>(b.cu.size() - 1);
   const std::span<const std::int32_t> slots{slots_d, static_cast<std::size_t>(rows)};
@@ -246,36 +280,41 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, std::int64_t to
                : kc::causal_conv_varlen({cw, zx + di, proj, xc, cu_d, conv_state, slots, has}, s);
   if (auto ok = check(conv, "causal conv"); !ok)
     return ok;
-  const auto sw = internal::ssd_weights_of(c, l.dt_bias.as<const float>(), l.a_log.as<const float>(),
-                                           l.d.as<const float>());
+  const auto sw = internal::ssd_weights_of(c, l.dt_bias.as<const float>(),
+                                           l.a_log.as<const float>(), l.d.as<const float>());
   const auto in = internal::ssd_inputs_of(c, xc, zx);
-  const cudaError_t ssd =
-      b.decode ? kc::ssd_update({sw, in, yy, rows, ssm_state, slots, has}, s)
-               : kc::ssd_scan_varlen({sw, in, yy, cu_d, ssm_state, slots, has}, s);
+  const cudaError_t ssd = b.decode
+                              ? kc::ssd_update({sw, in, yy, rows, ssm_state, slots, has}, s)
+                              : kc::ssd_scan_varlen({sw, in, yy, cu_d, ssm_state, slots, has}, s);
   if (auto ok = check(ssd, "ssd"); !ok)
     return ok;
+  // In place in f32; with bf16 weights straight into out_proj's input.
   const kernels::view<const float, 2> z{zx, {tokens, di}, {proj, 1}};
   auto yv = matrix(yy, tokens, di);
-  if (auto ok = check(kc::gated_rms_norm({yv, z, vector(l.gnorm.as<const float>(), di), yv,
-                                          c.gated_norm_group_size(),
-                                          static_cast<float>(c.layer_norm_epsilon)},
-                                         s),
-                      "gated_rms_norm");
-      !ok)
+  kernels::gated_rms_norm_params g{yv,
+                                   z,
+                                   vector(l.gnorm.as<const float>(), di),
+                                   {},
+                                   c.gated_norm_group_size(),
+                                   static_cast<float>(c.layer_norm_epsilon)};
+  g.out_bf16 = staged_bf16(tokens, di);
+  if (!g.out_bf16)
+    g.out = yv;
+  if (auto ok = check(kc::gated_rms_norm(g, s), "gated_rms_norm"); !ok)
     return ok;
-  return linear(yy, tokens, l.out_proj, out.as<float>());
+  return linear(staged(yy), tokens, l.out_proj, out.as<float>());
 }
 
 result<void> nemotron_h_cuda::impl::attention(const device_layer& l, std::int64_t tokens,
                                               const kernels::kv_page_table& table,
                                               const kernels::kv_arena_view& kv) {
   const cudaStream_t s = stream.get();
-  const float* xs = x.as<float>();
+  const gemm_input xs = staged(x.as<float>());
   if (auto ok = linear(xs, tokens, l.q, q.as<float>()); !ok)
     return ok;
-  if (auto ok = linear(xs, tokens, l.k, k.as<float>(), true); !ok)
+  if (auto ok = linear(xs, tokens, l.k, k.as<float>()); !ok)
     return ok;
-  if (auto ok = linear(xs, tokens, l.v, v.as<float>(), true); !ok)
+  if (auto ok = linear(xs, tokens, l.v, v.as<float>()); !ok)
     return ok;
   if (auto ok = check(kc::append_kv({kv, l.sub_index, table, k.as<float>(), v.as<float>()}, s),
                       "append_kv");
@@ -283,14 +322,19 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, std::int64_
     return ok;
   // Small decode batches over long contexts split each row's positions
   // over several blocks (the workspace is sized per step, before any launch).
-  const kernels::paged_attention_params ap{kv, l.sub_index, table, q.as<float>(), o.as<float>(),
+  const kernels::paged_attention_params ap{kv,
+                                           l.sub_index,
+                                           table,
+                                           q.as<float>(),
+                                           o.as<float>(),
                                            static_cast<std::int32_t>(config.num_attention_heads),
                                            0.0F};
   if (auto ok = check(kc::paged_attention(ap, split.buffer.data(), split.buffer.size(), s),
                       "paged_attention");
       !ok)
     return ok;
-  return linear(o.as<float>(), tokens, l.o, out.as<float>());
+  // The attention output is f32: with bf16 weights linear rounds it first.
+  return linear({o.as<float>()}, tokens, l.o, out.as<float>());
 }
 
 nemotron_h_cuda::nemotron_h_cuda(std::unique_ptr<impl> p, mstar::dtype dtype)
@@ -304,9 +348,9 @@ nemotron_h_cuda::~nemotron_h_cuda() {
 
 result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar::dtype dtype) {
   if (dtype != mstar::dtype::bfloat16 && dtype != mstar::dtype::float32) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("the CUDA model runs bfloat16 or float32 weights, not {}",
-                                  to_string(dtype)));
+    return make_error(
+        errc::invalid_argument,
+        fmt::format("the CUDA model runs bfloat16 or float32 weights, not {}", to_string(dtype)));
   }
   int count = 0;
   if (auto ok = kc::check(cudaGetDeviceCount(&count), "cudaGetDeviceCount"); !ok)
@@ -339,7 +383,9 @@ kernels::arena_factory nemotron_h_cuda::memory() const {
   return kc::device_arena_factory(impl_->stream.get());
 }
 
-const std::string& nemotron_h_cuda::name() const noexcept { return impl_->name; }
+const std::string& nemotron_h_cuda::name() const noexcept {
+  return impl_->name;
+}
 
 result<void> nemotron_h_cuda::upload(const nemotron_h_config& config,
                                      const nemotron_h_host_weights& w) {
@@ -349,12 +395,12 @@ result<void> nemotron_h_cuda::upload(const nemotron_h_config& config,
   const std::int64_t hid = c.hidden_size;
   const std::int64_t qd = c.num_attention_heads * c.head_dim;
   const std::int64_t kvd = c.num_key_value_heads * c.head_dim;
-#define MSTAR_UP(dst, expr)     \
-  do {                          \
-    auto up_ = (expr);          \
-    if (!up_)                   \
-      return up_.error();       \
-    (dst) = std::move(*up_);    \
+#define MSTAR_UP(dst, expr)  \
+  do {                       \
+    auto up_ = (expr);       \
+    if (!up_)                \
+      return up_.error();    \
+    (dst) = std::move(*up_); \
   } while (false)
   MSTAR_UP(p.embeddings, p.floats(*w.embeddings));
   MSTAR_UP(p.norm_f, p.floats(*w.norm_f));
@@ -462,8 +508,8 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
   const auto rows = static_cast<std::size_t>(R);
   kernels::kv_page_table table;
   if (st.kv_plan != nullptr) {
-    table = {dspan(L.qo, rows + 1),  dspan(L.kvp, rows + 1), dspan(L.kvi, L.n_kvi),
-             dspan(L.lpl, rows),     dspan(L.dp, L.n_dp),    dspan(L.dop, L.n_dp)};
+    table = {dspan(L.qo, rows + 1), dspan(L.kvp, rows + 1), dspan(L.kvi, L.n_kvi),
+             dspan(L.lpl, rows),    dspan(L.dp, L.n_dp),    dspan(L.dop, L.n_dp)};
   }
   const auto* has_d = reinterpret_cast<const std::uint8_t*>(dplan + L.has);
   float* hh = h.as<float>();
@@ -476,13 +522,11 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
                       "embedding");
       !ok)
     return ok;
-  const auto eps = static_cast<float>(c.layer_norm_epsilon);
+  // The residual stream: each layer's output (`out`) is added to h by the
+  // next layer's norm (`pending`), which writes that layer's GEMM input.
+  const float* pending = nullptr;
   for (const auto& l : layers) {
-    if (auto ok = check(kc::rms_norm({matrix<const float>(hh, T, hid),
-                                      vector(l.norm.as<const float>(), hid), matrix(xx, T, hid), eps},
-                                     s),
-                        "rms_norm");
-        !ok)
+    if (auto ok = add_norm(hh, pending, T, l.norm, xx); !ok)
       return ok;
     result<void> mixed;
     switch (l.kind) {
@@ -494,15 +538,22 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
         break;
       case layer_kind::mlp: {
         float* in = inter.as<float>();
-        mixed = linear(xx, T, l.up, in);
+        mixed = linear(staged(xx), T, l.up, in);
         if (!mixed)
           break;
+        // In place in f32; with bf16 weights straight into down's input.
         auto iv = matrix(in, T, c.intermediate_size);
-        mixed = check(c.mlp_hidden_act == "silu" ? kc::silu({iv, iv}, s) : kc::relu2({iv, iv}, s),
-                      "mlp activation");
+        kernels::activation_params a{
+            iv,
+            {},
+            staged_bf16(T, c.intermediate_size),
+            c.mlp_hidden_act == "silu" ? kernels::activation::silu : kernels::activation::relu2};
+        if (!a.out_bf16)
+          a.out = iv;
+        mixed = check(kc::activate(a, s), "mlp activation");
         if (!mixed)
           break;
-        mixed = linear(in, T, l.down, oo);
+        mixed = linear(staged(in), T, l.down, oo);
         break;
       }
       case layer_kind::moe:
@@ -510,26 +561,33 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
     }
     if (!mixed)
       return mixed;
-    auto hv = matrix(hh, T, hid);
-    if (auto ok = check(kc::add({hv, matrix<const float>(oo, T, hid), hv}, s), "residual add"); !ok)
-      return ok;
+    pending = oo;
   }
-  // Only each row's last token needs the head: gather those rows (an
-  // embedding lookup into h), norm, project.
+  // Only each row's last token needs the head. A decode step's rows are one
+  // token each (row r's last token is token r): the last add and the final
+  // norm run over h as it is. Otherwise add, gather those rows (an
+  // embedding lookup into h), then norm them.
   float* ll = last.as<float>();
   float* lg = logits.as<float>();
-  if (auto ok = check(kc::embedding({vector(dplan + L.last, R), matrix<const float>(hh, T, hid),
-                                     matrix(ll, R, hid)},
-                                    s),
-                      "last-token gather");
-      !ok)
-    return ok;
-  auto lv = matrix(ll, R, hid);
-  if (auto ok = check(kc::rms_norm({lv, vector(norm_f.as<const float>(), hid), lv, eps}, s),
-                      "final norm");
-      !ok)
-    return ok;
-  if (auto ok = linear(ll, R, lm_head, lg); !ok)
+  if (b.decode && T == R) {
+    if (auto ok = add_norm(hh, pending, T, norm_f, ll); !ok)
+      return ok;
+  } else {
+    if (pending != nullptr) {
+      auto hv = matrix(hh, T, hid);
+      if (auto ok = check(kc::add({hv, matrix(pending, T, hid), hv}, s), "residual add"); !ok)
+        return ok;
+    }
+    if (auto ok = check(kc::embedding({vector(dplan + L.last, R), matrix<const float>(hh, T, hid),
+                                       matrix(ll, R, hid)},
+                                      s),
+                        "last-token gather");
+        !ok)
+      return ok;
+    if (auto ok = add_norm(ll, nullptr, R, norm_f, ll); !ok)
+      return ok;
+  }
+  if (auto ok = linear(staged(ll), R, lm_head, lg); !ok)
     return ok;
   if (!argmax)
     return {};
@@ -566,8 +624,8 @@ result<void> nemotron_h_cuda::impl::sample(std::span<const row_sampling> rows) {
   const auto* du =
       reinterpret_cast<const std::uint64_t*>(settings.as<const std::byte>() + words * 4);
   kc::sample_batch_params p;
-  p.logits = matrix<const float>(logits.as<float>(), static_cast<std::int64_t>(R),
-                                 config.vocab_size);
+  p.logits =
+      matrix<const float>(logits.as<float>(), static_cast<std::int64_t>(R), config.vocab_size);
   p.temperature = df;
   p.top_p = df + R;
   p.top_k = reinterpret_cast<const std::int32_t*>(df + 2 * R);
@@ -592,8 +650,9 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
   // launch shapes do not change as contexts grow.
   const bool graph = graphs_ && b.decode && (kp == nullptr || kp->decode);
   const std::size_t n_dp = kp != nullptr ? kp->decode_page.size() : 0;
-  const std::size_t kvi_capacity =
-      kp == nullptr ? 0 : graph ? static_cast<std::size_t>(kv_pages_) : kp->kv_indices.size();
+  const std::size_t kvi_capacity = kp == nullptr ? 0
+                                   : graph       ? static_cast<std::size_t>(kv_pages_)
+                                                 : kp->kv_indices.size();
   const step_layout L = layout_for(T, R, n_dp, kvi_capacity);
   auto& hp = p.host_plan;
   hp.assign(L.total, 0);
@@ -622,14 +681,14 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
     std::memcpy(hp.data() + L.has, st.rec->has_state.data(), R);
   }
   const std::uint64_t before = p.buffers_generation;
-  if (auto ok = p.reserve(static_cast<std::int64_t>(T), static_cast<std::int64_t>(R), L.total);
-      !ok)
+  if (auto ok = p.reserve(static_cast<std::int64_t>(T), static_cast<std::int64_t>(R), L.total); !ok)
     return ok;
   kernels::kv_page_table sizes;  // host sizes only: what the split workspace depends on
   std::vector<std::int32_t> qo_sizes(R + 1), kvi_sizes(L.n_kvi);
   if (kp != nullptr) {
     sizes = {qo_sizes, qo_sizes, kvi_sizes, {qo_sizes.data(), R}, {}, {}};
-    if (L.n_dp > 0) sizes.decode_page = sizes.decode_offset = {qo_sizes.data(), R};
+    if (L.n_dp > 0)
+      sizes.decode_page = sizes.decode_offset = {qo_sizes.data(), R};
     const kernels::paged_attention_params probe{
         st.kv, 0, sizes, nullptr, nullptr, static_cast<std::int32_t>(c.num_attention_heads), 0.0F};
     if (auto ok = p.reserve_buffer(p.split, kc::paged_attention_workspace_bytes(probe)); !ok)
@@ -641,7 +700,7 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
       !ok)
     return ok;
   const bool all_greedy = std::all_of(sampling.begin(), sampling.end(),
-                                     [](const row_sampling& r) { return r.temperature == 0.0F; });
+                                      [](const row_sampling& r) { return r.temperature == 0.0F; });
   if (sampled != nullptr && sampling.size() != R) {
     return make_error(errc::invalid_argument,
                       fmt::format("{} sampling settings for {} rows", sampling.size(), R));
@@ -662,7 +721,8 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
       cudaGraph_t captured = nullptr;
       const cudaError_t ended = cudaStreamEndCapture(s, &captured);
       if (!launched) {
-        if (captured != nullptr) (void)cudaGraphDestroy(captured);
+        if (captured != nullptr)
+          (void)cudaGraphDestroy(captured);
         return launched;
       }
       if (auto ok = p.check(ended, "decode graph capture"); !ok)
@@ -692,10 +752,10 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
   }
   if (logits != nullptr) {
     logits->resize(R * static_cast<std::size_t>(c.vocab_size));
-    if (auto ok = p.check(cudaMemcpyAsync(logits->data(), p.logits.as<float>(),
-                                          logits->size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                          s),
-                          "logits download");
+    if (auto ok =
+            p.check(cudaMemcpyAsync(logits->data(), p.logits.as<float>(),
+                                    logits->size() * sizeof(float), cudaMemcpyDeviceToHost, s),
+                    "logits download");
         !ok)
       return ok;
   }
@@ -728,7 +788,9 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int, mstar::dtype
   return make_error(errc::unsupported,
                     "this build has no CUDA (configure with -DMSTAR_CUDA=ON where nvcc is found)");
 }
-kernels::arena_factory nemotron_h_cuda::memory() const { return {}; }
+kernels::arena_factory nemotron_h_cuda::memory() const {
+  return {};
+}
 const std::string& nemotron_h_cuda::name() const noexcept {
   static const std::string none = "none";
   return none;

@@ -14,6 +14,21 @@ using test::gpu::upload;
 using test::gpu::within;
 namespace budget = test::gpu::budget;
 
+// Each float's bf16 bits by the CPU's rule (`to_bf16_bits`).
+std::vector<std::uint16_t> bf16_of(const std::vector<float>& v) {
+  std::vector<std::uint16_t> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    out[i] = to_bf16_bits(v[i]);
+  return out;
+}
+
+std::vector<float> floats_of(const std::vector<std::uint16_t>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    out[i] = from_bf16_bits(v[i]);
+  return out;
+}
+
 TEST(gpu_math, embedding_gathers_rows_and_poisons_out_of_range_ids) {
   MSTAR_REQUIRE_GPU();
   auto rng = test::gpu::seeded(201);
@@ -89,10 +104,10 @@ TEST(gpu_math, gated_rms_norm_matches_per_group_with_and_without_gate) {
     for (const bool gated : {true, false}) {
       SCOPED_TRACE("group_size " + std::to_string(group) + (gated ? " gated" : " ungated"));
       std::vector<float> ref(x.size());
-      ASSERT_TRUE(gated_rms_norm({matrix(x.data(), tokens, channels),
-                                  gated ? matrix(z.data(), tokens, channels) : view<const float, 2>{},
-                                  vector(w.data(), channels), matrix(ref.data(), tokens, channels), group,
-                                  1e-6F}));
+      ASSERT_TRUE(gated_rms_norm(
+          {matrix(x.data(), tokens, channels),
+           gated ? matrix(z.data(), tokens, channels) : view<const float, 2>{},
+           vector(w.data(), channels), matrix(ref.data(), tokens, channels), group, 1e-6F}));
       auto d_out = poisoned<float>(ref.size());
       ASSERT_EQ(cuda::gated_rms_norm({matrix<const float>(d_x.data(), tokens, channels),
                                       gated ? matrix<const float>(d_z.data(), tokens, channels)
@@ -103,6 +118,184 @@ TEST(gpu_math, gated_rms_norm_matches_per_group_with_and_without_gate) {
                 cudaSuccess);
       EXPECT_TRUE(within(d_out.download(), ref, budget::f32_reduction));
     }
+  }
+}
+
+// The fused kernels' bf16 outputs are checked three ways: equal to the
+// GPU's own f32 output rounded by the CPU's rule (the same value, the same
+// rounding), equal whether or not the f32 output is written, and within the
+// bf16 budget of the CPU reference. Their f32 outputs equal the unfused
+// launchers' bit for bit (what keeps the float32 model's logits unchanged).
+TEST(gpu_math, add_rms_norm_matches_add_then_norm_with_f32_and_bf16_outputs) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(208);
+  const std::int64_t tokens = 33, hidden = 1000, stride = 1024;
+  const auto residual = rng.floats(static_cast<std::size_t>(tokens * stride), -3.0F, 3.0F);
+  const auto delta = rng.floats(static_cast<std::size_t>(tokens * hidden), -2.0F, 2.0F);
+  const auto w = rng.floats(static_cast<std::size_t>(hidden));
+  const auto d_delta = upload(delta);
+  const auto d_w = upload(w);
+  const auto dwv = vector<const float>(d_w.data(), hidden);
+  const auto strided = [&](float* data) {
+    return view<float, 2>{data, {tokens, hidden}, {stride, 1}};
+  };
+  for (const bool with_delta : {true, false}) {
+    SCOPED_TRACE(with_delta ? "with delta" : "without delta");
+    auto ref_res = residual;
+    std::vector<float> ref(static_cast<std::size_t>(tokens * hidden));
+    ASSERT_TRUE(
+        add_rms_norm({strided(ref_res.data()),
+                      with_delta ? matrix(delta.data(), tokens, hidden) : view<const float, 2>{},
+                      vector(w.data(), hidden),
+                      matrix(ref.data(), tokens, hidden),
+                      {},
+                      1e-5F}));
+    const view<const float, 2> ddv =
+        with_delta ? matrix<const float>(d_delta.data(), tokens, hidden) : view<const float, 2>{};
+    // Both outputs.
+    auto d_res = upload(residual);
+    auto d_out = poisoned<float>(ref.size());
+    auto d_out16 = poisoned<std::uint16_t>(ref.size());
+    ASSERT_EQ(
+        cuda::add_rms_norm({strided(d_res.data()), ddv, dwv, matrix(d_out.data(), tokens, hidden),
+                            matrix(d_out16.data(), tokens, hidden), 1e-5F},
+                           nullptr),
+        cudaSuccess);
+    EXPECT_TRUE(within(d_res.download(), ref_res, budget::f32_elementwise));  // padding too
+    const auto out = d_out.download();
+    const auto out16 = d_out16.download();
+    EXPECT_TRUE(within(out, ref, budget::f32_reduction));
+    EXPECT_EQ(out16, bf16_of(out));
+    EXPECT_TRUE(within(floats_of(out16), ref, budget::bf16_out));
+    // bf16 alone: the same bits.
+    auto d_res2 = upload(residual);
+    auto d_alone = poisoned<std::uint16_t>(ref.size());
+    ASSERT_EQ(
+        cuda::add_rms_norm(
+            {strided(d_res2.data()), ddv, dwv, {}, matrix(d_alone.data(), tokens, hidden), 1e-5F},
+            nullptr),
+        cudaSuccess);
+    EXPECT_EQ(d_alone.download(), out16);
+    EXPECT_EQ(d_res2.download(), d_res.download());
+    // The unfused launchers: add, then rms_norm.
+    auto d_res3 = upload(residual);
+    auto d_unfused = poisoned<float>(ref.size());
+    if (with_delta) {
+      ASSERT_EQ(cuda::add({strided(d_res3.data()), ddv, strided(d_res3.data())}, nullptr),
+                cudaSuccess);
+    }
+    ASSERT_EQ(cuda::rms_norm(
+                  {strided(d_res3.data()), dwv, matrix(d_unfused.data(), tokens, hidden), 1e-5F},
+                  nullptr),
+              cudaSuccess);
+    EXPECT_EQ(d_unfused.download(), out);
+    // In place, out the residual itself (the model's final norm after the
+    // last-token gather).
+    auto d_res4 = upload(residual);
+    ASSERT_EQ(cuda::add_rms_norm(
+                  {strided(d_res4.data()), ddv, dwv, strided(d_res4.data()), {}, 1e-5F}, nullptr),
+              cudaSuccess);
+    const auto back = d_res4.download();
+    std::vector<float> got;
+    for (std::int64_t t = 0; t < tokens; ++t)
+      got.insert(got.end(), back.begin() + t * stride, back.begin() + t * stride + hidden);
+    EXPECT_EQ(got, out);
+  }
+}
+
+TEST(gpu_math, fused_launchers_refuse_no_output_and_a_self_overlapping_residual) {
+  MSTAR_REQUIRE_GPU();
+  auto d_x = poisoned<float>(64);
+  auto d_w = poisoned<float>(8);
+  auto d_out = poisoned<float>(64);
+  const auto xv = matrix(d_x.data(), 8, 8);
+  const auto wv = vector<const float>(d_w.data(), 8);
+  const auto ov = matrix(d_out.data(), 8, 8);
+  EXPECT_EQ(cuda::add_rms_norm({xv, {}, wv}, nullptr), cudaErrorInvalidValue);
+  const view<float, 2> shared{d_x.data(), {8, 8}, {0, 1}};  // every row the same elements
+  EXPECT_EQ(cuda::add_rms_norm({shared, {}, wv, ov}, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::activate({xv, {}, {}, activation::silu}, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::gated_rms_norm({xv, {}, wv, {}, 0, 1e-6F}, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(gpu_math, activate_writes_f32_and_bf16_outputs_like_silu_and_relu2) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(209);
+  const std::int64_t rows = 70, cols = 333;
+  const auto x = rng.floats(static_cast<std::size_t>(rows * cols), -8.0F, 8.0F);
+  const auto d_x = upload(x);
+  const auto dxv = matrix<const float>(d_x.data(), rows, cols);
+  for (const auto fn : {activation::silu, activation::relu2}) {
+    SCOPED_TRACE(fn == activation::silu ? "silu" : "relu2");
+    std::vector<float> ref(x.size());
+    ASSERT_TRUE(activate({matrix(x.data(), rows, cols), matrix(ref.data(), rows, cols), {}, fn}));
+    auto d_out = poisoned<float>(x.size());
+    auto d_out16 = poisoned<std::uint16_t>(x.size());
+    ASSERT_EQ(cuda::activate(
+                  {dxv, matrix(d_out.data(), rows, cols), matrix(d_out16.data(), rows, cols), fn},
+                  nullptr),
+              cudaSuccess);
+    const auto out = d_out.download();
+    const auto out16 = d_out16.download();
+    EXPECT_TRUE(within(out, ref, budget::f32_elementwise));
+    EXPECT_EQ(out16, bf16_of(out));
+    EXPECT_TRUE(within(floats_of(out16), ref, budget::bf16_out));
+    auto d_alone = poisoned<std::uint16_t>(x.size());
+    ASSERT_EQ(cuda::activate({dxv, {}, matrix(d_alone.data(), rows, cols), fn}, nullptr),
+              cudaSuccess);
+    EXPECT_EQ(d_alone.download(), out16);
+    // In place equals the unfused launcher's output.
+    auto d_in_place = upload(x);
+    const auto iv = matrix(d_in_place.data(), rows, cols);
+    ASSERT_EQ(cuda::activate({iv, iv, {}, fn}, nullptr), cudaSuccess);
+    auto d_unfused = poisoned<float>(x.size());
+    const auto uv = matrix(d_unfused.data(), rows, cols);
+    ASSERT_EQ(
+        fn == activation::silu ? cuda::silu({dxv, uv}, nullptr) : cuda::relu2({dxv, uv}, nullptr),
+        cudaSuccess);
+    EXPECT_EQ(d_in_place.download(), out);
+    EXPECT_EQ(d_unfused.download(), out);
+  }
+}
+
+TEST(gpu_math, gated_rms_norm_writes_a_bf16_output_alone_or_beside_f32) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(210);
+  const std::int64_t tokens = 17, channels = 512;
+  const auto x = rng.floats(static_cast<std::size_t>(tokens * channels), -2.0F, 2.0F);
+  const auto z = rng.floats(x.size(), -4.0F, 4.0F);
+  const auto w = rng.floats(static_cast<std::size_t>(channels));
+  const auto d_x = upload(x);
+  const auto d_z = upload(z);
+  const auto d_w = upload(w);
+  for (const std::int64_t group : {std::int64_t{0}, std::int64_t{64}}) {
+    SCOPED_TRACE("group_size " + std::to_string(group));
+    std::vector<float> ref(x.size());
+    ASSERT_TRUE(gated_rms_norm({matrix(x.data(), tokens, channels),
+                                matrix(z.data(), tokens, channels), vector(w.data(), channels),
+                                matrix(ref.data(), tokens, channels), group, 1e-6F}));
+    gated_rms_norm_params p{matrix<const float>(d_x.data(), tokens, channels),
+                            matrix<const float>(d_z.data(), tokens, channels),
+                            vector<const float>(d_w.data(), channels),
+                            {},
+                            group,
+                            1e-6F};
+    auto d_out = poisoned<float>(ref.size());
+    auto d_out16 = poisoned<std::uint16_t>(ref.size());
+    p.out = matrix(d_out.data(), tokens, channels);
+    p.out_bf16 = matrix(d_out16.data(), tokens, channels);
+    ASSERT_EQ(cuda::gated_rms_norm(p, nullptr), cudaSuccess);
+    const auto out = d_out.download();
+    const auto out16 = d_out16.download();
+    EXPECT_TRUE(within(out, ref, budget::f32_reduction));
+    EXPECT_EQ(out16, bf16_of(out));
+    EXPECT_TRUE(within(floats_of(out16), ref, budget::bf16_out));
+    auto d_alone = poisoned<std::uint16_t>(ref.size());
+    p.out = {};
+    p.out_bf16 = matrix(d_alone.data(), tokens, channels);
+    ASSERT_EQ(cuda::gated_rms_norm(p, nullptr), cudaSuccess);
+    EXPECT_EQ(d_alone.download(), out16);
   }
 }
 
@@ -158,9 +351,10 @@ TEST(gpu_math, softmax_matches_and_zeroes_rows_without_a_finite_score) {
   ASSERT_TRUE(softmax({matrix(x.data(), rows, cols), matrix(ref.data(), rows, cols)}));
   const auto d_x = upload(x);
   auto d_out = poisoned<float>(ref.size());
-  ASSERT_EQ(cuda::softmax({matrix<const float>(d_x.data(), rows, cols), matrix(d_out.data(), rows, cols)},
-                          nullptr),
-            cudaSuccess);
+  ASSERT_EQ(
+      cuda::softmax({matrix<const float>(d_x.data(), rows, cols), matrix(d_out.data(), rows, cols)},
+                    nullptr),
+      cudaSuccess);
   EXPECT_TRUE(within(d_out.download(), ref, budget::f32_reduction));
 }
 

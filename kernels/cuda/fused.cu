@@ -1,0 +1,143 @@
+// Fused launchers (kernels/cuda/math.hpp): the residual add folded into the
+// next RMS norm, and an activation, each writing f32 and/or the bf16 input of
+// the GEMM that follows. Each computes its f32 values with the same
+// expressions, thread layout and reduction as math.cu's unfused kernels, so
+// the results are those of the unfused sequence bit for bit.
+#include <algorithm>
+
+#include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/host_checks.hpp"
+#include "kernels/cuda/math.hpp"
+
+namespace mstar::kernels::cuda {
+namespace {
+
+using detail::ceil_div;
+using detail::matrix;
+using detail::to_matrix;
+
+// math.cu's block size for row kernels: the sum of squares depends on it.
+constexpr int row_threads = 256;
+
+// math.cu's expressions, for equal bits.
+struct silu_fn {
+  __device__ float operator()(float v) const { return v / (1.0F + expf(-v)); }
+};
+struct relu2_fn {
+  __device__ float operator()(float v) const { return v > 0.0F ? v * v : 0.0F; }
+};
+
+// One block per row (looping past the grid). Thread i owns columns i,
+// i + blockDim.x, ... in both passes: it adds, stores and squares them, then
+// after the block sum reads back what it stored, so no other thread's write
+// is read, and out may alias residual or delta element for element.
+__global__ void add_rms_norm_kernel(matrix<float> residual, matrix<const float> delta,
+                                    const float* weight, std::int64_t weight_stride,
+                                    matrix<float> out, matrix<std::uint16_t> out_bf16, float eps) {
+  __shared__ float scratch[32];
+  for (std::int64_t t = blockIdx.x; t < residual.rows; t += gridDim.x) {
+    float sum_sq = 0.0F;
+    for (std::int64_t h = threadIdx.x; h < residual.cols; h += blockDim.x) {
+      float v = residual(t, h);
+      if (delta.data != nullptr) {
+        v = v + delta(t, h);
+        residual(t, h) = v;
+      }
+      sum_sq += v * v;
+    }
+    sum_sq = detail::block_sum(sum_sq, scratch);
+    const float scale = rsqrtf(sum_sq / static_cast<float>(residual.cols) + eps);
+    for (std::int64_t h = threadIdx.x; h < residual.cols; h += blockDim.x) {
+      const float o = residual(t, h) * scale * weight[h * weight_stride];
+      if (out.data != nullptr)
+        out(t, h) = o;
+      if (out_bf16.data != nullptr)
+        out_bf16(t, h) = detail::to_bf16(o);
+    }
+  }
+}
+
+// Rows along grid y (looping past 65535), columns along grid x, as math.cu's
+// unary kernel.
+template <class Fn>
+__global__ void activate_kernel(matrix<const float> x, matrix<float> out,
+                                matrix<std::uint16_t> out_bf16, Fn fn) {
+  for (std::int64_t t = blockIdx.y; t < x.rows; t += gridDim.y) {
+    for (std::int64_t d = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; d < x.cols;
+         d += std::int64_t{gridDim.x} * blockDim.x) {
+      const float v = fn(x(t, d));
+      if (out.data != nullptr)
+        out(t, d) = v;
+      if (out_bf16.data != nullptr)
+        out_bf16(t, d) = detail::to_bf16(v);
+    }
+  }
+}
+
+// The CPU reference's rule (kernels/cpu/math.cpp): an operand updated in
+// place gives every element its own address, or blocks would race on it.
+bool no_self_overlap(const view<float, 2>& v) {
+  const bool cols_ok = v.shape[1] <= 1 || v.strides[1] >= 1;
+  const bool rows_ok = v.shape[0] <= 1 || v.strides[0] >= (v.shape[1] - 1) * v.strides[1] + 1;
+  return cols_ok && rows_ok;
+}
+
+template <class T>
+result<void> check_optional(const view<T, 2>& v, std::string_view name,
+                            const std::array<std::int64_t, 2>& shape) {
+  return check_view(v, name, v ? shape : v.shape);
+}
+
+template <class Fn>
+cudaError_t launch_activate(const activation_params& p, Fn fn, cudaStream_t stream) {
+  const std::int64_t rows = p.x.shape[0];
+  const std::int64_t cols = p.x.shape[1];
+  const auto x = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(cols, row_threads), 1024));
+  const auto y = static_cast<unsigned>(std::min<std::int64_t>(rows, 65535));
+  activate_kernel<<<dim3{x, y}, row_threads, 0, stream>>>(to_matrix(p.x), to_matrix(p.out),
+                                                          to_matrix(p.out_bf16), fn);
+  return detail::launch_status();
+}
+
+}  // namespace
+
+cudaError_t add_rms_norm(const add_rms_norm_params& p, cudaStream_t stream) {
+  const auto& shape = p.residual.shape;
+  if (!detail::all_ok(
+          {check_view(p.residual, "residual", {any_extent, any_extent}),
+           check_optional(p.delta, "delta", shape), check_view(p.weight, "weight", {shape[1]}),
+           check_optional(p.out, "out", shape), check_optional(p.out_bf16, "out_bf16", shape)}) ||
+      !no_self_overlap(p.residual)) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.residual.numel() == 0)
+    return cudaSuccess;
+  if (!p.out && !p.out_bf16)
+    return cudaErrorInvalidValue;
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(shape[0], 1 << 20));
+  add_rms_norm_kernel<<<blocks, row_threads, 0, stream>>>(
+      to_matrix(p.residual), to_matrix(p.delta), p.weight.data, p.weight.strides[0],
+      to_matrix(p.out), to_matrix(p.out_bf16), p.eps);
+  return detail::launch_status();
+}
+
+cudaError_t activate(const activation_params& p, cudaStream_t stream) {
+  if (!detail::all_ok({check_view(p.x, "x", {any_extent, any_extent}),
+                       check_optional(p.out, "out", p.x.shape),
+                       check_optional(p.out_bf16, "out_bf16", p.x.shape)})) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.x.numel() == 0)
+    return cudaSuccess;
+  if (!p.out && !p.out_bf16)
+    return cudaErrorInvalidValue;
+  switch (p.fn) {
+    case activation::silu:
+      return launch_activate(p, silu_fn{}, stream);
+    case activation::relu2:
+      return launch_activate(p, relu2_fn{}, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace mstar::kernels::cuda
