@@ -1,0 +1,149 @@
+#pragma once
+
+// The CUDA Nemotron-H's private state: device weights, work buffers, the
+// step's plan layout and the launches of one step. Only
+// models/cuda/nemotron_h_cuda*.cpp include this, in CUDA builds.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/launch.hpp"
+#include "models/cuda/nemotron_h_cuda.hpp"
+#include "models/nemotron_h.hpp"
+
+namespace mstar::models {
+namespace cuda_detail {
+namespace kc = kernels::cuda;
+
+// A device matrix [rows, cols] in the weights' dtype.
+struct device_matrix {
+  kc::device_buffer buffer;
+  std::int64_t rows = 0, cols = 0;
+};
+
+struct device_layer {
+  layer_kind kind = layer_kind::mlp;
+  std::int32_t sub_index = 0;
+  kc::device_buffer norm, conv_w, conv_b, dt_bias, a_log, d, gnorm;  // f32
+  device_matrix in_proj, out_proj, q, k, v, o, up, down;
+};
+
+// A GEMM's input rows: float32, or already bfloat16 (written there by the
+// fused kernel before the GEMM). bf16 rows are read only with bf16 weights.
+struct gemm_input {
+  const float* f32 = nullptr;
+  const std::uint16_t* bf16 = nullptr;
+};
+
+// A grow-only device buffer: resized only between steps (after the stream
+// drained), so no queued kernel reads memory being freed.
+struct work_buffer {
+  kc::device_buffer buffer;
+  template <class T>
+  [[nodiscard]] T* as() const noexcept {
+    return buffer.as<T>();
+  }
+};
+
+// Where each index array of a step sits in the plan buffer (int32 units).
+// Every offset depends only on (tokens, rows, the KV index capacity), so a
+// decode graph captured for R rows reads the same addresses every step.
+struct step_layout {
+  std::size_t ids = 0, cu = 0, last = 0, qo = 0, kvp = 0, lpl = 0, dp = 0, dop = 0, slots = 0,
+              has = 0, kvi = 0, total = 0;
+  std::size_t n_dp = 0, n_kvi = 0;
+};
+
+}  // namespace cuda_detail
+
+namespace kc = kernels::cuda;
+using cuda_detail::device_layer;
+using cuda_detail::device_matrix;
+using cuda_detail::gemm_input;
+using cuda_detail::step_layout;
+using cuda_detail::work_buffer;
+
+struct nemotron_h_cuda::impl {
+  int device = 0;
+  std::string name;
+  mstar::dtype dtype = mstar::dtype::bfloat16;
+  kc::stream stream;
+  kc::blas_handle blas;
+  nemotron_h_config config;
+  kc::device_buffer embeddings, norm_f;  // f32
+  device_matrix lm_head;
+  std::vector<device_layer> layers;
+  // Work buffers, sized per step.
+  work_buffer h, x, out, zxbcdt, xbc, y, q, k, v, o, inter, xb, last, logits, plan, greedy;
+  work_buffer split;     // split-KV decode attention partials
+  work_buffer settings;  // per-row sampling settings, struct of arrays
+  std::vector<std::byte> host_settings;
+  std::vector<std::int32_t> host_plan;
+  std::uint64_t buffers_generation = 0;  // bumped whenever a work buffer moves
+
+  /// `graphs_read`: captured graphs address this buffer, so moving it
+  /// retires them.
+  [[nodiscard]] result<void> reserve_buffer(work_buffer& w, std::size_t bytes,
+                                            bool graphs_read = true) {
+    if (w.buffer.size() >= bytes)
+      return {};
+    auto grown = kc::device_buffer::make(std::max(bytes, w.buffer.size() * 3 / 2));
+    if (!grown)
+      return grown.error().with_context("model work buffer");
+    w.buffer = std::move(*grown);
+    if (graphs_read)
+      ++buffers_generation;
+    return {};
+  }
+  /// Draws each row's token from `logits` into `greedy` with the rows'
+  /// settings (uploaded as arrays first).
+  [[nodiscard]] result<void> sample(std::span<const row_sampling> rows);
+  /// Every launch of one step from the uploaded plan, argmax included when
+  /// asked: what a decode graph captures.
+  [[nodiscard]] result<void> launch_step(const nemotron_h_batch& b, const nemotron_h_state& st,
+                                         const step_layout& layout, bool argmax);
+
+  [[nodiscard]] result<void> check(cudaError_t err, std::string_view what) const {
+    if (err == cudaSuccess)
+      return {};
+    return kc::cuda_error(err, what).with_context(name);
+  }
+  [[nodiscard]] result<device_matrix> weights(const std::vector<float>& w, std::int64_t rows,
+                                              std::int64_t cols) const;
+  [[nodiscard]] result<kc::device_buffer> floats(const std::vector<float>& w) const;
+  /// `out_rows[t, N] = in[t, K] W^T`: f32 through cublasSgemm, or a bf16
+  /// GEMM with f32 accumulation reading `in.bf16`, or `in.f32` rounded into
+  /// the bf16 scratch first.
+  [[nodiscard]] result<void> linear(gemm_input in, std::int64_t t, const device_matrix& w,
+                                    float* out_rows);
+  /// Where the fused kernels put a GEMM's input: `f32` with float32
+  /// weights, the bf16 scratch (`xb`) with bf16 weights.
+  [[nodiscard]] gemm_input staged(const float* f32) const {
+    if (dtype == mstar::dtype::float32)
+      return {f32, nullptr};
+    return {nullptr, xb.as<const std::uint16_t>()};
+  }
+  /// The bf16 scratch as `rows` x `cols` bf16, with bf16 weights; absent
+  /// (f32 weights) otherwise.
+  [[nodiscard]] kernels::view<std::uint16_t, 2> staged_bf16(std::int64_t rows,
+                                                            std::int64_t cols) const {
+    if (dtype == mstar::dtype::float32)
+      return {};
+    return kernels::matrix(xb.as<std::uint16_t>(), rows, cols);
+  }
+  /// `residual += delta` (null: no add), then the RMS norm with `weight`
+  /// into the next GEMM's input: `f32_out` or the bf16 scratch (`staged`).
+  [[nodiscard]] result<void> add_norm(float* residual, const float* delta, std::int64_t rows,
+                                      const kc::device_buffer& weight, float* f32_out);
+  [[nodiscard]] result<void> reserve(std::int64_t tokens, std::int64_t rows, std::size_t plan_ints);
+  [[nodiscard]] result<void> mamba(const device_layer& l, std::int64_t tokens,
+                                   const nemotron_h_batch& b, const nemotron_h_state& s,
+                                   const std::int32_t* cu, const std::int32_t* slots,
+                                   const std::uint8_t* has);
+  [[nodiscard]] result<void> attention(const device_layer& l, std::int64_t tokens,
+                                       const kernels::kv_page_table& table,
+                                       const kernels::kv_arena_view& kv);
+};
+
+}  // namespace mstar::models

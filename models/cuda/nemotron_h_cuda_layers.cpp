@@ -1,0 +1,363 @@
+// nemotron_h_cuda's launches: weight upload helpers, the GEMM, norms, the
+// Mamba-2 and attention mixers, sampling and one whole step (what a decode
+// graph captures). Mirrors models/nemotron_h_forward.cpp step for step.
+#include "models/cuda/nemotron_h_cuda.hpp"
+
+#if MSTAR_HAVE_CUDA
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "kernels/math.hpp"
+#include "models/cuda/internal/nemotron_h_cuda_impl.hpp"
+#include "models/internal/mamba_params.hpp"
+
+namespace mstar::models {
+using kernels::matrix;
+using kernels::vector;
+
+result<kc::device_buffer> nemotron_h_cuda::impl::floats(const std::vector<float>& w) const {
+  auto buf = kc::device_buffer::make(w.size() * sizeof(float));
+  if (!buf)
+    return buf.error();
+  if (!w.empty()) {
+    if (auto ok = check(cudaMemcpy(buf->data(), w.data(), buf->size(), cudaMemcpyHostToDevice),
+                        "weight upload");
+        !ok)
+      return ok.error();
+  }
+  return std::move(*buf);
+}
+
+result<device_matrix> nemotron_h_cuda::impl::weights(const std::vector<float>& w, std::int64_t rows,
+                                                     std::int64_t cols) const {
+  device_matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  if (dtype == mstar::dtype::float32) {
+    auto buf = floats(w);
+    if (!buf)
+      return buf.error();
+    m.buffer = std::move(*buf);
+    return m;
+  }
+  std::vector<std::uint16_t> bits(w.size());
+  std::transform(w.begin(), w.end(), bits.begin(), kernels::to_bf16_bits);
+  auto buf = kc::device_buffer::make(bits.size() * sizeof(std::uint16_t));
+  if (!buf)
+    return buf.error();
+  if (auto ok = check(cudaMemcpy(buf->data(), bits.data(), buf->size(), cudaMemcpyHostToDevice),
+                      "weight upload");
+      !ok)
+    return ok.error();
+  m.buffer = std::move(*buf);
+  return m;
+}
+
+result<void> nemotron_h_cuda::impl::linear(gemm_input in, std::int64_t t, const device_matrix& w,
+                                           float* out_rows) {
+  const cudaStream_t s = stream.get();
+  if (dtype == mstar::dtype::float32) {
+    return check(kc::linear(blas,
+                            {matrix(in.f32, t, w.cols),
+                             matrix(w.buffer.as<const float>(), w.rows, w.cols),
+                             {},
+                             matrix(out_rows, t, w.rows)},
+                            s),
+                 "linear");
+  }
+  const std::uint16_t* x16 = in.bf16;
+  if (x16 == nullptr) {
+    auto* xb16 = xb.as<std::uint16_t>();
+    if (auto ok = check(kc::to_bf16(in.f32, xb16, t * w.cols, s), "to_bf16"); !ok)
+      return ok;
+    x16 = xb16;
+  }
+  kc::linear_bf16_params p;
+  p.x = matrix(x16, t, w.cols);
+  p.weight = matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+  p.out_f32 = matrix(out_rows, t, w.rows);
+  return check(kc::linear_bf16(blas, p, s), "linear_bf16");
+}
+
+result<void> nemotron_h_cuda::impl::add_norm(float* residual, const float* delta, std::int64_t rows,
+                                             const kc::device_buffer& weight, float* f32_out) {
+  const std::int64_t hid = config.hidden_size;
+  kernels::add_rms_norm_params p;
+  p.residual = matrix(residual, rows, hid);
+  if (delta != nullptr)
+    p.delta = matrix(delta, rows, hid);
+  p.weight = vector(weight.as<const float>(), hid);
+  p.out_bf16 = staged_bf16(rows, hid);
+  if (!p.out_bf16)
+    p.out = matrix(f32_out, rows, hid);
+  p.eps = static_cast<float>(config.layer_norm_epsilon);
+  return check(kc::add_rms_norm(p, stream.get()), "add_rms_norm");
+}
+
+result<void> nemotron_h_cuda::impl::reserve(std::int64_t tokens, std::int64_t rows,
+                                            std::size_t plan_ints) {
+  const auto& c = config;
+  const auto T = static_cast<std::size_t>(tokens);
+  const auto f = sizeof(float);
+  const auto hid = static_cast<std::size_t>(c.hidden_size);
+  const auto qd = static_cast<std::size_t>(c.num_attention_heads * c.head_dim);
+  const auto kvd = static_cast<std::size_t>(c.num_key_value_heads * c.head_dim);
+  const auto widest = std::max({hid, static_cast<std::size_t>(c.in_proj_size()),
+                                static_cast<std::size_t>(c.intermediate_size), qd,
+                                static_cast<std::size_t>(c.d_inner())});
+  const auto R = static_cast<std::size_t>(rows);
+  const std::pair<work_buffer*, std::size_t> wants[] = {
+      {&h, T * hid * f},
+      {&x, T * hid * f},
+      {&out, T * hid * f},
+      {&zxbcdt, T * static_cast<std::size_t>(c.in_proj_size()) * f},
+      {&xbc, T * static_cast<std::size_t>(c.conv_dim()) * f},
+      {&y, T * static_cast<std::size_t>(c.d_inner()) * f},
+      {&q, T * qd * f},
+      {&k, T * kvd * f},
+      {&v, T * kvd * f},
+      {&o, T * qd * f},
+      {&inter, T * static_cast<std::size_t>(c.intermediate_size) * f},
+      {&xb, T * widest * sizeof(std::uint16_t)},
+      {&last, R * hid * f},
+      {&logits, R * static_cast<std::size_t>(c.vocab_size) * f},
+      {&plan, plan_ints * sizeof(std::int32_t)},
+      {&greedy, R * sizeof(std::int32_t)},
+  };
+  for (const auto& [buffer, bytes] : wants) {
+    if (auto ok = reserve_buffer(*buffer, bytes); !ok)
+      return ok;
+  }
+  return {};
+}
+
+result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, std::int64_t tokens,
+                                          const nemotron_h_batch& b, const nemotron_h_state& st,
+                                          const std::int32_t* cu, const std::int32_t* slots_d,
+                                          const std::uint8_t* has_d) {
+  const auto& c = config;
+  const cudaStream_t s = stream.get();
+  const std::int64_t di = c.d_inner();
+  const std::int64_t proj = c.in_proj_size();
+  float* zx = zxbcdt.as<float>();
+  float* xc = xbc.as<float>();
+  float* yy = y.as<float>();
+  if (auto ok = linear(staged(x.as<float>()), tokens, l.in_proj, zx); !ok)
+    return ok;
+  const auto rows = static_cast<std::int32_t>(b.cu.size() - 1);
+  const std::span<const std::int32_t> slots{slots_d, static_cast<std::size_t>(rows)};
+  const std::span<const std::uint8_t> has{has_d, static_cast<std::size_t>(rows)};
+  const std::span<const std::int32_t> cu_d{cu, b.cu.size()};
+  const auto cw = internal::conv_weights_of(
+      c, l.conv_w.as<const float>(), l.conv_b.size() == 0 ? nullptr : l.conv_b.as<const float>());
+  float* conv_state = st.conv_state[static_cast<std::size_t>(l.sub_index)];
+  float* ssm_state = st.ssm_state[static_cast<std::size_t>(l.sub_index)];
+  const cudaError_t conv =
+      b.decode ? kc::causal_conv_update({cw, zx + di, proj, xc, rows, conv_state, slots, has}, s)
+               : kc::causal_conv_varlen({cw, zx + di, proj, xc, cu_d, conv_state, slots, has}, s);
+  if (auto ok = check(conv, "causal conv"); !ok)
+    return ok;
+  const auto sw = internal::ssd_weights_of(c, l.dt_bias.as<const float>(),
+                                           l.a_log.as<const float>(), l.d.as<const float>());
+  const auto in = internal::ssd_inputs_of(c, xc, zx);
+  const cudaError_t ssd = b.decode
+                              ? kc::ssd_update({sw, in, yy, rows, ssm_state, slots, has}, s)
+                              : kc::ssd_scan_varlen({sw, in, yy, cu_d, ssm_state, slots, has}, s);
+  if (auto ok = check(ssd, "ssd"); !ok)
+    return ok;
+  // In place in f32; with bf16 weights straight into out_proj's input.
+  const kernels::view<const float, 2> z{zx, {tokens, di}, {proj, 1}};
+  auto yv = matrix(yy, tokens, di);
+  kernels::gated_rms_norm_params g{yv,
+                                   z,
+                                   vector(l.gnorm.as<const float>(), di),
+                                   {},
+                                   c.gated_norm_group_size(),
+                                   static_cast<float>(c.layer_norm_epsilon)};
+  g.out_bf16 = staged_bf16(tokens, di);
+  if (!g.out_bf16)
+    g.out = yv;
+  if (auto ok = check(kc::gated_rms_norm(g, s), "gated_rms_norm"); !ok)
+    return ok;
+  return linear(staged(yy), tokens, l.out_proj, out.as<float>());
+}
+
+result<void> nemotron_h_cuda::impl::attention(const device_layer& l, std::int64_t tokens,
+                                              const kernels::kv_page_table& table,
+                                              const kernels::kv_arena_view& kv) {
+  const cudaStream_t s = stream.get();
+  const gemm_input xs = staged(x.as<float>());
+  if (auto ok = linear(xs, tokens, l.q, q.as<float>()); !ok)
+    return ok;
+  if (auto ok = linear(xs, tokens, l.k, k.as<float>()); !ok)
+    return ok;
+  if (auto ok = linear(xs, tokens, l.v, v.as<float>()); !ok)
+    return ok;
+  if (auto ok = check(kc::append_kv({kv, l.sub_index, table, k.as<float>(), v.as<float>()}, s),
+                      "append_kv");
+      !ok)
+    return ok;
+  // Small decode batches over long contexts split each row's positions
+  // over several blocks (the workspace is sized per step, before any launch).
+  const kernels::paged_attention_params ap{kv,
+                                           l.sub_index,
+                                           table,
+                                           q.as<float>(),
+                                           o.as<float>(),
+                                           static_cast<std::int32_t>(config.num_attention_heads),
+                                           0.0F};
+  if (auto ok = check(kc::paged_attention(ap, split.buffer.data(), split.buffer.size(), s),
+                      "paged_attention");
+      !ok)
+    return ok;
+  // The attention output is f32: with bf16 weights linear rounds it first.
+  return linear({o.as<float>()}, tokens, l.o, out.as<float>());
+}
+
+result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
+                                                const nemotron_h_state& st, const step_layout& L,
+                                                bool argmax) {
+  const auto& c = config;
+  const cudaStream_t s = stream.get();
+  const auto T = static_cast<std::int64_t>(b.ids.size());
+  const auto R = static_cast<std::int64_t>(b.cu.size()) - 1;
+  const std::int64_t hid = c.hidden_size;
+  const auto* dplan = plan.as<std::int32_t>();
+  const auto dspan = [&](std::size_t at, std::size_t n) {
+    return std::span<const std::int32_t>{dplan + at, n};
+  };
+  const auto rows = static_cast<std::size_t>(R);
+  kernels::kv_page_table table;
+  if (st.kv_plan != nullptr) {
+    table = {dspan(L.qo, rows + 1), dspan(L.kvp, rows + 1), dspan(L.kvi, L.n_kvi),
+             dspan(L.lpl, rows),    dspan(L.dp, L.n_dp),    dspan(L.dop, L.n_dp)};
+  }
+  const auto* has_d = reinterpret_cast<const std::uint8_t*>(dplan + L.has);
+  float* hh = h.as<float>();
+  float* xx = x.as<float>();
+  float* oo = out.as<float>();
+  if (auto ok = check(kc::embedding({vector(dplan + L.ids, T),
+                                     matrix(embeddings.as<const float>(), c.vocab_size, hid),
+                                     matrix(hh, T, hid)},
+                                    s),
+                      "embedding");
+      !ok)
+    return ok;
+  // The residual stream: each layer's output (`out`) is added to h by the
+  // next layer's norm (`pending`), which writes that layer's GEMM input.
+  const float* pending = nullptr;
+  for (const auto& l : layers) {
+    if (auto ok = add_norm(hh, pending, T, l.norm, xx); !ok)
+      return ok;
+    result<void> mixed;
+    switch (l.kind) {
+      case layer_kind::mamba2:
+        mixed = mamba(l, T, b, st, dplan + L.cu, dplan + L.slots, has_d);
+        break;
+      case layer_kind::attention:
+        mixed = attention(l, T, table, st.kv);
+        break;
+      case layer_kind::mlp: {
+        float* in = inter.as<float>();
+        mixed = linear(staged(xx), T, l.up, in);
+        if (!mixed)
+          break;
+        // In place in f32; with bf16 weights straight into down's input.
+        auto iv = matrix(in, T, c.intermediate_size);
+        kernels::activation_params a{
+            iv,
+            {},
+            staged_bf16(T, c.intermediate_size),
+            c.mlp_hidden_act == "silu" ? kernels::activation::silu : kernels::activation::relu2};
+        if (!a.out_bf16)
+          a.out = iv;
+        mixed = check(kc::activate(a, s), "mlp activation");
+        if (!mixed)
+          break;
+        mixed = linear(staged(in), T, l.down, oo);
+        break;
+      }
+      case layer_kind::moe:
+        break;  // refused at load
+    }
+    if (!mixed)
+      return mixed;
+    pending = oo;
+  }
+  // Only each row's last token needs the head. A decode step's rows are one
+  // token each (row r's last token is token r): the last add and the final
+  // norm run over h as it is. Otherwise add, gather those rows (an
+  // embedding lookup into h), then norm them.
+  float* ll = last.as<float>();
+  float* lg = logits.as<float>();
+  if (b.decode && T == R) {
+    if (auto ok = add_norm(hh, pending, T, norm_f, ll); !ok)
+      return ok;
+  } else {
+    if (pending != nullptr) {
+      auto hv = matrix(hh, T, hid);
+      if (auto ok = check(kc::add({hv, matrix(pending, T, hid), hv}, s), "residual add"); !ok)
+        return ok;
+    }
+    if (auto ok = check(kc::embedding({vector(dplan + L.last, R), matrix<const float>(hh, T, hid),
+                                       matrix(ll, R, hid)},
+                                      s),
+                        "last-token gather");
+        !ok)
+      return ok;
+    if (auto ok = add_norm(ll, nullptr, R, norm_f, ll); !ok)
+      return ok;
+  }
+  if (auto ok = linear(staged(ll), R, lm_head, lg); !ok)
+    return ok;
+  if (!argmax)
+    return {};
+  return check(kc::argmax(matrix<const float>(lg, R, c.vocab_size), greedy.as<std::int32_t>(), s),
+               "argmax");
+}
+
+result<void> nemotron_h_cuda::impl::sample(std::span<const row_sampling> rows) {
+  const std::size_t R = rows.size();
+  // [temperature f32][top_p f32][top_k i32] then [seed u64][counter u64],
+  // each R long; the u64 arrays start 8-byte aligned.
+  const std::size_t words = (3 * R + 1) / 2 * 2;
+  const std::size_t bytes = words * 4 + 2 * R * 8;
+  host_settings.assign(bytes, std::byte{0});
+  auto* f = reinterpret_cast<float*>(host_settings.data());
+  auto* top_k = reinterpret_cast<std::int32_t*>(f + 2 * R);
+  auto* u = reinterpret_cast<std::uint64_t*>(host_settings.data() + words * 4);
+  for (std::size_t r = 0; r < R; ++r) {
+    f[r] = rows[r].temperature;
+    f[R + r] = rows[r].top_p;
+    top_k[r] = rows[r].top_k;
+    u[r] = rows[r].seed;
+    u[R + r] = rows[r].counter;
+  }
+  if (auto ok = reserve_buffer(settings, bytes, false); !ok)
+    return ok;
+  const cudaStream_t s = stream.get();
+  if (auto ok = check(cudaMemcpyAsync(settings.buffer.data(), host_settings.data(), bytes,
+                                      cudaMemcpyHostToDevice, s),
+                      "sampling settings upload");
+      !ok)
+    return ok;
+  const auto* df = settings.as<const float>();
+  const auto* du =
+      reinterpret_cast<const std::uint64_t*>(settings.as<const std::byte>() + words * 4);
+  kc::sample_batch_params p;
+  p.logits =
+      matrix<const float>(logits.as<float>(), static_cast<std::int64_t>(R), config.vocab_size);
+  p.temperature = df;
+  p.top_p = df + R;
+  p.top_k = reinterpret_cast<const std::int32_t*>(df + 2 * R);
+  p.seed = du;
+  p.counter = du + R;
+  p.out = greedy.as<std::int32_t>();
+  return check(kc::sample(p, s), "sample");
+}
+
+}  // namespace mstar::models
+
+#endif
