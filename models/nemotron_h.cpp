@@ -285,6 +285,29 @@ result<void> nemotron_h_model::upload_weights() {
   return cuda_->upload(config_, {&embeddings_, &norm_f_, &lm_head_, layers_});
 }
 
+result<void> nemotron_h_model::warm_up() {
+  if (!cuda_) return {};
+  const resources::request_id rid = "mstar-warm-up";
+  const resources::token_id first[] = {0};
+  const std::int64_t cached = ingest(rid, {});  // no keys: nothing enters the prefix index
+  (void)cached;
+  const row_sampling greedy[] = {row_sampling{}};
+  result<void> ok;
+  for (int s = 0; s < 2 && ok; ++s) {
+    const step_row row{rid, first};
+    auto out = step({&row, 1}, greedy);
+    if (!out) {
+      ok = out.error();
+    } else if (out->refused) {
+      ok = make_error(errc::out_of_range,
+                      fmt::format("warm-up step refused by {}", out->refused_by));
+    }
+  }
+  remove(rid);
+  if (!ok) return ok.error().with_context("GPU warm-up");
+  return {};
+}
+
 std::string nemotron_h_model::device_name() const { return cuda_ ? cuda_->name() : "cpu"; }
 
 mstar::dtype nemotron_h_model::compute_dtype() const noexcept {

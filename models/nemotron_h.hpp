@@ -151,6 +151,13 @@ class nemotron_h_model {
   /// Whole-page tokens of prompts served from cache so far (a metric).
   [[nodiscard]] std::int64_t matched_tokens_total() const noexcept { return matched_total_; }
 
+  /// Runs one throwaway request (a one-token prefill, then one decode step
+  /// with the device drawing the token) and removes it, so library set-up
+  /// (cuBLAS, the batch-1 decode graph) is not paid by the first real
+  /// request. The pools end as they were, but for which free page or slot
+  /// is handed out next. Nothing to do on the CPU.
+  [[nodiscard]] result<void> warm_up();
+
  private:
   /// Per-step work buffers, reused across layers and steps (only grown), so
   /// a step does not allocate per layer.

@@ -154,6 +154,7 @@ int main(int argc, char** argv) {
                (*model)->device_name().c_str(),
                std::string{mstar::to_string((*model)->compute_dtype())}.c_str(),
                static_cast<long long>((*model)->num_parameters()));
+  if (auto warmed = (*model)->warm_up(); !warmed) return fail(warmed.error().message());
   std::vector<generation_request> requests;
   auto add = [&](std::vector<mstar::resources::token_id> ids) {
     generation_request r;

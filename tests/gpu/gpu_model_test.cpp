@@ -198,6 +198,30 @@ TEST(gpu_model_sampling, tokens_drawn_on_the_device_match_the_cpu_sampler) {
   expect_pools_whole(*gpu);
 }
 
+TEST(gpu_model_warm_up, leaves_the_pools_as_they_were_and_the_tokens_unchanged) {
+  MSTAR_REQUIRE_GPU();
+  const auto expected = load_expected("nemotron_h_tiny_attn");
+  auto model = load_on_gpu("nemotron_h_tiny_attn", mstar::dtype::bfloat16);
+  ASSERT_NE(model, nullptr);
+  const auto free_pages = model->kv()->num_free_pages();
+  const auto cached_pages = model->kv()->num_cached_pages();
+  auto warmed = model->warm_up();
+  ASSERT_TRUE(warmed.has_value()) << warmed.error().message();
+  EXPECT_EQ(model->kv()->num_free_pages(), free_pages);
+  EXPECT_EQ(model->kv()->num_cached_pages(), cached_pages);
+  EXPECT_EQ(model->matched_tokens_total(), 0);
+  expect_pools_whole(*model);
+  auto fresh = load_on_gpu("nemotron_h_tiny_attn", mstar::dtype::bfloat16);
+  ASSERT_NE(fresh, nullptr);
+  const auto reqs = greedy(expected);
+  auto a = generate(*model, reqs);
+  auto b = generate(*fresh, reqs);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_TRUE(b.has_value());
+  for (std::size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ((*a)[i].generated_ids, (*b)[i].generated_ids) << "prompt " << i;
+}
+
 TEST(gpu_model_prefix_reuse, cached_pages_on_the_device_give_the_same_tokens) {
   MSTAR_REQUIRE_GPU();
   const auto expected = load_expected("nemotron_h_tiny_attn");
