@@ -80,6 +80,25 @@ gemm_shape shape_of(const view<X, 2>& x, const view<W, 2>& w, const view<O, 2>& 
           static_cast<int>(leading_dim(x)), static_cast<int>(leading_dim(out))};
 }
 
+// Readies `out` for the GEMM and the handle for `stream`: a bias (or, with
+// k == 0, zeros) is filled in and accumulated onto (beta 1); without a bias
+// the GEMM writes `out` itself (beta 0, one launch fewer). `done`: k == 0,
+// nothing is left for the GEMM.
+template <class Out>
+cudaError_t start_output(const blas_handle& blas, Out* out, std::int64_t rows, std::int64_t cols,
+                         const gemm_shape& g, const view<const float, 1>& bias, cudaStream_t stream,
+                         float& beta, bool& done) {
+  const bool fill = static_cast<bool>(bias) || g.k == 0;
+  beta = fill ? 1.0F : 0.0F;
+  done = g.k == 0;
+  if (fill) {
+    if (const cudaError_t err = fill_bias(out, rows, cols, g.ldc, bias, stream);
+        err != cudaSuccess || done)
+      return err;
+  }
+  return from_status(cublasSetStream(blas.get(), stream));
+}
+
 }  // namespace
 
 cudaError_t linear(const blas_handle& blas, const linear_params& p, cudaStream_t stream) {
@@ -94,19 +113,13 @@ cudaError_t linear(const blas_handle& blas, const linear_params& p, cudaStream_t
   if (p.out.numel() == 0)
     return cudaSuccess;
   const gemm_shape g = shape_of(p.x, p.weight, p.out);
-  // Without a bias the GEMM writes `out` itself (beta 0): one launch fewer.
-  const bool fill = static_cast<bool>(p.bias) || g.k == 0;
-  if (fill) {
-    if (const cudaError_t err =
-            fill_bias(p.out.data, p.x.shape[0], p.weight.shape[0], g.ldc, p.bias, stream);
-        err != cudaSuccess || g.k == 0) {
-      return err;
-    }
-  }
-  if (const cublasStatus_t s = cublasSetStream(blas.get(), stream); s != CUBLAS_STATUS_SUCCESS)
-    return from_status(s);
+  float beta = 0.0F;
+  bool done = false;
+  if (const cudaError_t err = start_output(blas, p.out.data, p.x.shape[0], p.weight.shape[0], g,
+                                           p.bias, stream, beta, done);
+      err != cudaSuccess || done)
+    return err;
   const float one = 1.0F;
-  const float beta = fill ? 1.0F : 0.0F;
   return from_status(cublasSgemm(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, g.m, g.n, g.k, &one,
                                  p.weight.data, g.lda, p.x.data, g.ldb, &beta, p.out.data, g.ldc));
 }
@@ -131,18 +144,15 @@ cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p, cu
   const gemm_shape g =
       f32_out ? shape_of(p.x, p.weight, p.out_f32) : shape_of(p.x, p.weight, p.out_bf16);
   void* out = f32_out ? static_cast<void*>(p.out_f32.data) : static_cast<void*>(p.out_bf16.data);
-  const bool fill = static_cast<bool>(p.bias) || g.k == 0;
-  if (fill) {
-    const cudaError_t filled =
-        f32_out ? fill_bias(p.out_f32.data, out_shape[0], out_shape[1], g.ldc, p.bias, stream)
-                : fill_bias(p.out_bf16.data, out_shape[0], out_shape[1], g.ldc, p.bias, stream);
-    if (filled != cudaSuccess || g.k == 0)
-      return filled;
-  }
-  if (const cublasStatus_t s = cublasSetStream(blas.get(), stream); s != CUBLAS_STATUS_SUCCESS)
-    return from_status(s);
+  float beta = 0.0F;
+  bool done = false;
+  const cudaError_t started = f32_out ? start_output(blas, p.out_f32.data, out_shape[0],
+                                                     out_shape[1], g, p.bias, stream, beta, done)
+                                      : start_output(blas, p.out_bf16.data, out_shape[0],
+                                                     out_shape[1], g, p.bias, stream, beta, done);
+  if (started != cudaSuccess || done)
+    return started;
   const float one = 1.0F;
-  const float beta = fill ? 1.0F : 0.0F;
   return from_status(cublasGemmEx(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, g.m, g.n, g.k, &one,
                                   p.weight.data, CUDA_R_16BF, g.lda, p.x.data, CUDA_R_16BF, g.ldb,
                                   &beta, out, f32_out ? CUDA_R_32F : CUDA_R_16BF, g.ldc,

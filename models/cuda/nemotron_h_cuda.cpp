@@ -212,19 +212,24 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
   const std::uint64_t before = p.buffers_generation;
   if (auto ok = p.reserve(static_cast<std::int64_t>(T), static_cast<std::int64_t>(R), L.total); !ok)
     return ok;
-  kernels::kv_page_table sizes;  // host sizes only: what the split workspace depends on
-  std::vector<std::int32_t> qo_sizes(R + 1), kvi_sizes(L.n_kvi);
   if (kp != nullptr) {
-    sizes = {qo_sizes, qo_sizes, kvi_sizes, {qo_sizes.data(), R}, {}, {}};
-    if (L.n_dp > 0)
-      sizes.decode_page = sizes.decode_offset = {qo_sizes.data(), R};
+    // The split workspace depends on the table's sizes only: the host plan's
+    // spans, laid out as the device reads them, carry them.
+    const auto host = [&hp](std::size_t at, std::size_t n) {
+      return std::span<const std::int32_t>{hp.data() + at, n};
+    };
+    const kernels::kv_page_table sizes{host(L.qo, R + 1), host(L.kvp, R + 1), host(L.kvi, L.n_kvi),
+                                       host(L.lpl, R),    host(L.dp, L.n_dp), host(L.dop, L.n_dp)};
     const kernels::paged_attention_params probe{
         st.kv, 0, sizes, nullptr, nullptr, static_cast<std::int32_t>(c.num_attention_heads), 0.0F};
     if (auto ok = p.reserve_buffer(p.split, kc::paged_attention_workspace_bytes(probe)); !ok)
       return ok;
   }
+  // The KV index region is last: only the pages this step addresses go up
+  // (a decode graph's region has room for the whole pool).
+  const std::size_t used = L.kvi + (kp != nullptr ? kp->kv_indices.size() : 0);
   if (auto ok = p.check(cudaMemcpyAsync(p.plan.as<std::int32_t>(), hp.data(),
-                                        L.total * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
+                                        used * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
                         "step upload");
       !ok)
     return ok;

@@ -44,36 +44,34 @@ __device__ __forceinline__ float group_max(float v) {
   return v;
 }
 
-/// Sum over the whole block (blockDim.x a multiple of 32, <= 1024); every
-/// thread gets the result. `scratch` holds 32 floats; the function ends with
-/// a barrier, so it can be called again with the same scratch.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+/// Sum (or, with `Max`, maximum) over the whole block (blockDim.x a multiple
+/// of 32, <= 1024); every thread gets the result. `scratch` holds 32 floats;
+/// the function ends with a barrier, so it can be called again with the
+/// same scratch.
+template <bool Max>
+__device__ __forceinline__ float block_reduce(float v, float* scratch) {
+  const auto warp_reduce = [](float x) { return Max ? group_max(x) : group_sum(x); };
   const unsigned lane = threadIdx.x % 32U;
   const unsigned warp = threadIdx.x / 32U;
-  v = group_sum(v);
+  v = warp_reduce(v);
   if (lane == 0)
     scratch[warp] = v;
   __syncthreads();
   const unsigned warps = blockDim.x / 32U;
-  float total = lane < warps ? scratch[lane] : 0.0F;
-  total = group_sum(total);
+  float total = lane < warps ? scratch[lane] : (Max ? -INFINITY : 0.0F);
+  total = warp_reduce(total);
   __syncthreads();
   return total;
 }
 
-/// Maximum over the whole block, as `block_sum`.
+/// Sum over the whole block, as `block_reduce`.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  return block_reduce<false>(v, scratch);
+}
+
+/// Maximum over the whole block, as `block_reduce`.
 __device__ __forceinline__ float block_max(float v, float* scratch) {
-  const unsigned lane = threadIdx.x % 32U;
-  const unsigned warp = threadIdx.x / 32U;
-  v = group_max(v);
-  if (lane == 0)
-    scratch[warp] = v;
-  __syncthreads();
-  const unsigned warps = blockDim.x / 32U;
-  float top = lane < warps ? scratch[lane] : -INFINITY;
-  top = group_max(top);
-  __syncthreads();
-  return top;
+  return block_reduce<true>(v, scratch);
 }
 
 /// A strided 2-D float matrix as device code indexes it: the host fills it
