@@ -16,6 +16,10 @@ std::string_view to_string(errc code) noexcept {
       return "io_error";
     case errc::unsupported:
       return "unsupported";
+    case errc::internal:
+      return "internal";
+    case errc::cancelled:
+      return "cancelled";
   }
   return "unknown";
 }

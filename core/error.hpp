@@ -16,6 +16,8 @@ enum class errc : std::uint8_t {
   not_found,             ///< a named thing (file, block, label) does not exist
   io_error,              ///< reading or writing outside the process failed
   unsupported,           ///< valid input this build or family cannot handle
+  internal,              ///< a broken invariant or a failed component (a bug, or a lost peer)
+  cancelled,             ///< the work was cancelled or its owner stopped
 };
 
 /// The stable lowercase name of `code`, as it appears in logs and JSON.

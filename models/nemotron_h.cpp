@@ -12,8 +12,9 @@
 #include <sstream>
 
 #include "models/cuda/nemotron_h_cuda.hpp"
+#include "models/nemotron_h_cpu.hpp"
 #include "models/safetensors.hpp"
-#include "resources/kv/layout.hpp"
+#include "resources/kv/keys.hpp"
 
 namespace mstar::models {
 namespace {
@@ -53,7 +54,7 @@ std::string weights_fingerprint(const std::filesystem::path& folder,
 }  // namespace
 
 result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::load(
-    const std::filesystem::path& folder, const pool_options& pools, const run_options& run) {
+    const std::filesystem::path& folder, const run_options& run) {
   auto model = std::unique_ptr<nemotron_h_model>(new nemotron_h_model);
   if (auto ok = model->open_device(run); !ok) return ok.error();
   auto config = nemotron_h_config::load(folder / "config.json");
@@ -61,15 +62,15 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::load(
   model->config_ = std::move(*config);
   if (auto ok = model->config_.validate(); !ok) return ok.error().with_context(folder.string());
   auto tok = load_tokenizer(folder);
-  if (!tok) return tok.error();
-  model->tokenizer_ = std::move(*tok);
+  if (tok) {
+    model->tokenizer_ = std::move(*tok);
+  } else if (tok.error().code() != errc::not_found) {
+    return tok.error();  // a tokenizer that is there but broken is an error; none is not
+  }
   if (auto ok = model->load_weights(folder); !ok) return ok.error();
   auto ckpt = safetensors_checkpoint::open(folder);
   if (!ckpt) return ckpt.error();
-  if (auto ok = model->make_pools(pools, weights_fingerprint(folder, *ckpt)); !ok) {
-    return ok.error();
-  }
-  if (auto ok = model->upload_weights(); !ok) return ok.error().with_context(folder.string());
+  model->fingerprint_ = weights_fingerprint(folder, *ckpt);
   return model;
 }
 
@@ -134,62 +135,146 @@ result<void> nemotron_h_model::load_weights(const std::filesystem::path& folder)
   return {};
 }
 
-result<void> nemotron_h_model::make_pools(const pool_options& pools,
-                                          const std::string& fingerprint) {
-  page_size_ = pools.page_size;
-  std::vector<resources::resource*> resources;
+result<pool_spec> nemotron_h_model::pools(const pool_options& options) const {
+  pool_spec spec;
+  spec.fingerprint = fingerprint_;
+  spec.memory = backend_->memory();
   if (const auto n = config_.count(layer_kind::attention); n > 0) {
     resources::kv_pool_config kc;
-    kc.page_size = pools.page_size;
-    kc.max_num_pages = pools.max_num_pages;
+    kc.page_size = options.page_size;
+    kc.max_num_pages = options.max_num_pages;
     kc.num_layers = n;
     kc.num_kv_heads = config_.num_key_value_heads;
     kc.head_dim = config_.head_dim;
-    kc.dtype = cuda_ ? cuda_->kv_dtype() : mstar::dtype::float32;
-    kc.prefix_cache = pools.prefix_cache && prefix_skip_safe();
-    kc.prefix_cache_salt = pools.salt;
-    auto kv = resources::kv_pool::make("kv", kc, fingerprint,
-                                       cuda_ ? cuda_->memory() : kernels::arena_factory{});
-    if (!kv) return kv.error();
-    kv_ = std::move(*kv);
-    kv_view_ = kernels::kv_arena_view{kv_->page_data(0),
-                                      static_cast<std::int32_t>(kc.page_size),
-                                      static_cast<std::int32_t>(kc.num_layers),
-                                      static_cast<std::int32_t>(kc.num_kv_heads),
-                                      static_cast<std::int32_t>(kc.head_dim), kc.dtype};
-    resources.push_back(kv_.get());
+    kc.dtype = backend_->kv_dtype();
+    kc.prefix_cache = options.prefix_cache && prefix_skip_safe();
+    kc.prefix_cache_salt = options.salt;
+    spec.kv = std::move(kc);
   }
   if (const auto n = config_.count(layer_kind::mamba2); n > 0) {
-    // Float32 conv state: the CPU kernels keep both blocks in f32.
+    // Float32 conv state: the kernels keep both blocks in f32.
     auto blocks = config_.to_mamba2_geometry().to_blocks(mstar::dtype::float32,
                                                          mstar::dtype::float32);
     if (!blocks) return blocks.error();
     resources::recurrent_state_config rc;
     rc.num_layers = n;
     rc.blocks = std::move(*blocks);
-    rc.max_slots = pools.max_slots;
-    auto rec = resources::recurrent_state_pool::make(
-        "recurrent", rc, cuda_ ? cuda_->memory() : kernels::arena_factory{});
-    if (!rec) return rec.error();
-    rec_ = std::move(*rec);
-    for (std::int64_t m = 0; m < n; ++m) {
-      auto conv = rec_->block("conv", m);
-      auto ssm = rec_->block("ssm", m);
+    rc.max_slots = options.max_slots;
+    spec.recurrent = std::move(rc);
+  }
+  return spec;
+}
+
+result<void> nemotron_h_model::bind(resources::kv_pool* kv,
+                                    resources::recurrent_state_pool* recurrent) {
+  const bool wants_kv = config_.count(layer_kind::attention) > 0;
+  const bool wants_rec = config_.count(layer_kind::mamba2) > 0;
+  if (wants_kv != (kv != nullptr) || wants_rec != (recurrent != nullptr)) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("nemotron_h: bound to {} KV and {} recurrent pool, the model "
+                                  "needs {} and {}",
+                                  kv ? "a" : "no", recurrent ? "a" : "no", wants_kv ? "one" : "none",
+                                  wants_rec ? "one" : "none"));
+  }
+  conv_state_.clear();
+  ssm_state_.clear();
+  if (kv != nullptr) {
+    const auto& kc = kv->config();
+    kv_view_ = kernels::kv_arena_view{kv->page_data(0), static_cast<std::int32_t>(kc.page_size),
+                                      static_cast<std::int32_t>(kc.num_layers),
+                                      static_cast<std::int32_t>(kc.num_kv_heads),
+                                      static_cast<std::int32_t>(kc.head_dim), kc.dtype};
+  }
+  if (recurrent != nullptr) {
+    for (std::int64_t m = 0; m < config_.count(layer_kind::mamba2); ++m) {
+      auto conv = recurrent->block("conv", m);
+      auto ssm = recurrent->block("ssm", m);
       if (!conv || !ssm) return make_error(errc::not_found, "recurrent pool lacks its blocks");
       conv_state_.push_back(reinterpret_cast<float*>(conv->data));
       ssm_state_.push_back(reinterpret_cast<float*>(ssm->data));
     }
-    resources.push_back(rec_.get());
   }
-  auto runner = resources::step_runner::make(resources);
-  if (!runner) return runner.error();
-  runner_ = std::make_unique<resources::step_runner>(std::move(*runner));
+  if (auto ok = backend_->load(config_, host_weights(), kv ? kv->config().max_num_pages : 0); !ok) {
+    return ok.error();
+  }
+  bound_ = true;
   return {};
+}
+
+step_request nemotron_h_model::declare(std::span<const step_row> rows) const {
+  step_request req;
+  std::vector<resources::segment> segments;
+  segments.reserve(rows.size());
+  for (const auto& r : rows) {
+    segments.push_back({r.rid, "main", static_cast<std::int64_t>(r.tokens.size())});
+  }
+  if (config_.count(layer_kind::attention) > 0) {
+    req.kv.emplace();
+    req.kv->segments = segments;
+  }
+  if (config_.count(layer_kind::mamba2) > 0) {
+    req.recurrent.emplace();
+    req.recurrent->segments = std::move(segments);
+  }
+  return req;
+}
+
+result<forward_output> nemotron_h_model::forward(std::span<const step_row> rows,
+                                                 const step_plans& plans,
+                                                 std::span<const row_sampling> draws) {
+  if (!bound_) return make_error(errc::invalid_argument, "nemotron_h: forward before bind");
+  nemotron_h_state state{nullptr, nullptr, kv_view_, conv_state_, ssm_state_};
+  if (config_.count(layer_kind::attention) > 0) {
+    if (!plans.kv) return make_error(errc::invalid_argument, "nemotron_h: step has no KV plan");
+    const auto it = plans.kv->labels.find("main");
+    if (it == plans.kv->labels.end()) {
+      return make_error(errc::invalid_argument, "nemotron_h: KV plan has no 'main' label");
+    }
+    state.kv_plan = &it->second;
+  }
+  if (config_.count(layer_kind::mamba2) > 0) {
+    if (!plans.recurrent) {
+      return make_error(errc::invalid_argument, "nemotron_h: step has no recurrent plan");
+    }
+    auto a = plans.recurrent->addressing("main");
+    if (!a) return a.error();
+    state.rec = *a;
+  }
+  // The rows packed: token ids, cumulative counts, whether all feed one.
+  ids_.clear();
+  cu_.assign(1, 0);
+  bool decode = true;
+  for (const auto& r : rows) {
+    if (r.tokens.empty()) {
+      return make_error(errc::invalid_argument, fmt::format("row {} feeds no tokens", r.rid));
+    }
+    for (const auto t : r.tokens) {
+      if (static_cast<std::int64_t>(t) >= config_.vocab_size) {
+        return make_error(errc::out_of_range,
+                          fmt::format("row {}: token id {} is outside the vocabulary of {}", r.rid,
+                                      t, config_.vocab_size));
+      }
+      ids_.push_back(static_cast<std::int32_t>(t));
+    }
+    cu_.push_back(static_cast<std::int32_t>(ids_.size()));
+    decode = decode && r.tokens.size() == 1;
+  }
+  if (!draws.empty() && draws.size() != rows.size()) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("nemotron_h: {} draws for {} rows", draws.size(), rows.size()));
+  }
+  forward_output out;
+  const bool draw = !draws.empty();
+  if (auto ran = backend_->forward({ids_, cu_, decode}, state, draw ? nullptr : &out.logits,
+                                   draw ? &out.sampled : nullptr, draws);
+      !ran) {
+    return ran.error();
+  }
+  return out;
 }
 
 result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::random(nemotron_h_config config,
                                                                    std::uint64_t seed,
-                                                                   const pool_options& pools,
                                                                    const run_options& run) {
   if (auto ok = config.validate(); !ok) return ok.error();
   auto model = std::unique_ptr<nemotron_h_model>(new nemotron_h_model);
@@ -240,19 +325,11 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::random(nemotron_h_co
     model->layers_.push_back(std::move(l));
   }
   const auto id = resources::fingerprint("random nemotron_h", seed, c.pattern(), hid);
-  if (auto ok = model->make_pools(pools, std::string(id.begin(), id.end())); !ok) return ok.error();
-  if (auto ok = model->upload_weights(); !ok) return ok.error();
+  model->fingerprint_ = std::string(id.begin(), id.end());
   return model;
 }
 
-nemotron_h_model::nemotron_h_model() = default;
-nemotron_h_model::~nemotron_h_model() {
-  // The pools' device arenas run on the device's stream: free them first.
-  runner_.reset();
-  kv_.reset();
-  rec_.reset();
-  cuda_.reset();
-}
+nemotron_h_model::~nemotron_h_model() = default;
 
 result<int> parse_device(const std::string& text) {
   if (text == "cpu") return -1;
@@ -271,47 +348,14 @@ result<int> parse_device(const std::string& text) {
 result<void> nemotron_h_model::open_device(const run_options& run) {
   auto device = parse_device(run.device);
   if (!device) return device.error();
-  if (*device < 0) return {};
-  auto gpu = nemotron_h_cuda::make(*device, run.dtype);
-  if (!gpu) return gpu.error();
-  cuda_ = std::move(*gpu);
-  cuda_graphs_ = run.cuda_graphs;
-  return {};
-}
-
-result<void> nemotron_h_model::upload_weights() {
-  if (!cuda_) return {};
-  cuda_->set_graphs(cuda_graphs_, kv_ ? kv_->config().max_num_pages : 0);
-  return cuda_->upload(config_, {&embeddings_, &norm_f_, &lm_head_, layers_});
-}
-
-result<void> nemotron_h_model::warm_up() {
-  if (!cuda_) return {};
-  const resources::request_id rid = "mstar-warm-up";
-  const resources::token_id first[] = {0};
-  const std::int64_t cached = ingest(rid, {});  // no keys: nothing enters the prefix index
-  (void)cached;
-  const row_sampling greedy[] = {row_sampling{}};
-  result<void> ok;
-  for (int s = 0; s < 2 && ok; ++s) {
-    const step_row row{rid, first};
-    auto out = step({&row, 1}, greedy);
-    if (!out) {
-      ok = out.error();
-    } else if (out->refused) {
-      ok = make_error(errc::out_of_range,
-                      fmt::format("warm-up step refused by {}", out->refused_by));
-    }
+  if (*device < 0) {
+    backend_ = std::make_unique<nemotron_h_cpu>();
+    return {};
   }
-  remove(rid);
-  if (!ok) return ok.error().with_context("GPU warm-up");
+  auto gpu = nemotron_h_cuda::make(*device, run.dtype, run.cuda_graphs);
+  if (!gpu) return gpu.error();
+  backend_ = std::move(*gpu);
   return {};
-}
-
-std::string nemotron_h_model::device_name() const { return cuda_ ? cuda_->name() : "cpu"; }
-
-mstar::dtype nemotron_h_model::compute_dtype() const noexcept {
-  return cuda_ ? cuda_->dtype() : mstar::dtype::float32;
 }
 
 std::int64_t nemotron_h_model::num_parameters() const noexcept {
@@ -343,28 +387,5 @@ std::vector<std::pair<std::int64_t, std::int64_t>> nemotron_h_model::gemm_shapes
   }
   return out;
 }
-
-std::int64_t nemotron_h_model::ingest(const resources::request_id& rid,
-                                      std::span<const resources::token_id> prompt) {
-  if (kv_ && kv_->prefix_cache_open() && !prompt.empty()) {
-    const resources::prompt_span spans[] = {
-        resources::id_span{{prompt.begin(), prompt.end()}}};
-    auto keyed = resources::key_prompt(spans, page_size_);
-    if (keyed) {
-      kv_->ingest_request(rid, {{"main", resources::kv_prefix_seed{keyed->keys, keyed->tail}}});
-    }
-  }
-  runner_->ingest_request(rid);
-  const std::int64_t hit = runner_->resolve_cached_prefix(rid).value_or(0);
-  matched_total_ += hit;
-  return hit;
-}
-
-void nemotron_h_model::extend(const resources::request_id& rid,
-                              std::span<const resources::token_id> ids) {
-  if (kv_) kv_->extend_prefix_chain(rid, "main", ids);
-}
-
-void nemotron_h_model::remove(const resources::request_id& rid) { runner_->remove_request(rid); }
 
 }  // namespace mstar::models

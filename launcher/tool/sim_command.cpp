@@ -246,13 +246,7 @@ result<json> simulator::step(const json& op) {
                 {"reason", fmt::format("{} refused: {}", admitted.failed_resource,
                                        refusal_text(*admitted.outcome.reason))}};
   }
-  auto unwind = [&] {
-    for (auto it = runner_->order().rbegin(); it != runner_->order().rend(); ++it) {
-      if (const auto entry = bundle.find((*it)->key()); entry != bundle.end()) {
-        (*it)->rollback_admit(*entry->second, ctx);
-      }
-    }
-  };
+  auto unwind = [&] { runner_->rollback(bundle, ctx); };
   if (auto planned = runner_->plan(bundle, ctx); !planned) {
     unwind();
     return planned.error();

@@ -26,7 +26,8 @@ nemotron_h_cuda::~nemotron_h_cuda() {
   graphs_cache_.reset();  // graphs before the buffers they address
 }
 
-result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar::dtype dtype) {
+result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar::dtype dtype,
+                                                             bool graphs) {
   if (dtype != mstar::dtype::bfloat16 && dtype != mstar::dtype::float32) {
     return make_error(
         errc::invalid_argument,
@@ -56,7 +57,9 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
   if (!blas)
     return blas.error();
   p->blas = std::move(*blas);
-  return std::unique_ptr<nemotron_h_cuda>(new nemotron_h_cuda(std::move(p), dtype));
+  auto model = std::unique_ptr<nemotron_h_cuda>(new nemotron_h_cuda(std::move(p), dtype));
+  model->graphs_ = graphs;
+  return model;
 }
 
 kernels::arena_factory nemotron_h_cuda::memory() const {
@@ -296,6 +299,12 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
   return p.stream.synchronize();
 }
 
+result<void> nemotron_h_cuda::load(const nemotron_h_config& config,
+                                   const nemotron_h_host_weights& weights, std::int64_t kv_pages) {
+  set_graphs(graphs_, kv_pages);
+  return upload(config, weights);
+}
+
 void nemotron_h_cuda::set_graphs(bool on, std::int64_t kv_pages) {
   graphs_ = on;
   kv_pages_ = kv_pages;
@@ -306,8 +315,6 @@ void nemotron_h_cuda::set_graphs(bool on, std::int64_t kv_pages) {
 
 #else  // no CUDA in this build
 
-#include "models/nemotron_h.hpp"
-
 namespace mstar::models {
 
 struct nemotron_h_cuda::impl {};
@@ -316,9 +323,13 @@ struct nemotron_h_cuda::graph_cache {};
 nemotron_h_cuda::nemotron_h_cuda(std::unique_ptr<impl> p, mstar::dtype dtype)
     : impl_(std::move(p)), dtype_(dtype) {}
 void nemotron_h_cuda::set_graphs(bool, std::int64_t) {}
+result<void> nemotron_h_cuda::load(const nemotron_h_config&, const nemotron_h_host_weights&,
+                                   std::int64_t) {
+  return make_error(errc::unsupported, "this build has no CUDA");
+}
 nemotron_h_cuda::~nemotron_h_cuda() = default;
 
-result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int, mstar::dtype) {
+result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int, mstar::dtype, bool) {
   return make_error(errc::unsupported,
                     "this build has no CUDA (configure with -DMSTAR_CUDA=ON where nvcc is found)");
 }

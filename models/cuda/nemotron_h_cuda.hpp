@@ -22,66 +22,31 @@
 #include "core/result.hpp"
 #include "kernels/arena.hpp"
 #include "kernels/attention.hpp"
+#include "models/nemotron_h_backend.hpp"
 #include "models/nemotron_h_config.hpp"
-#include "resources/kv/kv_pool.hpp"
-#include "resources/recurrent/pool.hpp"
 
 namespace mstar::models {
 
-struct nemotron_h_layer;
-
-/// Host weights the device copy is made from (the model's own vectors).
-struct nemotron_h_host_weights {
-  const std::vector<float>* embeddings = nullptr;
-  const std::vector<float>* norm_f = nullptr;
-  const std::vector<float>* lm_head = nullptr;
-  std::span<const nemotron_h_layer> layers;
-};
-
-/// How one row draws its next token (kernels/sampling.hpp's rules).
-struct row_sampling {
-  float temperature = 0.0F;  ///< 0: greedy
-  std::int32_t top_k = 0;    ///< 0: all tokens
-  float top_p = 1.0F;        ///< nucleus mass in (0, 1]
-  std::uint64_t seed = 0;    ///< the request's seed
-  std::uint64_t counter = 0; ///< draws the request made so far
-};
-
-/// One step's rows as the forward reads them.
-struct nemotron_h_batch {
-  std::span<const std::int32_t> ids;  ///< [T] token ids, rows packed
-  std::span<const std::int32_t> cu;   ///< [R+1] cumulative tokens per row
-  bool decode = false;                ///< every row feeds one token
-};
-
-/// Where the step's state lives: the pools' plans and blocks (device memory).
-struct nemotron_h_state {
-  const resources::kv_label_plan* kv_plan = nullptr;
-  const resources::recurrent_addressing* rec = nullptr;
-  kernels::kv_arena_view kv{};
-  std::span<float* const> conv_state;  ///< per Mamba-2 layer
-  std::span<float* const> ssm_state;   ///< per Mamba-2 layer
-};
-
 /// The device, its stream, cuBLAS handle, weights and work buffers.
-class nemotron_h_cuda {
+class nemotron_h_cuda final : public nemotron_h_backend {
  public:
   /// Opens `device` (an index) with weights in `dtype` (bfloat16 or
   /// float32); unsupported when this build has no CUDA or the machine no
   /// such device.
   [[nodiscard]] static result<std::unique_ptr<nemotron_h_cuda>> make(int device,
-                                                                     mstar::dtype dtype);
-  ~nemotron_h_cuda();
+                                                                     mstar::dtype dtype,
+                                                                     bool graphs = true);
+  ~nemotron_h_cuda() override;
   nemotron_h_cuda(const nemotron_h_cuda&) = delete;
   nemotron_h_cuda& operator=(const nemotron_h_cuda&) = delete;
 
   /// Device arenas on this stream, for the model's pools.
-  [[nodiscard]] kernels::arena_factory memory() const;
+  [[nodiscard]] kernels::arena_factory memory() const override;
   /// The KV pages' dtype for these weights.
-  [[nodiscard]] mstar::dtype kv_dtype() const noexcept { return dtype_; }
-  [[nodiscard]] mstar::dtype dtype() const noexcept { return dtype_; }
+  [[nodiscard]] mstar::dtype kv_dtype() const noexcept override { return dtype_; }
+  [[nodiscard]] mstar::dtype dtype() const noexcept override { return dtype_; }
   /// The device's name and index, for logs.
-  [[nodiscard]] const std::string& name() const noexcept;
+  [[nodiscard]] const std::string& name() const noexcept override;
 
   /// Copies (and converts) the weights to the device; once, before `forward`.
   [[nodiscard]] result<void> upload(const nemotron_h_config& config,
@@ -95,7 +60,12 @@ class nemotron_h_cuda {
   /// refuse.
   [[nodiscard]] result<void> forward(const nemotron_h_batch& batch, const nemotron_h_state& state,
                                      std::vector<float>* logits, std::vector<std::int32_t>* sampled,
-                                     std::span<const row_sampling> sampling = {});
+                                     std::span<const row_sampling> sampling) override;
+
+  /// Sets up graphs for a pool of `kv_pages` pages, then `upload`s.
+  [[nodiscard]] result<void> load(const nemotron_h_config& config,
+                                  const nemotron_h_host_weights& weights,
+                                  std::int64_t kv_pages) override;
 
   /// Decode steps replay a CUDA graph captured once per row count (on by
   /// default): one launch instead of one per kernel. `kv_pages` is the KV

@@ -231,24 +231,35 @@ full_admit_outcome step_runner::admit_over(const std::vector<resource*>& resourc
                                            const step_bundle& bundle, step_context& ctx) {
   if (auto checked = check_bundle(bundle); !checked)
     return {admit_outcome::refused(admit_runtime_error{checked.error().message()}), {}};
-  std::vector<std::pair<resource*, const resource_step*>> reached;
   bool ready = true;
-  for (resource* r : resources) {
+  for (std::size_t i = 0; i < resources.size(); ++i) {
+    resource* r = resources[i];
     const auto entry = bundle.find(r->key());
     if (entry == bundle.end())
       continue;
     admit_outcome outcome = r->admit(*entry->second, ctx);
-    reached.emplace_back(r, entry->second.get());
     if (!outcome.ok) {
       // The refuser is included: its admit may have touched state before
       // refusing, and rollback of nothing taken is a no-op.
-      for (auto it = reached.rbegin(); it != reached.rend(); ++it)
-        it->first->rollback_admit(*it->second, ctx);
+      rollback_over(resources, i + 1, bundle, ctx);
       return {std::move(outcome), r->key()};
     }
     ready = ready && outcome.ready;
   }
   return {ready ? admit_outcome::admitted() : admit_outcome::waiting(), {}};
+}
+
+void step_runner::rollback(const step_bundle& bundle, step_context& ctx) {
+  rollback_over(order_, order_.size(), bundle, ctx);
+}
+
+void step_runner::rollback_over(const std::vector<resource*>& resources, std::size_t reached,
+                                const step_bundle& bundle, step_context& ctx) {
+  for (std::size_t i = reached; i-- > 0;) {
+    const auto entry = bundle.find(resources[i]->key());
+    if (entry != bundle.end())
+      resources[i]->rollback_admit(*entry->second, ctx);
+  }
 }
 
 result<void> step_runner::plan_over(const std::vector<resource*>& resources,

@@ -58,6 +58,13 @@ class step_runner {
   /// resource is called.
   [[nodiscard]] full_admit_outcome admit(const step_bundle& bundle, step_context& ctx);
 
+  /// Undoes an admitted step: `rollback_admit` on every resource the bundle
+  /// names, in reverse order, so every pool is as before the admit. The one
+  /// unwind path: `admit` uses it for a refusal, and a driver uses it when
+  /// planning or the kernels fail after the admit. A no-op for resources
+  /// after their commit.
+  void rollback(const step_bundle& bundle, step_context& ctx);
+
   /// Clears `ctx.plan_results`, then plans in order, storing each plan under
   /// its resource key so a dependent reads its dependencies' plans from
   /// `ctx`. Stops at the first error, returned with the resource key as
@@ -111,6 +118,10 @@ class step_runner {
   [[nodiscard]] result<void> check_bundle(const step_bundle& bundle) const;
   [[nodiscard]] full_admit_outcome admit_over(const std::vector<resource*>& resources,
                                               const step_bundle& bundle, step_context& ctx);
+  /// `rollback_admit` on the first `reached` resources of `resources` that
+  /// the bundle names, newest first.
+  void rollback_over(const std::vector<resource*>& resources, std::size_t reached,
+                     const step_bundle& bundle, step_context& ctx);
   [[nodiscard]] result<void> plan_over(const std::vector<resource*>& resources,
                                        const step_bundle& bundle, step_context& ctx);
 

@@ -10,7 +10,7 @@
 
 #include "kernels/cuda/launch.hpp"
 #include "models/cuda/nemotron_h_cuda.hpp"
-#include "models/nemotron_h.hpp"
+#include "models/nemotron_h_weights.hpp"
 
 namespace mstar::models {
 namespace cuda_detail {

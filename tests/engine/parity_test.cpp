@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "models/generator.hpp"
+#include "engine/local_engine.hpp"
 #include "models/safetensors.hpp"
-#include "tests/support/model_fixtures.hpp"
+#include "tests/engine/engine_support.hpp"
 
-namespace mstar::models {
+namespace mstar::engine {
 namespace {
 
 using nlohmann::json;
@@ -28,17 +28,17 @@ float max_diff(std::span<const float> a, std::span<const float> b) {
 }
 
 void expect_matches(const std::vector<fixture_prompt>& expected,
-                    const std::vector<generation_result>& got, std::int64_t vocab) {
+                    const std::vector<completion>& got, std::int64_t vocab) {
   ASSERT_EQ(got.size(), expected.size());
   float worst = 0;
   for (std::size_t i = 0; i < expected.size(); ++i) {
     SCOPED_TRACE(::testing::Message() << "prompt " << i);
-    EXPECT_EQ(got[i].generated_ids, expected[i].generated);
-    ASSERT_EQ(got[i].step_logits.size(), expected[i].generated.size());
-    for (std::size_t s = 0; s < got[i].step_logits.size(); ++s) {
+    EXPECT_EQ(got[i].tokens[0], expected[i].generated);
+    ASSERT_EQ(got[i].logits[0].size(), expected[i].generated.size());
+    for (std::size_t s = 0; s < got[i].logits[0].size(); ++s) {
       const std::span<const float> ref{expected[i].step_logits.data() + s * vocab,
                                        static_cast<std::size_t>(vocab)};
-      const float diff = max_diff(got[i].step_logits[s], ref);
+      const float diff = max_diff(got[i].logits[0][s], ref);
       worst = std::max(worst, diff);
       EXPECT_LT(diff, logits_tolerance) << "step " << s;
     }
@@ -47,14 +47,11 @@ void expect_matches(const std::vector<fixture_prompt>& expected,
               static_cast<double>(worst));
 }
 
-std::vector<generation_request> greedy(const std::vector<fixture_prompt>& expected) {
-  std::vector<generation_request> out;
+std::vector<request_spec> greedy(const std::vector<fixture_prompt>& expected) {
+  std::vector<request_spec> out;
   for (const auto& e : expected) {
-    generation_request r;
-    r.prompt = e.prompt;
-    r.max_tokens = static_cast<std::int32_t>(e.generated.size());
-    r.stop_at_eos = false;
-    out.push_back(r);
+    out.push_back(test::greedy_request(e.prompt, static_cast<std::int32_t>(e.generated.size()),
+                                       /*keep_logits=*/true));
   }
   return out;
 }
@@ -63,24 +60,26 @@ class nemotron_h_parity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(nemotron_h_parity, matches_transformers_in_one_batch) {
   const auto expected = load_expected(GetParam());
-  auto model = nemotron_h_model::load(model_dir(GetParam()));
-  ASSERT_TRUE(model.has_value()) << model.error().message();
-  auto got = generate(**model, greedy(expected), /*keep_logits=*/true);
+  auto engine = test::fixture_engine(GetParam());
+  ASSERT_NE(engine, nullptr);
+  auto got = run_to_completion(*engine, greedy(expected));
   ASSERT_TRUE(got.has_value()) << got.error().message();
-  expect_matches(expected, *got, (*model)->config().vocab_size);
+  expect_matches(expected, *got, engine->model().vocab_size());
+  test::expect_pools_empty(*engine);
 }
 
 TEST_P(nemotron_h_parity, matches_transformers_one_prompt_at_a_time) {
   const auto expected = load_expected(GetParam());
-  auto model = nemotron_h_model::load(model_dir(GetParam()));
-  ASSERT_TRUE(model.has_value()) << model.error().message();
-  std::vector<generation_result> all;
+  auto engine = test::fixture_engine(GetParam());
+  ASSERT_NE(engine, nullptr);
+  std::vector<completion> all;
   for (const auto& req : greedy(expected)) {
-    auto got = generate(**model, std::span{&req, 1}, true);
+    auto got = run_to_completion(*engine, {req});
     ASSERT_TRUE(got.has_value()) << got.error().message();
     all.push_back(std::move(got->front()));
   }
-  expect_matches(expected, all, (*model)->config().vocab_size);
+  expect_matches(expected, all, engine->model().vocab_size());
+  test::expect_pools_empty(*engine);
 }
 
 INSTANTIATE_TEST_SUITE_P(tiny, nemotron_h_parity,
@@ -88,35 +87,36 @@ INSTANTIATE_TEST_SUITE_P(tiny, nemotron_h_parity,
 
 TEST(nemotron_h_prefix_reuse, an_attention_only_model_reuses_pages_and_matches_transformers) {
   const auto expected = load_expected("nemotron_h_tiny_attn");
-  pool_options pools;
-  pools.page_size = 4;
-  auto model = nemotron_h_model::load(model_dir("nemotron_h_tiny_attn"), pools);
-  ASSERT_TRUE(model.has_value()) << model.error().message();
-  ASSERT_TRUE((*model)->prefix_skip_safe());
+  engine_config config;
+  config.pools.page_size = 4;
+  auto engine = test::fixture_engine("nemotron_h_tiny_attn", config);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(engine->model().prefix_skip_safe());
   const auto requests = greedy(expected);
-  auto first = generate(**model, requests, true);
+  auto first = run_to_completion(*engine, requests);
   ASSERT_TRUE(first.has_value());
-  auto second = generate(**model, requests, true);  // the same prompts: served from cache
+  auto second = run_to_completion(*engine, requests);  // the same prompts: served from cache
   ASSERT_TRUE(second.has_value());
   std::int64_t matched = 0;
-  for (const auto& r : *second) matched += r.matched_tokens;
+  for (const auto& r : *second) matched += r.counts.cached_tokens;
   EXPECT_GT(matched, 0);
-  expect_matches(expected, *first, (*model)->config().vocab_size);
-  expect_matches(expected, *second, (*model)->config().vocab_size);
+  expect_matches(expected, *first, engine->model().vocab_size());
+  expect_matches(expected, *second, engine->model().vocab_size());
+  test::expect_pools_empty(*engine);
 }
 
 TEST(nemotron_h_prefix_reuse, a_hybrid_model_runs_without_reuse) {
-  auto model = nemotron_h_model::load(model_dir("nemotron_h_tiny_hybrid"));
-  ASSERT_TRUE(model.has_value());
-  EXPECT_FALSE((*model)->prefix_skip_safe());
-  EXPECT_FALSE((*model)->kv()->prefix_cache_open());
+  auto engine = test::fixture_engine("nemotron_h_tiny_hybrid");
+  ASSERT_NE(engine, nullptr);
+  EXPECT_FALSE(engine->model().prefix_skip_safe());
+  EXPECT_FALSE(engine->pools().kv()->prefix_cache_open());
 }
 
 TEST(nemotron_h_model, refuses_a_missing_folder_naming_it) {
-  auto model = nemotron_h_model::load("/nonexistent/model");
+  auto model = models::nemotron_h_model::load("/nonexistent/model");
   ASSERT_FALSE(model.has_value());
   EXPECT_NE(model.error().message().find("/nonexistent/model"), std::string::npos);
 }
 
 }  // namespace
-}  // namespace mstar::models
+}  // namespace mstar::engine

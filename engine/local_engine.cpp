@@ -1,0 +1,194 @@
+#include "engine/local_engine.hpp"
+
+#include <fmt/format.h>
+
+#include "engine/preprocess.hpp"
+
+namespace mstar::engine {
+
+std::int64_t register_sequence(pool_set& pools, const request_id& rid,
+                               std::span<const token_id> tokens) {
+  std::optional<resources::kv_prefix_seed> keys;
+  if (pools.kv() != nullptr && pools.kv()->prefix_cache_open()) {
+    if (auto k = page_keys(tokens, pools.page_size())) keys = std::move(*k);
+  }
+  const auto cached = pools.ingest(rid, keys ? &*keys : nullptr).value_or(0);
+  pools.apply_cached_prefix(rid, cached);
+  return cached;
+}
+
+void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched) {
+  for (const auto& rid : actions.release) pools.remove(rid);
+  for (const auto& [rid, tokens] : actions.reingest) {
+    sched.set_cached(rid, register_sequence(pools, rid, tokens));
+  }
+}
+
+result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models::causal_lm> model,
+                                                         engine_config config) {
+  auto spec = model->pools(config.pools);
+  if (!spec) return spec.error();
+  auto pools = pool_set::make(*spec);
+  if (!pools) return pools.error();
+  if (auto ok = model->bind((*pools)->kv(), (*pools)->recurrent()); !ok) return ok.error();
+  auto e = std::unique_ptr<local_engine>(new local_engine);
+  model_facts facts{model->vocab_size(),
+                    {model->eos_token_ids().begin(), model->eos_token_ids().end()},
+                    model->tok()};
+  e->model_ = std::move(model);
+  e->pools_ = std::move(*pools);
+  e->sched_ = std::make_unique<scheduler>(config.scheduler, std::move(facts));
+  return e;
+}
+
+local_engine::~local_engine() = default;
+
+result<request_id> local_engine::submit(request_spec spec) {
+  if (spec.id.empty()) spec.id = fmt::format("req-{}", next_id_++);
+  if (auto ok = tokenize(spec, model_->tok()); !ok) return ok.error();
+  if (auto ok = sched_->validate(spec); !ok) return ok.error();
+  const auto ids = scheduler::sequence_ids(spec);
+  const auto prompt = spec.prompt;
+  const auto id = spec.id;
+  if (auto ok = sched_->add(std::move(spec)); !ok) return ok.error();
+  for (const auto& rid : ids) sched_->set_cached(rid, register_sequence(*pools_, rid, prompt));
+  return id;
+}
+
+bool local_engine::cancel(const request_id& id) { return sched_->cancel(id); }
+
+void local_engine::collect(step_result res, std::vector<delta>& out) {
+  for (const auto& [rid, ids] : res.extend) pools_->extend(rid, ids);
+  apply_actions(res.actions, *pools_, *sched_);
+  for (auto& d : res.deltas) {
+    counters_.generated_tokens += static_cast<std::int64_t>(d.tokens.size());
+    out.push_back(std::move(d));
+  }
+}
+
+result<std::vector<delta>> local_engine::step() {
+  std::vector<delta> out;
+  // Each refusal shrinks the step or frees a sequence, so this ends.
+  for (std::size_t attempt = 0;; ++attempt) {
+    auto step = sched_->schedule();
+    collect(sched_->take_pending(), out);
+    if (step.empty()) return out;
+    step_record rec;
+    std::vector<models::step_row> rows;
+    rows.reserve(step.rows.size());
+    for (const auto& r : step.rows) {
+      rows.push_back({r.rid, r.tokens});
+      rec.ctx.request_ids.push_back(r.rid);
+    }
+    rec.request = model_->declare(rows);
+    const auto admitted = pools_->admit(rec);
+    if (!admitted.ok()) {
+      ++counters_.refused_steps;
+      const auto why = fmt::format("{} pool refused: {}", admitted.failed_resource,
+                                   resources::refusal_message(*admitted.outcome.reason));
+      apply_actions(sched_->on_refused(step, why), *pools_, *sched_);
+      collect(sched_->take_pending(), out);
+      if (attempt > 4 * (sched_->num_running() + sched_->num_waiting()) + 8) {
+        return make_error(errc::internal, "the scheduler kept proposing refused steps: " + why);
+      }
+      continue;
+    }
+    auto plans = pools_->plan(rec);
+    if (!plans) {
+      collect(sched_->on_failed(step, plans.error().message()), out);
+      return out;
+    }
+    auto fwd = model_->forward(rows, *plans, step.want_logits
+                                                 ? std::span<const models::row_sampling>{}
+                                                 : std::span<const models::row_sampling>{step.draws});
+    if (!fwd) {
+      pools_->rollback(rec);
+      collect(sched_->on_failed(step, fwd.error().message()), out);
+      return out;
+    }
+    if (auto ok = pools_->commit(rec); !ok) {
+      collect(sched_->on_failed(step, ok.error().message()), out);
+      return ok.error();  // the pools' state is in question: stop
+    }
+    ++counters_.steps;
+    for (const auto& r : step.rows) {
+      if (!r.samples || r.tokens.size() > 1) counters_.prompt_tokens += static_cast<std::int64_t>(r.tokens.size());
+    }
+    collect(sched_->on_ran(step, *fwd), out);
+    return out;
+  }
+}
+
+result<void> local_engine::warm_up() {
+  if (!model_->on_gpu()) return {};
+  request_spec spec;
+  spec.id = "mstar-warm-up";
+  spec.prompt = {0};
+  spec.stop.max_tokens = 2;
+  spec.stop.ignore_eos = true;
+  auto done = run_to_completion(*this, {std::move(spec)});
+  if (!done) return done.error().with_context("GPU warm-up");
+  if (done->front().finished.front() == finish_reason::error) {
+    return make_error(errc::internal, "GPU warm-up: " + done->front().errors.front());
+  }
+  return {};
+}
+
+void completion_collector::expect(const request_spec& spec) {
+  index_[spec.id] = done_.size();
+  started_[spec.id] = std::chrono::steady_clock::now();
+  completion c;
+  c.id = spec.id;
+  c.prompt = spec.prompt;
+  const auto n = static_cast<std::size_t>(std::max(1, spec.sampling.n));
+  c.tokens.resize(n);
+  c.text.resize(n);
+  c.finished.resize(n, finish_reason::error);
+  c.logits.resize(n);
+  c.errors.resize(n);
+  done_.push_back(std::move(c));
+}
+
+void completion_collector::add(const delta& d) {
+  const auto it = index_.find(d.id);
+  if (it == index_.end()) return;
+  auto& c = done_[it->second];
+  const auto i = static_cast<std::size_t>(d.index);
+  if (i >= c.tokens.size()) return;
+  c.tokens[i].insert(c.tokens[i].end(), d.tokens.begin(), d.tokens.end());
+  c.text[i] += d.text;
+  for (const auto& row : d.logits) c.logits[i].push_back(row);
+  if (d.time_to_first_token_s > 0 && i == 0) c.time_to_first_token_s = d.time_to_first_token_s;
+  if (d.finished) {
+    c.finished[i] = *d.finished;
+    c.errors[i] = d.error;
+    if (i == 0) {
+      c.counts = d.counts;
+      c.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                   started_[d.id])
+                         .count();
+    }
+  }
+}
+
+std::vector<completion> completion_collector::take() { return std::exchange(done_, {}); }
+
+result<std::vector<completion>> run_to_completion(local_engine& engine,
+                                                  std::vector<request_spec> requests) {
+  completion_collector collector;
+  for (auto& r : requests) {
+    auto id = engine.submit(r);
+    if (!id) return id.error();
+    r.id = *id;
+    if (auto ok = tokenize(r, engine.model().tok()); !ok) return ok.error();
+    collector.expect(r);
+  }
+  while (!engine.idle()) {
+    auto deltas = engine.step();
+    if (!deltas) return deltas.error();
+    for (const auto& d : *deltas) collector.add(d);
+  }
+  return collector.take();
+}
+
+}  // namespace mstar::engine

@@ -1,0 +1,118 @@
+#pragma once
+
+// The engine's step cycle in one thread, without actors: the scheduler
+// decides, the pool set admits and plans, the model runs, the pools commit,
+// the scheduler turns the output into deltas. Tests, benchmarks and tools
+// drive it directly; the conductor actor (actors/) runs the same cycle with
+// each pool and the model behind its own actor.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/result.hpp"
+#include "engine/pool_set.hpp"
+#include "engine/request.hpp"
+#include "engine/scheduler.hpp"
+#include "models/causal_lm.hpp"
+
+namespace mstar::engine {
+
+/// Limits and pool sizes of an engine.
+struct engine_config {
+  scheduler_config scheduler;
+  models::pool_options pools;
+};
+
+/// Counters for metrics and benchmarks.
+struct engine_counters {
+  std::int64_t steps = 0;
+  std::int64_t refused_steps = 0;
+  std::int64_t prompt_tokens = 0;     ///< fed in prefill rows
+  std::int64_t generated_tokens = 0;  ///< drawn
+};
+
+/// Pool work a scheduler decision asks for, applied to a pool set: releases,
+/// then re-registrations answered with their cached prefix. Shared by the
+/// direct loop and the pool actors' driver.
+void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched);
+
+/// Registers sequence `rid` with `tokens` in `pools` and returns the
+/// cached tokens every pool agreed on (applied already).
+std::int64_t register_sequence(pool_set& pools, const request_id& rid,
+                               std::span<const token_id> tokens);
+
+/// The direct engine. Not thread-safe: one thread calls it.
+class local_engine {
+ public:
+  /// Makes the model's pools, binds the model to them.
+  [[nodiscard]] static result<std::unique_ptr<local_engine>> make(
+      std::unique_ptr<models::causal_lm> model, engine_config config);
+  ~local_engine();
+
+  /// Tokenizes (when `spec.text` is set), checks and queues a request;
+  /// names it when `spec.id` is empty. Returns its id.
+  [[nodiscard]] result<request_id> submit(request_spec spec);
+  /// Cancels a request at the next step; false when it is not live.
+  bool cancel(const request_id& id);
+  /// Runs one step (shrinking it while the pools refuse) and returns its
+  /// deltas; none when idle.
+  [[nodiscard]] result<std::vector<delta>> step();
+  [[nodiscard]] bool idle() const noexcept { return sched_->idle(); }
+
+  /// On a GPU, one throwaway request (a one-token prefill, then a decode
+  /// step) so library set-up is not paid by the first real request. The
+  /// pools end as they were.
+  [[nodiscard]] result<void> warm_up();
+
+  [[nodiscard]] models::causal_lm& model() noexcept { return *model_; }
+  [[nodiscard]] pool_set& pools() noexcept { return *pools_; }
+  [[nodiscard]] scheduler& sched() noexcept { return *sched_; }
+  [[nodiscard]] const engine_counters& counters() const noexcept { return counters_; }
+
+ private:
+  local_engine() = default;
+  void collect(step_result res, std::vector<delta>& out);
+
+  std::unique_ptr<models::causal_lm> model_;
+  std::unique_ptr<pool_set> pools_;  // after the model: freed first, the model's backend last
+  std::unique_ptr<scheduler> sched_;
+  engine_counters counters_;
+  std::uint64_t next_id_ = 0;
+};
+
+/// A finished request, every delta merged: what tools and tests compare.
+struct completion {
+  request_id id;
+  std::vector<token_id> prompt;
+  /// Per sample (n of them): tokens, text, why it ended, kept logits.
+  std::vector<std::vector<token_id>> tokens;
+  std::vector<std::string> text;
+  std::vector<finish_reason> finished;
+  std::vector<std::vector<std::vector<float>>> logits;
+  std::vector<std::string> errors;
+  usage counts;  ///< of sample 0
+  double time_to_first_token_s = 0;
+  double duration_s = 0;
+};
+
+/// Merges deltas into completions by request id.
+class completion_collector {
+ public:
+  void expect(const request_spec& spec);
+  void add(const delta& d);
+  [[nodiscard]] std::vector<completion> take();
+
+ private:
+  std::vector<completion> done_;
+  std::map<request_id, std::size_t> index_;
+  std::map<request_id, std::chrono::steady_clock::time_point> started_;
+};
+
+/// Submits `requests` together and steps until all finished. Fails on a
+/// refused submission or a broken step; a request that failed reports it in
+/// its completion (`finished` = error, `errors`).
+[[nodiscard]] result<std::vector<completion>> run_to_completion(local_engine& engine,
+                                                                std::vector<request_spec> requests);
+
+}  // namespace mstar::engine

@@ -1,0 +1,155 @@
+#include "engine/pool_set.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+namespace mstar::engine {
+namespace {
+
+// A non-owning pointer in the bundle's shared_ptr type: the record owns the
+// step for the whole admit..commit sequence.
+template <class Step>
+std::shared_ptr<const resources::resource_step> borrow(const Step& step) {
+  return std::shared_ptr<const resources::resource_step>(std::shared_ptr<void>{}, &step);
+}
+
+// The typed plan a pool stored in the context under its key.
+template <class Plan>
+result<std::shared_ptr<const Plan>> typed_plan(const resources::step_context& ctx,
+                                               const std::string& key) {
+  const auto it = ctx.plan_results.find(key);
+  if (it == ctx.plan_results.end()) {
+    return make_error(errc::not_found, fmt::format("pool '{}' returned no plan", key));
+  }
+  auto plan = std::dynamic_pointer_cast<const Plan>(it->second);
+  if (!plan) return make_error(errc::invalid_argument, fmt::format("pool '{}': plan of another type", key));
+  return plan;
+}
+
+}  // namespace
+
+result<std::unique_ptr<pool_set>> pool_set::make(const models::pool_spec& spec, pool_kinds which) {
+  auto set = std::unique_ptr<pool_set>(new pool_set);
+  std::vector<resources::resource*> order;
+  if (spec.kv && which != pool_kinds::recurrent_only) {
+    auto kv = resources::kv_pool::make("kv", *spec.kv, spec.fingerprint, spec.memory);
+    if (!kv) return kv.error().with_context("KV pool");
+    set->kv_ = std::move(*kv);
+    order.push_back(set->kv_.get());
+  }
+  if (spec.recurrent && which != pool_kinds::kv_only) {
+    auto rec = resources::recurrent_state_pool::make("recurrent", *spec.recurrent, spec.memory);
+    if (!rec) return rec.error().with_context("recurrent pool");
+    set->rec_ = std::move(*rec);
+    order.push_back(set->rec_.get());
+  }
+  auto runner = resources::step_runner::make(std::move(order));
+  if (!runner) return runner.error();
+  set->runner_ = std::make_unique<resources::step_runner>(std::move(*runner));
+  return set;
+}
+
+pool_set::~pool_set() {
+  runner_.reset();  // holds pointers into the pools
+  kv_.reset();
+  rec_.reset();
+}
+
+std::int64_t pool_set::page_size() const noexcept {
+  return kv_ ? kv_->config().page_size : 1;
+}
+
+resources::step_bundle pool_set::bundle_of(const step_record& step) const {
+  resources::step_bundle bundle;
+  if (kv_ && step.request.kv) bundle.emplace(kv_->key(), borrow(*step.request.kv));
+  if (rec_ && step.request.recurrent) bundle.emplace(rec_->key(), borrow(*step.request.recurrent));
+  return bundle;
+}
+
+resources::full_admit_outcome pool_set::admit(step_record& step) {
+  auto out = runner_->admit(bundle_of(step), step.ctx);
+  step.admitted = out.ok();
+  return out;
+}
+
+result<models::step_plans> pool_set::plan(step_record& step) {
+  const auto bundle = bundle_of(step);
+  if (auto planned = runner_->plan(bundle, step.ctx); !planned) {
+    rollback(step);
+    return planned.error();
+  }
+  models::step_plans plans;
+  if (kv_ && step.request.kv) {
+    auto p = typed_plan<resources::kv_plan>(step.ctx, kv_->key());
+    if (!p) return p.error();
+    plans.kv = std::move(*p);
+  }
+  if (rec_ && step.request.recurrent) {
+    auto p = typed_plan<resources::recurrent_plan>(step.ctx, rec_->key());
+    if (!p) return p.error();
+    plans.recurrent = std::move(*p);
+  }
+  return plans;
+}
+
+result<void> pool_set::commit(step_record& step) {
+  auto done = runner_->commit(bundle_of(step), step.ctx);
+  step.admitted = false;
+  return done;
+}
+
+void pool_set::rollback(step_record& step) {
+  if (!step.admitted) return;
+  runner_->rollback(bundle_of(step), step.ctx);
+  step.admitted = false;
+}
+
+std::optional<std::int64_t> pool_set::ingest(const resources::request_id& rid,
+                                             const resources::kv_prefix_seed* keys) {
+  if (kv_ && keys != nullptr && kv_->prefix_cache_open() && !keys->keys.empty()) {
+    kv_->ingest_request(rid, {{"main", *keys}});
+  }
+  runner_->ingest_request(rid);
+  std::optional<std::int64_t> answer;
+  for (auto* r : runner_->order()) {
+    if (auto a = r->resolve_cached_prefix(rid)) answer = answer ? std::min(*answer, *a) : *a;
+  }
+  return answer;
+}
+
+void pool_set::apply_cached_prefix(const resources::request_id& rid, std::int64_t agreed) {
+  for (auto* r : runner_->order()) r->apply_cached_prefix(rid, agreed);
+}
+
+void pool_set::extend(const resources::request_id& rid, std::span<const resources::token_id> ids) {
+  if (kv_) kv_->extend_prefix_chain(rid, "main", ids);
+}
+
+void pool_set::remove(const resources::request_id& rid) { runner_->remove_request(rid); }
+
+pool_stats pool_set::stats() const {
+  pool_stats s;
+  if (kv_) {
+    s.kv_pages = kv_->config().max_num_pages;
+    s.kv_free_pages = kv_->num_free_pages();
+    s.kv_cached_pages = kv_->num_cached_pages();
+  }
+  if (rec_) {
+    s.slots = rec_->config().max_slots;
+    s.free_slots = rec_->num_free_slots();
+  }
+  return s;
+}
+
+result<void> pool_set::check_invariants() const {
+  if (kv_) {
+    if (auto ok = kv_->check_invariants(); !ok) return ok.error().with_context("KV pool");
+  }
+  if (rec_) {
+    if (auto ok = rec_->check_invariants(); !ok) return ok.error().with_context("recurrent pool");
+  }
+  return {};
+}
+
+}  // namespace mstar::engine

@@ -1,0 +1,91 @@
+#pragma once
+
+// The pools a model runs on, owned together with the step runner that
+// drives them: typed steps in, typed plans out, one unwind path
+// (`step_runner::rollback`). The engine's direct loop owns one pool_set
+// holding every pool; at run time each pool actor owns a pool_set holding
+// just its own pool. CAF-free and single-threaded, like the pools.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "core/result.hpp"
+#include "models/causal_lm.hpp"
+#include "resources/step/step_runner.hpp"
+
+namespace mstar::engine {
+
+/// Which of a spec's pools a pool_set makes.
+enum class pool_kinds : std::uint8_t { all, kv_only, recurrent_only };
+
+/// One step on its way through the pools: the typed request, the context
+/// the pools share, and how far it got.
+struct step_record {
+  models::step_request request;
+  resources::step_context ctx;
+  bool admitted = false;
+};
+
+/// Counts for metrics and tests.
+struct pool_stats {
+  std::int64_t kv_pages = 0, kv_free_pages = 0, kv_cached_pages = 0;
+  std::int64_t slots = 0, free_slots = 0;
+};
+
+/// The pools of one model (or one of them). See the file comment.
+class pool_set {
+ public:
+  /// Makes the pools `spec` names (those `which` selects) on `spec.memory`.
+  [[nodiscard]] static result<std::unique_ptr<pool_set>> make(const models::pool_spec& spec,
+                                                              pool_kinds which = pool_kinds::all);
+  ~pool_set();
+  pool_set(const pool_set&) = delete;
+  pool_set& operator=(const pool_set&) = delete;
+
+  [[nodiscard]] resources::kv_pool* kv() noexcept { return kv_.get(); }
+  [[nodiscard]] resources::recurrent_state_pool* recurrent() noexcept { return rec_.get(); }
+  [[nodiscard]] std::int64_t page_size() const noexcept;
+
+  /// Admits `step` in every pool it names, in dependency order; a refusal
+  /// has been unwound already (every pool as before) and names the pool.
+  [[nodiscard]] resources::full_admit_outcome admit(step_record& step);
+  /// The plans of an admitted step. On error the admit is rolled back.
+  [[nodiscard]] result<models::step_plans> plan(step_record& step);
+  /// Records an admitted, planned step's consumption.
+  [[nodiscard]] result<void> commit(step_record& step);
+  /// Undoes an admitted step that will not commit (the kernels failed).
+  void rollback(step_record& step);
+
+  /// Registers a request; with `keys` (the prompt's unrooted page keys and
+  /// partial tail, from the preprocess stage) its cached prefix may be
+  /// reused. Returns the prompt tokens this pool set could serve from cache
+  /// (not yet agreed: see `apply_cached_prefix`), nullopt when no pool keeps
+  /// a cache.
+  [[nodiscard]] std::optional<std::int64_t> ingest(const resources::request_id& rid,
+                                                   const resources::kv_prefix_seed* keys);
+  /// Keeps `agreed` tokens of the cached prefix (the smallest answer of every
+  /// pool set the request is in).
+  void apply_cached_prefix(const resources::request_id& rid, std::int64_t agreed);
+  /// Feeds generated ids to the prefix chain so the pages they fill become
+  /// reusable.
+  void extend(const resources::request_id& rid, std::span<const resources::token_id> ids);
+  /// Frees everything the request holds; its indexed pages stay cached.
+  void remove(const resources::request_id& rid);
+
+  [[nodiscard]] pool_stats stats() const;
+  /// Every pool's conservation invariant.
+  [[nodiscard]] result<void> check_invariants() const;
+
+ private:
+  pool_set() = default;
+  [[nodiscard]] resources::step_bundle bundle_of(const step_record& step) const;
+
+  std::unique_ptr<resources::kv_pool> kv_;
+  std::unique_ptr<resources::recurrent_state_pool> rec_;
+  std::unique_ptr<resources::step_runner> runner_;
+};
+
+}  // namespace mstar::engine

@@ -1,0 +1,104 @@
+#pragma once
+
+// A request as the engine sees it: what to complete, how to sample, when to
+// stop; and what it streams back, step by step. Plain values, CAF-free: the
+// same structs are the actors' messages and the embedding API's types.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "resources/step/step.hpp"
+
+namespace mstar::engine {
+
+using resources::request_id;
+using token_id = std::uint32_t;
+
+/// How a request picks its tokens: the one sampling-parameters type (the
+/// HTTP front end, `mstar-run` and the embedding API all fill it).
+struct sampling_params {
+  float temperature = 0.0F;  ///< 0: greedy
+  std::int32_t top_k = 0;    ///< 0: all tokens
+  float top_p = 1.0F;        ///< nucleus mass in (0, 1]
+  std::uint64_t seed = 0;    ///< with the token index, fixes every draw
+  /// OpenAI's additive penalties on logits of tokens already generated:
+  /// `presence` once per distinct token, `frequency` per occurrence.
+  float presence_penalty = 0.0F;
+  float frequency_penalty = 0.0F;
+  /// CTRL-style multiplicative penalty (> 1 discourages) on tokens of the
+  /// prompt and of the output so far; 1 is off.
+  float repetition_penalty = 1.0F;
+  /// Parallel samples of one prompt (each its own sequence).
+  std::int32_t n = 1;
+  /// Top-n log-probabilities to report per generated token (0: none).
+  std::int32_t logprobs = 0;
+
+  /// Whether the draw needs the logits on the host (penalties or logprobs).
+  [[nodiscard]] bool needs_logits() const noexcept {
+    return presence_penalty != 0.0F || frequency_penalty != 0.0F ||
+           repetition_penalty != 1.0F || logprobs > 0;
+  }
+};
+
+/// When a sequence stops.
+struct stop_rules {
+  std::int32_t max_tokens = 16;
+  bool ignore_eos = false;                ///< keep going past the model's eos ids
+  std::vector<token_id> stop_token_ids;   ///< stop after generating one (it is returned)
+  std::vector<std::string> stop_strings;  ///< stop at their first occurrence (not returned)
+};
+
+/// One request to complete.
+struct request_spec {
+  request_id id;  ///< empty: the engine names it
+  std::vector<token_id> prompt;
+  /// Set instead of `prompt`: tokenized by the preprocess stage.
+  std::optional<std::string> text;
+  sampling_params sampling;
+  stop_rules stop;
+  std::string cache_salt;     ///< a tenant's salt: only same-salt requests share cached pages
+  bool keep_logits = false;   ///< report the logits row that chose each token (tests, mstar-run)
+};
+
+/// Why a sequence ended.
+enum class finish_reason : std::uint8_t { length, stop, eos, cancelled, error };
+
+/// "length", "stop" (eos and stop rules both read "stop", as OpenAI does)...
+[[nodiscard]] const char* to_string(finish_reason r) noexcept;
+
+/// One alternative and its log-probability.
+struct token_logprob {
+  token_id id = 0;
+  float logprob = 0;
+};
+
+/// Token counts of a sequence.
+struct usage {
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+  std::int64_t cached_tokens = 0;  ///< prompt tokens served from cached pages
+};
+
+/// What one step produced for one sequence of a request.
+struct delta {
+  request_id id;
+  std::int32_t index = 0;       ///< which of the `n` samples
+  std::vector<token_id> tokens;  ///< new token ids
+  /// Text of the new tokens: never splits a UTF-8 sequence, never shows a
+  /// prefix of a stop string that may still complete.
+  std::string text;
+  /// Per new token: its log-probability and the top alternatives (with
+  /// `sampling.logprobs`).
+  std::vector<token_logprob> chosen_logprobs;
+  std::vector<std::vector<token_logprob>> top_logprobs;
+  /// With `keep_logits`: the logits row of each new token.
+  std::vector<std::vector<float>> logits;
+  std::optional<finish_reason> finished;
+  std::string error;  ///< with finish_reason::error: what went wrong
+  usage counts;
+  double time_to_first_token_s = 0;  ///< set on the delta carrying the first token
+};
+
+}  // namespace mstar::engine

@@ -1,0 +1,371 @@
+#include "engine/scheduler.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/sampler.hpp"
+
+namespace mstar::engine {
+
+const char* to_string(finish_reason r) noexcept {
+  switch (r) {
+    case finish_reason::length:
+      return "length";
+    case finish_reason::stop:
+    case finish_reason::eos:
+      return "stop";
+    case finish_reason::cancelled:
+      return "cancelled";
+    case finish_reason::error:
+      return "error";
+  }
+  return "error";
+}
+
+/// One of a request's `n` samples: its tokens and where it stands.
+struct scheduler::sequence {
+  request_id rid;
+  request_entry* req = nullptr;
+  std::int32_t index = 0;
+  std::vector<token_id> tokens;  ///< prompt, then output
+  std::size_t prompt_len = 0;
+  std::int64_t computed = 0;  ///< tokens the pools hold for it
+  std::int64_t cached = -1;   ///< prompt tokens from cache at the first admission (-1: unknown)
+  bool awaiting_cache = true;  ///< registered in the pools, its cached prefix not yet known
+  bool running = false;
+  bool finished = false;
+  std::uint64_t arrival = 0;
+  text_stream text;
+  std::unordered_map<token_id, std::int32_t> counts;  ///< output ids, for penalties
+  bool first_token_seen = false;
+
+  sequence(const models::tokenizer* tok, std::vector<std::string> stops)
+      : text(tok, std::move(stops)) {}
+  [[nodiscard]] std::size_t output_len() const noexcept { return tokens.size() - prompt_len; }
+};
+
+struct scheduler::request_entry {
+  request_spec spec;
+  std::vector<std::unique_ptr<sequence>> seqs;
+  clock::time_point arrived;
+  bool cancelled = false;
+  std::int32_t unfinished = 0;
+};
+
+scheduler::scheduler(scheduler_config config, model_facts facts)
+    : config_(config), facts_(std::move(facts)) {}
+
+scheduler::~scheduler() = default;
+
+std::size_t scheduler::num_running() const noexcept { return running_.size(); }
+
+result<void> scheduler::validate(const request_spec& spec) const {
+  auto bad = [&](std::string what) {
+    return make_error(errc::invalid_argument, fmt::format("request {}: {}", spec.id, what));
+  };
+  if (spec.prompt.empty()) return bad("the prompt is empty");
+  for (const auto id : spec.prompt) {
+    if (static_cast<std::int64_t>(id) >= facts_.vocab_size) {
+      return make_error(errc::out_of_range,
+                        fmt::format("request {}: token id {} is outside the vocabulary of {}",
+                                    spec.id, id, facts_.vocab_size));
+    }
+  }
+  const auto& p = spec.sampling;
+  if (!(p.temperature >= 0.0F) || p.temperature > 100.0F) return bad("temperature must be in [0, 100]");
+  if (p.top_k < 0) return bad("top_k must be >= 0");
+  if (!(p.top_p > 0.0F && p.top_p <= 1.0F)) return bad("top_p must be in (0, 1]");
+  if (!(p.repetition_penalty > 0.0F)) return bad("repetition_penalty must be > 0");
+  if (!(p.presence_penalty >= -2.0F && p.presence_penalty <= 2.0F)) return bad("presence_penalty must be in [-2, 2]");
+  if (!(p.frequency_penalty >= -2.0F && p.frequency_penalty <= 2.0F)) return bad("frequency_penalty must be in [-2, 2]");
+  if (p.n < 1 || p.n > 128) return bad("n must be in [1, 128]");
+  if (p.logprobs < 0 || p.logprobs > 20) return bad("logprobs must be in [0, 20]");
+  if (spec.stop.max_tokens < 0) return bad("max_tokens must be >= 0");
+  if (!spec.stop.stop_strings.empty() && facts_.tok == nullptr) {
+    return bad("stop strings need a tokenizer, and this model has none");
+  }
+  if (live_.contains(spec.id)) return bad("a request with this id is already running");
+  return {};
+}
+
+std::vector<request_id> scheduler::sequence_ids(const request_spec& spec) {
+  std::vector<request_id> ids{spec.id};
+  for (std::int32_t i = 1; i < spec.sampling.n; ++i) ids.push_back(fmt::format("{}#{}", spec.id, i));
+  return ids;
+}
+
+result<void> scheduler::add(request_spec spec) {
+  if (auto ok = validate(spec); !ok) return ok;
+  auto entry = std::make_unique<request_entry>();
+  entry->arrived = clock::now();
+  const auto ids = sequence_ids(spec);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    auto s = std::make_unique<sequence>(facts_.tok, spec.stop.stop_strings);
+    s->rid = ids[i];
+    s->req = entry.get();
+    s->index = static_cast<std::int32_t>(i);
+    s->tokens = spec.prompt;
+    s->prompt_len = spec.prompt.size();
+    s->arrival = arrivals_++;
+    by_rid_[s->rid] = s.get();
+    waiting_.push_back(s.get());
+    entry->seqs.push_back(std::move(s));
+  }
+  entry->unfinished = static_cast<std::int32_t>(ids.size());
+  entry->spec = std::move(spec);
+  const auto id = entry->spec.id;
+  live_.emplace(id, std::move(entry));
+  return {};
+}
+
+void scheduler::set_cached(const request_id& rid, std::int64_t tokens) {
+  auto* s = find(rid);
+  if (s == nullptr) return;
+  // At least one token runs, so the step that completes the prompt has logits.
+  const auto limit = static_cast<std::int64_t>(s->tokens.size()) - 1;
+  s->computed = std::clamp<std::int64_t>(tokens, 0, limit);
+  if (s->cached < 0) s->cached = std::min<std::int64_t>(s->computed, static_cast<std::int64_t>(s->prompt_len));
+  s->awaiting_cache = false;
+}
+
+bool scheduler::cancel(const request_id& id) {
+  const auto it = live_.find(id);
+  if (it == live_.end()) return false;
+  it->second->cancelled = true;
+  return true;
+}
+
+scheduler::sequence* scheduler::find(const request_id& rid) {
+  const auto it = by_rid_.find(rid);
+  return it == by_rid_.end() ? nullptr : it->second;
+}
+
+scheduled_step scheduler::schedule() {
+  // Cancellations take effect here, at a step boundary.
+  std::vector<request_entry*> cancelled;
+  for (auto& [id, e] : live_) {
+    if (e->cancelled) cancelled.push_back(e.get());
+  }
+  for (auto* e : cancelled) {
+    std::vector<sequence*> seqs;
+    for (auto& s : e->seqs) {
+      if (!s->finished) seqs.push_back(s.get());
+    }
+    for (auto* s : seqs) finish(*s, finish_reason::cancelled, {}, pending_);
+  }
+  started_.clear();
+  scheduled_step step;
+  std::int64_t budget = config_.max_batched_tokens;
+  auto add_row = [&](sequence& s, std::int64_t chunk) {
+    const auto from = static_cast<std::ptrdiff_t>(s.computed);
+    scheduled_row row{s.rid, {s.tokens.begin() + from, s.tokens.begin() + from + chunk}, false};
+    row.samples = s.computed + chunk == static_cast<std::int64_t>(s.tokens.size());
+    budget -= chunk;
+    step.rows.push_back(std::move(row));
+  };
+  // Decode rows first, then the running sequences' next prefill chunks.
+  for (auto* s : running_) {
+    if (budget > 0 && s->computed + 1 == static_cast<std::int64_t>(s->tokens.size())) add_row(*s, 1);
+  }
+  for (auto* s : running_) {
+    const auto remaining = static_cast<std::int64_t>(s->tokens.size()) - s->computed;
+    if (budget > 0 && remaining > 1) add_row(*s, std::min(remaining, budget));
+  }
+  // Then newcomers, first come first served, while they fit.
+  while (!hold_admissions_ && budget > 0 && !waiting_.empty() &&
+         running_.size() < static_cast<std::size_t>(config_.max_running)) {
+    sequence* s = waiting_.front();
+    if (s->awaiting_cache) break;
+    waiting_.pop_front();
+    if (s->output_len() >= static_cast<std::size_t>(s->req->spec.stop.max_tokens)) {
+      finish(*s, finish_reason::length, {}, pending_);
+      continue;
+    }
+    s->running = true;
+    running_.insert(std::upper_bound(running_.begin(), running_.end(), s,
+                                     [](const sequence* a, const sequence* b) {
+                                       return a->arrival < b->arrival;
+                                     }),
+                    s);
+    started_.push_back(s);
+    add_row(*s, std::min(static_cast<std::int64_t>(s->tokens.size()) - s->computed, budget));
+  }
+  // How the rows draw: on the device unless one needs the logits here.
+  for (const auto& row : step.rows) {
+    const auto* s = by_rid_.at(row.rid);
+    const auto& spec = s->req->spec;
+    if (row.samples && (spec.sampling.needs_logits() || spec.keep_logits)) step.want_logits = true;
+    const auto& p = spec.sampling;
+    step.draws.push_back({p.temperature, p.top_k, p.top_p, p.seed, s->output_len()});
+  }
+  if (step.want_logits) step.draws.clear();
+  return step;
+}
+
+step_result scheduler::take_pending() { return std::exchange(pending_, {}); }
+
+void scheduler::preempt(sequence& s, pool_actions& actions) {
+  std::erase(running_, &s);
+  s.running = false;
+  s.computed = 0;
+  s.awaiting_cache = true;
+  // Back to the front, behind older preempted ones: arrival order.
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), &s,
+                                   [](const sequence* a, const sequence* b) {
+                                     return a->arrival < b->arrival;
+                                   }),
+                  &s);
+  actions.release.push_back(s.rid);
+  actions.reingest.emplace_back(s.rid, s.tokens);
+  ++preemptions_;
+}
+
+pool_actions scheduler::on_refused(const scheduled_step& step, const std::string& why) {
+  pool_actions actions;
+  step_result out;
+  if (running_.size() <= 1 && step.rows.size() <= 1) {
+    // Nothing else holds pool state: this sequence cannot fit even alone.
+    if (!running_.empty()) {
+      finish(*running_.front(), finish_reason::error,
+             fmt::format("does not fit in the pools even alone ({}); give the pools more pages "
+                         "or slots",
+                         why),
+             out);
+    }
+  } else if (!started_.empty()) {
+    // A newcomer goes back to the queue until a step completes.
+    sequence* s = started_.back();
+    started_.pop_back();
+    std::erase(running_, s);
+    s->running = false;
+    waiting_.push_front(s);
+    hold_admissions_ = true;
+  } else {
+    preempt(*running_.back(), actions);
+  }
+  for (auto& d : out.deltas) pending_.deltas.push_back(std::move(d));
+  for (auto& r : out.actions.release) actions.release.push_back(std::move(r));
+  return actions;
+}
+
+result<void> scheduler::take_token(sequence& s, const scheduled_row& row, std::size_t r,
+                                   const models::forward_output& output, step_result& out) {
+  (void)row;
+  const auto& spec = s.req->spec;
+  delta d;
+  token_id id = 0;
+  if (!output.sampled.empty()) {
+    if (output.sampled[r] < 0) {
+      return make_error(errc::invalid_argument,
+                        "no token can be drawn (sampling settings out of range or no finite logit)");
+    }
+    id = static_cast<token_id>(output.sampled[r]);
+  } else {
+    const auto V = static_cast<std::size_t>(facts_.vocab_size);
+    if (output.logits.size() < (r + 1) * V) {
+      return make_error(errc::invalid_argument, "the forward returned no logits for the row");
+    }
+    std::vector<float> logits(output.logits.begin() + static_cast<std::ptrdiff_t>(r * V),
+                              output.logits.begin() + static_cast<std::ptrdiff_t>((r + 1) * V));
+    if (spec.keep_logits) d.logits.push_back(logits);
+    apply_penalties(logits, spec.sampling, s.counts,
+                    std::span<const token_id>{s.tokens.data(), s.prompt_len});
+    auto drawn = draw(logits, spec.sampling, s.output_len());
+    if (!drawn) return drawn.error();
+    id = drawn->id;
+    if (spec.sampling.logprobs > 0) {
+      d.chosen_logprobs.push_back(drawn->chosen);
+      d.top_logprobs.push_back(std::move(drawn->top));
+    }
+  }
+  s.tokens.push_back(id);
+  ++s.counts[id];
+  out.extend.emplace_back(s.rid, std::vector<token_id>{id});
+  d.tokens.push_back(id);
+  if (!s.first_token_seen) {
+    s.first_token_seen = true;
+    d.time_to_first_token_s =
+        std::chrono::duration<double>(clock::now() - s.req->arrived).count();
+  }
+  auto piece = s.text.push(std::span<const token_id>{&id, 1});
+  d.text = std::move(piece.text);
+  std::optional<finish_reason> why;
+  const auto& eos = facts_.eos_token_ids;
+  if (!spec.stop.ignore_eos && std::find(eos.begin(), eos.end(), static_cast<std::int64_t>(id)) != eos.end()) {
+    why = finish_reason::eos;
+  } else if (std::find(spec.stop.stop_token_ids.begin(), spec.stop.stop_token_ids.end(), id) !=
+                 spec.stop.stop_token_ids.end() ||
+             piece.stopped) {
+    why = finish_reason::stop;
+  } else if (s.output_len() >= static_cast<std::size_t>(spec.stop.max_tokens)) {
+    why = finish_reason::length;
+  }
+  if (why) {
+    if (*why != finish_reason::stop || !piece.stopped) d.text += s.text.flush();
+    d.finished = why;
+  }
+  emit(s, out, std::move(d));
+  if (why) finish(s, *why, {}, out);
+  return {};
+}
+
+step_result scheduler::on_ran(const scheduled_step& step, const models::forward_output& output) {
+  step_result out;
+  hold_admissions_ = false;
+  for (std::size_t r = 0; r < step.rows.size(); ++r) {
+    const auto& row = step.rows[r];
+    auto* s = find(row.rid);
+    if (s == nullptr || s->finished) continue;
+    s->computed += static_cast<std::int64_t>(row.tokens.size());
+    if (!row.samples) continue;
+    if (auto ok = take_token(*s, row, r, output, out); !ok) {
+      finish(*s, finish_reason::error, ok.error().message(), out);
+    }
+  }
+  return out;
+}
+
+step_result scheduler::on_failed(const scheduled_step& step, const std::string& why) {
+  step_result out;
+  hold_admissions_ = false;
+  for (const auto& row : step.rows) {
+    if (auto* s = find(row.rid); s != nullptr && !s->finished) {
+      finish(*s, finish_reason::error, why, out);
+    }
+  }
+  return out;
+}
+
+void scheduler::emit(sequence& s, step_result& out, delta d) {
+  d.id = s.req->spec.id;
+  d.index = s.index;
+  out.deltas.push_back(std::move(d));
+}
+
+void scheduler::finish(sequence& s, finish_reason why, std::string error, step_result& out) {
+  s.finished = true;
+  if (s.running) std::erase(running_, &s);
+  s.running = false;
+  std::erase(waiting_, &s);
+  std::erase(started_, &s);
+  out.actions.release.push_back(s.rid);
+  // The delta that ends the sequence carries the usage (take_token put its
+  // token in a delta already; that one gets the counts).
+  if (out.deltas.empty() || out.deltas.back().id != s.req->spec.id ||
+      out.deltas.back().index != s.index || !out.deltas.back().finished) {
+    delta d;
+    d.finished = why;
+    d.error = std::move(error);
+    if (why != finish_reason::error) d.text = s.text.flush();
+    emit(s, out, std::move(d));
+  }
+  auto& last = out.deltas.back();
+  last.counts = {static_cast<std::int64_t>(s.prompt_len), static_cast<std::int64_t>(s.output_len()),
+                 std::max<std::int64_t>(s.cached, 0)};
+  by_rid_.erase(s.rid);
+  auto* req = s.req;
+  if (--req->unfinished == 0) live_.erase(req->spec.id);  // frees `s`
+}
+
+}  // namespace mstar::engine

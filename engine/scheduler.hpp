@@ -1,0 +1,151 @@
+#pragma once
+
+// The scheduler: continuous batching over the sequences of every request.
+// Each step it picks decode rows first (one token each), then prefill chunks
+// (first come, first served) within a per-step token budget and a cap on
+// running sequences; a request joins at the next step and leaves the step
+// after it finishes. It decides; it touches no pool. Whoever drives the step
+// (engine::local_engine directly, the conductor actor through messages)
+// applies its decisions to the pools and reports back: a refusal
+// (`on_refused`: drop a newcomer, preempt the newest running sequence, or
+// fail a sequence that cannot fit alone) or the forward's output
+// (`on_ran`: sampling, stop rules, streaming deltas). CAF-free and
+// single-threaded: testable without threads.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/result.hpp"
+#include "engine/request.hpp"
+#include "engine/text_stream.hpp"
+#include "models/causal_lm.hpp"
+
+namespace mstar::engine {
+
+/// Limits of the scheduler.
+struct scheduler_config {
+  /// Tokens one step may feed, decode and prefill rows together.
+  std::int64_t max_batched_tokens = 512;
+  /// Sequences holding pool state at once (running or mid-prefill).
+  std::int32_t max_running = 64;
+};
+
+/// What the scheduler knows of the model.
+struct model_facts {
+  std::int64_t vocab_size = 0;
+  std::vector<std::int64_t> eos_token_ids;
+  const models::tokenizer* tok = nullptr;  ///< null: token-id prompts only
+};
+
+/// One row of a step: a sequence and the tokens it feeds.
+struct scheduled_row {
+  request_id rid;  ///< the sequence's id in the pools
+  std::vector<token_id> tokens;
+  bool samples = false;  ///< the chunk ends the known tokens: the row draws the next one
+};
+
+/// One step as the scheduler wants it run.
+struct scheduled_step {
+  std::vector<scheduled_row> rows;
+  /// Draws on the device (one per row) unless some sampling row needs the
+  /// logits on the host (penalties, log-probabilities, kept logits).
+  bool want_logits = false;
+  std::vector<models::row_sampling> draws;
+  [[nodiscard]] bool empty() const noexcept { return rows.empty(); }
+};
+
+/// Pool work the driver must do before the next `schedule`.
+struct pool_actions {
+  /// Sequences to remove from the pools (finished, cancelled, preempted,
+  /// failed): everything they hold is freed.
+  std::vector<request_id> release;
+  /// Preempted sequences to register again after their release, with their
+  /// tokens so far; answer each with `set_cached`.
+  std::vector<std::pair<request_id, std::vector<token_id>>> reingest;
+};
+
+/// What a step's output became.
+struct step_result {
+  std::vector<delta> deltas;
+  /// Generated ids to feed each sequence's prefix chain (pool_set::extend).
+  std::vector<std::pair<request_id, std::vector<token_id>>> extend;
+  pool_actions actions;
+};
+
+/// The scheduler. See the file comment.
+class scheduler {
+ public:
+  scheduler(scheduler_config config, model_facts facts);
+  ~scheduler();
+  scheduler(const scheduler&) = delete;
+  scheduler& operator=(const scheduler&) = delete;
+
+  /// Checks `spec` (a non-empty prompt of ids inside the vocabulary, sane
+  /// settings) without adding it; invalid_argument naming the field.
+  [[nodiscard]] result<void> validate(const request_spec& spec) const;
+  /// Queues a validated request (its `prompt` tokenized, its id set). The
+  /// sequence ids the pools must register are `sequence_ids(spec)`; report
+  /// each one's cached prompt tokens with `set_cached` before it runs.
+  [[nodiscard]] result<void> add(request_spec spec);
+  /// The pool ids of a request's sequences: its id, then "id#1".."id#n-1".
+  [[nodiscard]] static std::vector<request_id> sequence_ids(const request_spec& spec);
+  /// Prompt tokens of sequence `rid` its pools already hold (cached pages).
+  void set_cached(const request_id& rid, std::int64_t tokens);
+  /// Cancels every sequence of request `id` at the next `schedule`; false
+  /// when no such request is live.
+  bool cancel(const request_id& id);
+
+  /// The next step (empty when nothing can run). Cancellations come out
+  /// first as deltas and actions (`take_pending`).
+  [[nodiscard]] scheduled_step schedule();
+  /// Deltas and pool work that arose outside a step (cancellations).
+  [[nodiscard]] step_result take_pending();
+  /// The pools refused `step` (nothing of it was kept): the step shrinks.
+  /// Returns the pool work to do before scheduling again.
+  [[nodiscard]] pool_actions on_refused(const scheduled_step& step, const std::string& why);
+  /// `step` ran and committed with `output` (logits or drawn ids per row).
+  [[nodiscard]] step_result on_ran(const scheduled_step& step, const models::forward_output& output);
+  /// `step` failed (its pools rolled back): every sequence in it fails.
+  [[nodiscard]] step_result on_failed(const scheduled_step& step, const std::string& why);
+
+  /// Whether no request is queued or running.
+  [[nodiscard]] bool idle() const noexcept { return live_.empty(); }
+  [[nodiscard]] std::size_t num_running() const noexcept;
+  [[nodiscard]] std::size_t num_waiting() const noexcept { return waiting_.size(); }
+  /// Sequences preempted so far (a metric).
+  [[nodiscard]] std::int64_t preemptions() const noexcept { return preemptions_; }
+
+  struct sequence;
+
+ private:
+  using clock = std::chrono::steady_clock;
+  struct request_entry;
+
+  void finish(sequence& s, finish_reason why, std::string error, step_result& out);
+  void emit(sequence& s, step_result& out, delta d);
+  [[nodiscard]] result<void> take_token(sequence& s, const scheduled_row& row, std::size_t r,
+                                        const models::forward_output& output, step_result& out);
+  [[nodiscard]] sequence* find(const request_id& rid);
+  void preempt(sequence& s, pool_actions& actions);
+
+  scheduler_config config_;
+  model_facts facts_;
+  std::map<request_id, std::unique_ptr<request_entry>> live_;
+  std::unordered_map<request_id, sequence*> by_rid_;
+  std::deque<sequence*> waiting_;  ///< by arrival; preempted ones return to the front
+  std::vector<sequence*> running_;  ///< by arrival
+  std::vector<sequence*> started_;  ///< sequences the last schedule moved from waiting
+  bool hold_admissions_ = false;    ///< a newcomer was refused: none join until a step runs
+  step_result pending_;
+  std::uint64_t arrivals_ = 0;
+  std::int64_t preemptions_ = 0;
+};
+
+}  // namespace mstar::engine

@@ -1,0 +1,135 @@
+#pragma once
+
+// What the engine asks of a model family: its tokenizer and stop ids, the
+// pools it needs, the resource steps a batch of rows declares, and the
+// forward over the pools' plans. A model owns its walk and its backend
+// (CPU or CUDA); it does not own pools. Whoever drives the step (the engine
+// in tests, the pool actors at run time) makes the pools from `pools()`,
+// binds the model to their arenas once, and for each step admits and plans
+// the model's `declare`d request before calling `forward`.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/result.hpp"
+#include "kernels/arena.hpp"
+#include "models/nemotron_h_backend.hpp"
+#include "models/tokenizer.hpp"
+#include "resources/kv/kv_pool.hpp"
+#include "resources/recurrent/pool.hpp"
+
+namespace mstar::models {
+
+/// How the pools a model runs on are sized.
+struct pool_options {
+  std::int64_t page_size = 16;
+  std::int64_t max_num_pages = 4096;
+  std::int64_t max_slots = 64;  ///< recurrent slots, the sink included
+  bool prefix_cache = true;     ///< honoured only by prefix-skip-safe models
+  std::string salt;             ///< prefix-cache salt (tenant)
+};
+
+/// Where and in what precision a model runs.
+struct run_options {
+  /// "cpu", or "cuda" / "cuda:N" (device N): the forward's kernels, the
+  /// weights and the pools' arenas all live there.
+  std::string device = "cpu";
+  /// Weights and GEMM inputs on CUDA: bfloat16 (the reference's serving
+  /// precision) or float32 (the CPU's numbers, for parity). The CPU always
+  /// runs float32.
+  mstar::dtype dtype = mstar::dtype::bfloat16;
+  /// On CUDA, decode steps replay a graph captured once per batch size.
+  bool cuda_graphs = true;
+};
+
+/// Parses "cpu", "cuda" or "cuda:N" into the device index (-1 for cpu), or
+/// invalid_argument naming the text.
+[[nodiscard]] result<int> parse_device(const std::string& text);
+
+/// A request's row for one step: the tokens it feeds now.
+struct step_row {
+  resources::request_id rid;
+  std::span<const resources::token_id> tokens;
+};
+
+/// What one step asks of the pools: one typed step per pool kind, absent
+/// when the model has no such pool. A value: it travels as a message.
+struct step_request {
+  std::optional<resources::kv_step> kv;
+  std::optional<resources::recurrent_step> recurrent;
+};
+
+/// The pools' addressing for one step, one typed plan per pool kind.
+struct step_plans {
+  std::shared_ptr<const resources::kv_plan> kv;
+  std::shared_ptr<const resources::recurrent_plan> recurrent;
+};
+
+/// The pools a model runs on, as configs for whoever makes them.
+struct pool_spec {
+  std::optional<resources::kv_pool_config> kv;
+  std::optional<resources::recurrent_state_config> recurrent;
+  /// The weights' identity, rooting prefix-cache keys.
+  std::string fingerprint;
+  /// Where the pools' bytes live (the backend's device); empty: host memory.
+  kernels::arena_factory memory;
+};
+
+/// What a forward produced.
+struct forward_output {
+  /// [rows, vocab]: each row's last token's logits (when no draws were asked).
+  std::vector<float> logits;
+  /// One id per row when draws were asked: drawn where the logits are (-1:
+  /// the row's settings or logits were refused by the sampler).
+  std::vector<std::int32_t> sampled;
+};
+
+/// A causal language model the engine can drive. Not thread-safe: one
+/// owner (the worker) calls `bind` and `forward`; the const members may be
+/// read from any thread once loaded.
+class causal_lm {
+ public:
+  virtual ~causal_lm() = default;
+
+  /// The tokenizer, or null for a folder without one (token-id prompts only).
+  [[nodiscard]] virtual const tokenizer* tok() const noexcept = 0;
+  /// Rows of the LM head.
+  [[nodiscard]] virtual std::int64_t vocab_size() const noexcept = 0;
+  /// Ids that end a sequence (config.json's eos_token_id).
+  [[nodiscard]] virtual std::span<const std::int64_t> eos_token_ids() const noexcept = 0;
+  /// Whether a request whose front came from cached pages may skip that
+  /// compute (false when recurrent state at the match boundary is not cached).
+  [[nodiscard]] virtual bool prefix_skip_safe() const noexcept = 0;
+
+  /// The pools this model needs, sized by `options`.
+  [[nodiscard]] virtual result<pool_spec> pools(const pool_options& options) const = 0;
+  /// Binds the forward to the pools' arenas (either may be null when `pools`
+  /// asked for none); once, before the first forward. The pools must outlive
+  /// the model's use of them.
+  [[nodiscard]] virtual result<void> bind(resources::kv_pool* kv,
+                                          resources::recurrent_state_pool* recurrent) = 0;
+  /// The resource steps a step over `rows` needs (one segment per row).
+  [[nodiscard]] virtual step_request declare(std::span<const step_row> rows) const = 0;
+  /// Runs the kernels of one admitted and planned step. With `draws` (one
+  /// per row), each row's token is drawn where the logits are and only the
+  /// ids come back; without, the logits do.
+  [[nodiscard]] virtual result<forward_output> forward(std::span<const step_row> rows,
+                                                       const step_plans& plans,
+                                                       std::span<const row_sampling> draws) = 0;
+
+  /// "cpu", or the CUDA device's name.
+  [[nodiscard]] virtual std::string device_name() const = 0;
+  /// The weights' precision in the forward.
+  [[nodiscard]] virtual mstar::dtype compute_dtype() const noexcept = 0;
+  /// Number of weights.
+  [[nodiscard]] virtual std::int64_t num_parameters() const noexcept = 0;
+  /// Whether the backend runs on a GPU (the engine warms it up then).
+  [[nodiscard]] virtual bool on_gpu() const noexcept = 0;
+};
+
+}  // namespace mstar::models

@@ -1,0 +1,84 @@
+#pragma once
+
+// Where a Nemotron-H forward runs: one interface, a CPU implementation
+// (models/nemotron_h_cpu.hpp, the reference) and a CUDA one
+// (models/cuda/nemotron_h_cuda.hpp). The model picks one at load and never
+// branches on the device again.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/result.hpp"
+#include "kernels/arena.hpp"
+#include "kernels/attention.hpp"
+#include "models/nemotron_h_weights.hpp"
+#include "resources/kv/kv_pool.hpp"
+#include "resources/recurrent/pool.hpp"
+
+namespace mstar::models {
+
+/// How one row draws its next token on the device (kernels/sampling.hpp's
+/// rules): the draw part of a request's sampling parameters plus its counter.
+struct row_sampling {
+  float temperature = 0.0F;   ///< 0: greedy
+  std::int32_t top_k = 0;     ///< 0: all tokens
+  float top_p = 1.0F;         ///< nucleus mass in (0, 1]
+  std::uint64_t seed = 0;     ///< the request's seed
+  std::uint64_t counter = 0;  ///< draws the request made so far
+};
+
+/// One step's rows as the forward reads them.
+struct nemotron_h_batch {
+  std::span<const std::int32_t> ids;  ///< [T] token ids, rows packed
+  std::span<const std::int32_t> cu;   ///< [R+1] cumulative tokens per row
+  bool decode = false;                ///< every row feeds one token
+};
+
+/// Where the step's state lives: the pools' plans and blocks (memory of the
+/// backend's device).
+struct nemotron_h_state {
+  const resources::kv_label_plan* kv_plan = nullptr;
+  const resources::recurrent_addressing* rec = nullptr;
+  kernels::kv_arena_view kv{};
+  std::span<float* const> conv_state;  ///< per Mamba-2 layer
+  std::span<float* const> ssm_state;   ///< per Mamba-2 layer
+};
+
+/// A device that runs the Nemotron-H forward. Not thread-safe: the worker
+/// that owns the model calls it.
+class nemotron_h_backend {
+ public:
+  virtual ~nemotron_h_backend() = default;
+
+  /// Where the pools this backend addresses must keep their bytes.
+  [[nodiscard]] virtual kernels::arena_factory memory() const = 0;
+  /// The KV pages' dtype for these weights.
+  [[nodiscard]] virtual mstar::dtype kv_dtype() const noexcept = 0;
+  /// The weights' precision in the forward.
+  [[nodiscard]] virtual mstar::dtype dtype() const noexcept = 0;
+  /// "cpu", or the device's name and index, for logs.
+  [[nodiscard]] virtual const std::string& name() const noexcept = 0;
+
+  /// Takes the weights (borrowed by the CPU, copied by a device); once,
+  /// before `forward`. `kv_pages` is the KV pool's page count (0 without
+  /// one), the room captured graphs leave for page indices.
+  [[nodiscard]] virtual result<void> load(const nemotron_h_config& config,
+                                          const nemotron_h_host_weights& weights,
+                                          std::int64_t kv_pages) = 0;
+
+  /// One forward over `batch`, blocking until it finished. With `logits`:
+  /// each row's last token's row [R, vocab] f32 on the host. With `sampled`
+  /// and one `sampling` entry per row: each row's token drawn where the
+  /// logits are (-1 for a row whose logits or settings the sampler refuses).
+  [[nodiscard]] virtual result<void> forward(const nemotron_h_batch& batch,
+                                             const nemotron_h_state& state,
+                                             std::vector<float>* logits,
+                                             std::vector<std::int32_t>* sampled,
+                                             std::span<const row_sampling> sampling) = 0;
+};
+
+}  // namespace mstar::models
