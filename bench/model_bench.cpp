@@ -1,5 +1,5 @@
 // Model throughput on the CPU: prefill and decode tokens/s of a Nemotron-H
-// through the pools, next to the BLAS floor: the same GEMMs (every linear
+// through the engine (scheduler, pools, model), next to the BLAS floor: the same GEMMs (every linear
 // layer of the step, with the step's token count) run alone with
 // cblas_sgemm in the same run.
 #include <CLI/CLI.hpp>
@@ -8,11 +8,14 @@
 #include <random>
 
 #include "bench/harness.hpp"
-#include "models/generator.hpp"
+#include "engine/local_engine.hpp"
+#include "models/nemotron_h.hpp"
 
 namespace {
 
 using namespace mstar::models;
+using mstar::engine::local_engine;
+using mstar::engine::request_spec;
 
 nemotron_h_config config_100m() {
   nemotron_h_config c;
@@ -64,26 +67,51 @@ struct blas_floor {
   }
 };
 
-std::vector<generation_request> prompts(int count, int length, int new_tokens, std::int64_t vocab) {
+std::vector<request_spec> prompts(int count, int length, int new_tokens, std::int64_t vocab) {
   std::mt19937 rng{7};
-  std::vector<generation_request> out(static_cast<std::size_t>(count));
+  std::vector<request_spec> out(static_cast<std::size_t>(count));
   for (auto& r : out) {
     for (int i = 0; i < length; ++i) r.prompt.push_back(static_cast<mstar::resources::token_id>(3 + rng() % (vocab - 3)));
-    r.max_tokens = new_tokens;
-    r.stop_at_eos = false;
+    r.stop.max_tokens = new_tokens;
+    r.stop.ignore_eos = true;
   }
   return out;
 }
 
-void measure(const std::string& name, nemotron_h_model& model, int batch, int length,
-             int new_tokens, int rounds, std::vector<mstar::bench::comparison>& results) {
+void generate(local_engine& engine, const std::vector<request_spec>& reqs) {
+  auto done = mstar::engine::run_to_completion(engine, reqs);
+  if (!done) {
+    std::fprintf(stderr, "model bench: %s\n", done.error().message().c_str());
+    std::exit(1);
+  }
+}
+
+// An engine over `model` that runs a whole batch's prompts in one step, as
+// the floor's GEMMs do.
+std::unique_ptr<local_engine> engine_of(std::unique_ptr<nemotron_h_model> model) {
+  mstar::engine::engine_config config;
+  config.pools.max_num_pages = 4096;
+  config.pools.max_slots = 64;
+  config.scheduler.max_batched_tokens = 1 << 20;
+  auto e = local_engine::make(std::move(model), config);
+  if (!e) {
+    std::fprintf(stderr, "model bench: %s\n", e.error().message().c_str());
+    std::exit(1);
+  }
+  return std::move(*e);
+}
+
+void measure(const std::string& name, local_engine& model_engine, const nemotron_h_model& model,
+             int batch, int length, int new_tokens, int rounds,
+             std::vector<mstar::bench::comparison>& results) {
+  auto& engine = model_engine;
   blas_floor floor{model.gemm_shapes(), model.config().hidden_size, model.config().vocab_size, {},
                    {}, {}};
   const auto reqs = prompts(batch, length, 1, model.config().vocab_size);
   // Prefill: the whole batch's prompts in one step (plus the first token).
   const double prompt_tokens = static_cast<double>(batch) * length;
   const auto [prefill, prefill_floor] = mstar::bench::interleaved_rates(
-      [&] { (void)generate(model, reqs); }, [&] { floor.run(batch * length, batch); },
+      [&] { generate(engine, reqs); }, [&] { floor.run(batch * length, batch); },
       prompt_tokens, rounds);
   results.push_back({"model", fmt::format("{}_prefill_b{}x{}", name, batch, length), "tokens_per_s",
                      "1/s", "blas_same_gemms", prefill, prefill_floor, {}});
@@ -95,9 +123,9 @@ void measure(const std::string& name, nemotron_h_model& model, int batch, int le
   std::vector<double> model_rates, floor_rates;
   for (int r = 0; r < rounds; ++r) {
     auto t0 = clock::now();
-    (void)generate(model, dreqs);
+    generate(engine, dreqs);
     auto t1 = clock::now();
-    (void)generate(model, prefill_only);
+    generate(engine, prefill_only);
     auto t2 = clock::now();
     const double decode_s = std::chrono::duration<double>((t1 - t0) - (t2 - t1)).count();
     model_rates.push_back(decode_tokens / decode_s);
@@ -126,24 +154,25 @@ int main(int argc, char** argv) {
   app.add_option("--model", embedded, "The small model folder");
   CLI11_PARSE(app, argc, argv);
   std::vector<mstar::bench::comparison> results;
-  pool_options pools;
-  pools.max_num_pages = 4096;
-  pools.max_slots = 64;
-  auto small = nemotron_h_model::load(embedded, pools);
+  auto small = nemotron_h_model::load(embedded);
   if (!small) {
     std::fprintf(stderr, "model bench: %s\n", small.error().message().c_str());
     return 1;
   }
-  measure("embedded", **small, 4, 128, 32, rounds, results);
+  const auto* small_model = small->get();
+  auto small_engine = engine_of(std::move(*small));
+  measure("embedded", *small_engine, *small_model, 4, 128, 32, rounds, results);
   if (!skip_large) {
-    auto large = nemotron_h_model::random(config_100m(), 11, pools);
+    auto large = nemotron_h_model::random(config_100m(), 11);
     if (!large) {
       std::fprintf(stderr, "model bench: %s\n", large.error().message().c_str());
       return 1;
     }
     std::fprintf(stderr, "random Nemotron-H: %.1f M parameters\n", (*large)->num_parameters() / 1e6);
-    measure("random100m", **large, 1, 128, 16, rounds, results);
-    measure("random100m", **large, 8, 64, 16, rounds, results);
+    const auto* large_model = large->get();
+    auto large_engine = engine_of(std::move(*large));
+    measure("random100m", *large_engine, *large_model, 1, 128, 16, rounds, results);
+    measure("random100m", *large_engine, *large_model, 8, 64, 16, rounds, results);
   }
   mstar::bench::report(results, as_json);
   return 0;

@@ -1,5 +1,5 @@
 // End-to-end decode throughput of a Nemotron-H checkpoint on the GPU through
-// the pools (mstar-run --device cuda's path), measured the way
+// the engine (mstar-run --device cuda's path), measured the way
 // bench/transformers_decode.py measures transformers on the same checkpoint:
 // per batch size, greedy generation of N tokens and of 1 token from the same
 // random prompts; decode tokens/s = B * (N - 1) / (t_N - t_1). The baseline is
@@ -16,40 +16,43 @@
 #include <random>
 
 #include "kernels/device.hpp"
-#include "models/generator.hpp"
+#include "engine/local_engine.hpp"
+#include "models/nemotron_h.hpp"
 
 namespace {
 
 using namespace mstar::models;
+using mstar::engine::local_engine;
+using mstar::engine::request_spec;
 using clock_type = std::chrono::steady_clock;
 
-std::vector<generation_request> prompts(int batch, int length, int new_tokens, std::int64_t vocab,
-                                        std::uint64_t seed) {
+std::vector<request_spec> prompts(int batch, int length, int new_tokens, std::int64_t vocab,
+                                  std::uint64_t seed) {
   std::mt19937_64 rng{seed};
-  std::vector<generation_request> out(static_cast<std::size_t>(batch));
+  std::vector<request_spec> out(static_cast<std::size_t>(batch));
   for (auto& r : out) {
     for (int i = 0; i < length; ++i)
       r.prompt.push_back(static_cast<mstar::resources::token_id>(3 + rng() % (vocab - 3)));
-    r.max_tokens = new_tokens;
-    r.stop_at_eos = false;
+    r.stop.max_tokens = new_tokens;
+    r.stop.ignore_eos = true;
   }
   return out;
 }
 
 // Seconds for one generate() call over `reqs`; `inner` gets the longest
 // first-to-last-token time of its requests (the decode steps alone).
-mstar::result<double> timed(nemotron_h_model& model, const std::vector<generation_request>& reqs,
+mstar::result<double> timed(local_engine& engine, const std::vector<request_spec>& reqs,
                             double* inner = nullptr) {
   const auto t0 = clock_type::now();
-  auto got = generate(model, reqs);
+  auto got = mstar::engine::run_to_completion(engine, reqs);
   if (!got)
     return got.error();
   double longest = 0;
   for (const auto& r : *got) {
-    if (r.generated_ids.size() != static_cast<std::size_t>(reqs.front().max_tokens)) {
-      return mstar::make_error(mstar::errc::io_error, "a request stopped early");
+    if (r.tokens[0].size() != static_cast<std::size_t>(reqs.front().stop.max_tokens)) {
+      return mstar::make_error(mstar::errc::io_error, "a request stopped early: " + r.errors[0]);
     }
-    longest = std::max(longest, r.decode_time_s);
+    longest = std::max(longest, r.duration_s - r.time_to_first_token_s);
   }
   if (inner != nullptr)
     *inner = longest;
@@ -104,26 +107,35 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int most = *std::max_element(batches.begin(), batches.end());
-  pool_options pools;
-  pools.max_slots = most + 1;
-  pools.max_num_pages = most * ((prompt_len + new_tokens) / 16 + 2) + 64;
-  pools.prefix_cache = false;
-  auto model = nemotron_h_model::load(model_dir, pools, run);
+  mstar::engine::engine_config config;
+  config.pools.max_slots = most + 1;
+  config.pools.max_num_pages = most * ((prompt_len + new_tokens) / 16 + 2) + 64;
+  config.pools.prefix_cache = false;
+  // Every prompt of a batch in one prefill step, every row in each decode step.
+  config.scheduler.max_batched_tokens = std::max(most * prompt_len, most);
+  config.scheduler.max_running = most;
+  auto model = nemotron_h_model::load(model_dir, run);
   if (!model) {
     std::fprintf(stderr, "mstar-bench-model-gpu: %s\n", model.error().message().c_str());
     return 1;
   }
-  auto& m = **model;
+  const nemotron_h_model& m = **model;
+  auto made = local_engine::make(std::move(*model), config);
+  if (!made) {
+    std::fprintf(stderr, "mstar-bench-model-gpu: %s\n", made.error().message().c_str());
+    return 1;
+  }
+  auto& engine = **made;
   std::fprintf(stderr, "model %s: %lld parameters on %s (%s)\n", model_dir.c_str(),
                static_cast<long long>(m.num_parameters()), m.device_name().c_str(),
                std::string{mstar::to_string(m.compute_dtype())}.c_str());
   for (const int b : batches) {
     auto full = prompts(b, prompt_len, new_tokens, m.config().vocab_size, seed);
     auto first = full;
-    for (auto& r : first) r.max_tokens = 1;
+    for (auto& r : first) r.stop.max_tokens = 1;
     // Warm-up of both lengths (cuBLAS heuristics, work buffers).
-    for (const std::vector<generation_request>* reqs : {&full, &first}) {
-      if (auto t = timed(m, *reqs); !t) {
+    for (const std::vector<request_spec>* reqs : {&full, &first}) {
+      if (auto t = timed(engine, *reqs); !t) {
         std::fprintf(stderr, "mstar-bench-model-gpu: batch %d: %s\n", b,
                      t.error().message().c_str());
         return 1;
@@ -132,8 +144,8 @@ int main(int argc, char** argv) {
     std::vector<double> rates, inner_rates, t1s, tns;
     for (int rep = 0; rep < repeats; ++rep) {
       double inner = 0;
-      auto tn = timed(m, full, &inner);
-      auto t1 = timed(m, first);
+      auto tn = timed(engine, full, &inner);
+      auto t1 = timed(engine, first);
       if (!tn || !t1) {
         std::fprintf(stderr, "mstar-bench-model-gpu: batch %d failed\n", b);
         return 1;

@@ -19,7 +19,7 @@ std::int64_t register_sequence(pool_set& pools, const request_id& rid,
 
 void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched) {
   for (const auto& rid : actions.release) pools.remove(rid);
-  for (const auto& [rid, tokens] : actions.reingest) {
+  for (const auto& [rid, tokens] : actions.registrations) {
     sched.set_cached(rid, register_sequence(pools, rid, tokens));
   }
 }
@@ -47,11 +47,8 @@ result<request_id> local_engine::submit(request_spec spec) {
   if (spec.id.empty()) spec.id = fmt::format("req-{}", next_id_++);
   if (auto ok = tokenize(spec, model_->tok()); !ok) return ok.error();
   if (auto ok = sched_->validate(spec); !ok) return ok.error();
-  const auto ids = scheduler::sequence_ids(spec);
-  const auto prompt = spec.prompt;
   const auto id = spec.id;
   if (auto ok = sched_->add(std::move(spec)); !ok) return ok.error();
-  for (const auto& rid : ids) sched_->set_cached(rid, register_sequence(*pools_, rid, prompt));
   return id;
 }
 
@@ -70,6 +67,7 @@ result<std::vector<delta>> local_engine::step() {
   std::vector<delta> out;
   // Each refusal shrinks the step or frees a sequence, so this ends.
   for (std::size_t attempt = 0;; ++attempt) {
+    apply_actions(sched_->admissions(), *pools_, *sched_);
     auto step = sched_->schedule();
     collect(sched_->take_pending(), out);
     if (step.empty()) return out;

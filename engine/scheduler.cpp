@@ -32,10 +32,12 @@ struct scheduler::sequence {
   std::size_t prompt_len = 0;
   std::int64_t computed = 0;  ///< tokens the pools hold for it
   std::int64_t cached = -1;   ///< prompt tokens from cache at the first admission (-1: unknown)
-  bool awaiting_cache = true;  ///< registered in the pools, its cached prefix not yet known
+  bool registered = false;      ///< known to the pools (holds a lease, a slot or pages)
+  bool awaiting_cache = false;  ///< registered, its cached prefix not yet known
   bool running = false;
   bool finished = false;
   std::uint64_t arrival = 0;
+  std::uint64_t seed = 0;  ///< the request's seed, mixed with `index` so samples differ
   text_stream text;
   std::unordered_map<token_id, std::int32_t> counts;  ///< output ids, for penalties
   bool first_token_seen = false;
@@ -108,6 +110,7 @@ result<void> scheduler::add(request_spec spec) {
     s->tokens = spec.prompt;
     s->prompt_len = spec.prompt.size();
     s->arrival = arrivals_++;
+    s->seed = spec.sampling.seed + 0x9E3779B97F4A7C15ULL * i;
     by_rid_[s->rid] = s.get();
     waiting_.push_back(s.get());
     entry->seqs.push_back(std::move(s));
@@ -127,6 +130,20 @@ void scheduler::set_cached(const request_id& rid, std::int64_t tokens) {
   s->computed = std::clamp<std::int64_t>(tokens, 0, limit);
   if (s->cached < 0) s->cached = std::min<std::int64_t>(s->computed, static_cast<std::int64_t>(s->prompt_len));
   s->awaiting_cache = false;
+}
+
+pool_actions scheduler::admissions() {
+  pool_actions actions;
+  if (hold_admissions_) return actions;
+  std::size_t room = static_cast<std::size_t>(config_.max_running) - std::min<std::size_t>(running_.size(), static_cast<std::size_t>(config_.max_running));
+  for (auto* s : waiting_) {
+    if (room-- == 0) break;
+    if (s->registered) continue;
+    s->registered = true;
+    s->awaiting_cache = true;
+    actions.registrations.emplace_back(s->rid, s->tokens);
+  }
+  return actions;
 }
 
 bool scheduler::cancel(const request_id& id) {
@@ -155,6 +172,7 @@ scheduled_step scheduler::schedule() {
     for (auto* s : seqs) finish(*s, finish_reason::cancelled, {}, pending_);
   }
   started_.clear();
+  if (running_.empty()) hold_admissions_ = false;  // nothing left to make room for
   scheduled_step step;
   std::int64_t budget = config_.max_batched_tokens;
   auto add_row = [&](sequence& s, std::int64_t chunk) {
@@ -176,7 +194,7 @@ scheduled_step scheduler::schedule() {
   while (!hold_admissions_ && budget > 0 && !waiting_.empty() &&
          running_.size() < static_cast<std::size_t>(config_.max_running)) {
     sequence* s = waiting_.front();
-    if (s->awaiting_cache) break;
+    if (!s->registered || s->awaiting_cache) break;
     waiting_.pop_front();
     if (s->output_len() >= static_cast<std::size_t>(s->req->spec.stop.max_tokens)) {
       finish(*s, finish_reason::length, {}, pending_);
@@ -197,7 +215,7 @@ scheduled_step scheduler::schedule() {
     const auto& spec = s->req->spec;
     if (row.samples && (spec.sampling.needs_logits() || spec.keep_logits)) step.want_logits = true;
     const auto& p = spec.sampling;
-    step.draws.push_back({p.temperature, p.top_k, p.top_p, p.seed, s->output_len()});
+    step.draws.push_back({p.temperature, p.top_k, p.top_p, s->seed, s->output_len()});
   }
   if (step.want_logits) step.draws.clear();
   return step;
@@ -209,7 +227,7 @@ void scheduler::preempt(sequence& s, pool_actions& actions) {
   std::erase(running_, &s);
   s.running = false;
   s.computed = 0;
-  s.awaiting_cache = true;
+  s.registered = false;  // registered again, with its tokens so far, when it nears the front
   // Back to the front, behind older preempted ones: arrival order.
   waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), &s,
                                    [](const sequence* a, const sequence* b) {
@@ -217,7 +235,6 @@ void scheduler::preempt(sequence& s, pool_actions& actions) {
                                    }),
                   &s);
   actions.release.push_back(s.rid);
-  actions.reingest.emplace_back(s.rid, s.tokens);
   ++preemptions_;
 }
 
@@ -234,12 +251,16 @@ pool_actions scheduler::on_refused(const scheduled_step& step, const std::string
              out);
     }
   } else if (!started_.empty()) {
-    // A newcomer goes back to the queue until a step completes.
+    // A newcomer goes back to the queue until a step completes, and out of
+    // the pools so its lease on cached pages does not squeeze the others.
     sequence* s = started_.back();
     started_.pop_back();
     std::erase(running_, s);
     s->running = false;
+    s->registered = false;
+    s->computed = 0;
     waiting_.push_front(s);
+    actions.release.push_back(s->rid);
     hold_admissions_ = true;
   } else {
     preempt(*running_.back(), actions);
@@ -271,7 +292,9 @@ result<void> scheduler::take_token(sequence& s, const scheduled_row& row, std::s
     if (spec.keep_logits) d.logits.push_back(logits);
     apply_penalties(logits, spec.sampling, s.counts,
                     std::span<const token_id>{s.tokens.data(), s.prompt_len});
-    auto drawn = draw(logits, spec.sampling, s.output_len());
+    auto settings = spec.sampling;
+    settings.seed = s.seed;
+    auto drawn = draw(logits, settings, s.output_len());
     if (!drawn) return drawn.error();
     id = drawn->id;
     if (spec.sampling.logprobs > 0) {

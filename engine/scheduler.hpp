@@ -66,9 +66,9 @@ struct pool_actions {
   /// Sequences to remove from the pools (finished, cancelled, preempted,
   /// failed): everything they hold is freed.
   std::vector<request_id> release;
-  /// Preempted sequences to register again after their release, with their
-  /// tokens so far; answer each with `set_cached`.
-  std::vector<std::pair<request_id, std::vector<token_id>>> reingest;
+  /// Sequences to register in the pools (after the releases), with their
+  /// tokens so far (page keys come from them); answer each with `set_cached`.
+  std::vector<std::pair<request_id, std::vector<token_id>>> registrations;
 };
 
 /// What a step's output became.
@@ -90,9 +90,9 @@ class scheduler {
   /// Checks `spec` (a non-empty prompt of ids inside the vocabulary, sane
   /// settings) without adding it; invalid_argument naming the field.
   [[nodiscard]] result<void> validate(const request_spec& spec) const;
-  /// Queues a validated request (its `prompt` tokenized, its id set). The
-  /// sequence ids the pools must register are `sequence_ids(spec)`; report
-  /// each one's cached prompt tokens with `set_cached` before it runs.
+  /// Queues a validated request (its `prompt` tokenized, its id set). Its
+  /// sequences are registered in the pools only when they near the front
+  /// (`admissions`), so queued requests pin no cached pages.
   [[nodiscard]] result<void> add(request_spec spec);
   /// The pool ids of a request's sequences: its id, then "id#1".."id#n-1".
   [[nodiscard]] static std::vector<request_id> sequence_ids(const request_spec& spec);
@@ -102,6 +102,10 @@ class scheduler {
   /// when no such request is live.
   bool cancel(const request_id& id);
 
+  /// The waiting sequences that may start at the next step and are not yet
+  /// in the pools: register each (`registrations`) and answer with
+  /// `set_cached` before calling `schedule`.
+  [[nodiscard]] pool_actions admissions();
   /// The next step (empty when nothing can run). Cancellations come out
   /// first as deltas and actions (`take_pending`).
   [[nodiscard]] scheduled_step schedule();

@@ -1,4 +1,5 @@
-// mstar-run: generate text with a model through the pools, in one process.
+// mstar-run: generate text with a model through the engine (scheduler, pools,
+// model), in one process.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -8,12 +9,13 @@
 #include <fstream>
 #include <iostream>
 
-#include "models/generator.hpp"
+#include "engine/local_engine.hpp"
+#include "models/nemotron_h.hpp"
 
 namespace {
 
-using mstar::models::generation_request;
-using mstar::models::generation_result;
+using mstar::engine::completion;
+using mstar::engine::request_spec;
 
 struct options {
   std::string model = MSTAR_EMBEDDED_MODEL_DIR;
@@ -21,10 +23,12 @@ struct options {
   std::vector<std::string> prompt_ids;
   std::string prompts_file;
   std::int32_t max_tokens = 32;
-  mstar::models::sampling_options sampling;
+  mstar::engine::sampling_params sampling;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
   bool json = false;
   bool logits = false;
-  mstar::models::pool_options pools;
+  mstar::engine::engine_config engine;
   std::string device = "cpu";
   std::string dtype = "bfloat16";
   bool no_graphs = false;
@@ -55,33 +59,39 @@ int fail(const std::string& message) {
   return 2;
 }
 
-void print_text(const options& opt, const mstar::models::nemotron_h_model& model,
-                const std::vector<generation_result>& results) {
+void print_text(const options& opt, const mstar::models::causal_lm& model,
+                const std::vector<completion>& results) {
+  const auto* tok = model.tok();
   for (const auto& r : results) {
-    if (opt.json) {
-      nlohmann::json line{{"prompt_ids", r.prompt_ids},
-                          {"generated_ids", r.generated_ids},
-                          {"text", model.tok().decode(r.generated_ids, true)},
-                          {"matched_tokens", r.matched_tokens}};
-      if (opt.logits) line["step_logits"] = r.step_logits;
-      std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-    } else {
-      std::cout << model.tok().decode(r.prompt_ids, true) << model.tok().decode(r.generated_ids, true)
-                << "\n";
+    for (std::size_t i = 0; i < r.tokens.size(); ++i) {
+      if (opt.json) {
+        nlohmann::json line{{"prompt_ids", r.prompt},
+                            {"generated_ids", r.tokens[i]},
+                            {"text", r.text[i]},
+                            {"finish_reason", mstar::engine::to_string(r.finished[i])},
+                            {"matched_tokens", r.counts.cached_tokens}};
+        if (r.tokens.size() > 1) line["index"] = i;
+        if (!r.errors[i].empty()) line["error"] = r.errors[i];
+        if (opt.logits) line["step_logits"] = r.logits[i];
+        std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+      } else {
+        if (tok != nullptr) std::cout << tok->decode(r.prompt, true);
+        std::cout << r.text[i] << "\n";
+      }
     }
   }
 }
 
-void print_summary(const std::vector<generation_result>& results, double wall_s) {
+void print_summary(const std::vector<completion>& results, double wall_s) {
   std::size_t prompt = 0, generated = 0;
   std::int64_t matched = 0;
   double ttft = 0, decode = 0;
   for (const auto& r : results) {
-    prompt += r.prompt_ids.size();
-    generated += r.generated_ids.size();
-    matched += r.matched_tokens;
+    prompt += r.prompt.size();
+    for (const auto& t : r.tokens) generated += t.size();
+    matched += r.counts.cached_tokens;
     ttft += r.time_to_first_token_s;
-    decode += r.decode_time_s;
+    decode += r.duration_s - r.time_to_first_token_s;
   }
   const double n = static_cast<double>(results.size());
   const double tpot = generated > results.size()
@@ -116,12 +126,32 @@ int main(int argc, char** argv) {
   app.add_option("--top-p", opt.sampling.top_p, "Nucleus mass in (0, 1]")
       ->check(CLI::Range(1e-6, 1.0));
   app.add_option("--seed", opt.sampling.seed, "Sampling seed");
-  app.add_option("--page-size", opt.pools.page_size, "KV page size in tokens")
+  app.add_option("--presence-penalty", opt.sampling.presence_penalty, "OpenAI presence penalty")
+      ->check(CLI::Range(-2.0, 2.0));
+  app.add_option("--frequency-penalty", opt.sampling.frequency_penalty,
+                 "OpenAI frequency penalty")
+      ->check(CLI::Range(-2.0, 2.0));
+  app.add_option("--repetition-penalty", opt.sampling.repetition_penalty,
+                 "Multiplicative penalty on seen tokens (1: off)")
+      ->check(CLI::Range(0.01, 100.0));
+  app.add_option("-n,--n", opt.sampling.n, "Samples per prompt")->check(CLI::Range(1, 128));
+  app.add_option("--stop", opt.stop, "Stop at this text (repeatable; not returned)");
+  app.add_flag("--ignore-eos", opt.ignore_eos, "Keep generating past end-of-sequence ids");
+  app.add_option("--page-size", opt.engine.pools.page_size, "KV page size in tokens")
       ->check(CLI::Range(1, 4096));
-  app.add_option("--max-pages", opt.pools.max_num_pages, "KV pages in the pool")
+  app.add_option("--max-pages", opt.engine.pools.max_num_pages, "KV pages in the pool")
       ->check(CLI::Range(2, 1 << 24));
-  app.add_option("--max-slots", opt.pools.max_slots, "Recurrent state slots (sink included)")
+  app.add_option("--max-slots", opt.engine.pools.max_slots,
+                 "Recurrent state slots (sink included)")
       ->check(CLI::Range(2, 1 << 20));
+  app.add_option("--max-batched-tokens", opt.engine.scheduler.max_batched_tokens,
+                 "Tokens one step may feed (prefill chunks and decode rows)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-running", opt.engine.scheduler.max_running,
+                 "Sequences running at once (the rest wait)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
   app.add_option("--device", opt.device, "Where the model runs: cpu, cuda or cuda:N")
       ->capture_default_str();
   app.add_option("--dtype", opt.dtype,
@@ -148,19 +178,34 @@ int main(int argc, char** argv) {
   } else {
     return fail("--dtype '" + opt.dtype + "' is not one of bfloat16, float32");
   }
-  auto model = mstar::models::nemotron_h_model::load(opt.model, opt.pools, run);
-  if (!model) return fail(model.error().message());
+  auto loaded = mstar::models::nemotron_h_model::load(opt.model, run);
+  if (!loaded) return fail(loaded.error().message());
+  auto made = mstar::engine::local_engine::make(std::move(*loaded), opt.engine);
+  if (!made) return fail(made.error().message());
+  auto& engine = **made;
+  const auto& model = engine.model();
   std::fprintf(stderr, "--- model %s on %s (%s), %lld parameters\n", opt.model.c_str(),
-               (*model)->device_name().c_str(),
-               std::string{mstar::to_string((*model)->compute_dtype())}.c_str(),
-               static_cast<long long>((*model)->num_parameters()));
-  if (auto warmed = (*model)->warm_up(); !warmed) return fail(warmed.error().message());
-  std::vector<generation_request> requests;
-  auto add = [&](std::vector<mstar::resources::token_id> ids) {
-    generation_request r;
-    r.prompt = std::move(ids);
-    r.max_tokens = opt.max_tokens;
+               model.device_name().c_str(), std::string{mstar::to_string(model.compute_dtype())}.c_str(),
+               static_cast<long long>(model.num_parameters()));
+  if (auto warmed = engine.warm_up(); !warmed) return fail(warmed.error().message());
+  std::vector<request_spec> requests;
+  auto base = [&] {
+    request_spec r;
+    r.stop.max_tokens = opt.max_tokens;
+    r.stop.ignore_eos = opt.ignore_eos;
+    r.stop.stop_strings = opt.stop;
     r.sampling = opt.sampling;
+    r.keep_logits = opt.logits;
+    return r;
+  };
+  auto add = [&](std::vector<mstar::resources::token_id> ids) {
+    auto r = base();
+    r.prompt = std::move(ids);
+    requests.push_back(std::move(r));
+  };
+  auto add_text = [&](const std::string& text) {
+    auto r = base();
+    r.text = text;
     requests.push_back(std::move(r));
   };
   if (!opt.prompts_file.empty()) {
@@ -170,18 +215,26 @@ int main(int argc, char** argv) {
       if (!line.empty()) opt.prompts.push_back(line);
     }
   }
-  for (const auto& p : opt.prompts) add((*model)->tok().encode(p));
+  for (const auto& p : opt.prompts) add_text(p);
   for (const auto& p : opt.prompt_ids) {
     auto ids = parse_ids(p);
     if (!ids) return fail(ids.error().message());
     add(std::move(*ids));
   }
-  if (requests.empty()) add((*model)->tok().encode("Once upon a time"));
+  if (requests.empty()) {
+    if (model.tok() == nullptr) return fail("this model has no tokenizer: pass --prompt-ids");
+    add_text("Once upon a time");
+  }
   const auto t0 = std::chrono::steady_clock::now();
-  auto results = mstar::models::generate(**model, requests, opt.logits);
+  auto results = mstar::engine::run_to_completion(engine, std::move(requests));
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!results) return fail(results.error().message());
-  print_text(opt, **model, *results);
+  for (const auto& r : *results) {
+    for (const auto& e : r.errors) {
+      if (!e.empty()) return fail(fmt::format("request {}: {}", r.id, e));
+    }
+  }
+  print_text(opt, model, *results);
   print_summary(*results, wall);
   return 0;
 }

@@ -9,7 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "models/generator.hpp"
+#include "engine/local_engine.hpp"
+#include "models/nemotron_h.hpp"
 #include "models/safetensors.hpp"
 #include "tests/gpu/gpu_support.hpp"
 #include "tests/support/model_fixtures.hpp"
@@ -18,6 +19,8 @@ namespace mstar::test::gpu {
 namespace {
 
 using namespace mstar::models;
+using engine::local_engine;
+using engine::request_spec;
 
 // max |gpu - transformers| per logit with float32 weights (the CPU sees 1.2e-5).
 constexpr double f32_logits_tolerance = 1e-3;
@@ -28,47 +31,70 @@ using test::fixture_prompt;
 using test::load_expected;
 using test::model_dir;
 
-std::vector<generation_request> greedy(const std::vector<fixture_prompt>& expected,
-                                       bool teacher_forced_first = false) {
-  std::vector<generation_request> out;
+std::vector<request_spec> greedy(const std::vector<fixture_prompt>& expected,
+                                 bool teacher_forced_first = false) {
+  std::vector<request_spec> out;
   for (const auto& e : expected) {
-    generation_request r;
+    request_spec r;
     r.prompt = e.prompt;
-    r.max_tokens = teacher_forced_first ? 1 : static_cast<std::int32_t>(e.generated.size());
-    r.stop_at_eos = false;
+    r.stop.max_tokens = teacher_forced_first ? 1 : static_cast<std::int32_t>(e.generated.size());
+    r.stop.ignore_eos = true;
     out.push_back(r);
   }
   return out;
 }
 
-std::unique_ptr<nemotron_h_model> load_on_gpu(const std::string& name, mstar::dtype dtype,
-                                              pool_options pools = {}, bool graphs = true) {
+// What one request of a batch produced, as these tests compare it.
+struct generated {
+  std::vector<resources::token_id> generated_ids;
+  std::vector<std::vector<float>> step_logits;
+  std::int64_t matched_tokens = 0;
+};
+
+// Runs `reqs` together through the engine (logits kept on request).
+result<std::vector<generated>> generate(local_engine& e, std::vector<request_spec> reqs,
+                                        bool keep_logits = false) {
+  for (auto& r : reqs) r.keep_logits = keep_logits;
+  auto done = engine::run_to_completion(e, std::move(reqs));
+  if (!done) return done.error();
+  std::vector<generated> out;
+  for (auto& c : *done) {
+    if (c.finished[0] == engine::finish_reason::error) {
+      return make_error(errc::internal, c.id + ": " + c.errors[0]);
+    }
+    out.push_back({std::move(c.tokens[0]), std::move(c.logits[0]), c.counts.cached_tokens});
+  }
+  return out;
+}
+
+std::unique_ptr<local_engine> load_on_gpu(const std::string& name, mstar::dtype dtype,
+                                          pool_options pools = {}, bool graphs = true) {
   run_options run;
   run.device = "cuda";
   run.dtype = dtype;
   run.cuda_graphs = graphs;
-  auto model = nemotron_h_model::load(model_dir(name), pools, run);
+  auto model = nemotron_h_model::load(model_dir(name), run);
   EXPECT_TRUE(model.has_value()) << model.error().message();
   if (!model) return nullptr;
   EXPECT_NE((*model)->device_name().find("cuda:0"), std::string::npos);
-  if ((*model)->kv() != nullptr) {
-    EXPECT_EQ((*model)->kv()->storage().kind(), kernels::memory_kind::device);
+  engine::engine_config config;
+  config.pools = pools;
+  auto e = local_engine::make(std::move(*model), config);
+  EXPECT_TRUE(e.has_value()) << e.error().message();
+  if (!e) return nullptr;
+  auto& p = (*e)->pools();
+  if (p.kv() != nullptr) {
+    EXPECT_EQ(p.kv()->storage().kind(), kernels::memory_kind::device);
   }
-  if ((*model)->recurrent() != nullptr) {
-    EXPECT_EQ((*model)->recurrent()->storage("ssm")->kind(), kernels::memory_kind::device);
+  if (p.recurrent() != nullptr) {
+    EXPECT_EQ(p.recurrent()->storage("ssm")->kind(), kernels::memory_kind::device);
   }
-  return std::move(*model);
+  return std::move(*e);
 }
 
-void expect_pools_whole(nemotron_h_model& m) {
-  if (m.kv() != nullptr) {
-    auto ok = m.kv()->check_invariants();
-    EXPECT_TRUE(ok.has_value()) << ok.error().message();
-  }
-  if (m.recurrent() != nullptr) {
-    auto ok = m.recurrent()->check_invariants();  // reads the device: freed slots are zero
-    EXPECT_TRUE(ok.has_value()) << ok.error().message();
-  }
+void expect_pools_whole(local_engine& e) {
+  auto ok = e.pools().check_invariants();  // reads the device: freed slots are zero
+  EXPECT_TRUE(ok.has_value()) << ok.error().message();
 }
 
 // Max |a - b| over a step and the largest |b|.
@@ -88,7 +114,7 @@ TEST_P(gpu_model_parity, float32_weights_give_the_fixture_tokens_and_logits) {
   const auto expected = load_expected(GetParam());
   auto model = load_on_gpu(GetParam(), mstar::dtype::float32);
   ASSERT_NE(model, nullptr);
-  const auto vocab = static_cast<std::size_t>(model->config().vocab_size);
+  const auto vocab = static_cast<std::size_t>(model->model().vocab_size());
   auto got = generate(*model, greedy(expected), /*keep_logits=*/true);
   ASSERT_TRUE(got.has_value()) << got.error().message();
   double worst = 0;
@@ -109,7 +135,7 @@ TEST_P(gpu_model_parity, float32_weights_give_the_fixture_tokens_and_logits) {
   // one prompt at a time.
   for (std::size_t i = 0; i < expected.size(); ++i) {
     const auto reqs = greedy(expected);
-    auto one = generate(*model, std::span{&reqs[i], 1});
+    auto one = generate(*model, {reqs[i]});
     ASSERT_TRUE(one.has_value()) << one.error().message();
     EXPECT_EQ(one->front().generated_ids, expected[i].generated) << "prompt " << i;
   }
@@ -121,7 +147,7 @@ TEST_P(gpu_model_parity, bfloat16_weights_stay_within_the_budget_of_the_fixture_
   const auto expected = load_expected(GetParam());
   auto model = load_on_gpu(GetParam(), mstar::dtype::bfloat16);
   ASSERT_NE(model, nullptr);
-  const auto vocab = static_cast<std::size_t>(model->config().vocab_size);
+  const auto vocab = static_cast<std::size_t>(model->model().vocab_size());
   // The first generated position follows the prompt alone, so it compares
   // without teacher forcing; later positions follow the GPU's own tokens.
   auto got = generate(*model, greedy(expected, true), /*keep_logits=*/true);
@@ -154,7 +180,7 @@ TEST(gpu_model_graphs, replayed_decode_graphs_match_launching_every_kernel) {
   // several row counts get their own graph; run twice so graphs replay.
   auto reqs = greedy(expected);
   for (std::size_t i = 0; i < reqs.size(); ++i)
-    reqs[i].max_tokens = static_cast<std::int32_t>(2 + i);
+    reqs[i].stop.max_tokens = static_cast<std::int32_t>(2 + i);
   auto a = generate(*eager, reqs, true);
   ASSERT_TRUE(a.has_value()) << a.error().message();
   for (int round = 0; round < 2; ++round) {
@@ -176,13 +202,17 @@ TEST(gpu_model_sampling, tokens_drawn_on_the_device_match_the_cpu_sampler) {
   MSTAR_REQUIRE_GPU();
   const auto expected = load_expected("nemotron_h_tiny_hybrid");
   auto gpu = load_on_gpu("nemotron_h_tiny_hybrid", mstar::dtype::float32);
-  auto cpu = nemotron_h_model::load(model_dir("nemotron_h_tiny_hybrid"));
+  auto cpu_model = nemotron_h_model::load(model_dir("nemotron_h_tiny_hybrid"));
   ASSERT_NE(gpu, nullptr);
+  ASSERT_TRUE(cpu_model.has_value());
+  auto cpu = local_engine::make(std::move(*cpu_model), {});
   ASSERT_TRUE(cpu.has_value());
   auto reqs = greedy(expected);
   for (std::size_t i = 0; i < reqs.size(); ++i) {
-    reqs[i].sampling = {0.8F, static_cast<std::int32_t>(i % 3 == 0 ? 0 : 20),
-                        i % 2 == 0 ? 1.0F : 0.9F, 1000 + i};
+    reqs[i].sampling.temperature = 0.8F;
+    reqs[i].sampling.top_k = static_cast<std::int32_t>(i % 3 == 0 ? 0 : 20);
+    reqs[i].sampling.top_p = i % 2 == 0 ? 1.0F : 0.9F;
+    reqs[i].sampling.seed = 1000 + i;
   }
   reqs[1].sampling.temperature = 0.0F;  // one greedy row among sampled ones
   auto on_device = generate(*gpu, reqs);              // drawn by the device sampler
@@ -203,13 +233,13 @@ TEST(gpu_model_warm_up, leaves_the_pools_as_they_were_and_the_tokens_unchanged) 
   const auto expected = load_expected("nemotron_h_tiny_attn");
   auto model = load_on_gpu("nemotron_h_tiny_attn", mstar::dtype::bfloat16);
   ASSERT_NE(model, nullptr);
-  const auto free_pages = model->kv()->num_free_pages();
-  const auto cached_pages = model->kv()->num_cached_pages();
+  const auto* kv = model->pools().kv();
+  const auto free_pages = kv->num_free_pages();
+  const auto cached_pages = kv->num_cached_pages();
   auto warmed = model->warm_up();
   ASSERT_TRUE(warmed.has_value()) << warmed.error().message();
-  EXPECT_EQ(model->kv()->num_free_pages(), free_pages);
-  EXPECT_EQ(model->kv()->num_cached_pages(), cached_pages);
-  EXPECT_EQ(model->matched_tokens_total(), 0);
+  EXPECT_EQ(kv->num_free_pages(), free_pages);
+  EXPECT_EQ(kv->num_cached_pages(), cached_pages);
   expect_pools_whole(*model);
   auto fresh = load_on_gpu("nemotron_h_tiny_attn", mstar::dtype::bfloat16);
   ASSERT_NE(fresh, nullptr);
