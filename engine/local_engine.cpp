@@ -78,7 +78,7 @@ result<std::vector<delta>> local_engine::step() {
       rows.push_back({r.rid, r.tokens});
       rec.ctx.request_ids.push_back(r.rid);
     }
-    rec.request = model_->declare(rows);
+    rec.request = std::make_shared<const models::step_request>(model_->declare(rows));
     const auto admitted = pools_->admit(rec);
     if (!admitted.ok()) {
       ++counters_.refused_steps;

@@ -62,8 +62,10 @@ std::int64_t pool_set::page_size() const noexcept {
 
 resources::step_bundle pool_set::bundle_of(const step_record& step) const {
   resources::step_bundle bundle;
-  if (kv_ && step.request.kv) bundle.emplace(kv_->key(), borrow(*step.request.kv));
-  if (rec_ && step.request.recurrent) bundle.emplace(rec_->key(), borrow(*step.request.recurrent));
+  if (!step.request) return bundle;
+  const auto& req = *step.request;
+  if (kv_ && req.kv) bundle.emplace(kv_->key(), borrow(*req.kv));
+  if (rec_ && req.recurrent) bundle.emplace(rec_->key(), borrow(*req.recurrent));
   return bundle;
 }
 
@@ -80,12 +82,12 @@ result<models::step_plans> pool_set::plan(step_record& step) {
     return planned.error();
   }
   models::step_plans plans;
-  if (kv_ && step.request.kv) {
+  if (kv_ && step.request->kv) {
     auto p = typed_plan<resources::kv_plan>(step.ctx, kv_->key());
     if (!p) return p.error();
     plans.kv = std::move(*p);
   }
-  if (rec_ && step.request.recurrent) {
+  if (rec_ && step.request->recurrent) {
     auto p = typed_plan<resources::recurrent_plan>(step.ctx, rec_->key());
     if (!p) return p.error();
     plans.recurrent = std::move(*p);

@@ -24,7 +24,9 @@ enum class pool_kinds : std::uint8_t { all, kv_only, recurrent_only };
 /// One step on its way through the pools: the typed request, the context
 /// the pools share, and how far it got.
 struct step_record {
-  models::step_request request;
+  /// Shared read-only with whoever else handles the step (the worker, the
+  /// other pools); the pools borrow from it between admit and commit.
+  std::shared_ptr<const models::step_request> request;
   resources::step_context ctx;
   bool admitted = false;
 };

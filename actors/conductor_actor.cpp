@@ -1,0 +1,298 @@
+#include "actors/conductor_actor.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace mstar::actors {
+namespace {
+
+using engine::delta;
+using engine::request_id;
+
+struct conductor_state {
+  conductor_parts parts;
+  std::unique_ptr<engine::scheduler> sched;
+  std::map<request_id, std::pair<sink_ptr, std::int32_t>> sinks;  ///< sink, unfinished samples
+  bool busy = false;        ///< a step (or its registrations) is in flight
+  std::string broken;       ///< set: a part failed; every request fails with this
+  std::vector<caf::response_promise> drained;
+  engine_stats counters;
+  static inline const char* name = "mstar.conductor";
+};
+
+using self_ptr = caf::stateful_actor<conductor_state>*;
+
+void cycle(self_ptr self);
+
+// Hands deltas to their sinks; a request's sink goes once all its samples ended.
+void emit(self_ptr self, std::vector<delta>& deltas) {
+  auto& st = self->state;
+  for (auto& d : deltas) {
+    st.counters.generated_tokens += static_cast<std::int64_t>(d.tokens.size());
+    const auto it = st.sinks.find(d.id);
+    if (it == st.sinks.end()) continue;
+    const bool last = d.finished && --it->second.second == 0;
+    it->second.first->push(std::move(d));
+    if (last) st.sinks.erase(it);
+  }
+}
+
+void release(self_ptr self, const engine::pool_actions& actions) {
+  if (actions.release.empty()) return;
+  for (const auto& p : self->state.parts.pools) self->send(p, release_atom_v, actions.release);
+}
+
+// Deltas, extensions and releases of one scheduler answer.
+void apply(self_ptr self, engine::step_result res) {
+  if (!res.extend.empty()) {
+    for (const auto& p : self->state.parts.pools) self->send(p, extend_atom_v, res.extend);
+  }
+  release(self, res.actions);
+  emit(self, res.deltas);
+}
+
+// A part failed: every live request ends with `why`, and so does every later one.
+void fail_everything(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  if (st.broken.empty()) st.broken = why;
+  for (auto& [id, entry] : st.sinks) {
+    for (std::int32_t i = 0; i < entry.second; ++i) {
+      auto d = error_delta(id, why);
+      d.index = i;  // which samples are still open is the sink's to know; each gets one
+      entry.first->push(std::move(d));
+    }
+  }
+  st.sinks.clear();
+  st.busy = false;
+  for (auto& rp : st.drained) rp.deliver(true);
+  st.drained.clear();
+}
+
+void step_done(self_ptr self) {
+  auto& st = self->state;
+  st.busy = false;
+  if (st.sched->idle()) {
+    for (auto& rp : st.drained) rp.deliver(true);
+    st.drained.clear();
+  }
+  self->send(self, tick_atom_v);
+}
+
+// Calls `done(answers)` once every pool answered `request`; the first error
+// fails everything.
+template <class Answer, class... Ts>
+void ask_all(self_ptr self, std::function<void(std::vector<Answer>)> done, Ts... xs) {
+  const auto& pools = self->state.parts.pools;
+  struct gather {
+    std::vector<Answer> answers;
+    std::size_t left = 0;
+    bool failed = false;
+  };
+  auto g = std::make_shared<gather>();
+  g->answers.resize(pools.size());
+  g->left = pools.size();
+  for (std::size_t i = 0; i < pools.size(); ++i) {
+    self->request(pools[i], caf::infinite, xs...)
+        .then(
+            [self, g, i, done](Answer a) {
+              if (g->failed) return;
+              g->answers[i] = std::move(a);
+              if (--g->left == 0) done(std::move(g->answers));
+            },
+            [self, g](caf::error& e) {
+              if (g->failed) return;
+              g->failed = true;
+              fail_everything(self, "a pool failed: " + self->system().render(e));
+            });
+  }
+}
+
+void finish_step(self_ptr self, const step_ptr& p, const output_ptr& out) {
+  ask_all<bool>(
+      self,
+      [self, p, out](std::vector<bool>) {
+        ++self->state.counters.steps;
+        apply(self, self->state.sched->on_ran(p->step, *out));
+        step_done(self);
+      },
+      commit_atom_v);
+}
+
+void run_forward(self_ptr self, const step_ptr& p, std::vector<plans_ptr> plans) {
+  auto merged = std::make_shared<models::step_plans>();
+  for (const auto& pl : plans) {
+    if (pl->kv) merged->kv = pl->kv;
+    if (pl->recurrent) merged->recurrent = pl->recurrent;
+  }
+  self->request(self->state.parts.worker, caf::infinite, forward_atom_v, p,
+                plans_ptr{std::move(merged)})
+      .then([self, p](const output_ptr& out) { finish_step(self, p, out); },
+            [self, p](caf::error& e) {
+              // The kernels failed: undo the step everywhere, fail its rows.
+              const auto why = self->system().render(e);
+              ask_all<bool>(
+                  self,
+                  [self, p, why](std::vector<bool>) {
+                    apply(self, self->state.sched->on_failed(p->step, why));
+                    step_done(self);
+                  },
+                  rollback_atom_v);
+            });
+}
+
+void admit_from(self_ptr self, const step_ptr& p, std::size_t i) {
+  auto& pools = self->state.parts.pools;
+  if (i == pools.size()) {
+    ask_all<plans_ptr>(
+        self, [self, p](std::vector<plans_ptr> plans) { run_forward(self, p, std::move(plans)); },
+        plan_atom_v);
+    return;
+  }
+  self->request(pools[i], caf::infinite, admit_atom_v, p)
+      .then(
+          [self, p, i](const admit_reply& r) {
+            if (r.ok) {
+              admit_from(self, p, i + 1);
+              return;
+            }
+            // The refusing pool unwound itself; the ones before it, newest
+            // first (the step runner's order, across actors).
+            for (std::size_t k = i; k-- > 0;) {
+              self->request(self->state.parts.pools[k], caf::infinite, rollback_atom_v)
+                  .then([](bool) {});
+            }
+            ++self->state.counters.refused_steps;
+            auto& sched = *self->state.sched;
+            release(self, sched.on_refused(p->step, fmt::format("{} pool refused: {}",
+                                                                 r.refused_by, r.why)));
+            apply(self, sched.take_pending());
+            step_done(self);
+          },
+          [self](caf::error& e) { fail_everything(self, "a pool failed: " + self->system().render(e)); });
+}
+
+void run_step(self_ptr self) {
+  auto& st = self->state;
+  auto step = st.sched->schedule();
+  apply(self, st.sched->take_pending());
+  if (step.empty()) {
+    st.busy = false;
+    if (st.sched->idle()) {
+      for (auto& rp : st.drained) rp.deliver(true);
+      st.drained.clear();
+    }
+    return;
+  }
+  auto payload = std::make_shared<step_payload>();
+  payload->step = std::move(step);
+  for (const auto& r : payload->step.rows) payload->rows.push_back({r.rid, r.tokens});
+  payload->request = st.parts.model->declare(payload->rows);
+  admit_from(self, step_ptr{std::move(payload)}, 0);
+}
+
+// Registers each sequence in every pool, agrees the cached prefix (the
+// smallest answer), tells the scheduler, then runs the step.
+void register_then_step(self_ptr self, engine::pool_actions actions) {
+  if (actions.registrations.empty()) {
+    run_step(self);
+    return;
+  }
+  auto left = std::make_shared<std::size_t>(actions.registrations.size());
+  for (auto& [rid, tokens] : actions.registrations) {
+    ask_all<std::int64_t>(
+        self,
+        [self, left, rid = rid](std::vector<std::int64_t> answers) {
+          std::int64_t agreed = -1;
+          for (const auto a : answers) {
+            if (a >= 0) agreed = agreed < 0 ? a : std::min(agreed, a);
+          }
+          if (agreed >= 0) {
+            for (const auto& p : self->state.parts.pools) self->send(p, agree_atom_v, rid, agreed);
+          }
+          self->state.sched->set_cached(rid, std::max<std::int64_t>(agreed, 0));
+          if (--*left == 0) run_step(self);
+        },
+        register_atom_v, rid, tokens);
+  }
+}
+
+void cycle(self_ptr self) {
+  auto& st = self->state;
+  if (st.busy || !st.broken.empty()) return;
+  st.busy = true;
+  register_then_step(self, st.sched->admissions());
+}
+
+caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
+  auto& state = self->state;
+  engine::model_facts facts{parts.model->vocab_size(),
+                            {parts.model->eos_token_ids().begin(), parts.model->eos_token_ids().end()},
+                            parts.model->tok()};
+  state.sched = std::make_unique<engine::scheduler>(parts.limits, std::move(facts));
+  state.parts = std::move(parts);
+  for (const auto& p : state.parts.pools) self->monitor(p);
+  self->monitor(state.parts.worker);
+  self->monitor(state.parts.preprocess);
+  self->set_down_handler([self](const caf::down_msg& m) {
+    fail_everything(self, "an engine actor exited: " + self->system().render(m.reason));
+  });
+  return {
+      [self](submit_atom, engine::request_spec spec, const sink_ptr& sink) {
+        if (!self->state.broken.empty()) {
+          sink->push(error_delta(spec.id, self->state.broken));
+          return;
+        }
+        self->request(self->state.parts.preprocess, caf::infinite, tokenize_atom_v, std::move(spec))
+            .then(
+                [self, sink](engine::request_spec& s) {
+                  auto& st = self->state;
+                  const auto n = std::max<std::int32_t>(1, s.sampling.n);
+                  const auto id = s.id;
+                  if (auto ok = st.sched->add(std::move(s)); !ok) {
+                    sink->push(error_delta(id, ok.error().message()));
+                    return;
+                  }
+                  st.sinks[id] = {sink, n};
+                  cycle(self);
+                },
+                [self, sink, id = spec.id](caf::error& e) {
+                  sink->push(error_delta(id, self->system().render(e)));
+                });
+      },
+      [self](cancel_atom, const std::string& id) {
+        if (self->state.sched->cancel(id)) cycle(self);
+      },
+      [self](tick_atom) { cycle(self); },
+      [self](drain_atom) -> caf::result<bool> {
+        if (self->state.sched->idle() || !self->state.broken.empty()) return true;
+        auto rp = self->make_response_promise();
+        self->state.drained.push_back(rp);
+        return rp;
+      },
+      [self](stats_atom) {
+        auto& st = self->state;
+        auto s = st.counters;
+        s.preemptions = st.sched->preemptions();
+        s.running = static_cast<std::int64_t>(st.sched->num_running());
+        s.waiting = static_cast<std::int64_t>(st.sched->num_waiting());
+        return s;
+      },
+  };
+}
+
+}  // namespace
+
+engine::delta error_delta(const engine::request_id& id, std::string why) {
+  engine::delta d;
+  d.id = id;
+  d.finished = engine::finish_reason::error;
+  d.error = std::move(why);
+  return d;
+}
+
+caf::actor spawn_conductor(caf::actor_system& sys, conductor_parts parts) {
+  return sys.spawn(conductor_behavior, std::move(parts));
+}
+
+}  // namespace mstar::actors

@@ -1,0 +1,160 @@
+#pragma once
+
+// The messages of mstar's actors and their typed handles: one type-ID block
+// for the project (compiled with CAF_ENABLE_TYPE_ID_CHECKS, so a message
+// type without an ID is a compile error), atoms, and the interfaces of the
+// pool, worker and preprocess actors. Messages carry descriptors and
+// immutable values, never bulk bytes: a step's typed request and plans
+// travel as shared pointers to const values inside one process (the pools'
+// arenas are where the bytes are); across processes descriptors go instead
+// (the disaggregation issue).
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/pool_set.hpp"
+#include "engine/request.hpp"
+#include "engine/scheduler.hpp"
+#include "models/causal_lm.hpp"
+
+namespace mstar::actors {
+
+/// A step's rows and the typed request each pool admits, shared read-only
+/// by the conductor, the pools and the worker for one step.
+struct step_payload {
+  engine::scheduled_step step;
+  std::vector<models::step_row> rows;  ///< views into `step.rows`' tokens
+  models::step_request request;
+};
+using step_ptr = std::shared_ptr<const step_payload>;
+
+/// One pool's plans for a step (the fields of the pools it does not hold
+/// stay empty); the conductor merges them for the worker.
+using plans_ptr = std::shared_ptr<const models::step_plans>;
+
+/// The forward's output for a step.
+using output_ptr = std::shared_ptr<const models::forward_output>;
+
+/// Where a request's deltas go: called from the conductor's thread, so it
+/// must be thread-safe (the embedding API's handle queues them).
+class delta_sink {
+ public:
+  virtual ~delta_sink() = default;
+  /// A delta of the request; the last one has `finished` set.
+  virtual void push(engine::delta d) = 0;
+};
+using sink_ptr = std::shared_ptr<delta_sink>;
+
+/// What a pool answered to an admit.
+struct admit_reply {
+  bool ok = true;
+  std::string refused_by;  ///< the refusing pool's key
+  std::string why;         ///< the refusal's message
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, admit_reply& x) {
+  return f(caf::meta::type_name("admit_reply"), x.ok, x.refused_by, x.why);
+}
+
+/// A pool's counters.
+struct pool_stats_reply {
+  engine::pool_stats stats;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pool_stats_reply& x) {
+  return f(caf::meta::type_name("pool_stats_reply"), x.stats.kv_pages, x.stats.kv_free_pages,
+           x.stats.kv_cached_pages, x.stats.slots, x.stats.free_slots);
+}
+
+/// The conductor's counters (the engine's `stats()`).
+struct engine_stats {
+  std::int64_t steps = 0;
+  std::int64_t refused_steps = 0;
+  std::int64_t generated_tokens = 0;
+  std::int64_t preemptions = 0;
+  std::int64_t running = 0;
+  std::int64_t waiting = 0;
+  std::int64_t kv_pages = 0, kv_free_pages = 0, kv_cached_pages = 0;
+  std::int64_t slots = 0, free_slots = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
+  return f(caf::meta::type_name("engine_stats"), x.steps, x.refused_steps, x.generated_tokens,
+           x.preemptions, x.running, x.waiting, x.kv_pages, x.kv_free_pages, x.kv_cached_pages,
+           x.slots, x.free_slots);
+}
+
+/// Sequence ids and the ids generated for each (prefix-chain extension).
+using extend_list = std::vector<std::pair<std::string, std::vector<std::uint32_t>>>;
+
+}  // namespace mstar::actors
+
+// In-process payloads: immutable values shared by pointer, never serialized.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::step_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::plans_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::output_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::sink_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::engine::request_spec)
+
+CAF_BEGIN_TYPE_ID_BLOCK(mstar, caf::first_custom_type_id)
+  CAF_ADD_TYPE_ID(mstar, (mstar::actors::admit_reply))
+  CAF_ADD_TYPE_ID(mstar, (mstar::actors::pool_stats_reply))
+  CAF_ADD_TYPE_ID(mstar, (mstar::actors::engine_stats))
+  CAF_ADD_TYPE_ID(mstar, (mstar::actors::extend_list))
+  CAF_ADD_TYPE_ID(mstar, (std::vector<std::string>))
+  CAF_ADD_TYPE_ID(mstar, (std::vector<std::uint32_t>))
+  CAF_ADD_ATOM(mstar, mstar::actors, admit_atom, "admit")
+  CAF_ADD_ATOM(mstar, mstar::actors, plan_atom, "plan")
+  CAF_ADD_ATOM(mstar, mstar::actors, commit_atom, "commit")
+  CAF_ADD_ATOM(mstar, mstar::actors, rollback_atom, "rollback")
+  CAF_ADD_ATOM(mstar, mstar::actors, register_atom, "register")
+  CAF_ADD_ATOM(mstar, mstar::actors, agree_atom, "agree")
+  CAF_ADD_ATOM(mstar, mstar::actors, extend_atom, "extend")
+  CAF_ADD_ATOM(mstar, mstar::actors, release_atom, "release")
+  CAF_ADD_ATOM(mstar, mstar::actors, stats_atom, "stats")
+  CAF_ADD_ATOM(mstar, mstar::actors, check_atom, "check")
+  CAF_ADD_ATOM(mstar, mstar::actors, forward_atom, "forward")
+  CAF_ADD_ATOM(mstar, mstar::actors, tokenize_atom, "tokenize")
+  CAF_ADD_ATOM(mstar, mstar::actors, submit_atom, "submit")
+  CAF_ADD_ATOM(mstar, mstar::actors, cancel_atom, "cancel")
+  CAF_ADD_ATOM(mstar, mstar::actors, tick_atom, "tick")
+  CAF_ADD_ATOM(mstar, mstar::actors, drain_atom, "drain")
+CAF_END_TYPE_ID_BLOCK(mstar)
+
+namespace mstar::actors {
+
+/// A pool actor (`kv_pool_actor`, `recurrent_pool_actor`): owns one pool
+/// (a pool_set holding just it) and answers the step protocol. One step is
+/// in flight at a time: admit, then plan and commit, or rollback.
+using pool_actor = caf::typed_actor<
+    caf::replies_to<admit_atom, step_ptr>::with<admit_reply>,
+    caf::replies_to<plan_atom>::with<plans_ptr>,
+    caf::replies_to<commit_atom>::with<bool>,
+    caf::replies_to<rollback_atom>::with<bool>,
+    // Registers a sequence with its tokens; answers the cached prompt
+    // tokens it could serve (-1: it keeps no cache).
+    caf::replies_to<register_atom, std::string, std::vector<std::uint32_t>>::with<std::int64_t>,
+    caf::reacts_to<agree_atom, std::string, std::int64_t>,
+    caf::reacts_to<extend_atom, extend_list>,
+    caf::reacts_to<release_atom, std::vector<std::string>>,
+    caf::replies_to<stats_atom>::with<pool_stats_reply>,
+    caf::replies_to<check_atom>::with<std::string>>;
+
+/// The worker actor: owns the model and its device stream, runs a step's
+/// forward given the merged plans.
+using worker_actor =
+    caf::typed_actor<caf::replies_to<forward_atom, step_ptr, plans_ptr>::with<output_ptr>>;
+
+/// The preprocess actor: tokenizes a request's text prompt.
+using preprocess_actor =
+    caf::typed_actor<caf::replies_to<tokenize_atom, engine::request_spec>::with<engine::request_spec>>;
+
+}  // namespace mstar::actors

@@ -1,0 +1,54 @@
+#include "actors/worker_actor.hpp"
+
+#include "engine/preprocess.hpp"
+
+namespace mstar::actors {
+namespace {
+
+worker_actor::behavior_type worker_behavior(worker_actor::stateful_pointer<worker_state> self,
+                                            std::shared_ptr<models::causal_lm> model) {
+  self->state.model = std::move(model);
+  return {
+      [self](forward_atom, const step_ptr& p, const plans_ptr& plans) -> caf::result<output_ptr> {
+        const auto& step = p->step;
+        auto out = self->state.model->forward(
+            p->rows, *plans,
+            step.want_logits ? std::span<const models::row_sampling>{}
+                             : std::span<const models::row_sampling>{step.draws});
+        if (!out) return caf::make_error(caf::sec::runtime_error, out.error().message());
+        return std::make_shared<const models::forward_output>(std::move(*out));
+      },
+  };
+}
+
+struct preprocess_state {
+  std::shared_ptr<const models::causal_lm> model;
+  static inline const char* name = "mstar.preprocess";
+};
+
+preprocess_actor::behavior_type preprocess_behavior(
+    preprocess_actor::stateful_pointer<preprocess_state> self,
+    std::shared_ptr<const models::causal_lm> model) {
+  self->state.model = std::move(model);
+  return {
+      [self](tokenize_atom, engine::request_spec spec) -> caf::result<engine::request_spec> {
+        if (auto ok = engine::tokenize(spec, self->state.model->tok()); !ok) {
+          return caf::make_error(caf::sec::runtime_error, ok.error().message());
+        }
+        return spec;
+      },
+  };
+}
+
+}  // namespace
+
+worker_actor spawn_worker_actor(caf::actor_system& sys, std::shared_ptr<models::causal_lm> model) {
+  return sys.spawn<caf::detached>(worker_behavior, std::move(model));
+}
+
+preprocess_actor spawn_preprocess_actor(caf::actor_system& sys,
+                                        std::shared_ptr<const models::causal_lm> model) {
+  return sys.spawn(preprocess_behavior, std::move(model));
+}
+
+}  // namespace mstar::actors

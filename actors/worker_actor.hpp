@@ -1,0 +1,30 @@
+#pragma once
+
+// The worker actor: owns the model backend (its weights, its device
+// stream) and runs a step's kernels against the plans the pools made. It
+// runs on a detached thread of its own: a forward blocks for the length of
+// the kernels and must not hold a scheduler thread the pools need.
+
+#include <memory>
+
+#include "actors/protocol.hpp"
+#include "models/causal_lm.hpp"
+
+namespace mstar::actors {
+
+/// What the worker owns.
+struct worker_state {
+  std::shared_ptr<models::causal_lm> model;
+  static inline const char* name = "mstar.worker";
+};
+
+/// Spawns the worker owning `model` (bound to its pools already).
+[[nodiscard]] worker_actor spawn_worker_actor(caf::actor_system& sys,
+                                              std::shared_ptr<models::causal_lm> model);
+
+/// The preprocess actor: tokenizes text prompts with the model's tokenizer
+/// (immutable, shared with the worker read-only).
+[[nodiscard]] preprocess_actor spawn_preprocess_actor(caf::actor_system& sys,
+                                                      std::shared_ptr<const models::causal_lm> model);
+
+}  // namespace mstar::actors
