@@ -15,6 +15,7 @@ struct conductor_state {
   std::unique_ptr<engine::scheduler> sched;
   std::map<request_id, std::pair<sink_ptr, std::int32_t>> sinks;  ///< sink, unfinished samples
   bool busy = false;        ///< a step (or its registrations) is in flight
+  std::int64_t arriving = 0;  ///< submissions still in the preprocess stage
   std::string broken;       ///< set: a part failed; every request fails with this
   std::vector<caf::response_promise> drained;
   engine_stats counters;
@@ -69,13 +70,17 @@ void fail_everything(self_ptr self, const std::string& why) {
   st.drained.clear();
 }
 
-void step_done(self_ptr self) {
+// Answers the drain requests once nothing is queued, running or arriving.
+void answer_drains(self_ptr self) {
   auto& st = self->state;
-  st.busy = false;
-  if (st.sched->idle()) {
-    for (auto& rp : st.drained) rp.deliver(true);
-    st.drained.clear();
-  }
+  if (!st.sched->idle() || st.arriving > 0) return;
+  for (auto& rp : st.drained) rp.deliver(true);
+  st.drained.clear();
+}
+
+void step_done(self_ptr self) {
+  self->state.busy = false;
+  answer_drains(self);
   self->send(self, tick_atom_v);
 }
 
@@ -178,10 +183,7 @@ void run_step(self_ptr self) {
   apply(self, st.sched->take_pending());
   if (step.empty()) {
     st.busy = false;
-    if (st.sched->idle()) {
-      for (auto& rp : st.drained) rp.deliver(true);
-      st.drained.clear();
-    }
+    answer_drains(self);
     return;
   }
   auto payload = std::make_shared<step_payload>();
@@ -243,21 +245,27 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
           sink->push(error_delta(spec.id, self->state.broken));
           return;
         }
+        ++self->state.arriving;
+        const auto id = spec.id;  // before `spec` moves into the request
         self->request(self->state.parts.preprocess, caf::infinite, tokenize_atom_v, std::move(spec))
             .then(
                 [self, sink](engine::request_spec& s) {
                   auto& st = self->state;
+                  --st.arriving;
                   const auto n = std::max<std::int32_t>(1, s.sampling.n);
-                  const auto id = s.id;
+                  const auto rid = s.id;
                   if (auto ok = st.sched->add(std::move(s)); !ok) {
-                    sink->push(error_delta(id, ok.error().message()));
+                    sink->push(error_delta(rid, ok.error().message()));
+                    answer_drains(self);
                     return;
                   }
-                  st.sinks[id] = {sink, n};
+                  st.sinks[rid] = {sink, n};
                   cycle(self);
                 },
-                [self, sink, id = spec.id](caf::error& e) {
+                [self, sink, id](caf::error& e) {
+                  --self->state.arriving;
                   sink->push(error_delta(id, self->system().render(e)));
+                  answer_drains(self);
                 });
       },
       [self](cancel_atom, const std::string& id) {
@@ -265,7 +273,8 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
       },
       [self](tick_atom) { cycle(self); },
       [self](drain_atom) -> caf::result<bool> {
-        if (self->state.sched->idle() || !self->state.broken.empty()) return true;
+        const auto& st = self->state;
+        if ((st.sched->idle() && st.arriving == 0) || !st.broken.empty()) return true;
         auto rp = self->make_response_promise();
         self->state.drained.push_back(rp);
         return rp;

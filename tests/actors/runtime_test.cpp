@@ -1,0 +1,246 @@
+// The engine through its actors (real actor systems): the same tokens as
+// each request run alone with many threads submitting at once and pools
+// small enough to preempt, cancellation by handle, bad requests, a worker
+// that fails (an error, an exception) failing the requests it touched
+// without hanging anyone, stopping, and an application's own actor system.
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "actors/runtime.hpp"
+#include "tests/engine/engine_support.hpp"
+
+namespace mstar::actors {
+namespace {
+
+using engine::finish_reason;
+using engine::request_spec;
+using engine::token_id;
+
+constexpr const char* hybrid = "nemotron_h_tiny_hybrid";
+constexpr auto deadline = std::chrono::seconds(60);
+
+std::unique_ptr<models::causal_lm> fixture_model(const std::string& name = hybrid) {
+  auto m = models::nemotron_h_model::load(test::model_dir(name));
+  EXPECT_TRUE(m.has_value()) << m.error().message();
+  return m ? std::move(*m) : nullptr;
+}
+
+// Every delta of a handle, each wait bounded.
+std::vector<engine::delta> read_all(request_handle& h) {
+  std::vector<engine::delta> out;
+  while (!h.done()) {
+    auto d = h.next_for(std::chrono::duration_cast<std::chrono::milliseconds>(deadline));
+    if (!d) {
+      ADD_FAILURE() << "no delta for " << h.id() << " within the deadline";
+      break;
+    }
+    out.push_back(std::move(*d));
+  }
+  return out;
+}
+
+std::vector<token_id> tokens_of(const std::vector<engine::delta>& ds) {
+  std::vector<token_id> out;
+  for (const auto& d : ds) out.insert(out.end(), d.tokens.begin(), d.tokens.end());
+  return out;
+}
+
+void expect_pools_empty(runtime& rt) {
+  auto ok = rt.check_pools();
+  EXPECT_TRUE(ok.has_value()) << ok.error().message();
+  auto s = rt.stats();
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(s->free_slots, s->slots - 1);
+  EXPECT_EQ(s->kv_free_pages + s->kv_cached_pages, s->kv_pages - 1);
+  EXPECT_EQ(s->running, 0);
+  EXPECT_EQ(s->waiting, 0);
+}
+
+TEST(runtime, sixteen_threads_get_the_tokens_each_request_gets_alone) {
+  std::mt19937 rng{11};
+  std::vector<request_spec> specs;
+  for (int i = 0; i < 128; ++i) {
+    request_spec r;
+    const int len = 1 + static_cast<int>(rng() % 30);
+    for (int t = 0; t < len; ++t) r.prompt.push_back(3 + rng() % 256);
+    r.stop.max_tokens = 1 + static_cast<std::int32_t>(rng() % 10);
+    r.stop.ignore_eos = true;
+    if (i % 2 == 1) {
+      r.sampling.temperature = 0.7F;
+      r.sampling.seed = rng();
+    }
+    specs.push_back(std::move(r));
+  }
+  // Alone, through the direct loop.
+  auto alone = engine::local_engine::make(fixture_model(), {});
+  ASSERT_TRUE(alone.has_value());
+  std::vector<std::vector<token_id>> expected;
+  for (const auto& s : specs) {
+    auto done = engine::run_to_completion(**alone, {s});
+    ASSERT_TRUE(done.has_value());
+    expected.push_back(done->front().tokens[0]);
+  }
+  engine::engine_config config;
+  config.pools.page_size = 4;
+  config.pools.max_num_pages = 24;
+  config.pools.max_slots = 6;
+  config.scheduler.max_batched_tokens = 32;
+  auto rt = runtime::start(fixture_model(), config, 4);
+  ASSERT_TRUE(rt.has_value()) << rt.error().message();
+  std::vector<std::vector<token_id>> got(specs.size());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::size_t i = static_cast<std::size_t>(t); i < specs.size(); i += 16) {
+        auto h = (*rt)->submit(specs[i]);
+        got[i] = tokens_of(read_all(h));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (std::size_t i = 0; i < specs.size(); ++i) EXPECT_EQ(got[i], expected[i]) << "request " << i;
+  auto s = (*rt)->stats();
+  ASSERT_TRUE(s.has_value());
+  std::printf("[ measured ] %lld steps, %lld refused, %lld preemptions\n",
+              static_cast<long long>(s->steps), static_cast<long long>(s->refused_steps),
+              static_cast<long long>(s->preemptions));
+  EXPECT_GT(s->preemptions, 0) << "pools never short: preemption untested";
+  expect_pools_empty(**rt);
+}
+
+TEST(runtime, dropping_a_handle_cancels_its_request_and_frees_its_state) {
+  auto rt = runtime::start(fixture_model(), {}, 2);
+  ASSERT_TRUE(rt.has_value());
+  {
+    auto h = (*rt)->submit(test::greedy_request({5, 6, 7}, 100000));
+    auto first = h.next_for(std::chrono::seconds(60));
+    ASSERT_TRUE(first.has_value());
+    EXPECT_FALSE(first->finished);
+  }  // cancelled here, mid-decode
+  auto h = (*rt)->submit(test::greedy_request({5, 6, 7}, 100000));
+  ASSERT_TRUE(h.next_for(std::chrono::seconds(60)).has_value());
+  h.cancel();
+  const auto rest = read_all(h);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.back().finished, finish_reason::cancelled);
+  (*rt)->stop();  // drains: the dropped request has ended too
+  auto again = (*rt)->submit(test::greedy_request({5}, 2));
+  const auto refused = read_all(again);
+  ASSERT_EQ(refused.size(), 1U);
+  EXPECT_EQ(refused[0].finished, finish_reason::error);
+  EXPECT_NE(refused[0].error.find("stopped"), std::string::npos);
+}
+
+TEST(runtime, a_bad_request_ends_with_an_error_naming_the_field) {
+  auto rt = runtime::start(fixture_model(), {}, 2);
+  ASSERT_TRUE(rt.has_value());
+  auto bad = test::greedy_request({5, 100000}, 2);
+  auto h = (*rt)->submit(bad);
+  const auto ds = read_all(h);
+  ASSERT_EQ(ds.size(), 1U);
+  EXPECT_EQ(ds[0].finished, finish_reason::error);
+  EXPECT_NE(ds[0].error.find("100000"), std::string::npos) << ds[0].error;
+  request_spec text;
+  text.text = "";
+  auto h2 = (*rt)->submit(text);
+  const auto ds2 = read_all(h2);
+  ASSERT_EQ(ds2.size(), 1U);
+  EXPECT_EQ(ds2[0].finished, finish_reason::error);
+  expect_pools_empty(**rt);
+}
+
+// A model whose forward fails (an error value, or an exception) from its
+// `fail_at`-th call on; everything else is the fixture model's.
+class flaky_model final : public models::causal_lm {
+ public:
+  flaky_model(std::unique_ptr<models::causal_lm> inner, int fail_at, bool throw_it)
+      : inner_(std::move(inner)), fail_at_(fail_at), throw_(throw_it) {}
+  const models::tokenizer* tok() const noexcept override { return inner_->tok(); }
+  std::int64_t vocab_size() const noexcept override { return inner_->vocab_size(); }
+  std::span<const std::int64_t> eos_token_ids() const noexcept override {
+    return inner_->eos_token_ids();
+  }
+  bool prefix_skip_safe() const noexcept override { return inner_->prefix_skip_safe(); }
+  result<models::pool_spec> pools(const models::pool_options& o) const override {
+    return inner_->pools(o);
+  }
+  result<void> bind(resources::kv_pool* kv, resources::recurrent_state_pool* rec) override {
+    return inner_->bind(kv, rec);
+  }
+  models::step_request declare(std::span<const models::step_row> rows) const override {
+    return inner_->declare(rows);
+  }
+  result<models::forward_output> forward(std::span<const models::step_row> rows,
+                                         const models::step_plans& plans,
+                                         std::span<const models::row_sampling> draws) override {
+    if (++calls_ >= fail_at_) {
+      if (throw_) throw std::runtime_error("injected device fault");
+      return make_error(errc::internal, "injected device fault");
+    }
+    return inner_->forward(rows, plans, draws);
+  }
+  std::string device_name() const override { return "flaky"; }
+  mstar::dtype compute_dtype() const noexcept override { return inner_->compute_dtype(); }
+  std::int64_t num_parameters() const noexcept override { return inner_->num_parameters(); }
+  bool on_gpu() const noexcept override { return false; }
+
+ private:
+  std::unique_ptr<models::causal_lm> inner_;
+  int fail_at_;
+  bool throw_;
+  int calls_ = 0;
+};
+
+TEST(runtime, a_failing_forward_fails_the_requests_in_its_step_and_the_engine_goes_on) {
+  auto rt = runtime::start(std::make_unique<flaky_model>(fixture_model(), 3, false), {}, 2);
+  ASSERT_TRUE(rt.has_value());
+  auto a = (*rt)->submit(test::greedy_request({5, 6}, 50));
+  auto b = (*rt)->submit(test::greedy_request({7, 8}, 50));
+  for (auto* h : {&a, &b}) {
+    const auto ds = read_all(*h);
+    ASSERT_FALSE(ds.empty());
+    EXPECT_EQ(ds.back().finished, finish_reason::error);
+    EXPECT_NE(ds.back().error.find("injected device fault"), std::string::npos) << ds.back().error;
+  }
+  expect_pools_empty(**rt);  // the failed step was rolled back in every pool
+}
+
+TEST(runtime, a_worker_that_throws_fails_every_request_and_never_hangs_a_caller) {
+  auto rt = runtime::start(std::make_unique<flaky_model>(fixture_model(), 2, true), {}, 2);
+  ASSERT_TRUE(rt.has_value());
+  auto a = (*rt)->submit(test::greedy_request({5, 6}, 50));
+  const auto ds = read_all(a);
+  ASSERT_FALSE(ds.empty());
+  EXPECT_EQ(ds.back().finished, finish_reason::error);
+  auto later = (*rt)->submit(test::greedy_request({5}, 2));
+  const auto ds2 = read_all(later);
+  ASSERT_FALSE(ds2.empty());
+  EXPECT_EQ(ds2.back().finished, finish_reason::error);
+  EXPECT_FALSE(ds2.back().error.empty());
+}
+
+TEST(runtime, runs_inside_an_applications_actor_system) {
+  caf::actor_system_config cfg;
+  runtime::add_message_types(cfg);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  auto rt = runtime::start_in(sys, fixture_model(), {});
+  ASSERT_TRUE(rt.has_value());
+  std::atomic<int> tokens{0};
+  std::atomic<bool> finished{false};
+  (*rt)->submit(test::greedy_request({9, 10, 11}, 6), [&](const engine::delta& d) {
+    tokens += static_cast<int>(d.tokens.size());
+    if (d.finished) finished = true;
+  });
+  (*rt)->stop();
+  EXPECT_TRUE(finished);
+  EXPECT_EQ(tokens, 6);
+}
+
+}  // namespace
+}  // namespace mstar::actors
