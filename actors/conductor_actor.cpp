@@ -252,6 +252,11 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
                 [self, sink](engine::request_spec& s) {
                   auto& st = self->state;
                   --st.arriving;
+                  if (!st.broken.empty()) {  // a part failed while it was tokenized
+                    sink->push(error_delta(s.id, st.broken));
+                    answer_drains(self);
+                    return;
+                  }
                   const auto n = std::max<std::int32_t>(1, s.sampling.n);
                   const auto rid = s.id;
                   if (auto ok = st.sched->add(std::move(s)); !ok) {
