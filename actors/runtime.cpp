@@ -226,6 +226,34 @@ result<runtime_stats> runtime::stats() {
   return out;
 }
 
+result<void> runtime::warm_up() {
+  if (!model_->on_gpu()) return {};
+  engine::request_spec spec;
+  spec.id = "mstar-warm-up";
+  spec.prompt = {0};
+  spec.stop.max_tokens = 2;
+  spec.stop.ignore_eos = true;
+  auto done = complete(*this, {std::move(spec)});
+  if (done.front().finished.front() == engine::finish_reason::error) {
+    return make_error(errc::internal, "GPU warm-up: " + done.front().errors.front());
+  }
+  return {};
+}
+
+std::vector<engine::completion> complete(runtime& rt, std::vector<engine::request_spec> requests) {
+  engine::completion_collector collector;
+  std::vector<request_handle> handles;
+  for (auto& r : requests) {
+    handles.push_back(rt.submit(r));
+    r.id = handles.back().id();
+    collector.expect(r);
+  }
+  for (auto& h : handles) {
+    while (auto d = h.next()) collector.add(*d);
+  }
+  return collector.take();
+}
+
 result<void> runtime::check_pools() {
   if (!parts_) return make_error(errc::cancelled, "the engine is stopped");
   caf::scoped_actor self{*sys_};

@@ -112,6 +112,9 @@ class runtime {
   void cancel(const engine::request_id& id);
   /// Counters of the scheduler and the pools; an error when the engine is gone.
   [[nodiscard]] result<runtime_stats> stats();
+  /// On a GPU, one throwaway request (a one-token prefill, then a decode
+  /// step) so library set-up is not paid by the first real request.
+  [[nodiscard]] result<void> warm_up();
   /// Every pool's conservation invariant (checked inside its actor).
   [[nodiscard]] result<void> check_pools();
   /// Waits until every submitted request finished, then stops the actors.
@@ -137,5 +140,10 @@ class runtime {
   std::atomic<std::uint64_t> next_id_{0};
   std::once_flag stopped_;
 };
+
+/// Submits `requests` together and waits for every delta: the completions
+/// in order (a failed request says so in its completion).
+[[nodiscard]] std::vector<engine::completion> complete(runtime& rt,
+                                                       std::vector<engine::request_spec> requests);
 
 }  // namespace mstar::actors

@@ -1,5 +1,5 @@
-// mstar-run: generate text with a model through the engine (scheduler, pools,
-// model), in one process.
+// mstar-run: generate text with a model through the engine's actors
+// (conductor, pool actors, worker, preprocess stage), in one process.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -9,7 +9,8 @@
 #include <fstream>
 #include <iostream>
 
-#include "engine/local_engine.hpp"
+#include "actors/runtime.hpp"
+#include "engine/preprocess.hpp"
 #include "models/nemotron_h.hpp"
 
 namespace {
@@ -180,7 +181,7 @@ int main(int argc, char** argv) {
   }
   auto loaded = mstar::models::nemotron_h_model::load(opt.model, run);
   if (!loaded) return fail(loaded.error().message());
-  auto made = mstar::engine::local_engine::make(std::move(*loaded), opt.engine);
+  auto made = mstar::actors::runtime::start(std::move(*loaded), opt.engine);
   if (!made) return fail(made.error().message());
   auto& engine = **made;
   const auto& model = engine.model();
@@ -226,12 +227,14 @@ int main(int argc, char** argv) {
     add_text("Once upon a time");
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto results = mstar::engine::run_to_completion(engine, std::move(requests));
+  for (auto& r : requests) {
+    if (auto ok = mstar::engine::tokenize(r, model.tok()); !ok) return fail(ok.error().message());
+  }
+  auto results = std::optional{mstar::actors::complete(engine, std::move(requests))};
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!results) return fail(results.error().message());
   for (const auto& r : *results) {
     for (const auto& e : r.errors) {
-      if (!e.empty()) return fail(fmt::format("request {}: {}", r.id, e));
+      if (!e.empty()) return fail(e);
     }
   }
   print_text(opt, model, *results);
