@@ -1,0 +1,197 @@
+// The engine's control plane and end-to-end decode, each against the same
+// work without the actors, in the same run:
+// - control: decode steps of 256 running requests on a null model (the
+//   embedded model's pools and step declarations, no math in the forward),
+//   through the actors (conductor, pool actors, worker) vs the same
+//   scheduler and pools called directly (engine::local_engine). Reported as
+//   steps/s and µs per step (goal: under 100 µs per step through the actors).
+// - e2e: decode tokens/s of the embedded model through the actors vs the
+//   direct loop (goal: ratio >= 0.95).
+#include <CLI/CLI.hpp>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "actors/runtime.hpp"
+#include "bench/harness.hpp"
+#include "engine/local_engine.hpp"
+#include "models/nemotron_h.hpp"
+
+namespace {
+
+using mstar::engine::request_spec;
+using clock_type = std::chrono::steady_clock;
+
+// The embedded model's pools and declarations; a forward that does no math.
+class null_model final : public mstar::models::causal_lm {
+ public:
+  explicit null_model(std::unique_ptr<mstar::models::causal_lm> shape) : shape_(std::move(shape)) {}
+  const mstar::models::tokenizer* tok() const noexcept override { return shape_->tok(); }
+  std::int64_t vocab_size() const noexcept override { return shape_->vocab_size(); }
+  std::span<const std::int64_t> eos_token_ids() const noexcept override { return {}; }
+  bool prefix_skip_safe() const noexcept override { return false; }
+  mstar::result<mstar::models::pool_spec> pools(const mstar::models::pool_options& o) const override {
+    return shape_->pools(o);
+  }
+  mstar::result<void> bind(mstar::resources::kv_pool*, mstar::resources::recurrent_state_pool*) override {
+    return {};
+  }
+  mstar::models::step_request declare(std::span<const mstar::models::step_row> rows) const override {
+    return shape_->declare(rows);
+  }
+  mstar::result<mstar::models::forward_output> forward(
+      std::span<const mstar::models::step_row> rows, const mstar::models::step_plans&,
+      std::span<const mstar::models::row_sampling> draws) override {
+    mstar::models::forward_output out;
+    if (draws.empty()) {
+      out.logits.assign(rows.size() * static_cast<std::size_t>(vocab_size()), 0.0F);
+    } else {
+      out.sampled.assign(rows.size(), 5);
+    }
+    return out;
+  }
+  std::string device_name() const override { return "null"; }
+  mstar::dtype compute_dtype() const noexcept override { return mstar::dtype::float32; }
+  std::int64_t num_parameters() const noexcept override { return 0; }
+  bool on_gpu() const noexcept override { return false; }
+
+ private:
+  std::unique_ptr<mstar::models::causal_lm> shape_;
+};
+
+std::unique_ptr<mstar::models::causal_lm> load(const std::string& dir) {
+  auto m = mstar::models::nemotron_h_model::load(dir);
+  if (!m) {
+    std::fprintf(stderr, "engine bench: %s\n", m.error().message().c_str());
+    std::exit(1);
+  }
+  return std::move(*m);
+}
+
+std::vector<request_spec> requests(int count, int prompt, int tokens) {
+  std::vector<request_spec> out(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    for (int t = 0; t < prompt; ++t) out[i].prompt.push_back(static_cast<std::uint32_t>(3 + (i * 31 + t * 7) % 250));
+    out[i].stop.max_tokens = tokens;
+    out[i].stop.ignore_eos = true;
+  }
+  return out;
+}
+
+// Seconds from every request's first token to the last token of all, direct.
+double direct_decode_s(mstar::engine::local_engine& e, const std::vector<request_spec>& reqs) {
+  for (const auto& r : reqs) (void)e.submit(r);
+  auto s = e.step();  // prefill of every prompt (the budget holds them all)
+  (void)s;
+  const auto t0 = clock_type::now();
+  while (!e.idle()) {
+    if (auto d = e.step(); !d) {
+      std::fprintf(stderr, "engine bench: %s\n", d.error().message().c_str());
+      std::exit(1);
+    }
+  }
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// The same through the actors: from the moment every request has its first
+// token until every request finished.
+double actor_decode_s(mstar::actors::runtime& rt, const std::vector<request_spec>& reqs) {
+  std::mutex m;
+  std::condition_variable cv;
+  std::size_t first = 0, done = 0;
+  clock_type::time_point t0, t1;
+  for (const auto& r : reqs) {
+    auto seen = std::make_shared<bool>(false);
+    rt.submit(r, [&, seen](const mstar::engine::delta& d) {
+      std::lock_guard lock{m};
+      if (!*seen && !d.tokens.empty()) {
+        *seen = true;
+        if (++first == reqs.size()) t0 = clock_type::now();
+      }
+      if (d.finished && ++done == reqs.size()) {
+        t1 = clock_type::now();
+        cv.notify_all();
+      }
+    });
+  }
+  std::unique_lock lock{m};
+  cv.wait(lock, [&] { return done == reqs.size(); });
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+mstar::engine::engine_config roomy(int rows) {
+  mstar::engine::engine_config c;
+  c.pools.max_slots = rows + 1;
+  c.pools.max_num_pages = 8192;
+  c.pools.prefix_cache = false;
+  c.scheduler.max_running = rows;
+  c.scheduler.max_batched_tokens = 1 << 16;
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"engine benchmark: control-plane cost per step and end-to-end decode through the "
+               "actors, each against the direct loop in the same run"};
+  bool as_json = false;
+  int rounds = 3, rows = 256, steps = 200;
+  std::string model = MSTAR_EMBEDDED_MODEL_DIR;
+  app.add_flag("--json", as_json, "One JSON object per line");
+  app.add_option("--rounds", rounds, "Rounds per case (median)")->check(CLI::PositiveNumber);
+  app.add_option("--rows", rows, "Running requests in the control-plane case")->check(CLI::Range(1, 4096));
+  app.add_option("--steps", steps, "Decode steps per round")->check(CLI::Range(2, 100000));
+  app.add_option("--model", model, "Model folder (its pools shape the null model)");
+  CLI11_PARSE(app, argc, argv);
+  std::vector<mstar::bench::comparison> results;
+
+  // Control plane: null model, `rows` requests decoding `steps` steps.
+  {
+    const auto reqs = requests(rows, 16, steps + 1);
+    auto direct = mstar::engine::local_engine::make(std::make_unique<null_model>(load(model)), roomy(rows));
+    auto actors = mstar::actors::runtime::start(std::make_unique<null_model>(load(model)), roomy(rows));
+    if (!direct || !actors) {
+      std::fprintf(stderr, "engine bench: could not start the engines\n");
+      return 1;
+    }
+    const auto [through, called] = mstar::bench::interleaved_rates(
+        [&] { (void)actor_decode_s(**actors, reqs); }, [&] { (void)direct_decode_s(**direct, reqs); },
+        1.0, 1);
+    (void)through;
+    (void)called;
+    std::vector<double> a, d;
+    for (int r = 0; r < rounds; ++r) {
+      a.push_back(actor_decode_s(**actors, reqs) / steps);
+      d.push_back(direct_decode_s(**direct, reqs) / steps);
+    }
+    std::sort(a.begin(), a.end());
+    std::sort(d.begin(), d.end());
+    const double a_s = a[a.size() / 2], d_s = d[d.size() / 2];
+    results.push_back({"engine", fmt::format("control_b{}_null_model", rows), "steps_per_s", "1/s",
+                       "direct_scheduler_and_pools", 1.0 / a_s, 1.0 / d_s,
+                       {{"us_per_step_actors", 1e6 * a_s}, {"us_per_step_direct", 1e6 * d_s},
+                        {"actor_overhead_us_per_step", 1e6 * (a_s - d_s)}}});
+  }
+  // End to end on the real model: decode tokens/s, actors vs direct loop.
+  {
+    const int batch = 4, tokens = 64;
+    const auto reqs = requests(batch, 8, tokens);
+    auto direct = mstar::engine::local_engine::make(load(model), roomy(batch));
+    auto actors = mstar::actors::runtime::start(load(model), roomy(batch));
+    if (!direct || !actors) return 1;
+    const double items = static_cast<double>(batch) * (tokens - 1);
+    std::vector<double> a, d;
+    (void)actor_decode_s(**actors, reqs);
+    (void)direct_decode_s(**direct, reqs);
+    for (int r = 0; r < rounds; ++r) {
+      a.push_back(items / actor_decode_s(**actors, reqs));
+      d.push_back(items / direct_decode_s(**direct, reqs));
+    }
+    std::sort(a.begin(), a.end());
+    std::sort(d.begin(), d.end());
+    results.push_back({"engine", fmt::format("e2e_embedded_decode_b{}", batch), "tokens_per_s",
+                       "1/s", "direct_loop", a[a.size() / 2], d[d.size() / 2], {}});
+  }
+  mstar::bench::report(results, as_json);
+  return 0;
+}
