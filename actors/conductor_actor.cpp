@@ -230,7 +230,7 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
   auto& state = self->state;
   engine::model_facts facts{parts.model->vocab_size(),
                             {parts.model->eos_token_ids().begin(), parts.model->eos_token_ids().end()},
-                            parts.model->tok()};
+                            parts.model->tok(), parts.extend_chains};
   state.sched = std::make_unique<engine::scheduler>(parts.limits, std::move(facts));
   state.parts = std::move(parts);
   for (const auto& p : state.parts.pools) self->monitor(p);

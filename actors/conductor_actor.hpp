@@ -26,6 +26,7 @@ struct conductor_parts {
   std::vector<pool_actor> pools;                   ///< in dependency order
   worker_actor worker;
   preprocess_actor preprocess;
+  bool extend_chains = false;  ///< the KV pool keeps a prefix cache: feed it generated ids
 };
 
 /// Spawns the conductor; it monitors every part.

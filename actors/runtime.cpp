@@ -152,7 +152,9 @@ result<std::unique_ptr<runtime>> runtime::launch(std::unique_ptr<runtime> rt,
   if (rec) p->pools.push_back(spawn_pool_actor(sys, rec, shared));
   p->worker = spawn_worker_actor(sys, shared);
   p->preprocess = spawn_preprocess_actor(sys, shared);
-  p->conductor = spawn_conductor(sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess});
+  const bool chains = kv && kv->kv()->prefix_cache_open();
+  p->conductor = spawn_conductor(
+      sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess, chains});
   rt->parts_ = std::move(p);
   return rt;
 }

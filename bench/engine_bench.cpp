@@ -136,20 +136,25 @@ int main(int argc, char** argv) {
                "actors, each against the direct loop in the same run"};
   bool as_json = false;
   int rounds = 3, rows = 256, steps = 200;
+  std::size_t threads = 0;
   std::string model = MSTAR_EMBEDDED_MODEL_DIR;
+  std::vector<std::string> cases{"control", "e2e"};
+  app.add_option("--cases", cases, "Which cases: control, e2e")->capture_default_str();
   app.add_flag("--json", as_json, "One JSON object per line");
   app.add_option("--rounds", rounds, "Rounds per case (median)")->check(CLI::PositiveNumber);
   app.add_option("--rows", rows, "Running requests in the control-plane case")->check(CLI::Range(1, 4096));
   app.add_option("--steps", steps, "Decode steps per round")->check(CLI::Range(2, 100000));
   app.add_option("--model", model, "Model folder (its pools shape the null model)");
+  app.add_option("--threads", threads, "Scheduler threads of the actor system (0: default)");
   CLI11_PARSE(app, argc, argv);
   std::vector<mstar::bench::comparison> results;
 
+  auto wanted = [&](const char* c) { return std::find(cases.begin(), cases.end(), c) != cases.end(); };
   // Control plane: null model, `rows` requests decoding `steps` steps.
-  {
+  if (wanted("control")) {
     const auto reqs = requests(rows, 16, steps + 1);
     auto direct = mstar::engine::local_engine::make(std::make_unique<null_model>(load(model)), roomy(rows));
-    auto actors = mstar::actors::runtime::start(std::make_unique<null_model>(load(model)), roomy(rows));
+    auto actors = mstar::actors::runtime::start(std::make_unique<null_model>(load(model)), roomy(rows), threads);
     if (!direct || !actors) {
       std::fprintf(stderr, "engine bench: could not start the engines\n");
       return 1;
@@ -173,7 +178,7 @@ int main(int argc, char** argv) {
                         {"actor_overhead_us_per_step", 1e6 * (a_s - d_s)}}});
   }
   // End to end on the real model: decode tokens/s, actors vs direct loop.
-  {
+  if (wanted("e2e")) {
     const int batch = 4, tokens = 64;
     const auto reqs = requests(batch, 8, tokens);
     auto direct = mstar::engine::local_engine::make(load(model), roomy(batch));

@@ -34,7 +34,8 @@ result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models:
   auto e = std::unique_ptr<local_engine>(new local_engine);
   model_facts facts{model->vocab_size(),
                     {model->eos_token_ids().begin(), model->eos_token_ids().end()},
-                    model->tok()};
+                    model->tok(),
+                    (*pools)->kv() != nullptr && (*pools)->kv()->prefix_cache_open()};
   e->model_ = std::move(model);
   e->pools_ = std::move(*pools);
   e->sched_ = std::make_unique<scheduler>(config.scheduler, std::move(facts));

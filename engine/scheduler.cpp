@@ -172,8 +172,10 @@ scheduled_step scheduler::schedule() {
     for (auto* s : seqs) finish(*s, finish_reason::cancelled, {}, pending_);
   }
   started_.clear();
+  rows_.clear();
   if (running_.empty()) hold_admissions_ = false;  // nothing left to make room for
   scheduled_step step;
+  step.serial = ++serial_;
   std::int64_t budget = config_.max_batched_tokens;
   auto add_row = [&](sequence& s, std::int64_t chunk) {
     const auto from = static_cast<std::ptrdiff_t>(s.computed);
@@ -181,6 +183,7 @@ scheduled_step scheduler::schedule() {
     row.samples = s.computed + chunk == static_cast<std::int64_t>(s.tokens.size());
     budget -= chunk;
     step.rows.push_back(std::move(row));
+    rows_.push_back(&s);
   };
   // Decode rows first, then the running sequences' next prefill chunks.
   for (auto* s : running_) {
@@ -210,8 +213,9 @@ scheduled_step scheduler::schedule() {
     add_row(*s, std::min(static_cast<std::int64_t>(s->tokens.size()) - s->computed, budget));
   }
   // How the rows draw: on the device unless one needs the logits here.
-  for (const auto& row : step.rows) {
-    const auto* s = by_rid_.at(row.rid);
+  for (std::size_t r = 0; r < step.rows.size(); ++r) {
+    const auto& row = step.rows[r];
+    const auto* s = rows_[r];
     const auto& spec = s->req->spec;
     if (row.samples && (spec.sampling.needs_logits() || spec.keep_logits)) step.want_logits = true;
     const auto& p = spec.sampling;
@@ -303,8 +307,11 @@ result<void> scheduler::take_token(sequence& s, const scheduled_row& row, std::s
     }
   }
   s.tokens.push_back(id);
-  ++s.counts[id];
-  out.extend.emplace_back(s.rid, std::vector<token_id>{id});
+  const auto& p = spec.sampling;
+  if (p.presence_penalty != 0.0F || p.frequency_penalty != 0.0F || p.repetition_penalty != 1.0F) {
+    ++s.counts[id];  // only penalties read them
+  }
+  if (facts_.extend_chains) out.extend.emplace_back(s.rid, std::vector<token_id>{id});
   d.tokens.push_back(id);
   if (!s.first_token_seen) {
     s.first_token_seen = true;
@@ -338,7 +345,9 @@ step_result scheduler::on_ran(const scheduled_step& step, const models::forward_
   hold_admissions_ = false;
   for (std::size_t r = 0; r < step.rows.size(); ++r) {
     const auto& row = step.rows[r];
-    auto* s = find(row.rid);
+    // The rows of the step just scheduled (none ended since: cancellations
+    // apply at `schedule` only); a foreign step goes through the id map.
+    auto* s = step.serial == serial_ ? rows_[r] : find(row.rid);
     if (s == nullptr || s->finished) continue;
     s->computed += static_cast<std::int64_t>(row.tokens.size());
     if (!row.samples) continue;

@@ -42,6 +42,9 @@ struct model_facts {
   std::int64_t vocab_size = 0;
   std::vector<std::int64_t> eos_token_ids;
   const models::tokenizer* tok = nullptr;  ///< null: token-id prompts only
+  /// Whether generated ids extend the KV pool's prefix chain (only when its
+  /// prefix cache is open): `step_result::extend` stays empty otherwise.
+  bool extend_chains = false;
 };
 
 /// One row of a step: a sequence and the tokens it feeds.
@@ -58,6 +61,7 @@ struct scheduled_step {
   /// logits on the host (penalties, log-probabilities, kept logits).
   bool want_logits = false;
   std::vector<models::row_sampling> draws;
+  std::uint64_t serial = 0;  ///< which `schedule` call made it
   [[nodiscard]] bool empty() const noexcept { return rows.empty(); }
 };
 
@@ -146,6 +150,8 @@ class scheduler {
   std::deque<sequence*> waiting_;  ///< by arrival; preempted ones return to the front
   std::vector<sequence*> running_;  ///< by arrival
   std::vector<sequence*> started_;  ///< sequences the last schedule moved from waiting
+  std::vector<sequence*> rows_;     ///< the last scheduled step's sequences, row by row
+  std::uint64_t serial_ = 0;        ///< the last scheduled step's serial
   bool hold_admissions_ = false;    ///< a newcomer was refused: none join until a step runs
   step_result pending_;
   std::uint64_t arrivals_ = 0;
