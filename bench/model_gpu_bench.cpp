@@ -16,6 +16,7 @@
 #include <random>
 
 #include "kernels/device.hpp"
+#include "actors/runtime.hpp"
 #include "engine/local_engine.hpp"
 #include "models/nemotron_h.hpp"
 
@@ -41,10 +42,19 @@ std::vector<request_spec> prompts(int batch, int length, int new_tokens, std::in
 
 // Seconds for one generate() call over `reqs`; `inner` gets the longest
 // first-to-last-token time of its requests (the decode steps alone).
-mstar::result<double> timed(local_engine& engine, const std::vector<request_spec>& reqs,
+// Either engine: the direct loop, or the actors (conductor, pool actors,
+// worker) when `rt` is set.
+struct engines {
+  local_engine* direct = nullptr;
+  mstar::actors::runtime* rt = nullptr;
+};
+
+mstar::result<double> timed(engines e, const std::vector<request_spec>& reqs,
                             double* inner = nullptr) {
   const auto t0 = clock_type::now();
-  auto got = mstar::engine::run_to_completion(engine, reqs);
+  auto got = e.rt != nullptr
+                 ? mstar::result<std::vector<mstar::engine::completion>>{mstar::actors::complete(*e.rt, reqs)}
+                 : mstar::engine::run_to_completion(*e.direct, reqs);
   if (!got)
     return got.error();
   double longest = 0;
@@ -71,6 +81,7 @@ int main(int argc, char** argv) {
   int prompt_len = 32, new_tokens = 128, repeats = 3;
   std::uint64_t seed = 7;
   bool json = false, no_graphs = false;
+  std::string through = "direct";
   app.add_option("--model", model_dir, "Checkpoint folder")->required();
   app.add_option("--device", device, "cuda, cuda:N or cpu")->capture_default_str();
   app.add_option("--dtype", dtype, "bfloat16 or float32")->capture_default_str();
@@ -83,6 +94,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "Prompt seed")->capture_default_str();
   app.add_flag("--json", json, "One JSON object per batch size");
   app.add_flag("--no-cuda-graphs", no_graphs, "Launch every kernel of a decode step (no graphs)");
+  app.add_option("--through", through, "direct (engine::local_engine) or actors (the runtime)")
+      ->check(CLI::IsMember({"direct", "actors"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (new_tokens < 2 || repeats < 1 || prompt_len < 1) {
     std::fprintf(stderr, "mstar-bench-model-gpu: need --new-tokens >= 2, --repeats >= 1, "
@@ -120,12 +134,24 @@ int main(int argc, char** argv) {
     return 1;
   }
   const nemotron_h_model& m = **model;
-  auto made = local_engine::make(std::move(*model), config);
-  if (!made) {
-    std::fprintf(stderr, "mstar-bench-model-gpu: %s\n", made.error().message().c_str());
-    return 1;
+  std::unique_ptr<local_engine> direct;
+  std::unique_ptr<mstar::actors::runtime> rt;
+  if (through == "actors") {
+    auto made = mstar::actors::runtime::start(std::move(*model), config);
+    if (!made) {
+      std::fprintf(stderr, "mstar-bench-model-gpu: %s\n", made.error().message().c_str());
+      return 1;
+    }
+    rt = std::move(*made);
+  } else {
+    auto made = local_engine::make(std::move(*model), config);
+    if (!made) {
+      std::fprintf(stderr, "mstar-bench-model-gpu: %s\n", made.error().message().c_str());
+      return 1;
+    }
+    direct = std::move(*made);
   }
-  auto& engine = **made;
+  const engines engine{direct.get(), rt.get()};
   std::fprintf(stderr, "model %s: %lld parameters on %s (%s)\n", model_dir.c_str(),
                static_cast<long long>(m.num_parameters()), m.device_name().c_str(),
                std::string{mstar::to_string(m.compute_dtype())}.c_str());
@@ -174,6 +200,7 @@ int main(int argc, char** argv) {
                           {"tN_s", tns},
                           {"dtype", dtype},
                           {"cuda_graphs", !no_graphs},
+                          {"through", through},
                           {"device", m.device_name()},
                           {"params", m.num_parameters()}};
       std::cout << line.dump() << std::endl;

@@ -13,7 +13,7 @@ for t in "${targets[@]}"; do
   f=$(find "$build" -name "$t" -type f -perm -u+x | head -1)
   strip -o "$root/.carry/bin/$t" "$f"
 done
-libs=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9)
+libs=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9 libcaf_core.so.0.17.6)
 stage=$(mktemp -d)
 mkdir -p "$stage/lib"
 for l in "${libs[@]}"; do cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"; done
