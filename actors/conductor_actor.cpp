@@ -146,35 +146,63 @@ void run_forward(self_ptr self, const step_ptr& p, std::vector<plans_ptr> plans)
             });
 }
 
-void admit_from(self_ptr self, const step_ptr& p, std::size_t i) {
-  auto& pools = self->state.parts.pools;
-  if (i == pools.size()) {
-    ask_all<plans_ptr>(
-        self, [self, p](std::vector<plans_ptr> plans) { run_forward(self, p, std::move(plans)); },
-        plan_atom_v);
-    return;
+// Admits (and plans) the step in every pool at once: the KV and recurrent
+// pools do not depend on each other. A refusal unwinds the pools that
+// admitted (the refuser unwound itself) and the scheduler shrinks the step.
+void admit_everywhere(self_ptr self, const step_ptr& p) {
+  const auto& pools = self->state.parts.pools;
+  struct gather {
+    std::vector<admit_reply> replies;
+    std::vector<plans_ptr> plans;
+    std::size_t left = 0;
+    bool failed = false;
+  };
+  auto g = std::make_shared<gather>();
+  g->replies.resize(pools.size());
+  g->plans.resize(pools.size());
+  g->left = pools.size();
+  auto all_answered = [self, p, g] {
+    auto& st = self->state;
+    const auto refused = std::find_if(g->replies.begin(), g->replies.end(),
+                                      [](const admit_reply& r) { return !r.ok; });
+    if (refused == g->replies.end()) {
+      run_forward(self, p, std::move(g->plans));
+      return;
+    }
+    for (std::size_t k = 0; k < g->replies.size(); ++k) {
+      if (g->replies[k].ok) {
+        self->request(st.parts.pools[k], caf::infinite, rollback_atom_v).then([](bool) {});
+      }
+    }
+    ++st.counters.refused_steps;
+    release(self, st.sched->on_refused(p->step, fmt::format("{} pool refused: {}",
+                                                              refused->refused_by, refused->why)));
+    apply(self, st.sched->take_pending());
+    step_done(self);
+  };
+  for (std::size_t i = 0; i < pools.size(); ++i) {
+    self->request(pools[i], caf::infinite, admit_atom_v, p)
+        .then(
+            [g, i, all_answered](admit_reply& r, plans_ptr& plans) {
+              if (g->failed) return;
+              g->replies[i] = std::move(r);
+              g->plans[i] = std::move(plans);
+              if (--g->left == 0) all_answered();
+            },
+            [self, p, g](caf::error& e) {
+              // A pool could not plan (its admit was undone) or is gone.
+              if (g->failed) return;
+              g->failed = true;
+              const auto why = self->system().render(e);
+              ask_all<bool>(
+                  self,
+                  [self, p, why](std::vector<bool>) {
+                    apply(self, self->state.sched->on_failed(p->step, why));
+                    step_done(self);
+                  },
+                  rollback_atom_v);
+            });
   }
-  self->request(pools[i], caf::infinite, admit_atom_v, p)
-      .then(
-          [self, p, i](const admit_reply& r) {
-            if (r.ok) {
-              admit_from(self, p, i + 1);
-              return;
-            }
-            // The refusing pool unwound itself; the ones before it, newest
-            // first (the step runner's order, across actors).
-            for (std::size_t k = i; k-- > 0;) {
-              self->request(self->state.parts.pools[k], caf::infinite, rollback_atom_v)
-                  .then([](bool) {});
-            }
-            ++self->state.counters.refused_steps;
-            auto& sched = *self->state.sched;
-            release(self, sched.on_refused(p->step, fmt::format("{} pool refused: {}",
-                                                                 r.refused_by, r.why)));
-            apply(self, sched.take_pending());
-            step_done(self);
-          },
-          [self](caf::error& e) { fail_everything(self, "a pool failed: " + self->system().render(e)); });
 }
 
 void run_step(self_ptr self) {
@@ -190,7 +218,7 @@ void run_step(self_ptr self) {
   payload->step = std::move(step);
   for (const auto& r : payload->step.rows) payload->rows.push_back({r.rid, r.tokens});
   payload->request = st.parts.model->declare(payload->rows);
-  admit_from(self, step_ptr{std::move(payload)}, 0);
+  admit_everywhere(self, step_ptr{std::move(payload)});
 }
 
 // Registers each sequence in every pool, agrees the cached prefix (the

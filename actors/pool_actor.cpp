@@ -16,20 +16,22 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
   self->state.keep_alive = std::move(keep_alive);
   self->state.pools = std::move(pools);
   return {
-      [self](admit_atom, const step_ptr& p) -> admit_reply {
+      [self](admit_atom, const step_ptr& p) -> caf::result<admit_reply, plans_ptr> {
         auto& st = self->state;
         st.payload = p;
         st.step = {};
         st.step.request = std::shared_ptr<const models::step_request>(p, &p->request);
         for (const auto& r : p->rows) st.step.ctx.request_ids.push_back(r.rid);
         const auto out = st.pools->admit(st.step);
-        if (out.ok()) return {};
-        return {false, out.failed_resource, resources::refusal_message(*out.outcome.reason)};
-      },
-      [self](plan_atom) -> caf::result<plans_ptr> {
-        auto plans = self->state.pools->plan(self->state.step);
+        if (!out.ok()) {
+          st.payload.reset();
+          return {admit_reply{false, out.failed_resource,
+                              resources::refusal_message(*out.outcome.reason)},
+                  plans_ptr{}};
+        }
+        auto plans = st.pools->plan(st.step);  // rolls the admit back on error
         if (!plans) return failure(plans.error());
-        return std::make_shared<const models::step_plans>(std::move(*plans));
+        return {admit_reply{}, plans_ptr{std::make_shared<const models::step_plans>(std::move(*plans))}};
       },
       [self](commit_atom) -> caf::result<bool> {
         auto& st = self->state;

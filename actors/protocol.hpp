@@ -112,7 +112,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(mstar, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(mstar, (std::vector<std::string>))
   CAF_ADD_TYPE_ID(mstar, (std::vector<std::uint32_t>))
   CAF_ADD_ATOM(mstar, mstar::actors, admit_atom, "admit")
-  CAF_ADD_ATOM(mstar, mstar::actors, plan_atom, "plan")
   CAF_ADD_ATOM(mstar, mstar::actors, commit_atom, "commit")
   CAF_ADD_ATOM(mstar, mstar::actors, rollback_atom, "rollback")
   CAF_ADD_ATOM(mstar, mstar::actors, register_atom, "register")
@@ -133,10 +132,10 @@ namespace mstar::actors {
 
 /// A pool actor (`kv_pool_actor`, `recurrent_pool_actor`): owns one pool
 /// (a pool_set holding just it) and answers the step protocol. One step is
-/// in flight at a time: admit, then plan and commit, or rollback.
+/// in flight at a time: admit (which plans too when it admits: one round
+/// trip), then commit, or rollback.
 using pool_actor = caf::typed_actor<
-    caf::replies_to<admit_atom, step_ptr>::with<admit_reply>,
-    caf::replies_to<plan_atom>::with<plans_ptr>,
+    caf::replies_to<admit_atom, step_ptr>::with<admit_reply, plans_ptr>,
     caf::replies_to<commit_atom>::with<bool>,
     caf::replies_to<rollback_atom>::with<bool>,
     // Registers a sequence with its tokens; answers the cached prompt

@@ -110,6 +110,10 @@ result<std::unique_ptr<runtime>> runtime::start(std::unique_ptr<models::causal_l
   rt->own_config_ = std::make_unique<caf::actor_system_config>();
   add_message_types(*rt->own_config_);
   if (threads > 0) rt->own_config_->set("scheduler.max-threads", threads);
+  // Work stealing sleeps between polls (50 µs, then 10 ms) when idle, and a
+  // step's replies often find the scheduler asleep: the sharing policy wakes
+  // a thread on a condition variable the moment a message arrives.
+  rt->own_config_->set("scheduler.policy", caf::atom("sharing"));
   rt->own_config_->set("logger.verbosity", caf::atom("quiet"));
   rt->own_system_ = std::make_unique<caf::actor_system>(*rt->own_config_);
   rt->sys_ = rt->own_system_.get();

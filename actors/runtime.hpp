@@ -35,8 +35,11 @@ struct runtime_options {
   std::string model;            ///< model folder
   models::run_options run;      ///< device and precision
   engine::engine_config engine; ///< scheduler limits and pool sizes
-  /// Worker threads of the runtime's own actor system (0: CAF's default).
-  std::size_t threads = 0;
+  /// Scheduler threads of the runtime's own actor system (0: CAF's
+  /// default, one per core). The conductor and pool actors are bookkeeping
+  /// that waits on each other: on one thread their round trips are queue
+  /// operations, not wake-ups. The worker runs on a thread of its own.
+  std::size_t threads = 1;
 };
 
 /// One request's stream of deltas. Move-only; destroying it before the last
@@ -87,7 +90,7 @@ class runtime {
   /// The same over an already loaded model.
   [[nodiscard]] static result<std::unique_ptr<runtime>> start(
       std::unique_ptr<models::causal_lm> model, const engine::engine_config& config,
-      std::size_t threads = 0);
+      std::size_t threads = 1);
   /// Starts the actors inside the application's actor system, whose config
   /// registered mstar's message types (`add_message_types`). The system
   /// must outlive the runtime.
