@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "actors/conductor_actor.hpp"
 #include "actors/pool_actor.hpp"
 #include "actors/protocol.hpp"
@@ -154,7 +156,7 @@ result<std::unique_ptr<runtime>> runtime::launch(std::unique_ptr<runtime> rt,
   auto p = std::make_unique<parts>();
   if (kv) p->pools.push_back(spawn_pool_actor(sys, kv, shared));
   if (rec) p->pools.push_back(spawn_pool_actor(sys, rec, shared));
-  p->worker = spawn_worker_actor(sys, shared);
+  p->worker = spawn_worker_actor(sys, shared, std::getenv("MSTAR_WORKER_THREAD") != nullptr);
   p->preprocess = spawn_preprocess_actor(sys, shared);
   const bool chains = kv && kv->kv()->prefix_cache_open();
   p->conductor = spawn_conductor(

@@ -42,8 +42,10 @@ preprocess_actor::behavior_type preprocess_behavior(
 
 }  // namespace
 
-worker_actor spawn_worker_actor(caf::actor_system& sys, std::shared_ptr<models::causal_lm> model) {
-  return sys.spawn<caf::detached>(worker_behavior, std::move(model));
+worker_actor spawn_worker_actor(caf::actor_system& sys, std::shared_ptr<models::causal_lm> model,
+                                bool own_thread) {
+  if (own_thread) return sys.spawn<caf::detached>(worker_behavior, std::move(model));
+  return sys.spawn(worker_behavior, std::move(model));
 }
 
 preprocess_actor spawn_preprocess_actor(caf::actor_system& sys,

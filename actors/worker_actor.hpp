@@ -1,9 +1,11 @@
 #pragma once
 
 // The worker actor: owns the model backend (its weights, its device
-// stream) and runs a step's kernels against the plans the pools made. It
-// runs on a detached thread of its own: a forward blocks for the length of
-// the kernels and must not hold a scheduler thread the pools need.
+// stream) and runs a step's kernels against the plans the pools made. A
+// forward blocks for the length of the kernels. By default it runs on the
+// scheduler's thread like the pools: nothing else can happen during a step
+// until overlap scheduling exists, and two thread hand-offs per step cost
+// more than they hide. `own_thread` gives it a thread of its own.
 
 #include <memory>
 
@@ -20,7 +22,8 @@ struct worker_state {
 
 /// Spawns the worker owning `model` (bound to its pools already).
 [[nodiscard]] worker_actor spawn_worker_actor(caf::actor_system& sys,
-                                              std::shared_ptr<models::causal_lm> model);
+                                              std::shared_ptr<models::causal_lm> model,
+                                              bool own_thread = false);
 
 /// The preprocess actor: tokenizes text prompts with the model's tokenizer
 /// (immutable, shared with the worker read-only).

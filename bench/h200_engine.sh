@@ -34,6 +34,10 @@ for round in 1 2; do
     "$bin/mstar-bench-model-gpu" --model "$ckpt" --batch 1 16 64 --new-tokens 128 --repeats 3 \
       --through "$through" --json | tee -a "$out/engine-e2e.jsonl"
   done
+  # The worker on a thread of its own (MSTAR_WORKER_THREAD), for comparison.
+  MSTAR_WORKER_THREAD=1 "$bin/mstar-bench-model-gpu" --model "$ckpt" --batch 1 16 64 \
+    --new-tokens 128 --repeats 3 --through actors --json |
+    sed 's/"through":"actors"/"through":"actors_worker_thread"/' | tee -a "$out/engine-e2e.jsonl"
 done
 python3 - "$out" <<'PY'
 import json, pathlib, sys, statistics
@@ -43,10 +47,11 @@ for line in (out / "engine-e2e.jsonl").read_text().splitlines():
     if line.strip():
         r = json.loads(line)
         rates.setdefault((r["through"], r["batch"]), []).append(r["decode_tokens_per_s"])
-rows = ["| batch | direct loop tok/s | through the actors tok/s | ratio |", "| --- | --- | --- | --- |"]
+rows = ["| batch | direct loop tok/s | through the actors tok/s | ratio | worker on its own thread tok/s | ratio |", "| --- | --- | --- | --- | --- | --- |"]
 for b in sorted({k[1] for k in rates}):
     d = statistics.median(rates[("direct", b)]); a = statistics.median(rates[("actors", b)])
-    rows.append(f"| {b} | {d:,.0f} | {a:,.0f} | {a / d:.3f} |")
+    w = statistics.median(rates.get(("actors_worker_thread", b), [float("nan")]))
+    rows.append(f"| {b} | {d:,.0f} | {a:,.0f} | {a / d:.3f} | {w:,.0f} | {w / d:.3f} |")
 (out / "engine-table.md").write_text("\n".join(rows) + "\n")
 print("\n".join(rows))
 PY
