@@ -58,9 +58,12 @@ bool local_engine::cancel(const request_id& id) { return sched_->cancel(id); }
 void local_engine::collect(step_result res, std::vector<delta>& out) {
   for (const auto& [rid, ids] : res.extend) pools_->extend(rid, ids);
   apply_actions(res.actions, *pools_, *sched_);
-  for (auto& d : res.deltas) {
-    counters_.generated_tokens += static_cast<std::int64_t>(d.tokens.size());
-    out.push_back(std::move(d));
+  for (const auto& d : res.deltas) counters_.generated_tokens += static_cast<std::int64_t>(d.tokens.size());
+  if (out.empty()) {
+    out = std::move(res.deltas);
+  } else {
+    out.insert(out.end(), std::make_move_iterator(res.deltas.begin()),
+               std::make_move_iterator(res.deltas.end()));
   }
 }
 

@@ -342,6 +342,7 @@ result<void> scheduler::take_token(sequence& s, const scheduled_row& row, std::s
 
 step_result scheduler::on_ran(const scheduled_step& step, const models::forward_output& output) {
   step_result out;
+  out.deltas.reserve(step.rows.size());
   hold_admissions_ = false;
   for (std::size_t r = 0; r < step.rows.size(); ++r) {
     const auto& row = step.rows[r];

@@ -1,0 +1,116 @@
+#pragma once
+
+// How a step's typed request and plans serialize with CAF's inspectors, so
+// they can cross a process boundary as messages (the disaggregation issue
+// sends them between nodes; in one process they travel by pointer, see
+// protocol.hpp). A graph lease's static buffer pointers
+// (`recurrent_addressing::graph_*`) are node-local and never serialized:
+// the receiving pool plans its own.
+
+#include <caf/meta/type_name.hpp>
+#include <caf/serializer.hpp>
+
+#include <optional>
+
+#include "models/causal_lm.hpp"
+#include "resources/kv/kv_pool.hpp"
+#include "resources/recurrent/pool.hpp"
+
+namespace mstar::resources {
+
+/// An optional value as a presence flag and the value (serializers and
+/// deserializers alike).
+template <class Inspector, class T>
+typename Inspector::result_type inspect_optional(Inspector& f, std::optional<T>& x) {
+  bool has = x.has_value();
+  T value = has ? *x : T{};
+  if constexpr (Inspector::reads_state) {
+    return f(has, value);
+  } else {
+    auto err = f(has, value);
+    if (has) {
+      x = std::move(value);
+    } else {
+      x.reset();
+    }
+    return err;
+  }
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, segment& x) {
+  return f(caf::meta::type_name("segment"), x.rid, x.label, x.span);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, retention_policy& x) {
+  return f(caf::meta::type_name("retention_policy"), x.context_budget, x.protected_prefix);
+}
+
+/// An optional member as the inspectors see it (std::optional has no
+/// inspect of its own in CAF 0.17).
+template <class T>
+struct optional_field {
+  std::optional<T>* x;
+};
+
+template <class Inspector, class T>
+typename Inspector::result_type inspect(Inspector& f, optional_field<T>& o) {
+  return inspect_optional(f, *o.x);
+}
+
+template <class T>
+optional_field<T> optional_of(std::optional<T>& x) {
+  return {&x};
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_step& x) {
+  auto rids = optional_of(x.fork_rids);
+  return f(caf::meta::type_name("kv_step"), x.segments, x.commit, x.pre_forks, x.post_forks, rids,
+           x.retention);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recurrent_step& x) {
+  auto rids = optional_of(x.fork_rids);
+  return f(caf::meta::type_name("recurrent_step"), x.segments, x.pre_forks, x.post_forks, rids);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_label_plan& x) {
+  return f(caf::meta::type_name("kv_label_plan"), x.rows, x.qo_indptr, x.kv_indptr, x.kv_indices,
+           x.last_page_len, x.decode, x.decode_page, x.decode_offset);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_plan& x) {
+  return f(caf::meta::type_name("kv_plan"), x.labels, x.pre_forks, x.post_forks);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recurrent_addressing& x) {
+  if constexpr (!Inspector::reads_state) {
+    x.graph_slot_indices = nullptr;  // node-local: the receiver plans its own
+    x.graph_has_state = nullptr;
+  }
+  return f(caf::meta::type_name("recurrent_addressing"), x.slot_indices, x.has_state, x.num_rows);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recurrent_plan& x) {
+  return f(caf::meta::type_name("recurrent_plan"), x.labels);
+}
+
+}  // namespace mstar::resources
+
+namespace mstar::models {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_request& x) {
+  auto kv = resources::optional_of(x.kv);
+  auto recurrent = resources::optional_of(x.recurrent);
+  return f(caf::meta::type_name("step_request"), kv, recurrent);
+}
+
+}  // namespace mstar::models
