@@ -78,44 +78,47 @@ std::vector<request_spec> requests(int count, int prompt, int tokens) {
   return out;
 }
 
-// Seconds from every request's first token to the last token of all, direct.
-double direct_decode_s(mstar::engine::local_engine& e, const std::vector<request_spec>& reqs) {
+// Seconds of the decode steps, direct: from every request's first token
+// to every request's `until`-th (requests make one more, so the steps timed
+// end before any request ends and releases its state).
+double direct_decode_s(mstar::engine::local_engine& e, const std::vector<request_spec>& reqs,
+                       std::int64_t until) {
   for (const auto& r : reqs) (void)e.submit(r);
-  auto s = e.step();  // prefill of every prompt (the budget holds them all)
-  (void)s;
-  const auto t0 = clock_type::now();
+  const auto want = static_cast<std::int64_t>(reqs.size());
+  std::int64_t tokens = 0;
+  clock_type::time_point t0, t1;
   while (!e.idle()) {
-    if (auto d = e.step(); !d) {
+    auto d = e.step();
+    if (!d) {
       std::fprintf(stderr, "engine bench: %s\n", d.error().message().c_str());
       std::exit(1);
     }
+    for (const auto& x : *d) tokens += static_cast<std::int64_t>(x.tokens.size());
+    if (tokens == want) t0 = clock_type::now();
+    if (tokens == want * until) t1 = clock_type::now();
   }
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
+  return std::chrono::duration<double>(t1 - t0).count();
 }
 
-// The same through the actors: from the moment every request has its first
-// token until every request finished.
-double actor_decode_s(mstar::actors::runtime& rt, const std::vector<request_spec>& reqs) {
+// The same through the actors, timed where the callbacks see the tokens.
+double actor_decode_s(mstar::actors::runtime& rt, const std::vector<request_spec>& reqs,
+                      std::int64_t until) {
   std::mutex m;
   std::condition_variable cv;
-  std::size_t first = 0, done = 0;
+  const auto want = static_cast<std::int64_t>(reqs.size());
+  std::int64_t tokens = 0, done = 0;
   clock_type::time_point t0, t1;
   for (const auto& r : reqs) {
-    auto seen = std::make_shared<bool>(false);
-    rt.submit(r, [&, seen](const mstar::engine::delta& d) {
+    rt.submit(r, [&](const mstar::engine::delta& d) {
       std::lock_guard lock{m};
-      if (!*seen && !d.tokens.empty()) {
-        *seen = true;
-        if (++first == reqs.size()) t0 = clock_type::now();
-      }
-      if (d.finished && ++done == reqs.size()) {
-        t1 = clock_type::now();
-        cv.notify_all();
-      }
+      tokens += static_cast<std::int64_t>(d.tokens.size());
+      if (!d.tokens.empty() && tokens == want) t0 = clock_type::now();
+      if (!d.tokens.empty() && tokens == want * until) t1 = clock_type::now();
+      if (d.finished && ++done == want) cv.notify_all();
     });
   }
   std::unique_lock lock{m};
-  cv.wait(lock, [&] { return done == reqs.size(); });
+  cv.wait(lock, [&] { return done == want; });
   return std::chrono::duration<double>(t1 - t0).count();
 }
 
@@ -152,7 +155,7 @@ int main(int argc, char** argv) {
   auto wanted = [&](const char* c) { return std::find(cases.begin(), cases.end(), c) != cases.end(); };
   // Control plane: null model, `rows` requests decoding `steps` steps.
   if (wanted("control")) {
-    const auto reqs = requests(rows, 16, steps + 1);
+    const auto reqs = requests(rows, 16, steps + 2);
     auto direct = mstar::engine::local_engine::make(std::make_unique<null_model>(load(model)), roomy(rows));
     auto actors = mstar::actors::runtime::start(std::make_unique<null_model>(load(model)), roomy(rows), threads);
     if (!direct || !actors) {
@@ -160,14 +163,15 @@ int main(int argc, char** argv) {
       return 1;
     }
     const auto [through, called] = mstar::bench::interleaved_rates(
-        [&] { (void)actor_decode_s(**actors, reqs); }, [&] { (void)direct_decode_s(**direct, reqs); },
+        [&] { (void)actor_decode_s(**actors, reqs, steps + 1); },
+        [&] { (void)direct_decode_s(**direct, reqs, steps + 1); },
         1.0, 1);
     (void)through;
     (void)called;
     std::vector<double> a, d;
     for (int r = 0; r < rounds; ++r) {
-      a.push_back(actor_decode_s(**actors, reqs) / steps);
-      d.push_back(direct_decode_s(**direct, reqs) / steps);
+      a.push_back(actor_decode_s(**actors, reqs, steps + 1) / steps);
+      d.push_back(direct_decode_s(**direct, reqs, steps + 1) / steps);
     }
     std::sort(a.begin(), a.end());
     std::sort(d.begin(), d.end());
@@ -180,17 +184,17 @@ int main(int argc, char** argv) {
   // End to end on the real model: decode tokens/s, actors vs direct loop.
   if (wanted("e2e")) {
     const int batch = 4, tokens = 64;
-    const auto reqs = requests(batch, 8, tokens);
+    const auto reqs = requests(batch, 8, tokens + 1);
     auto direct = mstar::engine::local_engine::make(load(model), roomy(batch));
     auto actors = mstar::actors::runtime::start(load(model), roomy(batch));
     if (!direct || !actors) return 1;
     const double items = static_cast<double>(batch) * (tokens - 1);
     std::vector<double> a, d;
-    (void)actor_decode_s(**actors, reqs);
-    (void)direct_decode_s(**direct, reqs);
+    (void)actor_decode_s(**actors, reqs, tokens);
+    (void)direct_decode_s(**direct, reqs, tokens);
     for (int r = 0; r < rounds; ++r) {
-      a.push_back(items / actor_decode_s(**actors, reqs));
-      d.push_back(items / direct_decode_s(**direct, reqs));
+      a.push_back(items / actor_decode_s(**actors, reqs, tokens));
+      d.push_back(items / direct_decode_s(**direct, reqs, tokens));
     }
     std::sort(a.begin(), a.end());
     std::sort(d.begin(), d.end());
