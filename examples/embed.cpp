@@ -4,11 +4,16 @@
 #include <atomic>
 #include <cstdio>
 #include <iostream>
+#include <string_view>
 #include <thread>
 
 #include "actors/runtime.hpp"
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view{argv[1]} == "--help") {
+    std::puts("mstar-embed-example [MODEL_DIR]: the embedding API on a model (default: embedded)");
+    return 0;
+  }
   mstar::actors::runtime_options options;
   options.model = argc > 1 ? argv[1] : MSTAR_EMBEDDED_MODEL_DIR;
   auto rt = mstar::actors::runtime::start(options);
