@@ -1,7 +1,6 @@
 #include "actors/conductor_actor.hpp"
 
 #include <fmt/format.h>
-
 #include <map>
 
 namespace mstar::actors {
@@ -14,9 +13,9 @@ struct conductor_state {
   conductor_parts parts;
   std::unique_ptr<engine::scheduler> sched;
   std::map<request_id, std::pair<sink_ptr, std::int32_t>> sinks;  ///< sink, unfinished samples
-  bool busy = false;        ///< a step (or its registrations) is in flight
+  bool busy = false;          ///< a step (or its registrations) is in flight
   std::int64_t arriving = 0;  ///< submissions still in the preprocess stage
-  std::string broken;       ///< set: a part failed; every request fails with this
+  std::string broken;         ///< set: a part failed; every request fails with this
   std::vector<caf::response_promise> drained;
   engine_stats counters;
   static inline const char* name = "mstar.conductor";
@@ -32,22 +31,27 @@ void emit(self_ptr self, std::vector<delta>& deltas) {
   for (auto& d : deltas) {
     st.counters.generated_tokens += static_cast<std::int64_t>(d.tokens.size());
     const auto it = st.sinks.find(d.id);
-    if (it == st.sinks.end()) continue;
+    if (it == st.sinks.end())
+      continue;
     const bool last = d.finished && --it->second.second == 0;
     it->second.first->push(std::move(d));
-    if (last) st.sinks.erase(it);
+    if (last)
+      st.sinks.erase(it);
   }
 }
 
 void release(self_ptr self, const engine::pool_actions& actions) {
-  if (actions.release.empty()) return;
-  for (const auto& p : self->state.parts.pools) self->send(p, release_atom_v, actions.release);
+  if (actions.release.empty())
+    return;
+  for (const auto& p : self->state.parts.pools)
+    self->send(p, release_atom_v, actions.release);
 }
 
 // Deltas, extensions and releases of one scheduler answer.
 void apply(self_ptr self, engine::step_result res) {
   if (!res.extend.empty()) {
-    for (const auto& p : self->state.parts.pools) self->send(p, extend_atom_v, res.extend);
+    for (const auto& p : self->state.parts.pools)
+      self->send(p, extend_atom_v, res.extend);
   }
   release(self, res.actions);
   emit(self, res.deltas);
@@ -56,7 +60,8 @@ void apply(self_ptr self, engine::step_result res) {
 // A part failed: every live request ends with `why`, and so does every later one.
 void fail_everything(self_ptr self, const std::string& why) {
   auto& st = self->state;
-  if (st.broken.empty()) st.broken = why;
+  if (st.broken.empty())
+    st.broken = why;
   for (auto& [id, entry] : st.sinks) {
     for (std::int32_t i = 0; i < entry.second; ++i) {
       auto d = error_delta(id, why);
@@ -66,15 +71,18 @@ void fail_everything(self_ptr self, const std::string& why) {
   }
   st.sinks.clear();
   st.busy = false;
-  for (auto& rp : st.drained) rp.deliver(true);
+  for (auto& rp : st.drained)
+    rp.deliver(true);
   st.drained.clear();
 }
 
 // Answers the drain requests once nothing is queued, running or arriving.
 void answer_drains(self_ptr self) {
   auto& st = self->state;
-  if (!st.sched->idle() || st.arriving > 0) return;
-  for (auto& rp : st.drained) rp.deliver(true);
+  if (!st.sched->idle() || st.arriving > 0)
+    return;
+  for (auto& rp : st.drained)
+    rp.deliver(true);
   st.drained.clear();
 }
 
@@ -101,12 +109,15 @@ void ask_all(self_ptr self, std::function<void(std::vector<Answer>)> done, Ts...
     self->request(pools[i], caf::infinite, xs...)
         .then(
             [self, g, i, done](Answer a) {
-              if (g->failed) return;
+              if (g->failed)
+                return;
               g->answers[i] = std::move(a);
-              if (--g->left == 0) done(std::move(g->answers));
+              if (--g->left == 0)
+                done(std::move(g->answers));
             },
             [self, g](caf::error& e) {
-              if (g->failed) return;
+              if (g->failed)
+                return;
               g->failed = true;
               fail_everything(self, "a pool failed: " + self->system().render(e));
             });
@@ -127,8 +138,10 @@ void finish_step(self_ptr self, const step_ptr& p, const output_ptr& out) {
 void run_forward(self_ptr self, const step_ptr& p, std::vector<plans_ptr> plans) {
   auto merged = std::make_shared<models::step_plans>();
   for (const auto& pl : plans) {
-    if (pl->kv) merged->kv = pl->kv;
-    if (pl->recurrent) merged->recurrent = pl->recurrent;
+    if (pl->kv)
+      merged->kv = pl->kv;
+    if (pl->recurrent)
+      merged->recurrent = pl->recurrent;
   }
   self->request(self->state.parts.worker, caf::infinite, forward_atom_v, p,
                 plans_ptr{std::move(merged)})
@@ -176,7 +189,7 @@ void admit_everywhere(self_ptr self, const step_ptr& p) {
     }
     ++st.counters.refused_steps;
     release(self, st.sched->on_refused(p->step, fmt::format("{} pool refused: {}",
-                                                              refused->refused_by, refused->why)));
+                                                            refused->refused_by, refused->why)));
     apply(self, st.sched->take_pending());
     step_done(self);
   };
@@ -184,14 +197,17 @@ void admit_everywhere(self_ptr self, const step_ptr& p) {
     self->request(pools[i], caf::infinite, admit_atom_v, p)
         .then(
             [g, i, all_answered](admit_reply& r, plans_ptr& plans) {
-              if (g->failed) return;
+              if (g->failed)
+                return;
               g->replies[i] = std::move(r);
               g->plans[i] = std::move(plans);
-              if (--g->left == 0) all_answered();
+              if (--g->left == 0)
+                all_answered();
             },
             [self, p, g](caf::error& e) {
               // A pool could not plan (its admit was undone) or is gone.
-              if (g->failed) return;
+              if (g->failed)
+                return;
               g->failed = true;
               const auto why = self->system().render(e);
               ask_all<bool>(
@@ -216,7 +232,8 @@ void run_step(self_ptr self) {
   }
   auto payload = std::make_shared<step_payload>();
   payload->step = std::move(step);
-  for (const auto& r : payload->step.rows) payload->rows.push_back({r.rid, r.tokens});
+  for (const auto& r : payload->step.rows)
+    payload->rows.push_back({r.rid, r.tokens});
   payload->request = st.parts.model->declare(payload->rows);
   admit_everywhere(self, step_ptr{std::move(payload)});
 }
@@ -235,13 +252,16 @@ void register_then_step(self_ptr self, engine::pool_actions actions) {
         [self, left, rid = rid](std::vector<std::int64_t> answers) {
           std::int64_t agreed = -1;
           for (const auto a : answers) {
-            if (a >= 0) agreed = agreed < 0 ? a : std::min(agreed, a);
+            if (a >= 0)
+              agreed = agreed < 0 ? a : std::min(agreed, a);
           }
           if (agreed >= 0) {
-            for (const auto& p : self->state.parts.pools) self->send(p, agree_atom_v, rid, agreed);
+            for (const auto& p : self->state.parts.pools)
+              self->send(p, agree_atom_v, rid, agreed);
           }
           self->state.sched->set_cached(rid, std::max<std::int64_t>(agreed, 0));
-          if (--*left == 0) run_step(self);
+          if (--*left == 0)
+            run_step(self);
         },
         register_atom_v, rid, tokens);
   }
@@ -249,19 +269,23 @@ void register_then_step(self_ptr self, engine::pool_actions actions) {
 
 void cycle(self_ptr self) {
   auto& st = self->state;
-  if (st.busy || !st.broken.empty()) return;
+  if (st.busy || !st.broken.empty())
+    return;
   st.busy = true;
   register_then_step(self, st.sched->admissions());
 }
 
 caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
   auto& state = self->state;
-  engine::model_facts facts{parts.model->vocab_size(),
-                            {parts.model->eos_token_ids().begin(), parts.model->eos_token_ids().end()},
-                            parts.model->tok(), parts.extend_chains};
+  engine::model_facts facts{
+      parts.model->vocab_size(),
+      {parts.model->eos_token_ids().begin(), parts.model->eos_token_ids().end()},
+      parts.model->tok(),
+      parts.extend_chains};
   state.sched = std::make_unique<engine::scheduler>(parts.limits, std::move(facts));
   state.parts = std::move(parts);
-  for (const auto& p : state.parts.pools) self->monitor(p);
+  for (const auto& p : state.parts.pools)
+    self->monitor(p);
   self->monitor(state.parts.worker);
   self->monitor(state.parts.preprocess);
   self->set_down_handler([self](const caf::down_msg& m) {
@@ -302,12 +326,14 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
                 });
       },
       [self](cancel_atom, const std::string& id) {
-        if (self->state.sched->cancel(id)) cycle(self);
+        if (self->state.sched->cancel(id))
+          cycle(self);
       },
       [self](tick_atom) { cycle(self); },
       [self](drain_atom) -> caf::result<bool> {
         const auto& st = self->state;
-        if ((st.sched->idle() && st.arriving == 0) || !st.broken.empty()) return true;
+        if ((st.sched->idle() && st.arriving == 0) || !st.broken.empty())
+          return true;
         auto rp = self->make_response_promise();
         self->state.drained.push_back(rp);
         return rp;

@@ -21,7 +21,8 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         st.payload = p;
         st.step = {};
         st.step.request = std::shared_ptr<const models::step_request>(p, &p->request);
-        for (const auto& r : p->rows) st.step.ctx.request_ids.push_back(r.rid);
+        for (const auto& r : p->rows)
+          st.step.ctx.request_ids.push_back(r.rid);
         const auto out = st.pools->admit(st.step);
         if (!out.ok()) {
           st.payload.reset();
@@ -30,14 +31,17 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
                   plans_ptr{}};
         }
         auto plans = st.pools->plan(st.step);  // rolls the admit back on error
-        if (!plans) return failure(plans.error());
-        return {admit_reply{}, plans_ptr{std::make_shared<const models::step_plans>(std::move(*plans))}};
+        if (!plans)
+          return failure(plans.error());
+        return {admit_reply{},
+                plans_ptr{std::make_shared<const models::step_plans>(std::move(*plans))}};
       },
       [self](commit_atom) -> caf::result<bool> {
         auto& st = self->state;
         auto done = st.pools->commit(st.step);
         st.payload.reset();
-        if (!done) return failure(done.error());
+        if (!done)
+          return failure(done.error());
         return true;
       },
       [self](rollback_atom) -> bool {
@@ -49,7 +53,8 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         auto& set = *self->state.pools;
         std::optional<resources::kv_prefix_seed> keys;
         if (set.kv() != nullptr && set.kv()->prefix_cache_open()) {
-          if (auto k = engine::page_keys(tokens, set.page_size())) keys = std::move(*k);
+          if (auto k = engine::page_keys(tokens, set.page_size()))
+            keys = std::move(*k);
         }
         return set.ingest(rid, keys ? &*keys : nullptr).value_or(-1);
       },
@@ -57,10 +62,12 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         self->state.pools->apply_cached_prefix(rid, agreed);
       },
       [self](extend_atom, const extend_list& ids) {
-        for (const auto& [rid, list] : ids) self->state.pools->extend(rid, list);
+        for (const auto& [rid, list] : ids)
+          self->state.pools->extend(rid, list);
       },
       [self](release_atom, const std::vector<std::string>& rids) {
-        for (const auto& rid : rids) self->state.pools->remove(rid);
+        for (const auto& rid : rids)
+          self->state.pools->remove(rid);
       },
       [self](stats_atom) { return pool_stats_reply{self->state.pools->stats()}; },
       [self](check_atom) -> std::string {

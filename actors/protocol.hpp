@@ -10,7 +10,6 @@
 // (the disaggregation issue).
 
 #include <caf/all.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -105,27 +104,27 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::sink_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::engine::request_spec)
 
 CAF_BEGIN_TYPE_ID_BLOCK(mstar, caf::first_custom_type_id)
-  CAF_ADD_TYPE_ID(mstar, (mstar::actors::admit_reply))
-  CAF_ADD_TYPE_ID(mstar, (mstar::actors::pool_stats_reply))
-  CAF_ADD_TYPE_ID(mstar, (mstar::actors::engine_stats))
-  CAF_ADD_TYPE_ID(mstar, (mstar::actors::extend_list))
-  CAF_ADD_TYPE_ID(mstar, (std::vector<std::string>))
-  CAF_ADD_TYPE_ID(mstar, (std::vector<std::uint32_t>))
-  CAF_ADD_ATOM(mstar, mstar::actors, admit_atom, "admit")
-  CAF_ADD_ATOM(mstar, mstar::actors, commit_atom, "commit")
-  CAF_ADD_ATOM(mstar, mstar::actors, rollback_atom, "rollback")
-  CAF_ADD_ATOM(mstar, mstar::actors, register_atom, "register")
-  CAF_ADD_ATOM(mstar, mstar::actors, agree_atom, "agree")
-  CAF_ADD_ATOM(mstar, mstar::actors, extend_atom, "extend")
-  CAF_ADD_ATOM(mstar, mstar::actors, release_atom, "release")
-  CAF_ADD_ATOM(mstar, mstar::actors, stats_atom, "stats")
-  CAF_ADD_ATOM(mstar, mstar::actors, check_atom, "check")
-  CAF_ADD_ATOM(mstar, mstar::actors, forward_atom, "forward")
-  CAF_ADD_ATOM(mstar, mstar::actors, tokenize_atom, "tokenize")
-  CAF_ADD_ATOM(mstar, mstar::actors, submit_atom, "submit")
-  CAF_ADD_ATOM(mstar, mstar::actors, cancel_atom, "cancel")
-  CAF_ADD_ATOM(mstar, mstar::actors, tick_atom, "tick")
-  CAF_ADD_ATOM(mstar, mstar::actors, drain_atom, "drain")
+CAF_ADD_TYPE_ID(mstar, (mstar::actors::admit_reply))
+CAF_ADD_TYPE_ID(mstar, (mstar::actors::pool_stats_reply))
+CAF_ADD_TYPE_ID(mstar, (mstar::actors::engine_stats))
+CAF_ADD_TYPE_ID(mstar, (mstar::actors::extend_list))
+CAF_ADD_TYPE_ID(mstar, (std::vector<std::string>))
+CAF_ADD_TYPE_ID(mstar, (std::vector<std::uint32_t>))
+CAF_ADD_ATOM(mstar, mstar::actors, admit_atom, "admit")
+CAF_ADD_ATOM(mstar, mstar::actors, commit_atom, "commit")
+CAF_ADD_ATOM(mstar, mstar::actors, rollback_atom, "rollback")
+CAF_ADD_ATOM(mstar, mstar::actors, register_atom, "register")
+CAF_ADD_ATOM(mstar, mstar::actors, agree_atom, "agree")
+CAF_ADD_ATOM(mstar, mstar::actors, extend_atom, "extend")
+CAF_ADD_ATOM(mstar, mstar::actors, release_atom, "release")
+CAF_ADD_ATOM(mstar, mstar::actors, stats_atom, "stats")
+CAF_ADD_ATOM(mstar, mstar::actors, check_atom, "check")
+CAF_ADD_ATOM(mstar, mstar::actors, forward_atom, "forward")
+CAF_ADD_ATOM(mstar, mstar::actors, tokenize_atom, "tokenize")
+CAF_ADD_ATOM(mstar, mstar::actors, submit_atom, "submit")
+CAF_ADD_ATOM(mstar, mstar::actors, cancel_atom, "cancel")
+CAF_ADD_ATOM(mstar, mstar::actors, tick_atom, "tick")
+CAF_ADD_ATOM(mstar, mstar::actors, drain_atom, "drain")
 CAF_END_TYPE_ID_BLOCK(mstar)
 
 namespace mstar::actors {
@@ -136,13 +135,11 @@ namespace mstar::actors {
 /// trip), then commit, or rollback.
 using pool_actor = caf::typed_actor<
     caf::replies_to<admit_atom, step_ptr>::with<admit_reply, plans_ptr>,
-    caf::replies_to<commit_atom>::with<bool>,
-    caf::replies_to<rollback_atom>::with<bool>,
+    caf::replies_to<commit_atom>::with<bool>, caf::replies_to<rollback_atom>::with<bool>,
     // Registers a sequence with its tokens; answers the cached prompt
     // tokens it could serve (-1: it keeps no cache).
     caf::replies_to<register_atom, std::string, std::vector<std::uint32_t>>::with<std::int64_t>,
-    caf::reacts_to<agree_atom, std::string, std::int64_t>,
-    caf::reacts_to<extend_atom, extend_list>,
+    caf::reacts_to<agree_atom, std::string, std::int64_t>, caf::reacts_to<extend_atom, extend_list>,
     caf::reacts_to<release_atom, std::vector<std::string>>,
     caf::replies_to<stats_atom>::with<pool_stats_reply>,
     caf::replies_to<check_atom>::with<std::string>>;
@@ -153,7 +150,7 @@ using worker_actor =
     caf::typed_actor<caf::replies_to<forward_atom, step_ptr, plans_ptr>::with<output_ptr>>;
 
 /// The preprocess actor: tokenizes a request's text prompt.
-using preprocess_actor =
-    caf::typed_actor<caf::replies_to<tokenize_atom, engine::request_spec>::with<engine::request_spec>>;
+using preprocess_actor = caf::typed_actor<
+    caf::replies_to<tokenize_atom, engine::request_spec>::with<engine::request_spec>>;
 
 }  // namespace mstar::actors

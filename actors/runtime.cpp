@@ -1,8 +1,7 @@
 #include "actors/runtime.hpp"
 
-#include <fmt/format.h>
-
 #include <cstdlib>
+#include <fmt/format.h>
 
 #include "actors/conductor_actor.hpp"
 #include "actors/pool_actor.hpp"
@@ -21,13 +20,15 @@ class delta_queue final : public delta_sink {
   void push(engine::delta d) override {
     if (callback_) {
       std::lock_guard lock{mutex_};  // one callback at a time, in order
-      if (d.finished) --samples_left_;
+      if (d.finished)
+        --samples_left_;
       callback_(d);
       return;
     }
     {
       std::lock_guard lock{mutex_};
-      if (d.finished) --samples_left_;
+      if (d.finished)
+        --samples_left_;
       queue_.push_back(std::move(d));
     }
     ready_.notify_all();
@@ -37,11 +38,13 @@ class delta_queue final : public delta_sink {
     std::unique_lock lock{mutex_};
     auto has = [this] { return !queue_.empty() || samples_left_ <= 0; };
     if (timeout) {
-      if (!ready_.wait_for(lock, *timeout, has)) return std::nullopt;
+      if (!ready_.wait_for(lock, *timeout, has))
+        return std::nullopt;
     } else {
       ready_.wait(lock, has);
     }
-    if (queue_.empty()) return std::nullopt;
+    if (queue_.empty())
+      return std::nullopt;
     auto d = std::move(queue_.front());
     queue_.pop_front();
     return d;
@@ -75,7 +78,8 @@ request_handle::request_handle(engine::request_id id, std::shared_ptr<delta_queu
 request_handle::request_handle(request_handle&&) noexcept = default;
 request_handle& request_handle::operator=(request_handle&& other) noexcept {
   if (this != &other) {
-    if (queue_ && !queue_->done()) cancel();
+    if (queue_ && !queue_->done())
+      cancel();
     id_ = std::move(other.id_);
     queue_ = std::move(other.queue_);
     conductor_ = std::move(other.conductor_);
@@ -83,16 +87,22 @@ request_handle& request_handle::operator=(request_handle&& other) noexcept {
   return *this;
 }
 request_handle::~request_handle() {
-  if (queue_ && !queue_->done()) cancel();
+  if (queue_ && !queue_->done())
+    cancel();
 }
 
-std::optional<engine::delta> request_handle::next() { return queue_->pop(std::nullopt); }
+std::optional<engine::delta> request_handle::next() {
+  return queue_->pop(std::nullopt);
+}
 std::optional<engine::delta> request_handle::next_for(std::chrono::milliseconds timeout) {
   return queue_->pop(timeout);
 }
-bool request_handle::done() const { return queue_->done(); }
+bool request_handle::done() const {
+  return queue_->done();
+}
 void request_handle::cancel() {
-  if (conductor_ && *conductor_) caf::anon_send(*conductor_, cancel_atom_v, id_);
+  if (conductor_ && *conductor_)
+    caf::anon_send(*conductor_, cancel_atom_v, id_);
 }
 
 void runtime::add_message_types(caf::actor_system_config& cfg) {
@@ -101,7 +111,8 @@ void runtime::add_message_types(caf::actor_system_config& cfg) {
 
 result<std::unique_ptr<runtime>> runtime::start(const runtime_options& options) {
   auto model = models::nemotron_h_model::load(options.model, options.run);
-  if (!model) return model.error();
+  if (!model)
+    return model.error();
   return start(std::move(*model), options.engine, options.threads);
 }
 
@@ -111,7 +122,8 @@ result<std::unique_ptr<runtime>> runtime::start(std::unique_ptr<models::causal_l
   auto rt = std::unique_ptr<runtime>(new runtime);
   rt->own_config_ = std::make_unique<caf::actor_system_config>();
   add_message_types(*rt->own_config_);
-  if (threads > 0) rt->own_config_->set("scheduler.max-threads", threads);
+  if (threads > 0)
+    rt->own_config_->set("scheduler.max-threads", threads);
   // Work stealing sleeps between polls (50 µs, then 10 ms) when idle, and a
   // step's replies often find the scheduler asleep: the sharing policy wakes
   // a thread on a condition variable the moment a message arrives.
@@ -134,17 +146,20 @@ result<std::unique_ptr<runtime>> runtime::launch(std::unique_ptr<runtime> rt,
                                                  std::unique_ptr<models::causal_lm> model,
                                                  const engine::engine_config& config) {
   auto spec = model->pools(config.pools);
-  if (!spec) return spec.error();
+  if (!spec)
+    return spec.error();
   // One pool set per pool actor, each holding its one pool.
   std::shared_ptr<engine::pool_set> kv, rec;
   if (spec->kv) {
     auto made = engine::pool_set::make(*spec, engine::pool_kinds::kv_only);
-    if (!made) return made.error();
+    if (!made)
+      return made.error();
     kv = std::move(*made);
   }
   if (spec->recurrent) {
     auto made = engine::pool_set::make(*spec, engine::pool_kinds::recurrent_only);
-    if (!made) return made.error();
+    if (!made)
+      return made.error();
     rec = std::move(*made);
   }
   if (auto ok = model->bind(kv ? kv->kv() : nullptr, rec ? rec->recurrent() : nullptr); !ok) {
@@ -154,21 +169,26 @@ result<std::unique_ptr<runtime>> runtime::launch(std::unique_ptr<runtime> rt,
   rt->model_ = shared;
   auto& sys = *rt->sys_;
   auto p = std::make_unique<parts>();
-  if (kv) p->pools.push_back(spawn_pool_actor(sys, kv, shared));
-  if (rec) p->pools.push_back(spawn_pool_actor(sys, rec, shared));
+  if (kv)
+    p->pools.push_back(spawn_pool_actor(sys, kv, shared));
+  if (rec)
+    p->pools.push_back(spawn_pool_actor(sys, rec, shared));
   p->worker = spawn_worker_actor(sys, shared, std::getenv("MSTAR_WORKER_THREAD") != nullptr);
   p->preprocess = spawn_preprocess_actor(sys, shared);
   const bool chains = kv && kv->kv()->prefix_cache_open();
-  p->conductor = spawn_conductor(
-      sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess, chains});
+  p->conductor =
+      spawn_conductor(sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess, chains});
   rt->parts_ = std::move(p);
   return rt;
 }
 
-runtime::~runtime() { stop(); }
+runtime::~runtime() {
+  stop();
+}
 
 engine::request_id runtime::name(engine::request_spec& spec) {
-  if (spec.id.empty()) spec.id = fmt::format("req-{}", next_id_.fetch_add(1));
+  if (spec.id.empty())
+    spec.id = fmt::format("req-{}", next_id_.fetch_add(1));
   return spec.id;
 }
 
@@ -198,11 +218,13 @@ engine::request_id runtime::submit(engine::request_spec spec,
 }
 
 void runtime::cancel(const engine::request_id& id) {
-  if (parts_) caf::anon_send(parts_->conductor, cancel_atom_v, id);
+  if (parts_)
+    caf::anon_send(parts_->conductor, cancel_atom_v, id);
 }
 
 result<runtime_stats> runtime::stats() {
-  if (!parts_) return make_error(errc::cancelled, "the engine is stopped");
+  if (!parts_)
+    return make_error(errc::cancelled, "the engine is stopped");
   caf::scoped_actor self{*sys_};
   runtime_stats out;
   std::optional<mstar::error> failed;
@@ -230,12 +252,14 @@ result<runtime_stats> runtime::stats() {
             },
             [&](caf::error& e) { failed = make_error(errc::internal, sys_->render(e)); });
   }
-  if (failed) return *failed;
+  if (failed)
+    return *failed;
   return out;
 }
 
 result<void> runtime::warm_up() {
-  if (!model_->on_gpu()) return {};
+  if (!model_->on_gpu())
+    return {};
   engine::request_spec spec;
   spec.id = "mstar-warm-up";
   spec.prompt = {0};
@@ -257,13 +281,15 @@ std::vector<engine::completion> complete(runtime& rt, std::vector<engine::reques
     collector.expect(r);
   }
   for (auto& h : handles) {
-    while (auto d = h.next()) collector.add(*d);
+    while (auto d = h.next())
+      collector.add(*d);
   }
   return collector.take();
 }
 
 result<void> runtime::check_pools() {
-  if (!parts_) return make_error(errc::cancelled, "the engine is stopped");
+  if (!parts_)
+    return make_error(errc::cancelled, "the engine is stopped");
   caf::scoped_actor self{*sys_};
   std::string problems;
   for (const auto& p : parts_->pools) {
@@ -271,24 +297,28 @@ result<void> runtime::check_pools() {
         .receive([&](const std::string& why) { problems += why; },
                  [&](caf::error& e) { problems += sys_->render(e); });
   }
-  if (!problems.empty()) return make_error(errc::internal, problems);
+  if (!problems.empty())
+    return make_error(errc::internal, problems);
   return {};
 }
 
 void runtime::stop() {
   std::call_once(stopped_, [this] {
-    if (!parts_) return;
+    if (!parts_)
+      return;
     {
       caf::scoped_actor self{*sys_};
       self->request(parts_->conductor, caf::infinite, drain_atom_v)
           .receive([](bool) {}, [](caf::error&) {});
-      for (const auto& p : parts_->pools) self->send_exit(p, caf::exit_reason::user_shutdown);
+      for (const auto& p : parts_->pools)
+        self->send_exit(p, caf::exit_reason::user_shutdown);
       self->send_exit(parts_->worker, caf::exit_reason::user_shutdown);
       self->send_exit(parts_->preprocess, caf::exit_reason::user_shutdown);
       self->send_exit(parts_->conductor, caf::exit_reason::user_shutdown);
     }
     parts_.reset();
-    if (own_system_) own_system_->await_all_actors_done();
+    if (own_system_)
+      own_system_->await_all_actors_done();
     own_system_.reset();
     own_config_.reset();
   });

@@ -10,7 +10,6 @@
 //   while (auto d = h.next()) std::cout << d->text;
 
 #include <caf/fwd.hpp>
-
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -32,9 +31,9 @@ class delta_queue;
 
 /// How to start a runtime.
 struct runtime_options {
-  std::string model;            ///< model folder
-  models::run_options run;      ///< device and precision
-  engine::engine_config engine; ///< scheduler limits and pool sizes
+  std::string model;             ///< model folder
+  models::run_options run;       ///< device and precision
+  engine::engine_config engine;  ///< scheduler limits and pool sizes
   /// Scheduler threads of the runtime's own actor system (0: CAF's
   /// default, one per core). The conductor and pool actors are bookkeeping
   /// that waits on each other: on one thread their round trips are queue
@@ -130,9 +129,9 @@ class runtime {
  private:
   struct parts;
   runtime() = default;
-  [[nodiscard]] static result<std::unique_ptr<runtime>> launch(std::unique_ptr<runtime> rt,
-                                                               std::unique_ptr<models::causal_lm> model,
-                                                               const engine::engine_config& config);
+  [[nodiscard]] static result<std::unique_ptr<runtime>> launch(
+      std::unique_ptr<runtime> rt, std::unique_ptr<models::causal_lm> model,
+      const engine::engine_config& config);
   [[nodiscard]] engine::request_id name(engine::request_spec& spec);
 
   std::unique_ptr<caf::actor_system_config> own_config_;

@@ -9,7 +9,6 @@
 
 #include <caf/meta/type_name.hpp>
 #include <caf/serializer.hpp>
-
 #include <optional>
 
 #include "models/causal_lm.hpp"

@@ -15,7 +15,8 @@ worker_actor::behavior_type worker_behavior(worker_actor::stateful_pointer<worke
             p->rows, *plans,
             step.want_logits ? std::span<const models::row_sampling>{}
                              : std::span<const models::row_sampling>{step.draws});
-        if (!out) return caf::make_error(caf::sec::runtime_error, out.error().message());
+        if (!out)
+          return caf::make_error(caf::sec::runtime_error, out.error().message());
         return std::make_shared<const models::forward_output>(std::move(*out));
       },
   };
@@ -44,7 +45,8 @@ preprocess_actor::behavior_type preprocess_behavior(
 
 worker_actor spawn_worker_actor(caf::actor_system& sys, std::shared_ptr<models::causal_lm> model,
                                 bool own_thread) {
-  if (own_thread) return sys.spawn<caf::detached>(worker_behavior, std::move(model));
+  if (own_thread)
+    return sys.spawn<caf::detached>(worker_behavior, std::move(model));
   return sys.spawn(worker_behavior, std::move(model));
 }
 

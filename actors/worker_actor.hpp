@@ -27,7 +27,7 @@ struct worker_state {
 
 /// The preprocess actor: tokenizes text prompts with the model's tokenizer
 /// (immutable, shared with the worker read-only).
-[[nodiscard]] preprocess_actor spawn_preprocess_actor(caf::actor_system& sys,
-                                                      std::shared_ptr<const models::causal_lm> model);
+[[nodiscard]] preprocess_actor spawn_preprocess_actor(
+    caf::actor_system& sys, std::shared_ptr<const models::causal_lm> model);
 
 }  // namespace mstar::actors

@@ -8,7 +8,6 @@
 // - e2e: decode tokens/s of the embedded model through the actors vs the
 //   direct loop (goal: ratio >= 0.95).
 #include <CLI/CLI.hpp>
-
 #include <condition_variable>
 #include <mutex>
 
@@ -30,13 +29,16 @@ class null_model final : public mstar::models::causal_lm {
   std::int64_t vocab_size() const noexcept override { return shape_->vocab_size(); }
   std::span<const std::int64_t> eos_token_ids() const noexcept override { return {}; }
   bool prefix_skip_safe() const noexcept override { return false; }
-  mstar::result<mstar::models::pool_spec> pools(const mstar::models::pool_options& o) const override {
+  mstar::result<mstar::models::pool_spec> pools(
+      const mstar::models::pool_options& o) const override {
     return shape_->pools(o);
   }
-  mstar::result<void> bind(mstar::resources::kv_pool*, mstar::resources::recurrent_state_pool*) override {
+  mstar::result<void> bind(mstar::resources::kv_pool*,
+                           mstar::resources::recurrent_state_pool*) override {
     return {};
   }
-  mstar::models::step_request declare(std::span<const mstar::models::step_row> rows) const override {
+  mstar::models::step_request declare(
+      std::span<const mstar::models::step_row> rows) const override {
     return shape_->declare(rows);
   }
   mstar::result<mstar::models::forward_output> forward(
@@ -71,7 +73,8 @@ std::unique_ptr<mstar::models::causal_lm> load(const std::string& dir) {
 std::vector<request_spec> requests(int count, int prompt, int tokens) {
   std::vector<request_spec> out(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
-    for (int t = 0; t < prompt; ++t) out[i].prompt.push_back(static_cast<std::uint32_t>(3 + (i * 31 + t * 7) % 250));
+    for (int t = 0; t < prompt; ++t)
+      out[i].prompt.push_back(static_cast<std::uint32_t>(3 + (i * 31 + t * 7) % 250));
     out[i].stop.max_tokens = tokens;
     out[i].stop.ignore_eos = true;
   }
@@ -83,7 +86,8 @@ std::vector<request_spec> requests(int count, int prompt, int tokens) {
 // end before any request ends and releases its state).
 double direct_decode_s(mstar::engine::local_engine& e, const std::vector<request_spec>& reqs,
                        std::int64_t until) {
-  for (const auto& r : reqs) (void)e.submit(r);
+  for (const auto& r : reqs)
+    (void)e.submit(r);
   const auto want = static_cast<std::int64_t>(reqs.size());
   std::int64_t tokens = 0;
   clock_type::time_point t0, t1;
@@ -93,9 +97,12 @@ double direct_decode_s(mstar::engine::local_engine& e, const std::vector<request
       std::fprintf(stderr, "engine bench: %s\n", d.error().message().c_str());
       std::exit(1);
     }
-    for (const auto& x : *d) tokens += static_cast<std::int64_t>(x.tokens.size());
-    if (tokens == want) t0 = clock_type::now();
-    if (tokens == want * until) t1 = clock_type::now();
+    for (const auto& x : *d)
+      tokens += static_cast<std::int64_t>(x.tokens.size());
+    if (tokens == want)
+      t0 = clock_type::now();
+    if (tokens == want * until)
+      t1 = clock_type::now();
   }
   return std::chrono::duration<double>(t1 - t0).count();
 }
@@ -112,9 +119,12 @@ double actor_decode_s(mstar::actors::runtime& rt, const std::vector<request_spec
     rt.submit(r, [&](const mstar::engine::delta& d) {
       std::lock_guard lock{m};
       tokens += static_cast<std::int64_t>(d.tokens.size());
-      if (!d.tokens.empty() && tokens == want) t0 = clock_type::now();
-      if (!d.tokens.empty() && tokens == want * until) t1 = clock_type::now();
-      if (d.finished && ++done == want) cv.notify_all();
+      if (!d.tokens.empty() && tokens == want)
+        t0 = clock_type::now();
+      if (!d.tokens.empty() && tokens == want * until)
+        t1 = clock_type::now();
+      if (d.finished && ++done == want)
+        cv.notify_all();
     });
   }
   std::unique_lock lock{m};
@@ -135,8 +145,9 @@ mstar::engine::engine_config roomy(int rows) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"engine benchmark: control-plane cost per step and end-to-end decode through the "
-               "actors, each against the direct loop in the same run"};
+  CLI::App app{
+      "engine benchmark: control-plane cost per step and end-to-end decode through the "
+      "actors, each against the direct loop in the same run"};
   bool as_json = false;
   int rounds = 3, rows = 256, steps = 200;
   std::size_t threads = 0;
@@ -145,27 +156,31 @@ int main(int argc, char** argv) {
   app.add_option("--cases", cases, "Which cases: control, e2e")->capture_default_str();
   app.add_flag("--json", as_json, "One JSON object per line");
   app.add_option("--rounds", rounds, "Rounds per case (median)")->check(CLI::PositiveNumber);
-  app.add_option("--rows", rows, "Running requests in the control-plane case")->check(CLI::Range(1, 4096));
+  app.add_option("--rows", rows, "Running requests in the control-plane case")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--steps", steps, "Decode steps per round")->check(CLI::Range(2, 100000));
   app.add_option("--model", model, "Model folder (its pools shape the null model)");
   app.add_option("--threads", threads, "Scheduler threads of the actor system (0: default)");
   CLI11_PARSE(app, argc, argv);
   std::vector<mstar::bench::comparison> results;
 
-  auto wanted = [&](const char* c) { return std::find(cases.begin(), cases.end(), c) != cases.end(); };
+  auto wanted = [&](const char* c) {
+    return std::find(cases.begin(), cases.end(), c) != cases.end();
+  };
   // Control plane: null model, `rows` requests decoding `steps` steps.
   if (wanted("control")) {
     const auto reqs = requests(rows, 16, steps + 2);
-    auto direct = mstar::engine::local_engine::make(std::make_unique<null_model>(load(model)), roomy(rows));
-    auto actors = mstar::actors::runtime::start(std::make_unique<null_model>(load(model)), roomy(rows), threads);
+    auto direct =
+        mstar::engine::local_engine::make(std::make_unique<null_model>(load(model)), roomy(rows));
+    auto actors = mstar::actors::runtime::start(std::make_unique<null_model>(load(model)),
+                                                roomy(rows), threads);
     if (!direct || !actors) {
       std::fprintf(stderr, "engine bench: could not start the engines\n");
       return 1;
     }
     const auto [through, called] = mstar::bench::interleaved_rates(
         [&] { (void)actor_decode_s(**actors, reqs, steps + 1); },
-        [&] { (void)direct_decode_s(**direct, reqs, steps + 1); },
-        1.0, 1);
+        [&] { (void)direct_decode_s(**direct, reqs, steps + 1); }, 1.0, 1);
     (void)through;
     (void)called;
     std::vector<double> a, d;
@@ -176,9 +191,15 @@ int main(int argc, char** argv) {
     std::sort(a.begin(), a.end());
     std::sort(d.begin(), d.end());
     const double a_s = a[a.size() / 2], d_s = d[d.size() / 2];
-    results.push_back({"engine", fmt::format("control_b{}_null_model", rows), "steps_per_s", "1/s",
-                       "direct_scheduler_and_pools", 1.0 / a_s, 1.0 / d_s,
-                       {{"us_per_step_actors", 1e6 * a_s}, {"us_per_step_direct", 1e6 * d_s},
+    results.push_back({"engine",
+                       fmt::format("control_b{}_null_model", rows),
+                       "steps_per_s",
+                       "1/s",
+                       "direct_scheduler_and_pools",
+                       1.0 / a_s,
+                       1.0 / d_s,
+                       {{"us_per_step_actors", 1e6 * a_s},
+                        {"us_per_step_direct", 1e6 * d_s},
                         {"actor_overhead_us_per_step", 1e6 * (a_s - d_s)}}});
   }
   // End to end on the real model: decode tokens/s, actors vs direct loop.
@@ -187,7 +208,8 @@ int main(int argc, char** argv) {
     const auto reqs = requests(batch, 8, tokens + 1);
     auto direct = mstar::engine::local_engine::make(load(model), roomy(batch));
     auto actors = mstar::actors::runtime::start(load(model), roomy(batch));
-    if (!direct || !actors) return 1;
+    if (!direct || !actors)
+      return 1;
     const double items = static_cast<double>(batch) * (tokens - 1);
     std::vector<double> a, d;
     (void)actor_decode_s(**actors, reqs, tokens);
@@ -198,8 +220,14 @@ int main(int argc, char** argv) {
     }
     std::sort(a.begin(), a.end());
     std::sort(d.begin(), d.end());
-    results.push_back({"engine", fmt::format("e2e_embedded_decode_b{}", batch), "tokens_per_s",
-                       "1/s", "direct_loop", a[a.size() / 2], d[d.size() / 2], {}});
+    results.push_back({"engine",
+                       fmt::format("e2e_embedded_decode_b{}", batch),
+                       "tokens_per_s",
+                       "1/s",
+                       "direct_loop",
+                       a[a.size() / 2],
+                       d[d.size() / 2],
+                       {}});
   }
   mstar::bench::report(results, as_json);
   return 0;

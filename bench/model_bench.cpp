@@ -1,10 +1,9 @@
 // Model throughput on the CPU: prefill and decode tokens/s of a Nemotron-H
-// through the engine (scheduler, pools, model), next to the BLAS floor: the same GEMMs (every linear
-// layer of the step, with the step's token count) run alone with
-// cblas_sgemm in the same run.
+// through the engine (scheduler, pools, model), next to the BLAS floor: the same GEMMs (every
+// linear layer of the step, with the step's token count) run alone with cblas_sgemm in the same
+// run.
 #include <CLI/CLI.hpp>
 #include <cblas.h>
-
 #include <random>
 
 #include "bench/harness.hpp"
@@ -32,7 +31,9 @@ nemotron_h_config config_100m() {
   c.conv_kernel = 4;
   c.chunk_size = 128;
   for (const char ch : std::string{"M-M*M-M-M-M*M-M-"}) {
-    c.layers.push_back(ch == 'M' ? layer_kind::mamba2 : ch == '*' ? layer_kind::attention : layer_kind::mlp);
+    c.layers.push_back(ch == 'M'   ? layer_kind::mamba2
+                       : ch == '*' ? layer_kind::attention
+                                   : layer_kind::mlp);
   }
   return c;
 }
@@ -47,7 +48,8 @@ struct blas_floor {
   std::vector<float> a, c;
   void run(std::int64_t tokens, std::int64_t rows) {
     if (weights.empty()) {
-      for (const auto& [n, k] : shapes) weights.emplace_back(static_cast<std::size_t>(n * k), 0.01F);
+      for (const auto& [n, k] : shapes)
+        weights.emplace_back(static_cast<std::size_t>(n * k), 0.01F);
       weights.emplace_back(static_cast<std::size_t>(vocab * hidden), 0.01F);
     }
     for (std::size_t i = 0; i < shapes.size(); ++i) {
@@ -57,7 +59,8 @@ struct blas_floor {
   }
   void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::vector<float>& w) {
     const auto need = [](std::vector<float>& v, std::int64_t size) {
-      if (static_cast<std::int64_t>(v.size()) < size) v.assign(static_cast<std::size_t>(size), 0.01F);
+      if (static_cast<std::int64_t>(v.size()) < size)
+        v.assign(static_cast<std::size_t>(size), 0.01F);
     };
     need(a, m * k);
     need(c, m * n);
@@ -71,7 +74,8 @@ std::vector<request_spec> prompts(int count, int length, int new_tokens, std::in
   std::mt19937 rng{7};
   std::vector<request_spec> out(static_cast<std::size_t>(count));
   for (auto& r : out) {
-    for (int i = 0; i < length; ++i) r.prompt.push_back(static_cast<mstar::resources::token_id>(3 + rng() % (vocab - 3)));
+    for (int i = 0; i < length; ++i)
+      r.prompt.push_back(static_cast<mstar::resources::token_id>(3 + rng() % (vocab - 3)));
     r.stop.max_tokens = new_tokens;
     r.stop.ignore_eos = true;
   }
@@ -105,16 +109,22 @@ void measure(const std::string& name, local_engine& model_engine, const nemotron
              int batch, int length, int new_tokens, int rounds,
              std::vector<mstar::bench::comparison>& results) {
   auto& engine = model_engine;
-  blas_floor floor{model.gemm_shapes(), model.config().hidden_size, model.config().vocab_size, {},
-                   {}, {}};
+  blas_floor floor{
+      model.gemm_shapes(), model.config().hidden_size, model.config().vocab_size, {}, {}, {}};
   const auto reqs = prompts(batch, length, 1, model.config().vocab_size);
   // Prefill: the whole batch's prompts in one step (plus the first token).
   const double prompt_tokens = static_cast<double>(batch) * length;
   const auto [prefill, prefill_floor] = mstar::bench::interleaved_rates(
-      [&] { generate(engine, reqs); }, [&] { floor.run(batch * length, batch); },
-      prompt_tokens, rounds);
-  results.push_back({"model", fmt::format("{}_prefill_b{}x{}", name, batch, length), "tokens_per_s",
-                     "1/s", "blas_same_gemms", prefill, prefill_floor, {}});
+      [&] { generate(engine, reqs); }, [&] { floor.run(batch * length, batch); }, prompt_tokens,
+      rounds);
+  results.push_back({"model",
+                     fmt::format("{}_prefill_b{}x{}", name, batch, length),
+                     "tokens_per_s",
+                     "1/s",
+                     "blas_same_gemms",
+                     prefill,
+                     prefill_floor,
+                     {}});
   // Decode: `new_tokens` steps of one token per row, after a short prompt.
   const auto dreqs = prompts(batch, 8, new_tokens + 1, model.config().vocab_size);
   const auto prefill_only = prompts(batch, 8, 1, model.config().vocab_size);
@@ -130,26 +140,34 @@ void measure(const std::string& name, local_engine& model_engine, const nemotron
     const double decode_s = std::chrono::duration<double>((t1 - t0) - (t2 - t1)).count();
     model_rates.push_back(decode_tokens / decode_s);
     t0 = clock::now();
-    for (int s = 0; s < new_tokens; ++s) floor.run(batch, batch);
+    for (int s = 0; s < new_tokens; ++s)
+      floor.run(batch, batch);
     floor_rates.push_back(decode_tokens / std::chrono::duration<double>(clock::now() - t0).count());
   }
   std::sort(model_rates.begin(), model_rates.end());
   std::sort(floor_rates.begin(), floor_rates.end());
-  results.push_back({"model", fmt::format("{}_decode_b{}", name, batch), "tokens_per_s", "1/s",
-                     "blas_same_gemms", model_rates[model_rates.size() / 2],
-                     floor_rates[floor_rates.size() / 2], {}});
+  results.push_back({"model",
+                     fmt::format("{}_decode_b{}", name, batch),
+                     "tokens_per_s",
+                     "1/s",
+                     "blas_same_gemms",
+                     model_rates[model_rates.size() / 2],
+                     floor_rates[floor_rates.size() / 2],
+                     {}});
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"model benchmark: Nemotron-H prefill and decode tokens/s on the CPU vs the BLAS floor"};
+  CLI::App app{
+      "model benchmark: Nemotron-H prefill and decode tokens/s on the CPU vs the BLAS floor"};
   bool as_json = false;
   int rounds = 3;
   bool skip_large = false;
   std::string embedded = MSTAR_EMBEDDED_MODEL_DIR;
   app.add_flag("--json", as_json, "One JSON object per line");
-  app.add_option("--rounds", rounds, "Rounds per case (median reported)")->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "Rounds per case (median reported)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--skip-large", skip_large, "Only the embedded model (CI smoke run)");
   app.add_option("--model", embedded, "The small model folder");
   CLI11_PARSE(app, argc, argv);
@@ -168,7 +186,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "model bench: %s\n", large.error().message().c_str());
       return 1;
     }
-    std::fprintf(stderr, "random Nemotron-H: %.1f M parameters\n", (*large)->num_parameters() / 1e6);
+    std::fprintf(stderr, "random Nemotron-H: %.1f M parameters\n",
+                 (*large)->num_parameters() / 1e6);
     const auto* large_model = large->get();
     auto large_engine = engine_of(std::move(*large));
     measure("random100m", *large_engine, *large_model, 1, 128, 16, rounds, results);

@@ -6,18 +6,17 @@
 // that script's run on the same GPU (bench/h200_e2e.sh runs both and writes
 // the ratio); this program only measures our side.
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fmt/format.h>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 
-#include "kernels/device.hpp"
 #include "actors/runtime.hpp"
 #include "engine/local_engine.hpp"
+#include "kernels/device.hpp"
 #include "models/nemotron_h.hpp"
 
 namespace {
@@ -53,7 +52,8 @@ mstar::result<double> timed(engines e, const std::vector<request_spec>& reqs,
                             double* inner = nullptr) {
   const auto t0 = clock_type::now();
   auto got = e.rt != nullptr
-                 ? mstar::result<std::vector<mstar::engine::completion>>{mstar::actors::complete(*e.rt, reqs)}
+                 ? mstar::result<std::vector<mstar::engine::completion>>{mstar::actors::complete(
+                       *e.rt, reqs)}
                  : mstar::engine::run_to_completion(*e.direct, reqs);
   if (!got)
     return got.error();
@@ -99,8 +99,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (new_tokens < 2 || repeats < 1 || prompt_len < 1) {
-    std::fprintf(stderr, "mstar-bench-model-gpu: need --new-tokens >= 2, --repeats >= 1, "
-                         "--prompt-len >= 1\n");
+    std::fprintf(stderr,
+                 "mstar-bench-model-gpu: need --new-tokens >= 2, --repeats >= 1, "
+                 "--prompt-len >= 1\n");
     return 2;
   }
   if (device != "cpu") {
@@ -158,7 +159,8 @@ int main(int argc, char** argv) {
   for (const int b : batches) {
     auto full = prompts(b, prompt_len, new_tokens, m.config().vocab_size, seed);
     auto first = full;
-    for (auto& r : first) r.stop.max_tokens = 1;
+    for (auto& r : first)
+      r.stop.max_tokens = 1;
     // Warm-up of both lengths (cuBLAS heuristics, work buffers).
     for (const std::vector<request_spec>* reqs : {&full, &first}) {
       if (auto t = timed(engine, *reqs); !t) {
@@ -205,9 +207,10 @@ int main(int argc, char** argv) {
                           {"params", m.num_parameters()}};
       std::cout << line.dump() << std::endl;
     } else {
-      std::printf("batch %3d: %10.1f decode tokens/s (%.1f over the decode steps alone), %.3f ms "
-                  "per step\n",
-                  b, rate, inner_rate, step_ms);
+      std::printf(
+          "batch %3d: %10.1f decode tokens/s (%.1f over the decode steps alone), %.3f ms "
+          "per step\n",
+          b, rate, inner_rate, step_ms);
     }
   }
   return 0;

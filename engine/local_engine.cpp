@@ -10,7 +10,8 @@ std::int64_t register_sequence(pool_set& pools, const request_id& rid,
                                std::span<const token_id> tokens) {
   std::optional<resources::kv_prefix_seed> keys;
   if (pools.kv() != nullptr && pools.kv()->prefix_cache_open()) {
-    if (auto k = page_keys(tokens, pools.page_size())) keys = std::move(*k);
+    if (auto k = page_keys(tokens, pools.page_size()))
+      keys = std::move(*k);
   }
   const auto cached = pools.ingest(rid, keys ? &*keys : nullptr).value_or(0);
   pools.apply_cached_prefix(rid, cached);
@@ -18,7 +19,8 @@ std::int64_t register_sequence(pool_set& pools, const request_id& rid,
 }
 
 void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched) {
-  for (const auto& rid : actions.release) pools.remove(rid);
+  for (const auto& rid : actions.release)
+    pools.remove(rid);
   for (const auto& [rid, tokens] : actions.registrations) {
     sched.set_cached(rid, register_sequence(pools, rid, tokens));
   }
@@ -27,10 +29,13 @@ void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sche
 result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models::causal_lm> model,
                                                          engine_config config) {
   auto spec = model->pools(config.pools);
-  if (!spec) return spec.error();
+  if (!spec)
+    return spec.error();
   auto pools = pool_set::make(*spec);
-  if (!pools) return pools.error();
-  if (auto ok = model->bind((*pools)->kv(), (*pools)->recurrent()); !ok) return ok.error();
+  if (!pools)
+    return pools.error();
+  if (auto ok = model->bind((*pools)->kv(), (*pools)->recurrent()); !ok)
+    return ok.error();
   auto e = std::unique_ptr<local_engine>(new local_engine);
   model_facts facts{model->vocab_size(),
                     {model->eos_token_ids().begin(), model->eos_token_ids().end()},
@@ -45,20 +50,28 @@ result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models:
 local_engine::~local_engine() = default;
 
 result<request_id> local_engine::submit(request_spec spec) {
-  if (spec.id.empty()) spec.id = fmt::format("req-{}", next_id_++);
-  if (auto ok = tokenize(spec, model_->tok()); !ok) return ok.error();
-  if (auto ok = sched_->validate(spec); !ok) return ok.error();
+  if (spec.id.empty())
+    spec.id = fmt::format("req-{}", next_id_++);
+  if (auto ok = tokenize(spec, model_->tok()); !ok)
+    return ok.error();
+  if (auto ok = sched_->validate(spec); !ok)
+    return ok.error();
   const auto id = spec.id;
-  if (auto ok = sched_->add(std::move(spec)); !ok) return ok.error();
+  if (auto ok = sched_->add(std::move(spec)); !ok)
+    return ok.error();
   return id;
 }
 
-bool local_engine::cancel(const request_id& id) { return sched_->cancel(id); }
+bool local_engine::cancel(const request_id& id) {
+  return sched_->cancel(id);
+}
 
 void local_engine::collect(step_result res, std::vector<delta>& out) {
-  for (const auto& [rid, ids] : res.extend) pools_->extend(rid, ids);
+  for (const auto& [rid, ids] : res.extend)
+    pools_->extend(rid, ids);
   apply_actions(res.actions, *pools_, *sched_);
-  for (const auto& d : res.deltas) counters_.generated_tokens += static_cast<std::int64_t>(d.tokens.size());
+  for (const auto& d : res.deltas)
+    counters_.generated_tokens += static_cast<std::int64_t>(d.tokens.size());
   if (out.empty()) {
     out = std::move(res.deltas);
   } else {
@@ -74,7 +87,8 @@ result<std::vector<delta>> local_engine::step() {
     apply_actions(sched_->admissions(), *pools_, *sched_);
     auto step = sched_->schedule();
     collect(sched_->take_pending(), out);
-    if (step.empty()) return out;
+    if (step.empty())
+      return out;
     step_record rec;
     std::vector<models::step_row> rows;
     rows.reserve(step.rows.size());
@@ -100,9 +114,10 @@ result<std::vector<delta>> local_engine::step() {
       collect(sched_->on_failed(step, plans.error().message()), out);
       return out;
     }
-    auto fwd = model_->forward(rows, *plans, step.want_logits
-                                                 ? std::span<const models::row_sampling>{}
-                                                 : std::span<const models::row_sampling>{step.draws});
+    auto fwd =
+        model_->forward(rows, *plans,
+                        step.want_logits ? std::span<const models::row_sampling>{}
+                                         : std::span<const models::row_sampling>{step.draws});
     if (!fwd) {
       pools_->rollback(rec);
       collect(sched_->on_failed(step, fwd.error().message()), out);
@@ -114,7 +129,8 @@ result<std::vector<delta>> local_engine::step() {
     }
     ++counters_.steps;
     for (const auto& r : step.rows) {
-      if (!r.samples || r.tokens.size() > 1) counters_.prompt_tokens += static_cast<std::int64_t>(r.tokens.size());
+      if (!r.samples || r.tokens.size() > 1)
+        counters_.prompt_tokens += static_cast<std::int64_t>(r.tokens.size());
     }
     collect(sched_->on_ran(step, *fwd), out);
     return out;
@@ -122,14 +138,16 @@ result<std::vector<delta>> local_engine::step() {
 }
 
 result<void> local_engine::warm_up() {
-  if (!model_->on_gpu()) return {};
+  if (!model_->on_gpu())
+    return {};
   request_spec spec;
   spec.id = "mstar-warm-up";
   spec.prompt = {0};
   spec.stop.max_tokens = 2;
   spec.stop.ignore_eos = true;
   auto done = run_to_completion(*this, {std::move(spec)});
-  if (!done) return done.error().with_context("GPU warm-up");
+  if (!done)
+    return done.error().with_context("GPU warm-up");
   if (done->front().finished.front() == finish_reason::error) {
     return make_error(errc::internal, "GPU warm-up: " + done->front().errors.front());
   }
@@ -153,42 +171,51 @@ void completion_collector::expect(const request_spec& spec) {
 
 void completion_collector::add(const delta& d) {
   const auto it = index_.find(d.id);
-  if (it == index_.end()) return;
+  if (it == index_.end())
+    return;
   auto& c = done_[it->second];
   const auto i = static_cast<std::size_t>(d.index);
-  if (i >= c.tokens.size()) return;
+  if (i >= c.tokens.size())
+    return;
   c.tokens[i].insert(c.tokens[i].end(), d.tokens.begin(), d.tokens.end());
   c.text[i] += d.text;
-  for (const auto& row : d.logits) c.logits[i].push_back(row);
-  if (d.time_to_first_token_s > 0 && i == 0) c.time_to_first_token_s = d.time_to_first_token_s;
+  for (const auto& row : d.logits)
+    c.logits[i].push_back(row);
+  if (d.time_to_first_token_s > 0 && i == 0)
+    c.time_to_first_token_s = d.time_to_first_token_s;
   if (d.finished) {
     c.finished[i] = *d.finished;
     c.errors[i] = d.error;
     if (i == 0) {
       c.counts = d.counts;
-      c.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                   started_[d.id])
-                         .count();
+      c.duration_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started_[d.id]).count();
     }
   }
 }
 
-std::vector<completion> completion_collector::take() { return std::exchange(done_, {}); }
+std::vector<completion> completion_collector::take() {
+  return std::exchange(done_, {});
+}
 
 result<std::vector<completion>> run_to_completion(local_engine& engine,
                                                   std::vector<request_spec> requests) {
   completion_collector collector;
   for (auto& r : requests) {
     auto id = engine.submit(r);
-    if (!id) return id.error();
+    if (!id)
+      return id.error();
     r.id = *id;
-    if (auto ok = tokenize(r, engine.model().tok()); !ok) return ok.error();
+    if (auto ok = tokenize(r, engine.model().tok()); !ok)
+      return ok.error();
     collector.expect(r);
   }
   while (!engine.idle()) {
     auto deltas = engine.step();
-    if (!deltas) return deltas.error();
-    for (const auto& d : *deltas) collector.add(d);
+    if (!deltas)
+      return deltas.error();
+    for (const auto& d : *deltas)
+      collector.add(d);
   }
   return collector.take();
 }

@@ -7,7 +7,8 @@
 namespace mstar::engine {
 
 result<void> tokenize(request_spec& spec, const models::tokenizer* tok) {
-  if (!spec.text) return {};
+  if (!spec.text)
+    return {};
   if (tok == nullptr) {
     return make_error(errc::invalid_argument,
                       fmt::format("request {}: this model has no tokenizer; send the prompt as "
@@ -27,7 +28,8 @@ result<resources::kv_prefix_seed> page_keys(std::span<const token_id> tokens,
                                             std::int64_t page_size) {
   const resources::prompt_span spans[] = {resources::id_span{{tokens.begin(), tokens.end()}}};
   auto keyed = resources::key_prompt(spans, page_size);
-  if (!keyed) return keyed.error();
+  if (!keyed)
+    return keyed.error();
   return resources::kv_prefix_seed{std::move(keyed->keys), std::move(keyed->tail)};
 }
 

@@ -37,8 +37,8 @@ struct sampling_params {
 
   /// Whether the draw needs the logits on the host (penalties or logprobs).
   [[nodiscard]] bool needs_logits() const noexcept {
-    return presence_penalty != 0.0F || frequency_penalty != 0.0F ||
-           repetition_penalty != 1.0F || logprobs > 0;
+    return presence_penalty != 0.0F || frequency_penalty != 0.0F || repetition_penalty != 1.0F ||
+           logprobs > 0;
   }
 };
 
@@ -58,8 +58,8 @@ struct request_spec {
   std::optional<std::string> text;
   sampling_params sampling;
   stop_rules stop;
-  std::string cache_salt;     ///< a tenant's salt: only same-salt requests share cached pages
-  bool keep_logits = false;   ///< report the logits row that chose each token (tests, mstar-run)
+  std::string cache_salt;    ///< a tenant's salt: only same-salt requests share cached pages
+  bool keep_logits = false;  ///< report the logits row that chose each token (tests, mstar-run)
 };
 
 /// Why a sequence ended.
@@ -84,7 +84,7 @@ struct usage {
 /// What one step produced for one sequence of a request.
 struct delta {
   request_id id;
-  std::int32_t index = 0;       ///< which of the `n` samples
+  std::int32_t index = 0;        ///< which of the `n` samples
   std::vector<token_id> tokens;  ///< new token ids
   /// Text of the new tokens: never splits a UTF-8 sequence, never shows a
   /// prefix of a stop string that may still complete.

@@ -16,16 +16,19 @@ void apply_penalties(std::span<float> logits, const sampling_params& p,
   const auto V = logits.size();
   if (p.repetition_penalty != 1.0F) {
     std::unordered_set<token_id> seen(prompt.begin(), prompt.end());
-    for (const auto& [id, n] : counts) seen.insert(id);
+    for (const auto& [id, n] : counts)
+      seen.insert(id);
     for (const auto id : seen) {
-      if (id >= V) continue;
+      if (id >= V)
+        continue;
       float& x = logits[id];
       x = x > 0 ? x / p.repetition_penalty : x * p.repetition_penalty;
     }
   }
   if (p.presence_penalty != 0.0F || p.frequency_penalty != 0.0F) {
     for (const auto& [id, n] : counts) {
-      if (id >= V) continue;
+      if (id >= V)
+        continue;
       logits[id] -= p.frequency_penalty * static_cast<float>(n) + p.presence_penalty;
     }
   }
@@ -37,13 +40,15 @@ result<draw_result> draw(std::span<const float> logits, const sampling_params& p
   auto tok = kernels::sample({kernels::contiguous<const float, 1>(
                                   logits.data(), {static_cast<std::int64_t>(logits.size())}),
                               p.temperature, p.top_k, p.top_p, p.seed, counter});
-  if (!tok) return tok.error();
+  if (!tok)
+    return tok.error();
   out.id = static_cast<token_id>(*tok);
   if (p.logprobs > 0) {
     // log-softmax of the row as the model scored it (after penalties).
     const float m = *std::max_element(logits.begin(), logits.end());
     double sum = 0;
-    for (const float x : logits) sum += std::exp(static_cast<double>(x - m));
+    for (const float x : logits)
+      sum += std::exp(static_cast<double>(x - m));
     const double lse = static_cast<double>(m) + std::log(sum);
     auto lp = [&](std::size_t i) { return static_cast<float>(logits[i] - lse); };
     out.chosen = {out.id, lp(out.id)};
@@ -54,7 +59,8 @@ result<draw_result> draw(std::span<const float> logits, const sampling_params& p
                       [&](std::uint32_t a, std::uint32_t b) {
                         return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
                       });
-    for (std::size_t i = 0; i < k; ++i) out.top.push_back({idx[i], lp(idx[i])});
+    for (std::size_t i = 0; i < k; ++i)
+      out.top.push_back({idx[i], lp(idx[i])});
   }
   return out;
 }

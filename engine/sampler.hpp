@@ -18,8 +18,8 @@ namespace mstar::engine {
 /// What was drawn for one row.
 struct draw_result {
   token_id id = 0;
-  token_logprob chosen;              ///< with logprobs: the drawn token's
-  std::vector<token_logprob> top;    ///< with logprobs: the `logprobs` most likely
+  token_logprob chosen;            ///< with logprobs: the drawn token's
+  std::vector<token_logprob> top;  ///< with logprobs: the `logprobs` most likely
 };
 
 /// Applies the presence / frequency / repetition penalties to `logits` in

@@ -1,8 +1,7 @@
 #include "engine/scheduler.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
+#include <fmt/format.h>
 
 #include "engine/sampler.hpp"
 
@@ -30,8 +29,8 @@ struct scheduler::sequence {
   std::int32_t index = 0;
   std::vector<token_id> tokens;  ///< prompt, then output
   std::size_t prompt_len = 0;
-  std::int64_t computed = 0;  ///< tokens the pools hold for it
-  std::int64_t cached = -1;   ///< prompt tokens from cache at the first admission (-1: unknown)
+  std::int64_t computed = 0;    ///< tokens the pools hold for it
+  std::int64_t cached = -1;     ///< prompt tokens from cache at the first admission (-1: unknown)
   bool registered = false;      ///< known to the pools (holds a lease, a slot or pages)
   bool awaiting_cache = false;  ///< registered, its cached prefix not yet known
   bool running = false;
@@ -60,13 +59,16 @@ scheduler::scheduler(scheduler_config config, model_facts facts)
 
 scheduler::~scheduler() = default;
 
-std::size_t scheduler::num_running() const noexcept { return running_.size(); }
+std::size_t scheduler::num_running() const noexcept {
+  return running_.size();
+}
 
 result<void> scheduler::validate(const request_spec& spec) const {
   auto bad = [&](std::string what) {
     return make_error(errc::invalid_argument, fmt::format("request {}: {}", spec.id, what));
   };
-  if (spec.prompt.empty()) return bad("the prompt is empty");
+  if (spec.prompt.empty())
+    return bad("the prompt is empty");
   for (const auto id : spec.prompt) {
     if (static_cast<std::int64_t>(id) >= facts_.vocab_size) {
       return make_error(errc::out_of_range,
@@ -75,30 +77,42 @@ result<void> scheduler::validate(const request_spec& spec) const {
     }
   }
   const auto& p = spec.sampling;
-  if (!(p.temperature >= 0.0F) || p.temperature > 100.0F) return bad("temperature must be in [0, 100]");
-  if (p.top_k < 0) return bad("top_k must be >= 0");
-  if (!(p.top_p > 0.0F && p.top_p <= 1.0F)) return bad("top_p must be in (0, 1]");
-  if (!(p.repetition_penalty > 0.0F)) return bad("repetition_penalty must be > 0");
-  if (!(p.presence_penalty >= -2.0F && p.presence_penalty <= 2.0F)) return bad("presence_penalty must be in [-2, 2]");
-  if (!(p.frequency_penalty >= -2.0F && p.frequency_penalty <= 2.0F)) return bad("frequency_penalty must be in [-2, 2]");
-  if (p.n < 1 || p.n > 128) return bad("n must be in [1, 128]");
-  if (p.logprobs < 0 || p.logprobs > 20) return bad("logprobs must be in [0, 20]");
-  if (spec.stop.max_tokens < 0) return bad("max_tokens must be >= 0");
+  if (!(p.temperature >= 0.0F) || p.temperature > 100.0F)
+    return bad("temperature must be in [0, 100]");
+  if (p.top_k < 0)
+    return bad("top_k must be >= 0");
+  if (!(p.top_p > 0.0F && p.top_p <= 1.0F))
+    return bad("top_p must be in (0, 1]");
+  if (!(p.repetition_penalty > 0.0F))
+    return bad("repetition_penalty must be > 0");
+  if (!(p.presence_penalty >= -2.0F && p.presence_penalty <= 2.0F))
+    return bad("presence_penalty must be in [-2, 2]");
+  if (!(p.frequency_penalty >= -2.0F && p.frequency_penalty <= 2.0F))
+    return bad("frequency_penalty must be in [-2, 2]");
+  if (p.n < 1 || p.n > 128)
+    return bad("n must be in [1, 128]");
+  if (p.logprobs < 0 || p.logprobs > 20)
+    return bad("logprobs must be in [0, 20]");
+  if (spec.stop.max_tokens < 0)
+    return bad("max_tokens must be >= 0");
   if (!spec.stop.stop_strings.empty() && facts_.tok == nullptr) {
     return bad("stop strings need a tokenizer, and this model has none");
   }
-  if (live_.contains(spec.id)) return bad("a request with this id is already running");
+  if (live_.contains(spec.id))
+    return bad("a request with this id is already running");
   return {};
 }
 
 std::vector<request_id> scheduler::sequence_ids(const request_spec& spec) {
   std::vector<request_id> ids{spec.id};
-  for (std::int32_t i = 1; i < spec.sampling.n; ++i) ids.push_back(fmt::format("{}#{}", spec.id, i));
+  for (std::int32_t i = 1; i < spec.sampling.n; ++i)
+    ids.push_back(fmt::format("{}#{}", spec.id, i));
   return ids;
 }
 
 result<void> scheduler::add(request_spec spec) {
-  if (auto ok = validate(spec); !ok) return ok;
+  if (auto ok = validate(spec); !ok)
+    return ok;
   auto entry = std::make_unique<request_entry>();
   entry->arrived = clock::now();
   const auto ids = sequence_ids(spec);
@@ -124,21 +138,28 @@ result<void> scheduler::add(request_spec spec) {
 
 void scheduler::set_cached(const request_id& rid, std::int64_t tokens) {
   auto* s = find(rid);
-  if (s == nullptr) return;
+  if (s == nullptr)
+    return;
   // At least one token runs, so the step that completes the prompt has logits.
   const auto limit = static_cast<std::int64_t>(s->tokens.size()) - 1;
   s->computed = std::clamp<std::int64_t>(tokens, 0, limit);
-  if (s->cached < 0) s->cached = std::min<std::int64_t>(s->computed, static_cast<std::int64_t>(s->prompt_len));
+  if (s->cached < 0)
+    s->cached = std::min<std::int64_t>(s->computed, static_cast<std::int64_t>(s->prompt_len));
   s->awaiting_cache = false;
 }
 
 pool_actions scheduler::admissions() {
   pool_actions actions;
-  if (hold_admissions_) return actions;
-  std::size_t room = static_cast<std::size_t>(config_.max_running) - std::min<std::size_t>(running_.size(), static_cast<std::size_t>(config_.max_running));
+  if (hold_admissions_)
+    return actions;
+  std::size_t room =
+      static_cast<std::size_t>(config_.max_running) -
+      std::min<std::size_t>(running_.size(), static_cast<std::size_t>(config_.max_running));
   for (auto* s : waiting_) {
-    if (room-- == 0) break;
-    if (s->registered) continue;
+    if (room-- == 0)
+      break;
+    if (s->registered)
+      continue;
     s->registered = true;
     s->awaiting_cache = true;
     actions.registrations.emplace_back(s->rid, s->tokens);
@@ -148,7 +169,8 @@ pool_actions scheduler::admissions() {
 
 bool scheduler::cancel(const request_id& id) {
   const auto it = live_.find(id);
-  if (it == live_.end()) return false;
+  if (it == live_.end())
+    return false;
   it->second->cancelled = true;
   return true;
 }
@@ -162,18 +184,22 @@ scheduled_step scheduler::schedule() {
   // Cancellations take effect here, at a step boundary.
   std::vector<request_entry*> cancelled;
   for (auto& [id, e] : live_) {
-    if (e->cancelled) cancelled.push_back(e.get());
+    if (e->cancelled)
+      cancelled.push_back(e.get());
   }
   for (auto* e : cancelled) {
     std::vector<sequence*> seqs;
     for (auto& s : e->seqs) {
-      if (!s->finished) seqs.push_back(s.get());
+      if (!s->finished)
+        seqs.push_back(s.get());
     }
-    for (auto* s : seqs) finish(*s, finish_reason::cancelled, {}, pending_);
+    for (auto* s : seqs)
+      finish(*s, finish_reason::cancelled, {}, pending_);
   }
   started_.clear();
   rows_.clear();
-  if (running_.empty()) hold_admissions_ = false;  // nothing left to make room for
+  if (running_.empty())
+    hold_admissions_ = false;  // nothing left to make room for
   scheduled_step step;
   step.serial = ++serial_;
   std::int64_t budget = config_.max_batched_tokens;
@@ -187,17 +213,20 @@ scheduled_step scheduler::schedule() {
   };
   // Decode rows first, then the running sequences' next prefill chunks.
   for (auto* s : running_) {
-    if (budget > 0 && s->computed + 1 == static_cast<std::int64_t>(s->tokens.size())) add_row(*s, 1);
+    if (budget > 0 && s->computed + 1 == static_cast<std::int64_t>(s->tokens.size()))
+      add_row(*s, 1);
   }
   for (auto* s : running_) {
     const auto remaining = static_cast<std::int64_t>(s->tokens.size()) - s->computed;
-    if (budget > 0 && remaining > 1) add_row(*s, std::min(remaining, budget));
+    if (budget > 0 && remaining > 1)
+      add_row(*s, std::min(remaining, budget));
   }
   // Then newcomers, first come first served, while they fit.
   while (!hold_admissions_ && budget > 0 && !waiting_.empty() &&
          running_.size() < static_cast<std::size_t>(config_.max_running)) {
     sequence* s = waiting_.front();
-    if (!s->registered || s->awaiting_cache) break;
+    if (!s->registered || s->awaiting_cache)
+      break;
     waiting_.pop_front();
     if (s->output_len() >= static_cast<std::size_t>(s->req->spec.stop.max_tokens)) {
       finish(*s, finish_reason::length, {}, pending_);
@@ -217,15 +246,19 @@ scheduled_step scheduler::schedule() {
     const auto& row = step.rows[r];
     const auto* s = rows_[r];
     const auto& spec = s->req->spec;
-    if (row.samples && (spec.sampling.needs_logits() || spec.keep_logits)) step.want_logits = true;
+    if (row.samples && (spec.sampling.needs_logits() || spec.keep_logits))
+      step.want_logits = true;
     const auto& p = spec.sampling;
     step.draws.push_back({p.temperature, p.top_k, p.top_p, s->seed, s->output_len()});
   }
-  if (step.want_logits) step.draws.clear();
+  if (step.want_logits)
+    step.draws.clear();
   return step;
 }
 
-step_result scheduler::take_pending() { return std::exchange(pending_, {}); }
+step_result scheduler::take_pending() {
+  return std::exchange(pending_, {});
+}
 
 void scheduler::preempt(sequence& s, pool_actions& actions) {
   std::erase(running_, &s);
@@ -233,10 +266,9 @@ void scheduler::preempt(sequence& s, pool_actions& actions) {
   s.computed = 0;
   s.registered = false;  // registered again, with its tokens so far, when it nears the front
   // Back to the front, behind older preempted ones: arrival order.
-  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), &s,
-                                   [](const sequence* a, const sequence* b) {
-                                     return a->arrival < b->arrival;
-                                   }),
+  waiting_.insert(std::upper_bound(
+                      waiting_.begin(), waiting_.end(), &s,
+                      [](const sequence* a, const sequence* b) { return a->arrival < b->arrival; }),
                   &s);
   actions.release.push_back(s.rid);
   ++preemptions_;
@@ -269,8 +301,10 @@ pool_actions scheduler::on_refused(const scheduled_step& step, const std::string
   } else {
     preempt(*running_.back(), actions);
   }
-  for (auto& d : out.deltas) pending_.deltas.push_back(std::move(d));
-  for (auto& r : out.actions.release) actions.release.push_back(std::move(r));
+  for (auto& d : out.deltas)
+    pending_.deltas.push_back(std::move(d));
+  for (auto& r : out.actions.release)
+    actions.release.push_back(std::move(r));
   return actions;
 }
 
@@ -282,8 +316,9 @@ result<void> scheduler::take_token(sequence& s, const scheduled_row& row, std::s
   token_id id = 0;
   if (!output.sampled.empty()) {
     if (output.sampled[r] < 0) {
-      return make_error(errc::invalid_argument,
-                        "no token can be drawn (sampling settings out of range or no finite logit)");
+      return make_error(
+          errc::invalid_argument,
+          "no token can be drawn (sampling settings out of range or no finite logit)");
     }
     id = static_cast<token_id>(output.sampled[r]);
   } else {
@@ -293,13 +328,15 @@ result<void> scheduler::take_token(sequence& s, const scheduled_row& row, std::s
     }
     std::vector<float> logits(output.logits.begin() + static_cast<std::ptrdiff_t>(r * V),
                               output.logits.begin() + static_cast<std::ptrdiff_t>((r + 1) * V));
-    if (spec.keep_logits) d.logits.push_back(logits);
+    if (spec.keep_logits)
+      d.logits.push_back(logits);
     apply_penalties(logits, spec.sampling, s.counts,
                     std::span<const token_id>{s.tokens.data(), s.prompt_len});
     auto settings = spec.sampling;
     settings.seed = s.seed;
     auto drawn = draw(logits, settings, s.output_len());
-    if (!drawn) return drawn.error();
+    if (!drawn)
+      return drawn.error();
     id = drawn->id;
     if (spec.sampling.logprobs > 0) {
       d.chosen_logprobs.push_back(drawn->chosen);
@@ -311,18 +348,19 @@ result<void> scheduler::take_token(sequence& s, const scheduled_row& row, std::s
   if (p.presence_penalty != 0.0F || p.frequency_penalty != 0.0F || p.repetition_penalty != 1.0F) {
     ++s.counts[id];  // only penalties read them
   }
-  if (facts_.extend_chains) out.extend.emplace_back(s.rid, std::vector<token_id>{id});
+  if (facts_.extend_chains)
+    out.extend.emplace_back(s.rid, std::vector<token_id>{id});
   d.tokens.push_back(id);
   if (!s.first_token_seen) {
     s.first_token_seen = true;
-    d.time_to_first_token_s =
-        std::chrono::duration<double>(clock::now() - s.req->arrived).count();
+    d.time_to_first_token_s = std::chrono::duration<double>(clock::now() - s.req->arrived).count();
   }
   auto piece = s.text.push(std::span<const token_id>{&id, 1});
   d.text = std::move(piece.text);
   std::optional<finish_reason> why;
   const auto& eos = facts_.eos_token_ids;
-  if (!spec.stop.ignore_eos && std::find(eos.begin(), eos.end(), static_cast<std::int64_t>(id)) != eos.end()) {
+  if (!spec.stop.ignore_eos &&
+      std::find(eos.begin(), eos.end(), static_cast<std::int64_t>(id)) != eos.end()) {
     why = finish_reason::eos;
   } else if (std::find(spec.stop.stop_token_ids.begin(), spec.stop.stop_token_ids.end(), id) !=
                  spec.stop.stop_token_ids.end() ||
@@ -332,11 +370,13 @@ result<void> scheduler::take_token(sequence& s, const scheduled_row& row, std::s
     why = finish_reason::length;
   }
   if (why) {
-    if (*why != finish_reason::stop || !piece.stopped) d.text += s.text.flush();
+    if (*why != finish_reason::stop || !piece.stopped)
+      d.text += s.text.flush();
     d.finished = why;
   }
   emit(s, out, std::move(d));
-  if (why) finish(s, *why, {}, out);
+  if (why)
+    finish(s, *why, {}, out);
   return {};
 }
 
@@ -349,9 +389,11 @@ step_result scheduler::on_ran(const scheduled_step& step, const models::forward_
     // The rows of the step just scheduled (none ended since: cancellations
     // apply at `schedule` only); a foreign step goes through the id map.
     auto* s = step.serial == serial_ ? rows_[r] : find(row.rid);
-    if (s == nullptr || s->finished) continue;
+    if (s == nullptr || s->finished)
+      continue;
     s->computed += static_cast<std::int64_t>(row.tokens.size());
-    if (!row.samples) continue;
+    if (!row.samples)
+      continue;
     if (auto ok = take_token(*s, row, r, output, out); !ok) {
       finish(*s, finish_reason::error, ok.error().message(), out);
     }
@@ -378,7 +420,8 @@ void scheduler::emit(sequence& s, step_result& out, delta d) {
 
 void scheduler::finish(sequence& s, finish_reason why, std::string error, step_result& out) {
   s.finished = true;
-  if (s.running) std::erase(running_, &s);
+  if (s.running)
+    std::erase(running_, &s);
   s.running = false;
   std::erase(waiting_, &s);
   std::erase(started_, &s);
@@ -390,7 +433,8 @@ void scheduler::finish(sequence& s, finish_reason why, std::string error, step_r
     delta d;
     d.finished = why;
     d.error = std::move(error);
-    if (why != finish_reason::error) d.text = s.text.flush();
+    if (why != finish_reason::error)
+      d.text = s.text.flush();
     emit(s, out, std::move(d));
   }
   auto& last = out.deltas.back();
@@ -398,7 +442,8 @@ void scheduler::finish(sequence& s, finish_reason why, std::string error, step_r
                  std::max<std::int64_t>(s.cached, 0)};
   by_rid_.erase(s.rid);
   auto* req = s.req;
-  if (--req->unfinished == 0) live_.erase(req->spec.id);  // frees `s`
+  if (--req->unfinished == 0)
+    live_.erase(req->spec.id);  // frees `s`
 }
 
 }  // namespace mstar::engine

@@ -119,7 +119,8 @@ class scheduler {
   /// Returns the pool work to do before scheduling again.
   [[nodiscard]] pool_actions on_refused(const scheduled_step& step, const std::string& why);
   /// `step` ran and committed with `output` (logits or drawn ids per row).
-  [[nodiscard]] step_result on_ran(const scheduled_step& step, const models::forward_output& output);
+  [[nodiscard]] step_result on_ran(const scheduled_step& step,
+                                   const models::forward_output& output);
   /// `step` failed (its pools rolled back): every sequence in it fails.
   [[nodiscard]] step_result on_failed(const scheduled_step& step, const std::string& why);
 
@@ -147,7 +148,7 @@ class scheduler {
   model_facts facts_;
   std::map<request_id, std::unique_ptr<request_entry>> live_;
   std::unordered_map<request_id, sequence*> by_rid_;
-  std::deque<sequence*> waiting_;  ///< by arrival; preempted ones return to the front
+  std::deque<sequence*> waiting_;   ///< by arrival; preempted ones return to the front
   std::vector<sequence*> running_;  ///< by arrival
   std::vector<sequence*> started_;  ///< sequences the last schedule moved from waiting
   std::vector<sequence*> rows_;     ///< the last scheduled step's sequences, row by row

@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   std::cout << *spec.text;
   while (auto d = handle.next()) {
     std::cout << d->text << std::flush;
-    if (d->finished) std::cout << "\n[" << mstar::engine::to_string(*d->finished) << "]\n";
+    if (d->finished)
+      std::cout << "\n[" << mstar::engine::to_string(*d->finished) << "]\n";
   }
 
   // Four threads submitting at once, deltas through a callback.
@@ -44,11 +45,13 @@ int main(int argc, char** argv) {
       s.stop.max_tokens = 8;
       engine.submit(s, [&](const mstar::engine::delta& d) {
         tokens += static_cast<int>(d.tokens.size());
-        if (d.finished) ++finished;
+        if (d.finished)
+          ++finished;
       });
     });
   }
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   engine.stop();  // drains: every request above has finished after this
   std::printf("%d callback requests finished, %d tokens\n", finished.load(), tokens.load());
   return finished.load() == 4 ? 0 : 1;

@@ -3,10 +3,9 @@
 // last token.
 #include "models/nemotron_h_cpu.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cassert>
+#include <fmt/format.h>
 
 #include "kernels/conv.hpp"
 #include "kernels/math.hpp"
@@ -42,8 +41,7 @@ result<void> nemotron_h_cpu::load(const nemotron_h_config& config,
 }
 
 result<void> nemotron_h_cpu::forward(const nemotron_h_batch& batch, const nemotron_h_state& state,
-                                     std::vector<float>* logits,
-                                     std::vector<std::int32_t>* sampled,
+                                     std::vector<float>* logits, std::vector<std::int32_t>* sampled,
                                      std::span<const row_sampling> sampling) {
   const auto& c = config_;
   const auto& w = weights_;
@@ -107,7 +105,8 @@ result<void> nemotron_h_cpu::forward(const nemotron_h_batch& batch, const nemotr
       auto tok = kernels::sample(
           {kernels::contiguous<const float, 1>(rows.data() + r * c.vocab_size, {c.vocab_size}),
            s.temperature, s.top_k, s.top_p, s.seed, s.counter});
-      if (tok) (*sampled)[static_cast<std::size_t>(r)] = *tok;
+      if (tok)
+        (*sampled)[static_cast<std::size_t>(r)] = *tok;
     }
   }
   return {};
@@ -129,16 +128,19 @@ void nemotron_h_cpu::mamba_layer(const nemotron_h_layer& l, const float* x, floa
   auto& xbc = scratch_.xbc;
   xbc.resize(static_cast<std::size_t>(tokens * cd));
   const auto rows = static_cast<std::int32_t>(cu.size() - 1);
-  const std::span<const std::int32_t> slots{rec.slot_indices.data(), static_cast<std::size_t>(rows)};
+  const std::span<const std::int32_t> slots{rec.slot_indices.data(),
+                                            static_cast<std::size_t>(rows)};
   const std::span<const std::uint8_t> has{rec.has_state.data(), static_cast<std::size_t>(rows)};
   const auto cw =
       internal::conv_weights_of(c, l.conv_w.data(), l.conv_b.empty() ? nullptr : l.conv_b.data());
   float* conv_state = state.conv_state[static_cast<std::size_t>(l.sub_index)];
   float* ssm_state = state.ssm_state[static_cast<std::size_t>(l.sub_index)];
   if (decode) {
-    kernels::causal_conv_update({cw, zxbcdt.data() + di, proj, xbc.data(), rows, conv_state, slots, has});
+    kernels::causal_conv_update(
+        {cw, zxbcdt.data() + di, proj, xbc.data(), rows, conv_state, slots, has});
   } else {
-    kernels::causal_conv_varlen({cw, zxbcdt.data() + di, proj, xbc.data(), cu, conv_state, slots, has});
+    kernels::causal_conv_varlen(
+        {cw, zxbcdt.data() + di, proj, xbc.data(), cu, conv_state, slots, has});
   }
   const auto sw = internal::ssd_weights_of(c, l.dt_bias.data(), l.a_log.data(), l.d.data());
   const auto in = internal::ssd_inputs_of(c, xbc.data(), zxbcdt.data());
@@ -176,7 +178,7 @@ void nemotron_h_cpu::attention_layer(const nemotron_h_layer& l, const float* x, 
   linear(x, tokens, c.hidden_size, l.q, qd, q.data());
   linear(x, tokens, c.hidden_size, l.k, kvd, k.data());
   linear(x, tokens, c.hidden_size, l.v, kvd, v.data());
-  const kernels::kv_page_table table{plan.qo_indptr, plan.kv_indptr, plan.kv_indices,
+  const kernels::kv_page_table table{plan.qo_indptr,     plan.kv_indptr,   plan.kv_indices,
                                      plan.last_page_len, plan.decode_page, plan.decode_offset};
   kernels::append_kv({kv_view, l.sub_index, table, k.data(), v.data()});
   kernels::paged_attention({kv_view, l.sub_index, table, q.data(), o.data(),

@@ -34,8 +34,8 @@ class nemotron_h_cpu final : public nemotron_h_backend {
   };
   void mamba_layer(const nemotron_h_layer& l, const float* x, float* out, std::int64_t tokens,
                    const nemotron_h_batch& batch, const nemotron_h_state& state);
-  void attention_layer(const nemotron_h_layer& l, const float* x, float* out,
-                       std::int64_t tokens, const nemotron_h_state& state);
+  void attention_layer(const nemotron_h_layer& l, const float* x, float* out, std::int64_t tokens,
+                       const nemotron_h_state& state);
 
   std::string name_ = "cpu";
   nemotron_h_config config_;

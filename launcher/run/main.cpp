@@ -1,13 +1,12 @@
 // mstar-run: generate text with a model through the engine's actors
 // (conductor, pool actors, worker, preprocess stage), in one process.
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include <charconv>
 #include <cstdio>
+#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "actors/runtime.hpp"
 #include "engine/preprocess.hpp"
@@ -45,9 +44,9 @@ mstar::result<std::vector<mstar::resources::token_id>> parse_ids(const std::stri
     std::uint32_t v = 0;
     const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
     if (part.empty() || ec != std::errc{} || end != part.data() + part.size()) {
-      return mstar::make_error(mstar::errc::invalid_argument,
-                               fmt::format("--prompt-ids: '{}' is not a token id (in \"{}\")",
-                                           part, text));
+      return mstar::make_error(
+          mstar::errc::invalid_argument,
+          fmt::format("--prompt-ids: '{}' is not a token id (in \"{}\")", part, text));
     }
     ids.push_back(v);
     at = comma + 1;
@@ -71,12 +70,16 @@ void print_text(const options& opt, const mstar::models::causal_lm& model,
                             {"text", r.text[i]},
                             {"finish_reason", mstar::engine::to_string(r.finished[i])},
                             {"matched_tokens", r.counts.cached_tokens}};
-        if (r.tokens.size() > 1) line["index"] = i;
-        if (!r.errors[i].empty()) line["error"] = r.errors[i];
-        if (opt.logits) line["step_logits"] = r.logits[i];
+        if (r.tokens.size() > 1)
+          line["index"] = i;
+        if (!r.errors[i].empty())
+          line["error"] = r.errors[i];
+        if (opt.logits)
+          line["step_logits"] = r.logits[i];
         std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
       } else {
-        if (tok != nullptr) std::cout << tok->decode(r.prompt, true);
+        if (tok != nullptr)
+          std::cout << tok->decode(r.prompt, true);
         std::cout << r.text[i] << "\n";
       }
     }
@@ -89,21 +92,21 @@ void print_summary(const std::vector<completion>& results, double wall_s) {
   double ttft = 0, decode = 0;
   for (const auto& r : results) {
     prompt += r.prompt.size();
-    for (const auto& t : r.tokens) generated += t.size();
+    for (const auto& t : r.tokens)
+      generated += t.size();
     matched += r.counts.cached_tokens;
     ttft += r.time_to_first_token_s;
     decode += r.duration_s - r.time_to_first_token_s;
   }
   const double n = static_cast<double>(results.size());
-  const double tpot = generated > results.size()
-                          ? decode / static_cast<double>(generated - results.size())
-                          : 0.0;
+  const double tpot =
+      generated > results.size() ? decode / static_cast<double>(generated - results.size()) : 0.0;
   std::fprintf(stderr,
                "--- %zu prompt(s): %zu prompt tokens (%lld from cached pages), %zu generated\n"
                "--- time to first token %.2f ms (mean), time per output token %.3f ms, "
                "%.1f tokens/s overall\n",
-               results.size(), prompt, static_cast<long long>(matched), generated,
-               1e3 * ttft / n, 1e3 * tpot, static_cast<double>(generated) / wall_s);
+               results.size(), prompt, static_cast<long long>(matched), generated, 1e3 * ttft / n,
+               1e3 * tpot, static_cast<double>(generated) / wall_s);
 }
 
 }  // namespace
@@ -129,8 +132,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", opt.sampling.seed, "Sampling seed");
   app.add_option("--presence-penalty", opt.sampling.presence_penalty, "OpenAI presence penalty")
       ->check(CLI::Range(-2.0, 2.0));
-  app.add_option("--frequency-penalty", opt.sampling.frequency_penalty,
-                 "OpenAI frequency penalty")
+  app.add_option("--frequency-penalty", opt.sampling.frequency_penalty, "OpenAI frequency penalty")
       ->check(CLI::Range(-2.0, 2.0));
   app.add_option("--repetition-penalty", opt.sampling.repetition_penalty,
                  "Multiplicative penalty on seen tokens (1: off)")
@@ -142,8 +144,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   app.add_option("--max-pages", opt.engine.pools.max_num_pages, "KV pages in the pool")
       ->check(CLI::Range(2, 1 << 24));
-  app.add_option("--max-slots", opt.engine.pools.max_slots,
-                 "Recurrent state slots (sink included)")
+  app.add_option("--max-slots", opt.engine.pools.max_slots, "Recurrent state slots (sink included)")
       ->check(CLI::Range(2, 1 << 20));
   app.add_option("--max-batched-tokens", opt.engine.scheduler.max_batched_tokens,
                  "Tokens one step may feed (prefill chunks and decode rows)")
@@ -168,7 +169,8 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  if (opt.logits && !opt.json) return fail("--logits needs --json");
+  if (opt.logits && !opt.json)
+    return fail("--logits needs --json");
   mstar::models::run_options run;
   run.device = opt.device;
   run.cuda_graphs = !opt.no_graphs;
@@ -180,15 +182,19 @@ int main(int argc, char** argv) {
     return fail("--dtype '" + opt.dtype + "' is not one of bfloat16, float32");
   }
   auto loaded = mstar::models::nemotron_h_model::load(opt.model, run);
-  if (!loaded) return fail(loaded.error().message());
+  if (!loaded)
+    return fail(loaded.error().message());
   auto made = mstar::actors::runtime::start(std::move(*loaded), opt.engine);
-  if (!made) return fail(made.error().message());
+  if (!made)
+    return fail(made.error().message());
   auto& engine = **made;
   const auto& model = engine.model();
   std::fprintf(stderr, "--- model %s on %s (%s), %lld parameters\n", opt.model.c_str(),
-               model.device_name().c_str(), std::string{mstar::to_string(model.compute_dtype())}.c_str(),
+               model.device_name().c_str(),
+               std::string{mstar::to_string(model.compute_dtype())}.c_str(),
                static_cast<long long>(model.num_parameters()));
-  if (auto warmed = engine.warm_up(); !warmed) return fail(warmed.error().message());
+  if (auto warmed = engine.warm_up(); !warmed)
+    return fail(warmed.error().message());
   std::vector<request_spec> requests;
   auto base = [&] {
     request_spec r;
@@ -211,30 +217,37 @@ int main(int argc, char** argv) {
   };
   if (!opt.prompts_file.empty()) {
     std::ifstream in{opt.prompts_file};
-    if (!in) return fail("cannot read --prompts file " + opt.prompts_file);
+    if (!in)
+      return fail("cannot read --prompts file " + opt.prompts_file);
     for (std::string line; std::getline(in, line);) {
-      if (!line.empty()) opt.prompts.push_back(line);
+      if (!line.empty())
+        opt.prompts.push_back(line);
     }
   }
-  for (const auto& p : opt.prompts) add_text(p);
+  for (const auto& p : opt.prompts)
+    add_text(p);
   for (const auto& p : opt.prompt_ids) {
     auto ids = parse_ids(p);
-    if (!ids) return fail(ids.error().message());
+    if (!ids)
+      return fail(ids.error().message());
     add(std::move(*ids));
   }
   if (requests.empty()) {
-    if (model.tok() == nullptr) return fail("this model has no tokenizer: pass --prompt-ids");
+    if (model.tok() == nullptr)
+      return fail("this model has no tokenizer: pass --prompt-ids");
     add_text("Once upon a time");
   }
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& r : requests) {
-    if (auto ok = mstar::engine::tokenize(r, model.tok()); !ok) return fail(ok.error().message());
+    if (auto ok = mstar::engine::tokenize(r, model.tok()); !ok)
+      return fail(ok.error().message());
   }
   auto results = std::optional{mstar::actors::complete(engine, std::move(requests))};
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const auto& r : *results) {
     for (const auto& e : r.errors) {
-      if (!e.empty()) return fail(e);
+      if (!e.empty())
+        return fail(e);
     }
   }
   print_text(opt, model, *results);

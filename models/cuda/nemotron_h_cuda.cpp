@@ -27,7 +27,7 @@ nemotron_h_cuda::~nemotron_h_cuda() {
 }
 
 result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar::dtype dtype,
-                                                             bool graphs) {
+                                                               bool graphs) {
   if (dtype != mstar::dtype::bfloat16 && dtype != mstar::dtype::float32) {
     return make_error(
         errc::invalid_argument,

@@ -33,8 +33,7 @@ class nemotron_h_cuda final : public nemotron_h_backend {
   /// Opens `device` (an index) with weights in `dtype` (bfloat16 or
   /// float32); unsupported when this build has no CUDA or the machine no
   /// such device.
-  [[nodiscard]] static result<std::unique_ptr<nemotron_h_cuda>> make(int device,
-                                                                     mstar::dtype dtype,
+  [[nodiscard]] static result<std::unique_ptr<nemotron_h_cuda>> make(int device, mstar::dtype dtype,
                                                                      bool graphs = true);
   ~nemotron_h_cuda() override;
   nemotron_h_cuda(const nemotron_h_cuda&) = delete;

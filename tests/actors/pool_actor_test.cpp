@@ -1,12 +1,12 @@
 // The pool actor's protocol under CAF's deterministic test coordinator: no
 // threads, every message delivered when the test runs the scheduler. A
 // scoped actor sends, the coordinator runs the pool, the reply is read.
-#include <gtest/gtest.h>
+#include "actors/pool_actor.hpp"
 
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
+#include <gtest/gtest.h>
 
-#include "actors/pool_actor.hpp"
 #include "actors/runtime.hpp"
 #include "tests/engine/engine_support.hpp"
 
@@ -45,9 +45,12 @@ struct deterministic {
     self->send(dest, admit_atom_v, step);
     sched->run();
     std::pair<admit_reply, plans_ptr> out;
-    self->receive([&](admit_reply& r, plans_ptr& p) { out = {std::move(r), std::move(p)}; },
-                  [&](caf::error& e) { ADD_FAILURE() << sys->render(e); },
-                  caf::after(std::chrono::seconds(5)) >> [&] { ADD_FAILURE() << "no reply"; });
+    self->receive(
+        [&](admit_reply& r, plans_ptr& p) {
+          out = {std::move(r), std::move(p)};
+        },
+        [&](caf::error& e) { ADD_FAILURE() << sys->render(e); },
+        caf::after(std::chrono::seconds(5)) >> [&] { ADD_FAILURE() << "no reply"; });
     return out;
   }
 };
@@ -64,8 +67,10 @@ std::shared_ptr<engine::pool_set> recurrent_pool(std::int64_t slots) {
 
 step_ptr step_of(const models::causal_lm& model, std::vector<std::string> rids) {
   auto p = std::make_shared<step_payload>();
-  for (auto& rid : rids) p->step.rows.push_back({rid, {5}, true});
-  for (const auto& r : p->step.rows) p->rows.push_back({r.rid, r.tokens});
+  for (auto& rid : rids)
+    p->step.rows.push_back({rid, {5}, true});
+  for (const auto& r : p->step.rows)
+    p->rows.push_back({r.rid, r.tokens});
   p->request = model.declare(p->rows);
   return p;
 }
@@ -77,7 +82,9 @@ TEST(pool_actor, admits_plans_commits_and_refuses_a_full_pool_leaving_it_whole) 
   auto pool = spawn_pool_actor(*d.sys, set, nullptr);
   d.sched->run();
   for (const auto* rid : {"a", "b", "c"}) {
-    EXPECT_EQ(d.ask<std::int64_t>(pool, register_atom_v, std::string{rid}, std::vector<std::uint32_t>{5}), -1)
+    EXPECT_EQ(
+        d.ask<std::int64_t>(pool, register_atom_v, std::string{rid}, std::vector<std::uint32_t>{5}),
+        -1)
         << "a recurrent pool keeps no prefix cache";
   }
   auto two = step_of(*model, {"a", "b"});

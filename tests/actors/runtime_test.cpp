@@ -3,15 +3,14 @@
 // small enough to preempt, cancellation by handle, bad requests, a worker
 // that fails (an error, an exception) failing the requests it touched
 // without hanging anyone, stopping, and an application's own actor system.
-#include <gtest/gtest.h>
-
-#include <caf/all.hpp>
+#include "actors/runtime.hpp"
 
 #include <atomic>
+#include <caf/all.hpp>
+#include <gtest/gtest.h>
 #include <random>
 #include <thread>
 
-#include "actors/runtime.hpp"
 #include "tests/engine/engine_support.hpp"
 
 namespace mstar::actors {
@@ -46,7 +45,8 @@ std::vector<engine::delta> read_all(request_handle& h) {
 
 std::vector<token_id> tokens_of(const std::vector<engine::delta>& ds) {
   std::vector<token_id> out;
-  for (const auto& d : ds) out.insert(out.end(), d.tokens.begin(), d.tokens.end());
+  for (const auto& d : ds)
+    out.insert(out.end(), d.tokens.begin(), d.tokens.end());
   return out;
 }
 
@@ -67,7 +67,8 @@ TEST(runtime, sixteen_threads_get_the_tokens_each_request_gets_alone) {
   for (int i = 0; i < 128; ++i) {
     request_spec r;
     const int len = 1 + static_cast<int>(rng() % 30);
-    for (int t = 0; t < len; ++t) r.prompt.push_back(3 + rng() % 256);
+    for (int t = 0; t < len; ++t)
+      r.prompt.push_back(3 + rng() % 256);
     r.stop.max_tokens = 1 + static_cast<std::int32_t>(rng() % 10);
     r.stop.ignore_eos = true;
     if (i % 2 == 1) {
@@ -102,8 +103,10 @@ TEST(runtime, sixteen_threads_get_the_tokens_each_request_gets_alone) {
       }
     });
   }
-  for (auto& th : threads) th.join();
-  for (std::size_t i = 0; i < specs.size(); ++i) EXPECT_EQ(got[i], expected[i]) << "request " << i;
+  for (auto& th : threads)
+    th.join();
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    EXPECT_EQ(got[i], expected[i]) << "request " << i;
   auto s = (*rt)->stats();
   ASSERT_TRUE(s.has_value());
   std::printf("[ measured ] %lld steps, %lld refused, %lld preemptions\n",
@@ -179,7 +182,8 @@ class flaky_model final : public models::causal_lm {
                                          const models::step_plans& plans,
                                          std::span<const models::row_sampling> draws) override {
     if (++calls_ >= fail_at_) {
-      if (throw_) throw std::runtime_error("injected device fault");
+      if (throw_)
+        throw std::runtime_error("injected device fault");
       return make_error(errc::internal, "injected device fault");
     }
     return inner_->forward(rows, plans, draws);
@@ -235,7 +239,8 @@ TEST(runtime, runs_inside_an_applications_actor_system) {
   std::atomic<bool> finished{false};
   (*rt)->submit(test::greedy_request({9, 10, 11}, 6), [&](const engine::delta& d) {
     tokens += static_cast<int>(d.tokens.size());
-    if (d.finished) finished = true;
+    if (d.finished)
+      finished = true;
   });
   (*rt)->stop();
   EXPECT_TRUE(finished);

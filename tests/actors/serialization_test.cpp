@@ -1,13 +1,13 @@
 // A step's typed request and plans survive CAF's binary serializer: what the
 // disaggregation issue sends between nodes.
-#include <gtest/gtest.h>
+#include "actors/serialization.hpp"
 
 #include <caf/all.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
+#include <gtest/gtest.h>
 
 #include "actors/runtime.hpp"
-#include "actors/serialization.hpp"
 
 namespace mstar::actors {
 namespace {

@@ -4,7 +4,6 @@
 // (randomized schedules over both fixture models, pools small enough to
 // force preemption). The pools keep their books after every step.
 #include <gtest/gtest.h>
-
 #include <random>
 
 #include "tests/engine/engine_support.hpp"
@@ -24,7 +23,8 @@ std::vector<trial> random_trials(std::mt19937& rng, int count) {
   for (int i = 0; i < count; ++i) {
     request_spec r;
     const int len = 1 + static_cast<int>(rng() % 40);
-    for (int t = 0; t < len; ++t) r.prompt.push_back(3 + rng() % 256);
+    for (int t = 0; t < len; ++t)
+      r.prompt.push_back(3 + rng() % 256);
     r.stop.max_tokens = 1 + static_cast<std::int32_t>(rng() % 12);
     r.stop.ignore_eos = true;
     if (rng() % 2 == 0) {
@@ -74,16 +74,19 @@ TEST_P(batching, every_request_gets_the_tokens_it_gets_alone_under_random_schedu
     }
     auto deltas = together->step();
     ASSERT_TRUE(deltas.has_value()) << deltas.error().message();
-    for (const auto& d : *deltas) collector.add(d);
+    for (const auto& d : *deltas)
+      collector.add(d);
     test::expect_pools_whole(*together);
   }
   const auto got = collector.take();
   ASSERT_EQ(got.size(), trials.size());
   for (std::size_t i = 0; i < trials.size(); ++i) {
-    EXPECT_EQ(got[i].finished[0], finish_reason::length) << "request " << i << ": " << got[i].errors[0];
+    EXPECT_EQ(got[i].finished[0], finish_reason::length)
+        << "request " << i << ": " << got[i].errors[0];
     EXPECT_EQ(got[i].tokens[0], trials[i].alone) << "request " << i;
   }
-  EXPECT_GT(together->sched().preemptions(), 0) << "the pools were never short: no preemption tested";
+  EXPECT_GT(together->sched().preemptions(), 0)
+      << "the pools were never short: no preemption tested";
   EXPECT_GT(together->counters().refused_steps, 0);
   std::printf("[ measured ] %s: %zu requests in %d steps, %lld preemptions, %lld refused steps\n",
               GetParam().c_str(), trials.size(), steps,

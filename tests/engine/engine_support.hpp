@@ -4,7 +4,6 @@
 // requests, and the pools' conservation check.
 
 #include <gtest/gtest.h>
-
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,7 +19,8 @@ inline std::unique_ptr<engine::local_engine> fixture_engine(const std::string& n
                                                             engine::engine_config config = {}) {
   auto model = models::nemotron_h_model::load(model_dir(name));
   EXPECT_TRUE(model.has_value()) << model.error().message();
-  if (!model) return nullptr;
+  if (!model)
+    return nullptr;
   auto e = engine::local_engine::make(std::move(*model), config);
   EXPECT_TRUE(e.has_value()) << e.error().message();
   return e ? std::move(*e) : nullptr;

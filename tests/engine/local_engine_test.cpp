@@ -2,10 +2,9 @@
 // rules, parallel samples, log-probabilities, requests that cannot fit,
 // token-id-only models and bad requests. Every test ends with the pools
 // conserved and, once idle, holding nothing for requests.
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <fstream>
+#include <gtest/gtest.h>
 #include <set>
 
 #include "engine/sampler.hpp"
@@ -19,7 +18,8 @@ constexpr const char* hybrid = "nemotron_h_tiny_hybrid";
 
 std::vector<token_id> prompt_of(int len, token_id start = 10) {
   std::vector<token_id> p;
-  for (int i = 0; i < len; ++i) p.push_back(start + static_cast<token_id>(i * 7 % 200));
+  for (int i = 0; i < len; ++i)
+    p.push_back(start + static_cast<token_id>(i * 7 % 200));
   return p;
 }
 
@@ -29,7 +29,8 @@ std::vector<delta> drain(local_engine& e) {
   for (int i = 0; i < 10000 && !e.idle(); ++i) {
     auto d = e.step();
     EXPECT_TRUE(d.has_value()) << d.error().message();
-    if (!d) break;
+    if (!d)
+      break;
     all.insert(all.end(), d->begin(), d->end());
   }
   EXPECT_TRUE(e.idle());
@@ -44,14 +45,16 @@ TEST(local_engine, cancels_mid_prefill_and_mid_decode_and_frees_everything) {
   auto long_prompt = e->submit(test::greedy_request(prompt_of(40), 50));
   auto decoding = e->submit(test::greedy_request(prompt_of(3), 50));
   ASSERT_TRUE(long_prompt && decoding);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(e->step().has_value());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(e->step().has_value());
   EXPECT_TRUE(e->cancel(*long_prompt));  // still prefilling
   EXPECT_TRUE(e->cancel(*decoding));     // decoding already
   EXPECT_FALSE(e->cancel("no-such-request"));
   const auto all = drain(*e);
   std::map<request_id, finish_reason> ends;
   for (const auto& d : all) {
-    if (d.finished) ends[d.id] = *d.finished;
+    if (d.finished)
+      ends[d.id] = *d.finished;
   }
   EXPECT_EQ(ends.at(*long_prompt), finish_reason::cancelled);
   EXPECT_EQ(ends.at(*decoding), finish_reason::cancelled);
@@ -70,7 +73,8 @@ TEST(local_engine, stops_at_a_stop_string_spanning_tokens_without_returning_it) 
     const auto& ids = free_run->front().tokens[0];
     auto printable = [](token_id id) { return id >= 3 + 33 && id < 3 + 127; };
     for (std::size_t i = 1; i + 1 < ids.size(); ++i) {
-      if (!printable(ids[i]) || !printable(ids[i + 1])) continue;
+      if (!printable(ids[i]) || !printable(ids[i + 1]))
+        continue;
       const std::string stop{static_cast<char>(ids[i] - 3), static_cast<char>(ids[i + 1] - 3)};
       const auto at = text.find(stop);
       auto r = test::greedy_request(prompt_of(len), 16);
@@ -100,8 +104,10 @@ TEST(local_engine, stops_after_a_stop_token_id_and_returns_it) {
   r.stop.stop_token_ids = {ids[3]};
   auto stopped = run_to_completion(*e, {r});
   ASSERT_TRUE(stopped.has_value());
-  const auto first = static_cast<std::size_t>(std::find(ids.begin(), ids.end(), ids[3]) - ids.begin());
-  EXPECT_EQ(stopped->front().tokens[0], std::vector<token_id>(ids.begin(), ids.begin() + first + 1));
+  const auto first =
+      static_cast<std::size_t>(std::find(ids.begin(), ids.end(), ids[3]) - ids.begin());
+  EXPECT_EQ(stopped->front().tokens[0],
+            std::vector<token_id>(ids.begin(), ids.begin() + first + 1));
   EXPECT_EQ(stopped->front().finished[0], finish_reason::stop);
 }
 
@@ -122,7 +128,8 @@ TEST(local_engine, n_samples_share_a_prompt_and_draw_differently) {
   EXPECT_EQ(g.tokens[0], g.tokens[2]);
   std::set<std::vector<token_id>> distinct(s.tokens.begin(), s.tokens.end());
   EXPECT_GT(distinct.size(), 1U) << "three seeded samples came out identical";
-  for (const auto& t : s.tokens) EXPECT_EQ(t.size(), 6U);
+  for (const auto& t : s.tokens)
+    EXPECT_EQ(t.size(), 6U);
   EXPECT_EQ(g.counts.prompt_tokens, 7);
   EXPECT_EQ(g.counts.completion_tokens, 6);
   // Seeded sampling is reproducible.
@@ -158,8 +165,8 @@ TEST(local_engine, fails_a_request_that_cannot_fit_alone_and_serves_the_others) 
   config.pools.max_num_pages = 6;  // 5 usable pages: 20 tokens
   auto e = test::fixture_engine(hybrid, config);
   ASSERT_NE(e, nullptr);
-  auto done = run_to_completion(*e, {test::greedy_request(prompt_of(40), 4),
-                                     test::greedy_request(prompt_of(5), 4)});
+  auto done = run_to_completion(
+      *e, {test::greedy_request(prompt_of(40), 4), test::greedy_request(prompt_of(5), 4)});
   ASSERT_TRUE(done.has_value());
   EXPECT_EQ((*done)[0].finished[0], finish_reason::error);
   EXPECT_NE((*done)[0].errors[0].find("does not fit in the pools even alone"), std::string::npos)

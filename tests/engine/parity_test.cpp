@@ -1,10 +1,9 @@
 // The C++ Nemotron-H against transformers: the committed fixtures hold the
 // reference's greedy tokens and logits (tests/fixtures/make_nemotron_h.py).
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <gtest/gtest.h>
 
 #include "engine/local_engine.hpp"
 #include "models/safetensors.hpp"
@@ -23,12 +22,13 @@ using test::model_dir;
 
 float max_diff(std::span<const float> a, std::span<const float> b) {
   float m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  for (std::size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::abs(a[i] - b[i]));
   return m;
 }
 
-void expect_matches(const std::vector<fixture_prompt>& expected,
-                    const std::vector<completion>& got, std::int64_t vocab) {
+void expect_matches(const std::vector<fixture_prompt>& expected, const std::vector<completion>& got,
+                    std::int64_t vocab) {
   ASSERT_EQ(got.size(), expected.size());
   float worst = 0;
   for (std::size_t i = 0; i < expected.size(); ++i) {
@@ -98,7 +98,8 @@ TEST(nemotron_h_prefix_reuse, an_attention_only_model_reuses_pages_and_matches_t
   auto second = run_to_completion(*engine, requests);  // the same prompts: served from cache
   ASSERT_TRUE(second.has_value());
   std::int64_t matched = 0;
-  for (const auto& r : *second) matched += r.counts.cached_tokens;
+  for (const auto& r : *second)
+    matched += r.counts.cached_tokens;
   EXPECT_GT(matched, 0);
   expect_matches(expected, *first, engine->model().vocab_size());
   expect_matches(expected, *second, engine->model().vocab_size());

@@ -1,8 +1,8 @@
 // Incremental detokenization: UTF-8 never split, stop strings held back
 // until they can no longer match, matched text never returned.
-#include <gtest/gtest.h>
-
 #include "engine/text_stream.hpp"
+
+#include <gtest/gtest.h>
 
 namespace mstar::engine {
 namespace {
@@ -10,18 +10,22 @@ namespace {
 // Byte ids: byte b is id b + 3, as the fixture models declare.
 std::vector<token_id> bytes_of(std::string_view s) {
   std::vector<token_id> ids;
-  for (const char c : s) ids.push_back(static_cast<unsigned char>(c) + 3U);
+  for (const char c : s)
+    ids.push_back(static_cast<unsigned char>(c) + 3U);
   return ids;
 }
 
-models::byte_tokenizer tokenizer() { return models::byte_tokenizer::make(3, 512).value(); }
+models::byte_tokenizer tokenizer() {
+  return models::byte_tokenizer::make(3, 512).value();
+}
 
 TEST(text_stream, never_splits_a_utf8_sequence_across_pieces) {
   const auto tok = tokenizer();
   text_stream s{&tok, {}};
   const auto ids = bytes_of("a\xC3\xA9\xE2\x82\xAC!");  // a, e-acute (2 bytes), euro (3 bytes), !
   std::vector<std::string> pieces;
-  for (const auto id : ids) pieces.push_back(s.push(std::span{&id, 1}).text);
+  for (const auto id : ids)
+    pieces.push_back(s.push(std::span{&id, 1}).text);
   EXPECT_EQ(pieces, (std::vector<std::string>{"a", "", "\xC3\xA9", "", "", "\xE2\x82\xAC", "!"}));
   EXPECT_EQ(s.flush(), "");
 }
@@ -39,7 +43,8 @@ TEST(text_stream, matches_a_stop_string_across_tokens_and_drops_it) {
   text_stream s{&tok, {"STOP"}};
   std::string shown;
   bool stopped = false;
-  for (const auto id : bytes_of("go ST")) shown += s.push(std::span{&id, 1}).text;
+  for (const auto id : bytes_of("go ST"))
+    shown += s.push(std::span{&id, 1}).text;
   EXPECT_EQ(shown, "go ");  // "ST" may begin "STOP": held back
   for (const auto id : bytes_of("OP tail")) {
     auto p = s.push(std::span{&id, 1});
@@ -55,11 +60,14 @@ TEST(text_stream, releases_held_text_when_the_stop_string_does_not_complete) {
   const auto tok = tokenizer();
   text_stream s{&tok, {"STOP", "xyz"}};
   std::string shown;
-  for (const auto id : bytes_of("a STO")) shown += s.push(std::span{&id, 1}).text;
+  for (const auto id : bytes_of("a STO"))
+    shown += s.push(std::span{&id, 1}).text;
   EXPECT_EQ(shown, "a ");
-  for (const auto id : bytes_of("RE")) shown += s.push(std::span{&id, 1}).text;
+  for (const auto id : bytes_of("RE"))
+    shown += s.push(std::span{&id, 1}).text;
   EXPECT_EQ(shown, "a STORE");
-  for (const auto id : bytes_of("xy")) shown += s.push(std::span{&id, 1}).text;
+  for (const auto id : bytes_of("xy"))
+    shown += s.push(std::span{&id, 1}).text;
   EXPECT_EQ(shown, "a STORE");
   shown += s.flush();
   EXPECT_EQ(shown, "a STORExy");
