@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The README's test command and what CI runs: installs what is missing, then
-# builds and runs the tests in four trees: the default configuration (build/:
-# CUDA sources built when nvcc is found; GPU tests skip without a GPU),
-# Release (build-release/, CPU only), AddressSanitizer + UndefinedBehavior-
-# Sanitizer (build-asan/, Debug, CPU only) and ThreadSanitizer (build-tsan/,
-# CPU only: only the test binaries labelled `tsan`). Each step prints its
-# time. Any failure stops the run with a non-zero exit and the failing test's
-# output.
+# The README's test command and what CI runs: installs what is missing,
+# checks formatting (scripts/check-format.sh, a few seconds), then builds and
+# runs the tests in four trees: the default configuration (build/: CUDA
+# sources built when nvcc is found; GPU tests skip without a GPU), Release
+# (build-release/, CPU only), AddressSanitizer + UndefinedBehaviorSanitizer
+# (build-asan/, Debug, CPU only) and ThreadSanitizer (build-tsan/, CPU only:
+# only the test binaries labelled `tsan`). Each step prints its time. Any
+# failure stops the run with a non-zero exit and the failing test's output.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -31,6 +31,9 @@ timed() {
 }
 
 scripts/install-deps.sh || fail "installing packages"
+
+echo "== formatting (scripts/check-format.sh)"
+scripts/check-format.sh || fail "formatting: run the clang-format command above"
 
 echo "== default configuration (build/)"
 timed "build build/" scripts/build.sh build -DMSTAR_CUDA=AUTO || fail "building build/"
