@@ -3,11 +3,10 @@
 // and logits within a budget; bfloat16 weights (the serving precision) stay
 // within a normalised budget of the fixture's logits. The pools live on
 // device arenas throughout and keep their books.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <gtest/gtest.h>
 
 #include "models/generator.hpp"
 #include "models/safetensors.hpp"
@@ -49,7 +48,8 @@ std::unique_ptr<nemotron_h_model> load_on_gpu(const std::string& name, mstar::dt
   run.cuda_graphs = graphs;
   auto model = nemotron_h_model::load(model_dir(name), pools, run);
   EXPECT_TRUE(model.has_value()) << model.error().message();
-  if (!model) return nullptr;
+  if (!model)
+    return nullptr;
   EXPECT_NE((*model)->device_name().find("cuda:0"), std::string::npos);
   if ((*model)->kv() != nullptr) {
     EXPECT_EQ((*model)->kv()->storage().kind(), kernels::memory_kind::device);
@@ -96,8 +96,8 @@ TEST_P(gpu_model_parity, float32_weights_give_the_fixture_tokens_and_logits) {
     SCOPED_TRACE("prompt " + std::to_string(i));
     EXPECT_EQ((*got)[i].generated_ids, expected[i].generated);
     for (std::size_t s = 0; s < (*got)[i].step_logits.size(); ++s) {
-      const auto [d, m] = diff((*got)[i].step_logits[s],
-                               {expected[i].step_logits.data() + s * vocab, vocab});
+      const auto [d, m] =
+          diff((*got)[i].step_logits[s], {expected[i].step_logits.data() + s * vocab, vocab});
       worst = std::max(worst, d);
       EXPECT_LT(d, f32_logits_tolerance) << "step " << s;
     }
@@ -134,9 +134,10 @@ TEST_P(gpu_model_parity, bfloat16_weights_stay_within_the_budget_of_the_fixture_
     EXPECT_LT(d / m, bf16_logits_budget) << "prompt " << i;
     same += (*got)[i].generated_ids[0] == expected[i].generated[0] ? 1 : 0;
   }
-  std::printf("[ measured ] %s bfloat16 on the GPU: first-step normalised logit error %.3g, "
-              "first token equal in %d of %zu prompts\n",
-              GetParam().c_str(), worst, same, expected.size());
+  std::printf(
+      "[ measured ] %s bfloat16 on the GPU: first-step normalised logit error %.3g, "
+      "first token equal in %d of %zu prompts\n",
+      GetParam().c_str(), worst, same, expected.size());
   expect_pools_whole(*model);
 }
 
@@ -184,10 +185,10 @@ TEST(gpu_model_sampling, tokens_drawn_on_the_device_match_the_cpu_sampler) {
     reqs[i].sampling = {0.8F, static_cast<std::int32_t>(i % 3 == 0 ? 0 : 20),
                         i % 2 == 0 ? 1.0F : 0.9F, 1000 + i};
   }
-  reqs[1].sampling.temperature = 0.0F;  // one greedy row among sampled ones
-  auto on_device = generate(*gpu, reqs);              // drawn by the device sampler
-  auto on_host = generate(*gpu, reqs, true);          // GPU logits, drawn on the host
-  auto reference = generate(**cpu, reqs);             // CPU logits, drawn on the host
+  reqs[1].sampling.temperature = 0.0F;        // one greedy row among sampled ones
+  auto on_device = generate(*gpu, reqs);      // drawn by the device sampler
+  auto on_host = generate(*gpu, reqs, true);  // GPU logits, drawn on the host
+  auto reference = generate(**cpu, reqs);     // CPU logits, drawn on the host
   ASSERT_TRUE(on_device.has_value()) << on_device.error().message();
   ASSERT_TRUE(on_host.has_value());
   ASSERT_TRUE(reference.has_value());
