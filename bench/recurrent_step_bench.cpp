@@ -82,9 +82,9 @@ int main(int argc, char** argv) {
   std::vector<std::byte> src(slot_bytes * static_cast<std::size_t>(fork_rows)), dst(src.size());
   auto drop_drafts = [&] {
     // Reset frees every slot of the request; re-admit its main stream.
-    for (int r = 0; r < fork_rows; ++r) pool->reset_request("r" + std::to_string(r), true);
+    for (int r = 0; r < fork_rows; ++r) pool->reset_request('r' + std::to_string(r), true);
     recurrent_step again;
-    for (int r = 0; r < fork_rows; ++r) again.segments.push_back({"r" + std::to_string(r), "main", 1});
+    for (int r = 0; r < fork_rows; ++r) again.segments.push_back({'r' + std::to_string(r), "main", 1});
     run_step(*pool, again);
   };
   const auto [fork_rate, copy_rate] = mstar::bench::interleaved_rates(

@@ -47,7 +47,9 @@ result<std::string> shm_arena::canonical_name(std::string_view name) {
     if (!valid_name_char(c))
       return fail("may only hold [A-Za-z0-9._-] after the leading '/'");
   }
-  return "/" + std::string{bare};
+  // '/', not "/": GCC 12 under -O3 flags a one-character literal + std::string&&
+  // (bogus -Wrestrict, GCC PR 105329).
+  return '/' + std::string{bare};
 }
 
 result<shm_arena> shm_arena::create(std::string_view name, std::size_t bytes) {

@@ -10,6 +10,7 @@ packages=(
   libcaf-dev libucx-dev ucx-utils libboost-dev libssl-dev libyaml-cpp-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libbenchmark-dev
   libgtest-dev libgmock-dev libopenblas-dev libxxhash-dev iproute2
+  clang-format # 14 on Debian 12, what scripts/check-format.sh checks with
 )
 
 missing=()

@@ -5,6 +5,7 @@
 // flight between them. The transfer-agent actor owns one; tests own two.
 // Read this file first (transport/README.md).
 
+#include <algorithm>
 #include <atomic>
 #include <caf/expected.hpp>
 #include <condition_variable>
@@ -142,6 +143,14 @@ class agent {
  private:
   struct local_arena;
   struct remote_arena;
+  // Worker addresses in byte order, as std::less would give. std::less goes
+  // through vector's operator<=>, whose inlined memcmp GCC 12 flags under -O3
+  // with an impossible bound (a -Wstringop-overread false positive).
+  struct address_order {
+    bool operator()(const byte_buffer& a, const byte_buffer& b) const {
+      return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+    }
+  };
   explicit agent(agent_options options) noexcept;
   caf::expected<local_arena_id> add_local(caf::expected<std::unique_ptr<memory_region>> region,
                                           arena_layout layout, std::string shm_name,
@@ -159,7 +168,7 @@ class agent {
   std::shared_ptr<context> context_;
   std::shared_ptr<worker> worker_;
   std::vector<std::unique_ptr<local_arena>> locals_;
-  std::map<byte_buffer, std::shared_ptr<endpoint>> peers_;
+  std::map<byte_buffer, std::shared_ptr<endpoint>, address_order> peers_;
   std::vector<std::unique_ptr<remote_arena>> remotes_;
   std::vector<std::unique_ptr<internal::transfer_run>> runs_;
   mutable std::mutex mutex_;

@@ -79,7 +79,9 @@ caf::expected<std::string> segment_name(std::string_view deployment, std::int64_
   if (!valid_part(arena))
     return failure(mstar::errc::invalid_argument,
                    "arena name '" + std::string{arena} + "': 1 to 64 characters of [A-Za-z0-9_-]");
-  return "/" + std::string{prefix} + std::string{deployment} + "." + std::to_string(pid) + "." +
+  // '/', not "/": GCC 12 under -O3 flags a one-character literal + std::string&&
+  // (bogus -Wrestrict, GCC PR 105329).
+  return '/' + std::string{prefix} + std::string{deployment} + "." + std::to_string(pid) + "." +
          std::string{arena};
 }
 

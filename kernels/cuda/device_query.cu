@@ -1,5 +1,4 @@
 #include <cuda_runtime_api.h>
-
 #include <string>
 
 #include "kernels/device.hpp"
@@ -18,12 +17,13 @@ cuda_report query_cuda_devices() {
     cudaGetLastError();  // clear it so later runtime calls start clean
     return report;
   }
-  if (count == 0) report.reason = "the CUDA runtime sees no device";
+  if (count == 0)
+    report.reason = "the CUDA runtime sees no device";
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
     if (const cudaError_t err = cudaGetDeviceProperties(&prop, i); err != cudaSuccess) {
-      report.reason = "cudaGetDeviceProperties(" + std::to_string(i) +
-                      ") failed: " + cudaGetErrorString(err);
+      report.reason =
+          "cudaGetDeviceProperties(" + std::to_string(i) + ") failed: " + cudaGetErrorString(err);
       continue;
     }
     report.devices.push_back(cuda_device_info{i, prop.name, prop.major, prop.minor,

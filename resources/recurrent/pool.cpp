@@ -101,7 +101,7 @@ result<recurrent_block_view> recurrent_state_pool::block(const std::string& name
   block_storage& b = it->second;
   recurrent_block_view view;
   view.data = b.arena->data() + static_cast<std::size_t>(layer) *
-                                   static_cast<std::size_t>(config_.max_slots) * b.slot_bytes;
+                                    static_cast<std::size_t>(config_.max_slots) * b.slot_bytes;
   view.dtype = b.config.dtype();
   view.shape.push_back(config_.max_slots);
   view.shape.insert(view.shape.end(), b.config.shape().begin(), b.config.shape().end());
@@ -142,12 +142,14 @@ result<std::vector<std::int32_t>> recurrent_state_pool::nonzero_slots(
     if (b.arena->kind() != kernels::memory_kind::host) {
       copy.resize(b.arena->size());
       if (auto ok = b.arena->read(0, copy); !ok)
-        return ok.error().with_context(fmt::format("recurrent state pool '{}' block '{}'", key_, name));
+        return ok.error().with_context(
+            fmt::format("recurrent state pool '{}' block '{}'", key_, name));
       bytes = copy.data();
     }
     for (std::size_t layer = 0; layer < static_cast<std::size_t>(config_.num_layers); ++layer) {
       for (const std::int32_t s : candidates) {
-        const std::byte* slot = bytes + (layer * slots + static_cast<std::size_t>(s)) * b.slot_bytes;
+        const std::byte* slot =
+            bytes + (layer * slots + static_cast<std::size_t>(s)) * b.slot_bytes;
         if (std::any_of(slot, slot + b.slot_bytes, [](std::byte x) { return x != std::byte{0}; }))
           dirty[static_cast<std::size_t>(s)] = 1;
       }
@@ -236,7 +238,8 @@ result<void> recurrent_state_pool::check_invariants() const {
   };
   for (const auto& [name, b] : blocks_) {
     if (auto ok = b.arena->status(); !ok)
-      return ok.error().with_context(fmt::format("recurrent state pool '{}' block '{}'", key_, name));
+      return ok.error().with_context(
+          fmt::format("recurrent state pool '{}' block '{}'", key_, name));
   }
   for (const std::int32_t s : free_) {
     if (s < 0 || static_cast<std::size_t>(s) >= slots)

@@ -17,7 +17,7 @@ TEST(mstar_run, generates_the_reference_tokens_as_json) {
   const auto expected = test::load_fixture_json("models/nemotron_h_tiny_hybrid/expected.json");
   const auto& p = expected.at("prompts").at(2);
   std::string ids;
-  for (const auto& id : p.at("prompt_ids")) ids += (ids.empty() ? "" : ",") + id.dump();
+  for (const auto& id : p.at("prompt_ids")) ids.append(ids.empty() ? "" : ",").append(id.dump());
   const auto out = test::run_process({MSTAR_RUN_PATH, "--model",
                                       std::string{MSTAR_FIXTURES_DIR} + "/models/nemotron_h_tiny_hybrid",
                                       "--prompt-ids", ids, "--prompt-ids", ids, "--max-tokens", "8",

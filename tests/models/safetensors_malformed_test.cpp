@@ -30,7 +30,7 @@ std::vector<malformed_case> cases() {
   return {
       {"empty_file", "", "shorter than the 8-byte header length"},
       {"five_bytes", "abcde", "file is 5 bytes"},
-      {"header_past_end", safetensors_bytes("{}").replace(0, 1, "\xE8"),
+      {"header_past_end", safetensors_bytes("{}").replace(0, 1, 1, '\xE8'),
        "header length 232 runs past the end of the 10-byte file"},
       {"header_length_max", huge_length + "{}", "runs past the end"},
       {"bad_json", safetensors_bytes("{\"a\": "), "header is not valid JSON"},

@@ -4,9 +4,8 @@
 // (written by tests/fixtures/make_nemotron_h.py): each prompt's ids, the
 // greedy tokens transformers generated and the logits row of each.
 
-#include <gtest/gtest.h>
-
 #include <filesystem>
+#include <gtest/gtest.h>
 #include <string>
 #include <vector>
 

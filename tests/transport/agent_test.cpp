@@ -61,8 +61,10 @@ class agent_pair : public ::testing::TestWithParam<std::string> {
 
   const arena_layout src_layout_ = arena_layout{arena_kind::kv_pages, "kv", 1, 48, page_bytes};
   const arena_layout dst_layout_ = arena_layout{arena_kind::kv_pages, "kv", 1, 40, page_bytes};
-  std::unique_ptr<agent> a_, b_;
+  // The arenas outlive the agents that registered them (register_arena):
+  // destroyed after the agents have joined their progress threads.
   kernels::host_arena src_, dst_;
+  std::unique_ptr<agent> a_, b_;
   std::vector<arena_pair> binding_;
 };
 

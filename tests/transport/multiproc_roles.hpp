@@ -37,12 +37,14 @@ struct transfer_spec {
 /// 0 served, 10+ a failure (printed to stderr).
 inline int serve_source(transfer_spec spec, const channel& out, const channel& in) {
   spec.options.name = "source";
+  // The arena outlives the agent that registered it (register_arena): it is
+  // destroyed after the agent has joined its progress thread.
+  std::optional<kernels::shm_arena> segment;
+  std::optional<kernels::host_arena> plain;
   auto a = agent::make(spec.options);
   if (!a)
     return fmt::print(stderr, "source: {}\n", describe(a.error())), 10;
   const auto layout = spec.layout();
-  std::optional<kernels::shm_arena> segment;
-  std::optional<kernels::host_arena> plain;
   std::byte* base = nullptr;
   if (!spec.deployment.empty()) {
     auto s = create_segment(spec.deployment, "kv", layout.bytes());

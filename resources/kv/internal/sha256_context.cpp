@@ -1,9 +1,8 @@
 #include "resources/kv/internal/sha256_context.hpp"
 
-#include <openssl/evp.h>
-
 #include <cstdio>
 #include <cstdlib>
+#include <openssl/evp.h>
 
 namespace mstar::resources::internal {
 namespace {
@@ -18,7 +17,8 @@ namespace {
 const EVP_MD* sha256_method() {
   static EVP_MD* md = [] {
     EVP_MD* m = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-    if (m == nullptr) die("EVP_MD_fetch");
+    if (m == nullptr)
+      die("EVP_MD_fetch");
     return m;
   }();
   return md;
@@ -27,16 +27,21 @@ const EVP_MD* sha256_method() {
 }  // namespace
 
 preimage_writer::preimage_writer() : buf_(1024), ctx_(EVP_MD_CTX_new()) {
-  if (ctx_ == nullptr) die("EVP_MD_CTX_new");
+  if (ctx_ == nullptr)
+    die("EVP_MD_CTX_new");
 }
 
-preimage_writer::~preimage_writer() { EVP_MD_CTX_free(ctx_); }
+preimage_writer::~preimage_writer() {
+  EVP_MD_CTX_free(ctx_);
+}
 
 digest256 preimage_writer::digest() {
   digest256 out;
   unsigned int len = 0;
-  if (EVP_DigestInit_ex2(ctx_, sha256_method(), nullptr) != 1) die("EVP_DigestInit_ex2");
-  if (EVP_DigestUpdate(ctx_, buf_.data(), at_) != 1) die("EVP_DigestUpdate");
+  if (EVP_DigestInit_ex2(ctx_, sha256_method(), nullptr) != 1)
+    die("EVP_DigestInit_ex2");
+  if (EVP_DigestUpdate(ctx_, buf_.data(), at_) != 1)
+    die("EVP_DigestUpdate");
   if (EVP_DigestFinal_ex(ctx_, out.data(), &len) != 1 || len != out.size()) {
     die("EVP_DigestFinal_ex");
   }

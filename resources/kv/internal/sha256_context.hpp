@@ -26,18 +26,21 @@ class preimage_writer {
 
   /// Starts a new preimage of at most `bytes` bytes.
   void reserve(std::size_t bytes) {
-    if (buf_.size() < bytes) buf_.resize(bytes);
+    if (buf_.size() < bytes)
+      buf_.resize(bytes);
     at_ = 0;
   }
 
   void u32(std::uint32_t v) noexcept {
-    if constexpr (std::endian::native != std::endian::little) v = byteswap32(v);
+    if constexpr (std::endian::native != std::endian::little)
+      v = byteswap32(v);
     std::memcpy(buf_.data() + at_, &v, 4);
     at_ += 4;
   }
 
   void bytes(std::span<const std::uint8_t> b) noexcept {
-    if (!b.empty()) std::memcpy(buf_.data() + at_, b.data(), b.size());
+    if (!b.empty())
+      std::memcpy(buf_.data() + at_, b.data(), b.size());
     at_ += b.size();
   }
 
@@ -50,10 +53,12 @@ class preimage_writer {
   /// Token ids as u32 little-endian, one copy on little-endian hosts.
   void u32_array(std::span<const std::uint32_t> values) noexcept {
     if constexpr (std::endian::native == std::endian::little) {
-      if (!values.empty()) std::memcpy(buf_.data() + at_, values.data(), values.size() * 4);
+      if (!values.empty())
+        std::memcpy(buf_.data() + at_, values.data(), values.size() * 4);
       at_ += values.size() * 4;
     } else {
-      for (auto v : values) u32(v);
+      for (auto v : values)
+        u32(v);
     }
   }
 

@@ -219,7 +219,7 @@ TEST_F(kv_prefix_test, a_seeded_random_walk_conserves_pages) {
   for (int op = 0; op < 3000; ++op) {
     const auto pick = rng() % 10;
     if (pick < 2 || live.empty()) {
-      const std::string rid = "r" + std::to_string(op);
+      const std::string rid = 'r' + std::to_string(op);
       pool_->ingest_request(rid, {{"main", seed_for(prompt(16 + rng() % 80, rng() % 96), 16)}});
       (void)pool_->resolve_cached_prefix(rid);
       check();

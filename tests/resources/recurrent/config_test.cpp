@@ -2,11 +2,11 @@
 
 #include <cstdint>
 #include <gtest/gtest.h>
-
-#include "tests/support/matchers.hpp"
 #include <limits>
 #include <string>
 #include <string_view>
+
+#include "tests/support/matchers.hpp"
 
 namespace mstar::resources {
 namespace {

@@ -283,7 +283,7 @@ class recurrent_walk : public ::testing::Test {
     if (op < 4 || rids_.empty()) {
       if (rids_.size() >= 6)
         return;
-      rids_.push_back("r" + std::to_string(next_rid_++));
+      rids_.push_back('r' + std::to_string(next_rid_++));
       runner().ingest_request(rids_.back());
       runner().ingest_request(rids_.back());  // idempotent
       verify();

@@ -1,12 +1,11 @@
 #include "resources/recurrent/spec.hpp"
 
 #include <gtest/gtest.h>
-
-#include "tests/support/matchers.hpp"
 #include <string>
 #include <string_view>
 
 #include "resources/recurrent/geometry.hpp"
+#include "tests/support/matchers.hpp"
 
 namespace mstar::resources {
 namespace {

@@ -190,7 +190,7 @@ class counting_pool final : public resource {
 inline std::shared_ptr<const resource_step> step_of(const std::vector<std::int64_t>& spans) {
   auto step = std::make_shared<resource_step>();
   for (std::size_t i = 0; i < spans.size(); ++i)
-    step->segments.push_back(segment{"r" + std::to_string(i), "main", spans[i]});
+    step->segments.push_back(segment{'r' + std::to_string(i), "main", spans[i]});
   return step;
 }
 

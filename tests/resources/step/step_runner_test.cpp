@@ -263,7 +263,7 @@ step_bundle random_bundle(std::mt19937& rng, const std::vector<counting_pool*>& 
     auto step = std::make_shared<resource_step>();
     for (auto s = 1 + rng() % 3; s > 0; --s)
       step->segments.push_back(
-          {"q" + std::to_string(rng() % 6), "main", static_cast<std::int64_t>(rng() % 3)});
+          {'q' + std::to_string(rng() % 6), "main", static_cast<std::int64_t>(rng() % 3)});
     bundle[key] = std::move(step);
   }
   return bundle;
@@ -309,7 +309,7 @@ TEST(step_runner, conserves_every_free_list_over_random_admits_and_refusals) {
       ++commits;
     }
     for (int r = roll(3); r > 0; --r)
-      runner.remove_request("q" + std::to_string(roll(6)));
+      runner.remove_request('q' + std::to_string(roll(6)));
     for (const counting_pool* pool : pools)
       pool->expect_conserved();
   }
