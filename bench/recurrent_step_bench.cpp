@@ -4,7 +4,6 @@
 // in a hash map (the least bookkeeping a decode step needs), and memcpy of
 // the very bytes the forks copy (the floor for copying state).
 #include <CLI/CLI.hpp>
-
 #include <cstring>
 #include <unordered_map>
 
@@ -38,8 +37,10 @@ int main(int argc, char** argv) {
   int rows = 256, fork_rows = 32, rounds = 15, steps = 50;
   app.add_flag("--json", as_json, "One JSON object per line");
   app.add_option("--rows", rows, "Decode rows per step")->check(CLI::PositiveNumber);
-  app.add_option("--fork-rows", fork_rows, "Rows forking per fork-heavy step")->check(CLI::PositiveNumber);
-  app.add_option("--rounds", rounds, "Interleaved rounds (median reported)")->check(CLI::PositiveNumber);
+  app.add_option("--fork-rows", fork_rows, "Rows forking per fork-heavy step")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "Interleaved rounds (median reported)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--steps", steps, "Steps per round")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
@@ -61,30 +62,43 @@ int main(int argc, char** argv) {
   run_step(*pool, decode);  // every row now holds a slot with state
   std::int64_t sink = 0;
   const auto [step_rate, lookup_rate] = mstar::bench::interleaved_rates(
-      [&] { for (int s = 0; s < steps; ++s) run_step(*pool, decode); },
+      [&] {
+        for (int s = 0; s < steps; ++s)
+          run_step(*pool, decode);
+      },
       [&] {
         for (int s = 0; s < steps; ++s) {
-          for (const auto& seg : decode.segments) sink += slots.at(seg.rid);
+          for (const auto& seg : decode.segments)
+            sink += slots.at(seg.rid);
         }
       },
       steps, rounds);
-  mstar::bench::comparison d{"recurrent_step", fmt::format("decode_{}", rows), "steps_per_s", "1/s",
-                             "hash_map_slot_lookups", step_rate, lookup_rate, {}};
+  mstar::bench::comparison d{"recurrent_step",
+                             fmt::format("decode_{}", rows),
+                             "steps_per_s",
+                             "1/s",
+                             "hash_map_slot_lookups",
+                             step_rate,
+                             lookup_rate,
+                             {}};
   d.extra = {{"us_per_step", 1e6 / step_rate}, {"ns_per_row", 1e9 / step_rate / rows}};
   results.push_back(d);
 
   // Fork-heavy: `fork_rows` rows pre-fork main -> draft (every layer, every
   // block copied), commit, then the drafts are reset away.
   recurrent_step fork;
-  for (int r = 0; r < fork_rows; ++r) fork.segments.push_back({"r" + std::to_string(r), "main", 1});
+  for (int r = 0; r < fork_rows; ++r)
+    fork.segments.push_back({"r" + std::to_string(r), "main", 1});
   fork.pre_forks = {{"main", "draft"}};
   const std::size_t slot_bytes = static_cast<std::size_t>(cfg.slot_bytes());
   std::vector<std::byte> src(slot_bytes * static_cast<std::size_t>(fork_rows)), dst(src.size());
   auto drop_drafts = [&] {
     // Reset frees every slot of the request; re-admit its main stream.
-    for (int r = 0; r < fork_rows; ++r) pool->reset_request('r' + std::to_string(r), true);
+    for (int r = 0; r < fork_rows; ++r)
+      pool->reset_request('r' + std::to_string(r), true);
     recurrent_step again;
-    for (int r = 0; r < fork_rows; ++r) again.segments.push_back({'r' + std::to_string(r), "main", 1});
+    for (int r = 0; r < fork_rows; ++r)
+      again.segments.push_back({'r' + std::to_string(r), "main", 1});
     run_step(*pool, again);
   };
   const auto [fork_rate, copy_rate] = mstar::bench::interleaved_rates(
@@ -101,8 +115,14 @@ int main(int argc, char** argv) {
         }
       },
       steps, rounds);
-  mstar::bench::comparison f{"recurrent_step", fmt::format("fork_{}_rows", fork_rows), "steps_per_s",
-                             "1/s", "memcpy_forked_bytes", fork_rate, copy_rate, {}};
+  mstar::bench::comparison f{"recurrent_step",
+                             fmt::format("fork_{}_rows", fork_rows),
+                             "steps_per_s",
+                             "1/s",
+                             "memcpy_forked_bytes",
+                             fork_rate,
+                             copy_rate,
+                             {}};
   f.extra = {{"us_per_step", 1e6 / fork_rate}, {"slot_bytes", static_cast<double>(slot_bytes)}};
   results.push_back(f);
   must(pool->check_invariants().has_value(), "invariants");

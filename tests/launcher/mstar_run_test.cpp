@@ -2,7 +2,6 @@
 // committed fixture, the embedded default runs without flags, bad input is one
 // clear error line and exit code 2.
 #include <gtest/gtest.h>
-
 #include <sstream>
 
 #include "tests/support/fixtures.hpp"
@@ -17,11 +16,12 @@ TEST(mstar_run, generates_the_reference_tokens_as_json) {
   const auto expected = test::load_fixture_json("models/nemotron_h_tiny_hybrid/expected.json");
   const auto& p = expected.at("prompts").at(2);
   std::string ids;
-  for (const auto& id : p.at("prompt_ids")) ids.append(ids.empty() ? "" : ",").append(id.dump());
-  const auto out = test::run_process({MSTAR_RUN_PATH, "--model",
-                                      std::string{MSTAR_FIXTURES_DIR} + "/models/nemotron_h_tiny_hybrid",
-                                      "--prompt-ids", ids, "--prompt-ids", ids, "--max-tokens", "8",
-                                      "--json", "--logits"});
+  for (const auto& id : p.at("prompt_ids"))
+    ids.append(ids.empty() ? "" : ",").append(id.dump());
+  const auto out = test::run_process(
+      {MSTAR_RUN_PATH, "--model",
+       std::string{MSTAR_FIXTURES_DIR} + "/models/nemotron_h_tiny_hybrid", "--prompt-ids", ids,
+       "--prompt-ids", ids, "--max-tokens", "8", "--json", "--logits"});
   ASSERT_EQ(out.exit_code, 0) << out.err;
   std::istringstream lines{out.out};
   int count = 0;

@@ -2,9 +2,8 @@
 // config implies is in the checkpoint with the shape the forward expects (named
 // as transformers saves them, "backbone." prefix), and the reference outputs
 // have the shapes expected.json promises.
-#include <gtest/gtest.h>
-
 #include <fstream>
+#include <gtest/gtest.h>
 #include <map>
 #include <string>
 #include <vector>
