@@ -1,7 +1,6 @@
 #include "engine/pool_set.hpp"
 
 #include <fmt/format.h>
-
 #include <vector>
 
 namespace mstar::engine {
@@ -23,7 +22,8 @@ result<std::shared_ptr<const Plan>> typed_plan(const resources::step_context& ct
     return make_error(errc::not_found, fmt::format("pool '{}' returned no plan", key));
   }
   auto plan = std::dynamic_pointer_cast<const Plan>(it->second);
-  if (!plan) return make_error(errc::invalid_argument, fmt::format("pool '{}': plan of another type", key));
+  if (!plan)
+    return make_error(errc::invalid_argument, fmt::format("pool '{}': plan of another type", key));
   return plan;
 }
 
@@ -34,18 +34,21 @@ result<std::unique_ptr<pool_set>> pool_set::make(const models::pool_spec& spec, 
   std::vector<resources::resource*> order;
   if (spec.kv && which != pool_kinds::recurrent_only) {
     auto kv = resources::kv_pool::make("kv", *spec.kv, spec.fingerprint, spec.memory);
-    if (!kv) return kv.error().with_context("KV pool");
+    if (!kv)
+      return kv.error().with_context("KV pool");
     set->kv_ = std::move(*kv);
     order.push_back(set->kv_.get());
   }
   if (spec.recurrent && which != pool_kinds::kv_only) {
     auto rec = resources::recurrent_state_pool::make("recurrent", *spec.recurrent, spec.memory);
-    if (!rec) return rec.error().with_context("recurrent pool");
+    if (!rec)
+      return rec.error().with_context("recurrent pool");
     set->rec_ = std::move(*rec);
     order.push_back(set->rec_.get());
   }
   auto runner = resources::step_runner::make(std::move(order));
-  if (!runner) return runner.error();
+  if (!runner)
+    return runner.error();
   set->runner_ = std::make_unique<resources::step_runner>(std::move(*runner));
   return set;
 }
@@ -62,10 +65,13 @@ std::int64_t pool_set::page_size() const noexcept {
 
 resources::step_bundle pool_set::bundle_of(const step_record& step) const {
   resources::step_bundle bundle;
-  if (!step.request) return bundle;
+  if (!step.request)
+    return bundle;
   const auto& req = *step.request;
-  if (kv_ && req.kv) bundle.emplace(kv_->key(), borrow(*req.kv));
-  if (rec_ && req.recurrent) bundle.emplace(rec_->key(), borrow(*req.recurrent));
+  if (kv_ && req.kv)
+    bundle.emplace(kv_->key(), borrow(*req.kv));
+  if (rec_ && req.recurrent)
+    bundle.emplace(rec_->key(), borrow(*req.recurrent));
   return bundle;
 }
 
@@ -84,12 +90,14 @@ result<models::step_plans> pool_set::plan(step_record& step) {
   models::step_plans plans;
   if (kv_ && step.request->kv) {
     auto p = typed_plan<resources::kv_plan>(step.ctx, kv_->key());
-    if (!p) return p.error();
+    if (!p)
+      return p.error();
     plans.kv = std::move(*p);
   }
   if (rec_ && step.request->recurrent) {
     auto p = typed_plan<resources::recurrent_plan>(step.ctx, rec_->key());
-    if (!p) return p.error();
+    if (!p)
+      return p.error();
     plans.recurrent = std::move(*p);
   }
   return plans;
@@ -102,7 +110,8 @@ result<void> pool_set::commit(step_record& step) {
 }
 
 void pool_set::rollback(step_record& step) {
-  if (!step.admitted) return;
+  if (!step.admitted)
+    return;
   runner_->rollback(bundle_of(step), step.ctx);
   step.admitted = false;
 }
@@ -115,20 +124,25 @@ std::optional<std::int64_t> pool_set::ingest(const resources::request_id& rid,
   runner_->ingest_request(rid);
   std::optional<std::int64_t> answer;
   for (auto* r : runner_->order()) {
-    if (auto a = r->resolve_cached_prefix(rid)) answer = answer ? std::min(*answer, *a) : *a;
+    if (auto a = r->resolve_cached_prefix(rid))
+      answer = answer ? std::min(*answer, *a) : *a;
   }
   return answer;
 }
 
 void pool_set::apply_cached_prefix(const resources::request_id& rid, std::int64_t agreed) {
-  for (auto* r : runner_->order()) r->apply_cached_prefix(rid, agreed);
+  for (auto* r : runner_->order())
+    r->apply_cached_prefix(rid, agreed);
 }
 
 void pool_set::extend(const resources::request_id& rid, std::span<const resources::token_id> ids) {
-  if (kv_) kv_->extend_prefix_chain(rid, "main", ids);
+  if (kv_)
+    kv_->extend_prefix_chain(rid, "main", ids);
 }
 
-void pool_set::remove(const resources::request_id& rid) { runner_->remove_request(rid); }
+void pool_set::remove(const resources::request_id& rid) {
+  runner_->remove_request(rid);
+}
 
 pool_stats pool_set::stats() const {
   pool_stats s;
@@ -146,10 +160,12 @@ pool_stats pool_set::stats() const {
 
 result<void> pool_set::check_invariants() const {
   if (kv_) {
-    if (auto ok = kv_->check_invariants(); !ok) return ok.error().with_context("KV pool");
+    if (auto ok = kv_->check_invariants(); !ok)
+      return ok.error().with_context("KV pool");
   }
   if (rec_) {
-    if (auto ok = rec_->check_invariants(); !ok) return ok.error().with_context("recurrent pool");
+    if (auto ok = rec_->check_invariants(); !ok)
+      return ok.error().with_context("recurrent pool");
   }
   return {};
 }

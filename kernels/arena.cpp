@@ -1,12 +1,12 @@
 // The host arena: the pool's byte movements as the CPU reference page ops.
 #include "kernels/arena.hpp"
 
-#include "kernels/shm_arena.hpp"
-
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 #include <string>
+#include <type_traits>
+
+#include "kernels/shm_arena.hpp"
 
 namespace mstar::kernels {
 namespace {
@@ -53,8 +53,7 @@ class host_memory_arena final : public arena {
     kernels::pack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot, staging);
   }
   void unpack_slot(const slot_block& b, std::int32_t slot, const std::byte* staging) override {
-    kernels::unpack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
-                         staging);
+    kernels::unpack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot, staging);
   }
 
   [[nodiscard]] result<void> read(std::size_t offset, std::span<std::byte> out) const override {
@@ -94,9 +93,9 @@ class host_memory_arena final : public arena {
 result<void> check_range(std::string_view what, std::size_t size, std::size_t offset,
                          std::size_t n) {
   if (offset > size || n > size - offset) {
-    return make_error(errc::out_of_range,
-                      std::string{what} + " of " + std::to_string(size) + " bytes has no range [" +
-                          std::to_string(offset) + ", +" + std::to_string(n) + ")");
+    return make_error(errc::out_of_range, std::string{what} + " of " + std::to_string(size) +
+                                              " bytes has no range [" + std::to_string(offset) +
+                                              ", +" + std::to_string(n) + ")");
   }
   return {};
 }

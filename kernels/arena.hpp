@@ -90,8 +90,8 @@ class arena {
 
 /// Success when [offset, offset + n) lies inside an arena of `size` bytes,
 /// else out_of_range naming `what` ("host arena") and the range.
-[[nodiscard]] result<void> check_range(std::string_view what, std::size_t size,
-                                       std::size_t offset, std::size_t n);
+[[nodiscard]] result<void> check_range(std::string_view what, std::size_t size, std::size_t offset,
+                                       std::size_t n);
 
 /// Makes a zeroed arena of `bytes` bytes; what a pool is given to choose its
 /// memory. An empty function means host memory.

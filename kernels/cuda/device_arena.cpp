@@ -26,9 +26,7 @@ class device_memory_arena final : public arena {
 
   [[nodiscard]] memory_kind kind() const noexcept override { return memory_kind::device; }
   [[nodiscard]] std::byte* data() noexcept override { return memory_.as<std::byte>(); }
-  [[nodiscard]] const std::byte* data() const noexcept override {
-    return memory_.as<std::byte>();
-  }
+  [[nodiscard]] const std::byte* data() const noexcept override { return memory_.as<std::byte>(); }
   [[nodiscard]] std::size_t size() const noexcept override { return memory_.size(); }
 
   void copy_pages(const page_layout& layout, std::span<const std::int32_t> src,
@@ -128,9 +126,9 @@ class device_memory_arena final : public arena {
       return ok;
     if (in.empty())
       return status();
-    if (auto ok = check(cudaMemcpyAsync(data() + offset, in.data(), in.size(),
-                                        cudaMemcpyHostToDevice, stream_),
-                        "device arena write");
+    if (auto ok = check(
+            cudaMemcpyAsync(data() + offset, in.data(), in.size(), cudaMemcpyHostToDevice, stream_),
+            "device arena write");
         !ok)
       return ok;
     // `in` may be pinned memory, which the copy reads until it completes.

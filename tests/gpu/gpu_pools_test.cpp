@@ -1,9 +1,8 @@
 // The pools on device arenas: every arena operation against the host arena
 // byte for byte, and the KV + recurrent random walk with both pools' bytes in
 // device memory (copies, forks and zeroing run as kernels on the stream).
-#include <gtest/gtest.h>
-
 #include <algorithm>
+#include <gtest/gtest.h>
 #include <numeric>
 #include <random>
 
@@ -34,7 +33,8 @@ std::vector<std::int32_t> distinct(std::mt19937& rng, int pages, int n) {
 TEST(gpu_device_arena, every_operation_matches_the_host_arena_byte_for_byte) {
   MSTAR_REQUIRE_GPU();
   auto stream = kernels::cuda::stream::make().value();
-  const kernels::page_layout layout{4 * 3 * 2 * 64, 64, 4, 3};  // 16-byte tokens x 4 slots x 3 layers
+  const kernels::page_layout layout{4 * 3 * 2 * 64, 64, 4,
+                                    3};  // 16-byte tokens x 4 slots x 3 layers
   const kernels::slot_block block{layout.page_bytes * 20, 3, 8, 40};
   const std::size_t bytes = layout.page_bytes * 20 + 3 * 8 * 40;
   auto host = kernels::make_host_arena(bytes);
@@ -43,7 +43,8 @@ TEST(gpu_device_arena, every_operation_matches_the_host_arena_byte_for_byte) {
   EXPECT_EQ(bytes_of(*dev), bytes_of(*host));  // both start zeroed
   std::mt19937 rng{20261130};
   std::vector<std::byte> noise(bytes);
-  for (auto& b : noise) b = std::byte{static_cast<unsigned char>(rng())};
+  for (auto& b : noise)
+    b = std::byte{static_cast<unsigned char>(rng())};
   ASSERT_TRUE(host->write(0, noise).has_value());
   ASSERT_TRUE(dev->write(0, noise).has_value());
   auto staging_host = kernels::make_host_arena(layout.page_bytes * 8);
@@ -62,7 +63,8 @@ TEST(gpu_device_arena, every_operation_matches_the_host_arena_byte_for_byte) {
       host->copy_pages(layout, s, d);
       dev->copy_pages(layout, s, d);
     } else if (kind == 2) {
-      const auto src = static_cast<std::int32_t>(rng() % 20), dst = static_cast<std::int32_t>(rng() % 20);
+      const auto src = static_cast<std::int32_t>(rng() % 20),
+                 dst = static_cast<std::int32_t>(rng() % 20);
       const std::size_t slots = 1 + rng() % layout.page_size;
       host->copy_slots(layout, src, dst, slots);
       dev->copy_slots(layout, src, dst, slots);
@@ -77,7 +79,8 @@ TEST(gpu_device_arena, every_operation_matches_the_host_arena_byte_for_byte) {
       host->unpack_pages(layout, to, staging_host->data());
       dev->unpack_pages(layout, to, staging_dev->data());
     } else if (kind == 5) {
-      const auto src = static_cast<std::int32_t>(rng() % 8), dst = static_cast<std::int32_t>(rng() % 8);
+      const auto src = static_cast<std::int32_t>(rng() % 8),
+                 dst = static_cast<std::int32_t>(rng() % 8);
       host->copy_slot(block, src, dst);
       dev->copy_slot(block, src, dst);
     } else if (kind == 6) {

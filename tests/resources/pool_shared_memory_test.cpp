@@ -60,14 +60,17 @@ TEST(pool_shared_memory, a_taken_name_is_an_error_naming_the_segment) {
   const std::string name = prefix("taken");
   auto first = kernels::make_shared_memory_arena(name, 4096);
   ASSERT_TRUE(first.has_value());
-  auto second = kv_pool::make("kv", [] {
-    kv_pool_config c;
-    c.page_size = 4;
-    c.max_num_pages = 8;
-    c.num_layers = 1;
-    c.head_dim = 4;
-    return c;
-  }(), "", [&](std::size_t bytes) { return kernels::make_shared_memory_arena(name, bytes); });
+  auto second = kv_pool::make(
+      "kv",
+      [] {
+        kv_pool_config c;
+        c.page_size = 4;
+        c.max_num_pages = 8;
+        c.num_layers = 1;
+        c.head_dim = 4;
+        return c;
+      }(),
+      "", [&](std::size_t bytes) { return kernels::make_shared_memory_arena(name, bytes); });
   ASSERT_FALSE(second.has_value());
   EXPECT_NE(second.error().message().find(name), std::string::npos) << second.error().message();
   EXPECT_NE(second.error().message().find("kv pool 'kv'"), std::string::npos);
