@@ -2,11 +2,10 @@
 // The forward pass lives in nemotron_h_forward.cpp.
 #include "models/nemotron_h.hpp"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -23,7 +22,8 @@ namespace {
 result<std::vector<float>> read(const safetensors_checkpoint& ckpt, const std::string& name,
                                 std::vector<std::int64_t> shape) {
   auto t = ckpt.get(name);
-  if (!t) return t.error();
+  if (!t)
+    return t.error();
   if ((*t)->shape != shape) {
     return make_error(errc::invalid_argument,
                       fmt::format("{}: tensor '{}' has shape [{}], config.json implies [{}]",
@@ -56,27 +56,33 @@ std::string weights_fingerprint(const std::filesystem::path& folder,
 result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::load(
     const std::filesystem::path& folder, const run_options& run) {
   auto model = std::unique_ptr<nemotron_h_model>(new nemotron_h_model);
-  if (auto ok = model->open_device(run); !ok) return ok.error();
+  if (auto ok = model->open_device(run); !ok)
+    return ok.error();
   auto config = nemotron_h_config::load(folder / "config.json");
-  if (!config) return config.error();
+  if (!config)
+    return config.error();
   model->config_ = std::move(*config);
-  if (auto ok = model->config_.validate(); !ok) return ok.error().with_context(folder.string());
+  if (auto ok = model->config_.validate(); !ok)
+    return ok.error().with_context(folder.string());
   auto tok = load_tokenizer(folder);
   if (tok) {
     model->tokenizer_ = std::move(*tok);
   } else if (tok.error().code() != errc::not_found) {
     return tok.error();  // a tokenizer that is there but broken is an error; none is not
   }
-  if (auto ok = model->load_weights(folder); !ok) return ok.error();
+  if (auto ok = model->load_weights(folder); !ok)
+    return ok.error();
   auto ckpt = safetensors_checkpoint::open(folder);
-  if (!ckpt) return ckpt.error();
+  if (!ckpt)
+    return ckpt.error();
   model->fingerprint_ = weights_fingerprint(folder, *ckpt);
   return model;
 }
 
 result<void> nemotron_h_model::load_weights(const std::filesystem::path& folder) {
   auto opened = safetensors_checkpoint::open(folder);
-  if (!opened) return opened.error();
+  if (!opened)
+    return opened.error();
   const auto& ckpt = *opened;
   const auto& c = config_;
   const std::int64_t hid = c.hidden_size, H = c.mamba_num_heads, di = c.d_inner();
@@ -85,12 +91,14 @@ result<void> nemotron_h_model::load_weights(const std::filesystem::path& folder)
   auto take = [&](std::vector<float>& out, const std::string& name,
                   std::vector<std::int64_t> shape) -> result<void> {
     auto t = read(ckpt, name, std::move(shape));
-    if (!t) return t.error();
+    if (!t)
+      return t.error();
     out = std::move(*t);
     return {};
   };
-#define MSTAR_TAKE(out, name, ...)                                 \
-  if (auto ok = take(out, name, {__VA_ARGS__}); !ok) return ok.error()
+#define MSTAR_TAKE(out, name, ...)                   \
+  if (auto ok = take(out, name, {__VA_ARGS__}); !ok) \
+  return ok.error()
   MSTAR_TAKE(embeddings_, "backbone.embeddings.weight", c.vocab_size, hid);
   MSTAR_TAKE(norm_f_, "backbone.norm_f.weight", hid);
   if (c.tie_word_embeddings && ckpt.find("lm_head.weight") == nullptr) {
@@ -109,7 +117,8 @@ result<void> nemotron_h_model::load_weights(const std::filesystem::path& folder)
       case layer_kind::mamba2:
         MSTAR_TAKE(l.in_proj, p + "mixer.in_proj.weight", c.in_proj_size(), hid);
         MSTAR_TAKE(l.conv_w, p + "mixer.conv1d.weight", c.conv_dim(), 1, c.conv_kernel);
-        if (c.use_conv_bias) MSTAR_TAKE(l.conv_b, p + "mixer.conv1d.bias", c.conv_dim());
+        if (c.use_conv_bias)
+          MSTAR_TAKE(l.conv_b, p + "mixer.conv1d.bias", c.conv_dim());
         MSTAR_TAKE(l.dt_bias, p + "mixer.dt_bias", H);
         MSTAR_TAKE(l.a_log, p + "mixer.A_log", H);
         MSTAR_TAKE(l.d, p + "mixer.D", H);
@@ -153,9 +162,10 @@ result<pool_spec> nemotron_h_model::pools(const pool_options& options) const {
   }
   if (const auto n = config_.count(layer_kind::mamba2); n > 0) {
     // Float32 conv state: the kernels keep both blocks in f32.
-    auto blocks = config_.to_mamba2_geometry().to_blocks(mstar::dtype::float32,
-                                                         mstar::dtype::float32);
-    if (!blocks) return blocks.error();
+    auto blocks =
+        config_.to_mamba2_geometry().to_blocks(mstar::dtype::float32, mstar::dtype::float32);
+    if (!blocks)
+      return blocks.error();
     resources::recurrent_state_config rc;
     rc.num_layers = n;
     rc.blocks = std::move(*blocks);
@@ -173,23 +183,26 @@ result<void> nemotron_h_model::bind(resources::kv_pool* kv,
     return make_error(errc::invalid_argument,
                       fmt::format("nemotron_h: bound to {} KV and {} recurrent pool, the model "
                                   "needs {} and {}",
-                                  kv ? "a" : "no", recurrent ? "a" : "no", wants_kv ? "one" : "none",
-                                  wants_rec ? "one" : "none"));
+                                  kv ? "a" : "no", recurrent ? "a" : "no",
+                                  wants_kv ? "one" : "none", wants_rec ? "one" : "none"));
   }
   conv_state_.clear();
   ssm_state_.clear();
   if (kv != nullptr) {
     const auto& kc = kv->config();
-    kv_view_ = kernels::kv_arena_view{kv->page_data(0), static_cast<std::int32_t>(kc.page_size),
+    kv_view_ = kernels::kv_arena_view{kv->page_data(0),
+                                      static_cast<std::int32_t>(kc.page_size),
                                       static_cast<std::int32_t>(kc.num_layers),
                                       static_cast<std::int32_t>(kc.num_kv_heads),
-                                      static_cast<std::int32_t>(kc.head_dim), kc.dtype};
+                                      static_cast<std::int32_t>(kc.head_dim),
+                                      kc.dtype};
   }
   if (recurrent != nullptr) {
     for (std::int64_t m = 0; m < config_.count(layer_kind::mamba2); ++m) {
       auto conv = recurrent->block("conv", m);
       auto ssm = recurrent->block("ssm", m);
-      if (!conv || !ssm) return make_error(errc::not_found, "recurrent pool lacks its blocks");
+      if (!conv || !ssm)
+        return make_error(errc::not_found, "recurrent pool lacks its blocks");
       conv_state_.push_back(reinterpret_cast<float*>(conv->data));
       ssm_state_.push_back(reinterpret_cast<float*>(ssm->data));
     }
@@ -222,10 +235,12 @@ step_request nemotron_h_model::declare(std::span<const step_row> rows) const {
 result<forward_output> nemotron_h_model::forward(std::span<const step_row> rows,
                                                  const step_plans& plans,
                                                  std::span<const row_sampling> draws) {
-  if (!bound_) return make_error(errc::invalid_argument, "nemotron_h: forward before bind");
+  if (!bound_)
+    return make_error(errc::invalid_argument, "nemotron_h: forward before bind");
   nemotron_h_state state{nullptr, nullptr, kv_view_, conv_state_, ssm_state_};
   if (config_.count(layer_kind::attention) > 0) {
-    if (!plans.kv) return make_error(errc::invalid_argument, "nemotron_h: step has no KV plan");
+    if (!plans.kv)
+      return make_error(errc::invalid_argument, "nemotron_h: step has no KV plan");
     const auto it = plans.kv->labels.find("main");
     if (it == plans.kv->labels.end()) {
       return make_error(errc::invalid_argument, "nemotron_h: KV plan has no 'main' label");
@@ -237,7 +252,8 @@ result<forward_output> nemotron_h_model::forward(std::span<const step_row> rows,
       return make_error(errc::invalid_argument, "nemotron_h: step has no recurrent plan");
     }
     auto a = plans.recurrent->addressing("main");
-    if (!a) return a.error();
+    if (!a)
+      return a.error();
     state.rec = *a;
   }
   // The rows packed: token ids, cumulative counts, whether all feed one.
@@ -276,21 +292,27 @@ result<forward_output> nemotron_h_model::forward(std::span<const step_row> rows,
 result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::random(nemotron_h_config config,
                                                                    std::uint64_t seed,
                                                                    const run_options& run) {
-  if (auto ok = config.validate(); !ok) return ok.error();
+  if (auto ok = config.validate(); !ok)
+    return ok.error();
   auto model = std::unique_ptr<nemotron_h_model>(new nemotron_h_model);
-  if (auto ok = model->open_device(run); !ok) return ok.error();
+  if (auto ok = model->open_device(run); !ok)
+    return ok.error();
   model->config_ = std::move(config);
   const auto& c = model->config_;
   auto tok = byte_tokenizer::make(3, c.vocab_size);
-  if (!tok) return tok.error();
+  if (!tok)
+    return tok.error();
   model->tokenizer_ = std::make_unique<byte_tokenizer>(std::move(*tok));
   std::mt19937_64 rng{seed};
   std::normal_distribution<float> normal{0.0F, 0.02F};
   auto fill = [&](std::vector<float>& w, std::int64_t n) {
     w.resize(static_cast<std::size_t>(n));
-    for (auto& x : w) x = normal(rng);
+    for (auto& x : w)
+      x = normal(rng);
   };
-  auto ones = [](std::vector<float>& w, std::int64_t n) { w.assign(static_cast<std::size_t>(n), 1.0F); };
+  auto ones = [](std::vector<float>& w, std::int64_t n) {
+    w.assign(static_cast<std::size_t>(n), 1.0F);
+  };
   const std::int64_t hid = c.hidden_size, H = c.mamba_num_heads, di = c.d_inner();
   const std::int64_t qd = c.num_attention_heads * c.head_dim;
   const std::int64_t kvd = c.num_key_value_heads * c.head_dim;
@@ -306,10 +328,12 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::random(nemotron_h_co
     if (kind == layer_kind::mamba2) {
       fill(l.in_proj, c.in_proj_size() * hid);
       fill(l.conv_w, c.conv_dim() * c.conv_kernel);
-      if (c.use_conv_bias) fill(l.conv_b, c.conv_dim());
+      if (c.use_conv_bias)
+        fill(l.conv_b, c.conv_dim());
       ones(l.dt_bias, H);
       l.a_log.resize(static_cast<std::size_t>(H));
-      for (std::int64_t h = 0; h < H; ++h) l.a_log[static_cast<std::size_t>(h)] = std::log(static_cast<float>(h + 1));
+      for (std::int64_t h = 0; h < H; ++h)
+        l.a_log[static_cast<std::size_t>(h)] = std::log(static_cast<float>(h + 1));
       ones(l.d, H);
       ones(l.gnorm, di);
       fill(l.out_proj, hid * di);
@@ -332,8 +356,10 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::random(nemotron_h_co
 nemotron_h_model::~nemotron_h_model() = default;
 
 result<int> parse_device(const std::string& text) {
-  if (text == "cpu") return -1;
-  if (text == "cuda") return 0;
+  if (text == "cpu")
+    return -1;
+  if (text == "cuda")
+    return 0;
   if (text.starts_with("cuda:")) {
     const auto digits = text.substr(5);
     if (!digits.empty() && digits.size() < 4 &&
@@ -347,13 +373,15 @@ result<int> parse_device(const std::string& text) {
 
 result<void> nemotron_h_model::open_device(const run_options& run) {
   auto device = parse_device(run.device);
-  if (!device) return device.error();
+  if (!device)
+    return device.error();
   if (*device < 0) {
     backend_ = std::make_unique<nemotron_h_cpu>();
     return {};
   }
   auto gpu = nemotron_h_cuda::make(*device, run.dtype, run.cuda_graphs);
-  if (!gpu) return gpu.error();
+  if (!gpu)
+    return gpu.error();
   backend_ = std::move(*gpu);
   return {};
 }
