@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/kv_geometry.hpp"
+
 namespace mstar::kernels {
 
 /// Geometry of a page-major arena, in bytes.
@@ -30,9 +32,6 @@ void copy_slots(std::byte* arena, const page_layout& layout, std::int32_t src, s
 
 /// Zeroes whole pages.
 void zero_pages(std::byte* arena, const page_layout& layout, std::span<const std::int32_t> pages);
-
-/// Which half of a layer's page run: keys or values.
-enum class kv_half : std::uint8_t { key = 0, value = 1 };
 
 /// Where one token's K and V live: a page and the token slot inside it.
 struct token_position {

@@ -175,7 +175,7 @@ class kv_pool final : public resource {
   void purge_records(const request_id& rid);
   [[nodiscard]] chain_state make_chain(const kv_prefix_seed& seed) const;
   [[nodiscard]] std::int64_t pages_for(std::int64_t tokens) const {
-    return (tokens + config_.page_size - 1) / config_.page_size;
+    return (tokens + config_.geometry.page_size - 1) / config_.geometry.page_size;
   }
 
   std::string key_;
