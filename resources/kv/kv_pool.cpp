@@ -38,9 +38,6 @@ kv_pool::kv_pool(std::string key, kv_pool_config config, std::string model_finge
                  std::unique_ptr<kernels::arena> storage)
     : key_(std::move(key)),
       config_(std::move(config)),
-      layout_{config_.geometry.page_bytes(), config_.geometry.token_bytes(),
-              static_cast<std::size_t>(config_.geometry.page_size),
-              static_cast<std::size_t>(config_.geometry.num_layers)},
       storage_(std::move(storage)),
       arena_(static_cast<std::int32_t>(config_.max_num_pages)) {
   // The root folds every constant that changes what a page's bytes mean.

@@ -128,12 +128,13 @@ class kv_pool final : public resource {
   /// Bytes of page `p` (every layer, K and V), for kernels and tests: a
   /// device address when the arena is device memory.
   [[nodiscard]] std::byte* page_data(page_id p) {
-    return storage_->data() + p * layout_.page_bytes;
+    return storage_->data() + p * config_.geometry.page_bytes();
   }
   /// The arena the pages live in (its kind, its stream's status).
   [[nodiscard]] kernels::arena& storage() { return *storage_; }
   [[nodiscard]] const kernels::arena& storage() const { return *storage_; }
-  [[nodiscard]] const kernels::page_layout& layout() const { return layout_; }
+  /// The pages' shape, as the page operations and kernels address them.
+  [[nodiscard]] const kernels::kv_geometry& geometry() const { return config_.geometry; }
 
   /// Conservation (reference §3.6.7 list): free and owned partition the
   /// pages; owner counts equal references from the index, streams and
@@ -180,7 +181,6 @@ class kv_pool final : public resource {
 
   std::string key_;
   kv_pool_config config_;
-  kernels::page_layout layout_;
   std::unique_ptr<kernels::arena> storage_;
   page_arena arena_;
   std::unique_ptr<prefix_index> index_;

@@ -182,9 +182,9 @@ void kv_pool::apply_forks(const kv_step& step, const step_context& ctx, bool pos
       const auto full = static_cast<std::size_t>(n / ps);
       std::vector<std::int32_t> s(src->pages.begin(), src->pages.begin() + static_cast<long>(full));
       std::vector<std::int32_t> d(tgt->pages.begin(), tgt->pages.begin() + static_cast<long>(full));
-      storage_->copy_pages(layout_, s, d);
+      storage_->copy_pages(config_.geometry, s, d);
       if (n % ps != 0) {
-        storage_->copy_slots(layout_, src->pages[full], tgt->pages[full],
+        storage_->copy_slots(config_.geometry, src->pages[full], tgt->pages[full],
                              static_cast<std::size_t>(n % ps));
       }
       tgt->stored_len = n;
