@@ -147,8 +147,9 @@ std::vector<comparison> bench_attention(timer& t, copy_baseline& copy, const att
                                         int rounds) {
   const int pages_per_row = (a.context + a.page_size - 1) / a.page_size;
   const int num_pages = a.rows * pages_per_row;
-  const std::size_t page_bytes =
-      std::size_t{2} * a.page_size * a.kv_heads * a.head_dim * sizeof(std::uint16_t);
+  const mstar::kernels::kv_geometry geometry{a.page_size, 1, a.kv_heads, a.head_dim,
+                                             mstar::dtype::bfloat16};
+  const std::size_t page_bytes = geometry.page_bytes();
   auto arena = alloc(page_bytes * num_pages);
   fill_random(arena.data(), page_bytes * num_pages, true, 11);
   std::vector<std::int32_t> ids(static_cast<std::size_t>(num_pages));
@@ -174,7 +175,7 @@ std::vector<comparison> bench_attention(timer& t, copy_baseline& copy, const att
   };
   const auto rows = static_cast<std::size_t>(a.rows);
   const mstar::kernels::paged_attention_params p{
-      {arena.as<std::byte>(), a.page_size, 1, a.kv_heads, a.head_dim, mstar::dtype::bfloat16},
+      {arena.as<std::byte>(), geometry},
       0,
       {span(d_qo, rows + 1), span(d_indptr, rows + 1), span(d_ids, ids.size()), span(d_last, rows),
        span(d_page, rows), span(d_offset, rows)},

@@ -189,9 +189,7 @@ result<void> nemotron_h_model::bind(resources::kv_pool* kv,
   conv_state_.clear();
   ssm_state_.clear();
   if (kv != nullptr) {
-    const auto& g = kv->config().geometry;
-    kv_view_ = kernels::kv_arena_view{kv->page_data(0), g.page_size, g.num_layers,
-                                      g.num_kv_heads,   g.head_dim,  g.dtype};
+    kv_view_ = kernels::kv_arena_view{kv->page_data(0), kv->geometry()};
   }
   if (recurrent != nullptr) {
     for (std::int64_t m = 0; m < config_.count(layer_kind::mamba2); ++m) {

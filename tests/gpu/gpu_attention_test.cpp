@@ -153,7 +153,7 @@ void run_case(const attn_case& c, std::uint64_t seed, launch_mode mode = {}) {
   const auto d_q = upload(q);
   auto d_out = poisoned<float>(q_elems);
 
-  kv_arena_view host_view{arena.data(), c.page_size, num_layers, c.kv_heads, c.head_dim, c.dtype};
+  kv_arena_view host_view{arena.data(), {c.page_size, num_layers, c.kv_heads, c.head_dim, c.dtype}};
   kv_arena_view dev_view = host_view;
   dev_view.base = d_arena.data();
   append_kv({host_view, layer, table.view(), k.data(), v.data()});
@@ -289,9 +289,10 @@ TEST(gpu_attention, unsupported_arena_dtype_or_head_count_is_refused) {
   MSTAR_REQUIRE_GPU();
   auto d = poisoned<std::int32_t>(16);
   const kv_page_table table{d.span().first(2), d.span().first(2), {}, d.span().first(1), {}, {}};
-  kv_arena_view arena{reinterpret_cast<std::byte*>(d.data()), 16, 1, 2, 128, mstar::dtype::float16};
+  kv_arena_view arena{reinterpret_cast<std::byte*>(d.data()),
+                      {16, 1, 2, 128, mstar::dtype::float16}};
   EXPECT_EQ(cuda::append_kv({arena, 0, table, nullptr, nullptr}, nullptr), cudaErrorInvalidValue);
-  arena.dtype = mstar::dtype::float32;
+  arena.geometry.dtype = mstar::dtype::float32;
   EXPECT_EQ(cuda::paged_attention({arena, 0, table, nullptr, nullptr, 3, 0.0F}, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(cuda::paged_attention({arena, 0, table, nullptr, nullptr, 3, 0.0F}, d.data(), d.bytes(),

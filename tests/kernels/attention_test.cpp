@@ -191,11 +191,7 @@ class paged_case {
   }
   kv_arena_view arena() {
     return {reinterpret_cast<std::byte*>(arena_.data()),
-            g_.page_size,
-            g_.num_layers,
-            g_.kv_heads,
-            g_.head_dim,
-            g_.dtype};
+            {g_.page_size, g_.num_layers, g_.kv_heads, g_.head_dim, g_.dtype}};
   }
   // Packs every row's cached positions (or its fresh ones), `per` floats each.
   [[nodiscard]] std::vector<float> packed(const std::vector<std::vector<float>>& src,
