@@ -6,26 +6,10 @@
 #include <cstring>
 #include <vector>
 
+#include "core/dtype.hpp"
+
 namespace mstar::kernels {
 namespace {
-
-// bfloat16 is the top half of a float32; storing rounds to nearest even, and
-// a NaN stays a (quiet) NaN.
-std::uint16_t to_bf16(float f) {
-  std::uint32_t bits = 0;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffU) > 0x7f800000U)
-    return static_cast<std::uint16_t>((bits >> 16) | 0x40U);
-  bits += 0x7fffU + ((bits >> 16) & 1U);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
-
-float from_bf16(std::uint16_t h) {
-  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-  float f = 0;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 // Byte addressing of one layer's K or V vector for (page, slot, kv head),
 // with the geometry's strides read once: the loops store through std::byte,
@@ -55,7 +39,7 @@ void store(const kv_arena_view& a, std::byte* dst, const float* src) {
   assert(a.geometry.dtype == mstar::dtype::bfloat16 &&
          "KV arena dtype must be float32 or bfloat16");
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint16_t h = to_bf16(src[i]);
+    const std::uint16_t h = float_to_bf16_bits(src[i]);
     std::memcpy(dst + i * sizeof h, &h, sizeof h);
   }
 }
@@ -71,7 +55,7 @@ void load(const kv_arena_view& a, const std::byte* src, float* dst) {
   for (std::size_t i = 0; i < n; ++i) {
     std::uint16_t h = 0;
     std::memcpy(&h, src + i * sizeof h, sizeof h);
-    dst[i] = from_bf16(h);
+    dst[i] = bf16_bits_to_float(h);
   }
 }
 

@@ -35,13 +35,6 @@ struct attn_case {
   bool decode;  // fill the decode fast-path arrays (every row computes one token)
 };
 
-std::uint16_t bf16_bits(float f) {
-  std::uint32_t bits = 0;
-  std::memcpy(&bits, &f, sizeof bits);
-  bits += 0x7fffU + ((bits >> 16) & 1U);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
-
 // The step's table over freshly shuffled pages, owned.
 struct owned_table {
   ints qo{0}, kv_indptr{0}, kv_indices, last, decode_page, decode_offset;
@@ -136,7 +129,7 @@ void run_case(const attn_case& c, std::uint64_t seed, launch_mode mode = {}) {
     std::memcpy(arena.data(), fill.data(), arena.size());
   } else {
     for (std::size_t i = 0; i < elems; ++i) {
-      const std::uint16_t h = bf16_bits(fill[i]);
+      const std::uint16_t h = float_to_bf16_bits(fill[i]);
       std::memcpy(arena.data() + 2 * i, &h, 2);
     }
   }
