@@ -147,8 +147,9 @@ std::vector<comparison> bench_attention(timer& t, copy_baseline& copy, const att
                                         int rounds) {
   const int pages_per_row = (a.context + a.page_size - 1) / a.page_size;
   const int num_pages = a.rows * pages_per_row;
-  const std::size_t page_bytes =
-      std::size_t{2} * a.page_size * a.kv_heads * a.head_dim * sizeof(std::uint16_t);
+  const mstar::kernels::kv_geometry geometry{a.page_size, 1, a.kv_heads, a.head_dim,
+                                             mstar::dtype::bfloat16};
+  const std::size_t page_bytes = geometry.page_bytes();
   auto arena = alloc(page_bytes * num_pages);
   fill_random(arena.data(), page_bytes * num_pages, true, 11);
   std::vector<std::int32_t> ids(static_cast<std::size_t>(num_pages));
@@ -174,7 +175,7 @@ std::vector<comparison> bench_attention(timer& t, copy_baseline& copy, const att
   };
   const auto rows = static_cast<std::size_t>(a.rows);
   const mstar::kernels::paged_attention_params p{
-      {arena.as<std::byte>(), a.page_size, 1, a.kv_heads, a.head_dim, mstar::dtype::bfloat16},
+      {arena.as<std::byte>(), geometry},
       0,
       {span(d_qo, rows + 1), span(d_indptr, rows + 1), span(d_ids, ids.size()), span(d_last, rows),
        span(d_page, rows), span(d_offset, rows)},
@@ -241,29 +242,30 @@ comparison bench_ssd(timer& t, copy_baseline& copy, int batch, int heads, int he
 
 std::vector<comparison> bench_pages(timer& t, copy_baseline& copy, int pages, int rounds) {
   // 64 KiB pages (16 tokens x 8 kv heads x 128 dims x bf16, K and V, one layer).
-  const mstar::kernels::page_layout layout{65536, 2048, 16, 1};
+  const mstar::kernels::kv_geometry geometry{16, 1, 8, 128, mstar::dtype::bfloat16};
   const int arena_pages = pages * 2;
-  auto arena = alloc(layout.page_bytes * arena_pages);
-  fill_random(arena.data(), layout.page_bytes * arena_pages, false, 37);
+  auto arena = alloc(geometry.page_bytes() * arena_pages);
+  fill_random(arena.data(), geometry.page_bytes() * arena_pages, false, 37);
   std::vector<std::int32_t> ids(static_cast<std::size_t>(arena_pages));
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), std::mt19937_64{41});
   ids.resize(static_cast<std::size_t>(pages));
   const auto d_ids = upload(ids);
-  auto staging = alloc(layout.page_bytes * pages);
+  auto staging = alloc(geometry.page_bytes() * pages);
   const std::span<const std::int32_t> list{d_ids.as<const std::int32_t>(), ids.size()};
-  const double bytes = 2.0 * static_cast<double>(layout.page_bytes) * pages;
+  const double bytes = 2.0 * static_cast<double>(geometry.page_bytes()) * pages;
   std::vector<comparison> out;
   out.push_back(measure(
       t, copy, "pack_pages_" + std::to_string(pages), "bytes_per_s", bytes,
       [&](cudaStream_t s) {
-        return cuda::pack_pages(arena.as<std::byte>(), layout, list, staging.as<std::byte>(), s);
+        return cuda::pack_pages(arena.as<std::byte>(), geometry, list, staging.as<std::byte>(), s);
       },
       rounds));
   out.push_back(measure(
       t, copy, "unpack_pages_" + std::to_string(pages), "bytes_per_s", bytes,
       [&](cudaStream_t s) {
-        return cuda::unpack_pages(arena.as<std::byte>(), layout, list, staging.as<std::byte>(), s);
+        return cuda::unpack_pages(arena.as<std::byte>(), geometry, list, staging.as<std::byte>(),
+                                  s);
       },
       rounds));
   return out;

@@ -18,12 +18,12 @@ using namespace mstar::resources;
 
 kv_pool_config bench_config(std::int64_t pages, bool prefix_cache) {
   kv_pool_config c;
-  c.page_size = 16;
+  c.geometry.page_size = 16;
   c.max_num_pages = pages;
-  c.num_layers = 1;
-  c.num_kv_heads = 1;
-  c.head_dim = 8;
-  c.dtype = mstar::dtype::float32;
+  c.geometry.num_layers = 1;
+  c.geometry.num_kv_heads = 1;
+  c.geometry.head_dim = 8;
+  c.geometry.dtype = mstar::dtype::float32;
   c.prefix_cache = prefix_cache;
   return c;
 }

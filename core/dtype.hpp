@@ -1,5 +1,6 @@
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -21,6 +22,24 @@ enum class dtype : std::uint8_t { float32, bfloat16, float16 };
       return 2;
   }
   return 0;
+}
+
+/// float32 to bfloat16 bits, rounding to nearest even; a NaN stays a NaN,
+/// made quiet. Every host bf16 store follows it (KV arenas, kernel outputs,
+/// weights for the device) and the CUDA kernels round the same way
+/// (kernels/cuda/internal/common.cuh), so CPU and device results compare bit
+/// for bit.
+[[nodiscard]] constexpr std::uint16_t float_to_bf16_bits(float f) noexcept {
+  auto bits = std::bit_cast<std::uint32_t>(f);
+  if ((bits & 0x7fffffffU) > 0x7f800000U)
+    return static_cast<std::uint16_t>((bits >> 16) | 0x40U);
+  bits += 0x7fffU + ((bits >> 16) & 1U);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+/// bfloat16 bits to float32 (exact: bfloat16 is float32's top half).
+[[nodiscard]] constexpr float bf16_bits_to_float(std::uint16_t bits) noexcept {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
 }
 
 /// Canonical name: "float32", "bfloat16" or "float16".

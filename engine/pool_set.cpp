@@ -60,7 +60,7 @@ pool_set::~pool_set() {
 }
 
 std::int64_t pool_set::page_size() const noexcept {
-  return kv_ ? kv_->config().page_size : 1;
+  return kv_ ? kv_->config().geometry.page_size : 1;
 }
 
 resources::step_bundle pool_set::bundle_of(const step_record& step) const {

@@ -23,24 +23,24 @@ class host_memory_arena final : public arena {
   [[nodiscard]] const std::byte* data() const noexcept override { return memory_.data(); }
   [[nodiscard]] std::size_t size() const noexcept override { return memory_.size(); }
 
-  void copy_pages(const page_layout& layout, std::span<const std::int32_t> src,
+  void copy_pages(const kv_geometry& geometry, std::span<const std::int32_t> src,
                   std::span<const std::int32_t> dst) override {
-    kernels::copy_pages(data(), layout, src, dst);
+    kernels::copy_pages(data(), geometry, src, dst);
   }
-  void copy_slots(const page_layout& layout, std::int32_t src, std::int32_t dst,
+  void copy_slots(const kv_geometry& geometry, std::int32_t src, std::int32_t dst,
                   std::size_t slots) override {
-    kernels::copy_slots(data(), layout, src, dst, slots);
+    kernels::copy_slots(data(), geometry, src, dst, slots);
   }
-  void zero_pages(const page_layout& layout, std::span<const std::int32_t> pages) override {
-    kernels::zero_pages(data(), layout, pages);
+  void zero_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages) override {
+    kernels::zero_pages(data(), geometry, pages);
   }
-  void pack_pages(const page_layout& layout, std::span<const std::int32_t> pages,
+  void pack_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages,
                   std::byte* staging) override {
-    kernels::pack_pages(data(), layout, pages, staging);
+    kernels::pack_pages(data(), geometry, pages, staging);
   }
-  void unpack_pages(const page_layout& layout, std::span<const std::int32_t> pages,
+  void unpack_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages,
                     const std::byte* staging) override {
-    kernels::unpack_pages(data(), layout, pages, staging);
+    kernels::unpack_pages(data(), geometry, pages, staging);
   }
 
   void copy_slot(const slot_block& b, std::int32_t src, std::int32_t dst) override {

@@ -55,15 +55,15 @@ class arena {
   [[nodiscard]] virtual std::size_t size() const noexcept = 0;
 
   // Page-major KV pages (kernels/page_ops.hpp). Page lists are host arrays.
-  virtual void copy_pages(const page_layout& layout, std::span<const std::int32_t> src,
+  virtual void copy_pages(const kv_geometry& geometry, std::span<const std::int32_t> src,
                           std::span<const std::int32_t> dst) = 0;
-  virtual void copy_slots(const page_layout& layout, std::int32_t src, std::int32_t dst,
+  virtual void copy_slots(const kv_geometry& geometry, std::int32_t src, std::int32_t dst,
                           std::size_t slots) = 0;
-  virtual void zero_pages(const page_layout& layout, std::span<const std::int32_t> pages) = 0;
+  virtual void zero_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages) = 0;
   /// `pages` into the contiguous `staging` (memory of the arena's kind).
-  virtual void pack_pages(const page_layout& layout, std::span<const std::int32_t> pages,
+  virtual void pack_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages,
                           std::byte* staging) = 0;
-  virtual void unpack_pages(const page_layout& layout, std::span<const std::int32_t> pages,
+  virtual void unpack_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages,
                             const std::byte* staging) = 0;
 
   // Recurrent slots of one block.

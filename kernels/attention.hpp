@@ -18,21 +18,17 @@
 #include <cstdint>
 #include <span>
 
-#include "core/dtype.hpp"
+#include "kernels/kv_geometry.hpp"
 
 namespace mstar::kernels {
 
-/// A page-major KV arena and its geometry, as kernels address it.
+/// A page-major KV arena as kernels address it: where it starts and its
+/// geometry (float32 or bfloat16 elements).
 struct kv_arena_view {
-  /// [num_pages][num_layers][2 (K, V)][page_size][num_kv_heads][head_dim] of `dtype`.
+  /// [num_pages][num_layers][2 (K, V)][page_size][num_kv_heads][head_dim] of
+  /// `geometry.dtype`.
   std::byte* base = nullptr;
-  std::int32_t page_size = 0;     ///< token slots per page
-  std::int32_t num_layers = 0;    ///< attention layers stored per page
-  std::int32_t num_kv_heads = 0;  ///< Hkv
-  std::int32_t head_dim = 0;      ///< D
-  /// Element type of the arena: float32 or bfloat16 (stored with
-  /// round-to-nearest-even, read back exactly).
-  mstar::dtype dtype = mstar::dtype::float32;
+  kv_geometry geometry;  ///< its shape and element type
 };
 
 /// Where each row's tokens live: the arrays of one label's `kv_label_plan`.
@@ -78,7 +74,7 @@ struct paged_attention_params {
   kv_page_table table;            ///< the step's addressing (same as append_kv's)
   const float* q = nullptr;       ///< [T, Hq, D] f32, rows packed in qo_indptr order
   float* out = nullptr;           ///< [T, Hq, D] f32, written; must not alias q
-  std::int32_t num_qo_heads = 0;  ///< Hq, a multiple of arena.num_kv_heads
+  std::int32_t num_qo_heads = 0;  ///< Hq, a multiple of arena.geometry.num_kv_heads
   /// Softmax scale; 0 picks 1/sqrt(head_dim).
   float scale = 0.0f;
 };

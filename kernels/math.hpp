@@ -13,14 +13,6 @@
 
 namespace mstar::kernels {
 
-/// float32 to bfloat16 bits, round to nearest even; a NaN stays a quiet NaN.
-/// The rule every bf16 store follows (the KV arenas, the CUDA kernels), so
-/// CPU and device results compare bit for bit.
-[[nodiscard]] std::uint16_t to_bf16_bits(float f) noexcept;
-
-/// bfloat16 bits to float32 (exact).
-[[nodiscard]] float from_bf16_bits(std::uint16_t bits) noexcept;
-
 /// Operands of `embedding`.
 struct embedding_params {
   view<const std::int32_t, 1> ids;  ///< [T] int32 token ids, each in [0, V)
@@ -53,8 +45,8 @@ struct add_rms_norm_params {
   view<const float, 1> weight;   ///< [H] float32
   view<float, 2> out{};          ///< [T, H] float32; may be the same elements as residual or
                                  ///< delta; absent: no float32 output
-  view<std::uint16_t, 2> out_bf16{};  ///< [T, H] bfloat16 bits (`to_bf16_bits` of the float32
-                                      ///< result); overlaps nothing else; absent: none
+  view<std::uint16_t, 2> out_bf16{};  ///< [T, H] bfloat16 bits (`float_to_bf16_bits` of the
+                                      ///< float32 result); overlaps nothing else; absent: none
   float eps = 1e-6F;                  ///< added to the mean square before the root
 };
 
@@ -74,8 +66,8 @@ struct gated_rms_norm_params {
   view<float, 2> out{};  ///< [T, D] float32; may be the same elements as x or gate; absent: none
   std::int64_t group_size = 0;        ///< channels per group, dividing D; 0: one group of D
   float eps = 1e-6F;                  ///< added to each group's mean square
-  view<std::uint16_t, 2> out_bf16{};  ///< [T, D] bfloat16 bits (`to_bf16_bits` of the float32
-                                      ///< result); overlaps nothing else; absent: none
+  view<std::uint16_t, 2> out_bf16{};  ///< [T, D] bfloat16 bits (`float_to_bf16_bits` of the
+                                      ///< float32 result); overlaps nothing else; absent: none
 };
 
 /// Mamba-2's gated RMS norm (gate applied before the norm): with
@@ -119,8 +111,8 @@ enum class activation : std::uint8_t {
 struct activation_params {
   view<const float, 2> x;  ///< [T, D] float32
   view<float, 2> out{};    ///< [T, D] float32; may be the same elements as x; absent: none
-  view<std::uint16_t, 2> out_bf16{};  ///< [T, D] bfloat16 bits (`to_bf16_bits` of the float32
-                                      ///< result); overlaps nothing else; absent: none
+  view<std::uint16_t, 2> out_bf16{};  ///< [T, D] bfloat16 bits (`float_to_bf16_bits` of the
+                                      ///< float32 result); overlaps nothing else; absent: none
   activation fn = activation::silu;   ///< the function applied
 };
 

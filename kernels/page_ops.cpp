@@ -5,49 +5,45 @@
 
 namespace mstar::kernels {
 
-void copy_pages(std::byte* arena, const page_layout& layout, std::span<const std::int32_t> src,
+void copy_pages(std::byte* arena, const kv_geometry& geometry, std::span<const std::int32_t> src,
                 std::span<const std::int32_t> dst) {
   // Gather then scatter: a destination that is also a later source must be
   // read with its old contents.
-  std::vector<std::byte> staging(src.size() * layout.page_bytes);
+  const std::size_t bytes = geometry.page_bytes();
+  std::vector<std::byte> staging(src.size() * bytes);
   for (std::size_t i = 0; i < src.size(); ++i) {
-    std::memcpy(staging.data() + i * layout.page_bytes,
-                arena + static_cast<std::size_t>(src[i]) * layout.page_bytes, layout.page_bytes);
+    std::memcpy(staging.data() + i * bytes, arena + static_cast<std::size_t>(src[i]) * bytes,
+                bytes);
   }
   for (std::size_t i = 0; i < dst.size() && i < src.size(); ++i) {
-    std::memcpy(arena + static_cast<std::size_t>(dst[i]) * layout.page_bytes,
-                staging.data() + i * layout.page_bytes, layout.page_bytes);
+    std::memcpy(arena + static_cast<std::size_t>(dst[i]) * bytes, staging.data() + i * bytes,
+                bytes);
   }
 }
 
-void copy_slots(std::byte* arena, const page_layout& layout, std::int32_t src, std::int32_t dst,
+void copy_slots(std::byte* arena, const kv_geometry& geometry, std::int32_t src, std::int32_t dst,
                 std::size_t slots) {
   // Within a page: [layer][2][page_size][token]; each (layer, K/V) run holds
   // page_size tokens, of which the first `slots` are copied.
-  const std::size_t run = layout.page_size * layout.token_bytes;
-  std::byte* s = arena + static_cast<std::size_t>(src) * layout.page_bytes;
-  std::byte* d = arena + static_cast<std::size_t>(dst) * layout.page_bytes;
-  for (std::size_t r = 0; r < layout.num_layers * 2; ++r) {
-    std::memmove(d + r * run, s + r * run, slots * layout.token_bytes);
+  const std::size_t run = geometry.half_bytes();
+  const std::size_t page = geometry.page_bytes();
+  std::byte* s = arena + static_cast<std::size_t>(src) * page;
+  std::byte* d = arena + static_cast<std::size_t>(dst) * page;
+  const auto runs = static_cast<std::size_t>(geometry.num_layers) * 2;
+  for (std::size_t r = 0; r < runs; ++r) {
+    std::memmove(d + r * run, s + r * run, slots * geometry.token_bytes());
   }
 }
 
-void zero_pages(std::byte* arena, const page_layout& layout, std::span<const std::int32_t> pages) {
+void zero_pages(std::byte* arena, const kv_geometry& geometry,
+                std::span<const std::int32_t> pages) {
+  const std::size_t bytes = geometry.page_bytes();
   for (const auto p : pages) {
-    std::memset(arena + static_cast<std::size_t>(p) * layout.page_bytes, 0, layout.page_bytes);
+    std::memset(arena + static_cast<std::size_t>(p) * bytes, 0, bytes);
   }
 }
 
 namespace {
-
-// Byte offset of one token's K (or V) in one layer: within a page the runs are
-// [layer][half][page_size] tokens of `token_bytes` each.
-std::size_t token_offset(const page_layout& layout, std::size_t layer, kv_half half,
-                         token_position token) {
-  const std::size_t run = layer * 2 + static_cast<std::size_t>(half);
-  return static_cast<std::size_t>(token.page) * layout.page_bytes +
-         (run * layout.page_size + static_cast<std::size_t>(token.offset)) * layout.token_bytes;
-}
 
 // Calls `copy(first_index, first_page, count)` for each run of consecutive
 // page ids in `pages`, so contiguous pages move as one block.
@@ -70,33 +66,35 @@ std::size_t slot_offset(std::size_t layer, std::size_t max_slots, std::size_t sl
 
 }  // namespace
 
-void gather_tokens(const std::byte* arena, const page_layout& layout, std::size_t layer,
+void gather_tokens(const std::byte* arena, const kv_geometry& geometry, std::size_t layer,
                    kv_half half, std::span<const token_position> tokens, std::byte* out) {
+  const std::size_t bytes = geometry.token_bytes();
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    std::memcpy(out + i * layout.token_bytes, arena + token_offset(layout, layer, half, tokens[i]),
-                layout.token_bytes);
+    const auto at = geometry.slot_offset(tokens[i].page, layer, half, tokens[i].offset);
+    std::memcpy(out + i * bytes, arena + at, bytes);
   }
 }
 
-void scatter_tokens(std::byte* arena, const page_layout& layout, std::size_t layer, kv_half half,
+void scatter_tokens(std::byte* arena, const kv_geometry& geometry, std::size_t layer, kv_half half,
                     std::span<const token_position> tokens, const std::byte* in) {
+  const std::size_t bytes = geometry.token_bytes();
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    std::memcpy(arena + token_offset(layout, layer, half, tokens[i]), in + i * layout.token_bytes,
-                layout.token_bytes);
+    const auto at = geometry.slot_offset(tokens[i].page, layer, half, tokens[i].offset);
+    std::memcpy(arena + at, in + i * bytes, bytes);
   }
 }
 
-void pack_pages(const std::byte* arena, const page_layout& layout,
+void pack_pages(const std::byte* arena, const kv_geometry& geometry,
                 std::span<const std::int32_t> pages, std::byte* staging) {
-  const std::size_t bytes = layout.page_bytes;
+  const std::size_t bytes = geometry.page_bytes();
   for_each_page_run(pages, [&](std::size_t index, std::size_t page, std::size_t count) {
     std::memcpy(staging + index * bytes, arena + page * bytes, count * bytes);
   });
 }
 
-void unpack_pages(std::byte* arena, const page_layout& layout, std::span<const std::int32_t> pages,
-                  const std::byte* staging) {
-  const std::size_t bytes = layout.page_bytes;
+void unpack_pages(std::byte* arena, const kv_geometry& geometry,
+                  std::span<const std::int32_t> pages, const std::byte* staging) {
+  const std::size_t bytes = geometry.page_bytes();
   for_each_page_run(pages, [&](std::size_t index, std::size_t page, std::size_t count) {
     std::memcpy(arena + page * bytes, staging + index * bytes, count * bytes);
   });

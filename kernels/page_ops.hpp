@@ -8,31 +8,22 @@
 #include <cstdint>
 #include <span>
 
-namespace mstar::kernels {
+#include "kernels/kv_geometry.hpp"
 
-/// Geometry of a page-major arena, in bytes.
-struct page_layout {
-  std::size_t page_bytes = 0;   ///< one whole page: every layer, K and V
-  std::size_t token_bytes = 0;  ///< one token of K (or V) in one layer
-  std::size_t page_size = 0;    ///< token slots per page
-  std::size_t num_layers = 0;
-};
+namespace mstar::kernels {
 
 /// Copies whole pages `src[i] -> dst[i]`. Sources are read before any
 /// destination is written, so overlapping lists are safe.
-void copy_pages(std::byte* arena, const page_layout& layout, std::span<const std::int32_t> src,
+void copy_pages(std::byte* arena, const kv_geometry& geometry, std::span<const std::int32_t> src,
                 std::span<const std::int32_t> dst);
 
 /// Copies the first `slots` token slots of page `src` into page `dst`, every
 /// layer, K and V.
-void copy_slots(std::byte* arena, const page_layout& layout, std::int32_t src, std::int32_t dst,
+void copy_slots(std::byte* arena, const kv_geometry& geometry, std::int32_t src, std::int32_t dst,
                 std::size_t slots);
 
 /// Zeroes whole pages.
-void zero_pages(std::byte* arena, const page_layout& layout, std::span<const std::int32_t> pages);
-
-/// Which half of a layer's page run: keys or values.
-enum class kv_half : std::uint8_t { key = 0, value = 1 };
+void zero_pages(std::byte* arena, const kv_geometry& geometry, std::span<const std::int32_t> pages);
 
 /// Where one token's K and V live: a page and the token slot inside it.
 struct token_position {
@@ -42,25 +33,25 @@ struct token_position {
 
 /// Copies one layer's K (or V) of each token in `tokens` out of the arena into
 /// `out`, a contiguous `[tokens.size()][num_kv_heads][head_dim]` buffer
-/// (`token_bytes` per token, any dtype). Positions are not checked: the plan
+/// (`geometry.token_bytes()` per token). Positions are not checked: the plan
 /// that produced them is.
-void gather_tokens(const std::byte* arena, const page_layout& layout, std::size_t layer,
+void gather_tokens(const std::byte* arena, const kv_geometry& geometry, std::size_t layer,
                    kv_half half, std::span<const token_position> tokens, std::byte* out);
 
 /// The inverse of `gather_tokens`: writes token `i` of the contiguous `in`
 /// buffer to `tokens[i]`. A position listed twice ends with the later token.
-void scatter_tokens(std::byte* arena, const page_layout& layout, std::size_t layer, kv_half half,
+void scatter_tokens(std::byte* arena, const kv_geometry& geometry, std::size_t layer, kv_half half,
                     std::span<const token_position> tokens, const std::byte* in);
 
 /// Copies whole pages, page after page, into the contiguous `staging`
-/// buffer (`pages.size() * page_bytes`): what a transfer sends. Runs of
+/// buffer (`pages.size() * geometry.page_bytes()`): what a transfer sends. Runs of
 /// consecutive page ids are copied as one block.
-void pack_pages(const std::byte* arena, const page_layout& layout,
+void pack_pages(const std::byte* arena, const kv_geometry& geometry,
                 std::span<const std::int32_t> pages, std::byte* staging);
 
 /// The inverse of `pack_pages`: writes page `i` of `staging` to `pages[i]`.
-void unpack_pages(std::byte* arena, const page_layout& layout, std::span<const std::int32_t> pages,
-                  const std::byte* staging);
+void unpack_pages(std::byte* arena, const kv_geometry& geometry,
+                  std::span<const std::int32_t> pages, const std::byte* staging);
 
 // Slot operations on one recurrent block, laid out
 // `[num_layers][max_slots][slot_bytes]` starting at `block_base`.

@@ -150,12 +150,12 @@ result<pool_spec> nemotron_h_model::pools(const pool_options& options) const {
   spec.memory = backend_->memory();
   if (const auto n = config_.count(layer_kind::attention); n > 0) {
     resources::kv_pool_config kc;
-    kc.page_size = options.page_size;
+    kc.geometry.page_size = static_cast<std::int32_t>(options.page_size);
     kc.max_num_pages = options.max_num_pages;
-    kc.num_layers = n;
-    kc.num_kv_heads = config_.num_key_value_heads;
-    kc.head_dim = config_.head_dim;
-    kc.dtype = backend_->kv_dtype();
+    kc.geometry.num_layers = static_cast<std::int32_t>(n);
+    kc.geometry.num_kv_heads = static_cast<std::int32_t>(config_.num_key_value_heads);
+    kc.geometry.head_dim = static_cast<std::int32_t>(config_.head_dim);
+    kc.geometry.dtype = backend_->kv_dtype();
     kc.prefix_cache = options.prefix_cache && prefix_skip_safe();
     kc.prefix_cache_salt = options.salt;
     spec.kv = std::move(kc);
@@ -189,13 +189,7 @@ result<void> nemotron_h_model::bind(resources::kv_pool* kv,
   conv_state_.clear();
   ssm_state_.clear();
   if (kv != nullptr) {
-    const auto& kc = kv->config();
-    kv_view_ = kernels::kv_arena_view{kv->page_data(0),
-                                      static_cast<std::int32_t>(kc.page_size),
-                                      static_cast<std::int32_t>(kc.num_layers),
-                                      static_cast<std::int32_t>(kc.num_kv_heads),
-                                      static_cast<std::int32_t>(kc.head_dim),
-                                      kc.dtype};
+    kv_view_ = kernels::kv_arena_view{kv->page_data(0), kv->geometry()};
   }
   if (recurrent != nullptr) {
     for (std::int64_t m = 0; m < config_.count(layer_kind::mamba2); ++m) {

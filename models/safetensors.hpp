@@ -138,9 +138,6 @@ class safetensors_checkpoint {
 /// The elements of `tensor` as a new float32 vector; same failures as above.
 [[nodiscard]] result<std::vector<float>> to_float32(const tensor_view& tensor);
 
-/// One bfloat16 value (its raw bits) as float32.
-[[nodiscard]] float bfloat16_to_float(std::uint16_t bits) noexcept;
-
 /// One IEEE half value (its raw bits) as float32, subnormals, infinities and NaN
 /// included.
 [[nodiscard]] float float16_to_float(std::uint16_t bits) noexcept;

@@ -19,10 +19,6 @@ void widen_all(std::span<const std::byte> bytes, std::span<float> out, Widen wid
 
 }  // namespace
 
-float bfloat16_to_float(std::uint16_t bits) noexcept {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
-}
-
 float float16_to_float(std::uint16_t bits) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000U) << 16;
   const std::uint32_t exponent = (bits >> 10) & 0x1FU;
@@ -55,7 +51,7 @@ result<void> to_float32(const tensor_view& tensor, std::span<float> out) {
         std::memcpy(out.data(), tensor.bytes.data(), numel * 4);
       return {};
     case dtype::bfloat16:
-      widen_all(tensor.bytes, out, bfloat16_to_float);
+      widen_all(tensor.bytes, out, bf16_bits_to_float);
       return {};
     case dtype::float16:
       widen_all(tensor.bytes, out, float16_to_float);

@@ -76,8 +76,8 @@ caf::expected<arena_layout> layout_from(const json& object) {
 
 }  // namespace
 
-arena_layout arena_layout::kv(const kernels::page_layout& layout, std::uint64_t num_pages) {
-  return arena_layout{arena_kind::kv_pages, "kv", 1, num_pages, layout.page_bytes};
+arena_layout arena_layout::kv(const kernels::kv_geometry& geometry, std::uint64_t num_pages) {
+  return arena_layout{arena_kind::kv_pages, "kv", 1, num_pages, geometry.page_bytes()};
 }
 
 arena_layout arena_layout::recurrent(std::string name, std::uint64_t num_layers,

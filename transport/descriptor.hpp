@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/page_ops.hpp"
+#include "kernels/kv_geometry.hpp"
 #include "transport/ucx.hpp"
 
 namespace mstar::transport {
@@ -30,8 +30,9 @@ struct arena_layout {
   std::uint64_t num_units = 0;             ///< pages, or slots per layer
   std::uint64_t unit_bytes = 0;            ///< bytes of one page, or of one slot in one layer
 
-  /// The layout of a KV pool's arena of `num_pages` pages of `layout`.
-  [[nodiscard]] static arena_layout kv(const kernels::page_layout& layout, std::uint64_t num_pages);
+  /// The layout of a KV pool's arena of `num_pages` pages of `geometry`.
+  [[nodiscard]] static arena_layout kv(const kernels::kv_geometry& geometry,
+                                       std::uint64_t num_pages);
   /// The layout of recurrent block `name`: `num_layers` x `max_slots` slots
   /// of `slot_bytes`.
   [[nodiscard]] static arena_layout recurrent(std::string name, std::uint64_t num_layers,

@@ -6,35 +6,20 @@
 #include <cstring>
 #include <vector>
 
+#include "core/dtype.hpp"
+
 namespace mstar::kernels {
 namespace {
 
-// bfloat16 is the top half of a float32; storing rounds to nearest even, and
-// a NaN stays a (quiet) NaN.
-std::uint16_t to_bf16(float f) {
-  std::uint32_t bits = 0;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffU) > 0x7f800000U)
-    return static_cast<std::uint16_t>((bits >> 16) | 0x40U);
-  bits += 0x7fffU + ((bits >> 16) & 1U);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
-
-float from_bf16(std::uint16_t h) {
-  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-  float f = 0;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// Byte addressing of one layer's K or V vector for (page, slot, kv head).
+// Byte addressing of one layer's K or V vector for (page, slot, kv head),
+// with the geometry's strides read once: the loops store through std::byte,
+// which may alias the geometry, so they would otherwise be recomputed.
 struct arena_addr {
   const kv_arena_view& a;
-  std::size_t elem = size_of(a.dtype);
-  std::size_t head_bytes = static_cast<std::size_t>(a.head_dim) * elem;
-  std::size_t token_bytes = static_cast<std::size_t>(a.num_kv_heads) * head_bytes;
-  std::size_t half_bytes = static_cast<std::size_t>(a.page_size) * token_bytes;  // K or V
-  std::size_t page_bytes = static_cast<std::size_t>(a.num_layers) * 2 * half_bytes;
+  std::size_t head_bytes = a.geometry.head_bytes();
+  std::size_t token_bytes = a.geometry.token_bytes();
+  std::size_t half_bytes = a.geometry.half_bytes();  // K or V
+  std::size_t page_bytes = a.geometry.page_bytes();
 
   [[nodiscard]] std::byte* at(std::int32_t layer, int kv, std::int32_t page, std::int32_t slot,
                               std::int32_t head) const {
@@ -46,29 +31,31 @@ struct arena_addr {
 };
 
 void store(const kv_arena_view& a, std::byte* dst, const float* src) {
-  const auto n = static_cast<std::size_t>(a.head_dim);
-  if (a.dtype == mstar::dtype::float32) {
+  const auto n = static_cast<std::size_t>(a.geometry.head_dim);
+  if (a.geometry.dtype == mstar::dtype::float32) {
     std::memcpy(dst, src, n * sizeof(float));
     return;
   }
-  assert(a.dtype == mstar::dtype::bfloat16 && "KV arena dtype must be float32 or bfloat16");
+  assert(a.geometry.dtype == mstar::dtype::bfloat16 &&
+         "KV arena dtype must be float32 or bfloat16");
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint16_t h = to_bf16(src[i]);
+    const std::uint16_t h = float_to_bf16_bits(src[i]);
     std::memcpy(dst + i * sizeof h, &h, sizeof h);
   }
 }
 
 void load(const kv_arena_view& a, const std::byte* src, float* dst) {
-  const auto n = static_cast<std::size_t>(a.head_dim);
-  if (a.dtype == mstar::dtype::float32) {
+  const auto n = static_cast<std::size_t>(a.geometry.head_dim);
+  if (a.geometry.dtype == mstar::dtype::float32) {
     std::memcpy(dst, src, n * sizeof(float));
     return;
   }
-  assert(a.dtype == mstar::dtype::bfloat16 && "KV arena dtype must be float32 or bfloat16");
+  assert(a.geometry.dtype == mstar::dtype::bfloat16 &&
+         "KV arena dtype must be float32 or bfloat16");
   for (std::size_t i = 0; i < n; ++i) {
     std::uint16_t h = 0;
     std::memcpy(&h, src + i * sizeof h, sizeof h);
-    dst[i] = from_bf16(h);
+    dst[i] = bf16_bits_to_float(h);
   }
 }
 
@@ -101,10 +88,10 @@ std::int32_t page_at(const kv_page_table& t, const row_span& s, std::int32_t pag
 
 void append_kv(const append_kv_params& p) {
   const arena_addr addr{p.arena};
-  const std::int32_t hkv = p.arena.num_kv_heads;
+  const std::int32_t hkv = p.arena.geometry.num_kv_heads;
   const auto token_elems =
-      static_cast<std::size_t>(hkv) * static_cast<std::size_t>(p.arena.head_dim);
-  const auto head_elems = static_cast<std::size_t>(p.arena.head_dim);
+      static_cast<std::size_t>(hkv) * static_cast<std::size_t>(p.arena.geometry.head_dim);
+  const auto head_elems = static_cast<std::size_t>(p.arena.geometry.head_dim);
   auto write = [&](std::int32_t token, std::int32_t page, std::int32_t slot) {
     const auto base = static_cast<std::size_t>(token) * token_elems;
     for (std::int32_t h = 0; h < hkv; ++h) {
@@ -121,7 +108,7 @@ void append_kv(const append_kv_params& p) {
     }
     return;
   }
-  const std::int32_t ps = p.arena.page_size;
+  const std::int32_t ps = p.arena.geometry.page_size;
   for (std::int32_t r = 0; r < rows; ++r) {
     const row_span s = row_of(p.table, ps, r);
     const std::int32_t start = s.length - s.new_tokens;
@@ -135,9 +122,9 @@ void append_kv(const append_kv_params& p) {
 void paged_attention(const paged_attention_params& p) {
   const arena_addr addr{p.arena};
   const std::int32_t hq = p.num_qo_heads;
-  const std::int32_t hkv = p.arena.num_kv_heads;
-  const std::int32_t ps = p.arena.page_size;
-  const auto d = static_cast<std::size_t>(p.arena.head_dim);
+  const std::int32_t hkv = p.arena.geometry.num_kv_heads;
+  const std::int32_t ps = p.arena.geometry.page_size;
+  const auto d = static_cast<std::size_t>(p.arena.geometry.head_dim);
   assert(hkv > 0 && hq % hkv == 0 && "query heads must be a multiple of kv heads");
   const std::int32_t group = hq / hkv;
   const float scale = p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(d));

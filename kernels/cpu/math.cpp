@@ -4,11 +4,12 @@
 #include <cblas.h>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include "core/dtype.hpp"
 
 namespace mstar::kernels {
 
@@ -127,22 +128,6 @@ result<void> check_blas_operand(const view<const float, 2>& v, std::string_view 
 
 }  // namespace
 
-std::uint16_t to_bf16_bits(float f) noexcept {
-  std::uint32_t bits = 0;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffU) > 0x7f800000U)
-    return static_cast<std::uint16_t>((bits >> 16) | 0x40U);
-  bits += 0x7fffU + ((bits >> 16) & 1U);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
-
-float from_bf16_bits(std::uint16_t bits) noexcept {
-  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
-  float f = 0.0F;
-  std::memcpy(&f, &wide, sizeof f);
-  return f;
-}
-
 result<void> embedding(const embedding_params& p) {
   if (auto ok = first_error({check_view(p.ids, "ids", {any_extent}),
                              check_view(p.table, "table", {any_extent, any_extent}),
@@ -212,7 +197,7 @@ result<void> add_rms_norm(const add_rms_norm_params& p) {
   if (p.out_bf16) {
     for (std::int64_t t = 0; t < shape[0]; ++t) {
       for (std::int64_t h = 0; h < shape[1]; ++h)
-        p.out_bf16(t, h) = to_bf16_bits(normed(t, h));
+        p.out_bf16(t, h) = float_to_bf16_bits(normed(t, h));
     }
   }
   return {};
@@ -250,7 +235,7 @@ result<void> gated_rms_norm(const gated_rms_norm_params& p) {
         if (p.out)
           p.out(t, g0 + c) = v;
         if (p.out_bf16)
-          p.out_bf16(t, g0 + c) = to_bf16_bits(v);
+          p.out_bf16(t, g0 + c) = float_to_bf16_bits(v);
       }
     }
   }
@@ -321,7 +306,7 @@ result<void> activate(const activation_params& p) {
       if (p.out)
         p.out(t, d) = v;
       if (p.out_bf16)
-        p.out_bf16(t, d) = to_bf16_bits(v);
+        p.out_bf16(t, d) = float_to_bf16_bits(v);
     }
   }
   return {};

@@ -66,15 +66,15 @@ cudaError_t append_kv(const append_kv_params& p, cudaStream_t stream) {
   a.table = detail::to_table_args(p.table);
   a.k = p.k;
   a.v = p.v;
-  a.kv_heads = p.arena.num_kv_heads;
-  a.head_dim = p.arena.head_dim;
-  const std::int64_t bound = detail::token_bound(p.table, p.arena.page_size);
+  a.kv_heads = p.arena.geometry.num_kv_heads;
+  a.head_dim = p.arena.geometry.head_dim;
+  const std::int64_t bound = detail::token_bound(p.table, p.arena.geometry.page_size);
   if (a.table.rows <= 0 || bound <= 0)
     return cudaSuccess;
   const auto blocks = static_cast<unsigned>(
       a.table.decode ? bound : std::min<std::int64_t>(bound, std::int64_t{detail::sm_count()} * 8));
   const int threads = std::min(256, std::max(32, a.kv_heads * a.head_dim));
-  if (p.arena.dtype == mstar::dtype::bfloat16)
+  if (p.arena.geometry.dtype == mstar::dtype::bfloat16)
     append_kernel<true><<<blocks, threads, 0, stream>>>(a);
   else
     append_kernel<false><<<blocks, threads, 0, stream>>>(a);

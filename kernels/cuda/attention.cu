@@ -163,12 +163,12 @@ cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream
   attn_args a{};
   if (!detail::to_attn_args(p, a))
     return cudaErrorInvalidValue;
-  const std::int64_t bound = detail::token_bound(p.table, p.arena.page_size);
+  const std::int64_t bound = detail::token_bound(p.table, p.arena.geometry.page_size);
   if (a.table.rows <= 0 || bound <= 0)
     return cudaSuccess;
-  if (p.arena.dtype == mstar::dtype::bfloat16)
-    return launch_attention<std::uint16_t>(a, p.arena.head_dim, bound, stream);
-  return launch_attention<float>(a, p.arena.head_dim, bound, stream);
+  if (p.arena.geometry.dtype == mstar::dtype::bfloat16)
+    return launch_attention<std::uint16_t>(a, p.arena.geometry.head_dim, bound, stream);
+  return launch_attention<float>(a, p.arena.geometry.head_dim, bound, stream);
 }
 
 }  // namespace mstar::kernels::cuda

@@ -219,10 +219,10 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms) {
   // The fast kernels' 16-byte loads need a 16-byte aligned arena.
   if (reinterpret_cast<std::uintptr_t>(p.arena.base) % 16 != 0)
     return plan;
-  const int d = p.arena.head_dim;
+  const int d = p.arena.geometry.head_dim;
   int resident = 0;
   int heads_per_block = 0;
-  const bool fast = with_shape(p.arena.dtype == mstar::dtype::bfloat16, d, a.group,
+  const bool fast = with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group,
                                [&]<class KV, int D, int GC>() {
                                  resident = resident_blocks<KV, D, GC>();
                                  heads_per_block = GC;
@@ -235,8 +235,8 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms) {
   if (2 * blocks > wave)
     return plan;
   const std::int64_t by_grid = split_waves * wave / blocks;
-  const std::int64_t by_length =
-      static_cast<std::int64_t>(p.table.kv_indices.size()) * p.arena.page_size / (rows * min_chunk);
+  const std::int64_t by_length = static_cast<std::int64_t>(p.table.kv_indices.size()) *
+                                 p.arena.geometry.page_size / (rows * min_chunk);
   const std::int64_t splits = std::min({by_grid, by_length, std::int64_t{max_splits}});
   if (splits < 2)
     return plan;
@@ -287,7 +287,7 @@ cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
   attn_args a{};
   if (!detail::to_attn_args(p, a))
     return cudaErrorInvalidValue;  // unreachable: the plan checked
-  const int d = p.arena.head_dim;
+  const int d = p.arena.geometry.head_dim;
   const std::size_t parts =
       static_cast<std::size_t>(a.table.rows) * static_cast<std::size_t>(a.q_heads) * plan.splits;
   split_args s{};
@@ -296,7 +296,7 @@ cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
   s.l = s.m + parts;
   s.splits = plan.splits;
   cudaError_t err = cudaSuccess;
-  const bool fast = with_shape(p.arena.dtype == mstar::dtype::bfloat16, d, a.group,
+  const bool fast = with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group,
                                [&]<class KV, int D, int GC>() {
                                  s.step = layout<KV, D>::step;
                                  err = launch_split<KV, D, GC>(a, s, stream);

@@ -29,7 +29,7 @@ class device_memory_arena final : public arena {
   [[nodiscard]] const std::byte* data() const noexcept override { return memory_.as<std::byte>(); }
   [[nodiscard]] std::size_t size() const noexcept override { return memory_.size(); }
 
-  void copy_pages(const page_layout& layout, std::span<const std::int32_t> src,
+  void copy_pages(const kv_geometry& geometry, std::span<const std::int32_t> src,
                   std::span<const std::int32_t> dst) override {
     const std::size_t n = std::min(src.size(), dst.size());
     if (n == 0 || failed())
@@ -46,34 +46,34 @@ class device_memory_arena final : public arena {
       return;
     const std::span<const std::int32_t> s{*lists, n}, d{*lists + n, n};
     if (!overlap) {
-      note(cuda::copy_pages(data(), layout, s, d, stream_), "copy_pages");
+      note(cuda::copy_pages(data(), geometry, s, d, stream_), "copy_pages");
       return;
     }
-    if (!reserve(staging_, n * layout.page_bytes, "copy_pages staging"))
+    if (!reserve(staging_, n * geometry.page_bytes(), "copy_pages staging"))
       return;
-    note(cuda::copy_pages(data(), layout, s, d, staging_.as<std::byte>(), stream_), "copy_pages");
+    note(cuda::copy_pages(data(), geometry, s, d, staging_.as<std::byte>(), stream_), "copy_pages");
   }
-  void copy_slots(const page_layout& layout, std::int32_t src, std::int32_t dst,
+  void copy_slots(const kv_geometry& geometry, std::int32_t src, std::int32_t dst,
                   std::size_t slots) override {
     if (!failed())
-      note(cuda::copy_slots(data(), layout, src, dst, slots, stream_), "copy_slots");
+      note(cuda::copy_slots(data(), geometry, src, dst, slots, stream_), "copy_slots");
   }
-  void zero_pages(const page_layout& layout, std::span<const std::int32_t> pages) override {
+  void zero_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages) override {
     if (auto lists = pages.empty() || failed() ? std::nullopt : upload({pages}); lists) {
-      note(cuda::zero_pages(data(), layout, {*lists, pages.size()}, stream_), "zero_pages");
+      note(cuda::zero_pages(data(), geometry, {*lists, pages.size()}, stream_), "zero_pages");
     }
   }
-  void pack_pages(const page_layout& layout, std::span<const std::int32_t> pages,
+  void pack_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages,
                   std::byte* staging) override {
     if (auto lists = pages.empty() || failed() ? std::nullopt : upload({pages}); lists) {
-      note(cuda::pack_pages(data(), layout, {*lists, pages.size()}, staging, stream_),
+      note(cuda::pack_pages(data(), geometry, {*lists, pages.size()}, staging, stream_),
            "pack_pages");
     }
   }
-  void unpack_pages(const page_layout& layout, std::span<const std::int32_t> pages,
+  void unpack_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages,
                     const std::byte* staging) override {
     if (auto lists = pages.empty() || failed() ? std::nullopt : upload({pages}); lists) {
-      note(cuda::unpack_pages(data(), layout, {*lists, pages.size()}, staging, stream_),
+      note(cuda::unpack_pages(data(), geometry, {*lists, pages.size()}, staging, stream_),
            "unpack_pages");
     }
   }

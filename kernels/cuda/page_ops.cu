@@ -143,13 +143,18 @@ struct run_to_run {
   }
 };
 
+// One layer's K (or V) run of every page: `run_offset` bytes into a page.
 struct token_addr {
-  std::size_t page_bytes, token_bytes, page_size, run;
+  std::size_t page_bytes, token_bytes, run_offset;
   __device__ std::size_t offset(token_position t) const {
-    return static_cast<std::size_t>(t.page) * page_bytes +
-           (run * page_size + static_cast<std::size_t>(t.offset)) * token_bytes;
+    return static_cast<std::size_t>(t.page) * page_bytes + run_offset +
+           static_cast<std::size_t>(t.offset) * token_bytes;
   }
 };
+
+token_addr token_addr_of(const kv_geometry& g, std::size_t layer, kv_half half) {
+  return {g.page_bytes(), g.token_bytes(), g.slot_offset(0, layer, half, 0)};
+}
 
 struct gather_addr {
   const std::byte* arena;
@@ -239,65 +244,63 @@ std::int64_t count_of(std::span<const std::int32_t> a, std::span<const std::int3
 
 }  // namespace
 
-cudaError_t copy_pages(std::byte* arena, const page_layout& layout,
+cudaError_t copy_pages(std::byte* arena, const kv_geometry& geometry,
                        std::span<const std::int32_t> src, std::span<const std::int32_t> dst,
                        cudaStream_t stream) {
-  const page_to_page addr{arena, layout.page_bytes, src.data(), dst.data()};
-  return launch_copy(addr, count_of(src, dst), layout.page_bytes,
-                     addr_bits(arena) | layout.page_bytes, stream);
+  const std::size_t page = geometry.page_bytes();
+  const page_to_page addr{arena, page, src.data(), dst.data()};
+  return launch_copy(addr, count_of(src, dst), page, addr_bits(arena) | page, stream);
 }
 
-cudaError_t copy_pages(std::byte* arena, const page_layout& layout,
+cudaError_t copy_pages(std::byte* arena, const kv_geometry& geometry,
                        std::span<const std::int32_t> src, std::span<const std::int32_t> dst,
                        std::byte* staging, cudaStream_t stream) {
   const std::size_t n = static_cast<std::size_t>(count_of(src, dst));
-  if (const cudaError_t err = pack_pages(arena, layout, src.first(n), staging, stream);
+  if (const cudaError_t err = pack_pages(arena, geometry, src.first(n), staging, stream);
       err != cudaSuccess) {
     return err;
   }
-  return unpack_pages(arena, layout, dst.first(n), staging, stream);
+  return unpack_pages(arena, geometry, dst.first(n), staging, stream);
 }
 
-cudaError_t copy_slots(std::byte* arena, const page_layout& layout, std::int32_t src,
+cudaError_t copy_slots(std::byte* arena, const kv_geometry& geometry, std::int32_t src,
                        std::int32_t dst, std::size_t slots, cudaStream_t stream) {
   if (src == dst)
     return cudaSuccess;  // the CPU's memmove onto itself
-  const std::size_t run = layout.page_size * layout.token_bytes;
-  const run_to_run addr{arena + static_cast<std::size_t>(dst) * layout.page_bytes,
-                        arena + static_cast<std::size_t>(src) * layout.page_bytes, run};
-  return launch_copy(addr, static_cast<std::int64_t>(layout.num_layers * 2),
-                     slots * layout.token_bytes, addr_bits(arena) | layout.page_bytes | run,
+  const std::size_t page = geometry.page_bytes();
+  const std::size_t run = geometry.half_bytes();
+  const run_to_run addr{arena + static_cast<std::size_t>(dst) * page,
+                        arena + static_cast<std::size_t>(src) * page, run};
+  return launch_copy(addr, std::int64_t{geometry.num_layers} * 2, slots * geometry.token_bytes(),
+                     addr_bits(arena) | page | run, stream);
+}
+
+cudaError_t zero_pages(std::byte* arena, const kv_geometry& geometry,
+                       std::span<const std::int32_t> pages, cudaStream_t stream) {
+  const std::size_t page = geometry.page_bytes();
+  const zero_page addr{arena, page, pages.data()};
+  return launch_copy(addr, static_cast<std::int64_t>(pages.size()), page, addr_bits(arena) | page,
                      stream);
 }
 
-cudaError_t zero_pages(std::byte* arena, const page_layout& layout,
-                       std::span<const std::int32_t> pages, cudaStream_t stream) {
-  const zero_page addr{arena, layout.page_bytes, pages.data()};
-  return launch_copy(addr, static_cast<std::int64_t>(pages.size()), layout.page_bytes,
-                     addr_bits(arena) | layout.page_bytes, stream);
-}
-
-cudaError_t gather_tokens(const std::byte* arena, const page_layout& layout, std::size_t layer,
+cudaError_t gather_tokens(const std::byte* arena, const kv_geometry& geometry, std::size_t layer,
                           kv_half half, std::span<const token_position> tokens, std::byte* out,
                           cudaStream_t stream) {
-  const token_addr at{layout.page_bytes, layout.token_bytes, layout.page_size,
-                      layer * 2 + static_cast<std::size_t>(half)};
+  const token_addr at = token_addr_of(geometry, layer, half);
   const gather_addr addr{arena, at, tokens.data(), out};
-  return launch_copy(addr, static_cast<std::int64_t>(tokens.size()), layout.token_bytes,
-                     addr_bits(arena) | addr_bits(out) | layout.page_bytes | layout.token_bytes,
-                     stream);
+  return launch_copy(addr, static_cast<std::int64_t>(tokens.size()), at.token_bytes,
+                     addr_bits(arena) | addr_bits(out) | at.page_bytes | at.token_bytes, stream);
 }
 
-cudaError_t scatter_tokens(std::byte* arena, const page_layout& layout, std::size_t layer,
+cudaError_t scatter_tokens(std::byte* arena, const kv_geometry& geometry, std::size_t layer,
                            kv_half half, std::span<const token_position> tokens,
                            const std::byte* in, cudaStream_t stream) {
-  const token_addr at{layout.page_bytes, layout.token_bytes, layout.page_size,
-                      layer * 2 + static_cast<std::size_t>(half)};
+  const token_addr at = token_addr_of(geometry, layer, half);
   const auto count = static_cast<std::int64_t>(tokens.size());
-  if (count == 0 || layout.token_bytes == 0)
+  if (count == 0 || at.token_bytes == 0)
     return cudaSuccess;
   const scatter_addr a{arena, at, tokens.data(), count, in};
-  switch (unit_for({addr_bits(arena), addr_bits(in), layout.page_bytes, layout.token_bytes})) {
+  switch (unit_for({addr_bits(arena), addr_bits(in), at.page_bytes, at.token_bytes})) {
     case 16:
       return launch_scatter<uint4>(a, stream);
     case 4:
@@ -307,20 +310,22 @@ cudaError_t scatter_tokens(std::byte* arena, const page_layout& layout, std::siz
   }
 }
 
-cudaError_t pack_pages(const std::byte* arena, const page_layout& layout,
+cudaError_t pack_pages(const std::byte* arena, const kv_geometry& geometry,
                        std::span<const std::int32_t> pages, std::byte* staging,
                        cudaStream_t stream) {
-  const page_to_staging addr{arena, layout.page_bytes, pages.data(), staging};
-  return launch_copy(addr, static_cast<std::int64_t>(pages.size()), layout.page_bytes,
-                     addr_bits(arena) | addr_bits(staging) | layout.page_bytes, stream);
+  const std::size_t page = geometry.page_bytes();
+  const page_to_staging addr{arena, page, pages.data(), staging};
+  return launch_copy(addr, static_cast<std::int64_t>(pages.size()), page,
+                     addr_bits(arena) | addr_bits(staging) | page, stream);
 }
 
-cudaError_t unpack_pages(std::byte* arena, const page_layout& layout,
+cudaError_t unpack_pages(std::byte* arena, const kv_geometry& geometry,
                          std::span<const std::int32_t> pages, const std::byte* staging,
                          cudaStream_t stream) {
-  const staging_to_page addr{arena, layout.page_bytes, pages.data(), staging};
-  return launch_copy(addr, static_cast<std::int64_t>(pages.size()), layout.page_bytes,
-                     addr_bits(arena) | addr_bits(staging) | layout.page_bytes, stream);
+  const std::size_t page = geometry.page_bytes();
+  const staging_to_page addr{arena, page, pages.data(), staging};
+  return launch_copy(addr, static_cast<std::int64_t>(pages.size()), page,
+                     addr_bits(arena) | addr_bits(staging) | page, stream);
 }
 
 cudaError_t copy_slot(std::byte* block_base, std::size_t num_layers, std::size_t max_slots,

@@ -19,48 +19,49 @@ namespace mstar::kernels::cuda {
 /// CPU version there is no staging: no destination may be another entry's
 /// source (`dst[i] == src[j]` for `i != j`); `dst[i] == src[i]` is fine. Use
 /// the staging overload when lists may overlap.
-[[nodiscard]] cudaError_t copy_pages(std::byte* arena, const page_layout& layout,
+[[nodiscard]] cudaError_t copy_pages(std::byte* arena, const kv_geometry& geometry,
                                      std::span<const std::int32_t> src,
                                      std::span<const std::int32_t> dst, cudaStream_t stream);
 
 /// `copy_pages` safe for any overlap: packs the sources into `staging`
 /// (`min(src, dst) * page_bytes` device bytes, owned by the caller) first.
-[[nodiscard]] cudaError_t copy_pages(std::byte* arena, const page_layout& layout,
+[[nodiscard]] cudaError_t copy_pages(std::byte* arena, const kv_geometry& geometry,
                                      std::span<const std::int32_t> src,
                                      std::span<const std::int32_t> dst, std::byte* staging,
                                      cudaStream_t stream);
 
 /// Copies the first `slots` token slots of page `src` into page `dst`, every
 /// layer, K and V (page ids are host values).
-[[nodiscard]] cudaError_t copy_slots(std::byte* arena, const page_layout& layout, std::int32_t src,
-                                     std::int32_t dst, std::size_t slots, cudaStream_t stream);
+[[nodiscard]] cudaError_t copy_slots(std::byte* arena, const kv_geometry& geometry,
+                                     std::int32_t src, std::int32_t dst, std::size_t slots,
+                                     cudaStream_t stream);
 
 /// Zeroes whole pages.
-[[nodiscard]] cudaError_t zero_pages(std::byte* arena, const page_layout& layout,
+[[nodiscard]] cudaError_t zero_pages(std::byte* arena, const kv_geometry& geometry,
                                      std::span<const std::int32_t> pages, cudaStream_t stream);
 
 /// One layer's K (or V) of each token in `tokens` (device array) into the
 /// contiguous `out`.
-[[nodiscard]] cudaError_t gather_tokens(const std::byte* arena, const page_layout& layout,
+[[nodiscard]] cudaError_t gather_tokens(const std::byte* arena, const kv_geometry& geometry,
                                         std::size_t layer, kv_half half,
                                         std::span<const token_position> tokens, std::byte* out,
                                         cudaStream_t stream);
 
 /// The inverse of `gather_tokens`. A position listed twice ends with the
 /// later token, as on the CPU (each token checks the later entries).
-[[nodiscard]] cudaError_t scatter_tokens(std::byte* arena, const page_layout& layout,
+[[nodiscard]] cudaError_t scatter_tokens(std::byte* arena, const kv_geometry& geometry,
                                          std::size_t layer, kv_half half,
                                          std::span<const token_position> tokens,
                                          const std::byte* in, cudaStream_t stream);
 
 /// Whole pages, page after page, into the contiguous `staging`.
-[[nodiscard]] cudaError_t pack_pages(const std::byte* arena, const page_layout& layout,
+[[nodiscard]] cudaError_t pack_pages(const std::byte* arena, const kv_geometry& geometry,
                                      std::span<const std::int32_t> pages, std::byte* staging,
                                      cudaStream_t stream);
 
 /// The inverse of `pack_pages`. Unlike the CPU version, a page listed twice
 /// gets one of its copies, unspecified which (the pool never repeats a page).
-[[nodiscard]] cudaError_t unpack_pages(std::byte* arena, const page_layout& layout,
+[[nodiscard]] cudaError_t unpack_pages(std::byte* arena, const kv_geometry& geometry,
                                        std::span<const std::int32_t> pages,
                                        const std::byte* staging, cudaStream_t stream);
 

@@ -28,6 +28,20 @@ result<std::vector<fork>> parse_forks(const json& arr, const std::string& what) 
   return out;
 }
 
+// Reads `config.kv.<name>` into `out` when present: a whole number in
+// [1, the largest Int] (the page geometry is int32, as kernels address it).
+template <class Int>
+result<void> read_size(const json& kv, const char* name, Int& out) {
+  if (!kv.contains(name))
+    return {};
+  auto v =
+      to_int(kv.at(name), fmt::format("config.kv.{}", name), 1, std::numeric_limits<Int>::max());
+  if (!v)
+    return v.error();
+  out = static_cast<Int>(*v);
+  return {};
+}
+
 }  // namespace
 
 result<std::string> get_string(const json& obj, std::string_view name, std::string_view what) {
@@ -56,19 +70,14 @@ result<kv_pool_config> parse_kv_config(const json& c, std::string& model) {
     return ok.error();
   }
   kv_pool_config cfg;
-  cfg.dtype = dtype::float32;
-  std::pair<const char*, std::int64_t*> ints[] = {{"page_size", &cfg.page_size},
-                                                  {"max_num_pages", &cfg.max_num_pages},
-                                                  {"num_layers", &cfg.num_layers},
-                                                  {"num_kv_heads", &cfg.num_kv_heads},
-                                                  {"head_dim", &cfg.head_dim}};
-  for (auto& [name, out] : ints) {
-    if (!c.contains(name))
-      continue;
-    auto v = to_int(c.at(name), fmt::format("config.kv.{}", name), 1, i64_max);
-    if (!v)
-      return v.error();
-    *out = *v;
+  auto& g = cfg.geometry;
+  g.dtype = dtype::float32;
+  for (const auto& ok :
+       {read_size(c, "page_size", g.page_size), read_size(c, "max_num_pages", cfg.max_num_pages),
+        read_size(c, "num_layers", g.num_layers), read_size(c, "num_kv_heads", g.num_kv_heads),
+        read_size(c, "head_dim", g.head_dim)}) {
+    if (!ok)
+      return ok.error();
   }
   if (c.contains("prefix_cache")) {
     if (!c.at("prefix_cache").is_boolean()) {
@@ -89,7 +98,7 @@ result<kv_pool_config> parse_kv_config(const json& c, std::string& model) {
     auto d = parse_dtype(*s);
     if (!d)
       return d.error().with_context("config.kv.dtype");
-    cfg.dtype = *d;
+    g.dtype = *d;
   }
   model = "mstar-tool-sim";
   if (c.contains("model")) {

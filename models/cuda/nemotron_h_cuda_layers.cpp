@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "core/dtype.hpp"
 #include "kernels/math.hpp"
 #include "models/cuda/internal/nemotron_h_cuda_impl.hpp"
 #include "models/internal/mamba_params.hpp"
@@ -43,7 +44,7 @@ result<device_matrix> nemotron_h_cuda::impl::weights(const std::vector<float>& w
     return m;
   }
   std::vector<std::uint16_t> bits(w.size());
-  std::transform(w.begin(), w.end(), bits.begin(), kernels::to_bf16_bits);
+  std::transform(w.begin(), w.end(), bits.begin(), mstar::float_to_bf16_bits);
   auto buf = kc::device_buffer::make(bits.size() * sizeof(std::uint16_t));
   if (!buf)
     return buf.error();

@@ -6,10 +6,10 @@
 namespace mstar::resources {
 
 result<void> kv_pool_config::validate() const {
-  const std::pair<const char*, std::int64_t> sizes[] = {{"page_size", page_size},
-                                                        {"num_layers", num_layers},
-                                                        {"num_kv_heads", num_kv_heads},
-                                                        {"head_dim", head_dim}};
+  const std::pair<const char*, std::int32_t> sizes[] = {{"page_size", geometry.page_size},
+                                                        {"num_layers", geometry.num_layers},
+                                                        {"num_kv_heads", geometry.num_kv_heads},
+                                                        {"head_dim", geometry.head_dim}};
   for (const auto& [name, value] : sizes) {
     if (value < 1) {
       return make_error(errc::invalid_argument,
@@ -22,9 +22,10 @@ result<void> kv_pool_config::validate() const {
                                   max_num_pages));
   }
   // Sizes are >= 1 here; check the products in unsigned 128-bit-free steps.
-  std::uint64_t bytes = size_of(dtype);
-  for (const std::int64_t f :
-       {head_dim, num_kv_heads, page_size, std::int64_t{2}, num_layers, max_num_pages}) {
+  std::uint64_t bytes = size_of(geometry.dtype);
+  for (const std::int64_t f : {std::int64_t{geometry.head_dim}, std::int64_t{geometry.num_kv_heads},
+                               std::int64_t{geometry.page_size}, std::int64_t{2},
+                               std::int64_t{geometry.num_layers}, max_num_pages}) {
     if (bytes > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(f)) {
       return make_error(errc::invalid_argument, "the pool's byte size overflows 64 bits");
     }
@@ -33,16 +34,8 @@ result<void> kv_pool_config::validate() const {
   return {};
 }
 
-std::uint64_t kv_pool_config::token_bytes() const {
-  return size_of(dtype) * static_cast<std::uint64_t>(num_kv_heads * head_dim);
-}
-
-std::uint64_t kv_pool_config::page_bytes() const {
-  return token_bytes() * static_cast<std::uint64_t>(page_size * 2 * num_layers);
-}
-
 std::uint64_t kv_pool_config::total_bytes() const {
-  return page_bytes() * static_cast<std::uint64_t>(max_num_pages);
+  return geometry.page_bytes() * static_cast<std::uint64_t>(max_num_pages);
 }
 
 }  // namespace mstar::resources

@@ -12,22 +12,26 @@
 
 #include "core/dtype.hpp"
 #include "core/result.hpp"
+#include "kernels/kv_geometry.hpp"
 #include "resources/kv/retention_policy.hpp"
 #include "resources/step/step.hpp"
 
 namespace mstar::resources {
 
-/// Configuration of one paged KV pool. Page-major storage
-/// `[num_pages][num_layers][2 (K,V)][page_size][num_kv_heads][head_dim]`:
-/// one page of a request is one contiguous run of bytes.
+/// Configuration of one paged KV pool: its page geometry (page-major storage
+/// `[num_pages][num_layers][2 (K,V)][page_size][num_kv_heads][head_dim]`, so
+/// one page of a request is one contiguous run of bytes), capacity and the
+/// prefix-cache switches.
 struct kv_pool_config {
-  std::int64_t page_size = 128;       ///< token slots per page
+  /// Token slots per page, attention layers this pool serves, KV heads per
+  /// layer (after sharding), elements per head and their type.
+  kernels::kv_geometry geometry{.page_size = 128,
+                                .num_layers = 1,
+                                .num_kv_heads = 1,
+                                .head_dim = 64,
+                                .dtype = mstar::dtype::bfloat16};
   std::int64_t max_num_pages = 2048;  ///< pages in the pool, the sink (page 0) included
-  std::int64_t num_layers = 1;        ///< attention layers this pool serves
-  std::int64_t num_kv_heads = 1;      ///< KV heads per layer (after sharding)
-  std::int64_t head_dim = 64;         ///< elements per head
-  mstar::dtype dtype = mstar::dtype::bfloat16;
-  bool prefix_cache = true;  ///< keep an index of whole pages for reuse
+  bool prefix_cache = true;           ///< keep an index of whole pages for reuse
   std::string
       prefix_cache_salt;  ///< folded into the root: tenants with different salts never share
 
@@ -36,11 +40,7 @@ struct kv_pool_config {
   /// that overflows.
   [[nodiscard]] result<void> validate() const;
 
-  /// Bytes of one token's K (or V) for one layer.
-  [[nodiscard]] std::uint64_t token_bytes() const;
-  /// Bytes of one page: every layer, K and V.
-  [[nodiscard]] std::uint64_t page_bytes() const;
-  /// Bytes of the whole arena.
+  /// Bytes of the whole arena: `max_num_pages` pages of `geometry`.
   [[nodiscard]] std::uint64_t total_bytes() const;
 };
 

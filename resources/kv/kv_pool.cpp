@@ -38,15 +38,13 @@ kv_pool::kv_pool(std::string key, kv_pool_config config, std::string model_finge
                  std::unique_ptr<kernels::arena> storage)
     : key_(std::move(key)),
       config_(std::move(config)),
-      layout_{config_.page_bytes(), config_.token_bytes(),
-              static_cast<std::size_t>(config_.page_size),
-              static_cast<std::size_t>(config_.num_layers)},
       storage_(std::move(storage)),
       arena_(static_cast<std::int32_t>(config_.max_num_pages)) {
   // The root folds every constant that changes what a page's bytes mean.
-  root_ = fingerprint("mstar-kv-pool/1", "page_major", config_.page_size, config_.num_layers,
-                      config_.num_kv_heads, config_.head_dim, std::string{to_string(config_.dtype)},
-                      model_fingerprint, config_.prefix_cache_salt);
+  const kernels::kv_geometry& g = config_.geometry;
+  root_ = fingerprint("mstar-kv-pool/1", "page_major", g.page_size, g.num_layers, g.num_kv_heads,
+                      g.head_dim, std::string{to_string(g.dtype)}, model_fingerprint,
+                      config_.prefix_cache_salt);
   if (config_.prefix_cache && (!model_fingerprint.empty() || !config_.prefix_cache_salt.empty())) {
     index_ = std::make_unique<prefix_index>(arena_);
   }

@@ -128,12 +128,13 @@ class kv_pool final : public resource {
   /// Bytes of page `p` (every layer, K and V), for kernels and tests: a
   /// device address when the arena is device memory.
   [[nodiscard]] std::byte* page_data(page_id p) {
-    return storage_->data() + p * layout_.page_bytes;
+    return storage_->data() + p * config_.geometry.page_bytes();
   }
   /// The arena the pages live in (its kind, its stream's status).
   [[nodiscard]] kernels::arena& storage() { return *storage_; }
   [[nodiscard]] const kernels::arena& storage() const { return *storage_; }
-  [[nodiscard]] const kernels::page_layout& layout() const { return layout_; }
+  /// The pages' shape, as the page operations and kernels address them.
+  [[nodiscard]] const kernels::kv_geometry& geometry() const { return config_.geometry; }
 
   /// Conservation (reference §3.6.7 list): free and owned partition the
   /// pages; owner counts equal references from the index, streams and
@@ -175,12 +176,11 @@ class kv_pool final : public resource {
   void purge_records(const request_id& rid);
   [[nodiscard]] chain_state make_chain(const kv_prefix_seed& seed) const;
   [[nodiscard]] std::int64_t pages_for(std::int64_t tokens) const {
-    return (tokens + config_.page_size - 1) / config_.page_size;
+    return (tokens + config_.geometry.page_size - 1) / config_.geometry.page_size;
   }
 
   std::string key_;
   kv_pool_config config_;
-  kernels::page_layout layout_;
   std::unique_ptr<kernels::arena> storage_;
   page_arena arena_;
   std::unique_ptr<prefix_index> index_;

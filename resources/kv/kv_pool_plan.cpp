@@ -45,7 +45,7 @@ std::shared_ptr<kv_plan> kv_pool::build_plan(const kv_step& step, const step_con
   kv_plan& out = *plan;
   out.pre_forks = step.pre_forks;
   out.post_forks = step.post_forks;
-  const std::int64_t ps = config_.page_size;
+  const std::int64_t ps = config_.geometry.page_size;
   kv_label_plan* current = nullptr;
   const std::string* current_label = nullptr;
   for (std::size_t i = 0; i < step.segments.size(); ++i) {
@@ -165,7 +165,7 @@ void kv_pool::apply_forks(const kv_step& step, const step_context& ctx, bool pos
   const auto& forks = post ? step.post_forks : step.pre_forks;
   if (forks.empty())
     return;
-  const std::int64_t ps = config_.page_size;
+  const std::int64_t ps = config_.geometry.page_size;
   for (const auto& seg : step.segments) {
     if (ctx.capture || ctx.is_padding_row(seg.rid) || !fork_applies(step, seg.rid))
       continue;
@@ -182,9 +182,9 @@ void kv_pool::apply_forks(const kv_step& step, const step_context& ctx, bool pos
       const auto full = static_cast<std::size_t>(n / ps);
       std::vector<std::int32_t> s(src->pages.begin(), src->pages.begin() + static_cast<long>(full));
       std::vector<std::int32_t> d(tgt->pages.begin(), tgt->pages.begin() + static_cast<long>(full));
-      storage_->copy_pages(layout_, s, d);
+      storage_->copy_pages(config_.geometry, s, d);
       if (n % ps != 0) {
-        storage_->copy_slots(layout_, src->pages[full], tgt->pages[full],
+        storage_->copy_slots(config_.geometry, src->pages[full], tgt->pages[full],
                              static_cast<std::size_t>(n % ps));
       }
       tgt->stored_len = n;

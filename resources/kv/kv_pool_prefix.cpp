@@ -33,7 +33,7 @@ std::optional<std::int64_t> kv_pool::resolve_cached_prefix(const request_id& rid
     if (st.converted || st.stored_len > 0) {
       tokens = st.stored_len;  // a repeat probe after conversion
     } else if (!st.lease.empty()) {
-      tokens = static_cast<std::int64_t>(st.lease.size()) * config_.page_size;
+      tokens = static_cast<std::int64_t>(st.lease.size()) * config_.geometry.page_size;
     } else if (st.chain && !st.chain->rooted.empty()) {
       auto matched = index_->lookup(st.chain->rooted);
       // Stop one key short: a fully cached prompt still runs one token.
@@ -43,7 +43,7 @@ std::optional<std::int64_t> kv_pool::resolve_cached_prefix(const request_id& rid
       for (const page_id p : matched)
         arena_.retain(p);
       st.lease = std::move(matched);
-      tokens = static_cast<std::int64_t>(st.lease.size()) * config_.page_size;
+      tokens = static_cast<std::int64_t>(st.lease.size()) * config_.geometry.page_size;
     }
     answer = answer ? std::min(*answer, tokens) : tokens;
   }
@@ -54,7 +54,8 @@ void kv_pool::apply_cached_prefix(const request_id& rid, std::int64_t agreed) {
   const auto it = requests_.find(rid);
   if (it == requests_.end())
     return;
-  const auto keep = static_cast<std::size_t>(std::max<std::int64_t>(0, agreed) / config_.page_size);
+  const auto keep =
+      static_cast<std::size_t>(std::max<std::int64_t>(0, agreed) / config_.geometry.page_size);
   for (auto& [label, st] : it->second->streams) {
     while (st.lease.size() > keep) {
       arena_.release(st.lease.back());
@@ -67,7 +68,7 @@ void kv_pool::convert_lease(stream_state& st) {
   // The lease's references become the stream's ownership of its first pages.
   st.pages = std::move(st.lease);
   st.lease.clear();
-  st.stored_len = static_cast<std::int64_t>(st.pages.size()) * config_.page_size;
+  st.stored_len = static_cast<std::int64_t>(st.pages.size()) * config_.geometry.page_size;
   if (st.chain)
     st.chain->cursor = static_cast<std::int64_t>(st.pages.size());
   st.converted = true;
@@ -86,9 +87,9 @@ void kv_pool::index_pages(const request_id& rid, const std::string& label, strea
   if (!req.prefix_cache)
     return;
   auto& c = *st.chain;
-  std::int64_t whole = std::min(st.stored_len / config_.page_size, c.keyed_pages);
+  std::int64_t whole = std::min(st.stored_len / config_.geometry.page_size, c.keyed_pages);
   if (st.retention)
-    whole = std::min(whole, st.protected_prefix / config_.page_size);
+    whole = std::min(whole, st.protected_prefix / config_.geometry.page_size);
   for (std::int64_t i = c.cursor; i < whole; ++i) {
     std::optional<page_id> parent;
     if (i > 0) {
@@ -111,7 +112,7 @@ void kv_pool::extend_prefix_chain(const request_id& rid, const std::string& labe
     return;
   auto& c = *st->chain;
   c.unkeyed.insert(c.unkeyed.end(), ids.begin(), ids.end());
-  const auto room = static_cast<std::size_t>(config_.page_size);
+  const auto room = static_cast<std::size_t>(config_.geometry.page_size);
   while (c.unkeyed.size() >= room) {
     const byte_view prev = c.keyed_pages == 0
                                ? byte_view{}
@@ -131,7 +132,7 @@ void kv_pool::extend_prefix_chain(const request_id& rid, const std::string& labe
 }
 
 std::int64_t kv_pool::release_front(stream_state& st, std::int64_t tokens) {
-  const std::int64_t ps = config_.page_size;
+  const std::int64_t ps = config_.geometry.page_size;
   const std::int64_t first = (st.protected_prefix + ps - 1) / ps;  // the straddling page stays
   const std::int64_t releasable = st.stored_len / ps - first;      // a partial tail page stays
   const std::int64_t k = std::min(tokens / ps, releasable);
@@ -227,7 +228,7 @@ result<void> kv_pool::check_invariants() const {
     if (index_ && index_->indexes(p))
       ++refs[static_cast<std::size_t>(p)];
   }
-  const std::int64_t ps = config_.page_size;
+  const std::int64_t ps = config_.geometry.page_size;
   for (const auto& [rid, req] : requests_) {
     for (const auto& [label, st] : req->streams) {
       const std::string name = rid + "/" + label;

@@ -1,4 +1,7 @@
+#include <bit>
+#include <cmath>
 #include <gtest/gtest.h>
+#include <limits>
 
 #include "core/dtype.hpp"
 #include "core/hex.hpp"
@@ -41,6 +44,19 @@ TEST(dtype, has_sizes_and_names_and_parses_torch_spellings) {
     ASSERT_FALSE(r.has_value()) << name;
     EXPECT_NE(r.error().message().find(std::string{"'"} + name + "'"), std::string::npos);
   }
+}
+
+TEST(bf16_bits, round_to_nearest_even_saturate_to_inf_and_keep_nan_quiet) {
+  const auto from_bits = [](std::uint32_t bits) { return std::bit_cast<float>(bits); };
+  EXPECT_EQ(float_to_bf16_bits(1.0F), 0x3f80U);
+  EXPECT_EQ(float_to_bf16_bits(from_bits(0x3f808000U)), 0x3f80U);  // tie, even below: down
+  EXPECT_EQ(float_to_bf16_bits(from_bits(0x3f818000U)), 0x3f82U);  // tie, odd below: up
+  EXPECT_EQ(float_to_bf16_bits(from_bits(0x3f808001U)), 0x3f81U);  // past the tie: up
+  EXPECT_EQ(float_to_bf16_bits(-0.0F), 0x8000U);
+  EXPECT_EQ(float_to_bf16_bits(std::numeric_limits<float>::max()), 0x7f80U);  // rounds to inf
+  EXPECT_EQ(float_to_bf16_bits(from_bits(0x7f800001U)), 0x7fc0U);  // signalling NaN comes out quiet
+  EXPECT_EQ(bf16_bits_to_float(0x3f82U), 1.015625F);
+  EXPECT_TRUE(std::isnan(bf16_bits_to_float(float_to_bf16_bits(std::nanf("")))));
 }
 
 TEST(result, carries_a_value_or_an_error_with_context) {

@@ -35,13 +35,6 @@ struct attn_case {
   bool decode;  // fill the decode fast-path arrays (every row computes one token)
 };
 
-std::uint16_t bf16_bits(float f) {
-  std::uint32_t bits = 0;
-  std::memcpy(&bits, &f, sizeof bits);
-  bits += 0x7fffU + ((bits >> 16) & 1U);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
-
 // The step's table over freshly shuffled pages, owned.
 struct owned_table {
   ints qo{0}, kv_indptr{0}, kv_indices, last, decode_page, decode_offset;
@@ -136,7 +129,7 @@ void run_case(const attn_case& c, std::uint64_t seed, launch_mode mode = {}) {
     std::memcpy(arena.data(), fill.data(), arena.size());
   } else {
     for (std::size_t i = 0; i < elems; ++i) {
-      const std::uint16_t h = bf16_bits(fill[i]);
+      const std::uint16_t h = float_to_bf16_bits(fill[i]);
       std::memcpy(arena.data() + 2 * i, &h, 2);
     }
   }
@@ -153,7 +146,7 @@ void run_case(const attn_case& c, std::uint64_t seed, launch_mode mode = {}) {
   const auto d_q = upload(q);
   auto d_out = poisoned<float>(q_elems);
 
-  kv_arena_view host_view{arena.data(), c.page_size, num_layers, c.kv_heads, c.head_dim, c.dtype};
+  kv_arena_view host_view{arena.data(), {c.page_size, num_layers, c.kv_heads, c.head_dim, c.dtype}};
   kv_arena_view dev_view = host_view;
   dev_view.base = d_arena.data();
   append_kv({host_view, layer, table.view(), k.data(), v.data()});
@@ -289,9 +282,10 @@ TEST(gpu_attention, unsupported_arena_dtype_or_head_count_is_refused) {
   MSTAR_REQUIRE_GPU();
   auto d = poisoned<std::int32_t>(16);
   const kv_page_table table{d.span().first(2), d.span().first(2), {}, d.span().first(1), {}, {}};
-  kv_arena_view arena{reinterpret_cast<std::byte*>(d.data()), 16, 1, 2, 128, mstar::dtype::float16};
+  kv_arena_view arena{reinterpret_cast<std::byte*>(d.data()),
+                      {16, 1, 2, 128, mstar::dtype::float16}};
   EXPECT_EQ(cuda::append_kv({arena, 0, table, nullptr, nullptr}, nullptr), cudaErrorInvalidValue);
-  arena.dtype = mstar::dtype::float32;
+  arena.geometry.dtype = mstar::dtype::float32;
   EXPECT_EQ(cuda::paged_attention({arena, 0, table, nullptr, nullptr, 3, 0.0F}, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(cuda::paged_attention({arena, 0, table, nullptr, nullptr, 3, 0.0F}, d.data(), d.bytes(),

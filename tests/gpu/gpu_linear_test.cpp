@@ -3,6 +3,7 @@
 // (the reference multiplies the same bf16-rounded values in f32).
 #include <gtest/gtest.h>
 
+#include "core/dtype.hpp"
 #include "kernels/math.hpp"
 #include "tests/gpu/gpu_support.hpp"
 
@@ -13,20 +14,6 @@ using test::gpu::poisoned;
 using test::gpu::upload;
 using test::gpu::within;
 namespace budget = test::gpu::budget;
-
-std::uint16_t bf16_bits(float f) {
-  std::uint32_t bits = 0;
-  std::memcpy(&bits, &f, sizeof bits);
-  bits += 0x7fffU + ((bits >> 16) & 1U);
-  return static_cast<std::uint16_t>(bits >> 16);
-}
-
-float bf16_value(std::uint16_t h) {
-  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-  float f = 0.0F;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 struct shape {
   std::int64_t rows, inner, cols;
@@ -81,9 +68,9 @@ TEST(gpu_linear, bf16_linear_accumulates_in_f32_to_f32_and_bf16_outputs) {
     std::vector<std::uint16_t> xh(x.size());
     std::vector<std::uint16_t> wh(w.size());
     for (std::size_t i = 0; i < x.size(); ++i)
-      x[i] = bf16_value(xh[i] = bf16_bits(x[i]));
+      x[i] = bf16_bits_to_float(xh[i] = float_to_bf16_bits(x[i]));
     for (std::size_t i = 0; i < w.size(); ++i)
-      w[i] = bf16_value(wh[i] = bf16_bits(w[i]));
+      w[i] = bf16_bits_to_float(wh[i] = float_to_bf16_bits(w[i]));
     std::vector<float> ref(static_cast<std::size_t>(s.rows * s.cols));
     const view<const float, 1> bv =
         s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};

@@ -3,6 +3,7 @@
 // poisoned with NaN, strided and broadcast views where the params allow.
 #include <gtest/gtest.h>
 
+#include "core/dtype.hpp"
 #include "kernels/math.hpp"
 #include "tests/gpu/gpu_support.hpp"
 
@@ -14,18 +15,18 @@ using test::gpu::upload;
 using test::gpu::within;
 namespace budget = test::gpu::budget;
 
-// Each float's bf16 bits by the CPU's rule (`to_bf16_bits`).
+// Each float's bf16 bits by the CPU's rule (`float_to_bf16_bits`).
 std::vector<std::uint16_t> bf16_of(const std::vector<float>& v) {
   std::vector<std::uint16_t> out(v.size());
   for (std::size_t i = 0; i < v.size(); ++i)
-    out[i] = to_bf16_bits(v[i]);
+    out[i] = float_to_bf16_bits(v[i]);
   return out;
 }
 
 std::vector<float> floats_of(const std::vector<std::uint16_t>& v) {
   std::vector<float> out(v.size());
   for (std::size_t i = 0; i < v.size(); ++i)
-    out[i] = from_bf16_bits(v[i]);
+    out[i] = bf16_bits_to_float(v[i]);
   return out;
 }
 
@@ -397,13 +398,7 @@ TEST(gpu_math, bf16_conversion_rounds_like_the_cpu_arena) {
   auto x = rng.floats(4099, -1e4F, 1e4F);
   x[0] = 1.0F + 0x1.0p-8F;  // a tie: rounds to even
   x[1] = -0.0F;
-  std::vector<std::uint16_t> ref(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &x[i], sizeof bits);
-    bits += 0x7fffU + ((bits >> 16) & 1U);
-    ref[i] = static_cast<std::uint16_t>(bits >> 16);
-  }
+  const std::vector<std::uint16_t> ref = bf16_of(x);
   const auto d_x = upload(x);
   auto d_h = poisoned<std::uint16_t>(x.size());
   auto d_back = poisoned<float>(x.size());

@@ -17,11 +17,13 @@ using test::gpu::bytes_of;
 using test::gpu::poisoned;
 using test::gpu::upload;
 
-// token_bytes 256 (16-byte path), 12 (4-byte path), 6 (1-byte path).
+// token_bytes 256 (16-byte path), 12 (4-byte path), 6 (1-byte path): one
+// bfloat16 head of token_bytes / 2 elements.
 struct geometry {
   std::size_t token_bytes, page_size, num_layers, num_pages;
-  [[nodiscard]] page_layout layout() const {
-    return {num_layers * 2 * page_size * token_bytes, token_bytes, page_size, num_layers};
+  [[nodiscard]] kv_geometry layout() const {
+    return {static_cast<std::int32_t>(page_size), static_cast<std::int32_t>(num_layers), 1,
+            static_cast<std::int32_t>(token_bytes / 2), mstar::dtype::bfloat16};
   }
 };
 constexpr geometry geometries[] = {{256, 16, 2, 64}, {12, 4, 3, 40}, {6, 3, 1, 33}};
@@ -52,7 +54,7 @@ struct arenas {
 
 arenas make_arenas(test::random_tensors& rng, const geometry& g) {
   arenas a;
-  a.host = random_bytes(rng, g.num_pages * g.layout().page_bytes);
+  a.host = random_bytes(rng, g.num_pages * g.layout().page_bytes());
   a.device = upload(a.host);
   return a;
 }
@@ -96,7 +98,7 @@ TEST(gpu_page_ops, copy_pages_with_staging_handles_overlapping_lists) {
     copy_pages(a.host.data(), g.layout(), src, dst);
     const auto d_src = upload(src);
     const auto d_dst = upload(dst);
-    auto staging = poisoned<std::byte>(src.size() * g.layout().page_bytes);
+    auto staging = poisoned<std::byte>(src.size() * g.layout().page_bytes());
     EXPECT_EQ(cuda::copy_pages(a.device.data(), g.layout(), d_src.span(), d_dst.span(),
                                staging.data(), nullptr),
               cudaSuccess);
@@ -158,7 +160,7 @@ TEST(gpu_page_ops, pack_then_unpack_pages_round_trips_runs_and_scattered_pages) 
   for (const auto& g : geometries) {
     auto a = make_arenas(rng, g);
     std::vector<std::int32_t> pages{7, 8, 9, 2, 20, 21, 0};  // runs and singles
-    const std::size_t n = pages.size() * g.layout().page_bytes;
+    const std::size_t n = pages.size() * g.layout().page_bytes();
     std::vector<std::byte> staging(n);
     pack_pages(a.host.data(), g.layout(), pages, staging.data());
     const auto d_pages = upload(pages);

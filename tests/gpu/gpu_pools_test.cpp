@@ -33,10 +33,10 @@ std::vector<std::int32_t> distinct(std::mt19937& rng, int pages, int n) {
 TEST(gpu_device_arena, every_operation_matches_the_host_arena_byte_for_byte) {
   MSTAR_REQUIRE_GPU();
   auto stream = kernels::cuda::stream::make().value();
-  // 16-byte tokens x 4 slots x 3 layers
-  const kernels::page_layout layout{4 * 3 * 2 * 64, 64, 4, 3};
-  const kernels::slot_block block{layout.page_bytes * 20, 3, 8, 40};
-  const std::size_t bytes = layout.page_bytes * 20 + 3 * 8 * 40;
+  // 64-byte tokens (16 floats) x 4 slots x 3 layers.
+  const kernels::kv_geometry geometry{4, 3, 1, 16, mstar::dtype::float32};
+  const kernels::slot_block block{geometry.page_bytes() * 20, 3, 8, 40};
+  const std::size_t bytes = geometry.page_bytes() * 20 + 3 * 8 * 40;
   auto host = kernels::make_host_arena(bytes);
   auto dev = kernels::cuda::make_device_arena(bytes, stream.get()).value();
   ASSERT_EQ(dev->kind(), kernels::memory_kind::device);
@@ -47,37 +47,38 @@ TEST(gpu_device_arena, every_operation_matches_the_host_arena_byte_for_byte) {
     b = std::byte{static_cast<unsigned char>(rng())};
   ASSERT_TRUE(host->write(0, noise).has_value());
   ASSERT_TRUE(dev->write(0, noise).has_value());
-  auto staging_host = kernels::make_host_arena(layout.page_bytes * 8);
-  auto staging_dev = kernels::cuda::make_device_arena(layout.page_bytes * 8, stream.get()).value();
+  auto staging_host = kernels::make_host_arena(geometry.page_bytes() * 8);
+  auto staging_dev =
+      kernels::cuda::make_device_arena(geometry.page_bytes() * 8, stream.get()).value();
   for (int op = 0; op < 400; ++op) {
     SCOPED_TRACE("op " + std::to_string(op));
     const int kind = static_cast<int>(rng() % 9);
     if (kind == 0) {  // disjoint lists
       auto ids = distinct(rng, 20, 8);
       const std::span<const std::int32_t> s{ids.data(), 4}, d{ids.data() + 4, 4};
-      host->copy_pages(layout, s, d);
-      dev->copy_pages(layout, s, d);
+      host->copy_pages(geometry, s, d);
+      dev->copy_pages(geometry, s, d);
     } else if (kind == 1) {  // a chain: each destination is the next entry's source
       auto ids = distinct(rng, 20, 5);
       const std::span<const std::int32_t> s{ids.data(), 4}, d{ids.data() + 1, 4};
-      host->copy_pages(layout, s, d);
-      dev->copy_pages(layout, s, d);
+      host->copy_pages(geometry, s, d);
+      dev->copy_pages(geometry, s, d);
     } else if (kind == 2) {
       const auto src = static_cast<std::int32_t>(rng() % 20),
                  dst = static_cast<std::int32_t>(rng() % 20);
-      const std::size_t slots = 1 + rng() % layout.page_size;
-      host->copy_slots(layout, src, dst, slots);
-      dev->copy_slots(layout, src, dst, slots);
+      const std::size_t slots = 1 + rng() % geometry.page_size;
+      host->copy_slots(geometry, src, dst, slots);
+      dev->copy_slots(geometry, src, dst, slots);
     } else if (kind == 3) {
       auto ids = distinct(rng, 20, 3);
-      host->zero_pages(layout, ids);
-      dev->zero_pages(layout, ids);
+      host->zero_pages(geometry, ids);
+      dev->zero_pages(geometry, ids);
     } else if (kind == 4) {  // pack from one place, unpack elsewhere
       auto from = distinct(rng, 20, 6), to = distinct(rng, 20, 6);
-      host->pack_pages(layout, from, staging_host->data());
-      dev->pack_pages(layout, from, staging_dev->data());
-      host->unpack_pages(layout, to, staging_host->data());
-      dev->unpack_pages(layout, to, staging_dev->data());
+      host->pack_pages(geometry, from, staging_host->data());
+      dev->pack_pages(geometry, from, staging_dev->data());
+      host->unpack_pages(geometry, to, staging_host->data());
+      dev->unpack_pages(geometry, to, staging_dev->data());
     } else if (kind == 5) {
       const auto src = static_cast<std::int32_t>(rng() % 8),
                  dst = static_cast<std::int32_t>(rng() % 8);

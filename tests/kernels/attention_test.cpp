@@ -63,12 +63,7 @@ owned_table make_table(const std::vector<ints>& pages, const ints& lengths, cons
 }
 
 float round_bf16(float f) {
-  std::uint32_t bits = 0;
-  std::memcpy(&bits, &f, sizeof bits);
-  bits += 0x7fffU + ((bits >> 16) & 1U);
-  bits &= 0xffff0000U;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+  return bf16_bits_to_float(float_to_bf16_bits(f));
 }
 
 // One step over rows with cached prefixes: every row's K/V for every
@@ -191,11 +186,7 @@ class paged_case {
   }
   kv_arena_view arena() {
     return {reinterpret_cast<std::byte*>(arena_.data()),
-            g_.page_size,
-            g_.num_layers,
-            g_.kv_heads,
-            g_.head_dim,
-            g_.dtype};
+            {g_.page_size, g_.num_layers, g_.kv_heads, g_.head_dim, g_.dtype}};
   }
   // Packs every row's cached positions (or its fresh ones), `per` floats each.
   [[nodiscard]] std::vector<float> packed(const std::vector<std::vector<float>>& src,

@@ -1,11 +1,10 @@
 // The fused CPU references (add_rms_norm, activate, gated_rms_norm's bf16
-// output) against the unfused kernels they stand for, and the bf16 rounding.
+// output) against the unfused kernels they stand for.
 #include <cmath>
-#include <cstring>
 #include <gtest/gtest.h>
-#include <limits>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "kernels/math.hpp"
 #include "tests/kernels/random_tensors.hpp"
 #include "tests/support/matchers.hpp"
@@ -16,29 +15,11 @@ namespace {
 using shape1 = std::array<std::int64_t, 1>;
 using shape2 = std::array<std::int64_t, 2>;
 
-float from_bits(std::uint32_t bits) {
-  float f = 0.0F;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 std::vector<std::uint16_t> rounded(const std::vector<float>& v) {
   std::vector<std::uint16_t> out(v.size());
   for (std::size_t i = 0; i < v.size(); ++i)
-    out[i] = to_bf16_bits(v[i]);
+    out[i] = float_to_bf16_bits(v[i]);
   return out;
-}
-
-TEST(bf16_bits, round_to_nearest_even_saturate_to_inf_and_keep_nan_quiet) {
-  EXPECT_EQ(to_bf16_bits(1.0F), 0x3f80U);
-  EXPECT_EQ(to_bf16_bits(from_bits(0x3f808000U)), 0x3f80U);  // tie, even below: down
-  EXPECT_EQ(to_bf16_bits(from_bits(0x3f818000U)), 0x3f82U);  // tie, odd below: up
-  EXPECT_EQ(to_bf16_bits(from_bits(0x3f808001U)), 0x3f81U);  // past the tie: up
-  EXPECT_EQ(to_bf16_bits(-0.0F), 0x8000U);
-  EXPECT_EQ(to_bf16_bits(std::numeric_limits<float>::max()), 0x7f80U);  // rounds to inf
-  EXPECT_EQ(to_bf16_bits(from_bits(0x7f800001U)), 0x7fc0U);  // signalling NaN comes out quiet
-  EXPECT_EQ(from_bf16_bits(0x3f82U), 1.015625F);
-  EXPECT_TRUE(std::isnan(from_bf16_bits(to_bf16_bits(std::nanf("")))));
 }
 
 // add_rms_norm is add, then rms_norm, then rounding: compare with exactly

@@ -15,8 +15,8 @@ constexpr std::size_t pages = 6, layers = 3, page_size = 4, heads = 2, head_dim 
 constexpr std::size_t token_floats = heads * head_dim;
 constexpr std::size_t page_floats = layers * 2 * page_size * token_floats;
 
-page_layout layout() {
-  return page_layout{page_floats * sizeof(float), token_floats * sizeof(float), page_size, layers};
+kv_geometry geometry() {
+  return {page_size, layers, heads, head_dim, mstar::dtype::float32};
 }
 
 // Index of element (head, dim) of one token, written out from the layout
@@ -57,7 +57,7 @@ TEST(page_ops, gather_tokens_matches_brute_force_indexing) {
     for (const std::size_t layer : {0U, 2U}) {
       for (const kv_half half : {kv_half::key, kv_half::value}) {
         auto out = test::poisoned(tokens.size() * token_floats);
-        gather_tokens(bytes(arena), layout(), layer, half, tokens, bytes(out));
+        gather_tokens(bytes(arena), geometry(), layer, half, tokens, bytes(out));
         for (std::size_t i = 0; i < tokens.size(); ++i) {
           for (std::size_t h = 0; h < heads; ++h) {
             for (std::size_t d = 0; d < head_dim; ++d) {
@@ -79,7 +79,7 @@ TEST(page_ops, scatter_tokens_writes_exactly_the_listed_positions) {
     auto expected = arena;
     const auto tokens = random_positions(rng, 7);
     const auto in = rng.floats(tokens.size() * token_floats);
-    scatter_tokens(bytes(arena), layout(), 1, kv_half::value, tokens, bytes(in));
+    scatter_tokens(bytes(arena), geometry(), 1, kv_half::value, tokens, bytes(in));
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       for (std::size_t h = 0; h < heads; ++h) {
         for (std::size_t d = 0; d < head_dim; ++d) {
@@ -97,9 +97,9 @@ TEST(page_ops, scatter_then_gather_round_trips) {
   std::vector<float> arena(pages * page_floats, 0.0F);
   const auto tokens = random_positions(rng, 12);
   const auto in = rng.floats(tokens.size() * token_floats);
-  scatter_tokens(bytes(arena), layout(), 2, kv_half::key, tokens, bytes(in));
+  scatter_tokens(bytes(arena), geometry(), 2, kv_half::key, tokens, bytes(in));
   auto out = test::poisoned(in.size());
-  gather_tokens(bytes(arena), layout(), 2, kv_half::key, tokens, bytes(out));
+  gather_tokens(bytes(arena), geometry(), 2, kv_half::key, tokens, bytes(out));
   EXPECT_EQ(out, in);
 }
 
@@ -109,7 +109,7 @@ TEST(page_ops, pack_pages_lays_pages_out_in_list_order) {
   // Two runs of consecutive ids, a backwards step and a repeat.
   const std::vector<std::int32_t> list{3, 4, 5, 1, 0, 2, 3};
   auto staging = test::poisoned(list.size() * page_floats);
-  pack_pages(bytes(arena), layout(), list, bytes(staging));
+  pack_pages(bytes(arena), geometry(), list, bytes(staging));
   for (std::size_t i = 0; i < list.size(); ++i) {
     const auto* page = arena.data() + static_cast<std::size_t>(list[i]) * page_floats;
     EXPECT_TRUE(std::equal(page, page + page_floats,
@@ -124,11 +124,11 @@ TEST(page_ops, unpack_pages_round_trips_into_another_arena_leaving_other_pages) 
   const std::vector<std::int32_t> from{1, 2, 5};
   const std::vector<std::int32_t> to{4, 0, 1};
   std::vector<float> staging(from.size() * page_floats);
-  pack_pages(bytes(source), layout(), from, bytes(staging));
+  pack_pages(bytes(source), geometry(), from, bytes(staging));
 
   const auto before = rng.floats(pages * page_floats);
   auto target = before;
-  unpack_pages(bytes(target), layout(), to, bytes(staging));
+  unpack_pages(bytes(target), geometry(), to, bytes(staging));
   for (std::size_t p = 0; p < pages; ++p) {
     const auto it = std::find(to.begin(), to.end(), static_cast<std::int32_t>(p));
     const auto& origin = it == to.end() ? before : source;

@@ -150,8 +150,8 @@ TEST(safetensors_file, refuses_a_directory) {
 }
 
 TEST(tensor_conversion, widens_bfloat16_and_float16_exactly) {
-  EXPECT_EQ(bfloat16_to_float(0x3F80), 1.0F);
-  EXPECT_EQ(bfloat16_to_float(0xC040), -3.0F);
+  EXPECT_EQ(bf16_bits_to_float(0x3F80), 1.0F);
+  EXPECT_EQ(bf16_bits_to_float(0xC040), -3.0F);
   EXPECT_EQ(float16_to_float(0x3C00), 1.0F);
   EXPECT_EQ(float16_to_float(0x7BFF), 65504.0F);
   EXPECT_EQ(float16_to_float(0x0001), std::ldexp(1.0F, -24));  // smallest subnormal

@@ -64,10 +64,10 @@ TEST(pool_shared_memory, a_taken_name_is_an_error_naming_the_segment) {
       "kv",
       [] {
         kv_pool_config c;
-        c.page_size = 4;
+        c.geometry.page_size = 4;
         c.max_num_pages = 8;
-        c.num_layers = 1;
-        c.head_dim = 4;
+        c.geometry.num_layers = 1;
+        c.geometry.head_dim = 4;
         return c;
       }(),
       "", [&](std::size_t bytes) { return kernels::make_shared_memory_arena(name, bytes); });

@@ -65,8 +65,9 @@ TEST(arena_layout, validate_names_zero_counts_and_overflow) {
   EXPECT_TRUE(contains(describe(huge.error()), "overflows"));
   auto layered_kv = arena_layout{arena_kind::kv_pages, "kv", 2, 4, 8}.validate();
   EXPECT_FALSE(layered_kv);
-  const kernels::page_layout pl{4096, 64, 16, 2};
-  EXPECT_EQ(arena_layout::kv(pl, 10).bytes(), 40960U);
+  // 4096-byte pages: 16 slots of 64-byte tokens, 2 layers, K and V.
+  const kernels::kv_geometry g{16, 2, 1, 16, mstar::dtype::float32};
+  EXPECT_EQ(arena_layout::kv(g, 10).bytes(), 40960U);
 }
 
 TEST(transport_error, errors_carry_the_project_category_and_render_by_name) {

@@ -33,8 +33,8 @@ inline bool to_attn_args(const paged_attention_params& p, attn_args& a) {
   a = attn_args{};
   if (!to_arena_args(p.arena, p.layer, a.arena))
     return false;
-  const int hkv = p.arena.num_kv_heads;
-  const int d = p.arena.head_dim;
+  const int hkv = p.arena.geometry.num_kv_heads;
+  const int d = p.arena.geometry.head_dim;
   if (p.num_qo_heads <= 0 || p.num_qo_heads % hkv != 0 || d > 256)
     return false;
   a.table = to_table_args(p.table);

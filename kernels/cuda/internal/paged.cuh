@@ -74,20 +74,20 @@ inline table_args to_table_args(const kv_page_table& t) {
 
 /// The device form of an arena and a layer; false for an unsupported dtype.
 inline bool to_arena_args(const kv_arena_view& a, std::int32_t layer, arena_args& out) {
-  if (a.dtype != mstar::dtype::float32 && a.dtype != mstar::dtype::bfloat16)
+  const kv_geometry& g = a.geometry;
+  if (g.dtype != mstar::dtype::float32 && g.dtype != mstar::dtype::bfloat16)
     return false;
-  if (a.page_size <= 0 || a.num_kv_heads <= 0 || a.head_dim <= 0 || layer < 0 ||
-      layer >= a.num_layers) {
+  if (g.page_size <= 0 || g.num_kv_heads <= 0 || g.head_dim <= 0 || layer < 0 ||
+      layer >= g.num_layers) {
     return false;
   }
-  const std::size_t elem = size_of(a.dtype);
   out.base = a.base;
-  out.head_bytes = static_cast<std::size_t>(a.head_dim) * elem;
-  out.token_bytes = static_cast<std::size_t>(a.num_kv_heads) * out.head_bytes;
-  out.half_bytes = static_cast<std::size_t>(a.page_size) * out.token_bytes;
-  out.page_bytes = static_cast<std::size_t>(a.num_layers) * 2 * out.half_bytes;
-  out.layer_offset = static_cast<std::size_t>(layer) * 2 * out.half_bytes;
-  out.page_size = a.page_size;
+  out.head_bytes = g.head_bytes();
+  out.token_bytes = g.token_bytes();
+  out.half_bytes = g.half_bytes();
+  out.page_bytes = g.page_bytes();
+  out.layer_offset = g.slot_offset(0, static_cast<std::size_t>(layer), kv_half::key, 0);
+  out.page_size = g.page_size;
   return true;
 }
 

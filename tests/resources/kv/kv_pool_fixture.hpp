@@ -10,14 +10,14 @@
 
 namespace mstar::resources::test {
 
-inline kv_pool_config small_config(std::int64_t ps = 8, std::int64_t pages = 64) {
+inline kv_pool_config small_config(std::int32_t ps = 8, std::int64_t pages = 64) {
   kv_pool_config c;
-  c.page_size = ps;
+  c.geometry.page_size = ps;
   c.max_num_pages = pages;
-  c.num_layers = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 4;
-  c.dtype = dtype::float32;
+  c.geometry.num_layers = 2;
+  c.geometry.num_kv_heads = 1;
+  c.geometry.head_dim = 4;
+  c.geometry.dtype = dtype::float32;
   return c;
 }
 

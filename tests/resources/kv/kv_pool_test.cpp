@@ -88,8 +88,8 @@ TEST_F(kv_pool_test, rollback_after_another_resource_refuses_returns_exactly_the
 TEST_F(kv_pool_test, pre_fork_copies_the_source_bytes_into_pages_of_its_own) {
   ASSERT_TRUE(run(step_of({{"a", "main", 12}})).ok);
   const auto src = info("a").pages;
-  std::memset(pool_->page_data(src[0]), 0x5a, pool_->layout().page_bytes);
-  std::memset(pool_->page_data(src[1]), 0x33, pool_->layout().page_bytes);
+  std::memset(pool_->page_data(src[0]), 0x5a, pool_->geometry().page_bytes());
+  std::memset(pool_->page_data(src[1]), 0x33, pool_->geometry().page_bytes());
   kv_step s = step_of({{"a", "main", 1}, {"a", "draft", 2}});
   s.pre_forks = {{"main", "draft"}};
   ASSERT_TRUE(run(s).ok);
@@ -98,7 +98,7 @@ TEST_F(kv_pool_test, pre_fork_copies_the_source_bytes_into_pages_of_its_own) {
   ASSERT_EQ(draft.pages.size(), 2u);
   EXPECT_NE(draft.pages[0], src[0]);
   EXPECT_EQ(std::memcmp(pool_->page_data(draft.pages[0]), pool_->page_data(src[0]),
-                        pool_->layout().page_bytes),
+                        pool_->geometry().page_bytes()),
             0);
   // Only the first 4 slots of the partial page were copied.
   EXPECT_EQ(*reinterpret_cast<unsigned char*>(pool_->page_data(draft.pages[1])), 0x33);

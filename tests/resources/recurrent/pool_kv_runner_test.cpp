@@ -18,12 +18,12 @@ using namespace mstar::resources::test;
 
 kv_pool_config kv_config() {
   kv_pool_config c;
-  c.page_size = 8;
+  c.geometry.page_size = 8;
   c.max_num_pages = 8;  // 7 pages beside the sink: 56 tokens
-  c.num_layers = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 4;
-  c.dtype = dtype::float32;
+  c.geometry.num_layers = 2;
+  c.geometry.num_kv_heads = 1;
+  c.geometry.head_dim = 4;
+  c.geometry.dtype = dtype::float32;
   return c;
 }
 

@@ -31,11 +31,11 @@ class recurrent_walk : public ::testing::Test {
   void start(std::uint32_t seed, const kernels::arena_factory& memory = {}) {
     rng_.seed(seed);
     kv_pool_config kc;
-    kc.page_size = 4;
+    kc.geometry.page_size = 4;
     kc.max_num_pages = 28;
-    kc.num_layers = 1;
-    kc.head_dim = 4;
-    kc.dtype = dtype::float32;
+    kc.geometry.num_layers = 1;
+    kc.geometry.head_dim = 4;
+    kc.geometry.dtype = dtype::float32;
     kv_ = kv_pool::make("kv", kc, "walk-model", memory).value();
     rec_ = recurrent_state_pool::make("rec", config_of(rec_slots, true, tiny_blocks()), memory)
                .value();
