@@ -124,6 +124,18 @@ void ask_all(self_ptr self, std::function<void(std::vector<Answer>)> done, Ts...
   }
 }
 
+// A step that cannot complete: every pool rolls it back (a no-op where it
+// was not admitted), then its rows fail with `why`.
+void fail_step(self_ptr self, const step_ptr& p, std::string why) {
+  ask_all<bool>(
+      self,
+      [self, p, why = std::move(why)](std::vector<bool>) {
+        apply(self, self->state.sched->on_failed(p->step, why));
+        step_done(self);
+      },
+      rollback_atom_v);
+}
+
 void finish_step(self_ptr self, const step_ptr& p, const output_ptr& out) {
   ask_all<bool>(
       self,
@@ -148,14 +160,7 @@ void run_forward(self_ptr self, const step_ptr& p, std::vector<plans_ptr> plans)
       .then([self, p](const output_ptr& out) { finish_step(self, p, out); },
             [self, p](caf::error& e) {
               // The kernels failed: undo the step everywhere, fail its rows.
-              const auto why = self->system().render(e);
-              ask_all<bool>(
-                  self,
-                  [self, p, why](std::vector<bool>) {
-                    apply(self, self->state.sched->on_failed(p->step, why));
-                    step_done(self);
-                  },
-                  rollback_atom_v);
+              fail_step(self, p, self->system().render(e));
             });
 }
 
@@ -209,14 +214,7 @@ void admit_everywhere(self_ptr self, const step_ptr& p) {
               if (g->failed)
                 return;
               g->failed = true;
-              const auto why = self->system().render(e);
-              ask_all<bool>(
-                  self,
-                  [self, p, why](std::vector<bool>) {
-                    apply(self, self->state.sched->on_failed(p->step, why));
-                    step_done(self);
-                  },
-                  rollback_atom_v);
+              fail_step(self, p, self->system().render(e));
             });
   }
 }
