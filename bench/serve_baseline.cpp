@@ -83,8 +83,8 @@ class closed_loop {
       index = started_++;
     }
     request_spec spec;
-    spec.prompt = random_prompt(opt_.seed, first_index_ + index, opt_.isl,
-                                rt_.model().vocab_size());
+    spec.prompt =
+        random_prompt(opt_.seed, first_index_ + index, opt_.isl, rt_.model().vocab_size());
     spec.stop.max_tokens = opt_.osl;
     spec.stop.ignore_eos = true;
     const auto submitted = clock_type::now();
@@ -188,8 +188,7 @@ void add_options(CLI::App& app, options& opt) {
   app.add_option("--concurrency", opt.concurrency, "Clients in flight (one run per value)")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
-  app.add_option("--requests", opt.requests,
-                 "Requests per run (0: four per client, at least 16)")
+  app.add_option("--requests", opt.requests, "Requests per run (0: four per client, at least 16)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup", opt.warmup, "Warm-up requests before each run (-1: one per client)")
       ->check(CLI::Range(-1, 1 << 20));
