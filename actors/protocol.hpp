@@ -69,7 +69,7 @@ struct pool_stats_reply {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pool_stats_reply& x) {
   return f(caf::meta::type_name("pool_stats_reply"), x.stats.kv_pages, x.stats.kv_free_pages,
-           x.stats.kv_cached_pages, x.stats.slots, x.stats.free_slots);
+           x.stats.kv_cached_pages, x.stats.kv_evictable_pages, x.stats.slots, x.stats.free_slots);
 }
 
 /// The conductor's counters (the engine's `stats()`).
