@@ -244,7 +244,7 @@ void register_then_step(self_ptr self, engine::pool_actions actions) {
     return;
   }
   auto left = std::make_shared<std::size_t>(actions.registrations.size());
-  for (auto& [rid, tokens] : actions.registrations) {
+  for (auto& [rid, tokens, salt] : actions.registrations) {
     ask_all<std::int64_t>(
         self,
         [self, left, rid = rid](std::vector<std::int64_t> answers) {
@@ -261,7 +261,7 @@ void register_then_step(self_ptr self, engine::pool_actions actions) {
           if (--*left == 0)
             run_step(self);
         },
-        register_atom_v, rid, tokens);
+        register_atom_v, rid, tokens, salt);
   }
 }
 

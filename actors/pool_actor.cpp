@@ -49,11 +49,12 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         self->state.payload.reset();
         return true;
       },
-      [self](register_atom, const std::string& rid, const std::vector<std::uint32_t>& tokens) {
+      [self](register_atom, const std::string& rid, const std::vector<std::uint32_t>& tokens,
+             const std::string& salt) {
         auto& set = *self->state.pools;
         std::optional<resources::kv_prefix_seed> keys;
         if (set.kv() != nullptr && set.kv()->prefix_cache_open()) {
-          if (auto k = engine::page_keys(tokens, set.page_size()))
+          if (auto k = engine::page_keys(tokens, set.page_size(), salt))
             keys = std::move(*k);
         }
         return set.ingest(rid, keys ? &*keys : nullptr).value_or(-1);

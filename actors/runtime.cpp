@@ -247,6 +247,7 @@ result<runtime_stats> runtime::stats() {
               out.kv_pages += r.stats.kv_pages;
               out.kv_free_pages += r.stats.kv_free_pages;
               out.kv_cached_pages += r.stats.kv_cached_pages;
+              out.kv_evictable_pages += r.stats.kv_evictable_pages;
               out.slots += r.stats.slots;
               out.free_slots += r.stats.free_slots;
             },

@@ -75,7 +75,7 @@ class request_handle {
 struct runtime_stats {
   std::int64_t steps = 0, refused_steps = 0, generated_tokens = 0, preemptions = 0;
   std::int64_t running = 0, waiting = 0;
-  std::int64_t kv_pages = 0, kv_free_pages = 0, kv_cached_pages = 0;
+  std::int64_t kv_pages = 0, kv_free_pages = 0, kv_cached_pages = 0, kv_evictable_pages = 0;
   std::int64_t slots = 0, free_slots = 0;
 };
 

@@ -7,10 +7,10 @@
 namespace mstar::engine {
 
 std::int64_t register_sequence(pool_set& pools, const request_id& rid,
-                               std::span<const token_id> tokens) {
+                               std::span<const token_id> tokens, std::string_view cache_salt) {
   std::optional<resources::kv_prefix_seed> keys;
   if (pools.kv() != nullptr && pools.kv()->prefix_cache_open()) {
-    if (auto k = page_keys(tokens, pools.page_size()))
+    if (auto k = page_keys(tokens, pools.page_size(), cache_salt))
       keys = std::move(*k);
   }
   const auto cached = pools.ingest(rid, keys ? &*keys : nullptr).value_or(0);
@@ -21,8 +21,8 @@ std::int64_t register_sequence(pool_set& pools, const request_id& rid,
 void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched) {
   for (const auto& rid : actions.release)
     pools.remove(rid);
-  for (const auto& [rid, tokens] : actions.registrations) {
-    sched.set_cached(rid, register_sequence(pools, rid, tokens));
+  for (const auto& r : actions.registrations) {
+    sched.set_cached(r.rid, register_sequence(pools, r.rid, r.tokens, r.cache_salt));
   }
 }
 

@@ -37,10 +37,11 @@ struct engine_counters {
 /// direct loop and the pool actors' driver.
 void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched);
 
-/// Registers sequence `rid` with `tokens` in `pools` and returns the
-/// cached tokens every pool agreed on (applied already).
+/// Registers sequence `rid` with `tokens` (keyed under `cache_salt`) in
+/// `pools` and returns the cached tokens every pool agreed on (applied
+/// already).
 std::int64_t register_sequence(pool_set& pools, const request_id& rid,
-                               std::span<const token_id> tokens);
+                               std::span<const token_id> tokens, std::string_view cache_salt = {});
 
 /// The direct engine. Not thread-safe: one thread calls it.
 class local_engine {

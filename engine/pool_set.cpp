@@ -150,6 +150,7 @@ pool_stats pool_set::stats() const {
     s.kv_pages = kv_->config().max_num_pages;
     s.kv_free_pages = kv_->num_free_pages();
     s.kv_cached_pages = kv_->num_cached_pages();
+    s.kv_evictable_pages = kv_->num_evictable_pages();
   }
   if (rec_) {
     s.slots = rec_->config().max_slots;

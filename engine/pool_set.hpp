@@ -34,6 +34,7 @@ struct step_record {
 /// Counts for metrics and tests.
 struct pool_stats {
   std::int64_t kv_pages = 0, kv_free_pages = 0, kv_cached_pages = 0;
+  std::int64_t kv_evictable_pages = 0;  ///< cached pages only the prefix cache holds
   std::int64_t slots = 0, free_slots = 0;
 };
 

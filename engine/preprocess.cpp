@@ -25,9 +25,17 @@ result<void> tokenize(request_spec& spec, const models::tokenizer* tok) {
 }
 
 result<resources::kv_prefix_seed> page_keys(std::span<const token_id> tokens,
-                                            std::int64_t page_size) {
+                                            std::int64_t page_size, std::string_view cache_salt) {
   const resources::prompt_span spans[] = {resources::id_span{{tokens.begin(), tokens.end()}}};
-  auto keyed = resources::key_prompt(spans, page_size);
+  // Unsalted keys stay unrooted (the pools root them); a salt roots the
+  // chain first, so no salted key can equal an unsalted or other-salt one.
+  resources::digest256 salted{};
+  resources::byte_view root;
+  if (!cache_salt.empty()) {
+    salted = resources::fingerprint(std::string_view{"mstar-cache-salt/1"}, cache_salt);
+    root = salted;
+  }
+  auto keyed = resources::key_prompt(spans, page_size, root);
   if (!keyed)
     return keyed.error();
   return resources::kv_prefix_seed{std::move(keyed->keys), std::move(keyed->tail)};

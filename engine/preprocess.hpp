@@ -20,8 +20,11 @@ namespace mstar::engine {
 /// empty.
 [[nodiscard]] result<void> tokenize(request_spec& spec, const models::tokenizer* tok);
 
-/// The page keys of `tokens` at `page_size`.
+/// The page keys of `tokens` at `page_size`. A non-empty `cache_salt`
+/// starts the chain from a root of its own, so requests of different
+/// tenants never share (or time) each other's pages.
 [[nodiscard]] result<resources::kv_prefix_seed> page_keys(std::span<const token_id> tokens,
-                                                          std::int64_t page_size);
+                                                          std::int64_t page_size,
+                                                          std::string_view cache_salt = {});
 
 }  // namespace mstar::engine

@@ -162,7 +162,7 @@ pool_actions scheduler::admissions() {
       continue;
     s->registered = true;
     s->awaiting_cache = true;
-    actions.registrations.emplace_back(s->rid, s->tokens);
+    actions.registrations.push_back({s->rid, s->tokens, s->req->spec.cache_salt});
   }
   return actions;
 }

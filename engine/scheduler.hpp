@@ -65,14 +65,22 @@ struct scheduled_step {
   [[nodiscard]] bool empty() const noexcept { return rows.empty(); }
 };
 
+/// A sequence entering the pools.
+struct registration {
+  request_id rid;
+  std::vector<token_id> tokens;
+  std::string cache_salt;
+};
+
 /// Pool work the driver must do before the next `schedule`.
 struct pool_actions {
   /// Sequences to remove from the pools (finished, cancelled, preempted,
   /// failed): everything they hold is freed.
   std::vector<request_id> release;
   /// Sequences to register in the pools (after the releases), with their
-  /// tokens so far (page keys come from them); answer each with `set_cached`.
-  std::vector<std::pair<request_id, std::vector<token_id>>> registrations;
+  /// tokens so far and their tenant's salt (page keys come from both);
+  /// answer each with `set_cached`.
+  std::vector<registration> registrations;
 };
 
 /// What a step's output became.

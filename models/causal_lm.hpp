@@ -100,6 +100,9 @@ class causal_lm {
   [[nodiscard]] virtual const tokenizer* tok() const noexcept = 0;
   /// Rows of the LM head.
   [[nodiscard]] virtual std::int64_t vocab_size() const noexcept = 0;
+  /// The longest sequence (prompt and output) the model was trained for;
+  /// 0 when the checkpoint does not say.
+  [[nodiscard]] virtual std::int64_t max_context() const noexcept { return 0; }
   /// Ids that end a sequence (config.json's eos_token_id).
   [[nodiscard]] virtual std::span<const std::int64_t> eos_token_ids() const noexcept = 0;
   /// Whether a request whose front came from cached pages may skip that

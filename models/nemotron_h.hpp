@@ -51,6 +51,9 @@ class nemotron_h_model final : public causal_lm {
   // causal_lm
   [[nodiscard]] const tokenizer* tok() const noexcept override { return tokenizer_.get(); }
   [[nodiscard]] std::int64_t vocab_size() const noexcept override { return config_.vocab_size; }
+  [[nodiscard]] std::int64_t max_context() const noexcept override {
+    return config_.max_position_embeddings;
+  }
   [[nodiscard]] std::span<const std::int64_t> eos_token_ids() const noexcept override {
     return config_.eos_token_ids;
   }

@@ -10,6 +10,7 @@
 
 #include "actors/runtime.hpp"
 #include "engine/preprocess.hpp"
+#include "launcher/common/engine_cli.hpp"
 #include "models/nemotron_h.hpp"
 
 namespace {
@@ -28,10 +29,7 @@ struct options {
   bool ignore_eos = false;
   bool json = false;
   bool logits = false;
-  mstar::engine::engine_config engine;
-  std::string device = "cpu";
-  std::string dtype = "bfloat16";
-  bool no_graphs = false;
+  mstar::launcher::engine_cli engine;
 };
 
 // "5,17,301" -> ids, or an error naming the bad entry.
@@ -140,27 +138,7 @@ int main(int argc, char** argv) {
   app.add_option("-n,--n", opt.sampling.n, "Samples per prompt")->check(CLI::Range(1, 128));
   app.add_option("--stop", opt.stop, "Stop at this text (repeatable; not returned)");
   app.add_flag("--ignore-eos", opt.ignore_eos, "Keep generating past end-of-sequence ids");
-  app.add_option("--page-size", opt.engine.pools.page_size, "KV page size in tokens")
-      ->check(CLI::Range(1, 4096));
-  app.add_option("--max-pages", opt.engine.pools.max_num_pages, "KV pages in the pool")
-      ->check(CLI::Range(2, 1 << 24));
-  app.add_option("--max-slots", opt.engine.pools.max_slots, "Recurrent state slots (sink included)")
-      ->check(CLI::Range(2, 1 << 20));
-  app.add_option("--max-batched-tokens", opt.engine.scheduler.max_batched_tokens,
-                 "Tokens one step may feed (prefill chunks and decode rows)")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--max-running", opt.engine.scheduler.max_running,
-                 "Sequences running at once (the rest wait)")
-      ->check(CLI::Range(1, 1 << 16))
-      ->capture_default_str();
-  app.add_option("--device", opt.device, "Where the model runs: cpu, cuda or cuda:N")
-      ->capture_default_str();
-  app.add_option("--dtype", opt.dtype,
-                 "Weights and GEMM inputs on CUDA: bfloat16 or float32 (the CPU runs float32)")
-      ->capture_default_str();
-  app.add_flag("--no-cuda-graphs", opt.no_graphs,
-               "On CUDA, launch every kernel of a decode step instead of replaying a graph");
+  mstar::launcher::add_engine_options(app, opt.engine);
   app.add_flag("--json", opt.json, "One JSON object per prompt instead of text");
   app.add_flag("--logits", opt.logits, "With --json: the logits row of every generated token");
   try {
@@ -171,20 +149,13 @@ int main(int argc, char** argv) {
   }
   if (opt.logits && !opt.json)
     return fail("--logits needs --json");
-  mstar::models::run_options run;
-  run.device = opt.device;
-  run.cuda_graphs = !opt.no_graphs;
-  if (opt.dtype == "bfloat16" || opt.dtype == "bf16") {
-    run.dtype = mstar::dtype::bfloat16;
-  } else if (opt.dtype == "float32" || opt.dtype == "f32") {
-    run.dtype = mstar::dtype::float32;
-  } else {
-    return fail("--dtype '" + opt.dtype + "' is not one of bfloat16, float32");
-  }
-  auto loaded = mstar::models::nemotron_h_model::load(opt.model, run);
+  auto run = mstar::launcher::run_options_of(opt.engine);
+  if (!run)
+    return fail(run.error().message());
+  auto loaded = mstar::models::nemotron_h_model::load(opt.model, *run);
   if (!loaded)
     return fail(loaded.error().message());
-  auto made = mstar::actors::runtime::start(std::move(*loaded), opt.engine);
+  auto made = mstar::actors::runtime::start(std::move(*loaded), opt.engine.engine);
   if (!made)
     return fail(made.error().message());
   auto& engine = **made;

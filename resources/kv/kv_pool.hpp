@@ -117,6 +117,10 @@ class kv_pool final : public resource {
 
   [[nodiscard]] std::int32_t num_free_pages() const { return arena_.num_free(); }
   [[nodiscard]] std::int32_t num_cached_pages() const { return index_ ? index_->size() : 0; }
+  /// Cached pages nobody but the prefix cache holds (the next to evict).
+  [[nodiscard]] std::int32_t num_evictable_pages() const {
+    return index_ ? static_cast<std::int32_t>(index_->evictable()) : 0;
+  }
   [[nodiscard]] bool prefix_cache_open() const { return index_ != nullptr; }
   [[nodiscard]] const digest256& root() const { return root_; }
   [[nodiscard]] const kv_pool_config& config() const { return config_; }

@@ -82,9 +82,9 @@ TEST(pool_actor, admits_plans_commits_and_refuses_a_full_pool_leaving_it_whole) 
   auto pool = spawn_pool_actor(*d.sys, set, nullptr);
   d.sched->run();
   for (const auto* rid : {"a", "b", "c"}) {
-    EXPECT_EQ(
-        d.ask<std::int64_t>(pool, register_atom_v, std::string{rid}, std::vector<std::uint32_t>{5}),
-        -1)
+    EXPECT_EQ(d.ask<std::int64_t>(pool, register_atom_v, std::string{rid},
+                                  std::vector<std::uint32_t>{5}, std::string{}),
+              -1)
         << "a recurrent pool keeps no prefix cache";
   }
   auto two = step_of(*model, {"a", "b"});

@@ -106,6 +106,31 @@ TEST(nemotron_h_prefix_reuse, an_attention_only_model_reuses_pages_and_matches_t
   test::expect_pools_empty(*engine);
 }
 
+TEST(nemotron_h_prefix_reuse, a_cache_salt_keeps_tenants_apart_and_still_matches_transformers) {
+  const auto expected = load_expected("nemotron_h_tiny_attn");
+  engine_config config;
+  config.pools.page_size = 4;
+  auto engine = test::fixture_engine("nemotron_h_tiny_attn", config);
+  ASSERT_NE(engine, nullptr);
+  auto salted = [&](const std::string& salt) {
+    auto requests = greedy(expected);
+    for (auto& r : requests)
+      r.cache_salt = salt;
+    auto done = run_to_completion(*engine, requests);
+    EXPECT_TRUE(done.has_value());
+    std::int64_t matched = 0;
+    for (const auto& r : *done)
+      matched += r.counts.cached_tokens;
+    expect_matches(expected, *done, engine->model().vocab_size());
+    return matched;
+  };
+  EXPECT_EQ(salted("tenant-a"), 0) << "a cold cache";
+  EXPECT_EQ(salted("tenant-b"), 0) << "another tenant's pages never match";
+  EXPECT_EQ(salted(""), 0) << "nor do the unsalted requests'";
+  EXPECT_GT(salted("tenant-a"), 0) << "the same tenant reuses its pages";
+  test::expect_pools_empty(*engine);
+}
+
 TEST(nemotron_h_prefix_reuse, a_hybrid_model_runs_without_reuse) {
   auto engine = test::fixture_engine("nemotron_h_tiny_hybrid");
   ASSERT_NE(engine, nullptr);

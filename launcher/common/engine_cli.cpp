@@ -1,0 +1,44 @@
+#include "launcher/common/engine_cli.hpp"
+
+namespace mstar::launcher {
+
+void add_engine_options(CLI::App& app, engine_cli& opt) {
+  app.add_option("--page-size", opt.engine.pools.page_size, "KV page size in tokens")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--max-pages", opt.engine.pools.max_num_pages, "KV pages in the pool")
+      ->check(CLI::Range(2, 1 << 24));
+  app.add_option("--max-slots", opt.engine.pools.max_slots, "Recurrent state slots (sink included)")
+      ->check(CLI::Range(2, 1 << 20));
+  app.add_option("--max-batched-tokens", opt.engine.scheduler.max_batched_tokens,
+                 "Tokens one step may feed (prefill chunks and decode rows)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-running", opt.engine.scheduler.max_running,
+                 "Sequences running at once (the rest wait)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  app.add_option("--device", opt.device, "Where the model runs: cpu, cuda or cuda:N")
+      ->capture_default_str();
+  app.add_option("--dtype", opt.dtype,
+                 "Weights and GEMM inputs on CUDA: bfloat16 or float32 (the CPU runs float32)")
+      ->capture_default_str();
+  app.add_flag("--no-cuda-graphs", opt.no_graphs,
+               "On CUDA, launch every kernel of a decode step instead of replaying a graph");
+}
+
+result<models::run_options> run_options_of(const engine_cli& opt) {
+  models::run_options run;
+  run.device = opt.device;
+  run.cuda_graphs = !opt.no_graphs;
+  if (opt.dtype == "bfloat16" || opt.dtype == "bf16") {
+    run.dtype = mstar::dtype::bfloat16;
+  } else if (opt.dtype == "float32" || opt.dtype == "f32") {
+    run.dtype = mstar::dtype::float32;
+  } else {
+    return make_error(errc::invalid_argument,
+                      "--dtype '" + opt.dtype + "' is not one of bfloat16, float32");
+  }
+  return run;
+}
+
+}  // namespace mstar::launcher

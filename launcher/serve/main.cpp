@@ -1,0 +1,135 @@
+// mstar-serve: an OpenAI-compatible HTTP server over the engine's actors.
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/runtime.hpp"
+#include "launcher/common/engine_cli.hpp"
+#include "launcher/serve/chat.hpp"
+#include "models/nemotron_h.hpp"
+#include "serve/http_server.hpp"
+
+namespace {
+
+struct options {
+  std::string model = MSTAR_EMBEDDED_MODEL_DIR;
+  std::string served_name;
+  std::int64_t max_model_len = 0;
+  mstar::serve::server_options http;
+  std::size_t max_outstanding = 1024;
+  std::string api_key;
+  bool quiet = false;
+  mstar::launcher::engine_cli engine;
+};
+
+int fail(const std::string& message) {
+  spdlog::error("mstar-serve: {}", message);
+  return 2;
+}
+
+void add_options(CLI::App& app, options& opt) {
+  app.add_option("--model", opt.model, "Model folder (config.json, *.safetensors, tokenizer)");
+  app.add_option("--served-model-name", opt.served_name,
+                 "The model name clients send (default: the folder's name)");
+  app.add_option("--host", opt.http.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", opt.http.port, "Port to listen on (0: any free port)")
+      ->capture_default_str();
+  app.add_option("--api-key", opt.api_key,
+                 "Require 'Authorization: Bearer KEY' on /v1 routes (or set MSTAR_API_KEY)");
+  app.add_option("--max-model-len", opt.max_model_len,
+                 "Longest prompt + completion (default: the model's and the KV pool's limit)")
+      ->check(CLI::Range(2, 1 << 24));
+  app.add_option("--max-queue", opt.max_outstanding,
+                 "Generation requests in the engine at once (running and waiting); more get 429")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-body-bytes", opt.http.max_body_bytes, "Larger request bodies get 413")
+      ->check(CLI::Range(1024, 1 << 30))
+      ->capture_default_str();
+  app.add_option("--http-threads", opt.http.threads, "HTTP I/O threads")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--shutdown-grace", opt.http.shutdown_grace,
+                 "Seconds in-flight requests get to finish on SIGINT/SIGTERM before cancelling")
+      ->capture_default_str();
+  app.add_flag("--no-request-log", opt.quiet, "No log line per request");
+  mstar::launcher::add_engine_options(app, opt.engine);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mstar-serve: an OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, "
+      "/v1/models, /health, /metrics).\nWithout --model it serves the embedded default model."};
+  options opt;
+  add_options(app, opt);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  if (opt.api_key.empty()) {
+    if (const char* env = std::getenv("MSTAR_API_KEY"))
+      opt.api_key = env;
+  }
+  auto run = mstar::launcher::run_options_of(opt.engine);
+  if (!run)
+    return fail(run.error().message());
+  spdlog::info("loading {}", opt.model);
+  auto loaded = mstar::models::nemotron_h_model::load(opt.model, *run);
+  if (!loaded)
+    return fail(loaded.error().message());
+  auto chat = mstar::launcher::load_chat(opt.model, (*loaded)->tok());
+  auto made = mstar::actors::runtime::start(std::move(*loaded), opt.engine.engine);
+  if (!made)
+    return fail(made.error().message());
+  auto& rt = **made;
+  const auto& model = rt.model();
+  if (auto warmed = rt.warm_up(); !warmed)
+    return fail(warmed.error().message());
+  auto stats = rt.stats();
+  if (!stats)
+    return fail(stats.error().message());
+
+  mstar::serve::served_model served;
+  served.name = opt.served_name;
+  if (served.name.empty()) {
+    auto folder = std::filesystem::path(opt.model).lexically_normal();
+    served.name =
+        (folder.has_filename() ? folder.filename() : folder.parent_path().filename()).string();
+  }
+  served.vocab_size = model.vocab_size();
+  served.tok = model.tok();
+  served.has_chat_template = static_cast<bool>(chat.render);
+  // The longest sequence: the model's, the flag's, and what the KV pool holds.
+  std::int64_t ctx = model.max_context() > 0 ? model.max_context() : std::int64_t{1} << 20;
+  if (opt.max_model_len > 0)
+    ctx = std::min(ctx, opt.max_model_len);
+  if (stats->kv_pages > 0)
+    ctx = std::min(ctx, stats->kv_pages * opt.engine.engine.pools.page_size);
+  served.max_context = ctx;
+
+  mstar::serve::service_options so;
+  so.api_key = opt.api_key;
+  so.max_outstanding = opt.max_outstanding;
+  auto svc = std::make_shared<mstar::serve::service>(&rt, served, chat.render, so);
+  opt.http.log_requests = !opt.quiet;
+  auto server = mstar::serve::http_server::start(svc, opt.http);
+  if (!server)
+    return fail(server.error().message());
+  spdlog::info("model {} on {} ({}), {} parameters, context {} tokens, chat template: {}",
+               served.name, model.device_name(),
+               std::string{mstar::to_string(model.compute_dtype())}, model.num_parameters(),
+               served.max_context, chat.describe);
+  spdlog::info("serving on http://{}:{} (Ctrl-C stops){}", opt.http.host, (*server)->port(),
+               opt.api_key.empty() ? "" : "; /v1 routes need the API key");
+  (*server)->run_until_signal();
+  rt.stop();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,91 @@
+#pragma once
+
+// One client connection: reads requests (keep-alive), answers plain ones,
+// runs generations through the runtime and writes their Server-Sent Events
+// or final body. Every member runs on the connection's strand; engine
+// callbacks post their deltas onto it.
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "serve/http_server.hpp"
+
+namespace mstar::serve::internal {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+using tcp = boost::asio::ip::tcp;
+
+class session;
+
+/// What the listener and its sessions share.
+struct server_state {
+  std::shared_ptr<service> svc;
+  server_options options;
+  std::atomic<bool> stopping{false};
+  std::mutex mutex;
+  std::map<session*, std::weak_ptr<session>> sessions;
+
+  [[nodiscard]] std::vector<std::shared_ptr<session>> live_sessions();
+};
+
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(tcp::socket&& socket, std::shared_ptr<server_state> state);
+  ~session();
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
+
+  /// Registers with the server and reads the first request.
+  void start();
+  /// Server stopping: close now when idle (else after the response).
+  void close_when_idle();
+  /// Server stopping past its grace: cancel the running generation.
+  void cancel_generation();
+
+ private:
+  void read();
+  void on_header(beast::error_code ec);
+  void on_body(beast::error_code ec);
+  void handle();
+  void send(http_reply reply);
+  void start_generation(std::unique_ptr<generation> g);
+  void on_delta(const engine::delta& d);
+  void end_generation();
+  void log_generation() const;
+  void write_raw(std::string data);
+  void write_chunk(const std::string& data);
+  void write_next();
+  void watch_peer();
+  void peer_gone();
+  void after_response();
+  void close();
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::shared_ptr<server_state> state_;
+  http::response<http::string_body> res_;
+  std::unique_ptr<generation> gen_;
+  std::vector<std::string> engine_ids_;
+  std::deque<std::string> outbox_;
+  bool writing_ = false;
+  bool ending_stream_ = false;  ///< the last chunk is queued: reply done once written
+  bool keep_alive_ = false;
+  bool watching_ = false;
+  bool read_after_watch_ = false;
+  bool peer_closed_ = false;
+  bool closed_ = false;
+  bool busy_ = false;  ///< between reading a request and finishing its response
+};
+
+}  // namespace mstar::serve::internal

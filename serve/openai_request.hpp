@@ -1,0 +1,78 @@
+#pragma once
+
+// The OpenAI request bodies as mstar understands them: parsed and checked
+// before anything reaches the engine, so a bad body is one 400 naming the
+// field and the engine only ever sees requests it can run. No I/O and no
+// engine here: the fuzz target drives these functions directly.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/request.hpp"
+#include "serve/api_error.hpp"
+
+namespace mstar::models {
+class tokenizer;
+}
+
+namespace mstar::serve {
+
+/// What the server knows about the model it serves.
+struct served_model {
+  std::string name;                        ///< the one accepted `model` value
+  std::int64_t max_context = 4096;         ///< prompt + completion tokens
+  std::int64_t vocab_size = 0;             ///< token-id prompts must stay below
+  const models::tokenizer* tok = nullptr;  ///< null: token-id prompts only
+  bool has_chat_template = false;
+};
+
+enum class endpoint : std::uint8_t { completions, chat };
+
+/// One prompt of a request: text, or token ids (after `tokenize_prompts`,
+/// always ids; `text` stays for `echo`).
+struct prompt_input {
+  std::optional<std::string> text;
+  std::vector<engine::token_id> ids;
+};
+
+/// A checked `/v1/completions` or `/v1/chat/completions` body.
+struct generation_request {
+  endpoint kind = endpoint::completions;
+  std::string model;
+  std::vector<prompt_input> prompts;  ///< chat: one, the rendered conversation
+  nlohmann::json messages;            ///< chat: as sent (content parts flattened to text)
+  nlohmann::json tools;               ///< chat: for the template (null when absent)
+  nlohmann::json template_kwargs = nlohmann::json::object();  ///< chat_template_kwargs
+  bool add_generation_prompt = true;
+  engine::sampling_params sampling;
+  engine::stop_rules stop;
+  bool max_tokens_given = false;  ///< else: what the context leaves
+  bool seed_given = false;
+  bool stream = false;
+  bool include_usage = false;
+  bool return_token_ids = false;
+  bool echo = false;
+  bool skip_special_tokens = true;
+  bool logprobs = false;          ///< report the chosen tokens' log-probabilities
+  std::int32_t top_logprobs = 0;  ///< alternatives per token to report
+  std::string cache_salt;
+};
+
+/// Parses and checks a request body for `kind`. Errors name the field.
+[[nodiscard]] api_result<generation_request> parse_request(std::string_view body, endpoint kind,
+                                                           const served_model& model);
+
+/// Tokenizes text prompts and checks every prompt against the context and
+/// the vocabulary; sets `stop.max_tokens` when the body left it out (what
+/// the context leaves). Chat prompts are rendered before this.
+[[nodiscard]] api_result<bool> finish_prompts(generation_request& req, const served_model& model);
+
+/// The engine requests of `req` (one per prompt), ids `<base>-<i>`.
+[[nodiscard]] std::vector<engine::request_spec> to_specs(const generation_request& req,
+                                                         const std::string& base);
+
+}  // namespace mstar::serve
