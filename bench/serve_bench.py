@@ -142,7 +142,7 @@ def serving(args, work: pathlib.Path):
     port = free_port()
     cmd = [str(args.serve), "--model", str(args.model), "--host", "127.0.0.1",
            "--port", str(port), "--device", args.device,
-           "--served-model-name", args.served_name] + limits(args)
+           "--served-model-name", args.served_name] + limits(args) + args.server_arg
     log("$ " + " ".join(cmd))
     server_log = open(work / "server.log", "wb")
     proc = subprocess.Popen(cmd, stdout=server_log, stderr=subprocess.STDOUT,
@@ -176,7 +176,7 @@ def serving(args, work: pathlib.Path):
 def limits(args) -> list[str]:
     return ["--max-running", str(args.max_running),
             "--max-batched-tokens", str(args.max_batched_tokens),
-            "--max-pages", str(args.max_pages)]
+            "--max-pages", str(args.max_pages), "--max-slots", str(args.max_running + 1)]
 
 
 # ---------------------------------------------------------------- AIPerf
@@ -286,9 +286,18 @@ def plot(results: dict, path: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
     levels = results["concurrency"]
     cs = [x["concurrency"] for x in levels]
     fig, ax = plt.subplots(2, 3, figsize=(15, 8.5))
+
+    def concurrency_axis(a):
+        a.set_xscale("log")
+        a.set_xticks(cs)
+        a.xaxis.set_major_formatter(ScalarFormatter())
+        a.xaxis.set_minor_formatter(NullFormatter())
+
     title = (f"mstar-serve ({results['load_generator']['name']} "
              f"{results['load_generator']['version']}) vs in-process, {results['model_name']} "
              f"on {results['device_name']}, ISL {results['isl']} / OSL {results['osl']}")
@@ -297,13 +306,15 @@ def plot(results: dict, path: pathlib.Path) -> None:
     a.plot(cs, [x["http"]["output_tokens_per_s"] for x in levels], "o-", label="HTTP (AIPerf)")
     a.plot(cs, [x["in_process"]["output_tokens_per_s"] for x in levels], "s--",
            label="in-process (actors::runtime)")
-    a.set(xscale="log", xlabel="concurrency", ylabel="output tokens/s", title="throughput")
+    a.set(xlabel="concurrency", ylabel="output tokens/s", title="throughput")
+    concurrency_axis(a)
     a.legend()
     a = ax[0][1]
     a.plot(cs, [x["ratio"] for x in levels], "o-")
     a.axhline(0.9, color="red", ls=":", label="goal 0.9")
-    a.set(xscale="log", xlabel="concurrency", ylabel="HTTP / in-process tok/s",
+    a.set(xlabel="concurrency", ylabel="HTTP / in-process tok/s",
           title="ratio", ylim=(0, max(1.1, max(x["ratio"] for x in levels) * 1.05)))
+    concurrency_axis(a)
     a.legend()
     for a, key, name in ((ax[0][2], "ttft_ms", "TTFT"), (ax[1][0], "itl_ms", "ITL"),
                          (ax[1][1], "e2e_ms", "end to end")):
@@ -311,7 +322,8 @@ def plot(results: dict, path: pathlib.Path) -> None:
             for p, alpha in (("p50", 1.0), ("p99", 0.5)):
                 a.plot(cs, [x[side][f"{key}_{p}"] for x in levels], style, alpha=alpha,
                        label=f"{side} {p}")
-        a.set(xscale="log", yscale="log", xlabel="concurrency", ylabel="ms", title=name)
+        a.set(yscale="log", xlabel="concurrency", ylabel="ms", title=name)
+        concurrency_axis(a)
         a.legend(fontsize=8)
     a = ax[1][2]
     if results["rates"]:
@@ -334,6 +346,8 @@ def plot(results: dict, path: pathlib.Path) -> None:
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                epilog="bench/serve_bench.py --replot RESULTS.json redraws "
+                                       "a run's plot and table",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", type=pathlib.Path, default=ROOT / "models/embedded/default")
     p.add_argument("--device", default="cpu")
@@ -355,6 +369,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-pages", type=int, default=None,
                    help="KV pages on both sides (default: enough for every running "
                         "request's ISL + OSL, plus one page each)")
+    p.add_argument("--server-arg", action="append", default=None,
+                   help="extra mstar-serve argument (repeatable; default: --no-request-log, "
+                        "as vLLM's benchmarks pass --disable-log-requests)")
     p.add_argument("--serve", type=pathlib.Path, default=ROOT / "build/launcher/mstar-serve")
     p.add_argument("--baseline", type=pathlib.Path,
                    default=ROOT / "build/bench/mstar-bench-serve-baseline")
@@ -365,13 +382,18 @@ def parse_args() -> argparse.Namespace:
                    help="machine name in the result file names")
     p.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "bench/results")
     p.add_argument("--keep-artifacts", action="store_true",
-                   help="keep AIPerf's artifact folders (printed at the end)")
+                   help="keep AIPerf's artifact folders and the server log (printed at the end)")
+    p.add_argument("--work-dir", type=pathlib.Path, default=None,
+                   help="where AIPerf's artifacts and the server log go (emptied first, "
+                        "kept); default: a temporary folder, removed unless --keep-artifacts")
     p.add_argument("--start-timeout", type=float, default=180)
     p.add_argument("--request-timeout", type=float, default=600)
     p.add_argument("--run-timeout", type=float, default=1200,
                    help="seconds one AIPerf or baseline run may take")
     args = p.parse_args()
     args.model = args.model.resolve()
+    if args.server_arg is None:
+        args.server_arg = ["--no-request-log"]
     args.max_running = args.max_running or max(args.concurrency)
     if args.max_pages is None:
         per = -(-(args.isl + args.osl) // 16) + 1
@@ -383,8 +405,17 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--replot":
+        src = pathlib.Path(sys.argv[2])
+        plot(json.loads(src.read_text()), src.with_suffix(".png"))
+        print(table(json.loads(src.read_text())))
+        return
     args = parse_args()
-    work = pathlib.Path(tempfile.mkdtemp(prefix="serve-bench-"))
+    if args.work_dir:
+        shutil.rmtree(args.work_dir, ignore_errors=True)
+        args.work_dir.mkdir(parents=True)
+        args.keep_artifacts = True
+    work = args.work_dir or pathlib.Path(tempfile.mkdtemp(prefix="serve-bench-"))
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                HF_HOME=str(work / "hf"), HF_HUB_DISABLE_TELEMETRY="1",
                AIPERF_DISABLE_TELEMETRY="1")
