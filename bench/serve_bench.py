@@ -34,6 +34,7 @@ import pathlib
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -255,6 +256,17 @@ def baseline(args, concurrency: int, requests: int) -> dict:
 
 # ---------------------------------------------------------------- report
 
+def median_of(rounds: list[dict], side: str) -> dict:
+    """Each figure's median over the rounds (figures, not whole rounds: the
+    tok/s of one round may sit beside the TTFT of another); failures add up."""
+    out = dict(rounds[0][side])
+    for key, value in rounds[0][side].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = statistics.median(r[side][key] for r in rounds)
+    out["failed"] = sum(r[side]["failed"] for r in rounds)
+    return out
+
+
 COLUMNS = [("output_tokens_per_s", "tok/s", "{:,.0f}"), ("ttft_ms_p50", "TTFT p50", "{:.1f}"),
            ("ttft_ms_p99", "p99", "{:.1f}"), ("itl_ms_p50", "ITL p50", "{:.2f}"),
            ("itl_ms_p99", "p99", "{:.2f}"), ("e2e_ms_p50", "E2E p50", "{:.0f}"),
@@ -269,7 +281,10 @@ def table(results: dict) -> str:
         for side in ("http", "in_process"):
             r = level[side]
             cells = [c[2].format(r[c[0]]) if r.get(c[0]) is not None else "-" for c in COLUMNS]
+            spread = level.get("round_ratios", [])
             ratio = f"{level['ratio']:.3f}" if side == "http" else ""
+            if side == "http" and len(spread) > 1:
+                ratio += f" ({min(spread):.2f}-{max(spread):.2f})"
             rows.append(f"| C={level['concurrency']} | {side} | " + " | ".join(cells)
                         + f" | {ratio} |")
     for level in results["rates"]:
@@ -278,6 +293,9 @@ def table(results: dict) -> str:
         rows.append(f"| {level['rate']:g} req/s | http | " + " | ".join(cells) + " |  |")
     rows.append("\nlatencies in ms; ITL = (E2E - TTFT) / (tokens - 1) per request; "
                 "tok/s = output tokens / wall time")
+    if results.get("rounds", 1) > 1:
+        rows.append(f"each concurrency: median of {results['rounds']} interleaved rounds per "
+                    "figure; the ratio's range over the rounds in brackets")
     return "\n".join(rows)
 
 
@@ -356,6 +374,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--rates", type=float, nargs="*", default=None,
                    help="request rates (req/s); default: 25, 50 and 90%% of the HTTP "
                         "request throughput at the highest concurrency")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="HTTP and in-process runs per concurrency, interleaved; medians "
+                        "are reported (every round is in the JSON)")
     p.add_argument("--requests-per-client", type=int, default=4,
                    help="requests per concurrency level = this x concurrency (at least 16)")
     p.add_argument("--rate-seconds", type=float, default=15,
@@ -428,10 +449,10 @@ def main() -> None:
         "load_generator": {"name": "aiperf", "version": version},
         "model": str(args.model), "model_name": args.model.name, "device": args.device,
         "device_name": args.device if args.device == "cpu" else args.device + " (GPU)",
-        "cpus": os.cpu_count(), "isl": args.isl, "osl": args.osl,
+        "cpus": os.cpu_count(), "rounds": args.rounds, "isl": args.isl, "osl": args.osl,
         "limits": {"max_running": args.max_running,
                    "max_batched_tokens": args.max_batched_tokens, "max_pages": args.max_pages},
-        "concurrency": [], "rates": [],
+        "concurrency": [], "rates": [], "load_average_before": os.getloadavg(),
     }
     with contextlib.suppress(Exception):
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
@@ -442,15 +463,22 @@ def main() -> None:
     with serving(args, work) as url:
         for c in args.concurrency:
             n = max(16, args.requests_per_client * c)
-            http = aiperf(args, url, env, work / f"c{c}", requests=n, concurrency=c)
-            base = baseline(args, c, n)
-            ratio = http["output_tokens_per_s"] / base["output_tokens_per_s"]
-            results["concurrency"].append({"concurrency": c, "requests": n, "http": http,
-                                           "in_process": base, "ratio": ratio})
-            failed += http["failed"] + base["failed"]
-            log(f"C={c}: HTTP {http['output_tokens_per_s']:,.0f} tok/s, in-process "
-                f"{base['output_tokens_per_s']:,.0f} tok/s, ratio {ratio:.3f}, failed "
-                f"{http['failed']} + {base['failed']}")
+            rounds = []
+            for r in range(args.rounds):
+                http = aiperf(args, url, env, work / f"c{c}-{r}", requests=n, concurrency=c)
+                base = baseline(args, c, n)
+                rounds.append({"http": http, "in_process": base})
+                failed += http["failed"] + base["failed"]
+                log(f"C={c} round {r + 1}/{args.rounds}: HTTP {http['output_tokens_per_s']:,.0f} "
+                    f"tok/s, in-process {base['output_tokens_per_s']:,.0f} tok/s, failed "
+                    f"{http['failed']} + {base['failed']}")
+            level = {"concurrency": c, "requests": n, "http": median_of(rounds, "http"),
+                     "in_process": median_of(rounds, "in_process"), "rounds": rounds}
+            level["ratio"] = (level["http"]["output_tokens_per_s"]
+                              / level["in_process"]["output_tokens_per_s"])
+            level["round_ratios"] = [x["http"]["output_tokens_per_s"]
+                                     / x["in_process"]["output_tokens_per_s"] for x in rounds]
+            results["concurrency"].append(level)
         rates = args.rates
         if rates is None:
             top = results["concurrency"][-1]["http"]["requests_per_s"]
@@ -463,6 +491,7 @@ def main() -> None:
             log(f"{rate:g} req/s: {http['output_tokens_per_s']:,.0f} tok/s, TTFT p99 "
                 f"{http['ttft_ms_p99']:.1f} ms, failed {http['failed']}")
     results["failed_requests"] = failed
+    results["load_average_after"] = os.getloadavg()
     top = results["concurrency"][-1]
     results["goal"] = {"concurrency": top["concurrency"], "ratio": top["ratio"],
                        "want": 0.9, "met": top["ratio"] >= 0.9}
