@@ -31,6 +31,7 @@ import datetime
 import json
 import os
 import pathlib
+import resource
 import shutil
 import signal
 import socket
@@ -137,6 +138,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class Server:
+    def __init__(self, url: str, pid: int):
+        self.url, self.pid = url, pid
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds the server has used so far."""
+        fields = pathlib.Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this script's finished children and everything they waited for."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 @contextlib.contextmanager
 def serving(args, work: pathlib.Path):
     """mstar-serve on a free loopback port, up until the block ends."""
@@ -144,6 +161,7 @@ def serving(args, work: pathlib.Path):
     cmd = [str(args.serve), "--model", str(args.model), "--host", "127.0.0.1",
            "--port", str(port), "--device", args.device,
            "--served-model-name", args.served_name] + limits(args) + args.server_arg
+    cmd = pinned(args.server_cpus, cmd)
     log("$ " + " ".join(cmd))
     server_log = open(work / "server.log", "wb")
     proc = subprocess.Popen(cmd, stdout=server_log, stderr=subprocess.STDOUT,
@@ -162,7 +180,7 @@ def serving(args, work: pathlib.Path):
             if time.monotonic() > deadline:
                 die(f"/health did not answer within {args.start_timeout} s")
             time.sleep(0.2)
-        yield url
+        yield Server(url, proc.pid)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
@@ -174,6 +192,10 @@ def serving(args, work: pathlib.Path):
         server_log.close()
 
 
+def pinned(cpus: str | None, cmd: list[str]) -> list[str]:
+    return ["taskset", "-c", cpus] + cmd if cpus else cmd
+
+
 def limits(args) -> list[str]:
     return ["--max-running", str(args.max_running),
             "--max-batched-tokens", str(args.max_batched_tokens),
@@ -182,10 +204,11 @@ def limits(args) -> list[str]:
 
 # ---------------------------------------------------------------- AIPerf
 
-def aiperf(args, url: str, env: dict, out: pathlib.Path, *, requests: int,
+def aiperf(args, server: Server, env: dict, out: pathlib.Path, *, requests: int,
            concurrency: int | None = None, rate: float | None = None) -> dict:
-    """One AIPerf run; returns the figures read from its JSON export."""
-    cmd = [str(args.aiperf), "profile", "--model", args.served_name, "--url", url,
+    """One AIPerf run; returns the figures read from its JSON export, and the
+    CPU seconds the server and AIPerf (all its processes) used meanwhile."""
+    cmd = [str(args.aiperf), "profile", "--model", args.served_name, "--url", server.url,
            "--tokenizer", args.tokenizer_name, "--endpoint-type", "completions",
            "--streaming", "--isl", str(args.isl), "--osl", str(args.osl),
            "--use-legacy-max-tokens", "--use-server-token-count",
@@ -200,15 +223,21 @@ def aiperf(args, url: str, env: dict, out: pathlib.Path, *, requests: int,
         cmd += ["--request-rate", str(rate), "--arrival-pattern", "poisson"]
     if args.aiperf_workers:
         cmd += ["--workers-max", str(args.aiperf_workers)]
+    cmd = pinned(args.client_cpus, cmd)
     log("$ " + " ".join(cmd))
-    with open(out.with_suffix(".log"), "wb") as f:
+    log_path = out.parent / (out.name + ".log")
+    with open(log_path, "wb") as f:
+        server_cpu, client_cpu = server.cpu_s(), children_cpu_s()
         rc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT,
                             timeout=args.run_timeout).returncode
+        server_cpu, client_cpu = server.cpu_s() - server_cpu, children_cpu_s() - client_cpu
     export = out / "profile_export_aiperf.json"
     if rc != 0 or not export.exists():
-        die(f"aiperf exited with {rc} (log: {out.with_suffix('.log')}):\n"
-            + out.with_suffix(".log").read_text(errors="replace")[-4000:])
-    return read_aiperf(json.loads(export.read_text()), requests)
+        die(f"aiperf exited with {rc} (log: {log_path}):\n"
+            + log_path.read_text(errors="replace")[-4000:])
+    figures = read_aiperf(json.loads(export.read_text()), requests)
+    figures.update(server_cpu_s=server_cpu, client_cpu_s=client_cpu)
+    return figures
 
 
 def read_aiperf(d: dict, requested: int) -> dict:
@@ -246,12 +275,15 @@ def baseline(args, concurrency: int, requests: int) -> dict:
            "--concurrency", str(concurrency), "--requests", str(requests),
            "--warmup", str(concurrency), "--isl", str(args.isl), "--osl", str(args.osl),
            "--seed", str(args.seed)] + limits(args)
+    cmd = pinned(args.server_cpus, cmd)
     log("$ " + " ".join(cmd))
+    cpu = children_cpu_s()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.run_timeout)
+    cpu = children_cpu_s() - cpu
     lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
     if not lines:
         die(f"the baseline exited with {r.returncode} and no result:\n{r.stderr[-4000:]}")
-    return lines[-1]
+    return dict(lines[-1], process_cpu_s=cpu)
 
 
 # ---------------------------------------------------------------- report
@@ -274,9 +306,15 @@ COLUMNS = [("output_tokens_per_s", "tok/s", "{:,.0f}"), ("ttft_ms_p50", "TTFT p5
 
 
 def table(results: dict) -> str:
-    head = "| load | path | " + " | ".join(c[1] for c in COLUMNS) + " | HTTP / in-process |"
-    rows = [head, "|" + " --- |" * (len(COLUMNS) + 3),
-            ]
+    head = ("| load | path | " + " | ".join(c[1] for c in COLUMNS)
+            + " | CPU s: server / AIPerf (in-process: its process) | HTTP / in-process |")
+    rows = [head, "|" + " --- |" * (len(COLUMNS) + 4)]
+
+    def cpu(r):
+        if "server_cpu_s" in r:
+            return f"{r['server_cpu_s']:.1f} / {r['client_cpu_s']:.1f}"
+        return f"{r['process_cpu_s']:.1f}" if "process_cpu_s" in r else "-"
+
     for level in results["concurrency"]:
         for side in ("http", "in_process"):
             r = level[side]
@@ -286,11 +324,12 @@ def table(results: dict) -> str:
             if side == "http" and len(spread) > 1:
                 ratio += f" ({min(spread):.2f}-{max(spread):.2f})"
             rows.append(f"| C={level['concurrency']} | {side} | " + " | ".join(cells)
-                        + f" | {ratio} |")
+                        + f" | {cpu(r)} | {ratio} |")
     for level in results["rates"]:
         r = level["http"]
         cells = [c[2].format(r[c[0]]) if r.get(c[0]) is not None else "-" for c in COLUMNS]
-        rows.append(f"| {level['rate']:g} req/s | http | " + " | ".join(cells) + " |  |")
+        rows.append(f"| {level['rate']:g} req/s | http | " + " | ".join(cells)
+                    + f" | {cpu(r)} |  |")
     rows.append("\nlatencies in ms; ITL = (E2E - TTFT) / (tokens - 1) per request; "
                 "tok/s = output tokens / wall time")
     if results.get("rounds", 1) > 1:
@@ -319,6 +358,9 @@ def plot(results: dict, path: pathlib.Path) -> None:
     title = (f"mstar-serve ({results['load_generator']['name']} "
              f"{results['load_generator']['version']}) vs in-process, {results['model_name']} "
              f"on {results['device_name']}, ISL {results['isl']} / OSL {results['osl']}")
+    if results.get("server_cpus") or results.get("client_cpus"):
+        title += (f"\nserver and in-process on CPUs {results.get('server_cpus') or 'all'}, "
+                  f"AIPerf on CPUs {results.get('client_cpus') or 'all'}")
     fig.suptitle(title)
     a = ax[0][0]
     a.plot(cs, [x["http"]["output_tokens_per_s"] for x in levels], "o-", label="HTTP (AIPerf)")
@@ -391,13 +433,15 @@ def parse_args() -> argparse.Namespace:
                    help="KV pages on both sides (default: enough for every running "
                         "request's ISL + OSL, plus one page each)")
     p.add_argument("--server-arg", action="append", default=None,
-                   help="extra mstar-serve argument (repeatable; default: --no-request-log, "
-                        "as vLLM's benchmarks pass --disable-log-requests)")
+                   help="extra mstar-serve argument (repeatable), e.g. --server-arg=--no-request-log")
     p.add_argument("--serve", type=pathlib.Path, default=ROOT / "build/launcher/mstar-serve")
     p.add_argument("--baseline", type=pathlib.Path,
                    default=ROOT / "build/bench/mstar-bench-serve-baseline")
     p.add_argument("--aiperf", type=pathlib.Path,
                    default=pathlib.Path(sys.executable).parent / "aiperf")
+    p.add_argument("--server-cpus", default=None,
+                   help="taskset CPU list for mstar-serve and, alike, the in-process baseline")
+    p.add_argument("--client-cpus", default=None, help="taskset CPU list for AIPerf")
     p.add_argument("--aiperf-workers", type=int, default=0, help="AIPerf --workers-max (0: its own)")
     p.add_argument("--label", default=socket.gethostname().split(".")[0],
                    help="machine name in the result file names")
@@ -414,7 +458,7 @@ def parse_args() -> argparse.Namespace:
     args = p.parse_args()
     args.model = args.model.resolve()
     if args.server_arg is None:
-        args.server_arg = ["--no-request-log"]
+        args.server_arg = []
     args.max_running = args.max_running or max(args.concurrency)
     if args.max_pages is None:
         per = -(-(args.isl + args.osl) // 16) + 1
@@ -449,7 +493,8 @@ def main() -> None:
         "load_generator": {"name": "aiperf", "version": version},
         "model": str(args.model), "model_name": args.model.name, "device": args.device,
         "device_name": args.device if args.device == "cpu" else args.device + " (GPU)",
-        "cpus": os.cpu_count(), "rounds": args.rounds, "isl": args.isl, "osl": args.osl,
+        "cpus": os.cpu_count(), "server_cpus": args.server_cpus,
+        "client_cpus": args.client_cpus, "rounds": args.rounds, "isl": args.isl, "osl": args.osl,
         "limits": {"max_running": args.max_running,
                    "max_batched_tokens": args.max_batched_tokens, "max_pages": args.max_pages},
         "concurrency": [], "rates": [], "load_average_before": os.getloadavg(),
@@ -460,12 +505,12 @@ def main() -> None:
         if gpu and args.device != "cpu":
             results["device_name"] = gpu.splitlines()[0]
     failed = 0
-    with serving(args, work) as url:
+    with serving(args, work) as server:
         for c in args.concurrency:
             n = max(16, args.requests_per_client * c)
             rounds = []
             for r in range(args.rounds):
-                http = aiperf(args, url, env, work / f"c{c}-{r}", requests=n, concurrency=c)
+                http = aiperf(args, server, env, work / f"c{c}-{r}", requests=n, concurrency=c)
                 base = baseline(args, c, n)
                 rounds.append({"http": http, "in_process": base})
                 failed += http["failed"] + base["failed"]
@@ -485,7 +530,7 @@ def main() -> None:
             rates = [round(top * f, 2) for f in (0.25, 0.5, 0.9)]
         for rate in rates:
             n = max(16, int(rate * args.rate_seconds))
-            http = aiperf(args, url, env, work / f"r{rate:g}", requests=n, rate=rate)
+            http = aiperf(args, server, env, work / f"r{rate:g}", requests=n, rate=rate)
             results["rates"].append({"rate": rate, "requests": n, "http": http})
             failed += http["failed"]
             log(f"{rate:g} req/s: {http['output_tokens_per_s']:,.0f} tok/s, TTFT p99 "
