@@ -165,7 +165,7 @@ def serving(args, work: pathlib.Path):
     log("$ " + " ".join(cmd))
     server_log = open(work / "server.log", "wb")
     proc = subprocess.Popen(cmd, stdout=server_log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, env=engine_env(args))
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + args.start_timeout
@@ -190,6 +190,14 @@ def serving(args, work: pathlib.Path):
                 proc.kill()
                 proc.wait()
         server_log.close()
+
+
+def engine_env(args) -> dict:
+    """The server's and the baseline's environment (the same for both)."""
+    env = dict(os.environ)
+    if args.blas_threads:
+        env["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
+    return env
 
 
 def pinned(cpus: str | None, cmd: list[str]) -> list[str]:
@@ -278,7 +286,8 @@ def baseline(args, concurrency: int, requests: int) -> dict:
     cmd = pinned(args.server_cpus, cmd)
     log("$ " + " ".join(cmd))
     cpu = children_cpu_s()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.run_timeout)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.run_timeout,
+                       env=engine_env(args))
     cpu = children_cpu_s() - cpu
     lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
     if not lines:
@@ -439,6 +448,11 @@ def parse_args() -> argparse.Namespace:
                    default=ROOT / "build/bench/mstar-bench-serve-baseline")
     p.add_argument("--aiperf", type=pathlib.Path,
                    default=pathlib.Path(sys.executable).parent / "aiperf")
+    p.add_argument("--blas-threads", type=int, default=None,
+                   help="OPENBLAS_NUM_THREADS for the server and the baseline alike (default: 1 "
+                        "with --device cpu, else unset). OpenBLAS's extra threads spin in "
+                        "sched_yield between GEMMs, taking a core the load generator needs; "
+                        "on the embedded model one thread is also faster; 0: leave unset")
     p.add_argument("--server-cpus", default=None,
                    help="taskset CPU list for mstar-serve and, alike, the in-process baseline")
     p.add_argument("--client-cpus", default=None, help="taskset CPU list for AIPerf")
@@ -460,6 +474,8 @@ def parse_args() -> argparse.Namespace:
     if args.server_arg is None:
         args.server_arg = []
     args.max_running = args.max_running or max(args.concurrency)
+    if args.blas_threads is None:
+        args.blas_threads = 1 if args.device == "cpu" else 0
     if args.max_pages is None:
         per = -(-(args.isl + args.osl) // 16) + 1
         args.max_pages = max(4096, args.max_running * per + 64)
@@ -493,7 +509,8 @@ def main() -> None:
         "load_generator": {"name": "aiperf", "version": version},
         "model": str(args.model), "model_name": args.model.name, "device": args.device,
         "device_name": args.device if args.device == "cpu" else args.device + " (GPU)",
-        "cpus": os.cpu_count(), "server_cpus": args.server_cpus,
+        "cpus": os.cpu_count(), "blas_threads": args.blas_threads or None,
+        "server_cpus": args.server_cpus,
         "client_cpus": args.client_cpus, "rounds": args.rounds, "isl": args.isl, "osl": args.osl,
         "limits": {"max_running": args.max_running,
                    "max_batched_tokens": args.max_batched_tokens, "max_pages": args.max_pages},
