@@ -6,15 +6,17 @@
 #      make-checkpoint --size 100m); with models/embedded/default's
 #      tokenizer.json when there is one (else the byte tokenizer the
 #      checkpoint declares, which bench/serve_bench.py mirrors for AIPerf);
-#   3. bench/serve_bench.py --device cuda: concurrency 1, 4, 16, 64, 128 and
-#      three Poisson request rates over HTTP, each concurrency beside
+#   3. bench/serve_bench.py --device cuda: concurrency 1, 4, 16, 64, 128
+#      (two interleaved rounds each, ISL 256 / OSL 256) and three Poisson
+#      request rates over HTTP, each concurrency beside
 #      mstar-bench-serve-baseline at the same concurrency; the table, JSON and
 #      plot land in $OUT (serve-h200-cuda-*.{json,md,png}).
 # Built and packed here first (binaries for sm_90 and the shared libraries
 # the device lacks in .carry/, AIPerf's wheels in .whl/):
 #   scripts/pack-device.sh mstar-serve mstar-bench-serve-baseline && bench/serve_wheels.sh
 # then, with .carry and .whl carried: bash bench/h200_serve.sh [--quick]
-# (--quick: concurrency 1 and 64, one rate, short outputs).
+# (--quick: concurrency 1 and 64, one rate, short outputs). For a dry run
+# elsewhere: SERVE_DEVICE=cpu SERVE_MODEL=models/embedded/default.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/h200-out}
@@ -24,13 +26,18 @@ if [[ ! -d $carry/lib ]]; then tar xJf "$carry/libs.tar.xz" -C "$carry"; fi
 export LD_LIBRARY_PATH=$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 bin=$carry/bin
-sweep=(--concurrency 1 4 16 64 128 --isl 256 --osl 256)
+sweep=(--concurrency 1 4 16 64 128 --isl 256 --osl 256 --rounds 2)
 if [[ ${1:-} == --quick ]]; then sweep=(--concurrency 1 64 --isl 128 --osl 64 --rate-seconds 5); fi
+# One device command may run 10 minutes: the sweep gets what is left after
+# the set-up, and saves its JSON after every run, so a cut leaves data.
+budget=${SERVE_BUDGET_S:-450}
 
 # At most 8 files come back from the device: env.txt, run.log, the three
 # serve-* results, and serve-logs.tar.gz on failure.
 exec > >(tee "$out/run.log") 2>&1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/env.txt"
+device=${SERVE_DEVICE:-cuda}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/env.txt" ||
+  echo "no nvidia-smi" | tee "$out/env.txt"
 nproc | sed 's/^/cpus /' | tee -a "$out/env.txt"
 
 echo "== AIPerf from the carried wheels"
@@ -44,9 +51,15 @@ print(" ".join(f"{p} {m.version(p)}" for p in
 PY
 
 echo "== checkpoint"
-ckpt=$(mktemp -d)/nemotron_h_100m
-python3 "$root/bench/transformers_decode.py" make-checkpoint --size 100m --out "$ckpt" | tee -a "$out/env.txt"
-if [[ -f $root/models/embedded/default/tokenizer.json ]]; then
+if [[ -n ${SERVE_MODEL:-} ]]; then
+  ckpt=$(mktemp -d)/model
+  cp -r "$SERVE_MODEL" "$ckpt"
+else
+  ckpt=$(mktemp -d)/nemotron_h_100m
+  python3 "$root/bench/transformers_decode.py" make-checkpoint --size 100m --out "$ckpt" |
+    tee -a "$out/env.txt"
+fi
+if [[ -f $root/models/embedded/default/tokenizer.json && -z ${SERVE_MODEL:-} ]]; then
   python3 - "$root/models/embedded/default" "$ckpt" <<'PY' | tee -a "$out/env.txt"
 import json, pathlib, shutil, sys
 src, dst = map(pathlib.Path, sys.argv[1:])
@@ -71,7 +84,7 @@ fi
 echo "== mstar-serve under AIPerf vs the engine in-process"
 work=/tmp/serve-work
 rc=0
-python3 "$root/bench/serve_bench.py" --model "$ckpt" --device cuda --label h200 \
+timeout --signal=TERM --kill-after=20 "$budget" python3 "$root/bench/serve_bench.py" --model "$ckpt" --device "$device" --label h200 \
   --serve "$bin/mstar-serve" --baseline "$bin/mstar-bench-serve-baseline" \
   --aiperf /tmp/site/bin/aiperf --out-dir "$out" --work-dir "$work" "${sweep[@]}" || rc=$?
 if ((rc != 0)); then
