@@ -10,6 +10,7 @@
 #include "launcher/serve/chat.hpp"
 #include "models/nemotron_h.hpp"
 #include "serve/http_server.hpp"
+#include "serve/runtime_port.hpp"
 
 namespace {
 
@@ -117,7 +118,8 @@ int main(int argc, char** argv) {
   mstar::serve::service_options so;
   so.api_key = opt.api_key;
   so.max_outstanding = opt.max_outstanding;
-  auto svc = std::make_shared<mstar::serve::service>(&rt, served, chat.render, so);
+  mstar::serve::runtime_port port{rt};
+  auto svc = std::make_shared<mstar::serve::service>(&port, served, chat.render, so);
   opt.http.log_requests = !opt.quiet;
   auto server = mstar::serve::http_server::start(svc, opt.http);
   if (!server)
