@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/runtime.hpp"
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("mstar-serve"));  // logs on stderr
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
   if (opt.api_key.empty()) {
     if (const char* env = std::getenv("MSTAR_API_KEY"))
