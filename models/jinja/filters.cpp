@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "models/jinja/builtins.hpp"
 #include "models/jinja/internal/args.hpp"
 #include "models/jinja/internal/filter_support.hpp"
 #include "models/jinja/internal/ops.hpp"
@@ -252,7 +253,10 @@ result<value> do_attr(interpreter& in, const value& v, call_args& args) {
   auto name = a.string("name");
   if (auto ok = a.status(); !ok || !name)
     return ok ? name.error() : ok.error();
-  return get_attribute(v, name->value_or(""));
+  // Python's getattr only: methods and namespace attributes, never dict items.
+  if (v.is_namespace())
+    return get_attribute(v, name->value_or(""));
+  return find_method(v, name->value_or("")).value_or(value{});
 }
 
 constexpr filter_entry entries[] = {

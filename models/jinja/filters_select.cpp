@@ -277,7 +277,16 @@ result<value> do_int(interpreter& in, const value& v, call_args& args) {
   const bool negative = !body.empty() && body.front() == '-';
   if (!body.empty() && (body.front() == '-' || body.front() == '+'))
     body.remove_prefix(1);
-  if (radix == 16 && body.size() > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X'))
+  // Python's int(text, base): a 0x / 0o / 0b prefix matching the base (or
+  // any of them with base 0) is allowed.
+  int prefixed = 0;
+  if (body.size() > 2 && body[0] == '0') {
+    const char p = static_cast<char>(body[1] | 0x20);
+    prefixed = p == 'x' ? 16 : p == 'o' ? 8 : p == 'b' ? 2 : 0;
+  }
+  if (radix == 0)
+    radix = prefixed != 0 ? prefixed : 10;
+  if (prefixed != 0 && prefixed == radix)
     body.remove_prefix(2);
   if (!body.empty() && radix >= 2 && radix <= 36) {
     char* end = nullptr;

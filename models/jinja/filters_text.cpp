@@ -52,20 +52,18 @@ std::string html_escape(std::string_view s) {
   return out;
 }
 
-// Jinja's title filter: words start after "-", whitespace, "(", "{", "[" or "<".
+// Jinja's title filter: each word (after "-", whitespace, "(", "{", "[" or
+// "<") gets its first character upper-cased and the rest lower-cased.
 std::string jinja_title(std::string_view s) {
   std::string out;
   bool word_start = true;
-  for (char c : s) {
-    const bool boundary = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' ||
-                          is_space(static_cast<unsigned char>(c));
-    if (boundary) {
-      out.push_back(c);
-      word_start = true;
-      continue;
-    }
-    out += word_start ? upper(std::string_view{&c, 1}) : lower(std::string_view{&c, 1});
-    word_start = false;
+  for (char32_t cp : decode(s)) {
+    const bool boundary =
+        cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || is_space(cp);
+    std::string one;
+    append_utf8(one, cp);
+    out += boundary ? one : word_start ? upper(one) : lower(one);
+    word_start = boundary;
   }
   return out;
 }
@@ -74,8 +72,7 @@ std::string word_count(std::string_view s) {
   std::int64_t n = 0;
   bool in_word = false;
   for (char32_t cp : decode(s)) {
-    const bool word = (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') ||
-                      (cp >= 'A' && cp <= 'Z') || cp == '_' || (cp >= 0x80 && !is_space(cp));
+    const bool word = is_word(cp);
     if (word && !in_word)
       ++n;
     in_word = word;

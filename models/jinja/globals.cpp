@@ -77,6 +77,10 @@ result<value> make_namespace(interpreter& in, call_args& args) {
   auto data = mapping_arguments(in, args, "namespace");
   if (!data)
     return data.error();
+  for (const auto& entry : data->entries()) {
+    if (auto ok = in.check_namespace_name(entry.first); !ok)
+      return ok.error();
+  }
   return in.make_namespace(std::move(data).value());
 }
 

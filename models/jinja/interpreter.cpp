@@ -72,6 +72,16 @@ value interpreter::make_namespace(object_data data) {
   return ns;
 }
 
+result<void> interpreter::check_namespace_name(std::string_view name) const {
+  if (!name.empty() && name.front() == '_') {
+    return fail(
+        fmt::format("chat templates cannot store underscore-prefixed attributes on a "
+                    "namespace, but got '{}'",
+                    name));
+  }
+  return {};
+}
+
 std::tm interpreter::now() const {
   if (now_)
     return *now_;
@@ -240,6 +250,8 @@ result<void> interpreter::exec_set(const stmt& s) {
       return fail(fmt::format("cannot assign attribute '{}' on '{}': not a namespace", s.targets[1],
                               s.targets[0]));
     }
+    if (auto ok = check_namespace_name(s.targets[1]); !ok)
+      return ok;
     target.as_namespace().set(s.targets[1], std::move(v));
     return {};
   }

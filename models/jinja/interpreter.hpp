@@ -22,7 +22,7 @@ struct limits {
   std::size_t max_output_bytes = std::size_t{8} << 20;
   /// Units of work: one per loop iteration, macro call and filter call, plus
   /// one per element for whole-sequence work (joins, sorts, searches).
-  std::uint64_t max_steps = 10'000'000;
+  std::uint64_t max_steps = 2'000'000;
   /// Nesting of blocks and expressions the parser accepts.
   int max_nesting = 100;
   /// Depth of evaluation (nested expressions, blocks and macro calls at once).
@@ -67,6 +67,10 @@ class interpreter {
   /// A new namespace, cleared when the render ends (namespaces can form
   /// reference cycles; clearing them frees everything).
   [[nodiscard]] value make_namespace(object_data data);
+
+  /// Fails for names a namespace may not hold: transformers refuses
+  /// underscore-prefixed ones (they would reach Python internals).
+  [[nodiscard]] result<void> check_namespace_name(std::string_view name) const;
 
   /// The time strftime_now formats.
   [[nodiscard]] std::tm now() const;
@@ -129,7 +133,6 @@ class interpreter {
   int depth_ = 0;
   int call_depth_ = 0;
   int line_ = 0;
-  const value* filter_input_ = nullptr;
   std::vector<std::shared_ptr<object_data>> namespaces_;  // cleared at the end
   std::vector<std::shared_ptr<frame>> closures_;          // frames macros captured
 };

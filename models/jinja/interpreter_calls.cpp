@@ -150,7 +150,7 @@ result<value> interpreter::call_macro(const stmt& def, const std::shared_ptr<fra
     }
     scope->vars.insert_or_assign(def.params[i].first, std::move(fallback));
   }
-  auto varargs_value = value::list(std::move(varargs));
+  auto varargs_value = value::list(std::move(varargs), true);  // a tuple, as in Jinja
   auto kwargs_value = value::object(std::move(kwargs));
   if (!varargs_value || !kwargs_value)
     return varargs_value ? kwargs_value.error() : varargs_value.error();

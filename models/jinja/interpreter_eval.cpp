@@ -57,7 +57,7 @@ result<value> interpreter::eval(const expr& e) {
     case expr_kind::call:
       return eval_call(e);
     case expr_kind::filter:
-      return eval_filter(e, filter_input_);
+      return eval_filter(e, nullptr);
     case expr_kind::test: {
       auto subject = eval(*e.args[0]);
       if (!subject)
@@ -167,10 +167,8 @@ result<value> interpreter::eval_filter(const expr& e, const value* block_input) 
   value input;
   if (e.args[0]) {
     // A filter block's input reaches the innermost filter of its chain.
-    const value* saved = std::exchange(filter_input_, block_input);
     auto v = e.args[0]->kind == expr_kind::filter ? eval_filter(*e.args[0], block_input)
                                                   : eval(*e.args[0]);
-    filter_input_ = saved;
     if (!v)
       return v;
     input = std::move(v).value();

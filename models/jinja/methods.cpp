@@ -160,7 +160,7 @@ bool digit(char32_t cp) {
   return cp >= '0' && cp <= '9';
 }
 bool alpha(char32_t cp) {
-  return (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp >= 0x80;
+  return internal::is_word(cp) && cp != '_' && !digit(cp);
 }
 bool alnum(char32_t cp) {
   return digit(cp) || alpha(cp);

@@ -80,34 +80,29 @@ bool is_upper(const value& v) {
   return internal::upper(s) == s && internal::lower(s) != s;
 }
 
-result<std::int64_t> remainder(interpreter& in, const value& v, const value& by) {
+// Whether v % by == expected, as Python computes it (2.5 % 2 is 0.5: neither odd nor even).
+result<bool> remainder_is(interpreter& in, const value& v, const value& by, int expected) {
   if (!v.is_numeric() || !by.is_numeric())
     return in.fail(
         fmt::format("divisibility needs numbers, not '{}' and '{}'", type_name(v), type_name(by)));
   auto r = internal::binary_op(in, "%", v, by);
   if (!r)
     return r.error();
-  return r->is_float() ? (r->as_double() == 0.0 ? 0 : 1) : r->as_int();
+  return internal::equals(*r, value{expected});
 }
 
 result<bool> test_odd(interpreter& in, const value& v, call_args& args) {
   arg_reader a{in, "odd", args, {}};
   if (auto ok = a.status(); !ok)
     return ok.error();
-  auto r = remainder(in, v, value{2});
-  if (!r)
-    return r.error();
-  return *r == 1;
+  return remainder_is(in, v, value{2}, 1);
 }
 
 result<bool> test_even(interpreter& in, const value& v, call_args& args) {
   arg_reader a{in, "even", args, {}};
   if (auto ok = a.status(); !ok)
     return ok.error();
-  auto r = remainder(in, v, value{2});
-  if (!r)
-    return r.error();
-  return *r == 0;
+  return remainder_is(in, v, value{2}, 0);
 }
 
 result<bool> test_divisibleby(interpreter& in, const value& v, call_args& args) {
@@ -115,10 +110,7 @@ result<bool> test_divisibleby(interpreter& in, const value& v, call_args& args) 
   auto num = a.required("num");
   if (auto ok = a.status(); !ok || !num)
     return ok ? num.error() : ok.error();
-  auto r = remainder(in, v, *num);
-  if (!r)
-    return r.error();
-  return *r == 0;
+  return remainder_is(in, v, *num, 0);
 }
 
 result<bool> test_sameas(interpreter& in, const value& v, call_args& args) {

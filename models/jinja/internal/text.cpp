@@ -23,18 +23,6 @@ bool is_line_break(char32_t cp) {
          cp == 0x1E || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
 }
 
-bool ascii_letter(char32_t cp) {
-  return (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
-}
-
-char32_t to_upper(char32_t cp) {
-  return cp >= 'a' && cp <= 'z' ? cp - 32 : cp;
-}
-
-char32_t to_lower(char32_t cp) {
-  return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
-}
-
 bool all_ascii(std::string_view text) {
   return std::all_of(text.begin(), text.end(),
                      [](char c) { return static_cast<unsigned char>(c) < 0x80; });
@@ -240,42 +228,6 @@ std::string replace(std::string_view text, std::string_view from, std::string_vi
     ++done;
   }
   out.append(text.substr(start));
-  return out;
-}
-
-std::string upper(std::string_view text) {
-  std::string out{text};
-  for (char& c : out)
-    c = static_cast<char>(to_upper(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string lower(std::string_view text) {
-  std::string out{text};
-  for (char& c : out)
-    c = static_cast<char>(to_lower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string capitalize(std::string_view text) {
-  std::string out = lower(text);
-  if (!out.empty())
-    out[0] = static_cast<char>(to_upper(static_cast<unsigned char>(out[0])));
-  return out;
-}
-
-std::string title(std::string_view text) {
-  std::string out{text};
-  bool previous_cased = false;
-  for (char& c : out) {
-    const auto cp = static_cast<unsigned char>(c);
-    if (ascii_letter(cp)) {
-      c = static_cast<char>(previous_cased ? to_lower(cp) : to_upper(cp));
-      previous_cased = true;
-    } else {
-      previous_cased = false;
-    }
-  }
   return out;
 }
 

@@ -11,7 +11,8 @@ namespace mstar::models::jinja::internal {
 // Python's str operations over UTF-8. Every string a template sees is valid
 // UTF-8 (JSON input is validated by its parser, template source by the lexer),
 // so these work on code points, as Python does, and never produce invalid
-// sequences. Case mapping covers ASCII only.
+// sequences. Case mapping (case_map.cpp) covers ASCII, Latin-1, Latin
+// Extended-A, Greek and Cyrillic; other scripts keep their letters as they are.
 
 /// Whether `text` is valid UTF-8.
 [[nodiscard]] bool valid_utf8(std::string_view text);
@@ -58,10 +59,19 @@ enum class strip_side : std::uint8_t { both, left, right };
 
 [[nodiscard]] std::string upper(std::string_view text);
 [[nodiscard]] std::string lower(std::string_view text);
-/// str.capitalize(): first code point upper, the rest lower.
+/// str.capitalize(): first code point title case, the rest lower.
 [[nodiscard]] std::string capitalize(std::string_view text);
-/// str.title(): a letter after a non-letter goes upper, other letters lower.
+/// str.title(): a cased letter after an uncased character goes to title
+/// case, other cased letters lower.
 [[nodiscard]] std::string title(std::string_view text);
+
+/// Whether a code point has case (str.islower / isupper / title care).
+[[nodiscard]] bool is_cased(char32_t cp);
+
+/// Whether a code point is a regex `\w` character (letters, digits, `_`):
+/// ASCII exactly, other code points unless they are whitespace or common
+/// punctuation and symbols.
+[[nodiscard]] bool is_word(char32_t cp);
 
 /// str.find(sub) in code points, -1 when absent; `reverse` for rfind.
 [[nodiscard]] std::int64_t find(std::string_view text, std::string_view sub, bool reverse = false);
