@@ -92,8 +92,9 @@ value get_attribute(const value& obj, std::string_view name) {
       return item != nullptr ? *item : value{};
     }
     case value::kind::string:
-    case value::kind::array:
       return find_method(obj, name).value_or(value{});
+    case value::kind::array:
+      return obj.is_list_like() ? find_method(obj, name).value_or(value{}) : value{};
     case value::kind::undefined:
     case value::kind::none:
     case value::kind::boolean:
@@ -117,7 +118,7 @@ value get_item(const value& obj, const value& key) {
   if (!key.is_integral())
     return value{};
   const std::int64_t index = key.as_int();
-  if (obj.is_array()) {
+  if (obj.is_list_like()) {
     const auto n = static_cast<std::int64_t>(obj.items().size());
     const std::int64_t i = index < 0 ? index + n : index;
     return i >= 0 && i < n ? obj.items()[static_cast<std::size_t>(i)] : value{};
@@ -139,6 +140,8 @@ value get_item(const value& obj, const value& key) {
 
 result<value> slice(interpreter& in, const value& obj, const value* start, const value* stop,
                     const value* step) {
+  if (obj.is_array() && !obj.is_list_like())
+    return value{};  // generators and dict views cannot be sliced
   if (obj.is_array()) {
     auto r = adjust(in, static_cast<std::int64_t>(obj.items().size()), start, stop, step);
     if (!r)

@@ -22,6 +22,8 @@ result<value> do_length(interpreter& in, const value& v, call_args& args) {
     case value::kind::string:
       return value{static_cast<std::int64_t>(length(v.as_string()))};
     case value::kind::array:
+      if (v.sequence_kind() == seq_kind::generator)
+        break;
       return value{static_cast<std::int64_t>(v.items().size())};
     case value::kind::object:
       return value{static_cast<std::int64_t>(v.as_object().size())};
@@ -50,6 +52,8 @@ result<value> do_last(interpreter& in, const value& v, call_args& args) {
   arg_reader a{in, "last", args, {}};
   if (auto ok = a.status(); !ok)
     return ok.error();
+  if (v.is_array() && v.sequence_kind() == seq_kind::generator)
+    return in.fail("last: a generator cannot be reversed");
   auto items = iterate(in, v);
   if (!items)
     return items.error();
@@ -97,11 +101,11 @@ result<value> do_items(interpreter& in, const value& v, call_args& args) {
   if (auto ok = a.status(); !ok)
     return ok.error();
   if (v.is_undefined())
-    return make_list(in, {});
+    return value::sequence({}, seq_kind::generator);
   if (!v.is_object())
     return in.fail(
         fmt::format("items: can only get item pairs from a mapping, not '{}'", type_name(v)));
-  return pairs(in, v.as_object());
+  return pairs(in, v.as_object(), seq_kind::generator);
 }
 
 result<value> do_dictsort(interpreter& in, const value& v, call_args& args) {
@@ -114,7 +118,7 @@ result<value> do_dictsort(interpreter& in, const value& v, call_args& args) {
   const std::size_t part = by->value_or("key") == "value" ? 1 : 0;
   if (by->value_or("key") != "key" && part == 0)
     return in.fail("dictsort: you can only sort by either 'key' or 'value'");
-  auto list = pairs(in, v.as_object());
+  auto list = pairs(in, v.as_object(), seq_kind::list);
   if (!list)
     return list;
   std::vector<value> items = list->items();
@@ -158,7 +162,10 @@ result<value> do_reverse(interpreter& in, const value& v, call_args& args) {
   if (!items)
     return items.error();
   std::reverse(items->begin(), items->end());
-  return make_list(in, std::move(items).value());
+  // reversed(seq) is an iterator; a generator is reversed into a list.
+  const bool generator = v.is_array() && v.sequence_kind() == seq_kind::generator;
+  return value::sequence(std::move(items).value(),
+                         generator ? seq_kind::list : seq_kind::generator);
 }
 
 result<value> do_unique(interpreter& in, const value& v, call_args& args) {
@@ -183,7 +190,7 @@ result<value> do_unique(interpreter& in, const value& v, call_args& args) {
       out.push_back(item);
     }
   }
-  return make_list(in, std::move(out));
+  return value::sequence(std::move(out), seq_kind::generator);
 }
 
 result<value> extreme(interpreter& in, const value& v, call_args& args, bool largest) {

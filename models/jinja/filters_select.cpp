@@ -32,7 +32,7 @@ value fold_case(const value& v) {
   return v.is_string() ? value{lower(v.as_string())} : v;
 }
 
-result<value> pairs(interpreter& in, const object_data& data) {
+result<value> pairs(interpreter& in, const object_data& data, seq_kind kind) {
   std::vector<value> out;
   out.reserve(data.size());
   for (const auto& [key, item] : data.entries()) {
@@ -41,7 +41,9 @@ result<value> pairs(interpreter& in, const object_data& data) {
       return pair;
     out.push_back(std::move(pair).value());
   }
-  return make_list(in, std::move(out));
+  if (auto ok = in.check_list(out.size()); !ok)
+    return ok.error();
+  return value::sequence(std::move(out), kind);
 }
 
 result<void> sort_values(interpreter& in, std::vector<value>& items, bool reverse,
@@ -99,6 +101,8 @@ result<value> select_items(interpreter& in, const value& v, call_args& args, boo
     if (test == nullptr)
       return in.fail(fmt::format("{}(): no test named '{}'", name, test_name.as_string()));
   }
+  if (!v.truthy())  // Jinja checks `if value:` before iterating
+    return value::sequence({}, seq_kind::generator);
   auto items = iterate(in, v);
   if (!items)
     return items.error();
@@ -121,12 +125,14 @@ result<value> select_items(interpreter& in, const value& v, call_args& args, boo
     if (passed == keep)
       out.push_back(item);
   }
-  return make_list(in, std::move(out));
+  return value::sequence(std::move(out), seq_kind::generator);
 }
 
 }  // namespace
 
 result<value> do_map(interpreter& in, const value& v, call_args& args) {
+  if (!v.truthy())  // Jinja checks `if value:` before iterating
+    return value::sequence({}, seq_kind::generator);
   auto items = iterate(in, v);
   if (!items)
     return items.error();
@@ -143,7 +149,7 @@ result<value> do_map(interpreter& in, const value& v, call_args& args) {
       value got = get_path(in, item, *attribute);
       out.push_back(got.is_undefined() && fallback != nullptr ? *fallback : std::move(got));
     }
-    return make_list(in, std::move(out));
+    return value::sequence(std::move(out), seq_kind::generator);
   }
   const value filter_name = args.positional.front();
   if (!filter_name.is_string())
@@ -160,7 +166,7 @@ result<value> do_map(interpreter& in, const value& v, call_args& args) {
       return mapped;
     out.push_back(std::move(mapped).value());
   }
-  return make_list(in, std::move(out));
+  return value::sequence(std::move(out), seq_kind::generator);
 }
 
 result<value> do_select(interpreter& in, const value& v, call_args& args) {

@@ -134,9 +134,9 @@ result<value> do_indent(interpreter& in, const value& v, call_args& args) {
   } else {
     return in.fail("indent(): width must be an integer or a string");
   }
-  auto text = str(in, v);
-  if (!text)
-    return text.error();
+  if (!v.is_string())  // Jinja appends "\n" to its input: only strings work
+    return in.fail(fmt::format("indent(): expected a string, not '{}'", type_name(v)));
+  const std::string* text = &v.as_string();
   const std::vector<std::string> lines = splitlines(*text + "\n");
   if (auto ok = in.check_string(text->size() + lines.size() * pad.size() + pad.size()); !ok)
     return ok.error();
@@ -208,40 +208,15 @@ result<value> do_tojson(interpreter& in, const value& v, call_args& args) {
 }
 
 result<value> do_format(interpreter& in, const value& v, call_args& args) {
+  if (!args.named.empty())
+    return in.fail("format(): keyword arguments are not supported");
   auto text = str(in, v);
   if (!text)
     return text.error();
-  std::string out;
-  std::size_t next = 0;
-  for (std::size_t i = 0; i < text->size(); ++i) {
-    const char c = (*text)[i];
-    if (c != '%' || i + 1 >= text->size()) {
-      out.push_back(c);
-      continue;
-    }
-    const char spec = (*text)[++i];
-    if (spec == '%') {
-      out.push_back('%');
-      continue;
-    }
-    if (next >= args.positional.size())
-      return in.fail("format(): not enough arguments for the format string");
-    const value& arg = args.positional[next++];
-    if (spec == 's' || spec == 'r') {
-      auto piece = spec == 's' ? str(in, arg) : repr(arg);
-      if (!piece)
-        return piece.error();
-      out += *piece;
-    } else if ((spec == 'd' || spec == 'i') && arg.is_numeric()) {
-      out += std::to_string(arg.is_float() ? static_cast<std::int64_t>(arg.as_double())
-                                           : arg.as_int());
-    } else if (spec == 'f' && arg.is_numeric()) {
-      out += fmt::format("{:.6f}", arg.as_double());
-    } else {
-      return in.fail(fmt::format("format(): unsupported conversion '%{}'", spec));
-    }
-  }
-  return make_string(in, std::move(out));
+  auto out = printf_format(in, *text, args.positional);
+  if (!out)
+    return out.error();
+  return value{std::move(out).value()};
 }
 
 constexpr filter_entry entries[] = {

@@ -178,7 +178,7 @@ result<value> dict_items(interpreter& in, const value& self, call_args& args) {
   arg_reader a{in, "items", args, {}};
   if (auto ok = a.status(); !ok)
     return ok.error();
-  return internal::pairs(in, self.as_object());
+  return internal::pairs(in, self.as_object(), seq_kind::dict_items);
 }
 
 result<value> dict_keys(interpreter& in, const value& self, call_args& args) {
@@ -188,7 +188,7 @@ result<value> dict_keys(interpreter& in, const value& self, call_args& args) {
   auto keys = internal::iterate(in, self);
   if (!keys)
     return keys.error();
-  return internal::make_list(in, std::move(keys).value());
+  return value::sequence(std::move(keys).value(), seq_kind::dict_keys);
 }
 
 result<value> dict_values(interpreter& in, const value& self, call_args& args) {
@@ -198,7 +198,7 @@ result<value> dict_values(interpreter& in, const value& self, call_args& args) {
   std::vector<value> out;
   for (const auto& entry : self.as_object().entries())
     out.push_back(entry.second);
-  return internal::make_list(in, std::move(out));
+  return value::sequence(std::move(out), seq_kind::dict_values);
 }
 
 result<value> dict_get(interpreter& in, const value& self, call_args& args) {

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "models/jinja/internal/filter_support.hpp"
 #include "models/jinja/internal/ops.hpp"
 #include "models/jinja/internal/py_format.hpp"
 #include "models/jinja/internal/text.hpp"
@@ -65,8 +66,12 @@ result<value> float_op(interpreter& in, std::string_view op, double x, double y)
     return value{x - y};
   if (op == "*")
     return value{x * y};
-  if (op == "**")
-    return value{std::pow(x, y)};
+  if (op == "**") {
+    const double r = std::pow(x, y);
+    if (std::isinf(r) && std::isfinite(x) && std::isfinite(y) && x != 0.0)
+      return make_error(errc::out_of_range, "float power: numerical result out of range");
+    return value{r};
+  }
   if (y == 0.0)
     return in.fail("float division by zero");
   if (op == "/")
@@ -133,16 +138,26 @@ result<value> binary_op(interpreter& in, std::string_view op, const value& a, co
   if (op == "+") {
     if (a.is_string() && b.is_string())
       return make_string(in, a.as_string() + b.as_string());
-    if (a.is_array() && b.is_array() && a.is_tuple() == b.is_tuple()) {
+    if (a.is_list_like() && b.is_list_like() && a.is_tuple() == b.is_tuple()) {
       std::vector<value> items = a.items();
       items.insert(items.end(), b.items().begin(), b.items().end());
       return make_list(in, std::move(items), a.is_tuple());
     }
   }
+  if (op == "%" && a.is_string()) {
+    // printf-style: a tuple spreads; one dict or list counts as a mapping.
+    const bool spread = b.is_array() && b.is_tuple();
+    const bool mapping = b.is_object() || b.is_undefined() || (b.is_list_like() && !b.is_tuple());
+    auto text =
+        printf_format(in, a.as_string(), spread ? b.items() : std::vector<value>{b}, mapping);
+    if (!text)
+      return text.error();
+    return value{std::move(text).value()};
+  }
   if (op == "*") {
-    if ((a.is_string() || a.is_array()) && b.is_integral())
+    if ((a.is_string() || a.is_list_like()) && b.is_integral())
       return repeat(in, a, b.as_int());
-    if (a.is_integral() && (b.is_string() || b.is_array()))
+    if (a.is_integral() && (b.is_string() || b.is_list_like()))
       return repeat(in, b, a.as_int());
   }
   return unsupported_operands(in, op, a, b);
@@ -163,8 +178,10 @@ bool equals(const value& a, const value& b) {
     case value::kind::string:
       return a.as_string() == b.as_string();
     case value::kind::array: {
-      if (a.is_tuple() != b.is_tuple() || a.items().size() != b.items().size())
+      if (a.sequence_kind() != b.sequence_kind() || a.items().size() != b.items().size())
         return false;
+      if (a.sequence_kind() == seq_kind::generator)
+        return &a.items() == &b.items();  // generators compare by identity
       for (std::size_t i = 0; i < a.items().size(); ++i) {
         if (!equals(a.items()[i], b.items()[i]))
           return false;
@@ -205,7 +222,7 @@ result<int> order(interpreter& in, const value& a, const value& b) {
     const int c = a.as_string().compare(b.as_string());
     return c < 0 ? -1 : c > 0 ? 1 : 0;
   }
-  if (a.is_array() && b.is_array() && a.is_tuple() == b.is_tuple()) {
+  if (a.is_list_like() && b.is_list_like() && a.is_tuple() == b.is_tuple()) {
     const auto& x = a.items();
     const auto& y = b.items();
     for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -240,6 +257,8 @@ result<bool> contains(interpreter& in, const value& container, const value& item
       return false;
     }
     case value::kind::object:
+      if (item.is_object() || (item.is_array() && item.sequence_kind() == seq_kind::list))
+        return in.fail(fmt::format("unhashable type: '{}'", type_name(item)));
       return item.is_string() && container.as_object().find(item.as_string()) != nullptr;
     case value::kind::none:
     case value::kind::boolean:

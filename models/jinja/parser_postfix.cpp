@@ -48,17 +48,39 @@ result<expr_ptr> parser::postfix(expr_ptr operand) {
 
 result<expr_ptr> parser::subscript(expr_ptr operand) {
   const int line = operand->line;
+  if (is_op("]")) {  // x[] indexes with the empty tuple
+    advance();
+    auto n = node(expr_kind::item, line);
+    n->args.push_back(std::move(operand));
+    n->args.push_back(node(expr_kind::tuple, line));
+    return n;
+  }
   expr_ptr start;
   if (!is_op(":")) {
     auto index = expression();
     if (!index)
       return index;
     if (!is_op(":")) {
+      expr_ptr key = std::move(index).value();
+      if (is_op(",")) {  // x[a, b] indexes with the tuple (a, b)
+        auto tuple = node(expr_kind::tuple, line);
+        tuple->args.push_back(std::move(key));
+        while (is_op(",")) {
+          advance();
+          if (is_op("]"))
+            break;
+          auto more = expression();
+          if (!more)
+            return more;
+          tuple->args.push_back(std::move(more).value());
+        }
+        key = std::move(tuple);
+      }
       if (auto ok = expect_op("]"); !ok)
         return ok.error();
       auto n = node(expr_kind::item, line);
       n->args.push_back(std::move(operand));
-      n->args.push_back(std::move(index).value());
+      n->args.push_back(std::move(key));
       return n;
     }
     start = std::move(index).value();

@@ -5,6 +5,7 @@
 #include "models/jinja/builtins.hpp"
 #include "models/jinja/internal/args.hpp"
 #include "models/jinja/internal/ops.hpp"
+#include "models/jinja/internal/py_format.hpp"
 #include "models/jinja/internal/text.hpp"
 
 namespace mstar::models::jinja {
@@ -54,30 +55,29 @@ bool is_string(const value& v) {
 bool is_mapping(const value& v) {
   return v.is_object();
 }
-// Python: len() and __getitem__ work (Undefined has both).
+// Python: len() and __getitem__ work (Undefined has both; generators and
+// dict views do not).
 bool is_sequence(const value& v) {
-  return v.is_string() || v.is_array() || v.is_object() || v.is_undefined();
+  return v.is_string() || v.is_list_like() || v.is_object() || v.is_undefined();
 }
 bool is_iterable(const value& v) {
   return v.is_string() || v.is_array() || v.is_object() || v.is_undefined();
 }
+// Python's callable(): Undefined defines __call__ (which raises), so it counts.
 bool is_callable(const value& v) {
-  return v.is_function();
+  return v.is_function() || v.is_undefined();
 }
 bool is_escaped(const value&) {
   return false;
 }
+// str(value).islower() / isupper(): some cased character, none of the other case.
 bool is_lower(const value& v) {
-  if (!v.is_string())
-    return false;
-  const std::string& s = v.as_string();
-  return internal::lower(s) == s && internal::upper(s) != s;
+  auto text = internal::to_str(v);
+  return text && internal::lower(*text) == *text && internal::upper(*text) != *text;
 }
 bool is_upper(const value& v) {
-  if (!v.is_string())
-    return false;
-  const std::string& s = v.as_string();
-  return internal::upper(s) == s && internal::lower(s) != s;
+  auto text = internal::to_str(v);
+  return text && internal::upper(*text) == *text && internal::lower(*text) != *text;
 }
 
 // Whether v % by == expected, as Python computes it (2.5 % 2 is 0.5: neither odd nor even).

@@ -74,11 +74,15 @@ void object_data::clear() {
 }
 
 result<value> value::list(std::vector<value> items, bool tuple) {
+  return sequence(std::move(items), tuple ? seq_kind::tuple : seq_kind::list);
+}
+
+result<value> value::sequence(std::vector<value> items, seq_kind kind) {
   const std::uint32_t d = deepest(items) + 1;
   if (d > max_value_depth)
     return too_deep();
   value out;
-  out.data_ = std::make_shared<const array_data>(array_data{std::move(items), tuple, d});
+  out.data_ = std::make_shared<const array_data>(array_data{std::move(items), kind, d});
   return out;
 }
 
@@ -204,7 +208,7 @@ bool value::truthy() const {
     case kind::string:
       return !as_string().empty();
     case kind::array:
-      return !items().empty();
+      return sequence_kind() == seq_kind::generator || !items().empty();
     case kind::object:
       return as_object().size() != 0;
     case kind::ns:
@@ -229,7 +233,21 @@ std::string_view type_name(const value& v) {
     case value::kind::string:
       return "str";
     case value::kind::array:
-      return v.is_tuple() ? "tuple" : "list";
+      switch (v.sequence_kind()) {
+        case seq_kind::list:
+          return "list";
+        case seq_kind::tuple:
+          return "tuple";
+        case seq_kind::generator:
+          return "generator";
+        case seq_kind::dict_items:
+          return "dict_items";
+        case seq_kind::dict_keys:
+          return "dict_keys";
+        case seq_kind::dict_values:
+          return "dict_values";
+      }
+      return "list";
     case value::kind::object:
       return "dict";
     case value::kind::ns:

@@ -35,12 +35,18 @@ struct function_data {
   native_function call;
 };
 
-/// A list (or tuple: they differ only in how Python prints them). `depth` is
-/// the nesting of containers below and including this one, bounded so that
-/// printing and destroying a value never recurses without limit.
+/// What Python type a sequence of items stands for. Lists and tuples differ
+/// only in printing; the others are what Jinja's filters and dict methods
+/// return in Python: a generator (map, select, unique, items...: always
+/// truthy, no len(), no indexing) or a dict view (no indexing).
+enum class seq_kind : std::uint8_t { list, tuple, generator, dict_items, dict_keys, dict_values };
+
+/// A sequence of items. `depth` is the nesting of containers below and
+/// including this one, bounded so that printing and destroying a value never
+/// recurses without limit.
 struct array_data {
   std::vector<value> items;
-  bool tuple = false;
+  seq_kind kind = seq_kind::list;
   std::uint32_t depth = 1;
 };
 
@@ -111,8 +117,10 @@ class value {
   explicit value(const char* s) : value(std::string{s}) {}
 
   [[nodiscard]] static value none() { return value{none_tag{}}; }
-  /// A list; fails when nesting it would pass max_value_depth.
+  /// A list (or tuple); fails when nesting it would pass max_value_depth.
   [[nodiscard]] static result<value> list(std::vector<value> items, bool tuple = false);
+  /// A sequence of any kind; fails when nesting it would pass max_value_depth.
+  [[nodiscard]] static result<value> sequence(std::vector<value> items, seq_kind kind);
   /// A mapping; fails when nesting it would pass max_value_depth.
   [[nodiscard]] static result<value> object(object_data data);
   /// A fresh namespace holding `data`.
@@ -145,7 +153,13 @@ class value {
   [[nodiscard]] double as_double() const;
   [[nodiscard]] const std::string& as_string() const { return *std::get<string_ptr>(data_); }
   [[nodiscard]] const std::vector<value>& items() const { return array_ref().items; }
-  [[nodiscard]] bool is_tuple() const { return array_ref().tuple; }
+  [[nodiscard]] seq_kind sequence_kind() const { return array_ref().kind; }
+  [[nodiscard]] bool is_tuple() const { return array_ref().kind == seq_kind::tuple; }
+  /// A list or tuple: indexable, sliceable, concatenable.
+  [[nodiscard]] bool is_list_like() const {
+    return is_array() &&
+           (array_ref().kind == seq_kind::list || array_ref().kind == seq_kind::tuple);
+  }
   [[nodiscard]] const object_data& as_object() const { return *std::get<object_ptr>(data_); }
   /// The mutable contents of a namespace (shared by every copy of it).
   [[nodiscard]] object_data& as_namespace() const { return *std::get<namespace_ptr>(data_); }

@@ -20,12 +20,18 @@ namespace mstar::models::jinja::internal {
 /// A string lowered for case-insensitive comparison; other values unchanged.
 [[nodiscard]] value fold_case(const value& v);
 
-/// A mapping's (key, value) tuples in order.
-[[nodiscard]] result<value> pairs(interpreter& in, const object_data& data);
+/// A mapping's (key, value) tuples in order, as a sequence of `kind`.
+[[nodiscard]] result<value> pairs(interpreter& in, const object_data& data, seq_kind kind);
 
 /// Stable sort of `items` by `key` (Python's sorted(key=..., reverse=...)).
 [[nodiscard]] result<void> sort_values(interpreter& in, std::vector<value>& items, bool reverse,
                                        const std::function<value(const value&)>& key);
+
+/// Python's `format % args` (printf_format.cpp). With `mapping_argument` (the
+/// right operand was one dict or list) unused arguments are no error.
+[[nodiscard]] result<std::string> printf_format(interpreter& in, const std::string& format,
+                                                const std::vector<value>& args,
+                                                bool mapping_argument = false);
 
 // filters_select.cpp
 result<value> do_map(interpreter& in, const value& v, call_args& args);

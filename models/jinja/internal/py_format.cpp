@@ -101,12 +101,23 @@ result<std::string> format_value(const value& v, bool quoted, std::uint32_t leve
     case value::kind::string:
       return quoted ? string_repr(v.as_string()) : v.as_string();
     case value::kind::array: {
+      if (v.sequence_kind() == seq_kind::generator)
+        return std::string{"<generator object>"};  // Python adds an address
       auto inner = format_items(v.items(), level);
       if (!inner)
         return inner;
-      if (!v.is_tuple())
-        return "[" + *inner + "]";
-      return "(" + *inner + (v.items().size() == 1 ? ",)" : ")");
+      switch (v.sequence_kind()) {
+        case seq_kind::list:
+        case seq_kind::generator:
+          return "[" + *inner + "]";
+        case seq_kind::tuple:
+          return "(" + *inner + (v.items().size() == 1 ? ",)" : ")");
+        case seq_kind::dict_items:
+        case seq_kind::dict_keys:
+        case seq_kind::dict_values:
+          return std::string{type_name(v)} + "([" + *inner + "])";
+      }
+      return *inner;
     }
     case value::kind::object:
       return format_mapping(v.as_object(), level);
@@ -189,6 +200,8 @@ class json_writer {
         json_string(out_, v.as_string(), style_.ensure_ascii);
         return {};
       case value::kind::array:
+        if (!v.is_list_like())
+          break;
         return write_array(v.items(), level);
       case value::kind::object:
         return write_object(v.as_object(), level);
