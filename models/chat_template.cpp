@@ -248,6 +248,17 @@ result<std::string> chat_template::render(const nlohmann::ordered_json& messages
   }
   if (!options.extra.is_null() && !options.extra.is_object())
     return make_error(errc::invalid_argument, "extra template variables must be a JSON object");
+  if (!options.tools.is_null() && !options.tools.is_array())
+    return make_error(errc::invalid_argument, "tools must be a JSON list");
+  if (!options.documents.is_null()) {
+    if (!options.documents.is_array())
+      return make_error(errc::invalid_argument, "documents must be a JSON list");
+    for (std::size_t i = 0; i < options.documents.size(); ++i) {
+      if (!options.documents[i].is_object())
+        return make_error(errc::invalid_argument,
+                          fmt::format("documents[{}] must be an object", i));
+    }
+  }
   auto chat = normalise(messages);
   if (!chat)
     return chat.error();

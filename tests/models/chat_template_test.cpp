@@ -240,6 +240,9 @@ TEST(chat_template, refuses_inputs_transformers_refuses) {
   both.add_generation_prompt = true;
   both.continue_final_message = true;
   EXPECT_FALSE(tmpl->render(json::parse(R"([{"role": "user", "content": "x"}])"), both));
+  chat_render_options bad_documents;
+  bad_documents.documents = json::parse(R"(["not an object"])");
+  EXPECT_FALSE(tmpl->render(json::parse(R"([{"role": "user", "content": "x"}])"), bad_documents));
   chat_render_options shadowing;
   shadowing.extra = json::parse(R"({"messages": []})");
   EXPECT_FALSE(tmpl->render(json::parse(R"([{"role": "user", "content": "x"}])"), shadowing));
