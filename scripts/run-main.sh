@@ -28,12 +28,13 @@ done
 scripts/install-deps.sh
 scripts/build.sh build -DMSTAR_CUDA=AUTO -- mstar-serve >/dev/null
 url=http://127.0.0.1:$port
-build/launcher/mstar-serve --host 127.0.0.1 --port "$port" "${extra[@]}" &
+log=build/mstar-serve.log
+build/launcher/mstar-serve --host 127.0.0.1 --port "$port" "${extra[@]}" 2>"$log" &
 server=$!
 trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null' EXIT INT TERM
 for _ in $(seq 1 600); do
   curl -sf "$url/health" >/dev/null 2>&1 && break
-  kill -0 $server 2>/dev/null || { echo "run-main: mstar-serve exited (see above)" >&2; exit 1; }
+  kill -0 $server 2>/dev/null || { cat "$log" >&2; echo "run-main: mstar-serve exited (log above)" >&2; exit 1; }
   sleep 0.1
 done
 curl -sf "$url/health" >/dev/null || { echo "run-main: no /health after 60 s" >&2; exit 1; }
@@ -66,9 +67,12 @@ for line in sys.stdin:
         sys.stdout.flush()
 print()
 '
+echo
+echo "The server's log (one line per request):"
+cat "$log"
 if ((once)); then
   exit 0
 fi
-echo
-echo "Serving until Ctrl-C."
+echo "Serving until Ctrl-C; the log follows."
+tail -n 0 -f "$log" &
 wait $server

@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
 
   mstar::serve::served_model served;
   served.name = opt.served_name;
+  if (served.name.empty() && opt.model == MSTAR_EMBEDDED_MODEL_DIR)
+    served.name = "mstar-embedded";
   if (served.name.empty()) {
     auto folder = std::filesystem::path(opt.model).lexically_normal();
     served.name =
