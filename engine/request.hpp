@@ -66,7 +66,20 @@ struct request_spec {
 enum class finish_reason : std::uint8_t { length, stop, eos, cancelled, error };
 
 /// "length", "stop" (eos and stop rules both read "stop", as OpenAI does)...
-[[nodiscard]] const char* to_string(finish_reason r) noexcept;
+[[nodiscard]] constexpr const char* to_string(finish_reason r) noexcept {
+  switch (r) {
+    case finish_reason::length:
+      return "length";
+    case finish_reason::stop:
+    case finish_reason::eos:
+      return "stop";
+    case finish_reason::cancelled:
+      return "cancelled";
+    case finish_reason::error:
+      return "error";
+  }
+  return "error";
+}
 
 /// One alternative and its log-probability.
 struct token_logprob {

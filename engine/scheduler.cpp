@@ -7,21 +7,6 @@
 
 namespace mstar::engine {
 
-const char* to_string(finish_reason r) noexcept {
-  switch (r) {
-    case finish_reason::length:
-      return "length";
-    case finish_reason::stop:
-    case finish_reason::eos:
-      return "stop";
-    case finish_reason::cancelled:
-      return "cancelled";
-    case finish_reason::error:
-      return "error";
-  }
-  return "error";
-}
-
 /// One of a request's `n` samples: its tokens and where it stands.
 struct scheduler::sequence {
   request_id rid;

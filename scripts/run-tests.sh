@@ -40,6 +40,12 @@ timed "build build/" scripts/build.sh build -DMSTAR_CUDA=AUTO || fail "building 
 timed "tests in build/" ctest --test-dir build --output-on-failure --no-tests=error -j "$jobs" ||
   fail "tests in build/"
 
+echo "== the main job, once (scripts/run-main.sh --once: mstar-serve, one streamed chat reply)"
+timed "main job" scripts/run-main.sh --once || fail "the main job (scripts/run-main.sh --once)"
+
+echo "== libFuzzer over HTTP requests (build-fuzz/, clang, 60 s)"
+timed "fuzz" scripts/fuzz.sh 60 || fail "the HTTP fuzzer (scripts/fuzz.sh)"
+
 echo "== Release, CPU only (build-release/)"
 timed "build build-release/" \
   scripts/build.sh build-release -DCMAKE_BUILD_TYPE=Release -DMSTAR_CUDA=OFF ||

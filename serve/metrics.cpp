@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "actors/runtime.hpp"
 #include "serve/generation.hpp"
 
 namespace mstar::serve {
@@ -72,7 +71,7 @@ void metrics::responded(int status) {
   ++responses_[status];
 }
 
-std::string metrics::render(const actors::runtime_stats* engine) const {
+std::string metrics::render(const engine_gauges* engine) const {
   std::string out;
   out.reserve(8192);
   {

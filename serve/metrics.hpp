@@ -15,9 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace mstar::actors {
-struct runtime_stats;
-}
+#include "serve/engine_port.hpp"
 
 namespace mstar::serve {
 
@@ -47,7 +45,7 @@ class metrics {
   /// One HTTP response sent with `status`.
   void responded(int status);
   /// The exposition text; `engine` null when the runtime did not answer.
-  [[nodiscard]] std::string render(const actors::runtime_stats* engine) const;
+  [[nodiscard]] std::string render(const engine_gauges* engine) const;
 
  private:
   mutable std::mutex mutex_;

@@ -10,7 +10,7 @@ namespace mstar::serve {
 namespace {
 
 using internal::fields;
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 constexpr std::size_t max_stop_strings = 64;
 constexpr std::size_t max_prompts = 1024;

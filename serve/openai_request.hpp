@@ -44,9 +44,10 @@ struct generation_request {
   endpoint kind = endpoint::completions;
   std::string model;
   std::vector<prompt_input> prompts;  ///< chat: one, the rendered conversation
-  nlohmann::json messages;            ///< chat: as sent (content parts flattened to text)
-  nlohmann::json tools;               ///< chat: for the template (null when absent)
-  nlohmann::json template_kwargs = nlohmann::json::object();  ///< chat_template_kwargs
+  nlohmann::ordered_json messages;    ///< chat: as sent (content parts flattened to text)
+  nlohmann::ordered_json tools;       ///< chat: for the template (null when absent)
+  nlohmann::ordered_json template_kwargs =
+      nlohmann::ordered_json::object();  ///< chat_template_kwargs
   bool add_generation_prompt = true;
   engine::sampling_params sampling;
   engine::stop_rules stop;

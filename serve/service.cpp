@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/runtime.hpp"
-
 namespace mstar::serve {
 namespace {
 
@@ -26,9 +24,9 @@ bool same_secret(std::string_view given, std::string_view key) {
 
 }  // namespace
 
-service::service(actors::runtime* rt, served_model model, chat_renderer render,
+service::service(engine_port* engine, served_model model, chat_renderer render,
                  service_options options)
-    : rt_(rt),
+    : engine_(engine),
       model_(std::move(model)),
       render_(std::move(render)),
       options_(std::move(options)),
@@ -131,13 +129,9 @@ http_reply service::models_reply() const {
 }
 
 http_reply service::metrics_reply() const {
-  std::optional<actors::runtime_stats> stats;
-  if (rt_ != nullptr) {
-    if (auto s = rt_->stats())
-      stats = *s;
-  }
+  const auto gauges = engine_ != nullptr ? engine_->gauges() : std::nullopt;
   return {200, "text/plain; version=0.0.4; charset=utf-8",
-          metrics_.render(stats ? &*stats : nullptr)};
+          metrics_.render(gauges ? &*gauges : nullptr)};
 }
 
 }  // namespace mstar::serve

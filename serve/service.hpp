@@ -16,13 +16,10 @@
 
 #include "core/result.hpp"
 #include "serve/api_error.hpp"
+#include "serve/engine_port.hpp"
 #include "serve/generation.hpp"
 #include "serve/metrics.hpp"
 #include "serve/openai_request.hpp"
-
-namespace mstar::actors {
-class runtime;
-}
 
 namespace mstar::serve {
 
@@ -52,9 +49,9 @@ struct http_call {
 
 class service {
  public:
-  /// `rt` may be null (tests, fuzzing): generations are then prepared but
-  /// never run, and /metrics shows no engine gauges.
-  service(actors::runtime* rt, served_model model, chat_renderer render, service_options options);
+  /// `engine` may be null (the fuzz target): generations are then prepared
+  /// but fail when run, and /metrics shows no engine gauges.
+  service(engine_port* engine, served_model model, chat_renderer render, service_options options);
 
   /// Either a reply to send now, or a generation to run (admitted: call
   /// `finished` once it ends).
@@ -70,7 +67,7 @@ class service {
   [[nodiscard]] bool draining() const noexcept { return draining_; }
   [[nodiscard]] std::size_t outstanding() const noexcept { return outstanding_; }
 
-  [[nodiscard]] actors::runtime* runtime() const noexcept { return rt_; }
+  [[nodiscard]] engine_port* engine() const noexcept { return engine_; }
   [[nodiscard]] const served_model& model() const noexcept { return model_; }
 
   /// An error reply.
@@ -82,7 +79,7 @@ class service {
   [[nodiscard]] http_reply metrics_reply() const;
   [[nodiscard]] bool authorized(std::string_view header) const;
 
-  actors::runtime* rt_;
+  engine_port* engine_;
   served_model model_;
   chat_renderer render_;
   service_options options_;

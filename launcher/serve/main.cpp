@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/runtime.hpp"
@@ -10,6 +11,7 @@
 #include "launcher/serve/chat.hpp"
 #include "models/nemotron_h.hpp"
 #include "serve/http_server.hpp"
+#include "serve/runtime_port.hpp"
 
 namespace {
 
@@ -72,6 +74,7 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("mstar-serve"));  // logs on stderr
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
   if (opt.api_key.empty()) {
     if (const char* env = std::getenv("MSTAR_API_KEY"))
@@ -98,6 +101,8 @@ int main(int argc, char** argv) {
 
   mstar::serve::served_model served;
   served.name = opt.served_name;
+  if (served.name.empty() && opt.model == MSTAR_EMBEDDED_MODEL_DIR)
+    served.name = "mstar-embedded";
   if (served.name.empty()) {
     auto folder = std::filesystem::path(opt.model).lexically_normal();
     served.name =
@@ -117,7 +122,8 @@ int main(int argc, char** argv) {
   mstar::serve::service_options so;
   so.api_key = opt.api_key;
   so.max_outstanding = opt.max_outstanding;
-  auto svc = std::make_shared<mstar::serve::service>(&rt, served, chat.render, so);
+  mstar::serve::runtime_port port{rt};
+  auto svc = std::make_shared<mstar::serve::service>(&port, served, chat.render, so);
   opt.http.log_requests = !opt.quiet;
   auto server = mstar::serve::http_server::start(svc, opt.http);
   if (!server)

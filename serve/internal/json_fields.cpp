@@ -5,7 +5,7 @@
 
 namespace mstar::serve::internal {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 std::size_t nesting_depth(std::string_view text) noexcept {
   std::size_t depth = 0, deepest = 0;

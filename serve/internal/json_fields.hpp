@@ -24,7 +24,7 @@ inline constexpr std::size_t max_json_depth = 64;
 
 class fields {
  public:
-  explicit fields(const nlohmann::json& body) : body_(body) {}
+  explicit fields(const nlohmann::ordered_json& body) : body_(body) {}
 
   void string(const char* name, std::optional<std::string>& out);
   void integer(const char* name, std::optional<std::int64_t>& out, std::int64_t lo,
@@ -38,18 +38,18 @@ class fields {
   void token_ids(const char* name, std::vector<engine::token_id>& out, std::int64_t vocab);
   /// `stream_options`: an object whose `include_usage` is a boolean.
   void stream_options(bool& include_usage);
-  void object(const char* name, nlohmann::json& out);
-  void array(const char* name, nlohmann::json& out);
+  void object(const char* name, nlohmann::ordered_json& out);
+  void array(const char* name, nlohmann::ordered_json& out);
 
   /// The first error, if any read failed.
   [[nodiscard]] const std::optional<api_error>& failed() const noexcept { return error_; }
 
  private:
   // The field's value, or null when absent, null or after an earlier error.
-  [[nodiscard]] const nlohmann::json* find(const char* name) const;
+  [[nodiscard]] const nlohmann::ordered_json* find(const char* name) const;
   void fail(const char* name, std::string_view what);
 
-  const nlohmann::json& body_;
+  const nlohmann::ordered_json& body_;
   std::optional<api_error> error_;
 };
 

@@ -3,10 +3,10 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <cerrno>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-
-#include "actors/runtime.hpp"
+#include <sys/socket.h>
 
 namespace mstar::serve::internal {
 namespace {
@@ -56,9 +56,9 @@ void session::close_when_idle() {
 
 void session::cancel_generation() {
   net::post(stream_.get_executor(), [self = shared_from_this()] {
-    if (auto* rt = self->state_->svc->runtime(); rt != nullptr && self->gen_) {
+    if (auto* engine = self->state_->svc->engine(); engine != nullptr && self->gen_) {
       for (const auto& id : self->engine_ids_)
-        rt->cancel(id);
+        engine->cancel(id);
     }
   });
 }
@@ -81,6 +81,10 @@ void session::read() {
 }
 
 void session::on_header(beast::error_code ec) {
+  if (ec == http::error::body_limit) {  // a Content-Length over the limit
+    busy_ = true;
+    return refuse_large_body();
+  }
   if (ec) {
     // A closed or idle connection ends quietly; garbage gets one 400.
     if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
@@ -123,14 +127,16 @@ void session::on_header(beast::error_code ec) {
   read_body();
 }
 
+void session::refuse_large_body() {
+  keep_alive_ = false;  // the rest of the body is never read
+  send(service::reply(
+      {413, fmt::format("the body is over the limit of {} bytes", state_->options.max_body_bytes),
+       "invalid_request_error", "", "body_too_large"}));
+}
+
 void session::on_body(beast::error_code ec) {
-  if (ec == http::error::body_limit) {
-    keep_alive_ = false;
-    send(service::reply(
-        {413, fmt::format("the body is over the limit of {} bytes", state_->options.max_body_bytes),
-         "invalid_request_error", "", "body_too_large"}));
-    return;
-  }
+  if (ec == http::error::body_limit)
+    return refuse_large_body();
   if (ec) {
     keep_alive_ = false;
     if (ec == net::error::eof || ec == http::error::end_of_stream ||
@@ -186,9 +192,9 @@ void session::start_generation(std::unique_ptr<generation> g) {
                           keep_alive_ ? "keep-alive" : "close"));
   }
   watch_peer();
-  auto* rt = state_->svc->runtime();
+  auto* engine = state_->svc->engine();
   for (auto& spec : specs) {
-    if (rt == nullptr) {
+    if (engine == nullptr) {
       engine::delta d;
       d.id = spec.id;
       d.finished = engine::finish_reason::error;
@@ -196,7 +202,7 @@ void session::start_generation(std::unique_ptr<generation> g) {
       on_delta(d);
       continue;
     }
-    (void)rt->submit(std::move(spec), [self = shared_from_this()](const engine::delta& d) {
+    engine->submit(std::move(spec), [self = shared_from_this()](const engine::delta& d) {
       net::post(self->stream_.get_executor(), [self, d] { self->on_delta(d); });
     });
   }
@@ -277,25 +283,35 @@ void session::write_next() {
 }
 
 // While a generation runs the client sends nothing; the socket turning
-// readable with no bytes means it closed, so its requests are cancelled.
+// readable with nothing to read means it closed, so its requests are
+// cancelled. Readiness can be stale (an edge for bytes the request reader
+// already took), so a peek decides: 0 is the peer's FIN, EAGAIN re-arms.
 void session::watch_peer() {
   if (watching_ || closed_)
     return;
   watching_ = true;
-  stream_.socket().async_wait(tcp::socket::wait_read,
-                              [self = shared_from_this()](beast::error_code ec) {
-                                self->watching_ = false;
-                                if (self->read_after_watch_) {
-                                  self->read_after_watch_ = false;
-                                  return self->read();
-                                }
-                                if (!self->gen_ || ec == net::error::operation_aborted)
-                                  return;
-                                beast::error_code e;
-                                const auto n = self->stream_.socket().available(e);
-                                if (ec || e || n == 0)
-                                  self->peer_gone();
-                              });
+  stream_.socket().async_wait(
+      tcp::socket::wait_read,
+      [self = shared_from_this()](beast::error_code ec) { self->on_watch(ec); });
+}
+
+void session::on_watch(beast::error_code ec) {
+  watching_ = false;
+  if (read_after_watch_) {
+    read_after_watch_ = false;
+    return read();
+  }
+  if (!gen_ || closed_ || ec == net::error::operation_aborted)
+    return;
+  if (ec)
+    return peer_gone();
+  char byte = 0;
+  const auto got = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+    return peer_gone();
+  if (got < 0)
+    return watch_peer();  // stale readiness: nothing there yet
+  // A pipelined request: the reader takes it after this response.
 }
 
 void session::peer_gone() {
@@ -305,9 +321,9 @@ void session::peer_gone() {
   // The front may be under an async_write still: keep it until it returns.
   outbox_.erase(writing_ ? std::next(outbox_.begin()) : outbox_.begin(), outbox_.end());
   if (gen_) {
-    if (auto* rt = state_->svc->runtime()) {
+    if (auto* engine = state_->svc->engine()) {
       for (const auto& id : engine_ids_)
-        rt->cancel(id);
+        engine->cancel(id);
     }
     return;  // end_generation closes once the cancelled requests report
   }

@@ -56,6 +56,7 @@ class session : public std::enable_shared_from_this<session> {
   void read();
   void on_header(beast::error_code ec);
   void on_body(beast::error_code ec);
+  void refuse_large_body();
   void handle();
   void send(http_reply reply);
   void start_generation(std::unique_ptr<generation> g);
@@ -66,6 +67,7 @@ class session : public std::enable_shared_from_this<session> {
   void write_chunk(const std::string& data);
   void write_next();
   void watch_peer();
+  void on_watch(beast::error_code ec);
   void peer_gone();
   void after_response();
   void close();

@@ -85,6 +85,9 @@ TEST_P(nemotron_h_parity, matches_transformers_one_prompt_at_a_time) {
 INSTANTIATE_TEST_SUITE_P(tiny, nemotron_h_parity,
                          ::testing::Values("nemotron_h_tiny_hybrid", "nemotron_h_tiny_attn"));
 
+// The trained embedded default (models/embedded/default): 8 M parameters, bf16 on disk.
+INSTANTIATE_TEST_SUITE_P(embedded, nemotron_h_parity, ::testing::Values("default"));
+
 TEST(nemotron_h_prefix_reuse, an_attention_only_model_reuses_pages_and_matches_transformers) {
   const auto expected = load_expected("nemotron_h_tiny_attn");
   engine_config config;

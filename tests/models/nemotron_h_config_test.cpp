@@ -67,7 +67,9 @@ TEST(nemotron_h_config, reads_the_layers_block_type_spelling_of_the_attention_fi
 TEST(nemotron_h_config, reads_the_embedded_default_model) {
   const auto c = nemotron_h_config::load(MSTAR_EMBEDDED_MODEL_DIR);
   ASSERT_TRUE(c) << c.error().to_string();
-  EXPECT_EQ(c->pattern(), "M-M*M-");
+  EXPECT_EQ(c->pattern(), "M-M*M-M-");
+  EXPECT_EQ(c->time_step_min, 0.0);  // no dt clamp anywhere (models/embedded/train/train.py)
+  EXPECT_EQ(c->eos_token_ids, std::vector<std::int64_t>{0});
   EXPECT_EQ(c->weights_dtype, "bfloat16");
 }
 

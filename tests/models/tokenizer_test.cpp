@@ -44,6 +44,15 @@ TEST(bpe_tokenizer, honours_add_prefix_space) {
   expect_matches_reference(*tok, "tokenizers/tiny_bpe_prefix_space.expected.json");
 }
 
+TEST(bpe_tokenizer, encodes_the_embedded_models_corpus_like_the_tokenizers_package) {
+  // 13 KB: held-out paragraphs of the ten novels it was trained on, and edge cases
+  // (tests/fixtures/make_embedded_tokenizer_cases.py).
+  const auto tok = bpe_tokenizer::load(std::string{MSTAR_EMBEDDED_MODEL_DIR} + "/tokenizer.json");
+  ASSERT_TRUE(tok) << tok.error().to_string();
+  expect_matches_reference(*tok, "tokenizers/embedded_default.expected.json");
+  EXPECT_EQ(tok->find("<|endoftext|>"), token_id{0});  // eos_token_id in config.json
+}
+
 TEST(bpe_tokenizer, reads_merges_written_as_strings_like_pairs) {
   json doc = test::load_fixture_json("tokenizers/tiny_bpe.json");
   for (auto& merge : doc["model"]["merges"]) {
@@ -109,6 +118,13 @@ TEST(load_tokenizer, uses_the_byte_convention_a_fixture_model_declares) {
   const auto expected = test::load_fixture_json("models/nemotron_h_tiny_hybrid/expected.json");
   EXPECT_EQ((*tok)->encode("Hello"), ids_of(expected["prompts"][1]["prompt_ids"]));
   EXPECT_EQ((*tok)->vocab_size(), 512);
+}
+
+TEST(load_tokenizer, reads_the_embedded_models_tokenizer_json) {
+  const auto tok = load_tokenizer(MSTAR_EMBEDDED_MODEL_DIR);
+  ASSERT_TRUE(tok) << tok.error().to_string();
+  EXPECT_EQ((*tok)->vocab_size(), 4096);
+  EXPECT_EQ((*tok)->decode((*tok)->encode("Once upon a time")), "Once upon a time");
 }
 
 TEST(load_tokenizer, falls_back_to_tokenizer_json) {

@@ -5,7 +5,9 @@
 // greedy tokens transformers generated and the logits row of each.
 
 #include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,8 +17,13 @@
 
 namespace mstar::test {
 
-/// The folder of fixture model `name`.
+/// The folder of fixture model `name`; "default" is the embedded default model
+/// (models/embedded/default) in binaries that define MSTAR_EMBEDDED_MODEL_DIR.
 inline std::filesystem::path model_dir(const std::string& name) {
+#ifdef MSTAR_EMBEDDED_MODEL_DIR
+  if (name == "default")
+    return MSTAR_EMBEDDED_MODEL_DIR;
+#endif
   return std::filesystem::path{fixtures_dir()} / "models" / name;
 }
 
@@ -28,7 +35,10 @@ struct fixture_prompt {
 
 /// Every prompt of fixture model `name` (expected.json and its logits file).
 inline std::vector<fixture_prompt> load_expected(const std::string& name) {
-  const auto expected = load_fixture_json("models/" + name + "/expected.json");
+  std::ifstream in{model_dir(name) / "expected.json"};
+  if (!in)
+    throw std::runtime_error("cannot open " + (model_dir(name) / "expected.json").string());
+  const auto expected = nlohmann::json::parse(in);
   auto logits = models::safetensors_file::open(model_dir(name) /
                                                expected.at("logits_file").get<std::string>());
   EXPECT_TRUE(logits.has_value());

@@ -1,0 +1,37 @@
+#pragma once
+
+// What the HTTP front end needs of an engine: submit a request with a delta
+// callback, cancel it, read its gauges. `runtime_port` (runtime_port.hpp)
+// is the actors' runtime behind it; tests and the fuzz target use their own
+// or none, so nothing here needs CAF.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "engine/request.hpp"
+
+namespace mstar::serve {
+
+/// The engine's state at one moment, for /metrics.
+struct engine_gauges {
+  std::int64_t running = 0, waiting = 0;
+  std::int64_t kv_pages = 0, kv_free_pages = 0, kv_evictable_pages = 0;
+  std::int64_t slots = 0, free_slots = 0;
+  std::int64_t steps = 0, preemptions = 0;
+};
+
+class engine_port {
+ public:
+  virtual ~engine_port() = default;
+  /// Queues `spec`; `on_delta` runs on an engine thread for each delta
+  /// (the last one says why the request ended; a refusal is one such delta).
+  virtual void submit(engine::request_spec spec,
+                      std::function<void(const engine::delta&)> on_delta) = 0;
+  /// Cancels request `id` at the next step (no effect once it ended).
+  virtual void cancel(const engine::request_id& id) = 0;
+  /// The gauges, or nullopt when the engine does not answer.
+  [[nodiscard]] virtual std::optional<engine_gauges> gauges() = 0;
+};
+
+}  // namespace mstar::serve

@@ -1,0 +1,299 @@
+// mstar-serve's HTTP server end to end over real sockets: a runtime over the
+// fixture models, the server on a free loopback port, a Beast client.
+// Greedy tokens are checked against transformers' (the fixtures), errors
+// against the OpenAI error shape, and the pools against /metrics.
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/write.hpp>
+#include <future>
+
+#include "tests/serve/serve_support.hpp"
+
+namespace mstar::test {
+namespace {
+
+json body_of(const http::response<http::string_body>& r) {
+  auto j = json::parse(r.body(), nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.body();
+  return j;
+}
+
+void expect_error(const http::response<http::string_body>& r, int status,
+                  const std::string& param) {
+  EXPECT_EQ(r.result_int(), status) << r.body();
+  const auto j = body_of(r);
+  ASSERT_TRUE(j.contains("error")) << r.body();
+  const auto& e = j["error"];
+  EXPECT_TRUE(e["message"].is_string());
+  EXPECT_TRUE(e["type"].is_string());
+  EXPECT_TRUE(e.contains("param") && e.contains("code"));
+  if (!param.empty()) {
+    EXPECT_EQ(e["param"], param) << r.body();
+  }
+}
+
+// Polls /metrics until `ok` holds (at most ~10 s).
+template <class Pred>
+bool metrics_reach(std::uint16_t port, Pred ok) {
+  for (int i = 0; i < 1000; ++i) {
+    client c{port};
+    if (ok(c.call(http::verb::get, "/metrics").body()))
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(http_server, serves_transformers_greedy_tokens_on_one_keep_alive_connection) {
+  const auto expected = load_expected("nemotron_h_tiny_hybrid");
+  auto s = start_server({});
+  ASSERT_NE(s, nullptr);
+  client c{s->http_port()};
+  for (const auto& p : expected) {
+    const auto r = c.post("/v1/completions", {{"prompt", p.prompt},
+                                              {"max_tokens", p.generated.size()},
+                                              {"temperature", 0},
+                                              {"ignore_eos", true},
+                                              {"return_token_ids", true}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_TRUE(r.keep_alive());
+    const auto j = body_of(r);
+    EXPECT_EQ(j["object"], "text_completion");
+    EXPECT_EQ(j["choices"][0]["token_ids"].get<std::vector<std::uint32_t>>(), p.generated);
+    EXPECT_EQ(j["prompt_token_ids"].get<std::vector<std::uint32_t>>(), p.prompt);
+    EXPECT_EQ(j["usage"]["prompt_tokens"], p.prompt.size());
+    EXPECT_EQ(j["usage"]["completion_tokens"], p.generated.size());
+    EXPECT_EQ(j["usage"]["total_tokens"], p.prompt.size() + p.generated.size());
+    EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  }
+  EXPECT_TRUE(c.call(http::verb::get, "/health").result_int() == 200);
+  const auto models = body_of(c.call(http::verb::get, "/v1/models"));
+  EXPECT_EQ(models["data"][0]["id"], "nemotron_h_tiny_hybrid");
+}
+
+TEST(http_server, streams_server_sent_events_that_add_up_to_the_plain_answer) {
+  const auto expected = load_expected("nemotron_h_tiny_hybrid");
+  auto s = start_server({});
+  ASSERT_NE(s, nullptr);
+  client c{s->http_port()};
+  const auto& p = expected[0];
+  const auto r = c.post("/v1/completions", {{"prompt", p.prompt},
+                                            {"max_tokens", p.generated.size()},
+                                            {"temperature", 0},
+                                            {"ignore_eos", true},
+                                            {"stream", true},
+                                            {"return_token_ids", true},
+                                            {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(r.result_int(), 200);
+  EXPECT_EQ(r[http::field::content_type], "text/event-stream");
+  EXPECT_TRUE(r.chunked());
+  const auto events = sse_events(r.body());
+  ASSERT_GE(events.size(), 3U);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::vector<std::uint32_t> ids;
+  std::string finish;
+  for (std::size_t i = 0; i + 2 < events.size(); ++i) {
+    const auto j = json::parse(events[i]);
+    EXPECT_TRUE(j["usage"].is_null());
+    for (const auto& id : j["choices"][0]["token_ids"])
+      ids.push_back(id.get<std::uint32_t>());
+    if (!j["choices"][0]["finish_reason"].is_null())
+      finish = j["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(ids, p.generated);
+  EXPECT_EQ(finish, "length");
+  const auto usage = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], p.generated.size());
+  // The connection stays usable after a stream.
+  EXPECT_EQ(c.call(http::verb::get, "/health").result_int(), 200);
+}
+
+TEST(http_server, answers_several_prompts_and_n_samples_with_indexed_choices) {
+  auto s = start_server({});
+  ASSERT_NE(s, nullptr);
+  client c{s->http_port()};
+  const auto r = c.post("/v1/completions",
+                        {{"prompt", json::array({json::array({5, 6, 7}), json::array({8, 9})})},
+                         {"max_tokens", 4},
+                         {"n", 3},
+                         {"temperature", 1.0},
+                         {"seed", 7},
+                         {"ignore_eos", true}});
+  ASSERT_EQ(r.result_int(), 200) << r.body();
+  const auto j = body_of(r);
+  ASSERT_EQ(j["choices"].size(), 6U);
+  for (std::size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(j["choices"][i]["index"], i);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 24);
+}
+
+TEST(http_server, refuses_bad_requests_with_the_openai_error_shape) {
+  serve_setup setup;
+  setup.service.api_key = "sesame";
+  auto s = start_server(setup);
+  ASSERT_NE(s, nullptr);
+  client c{s->http_port()};
+  auto post = [&](const std::string& body, const std::string& key = "sesame") {
+    return c.call(http::verb::post, "/v1/completions", body, key);
+  };
+  expect_error(post(R"({"prompt":[1,2],"max_tokens":2})", ""), 401, "");
+  expect_error(post(R"({"prompt":[1,2],"max_tokens":2})", "wrong"), 401, "");
+  expect_error(post(R"({"prompt":[1,2],)"), 400, "");
+  expect_error(post(R"([1,2])"), 400, "");
+  expect_error(post(R"({"prompt":[1,2],"max_tokens":"x"})"), 400, "max_tokens");
+  expect_error(post(R"({"prompt":[1,2],"temperature":-1})"), 400, "temperature");
+  expect_error(post(R"({"prompt":[1,2],"model":"gpt-4"})"), 400, "model");
+  expect_error(post(R"({"prompt":""})"), 400, "prompt");
+  expect_error(post(R"({"prompt":[]})"), 400, "prompt");
+  expect_error(post(R"({"prompt":[1,99999]})"), 400, "prompt");
+  expect_error(post(R"({"max_tokens":2})"), 400, "prompt");
+  expect_error(post(R"({"prompt":[1,2],"max_tokens":255})"), 400, "max_tokens");
+  expect_error(post(json{{"prompt", std::vector<int>(256, 5)}}.dump()), 400, "prompt");
+  expect_error(post(R"({"prompt":[1,2],"logit_bias":{"5":3}})"), 400, "logit_bias");
+  expect_error(post(R"({"prompt":[1,2],"n":0})"), 400, "n");
+  expect_error(post(R"({"prompt":[1,2],"stop":[3]})"), 400, "stop");
+  expect_error(post(std::string(100, '[') + std::string(100, ']')), 400, "");
+  expect_error(c.call(http::verb::get, "/v1/completions", "", "sesame"), 405, "");
+  expect_error(c.call(http::verb::get, "/v2/nothing", "", "sesame"), 404, "");
+  // The key guards /v1 only: health and metrics stay open to probes.
+  EXPECT_EQ(c.call(http::verb::get, "/health").result_int(), 200);
+  const auto m = c.call(http::verb::get, "/metrics").body();
+  EXPECT_EQ(metric(m, R"(mstar:http_responses_total{code="401"})"), 2);
+}
+
+TEST(http_server, refuses_a_body_over_the_limit_with_413) {
+  serve_setup setup;
+  setup.http.max_body_bytes = 4096;
+  auto s = start_server(setup);
+  ASSERT_NE(s, nullptr);
+  client c{s->http_port()};
+  const auto big = json{{"prompt", std::string(8000, 'a')}}.dump();
+  expect_error(c.call(http::verb::post, "/v1/completions", big), 413, "");
+}
+
+// A long stream holds the one admission slot; the next request gets 429.
+TEST(http_server, answers_429_past_the_queue_limit) {
+  serve_setup setup;
+  setup.service.max_outstanding = 1;
+  setup.max_context = 4096;
+  auto s = start_server(setup);
+  ASSERT_NE(s, nullptr);
+  client first{s->http_port()};
+  auto long_one = std::async(std::launch::async, [&] {
+    return first.post("/v1/completions",
+                      {{"prompt", {1, 2}}, {"max_tokens", 3000}, {"ignore_eos", true}});
+  });
+  ASSERT_TRUE(metrics_reach(s->http_port(), [](const std::string& m) {
+    return metric(m, "mstar:num_requests_running") == 1;
+  }));
+  client second{s->http_port()};
+  expect_error(second.post("/v1/completions", {{"prompt", {1, 2}}, {"max_tokens", 2}}), 429, "");
+  EXPECT_EQ(long_one.get().result_int(), 200);
+  EXPECT_EQ(second.post("/v1/completions", {{"prompt", {1, 2}}, {"max_tokens", 2}}).result_int(),
+            200);
+}
+
+// The client reads one event and hangs up: the request is cancelled and its
+// page and slot come back, as /metrics shows.
+TEST(http_server, a_client_that_disconnects_mid_stream_cancels_and_frees_its_pages_and_slot) {
+  serve_setup setup;
+  setup.max_context = 4096;
+  auto s = start_server(setup);
+  ASSERT_NE(s, nullptr);
+  {
+    net::io_context ioc;
+    tcp::socket sock{ioc};
+    sock.connect(tcp::endpoint{net::ip::address_v4::loopback(), s->http_port()});
+    const auto body = json{
+        {"prompt", {1, 2, 3}},
+        {"max_tokens", 4000},
+        {"ignore_eos", true},
+        {"stream", true}}.dump();
+    const auto req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    net::write(sock, net::buffer(req));
+    std::string got;
+    net::read_until(sock, net::dynamic_buffer(got), "data: ");
+    EXPECT_NE(got.find("text/event-stream"), std::string::npos);
+    ASSERT_TRUE(metrics_reach(s->http_port(), [](const std::string& m) {
+      return metric(m, "mstar:kv_pages_used") > 0 && metric(m, "mstar:recurrent_slots_used") == 1;
+    }));
+  }  // closes the socket mid-stream
+  EXPECT_TRUE(metrics_reach(s->http_port(), [](const std::string& m) {
+    return metric(m, R"(mstar:request_success_total{finished_reason="abort"})") == 1 &&
+           metric(m, "mstar:kv_pages_used") == 0 && metric(m, "mstar:recurrent_slots_used") == 0 &&
+           metric(m, "mstar:num_requests_running") == 0;
+  }));
+  EXPECT_LT(metric(client{s->http_port()}.call(http::verb::get, "/metrics").body(),
+                   "mstar:generation_tokens_total"),
+            4000);
+  auto ok = s->rt->check_pools();
+  EXPECT_TRUE(ok.has_value()) << ok.error().message();
+}
+
+// Same prompt under two salts: the second tenant gets nothing from the
+// first's pages; the same salt again reuses them.
+TEST(http_server, cache_salt_separates_tenants_in_the_prefix_cache) {
+  serve_setup setup;
+  setup.model = "nemotron_h_tiny_attn";
+  setup.engine.pools.page_size = 4;
+  auto s = start_server(setup);
+  ASSERT_NE(s, nullptr);
+  client c{s->http_port()};
+  std::vector<int> prompt(20);
+  for (int i = 0; i < 20; ++i)
+    prompt[i] = 3 + i;
+  auto cached = [&](const std::string& salt) {
+    json body{{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}};
+    if (!salt.empty())
+      body["cache_salt"] = salt;
+    const auto r = c.post("/v1/completions", body);
+    EXPECT_EQ(r.result_int(), 200) << r.body();
+    return body_of(r)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  };
+  EXPECT_EQ(cached("tenant-a"), 0);
+  EXPECT_EQ(cached("tenant-b"), 0);
+  EXPECT_EQ(cached(""), 0);
+  EXPECT_GT(cached("tenant-a"), 0);
+  EXPECT_GT(cached(""), 0);
+  const auto m = c.call(http::verb::get, "/metrics").body();
+  EXPECT_GT(metric(m, "mstar:prefix_cache_hits_total"), 0);
+  EXPECT_EQ(metric(m, "mstar:prefix_cache_queries_total"), 100);
+}
+
+// stop() while a stream runs: no new connections, the stream finishes
+// inside the grace period, stop returns.
+TEST(http_server, stops_gracefully_letting_an_in_flight_stream_finish) {
+  serve_setup setup;
+  setup.max_context = 4096;
+  auto s = start_server(setup);
+  ASSERT_NE(s, nullptr);
+  const auto port = s->http_port();
+  client c{port};
+  auto stream = std::async(std::launch::async, [&] {
+    return c.post(
+        "/v1/completions",
+        {{"prompt", {1, 2}}, {"max_tokens", 200}, {"ignore_eos", true}, {"stream", true}});
+  });
+  ASSERT_TRUE(metrics_reach(
+      port, [](const std::string& m) { return metric(m, "mstar:num_requests_running") == 1; }));
+  s->server->stop();
+  const auto r = stream.get();
+  EXPECT_EQ(r.result_int(), 200);
+  const auto events = sse_events(r.body());
+  ASSERT_GE(events.size(), 2U);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_NE(events[events.size() - 2].find("\"finish_reason\":\"length\""), std::string::npos);
+  net::io_context ioc;
+  tcp::socket sock{ioc};
+  beast::error_code ec;
+  sock.connect(tcp::endpoint{net::ip::address_v4::loopback(), port}, ec);
+  EXPECT_TRUE(ec) << "the listener is closed";
+}
+
+}  // namespace
+}  // namespace mstar::test
