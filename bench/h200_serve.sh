@@ -3,9 +3,10 @@
 # engine in-process, results under $OUT (default ./h200-out):
 #   1. AIPerf's wheels (carried in .whl/) go into /tmp/site, no network;
 #   2. a random ~100M-parameter Nemotron-H (bench/transformers_decode.py
-#      make-checkpoint --size 100m); with models/embedded/default's
-#      tokenizer.json when there is one (else the byte tokenizer the
-#      checkpoint declares, which bench/serve_bench.py mirrors for AIPerf);
+#      make-checkpoint --size 100m, vocabulary 32,000) given the embedded
+#      model's BPE tokenizer.json (4,096 ids), so the server and AIPerf
+#      tokenize alike (without one: the byte tokenizer the checkpoint
+#      declares, which bench/serve_bench.py mirrors for AIPerf);
 #   3. bench/serve_bench.py --device cuda: concurrency 1, 4, 16, 64, 128
 #      (two interleaved rounds each, ISL 256 / OSL 256) and three Poisson
 #      request rates over HTTP, each concurrency beside
@@ -26,7 +27,8 @@ if [[ ! -d $carry/lib ]]; then tar xJf "$carry/libs.tar.xz" -C "$carry"; fi
 export LD_LIBRARY_PATH=$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 bin=$carry/bin
-sweep=(--concurrency 1 4 16 64 128 --isl 256 --osl 256 --rounds 2)
+sweep=(--concurrency 1 4 16 64 128 --isl 256 --osl 256 --rounds 2 --requests-per-client 4
+  --rate-seconds 15)
 if [[ ${1:-} == --quick ]]; then sweep=(--concurrency 1 64 --isl 128 --osl 64 --rate-seconds 5); fi
 # One device command may run 10 minutes: the sweep gets what is left after
 # the set-up, and saves its JSON after every run, so a cut leaves data.

@@ -430,12 +430,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--rates", type=float, nargs="*", default=None,
                    help="request rates (req/s); default: 25, 50 and 90%% of the HTTP "
                         "request throughput at the highest concurrency")
-    p.add_argument("--rounds", type=int, default=1,
+    p.add_argument("--rounds", type=int, default=2,
                    help="HTTP and in-process runs per concurrency, interleaved; medians "
                         "are reported (every round is in the JSON)")
-    p.add_argument("--requests-per-client", type=int, default=4,
+    p.add_argument("--requests-per-client", type=int, default=2,
                    help="requests per concurrency level = this x concurrency (at least 16)")
-    p.add_argument("--rate-seconds", type=float, default=15,
+    p.add_argument("--rate-seconds", type=float, default=10,
                    help="requests per rate = rate x this (at least 16)")
     p.add_argument("--isl", type=int, default=128)
     p.add_argument("--osl", type=int, default=64)
@@ -454,10 +454,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--aiperf", type=pathlib.Path,
                    default=pathlib.Path(sys.executable).parent / "aiperf")
     p.add_argument("--blas-threads", type=int, default=None,
-                   help="OPENBLAS_NUM_THREADS for the server and the baseline alike (default: 1 "
-                        "with --device cpu, else unset). OpenBLAS's extra threads spin in "
-                        "sched_yield between GEMMs, taking a core the load generator needs; "
-                        "on the embedded model one thread is also faster; 0: leave unset")
+                   help="OPENBLAS_NUM_THREADS for the server and the baseline alike (default: "
+                        "unset, OpenBLAS's own). Its extra threads spin in sched_yield between "
+                        "GEMMs, taking CPU the load generator needs on a small machine")
     p.add_argument("--server-cpus", default=None,
                    help="taskset CPU list for mstar-serve and, alike, the in-process baseline")
     p.add_argument("--client-cpus", default=None, help="taskset CPU list for AIPerf")
@@ -479,8 +478,6 @@ def parse_args() -> argparse.Namespace:
     if args.server_arg is None:
         args.server_arg = []
     args.max_running = args.max_running or max(args.concurrency)
-    if args.blas_threads is None:
-        args.blas_threads = 1 if args.device == "cpu" else 0
     if args.max_pages is None:
         per = -(-(args.isl + args.osl) // 16) + 1
         args.max_pages = max(4096, args.max_running * per + 64)
