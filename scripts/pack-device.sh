@@ -11,7 +11,8 @@ build=${BUILD_DIR:-$root/build}
 targets=(mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu mstar-run)
 if (($#)); then targets=("$@"); fi
 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
-rm -rf "$root/.carry/bin"  # the binaries packed last, only
+# Only the binaries packed last; lib/ (unpacked on the device) would hide new libraries.
+rm -rf "$root/.carry/bin" "$root/.carry/lib"
 mkdir -p "$root/.carry/bin"
 for t in "${targets[@]}"; do
   f=$(find "$build" -name "$t" -type f -perm -u+x | head -1)
