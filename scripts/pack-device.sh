@@ -3,17 +3,22 @@
 # machine into .carry/ (ignored): stripped binaries in .carry/bin and the
 # shared libraries a stock Ubuntu 24.04 + CUDA 13 machine lacks in
 # .carry/libs.tar.xz. Then, on the device: bash bench/h200_e2e.sh
+#   scripts/pack-device.sh [TARGET...]   (default: the h200_e2e.sh / h200_engine.sh set;
+#   bench/h200_serve.sh needs mstar-serve mstar-bench-serve-baseline)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 targets=(mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu mstar-run)
+if (($#)); then targets=("$@"); fi
 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
+rm -rf "$root/.carry/bin"  # the binaries packed last, only
 mkdir -p "$root/.carry/bin"
 for t in "${targets[@]}"; do
   f=$(find "$build" -name "$t" -type f -perm -u+x | head -1)
   strip -o "$root/.carry/bin/$t" "$f"
 done
-libs=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9 libcaf_core.so.0.17.6)
+libs=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9 libcaf_core.so.0.17.6
+  libspdlog.so.1.10)
 stage=$(mktemp -d)
 mkdir -p "$stage/lib"
 for l in "${libs[@]}"; do cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"; done
