@@ -1,5 +1,6 @@
 #include "serve/http_server.hpp"
 
+#include <algorithm>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/strand.hpp>
 #include <fmt/format.h>
@@ -84,7 +85,10 @@ result<std::unique_ptr<http_server>> http_server::start(std::shared_ptr<service>
   p->port = p->acceptor.local_endpoint().port();
   p->guard.emplace(p->ioc.get_executor());
   p->accept();
-  for (std::size_t i = 0; i < std::max<std::size_t>(options.threads, 1); ++i)
+  auto threads = options.threads;
+  if (threads == 0)
+    threads = std::clamp<std::size_t>(std::thread::hardware_concurrency() / 4, 2, 8);
+  for (std::size_t i = 0; i < threads; ++i)
     p->threads.emplace_back([io = &p->ioc] { io->run(); });
   return std::unique_ptr<http_server>(new http_server(std::move(p)));
 }

@@ -20,7 +20,7 @@ namespace mstar::serve {
 struct server_options {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8000;  ///< 0: any free port (see `port()`)
-  std::size_t threads = 2;    ///< I/O threads
+  std::size_t threads = 0;    ///< I/O threads (0: a quarter of the cores, 2 to 8)
   std::size_t max_body_bytes = 8U << 20U;
   std::chrono::seconds idle_timeout{60};
   std::chrono::seconds shutdown_grace{10};  ///< in-flight requests get this long

@@ -50,8 +50,9 @@ void add_options(CLI::App& app, options& opt) {
   app.add_option("--max-body-bytes", opt.http.max_body_bytes, "Larger request bodies get 413")
       ->check(CLI::Range(1024, 1 << 30))
       ->capture_default_str();
-  app.add_option("--http-threads", opt.http.threads, "HTTP I/O threads")
-      ->check(CLI::Range(1, 256))
+  app.add_option("--http-threads", opt.http.threads,
+                 "HTTP I/O threads (0: a quarter of the cores, 2 to 8)")
+      ->check(CLI::Range(0, 256))
       ->capture_default_str();
   app.add_option("--shutdown-grace", opt.http.shutdown_grace,
                  "Seconds in-flight requests get to finish on SIGINT/SIGTERM before cancelling")

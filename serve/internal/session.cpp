@@ -260,6 +260,8 @@ void session::write_chunk(const std::string& data) {
   write_raw(fmt::format("{:x}\r\n{}\r\n", data.size(), data));
 }
 
+// Writes everything queued in one gather write: under load several deltas
+// of a connection wait while one write is on the wire, and go out together.
 void session::write_next() {
   if (writing_ || closed_ || peer_closed_)
     return;
@@ -271,15 +273,22 @@ void session::write_next() {
     return;
   }
   writing_ = true;
+  in_flight_ = outbox_.size();
+  std::vector<net::const_buffer> buffers;
+  buffers.reserve(in_flight_);
+  for (const auto& piece : outbox_)
+    buffers.emplace_back(net::buffer(piece));
   stream_.expires_after(write_timeout);
-  net::async_write(stream_, net::buffer(outbox_.front()),
-                   [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                     self->writing_ = false;
-                     self->outbox_.pop_front();
-                     if (ec)
-                       return self->peer_gone();
-                     self->write_next();
-                   });
+  net::async_write(
+      stream_, buffers, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        self->writing_ = false;
+        self->outbox_.erase(self->outbox_.begin(),
+                            self->outbox_.begin() + static_cast<std::ptrdiff_t>(self->in_flight_));
+        self->in_flight_ = 0;
+        if (ec)
+          return self->peer_gone();
+        self->write_next();
+      });
 }
 
 // While a generation runs the client sends nothing; the socket turning
@@ -318,8 +327,9 @@ void session::peer_gone() {
   if (peer_closed_)
     return;
   peer_closed_ = true;
-  // The front may be under an async_write still: keep it until it returns.
-  outbox_.erase(writing_ ? std::next(outbox_.begin()) : outbox_.begin(), outbox_.end());
+  // Pieces under an async_write still: kept until it returns.
+  outbox_.erase(outbox_.begin() + static_cast<std::ptrdiff_t>(writing_ ? in_flight_ : 0),
+                outbox_.end());
   if (gen_) {
     if (auto* engine = state_->svc->engine()) {
       for (const auto& id : engine_ids_)

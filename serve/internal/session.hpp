@@ -81,6 +81,7 @@ class session : public std::enable_shared_from_this<session> {
   std::vector<std::string> engine_ids_;
   std::deque<std::string> outbox_;
   bool writing_ = false;
+  std::size_t in_flight_ = 0;   ///< outbox pieces under the current write
   bool ending_stream_ = false;  ///< the last chunk is queued: reply done once written
   bool keep_alive_ = false;
   bool watching_ = false;
