@@ -29,6 +29,7 @@ export PYTHONUNBUFFERED=1
 bin=$carry/bin
 sweep=(--concurrency 1 4 16 64 128 --isl 256 --osl 256 --rounds 2 --requests-per-client 4
   --rate-seconds 15)
+if [[ -n ${SERVE_SWEEP:-} ]]; then read -r -a sweep <<<"$SERVE_SWEEP"; fi
 if [[ ${1:-} == --quick ]]; then sweep=(--concurrency 1 64 --isl 128 --osl 64 --rate-seconds 5); fi
 # One device command may run 10 minutes: the sweep gets what is left after
 # the set-up, and saves its JSON after every run, so a cut leaves data.

@@ -220,7 +220,9 @@ def aiperf(args, server: Server, env: dict, out: pathlib.Path, *, requests: int,
            "--tokenizer", args.tokenizer_name, "--endpoint-type", "completions",
            "--streaming", "--isl", str(args.isl), "--osl", str(args.osl),
            "--use-legacy-max-tokens", "--use-server-token-count",
-           "--extra-inputs", "ignore_eos:true", "--prompt-corpus", "sonnet",
+           # Greedy, as the in-process baseline draws: the server's default
+           # is OpenAI's temperature 1, which samples on the device.
+           "--extra-inputs", "ignore_eos:true", "temperature:0", "--prompt-corpus", "sonnet",
            "--request-count", str(requests), "--random-seed", str(args.seed),
            "--ui", "none", "--no-gpu-telemetry", "--no-server-metrics",
            "--artifact-dir", str(out), "--request-timeout-seconds", str(args.request_timeout)]
