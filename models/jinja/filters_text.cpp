@@ -188,7 +188,7 @@ result<value> do_tojson(interpreter& in, const value& v, call_args& args) {
           static_cast<std::size_t>(std::clamp<std::int64_t>(indent->as_int(), 0, 64)), ' ');
     else
       return in.fail("tojson(): indent must be an integer or a string");
-    style.item_separator = ",";
+    style.item_separator.assign(1, ',');  // not = ",": GCC 12 -O3 warns -Wrestrict
   }
   if (const value* separators = a.get("separators");
       separators != nullptr && !separators->is_none()) {
