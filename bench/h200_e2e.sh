@@ -14,14 +14,7 @@
 #
 #   bash bench/h200_e2e.sh [--quick]     (--quick: fewer tokens and repeats)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-$root/h200-out}
-mkdir -p "$out"
-carry=$root/.carry
-if [[ ! -d $carry/lib ]]; then tar xJf "$carry/libs.tar.xz" -C "$carry"; fi
-export LD_LIBRARY_PATH=$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export MSTAR_FIXTURES_DIR=$root/tests/fixtures
-bin=$carry/bin
+source "$(dirname "$0")/device_env.sh"
 new_tokens=128 repeats=3
 if [[ ${1:-} == --quick ]]; then new_tokens=32 repeats=1; fi
 

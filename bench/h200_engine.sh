@@ -9,14 +9,7 @@
 #      same GPU, interleaved, and the ratio table (engine-table.md).
 # Built here with scripts/pack-device.sh (binaries and libraries in .carry/).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-$root/h200-out}
-mkdir -p "$out"
-carry=$root/.carry
-if [[ ! -d $carry/lib ]]; then tar xJf "$carry/libs.tar.xz" -C "$carry"; fi
-export LD_LIBRARY_PATH=$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export MSTAR_FIXTURES_DIR=$root/tests/fixtures
-bin=$carry/bin
+source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/env.txt"
 
 echo "== GPU tests"

@@ -19,14 +19,8 @@
 # (--quick: concurrency 1 and 64, one rate, short outputs). For a dry run
 # elsewhere: SERVE_DEVICE=cpu SERVE_MODEL=models/embedded/default.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-$root/h200-out}
-mkdir -p "$out"
-carry=$root/.carry
-if [[ ! -d $carry/lib ]]; then tar xJf "$carry/libs.tar.xz" -C "$carry"; fi
-export LD_LIBRARY_PATH=$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/device_env.sh"
 export PYTHONUNBUFFERED=1
-bin=$carry/bin
 sweep=(--concurrency 1 4 16 64 128 --isl 256 --osl 256 --rounds 2 --requests-per-client 4
   --rate-seconds 15)
 if [[ -n ${SERVE_SWEEP:-} ]]; then read -r -a sweep <<<"$SERVE_SWEEP"; fi

@@ -189,7 +189,7 @@ std::string generation::chunk(std::size_t index, const engine::delta& d, choice&
     std::string text = d.text;
     if (!c.started && req_.echo) {
       const auto& p = req_.prompts[prompt];
-      text = (p.text ? *p.text : tok_ != nullptr ? tok_->decode(p.ids) : std::string{}) + text;
+      text = echo_text(p) + text;
     }
     if (!text.empty() || d.finished || !d.tokens.empty()) {
       emit(fmt::format(R"("text":{},"logprobs":{},"finish_reason":{}{})", dump(text), logprobs,
@@ -198,6 +198,12 @@ std::string generation::chunk(std::size_t index, const engine::delta& d, choice&
   }
   c.started = true;
   return out;
+}
+
+std::string generation::echo_text(const prompt_input& p) const {
+  if (p.text)
+    return *p.text;
+  return tok_ != nullptr ? tok_->decode(p.ids) : std::string{};
 }
 
 std::string generation::stream_tail() const {
@@ -231,7 +237,7 @@ std::string generation::body() const {
     } else {
       std::string text = c.text;
       if (req_.echo)
-        text = (p.text ? *p.text : tok_ != nullptr ? tok_->decode(p.ids) : std::string{}) + text;
+        text = echo_text(p) + text;
       choices += fmt::format(R"({{"index":{},"text":{},"logprobs":{},"finish_reason":{}{}}})", i,
                              dump(text), logprobs, dump(reason_json(c.finished)), extra);
     }

@@ -76,6 +76,8 @@ class generation {
                                           std::span<const std::vector<engine::token_logprob>> top,
                                           std::size_t text_offset) const;
   [[nodiscard]] std::string usage_json() const;
+  /// What `echo` puts before a choice's text: the prompt as sent or decoded.
+  [[nodiscard]] std::string echo_text(const prompt_input& p) const;
 
   generation_request req_;
   std::string id_;

@@ -108,7 +108,6 @@ class client {
     req.prepare_payload();
     stream_.expires_after(std::chrono::seconds(60));
     http::write(stream_, req);
-    http::response<http::string_body> res;
     http::response_parser<http::string_body> parser;
     parser.body_limit(64U << 20U);
     http::read(stream_, buffer_, parser);
