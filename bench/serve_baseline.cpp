@@ -74,14 +74,25 @@ class closed_loop {
   [[nodiscard]] const std::vector<request_timing>& timings() const { return timings_; }
 
  private:
+  /// Claims the next request index; false once `total_` have been started.
+  bool claim_locked(int& index) {
+    if (started_ == total_)
+      return false;
+    index = started_++;
+    return true;
+  }
+
   void start_next() {
     int index = 0;
     {
       std::lock_guard lock{mutex_};
-      if (started_ == total_)
+      if (!claim_locked(index))
         return;
-      index = started_++;
     }
+    submit(index);
+  }
+
+  void submit(int index) {
     request_spec spec;
     spec.prompt =
         random_prompt(opt_.seed, first_index_ + index, opt_.isl, rt_.model().vocab_size());
@@ -107,14 +118,21 @@ class closed_loop {
       t.error = d.error.empty() ? "failed" : d.error;
     else if (t.tokens != opt_.osl)
       t.error = fmt::format("{} tokens, not {}", t.tokens, opt_.osl);
+    // The next request is claimed under the same lock that counts this one
+    // finished: once the last one is counted, run() may return and destroy
+    // this object, so nothing here touches `this` after that unlock.
+    int next = 0;
+    bool more = false;
     {
       std::lock_guard lock{mutex_};
       timings_.push_back(t);
       last_finish_ = clock_type::now();
+      more = claim_locked(next);
       if (++finished_ == total_)
         done_cv_.notify_all();
     }
-    start_next();
+    if (more)
+      submit(next);
   }
 
   mstar::actors::runtime& rt_;

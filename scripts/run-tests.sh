@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command and what CI runs: installs what is missing,
 # checks formatting (scripts/check-format.sh, a few seconds), then builds and
-# runs the tests in four trees: the default configuration (build/: CUDA
-# sources built when nvcc is found; GPU tests skip without a GPU), Release
-# (build-release/, CPU only), AddressSanitizer + UndefinedBehaviorSanitizer
+# runs the tests in three trees: the default configuration (build/: Release,
+# CUDA sources built when nvcc is found; GPU tests skip without a GPU),
+# AddressSanitizer + UndefinedBehaviorSanitizer
 # (build-asan/, Debug, CPU only) and ThreadSanitizer (build-tsan/, CPU only:
 # only the test binaries labelled `tsan`). Each step prints its time. Any
 # failure stops the run with a non-zero exit and the failing test's output.
@@ -45,14 +45,6 @@ timed "main job" scripts/run-main.sh --once || fail "the main job (scripts/run-m
 
 echo "== libFuzzer over HTTP requests (build-fuzz/, clang, 30 s)"
 timed "fuzz" scripts/fuzz.sh 30 || fail "the HTTP fuzzer (scripts/fuzz.sh)"
-
-echo "== Release, CPU only (build-release/)"
-timed "build build-release/" \
-  scripts/build.sh build-release -DCMAKE_BUILD_TYPE=Release -DMSTAR_CUDA=OFF ||
-  fail "building build-release/"
-timed "tests in build-release/" \
-  ctest --test-dir build-release --output-on-failure --no-tests=error -j "$jobs" ||
-  fail "tests in build-release/"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
 timed "build build-asan/" \
