@@ -11,6 +11,7 @@
 #include <openssl/x509.h>
 #include <spdlog/spdlog.h>
 #include <string>
+#include <string_view>
 #include <sys/socket.h>
 #include <utility>
 
@@ -69,27 +70,70 @@ int observe_verify(int ok, X509_STORE_CTX* store) {
   return ok;
 }
 
+// One connection's handshake, kept in the SSL object's ex_data from the
+// handshake's start (the socket is still connected, so the address is
+// known) until SSL_free, which is where a connection that never finished
+// its handshake and sent or got no alert is logged.
+struct handshake_record {
+  std::string peer;
+  const char* role;
+  bool finished = false;
+  bool logged = false;
+};
+
+void refused(handshake_record& record, std::string_view why) {
+  record.logged = true;
+  spdlog::warn("control plane: refused TLS peer {} ({}): {}; no actor message accepted",
+               record.peer, record.role, why);
+}
+
+void free_record(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) {
+  auto* record = static_cast<handshake_record*>(ptr);
+  if (record != nullptr && !record->finished && !record->logged)
+    refused(*record, "connection closed before the TLS handshake completed");
+  delete record;
+}
+
+int record_index() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, free_record);
+  return index;
+}
+
+// OpenSSL 3.0 has no text for TLS 1.3's certificate_required (116).
+std::string alert_text(int value) {
+  const int code = value & 0xff;
+  std::string_view text = code == 116 ? "certificate required" : SSL_alert_desc_string_long(value);
+  return fmt::format("'{}' ({})", text, code);
+}
+
 void observe_handshake(const SSL* ssl, int where, int value) {
-  const char* role = SSL_is_server(ssl) ? "accepting" : "connecting";
-  if ((where & SSL_CB_ALERT) != 0 && SSL_is_init_finished(ssl) == 0) {
-    const bool sent = (where & SSL_CB_WRITE) != 0;
+  auto* record = static_cast<handshake_record*>(SSL_get_ex_data(ssl, record_index()));
+  if ((where & SSL_CB_HANDSHAKE_START) != 0 && record == nullptr) {
+    record =
+        new handshake_record{peer_address(ssl), SSL_is_server(ssl) ? "accepting" : "connecting"};
+    if (SSL_set_ex_data(const_cast<SSL*>(ssl), record_index(), record) != 1) {
+      delete record;
+      record = nullptr;
+    }
+  }
+  if (record == nullptr)
+    return;
+  if ((where & SSL_CB_HANDSHAKE_DONE) != 0 && !record->finished) {
+    record->finished = true;
+    spdlog::debug("control plane: authenticated TLS peer {} ({}) as '{}'", record->peer,
+                  record->role, subject_of(SSL_get0_peer_certificate(ssl)));
+  } else if ((where & SSL_CB_ALERT) != 0 && !record->finished && !record->logged) {
     std::string why = std::exchange(last_verify_failure, {});
-    spdlog::warn(
-        "control plane: refused TLS peer {} ({}): {} alert '{}'{}{}; no actor message "
-        "accepted",
-        peer_address(ssl), role, sent ? "sent" : "received", SSL_alert_desc_string_long(value),
-        why.empty() ? "" : ", ", why);
-  } else if ((where & SSL_CB_HANDSHAKE_DONE) != 0) {
-    X509* cert = SSL_get0_peer_certificate(ssl);
-    spdlog::debug("control plane: authenticated TLS peer {} ({}) as '{}'", peer_address(ssl), role,
-                  subject_of(cert));
+    refused(*record,
+            fmt::format("{} alert {}{}{}", (where & SSL_CB_WRITE) != 0 ? "sent" : "received",
+                        alert_text(value), why.empty() ? "" : ", ", why));
   }
 }
 
 }  // namespace
 
 bool enable_tls_refusal_log() {
-  if (libssl_set_verify() == nullptr)
+  if (libssl_set_verify() == nullptr || record_index() < 0)
     return false;
   enabled.store(true);
   return true;

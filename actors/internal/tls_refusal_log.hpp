@@ -8,6 +8,9 @@
 // executable, which the dynamic linker binds libcaf_openssl's call to; it
 // forwards to libssl's and, for that exact call, adds an info callback and a
 // verify callback that only observe: the verification result is unchanged.
+// A handshake that sends or receives an alert before it finished is logged
+// then (with the verify error, if any); one that ends without an alert
+// (garbage, a peer that hangs up) when its SSL object is freed.
 
 namespace mstar::actors::internal {
 

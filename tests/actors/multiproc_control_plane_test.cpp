@@ -78,8 +78,9 @@ int run_server(const node_credentials& creds, const channel& up, const channel& 
 
 // Asks `middleman` (the OpenSSL module's or the plain one) to connect,
 // bounded by `timeout`: what a process without our wrappers would do.
-std::optional<caf::actor> raw_connect(caf::actor_system& sys, const caf::actor& middleman,
-                                      std::uint16_t port, std::chrono::milliseconds timeout) {
+std::optional<caf::actor> raw_connect(caf::actor_system& sys,
+                                      const caf::io::middleman_actor& middleman, std::uint16_t port,
+                                      std::chrono::milliseconds timeout) {
   caf::scoped_actor self{sys};
   std::optional<caf::actor> found;
   self->request(middleman, timeout, caf::connect_atom_v, std::string{host}, port)
@@ -213,6 +214,8 @@ TEST_F(control_plane, peer_speaking_plain_basp_reaches_no_actor) {
   EXPECT_EQ(out.client_exit, refused);
   EXPECT_EQ(out.server_exit, 0);
   EXPECT_EQ(out.received, 0);
+  EXPECT_NE(out.server_log.find("refused TLS peer 127.0.0.1:"), std::string::npos)
+      << out.server_log;
 }
 
 }  // namespace
