@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/serialization.hpp"
 #include "engine/pool_set.hpp"
 #include "engine/request.hpp"
 #include "engine/scheduler.hpp"
@@ -82,13 +83,70 @@ struct engine_stats {
   std::int64_t waiting = 0;
   std::int64_t kv_pages = 0, kv_free_pages = 0, kv_cached_pages = 0;
   std::int64_t slots = 0, free_slots = 0;
+  std::int64_t kv_evictable_pages = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
   return f(caf::meta::type_name("engine_stats"), x.steps, x.refused_steps, x.generated_tokens,
            x.preemptions, x.running, x.waiting, x.kv_pages, x.kv_free_pages, x.kv_cached_pages,
-           x.slots, x.free_slots);
+           x.slots, x.free_slots, x.kv_evictable_pages);
+}
+
+/// What a prefill node hands back for a request it ran the prompt of: the
+/// deltas of the first token (the last one finished: by the request's own
+/// stop rules, or by the one-token cap of a handoff).
+struct handoff {
+  std::string node;  ///< the node that ran it
+  std::vector<engine::delta> deltas;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, handoff& x) {
+  return f(caf::meta::type_name("handoff"), x.node, x.deltas);
+}
+
+/// A node of a deployment as it introduces itself to the router.
+struct node_info {
+  std::string name;
+  std::string role;  ///< "prefill", "decode" or "both"
+  std::int64_t max_context = 0;
+  std::int64_t vocab_size = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_info& x) {
+  return f(caf::meta::type_name("node_info"), x.name, x.role, x.max_context, x.vocab_size);
+}
+
+/// One node as the router sees it.
+struct router_node {
+  std::string name;
+  std::string role;
+  bool alive = true;
+  std::int64_t outstanding = 0;  ///< requests the router has on it
+  std::string exit_reason;       ///< why it left (empty while alive)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, router_node& x) {
+  return f(caf::meta::type_name("router_node"), x.name, x.role, x.alive, x.outstanding,
+           x.exit_reason);
+}
+
+/// The router's counters.
+struct router_stats {
+  std::vector<router_node> nodes;
+  std::int64_t routed = 0;     ///< requests submitted
+  std::int64_t handoffs = 0;   ///< prefill → decode handoffs
+  std::int64_t reroutes = 0;   ///< requests moved off a node that left
+  std::int64_t in_flight = 0;  ///< requests not yet finished
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, router_stats& x) {
+  return f(caf::meta::type_name("router_stats"), x.nodes, x.routed, x.handoffs, x.reroutes,
+           x.in_flight);
 }
 
 /// Sequence ids and the ids generated for each (prefix-chain extension).
@@ -101,7 +159,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::step_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::plans_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::output_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::sink_ptr)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::engine::request_spec)
 
 CAF_BEGIN_TYPE_ID_BLOCK(mstar, caf::first_custom_type_id)
 CAF_ADD_TYPE_ID(mstar, (mstar::actors::admit_reply))
@@ -110,6 +167,11 @@ CAF_ADD_TYPE_ID(mstar, (mstar::actors::engine_stats))
 CAF_ADD_TYPE_ID(mstar, (mstar::actors::extend_list))
 CAF_ADD_TYPE_ID(mstar, (std::vector<std::string>))
 CAF_ADD_TYPE_ID(mstar, (std::vector<std::uint32_t>))
+CAF_ADD_TYPE_ID(mstar, (mstar::engine::request_spec))
+CAF_ADD_TYPE_ID(mstar, (mstar::engine::delta))
+CAF_ADD_TYPE_ID(mstar, (mstar::actors::handoff))
+CAF_ADD_TYPE_ID(mstar, (mstar::actors::node_info))
+CAF_ADD_TYPE_ID(mstar, (mstar::actors::router_stats))
 CAF_ADD_ATOM(mstar, mstar::actors, admit_atom, "admit")
 CAF_ADD_ATOM(mstar, mstar::actors, commit_atom, "commit")
 CAF_ADD_ATOM(mstar, mstar::actors, rollback_atom, "rollback")
@@ -125,6 +187,12 @@ CAF_ADD_ATOM(mstar, mstar::actors, submit_atom, "submit")
 CAF_ADD_ATOM(mstar, mstar::actors, cancel_atom, "cancel")
 CAF_ADD_ATOM(mstar, mstar::actors, tick_atom, "tick")
 CAF_ADD_ATOM(mstar, mstar::actors, drain_atom, "drain")
+CAF_ADD_ATOM(mstar, mstar::actors, prefill_atom, "prefill")
+CAF_ADD_ATOM(mstar, mstar::actors, decode_atom, "decode")
+CAF_ADD_ATOM(mstar, mstar::actors, delta_atom, "delta")
+CAF_ADD_ATOM(mstar, mstar::actors, relay_atom, "relay")
+CAF_ADD_ATOM(mstar, mstar::actors, describe_atom, "describe")
+CAF_ADD_ATOM(mstar, mstar::actors, join_atom, "join")
 CAF_END_TYPE_ID_BLOCK(mstar)
 
 namespace mstar::actors {
@@ -153,5 +221,26 @@ using worker_actor =
 /// The preprocess actor: tokenizes a request's text prompt.
 using preprocess_actor = caf::typed_actor<
     caf::replies_to<tokenize_atom, engine::request_spec>::with<engine::request_spec>>;
+
+}  // namespace mstar::actors
+
+namespace mstar::actors {
+
+/// A node of a deployment (node_actor.hpp), as the router and other nodes
+/// reach it, in-process or remote: every message here serializes.
+using node_actor = caf::typed_actor<
+    // Runs the prompt (the router caps it at one token) and hands back the
+    // deltas.
+    caf::replies_to<prefill_atom, engine::request_spec>::with<handoff>,
+    // Runs the request (resumed after `generated`, or whole), streaming
+    // `(delta_atom, ticket, engine::delta)` to the actor given, with the
+    // ticket it came with (the router's dispatch count: deltas of a
+    // dispatch the request has left are told apart); answers once queued.
+    caf::replies_to<decode_atom, engine::request_spec, caf::actor, std::uint64_t>::with<bool>,
+    caf::reacts_to<cancel_atom, std::string>, caf::replies_to<describe_atom>::with<node_info>,
+    caf::replies_to<stats_atom>::with<engine_stats>,
+    // From the node's own delta sinks (the conductor's thread): a delta to
+    // route to its prefill reply or its router.
+    caf::reacts_to<relay_atom, engine::delta>>;
 
 }  // namespace mstar::actors

@@ -4,64 +4,13 @@
 #include <fmt/format.h>
 
 #include "actors/conductor_actor.hpp"
+#include "actors/delta_queue.hpp"
 #include "actors/pool_actor.hpp"
 #include "actors/protocol.hpp"
 #include "actors/worker_actor.hpp"
 #include "models/nemotron_h.hpp"
 
 namespace mstar::actors {
-
-/// A request's deltas between the conductor's thread and the reader.
-class delta_queue final : public delta_sink {
- public:
-  delta_queue(std::int32_t samples, std::function<void(const engine::delta&)> callback)
-      : samples_left_(samples), callback_(std::move(callback)) {}
-
-  void push(engine::delta d) override {
-    if (callback_) {
-      std::lock_guard lock{mutex_};  // one callback at a time, in order
-      if (d.finished)
-        --samples_left_;
-      callback_(d);
-      return;
-    }
-    {
-      std::lock_guard lock{mutex_};
-      if (d.finished)
-        --samples_left_;
-      queue_.push_back(std::move(d));
-    }
-    ready_.notify_all();
-  }
-
-  std::optional<engine::delta> pop(std::optional<std::chrono::milliseconds> timeout) {
-    std::unique_lock lock{mutex_};
-    auto has = [this] { return !queue_.empty() || samples_left_ <= 0; };
-    if (timeout) {
-      if (!ready_.wait_for(lock, *timeout, has))
-        return std::nullopt;
-    } else {
-      ready_.wait(lock, has);
-    }
-    if (queue_.empty())
-      return std::nullopt;
-    auto d = std::move(queue_.front());
-    queue_.pop_front();
-    return d;
-  }
-
-  bool done() const {
-    std::lock_guard lock{mutex_};
-    return queue_.empty() && samples_left_ <= 0;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<engine::delta> queue_;
-  std::int32_t samples_left_;
-  std::function<void(const engine::delta&)> callback_;
-};
 
 struct runtime::parts {
   caf::actor conductor;
@@ -301,6 +250,19 @@ result<void> runtime::check_pools() {
   if (!problems.empty())
     return make_error(errc::internal, problems);
   return {};
+}
+
+caf::actor runtime::conductor() const {
+  return parts_ ? parts_->conductor : caf::actor{};
+}
+
+std::vector<caf::actor> runtime::pool_actors() const {
+  std::vector<caf::actor> out;
+  if (parts_) {
+    for (const auto& p : parts_->pools)
+      out.push_back(caf::actor_cast<caf::actor>(p));
+  }
+  return out;
 }
 
 void runtime::stop() {

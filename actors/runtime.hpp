@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/result.hpp"
 #include "engine/local_engine.hpp"
@@ -65,6 +66,7 @@ class request_handle {
 
  private:
   friend class runtime;
+  friend class deployment;
   request_handle(engine::request_id id, std::shared_ptr<delta_queue> queue, caf::actor* conductor);
   engine::request_id id_;
   std::shared_ptr<delta_queue> queue_;
@@ -122,6 +124,11 @@ class runtime {
   /// Waits until every submitted request finished, then stops the actors.
   /// Later submissions fail. Idempotent.
   void stop();
+
+  /// The conductor and the pool actors, for actors of the same system that
+  /// drive the runtime by messages (a deployment's node actor).
+  [[nodiscard]] caf::actor conductor() const;
+  [[nodiscard]] std::vector<caf::actor> pool_actors() const;
 
   /// The model (its tokenizer, vocabulary...), read-only.
   [[nodiscard]] const models::causal_lm& model() const noexcept { return *model_; }

@@ -7,10 +7,12 @@
 // (`recurrent_addressing::graph_*`) are node-local and never serialized:
 // the receiving pool plans its own.
 
+#include <algorithm>
 #include <caf/meta/type_name.hpp>
 #include <caf/serializer.hpp>
 #include <optional>
 
+#include "engine/request.hpp"
 #include "models/causal_lm.hpp"
 #include "resources/kv/kv_pool.hpp"
 #include "resources/recurrent/pool.hpp"
@@ -113,3 +115,58 @@ typename Inspector::result_type inspect(Inspector& f, step_request& x) {
 }
 
 }  // namespace mstar::models
+
+namespace mstar::engine {
+
+// A request and its deltas cross processes in a deployment (the router and
+// the nodes); these are their wire forms.
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
+  return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_k, x.top_p, x.seed,
+           x.presence_penalty, x.frequency_penalty, x.repetition_penalty, x.n, x.logprobs);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stop_rules& x) {
+  return f(caf::meta::type_name("stop_rules"), x.max_tokens, x.ignore_eos, x.stop_token_ids,
+           x.stop_strings);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, request_spec& x) {
+  auto text = resources::optional_of(x.text);
+  return f(caf::meta::type_name("request_spec"), x.id, x.prompt, text, x.sampling, x.stop,
+           x.generated, x.cache_salt, x.keep_logits);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_logprob& x) {
+  return f(caf::meta::type_name("token_logprob"), x.id, x.logprob);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, usage& x) {
+  return f(caf::meta::type_name("usage"), x.prompt_tokens, x.completion_tokens, x.cached_tokens);
+}
+
+/// `finished` travels as 0 (still running) or 1 + the reason.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delta& x) {
+  std::uint8_t finished = x.finished ? 1 + static_cast<std::uint8_t>(*x.finished) : 0;
+  if constexpr (Inspector::reads_state) {
+    return f(caf::meta::type_name("delta"), x.id, x.index, x.tokens, x.text, x.chosen_logprobs,
+             x.top_logprobs, x.logits, finished, x.error, x.counts, x.time_to_first_token_s);
+  } else {
+    auto err = f(caf::meta::type_name("delta"), x.id, x.index, x.tokens, x.text, x.chosen_logprobs,
+                 x.top_logprobs, x.logits, finished, x.error, x.counts, x.time_to_first_token_s);
+    constexpr auto last = 1 + static_cast<std::uint8_t>(finish_reason::error);
+    if (finished == 0)
+      x.finished.reset();
+    else
+      x.finished = static_cast<finish_reason>(std::min<std::uint8_t>(finished, last) - 1);
+    return err;
+  }
+}
+
+}  // namespace mstar::engine

@@ -58,6 +58,11 @@ struct request_spec {
   std::optional<std::string> text;
   sampling_params sampling;
   stop_rules stop;
+  /// Output already generated elsewhere (a prefill node's first token, or
+  /// the tokens a failed node streamed before a re-route): the sequence
+  /// continues after them as if it had drawn them itself; they count toward
+  /// `max_tokens`, penalties and stop strings and are not streamed again.
+  std::vector<token_id> generated;
   std::string cache_salt;    ///< a tenant's salt: only same-salt requests share cached pages
   bool keep_logits = false;  ///< report the logits row that chose each token (tests, mstar-run)
 };

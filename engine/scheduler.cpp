@@ -80,6 +80,21 @@ result<void> scheduler::validate(const request_spec& spec) const {
     return bad("logprobs must be in [0, 20]");
   if (spec.stop.max_tokens < 0)
     return bad("max_tokens must be >= 0");
+  for (const auto id : spec.generated) {
+    if (static_cast<std::int64_t>(id) >= facts_.vocab_size) {
+      return make_error(errc::out_of_range,
+                        fmt::format("request {}: generated token id {} is outside the vocabulary "
+                                    "of {}",
+                                    spec.id, id, facts_.vocab_size));
+    }
+  }
+  if (!spec.generated.empty() && spec.sampling.n != 1)
+    return bad("a request resumed with generated tokens must have n = 1");
+  if (static_cast<std::int64_t>(spec.generated.size()) >= spec.stop.max_tokens &&
+      !spec.generated.empty()) {
+    return bad(fmt::format("{} generated tokens already reach max_tokens {}", spec.generated.size(),
+                           spec.stop.max_tokens));
+  }
   if (!spec.stop.stop_strings.empty() && facts_.tok == nullptr) {
     return bad("stop strings need a tokenizer, and this model has none");
   }
@@ -108,6 +123,15 @@ result<void> scheduler::add(request_spec spec) {
     s->index = static_cast<std::int32_t>(i);
     s->tokens = spec.prompt;
     s->prompt_len = spec.prompt.size();
+    if (!spec.generated.empty()) {
+      // Resumed: the output so far primes the counts and the text stream
+      // (what it releases was streamed by the node that drew it).
+      s->tokens.insert(s->tokens.end(), spec.generated.begin(), spec.generated.end());
+      for (const auto id : spec.generated)
+        ++s->counts[id];
+      (void)s->text.push(spec.generated);
+      s->first_token_seen = true;
+    }
     s->arrival = arrivals_++;
     s->seed = spec.sampling.seed + 0x9E3779B97F4A7C15ULL * i;
     by_rid_[s->rid] = s.get();

@@ -1,14 +1,14 @@
 // mstar-serve: an OpenAI-compatible HTTP server over the engine's actors.
 #include <CLI/CLI.hpp>
 #include <cstdlib>
-#include <filesystem>
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/runtime.hpp"
+#include "launcher/common/chat.hpp"
 #include "launcher/common/engine_cli.hpp"
-#include "launcher/serve/chat.hpp"
+#include "launcher/common/served.hpp"
 #include "models/nemotron_h.hpp"
 #include "serve/http_server.hpp"
 #include "serve/runtime_port.hpp"
@@ -100,25 +100,9 @@ int main(int argc, char** argv) {
   if (!stats)
     return fail(stats.error().message());
 
-  mstar::serve::served_model served;
-  served.name = opt.served_name;
-  if (served.name.empty() && opt.model == MSTAR_EMBEDDED_MODEL_DIR)
-    served.name = "mstar-embedded";
-  if (served.name.empty()) {
-    auto folder = std::filesystem::path(opt.model).lexically_normal();
-    served.name =
-        (folder.has_filename() ? folder.filename() : folder.parent_path().filename()).string();
-  }
-  served.vocab_size = model.vocab_size();
-  served.tok = model.tok();
-  served.has_chat_template = static_cast<bool>(chat.render);
-  // The longest sequence: the model's, the flag's, and what the KV pool holds.
-  std::int64_t ctx = model.max_context() > 0 ? model.max_context() : std::int64_t{1} << 20;
-  if (opt.max_model_len > 0)
-    ctx = std::min(ctx, opt.max_model_len);
-  if (stats->kv_pages > 0)
-    ctx = std::min(ctx, stats->kv_pages * opt.engine.engine.pools.page_size);
-  served.max_context = ctx;
+  const auto served = mstar::launcher::served_model_of(
+      model, opt.model, opt.served_name, opt.max_model_len,
+      stats->kv_pages * opt.engine.engine.pools.page_size, static_cast<bool>(chat.render));
 
   mstar::serve::service_options so;
   so.api_key = opt.api_key;

@@ -1,5 +1,5 @@
-// A step's typed request and plans survive CAF's binary serializer: what the
-// disaggregation issue sends between nodes.
+// A step's typed request and plans, a request and its deltas survive CAF's
+// binary serializer: what a deployment's router and nodes send each other.
 #include "actors/serialization.hpp"
 
 #include <caf/all.hpp>
@@ -72,6 +72,75 @@ TEST(serialization, plans_round_trip_without_node_local_pointers) {
   EXPECT_EQ(rec_back.labels.at("main").has_state, a.has_state);
   EXPECT_EQ(rec_back.labels.at("main").num_rows, 2);
   EXPECT_EQ(rec_back.labels.at("main").graph_slot_indices, nullptr);
+}
+
+TEST(serialization, a_request_and_its_deltas_round_trip_every_field) {
+  caf::actor_system_config cfg;
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  engine::request_spec r;
+  r.id = "req-7";
+  r.prompt = {1, 2, 3};
+  r.text = "héllo";
+  r.sampling.temperature = 0.5F;
+  r.sampling.top_k = 7;
+  r.sampling.seed = 99;
+  r.sampling.n = 2;
+  r.sampling.logprobs = 3;
+  r.stop.max_tokens = 40;
+  r.stop.stop_strings = {"\n\n", "END"};
+  r.stop.stop_token_ids = {5};
+  r.generated = {11, 12};
+  r.cache_salt = "tenant-a";
+  r.keep_logits = true;
+  const auto rb = round_trip(sys, r);
+  EXPECT_EQ(rb.id, r.id);
+  EXPECT_EQ(rb.prompt, r.prompt);
+  EXPECT_EQ(rb.text, r.text);
+  EXPECT_EQ(rb.sampling.temperature, 0.5F);
+  EXPECT_EQ(rb.sampling.top_k, 7);
+  EXPECT_EQ(rb.sampling.seed, 99U);
+  EXPECT_EQ(rb.sampling.n, 2);
+  EXPECT_EQ(rb.sampling.logprobs, 3);
+  EXPECT_EQ(rb.stop.max_tokens, 40);
+  EXPECT_EQ(rb.stop.stop_strings, r.stop.stop_strings);
+  EXPECT_EQ(rb.stop.stop_token_ids, r.stop.stop_token_ids);
+  EXPECT_EQ(rb.generated, r.generated);
+  EXPECT_EQ(rb.cache_salt, r.cache_salt);
+  EXPECT_TRUE(rb.keep_logits);
+  r.text.reset();
+  EXPECT_FALSE(round_trip(sys, r).text.has_value());
+
+  engine::delta d;
+  d.id = "req-7";
+  d.index = 1;
+  d.tokens = {4, 5};
+  d.text = "ab";
+  d.chosen_logprobs = {{4, -0.5F}, {5, -1.5F}};
+  d.top_logprobs = {{{4, -0.5F}, {6, -2.0F}}, {{5, -1.5F}}};
+  d.logits = {{0.25F, 1.0F}};
+  d.counts = {3, 2, 1};
+  d.time_to_first_token_s = 0.125;
+  for (const auto reason : {engine::finish_reason::length, engine::finish_reason::error}) {
+    d.finished = reason;
+    d.error = reason == engine::finish_reason::error ? "boom" : "";
+    const auto db = round_trip(sys, d);
+    EXPECT_EQ(db.id, d.id);
+    EXPECT_EQ(db.index, 1);
+    EXPECT_EQ(db.tokens, d.tokens);
+    EXPECT_EQ(db.text, d.text);
+    ASSERT_EQ(db.chosen_logprobs.size(), 2U);
+    EXPECT_EQ(db.chosen_logprobs[1].id, 5U);
+    ASSERT_EQ(db.top_logprobs.size(), 2U);
+    EXPECT_EQ(db.top_logprobs[0][1].logprob, -2.0F);
+    EXPECT_EQ(db.logits, d.logits);
+    EXPECT_EQ(db.finished, reason);
+    EXPECT_EQ(db.error, d.error);
+    EXPECT_EQ(db.counts.completion_tokens, 2);
+    EXPECT_EQ(db.time_to_first_token_s, 0.125);
+  }
+  d.finished.reset();
+  EXPECT_FALSE(round_trip(sys, d).finished.has_value());
 }
 
 }  // namespace

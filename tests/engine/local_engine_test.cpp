@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <optional>
 #include <set>
 
 #include "engine/sampler.hpp"
@@ -176,6 +177,41 @@ TEST(local_engine, fails_a_request_that_cannot_fit_alone_and_serves_the_others) 
   test::expect_pools_empty(*e);
 }
 
+TEST(local_engine, a_request_resumed_after_its_first_tokens_continues_as_the_original) {
+  // What a decode node does with a prefill node's first token, or a
+  // re-routed request with what the failed node streamed: the output after
+  // `generated` equals the uninterrupted run's, and counts include it.
+  auto e = test::fixture_engine(hybrid);
+  ASSERT_NE(e, nullptr);
+  auto free_run = run_to_completion(*e, {test::greedy_request(prompt_of(11), 8)});
+  ASSERT_TRUE(free_run.has_value());
+  const auto ids = free_run->front().tokens[0];
+  ASSERT_EQ(ids.size(), 8U);
+  for (const std::size_t already : {std::size_t{1}, std::size_t{5}}) {
+    auto r = test::greedy_request(prompt_of(11), 8);
+    r.generated.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(already));
+    auto id = e->submit(std::move(r));
+    ASSERT_TRUE(id.has_value()) << id.error().message();
+    std::vector<token_id> rest;
+    std::optional<usage> counts;
+    for (const auto& d : drain(*e)) {
+      rest.insert(rest.end(), d.tokens.begin(), d.tokens.end());
+      if (d.finished) {
+        EXPECT_EQ(*d.finished, finish_reason::length);
+        counts = d.counts;
+      }
+    }
+    EXPECT_EQ(rest,
+              std::vector<token_id>(ids.begin() + static_cast<std::ptrdiff_t>(already), ids.end()))
+        << already << " generated";
+    ASSERT_TRUE(counts.has_value());
+    EXPECT_EQ(counts->prompt_tokens, 11);
+    EXPECT_EQ(counts->completion_tokens, 8);
+  }
+  EXPECT_TRUE(e->idle());
+  test::expect_pools_empty(*e);
+}
+
 TEST(local_engine, refuses_bad_requests_naming_the_field) {
   auto e = test::fixture_engine(hybrid);
   ASSERT_NE(e, nullptr);
@@ -192,6 +228,12 @@ TEST(local_engine, refuses_bad_requests_naming_the_field) {
   auto bad_n = test::greedy_request({5}, 4);
   bad_n.sampling.n = 0;
   expect_refused(bad_n, "n must be");
+  auto done_already = test::greedy_request({5}, 2);
+  done_already.generated = {7, 8};
+  expect_refused(done_already, "reach max_tokens");
+  auto bad_generated = test::greedy_request({5}, 4);
+  bad_generated.generated = {9999};
+  expect_refused(bad_generated, "generated token id 9999");
   EXPECT_TRUE(e->idle());
   test::expect_pools_empty(*e);
 }

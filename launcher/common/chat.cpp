@@ -1,4 +1,4 @@
-#include "launcher/serve/chat.hpp"
+#include "launcher/common/chat.hpp"
 
 #include <fmt/format.h>
 

@@ -1,0 +1,308 @@
+// mstar-node: one node of a deployment (launcher/deploy/README.md): its
+// engine (pools, worker, preprocess stage, conductor) behind a node actor
+// published on the node's control port over mutual TLS. The front node also
+// runs the router over every node that joined and the HTTP front end.
+// mstar-launch starts these; launcher/launch/README.md has the contract
+// (the `ready` and `serving` lines on stdout).
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <csignal>
+#include <cstdio>
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+#include "actors/control_plane.hpp"
+#include "actors/deployment.hpp"
+#include "actors/deployment_certs.hpp"
+#include "actors/node_actor.hpp"
+#include "actors/runtime.hpp"
+#include "launcher/common/chat.hpp"
+#include "launcher/common/served.hpp"
+#include "launcher/deploy/credentials.hpp"
+#include "launcher/deploy/deploy_config.hpp"
+#include "models/nemotron_h.hpp"
+#include "serve/deployment_port.hpp"
+#include "serve/http_server.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace deploy = mstar::deploy;
+
+struct options {
+  std::string config;
+  std::string node;
+  std::string model;  ///< overrides the file's
+  int port = -1;      ///< overrides the file's HTTP port (front node)
+  std::string served_name;
+  bool quiet = false;
+};
+
+int fail(const std::string& node, const std::string& message) {
+  spdlog::error("{}", message);
+  std::printf("mstar-node %s: failed: %s\n", node.c_str(), message.c_str());
+  std::fflush(stdout);
+  return 1;
+}
+
+/// The contract's lines (launcher/launch/README.md), on stdout, whole.
+void announce(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+mstar::engine::engine_config engine_of(const deploy::deployment_config& d,
+                                       const deploy::node_config& n) {
+  mstar::engine::engine_config e;
+  if (d.page_size)
+    e.pools.page_size = *d.page_size;
+  if (n.pools.kv_pages)
+    e.pools.max_num_pages = *n.pools.kv_pages;
+  if (n.pools.max_slots)
+    e.pools.max_slots = *n.pools.max_slots;
+  if (n.engine.max_batched_tokens)
+    e.scheduler.max_batched_tokens = *n.engine.max_batched_tokens;
+  if (n.engine.max_running)
+    e.scheduler.max_running = *n.engine.max_running;
+  return e;
+}
+
+/// Waits for SIGINT or SIGTERM (blocked in every thread by main).
+void wait_for_signal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  sigwait(&set, &sig);
+}
+
+/// Joins every other node, retrying until `deadline`; the name of the first
+/// node that did not join, or empty.
+std::string join_all(caf::actor_system& sys, mstar::actors::deployment& dep,
+                     const deploy::deployment_config& d, const std::string& self_name,
+                     std::chrono::steady_clock::time_point deadline) {
+  for (const auto& n : d.nodes) {
+    if (n.name == self_name)
+      continue;
+    std::string last;
+    for (;;) {
+      auto peer = mstar::actors::connect_node(sys, n.host, n.control_port, 2s);
+      if (peer) {
+        auto joined = dep.join(caf::actor_cast<mstar::actors::node_actor>(*peer), 10s);
+        if (joined) {
+          spdlog::info("node {} joined ({} on {}:{})", n.name, joined->role, n.host,
+                       n.control_port);
+          break;
+        }
+        last = joined.error().message();
+      } else {
+        last = sys.render(peer.error());
+      }
+      if (std::chrono::steady_clock::now() >= deadline)
+        return fmt::format("{} ({}:{}: {})", n.name, n.host, n.control_port, last);
+      std::this_thread::sleep_for(250ms);
+    }
+  }
+  return {};
+}
+
+/// Reconnects nodes that left (a restarted process) every second until stopped.
+class rejoiner {
+ public:
+  rejoiner(caf::actor_system& sys, mstar::actors::deployment& dep,
+           const deploy::deployment_config& d, std::string self_name)
+      : thread_([this, &sys, &dep, &d, self = std::move(self_name)] {
+          while (!stop_.load()) {
+            {
+              std::unique_lock lock{m_};
+              if (cv_.wait_for(lock, 1s, [this] { return stop_.load(); }))
+                return;
+            }
+            auto s = dep.stats();
+            if (!s)
+              continue;
+            for (const auto& n : s->nodes) {
+              if (n.alive || n.name == self)
+                continue;
+              const auto* cfg = d.find_node(n.name);
+              if (cfg == nullptr)
+                continue;
+              auto peer = mstar::actors::connect_node(sys, cfg->host, cfg->control_port, 1s);
+              if (!peer)
+                continue;
+              if (auto ok = dep.join(caf::actor_cast<mstar::actors::node_actor>(*peer), 5s); ok)
+                spdlog::info("node {} joined again", n.name);
+            }
+          }
+        }) {}
+  ~rejoiner() {
+    stop_ = true;
+    cv_.notify_all();
+    thread_.join();
+  }
+  rejoiner(const rejoiner&) = delete;
+  rejoiner& operator=(const rejoiner&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mstar-node: one node of a prefill/decode deployment described by a YAML file "
+      "(launcher/deploy/README.md). mstar-launch starts every node; run this by hand to start "
+      "one. The front node also serves HTTP (/v1/completions, /v1/chat/completions, /metrics)."};
+  options opt;
+  app.add_option("--config", opt.config, "The deployment file")->required();
+  app.add_option("--node", opt.node, "Which of its nodes this process is")->required();
+  app.add_option("--model", opt.model, "Model folder (overrides the file's)");
+  app.add_option("--port", opt.port, "HTTP port of the front node (overrides the file's)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--served-model-name", opt.served_name,
+                 "The model name clients send (default: the folder's name)");
+  app.add_flag("--no-request-log", opt.quiet, "No log line per request");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("mstar-node"));
+  spdlog::set_pattern(fmt::format("%Y-%m-%d %H:%M:%S.%e %^%l%$ [{}] %v", opt.node));
+
+  auto config = deploy::load_deployment(opt.config);
+  if (!config) {
+    spdlog::error("{}", config.error().message());
+    return 2;
+  }
+  auto& d = *config;
+  const auto* self = d.find_node(opt.node);
+  if (self == nullptr) {
+    std::string names;
+    for (const auto& n : d.nodes)
+      names += (names.empty() ? "" : ", ") + n.name;
+    spdlog::error("{}: no node named '{}' (nodes: {})", opt.config, opt.node, names);
+    return 2;
+  }
+  if (!opt.model.empty())
+    d.model = opt.model;
+  if (opt.port >= 0)
+    d.http.port = static_cast<std::uint16_t>(opt.port);
+  const bool front = d.front == self->name;
+  const std::string model_dir = d.model.empty() ? MSTAR_EMBEDDED_MODEL_DIR : d.model.string();
+
+  // Signals are taken by sigwait (or the HTTP server) only.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  if (!front)
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // The control plane is mutual TLS (actors/control_plane.hpp says why):
+  // the node's certificate from the deployment's folder (mstar-launch makes it).
+  if (d.auth.mode != deploy::auth_mode::tls) {
+    return fail(opt.node, fmt::format("{}: auth.mode {}: mstar-node's control plane is mutual "
+                                      "TLS; set auth: {{mode: tls, dir: ...}}",
+                                      opt.config, to_string(d.auth.mode)));
+  }
+  auto creds = mstar::actors::load_node_credentials(d.auth.tls_dir, self->name);
+  if (!creds) {
+    return fail(opt.node, fmt::format("{}: auth.dir {}: {}", opt.config, d.auth.tls_dir.string(),
+                                      caf::to_string(creds.error())));
+  }
+  caf::actor_system_config cfg;
+  mstar::actors::runtime::add_message_types(cfg);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  if (auto err = mstar::actors::configure_node(cfg, *creds))
+    return fail(opt.node, "the control plane: " + caf::to_string(err));
+  caf::actor_system sys{cfg};
+
+  mstar::models::run_options run;
+  run.device = self->device.empty() ? d.device : self->device;
+  spdlog::info("loading {} on {}", model_dir, run.device);
+  auto loaded = mstar::models::nemotron_h_model::load(model_dir, run);
+  if (!loaded)
+    return fail(opt.node, loaded.error().message());
+  auto chat = mstar::launcher::load_chat(model_dir, (*loaded)->tok());
+  const auto engine = engine_of(d, *self);
+  auto made = mstar::actors::runtime::start_in(sys, std::move(*loaded), engine);
+  if (!made)
+    return fail(opt.node, made.error().message());
+  auto& rt = **made;
+  if (auto warmed = rt.warm_up(); !warmed)
+    return fail(opt.node, warmed.error().message());
+  auto node = mstar::actors::spawn_node_actor(
+      sys, mstar::actors::node_parts_of(rt, self->name, std::string{to_string(self->role)}));
+  auto bound = mstar::actors::publish_node(sys, caf::actor_cast<caf::actor>(node), self->host,
+                                           self->control_port);
+  if (!bound) {
+    return fail(opt.node, fmt::format("cannot listen on {}:{}: {}", self->host, self->control_port,
+                                      sys.render(bound.error())));
+  }
+  announce(fmt::format("mstar-node {}: ready control={}:{}", self->name, self->host, *bound));
+
+  if (!front) {
+    wait_for_signal();
+    spdlog::info("stopping");
+    rt.stop();
+    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    return 0;
+  }
+
+  // The front node: the router over every node, then HTTP.
+  mstar::actors::router_options ro;
+  ro.prefill_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(d.timeouts.request_s * 1000));
+  auto dep = mstar::actors::deployment::start_in(sys, ro);
+  if (auto joined = dep->join(node, 10s); !joined)
+    return fail(opt.node, joined.error().message());
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<std::int64_t>(d.timeouts.join_s * 1000));
+  if (auto missing = join_all(sys, *dep, d, self->name, deadline); !missing.empty()) {
+    rt.stop();
+    return fail(opt.node,
+                fmt::format("node {} did not join within {} s", missing, d.timeouts.join_s));
+  }
+  rejoiner again{sys, *dep, d, self->name};
+
+  auto stats = rt.stats();
+  if (!stats)
+    return fail(opt.node, stats.error().message());
+  const auto served = mstar::launcher::served_model_of(rt.model(), model_dir, opt.served_name, 0,
+                                                       stats->kv_pages * engine.pools.page_size,
+                                                       static_cast<bool>(chat.render));
+  mstar::serve::service_options so;
+  if (!d.http.api_key_file.empty()) {
+    auto key = mstar::deploy::read_private_file(d.http.api_key_file, "http.api_key_file");
+    if (!key)
+      return fail(opt.node, key.error().message());
+    so.api_key = *key;
+  }
+  mstar::serve::deployment_port port{*dep};
+  auto svc = std::make_shared<mstar::serve::service>(&port, served, chat.render, so);
+  mstar::serve::server_options http;
+  http.host = d.http.host;
+  http.port = d.http.port;
+  http.log_requests = !opt.quiet;
+  auto server = mstar::serve::http_server::start(svc, http);
+  if (!server)
+    return fail(opt.node, server.error().message());
+  announce(fmt::format("mstar-node {}: serving http://{}:{}", self->name, d.http.host,
+                       (*server)->port()));
+  (*server)->run_until_signal();
+  spdlog::info("stopping");
+  rt.stop();
+  caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+  return 0;
+}

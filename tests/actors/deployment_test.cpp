@@ -1,0 +1,262 @@
+// A deployment's router over node actors in one process (the routing, not
+// the wire: tests/launcher/ runs nodes as processes): prefill on one node
+// and decode on another gives the tokens of one engine alone, for the
+// attention-only and the hybrid fixture; `both` nodes take whole requests;
+// a node that leaves mid-request has its requests re-routed (resumed after
+// what the client already has, never repeating a token) or failed naming
+// it; cancellation reaches the node that runs the request.
+#include "actors/deployment.hpp"
+
+#include <caf/all.hpp>
+#include <gtest/gtest.h>
+
+#include "actors/node_actor.hpp"
+#include "tests/engine/engine_support.hpp"
+
+namespace mstar::actors {
+namespace {
+
+using engine::finish_reason;
+using engine::token_id;
+
+constexpr auto deadline = std::chrono::seconds(60);
+
+std::vector<engine::delta> read_all(request_handle& h) {
+  std::vector<engine::delta> out;
+  while (!h.done()) {
+    auto d = h.next_for(std::chrono::duration_cast<std::chrono::milliseconds>(deadline));
+    if (!d) {
+      ADD_FAILURE() << "no delta for " << h.id() << " within the deadline";
+      break;
+    }
+    out.push_back(std::move(*d));
+  }
+  return out;
+}
+
+std::vector<token_id> tokens_of(const std::vector<engine::delta>& ds) {
+  std::vector<token_id> out;
+  for (const auto& d : ds)
+    out.insert(out.end(), d.tokens.begin(), d.tokens.end());
+  return out;
+}
+
+std::vector<token_id> prompt_of(int len, token_id start) {
+  std::vector<token_id> p;
+  for (int i = 0; i < len; ++i)
+    p.push_back(start + static_cast<token_id>(i * 13 % 150));
+  return p;
+}
+
+/// One process holding several nodes, each a runtime with its node actor.
+class nodes_fixture {
+ public:
+  explicit nodes_fixture(std::string model) : model_(std::move(model)) {
+    runtime::add_message_types(cfg_);
+    cfg_.set("logger.verbosity", caf::atom("quiet"));
+    sys_ = std::make_unique<caf::actor_system>(cfg_);
+  }
+  ~nodes_fixture() {
+    dep_.reset();
+    for (auto& rt : runtimes_)
+      rt->stop();
+  }
+
+  caf::actor_system& sys() { return *sys_; }
+
+  node_actor add(const std::string& name, const std::string& role,
+                 engine::engine_config config = {}) {
+    auto m = models::nemotron_h_model::load(test::model_dir(model_));
+    EXPECT_TRUE(m.has_value()) << m.error().message();
+    auto rt = runtime::start_in(*sys_, std::move(*m), config);
+    EXPECT_TRUE(rt.has_value()) << rt.error().message();
+    auto node = spawn_node_actor(*sys_, node_parts_of(**rt, name, role));
+    runtimes_.push_back(std::move(*rt));
+    nodes_.push_back(node);
+    return node;
+  }
+
+  deployment& dep(router_options options = {}) {
+    if (!dep_) {
+      dep_ = deployment::start_in(*sys_, options);
+      for (const auto& n : nodes_) {
+        auto joined = dep_->join(n, std::chrono::seconds(5));
+        EXPECT_TRUE(joined.has_value()) << joined.error().message();
+      }
+    }
+    return *dep_;
+  }
+
+  runtime& rt(std::size_t i) { return *runtimes_.at(i); }
+
+  void expect_pools_empty() {
+    for (auto& rt : runtimes_) {
+      auto ok = rt->check_pools();
+      EXPECT_TRUE(ok.has_value()) << ok.error().message();
+      auto s = rt->stats();
+      ASSERT_TRUE(s.has_value());
+      EXPECT_EQ(s->running, 0);
+      EXPECT_EQ(s->waiting, 0);
+      EXPECT_EQ(s->free_slots, s->slots - (s->slots > 0 ? 1 : 0));
+      EXPECT_EQ(s->kv_free_pages + s->kv_cached_pages, s->kv_pages - 1);
+    }
+  }
+
+ private:
+  std::string model_;
+  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  std::vector<std::unique_ptr<runtime>> runtimes_;
+  std::vector<node_actor> nodes_;
+  std::unique_ptr<deployment> dep_;
+};
+
+// The tokens of each request on one engine alone.
+std::vector<std::vector<token_id>> alone(const std::string& model,
+                                         const std::vector<engine::request_spec>& specs) {
+  auto m = models::nemotron_h_model::load(test::model_dir(model));
+  auto rt = runtime::start(std::move(*m), {});
+  EXPECT_TRUE(rt.has_value());
+  std::vector<std::vector<token_id>> out;
+  for (const auto& c : complete(**rt, specs))
+    out.push_back(c.tokens.at(0));
+  return out;
+}
+
+class pd_split : public testing::TestWithParam<std::string> {};
+
+TEST_P(pd_split, prefill_and_decode_on_two_nodes_give_the_tokens_of_one_engine) {
+  std::vector<engine::request_spec> specs;
+  for (int i = 0; i < 6; ++i)
+    specs.push_back(test::greedy_request(prompt_of(5 + 7 * i, 20 + i), 9));
+  const auto expected = alone(GetParam(), specs);
+  nodes_fixture f{GetParam()};
+  f.add("prefill-0", "prefill");
+  f.add("decode-0", "decode");
+  auto& d = f.dep();
+  std::vector<request_handle> hs;
+  for (const auto& s : specs)
+    hs.push_back(d.submit(s));
+  for (std::size_t i = 0; i < hs.size(); ++i) {
+    const auto ds = read_all(hs[i]);
+    EXPECT_EQ(tokens_of(ds), expected[i]) << "request " << i;
+    ASSERT_FALSE(ds.empty());
+    EXPECT_EQ(ds.back().finished, finish_reason::length);
+    EXPECT_EQ(ds.back().counts.prompt_tokens, static_cast<std::int64_t>(specs[i].prompt.size()));
+    EXPECT_EQ(ds.back().counts.completion_tokens, 9);
+  }
+  auto s = d.stats();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->handoffs, 6);
+  EXPECT_EQ(s->reroutes, 0);
+  EXPECT_EQ(s->in_flight, 0);
+  // The prefill node drew one token per request, the decode node the rest.
+  auto pre = f.rt(0).stats();
+  auto dec = f.rt(1).stats();
+  ASSERT_TRUE(pre && dec);
+  EXPECT_EQ(pre->generated_tokens, 6);
+  EXPECT_EQ(dec->generated_tokens, 6 * 8);
+  f.expect_pools_empty();
+}
+
+INSTANTIATE_TEST_SUITE_P(fixtures, pd_split,
+                         testing::Values("nemotron_h_tiny_attn", "nemotron_h_tiny_hybrid"));
+
+TEST(deployment, both_nodes_take_whole_requests_and_n_samples) {
+  nodes_fixture f{"nemotron_h_tiny_hybrid"};
+  f.add("both-0", "both");
+  f.add("both-1", "both");
+  auto& d = f.dep();
+  auto spec = test::greedy_request(prompt_of(12, 30), 5);
+  spec.sampling.n = 3;
+  spec.sampling.temperature = 0.8F;
+  auto h = d.submit(spec);
+  const auto ds = read_all(h);
+  int finished = 0;
+  for (const auto& x : ds)
+    finished += x.finished ? 1 : 0;
+  EXPECT_EQ(finished, 3);
+  auto s = d.stats();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->handoffs, 0);
+  f.expect_pools_empty();
+}
+
+TEST(deployment, a_decode_node_that_leaves_mid_decode_has_its_requests_resumed_elsewhere) {
+  const auto spec = test::greedy_request(prompt_of(20, 40), 40);
+  const auto expected = alone("nemotron_h_tiny_hybrid", {spec});
+  nodes_fixture f{"nemotron_h_tiny_hybrid"};
+  f.add("prefill-0", "prefill");
+  auto doomed = f.add("decode-0", "decode");
+  auto& d = f.dep();
+  std::vector<engine::delta> ds;
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::size_t seen = 0;
+  d.submit(spec, [&](const engine::delta& x) {
+    std::lock_guard lock{m};
+    ds.push_back(x);
+    seen += x.tokens.size();
+    done = done || x.finished.has_value();
+    cv.notify_all();
+  });
+  {
+    std::unique_lock lock{m};
+    ASSERT_TRUE(cv.wait_for(lock, deadline, [&] { return seen >= 4 || done; }));
+  }
+  // A second decode node joins; the first one goes away mid-decode.
+  auto spare = f.add("decode-1", "decode");
+  ASSERT_TRUE(d.join(spare, std::chrono::seconds(5)).has_value());
+  caf::anon_send_exit(doomed, caf::exit_reason::kill);
+  {
+    std::unique_lock lock{m};
+    ASSERT_TRUE(cv.wait_for(lock, deadline, [&] { return done; }));
+  }
+  EXPECT_EQ(tokens_of(ds), expected.at(0));  // no token lost or repeated
+  EXPECT_EQ(ds.back().finished, finish_reason::length);
+  auto s = d.stats();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_LE(s->reroutes, 1);  // 0 when it had finished before the exit landed
+  EXPECT_EQ(s->in_flight, 0);
+}
+
+TEST(deployment, fails_clearly_when_no_node_that_can_decode_is_left) {
+  nodes_fixture f{"nemotron_h_tiny_attn"};
+  f.add("prefill-0", "prefill");
+  auto doomed = f.add("decode-0", "decode");
+  auto& d = f.dep();
+  caf::anon_send_exit(doomed, caf::exit_reason::kill);
+  // The router learns of the exit before the next request reaches it
+  // (both go through its mailbox; the down message was sent first).
+  for (int i = 0; i < 100; ++i) {
+    auto s = d.stats();
+    ASSERT_TRUE(s.has_value());
+    if (!s->nodes.at(1).alive)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto h = d.submit(test::greedy_request(prompt_of(8, 50), 6));
+  const auto ds = read_all(h);
+  ASSERT_FALSE(ds.empty());
+  EXPECT_EQ(ds.back().finished, finish_reason::error);
+  EXPECT_NE(ds.back().error.find("can decode"), std::string::npos) << ds.back().error;
+}
+
+TEST(deployment, cancel_reaches_the_node_running_the_request) {
+  nodes_fixture f{"nemotron_h_tiny_hybrid"};
+  f.add("prefill-0", "prefill");
+  f.add("decode-0", "decode");
+  auto& d = f.dep();
+  auto h = d.submit(test::greedy_request(prompt_of(10, 60), 100000));
+  auto first = h.next_for(std::chrono::duration_cast<std::chrono::milliseconds>(deadline));
+  ASSERT_TRUE(first.has_value());
+  h.cancel();
+  const auto ds = read_all(h);
+  ASSERT_FALSE(ds.empty());
+  EXPECT_EQ(ds.back().finished, finish_reason::cancelled);
+  f.expect_pools_empty();
+}
+
+}  // namespace
+}  // namespace mstar::actors
