@@ -7,7 +7,8 @@
 // before BASP reads a byte, so a process without the credential cannot
 // reach any actor (not the published one, not CAF's spawn server, not an
 // actor id). Refused handshakes are logged through spdlog by the refusing
-// node with the peer's address. README.md says why TLS, not a shared secret.
+// node with the peer's address. README.md says why TLS, and how a shared
+// secret becomes the same TLS (derive_node_credentials).
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>

@@ -1,7 +1,8 @@
 // The control plane between nodes, with real processes: a node publishes an
 // actor over mutual TLS in a forked child; clients, each a forked child,
 // connect with the deployment's credential, with none, with another
-// deployment's, or with plain BASP. Children are forked before anything
+// deployment's, or with plain BASP. In secret mode each child derives its
+// credential from the shared secret itself, as a node does. Children are forked before anything
 // touches CAF or libssl; each reports through its exit code, the server also
 // through a pipe (what its actor received, what it logged).
 
@@ -38,6 +39,31 @@ constexpr int replied = 0;
 constexpr int refused = 1;
 constexpr int setup_failed = 2;
 
+constexpr const char* deployment_name = "cp-test";
+constexpr const char* our_secret = "correct horse battery staple";
+constexpr const char* other_secret = "incorrect horse battery staple";
+
+// How a child gets its credential: a deployment folder's files (tls mode),
+// or derived from `secret` when it is set (secret mode).
+struct node_auth {
+  std::optional<node_credentials> files;
+  std::string secret;
+  std::string name;
+};
+
+// The credential `auth` names; a derived one is kept in `derived`, which
+// must outlive the actor system (CAF re-reads the files).
+std::optional<node_credentials> resolve(const node_auth& auth,
+                                        std::optional<derived_credentials>& derived) {
+  if (auth.secret.empty())
+    return auth.files;
+  auto made = derive_node_credentials(auth.secret, deployment_name, {auth.name, {host}});
+  if (!made)
+    return std::nullopt;
+  derived.emplace(std::move(*made));
+  return derived->credentials();
+}
+
 // The published node actor: answers "ping" with "pong"; counts every
 // message that reaches it, whatever its type.
 caf::behavior counting_echo(caf::event_based_actor* self, std::atomic<int>* received) {
@@ -53,14 +79,18 @@ caf::behavior counting_echo(caf::event_based_actor* self, std::atomic<int>* rece
 
 // The server child: publishes the echo actor, sends its port, waits for the
 // parent's word, then sends how many messages the actor got and its log.
-int run_server(const node_credentials& creds, const channel& up, const channel& down) {
+int run_server(const node_auth& auth, const channel& up, const channel& down) {
+  std::optional<derived_credentials> derived;
+  const auto creds = resolve(auth, derived);
+  if (!creds)
+    return setup_failed;
   std::ostringstream log;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
   spdlog::default_logger()->sinks().push_back(sink);
   std::atomic<int> received{0};
   {
     caf::actor_system_config cfg;
-    if (configure_node(cfg, creds))
+    if (configure_node(cfg, *creds))
       return setup_failed;
     caf::actor_system sys{cfg};
     auto echo = sys.spawn(counting_echo, &received);
@@ -108,10 +138,12 @@ enum class client_kind { credential, anonymous_tls, plain_basp };
 // A client child. With a credential it uses connect_node; without, CAF's
 // OpenSSL module unconfigured (anonymous TLS) or the plain middleman. If it
 // connects it pings, so a hole would show in the server's count.
-int run_client(client_kind kind, const std::optional<node_credentials>& creds, std::uint16_t port) {
+int run_client(client_kind kind, const node_auth& auth, std::uint16_t port) {
+  std::optional<derived_credentials> derived;
   caf::actor_system_config cfg;
   if (kind == client_kind::credential) {
-    if (configure_node(cfg, *creds))
+    const auto creds = resolve(auth, derived);
+    if (!creds || configure_node(cfg, *creds))
       return setup_failed;
   } else {
     cfg.load<caf::io::middleman>();
@@ -158,18 +190,26 @@ class control_plane : public ::testing::Test {
     EXPECT_TRUE(creds) << caf::to_string(creds.error());
     return creds ? *creds : node_credentials{};
   }
+  static node_auth files(const std::string& folder, const std::string& node) {
+    return {credential(folder, node), "", node};
+  }
+  static node_auth shared(const std::string& secret_text, const std::string& node) {
+    return {std::nullopt, secret_text, node};
+  }
 
   // Starts the server child, runs one client child against it, collects both.
-  static outcome run(client_kind kind, std::optional<node_credentials> client_creds) {
+  static outcome run(client_kind kind, const node_auth& client_auth) {
+    return run(kind, client_auth, files("ours", "server"));
+  }
+  static outcome run(client_kind kind, const node_auth& client_auth, const node_auth& server_auth) {
     outcome out;
-    const auto server_creds = credential("ours", "server");
     channel up;
     channel down;
-    const pid_t server = spawn([&] { return run_server(server_creds, up, down); }, 20);
+    const pid_t server = spawn([&] { return run_server(server_auth, up, down); }, 20);
     const auto port = up.receive(5s);
     if (port) {
       const auto p = static_cast<std::uint16_t>(std::stoi(*port));
-      const pid_t client = spawn([&] { return run_client(kind, client_creds, p); }, 20);
+      const pid_t client = spawn([&] { return run_client(kind, client_auth, p); }, 20);
       out.client_exit = wait_exit(client, 8s);
     }
     down.send("done");
@@ -184,7 +224,7 @@ class control_plane : public ::testing::Test {
 };
 
 TEST_F(control_plane, authenticated_peer_gets_a_reply_from_the_published_actor) {
-  const auto out = run(client_kind::credential, credential("ours", "client"));
+  const auto out = run(client_kind::credential, files("ours", "client"));
   EXPECT_EQ(out.client_exit, replied);
   EXPECT_EQ(out.server_exit, 0);
   EXPECT_EQ(out.received, 1);
@@ -192,7 +232,7 @@ TEST_F(control_plane, authenticated_peer_gets_a_reply_from_the_published_actor) 
 }
 
 TEST_F(control_plane, peer_without_a_credential_cannot_connect_and_the_refusal_is_logged) {
-  const auto out = run(client_kind::anonymous_tls, std::nullopt);
+  const auto out = run(client_kind::anonymous_tls, {});
   EXPECT_EQ(out.client_exit, refused);
   EXPECT_EQ(out.server_exit, 0);
   EXPECT_EQ(out.received, 0);
@@ -201,7 +241,7 @@ TEST_F(control_plane, peer_without_a_credential_cannot_connect_and_the_refusal_i
 }
 
 TEST_F(control_plane, peer_with_another_deployments_credential_cannot_connect_and_is_logged) {
-  const auto out = run(client_kind::credential, credential("theirs", "client"));
+  const auto out = run(client_kind::credential, files("theirs", "client"));
   EXPECT_EQ(out.client_exit, refused);
   EXPECT_EQ(out.server_exit, 0);
   EXPECT_EQ(out.received, 0);
@@ -210,7 +250,35 @@ TEST_F(control_plane, peer_with_another_deployments_credential_cannot_connect_an
 }
 
 TEST_F(control_plane, peer_speaking_plain_basp_reaches_no_actor) {
-  const auto out = run(client_kind::plain_basp, std::nullopt);
+  const auto out = run(client_kind::plain_basp, {});
+  EXPECT_EQ(out.client_exit, refused);
+  EXPECT_EQ(out.server_exit, 0);
+  EXPECT_EQ(out.received, 0);
+  EXPECT_NE(out.server_log.find("refused TLS peer 127.0.0.1:"), std::string::npos)
+      << out.server_log;
+}
+
+TEST_F(control_plane, peers_sharing_a_secret_connect_and_exchange_a_message) {
+  const auto out =
+      run(client_kind::credential, shared(our_secret, "client"), shared(our_secret, "server"));
+  EXPECT_EQ(out.client_exit, replied);
+  EXPECT_EQ(out.server_exit, 0);
+  EXPECT_EQ(out.received, 1);
+  EXPECT_EQ(out.server_log.find("refused"), std::string::npos) << out.server_log;
+}
+
+TEST_F(control_plane, peer_with_another_secret_cannot_connect_and_is_logged) {
+  const auto out =
+      run(client_kind::credential, shared(other_secret, "client"), shared(our_secret, "server"));
+  EXPECT_EQ(out.client_exit, refused);
+  EXPECT_EQ(out.server_exit, 0);
+  EXPECT_EQ(out.received, 0);
+  EXPECT_NE(out.server_log.find("refused TLS peer 127.0.0.1:"), std::string::npos)
+      << out.server_log;
+}
+
+TEST_F(control_plane, peer_without_the_secret_cannot_connect_to_a_secret_node) {
+  const auto out = run(client_kind::anonymous_tls, {}, shared(our_secret, "server"));
   EXPECT_EQ(out.client_exit, refused);
   EXPECT_EQ(out.server_exit, 0);
   EXPECT_EQ(out.received, 0);
