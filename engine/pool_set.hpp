@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/result.hpp"
+#include "engine/publication.hpp"
 #include "models/causal_lm.hpp"
 #include "resources/step/step_runner.hpp"
 
@@ -77,6 +78,34 @@ class pool_set {
   void extend(const resources::request_id& rid, std::span<const resources::token_id> ids);
   /// Frees everything the request holds; its indexed pages stay cached.
   void remove(const resources::request_id& rid);
+
+  // Disaggregated prefill / decode (pool_set_transfer.cpp). Every call
+  // covers the pools this set holds, so a one-pool set (a pool actor's)
+  // publishes and adopts its own part; `publication::merge` and
+  // `adoption::merge` assemble the parts.
+
+  /// Exports every stream `rid` holds in every pool of the set and holds
+  /// their pages and slots until `release_publication` (the request may be
+  /// removed meanwhile). All or nothing: on an error (no streams, a stream
+  /// mid-step or windowed, an earlier publication still held) no hold is
+  /// placed.
+  [[nodiscard]] result<publication> publish(const resources::request_id& rid);
+  /// Drops the holds `publish` placed. not_found when none is held.
+  [[nodiscard]] result<void> release_publication(const resources::request_id& rid);
+  /// Imports `from`'s parts for the pools this set holds (KV first, then
+  /// recurrent): pages held here under the same keys are adopted, the rest
+  /// and the slots are taken fresh and listed for the transfer agent. All
+  /// or nothing across pools: a refusal (out_of_range: pages or slots
+  /// short; invalid_argument: the request already has streams here, or the
+  /// publication lacks a part a pool of this set needs) undoes every
+  /// import. Until `finish_adopt` the streams are refused by admit.
+  [[nodiscard]] result<adoption> adopt(const resources::request_id& rid, const publication& from);
+  /// The transfer landed: the adopted streams become admittable, as if
+  /// computed here. not_found when nothing is being adopted.
+  [[nodiscard]] result<void> finish_adopt(const resources::request_id& rid);
+  /// Gives back exactly what `adopt` took. not_found when nothing is being
+  /// adopted.
+  [[nodiscard]] result<void> abort_adopt(const resources::request_id& rid);
 
   [[nodiscard]] pool_stats stats() const;
   /// Every pool's conservation invariant.

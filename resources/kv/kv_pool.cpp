@@ -195,6 +195,14 @@ admit_outcome kv_pool::admit_impl(const kv_step& step, const step_context& ctx,
     }
     st.seen_epoch = step_epoch_;
     streams[i] = &st;
+    // An importing stream's bytes have not landed; an exported one's pages
+    // are published and must not change.
+    if (st.importing || (st.exported && seg.span > 0)) {
+      return admit_outcome::refused(admit_runtime_error{
+          fmt::format("stream {}/{} is {}", seg.rid, seg.label,
+                      st.importing ? "importing (finish_import or abort_import first)"
+                                   : "exported (release_export or remove the request first)")});
+    }
     if (!st.lease.empty() && st.pages.empty() && st.stored_len == 0)
       convert_lease(st);
     // A non-committing step still writes its span for the kernels to attend.
@@ -216,6 +224,10 @@ admit_outcome kv_pool::admit_impl(const kv_step& step, const step_context& ctx,
           stream_state& tgt = stream_for(seg.rid, to, &created);
           if (created)
             record.push_back({seg.rid, to, {}, true});
+          if (tgt.importing || tgt.exported) {
+            return admit_outcome::refused(admit_runtime_error{
+                fmt::format("fork target {}/{} is importing or exported", seg.rid, to)});
+          }
           // A pre-fork target written in this step grows past the copy.
           if (!post) {
             for (const auto& other : step.segments) {
@@ -400,6 +412,7 @@ void kv_pool::purge_records(const request_id& rid) {
       clear_preplan();
   }
   std::erase_if(unwind_, [&](const alloc_record& r) { return r.rid == rid; });
+  std::erase_if(imports_, [&](const alloc_record& r) { return r.rid == rid; });
 }
 
 void kv_pool::remove_request(const request_id& rid) {
@@ -427,6 +440,10 @@ void kv_pool::reset_request(const request_id& rid, bool free) {
     st.retention.reset();
     st.step_in_flight = false;
     st.converted = false;
+    st.importing = false;
+    st.adopted.clear();
+    if (free)
+      st.exported = false;  // kept pages stay published until release_export
     ++st.generation;
     ++st.reset_generation;
     st.chain.reset();

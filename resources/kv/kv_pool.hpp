@@ -21,6 +21,7 @@
 #include "resources/kv/keys.hpp"
 #include "resources/kv/page_arena.hpp"
 #include "resources/kv/prefix_index.hpp"
+#include "resources/kv/transfer.hpp"
 #include "resources/step/step.hpp"
 
 namespace mstar::resources {
@@ -115,6 +116,53 @@ class kv_pool final : public resource {
   [[nodiscard]] result<std::int64_t> release_oldest(const request_id& rid, const std::string& label,
                                                     std::int64_t tokens);
 
+  // Moving a stream between pools (disaggregated prefill / decode;
+  // kv_pool_transfer.cpp). Export side: export_stream, then remove_request
+  // whenever, then release_export once the importer has the bytes. Import
+  // side: import_stream, the transfer agent fills `fetch`, then
+  // finish_import (or abort_import).
+
+  /// Describes stream (rid, label) for another pool and places an export
+  /// hold on its pages (one owner each, sealed: neither this stream nor
+  /// anyone else writes them again while held), so the request may be
+  /// removed and the pages stay as they are until `release_export`. While
+  /// held, admit refuses steps on the stream. Errors: no such stream, a
+  /// stream under an admitted step or still importing, one with released
+  /// front pages (windowed: not supported yet), or one already exported
+  /// (export is not idempotent: `release_export` first).
+  [[nodiscard]] result<kv_export> export_stream(const request_id& rid, const std::string& label);
+  /// Drops every export hold of `rid` (every label); pages nobody else holds
+  /// return to the free queue. not_found when `rid` holds none.
+  [[nodiscard]] result<void> release_export(const request_id& rid);
+  /// Whether `rid` has export holds here.
+  [[nodiscard]] bool exported(const request_id& rid) const { return exports_.contains(rid); }
+
+  /// Creates stream (rid, label) holding `from.stored_len` tokens: each
+  /// exported page is adopted when this pool's prefix index holds its rooted
+  /// key under an equal root (and the request has not opted out), otherwise
+  /// a fresh page is taken, evicting cached pages only when that makes it
+  /// fit. All or nothing: out_of_range naming the pages short when the pool
+  /// cannot hold the stream, invalid_argument for a stream that exists or
+  /// an export of another geometry, and nothing changed. Until
+  /// `finish_import` the stream is refused by admit.
+  [[nodiscard]] result<kv_import> import_stream(const request_id& rid, const std::string& label,
+                                                const kv_export& from);
+  /// The bytes of every importing stream of `rid` landed: indexes their
+  /// whole pages under their keys (equal roots, open cache) and makes them
+  /// admittable, as if computed here. not_found when none is importing.
+  [[nodiscard]] result<void> finish_import(const request_id& rid);
+  /// Gives back exactly what `import_stream` took for every importing stream
+  /// of `rid` (fresh pages to the front of the free queue, newest first, and
+  /// the adopted pages' references) and deletes those streams. not_found
+  /// when none is importing.
+  [[nodiscard]] result<void> abort_import(const request_id& rid);
+  /// Whether a stream of `rid` is imported but not finished.
+  [[nodiscard]] bool importing(const request_id& rid) const;
+  /// The labels of `rid`'s streams, sorted.
+  [[nodiscard]] std::vector<std::string> labels(const request_id& rid) const;
+  /// The prefix index (null when the cache is closed), for inspection.
+  [[nodiscard]] const prefix_index* index() const { return index_.get(); }
+
   [[nodiscard]] std::int32_t num_free_pages() const { return arena_.num_free(); }
   [[nodiscard]] std::int32_t num_cached_pages() const { return index_ ? index_->size() : 0; }
   /// Cached pages nobody but the prefix cache holds (the next to evict).
@@ -141,9 +189,10 @@ class kv_pool final : public resource {
   [[nodiscard]] const kernels::kv_geometry& geometry() const { return config_.geometry; }
 
   /// Conservation (reference §3.6.7 list): free and owned partition the
-  /// pages; owner counts equal references from the index, streams and
-  /// leases (+1 for the sink); shared pages are sealed; a stream's partial
-  /// frontier page has exactly one owner.
+  /// pages; owner counts equal references from the index, streams, leases
+  /// and export holds (+1 for the sink); shared pages are sealed; a stream's
+  /// partial frontier page has exactly one owner (two while exported); every
+  /// pending import names an importing stream.
   [[nodiscard]] result<void> check_invariants() const;
 
  private:
@@ -178,6 +227,10 @@ class kv_pool final : public resource {
   std::int64_t release_front(stream_state& s, std::int64_t tokens);
   void free_stream(stream_state& s);
   void purge_records(const request_id& rid);
+  [[nodiscard]] result<void> check_transfers() const;
+  /// Per exported page, the local page holding its key, or -1.
+  [[nodiscard]] std::vector<page_id> adoptable(const request_id& rid, const kv_export& from) const;
+  [[nodiscard]] result<void> check_export(const kv_export& from) const;
   [[nodiscard]] chain_state make_chain(const kv_prefix_seed& seed) const;
   [[nodiscard]] std::int64_t pages_for(std::int64_t tokens) const {
     return (tokens + config_.geometry.page_size - 1) / config_.geometry.page_size;
@@ -192,6 +245,10 @@ class kv_pool final : public resource {
   std::unordered_map<request_id, std::unique_ptr<request_state>> requests_;
   std::vector<alloc_record> unwind_;
   std::unique_ptr<staged_preplan> staged_;
+  /// Export holds by request and label: the pages each hold references.
+  std::unordered_map<request_id, std::map<std::string, std::vector<page_id>>> exports_;
+  /// Pending imports in import order: the fresh pages each took.
+  std::vector<alloc_record> imports_;
   std::uint64_t step_epoch_ = 0;
 
   // Per-step scratch, reused so the decode path allocates nothing: what each

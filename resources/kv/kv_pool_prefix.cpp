@@ -180,9 +180,10 @@ result<std::int64_t> kv_pool::release_oldest(const request_id& rid, const std::s
   if (st == nullptr) {
     return make_error(errc::not_found, fmt::format("no stream {}/{}", rid, label));
   }
-  if (st->step_in_flight) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("release_oldest on {}/{} under an admitted step", rid, label));
+  if (st->step_in_flight || st->importing) {
+    return make_error(
+        errc::invalid_argument,
+        fmt::format("release_oldest on {}/{} under an admitted step or an import", rid, label));
   }
   if (tokens < 0) {
     return make_error(errc::invalid_argument, fmt::format("cannot release {} tokens", tokens));
@@ -228,6 +229,14 @@ result<void> kv_pool::check_invariants() const {
     if (index_ && index_->indexes(p))
       ++refs[static_cast<std::size_t>(p)];
   }
+  for (const auto& [rid, held] : exports_) {
+    for (const auto& [label, pages] : held) {
+      for (const page_id p : pages)
+        ++refs[static_cast<std::size_t>(p)];
+    }
+  }
+  if (auto ok = check_transfers(); !ok)
+    return ok;
   const std::int64_t ps = config_.geometry.page_size;
   for (const auto& [rid, req] : requests_) {
     for (const auto& [label, st] : req->streams) {
@@ -242,10 +251,12 @@ result<void> kv_pool::check_invariants() const {
         ++refs[static_cast<std::size_t>(p)];
       if (st.stored_len % ps != 0) {
         const page_id frontier = st.pages[static_cast<std::size_t>(st.stored_len / ps)];
-        if (arena_.owners(frontier) != 1) {
+        // An export holds the frontier it published.
+        const std::int32_t expected = st.exported ? 2 : 1;
+        if (arena_.owners(frontier) != expected) {
           return make_error(errc::out_of_range,
-                            fmt::format("{}'s frontier page {} has {} owners (must be 1)", name,
-                                        frontier, arena_.owners(frontier)));
+                            fmt::format("{}'s frontier page {} has {} owners (must be {})", name,
+                                        frontier, arena_.owners(frontier), expected));
         }
       }
     }

@@ -36,6 +36,13 @@ struct kv_pool::stream_state {
   std::optional<chain_state> chain;
   std::vector<page_id> lease;  ///< cached pages held for this stream before admit
   bool converted = false;
+  /// Under an export hold: its pages are published, admit refuses it.
+  bool exported = false;
+  /// Imported, bytes not yet landed: admit refuses it. `adopted` lists the
+  /// pages import retained rather than took fresh (kv_pool::imports_ holds
+  /// the fresh ones).
+  bool importing = false;
+  std::vector<page_id> adopted;
   // Scratch for admit: which step last saw this stream, and where its need
   // sits in that step's list (no per-step map allocation).
   std::uint64_t seen_epoch = 0;

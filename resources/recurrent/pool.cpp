@@ -209,17 +209,27 @@ void recurrent_state_pool::reset_request(const request_id& rid, bool free) {
     return;
   // A staged plan addressing this request addresses what is being reset.
   drop_stage_naming(rid);
-  for (auto& [label, slot] : req->second) {
+  for (auto it = req->second.begin(); it != req->second.end();) {
+    slot_state& slot = it->second;
+    if (slot.exported) {
+      // Its bytes are published: the request lets go of the slot and the
+      // export hold keeps it, unchanged, until release_export.
+      it = req->second.erase(it);
+      continue;
+    }
     zero_slot(slot.index);
     slot.has_state = false;
+    slot.importing = false;
     if (free)
       free_.push_back(slot.index);
+    ++it;
   }
-  if (!free)
-    return;
-  req->second.clear();
-  // Freed here, so a later rollback must not free them again.
-  std::erase_if(live_, [&](const reservation& r) { return r.rid == rid; });
+  if (free)
+    req->second.clear();
+  // Freed or let go here, so a later rollback or abort must not free them again.
+  std::erase_if(live_,
+                [&](const reservation& r) { return r.rid == rid && !find_slot(rid, r.label); });
+  std::erase_if(imports_, [&](const reservation& r) { return r.rid == rid; });
 }
 
 void recurrent_state_pool::remove_request(const request_id& rid) {
@@ -271,9 +281,12 @@ result<void> recurrent_state_pool::check_invariants() const {
       ++held;
     }
   }
-  if (free_.size() + held + (sink ? 1 : 0) != slots) {
-    return fail(fmt::format("{} free + {} held{} != {} slots", free_.size(), held,
-                            sink ? " + the sink" : "", slots));
+  auto detached = check_transfers(seen);
+  if (!detached)
+    return detached.error();
+  if (free_.size() + held + *detached + (sink ? 1 : 0) != slots) {
+    return fail(fmt::format("{} free + {} held + {} held by exports only{} != {} slots",
+                            free_.size(), held, *detached, sink ? " + the sink" : "", slots));
   }
   auto check_records = [&](const std::vector<reservation>& records,
                            const char* list) -> result<void> {
@@ -287,6 +300,8 @@ result<void> recurrent_state_pool::check_invariants() const {
     return {};
   };
   if (auto ok = check_records(live_, "live"); !ok)
+    return ok;
+  if (auto ok = check_records(imports_, "import"); !ok)
     return ok;
   if (stage_.active) {
     if (auto ok = check_records(stage_.reservations, "staged"); !ok)

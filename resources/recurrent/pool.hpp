@@ -22,6 +22,7 @@
 #include "core/result.hpp"
 #include "kernels/arena.hpp"
 #include "resources/recurrent/config.hpp"
+#include "resources/recurrent/transfer.hpp"
 #include "resources/step/step.hpp"
 
 namespace mstar::resources {
@@ -167,6 +168,42 @@ class recurrent_state_pool final : public resource {
   /// with has_state cleared. A no-op for a request holding no slot.
   void reset_request(const request_id& rid, bool free) override;
 
+  // Moving a stream's slot between pools (disaggregated prefill / decode;
+  // pool_transfer.cpp). Export side: export_slot, then remove_request
+  // whenever, then release_export. Import side: import_slot, the transfer
+  // agent copies the slot's bytes, then finish_import (or abort_import).
+
+  /// Describes (rid, label)'s slot for another pool and holds it: admit
+  /// refuses to write it, and reset / remove_request leave its bytes alone
+  /// (a removed request's slot stays held) until `release_export`. Errors:
+  /// no such slot, one still importing or reserved by the admitted step, or
+  /// one already exported (export is not idempotent: `release_export`
+  /// first). Drops a staged pre-plan naming the request.
+  [[nodiscard]] result<recurrent_export> export_slot(const request_id& rid,
+                                                     const std::string& label = "main");
+  /// Drops every export hold of `rid`; slots the request no longer holds are
+  /// zeroed and freed. not_found when `rid` holds none.
+  [[nodiscard]] result<void> release_export(const request_id& rid);
+  /// Whether `rid` has export holds here.
+  [[nodiscard]] bool exported(const request_id& rid) const { return exports_.contains(rid); }
+  /// Takes a free slot for (rid, label) that will hold `from`'s state once
+  /// its bytes land; admit refuses it until `finish_import`. All or nothing:
+  /// out_of_range when no slot is free, invalid_argument when (rid, label)
+  /// holds a slot already or `from` has another layout; nothing changed.
+  [[nodiscard]] result<recurrent_import> import_slot(const request_id& rid,
+                                                     const std::string& label,
+                                                     const recurrent_export& from);
+  /// The bytes landed: every importing slot of `rid` takes the exported
+  /// has_state and becomes admittable. not_found when none is importing.
+  [[nodiscard]] result<void> finish_import(const request_id& rid);
+  /// Frees (zeroes, pushes back newest first) every importing slot of `rid`,
+  /// so the free list is as before the imports. not_found when none is.
+  [[nodiscard]] result<void> abort_import(const request_id& rid);
+  /// Whether a slot of `rid` is imported but not finished.
+  [[nodiscard]] bool importing(const request_id& rid) const;
+  /// The labels `rid` holds slots for, sorted.
+  [[nodiscard]] std::vector<std::string> labels(const request_id& rid) const;
+
   /// Records the largest batch a capturing runner announces; captured
   /// addressing buffers are sized to it when first planned. Tolerates
   /// repeated calls (the largest wins). `slots` and `max_seq_len` do not
@@ -204,7 +241,8 @@ class recurrent_state_pool final : public resource {
   /// The config the pool was built with.
   [[nodiscard]] const recurrent_state_config& config() const noexcept { return config_; }
 
-  /// Conservation (reference §1.14): free + held + sink == max_slots, no
+  /// Conservation (reference §1.14): free + held + export holds of
+  /// removed requests + sink == max_slots, no
   /// slot held twice or both held and free, the sink never handed out nor
   /// free, no duplicate on the free list, every recorded reservation still
   /// held, and every free slot zero in every layer of every block. O(bytes).
@@ -216,6 +254,9 @@ class recurrent_state_pool final : public resource {
     bool has_state = false;
     std::uint64_t generation = 0;
     std::uint64_t seen_epoch = 0;  // the admit that last addressed it (duplicate check)
+    bool exported = false;         // under an export hold: never written
+    bool importing = false;        // bytes not landed: never addressed
+    bool imported_state = false;   // has_state once the import finishes
   };
   using label_slots = std::map<std::string, slot_state>;
   // A slot an admit took fresh, for rollback_admit / clear_preplan.
@@ -277,6 +318,8 @@ class recurrent_state_pool final : public resource {
   [[nodiscard]] bool take_slot(const request_id& rid, const std::string& label,
                                std::vector<reservation>& taken);
   [[nodiscard]] admit_outcome full(const request_id& rid, const std::string& label) const;
+  [[nodiscard]] admit_outcome frozen(const request_id& rid, const std::string& label,
+                                     const slot_state& slot) const;
   void unwind(std::vector<reservation>& taken, std::size_t from);
   void release_slot(std::int32_t index);
   void zero_slot(std::int32_t index);
@@ -287,6 +330,9 @@ class recurrent_state_pool final : public resource {
       std::span<const std::int32_t> candidates) const;
   [[nodiscard]] kernels::slot_block layout_of(const block_storage& b) const;
   void drop_stage_naming(const request_id& rid);
+  [[nodiscard]] bool held_by_export(const request_id& rid, const std::string& label,
+                                    std::int32_t index) const;
+  [[nodiscard]] result<std::size_t> check_transfers(std::vector<std::uint8_t>& seen) const;
 
   // Forks (pool_forks.cpp).
   [[nodiscard]] static bool forks_apply(const recurrent_step& step, const step_context& ctx,
@@ -311,8 +357,12 @@ class recurrent_state_pool final : public resource {
   recurrent_state_config config_;
   std::map<std::string, block_storage> blocks_;
   std::unordered_map<request_id, label_slots> slots_;
-  std::vector<std::int32_t> free_;  // a stack: back() is handed out next
-  std::vector<reservation> live_;   // what the live step's admit took fresh
+  std::vector<std::int32_t> free_;    // a stack: back() is handed out next
+  std::vector<reservation> live_;     // what the live step's admit took fresh
+  std::vector<reservation> imports_;  // pending imports, oldest first
+  // Export holds by request and label. A hold whose slot the request no
+  // longer holds (removed, reset) keeps the slot out of the free list.
+  std::unordered_map<request_id, std::map<std::string, std::int32_t>> exports_;
   staged_preplan stage_;
   std::map<graph_key, graph_buffer> graph_buffers_;
   int graph_max_rows_ = 0;

@@ -49,6 +49,14 @@ admit_outcome recurrent_state_pool::full(const request_id& rid, const std::strin
       1, label, rid});
 }
 
+admit_outcome recurrent_state_pool::frozen(const request_id& rid, const std::string& label,
+                                           const slot_state& slot) const {
+  return admit_outcome::refused(admit_runtime_error{
+      fmt::format("recurrent state pool '{}': {}/{} is {}", key_, rid, label,
+                  slot.importing ? "importing (finish_import or abort_import first)"
+                                 : "exported (release_export or remove the request first)")});
+}
+
 bool recurrent_state_pool::take_slot(const request_id& rid, const std::string& label,
                                      std::vector<reservation>& taken) {
   auto& labels = slots_[rid];
@@ -72,6 +80,8 @@ admit_outcome recurrent_state_pool::reserve(const recurrent_step& step, const st
     if (!take_slot(seg.rid, seg.label, taken))
       return full(seg.rid, seg.label);
     slot_state& slot = *find_slot(seg.rid, seg.label);
+    if (slot.exported || slot.importing)
+      return frozen(seg.rid, seg.label, slot);
     // Two rows scattering into one slot would be nondeterministic.
     if (slot.seen_epoch == epoch_) {
       return admit_outcome::refused(admit_runtime_error{
@@ -90,6 +100,8 @@ admit_outcome recurrent_state_pool::reserve(const recurrent_step& step, const st
       for (const auto& [from, to] : *forks) {
         if (!take_slot(rid, to, taken))
           return full(rid, to);
+        if (const slot_state& slot = *find_slot(rid, to); slot.exported || slot.importing)
+          return frozen(rid, to, slot);
       }
     }
   }
