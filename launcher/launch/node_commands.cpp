@@ -8,10 +8,12 @@ namespace {
 
 // Runs "$@" (the node) on the remote host; a watcher sends it SIGTERM when
 // stdin reaches EOF, which happens when the launcher closes the pipe or the
-// ssh connection drops. Then the group (the watcher) is cleaned up and the
+// ssh connection drops (fd 3: an asynchronous list's own stdin is
+// /dev/null). Then the group (the watcher) is cleaned up and the
 // node's exit status becomes ssh's.
 constexpr std::string_view remote_wrapper =
-    "\"$@\" </dev/null & p=$!; { cat >/dev/null; kill -TERM $p; } >/dev/null 2>&1 & "
+    "exec 3<&0; \"$@\" </dev/null 3<&- & p=$!; "
+    "{ cat <&3 >/dev/null; kill -TERM $p; } >/dev/null 2>&1 & exec 3<&-; "
     "trap '' TERM; wait $p; r=$?; kill -TERM 0 2>/dev/null; exit $r";
 
 }  // namespace
