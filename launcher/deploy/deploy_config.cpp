@@ -140,6 +140,13 @@ result<deployment_config> read_document(const YAML::Node& doc, const fs::path& b
                       "the document is empty; expected a map with deployment, auth and nodes");
   deployment_config out;
   map_reader in{doc, ""};
+  // The credential keys live under auth:; say so rather than just "unknown key".
+  for (const auto* key : {"secret", "secret_file", "tls"}) {
+    if (doc.IsMap() && in.has(key))
+      in.fail(errc::invalid_argument, key,
+              "belongs under auth: (auth: {mode: secret, secret_file: FILE} or auth: {mode: "
+              "tls, dir: DIR})");
+  }
   in.expect_keys({"deployment", "model", "device", "page_size", "auth", "http", "timeouts",
                   "lease_s", "restart", "nodes", "front"});
   in.require("deployment", "a name of a-z, 0-9 and '-'");
@@ -215,8 +222,12 @@ const node_config& deployment_config::front_node() const noexcept {
 
 result<deployment_config> parse_deployment(std::string_view yaml, const fs::path& base_dir) {
   try {
-    const YAML::Node doc = YAML::Load(std::string{yaml});
-    return read_document(doc, base_dir);
+    const std::vector<YAML::Node> docs = YAML::LoadAll(std::string{yaml});
+    if (docs.size() > 1)
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("the file holds {} YAML documents; a deployment is one", docs.size()));
+    return read_document(docs.empty() ? YAML::Node{} : docs.front(), base_dir);
   } catch (const YAML::ParserException& e) {
     return make_error(errc::parse_error, fmt::format("YAML syntax error at line {}, column {}: {}",
                                                      e.mark.line + 1, e.mark.column + 1, e.msg));

@@ -130,7 +130,8 @@ struct deployment_config {
   /// The node called `name`, or null. The pointer lives as long as `nodes`.
   [[nodiscard]] const node_config* find_node(std::string_view node_name) const noexcept;
 
-  /// The node that runs the conductor and the HTTP listener.
+  /// The node that runs the conductor and the HTTP listener. Precondition: a
+  /// config from load_deployment or parse_deployment (nodes not empty).
   [[nodiscard]] const node_config& front_node() const noexcept;
 
   friend bool operator==(const deployment_config&, const deployment_config&) = default;

@@ -136,6 +136,15 @@ TEST(deploy_config, unknown_keys_are_named_with_the_allowed_ones_at_every_level)
                          {"nodes[1].engine.batch: unknown key", "max_batched_tokens"}));
 }
 
+TEST(deploy_config, credentials_outside_auth_are_pointed_there) {
+  EXPECT_TRUE(fails_with(minimal + "secret_file: secret.txt\n",
+                         {"secret_file: belongs under auth:", "mode: secret"}));
+}
+
+TEST(deploy_config, a_second_yaml_document_is_refused) {
+  EXPECT_TRUE(fails_with(minimal + "---\n" + minimal, {"the file holds 2 YAML documents"}));
+}
+
 TEST(deploy_config, a_key_given_twice_is_refused) {
   EXPECT_TRUE(fails_with(minimal + "lease_s: 40\nlease_s: 50\n", {"lease_s: given twice"}));
 }
@@ -193,7 +202,7 @@ TEST(deploy_config, out_of_range_values_are_named_with_the_range) {
   EXPECT_TRUE(fails_with(minimal + "timeouts: {transfer_s: 0}\n",
                          {"timeouts.transfer_s: 0 must be greater than 0"}));
   EXPECT_TRUE(fails_with(minimal + "timeouts: {request_s: -1}\n", {"timeouts.request_s: -1"}));
-  EXPECT_TRUE(fails_with(minimal + "lease_s: .inf\n", {"lease_s: "}));
+  EXPECT_TRUE(fails_with(minimal + "lease_s: inf\n", {"lease_s: inf must be a finite number"}));
   EXPECT_TRUE(fails_with(minimal + "restart: {backoff_s: 0}\n", {"restart.backoff_s: 0 must be"}));
   EXPECT_TRUE(fails_with(minimal + "restart: {max_retries: -1}\n", {"restart.max_retries: -1"}));
 }

@@ -124,7 +124,9 @@ void map_reader::seconds(std::string_view key, double& out) {
   const auto value = parse_number<double>(*text);
   if (!value) {
     fail(errc::invalid_argument, key, fmt::format("expected a number of seconds, got '{}'", *text));
-  } else if (!std::isfinite(*value) || *value <= 0) {
+  } else if (!std::isfinite(*value)) {
+    fail(errc::out_of_range, key, fmt::format("{} must be a finite number", *text));
+  } else if (*value <= 0) {
     fail(errc::out_of_range, key, fmt::format("{} must be greater than 0", *text));
   } else {
     out = *value;
