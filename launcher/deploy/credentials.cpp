@@ -68,20 +68,6 @@ result<std::string> read_secret(const auth_config& auth) {
   return secret;
 }
 
-result<tls_files> find_tls_files(const auth_config& auth) {
-  if (auth.mode != auth_mode::tls)
-    return make_error(errc::invalid_argument, "auth.mode: secret has no TLS files");
-  tls_files files{auth.tls_dir / "ca.pem", auth.tls_dir / "cert.pem", auth.tls_dir / "key.pem"};
-  for (const auto& f : {files.ca, files.cert}) {
-    std::error_code ec;
-    if (!fs::is_regular_file(f, ec))
-      return file_error(errc::not_found, "auth.dir", f, "does not exist");
-  }
-  if (auto key = read_private_file(files.key, "auth.dir"); !key)
-    return key.error();
-  return files;
-}
-
 result<void> create_secret_file(const fs::path& file) {
   std::random_device random;
   std::array<std::uint8_t, 32> bytes{};

@@ -25,13 +25,9 @@ inline constexpr std::size_t min_secret_chars = 16;
 /// least min_secret_chars long. Fails in tls mode.
 [[nodiscard]] result<std::string> read_secret(const auth_config& auth);
 
-/// The files of tls mode, each checked to exist; key.pem must be private.
-struct tls_files {
-  std::filesystem::path ca;    ///< ca.pem: the authority every node's certificate chains to
-  std::filesystem::path cert;  ///< cert.pem: this node's certificate
-  std::filesystem::path key;   ///< key.pem: its private key
-};
-[[nodiscard]] result<tls_files> find_tls_files(const auth_config& auth);
+// TLS mode's files are the deployment folder of actors/deployment_certs.hpp
+// (ca.pem, <node>.pem, <node>-key.pem): mstar-launch makes it, each node
+// checks its own with load_node_credentials.
 
 /// Creates `file` holding a fresh random secret (64 hex digits), readable by
 /// its owner only, as mstar-launch does when `auth.secret_file` is missing.

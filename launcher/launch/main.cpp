@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
     spdlog::info("{} rank {}: running node {} {}", (*rank)->scheduler, (*rank)->rank,
                  nodes.front().name, (*rank)->detail);
 
-  if (auto prepared = launch::prepare_credentials(config.auth, opt.dry_run); !prepared)
+  if (auto prepared = launch::prepare_credentials(config, opt.dry_run); !prepared)
     return fail(prepared.error().message());
   if (opt.dry_run) {
     for (const auto& node : nodes)

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fmt/format.h>
+#include <optional>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <thread>
@@ -208,22 +209,36 @@ int main(int argc, char** argv) {
   if (!front)
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  // The control plane is mutual TLS (actors/control_plane.hpp says why):
-  // the node's certificate from the deployment's folder (mstar-launch makes it).
-  if (d.auth.mode != deploy::auth_mode::tls) {
-    return fail(opt.node, fmt::format("{}: auth.mode {}: mstar-node's control plane is mutual "
-                                      "TLS; set auth: {{mode: tls, dir: ...}}",
-                                      opt.config, to_string(d.auth.mode)));
-  }
-  auto creds = mstar::actors::load_node_credentials(d.auth.tls_dir, self->name);
-  if (!creds) {
-    return fail(opt.node, fmt::format("{}: auth.dir {}: {}", opt.config, d.auth.tls_dir.string(),
-                                      caf::to_string(creds.error())));
+  // The control plane is mutual TLS (actors/README.md says why): the node's
+  // certificate from the deployment's folder (tls mode, mstar-launch makes
+  // it), or derived from the shared secret (secret mode; `derived` owns the
+  // temporary folder CAF reads the files from, until the node exits).
+  std::optional<mstar::actors::derived_credentials> derived;
+  mstar::actors::node_credentials creds;
+  if (d.auth.mode == deploy::auth_mode::tls) {
+    auto loaded_creds = mstar::actors::load_node_credentials(d.auth.tls_dir, self->name);
+    if (!loaded_creds) {
+      return fail(opt.node, fmt::format("{}: auth.dir {}: {}", opt.config, d.auth.tls_dir.string(),
+                                        caf::to_string(loaded_creds.error())));
+    }
+    creds = *loaded_creds;
+  } else {
+    auto secret = deploy::read_secret(d.auth);
+    if (!secret)
+      return fail(opt.node, fmt::format("{}: {}", opt.config, secret.error().message()));
+    auto made_creds =
+        mstar::actors::derive_node_credentials(*secret, d.name, {self->name, {self->host}});
+    if (!made_creds) {
+      return fail(opt.node, "deriving the node's certificate from the secret: " +
+                                caf::to_string(made_creds.error()));
+    }
+    derived.emplace(std::move(*made_creds));
+    creds = derived->credentials();
   }
   caf::actor_system_config cfg;
   mstar::actors::runtime::add_message_types(cfg);
   cfg.set("logger.verbosity", caf::atom("quiet"));
-  if (auto err = mstar::actors::configure_node(cfg, *creds))
+  if (auto err = mstar::actors::configure_node(cfg, creds))
     return fail(opt.node, "the control plane: " + caf::to_string(err));
   caf::actor_system sys{cfg};
 

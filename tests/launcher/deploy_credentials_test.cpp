@@ -117,30 +117,6 @@ TEST(deploy_credentials, created_secrets_are_private_random_and_never_replaced) 
   EXPECT_EQ(read_secret(secret_file_auth(a)).value(), *secret_a);
 }
 
-TEST(deploy_credentials, tls_needs_its_three_files_and_a_private_key) {
-  const temp_dir dir;
-  auth_config auth;
-  auth.mode = auth_mode::tls;
-  auth.tls_dir = dir.path();
-  const auto none = find_tls_files(auth);
-  ASSERT_FALSE(none);
-  EXPECT_NE(none.error().message().find("auth.dir: "), std::string::npos);
-  EXPECT_NE(none.error().message().find("ca.pem does not exist"), std::string::npos);
-
-  dir.write("ca.pem", "ca", fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
-  dir.write("cert.pem", "cert", fs::perms::owner_read | fs::perms::others_read);
-  dir.write("key.pem", "key", fs::perms::owner_read | fs::perms::group_read);
-  const auto shared_key = find_tls_files(auth);
-  ASSERT_FALSE(shared_key);
-  EXPECT_NE(shared_key.error().message().find("key.pem is open to its group"), std::string::npos);
-
-  fs::permissions(dir.path() / "key.pem", fs::perms::owner_read);
-  const auto files = find_tls_files(auth);
-  ASSERT_TRUE(files) << files.error().to_string();
-  EXPECT_EQ(files->key, dir.path() / "key.pem");
-  EXPECT_FALSE(read_secret(auth));
-}
-
 TEST(deploy_credentials, load_deployment_prefixes_errors_with_the_file) {
   const temp_dir dir;
   const fs::path file = dir.write("bad.yaml", "deployment: x\nnodes: [a\n");
