@@ -24,6 +24,7 @@ struct route {
   std::int32_t unfinished = 1;  ///< samples still open
   std::uint64_t attempt = 0;    ///< bumps at every dispatch: older replies are stale
   std::string last_failure;     ///< why it was last re-routed
+  bool parked = false;          ///< waiting for a node that can take it
 };
 
 struct member {
@@ -153,11 +154,18 @@ void decode(self_ptr self, const engine::request_id& id) {
   auto& r = st.routes.at(id);
   const auto at = pick(st, can_decode, "decode");
   if (at == no_node) {
+    if (!r.parked && st.options.wait_for_node.count() > 0) {
+      // Wait for a node to join (mstar-launch restarts the ones that die).
+      r.parked = true;
+      self->delayed_send(self, st.options.wait_for_node, tick_atom_v, id, ++r.attempt);
+      return;
+    }
     fail(self, id,
          r.last_failure.empty() ? "no node of the deployment can decode"
                                 : "no node that can decode is left (" + r.last_failure + ")");
     return;
   }
+  r.parked = false;
   auto spec = r.spec;
   spec.generated = r.generated;
   r.node = at;
@@ -243,6 +251,22 @@ void dispatch(self_ptr self, const engine::request_id& id) {
     decode(self, id);
 }
 
+// A node joined: the parked requests try again.
+void wake_parked(self_ptr self) {
+  std::vector<engine::request_id> parked;
+  for (const auto& [id, r] : self->state.routes) {
+    if (r.parked)
+      parked.push_back(id);
+  }
+  for (const auto& id : parked) {
+    auto it = self->state.routes.find(id);
+    if (it == self->state.routes.end())
+      continue;
+    it->second.parked = false;
+    dispatch(self, id);
+  }
+}
+
 void on_delta(self_ptr self, std::uint64_t ticket, engine::delta d) {
   auto& st = self->state;
   auto it = st.routes.find(d.id);
@@ -290,10 +314,18 @@ caf::behavior router_behavior(self_ptr self, router_options options) {
         for (auto& m : st.nodes) {
           if (m.info.name == info.name && !m.info.alive) {  // a restarted node
             m = {handle, n};
+            wake_parked(self);
             return;
           }
         }
         st.nodes.push_back({handle, n});
+        wake_parked(self);
+      },
+      [self](tick_atom, const std::string& id, std::uint64_t attempt) {
+        // A parked request's wait is over: still no node, it fails.
+        auto it = self->state.routes.find(id);
+        if (it != self->state.routes.end() && it->second.parked && it->second.attempt == attempt)
+          dispatch(self, id);
       },
       [self](submit_atom, engine::request_spec spec, const sink_ptr& sink) {
         auto& st = self->state;
@@ -319,6 +351,8 @@ caf::behavior router_behavior(self_ptr self, router_options options) {
         it->second.cancelled = true;
         if (it->second.node != no_node)
           self->send(st.nodes[it->second.node].handle, cancel_atom_v, id);
+        else if (it->second.parked)
+          end(self, id, engine::finish_reason::cancelled, {});
       },
       [self](delta_atom, std::uint64_t ticket, engine::delta d) {
         on_delta(self, ticket, std::move(d));

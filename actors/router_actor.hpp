@@ -7,7 +7,8 @@
 // it already has; with `both` nodes only, the whole request goes to one.
 // Every node is monitored: a request on a node that goes away is re-routed
 // (resumed after the tokens its client already has) to another node that
-// can take it, or fails naming the node when none is left. Deltas from a
+// can take it, or waits up to `wait_for_node` for one to join (a restarted
+// node), then fails naming the node that left. Deltas from a
 // node a request has left are dropped, so a client never sees a token
 // twice.
 //
@@ -31,6 +32,9 @@ struct router_options {
   std::chrono::milliseconds prefill_timeout{std::chrono::seconds(600)};
   /// Re-routes of one request before it fails.
   std::int32_t max_reroutes = 3;
+  /// How long a request waits for a node that can take it (one restarting
+  /// after a crash) before it fails; 0: it fails at once.
+  std::chrono::milliseconds wait_for_node{0};
 };
 
 /// Spawns a router with no nodes yet (join them with join_atom).

@@ -278,6 +278,9 @@ int main(int argc, char** argv) {
   mstar::actors::router_options ro;
   ro.prefill_timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(d.timeouts.request_s * 1000));
+  // A request finding no node that can take it (one is restarting) waits
+  // as long as a node gets to join.
+  ro.wait_for_node = std::chrono::milliseconds(static_cast<std::int64_t>(d.timeouts.join_s * 1000));
   auto dep = mstar::actors::deployment::start_in(sys, ro);
   if (auto joined = dep->join(node, 10s); !joined)
     return fail(opt.node, joined.error().message());

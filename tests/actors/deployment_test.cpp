@@ -8,7 +8,10 @@
 #include "actors/deployment.hpp"
 
 #include <caf/all.hpp>
+#include <condition_variable>
 #include <gtest/gtest.h>
+#include <mutex>
+#include <thread>
 
 #include "actors/node_actor.hpp"
 #include "tests/engine/engine_support.hpp"
@@ -237,6 +240,39 @@ TEST(deployment, fails_clearly_when_no_node_that_can_decode_is_left) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   auto h = d.submit(test::greedy_request(prompt_of(8, 50), 6));
+  const auto ds = read_all(h);
+  ASSERT_FALSE(ds.empty());
+  EXPECT_EQ(ds.back().finished, finish_reason::error);
+  EXPECT_NE(ds.back().error.find("can decode"), std::string::npos) << ds.back().error;
+}
+
+TEST(deployment, a_request_waits_for_a_node_that_can_take_it_to_join) {
+  const auto spec = test::greedy_request(prompt_of(9, 70), 6);
+  const auto expected = alone("nemotron_h_tiny_attn", {spec});
+  nodes_fixture f{"nemotron_h_tiny_attn"};
+  f.add("prefill-0", "prefill");
+  router_options o;
+  o.wait_for_node = std::chrono::seconds(30);
+  auto& d = f.dep(o);
+  auto h = d.submit(spec);  // only a prefill node: the request waits for a decoder
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(h.done());
+  // A decode node joins (a restarted one would, too): the request runs.
+  auto late = f.add("decode-0", "decode");
+  ASSERT_TRUE(d.join(late, std::chrono::seconds(5)).has_value());
+  const auto ds = read_all(h);
+  EXPECT_EQ(tokens_of(ds), expected.at(0));
+  ASSERT_FALSE(ds.empty());
+  EXPECT_EQ(ds.back().finished, finish_reason::length);
+}
+
+TEST(deployment, a_waiting_request_fails_when_no_node_joins_in_time) {
+  nodes_fixture f{"nemotron_h_tiny_attn"};
+  f.add("prefill-0", "prefill");
+  router_options o;
+  o.wait_for_node = std::chrono::milliseconds(150);
+  auto& d = f.dep(o);
+  auto h = d.submit(test::greedy_request(prompt_of(9, 70), 6));
   const auto ds = read_all(h);
   ASSERT_FALSE(ds.empty());
   EXPECT_EQ(ds.back().finished, finish_reason::error);
