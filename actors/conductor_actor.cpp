@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <map>
+#include <set>
 
 namespace mstar::actors {
 namespace {
@@ -17,6 +18,9 @@ struct conductor_state {
   std::int64_t arriving = 0;  ///< submissions still in the preprocess stage
   std::string broken;         ///< set: a part failed; every request fails with this
   std::vector<caf::response_promise> drained;
+  /// Requests whose pool state outlives them (a prefill node publishes it):
+  /// their releases go to whoever submitted them, not to the pools.
+  std::set<request_id> held;
   engine_stats counters;
   static inline const char* name = "mstar.conductor";
 };
@@ -34,17 +38,29 @@ void emit(self_ptr self, std::vector<delta>& deltas) {
     if (it == st.sinks.end())
       continue;
     const bool last = d.finished && --it->second.second == 0;
+    if (last)
+      st.held.erase(d.id);
     it->second.first->push(std::move(d));
     if (last)
       st.sinks.erase(it);
   }
 }
 
-void release(self_ptr self, const engine::pool_actions& actions) {
-  if (actions.release.empty())
+// Frees released sequences in every pool, except held ones that finished
+// (`finishing`): their submitter publishes their state first, then frees it.
+// A held sequence released otherwise (preempted) is freed here as any.
+void release(self_ptr self, const engine::pool_actions& actions,
+             const std::set<request_id>& finishing = {}) {
+  const auto& held = self->state.held;
+  std::vector<request_id> rids;
+  for (const auto& rid : actions.release) {
+    if (!(held.contains(rid) && finishing.contains(rid)))
+      rids.push_back(rid);
+  }
+  if (rids.empty())
     return;
   for (const auto& p : self->state.parts.pools)
-    self->send(p, release_atom_v, actions.release);
+    self->send(p, release_atom_v, rids);
 }
 
 // Deltas, extensions and releases of one scheduler answer.
@@ -53,7 +69,12 @@ void apply(self_ptr self, engine::step_result res) {
     for (const auto& p : self->state.parts.pools)
       self->send(p, extend_atom_v, res.extend);
   }
-  release(self, res.actions);
+  std::set<request_id> finishing;
+  for (const auto& d : res.deltas) {
+    if (d.finished)
+      finishing.insert(d.id);
+  }
+  release(self, res.actions, finishing);
   emit(self, res.deltas);
 }
 
@@ -290,8 +311,15 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
     fail_everything(self, "an engine actor exited: " + self->system().render(m.reason));
   });
   return {
+      [self](submit_atom, engine::request_spec spec, const sink_ptr& sink, bool hold) {
+        // Held: the submitter publishes the pool state, then releases it.
+        if (hold)
+          self->state.held.insert(spec.id);
+        self->send(self, submit_atom_v, std::move(spec), sink);
+      },
       [self](submit_atom, engine::request_spec spec, const sink_ptr& sink) {
         if (!self->state.broken.empty()) {
+          self->state.held.erase(spec.id);
           sink->push(error_delta(spec.id, self->state.broken));
           return;
         }
@@ -303,6 +331,7 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
                   auto& st = self->state;
                   --st.arriving;
                   if (!st.broken.empty()) {  // a part failed while it was tokenized
+                    st.held.erase(s.id);
                     sink->push(error_delta(s.id, st.broken));
                     answer_drains(self);
                     return;
@@ -310,6 +339,7 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
                   const auto n = std::max<std::int32_t>(1, s.sampling.n);
                   const auto rid = s.id;
                   if (auto ok = st.sched->add(std::move(s)); !ok) {
+                    st.held.erase(rid);
                     sink->push(error_delta(rid, ok.error().message()));
                     answer_drains(self);
                     return;
@@ -319,6 +349,7 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
                 },
                 [self, sink, id](caf::error& e) {
                   --self->state.arriving;
+                  self->state.held.erase(id);
                   sink->push(error_delta(id, self->system().render(e)));
                   answer_drains(self);
                 });

@@ -1,6 +1,7 @@
 #include "actors/node_actor.hpp"
 
 #include <map>
+#include <spdlog/spdlog.h>
 
 #include "actors/conductor_actor.hpp"
 #include "actors/runtime.hpp"
@@ -21,20 +22,26 @@ class relay_sink final : public delta_sink {
 struct prefill_entry {
   caf::typed_response_promise<handoff> reply;
   handoff out;
+  bool held = false;  ///< the conductor left its pool state to us
+};
+
+/// Where a decoded request's deltas go, with the router's ticket for them.
+struct decode_entry {
+  caf::actor router;
+  std::uint64_t ticket = 0;
+  std::int32_t unfinished = 1;  ///< samples still open
 };
 
 struct node_state {
   node_parts parts;
   sink_ptr sink;
   std::map<engine::request_id, prefill_entry> prefills;
-  /// Where each one's deltas go, with the router's ticket for them.
-  struct decode_entry {
-    caf::actor router;
-    std::uint64_t ticket = 0;
-    std::int32_t unfinished = 1;  ///< samples still open
-  };
   std::map<engine::request_id, decode_entry> decodes;
   std::map<caf::actor_addr, std::int64_t> routers;  ///< monitored, with their live requests
+  /// Published requests, by the serial of their lease (a late lease timer
+  /// of an earlier request with the same id does nothing).
+  std::map<engine::request_id, std::uint64_t> published;
+  std::uint64_t serial = 0;
   static inline const char* name = "mstar.node";
 };
 
@@ -53,15 +60,92 @@ void unwatch(self_ptr self, const caf::actor& router) {
   }
 }
 
+// Tells every pool `msg` about request `rid` (one-way).
+template <class Atom>
+void tell_pools(self_ptr self, Atom atom, const engine::request_id& rid) {
+  for (const auto& p : self->state.parts.pools)
+    caf::anon_send(p, atom, rid);
+}
+
+void release_in_pools(self_ptr self, const engine::request_id& rid) {
+  for (const auto& p : self->state.parts.pools)
+    caf::anon_send(p, release_atom_v, std::vector<std::string>{rid});
+}
+
+void unpublish(self_ptr self, const engine::request_id& rid) {
+  if (self->state.published.erase(rid) > 0)
+    tell_pools(self, unpublish_atom_v, rid);
+}
+
+// A held prefill ended by the one-token cap: every pool publishes its part
+// (then frees the request: the holds keep the state), under a lease.
+void publish_then_reply(self_ptr self, prefill_entry entry, const engine::request_id& rid) {
+  auto& st = self->state;
+  struct gather {
+    transfer_offer offer;
+    std::size_t left = 0;
+    std::string failed;
+  };
+  auto g = std::make_shared<gather>();
+  g->left = st.parts.pools.size();
+  g->offer.node = st.parts.name;
+  g->offer.arenas = st.parts.arenas;
+  auto done = [self, g, rid, entry = std::make_shared<prefill_entry>(std::move(entry))] {
+    if (!g->failed.empty()) {
+      spdlog::warn("request {}: nothing published ({}); its decode node recomputes the prompt", rid,
+                   g->failed);
+      tell_pools(self, unpublish_atom_v, rid);
+    } else {
+      entry->out.offer = std::move(g->offer);
+      const auto serial = ++self->state.serial;
+      self->state.published[rid] = serial;
+      self->delayed_send(self, self->state.parts.lease, tick_atom_v, rid, serial);
+    }
+    entry->reply.deliver(std::move(entry->out));
+  };
+  for (const auto& p : st.parts.pools) {
+    self->request(p, std::chrono::seconds(30), publish_atom_v, rid)
+        .then(
+            [g, done](transfer_offer& part) {
+              if (auto ok = g->offer.pub.merge(part.pub); !ok && g->failed.empty())
+                g->failed = ok.error().message();
+              g->offer.kv_sums.insert(g->offer.kv_sums.end(), part.kv_sums.begin(),
+                                      part.kv_sums.end());
+              g->offer.slot_sums.insert(g->offer.slot_sums.end(), part.slot_sums.begin(),
+                                        part.slot_sums.end());
+              if (--g->left == 0)
+                done();
+            },
+            [self, g, done](caf::error& e) {
+              if (g->failed.empty())
+                g->failed = self->system().render(e);
+              if (--g->left == 0)
+                done();
+            });
+  }
+  // After the publish requests in each pool's mailbox: the holds keep what
+  // was published.
+  release_in_pools(self, rid);
+}
+
 void relay(self_ptr self, engine::delta d) {
   auto& st = self->state;
   if (auto it = st.prefills.find(d.id); it != st.prefills.end()) {
     const bool last = d.finished.has_value();
+    const bool capped = d.finished == engine::finish_reason::length;
+    const auto rid = d.id;
     it->second.out.deltas.push_back(std::move(d));
-    if (last) {
-      it->second.reply.deliver(std::move(it->second.out));
-      st.prefills.erase(it);
+    if (!last)
+      return;
+    auto entry = std::move(it->second);
+    st.prefills.erase(it);
+    if (entry.held && capped && !st.parts.pools.empty()) {
+      publish_then_reply(self, std::move(entry), rid);
+      return;
     }
+    if (entry.held)
+      release_in_pools(self, rid);
+    entry.reply.deliver(std::move(entry.out));
     return;
   }
   if (auto it = st.decodes.find(d.id); it != st.decodes.end()) {
@@ -72,6 +156,99 @@ void relay(self_ptr self, engine::delta d) {
       st.decodes.erase(it);
       unwatch(self, router);
     }
+  }
+}
+
+// Runs `spec` here (its prompt adopted or not).
+void submit(self_ptr self, engine::request_spec spec) {
+  caf::anon_send(self->state.parts.conductor, submit_atom_v, std::move(spec), self->state.sink);
+}
+
+// Gives back what an adoption took, then recomputes the prompt here.
+void recompute(self_ptr self, engine::request_spec spec, const std::string& why,
+               caf::typed_response_promise<bool> rp) {
+  spdlog::warn("request {}: adopting its prompt failed ({}); recomputing it", spec.id, why);
+  tell_pools(self, abort_atom_v, spec.id);
+  submit(self, std::move(spec));
+  rp.deliver(false);
+}
+
+// Adopts `offer` in every pool, reads the missing bytes, finishes the
+// adoption, then runs the request with its prompt in place.
+void adopt_then_submit(self_ptr self, engine::request_spec spec, transfer_offer offer,
+                       caf::typed_response_promise<bool> rp) {
+  auto& st = self->state;
+  struct gather {
+    engine::adoption adopted;
+    std::size_t left = 0;
+    std::string failed;
+  };
+  auto g = std::make_shared<gather>();
+  g->left = st.parts.pools.size();
+  auto sp = std::make_shared<engine::request_spec>(std::move(spec));
+  auto of = std::make_shared<transfer_offer>(std::move(offer));
+  auto pulled = [self, sp, rp](bool) mutable {
+    auto left = std::make_shared<std::size_t>(self->state.parts.pools.size());
+    auto failed = std::make_shared<std::string>();
+    for (const auto& p : self->state.parts.pools) {
+      self->request(p, std::chrono::seconds(30), finish_atom_v, sp->id)
+          .then(
+              [self, sp, rp, left, failed](bool) mutable {
+                if (--*left > 0)
+                  return;
+                if (!failed->empty()) {
+                  recompute(self, std::move(*sp), *failed, rp);
+                  return;
+                }
+                submit(self, std::move(*sp));
+                rp.deliver(true);
+              },
+              [self, sp, rp, left, failed](caf::error& e) mutable {
+                *failed = self->system().render(e);
+                if (--*left == 0)
+                  recompute(self, std::move(*sp), *failed, rp);
+              });
+    }
+  };
+  auto adopted = [self, g, sp, of, rp, pulled]() mutable {
+    if (!g->failed.empty()) {
+      recompute(self, std::move(*sp), g->failed, rp);
+      return;
+    }
+    pull_order order;
+    order.arenas = of->arenas;
+    order.kv_sums = of->kv_sums;
+    order.slot_sums = of->slot_sums;
+    order.timeout = self->state.parts.transfer_timeout;
+    for (const auto& [label, s] : g->adopted.streams) {
+      if (s.kv) {
+        for (const auto& pp : s.kv->fetch)
+          order.pages.push_back({pp.remote, pp.local});
+      }
+      if (s.recurrent)
+        order.slots.push_back({s.recurrent->remote_slot, s.recurrent->local_slot});
+    }
+    self->request(self->state.parts.transfer, self->state.parts.transfer_timeout * 2, pull_atom_v,
+                  std::move(order))
+        .then(pulled, [self, sp, rp](caf::error& e) mutable {
+          recompute(self, std::move(*sp), self->system().render(e), rp);
+        });
+  };
+  for (const auto& p : st.parts.pools) {
+    self->request(p, std::chrono::seconds(30), adopt_atom_v, sp->id, of->pub)
+        .then(
+            [g, adopted](engine::adoption& part) mutable {
+              if (auto ok = g->adopted.merge(part); !ok && g->failed.empty())
+                g->failed = ok.error().message();
+              if (--g->left == 0)
+                adopted();
+            },
+            [self, g, adopted](caf::error& e) mutable {
+              if (g->failed.empty())
+                g->failed = self->system().render(e);
+              if (--g->left == 0)
+                adopted();
+            });
   }
 }
 
@@ -96,32 +273,49 @@ node_actor::behavior_type node_behavior(self_ptr self, node_parts parts) {
     }
     st.routers.erase(m.source);
   });
+  auto busy = [self](const engine::request_id& id) {
+    return self->state.prefills.contains(id) || self->state.decodes.contains(id);
+  };
   return {
-      [self](prefill_atom, engine::request_spec spec) -> caf::result<handoff> {
+      [self, busy](prefill_atom, engine::request_spec spec) -> caf::result<handoff> {
         auto& st = self->state;
         if (spec.sampling.n != 1)
           return caf::make_error(caf::sec::invalid_argument, "a handoff has one sample (n = 1)");
-        if (st.prefills.contains(spec.id) || st.decodes.contains(spec.id)) {
+        if (busy(spec.id)) {
           return caf::make_error(caf::sec::invalid_argument,
                                  "request " + spec.id + " is already on node " + st.parts.name);
         }
+        unpublish(self, spec.id);  // an earlier run of the same id, not yet let go
         auto& entry = st.prefills[spec.id];
         entry.out.node = st.parts.name;
+        entry.held = static_cast<bool>(st.parts.transfer);
         entry.reply = self->make_response_promise<handoff>();
-        caf::anon_send(st.parts.conductor, submit_atom_v, std::move(spec), st.sink);
+        caf::anon_send(st.parts.conductor, submit_atom_v, std::move(spec), st.sink, entry.held);
         return entry.reply;
       },
-      [self](decode_atom, engine::request_spec spec, caf::actor router,
-             std::uint64_t ticket) -> caf::result<bool> {
+      [self, busy](decode_atom, engine::request_spec spec, caf::actor router, std::uint64_t ticket,
+                   transfer_offer offer) -> caf::result<bool> {
         auto& st = self->state;
-        if (st.prefills.contains(spec.id) || st.decodes.contains(spec.id)) {
+        if (busy(spec.id)) {
           return caf::make_error(caf::sec::invalid_argument,
                                  "request " + spec.id + " is already on node " + st.parts.name);
         }
         watch(self, router);
         st.decodes[spec.id] = {std::move(router), ticket, std::max(1, spec.sampling.n)};
-        caf::anon_send(st.parts.conductor, submit_atom_v, std::move(spec), st.sink);
-        return true;
+        if (offer.empty() || !st.parts.transfer || st.parts.pools.empty()) {
+          submit(self, std::move(spec));
+          return false;
+        }
+        auto rp = self->make_response_promise<bool>();
+        adopt_then_submit(self, std::move(spec), std::move(offer), rp);
+        return rp;
+      },
+      [self](unpublish_atom, const std::string& id) { unpublish(self, id); },
+      [self](tick_atom, const std::string& id, std::uint64_t serial) {
+        // The lease is over: whoever was to read the state has had its time.
+        auto it = self->state.published.find(id);
+        if (it != self->state.published.end() && it->second == serial)
+          unpublish(self, id);
       },
       [self](cancel_atom, const std::string& id) {
         caf::anon_send(self->state.parts.conductor, cancel_atom_v, id);

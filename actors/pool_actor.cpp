@@ -1,5 +1,6 @@
 #include "actors/pool_actor.hpp"
 
+#include "actors/pool_regions.hpp"
 #include "engine/local_engine.hpp"
 #include "engine/preprocess.hpp"
 
@@ -8,6 +9,40 @@ namespace {
 
 caf::error failure(const mstar::error& e) {
   return caf::make_error(caf::sec::runtime_error, e.message());
+}
+
+// The prompt tokens a publication carries (its main stream's stored length).
+std::int64_t stored_tokens(const engine::publication& pub) {
+  std::int64_t n = 0;
+  for (const auto& [label, ps] : pub.streams) {
+    if (ps.kv)
+      n = label == "main" || n == 0 ? ps.kv->stored_len : n;
+  }
+  return n;
+}
+
+// The checksums of every page and slot `offer` publishes, read from the arenas.
+result<void> checksums_of(engine::pool_set& set, transfer_offer& offer) {
+  const auto regions = regions_of(set);
+  for (const auto& [label, ps] : offer.pub.streams) {
+    if (ps.kv && regions.kv_base != nullptr) {
+      auto sums = transport::checksum_pages(regions.kv, regions.kv_base, ps.kv->pages);
+      if (!sums)
+        return make_error(errc::internal,
+                          "checksums of published pages: " + to_string(sums.error()));
+      offer.kv_sums.insert(offer.kv_sums.end(), sums->begin(), sums->end());
+    }
+    if (ps.recurrent && !regions.blocks.empty()) {
+      std::vector<const std::byte*> bases(regions.block_bases.begin(), regions.block_bases.end());
+      const std::int32_t slot = ps.recurrent->slot;
+      auto sums = transport::checksum_slots(regions.blocks, bases, {&slot, 1});
+      if (!sums)
+        return make_error(errc::internal,
+                          "checksums of published slots: " + to_string(sums.error()));
+      offer.slot_sums.insert(offer.slot_sums.end(), sums->begin(), sums->end());
+    }
+  }
+  return {};
 }
 
 pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state> self,
@@ -50,8 +85,10 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         return true;
       },
       [self](register_atom, const std::string& rid, const std::vector<std::uint32_t>& tokens,
-             const std::string& salt) {
+             const std::string& salt) -> std::int64_t {
         auto& set = *self->state.pools;
+        if (auto it = self->state.adopted.find(rid); it != self->state.adopted.end())
+          return it->second;  // its prompt is here already, adopted
         std::optional<resources::kv_prefix_seed> keys;
         if (set.kv() != nullptr && set.kv()->prefix_cache_open()) {
           if (auto k = engine::page_keys(tokens, set.page_size(), salt))
@@ -60,15 +97,54 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         return set.ingest(rid, keys ? &*keys : nullptr).value_or(-1);
       },
       [self](agree_atom, const std::string& rid, std::int64_t agreed) {
-        self->state.pools->apply_cached_prefix(rid, agreed);
+        if (!self->state.adopted.contains(rid))
+          self->state.pools->apply_cached_prefix(rid, agreed);
       },
       [self](extend_atom, const extend_list& ids) {
         for (const auto& [rid, list] : ids)
           self->state.pools->extend(rid, list);
       },
       [self](release_atom, const std::vector<std::string>& rids) {
-        for (const auto& rid : rids)
+        for (const auto& rid : rids) {
+          self->state.adopted.erase(rid);
           self->state.pools->remove(rid);
+        }
+      },
+      [self](publish_atom, const std::string& rid) -> caf::result<transfer_offer> {
+        auto& set = *self->state.pools;
+        auto pub = set.publish(rid);
+        if (!pub)
+          return failure(pub.error());
+        transfer_offer offer;
+        offer.pub = std::move(*pub);
+        if (auto sums = checksums_of(set, offer); !sums) {
+          (void)set.release_publication(rid);
+          return failure(sums.error());
+        }
+        return offer;
+      },
+      [self](unpublish_atom, const std::string& rid) {
+        (void)self->state.pools->release_publication(rid);  // not_found: nothing held
+      },
+      [self](adopt_atom, const std::string& rid,
+             const engine::publication& pub) -> caf::result<engine::adoption> {
+        auto made = self->state.pools->adopt(rid, pub);
+        if (!made)
+          return failure(made.error());
+        self->state.adopting[rid] = stored_tokens(pub);
+        return std::move(*made);
+      },
+      [self](finish_atom, const std::string& rid) -> caf::result<bool> {
+        auto& st = self->state;
+        if (auto ok = st.pools->finish_adopt(rid); !ok)
+          return failure(ok.error());
+        st.adopted[rid] = st.adopting[rid];
+        st.adopting.erase(rid);
+        return true;
+      },
+      [self](abort_atom, const std::string& rid) {
+        self->state.adopting.erase(rid);
+        return self->state.pools->abort_adopt(rid).has_value();
       },
       [self](stats_atom) { return pool_stats_reply{self->state.pools->stats()}; },
       [self](check_atom) -> std::string {

@@ -4,6 +4,7 @@
 // shell over a pool_set holding one pool. The state owns the pool; the
 // handlers translate, call, reply.
 
+#include <map>
 #include <memory>
 
 #include "actors/protocol.hpp"
@@ -19,6 +20,9 @@ struct pool_state {
   std::shared_ptr<engine::pool_set> pools;
   engine::step_record step;  ///< the step in flight
   step_ptr payload;          ///< keeps `step.request` alive until commit or rollback
+  /// Requests adopted from another node, by the prompt tokens they brought
+  /// (registration answers these instead of a cache lookup).
+  std::map<std::string, std::int64_t> adopting, adopted;
   static inline const char* name = "mstar.pool";
 };
 

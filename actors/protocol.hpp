@@ -21,6 +21,7 @@
 #include "engine/request.hpp"
 #include "engine/scheduler.hpp"
 #include "models/causal_lm.hpp"
+#include "transport/checksum.hpp"
 
 namespace mstar::actors {
 
@@ -93,17 +94,38 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
            x.slots, x.free_slots, x.kv_evictable_pages);
 }
 
+/// What a prefill node offers the decode node of a request: its pools'
+/// publication (held under a lease), the checksum of every published page
+/// and slot, and where the bytes are (the node's arenas, as transport
+/// descriptors in JSON: the KV arena first, then the recurrent blocks by
+/// name). Descriptors only: the bytes move over UCX or a mapped segment.
+struct transfer_offer {
+  std::string node;  ///< the publishing node
+  engine::publication pub;
+  std::vector<transport::unit_checksum> kv_sums;    ///< by source page id
+  std::vector<transport::unit_checksum> slot_sums;  ///< by source slot id
+  std::vector<std::string> arenas;
+  [[nodiscard]] bool empty() const noexcept { return pub.streams.empty(); }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, transfer_offer& x) {
+  return f(caf::meta::type_name("transfer_offer"), x.node, x.pub, x.kv_sums, x.slot_sums, x.arenas);
+}
+
 /// What a prefill node hands back for a request it ran the prompt of: the
 /// deltas of the first token (the last one finished: by the request's own
-/// stop rules, or by the one-token cap of a handoff).
+/// stop rules, or by the one-token cap of a handoff) and, after the cap,
+/// the offer of its pool state.
 struct handoff {
   std::string node;  ///< the node that ran it
   std::vector<engine::delta> deltas;
+  transfer_offer offer;  ///< empty when nothing was published
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, handoff& x) {
-  return f(caf::meta::type_name("handoff"), x.node, x.deltas);
+  return f(caf::meta::type_name("handoff"), x.node, x.deltas, x.offer);
 }
 
 /// A node of a deployment as it introduces itself to the router.
@@ -140,13 +162,14 @@ struct router_stats {
   std::int64_t routed = 0;     ///< requests submitted
   std::int64_t handoffs = 0;   ///< prefill → decode handoffs
   std::int64_t reroutes = 0;   ///< requests moved off a node that left
+  std::int64_t adopted = 0;    ///< handoffs whose decode node adopted the published state
   std::int64_t in_flight = 0;  ///< requests not yet finished
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, router_stats& x) {
   return f(caf::meta::type_name("router_stats"), x.nodes, x.routed, x.handoffs, x.reroutes,
-           x.in_flight);
+           x.adopted, x.in_flight);
 }
 
 /// Sequence ids and the ids generated for each (prefix-chain extension).
@@ -170,6 +193,9 @@ CAF_ADD_TYPE_ID(mstar, (std::vector<std::uint32_t>))
 CAF_ADD_TYPE_ID(mstar, (mstar::engine::request_spec))
 CAF_ADD_TYPE_ID(mstar, (mstar::engine::delta))
 CAF_ADD_TYPE_ID(mstar, (mstar::actors::handoff))
+CAF_ADD_TYPE_ID(mstar, (mstar::actors::transfer_offer))
+CAF_ADD_TYPE_ID(mstar, (mstar::engine::publication))
+CAF_ADD_TYPE_ID(mstar, (mstar::engine::adoption))
 CAF_ADD_TYPE_ID(mstar, (mstar::actors::node_info))
 CAF_ADD_TYPE_ID(mstar, (mstar::actors::router_stats))
 CAF_ADD_ATOM(mstar, mstar::actors, admit_atom, "admit")
@@ -193,6 +219,12 @@ CAF_ADD_ATOM(mstar, mstar::actors, delta_atom, "delta")
 CAF_ADD_ATOM(mstar, mstar::actors, relay_atom, "relay")
 CAF_ADD_ATOM(mstar, mstar::actors, describe_atom, "describe")
 CAF_ADD_ATOM(mstar, mstar::actors, join_atom, "join")
+CAF_ADD_ATOM(mstar, mstar::actors, publish_atom, "publish")
+CAF_ADD_ATOM(mstar, mstar::actors, unpublish_atom, "unpublish")
+CAF_ADD_ATOM(mstar, mstar::actors, adopt_atom, "adopt")
+CAF_ADD_ATOM(mstar, mstar::actors, finish_atom, "finish")
+CAF_ADD_ATOM(mstar, mstar::actors, abort_atom, "abort")
+CAF_ADD_ATOM(mstar, mstar::actors, pull_atom, "pull")
 CAF_END_TYPE_ID_BLOCK(mstar)
 
 namespace mstar::actors {
@@ -211,7 +243,15 @@ using pool_actor = caf::typed_actor<
     caf::reacts_to<agree_atom, std::string, std::int64_t>, caf::reacts_to<extend_atom, extend_list>,
     caf::reacts_to<release_atom, std::vector<std::string>>,
     caf::replies_to<stats_atom>::with<pool_stats_reply>,
-    caf::replies_to<check_atom>::with<std::string>>;
+    caf::replies_to<check_atom>::with<std::string>,
+    // Disaggregation (ARCHITECTURE.md): publish a finished prompt's state
+    // (held until unpublish), adopt another node's publication (then the
+    // transfer lands: finish, or it does not: abort).
+    caf::replies_to<publish_atom, std::string>::with<transfer_offer>,
+    caf::reacts_to<unpublish_atom, std::string>,
+    caf::replies_to<adopt_atom, std::string, engine::publication>::with<engine::adoption>,
+    caf::replies_to<finish_atom, std::string>::with<bool>,
+    caf::replies_to<abort_atom, std::string>::with<bool>>;
 
 /// The worker actor: owns the model and its device stream, runs a step's
 /// forward given the merged plans.
@@ -236,8 +276,16 @@ using node_actor = caf::typed_actor<
     // `(delta_atom, ticket, engine::delta)` to the actor given, with the
     // ticket it came with (the router's dispatch count: deltas of a
     // dispatch the request has left are told apart); answers once queued.
-    caf::replies_to<decode_atom, engine::request_spec, caf::actor, std::uint64_t>::with<bool>,
-    caf::reacts_to<cancel_atom, std::string>, caf::replies_to<describe_atom>::with<node_info>,
+    // With a non-empty offer the node first adopts the prefill node's pool
+    // state (reading the missing bytes); the answer says whether it did
+    // (false: it recomputes the prompt instead).
+    caf::replies_to<decode_atom, engine::request_spec, caf::actor, std::uint64_t,
+                    transfer_offer>::with<bool>,
+    // The decode node has what it offered (or gave up on it): the holds go.
+    caf::reacts_to<unpublish_atom, std::string>,
+    // The lease of a publication (its serial) is over.
+    caf::reacts_to<tick_atom, std::string, std::uint64_t>, caf::reacts_to<cancel_atom, std::string>,
+    caf::replies_to<describe_atom>::with<node_info>,
     caf::replies_to<stats_atom>::with<engine_stats>,
     // From the node's own delta sinks (the conductor's thread): a delta to
     // route to its prefill reply or its router.

@@ -25,6 +25,8 @@ struct route {
   std::uint64_t attempt = 0;    ///< bumps at every dispatch: older replies are stale
   std::string last_failure;     ///< why it was last re-routed
   bool parked = false;          ///< waiting for a node that can take it
+  transfer_offer offer;  ///< the prefill node's published state, until a decode node takes it
+  std::size_t publisher = no_node;  ///< the node holding `offer`'s state under a lease
 };
 
 struct member {
@@ -88,10 +90,19 @@ void leave_node(self_ptr self, route& r) {
   r.node = no_node;
 }
 
+// The prefill node may let go of what it published for the request.
+void let_go(self_ptr self, const engine::request_id& id, route& r) {
+  if (r.publisher != no_node && self->state.nodes[r.publisher].info.alive)
+    self->send(self->state.nodes[r.publisher].handle, unpublish_atom_v, id);
+  r.publisher = no_node;
+  r.offer = {};
+}
+
 void finish(self_ptr self, const engine::request_id& id) {
   auto it = self->state.routes.find(id);
   if (it == self->state.routes.end())
     return;
+  let_go(self, id, it->second);
   leave_node(self, it->second);
   self->state.routes.erase(it);
   --self->state.counters.in_flight;
@@ -173,10 +184,24 @@ void decode(self_ptr self, const engine::request_id& id) {
   const auto attempt = ++r.attempt;
   auto& m = st.nodes[at];
   ++m.info.outstanding;
-  self->request(m.handle, std::chrono::seconds(60), decode_atom_v, std::move(spec),
-                caf::actor{self}, attempt)
-      .then([](bool) {}, [self, id, attempt, name = m.info.name](
-                             caf::error& e) { on_node_error(self, id, attempt, name, e); });
+  auto offer = std::move(r.offer);  // a re-route recomputes instead
+  r.offer = {};
+  self->request(m.handle, std::chrono::seconds(120), decode_atom_v, std::move(spec),
+                caf::actor{self}, attempt, std::move(offer))
+      .then(
+          [self, id](bool adopted) {
+            auto it = self->state.routes.find(id);
+            if (it == self->state.routes.end())
+              return;
+            if (adopted)
+              ++self->state.counters.adopted;
+            let_go(self, id, it->second);  // the decode node is done with it
+          },
+          [self, id, attempt, name = m.info.name](caf::error& e) {
+            if (auto it = self->state.routes.find(id); it != self->state.routes.end())
+              let_go(self, id, it->second);
+            on_node_error(self, id, attempt, name, e);
+          });
 }
 
 void on_handoff(self_ptr self, const engine::request_id& id, std::uint64_t attempt, handoff h) {
@@ -185,6 +210,8 @@ void on_handoff(self_ptr self, const engine::request_id& id, std::uint64_t attem
   if (it == st.routes.end() || it->second.attempt != attempt)
     return;
   auto& r = it->second;
+  r.publisher = h.offer.empty() ? no_node : r.node;
+  r.offer = std::move(h.offer);
   leave_node(self, r);
   const auto max_tokens = r.spec.stop.max_tokens;
   bool ended = false;

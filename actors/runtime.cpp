@@ -13,6 +13,7 @@
 namespace mstar::actors {
 
 struct runtime::parts {
+  std::shared_ptr<engine::pool_set> kv, rec;  ///< also owned by their pool actors
   caf::actor conductor;
   std::vector<pool_actor> pools;
   worker_actor worker;
@@ -127,6 +128,8 @@ result<std::unique_ptr<runtime>> runtime::launch(std::unique_ptr<runtime> rt,
   const bool chains = kv && kv->kv()->prefix_cache_open();
   p->conductor =
       spawn_conductor(sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess, chains});
+  p->kv = kv;
+  p->rec = rec;
   rt->parts_ = std::move(p);
   return rt;
 }
@@ -263,6 +266,20 @@ std::vector<caf::actor> runtime::pool_actors() const {
       out.push_back(caf::actor_cast<caf::actor>(p));
   }
   return out;
+}
+
+std::pair<pool_regions, std::shared_ptr<const void>> runtime::pool_memory() const {
+  if (!parts_)
+    return {};
+  pool_regions r;
+  if (parts_->kv)
+    r = merged(std::move(r), regions_of(*parts_->kv));
+  if (parts_->rec)
+    r = merged(std::move(r), regions_of(*parts_->rec));
+  auto keep = std::make_shared<
+      std::pair<std::shared_ptr<engine::pool_set>, std::shared_ptr<engine::pool_set>>>(parts_->kv,
+                                                                                       parts_->rec);
+  return {std::move(r), std::move(keep)};
 }
 
 void runtime::stop() {

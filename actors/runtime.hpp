@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/pool_regions.hpp"
 #include "core/result.hpp"
 #include "engine/local_engine.hpp"
 #include "engine/request.hpp"
@@ -129,6 +130,9 @@ class runtime {
   /// drive the runtime by messages (a deployment's node actor).
   [[nodiscard]] caf::actor conductor() const;
   [[nodiscard]] std::vector<caf::actor> pool_actors() const;
+  /// Where the pools' bytes are (for a node's transfer agent to register),
+  /// and what keeps them alive.
+  [[nodiscard]] std::pair<pool_regions, std::shared_ptr<const void>> pool_memory() const;
 
   /// The model (its tokenizer, vocabulary...), read-only.
   [[nodiscard]] const models::causal_lm& model() const noexcept { return *model_; }

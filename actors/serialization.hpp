@@ -12,10 +12,13 @@
 #include <caf/serializer.hpp>
 #include <optional>
 
+#include "engine/publication.hpp"
 #include "engine/request.hpp"
 #include "models/causal_lm.hpp"
 #include "resources/kv/kv_pool.hpp"
 #include "resources/recurrent/pool.hpp"
+#include "transport/checksum.hpp"
+#include "transport/plan.hpp"
 
 namespace mstar::resources {
 
@@ -103,7 +106,54 @@ typename Inspector::result_type inspect(Inspector& f, recurrent_plan& x) {
   return f(caf::meta::type_name("recurrent_plan"), x.labels);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_key_chain& x) {
+  return f(caf::meta::type_name("kv_key_chain"), x.keys, x.keyed_pages, x.unkeyed);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_export& x) {
+  auto chain = optional_of(x.chain);
+  return f(caf::meta::type_name("kv_export"), x.stored_len, x.reset_generation, x.page_size,
+           x.page_bytes, x.pages, x.root, x.page_keys, chain);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, page_pair& x) {
+  return f(caf::meta::type_name("page_pair"), x.local, x.remote);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_import& x) {
+  return f(caf::meta::type_name("kv_import"), x.pages, x.fetch, x.adopted);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recurrent_export& x) {
+  return f(caf::meta::type_name("recurrent_export"), x.slot, x.has_state, x.generation,
+           x.slot_bytes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recurrent_import& x) {
+  return f(caf::meta::type_name("recurrent_import"), x.local_slot, x.remote_slot);
+}
+
 }  // namespace mstar::resources
+
+namespace mstar::transport {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, unit_checksum& x) {
+  return f(caf::meta::type_name("unit_checksum"), x.unit, x.xxh3);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, unit_pair& x) {
+  return f(caf::meta::type_name("unit_pair"), x.src, x.dst);
+}
+
+}  // namespace mstar::transport
 
 namespace mstar::models {
 
@@ -167,6 +217,30 @@ typename Inspector::result_type inspect(Inspector& f, delta& x) {
       x.finished = static_cast<finish_reason>(std::min<std::uint8_t>(finished, last) - 1);
     return err;
   }
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, published_stream& x) {
+  auto kv = resources::optional_of(x.kv);
+  auto recurrent = resources::optional_of(x.recurrent);
+  return f(caf::meta::type_name("published_stream"), kv, recurrent);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, publication& x) {
+  return f(caf::meta::type_name("publication"), x.streams);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, adopted_stream& x) {
+  auto kv = resources::optional_of(x.kv);
+  auto recurrent = resources::optional_of(x.recurrent);
+  return f(caf::meta::type_name("adopted_stream"), kv, recurrent);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, adoption& x) {
+  return f(caf::meta::type_name("adoption"), x.streams);
 }
 
 }  // namespace mstar::engine

@@ -1,5 +1,7 @@
 #include "serve/deployment_port.hpp"
 
+#include <algorithm>
+
 #include "actors/deployment.hpp"
 
 namespace mstar::serve {
@@ -17,9 +19,27 @@ std::optional<engine_gauges> deployment_port::gauges() {
   auto s = d_.node_stats();
   if (!s)
     return std::nullopt;
-  return engine_gauges{
-      s->running, s->waiting,    s->kv_pages, s->kv_free_pages, s->kv_evictable_pages,
-      s->slots,   s->free_slots, s->steps,    s->preemptions};
+  engine_gauges g;
+  g.running = s->running;
+  g.waiting = s->waiting;
+  g.kv_pages = s->kv_pages;
+  g.kv_free_pages = s->kv_free_pages;
+  g.kv_evictable_pages = s->kv_evictable_pages;
+  g.slots = s->slots;
+  g.free_slots = s->free_slots;
+  g.steps = s->steps;
+  g.preemptions = s->preemptions;
+  if (auto r = d_.stats()) {
+    engine_gauges::router_counters rc;
+    for (const auto& n : r->nodes)
+      rc.nodes_alive += n.alive ? 1 : 0;
+    rc.handoffs = r->handoffs;
+    rc.adopted = r->adopted;
+    rc.reroutes = r->reroutes;
+    g.nodes = std::max<std::int64_t>(1, rc.nodes_alive);
+    g.router = rc;
+  }
+  return g;
 }
 
 }  // namespace mstar::serve

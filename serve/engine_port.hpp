@@ -19,6 +19,13 @@ struct engine_gauges {
   std::int64_t kv_pages = 0, kv_free_pages = 0, kv_evictable_pages = 0;
   std::int64_t slots = 0, free_slots = 0;
   std::int64_t steps = 0, preemptions = 0;
+  /// Nodes whose gauges these sum (each reserves a sink page and slot).
+  std::int64_t nodes = 1;
+  /// A deployment's router counters; absent for one engine.
+  struct router_counters {
+    std::int64_t nodes_alive = 0, handoffs = 0, adopted = 0, reroutes = 0;
+  };
+  std::optional<router_counters> router;
 };
 
 class engine_port {

@@ -115,18 +115,33 @@ std::string metrics::render(const engine_gauges* engine) const {
     // The sink page and the sink slot (always reserved) count as neither
     // used nor free.
     gauge("mstar:kv_pages_used", "KV pages held by sequences.",
-          std::max<std::int64_t>(s.kv_pages - s.kv_free_pages - s.kv_evictable_pages - 1, 0));
+          std::max<std::int64_t>(
+              s.kv_pages - s.kv_free_pages - s.kv_evictable_pages - (s.kv_pages > 0 ? s.nodes : 0),
+              0));
     gauge("mstar:kv_pages_cached", "KV pages only the prefix cache holds (reusable, evictable).",
           s.kv_evictable_pages);
     gauge("mstar:kv_pages_free", "KV pages on the free list.", s.kv_free_pages);
     gauge("mstar:recurrent_slots_total", "Recurrent state slots.", s.slots);
     gauge("mstar:recurrent_slots_used", "Recurrent state slots held by sequences.",
-          std::max<std::int64_t>(s.slots - s.free_slots - 1, 0));
+          std::max<std::int64_t>(s.slots - s.free_slots - (s.slots > 0 ? s.nodes : 0), 0));
     gauge("mstar:recurrent_slots_free", "Recurrent state slots free.", s.free_slots);
     header(out, "mstar:engine_steps_total", "counter", "Engine steps run.");
     sample(out, "mstar:engine_steps_total", static_cast<double>(s.steps));
     header(out, "mstar:preemptions_total", "counter", "Sequences preempted for memory.");
     sample(out, "mstar:preemptions_total", static_cast<double>(s.preemptions));
+    if (s.router) {
+      gauge("mstar:deployment_nodes_alive", "Nodes of the deployment the router can reach.",
+            s.router->nodes_alive);
+      header(out, "mstar:handoffs_total", "counter",
+             "Requests handed from a prefill node to a decode node.");
+      sample(out, "mstar:handoffs_total", static_cast<double>(s.router->handoffs));
+      header(out, "mstar:handoffs_adopted_total", "counter",
+             "Handoffs whose decode node adopted the published KV pages and slots (the rest "
+             "recomputed the prompt).");
+      sample(out, "mstar:handoffs_adopted_total", static_cast<double>(s.router->adopted));
+      header(out, "mstar:reroutes_total", "counter", "Requests moved off a node that left.");
+      sample(out, "mstar:reroutes_total", static_cast<double>(s.router->reroutes));
+    }
   }
   return out;
 }

@@ -5,10 +5,12 @@
 // mstar-launch starts these; launcher/launch/README.md has the contract
 // (the `ready` and `serving` lines on stdout).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <optional>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -20,6 +22,7 @@
 #include "actors/deployment_certs.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/runtime.hpp"
+#include "actors/transfer_actor.hpp"
 #include "launcher/common/chat.hpp"
 #include "launcher/common/served.hpp"
 #include "launcher/deploy/credentials.hpp"
@@ -70,6 +73,55 @@ mstar::engine::engine_config engine_of(const deploy::deployment_config& d,
     e.scheduler.max_running = *n.engine.max_running;
   return e;
 }
+
+std::chrono::milliseconds seconds_of(double s) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
+}
+
+bool loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+/// The node's transfer agent over the runtime's pools, and its arenas'
+/// descriptors. UCX settings from the environment (UCX_TLS, UCX_NET_DEVICES)
+/// win; otherwise TCP and shared memory, on loopback when every node is.
+caf::expected<std::pair<mstar::actors::transfer_actor, std::vector<std::string>>> start_transfer(
+    caf::actor_system& sys, const mstar::actors::runtime& rt, const deploy::deployment_config& d,
+    const deploy::node_config& self) {
+  auto [regions, keep] = rt.pool_memory();
+  mstar::actors::transfer_setup setup;
+  setup.agent.name = self.name;
+  setup.agent.deployment = d.name;
+  if (std::getenv("UCX_TLS") == nullptr)
+    setup.agent.ucx.config.emplace_back("TLS", "tcp,sm,self");
+  const bool all_local =
+      std::all_of(d.nodes.begin(), d.nodes.end(), [](const auto& n) { return loopback(n.host); });
+  if (std::getenv("UCX_NET_DEVICES") == nullptr && all_local)
+    setup.agent.ucx.config.emplace_back("NET_DEVICES", "lo");
+  setup.regions = regions;
+  setup.keep_alive = keep;
+  auto t = mstar::actors::spawn_transfer_actor(sys, std::move(setup));
+  if (!t)
+    return t.error();
+  std::vector<std::string> arenas;
+  caf::error failed;
+  caf::scoped_actor asker{sys};
+  asker->request(*t, std::chrono::seconds(10), mstar::actors::describe_atom_v)
+      .receive([&](std::vector<std::string>& a) { arenas = std::move(a); },
+               [&](caf::error& e) { failed = std::move(e); });
+  if (failed)
+    return failed;
+  return std::make_pair(*t, std::move(arenas));
+}
+
+/// Sends an exit to each actor when it goes out of scope.
+struct stop_on_exit {
+  std::vector<caf::actor> actors;
+  ~stop_on_exit() {
+    for (const auto& a : actors)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+};
 
 /// Waits for SIGINT or SIGTERM (blocked in every thread by main).
 void wait_for_signal() {
@@ -256,8 +308,21 @@ int main(int argc, char** argv) {
   auto& rt = **made;
   if (auto warmed = rt.warm_up(); !warmed)
     return fail(opt.node, warmed.error().message());
-  auto node = mstar::actors::spawn_node_actor(
-      sys, mstar::actors::node_parts_of(rt, self->name, std::string{to_string(self->role)}));
+  auto parts = mstar::actors::node_parts_of(rt, self->name, std::string{to_string(self->role)});
+  parts.lease = seconds_of(d.lease_s);
+  parts.transfer_timeout = seconds_of(d.timeouts.transfer_s);
+  // The transfer agent: the pools' arenas registered with UCX, read by
+  // (prefill) or reading from (decode) the other nodes.
+  auto transfer = start_transfer(sys, rt, d, *self);
+  if (!transfer)
+    return fail(opt.node, "the transfer agent: " + sys.render(transfer.error()));
+  parts.transfer = transfer->first;
+  parts.arenas = transfer->second;
+  auto node = mstar::actors::spawn_node_actor(sys, std::move(parts));
+  // However main returns, these stop before the runtime and the actor
+  // system (which waits for every actor).
+  stop_on_exit stops{
+      {caf::actor_cast<caf::actor>(node), caf::actor_cast<caf::actor>(transfer->first)}};
   auto bound = mstar::actors::publish_node(sys, caf::actor_cast<caf::actor>(node), self->host,
                                            self->control_port);
   if (!bound) {
@@ -270,7 +335,6 @@ int main(int argc, char** argv) {
     wait_for_signal();
     spdlog::info("stopping");
     rt.stop();
-    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
     return 0;
   }
 
@@ -321,6 +385,5 @@ int main(int argc, char** argv) {
   (*server)->run_until_signal();
   spdlog::info("stopping");
   rt.stop();
-  caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
   return 0;
 }

@@ -9,11 +9,13 @@
 
 #include <caf/all.hpp>
 #include <condition_variable>
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <mutex>
 #include <thread>
 
 #include "actors/node_actor.hpp"
+#include "actors/transfer_actor.hpp"
 #include "tests/engine/engine_support.hpp"
 
 namespace mstar::actors {
@@ -63,17 +65,38 @@ class nodes_fixture {
     dep_.reset();
     for (auto& rt : runtimes_)
       rt->stop();
+    for (auto& t : transfers_)
+      caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
   }
 
   caf::actor_system& sys() { return *sys_; }
 
+  /// A node; with `transfer`, it publishes and adopts pool state through a
+  /// transfer agent of its own (UCX over loopback TCP).
   node_actor add(const std::string& name, const std::string& role,
-                 engine::engine_config config = {}) {
+                 engine::engine_config config = {}, bool transfer = false) {
     auto m = models::nemotron_h_model::load(test::model_dir(model_));
     EXPECT_TRUE(m.has_value()) << m.error().message();
     auto rt = runtime::start_in(*sys_, std::move(*m), config);
     EXPECT_TRUE(rt.has_value()) << rt.error().message();
-    auto node = spawn_node_actor(*sys_, node_parts_of(**rt, name, role));
+    auto parts = node_parts_of(**rt, name, role);
+    if (transfer) {
+      auto [regions, keep] = (*rt)->pool_memory();
+      transfer_setup setup;
+      setup.agent.name = name;
+      setup.agent.ucx.config = {{"TLS", "tcp"}, {"NET_DEVICES", "lo"}};
+      setup.regions = regions;
+      setup.keep_alive = keep;
+      auto t = spawn_transfer_actor(*sys_, std::move(setup));
+      EXPECT_TRUE(static_cast<bool>(t)) << sys_->render(t.error());
+      parts.transfer = *t;
+      caf::scoped_actor self{*sys_};
+      self->request(parts.transfer, std::chrono::seconds(10), describe_atom_v)
+          .receive([&](const std::vector<std::string>& d) { parts.arenas = d; },
+                   [&](caf::error& e) { ADD_FAILURE() << sys_->render(e); });
+      transfers_.push_back(parts.transfer);
+    }
+    auto node = spawn_node_actor(*sys_, std::move(parts));
     runtimes_.push_back(std::move(*rt));
     nodes_.push_back(node);
     return node;
@@ -111,6 +134,7 @@ class nodes_fixture {
   std::unique_ptr<caf::actor_system> sys_;
   std::vector<std::unique_ptr<runtime>> runtimes_;
   std::vector<node_actor> nodes_;
+  std::vector<transfer_actor> transfers_;
   std::unique_ptr<deployment> dep_;
 };
 
@@ -159,6 +183,62 @@ TEST_P(pd_split, prefill_and_decode_on_two_nodes_give_the_tokens_of_one_engine) 
   ASSERT_TRUE(pre && dec);
   EXPECT_EQ(pre->generated_tokens, 6);
   EXPECT_EQ(dec->generated_tokens, 6 * 8);
+  f.expect_pools_empty();
+}
+
+TEST_P(pd_split, the_decode_node_adopts_the_prefill_nodes_pages_and_slots_over_ucx) {
+  std::vector<engine::request_spec> specs;
+  for (int i = 0; i < 4; ++i)
+    specs.push_back(test::greedy_request(prompt_of(9 + 11 * i, 30 + i), 8));
+  const auto expected = alone(GetParam(), specs);
+  nodes_fixture f{GetParam()};
+  f.add("prefill-0", "prefill", {}, true);
+  f.add("decode-0", "decode", {}, true);
+  auto& d = f.dep();
+  for (std::size_t i = 0; i < specs.size(); ++i) {  // one at a time: each adopts
+    auto h = d.submit(specs[i]);
+    const auto ds = read_all(h);
+    EXPECT_EQ(tokens_of(ds), expected[i]) << "request " << i;
+    ASSERT_FALSE(ds.empty());
+    EXPECT_EQ(ds.back().finished, finish_reason::length);
+  }
+  auto s = d.stats();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->handoffs, 4);
+  EXPECT_EQ(s->adopted, 4);  // no recompute: every prompt moved
+  // The decode node computed no prompt: one token per request past it.
+  auto dec = f.rt(1).stats();
+  ASSERT_TRUE(dec.has_value());
+  EXPECT_EQ(dec->generated_tokens, 4 * 7);
+  // The prefill node let go of what it published (the router said so).
+  for (int i = 0; i < 100; ++i) {
+    auto pre = f.rt(0).stats();
+    ASSERT_TRUE(pre.has_value());
+    if (pre->kv_free_pages + pre->kv_cached_pages == pre->kv_pages - 1 &&
+        pre->free_slots == pre->slots - (pre->slots > 0 ? 1 : 0))
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  f.expect_pools_empty();
+}
+
+TEST_P(pd_split, a_page_corrupted_in_flight_is_caught_and_the_prompt_recomputed) {
+  const auto spec = test::greedy_request(prompt_of(21, 40), 8);
+  const auto expected = alone(GetParam(), {spec});
+  nodes_fixture f{GetParam()};
+  f.add("prefill-0", "prefill", {}, true);
+  f.add("decode-0", "decode", {}, true);
+  auto& d = f.dep();
+  ::setenv("MSTAR_TEST_CORRUPT_TRANSFER", "1", 1);  // flips a byte of what lands
+  auto h = d.submit(spec);
+  const auto ds = read_all(h);
+  ::unsetenv("MSTAR_TEST_CORRUPT_TRANSFER");
+  EXPECT_EQ(tokens_of(ds), expected.at(0));  // recomputed, not decoded from bad state
+  auto s = d.stats();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->handoffs, 1);
+  EXPECT_EQ(s->adopted, 0);
+  // The decode node prefilled the prompt itself: its adoption was undone.
   f.expect_pools_empty();
 }
 

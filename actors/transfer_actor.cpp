@@ -1,0 +1,157 @@
+#include "actors/transfer_actor.hpp"
+
+#include <cstdlib>
+#include <fmt/format.h>
+#include <map>
+#include <spdlog/spdlog.h>
+
+namespace mstar::actors {
+namespace {
+
+struct transfer_state {
+  std::shared_ptr<const void> keep_alive;  ///< the pools: registered memory outlives the agent
+  std::unique_ptr<transport::agent> agent;
+  pool_regions regions;
+  transport::local_arena_id kv = 0;
+  std::vector<transport::local_arena_id> blocks;
+  std::vector<std::string> described;
+  std::map<std::string, transport::remote_arena_id> attached;  ///< by descriptor text
+  static inline const char* name = "mstar.transfer";
+};
+
+using self_ptr = transfer_actor::stateful_pointer<transfer_state>;
+
+caf::expected<transport::remote_arena_id> attach(transfer_state& st, const std::string& text,
+                                                 transport::arena_descriptor& out) {
+  auto d = transport::descriptor_from_json(text);
+  if (!d)
+    return d.error();
+  out = *d;
+  if (auto it = st.attached.find(text); it != st.attached.end())
+    return it->second;
+  auto id = st.agent->attach(*d);
+  if (id)
+    st.attached.emplace(text, *id);
+  return id;
+}
+
+// A test hook: MSTAR_TEST_CORRUPT_TRANSFER=1 flips one byte of the first
+// unit that landed, as a fault in flight would (tests/launcher/).
+void maybe_corrupt(const transport::transfer_plan& plan, std::span<std::byte* const> bases) {
+  if (std::getenv("MSTAR_TEST_CORRUPT_TRANSFER") == nullptr || plan.ranges.empty())
+    return;
+  const auto& r = plan.ranges.front();
+  bases[r.arena][r.dst_offset] ^= std::byte{0x5a};
+}
+
+caf::expected<void> run(transfer_state& st, transport::transfer_plan plan,
+                        const std::vector<transport::arena_pair>& pairs,
+                        std::span<std::byte* const> bases,
+                        const std::vector<transport::unit_checksum>& sums,
+                        std::chrono::milliseconds timeout) {
+  auto h =
+      st.agent->start(transport::direction::read, plan, pairs, transport::clock::now() + timeout);
+  if (!h)
+    return h.error();
+  if (auto done = st.agent->wait(*h); !done)
+    return done.error();
+  maybe_corrupt(plan, bases);
+  std::vector<const std::byte*> read(bases.begin(), bases.end());
+  return transport::verify_units(plan, read, sums);
+}
+
+caf::expected<void> pull(transfer_state& st, const pull_order& o) {
+  // The peer's arenas, KV first then blocks in name order (as ours).
+  std::optional<std::pair<transport::remote_arena_id, transport::arena_layout>> kv;
+  std::vector<transport::remote_arena_id> block_ids;
+  std::vector<transport::arena_layout> block_layouts;
+  for (const auto& text : o.arenas) {
+    transport::arena_descriptor d;
+    auto id = attach(st, text, d);
+    if (!id)
+      return id.error();
+    if (d.layout.kind == transport::arena_kind::kv_pages) {
+      kv.emplace(*id, d.layout);
+    } else {
+      block_ids.push_back(*id);
+      block_layouts.push_back(d.layout);
+    }
+  }
+  if (!o.pages.empty()) {
+    if (!kv || st.regions.kv_base == nullptr)
+      return caf::make_error(caf::sec::invalid_argument, "a page pull without KV arenas");
+    auto plan = transport::plan_pages(kv->second, st.regions.kv, o.pages);
+    if (!plan)
+      return plan.error();
+    std::byte* bases[] = {st.regions.kv_base};
+    if (auto ok = run(st, std::move(*plan), {{st.kv, kv->first}}, bases, o.kv_sums, o.timeout); !ok)
+      return ok.error();
+  }
+  if (!o.slots.empty()) {
+    auto plan = transport::plan_slots(block_layouts, st.regions.blocks, o.slots);
+    if (!plan)
+      return plan.error();
+    std::vector<transport::arena_pair> pairs;
+    for (std::size_t i = 0; i < block_ids.size() && i < st.blocks.size(); ++i)
+      pairs.push_back({st.blocks[i], block_ids[i]});
+    if (auto ok = run(st, std::move(*plan), pairs, st.regions.block_bases, o.slot_sums, o.timeout);
+        !ok)
+      return ok.error();
+  }
+  return {};
+}
+
+transfer_actor::behavior_type transfer_behavior(self_ptr self,
+                                                std::shared_ptr<transfer_state> made) {
+  self->state = std::move(*made);
+  self->attach_functor([self] { self->state.agent->stop_progress_thread(); });
+  return {
+      [self](describe_atom) { return self->state.described; },
+      [self](pull_atom, const pull_order& o) -> caf::result<bool> {
+        auto ok = pull(self->state, o);
+        if (!ok)
+          return ok.error();
+        return true;
+      },
+  };
+}
+
+}  // namespace
+
+caf::expected<transfer_actor> spawn_transfer_actor(caf::actor_system& sys, transfer_setup setup) {
+  auto st = std::make_shared<transfer_state>();
+  auto agent = transport::agent::make(std::move(setup.agent));
+  if (!agent)
+    return agent.error();
+  st->agent = std::move(*agent);
+  st->regions = setup.regions;
+  auto describe = [&](transport::local_arena_id id) -> caf::expected<void> {
+    auto d = st->agent->describe(id);
+    if (!d)
+      return d.error();
+    st->described.push_back(transport::to_json(*d));
+    return {};
+  };
+  if (st->regions.kv_base != nullptr) {
+    auto id = st->agent->register_arena(st->regions.kv_base, st->regions.kv);
+    if (!id)
+      return id.error();
+    st->kv = *id;
+    if (auto ok = describe(*id); !ok)
+      return ok.error();
+  }
+  for (std::size_t i = 0; i < st->regions.blocks.size(); ++i) {
+    auto id = st->agent->register_arena(st->regions.block_bases[i], st->regions.blocks[i]);
+    if (!id)
+      return id.error();
+    st->blocks.push_back(*id);
+    if (auto ok = describe(*id); !ok)
+      return ok.error();
+  }
+  if (auto ok = st->agent->start_progress_thread(); !ok)
+    return ok.error();
+  st->keep_alive = std::move(setup.keep_alive);
+  return sys.spawn<caf::detached>(transfer_behavior, std::move(st));
+}
+
+}  // namespace mstar::actors
