@@ -114,6 +114,15 @@ caf::expected<std::pair<mstar::actors::transfer_actor, std::vector<std::string>>
   return std::make_pair(*t, std::move(arenas));
 }
 
+/// Set by SIGINT / SIGTERM while the front node starts (before the HTTP
+/// server takes the signals over): start-up stops at the next checkpoint
+/// and main returns, so everything is cleaned up (the derived credential's
+/// folder too).
+volatile std::sig_atomic_t stop_requested = 0;
+extern "C" void request_stop(int /*signal*/) {
+  stop_requested = 1;
+}
+
 /// Sends an exit to each actor when it goes out of scope.
 struct stop_on_exit {
   std::vector<caf::actor> actors;
@@ -155,7 +164,7 @@ std::string join_all(caf::actor_system& sys, mstar::actors::deployment& dep,
       } else {
         last = sys.render(peer.error());
       }
-      if (std::chrono::steady_clock::now() >= deadline)
+      if (std::chrono::steady_clock::now() >= deadline || stop_requested != 0)
         return fmt::format("{} ({}:{}: {})", n.name, n.host, n.control_port, last);
       std::this_thread::sleep_for(250ms);
     }
@@ -258,8 +267,12 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
-  if (!front)
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  if (front) {
+    std::signal(SIGINT, request_stop);
+    std::signal(SIGTERM, request_stop);
+  } else {
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // pending until sigwait
+  }
 
   // The control plane is mutual TLS (actors/README.md says why): the node's
   // certificate from the deployment's folder (tls mode, mstar-launch makes
@@ -339,6 +352,11 @@ int main(int argc, char** argv) {
   }
 
   // The front node: the router over every node, then HTTP.
+  if (stop_requested != 0) {
+    spdlog::info("stopped while starting");
+    rt.stop();
+    return 0;
+  }
   mstar::actors::router_options ro;
   ro.prefill_timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(d.timeouts.request_s * 1000));
@@ -353,6 +371,10 @@ int main(int argc, char** argv) {
       std::chrono::milliseconds(static_cast<std::int64_t>(d.timeouts.join_s * 1000));
   if (auto missing = join_all(sys, *dep, d, self->name, deadline); !missing.empty()) {
     rt.stop();
+    if (stop_requested != 0) {
+      spdlog::info("stopped while waiting for the nodes to join");
+      return 0;
+    }
     return fail(opt.node,
                 fmt::format("node {} did not join within {} s", missing, d.timeouts.join_s));
   }
@@ -382,7 +404,10 @@ int main(int argc, char** argv) {
     return fail(opt.node, server.error().message());
   announce(fmt::format("mstar-node {}: serving http://{}:{}", self->name, d.http.host,
                        (*server)->port()));
-  (*server)->run_until_signal();
+  if (stop_requested == 0)
+    (*server)->run_until_signal();  // from here the server takes SIGINT / SIGTERM
+  else
+    (*server)->stop();
   spdlog::info("stopping");
   rt.stop();
   return 0;
