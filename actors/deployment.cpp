@@ -29,7 +29,7 @@ result<node_info> deployment::join(const node_actor& node, std::chrono::millisec
     return out;
   self->send(router_, join_atom_v, caf::actor_cast<caf::actor>(node), *out);
   std::lock_guard lock{mutex_};
-  nodes_.push_back(node);
+  nodes_[out->name] = node;  // a restarted node replaces its earlier self
   return out;
 }
 
@@ -69,16 +69,22 @@ result<router_stats> deployment::stats() {
 }
 
 result<engine_stats> deployment::node_stats() {
+  auto routed = stats();
+  if (!routed)
+    return routed.error();
   std::vector<node_actor> nodes;
   {
     std::lock_guard lock{mutex_};
-    nodes = nodes_;
+    for (const auto& n : routed->nodes) {
+      if (auto it = nodes_.find(n.name); n.alive && it != nodes_.end())
+        nodes.push_back(it->second);
+    }
   }
   caf::scoped_actor self{sys_};
   engine_stats total;
   std::int64_t answered = 0;
   for (const auto& n : nodes) {
-    self->request(n, std::chrono::seconds(5), stats_atom_v)
+    self->request(n, std::chrono::seconds(2), stats_atom_v)
         .receive(
             [&](const engine_stats& s) {
               ++answered;

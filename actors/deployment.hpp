@@ -14,8 +14,10 @@
 #include <caf/fwd.hpp>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "actors/protocol.hpp"
@@ -49,7 +51,8 @@ class deployment {
 
   /// The router's counters (nodes, handoffs, re-routes).
   [[nodiscard]] result<router_stats> stats();
-  /// Every live node's engine counters, summed.
+  /// The engine counters of every node the router has alive, summed (a
+  /// node that does not answer in 2 s counts for nothing).
   [[nodiscard]] result<engine_stats> node_stats();
 
  private:
@@ -59,7 +62,7 @@ class deployment {
   caf::actor_system& sys_;
   caf::actor router_;
   std::mutex mutex_;
-  std::vector<node_actor> nodes_;  ///< every node that joined (for node_stats)
+  std::map<std::string, node_actor> nodes_;  ///< by name: the last of each that joined
   std::atomic<std::uint64_t> next_id_{0};
 };
 

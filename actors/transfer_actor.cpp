@@ -104,7 +104,7 @@ caf::expected<void> pull(transfer_state& st, const pull_order& o) {
 transfer_actor::behavior_type transfer_behavior(self_ptr self,
                                                 std::shared_ptr<transfer_state> made) {
   self->state = std::move(*made);
-  self->attach_functor([self] { self->state.agent->stop_progress_thread(); });
+  // The agent (in the state) stops its progress thread when destroyed.
   return {
       [self](describe_atom) { return self->state.described; },
       [self](pull_atom, const pull_order& o) -> caf::result<bool> {

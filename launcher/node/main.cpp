@@ -370,13 +370,20 @@ int main(int argc, char** argv) {
       std::chrono::steady_clock::now() +
       std::chrono::milliseconds(static_cast<std::int64_t>(d.timeouts.join_s * 1000));
   if (auto missing = join_all(sys, *dep, d, self->name, deadline); !missing.empty()) {
+    // CAF 0.17 has no handshake deadline: a connection to a peer that never
+    // answers stays open and the actor system's shutdown would wait for it.
+    // Nothing ran yet, so clean up what matters and leave without it.
     rt.stop();
-    if (stop_requested != 0) {
+    derived.reset();  // the credential's temporary folder
+    int rc = 0;
+    if (stop_requested != 0)
       spdlog::info("stopped while waiting for the nodes to join");
-      return 0;
-    }
-    return fail(opt.node,
+    else
+      rc = fail(opt.node,
                 fmt::format("node {} did not join within {} s", missing, d.timeouts.join_s));
+    spdlog::default_logger()->flush();
+    std::fflush(stdout);
+    std::_Exit(rc);
   }
   rejoiner again{sys, *dep, d, self->name};
 
