@@ -16,7 +16,11 @@ struct conductor_state {
   std::map<request_id, std::pair<sink_ptr, std::int32_t>> sinks;  ///< sink, unfinished samples
   bool busy = false;          ///< a step (or its registrations) is in flight
   std::int64_t arriving = 0;  ///< submissions still in the preprocess stage
-  std::string broken;         ///< set: a part failed; every request fails with this
+  /// Ids in the preprocess stage, and those of them cancelled there (the
+  /// cancel takes effect once the scheduler has the request).
+  std::multiset<request_id> arriving_ids;
+  std::set<request_id> cancelled_early;
+  std::string broken;  ///< set: a part failed; every request fails with this
   std::vector<caf::response_promise> drained;
   /// Requests whose pool state outlives them (a prefill node publishes it):
   /// their releases go to whoever submitted them, not to the pools.
@@ -325,11 +329,14 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
         }
         ++self->state.arriving;
         const auto id = spec.id;  // before `spec` moves into the request
+        self->state.arriving_ids.insert(id);
         self->request(self->state.parts.preprocess, caf::infinite, tokenize_atom_v, std::move(spec))
             .then(
-                [self, sink](engine::request_spec& s) {
+                [self, sink, id](engine::request_spec& s) {
                   auto& st = self->state;
                   --st.arriving;
+                  st.arriving_ids.erase(st.arriving_ids.find(id));
+                  const bool cancelled = st.cancelled_early.erase(id) > 0;
                   if (!st.broken.empty()) {  // a part failed while it was tokenized
                     st.held.erase(s.id);
                     sink->push(error_delta(s.id, st.broken));
@@ -345,18 +352,25 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
                     return;
                   }
                   st.sinks[rid] = {sink, n};
+                  if (cancelled)
+                    (void)st.sched->cancel(rid);
                   cycle(self);
                 },
                 [self, sink, id](caf::error& e) {
                   --self->state.arriving;
+                  self->state.arriving_ids.erase(self->state.arriving_ids.find(id));
+                  self->state.cancelled_early.erase(id);
                   self->state.held.erase(id);
                   sink->push(error_delta(id, self->system().render(e)));
                   answer_drains(self);
                 });
       },
       [self](cancel_atom, const std::string& id) {
-        if (self->state.sched->cancel(id))
+        auto& st = self->state;
+        if (st.sched->cancel(id))
           cycle(self);
+        else if (st.arriving_ids.contains(id))
+          st.cancelled_early.insert(id);  // still being tokenized
       },
       [self](tick_atom) { cycle(self); },
       [self](drain_atom) -> caf::result<bool> {

@@ -228,6 +228,28 @@ TEST(runtime, a_worker_that_throws_fails_every_request_and_never_hangs_a_caller)
   EXPECT_FALSE(ds2.back().error.empty());
 }
 
+TEST(runtime, a_cancel_that_overtakes_tokenization_still_cancels) {
+  // The cancel reaches the conductor while the request is still in the
+  // preprocess stage: it must not be lost (the request would run its
+  // 100,000 tokens).
+  auto rt = runtime::start(fixture_model(), {});
+  ASSERT_TRUE(rt.has_value());
+  for (int i = 0; i < 20; ++i) {
+    auto h = (*rt)->submit(test::greedy_request({9, 10, 11, 12}, 100000));
+    h.cancel();
+    // Bounded: a lost cancel shows as a request still running after 10 s.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::optional<finish_reason> end;
+    while (!h.done() && std::chrono::steady_clock::now() < until) {
+      if (auto d = h.next_for(std::chrono::milliseconds(100)); d && d->finished)
+        end = d->finished;
+    }
+    ASSERT_TRUE(h.done()) << "round " << i << ": the cancel was lost";
+    EXPECT_EQ(end, finish_reason::cancelled) << "round " << i;
+  }
+  expect_pools_empty(**rt);
+}
+
 TEST(runtime, runs_inside_an_applications_actor_system) {
   caf::actor_system_config cfg;
   runtime::add_message_types(cfg);
