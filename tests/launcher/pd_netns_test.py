@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 SKIP = 77
@@ -363,14 +364,24 @@ def kill_decode_mid_stream(front, decode):
 
 def stream_rest(client, wait_s):
     """The rest of the stream, read for at most wait_s (then the client is
-    stopped), and whether it was still open."""
-    try:
-        out, _ = client.communicate(timeout=wait_s)
-        return [l.strip() for l in out.splitlines()], False
-    except subprocess.TimeoutExpired:
+    stopped), and whether it was still open. Reads through the same buffered
+    stdout as kill_decode_mid_stream: communicate() would read the pipe
+    beneath it and lose what readline() had already buffered."""
+    stopped = threading.Event()
+
+    def stop():
+        stopped.set()
         client.kill()
-        out, _ = client.communicate()
-        return [l.strip() for l in out.splitlines()], True
+
+    timer = threading.Timer(wait_s, stop)
+    timer.start()
+    try:
+        lines = [l.strip() for l in client.stdout]
+    finally:
+        timer.cancel()
+    client.wait()
+    client.stderr.read()
+    return lines, stopped.is_set()
 
 
 def run(build):
