@@ -19,16 +19,7 @@ std::optional<engine_gauges> deployment_port::gauges() {
   auto s = d_.node_stats();
   if (!s)
     return std::nullopt;
-  engine_gauges g;
-  g.running = s->running;
-  g.waiting = s->waiting;
-  g.kv_pages = s->kv_pages;
-  g.kv_free_pages = s->kv_free_pages;
-  g.kv_evictable_pages = s->kv_evictable_pages;
-  g.slots = s->slots;
-  g.free_slots = s->free_slots;
-  g.steps = s->steps;
-  g.preemptions = s->preemptions;
+  auto g = gauges_of(*s);
   if (auto r = d_.stats()) {
     engine_gauges::router_counters rc;
     for (const auto& n : r->nodes)

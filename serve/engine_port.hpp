@@ -28,6 +28,23 @@ struct engine_gauges {
   std::optional<router_counters> router;
 };
 
+/// The gauges of any engine counters with these fields (the runtime's, a
+/// deployment's summed node counters).
+template <class Counters>
+[[nodiscard]] engine_gauges gauges_of(const Counters& s) {
+  engine_gauges g;
+  g.running = s.running;
+  g.waiting = s.waiting;
+  g.kv_pages = s.kv_pages;
+  g.kv_free_pages = s.kv_free_pages;
+  g.kv_evictable_pages = s.kv_evictable_pages;
+  g.slots = s.slots;
+  g.free_slots = s.free_slots;
+  g.steps = s.steps;
+  g.preemptions = s.preemptions;
+  return g;
+}
+
 class engine_port {
  public:
   virtual ~engine_port() = default;

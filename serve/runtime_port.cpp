@@ -17,16 +17,7 @@ std::optional<engine_gauges> runtime_port::gauges() {
   auto s = rt_.stats();
   if (!s)
     return std::nullopt;
-  engine_gauges g;
-  g.running = s->running;
-  g.waiting = s->waiting;
-  g.kv_pages = s->kv_pages;
-  g.kv_free_pages = s->kv_free_pages;
-  g.kv_evictable_pages = s->kv_evictable_pages;
-  g.slots = s->slots;
-  g.free_slots = s->free_slots;
-  g.steps = s->steps;
-  g.preemptions = s->preemptions;
+  auto g = gauges_of(*s);
   return g;
 }
 

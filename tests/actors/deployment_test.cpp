@@ -16,6 +16,7 @@
 
 #include "actors/node_actor.hpp"
 #include "actors/transfer_actor.hpp"
+#include "tests/actors/handle_support.hpp"
 #include "tests/engine/engine_support.hpp"
 
 namespace mstar::actors {
@@ -26,25 +27,8 @@ using engine::token_id;
 
 constexpr auto deadline = std::chrono::seconds(60);
 
-std::vector<engine::delta> read_all(request_handle& h) {
-  std::vector<engine::delta> out;
-  while (!h.done()) {
-    auto d = h.next_for(std::chrono::duration_cast<std::chrono::milliseconds>(deadline));
-    if (!d) {
-      ADD_FAILURE() << "no delta for " << h.id() << " within the deadline";
-      break;
-    }
-    out.push_back(std::move(*d));
-  }
-  return out;
-}
-
-std::vector<token_id> tokens_of(const std::vector<engine::delta>& ds) {
-  std::vector<token_id> out;
-  for (const auto& d : ds)
-    out.insert(out.end(), d.tokens.begin(), d.tokens.end());
-  return out;
-}
+using mstar::test::read_all;
+using mstar::test::tokens_of;
 
 std::vector<token_id> prompt_of(int len, token_id start) {
   std::vector<token_id> p;

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "tests/actors/handle_support.hpp"
 #include "tests/engine/engine_support.hpp"
 
 namespace mstar::actors {
@@ -29,26 +30,8 @@ std::unique_ptr<models::causal_lm> fixture_model(const std::string& name = hybri
   return m ? std::move(*m) : nullptr;
 }
 
-// Every delta of a handle, each wait bounded.
-std::vector<engine::delta> read_all(request_handle& h) {
-  std::vector<engine::delta> out;
-  while (!h.done()) {
-    auto d = h.next_for(std::chrono::duration_cast<std::chrono::milliseconds>(deadline));
-    if (!d) {
-      ADD_FAILURE() << "no delta for " << h.id() << " within the deadline";
-      break;
-    }
-    out.push_back(std::move(*d));
-  }
-  return out;
-}
-
-std::vector<token_id> tokens_of(const std::vector<engine::delta>& ds) {
-  std::vector<token_id> out;
-  for (const auto& d : ds)
-    out.insert(out.end(), d.tokens.begin(), d.tokens.end());
-  return out;
-}
+using mstar::test::read_all;
+using mstar::test::tokens_of;
 
 void expect_pools_empty(runtime& rt) {
   auto ok = rt.check_pools();

@@ -1,0 +1,36 @@
+#pragma once
+
+// Reading a request_handle in the actor tests (runtime and deployment).
+
+#include <chrono>
+#include <gtest/gtest.h>
+#include <vector>
+
+#include "actors/runtime.hpp"
+
+namespace mstar::test {
+
+/// Every delta of a handle, each wait bounded by `deadline`.
+inline std::vector<engine::delta> read_all(
+    actors::request_handle& h, std::chrono::milliseconds deadline = std::chrono::seconds(60)) {
+  std::vector<engine::delta> out;
+  while (!h.done()) {
+    auto d = h.next_for(deadline);
+    if (!d) {
+      ADD_FAILURE() << "no delta for " << h.id() << " within the deadline";
+      break;
+    }
+    out.push_back(std::move(*d));
+  }
+  return out;
+}
+
+/// The token ids of `ds`, in order.
+inline std::vector<engine::token_id> tokens_of(const std::vector<engine::delta>& ds) {
+  std::vector<engine::token_id> out;
+  for (const auto& d : ds)
+    out.insert(out.end(), d.tokens.begin(), d.tokens.end());
+  return out;
+}
+
+}  // namespace mstar::test
