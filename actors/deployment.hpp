@@ -54,6 +54,8 @@ class deployment {
   /// The engine counters of every node the router has alive, summed (a
   /// node that does not answer in 2 s counts for nothing).
   [[nodiscard]] result<engine_stats> node_stats();
+  /// The router actor (what nodes send their deltas to).
+  [[nodiscard]] const caf::actor& router() const noexcept { return router_; }
 
  private:
   explicit deployment(caf::actor_system& sys) : sys_(sys) {}

@@ -30,6 +30,7 @@ struct decode_entry {
   caf::actor router;
   std::uint64_t ticket = 0;
   std::int32_t unfinished = 1;  ///< samples still open
+  bool cancelled = false;       ///< cancelled before it reached the conductor
 };
 
 struct node_state {
@@ -159,9 +160,17 @@ void relay(self_ptr self, engine::delta d) {
   }
 }
 
-// Runs `spec` here (its prompt adopted or not).
+// Runs `spec` here (its prompt adopted or not). A cancel that came while
+// the prompt was being adopted follows it (the conductor then ends it at
+// once, even mid-tokenization).
 void submit(self_ptr self, engine::request_spec spec) {
-  caf::anon_send(self->state.parts.conductor, submit_atom_v, std::move(spec), self->state.sink);
+  auto& st = self->state;
+  auto it = st.decodes.find(spec.id);
+  const bool cancelled = it != st.decodes.end() && it->second.cancelled;
+  const auto id = spec.id;
+  caf::anon_send(st.parts.conductor, submit_atom_v, std::move(spec), st.sink);
+  if (cancelled)
+    caf::anon_send(st.parts.conductor, cancel_atom_v, id);
 }
 
 // Gives back what an adoption took, then recomputes the prompt here.
@@ -318,6 +327,8 @@ node_actor::behavior_type node_behavior(self_ptr self, node_parts parts) {
           unpublish(self, id);
       },
       [self](cancel_atom, const std::string& id) {
+        if (auto it = self->state.decodes.find(id); it != self->state.decodes.end())
+          it->second.cancelled = true;  // in case it is still being adopted
         caf::anon_send(self->state.parts.conductor, cancel_atom_v, id);
       },
       [self](describe_atom) {

@@ -23,6 +23,11 @@ struct route {
   std::int32_t reroutes = 0;
   std::int32_t unfinished = 1;  ///< samples still open
   std::uint64_t attempt = 0;    ///< bumps at every dispatch: older replies are stale
+  /// The id the request runs under on its node: "<id>#<attempt>", new at
+  /// every dispatch, so a node never meets an id it may still be running
+  /// from an earlier dispatch (one whose node the router took for dead).
+  std::string wire;
+  std::string published_as;  ///< the wire id `offer`'s state is published under
   std::string last_failure;     ///< why it was last re-routed
   bool parked = false;          ///< waiting for a node that can take it
   transfer_offer offer;  ///< the prefill node's published state, until a decode node takes it
@@ -32,12 +37,17 @@ struct route {
 struct member {
   node_actor handle;
   router_node info;
+  /// Wire ids of requests moved off the node when it was taken for dead:
+  /// if the same node joins again (a dropped link, not a crash), they are
+  /// cancelled there, so nothing runs on for nobody.
+  std::vector<std::string> abandoned;
 };
 
 struct router_state {
   router_options options;
   std::vector<member> nodes;
   std::map<engine::request_id, route> routes;
+  std::map<std::string, engine::request_id> wires;  ///< wire id -> request
   router_stats counters;
   static inline const char* name = "mstar.router";
 };
@@ -91,19 +101,34 @@ void leave_node(self_ptr self, route& r) {
 }
 
 // The prefill node may let go of what it published for the request.
-void let_go(self_ptr self, const engine::request_id& id, route& r) {
+void let_go(self_ptr self, route& r) {
   if (r.publisher != no_node && self->state.nodes[r.publisher].info.alive)
-    self->send(self->state.nodes[r.publisher].handle, unpublish_atom_v, id);
+    self->send(self->state.nodes[r.publisher].handle, unpublish_atom_v, r.published_as);
   r.publisher = no_node;
+  r.published_as.clear();
   r.offer = {};
+}
+
+// A new dispatch of request `id`: the next attempt and the wire id it runs
+// under (replies and deltas of earlier dispatches are stale from now on).
+std::uint64_t next_dispatch(self_ptr self, const engine::request_id& id, route& r) {
+  auto& st = self->state;
+  if (!r.wire.empty())
+    st.wires.erase(r.wire);
+  const auto attempt = ++r.attempt;
+  r.wire = fmt::format("{}#{}", id, attempt);
+  st.wires[r.wire] = id;
+  return attempt;
 }
 
 void finish(self_ptr self, const engine::request_id& id) {
   auto it = self->state.routes.find(id);
   if (it == self->state.routes.end())
     return;
-  let_go(self, id, it->second);
+  let_go(self, it->second);
   leave_node(self, it->second);
+  if (!it->second.wire.empty())
+    self->state.wires.erase(it->second.wire);
   self->state.routes.erase(it);
   --self->state.counters.in_flight;
 }
@@ -177,11 +202,12 @@ void decode(self_ptr self, const engine::request_id& id) {
     return;
   }
   r.parked = false;
+  const auto attempt = next_dispatch(self, id, r);
   auto spec = r.spec;
+  spec.id = r.wire;
   spec.generated = r.generated;
   r.node = at;
   r.prefilling = false;
-  const auto attempt = ++r.attempt;
   auto& m = st.nodes[at];
   ++m.info.outstanding;
   auto offer = std::move(r.offer);  // a re-route recomputes instead
@@ -195,11 +221,11 @@ void decode(self_ptr self, const engine::request_id& id) {
               return;
             if (adopted)
               ++self->state.counters.adopted;
-            let_go(self, id, it->second);  // the decode node is done with it
+            let_go(self, it->second);  // the decode node is done with it
           },
           [self, id, attempt, name = m.info.name](caf::error& e) {
             if (auto it = self->state.routes.find(id); it != self->state.routes.end())
-              let_go(self, id, it->second);
+              let_go(self, it->second);
             on_node_error(self, id, attempt, name, e);
           });
 }
@@ -211,11 +237,13 @@ void on_handoff(self_ptr self, const engine::request_id& id, std::uint64_t attem
     return;
   auto& r = it->second;
   r.publisher = h.offer.empty() ? no_node : r.node;
+  r.published_as = r.publisher == no_node ? std::string{} : r.wire;
   r.offer = std::move(h.offer);
   leave_node(self, r);
   const auto max_tokens = r.spec.stop.max_tokens;
   bool ended = false;
   for (auto& d : h.deltas) {
+    d.id = id;
     r.generated.insert(r.generated.end(), d.tokens.begin(), d.tokens.end());
     if (d.finished) {
       r.cached = d.counts.cached_tokens;
@@ -251,11 +279,12 @@ void prefill(self_ptr self, const engine::request_id& id) {
     decode(self, id);  // a decode-capable node runs it whole
     return;
   }
+  const auto attempt = next_dispatch(self, id, r);
   auto spec = r.spec;
+  spec.id = r.wire;
   spec.stop.max_tokens = 1;
   r.node = at;
   r.prefilling = true;
-  const auto attempt = ++r.attempt;
   auto& m = st.nodes[at];
   ++m.info.outstanding;
   self->request(m.handle, st.options.prefill_timeout, prefill_atom_v, std::move(spec))
@@ -296,12 +325,16 @@ void wake_parked(self_ptr self) {
 
 void on_delta(self_ptr self, std::uint64_t ticket, engine::delta d) {
   auto& st = self->state;
-  auto it = st.routes.find(d.id);
+  auto w = st.wires.find(d.id);
+  if (w == st.wires.end())
+    return;  // from a dispatch the request has left, or a finished request
+  auto it = st.routes.find(w->second);
   if (it == st.routes.end())
     return;
   auto& r = it->second;
   if (r.node == no_node || r.prefilling || ticket != r.attempt)
     return;  // from a dispatch the request has left
+  d.id = it->first;
   r.generated.insert(r.generated.end(), d.tokens.begin(), d.tokens.end());
   const bool last = d.finished && --r.unfinished == 0;
   if (d.finished && r.cached >= 0)
@@ -321,8 +354,10 @@ void on_down(self_ptr self, const caf::down_msg& m) {
     n.info.exit_reason = self->system().render(m.reason);
     std::vector<engine::request_id> moved;
     for (const auto& [id, r] : st.routes) {
-      if (r.node == i)
+      if (r.node == i) {
         moved.push_back(id);
+        n.abandoned.push_back(r.wire);
+      }
     }
     for (const auto& id : moved)
       reroute(self, id, fmt::format("node {} left ({})", n.info.name, n.info.exit_reason));
@@ -340,12 +375,16 @@ caf::behavior router_behavior(self_ptr self, router_options options) {
         self->monitor(handle);
         for (auto& m : st.nodes) {
           if (m.info.name == info.name && !m.info.alive) {  // a restarted node
-            m = {handle, n};
+            // When the link dropped but the node ran on, what was moved off
+            // it may still run there: stop it (a restarted node knows none).
+            for (const auto& wire : m.abandoned)
+              self->send(handle, cancel_atom_v, wire);
+            m = {handle, n, {}};
             wake_parked(self);
             return;
           }
         }
-        st.nodes.push_back({handle, n});
+        st.nodes.push_back({handle, n, {}});
         wake_parked(self);
       },
       [self](tick_atom, const std::string& id, std::uint64_t attempt) {
@@ -377,7 +416,7 @@ caf::behavior router_behavior(self_ptr self, router_options options) {
           return;
         it->second.cancelled = true;
         if (it->second.node != no_node)
-          self->send(st.nodes[it->second.node].handle, cancel_atom_v, id);
+          self->send(st.nodes[it->second.node].handle, cancel_atom_v, it->second.wire);
         else if (it->second.parked)
           end(self, id, engine::finish_reason::cancelled, {});
       },

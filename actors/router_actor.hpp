@@ -10,7 +10,10 @@
 // can take it, or waits up to `wait_for_node` for one to join (a restarted
 // node), then fails naming the node that left. Deltas from a
 // node a request has left are dropped, so a client never sees a token
-// twice.
+// twice. Each dispatch runs under its own wire id ("<id>#<attempt>"): a
+// node the router took for dead (a dropped link) may still run an earlier
+// dispatch, and the new one never collides with it; when that node joins
+// again, the dispatches moved off it are cancelled there.
 //
 // Messages: (join_atom, the node actor as caf::actor, node_info), (submit_atom, spec, sink),
 // (cancel_atom, id), (delta_atom, ticket, delta) from the nodes, (stats_atom) ->

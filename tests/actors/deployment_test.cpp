@@ -288,6 +288,60 @@ TEST(deployment, a_decode_node_that_leaves_mid_decode_has_its_requests_resumed_e
   EXPECT_EQ(s->in_flight, 0);
 }
 
+// What a dropped link looks like to the router (CAF's middleman reports a
+// remote node unreachable while it runs on): the request moves, the same
+// node joins again and takes it back, resumed, under a new wire id, while
+// its earlier dispatch there is cancelled. Before wire ids the node refused
+// the second dispatch ("already on node") and the request failed.
+TEST(deployment, a_node_taken_for_dead_that_joins_again_runs_the_request_once) {
+  const auto spec = test::greedy_request(prompt_of(20, 40), 400);  // long enough to still run at the re-join
+  const auto expected = alone("nemotron_h_tiny_hybrid", {spec});
+  nodes_fixture f{"nemotron_h_tiny_hybrid"};
+  f.add("prefill-0", "prefill");
+  auto flaky = f.add("decode-0", "decode");
+  router_options o;
+  o.wait_for_node = std::chrono::seconds(30);
+  auto& d = f.dep(o);
+  std::vector<engine::delta> ds;
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::size_t seen = 0;
+  d.submit(spec, [&](const engine::delta& x) {
+    std::lock_guard lock{m};
+    ds.push_back(x);
+    seen += x.tokens.size();
+    done = done || x.finished.has_value();
+    cv.notify_all();
+  });
+  {
+    std::unique_lock lock{m};
+    ASSERT_TRUE(cv.wait_for(lock, deadline, [&] { return seen >= 4 || done; }));
+  }
+  caf::anon_send(d.router(),
+                 caf::down_msg{flaky.address(), caf::make_error(caf::sec::remote_linking_failed)});
+  ASSERT_TRUE(d.join(flaky, std::chrono::seconds(5)).has_value());
+  {
+    std::unique_lock lock{m};
+    ASSERT_TRUE(cv.wait_for(lock, deadline, [&] { return done; }));
+  }
+  EXPECT_EQ(tokens_of(ds), expected.at(0));  // no token lost or repeated
+  EXPECT_EQ(ds.back().finished, finish_reason::length) << ds.back().error;
+  auto s = d.stats();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->reroutes, 1);
+  EXPECT_EQ(s->in_flight, 0);
+  // The earlier dispatch was cancelled on the node: nothing runs there.
+  for (int i = 0; i < 200; ++i) {
+    auto n = f.rt(1).stats();
+    ASSERT_TRUE(n.has_value());
+    if (n->running == 0 && n->waiting == 0)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  f.expect_pools_empty();
+}
+
 TEST(deployment, fails_clearly_when_no_node_that_can_decode_is_left) {
   nodes_fixture f{"nemotron_h_tiny_attn"};
   f.add("prefill-0", "prefill");

@@ -444,20 +444,8 @@ def rogue_peer():
         joined = re.findall(r"node (\S+) joined", launch.log())
         check(joined == ["decode-0"], f"nodes that joined the front: {joined}")
         # The refused peers must not disturb the deployment: the very next
-        # request succeeds (no retry) and the front keeps its link to decode-0.
-        try:
-            got, _ = complete(base, PROMPTS[2], 16)
-        except urllib.error.HTTPError as e:
-            body = e.read().decode(errors='replace')
-            # Known issue (session note, issue 13): after CAF drops and the
-            # router re-joins decode-0, a re-dispatch can meet the same id
-            # still running there ("already running"). Service must recover.
-            if "joined again" not in launch.log():
-                raise Failure(f"the first completion after the refused peers failed: HTTP "
-                              f"{e.code} {body}") from None
-            print(f"  note: known issue after the link drop: HTTP {e.code} {body[:160]}")
-            time.sleep(2)
-            got, _ = complete(base, PROMPTS[2], 16)
+        # request succeeds, with no retry.
+        got, _ = complete(base, PROMPTS[2], 16)
         check(got == reference(PROMPTS[2], 16), f"completion after the rogue peer {got!r}")
         # Known issue (the session note of issue 13): CAF 0.17.6's middleman
         # can drop the front's link to decode-0 when a refused connection
