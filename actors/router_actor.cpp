@@ -28,9 +28,9 @@ struct route {
   /// from an earlier dispatch (one whose node the router took for dead).
   std::string wire;
   std::string published_as;  ///< the wire id `offer`'s state is published under
-  std::string last_failure;     ///< why it was last re-routed
-  bool parked = false;          ///< waiting for a node that can take it
-  transfer_offer offer;  ///< the prefill node's published state, until a decode node takes it
+  std::string last_failure;  ///< why it was last re-routed
+  bool parked = false;       ///< waiting for a node that can take it
+  transfer_offer offer;      ///< the prefill node's published state, until a decode node takes it
   std::size_t publisher = no_node;  ///< the node holding `offer`'s state under a lease
 };
 

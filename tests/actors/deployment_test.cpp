@@ -294,7 +294,8 @@ TEST(deployment, a_decode_node_that_leaves_mid_decode_has_its_requests_resumed_e
 // its earlier dispatch there is cancelled. Before wire ids the node refused
 // the second dispatch ("already on node") and the request failed.
 TEST(deployment, a_node_taken_for_dead_that_joins_again_runs_the_request_once) {
-  const auto spec = test::greedy_request(prompt_of(20, 40), 400);  // long enough to still run at the re-join
+  const auto spec =
+      test::greedy_request(prompt_of(20, 40), 400);  // long enough to still run at the re-join
   const auto expected = alone("nemotron_h_tiny_hybrid", {spec});
   nodes_fixture f{"nemotron_h_tiny_hybrid"};
   f.add("prefill-0", "prefill");
