@@ -100,6 +100,7 @@ result<engine_stats> deployment::node_stats() {
               total.kv_evictable_pages += s.kv_evictable_pages;
               total.slots += s.slots;
               total.free_slots += s.free_slots;
+              total.transfers += s.transfers;
             },
             [](caf::error&) {});  // a node that left counts for nothing
   }

@@ -43,6 +43,7 @@ struct node_state {
   /// of an earlier request with the same id does nothing).
   std::map<engine::request_id, std::uint64_t> published;
   std::uint64_t serial = 0;
+  transfer_counters transfers;
   static inline const char* name = "mstar.node";
 };
 
@@ -177,6 +178,7 @@ void submit(self_ptr self, engine::request_spec spec) {
 void recompute(self_ptr self, engine::request_spec spec, const std::string& why,
                caf::typed_response_promise<bool> rp) {
   spdlog::warn("request {}: adopting its prompt failed ({}); recomputing it", spec.id, why);
+  ++self->state.transfers.failed;
   tell_pools(self, abort_atom_v, spec.id);
   submit(self, std::move(spec));
   rp.deliver(false);
@@ -196,7 +198,21 @@ void adopt_then_submit(self_ptr self, engine::request_spec spec, transfer_offer 
   g->left = st.parts.pools.size();
   auto sp = std::make_shared<engine::request_spec>(std::move(spec));
   auto of = std::make_shared<transfer_offer>(std::move(offer));
-  auto pulled = [self, sp, rp](bool) mutable {
+  auto pulled = [self, sp, rp, g](const pull_result& moved) mutable {
+    auto& t = self->state.transfers;
+    ++t.pulls;
+    t.mapped_pulls += moved.mapped ? 1 : 0;
+    t.bytes += moved.bytes;
+    t.micros += moved.took.count();
+    for (const auto& [label, s] : g->adopted.streams) {
+      if (s.kv) {
+        t.pages_fetched += static_cast<std::int64_t>(s.kv->fetch.size());
+        t.pages_local += s.kv->adopted;
+      }
+      t.slots_fetched += s.recurrent ? 1 : 0;
+    }
+    spdlog::debug("request {}: pulled {} bytes in {} us{}", sp->id, moved.bytes, moved.took.count(),
+                  moved.mapped ? " (mapped segment)" : "");
     auto left = std::make_shared<std::size_t>(self->state.parts.pools.size());
     auto failed = std::make_shared<std::string>();
     for (const auto& p : self->state.parts.pools) {
@@ -343,6 +359,7 @@ node_actor::behavior_type node_behavior(self_ptr self, node_parts parts) {
             .then(
                 [self, rp, total, pools](const engine_stats& s) mutable {
                   *total = s;
+                  total->transfers = self->state.transfers;
                   if (pools.empty()) {
                     rp.deliver(*total);
                     return;

@@ -74,7 +74,38 @@ typename Inspector::result_type inspect(Inspector& f, pool_stats_reply& x) {
            x.stats.kv_cached_pages, x.stats.kv_evictable_pages, x.stats.slots, x.stats.free_slots);
 }
 
-/// The conductor's counters (the engine's `stats()`).
+/// A decode node's transfers of published prompts so far, for /metrics.
+struct transfer_counters {
+  std::int64_t pulls = 0;          ///< pulls that landed and verified
+  std::int64_t mapped_pulls = 0;   ///< of those, through a mapped segment (same host)
+  std::int64_t failed = 0;         ///< adoptions given up (the prompt recomputed)
+  std::int64_t pages_fetched = 0;  ///< KV pages read from the prefill node
+  std::int64_t pages_local = 0;    ///< KV pages this node already held (no copy)
+  std::int64_t slots_fetched = 0;  ///< streams' recurrent slots read (all layers, all blocks)
+  std::int64_t bytes = 0;          ///< bytes read
+  std::int64_t micros = 0;         ///< wall time of the pulls, verification included
+
+  transfer_counters& operator+=(const transfer_counters& o) {
+    pulls += o.pulls;
+    mapped_pulls += o.mapped_pulls;
+    failed += o.failed;
+    pages_fetched += o.pages_fetched;
+    pages_local += o.pages_local;
+    slots_fetched += o.slots_fetched;
+    bytes += o.bytes;
+    micros += o.micros;
+    return *this;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, transfer_counters& x) {
+  return f(caf::meta::type_name("transfer_counters"), x.pulls, x.mapped_pulls, x.failed,
+           x.pages_fetched, x.pages_local, x.slots_fetched, x.bytes, x.micros);
+}
+
+/// The conductor's counters (the engine's `stats()`); a node adds its
+/// transfers.
 struct engine_stats {
   std::int64_t steps = 0;
   std::int64_t refused_steps = 0;
@@ -85,13 +116,14 @@ struct engine_stats {
   std::int64_t kv_pages = 0, kv_free_pages = 0, kv_cached_pages = 0;
   std::int64_t slots = 0, free_slots = 0;
   std::int64_t kv_evictable_pages = 0;
+  transfer_counters transfers;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
   return f(caf::meta::type_name("engine_stats"), x.steps, x.refused_steps, x.generated_tokens,
            x.preemptions, x.running, x.waiting, x.kv_pages, x.kv_free_pages, x.kv_cached_pages,
-           x.slots, x.free_slots, x.kv_evictable_pages);
+           x.slots, x.free_slots, x.kv_evictable_pages, x.transfers);
 }
 
 /// What a prefill node offers the decode node of a request: its pools'

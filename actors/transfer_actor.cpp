@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <spdlog/spdlog.h>
+#include <thread>
 
 namespace mstar::actors {
 namespace {
@@ -35,6 +36,18 @@ caf::expected<transport::remote_arena_id> attach(transfer_state& st, const std::
   return id;
 }
 
+// A test hook: MSTAR_TEST_TRANSFER_DELAY_MS=N holds every pull N ms before
+// its bytes move (and logs it), so a test can kill a node mid-transfer.
+void maybe_delay(const pull_order& o) {
+  const char* v = std::getenv("MSTAR_TEST_TRANSFER_DELAY_MS");
+  if (v == nullptr)
+    return;
+  const auto ms = std::strtol(v, nullptr, 10);
+  spdlog::info("pull of {} page(s) and {} slot(s): held {} ms (MSTAR_TEST_TRANSFER_DELAY_MS)",
+               o.pages.size(), o.slots.size(), ms);
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
 // A test hook: MSTAR_TEST_CORRUPT_TRANSFER=1 flips one byte of the first
 // unit that landed, as a fault in flight would (tests/launcher/).
 void maybe_corrupt(const transport::transfer_plan& plan, std::span<std::byte* const> bases) {
@@ -44,11 +57,12 @@ void maybe_corrupt(const transport::transfer_plan& plan, std::span<std::byte* co
   bases[r.arena][r.dst_offset] ^= std::byte{0x5a};
 }
 
-caf::expected<void> run(transfer_state& st, transport::transfer_plan plan,
-                        const std::vector<transport::arena_pair>& pairs,
-                        std::span<std::byte* const> bases,
-                        const std::vector<transport::unit_checksum>& sums,
-                        std::chrono::milliseconds timeout) {
+caf::expected<std::int64_t> run(transfer_state& st, transport::transfer_plan plan,
+                                const std::vector<transport::arena_pair>& pairs,
+                                std::span<std::byte* const> bases,
+                                const std::vector<transport::unit_checksum>& sums,
+                                std::chrono::milliseconds timeout) {
+  const auto bytes = static_cast<std::int64_t>(plan.total_bytes);
   auto h =
       st.agent->start(transport::direction::read, plan, pairs, transport::clock::now() + timeout);
   if (!h)
@@ -57,10 +71,15 @@ caf::expected<void> run(transfer_state& st, transport::transfer_plan plan,
     return done.error();
   maybe_corrupt(plan, bases);
   std::vector<const std::byte*> read(bases.begin(), bases.end());
-  return transport::verify_units(plan, read, sums);
+  if (auto ok = transport::verify_units(plan, read, sums); !ok)
+    return ok.error();
+  return bytes;
 }
 
-caf::expected<void> pull(transfer_state& st, const pull_order& o) {
+caf::expected<pull_result> pull(transfer_state& st, const pull_order& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  maybe_delay(o);
+  pull_result out;
   // The peer's arenas, KV first then blocks in name order (as ours).
   std::optional<std::pair<transport::remote_arena_id, transport::arena_layout>> kv;
   std::vector<transport::remote_arena_id> block_ids;
@@ -70,6 +89,7 @@ caf::expected<void> pull(transfer_state& st, const pull_order& o) {
     auto id = attach(st, text, d);
     if (!id)
       return id.error();
+    out.mapped = st.agent->is_mapped(*id);
     if (d.layout.kind == transport::arena_kind::kv_pages) {
       kv.emplace(*id, d.layout);
     } else {
@@ -84,8 +104,10 @@ caf::expected<void> pull(transfer_state& st, const pull_order& o) {
     if (!plan)
       return plan.error();
     std::byte* bases[] = {st.regions.kv_base};
-    if (auto ok = run(st, std::move(*plan), {{st.kv, kv->first}}, bases, o.kv_sums, o.timeout); !ok)
-      return ok.error();
+    auto moved = run(st, std::move(*plan), {{st.kv, kv->first}}, bases, o.kv_sums, o.timeout);
+    if (!moved)
+      return moved.error();
+    out.bytes += *moved;
   }
   if (!o.slots.empty()) {
     auto plan = transport::plan_slots(block_layouts, st.regions.blocks, o.slots);
@@ -94,11 +116,14 @@ caf::expected<void> pull(transfer_state& st, const pull_order& o) {
     std::vector<transport::arena_pair> pairs;
     for (std::size_t i = 0; i < block_ids.size() && i < st.blocks.size(); ++i)
       pairs.push_back({st.blocks[i], block_ids[i]});
-    if (auto ok = run(st, std::move(*plan), pairs, st.regions.block_bases, o.slot_sums, o.timeout);
-        !ok)
-      return ok.error();
+    auto moved = run(st, std::move(*plan), pairs, st.regions.block_bases, o.slot_sums, o.timeout);
+    if (!moved)
+      return moved.error();
+    out.bytes += *moved;
   }
-  return {};
+  out.took =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  return out;
 }
 
 transfer_actor::behavior_type transfer_behavior(self_ptr self,
@@ -107,11 +132,11 @@ transfer_actor::behavior_type transfer_behavior(self_ptr self,
   // The agent (in the state) stops its progress thread when destroyed.
   return {
       [self](describe_atom) { return self->state.described; },
-      [self](pull_atom, const pull_order& o) -> caf::result<bool> {
+      [self](pull_atom, const pull_order& o) -> caf::result<pull_result> {
         auto ok = pull(self->state, o);
         if (!ok)
           return ok.error();
-        return true;
+        return *ok;
       },
   };
 }

@@ -30,9 +30,16 @@ struct pull_order {
   std::chrono::milliseconds timeout{30000};
 };
 
+/// What one pull moved.
+struct pull_result {
+  std::int64_t bytes = 0;
+  std::chrono::microseconds took{0};  ///< start to verified
+  bool mapped = false;                ///< through a mapped segment (same host)
+};
+
 using transfer_actor =
     caf::typed_actor<caf::replies_to<describe_atom>::with<std::vector<std::string>>,
-                     caf::replies_to<pull_atom, pull_order>::with<bool>>;
+                     caf::replies_to<pull_atom, pull_order>::with<pull_result>>;
 
 /// What the transfer actor is made of.
 struct transfer_setup {
@@ -51,3 +58,4 @@ struct transfer_setup {
 
 // In-process only (the node actor and its transfer actor share a process).
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::pull_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::pull_result)

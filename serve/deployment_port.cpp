@@ -27,6 +27,15 @@ std::optional<engine_gauges> deployment_port::gauges() {
     rc.handoffs = r->handoffs;
     rc.adopted = r->adopted;
     rc.reroutes = r->reroutes;
+    const auto& t = s->transfers;
+    rc.pulls = t.pulls;
+    rc.mapped_pulls = t.mapped_pulls;
+    rc.failed_adoptions = t.failed;
+    rc.pages_fetched = t.pages_fetched;
+    rc.pages_local = t.pages_local;
+    rc.slots_fetched = t.slots_fetched;
+    rc.bytes = t.bytes;
+    rc.transfer_seconds = static_cast<double>(t.micros) / 1e6;
     g.nodes = std::max<std::int64_t>(1, rc.nodes_alive);
     g.router = rc;
   }

@@ -24,6 +24,10 @@ struct engine_gauges {
   /// A deployment's router counters; absent for one engine.
   struct router_counters {
     std::int64_t nodes_alive = 0, handoffs = 0, adopted = 0, reroutes = 0;
+    /// The decode nodes' pulls of published prompts (actors::transfer_counters).
+    std::int64_t pulls = 0, mapped_pulls = 0, failed_adoptions = 0;
+    std::int64_t pages_fetched = 0, pages_local = 0, slots_fetched = 0, bytes = 0;
+    double transfer_seconds = 0;
   };
   std::optional<router_counters> router;
 };

@@ -141,6 +141,32 @@ std::string metrics::render(const engine_gauges* engine) const {
       sample(out, "mstar:handoffs_adopted_total", static_cast<double>(s.router->adopted));
       header(out, "mstar:reroutes_total", "counter", "Requests moved off a node that left.");
       sample(out, "mstar:reroutes_total", static_cast<double>(s.router->reroutes));
+      const auto& r = *s.router;
+      auto counter = [&](const char* name, const char* help, double v) {
+        header(out, name, "counter", help);
+        sample(out, name, v);
+      };
+      counter("mstar:transfer_pulls_total",
+              "Published prompts a decode node read from a prefill node and verified.",
+              static_cast<double>(r.pulls));
+      counter("mstar:transfer_mapped_pulls_total",
+              "Pulls through a mapped shared-memory segment (nodes on one host).",
+              static_cast<double>(r.mapped_pulls));
+      counter("mstar:transfer_failed_total",
+              "Adoptions given up (transfer error, checksum mismatch, timeout): the decode node "
+              "recomputed the prompt.",
+              static_cast<double>(r.failed_adoptions));
+      counter("mstar:transfer_pages_fetched_total", "KV pages read from a prefill node.",
+              static_cast<double>(r.pages_fetched));
+      counter("mstar:transfer_pages_local_total",
+              "KV pages a decode node already held under the same keys (adopted, no copy).",
+              static_cast<double>(r.pages_local));
+      counter("mstar:transfer_slots_total", "Recurrent slots read from a prefill node.",
+              static_cast<double>(r.slots_fetched));
+      counter("mstar:transfer_bytes_total", "Bytes read from prefill nodes.",
+              static_cast<double>(r.bytes));
+      counter("mstar:transfer_seconds_total",
+              "Wall time of the pulls, from start to verified checksums.", r.transfer_seconds);
     }
   }
   return out;

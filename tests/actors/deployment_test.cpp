@@ -194,6 +194,32 @@ TEST_P(pd_split, the_decode_node_adopts_the_prefill_nodes_pages_and_slots_over_u
   auto dec = f.rt(1).stats();
   ASSERT_TRUE(dec.has_value());
   EXPECT_EQ(dec->generated_tokens, 4 * 7);
+  // What moved, as /metrics reports it.
+  auto n = d.node_stats();
+  ASSERT_TRUE(n.has_value());
+  const bool hybrid = std::string(GetParam()).find("hybrid") != std::string::npos;
+  EXPECT_EQ(n->transfers.pulls, 4);
+  EXPECT_EQ(n->transfers.failed, 0);
+  EXPECT_EQ(n->transfers.mapped_pulls, 0);  // UCX over loopback TCP here
+  EXPECT_GT(n->transfers.pages_fetched, 0);
+  EXPECT_EQ(n->transfers.pages_local, 0);
+  EXPECT_EQ(n->transfers.slots_fetched, hybrid ? 4 : 0);
+  EXPECT_GT(n->transfers.bytes, 0);
+  EXPECT_GT(n->transfers.micros, 0);
+  // The same prompt again: the decode node still caches its full pages, so
+  // it adopts those locally and reads only the rest. (A hybrid model keeps
+  // no prefix cache yet: a cached page is useless without the recurrent
+  // state at its end, the checkpoints of issue 15; so it reads all three.)
+  {
+    auto h = d.submit(specs[3]);
+    EXPECT_EQ(tokens_of(read_all(h)), expected[3]) << "the repeated request";
+    auto again = d.node_stats();
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->transfers.pulls, 5);
+    // 42 prompt tokens: 3 pages at 16, of which the 2 full ones are cached.
+    EXPECT_EQ(again->transfers.pages_local, hybrid ? 0 : 2);
+    EXPECT_EQ(again->transfers.pages_fetched - n->transfers.pages_fetched, hybrid ? 3 : 1);
+  }
   // The prefill node let go of what it published (the router said so).
   for (int i = 0; i < 100; ++i) {
     auto pre = f.rt(0).stats();
