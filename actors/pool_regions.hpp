@@ -16,8 +16,10 @@ namespace mstar::actors {
 struct pool_regions {
   std::byte* kv_base = nullptr;  ///< null: no KV pool
   transport::arena_layout kv;
+  std::string kv_segment;  ///< the shared-memory segment it lives in; empty: none
   std::vector<std::byte*> block_bases;
   std::vector<transport::arena_layout> blocks;
+  std::vector<std::string> block_segments;  ///< by block, as `kv_segment`
 };
 
 /// The regions of `pools` (valid for their lifetime).

@@ -98,6 +98,8 @@ result<std::unique_ptr<runtime>> runtime::launch(std::unique_ptr<runtime> rt,
   auto spec = model->pools(config.pools);
   if (!spec)
     return spec.error();
+  if (!spec->memory)
+    spec->memory = config.host_memory;
   // One pool set per pool actor, each holding its one pool.
   std::shared_ptr<engine::pool_set> kv, rec;
   if (spec->kv) {

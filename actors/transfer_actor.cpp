@@ -158,7 +158,8 @@ caf::expected<transfer_actor> spawn_transfer_actor(caf::actor_system& sys, trans
     return {};
   };
   if (st->regions.kv_base != nullptr) {
-    auto id = st->agent->register_arena(st->regions.kv_base, st->regions.kv);
+    auto id =
+        st->agent->register_arena(st->regions.kv_base, st->regions.kv, st->regions.kv_segment);
     if (!id)
       return id.error();
     st->kv = *id;
@@ -166,7 +167,9 @@ caf::expected<transfer_actor> spawn_transfer_actor(caf::actor_system& sys, trans
       return ok.error();
   }
   for (std::size_t i = 0; i < st->regions.blocks.size(); ++i) {
-    auto id = st->agent->register_arena(st->regions.block_bases[i], st->regions.blocks[i]);
+    auto id = st->agent->register_arena(
+        st->regions.block_bases[i], st->regions.blocks[i],
+        i < st->regions.block_segments.size() ? st->regions.block_segments[i] : std::string{});
     if (!id)
       return id.error();
     st->blocks.push_back(*id);

@@ -29,6 +29,8 @@ void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sche
 result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models::causal_lm> model,
                                                          engine_config config) {
   auto spec = model->pools(config.pools);
+  if (spec && !spec->memory)
+    spec->memory = config.host_memory;
   if (!spec)
     return spec.error();
   auto pools = pool_set::make(*spec);

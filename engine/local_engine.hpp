@@ -22,6 +22,11 @@ namespace mstar::engine {
 struct engine_config {
   scheduler_config scheduler;
   models::pool_options pools;
+  /// Where pools the model keeps on the host get their bytes (e.g. named
+  /// shared-memory segments a same-host peer maps,
+  /// kernels::shared_memory_arena_factory); empty: private memory. Pools on
+  /// a device ignore it.
+  kernels::arena_factory host_memory;
 };
 
 /// Counters for metrics and benchmarks.

@@ -4,6 +4,8 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <utility>
 
 namespace mstar::kernels {
@@ -65,6 +67,16 @@ result<shm_arena> shm_arena::create(std::string_view name, std::size_t bytes) {
     bip::shared_memory_object object{bip::create_only, id.c_str(), bip::read_write};
     try {
       object.truncate(static_cast<bip::offset_t>(bytes));
+      // Reserve the pages now: a tmpfs too small for the segment (a
+      // container's 64 MB /dev/shm) is an error here, not a SIGBUS later.
+      if (const int rc =
+              ::posix_fallocate(object.get_mapping_handle().handle, 0, static_cast<off_t>(bytes));
+          rc != 0) {
+        bip::shared_memory_object::remove(id.c_str());
+        return make_error(errc::out_of_range,
+                          fmt::format("shm segment '{}': no room for {} bytes in /dev/shm ({})", id,
+                                      bytes, std::strerror(rc)));
+      }
       map = std::make_unique<mapping>(mapping{bip::mapped_region{object, bip::read_write}});
     } catch (const bip::interprocess_exception& e) {
       bip::shared_memory_object::remove(id.c_str());

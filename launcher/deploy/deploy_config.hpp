@@ -85,6 +85,10 @@ struct restart_config {
 struct pool_overrides {
   std::optional<std::int64_t> kv_pages;   ///< KV pages in the pool, the sink included
   std::optional<std::int64_t> max_slots;  ///< recurrent state slots, the sink included
+  /// "shared" (named shared-memory segments, so a node on the same host
+  /// reads pages with a mapped copy), "private", or empty: shared when
+  /// another node of the deployment has the same host.
+  std::string memory;
 
   friend bool operator==(const pool_overrides&, const pool_overrides&) = default;
 };

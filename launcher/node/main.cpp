@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <thread>
+#include <unistd.h>
 
 #include "actors/control_plane.hpp"
 #include "actors/deployment.hpp"
@@ -30,6 +32,7 @@
 #include "models/nemotron_h.hpp"
 #include "serve/deployment_port.hpp"
 #include "serve/http_server.hpp"
+#include "transport/shm.hpp"
 
 namespace {
 
@@ -80,6 +83,26 @@ std::chrono::milliseconds seconds_of(double s) {
 
 bool loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+/// Whether two nodes' hosts are one machine by the file (loopback names
+/// are one host; names compare case-insensitively).
+bool same_host(const std::string& a, const std::string& b) {
+  if (loopback(a) && loopback(b))
+    return true;
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](char x, char y) { return std::tolower(x) == std::tolower(y); });
+}
+
+/// Whether the node keeps its pools in named shared-memory segments:
+/// `pools.memory`, or by default when another node has the same host (its
+/// decode nodes then read published pages with a mapped copy).
+bool shared_pools(const deploy::deployment_config& d, const deploy::node_config& self) {
+  if (!self.pools.memory.empty())
+    return self.pools.memory == "shared";
+  return std::any_of(d.nodes.begin(), d.nodes.end(), [&](const auto& n) {
+    return n.name != self.name && same_host(n.host, self.host);
+  });
 }
 
 /// The node's transfer agent over the runtime's pools, and its arenas'
@@ -314,7 +337,14 @@ int main(int argc, char** argv) {
   if (!loaded)
     return fail(opt.node, loaded.error().message());
   auto chat = mstar::launcher::load_chat(model_dir, (*loaded)->tok());
-  const auto engine = engine_of(d, *self);
+  auto engine = engine_of(d, *self);
+  if (shared_pools(d, *self)) {
+    auto prefix = mstar::transport::segment_name(d.name, ::getpid(), "pool");
+    if (!prefix)
+      return fail(opt.node, sys.render(prefix.error()));
+    engine.host_memory = mstar::kernels::shared_memory_arena_factory(*prefix);
+    spdlog::info("pools in shared-memory segments {}-N (same-host nodes map them)", *prefix);
+  }
   auto made = mstar::actors::runtime::start_in(sys, std::move(*loaded), engine);
   if (!made)
     return fail(opt.node, made.error().message());

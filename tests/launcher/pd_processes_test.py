@@ -319,8 +319,26 @@ def pd_local():
     def body(launch, base, ports):
         assert_greedy_equal(base)
         assert_pools_free(base, nodes=2)
+        # Both nodes on one host: the pools live in shared-memory segments
+        # and every handoff's pages were read with a mapped copy, not UCX.
+        m = metrics(base)
+        pulls = m["mstar:transfer_pulls_total"]
+        check(pulls == m["mstar:handoffs_adopted_total"] and pulls >= len(PROMPTS),
+              f"transfer pulls {pulls} vs adopted handoffs {m['mstar:handoffs_adopted_total']}")
+        check(m["mstar:transfer_mapped_pulls_total"] == pulls,
+              f"{m['mstar:transfer_mapped_pulls_total']:.0f} of {pulls:.0f} pulls went through "
+              f"a mapped segment; expected all (same host)")
+        check(m["mstar:transfer_failed_total"] == 0, "a transfer failed")
+        segs = [f for f in os.listdir("/dev/shm") if f.startswith("mstar.pd-local.")]
+        check(len(segs) >= 2, f"no pool segments of the deployment in /dev/shm: {segs}")
+        return f"{pulls:.0f} mapped pulls, {m['mstar:transfer_bytes_total'] / 1e6:.2f} MB in " \
+               f"{m['mstar:transfer_seconds_total'] * 1e3:.1f} ms"
 
-    with_launch(lambda p: pd_yaml("pd-local", p), body)
+    out = {}
+    with_launch(lambda p: pd_yaml("pd-local", p), lambda *a: out.update(note=body(*a)))
+    left = [f for f in os.listdir("/dev/shm") if f.startswith("mstar.pd-local.")]
+    check(not left, f"segments left in /dev/shm after a clean stop: {left}")
+    return out.get("note")
 
 
 def local():
