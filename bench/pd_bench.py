@@ -350,6 +350,58 @@ def summarize(rec: Recorder, lo: float, hi: float) -> dict:
     }
 
 
+def metrics(url: str) -> dict:
+    u = url.split("//", 1)[1].rstrip("/")
+    host, port = u.rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+    finally:
+        c.close()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def raw_copy_s(nbytes: int, reps: int = 41) -> float:
+    """The raw transfer of `nbytes` on this host, measured now: the median
+    time of one memcpy (a memoryview slice assignment) between two buffers
+    of that size, the copy a mapped-segment pull makes with nothing
+    around it (no actor messages, no plan, no checksums)."""
+    src = bytearray(os.urandom(min(nbytes, 1 << 20))) * max(1, nbytes >> 20)
+    src = src[:nbytes] if len(src) >= nbytes else src + bytearray(nbytes - len(src))
+    dst = bytearray(nbytes)
+    s, d = memoryview(src), memoryview(dst)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        d[:] = s
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def transfer_figures(url: str) -> dict | None:
+    """Per-pull bytes and time from the decode nodes' counters, against the
+    raw copy of the same bytes measured in this run."""
+    m = metrics(url)
+    pulls = m.get("mstar:transfer_pulls_total", 0)
+    if not pulls:
+        return None
+    per_bytes = m["mstar:transfer_bytes_total"] / pulls
+    per_s = m["mstar:transfer_seconds_total"] / pulls
+    raw = raw_copy_s(int(per_bytes))
+    return {"pulls": int(pulls), "mapped_pulls": int(m["mstar:transfer_mapped_pulls_total"]),
+            "failed": int(m["mstar:transfer_failed_total"]),
+            "bytes_per_pull": per_bytes, "ms_per_pull": per_s * 1e3,
+            "raw_copy_ms": raw * 1e3, "ratio_to_raw": per_s / raw if raw > 0 else None,
+            "pages_fetched": int(m["mstar:transfer_pages_fetched_total"]),
+            "slots_fetched": int(m["mstar:transfer_slots_total"])}
+
+
 def run_config(config: str, args, work: pathlib.Path, seed: int) -> dict:
     with Launch(config, args, work) as launch:
         cpu0 = launch.node_cpu_s()
@@ -365,6 +417,7 @@ def run_config(config: str, args, work: pathlib.Path, seed: int) -> dict:
         res["nodes"] = {n: {"cpus": cpu_spec(c), "blas_threads": args.blas_threads or len(c)}
                         for n, c in launch.cores.items()}
         res["config"] = config
+        res["transfer"] = transfer_figures(launch.url) if config == "pd" else None
     return res
 
 
@@ -384,6 +437,14 @@ def table(results: dict) -> str:
                     f"| {fmt(r['itl_ms_max'])} | {fmt(r['ttft_ms_p50'])} | {fmt(r['ttft_ms_p99'])} "
                     f"| {fmt(r['decode_tokens_per_s'])} | {fmt(r['long_requests_per_s'], '.2f')} "
                     f"| {r['failed']} |")
+    for r in results["configs"]:
+        t = r.get("transfer")
+        if t:
+            rows.append(f"\n{r['config']}: {t['pulls']} pulls ({t['mapped_pulls']} mapped, "
+                        f"{t['failed']} failed), {t['bytes_per_pull'] / 1e6:.2f} MB and "
+                        f"{t['ms_per_pull']:.3f} ms per pull; raw copy of the same bytes "
+                        f"{t['raw_copy_ms']:.3f} ms: transfer / raw = {fmt(t['ratio_to_raw'], '.2f')}"
+                        f" (goal <= 1.25)")
     g = results.get("goal")
     if g:
         rows.append(f"\ncolocated ITL p99 / pd ITL p99 = {fmt(g['ratio'], '.2f')} "
