@@ -282,6 +282,10 @@ caf::expected<void> agent::wait(const transfer_handle& h) {
   while (!h.finished() && clock::now() < limit) {
     if (threaded_.load()) {
       std::unique_lock lock{mutex_};
+      // Help first: a mapped copy (or whatever UCX has ready) then finishes
+      // on this thread, without two hops through the progress thread, which
+      // on a busy core each cost a scheduling slice.
+      progress_locked();
       finished_cv_.wait_until(lock, limit, [&] { return h.finished() || !threaded_.load(); });
     } else if (progress() == 0) {
       std::this_thread::yield();
