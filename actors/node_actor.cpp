@@ -204,6 +204,8 @@ void adopt_then_submit(self_ptr self, engine::request_spec spec, transfer_offer 
     t.mapped_pulls += moved.mapped ? 1 : 0;
     t.bytes += moved.bytes;
     t.micros += moved.took.count();
+    t.copy_micros += moved.copy.count();
+    t.verify_micros += moved.verify.count();
     for (const auto& [label, s] : g->adopted.streams) {
       if (s.kv) {
         t.pages_fetched += static_cast<std::int64_t>(s.kv->fetch.size());

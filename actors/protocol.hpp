@@ -84,6 +84,8 @@ struct transfer_counters {
   std::int64_t slots_fetched = 0;  ///< streams' recurrent slots read (all layers, all blocks)
   std::int64_t bytes = 0;          ///< bytes read
   std::int64_t micros = 0;         ///< wall time of the pulls, verification included
+  std::int64_t copy_micros = 0;    ///< of which moving bytes (start to landed)
+  std::int64_t verify_micros = 0;  ///< of which checking checksums
 
   transfer_counters& operator+=(const transfer_counters& o) {
     pulls += o.pulls;
@@ -94,6 +96,8 @@ struct transfer_counters {
     slots_fetched += o.slots_fetched;
     bytes += o.bytes;
     micros += o.micros;
+    copy_micros += o.copy_micros;
+    verify_micros += o.verify_micros;
     return *this;
   }
 };
@@ -101,7 +105,8 @@ struct transfer_counters {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, transfer_counters& x) {
   return f(caf::meta::type_name("transfer_counters"), x.pulls, x.mapped_pulls, x.failed,
-           x.pages_fetched, x.pages_local, x.slots_fetched, x.bytes, x.micros);
+           x.pages_fetched, x.pages_local, x.slots_fetched, x.bytes, x.micros, x.copy_micros,
+           x.verify_micros);
 }
 
 /// The conductor's counters (the engine's `stats()`); a node adds its

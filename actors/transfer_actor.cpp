@@ -57,23 +57,34 @@ void maybe_corrupt(const transport::transfer_plan& plan, std::span<std::byte* co
   bases[r.arena][r.dst_offset] ^= std::byte{0x5a};
 }
 
-caf::expected<std::int64_t> run(transfer_state& st, transport::transfer_plan plan,
-                                const std::vector<transport::arena_pair>& pairs,
-                                std::span<std::byte* const> bases,
-                                const std::vector<transport::unit_checksum>& sums,
-                                std::chrono::milliseconds timeout) {
-  const auto bytes = static_cast<std::int64_t>(plan.total_bytes);
+using micros = std::chrono::microseconds;
+
+micros since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<micros>(std::chrono::steady_clock::now() - t0);
+}
+
+// Moves `plan` and verifies what landed; adds to `out`.
+caf::expected<void> run(transfer_state& st, transport::transfer_plan plan,
+                        const std::vector<transport::arena_pair>& pairs,
+                        std::span<std::byte* const> bases,
+                        const std::vector<transport::unit_checksum>& sums,
+                        std::chrono::milliseconds timeout, pull_result& out) {
+  const auto t0 = std::chrono::steady_clock::now();
   auto h =
       st.agent->start(transport::direction::read, plan, pairs, transport::clock::now() + timeout);
   if (!h)
     return h.error();
   if (auto done = st.agent->wait(*h); !done)
     return done.error();
+  out.copy += since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
   maybe_corrupt(plan, bases);
   std::vector<const std::byte*> read(bases.begin(), bases.end());
   if (auto ok = transport::verify_units(plan, read, sums); !ok)
     return ok.error();
-  return bytes;
+  out.verify += since(t1);
+  out.bytes += static_cast<std::int64_t>(plan.total_bytes);
+  return {};
 }
 
 caf::expected<pull_result> pull(transfer_state& st, const pull_order& o) {
@@ -104,10 +115,9 @@ caf::expected<pull_result> pull(transfer_state& st, const pull_order& o) {
     if (!plan)
       return plan.error();
     std::byte* bases[] = {st.regions.kv_base};
-    auto moved = run(st, std::move(*plan), {{st.kv, kv->first}}, bases, o.kv_sums, o.timeout);
-    if (!moved)
-      return moved.error();
-    out.bytes += *moved;
+    if (auto ok = run(st, std::move(*plan), {{st.kv, kv->first}}, bases, o.kv_sums, o.timeout, out);
+        !ok)
+      return ok.error();
   }
   if (!o.slots.empty()) {
     auto plan = transport::plan_slots(block_layouts, st.regions.blocks, o.slots);
@@ -116,13 +126,12 @@ caf::expected<pull_result> pull(transfer_state& st, const pull_order& o) {
     std::vector<transport::arena_pair> pairs;
     for (std::size_t i = 0; i < block_ids.size() && i < st.blocks.size(); ++i)
       pairs.push_back({st.blocks[i], block_ids[i]});
-    auto moved = run(st, std::move(*plan), pairs, st.regions.block_bases, o.slot_sums, o.timeout);
-    if (!moved)
-      return moved.error();
-    out.bytes += *moved;
+    if (auto ok =
+            run(st, std::move(*plan), pairs, st.regions.block_bases, o.slot_sums, o.timeout, out);
+        !ok)
+      return ok.error();
   }
-  out.took =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  out.took = since(t0);
   return out;
 }
 

@@ -33,8 +33,10 @@ struct pull_order {
 /// What one pull moved.
 struct pull_result {
   std::int64_t bytes = 0;
-  std::chrono::microseconds took{0};  ///< start to verified
-  bool mapped = false;                ///< through a mapped segment (same host)
+  std::chrono::microseconds took{0};    ///< start to verified
+  std::chrono::microseconds copy{0};    ///< of which moving the bytes
+  std::chrono::microseconds verify{0};  ///< of which checking their checksums
+  bool mapped = false;                  ///< through a mapped segment (same host)
 };
 
 using transfer_actor =

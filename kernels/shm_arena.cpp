@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <utility>
 
 namespace mstar::kernels {
@@ -105,7 +106,11 @@ result<shm_arena> shm_arena::open(std::string_view name) {
     if (!object.get_size(bytes) || bytes <= 0) {
       return make_error(errc::not_found, "shm segment '" + id + "' has no size yet");
     }
-    auto map = std::make_unique<mapping>(mapping{bip::mapped_region{object, bip::read_write}});
+    // MAP_POPULATE: the page tables of the whole mapping are filled now, so
+    // a peer's first copies out of it do not take a minor fault per 4 KiB
+    // (about 0.3 ms per MB measured on a pull: half its time).
+    auto map = std::make_unique<mapping>(
+        mapping{bip::mapped_region{object, bip::read_write, 0, 0, nullptr, MAP_POPULATE}});
     return shm_arena{std::move(map), id, false};
   } catch (const bip::interprocess_exception& e) {
     return os_error(id, "opening", e);

@@ -36,6 +36,8 @@ std::optional<engine_gauges> deployment_port::gauges() {
     rc.slots_fetched = t.slots_fetched;
     rc.bytes = t.bytes;
     rc.transfer_seconds = static_cast<double>(t.micros) / 1e6;
+    rc.copy_seconds = static_cast<double>(t.copy_micros) / 1e6;
+    rc.verify_seconds = static_cast<double>(t.verify_micros) / 1e6;
     g.nodes = std::max<std::int64_t>(1, rc.nodes_alive);
     g.router = rc;
   }

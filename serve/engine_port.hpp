@@ -27,7 +27,7 @@ struct engine_gauges {
     /// The decode nodes' pulls of published prompts (actors::transfer_counters).
     std::int64_t pulls = 0, mapped_pulls = 0, failed_adoptions = 0;
     std::int64_t pages_fetched = 0, pages_local = 0, slots_fetched = 0, bytes = 0;
-    double transfer_seconds = 0;
+    double transfer_seconds = 0, copy_seconds = 0, verify_seconds = 0;
   };
   std::optional<router_counters> router;
 };

@@ -167,6 +167,11 @@ std::string metrics::render(const engine_gauges* engine) const {
               static_cast<double>(r.bytes));
       counter("mstar:transfer_seconds_total",
               "Wall time of the pulls, from start to verified checksums.", r.transfer_seconds);
+      counter("mstar:transfer_copy_seconds_total",
+              "Of the pulls' time, moving the bytes (start to landed).", r.copy_seconds);
+      counter("mstar:transfer_verify_seconds_total",
+              "Of the pulls' time, checking the per-page and per-slot checksums.",
+              r.verify_seconds);
     }
   }
   return out;
