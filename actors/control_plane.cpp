@@ -8,6 +8,7 @@
 #include <set>
 #include <spdlog/spdlog.h>
 
+#include "actors/internal/ssl_error_queue.hpp"
 #include "actors/internal/tls_refusal_log.hpp"
 #include "transport/error.hpp"
 
@@ -33,6 +34,11 @@ caf::error configure_node(caf::actor_system_config& cfg, const node_credentials&
     return failure(errc::unsupported,
                    "control plane: cannot observe TLS handshakes (SSL_CTX_set_verify is not "
                    "interposed in this binary), so refusals would go unlogged");
+  if (!internal::ssl_error_queue_guard_is_bound())
+    return failure(errc::unsupported,
+                   "control plane: SSL_read/SSL_write/SSL_connect/SSL_accept are not interposed "
+                   "in this binary (internal/ssl_error_queue.hpp): one failed connection would "
+                   "close healthy ones");
   cfg.load<caf::io::middleman>();
   cfg.load<caf::openssl::manager>();
   // Any of these set turns on CAF's authenticated mode: certificates are

@@ -7,7 +7,6 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <spdlog/spdlog.h>
@@ -21,8 +20,6 @@ namespace mstar::actors::internal {
 namespace {
 
 using set_verify_fn = void (*)(SSL_CTX*, int, SSL_verify_cb);
-using read_fn = int (*)(SSL*, void*, int);
-using write_fn = int (*)(SSL*, const void*, int);
 
 std::atomic<bool> enabled{false};
 
@@ -133,44 +130,17 @@ void observe_handshake(const SSL* ssl, int where, int value) {
   }
 }
 
-template <class Fn>
-Fn libssl_symbol(const char* name) {
-  void* sym = dlvsym(RTLD_NEXT, name, "OPENSSL_3.0.0");
-  if (sym == nullptr)
-    sym = dlsym(RTLD_NEXT, name);
-  return reinterpret_cast<Fn>(sym);
-}
-
-read_fn libssl_read() {
-  static const auto fn = libssl_symbol<read_fn>("SSL_read");
-  return fn;
-}
-
-write_fn libssl_write() {
-  static const auto fn = libssl_symbol<write_fn>("SSL_write");
-  return fn;
-}
-
 }  // namespace
 
-bool is_caf_authenticated(const SSL* ssl) {
-  SSL_CTX* ctx = ssl == nullptr ? nullptr : SSL_get_SSL_CTX(ssl);
-  return ctx != nullptr && SSL_CTX_get_info_callback(ctx) == observe_handshake;
-}
-
 bool enable_tls_refusal_log() {
-  if (libssl_set_verify() == nullptr || libssl_read() == nullptr || libssl_write() == nullptr ||
-      record_index() < 0)
+  if (libssl_set_verify() == nullptr || record_index() < 0)
     return false;
   enabled.store(true);
   return true;
 }
 
 bool tls_refusal_log_is_bound() {
-  return dlsym(RTLD_DEFAULT, "SSL_CTX_set_verify") ==
-             reinterpret_cast<void*>(&SSL_CTX_set_verify) &&
-         dlsym(RTLD_DEFAULT, "SSL_read") == reinterpret_cast<void*>(&SSL_read) &&
-         dlsym(RTLD_DEFAULT, "SSL_write") == reinterpret_cast<void*>(&SSL_write);
+  return dlsym(RTLD_DEFAULT, "SSL_CTX_set_verify") == reinterpret_cast<void*>(&SSL_CTX_set_verify);
 }
 
 }  // namespace mstar::actors::internal
@@ -194,40 +164,4 @@ extern "C" __attribute__((visibility("default"))) void SSL_CTX_set_verify(SSL_CT
     return;
   }
   forward(ctx, mode, callback);
-}
-
-// OpenSSL's error queue is per thread, and SSL_get_error reports
-// SSL_ERROR_SSL for any failed call while that queue is not empty: callers
-// must empty it before each SSL_read/SSL_write. CAF 0.17.6 does not
-// (session::do_some; only its compiled-out log lines would drain the queue
-// through get_ssl_error), and it runs every connection on the one
-// multiplexer thread. So a refused handshake (a peer without a
-// certificate, or plain bytes) left its errors there, and the next SSL_read
-// of an authenticated link that merely had no more data (-1, want-read) was
-// taken for a failure: the BASP broker closed the link to another node.
-// These two interposers empty the queue first, for CAF's authenticated
-// contexts only; what they forward and return is unchanged.
-extern "C" __attribute__((visibility("default"))) int SSL_read(SSL* ssl, void* buf, int num) {
-  using namespace mstar::actors::internal;
-  auto forward = libssl_read();
-  if (forward == nullptr) {
-    std::fputs("mstar: libssl's SSL_read not found; aborting\n", stderr);
-    std::abort();
-  }
-  if (is_caf_authenticated(ssl))
-    ERR_clear_error();
-  return forward(ssl, buf, num);
-}
-
-extern "C" __attribute__((visibility("default"))) int SSL_write(SSL* ssl, const void* buf,
-                                                                int num) {
-  using namespace mstar::actors::internal;
-  auto forward = libssl_write();
-  if (forward == nullptr) {
-    std::fputs("mstar: libssl's SSL_write not found; aborting\n", stderr);
-    std::abort();
-  }
-  if (is_caf_authenticated(ssl))
-    ERR_clear_error();
-  return forward(ssl, buf, num);
 }

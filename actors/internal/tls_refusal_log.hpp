@@ -11,14 +11,6 @@
 // A handshake that sends or receives an alert before it finished is logged
 // then (with the verify error, if any); one that ends without an alert
 // (garbage, a peer that hangs up) when its SSL object is freed.
-//
-// The same file defines SSL_read and SSL_write, which empty the thread's
-// OpenSSL error queue before forwarding for CAF's authenticated connections:
-// CAF 0.17.6 does not, so the errors of a refused handshake made the next
-// read of another, authenticated link look failed and CAF closed that link
-// (see tls_refusal_log.cpp).
-
-struct ssl_st;
 
 namespace mstar::actors::internal {
 
@@ -27,14 +19,8 @@ namespace mstar::actors::internal {
 /// found, so the caller can report that refusals will not be logged.
 [[nodiscard]] bool enable_tls_refusal_log();
 
-/// Whether the executable's SSL_CTX_set_verify, SSL_read and SSL_write are
-/// the ones libcaf_openssl calls (they are not when the binary is linked
-/// without exporting them).
+/// Whether the executable's SSL_CTX_set_verify is the one libcaf_openssl
+/// calls (it is not when the binary is linked without exporting it).
 [[nodiscard]] bool tls_refusal_log_is_bound();
-
-/// Whether ssl was made from a context CAF's authenticated mode set up while
-/// the refusal log was on (the connections the SSL_read/SSL_write
-/// interposers clear the error queue for).
-[[nodiscard]] bool is_caf_authenticated(const ssl_st* ssl);
 
 }  // namespace mstar::actors::internal
