@@ -16,7 +16,10 @@ struct transfer_state {
   transport::local_arena_id kv = 0;
   std::vector<transport::local_arena_id> blocks;
   std::vector<std::string> described;
-  std::map<std::string, transport::remote_arena_id> attached;  ///< by descriptor text
+  /// Attached peer arenas with their parsed descriptors, by descriptor text
+  /// (parsed once: every pull of a request names the same few).
+  std::map<std::string, std::pair<transport::remote_arena_id, transport::arena_descriptor>>
+      attached;
   static inline const char* name = "mstar.transfer";
 };
 
@@ -24,15 +27,18 @@ using self_ptr = transfer_actor::stateful_pointer<transfer_state>;
 
 caf::expected<transport::remote_arena_id> attach(transfer_state& st, const std::string& text,
                                                  transport::arena_descriptor& out) {
+  if (auto it = st.attached.find(text); it != st.attached.end()) {
+    out = it->second.second;
+    return it->second.first;
+  }
   auto d = transport::descriptor_from_json(text);
   if (!d)
     return d.error();
-  out = *d;
-  if (auto it = st.attached.find(text); it != st.attached.end())
-    return it->second;
   auto id = st.agent->attach(*d);
-  if (id)
-    st.attached.emplace(text, *id);
+  if (!id)
+    return id.error();
+  out = *d;
+  st.attached.emplace(text, std::make_pair(*id, std::move(*d)));
   return id;
 }
 
@@ -143,8 +149,12 @@ transfer_actor::behavior_type transfer_behavior(self_ptr self,
       [self](describe_atom) { return self->state.described; },
       [self](pull_atom, const pull_order& o) -> caf::result<pull_result> {
         auto ok = pull(self->state, o);
-        if (!ok)
+        if (!ok) {
+          // The peer may be gone or its endpoint closed: attach afresh next time.
+          for (const auto& text : o.arenas)
+            self->state.attached.erase(text);
           return ok.error();
+        }
         return *ok;
       },
   };
