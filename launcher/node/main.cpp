@@ -355,17 +355,30 @@ int main(int argc, char** argv) {
   parts.lease = seconds_of(d.lease_s);
   parts.transfer_timeout = seconds_of(d.timeouts.transfer_s);
   // The transfer agent: the pools' arenas registered with UCX, read by
-  // (prefill) or reading from (decode) the other nodes.
-  auto transfer = start_transfer(sys, rt, d, *self);
-  if (!transfer)
-    return fail(opt.node, "the transfer agent: " + sys.render(transfer.error()));
-  parts.transfer = transfer->first;
-  parts.arenas = transfer->second;
+  // (prefill) or reading from (decode) the other nodes. Pools in device
+  // memory have none: Debian's UCX has no CUDA transports and the checksums
+  // are computed on the host, so such a node neither publishes nor adopts
+  // (its decode peers recompute the prompt; the handoff still works).
+  std::optional<mstar::actors::transfer_actor> transfer;
+  if (run.device == "cpu") {
+    auto started = start_transfer(sys, rt, d, *self);
+    if (!started)
+      return fail(opt.node, "the transfer agent: " + sys.render(started.error()));
+    transfer = started->first;
+    parts.transfer = started->first;
+    parts.arenas = started->second;
+  } else {
+    spdlog::warn(
+        "pools on {}: KV pages and recurrent slots do not move between nodes in this "
+        "build (no CUDA-capable transport); decode nodes recompute prompts",
+        run.device);
+  }
   auto node = mstar::actors::spawn_node_actor(sys, std::move(parts));
   // However main returns, these stop before the runtime and the actor
   // system (which waits for every actor).
-  stop_on_exit stops{
-      {caf::actor_cast<caf::actor>(node), caf::actor_cast<caf::actor>(transfer->first)}};
+  stop_on_exit stops{{caf::actor_cast<caf::actor>(node)}};
+  if (transfer)
+    stops.actors.push_back(caf::actor_cast<caf::actor>(*transfer));
   auto bound = mstar::actors::publish_node(sys, caf::actor_cast<caf::actor>(node), self->host,
                                            self->control_port);
   if (!bound) {
