@@ -1,10 +1,82 @@
 #include "engine/local_engine.hpp"
 
+#include <algorithm>
+#include <condition_variable>
 #include <fmt/format.h>
+#include <future>
+#include <mutex>
+#include <thread>
 
 #include "engine/preprocess.hpp"
 
 namespace mstar::engine {
+
+std::string_view to_string(schedule_mode m) noexcept {
+  return m == schedule_mode::sync ? "sync" : "overlap";
+}
+
+result<schedule_mode> parse_schedule_mode(std::string_view name) {
+  if (name == "sync")
+    return schedule_mode::sync;
+  if (name == "overlap")
+    return schedule_mode::overlap;
+  return make_error(errc::invalid_argument,
+                    fmt::format("schedule '{}' is not one of sync, overlap", name));
+}
+
+/// One thread that runs one forward at a time (the model is not
+/// thread-safe; only this thread calls `forward` in overlap mode).
+class local_engine::forward_thread {
+ public:
+  using task = std::packaged_task<result<models::forward_output>()>;
+  forward_thread() : thread_([this] { loop(); }) {}
+  ~forward_thread() {
+    {
+      std::lock_guard lock{mutex_};
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  forward_thread(const forward_thread&) = delete;
+  forward_thread& operator=(const forward_thread&) = delete;
+
+  std::future<result<models::forward_output>> run(task t) {
+    auto f = t.get_future();
+    {
+      std::lock_guard lock{mutex_};
+      next_ = std::move(t);
+      has_next_ = true;
+    }
+    cv_.notify_all();
+    return f;
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      task t;
+      {
+        std::unique_lock lock{mutex_};
+        cv_.wait(lock, [&] { return stop_ || has_next_; });
+        if (!has_next_)
+          return;
+        t = std::move(next_);
+        has_next_ = false;
+      }
+      t();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  task next_;
+  bool has_next_ = false;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it reads
+};
+
+local_engine::local_engine() = default;
 
 std::int64_t register_sequence(pool_set& pools, const request_id& rid,
                                std::span<const token_id> tokens, std::string_view cache_salt) {
@@ -39,6 +111,9 @@ result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models:
   if (auto ok = model->bind((*pools)->kv(), (*pools)->recurrent()); !ok)
     return ok.error();
   auto e = std::unique_ptr<local_engine>(new local_engine);
+  e->config_ = config;
+  if (config.schedule == schedule_mode::overlap)
+    e->forward_ = std::make_unique<forward_thread>();
   model_facts facts{model->vocab_size(),
                     {model->eos_token_ids().begin(), model->eos_token_ids().end()},
                     model->tok(),
@@ -49,7 +124,65 @@ result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models:
   return e;
 }
 
-local_engine::~local_engine() = default;
+local_engine::~local_engine() {
+  forward_.reset();  // no forward runs past here
+  drop_stage();
+}
+
+void local_engine::drop_stage() {
+  guess_.reset();
+  if (!staged_)
+    return;
+  pools_->clear_preplan();
+  staged_.reset();
+  staged_rows_.clear();
+}
+
+void local_engine::guess_next() {
+  guess_.reset();
+  auto next = sched_->speculate();
+  if (next.empty())
+    return;
+  step_record rec;
+  std::vector<models::step_row> rows;
+  rows.reserve(next.rows.size());
+  for (const auto& r : next.rows) {
+    rows.push_back({r.rid, r.tokens});
+    rec.ctx.request_ids.push_back(r.rid);
+  }
+  rec.request = std::make_shared<const models::step_request>(model_->declare(rows));
+  guess_.emplace(std::move(rec), std::move(next.rows));
+}
+
+void local_engine::stage_guess(const std::vector<request_id>& released) {
+  if (!guess_)
+    return;
+  auto [rec, rows] = std::move(*guess_);
+  guess_.reset();
+  // A row that ended (eos, a stop, an error) will not run: the guess is off.
+  for (const auto& r : rows) {
+    if (std::find(released.begin(), released.end(), r.rid) != released.end())
+      return;
+  }
+  if (!pools_->pre_admit(rec).ok())
+    return;  // nothing staged: the next step admits inline
+  if (!pools_->pre_plan(rec))
+    return;  // pre_plan dropped the stage
+  ++counters_.staged_steps;
+  staged_ = std::move(rec);
+  staged_rows_ = std::move(rows);
+}
+
+result<models::forward_output> local_engine::run_forward(
+    std::span<const models::step_row> rows, const models::step_plans& plans,
+    std::span<const models::row_sampling> draws) {
+  if (!forward_)
+    return model_->forward(rows, plans, draws);
+  auto done = forward_->run(forward_thread::task{
+      [this, rows, &plans, draws] { return model_->forward(rows, plans, draws); }});
+  guess_next();  // host work of step N+1 while step N runs
+  return done.get();
+}
 
 result<request_id> local_engine::submit(request_spec spec) {
   if (spec.id.empty())
@@ -69,6 +202,16 @@ bool local_engine::cancel(const request_id& id) {
 }
 
 void local_engine::collect(step_result res, std::vector<delta>& out) {
+  // A sequence leaving the pools ends any guess that counted on it.
+  if (staged_) {
+    for (const auto& rid : res.actions.release) {
+      if (std::any_of(staged_rows_.begin(), staged_rows_.end(),
+                      [&](const scheduled_row& r) { return r.rid == rid; })) {
+        drop_stage();
+        break;
+      }
+    }
+  }
   for (const auto& [rid, ids] : res.extend)
     pools_->extend(rid, ids);
   apply_actions(res.actions, *pools_, *sched_);
@@ -99,6 +242,22 @@ result<std::vector<delta>> local_engine::step() {
       rec.ctx.request_ids.push_back(r.rid);
     }
     rec.request = std::make_shared<const models::step_request>(model_->declare(rows));
+    // A stage is this step's when the guess was right: the pools compare
+    // and promote it (or discard it) in admit and plan.
+    const bool staged = staged_.has_value();
+    bool promoted = false;
+    if (staged) {
+      promoted = staged_rows_.size() == step.rows.size() &&
+                 std::equal(step.rows.begin(), step.rows.end(), staged_rows_.begin(),
+                            [](const scheduled_row& a, const scheduled_row& b) {
+                              return a.rid == b.rid && a.tokens.size() == b.tokens.size();
+                            });
+      if (!promoted)
+        pools_->clear_preplan();
+      staged_.reset();
+      staged_rows_.clear();
+      counters_.promoted_steps += promoted ? 1 : 0;
+    }
     const auto admitted = pools_->admit(rec);
     if (!admitted.ok()) {
       ++counters_.refused_steps;
@@ -116,25 +275,34 @@ result<std::vector<delta>> local_engine::step() {
       collect(sched_->on_failed(step, plans.error().message()), out);
       return out;
     }
-    auto fwd =
-        model_->forward(rows, *plans,
-                        step.want_logits ? std::span<const models::row_sampling>{}
-                                         : std::span<const models::row_sampling>{step.draws});
+    auto fwd = run_forward(rows, *plans,
+                           step.want_logits ? std::span<const models::row_sampling>{}
+                                            : std::span<const models::row_sampling>{step.draws});
     if (!fwd) {
+      drop_stage();
       pools_->rollback(rec);
       collect(sched_->on_failed(step, fwd.error().message()), out);
       return out;
     }
     if (auto ok = pools_->commit(rec); !ok) {
+      drop_stage();
       collect(sched_->on_failed(step, ok.error().message()), out);
       return ok.error();  // the pools' state is in question: stop
     }
+    if (config_.on_step)
+      config_.on_step({step.serial, step.rows, &*plans, &*fwd, staged, promoted});
     ++counters_.steps;
     for (const auto& r : step.rows) {
       if (!r.samples || r.tokens.size() > 1)
         counters_.prompt_tokens += static_cast<std::int64_t>(r.tokens.size());
     }
-    collect(sched_->on_ran(step, *fwd), out);
+    auto ran = sched_->on_ran(step, *fwd);
+    const auto released = ran.actions.release;
+    collect(std::move(ran), out);
+    // Staged after this step's output is taken in, so the pools see the
+    // same calls in the same order as in sync mode (the same page and slot
+    // ids come out): commit, releases, then the next step's admit and plan.
+    stage_guess(released);
     return out;
   }
 }

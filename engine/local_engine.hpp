@@ -7,7 +7,10 @@
 // each pool and the model behind its own actor.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/result.hpp"
@@ -18,10 +21,43 @@
 
 namespace mstar::engine {
 
+/// How steps follow each other.
+enum class schedule_mode : std::uint8_t {
+  /// Each step is scheduled, admitted and planned after the previous one's
+  /// output has been taken in.
+  sync,
+  /// While step N's forward runs (on the engine's forward thread), the
+  /// scheduler guesses step N+1 (`scheduler::speculate`) and the pools
+  /// stage its admit; once N commits they plan it. When N's output makes
+  /// the real N+1 the guessed one, the stage is promoted (exactly what
+  /// inline planning would give); otherwise it is discarded. Tokens are
+  /// those of `sync`, always.
+  overlap,
+};
+
+/// "sync" / "overlap".
+[[nodiscard]] std::string_view to_string(schedule_mode m) noexcept;
+/// The mode named `name`, or invalid_argument naming the choices.
+[[nodiscard]] result<schedule_mode> parse_schedule_mode(std::string_view name);
+
+/// One step as it ran, for tools and the overlap checker.
+struct step_trace {
+  std::uint64_t serial = 0;
+  std::span<const scheduled_row> rows;
+  const models::step_plans* plans = nullptr;
+  const models::forward_output* output = nullptr;
+  /// Whether a stage had been made for this step (overlap), and whether its
+  /// guess was this step (the pools then promoted it).
+  bool staged = false, promoted = false;
+};
+
 /// Limits and pool sizes of an engine.
 struct engine_config {
   scheduler_config scheduler;
   models::pool_options pools;
+  schedule_mode schedule = schedule_mode::overlap;
+  /// Called after each step's forward, before its output is taken in.
+  std::function<void(const step_trace&)> on_step;
   /// Where pools the model keeps on the host get their bytes (e.g. named
   /// shared-memory segments a same-host peer maps,
   /// kernels::shared_memory_arena_factory); empty: private memory. Pools on
@@ -35,6 +71,8 @@ struct engine_counters {
   std::int64_t refused_steps = 0;
   std::int64_t prompt_tokens = 0;     ///< fed in prefill rows
   std::int64_t generated_tokens = 0;  ///< drawn
+  std::int64_t staged_steps = 0;      ///< overlap: next steps staged while one ran
+  std::int64_t promoted_steps = 0;    ///< of which the next step was the guess
 };
 
 /// Pool work a scheduler decision asks for, applied to a pool set: releases,
@@ -77,14 +115,34 @@ class local_engine {
   [[nodiscard]] const engine_counters& counters() const noexcept { return counters_; }
 
  private:
-  local_engine() = default;
+  class forward_thread;
+  local_engine();
   void collect(step_result res, std::vector<delta>& out);
+  /// The forward of `rows`, on the forward thread in overlap mode; while
+  /// it runs, the next step is guessed and its admit staged.
+  [[nodiscard]] result<models::forward_output> run_forward(
+      std::span<const models::step_row> rows, const models::step_plans& plans,
+      std::span<const models::row_sampling> draws);
+  /// The scheduler's guess of the next step, declared (host work only).
+  void guess_next();
+  /// Stages the guess in the pools (pre-admit, pre-plan) once the running
+  /// step's output is in, unless a sequence it counts on was `released`.
+  void stage_guess(const std::vector<request_id>& released);
+  /// Drops the stage (the pools' and ours).
+  void drop_stage();
 
+  engine_config config_;
   std::unique_ptr<models::causal_lm> model_;
   std::unique_ptr<pool_set> pools_;  // after the model: freed first, the model's backend last
   std::unique_ptr<scheduler> sched_;
   engine_counters counters_;
   std::uint64_t next_id_ = 0;
+  /// The guessed next step (overlap), until the running step commits.
+  std::optional<std::pair<step_record, std::vector<scheduled_row>>> guess_;
+  /// The staged next step (overlap), from its pre-admit to the next step.
+  std::optional<step_record> staged_;
+  std::vector<scheduled_row> staged_rows_;
+  std::unique_ptr<forward_thread> forward_;  ///< overlap only; joined first on destruction
 };
 
 /// A finished request, every delta merged: what tools and tests compare.

@@ -116,6 +116,21 @@ void pool_set::rollback(step_record& step) {
   step.admitted = false;
 }
 
+resources::full_admit_outcome pool_set::pre_admit(step_record& step) {
+  return runner_->pre_admit(bundle_of(step), step.ctx);
+}
+
+result<void> pool_set::pre_plan(step_record& step) {
+  auto planned = runner_->pre_plan(bundle_of(step), step.ctx);
+  if (!planned)
+    runner_->clear_preplan();
+  return planned;
+}
+
+void pool_set::clear_preplan() {
+  runner_->clear_preplan();
+}
+
 std::optional<std::int64_t> pool_set::ingest(const resources::request_id& rid,
                                              const resources::kv_prefix_seed* keys) {
   if (kv_ && keys != nullptr && kv_->prefix_cache_open() && !keys->keys.empty()) {

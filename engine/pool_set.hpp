@@ -63,6 +63,18 @@ class pool_set {
   /// Undoes an admitted step that will not commit (the kernels failed).
   void rollback(step_record& step);
 
+  /// Stages `step` (the next one, guessed) while the current step runs:
+  /// its admit in the pools that pre-plan (`step.ctx.is_preplan` for the
+  /// call). Only what `clear_preplan` undoes changes. The later live admit
+  /// and plan of an equal step take the stage over (promotion); a different
+  /// step discards it. A refusal leaves nothing staged.
+  [[nodiscard]] resources::full_admit_outcome pre_admit(step_record& step);
+  /// Plans the staged step (after the running step committed: positions
+  /// read the stored lengths it left).
+  [[nodiscard]] result<void> pre_plan(step_record& step);
+  /// Drops whatever is staged.
+  void clear_preplan();
+
   /// Registers a request; with `keys` (the prompt's unrooted page keys and
   /// partial tail, from the preprocess stage) its cached prefix may be
   /// reused. Returns the prompt tokens this pool set could serve from cache

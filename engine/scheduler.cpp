@@ -207,6 +207,7 @@ scheduled_step scheduler::schedule() {
   }
   started_.clear();
   rows_.clear();
+  last_chunks_.clear();
   if (running_.empty())
     hold_admissions_ = false;  // nothing left to make room for
   scheduled_step step;
@@ -219,6 +220,7 @@ scheduled_step scheduler::schedule() {
     budget -= chunk;
     step.rows.push_back(std::move(row));
     rows_.push_back(&s);
+    last_chunks_.push_back(chunk);
   };
   // Decode rows first, then the running sequences' next prefill chunks.
   for (auto* s : running_) {
@@ -267,6 +269,64 @@ scheduled_step scheduler::schedule() {
 
 step_result scheduler::take_pending() {
   return std::exchange(pending_, {});
+}
+
+scheduled_step scheduler::speculate() const {
+  scheduled_step next;
+  if (!waiting_.empty() || rows_.empty())
+    return next;
+  for (const auto& [id, e] : live_) {
+    if (e->cancelled)
+      return next;
+  }
+  // Each sequence as it will stand once the last step lands (this runs
+  // between `schedule` and `on_ran`): computed advances by the row's chunk;
+  // a sampling row adds its draw and may reach max_tokens.
+  struct predicted {
+    std::int64_t computed = 0, len = 0;
+    bool ends = false;
+  };
+  std::unordered_map<const sequence*, predicted> after;
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    const sequence* s = rows_[r];
+    predicted p{s->computed + last_chunks_[r], static_cast<std::int64_t>(s->tokens.size()), false};
+    if (p.computed == p.len) {
+      p.len += 1;
+      p.ends = static_cast<std::int64_t>(s->output_len()) + 1 >= s->req->spec.stop.max_tokens;
+    }
+    after[s] = p;
+  }
+  auto state = [&](const sequence* s) {
+    auto it = after.find(s);
+    return it != after.end() ? it->second
+                             : predicted{s->computed, static_cast<std::int64_t>(s->tokens.size())};
+  };
+  // The same order and budget as `schedule`: decode rows, then chunks.
+  std::int64_t budget = config_.max_batched_tokens;
+  for (const auto* s : running_) {
+    const auto p = state(s);
+    if (!p.ends && budget > 0 && p.computed + 1 == p.len) {
+      const auto at = static_cast<std::size_t>(p.computed);
+      next.rows.push_back(
+          {s->rid, {at < s->tokens.size() ? s->tokens[at] : placeholder_token}, true});
+      budget -= 1;
+    }
+  }
+  for (const auto* s : running_) {
+    const auto p = state(s);
+    const auto remaining = p.len - p.computed;
+    if (!p.ends && budget > 0 && remaining > 1) {
+      const auto chunk = std::min(remaining, budget);
+      const auto from = static_cast<std::ptrdiff_t>(p.computed);
+      // A chunk feeds known tokens only (the prompt, or output recomputed
+      // after a preemption): the draw is always the last token.
+      next.rows.push_back({s->rid,
+                           {s->tokens.begin() + from, s->tokens.begin() + from + chunk},
+                           p.computed + chunk == p.len});
+      budget -= chunk;
+    }
+  }
+  return next;
 }
 
 void scheduler::preempt(sequence& s, pool_actions& actions) {

@@ -123,6 +123,17 @@ class scheduler {
   [[nodiscard]] scheduled_step schedule();
   /// Deltas and pool work that arose outside a step (cancellations).
   [[nodiscard]] step_result take_pending();
+  /// The step `schedule` will return after the last scheduled step runs,
+  /// if that step's sampling rows each draw a token and none ends but by
+  /// max_tokens (which is known ahead): what overlap scheduling stages in
+  /// the pools while the step runs. A decode row's token is not known yet:
+  /// it reads `placeholder_token` (the pools see lengths only). Empty
+  /// (no guess) when sequences wait to join or a cancellation is pending,
+  /// since the next step then depends on pool work still to come.
+  [[nodiscard]] scheduled_step speculate() const;
+  /// The token a speculated decode row carries in place of the one the
+  /// running step will draw.
+  static constexpr token_id placeholder_token = 0;
   /// The pools refused `step` (nothing of it was kept): the step shrinks.
   /// Returns the pool work to do before scheduling again.
   [[nodiscard]] pool_actions on_refused(const scheduled_step& step, const std::string& why);
@@ -156,12 +167,13 @@ class scheduler {
   model_facts facts_;
   std::map<request_id, std::unique_ptr<request_entry>> live_;
   std::unordered_map<request_id, sequence*> by_rid_;
-  std::deque<sequence*> waiting_;   ///< by arrival; preempted ones return to the front
-  std::vector<sequence*> running_;  ///< by arrival
-  std::vector<sequence*> started_;  ///< sequences the last schedule moved from waiting
-  std::vector<sequence*> rows_;     ///< the last scheduled step's sequences, row by row
-  std::uint64_t serial_ = 0;        ///< the last scheduled step's serial
-  bool hold_admissions_ = false;    ///< a newcomer was refused: none join until a step runs
+  std::deque<sequence*> waiting_;          ///< by arrival; preempted ones return to the front
+  std::vector<sequence*> running_;         ///< by arrival
+  std::vector<sequence*> started_;         ///< sequences the last schedule moved from waiting
+  std::vector<sequence*> rows_;            ///< the last scheduled step's sequences, row by row
+  std::vector<std::int64_t> last_chunks_;  ///< the last scheduled step's tokens, row by row
+  std::uint64_t serial_ = 0;               ///< the last scheduled step's serial
+  bool hold_admissions_ = false;           ///< a newcomer was refused: none join until a step runs
   step_result pending_;
   std::uint64_t arrivals_ = 0;
   std::int64_t preemptions_ = 0;

@@ -172,6 +172,10 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
                                       std::vector<std::int32_t>* sampled,
                                       std::span<const row_sampling> sampling) {
   auto& p = *impl_;
+  // The calling thread may not be the one that loaded the model (the worker
+  // actor's, an overlap engine's forward thread): make the device current.
+  if (auto ok = kc::check(cudaSetDevice(p.device), "cudaSetDevice"); !ok)
+    return ok.error();
   const auto& c = p.config;
   const cudaStream_t s = p.stream.get();
   const auto T = b.ids.size();

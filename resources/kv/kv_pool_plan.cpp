@@ -149,16 +149,12 @@ void kv_pool::clear_preplan() {
     if (auto* st = find_stream(rid, label))
       st->step_in_flight = false;
   }
-  // Delete the streams the staged step invented (fork targets and fresh
-  // labels); span pages it reserved on existing streams stay for the re-admit.
-  for (const auto& rec : staged->record) {
-    if (!rec.created_stream)
-      continue;
-    if (auto* st = find_stream(rec.rid, rec.label)) {
-      free_stream(*st);
-      requests_.at(rec.rid)->streams.erase(rec.label);
-    }
-  }
+  // Leave no trace (reference §1.12): the pages the stage reserved go back
+  // to the front of the free queue in their order, and the streams it
+  // invented (fork targets, fresh labels) go, so the next admit takes
+  // exactly the pages it would have taken had nothing been staged (the
+  // overlap checker compares page ids with sync mode's).
+  undo(staged->record);
 }
 
 void kv_pool::apply_forks(const kv_step& step, const step_context& ctx, bool post) {

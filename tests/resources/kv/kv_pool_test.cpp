@@ -148,6 +148,27 @@ TEST_F(kv_pool_test, a_different_step_clears_the_preplan_and_deletes_invented_st
   EXPECT_EQ(info("a").stored_len, 10);
 }
 
+// Reference §1.12: an abandoned stage leaves no trace. The pages it
+// reserved on an existing stream go back to the front of the free queue in
+// order, so the next admit takes the pages it would have taken unstaged
+// (overlap scheduling's checker compares page ids with sync mode's).
+TEST_F(kv_pool_test, a_cleared_stage_gives_its_pages_back_in_order) {
+  ASSERT_TRUE(run(step_of({{"a", "main", 8}})).ok);
+  const auto before = pool_->pages().free_list();
+  const auto pages_before = info("a").pages;
+  kv_step next = step_of({{"a", "main", 9}, {"b", "main", 3}});
+  step_context pre;
+  pre.is_preplan = true;
+  ASSERT_TRUE(pool_->admit(next, pre).ok);
+  ASSERT_TRUE(pool_->plan(next, pre).has_value());
+  EXPECT_GT(info("a").pages.size(), pages_before.size());  // the stage grew a's stream
+  pool_->clear_preplan();
+  check();
+  EXPECT_EQ(info("a").pages, pages_before);
+  EXPECT_FALSE(pool_->stream("b", "main").has_value());
+  EXPECT_EQ(pool_->pages().free_list(), before);
+}
+
 TEST_F(kv_pool_test, clearing_a_stage_the_live_admit_took_over_keeps_the_live_reservations) {
   ASSERT_TRUE(run(step_of({{"a", "main", 8}})).ok);
   const auto before = pool_->pages().free_list();
