@@ -25,6 +25,13 @@ struct conductor_state {
   /// Requests whose pool state outlives them (a prefill node publishes it):
   /// their releases go to whoever submitted them, not to the pools.
   std::set<request_id> held;
+  /// overlap: the guess of the next step, made while the current one runs,
+  /// until the pools admit it with the current step's commit.
+  step_ptr guess;
+  /// overlap: the guess the pools admitted and planned, and their plans,
+  /// until the next step runs on them or rolls them back.
+  step_ptr staged;
+  std::vector<plans_ptr> staged_plans;
   engine_stats counters;
   static inline const char* name = "mstar.conductor";
 };
@@ -161,18 +168,111 @@ void fail_step(self_ptr self, const step_ptr& p, std::string why) {
       rollback_atom_v);
 }
 
+// The scheduler's guess of the next step, declared (overlap; while the
+// worker runs the current one).
+step_ptr guess_next(self_ptr self) {
+  auto next = self->state.sched->speculate();
+  if (next.empty())
+    return nullptr;
+  auto payload = std::make_shared<step_payload>();
+  payload->step = std::move(next);
+  for (const auto& r : payload->step.rows)
+    payload->rows.push_back({r.rid, r.tokens});
+  payload->request = self->state.parts.model->declare(payload->rows);
+  return payload;
+}
+
+// Every pool undoes the staged guess (ordered before whatever is sent next).
+void roll_back_stage(self_ptr self) {
+  auto& st = self->state;
+  if (!st.staged)
+    return;
+  for (const auto& p : st.parts.pools)
+    self->request(p, caf::infinite, rollback_atom_v).then([](bool) {});
+  st.staged.reset();
+  st.staged_plans.clear();
+  ++st.counters.overlap_rolled_back;
+}
+
+// Whether `real` is the staged guess (the same rows, the same lengths).
+bool is_staged(const conductor_state& st, const engine::scheduled_step& real) {
+  if (!st.staged || st.staged->step.rows.size() != real.rows.size())
+    return false;
+  return std::equal(real.rows.begin(), real.rows.end(), st.staged->step.rows.begin(),
+                    [](const engine::scheduled_row& a, const engine::scheduled_row& b) {
+                      return a.rid == b.rid && a.tokens.size() == b.tokens.size();
+                    });
+}
+
+// The step's output is in: the pools commit it (and, with a guess, admit
+// and plan the guess right behind the commit, one round trip), then the
+// scheduler takes the output in.
 void finish_step(self_ptr self, const step_ptr& p, const output_ptr& out) {
-  ask_all<bool>(
-      self,
-      [self, p, out](std::vector<bool>) {
-        ++self->state.counters.steps;
-        apply(self, self->state.sched->on_ran(p->step, *out));
-        step_done(self);
-      },
-      commit_atom_v);
+  auto& st = self->state;
+  auto guess = std::exchange(st.guess, nullptr);
+  const auto& pools = st.parts.pools;
+  struct gather {
+    std::size_t left = 0;
+    bool failed = false;
+    bool refused = false;
+    std::vector<bool> admitted;
+    std::vector<plans_ptr> plans;
+  };
+  auto g = std::make_shared<gather>();
+  g->left = pools.size() * (guess ? 2 : 1);
+  g->admitted.resize(pools.size(), false);
+  g->plans.resize(pools.size());
+  auto all_answered = [self, p, out, g, guess] {
+    auto& cs = self->state;
+    ++cs.counters.steps;
+    auto res = cs.sched->on_ran(p->step, *out);
+    if (guess) {
+      bool off = g->refused;
+      for (const auto& rid : res.actions.release) {
+        off = off || std::any_of(guess->rows.begin(), guess->rows.end(),
+                                 [&](const models::step_row& r) { return r.rid == rid; });
+      }
+      cs.staged = guess;
+      cs.staged_plans = std::move(g->plans);
+      if (off)
+        roll_back_stage(self);  // before the releases reach the pools
+    }
+    apply(self, std::move(res));
+    step_done(self);
+  };
+  auto answered = [self, g, all_answered] {
+    if (--g->left == 0 && !g->failed)
+      all_answered();
+  };
+  auto failed = [self, g](caf::error& e) {
+    if (g->failed)
+      return;
+    g->failed = true;
+    fail_everything(self, "a pool failed: " + self->system().render(e));
+  };
+  for (std::size_t i = 0; i < pools.size(); ++i) {
+    self->request(pools[i], caf::infinite, commit_atom_v)
+        .then([answered](bool) { answered(); }, failed);
+    if (!guess)
+      continue;
+    // Behind the commit in the pool's mailbox: it admits on what N left.
+    self->request(pools[i], caf::infinite, admit_atom_v, guess)
+        .then(
+            [g, i, answered](admit_reply& r, plans_ptr& plans) {
+              if (r.ok) {
+                g->admitted[i] = true;
+                g->plans[i] = std::move(plans);
+              } else {
+                g->refused = true;  // the refuser unwound itself; roll back the others
+              }
+              answered();
+            },
+            failed);
+  }
 }
 
 void run_forward(self_ptr self, const step_ptr& p, std::vector<plans_ptr> plans) {
+  auto& st = self->state;
   auto merged = std::make_shared<models::step_plans>();
   for (const auto& pl : plans) {
     if (pl->kv)
@@ -185,8 +285,12 @@ void run_forward(self_ptr self, const step_ptr& p, std::vector<plans_ptr> plans)
       .then([self, p](const output_ptr& out) { finish_step(self, p, out); },
             [self, p](caf::error& e) {
               // The kernels failed: undo the step everywhere, fail its rows.
+              self->state.guess.reset();
               fail_step(self, p, self->system().render(e));
             });
+  // Host work of the next step while this one runs.
+  if (st.parts.schedule == engine::schedule_mode::overlap)
+    st.guess = guess_next(self);
 }
 
 // Admits (and plans) the step in every pool at once: the KV and recurrent
@@ -247,6 +351,11 @@ void admit_everywhere(self_ptr self, const step_ptr& p) {
 void run_step(self_ptr self) {
   auto& st = self->state;
   auto step = st.sched->schedule();
+  // A staged guess that is not this step goes before anything else reaches
+  // the pools (the releases of cancellations, then this step's admit).
+  const bool promoted = !step.empty() && is_staged(st, step);
+  if (!promoted)
+    roll_back_stage(self);
   apply(self, st.sched->take_pending());
   if (step.empty()) {
     st.busy = false;
@@ -258,6 +367,14 @@ void run_step(self_ptr self) {
   for (const auto& r : payload->step.rows)
     payload->rows.push_back({r.rid, r.tokens});
   payload->request = st.parts.model->declare(payload->rows);
+  if (promoted) {
+    // The pools admitted and planned exactly this step behind the last
+    // commit: run it on those plans (its real tokens, the guess's lengths).
+    ++st.counters.overlap_promoted;
+    st.staged.reset();
+    run_forward(self, step_ptr{std::move(payload)}, std::exchange(st.staged_plans, {}));
+    return;
+  }
   admit_everywhere(self, step_ptr{std::move(payload)});
 }
 

@@ -27,6 +27,11 @@ struct conductor_parts {
   worker_actor worker;
   preprocess_actor preprocess;
   bool extend_chains = false;  ///< the KV pool keeps a prefix cache: feed it generated ids
+  /// overlap: while the worker runs step N, the scheduler guesses step N+1;
+  /// each pool commits N and admits and plans the guess in one round trip,
+  /// and when the real N+1 is the guess it runs on those plans at once
+  /// (otherwise the guess is rolled back first, exactly).
+  engine::schedule_mode schedule = engine::schedule_mode::overlap;
 };
 
 /// Spawns the conductor; it monitors every part.

@@ -121,6 +121,9 @@ struct engine_stats {
   std::int64_t kv_pages = 0, kv_free_pages = 0, kv_cached_pages = 0;
   std::int64_t slots = 0, free_slots = 0;
   std::int64_t kv_evictable_pages = 0;
+  /// overlap: steps that ran on the plans of their guess, and guesses
+  /// rolled back (the real step differed).
+  std::int64_t overlap_promoted = 0, overlap_rolled_back = 0;
   transfer_counters transfers;
 };
 
@@ -128,7 +131,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
   return f(caf::meta::type_name("engine_stats"), x.steps, x.refused_steps, x.generated_tokens,
            x.preemptions, x.running, x.waiting, x.kv_pages, x.kv_free_pages, x.kv_cached_pages,
-           x.slots, x.free_slots, x.kv_evictable_pages, x.transfers);
+           x.slots, x.free_slots, x.kv_evictable_pages, x.overlap_promoted, x.overlap_rolled_back,
+           x.transfers);
 }
 
 /// What a prefill node offers the decode node of a request: its pools'

@@ -128,8 +128,8 @@ result<std::unique_ptr<runtime>> runtime::launch(std::unique_ptr<runtime> rt,
   p->worker = spawn_worker_actor(sys, shared, std::getenv("MSTAR_WORKER_THREAD") != nullptr);
   p->preprocess = spawn_preprocess_actor(sys, shared);
   const bool chains = kv && kv->kv()->prefix_cache_open();
-  p->conductor =
-      spawn_conductor(sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess, chains});
+  p->conductor = spawn_conductor(
+      sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess, chains, config.schedule});
   p->kv = kv;
   p->rec = rec;
   rt->parts_ = std::move(p);
@@ -192,6 +192,8 @@ result<runtime_stats> runtime::stats() {
             out.preemptions = s.preemptions;
             out.running = s.running;
             out.waiting = s.waiting;
+            out.overlap_promoted = s.overlap_promoted;
+            out.overlap_rolled_back = s.overlap_rolled_back;
           },
           [&](caf::error& e) { failed = make_error(errc::internal, sys_->render(e)); });
   for (const auto& p : parts_->pools) {

@@ -11,19 +11,6 @@
 
 namespace mstar::engine {
 
-std::string_view to_string(schedule_mode m) noexcept {
-  return m == schedule_mode::sync ? "sync" : "overlap";
-}
-
-result<schedule_mode> parse_schedule_mode(std::string_view name) {
-  if (name == "sync")
-    return schedule_mode::sync;
-  if (name == "overlap")
-    return schedule_mode::overlap;
-  return make_error(errc::invalid_argument,
-                    fmt::format("schedule '{}' is not one of sync, overlap", name));
-}
-
 /// One thread that runs one forward at a time (the model is not
 /// thread-safe; only this thread calls `forward` in overlap mode).
 class local_engine::forward_thread {

@@ -21,25 +21,6 @@
 
 namespace mstar::engine {
 
-/// How steps follow each other.
-enum class schedule_mode : std::uint8_t {
-  /// Each step is scheduled, admitted and planned after the previous one's
-  /// output has been taken in.
-  sync,
-  /// While step N's forward runs (on the engine's forward thread), the
-  /// scheduler guesses step N+1 (`scheduler::speculate`) and the pools
-  /// stage its admit; once N commits they plan it. When N's output makes
-  /// the real N+1 the guessed one, the stage is promoted (exactly what
-  /// inline planning would give); otherwise it is discarded. Tokens are
-  /// those of `sync`, always.
-  overlap,
-};
-
-/// "sync" / "overlap".
-[[nodiscard]] std::string_view to_string(schedule_mode m) noexcept;
-/// The mode named `name`, or invalid_argument naming the choices.
-[[nodiscard]] result<schedule_mode> parse_schedule_mode(std::string_view name);
-
 /// One step as it ran, for tools and the overlap checker.
 struct step_trace {
   std::uint64_t serial = 0;

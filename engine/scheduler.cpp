@@ -39,6 +39,19 @@ struct scheduler::request_entry {
   std::int32_t unfinished = 0;
 };
 
+std::string_view to_string(schedule_mode m) noexcept {
+  return m == schedule_mode::sync ? "sync" : "overlap";
+}
+
+result<schedule_mode> parse_schedule_mode(std::string_view name) {
+  if (name == "sync")
+    return schedule_mode::sync;
+  if (name == "overlap")
+    return schedule_mode::overlap;
+  return make_error(errc::invalid_argument,
+                    fmt::format("schedule '{}' is not one of sync, overlap", name));
+}
+
 scheduler::scheduler(scheduler_config config, model_facts facts)
     : config_(config), facts_(std::move(facts)) {}
 

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -46,6 +47,25 @@ struct model_facts {
   /// prefix cache is open): `step_result::extend` stays empty otherwise.
   bool extend_chains = false;
 };
+
+/// How steps follow each other.
+enum class schedule_mode : std::uint8_t {
+  /// Each step is scheduled, admitted and planned after the previous one's
+  /// output has been taken in.
+  sync,
+  /// While step N's forward runs (on the engine's forward thread), the
+  /// scheduler guesses step N+1 (`scheduler::speculate`) and the pools
+  /// stage its admit; once N commits they plan it. When N's output makes
+  /// the real N+1 the guessed one, the stage is promoted (exactly what
+  /// inline planning would give); otherwise it is discarded. Tokens are
+  /// those of `sync`, always.
+  overlap,
+};
+
+/// "sync" / "overlap".
+[[nodiscard]] std::string_view to_string(schedule_mode m) noexcept;
+/// The mode named `name`, or invalid_argument naming the choices.
+[[nodiscard]] result<schedule_mode> parse_schedule_mode(std::string_view name);
 
 /// One row of a step: a sequence and the tokens it feeds.
 struct scheduled_row {

@@ -17,6 +17,16 @@ void add_engine_options(CLI::App& app, engine_cli& opt) {
                  "Sequences running at once (the rest wait)")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--schedule",
+         [&opt](const std::string& name) {
+           if (auto mode = engine::parse_schedule_mode(name))
+             opt.engine.schedule = *mode;
+         },
+         "overlap: guess each next step while the current one runs and stage it in the pools "
+         "behind its commit (the same tokens); sync: one step after another")
+      ->check(CLI::IsMember({"sync", "overlap"}))
+      ->default_str("overlap");
   app.add_option("--device", opt.device, "Where the model runs: cpu, cuda or cuda:N")
       ->capture_default_str();
   app.add_option("--dtype", opt.dtype,

@@ -20,7 +20,7 @@ struct engine_cli {
 };
 
 /// Adds --page-size, --max-pages, --max-slots, --max-batched-tokens,
-/// --max-running, --device, --dtype and --no-cuda-graphs.
+/// --max-running, --schedule, --device, --dtype and --no-cuda-graphs.
 void add_engine_options(CLI::App& app, engine_cli& opt);
 
 /// The model's run options from the parsed flags (a bad --dtype is an error).

@@ -44,7 +44,11 @@ void expect_pools_empty(runtime& rt) {
   EXPECT_EQ(s->waiting, 0);
 }
 
-TEST(runtime, sixteen_threads_get_the_tokens_each_request_gets_alone) {
+class runtime_modes : public ::testing::TestWithParam<engine::schedule_mode> {};
+
+// Both schedules: overlap (the default) stages each guessed next step in
+// the pools behind the current step's commit and runs it on those plans.
+TEST_P(runtime_modes, sixteen_threads_get_the_tokens_each_request_gets_alone) {
   std::mt19937 rng{11};
   std::vector<request_spec> specs;
   for (int i = 0; i < 128; ++i) {
@@ -74,6 +78,7 @@ TEST(runtime, sixteen_threads_get_the_tokens_each_request_gets_alone) {
   config.pools.max_num_pages = 24;
   config.pools.max_slots = 6;
   config.scheduler.max_batched_tokens = 32;
+  config.schedule = GetParam();
   auto rt = runtime::start(fixture_model(), config, 4);
   ASSERT_TRUE(rt.has_value()) << rt.error().message();
   std::vector<std::vector<token_id>> got(specs.size());
@@ -92,12 +97,61 @@ TEST(runtime, sixteen_threads_get_the_tokens_each_request_gets_alone) {
     EXPECT_EQ(got[i], expected[i]) << "request " << i;
   auto s = (*rt)->stats();
   ASSERT_TRUE(s.has_value());
-  std::printf("[ measured ] %lld steps, %lld refused, %lld preemptions\n",
-              static_cast<long long>(s->steps), static_cast<long long>(s->refused_steps),
-              static_cast<long long>(s->preemptions));
+  std::printf(
+      "[ measured ] %s: %lld steps, %lld refused, %lld preemptions, %lld run on their "
+      "staged guess, %lld guesses rolled back\n",
+      std::string(to_string(GetParam())).c_str(), static_cast<long long>(s->steps),
+      static_cast<long long>(s->refused_steps), static_cast<long long>(s->preemptions),
+      static_cast<long long>(s->overlap_promoted), static_cast<long long>(s->overlap_rolled_back));
   EXPECT_GT(s->preemptions, 0) << "pools never short: preemption untested";
+  if (GetParam() == engine::schedule_mode::overlap) {
+    EXPECT_GT(s->overlap_promoted, 0) << "no step ran on its staged guess";
+  } else {
+    EXPECT_EQ(s->overlap_promoted + s->overlap_rolled_back, 0);
+  }
   expect_pools_empty(**rt);
 }
+
+// A steady decode loop under overlap: after the prompts, each step was
+// guessed while the one before ran, admitted and planned behind its commit,
+// and ran on those plans; the tokens are those of sync mode.
+TEST(runtime, a_steady_decode_loop_runs_on_its_staged_guesses) {
+  std::vector<request_spec> specs;
+  for (token_id i = 0; i < 4; ++i)
+    specs.push_back(test::greedy_request({5, 6, static_cast<token_id>(7 + i)}, 40));
+  std::vector<std::vector<token_id>> tokens[2];
+  runtime_stats stats[2];
+  for (const auto mode : {engine::schedule_mode::sync, engine::schedule_mode::overlap}) {
+    engine::engine_config config;
+    config.schedule = mode;
+    auto rt = runtime::start(fixture_model(), config, 2);
+    ASSERT_TRUE(rt.has_value()) << rt.error().message();
+    // Submitted together, read after: the four run as one batch.
+    std::vector<request_handle> handles;
+    for (const auto& s : specs)
+      handles.push_back((*rt)->submit(s));
+    const auto m = static_cast<std::size_t>(mode);
+    for (auto& h : handles)
+      tokens[m].push_back(tokens_of(read_all(h)));
+    auto s = (*rt)->stats();
+    ASSERT_TRUE(s.has_value());
+    stats[m] = *s;
+    expect_pools_empty(**rt);
+  }
+  EXPECT_EQ(tokens[0], tokens[1]);
+  const auto& o = stats[static_cast<std::size_t>(engine::schedule_mode::overlap)];
+  std::printf(
+      "[ measured ] overlap: %lld steps, %lld run on their staged guess, %lld rolled back\n",
+      static_cast<long long>(o.steps), static_cast<long long>(o.overlap_promoted),
+      static_cast<long long>(o.overlap_rolled_back));
+  // All but the first steps (prompts arriving one by one) and the last.
+  EXPECT_GE(o.overlap_promoted, o.steps - 6);
+}
+
+INSTANTIATE_TEST_SUITE_P(schedules, runtime_modes,
+                         ::testing::Values(engine::schedule_mode::sync,
+                                           engine::schedule_mode::overlap),
+                         [](const auto& p) { return std::string(to_string(p.param)); });
 
 TEST(runtime, dropping_a_handle_cancels_its_request_and_frees_its_state) {
   auto rt = runtime::start(fixture_model(), {}, 2);
