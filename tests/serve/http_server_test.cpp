@@ -45,7 +45,7 @@ bool metrics_reach(std::uint16_t port, Pred ok) {
 
 TEST(http_server, serves_transformers_greedy_tokens_on_one_keep_alive_connection) {
   const auto expected = load_expected("nemotron_h_tiny_hybrid");
-  auto s = start_server({});
+  auto s = start_server(default_setup());
   ASSERT_NE(s, nullptr);
   client c{s->http_port()};
   for (const auto& p : expected) {
@@ -73,7 +73,7 @@ TEST(http_server, serves_transformers_greedy_tokens_on_one_keep_alive_connection
 
 TEST(http_server, streams_server_sent_events_that_add_up_to_the_plain_answer) {
   const auto expected = load_expected("nemotron_h_tiny_hybrid");
-  auto s = start_server({});
+  auto s = start_server(default_setup());
   ASSERT_NE(s, nullptr);
   client c{s->http_port()};
   const auto& p = expected[0];
@@ -110,7 +110,7 @@ TEST(http_server, streams_server_sent_events_that_add_up_to_the_plain_answer) {
 }
 
 TEST(http_server, answers_several_prompts_and_n_samples_with_indexed_choices) {
-  auto s = start_server({});
+  auto s = start_server(default_setup());
   ASSERT_NE(s, nullptr);
   client c{s->http_port()};
   const auto r = c.post("/v1/completions",
