@@ -168,18 +168,21 @@ void fail_step(self_ptr self, const step_ptr& p, std::string why) {
       rollback_atom_v);
 }
 
-// The scheduler's guess of the next step, declared (overlap; while the
-// worker runs the current one).
-step_ptr guess_next(self_ptr self) {
-  auto next = self->state.sched->speculate();
-  if (next.empty())
-    return nullptr;
+// `step` with its forward rows and the model's typed steps.
+step_ptr payload_of(self_ptr self, engine::scheduled_step step) {
   auto payload = std::make_shared<step_payload>();
-  payload->step = std::move(next);
+  payload->step = std::move(step);
   for (const auto& r : payload->step.rows)
     payload->rows.push_back({r.rid, r.tokens});
   payload->request = self->state.parts.model->declare(payload->rows);
   return payload;
+}
+
+// The scheduler's guess of the next step, declared (overlap; while the
+// worker runs the current one).
+step_ptr guess_next(self_ptr self) {
+  auto next = self->state.sched->speculate();
+  return next.empty() ? nullptr : payload_of(self, std::move(next));
 }
 
 // Every pool undoes the staged guess (ordered before whatever is sent next).
@@ -362,20 +365,16 @@ void run_step(self_ptr self) {
     answer_drains(self);
     return;
   }
-  auto payload = std::make_shared<step_payload>();
-  payload->step = std::move(step);
-  for (const auto& r : payload->step.rows)
-    payload->rows.push_back({r.rid, r.tokens});
-  payload->request = st.parts.model->declare(payload->rows);
+  auto payload = payload_of(self, std::move(step));
   if (promoted) {
     // The pools admitted and planned exactly this step behind the last
     // commit: run it on those plans (its real tokens, the guess's lengths).
     ++st.counters.overlap_promoted;
     st.staged.reset();
-    run_forward(self, step_ptr{std::move(payload)}, std::exchange(st.staged_plans, {}));
+    run_forward(self, payload, std::exchange(st.staged_plans, {}));
     return;
   }
-  admit_everywhere(self, step_ptr{std::move(payload)});
+  admit_everywhere(self, payload);
 }
 
 // Registers each sequence in every pool, agrees the cached prefix (the

@@ -125,19 +125,31 @@ void local_engine::drop_stage() {
   staged_rows_.clear();
 }
 
+namespace {
+
+// The forward's rows of `step` (views into its tokens), and `rec` made
+// ready for the pools: the rows' ids and the model's typed steps.
+std::vector<models::step_row> declare_step(const models::causal_lm& model,
+                                           const scheduled_step& step, step_record& rec) {
+  std::vector<models::step_row> rows;
+  rows.reserve(step.rows.size());
+  for (const auto& r : step.rows) {
+    rows.push_back({r.rid, r.tokens});
+    rec.ctx.request_ids.push_back(r.rid);
+  }
+  rec.request = std::make_shared<const models::step_request>(model.declare(rows));
+  return rows;
+}
+
+}  // namespace
+
 void local_engine::guess_next() {
   guess_.reset();
   auto next = sched_->speculate();
   if (next.empty())
     return;
   step_record rec;
-  std::vector<models::step_row> rows;
-  rows.reserve(next.rows.size());
-  for (const auto& r : next.rows) {
-    rows.push_back({r.rid, r.tokens});
-    rec.ctx.request_ids.push_back(r.rid);
-  }
-  rec.request = std::make_shared<const models::step_request>(model_->declare(rows));
+  (void)declare_step(*model_, next, rec);
   guess_.emplace(std::move(rec), std::move(next.rows));
 }
 
@@ -222,13 +234,7 @@ result<std::vector<delta>> local_engine::step() {
     if (step.empty())
       return out;
     step_record rec;
-    std::vector<models::step_row> rows;
-    rows.reserve(step.rows.size());
-    for (const auto& r : step.rows) {
-      rows.push_back({r.rid, r.tokens});
-      rec.ctx.request_ids.push_back(r.rid);
-    }
-    rec.request = std::make_shared<const models::step_request>(model_->declare(rows));
+    const auto rows = declare_step(*model_, step, rec);
     // A stage is this step's when the guess was right: the pools compare
     // and promote it (or discard it) in admit and plan.
     const bool staged = staged_.has_value();

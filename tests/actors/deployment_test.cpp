@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
 #include <gtest/gtest.h>
 #include <mutex>
 #include <thread>
@@ -29,6 +30,36 @@ constexpr auto deadline = std::chrono::seconds(60);
 
 using mstar::test::read_all;
 using mstar::test::tokens_of;
+
+/// One request's deltas as they arrive (on an actor thread), with bounded
+/// waits.
+struct streamed {
+  std::vector<engine::delta> ds;
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::size_t seen = 0;
+
+  std::function<void(const engine::delta&)> sink() {
+    return [this](const engine::delta& x) {
+      std::lock_guard lock{m};
+      ds.push_back(x);
+      seen += x.tokens.size();
+      done = done || x.finished.has_value();
+      cv.notify_all();
+    };
+  }
+  /// Whether `n` tokens (or the end) came within the deadline.
+  bool wait_for_tokens(std::size_t n) {
+    std::unique_lock lock{m};
+    return cv.wait_for(lock, deadline, [&] { return seen >= n || done; });
+  }
+  /// Whether the request ended within the deadline.
+  bool wait_done() {
+    std::unique_lock lock{m};
+    return cv.wait_for(lock, deadline, [&] { return done; });
+  }
+};
 
 std::vector<token_id> prompt_of(int len, token_id start) {
   std::vector<token_id> p;
@@ -282,30 +313,15 @@ TEST(deployment, a_decode_node_that_leaves_mid_decode_has_its_requests_resumed_e
   f.add("prefill-0", "prefill");
   auto doomed = f.add("decode-0", "decode");
   auto& d = f.dep();
-  std::vector<engine::delta> ds;
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
-  std::size_t seen = 0;
-  d.submit(spec, [&](const engine::delta& x) {
-    std::lock_guard lock{m};
-    ds.push_back(x);
-    seen += x.tokens.size();
-    done = done || x.finished.has_value();
-    cv.notify_all();
-  });
-  {
-    std::unique_lock lock{m};
-    ASSERT_TRUE(cv.wait_for(lock, deadline, [&] { return seen >= 4 || done; }));
-  }
+  streamed st;
+  d.submit(spec, st.sink());
+  ASSERT_TRUE(st.wait_for_tokens(4));
   // A second decode node joins; the first one goes away mid-decode.
   auto spare = f.add("decode-1", "decode");
   ASSERT_TRUE(d.join(spare, std::chrono::seconds(5)).has_value());
   caf::anon_send_exit(doomed, caf::exit_reason::kill);
-  {
-    std::unique_lock lock{m};
-    ASSERT_TRUE(cv.wait_for(lock, deadline, [&] { return done; }));
-  }
+  ASSERT_TRUE(st.wait_done());
+  const auto& ds = st.ds;
   EXPECT_EQ(tokens_of(ds), expected.at(0));  // no token lost or repeated
   EXPECT_EQ(ds.back().finished, finish_reason::length);
   auto s = d.stats();
@@ -329,29 +345,14 @@ TEST(deployment, a_node_taken_for_dead_that_joins_again_runs_the_request_once) {
   router_options o;
   o.wait_for_node = std::chrono::seconds(30);
   auto& d = f.dep(o);
-  std::vector<engine::delta> ds;
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
-  std::size_t seen = 0;
-  d.submit(spec, [&](const engine::delta& x) {
-    std::lock_guard lock{m};
-    ds.push_back(x);
-    seen += x.tokens.size();
-    done = done || x.finished.has_value();
-    cv.notify_all();
-  });
-  {
-    std::unique_lock lock{m};
-    ASSERT_TRUE(cv.wait_for(lock, deadline, [&] { return seen >= 4 || done; }));
-  }
+  streamed st;
+  d.submit(spec, st.sink());
+  ASSERT_TRUE(st.wait_for_tokens(4));
   caf::anon_send(d.router(),
                  caf::down_msg{flaky.address(), caf::make_error(caf::sec::remote_linking_failed)});
   ASSERT_TRUE(d.join(flaky, std::chrono::seconds(5)).has_value());
-  {
-    std::unique_lock lock{m};
-    ASSERT_TRUE(cv.wait_for(lock, deadline, [&] { return done; }));
-  }
+  ASSERT_TRUE(st.wait_done());
+  const auto& ds = st.ds;
   EXPECT_EQ(tokens_of(ds), expected.at(0));  // no token lost or repeated
   EXPECT_EQ(ds.back().finished, finish_reason::length) << ds.back().error;
   auto s = d.stats();
