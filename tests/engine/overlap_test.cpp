@@ -7,6 +7,7 @@
 // failing at the first divergence with the step and what differed. The
 // pools keep their books after every step, and the overlap engine must
 // actually have staged and promoted steps.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <random>
 #include <sstream>
@@ -115,7 +116,7 @@ std::vector<request_spec> random_requests(std::mt19937& rng, int count) {
   std::vector<request_spec> out;
   for (int i = 0; i < count; ++i) {
     request_spec r;
-    r.id = "r" + std::to_string(i);
+    r.id = fmt::format("r{}", i);
     const int len = 1 + static_cast<int>(rng() % 30);
     for (int t = 0; t < len; ++t)
       r.prompt.push_back(3 + rng() % 256);
