@@ -7,6 +7,10 @@
 //   steps/s and µs per step (goal: under 100 µs per step through the actors).
 // - e2e: decode tokens/s of the embedded model through the actors vs the
 //   direct loop (goal: ratio >= 0.95).
+// - overlap: the control-plane case through the actors with
+//   schedule_mode::overlap vs sync (the guess of each next step admitted
+//   and planned behind the current step's commit; goal: never slower),
+//   and the same for the embedded model's decode.
 #include <CLI/CLI.hpp>
 #include <condition_variable>
 #include <mutex>
@@ -152,8 +156,8 @@ int main(int argc, char** argv) {
   int rounds = 3, rows = 256, steps = 200;
   std::size_t threads = 0;
   std::string model = MSTAR_EMBEDDED_MODEL_DIR;
-  std::vector<std::string> cases{"control", "e2e"};
-  app.add_option("--cases", cases, "Which cases: control, e2e")->capture_default_str();
+  std::vector<std::string> cases{"control", "e2e", "overlap"};
+  app.add_option("--cases", cases, "Which cases: control, e2e, overlap")->capture_default_str();
   app.add_flag("--json", as_json, "One JSON object per line");
   app.add_option("--rounds", rounds, "Rounds per case (median)")->check(CLI::PositiveNumber);
   app.add_option("--rows", rows, "Running requests in the control-plane case")
@@ -228,6 +232,54 @@ int main(int argc, char** argv) {
                        a[a.size() / 2],
                        d[d.size() / 2],
                        {}});
+  }
+  // Overlap against sync, through the actors: control plane and embedded decode.
+  if (wanted("overlap")) {
+    auto with = [](mstar::engine::engine_config c, mstar::engine::schedule_mode m) {
+      c.schedule = m;
+      return c;
+    };
+    using mstar::engine::schedule_mode;
+    struct shape {
+      const char* name;
+      bool null;
+      int batch, tokens;
+    };
+    for (const auto& sh : {shape{"control", true, rows, steps + 1}, shape{"e2e", false, 4, 64}}) {
+      const auto reqs = requests(sh.batch, sh.null ? 16 : 8, sh.tokens + 1);
+      auto model_of = [&]() -> std::unique_ptr<mstar::models::causal_lm> {
+        if (sh.null)
+          return std::make_unique<null_model>(load(model));
+        return load(model);
+      };
+      auto over = mstar::actors::runtime::start(
+          model_of(), with(roomy(sh.batch), schedule_mode::overlap), threads);
+      auto sync = mstar::actors::runtime::start(
+          model_of(), with(roomy(sh.batch), schedule_mode::sync), threads);
+      if (!over || !sync)
+        return 1;
+      const double items = static_cast<double>(sh.batch) * (sh.tokens - 1);
+      std::vector<double> o, y;
+      (void)actor_decode_s(**over, reqs, sh.tokens);
+      (void)actor_decode_s(**sync, reqs, sh.tokens);
+      for (int r = 0; r < rounds; ++r) {
+        o.push_back(items / actor_decode_s(**over, reqs, sh.tokens));
+        y.push_back(items / actor_decode_s(**sync, reqs, sh.tokens));
+      }
+      std::sort(o.begin(), o.end());
+      std::sort(y.begin(), y.end());
+      auto st = (*over)->stats();
+      results.push_back(
+          {"engine",
+           fmt::format("overlap_{}_b{}", sh.name, sh.batch),
+           "tokens_per_s",
+           "1/s",
+           "sync_schedule",
+           o[o.size() / 2],
+           y[y.size() / 2],
+           {{"steps_on_staged_guess", st ? static_cast<double>(st->overlap_promoted) : 0},
+            {"guesses_rolled_back", st ? static_cast<double>(st->overlap_rolled_back) : 0}}});
+    }
   }
   mstar::bench::report(results, as_json);
   return 0;
