@@ -25,6 +25,8 @@ struct scheduler::sequence {
   text_stream text;
   std::unordered_map<token_id, std::int32_t> counts;  ///< output ids, for penalties
   bool first_token_seen = false;
+  /// `speculate`'s scratch: this sequence's row in the last step (-1: none).
+  mutable std::int32_t last_row = -1;
 
   sequence(const models::tokenizer* tok, std::vector<std::string> stops)
       : text(tok, std::move(stops)) {}
@@ -299,22 +301,25 @@ scheduled_step scheduler::speculate() const {
     std::int64_t computed = 0, len = 0;
     bool ends = false;
   };
-  std::unordered_map<const sequence*, predicted> after;
+  // By row of the last step; each sequence finds its row through its
+  // scratch index (no map: this runs every step, for every row).
+  std::vector<predicted> after(rows_.size());
   for (std::size_t r = 0; r < rows_.size(); ++r) {
     const sequence* s = rows_[r];
-    predicted p{s->computed + last_chunks_[r], static_cast<std::int64_t>(s->tokens.size()), false};
+    predicted& p = after[r];
+    p = {s->computed + last_chunks_[r], static_cast<std::int64_t>(s->tokens.size()), false};
     if (p.computed == p.len) {
       p.len += 1;
       p.ends = static_cast<std::int64_t>(s->output_len()) + 1 >= s->req->spec.stop.max_tokens;
     }
-    after[s] = p;
+    s->last_row = static_cast<std::int32_t>(r);
   }
   auto state = [&](const sequence* s) {
-    auto it = after.find(s);
-    return it != after.end() ? it->second
-                             : predicted{s->computed, static_cast<std::int64_t>(s->tokens.size())};
+    return s->last_row >= 0 ? after[static_cast<std::size_t>(s->last_row)]
+                            : predicted{s->computed, static_cast<std::int64_t>(s->tokens.size())};
   };
   // The same order and budget as `schedule`: decode rows, then chunks.
+  next.rows.reserve(running_.size());
   std::int64_t budget = config_.max_batched_tokens;
   for (const auto* s : running_) {
     const auto p = state(s);
@@ -339,6 +344,8 @@ scheduled_step scheduler::speculate() const {
       budget -= chunk;
     }
   }
+  for (const sequence* s : rows_)
+    s->last_row = -1;
   return next;
 }
 
