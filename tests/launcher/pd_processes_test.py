@@ -777,13 +777,15 @@ def kill_prefill():
     def run_and_kill(launch, base, when):
         first = threading.Event()
         join = in_background(lambda: stream(base, PREFILL_PROMPT, 16,
-                                            on_chunk=lambda n: first.set(), timeout=90))
+                                            on_chunk=lambda n: first.set(), timeout=180))
         victim = prefilling_node(launch, ["prefill-0", "prefill-1"], first)
         if when == "pull":
-            launch.wait_log(HELD, 20, "decode-0 to log its held pull", after=seen["off"])
+            # The long prompt's prefill comes first: about a second here,
+            # nearly 20 s in the sanitizer trees.
+            launch.wait_log(HELD, 120, "decode-0 to log its held pull", after=seen["off"])
         check(when == "pull" or not first.is_set(), "the first token came before the kill")
         os.kill(launch.node_pid(victim), signal.SIGKILL)
-        text, finish, err = join(90)
+        text, finish, err = join(180)
         check(err is None, f"kill -9 of {victim} ({when}): the request failed: {err}")
         check(text == want, f"kill -9 of {victim} ({when}): the text differs:\n"
               f"  served:   {text!r}\n  mstar-run: {want!r}")
