@@ -90,9 +90,14 @@ void read_node(map_reader& in, node_config& out) {
       p.fail(errc::invalid_argument, "memory",
              fmt::format("'{}' is not one of shared, private", out.pools.memory));
   });
-  in.section("engine", {"max_batched_tokens", "max_running"}, [&](map_reader& e) {
+  in.section("engine", {"max_batched_tokens", "max_running", "schedule"}, [&](map_reader& e) {
     e.integer("max_batched_tokens", out.engine.max_batched_tokens, 1, std::int64_t{1} << 20);
     e.integer("max_running", out.engine.max_running, 1, std::int64_t{1} << 16);
+    e.string("schedule", out.engine.schedule);
+    if (!e.failed() && !out.engine.schedule.empty() && out.engine.schedule != "sync" &&
+        out.engine.schedule != "overlap")
+      e.fail(errc::invalid_argument, "schedule",
+             fmt::format("'{}' is not one of sync, overlap", out.engine.schedule));
   });
   in.string("ssh", out.ssh);
   // The value becomes an ssh argument: no options smuggled in, no spaces.

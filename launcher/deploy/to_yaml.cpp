@@ -43,6 +43,8 @@ void emit_node(YAML::Emitter& out, const node_config& node) {
     out << YAML::Key << "engine" << YAML::Value << YAML::BeginMap;
     emit_if(out, "max_batched_tokens", node.engine.max_batched_tokens);
     emit_if(out, "max_running", node.engine.max_running);
+    if (!node.engine.schedule.empty())
+      out << YAML::Key << "schedule" << YAML::Value << node.engine.schedule;
     out << YAML::EndMap;
   }
   if (!node.ssh.empty())

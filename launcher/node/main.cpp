@@ -74,6 +74,8 @@ mstar::engine::engine_config engine_of(const deploy::deployment_config& d,
     e.scheduler.max_batched_tokens = *n.engine.max_batched_tokens;
   if (n.engine.max_running)
     e.scheduler.max_running = *n.engine.max_running;
+  if (auto mode = mstar::engine::parse_schedule_mode(n.engine.schedule); mode)
+    e.schedule = *mode;  // checked by the parser; empty keeps the default
   return e;
 }
 

@@ -216,6 +216,9 @@ TEST(deploy_config, names_roles_and_devices_must_be_well_formed) {
   EXPECT_TRUE(fails_with(minimal + "device: gpu\n", {"device: 'gpu' is not one of cpu, cuda"}));
   EXPECT_TRUE(fails_with(replaced(minimal, "role: decode,", "role: decode, device: 'cuda:x',"),
                          {"nodes[1].device: 'cuda:x'"}));
+  EXPECT_TRUE(
+      fails_with(replaced(minimal, "role: decode,", "role: decode, engine: {schedule: async},"),
+                 {"nodes[1].engine.schedule: 'async' is not one of sync, overlap"}));
   EXPECT_TRUE(fails_with(replaced(minimal, "role: decode,", "role: decode, pools: {memory: gpu},"),
                          {"nodes[1].pools.memory: 'gpu' is not one of shared, private"}));
   EXPECT_TRUE(fails_with(replaced(minimal, "role: decode,", "role: decode, ssh: -oProxyCommand=x,"),
@@ -304,7 +307,8 @@ TEST(deploy_config, load_names_the_file_in_every_error) {
 TEST(deploy_config, to_yaml_reads_back_to_the_same_config) {
   const std::string yaml =
       replaced(replaced(minimal, "secret: \"0123456789abcdef\"", "secret_file: s"), "role: decode,",
-               "role: decode, pools: {kv_pages: 64, memory: private}, engine: {max_running: 2},") +
+               "role: decode, pools: {kv_pages: 64, memory: private}, engine: {max_running: 2, "
+               "schedule: sync},") +
       "model: m\npage_size: 16\ntimeouts: {transfer_s: 0.1}\n";
   const auto first = parse_deployment(yaml, "/srv");
   ASSERT_TRUE(first) << first.error().to_string();
