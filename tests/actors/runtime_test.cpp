@@ -104,11 +104,11 @@ TEST_P(runtime_modes, sixteen_threads_get_the_tokens_each_request_gets_alone) {
       static_cast<long long>(s->refused_steps), static_cast<long long>(s->preemptions),
       static_cast<long long>(s->overlap_promoted), static_cast<long long>(s->overlap_rolled_back));
   EXPECT_GT(s->preemptions, 0) << "pools never short: preemption untested";
-  if (GetParam() == engine::schedule_mode::overlap) {
-    EXPECT_GT(s->overlap_promoted, 0) << "no step ran on its staged guess";
-  } else {
+  // Sixteen threads keep requests arriving, so overlap rarely has a guess
+  // here (none while sequences wait to join): this test checks its tokens;
+  // a_steady_decode_loop_runs_on_its_staged_guesses checks that it stages.
+  if (GetParam() == engine::schedule_mode::sync)
     EXPECT_EQ(s->overlap_promoted + s->overlap_rolled_back, 0);
-  }
   expect_pools_empty(**rt);
 }
 
