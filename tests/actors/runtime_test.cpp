@@ -107,8 +107,9 @@ TEST_P(runtime_modes, sixteen_threads_get_the_tokens_each_request_gets_alone) {
   // Sixteen threads keep requests arriving, so overlap rarely has a guess
   // here (none while sequences wait to join): this test checks its tokens;
   // a_steady_decode_loop_runs_on_its_staged_guesses checks that it stages.
-  if (GetParam() == engine::schedule_mode::sync)
+  if (GetParam() == engine::schedule_mode::sync) {
     EXPECT_EQ(s->overlap_promoted + s->overlap_rolled_back, 0);
+  }
   expect_pools_empty(**rt);
 }
 
