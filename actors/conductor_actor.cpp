@@ -243,7 +243,7 @@ void finish_step(self_ptr self, const step_ptr& p, const output_ptr& out) {
     apply(self, std::move(res));
     step_done(self);
   };
-  auto answered = [self, g, all_answered] {
+  auto answered = [g, all_answered] {
     if (--g->left == 0 && !g->failed)
       all_answered();
   };

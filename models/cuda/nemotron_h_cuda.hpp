@@ -71,6 +71,10 @@ class nemotron_h_cuda final : public nemotron_h_backend {
   /// pool's page count, the room each graph leaves for page indices.
   void set_graphs(bool on, std::int64_t kv_pages);
 
+  /// A CUDA event before each forward's upload and after its downloads.
+  void record_timeline(bool on) override;
+  [[nodiscard]] std::vector<device_step_time> take_timeline() override;
+
   struct impl;
   struct graph_cache;
 
@@ -78,9 +82,10 @@ class nemotron_h_cuda final : public nemotron_h_backend {
   nemotron_h_cuda(std::unique_ptr<impl> p, mstar::dtype dtype);
   std::unique_ptr<impl> impl_;
   mstar::dtype dtype_;
-  bool graphs_ = false;
-  std::int64_t kv_pages_ = 0;
-  std::unique_ptr<graph_cache> graphs_cache_;
+  // Unused in a build without CUDA (its `make` refuses).
+  [[maybe_unused]] bool graphs_ = false;
+  [[maybe_unused]] std::int64_t kv_pages_ = 0;
+  [[maybe_unused]] std::unique_ptr<graph_cache> graphs_cache_;
 };
 
 }  // namespace mstar::models

@@ -19,11 +19,7 @@ namespace mstar::models::jinja {
 class value;
 class interpreter;
 
-/// The positional and keyword arguments of one call, in the order written.
-struct call_args {
-  std::vector<value> positional;
-  std::vector<std::pair<std::string, value>> named;
-};
+struct call_args;  // below `value`: its pairs need the complete type
 
 /// What a callable value runs: a macro, a global such as `range`, or a method
 /// bound to its receiver (`text.strip`).
@@ -70,7 +66,7 @@ class object_data {
   [[nodiscard]] const std::vector<std::pair<std::string, value>>& entries() const {
     return entries_;
   }
-  [[nodiscard]] std::size_t size() const { return entries_.size(); }
+  [[nodiscard]] std::size_t size() const;  // below `value`, which it needs complete
 
   /// The nesting of containers below and including this mapping.
   std::uint32_t depth = 1;
@@ -188,6 +184,16 @@ class value {
   std::variant<std::monostate, none_tag, bool, std::int64_t, double, string_ptr, array_ptr,
                object_ptr, namespace_ptr, function_ptr>
       data_;
+};
+
+inline std::size_t object_data::size() const {
+  return entries_.size();
+}
+
+/// The positional and keyword arguments of one call, in the order written.
+struct call_args {
+  std::vector<value> positional;
+  std::vector<std::pair<std::string, value>> named;
 };
 
 /// The Python type name of a value, for messages ("str", "list", "undefined").

@@ -10,7 +10,15 @@
 #include <cstdint>
 #include <optional>
 #include <poll.h>
-#ifdef __SANITIZE_ADDRESS__
+// AddressSanitizer: GCC says so with a macro, clang with a feature test.
+#if defined(__SANITIZE_ADDRESS__)
+#define MSTAR_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MSTAR_TEST_ASAN 1
+#endif
+#endif
+#ifdef MSTAR_TEST_ASAN
 #include <sanitizer/lsan_interface.h>
 #endif
 #include <string>
@@ -110,7 +118,7 @@ pid_t spawn(Body body, unsigned watchdog_s = 60) {
   if (pid == 0) {
     ::alarm(watchdog_s);
     int code = body();
-#ifdef __SANITIZE_ADDRESS__
+#ifdef MSTAR_TEST_ASAN
     // _exit skips LeakSanitizer's exit-time check: run it here, so a child
     // that leaked fails through its exit code.
     if (__lsan_do_recoverable_leak_check() != 0)
