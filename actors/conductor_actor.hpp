@@ -31,7 +31,7 @@ struct conductor_parts {
   /// each pool commits N and admits and plans the guess in one round trip,
   /// and when the real N+1 is the guess it runs on those plans at once
   /// (otherwise the guess is rolled back first, exactly).
-  engine::schedule_mode schedule = engine::schedule_mode::overlap;
+  engine::schedule_mode schedule = engine::schedule_mode::sync;  ///< engine_config's default
 };
 
 /// Spawns the conductor; it monitors every part.

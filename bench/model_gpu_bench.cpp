@@ -5,6 +5,12 @@
 // random prompts; decode tokens/s = B * (N - 1) / (t_N - t_1). The baseline is
 // that script's run on the same GPU (bench/h200_e2e.sh runs both and writes
 // the ratio); this program only measures our side.
+//
+// It also reads the device's own clock: a CUDA event before each forward's
+// upload and after its download gives how long the device sat idle between
+// consecutive decode steps (the host's step: scheduling, the pools, sampling
+// bookkeeping) and how long it was busy. `--schedule sync|overlap` picks the
+// engine's schedule (issue 14's comparison; bench/h200_engine.sh runs both).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -13,6 +19,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <utility>
 
 #include "actors/runtime.hpp"
 #include "engine/local_engine.hpp"
@@ -69,6 +76,14 @@ mstar::result<double> timed(engines e, const std::vector<request_spec>& reqs,
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
+/// Median and 90th percentile of `v` (sorted in place); zeros when empty.
+std::pair<double, double> median_p90(std::vector<double>& v) {
+  if (v.empty())
+    return {0.0, 0.0};
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 9 / 10)]};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,6 +97,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 7;
   bool json = false, no_graphs = false;
   std::string through = "direct";
+  std::string schedule = "overlap";
   app.add_option("--model", model_dir, "Checkpoint folder")->required();
   app.add_option("--device", device, "cuda, cuda:N or cpu")->capture_default_str();
   app.add_option("--dtype", dtype, "bfloat16 or float32")->capture_default_str();
@@ -96,6 +112,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-cuda-graphs", no_graphs, "Launch every kernel of a decode step (no graphs)");
   app.add_option("--through", through, "direct (engine::local_engine) or actors (the runtime)")
       ->check(CLI::IsMember({"direct", "actors"}))
+      ->capture_default_str();
+  app.add_option("--schedule", schedule,
+                 "sync (step N+1 built after N) or overlap (while N runs: the engine's default)")
+      ->check(CLI::IsMember({"sync", "overlap"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (new_tokens < 2 || repeats < 1 || prompt_len < 1) {
@@ -129,12 +149,13 @@ int main(int argc, char** argv) {
   // Every prompt of a batch in one prefill step, every row in each decode step.
   config.scheduler.max_batched_tokens = std::max(most * prompt_len, most);
   config.scheduler.max_running = most;
+  config.schedule = *mstar::engine::parse_schedule_mode(schedule);
   auto model = nemotron_h_model::load(model_dir, run);
   if (!model) {
     std::fprintf(stderr, "mstar-bench-model-gpu: %s\n", model.error().message().c_str());
     return 1;
   }
-  const nemotron_h_model& m = **model;
+  nemotron_h_model& m = **model;
   std::unique_ptr<local_engine> direct;
   std::unique_ptr<mstar::actors::runtime> rt;
   if (through == "actors") {
@@ -169,10 +190,19 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    std::vector<double> rates, inner_rates, t1s, tns;
+    std::vector<double> rates, inner_rates, t1s, tns, idle_us, busy_us;
     for (int rep = 0; rep < repeats; ++rep) {
       double inner = 0;
+      m.record_device_timeline(true);
       auto tn = timed(engine, full, &inner);
+      const auto steps = m.take_device_timeline();
+      m.record_device_timeline(false);
+      // The decode steps after the first: the prefill's gap spans the host
+      // work between runs, the first decode's the prefill's bookkeeping.
+      for (std::size_t i = 2; i < steps.size(); ++i) {
+        idle_us.push_back(steps[i].idle_before_us);
+        busy_us.push_back(steps[i].busy_us);
+      }
       auto t1 = timed(engine, first);
       if (!tn || !t1) {
         std::fprintf(stderr, "mstar-bench-model-gpu: batch %d failed\n", b);
@@ -188,6 +218,8 @@ int main(int argc, char** argv) {
     const double rate = rates[rates.size() / 2];
     const double inner_rate = inner_rates[inner_rates.size() / 2];
     const double step_ms = 1e3 * b / rate;
+    const auto [idle_median, idle_p90] = median_p90(idle_us);
+    const auto [busy_median, busy_p90] = median_p90(busy_us);
     if (json) {
       nlohmann::json line{{"name", "mstar_decode"},
                           {"batch", b},
@@ -203,14 +235,21 @@ int main(int argc, char** argv) {
                           {"dtype", dtype},
                           {"cuda_graphs", !no_graphs},
                           {"through", through},
+                          {"schedule", schedule},
+                          {"device_steps", idle_us.size()},
+                          {"idle_gap_us_median", idle_median},
+                          {"idle_gap_us_p90", idle_p90},
+                          {"device_busy_us_median", busy_median},
+                          {"device_busy_us_p90", busy_p90},
                           {"device", m.device_name()},
                           {"params", m.num_parameters()}};
       std::cout << line.dump() << std::endl;
     } else {
       std::printf(
           "batch %3d: %10.1f decode tokens/s (%.1f over the decode steps alone), %.3f ms "
-          "per step\n",
-          b, rate, inner_rate, step_ms);
+          "per step; device idle between steps %.1f us (median, p90 %.1f), busy %.1f us "
+          "(%s)\n",
+          b, rate, inner_rate, step_ms, idle_median, idle_p90, busy_median, schedule.c_str());
     }
   }
   return 0;

@@ -66,6 +66,12 @@ SIZES = {
                  head_dim=64, intermediate_size=2048, mamba_num_heads=24, mamba_head_dim=64,
                  ssm_state_size=64, n_groups=2, conv_kernel=4, chunk_size=128,
                  pattern="M-M*M-M-M-M*M-M-"),
+    # ~0.6B: hidden 2048 and the 100m pattern, every width scaled with it
+    # (issue 14's second size); about 0.59e9 parameters.
+    "600m": dict(vocab_size=32000, hidden_size=2048, num_attention_heads=16, num_key_value_heads=4,
+                 head_dim=128, intermediate_size=8192, mamba_num_heads=64, mamba_head_dim=64,
+                 ssm_state_size=128, n_groups=8, conv_kernel=4, chunk_size=128,
+                 pattern="M-M*M-M-M-M*M-M-"),
     # tests/fixtures/make_nemotron_h.py's TINY sizes, every layer kind twice.
     "tiny": dict(vocab_size=512, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                  head_dim=16, intermediate_size=128, mamba_num_heads=8, mamba_head_dim=16,

@@ -36,7 +36,9 @@ struct step_trace {
 struct engine_config {
   scheduler_config scheduler;
   models::pool_options pools;
-  schedule_mode schedule = schedule_mode::overlap;
+  /// sync by default: overlap measured slower on the H200 and on the CPU
+  /// (engine/README.md, "Measured"), until step N+1 is staged before N commits.
+  schedule_mode schedule = schedule_mode::sync;
   /// Called after each step's forward, before its output is taken in.
   std::function<void(const step_trace&)> on_step;
   /// Where pools the model keeps on the host get their bytes (e.g. named

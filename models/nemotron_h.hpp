@@ -73,6 +73,13 @@ class nemotron_h_model final : public causal_lm {
   [[nodiscard]] mstar::dtype compute_dtype() const noexcept override { return backend_->dtype(); }
   [[nodiscard]] std::int64_t num_parameters() const noexcept override;
   [[nodiscard]] bool on_gpu() const noexcept override { return backend_->name() != "cpu"; }
+  /// The device timeline of the forwards (benchmarks: the idle gap between
+  /// steps); empty on the CPU. Call from the thread that drives the engine,
+  /// between steps.
+  void record_device_timeline(bool on) { backend_->record_timeline(on); }
+  [[nodiscard]] std::vector<device_step_time> take_device_timeline() {
+    return backend_->take_timeline();
+  }
 
  private:
   nemotron_h_model() = default;

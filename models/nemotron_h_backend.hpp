@@ -48,6 +48,15 @@ struct nemotron_h_state {
   std::span<float* const> ssm_state;   ///< per Mamba-2 layer
 };
 
+/// One forward as the device ran it (a backend that keeps a timeline): how
+/// long the device was busy with the step, from its first upload to its last
+/// download, and how long it sat idle before it, since the previous forward's
+/// last download. Microseconds, from the device's own clock (CUDA events).
+struct device_step_time {
+  double idle_before_us = 0;  ///< 0 for the first forward recorded
+  double busy_us = 0;
+};
+
 /// A device that runs the Nemotron-H forward. Not thread-safe: the worker
 /// that owns the model calls it.
 class nemotron_h_backend {
@@ -79,6 +88,12 @@ class nemotron_h_backend {
                                              std::vector<float>* logits,
                                              std::vector<std::int32_t>* sampled,
                                              std::span<const row_sampling> sampling) = 0;
+
+  /// Starts (or stops) keeping a device timeline of the forwards; a backend
+  /// without a device clock (the CPU) keeps none.
+  virtual void record_timeline(bool /*on*/) {}
+  /// The forwards recorded since the last call, in order.
+  [[nodiscard]] virtual std::vector<device_step_time> take_timeline() { return {}; }
 };
 
 }  // namespace mstar::models

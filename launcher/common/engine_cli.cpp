@@ -23,10 +23,11 @@ void add_engine_options(CLI::App& app, engine_cli& opt) {
            if (auto mode = engine::parse_schedule_mode(name))
              opt.engine.schedule = *mode;
          },
-         "overlap: guess each next step while the current one runs and stage it in the pools "
-         "behind its commit (the same tokens); sync: one step after another")
+         "sync: one step after another; overlap: guess each next step while the current one "
+         "runs and stage it in the pools behind its commit (the same tokens; measured slower "
+         "than sync on the H200 today, see engine/README.md)")
       ->check(CLI::IsMember({"sync", "overlap"}))
-      ->default_str("overlap");
+      ->default_str("sync");
   app.add_option("--device", opt.device, "Where the model runs: cpu, cuda or cuda:N")
       ->capture_default_str();
   app.add_option("--dtype", opt.dtype,

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <map>
+#include <utility>
 
 #include "kernels/cuda/device_arena.hpp"
 #include "models/cuda/internal/nemotron_h_cuda_impl.hpp"
@@ -235,6 +236,10 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
   // The KV index region is last: only the pages this step addresses go up
   // (a decode graph's region has room for the whole pool).
   const std::size_t used = L.kvi + (kp != nullptr ? kp->kv_indices.size() : 0);
+  if (p.tl) {
+    if (auto ok = p.tl->start.record(s); !ok)
+      return ok;
+  }
   if (auto ok = p.check(cudaMemcpyAsync(p.plan.as<std::int32_t>(), hp.data(),
                                         used * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
                         "step upload");
@@ -300,7 +305,58 @@ result<void> nemotron_h_cuda::forward(const nemotron_h_batch& b, const nemotron_
         !ok)
       return ok;
   }
-  return p.stream.synchronize();
+  if (p.tl) {
+    if (auto ok = p.tl->end.record(s); !ok)
+      return ok;
+  }
+  if (auto ok = p.stream.synchronize(); !ok)
+    return ok;
+  if (p.tl) {
+    auto& t = *p.tl;
+    device_step_time step;
+    auto busy = kc::event::elapsed_ms(t.start, t.end);
+    if (!busy)
+      return busy.error();
+    step.busy_us = 1e3 * *busy;
+    if (t.has_prev) {
+      auto idle = kc::event::elapsed_ms(t.prev_end, t.start);
+      if (!idle)
+        return idle.error();
+      step.idle_before_us = 1e3 * *idle;
+    }
+    t.steps.push_back(step);
+    std::swap(t.end, t.prev_end);
+    t.has_prev = true;
+  }
+  return {};
+}
+
+void nemotron_h_cuda::record_timeline(bool on) {
+  auto& p = *impl_;
+  if (!on) {
+    p.tl.reset();
+    return;
+  }
+  if (p.tl)
+    return;
+  if (!kc::check(cudaSetDevice(p.device), "cudaSetDevice"))
+    return;
+  auto start = kc::event::make();
+  auto end = kc::event::make();
+  auto prev = kc::event::make();
+  if (!start || !end || !prev)
+    return;  // no timeline: take_timeline stays empty
+  p.tl = std::make_unique<impl::timeline>();
+  p.tl->start = std::move(*start);
+  p.tl->end = std::move(*end);
+  p.tl->prev_end = std::move(*prev);
+}
+
+std::vector<device_step_time> nemotron_h_cuda::take_timeline() {
+  auto& p = *impl_;
+  if (!p.tl)
+    return {};
+  return std::exchange(p.tl->steps, {});
 }
 
 result<void> nemotron_h_cuda::load(const nemotron_h_config& config,
@@ -327,6 +383,10 @@ struct nemotron_h_cuda::graph_cache {};
 nemotron_h_cuda::nemotron_h_cuda(std::unique_ptr<impl> p, mstar::dtype dtype)
     : impl_(std::move(p)), dtype_(dtype) {}
 void nemotron_h_cuda::set_graphs(bool, std::int64_t) {}
+void nemotron_h_cuda::record_timeline(bool) {}
+std::vector<device_step_time> nemotron_h_cuda::take_timeline() {
+  return {};
+}
 result<void> nemotron_h_cuda::load(const nemotron_h_config&, const nemotron_h_host_weights&,
                                    std::int64_t) {
   return make_error(errc::unsupported, "this build has no CUDA");

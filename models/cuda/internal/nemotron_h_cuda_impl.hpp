@@ -5,6 +5,7 @@
 // models/cuda/nemotron_h_cuda*.cpp include this, in CUDA builds.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,14 @@ struct nemotron_h_cuda::impl {
   std::vector<std::byte> host_settings;
   std::vector<std::int32_t> host_plan;
   std::uint64_t buffers_generation = 0;  // bumped whenever a work buffer moves
+  // The device timeline (record_timeline): events around the forward in
+  // flight and around the one before it, and what was measured so far.
+  struct timeline {
+    kc::event start, end, prev_end;
+    bool has_prev = false;
+    std::vector<device_step_time> steps;
+  };
+  std::unique_ptr<timeline> tl;  // null: not recording
 
   /// `graphs_read`: captured graphs address this buffer, so moving it
   /// retires them.
