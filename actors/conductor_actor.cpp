@@ -140,7 +140,7 @@ void ask_all(self_ptr self, std::function<void(std::vector<Answer>)> done, Ts...
   for (std::size_t i = 0; i < pools.size(); ++i) {
     self->request(pools[i], caf::infinite, xs...)
         .then(
-            [self, g, i, done](Answer a) {
+            [g, i, done](Answer a) {
               if (g->failed)
                 return;
               g->answers[i] = std::move(a);

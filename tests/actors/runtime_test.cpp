@@ -22,7 +22,6 @@ using engine::request_spec;
 using engine::token_id;
 
 constexpr const char* hybrid = "nemotron_h_tiny_hybrid";
-constexpr auto deadline = std::chrono::seconds(60);
 
 std::unique_ptr<models::causal_lm> fixture_model(const std::string& name = hybrid) {
   auto m = models::nemotron_h_model::load(test::model_dir(name));
