@@ -38,7 +38,7 @@ std::vector<malformed_case> cases() {
       {"duplicate_name",
        safetensors_bytes("{\"w\":" + f32_entry("[0,8]") + ",\"w\":" + f32_entry("[0,8]") + "}",
                          eight),
-       "tensor 'w': appears twice"},
+       "header has the key \"w\" twice in one object"},
       {"entry_not_object", safetensors_bytes(R"({"w": 3})"),
        "tensor 'w': entry is not a JSON object"},
       {"missing_dtype", safetensors_bytes(R"({"w": {"shape":[1],"data_offsets":[0,4]}})", "abcd"),
