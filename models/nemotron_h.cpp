@@ -58,7 +58,7 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::load(
   auto model = std::unique_ptr<nemotron_h_model>(new nemotron_h_model);
   if (auto ok = model->open_device(run); !ok)
     return ok.error();
-  auto config = nemotron_h_config::load(folder / "config.json");
+  auto config = nemotron_h_config::load(folder);  // folder/config.json, named once in errors
   if (!config)
     return config.error();
   model->config_ = std::move(*config);

@@ -171,8 +171,11 @@ result<json> parse_header_json(const reporter& r, std::string_view text) {
   return header;
 }
 
-// No two tensors with bytes may share any.
-result<void> check_no_overlap(const reporter& r, std::vector<const entry*> entries) {
+// No two tensors with bytes may share any, and together they cover the data
+// section exactly, as the format requires: a header length that is off by a
+// byte shifts every tensor and shows here, not as NaN logits later.
+result<void> check_no_overlap(const reporter& r, std::vector<const entry*> entries,
+                              std::uint64_t data_size) {
   std::sort(entries.begin(), entries.end(), [](const entry* a, const entry* b) {
     return std::pair{a->begin, a->end} < std::pair{b->begin, b->end};
   });
@@ -186,7 +189,20 @@ result<void> check_no_overlap(const reporter& r, std::vector<const entry*> entri
           fmt::format("data_offsets [{}, {}] overlap tensor '{}' at [{}, {}]", e->begin, e->end,
                       text_excerpt(previous->view.name), previous->begin, previous->end));
     }
+    if (e->begin > (previous == nullptr ? 0 : previous->end)) {
+      return r.fail(
+          fmt::format("bytes [{}, {}) of the data section belong to no tensor (is the "
+                      "header length right?)",
+                      previous == nullptr ? 0 : previous->end, e->begin));
+    }
     previous = e;
+  }
+  const std::uint64_t covered = previous == nullptr ? 0 : previous->end;
+  if (covered != data_size) {
+    return r.fail(
+        fmt::format("the tensors cover {} bytes of the {}-byte data section (is the "
+                    "header length right?)",
+                    covered, data_size));
   }
   return {};
 }
@@ -251,7 +267,7 @@ result<safetensors_file> safetensors_file::open(const std::filesystem::path& pat
   std::vector<const entry*> pointers;
   for (const auto& e : entries)
     pointers.push_back(&e);
-  if (auto ok = check_no_overlap(r, std::move(pointers)); !ok)
+  if (auto ok = check_no_overlap(r, std::move(pointers), data.size()); !ok)
     return ok.error();
 
   for (auto& e : entries) {
