@@ -232,15 +232,15 @@ result<safetensors_file> safetensors_file::open(const std::filesystem::path& pat
   }
   std::uint64_t header_size = 0;
   std::memcpy(&header_size, bytes.data(), 8);
+  if (header_size > bytes.size() - 8) {
+    return r.fail(fmt::format("header length {} runs past the end of the {}-byte file", header_size,
+                              bytes.size()));
+  }
   if (header_size > max_header_bytes) {
     return r.fail(
         fmt::format("header length {} is more than the {} bytes a safetensors header "
                     "may have",
                     header_size, max_header_bytes));
-  }
-  if (header_size > bytes.size() - 8) {
-    return r.fail(fmt::format("header length {} runs past the end of the {}-byte file", header_size,
-                              bytes.size()));
   }
   const auto header_text = std::string_view{reinterpret_cast<const char*>(bytes.data() + 8),
                                             static_cast<std::size_t>(header_size)};

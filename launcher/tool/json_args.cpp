@@ -82,7 +82,7 @@ result<std::int64_t> to_int(const json& v, std::string_view what, std::int64_t l
                             std::int64_t hi) {
   if (v.is_number_unsigned()) {
     const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi)) {
+    if (u > static_cast<std::uint64_t>(hi) || (lo > 0 && u < static_cast<std::uint64_t>(lo))) {
       return make_error(errc::out_of_range,
                         fmt::format("{} is {}, outside [{}, {}]", what, u, lo, hi));
     }

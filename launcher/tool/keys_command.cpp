@@ -40,6 +40,9 @@ exit code is 1 if any line failed. Token ids must be in [0, 2^32).)";
 
 // Refuses a layout of more than max_pages_per_line pages before it is made.
 result<void> check_pages(std::uint64_t slots, std::int64_t page_size) {
+  if (page_size < 1)
+    return make_error(errc::invalid_argument,
+                      fmt::format("page_size must be >= 1, got {}", page_size));
   const std::uint64_t pages = slots / static_cast<std::uint64_t>(page_size) +
                               (slots % static_cast<std::uint64_t>(page_size) != 0 ? 1 : 0);
   if (pages <= max_pages_per_line)

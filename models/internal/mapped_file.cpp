@@ -20,8 +20,8 @@ error system_error(const std::filesystem::path& path, const char* what, int err)
 
 result<mapped_file> mapped_file::open(const std::filesystem::path& path) {
   auto file = input_file::open(path);
-  if (!file)
-    return file.error();
+  if (!file)  // every failure to reach the bytes is an io_error here, a missing file too
+    return make_error(errc::io_error, file.error().message());
   const auto size = static_cast<std::size_t>(file->size());
   if (size == 0)
     return mapped_file{nullptr, 0};
