@@ -325,6 +325,14 @@ result<json> run_line(const std::string& line) {
 
 }  // namespace
 
+json answer_keys_line(const std::string& line, bool too_long, std::size_t number, bool& valid) {
+  auto out = too_long ? result<json>{line_too_long()} : run_line(line);
+  valid = static_cast<bool>(out);
+  if (!out)
+    return json{{"error", fmt::format("line {}: {}", number, out.error().message())}};
+  return std::move(*out);
+}
+
 void add_keys_command(CLI::App& app, int& exit_code) {
   auto* cmd =
       app.add_subcommand("keys", "Compute page keys: JSON Lines on stdin, one JSON line out");
@@ -335,14 +343,11 @@ void add_keys_command(CLI::App& app, int& exit_code) {
     bool too_long = false;
     while (read_line(std::cin, line, too_long)) {
       ++number;
-      auto out = too_long ? result<json>{line_too_long()} : run_line(line);
-      if (out) {
-        std::cout << out->dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
-      } else {
+      bool valid = true;
+      const json out = answer_keys_line(line, too_long, number, valid);
+      std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
+      if (!valid)
         exit_code = 1;
-        const json err{{"error", fmt::format("line {}: {}", number, out.error().message())}};
-        std::cout << err.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
-      }
     }
     std::cout.flush();
   });

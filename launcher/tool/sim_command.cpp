@@ -466,38 +466,53 @@ void emit(const json& line) {
 
 }  // namespace
 
+struct sim_session::state {
+  std::unique_ptr<simulator> sim;
+  std::size_t lines = 0;
+};
+
+sim_session::sim_session() : state_(std::make_unique<state>()) {}
+sim_session::~sim_session() = default;
+
+json sim_session::answer(const std::string& text, bool too_long, bool& valid) {
+  const std::size_t number = ++state_->lines;
+  auto& sim = state_->sim;
+  result<json> parsed = too_long ? result<json>{line_too_long()} : parse_line(text);
+  result<json> out = parsed ? result<json>{json{}} : result<json>{parsed.error()};
+  static const json none;
+  const json& line = parsed ? *parsed : none;
+  if (out && !sim) {
+    auto made = simulator::make(line);
+    if (made) {
+      sim = std::move(*made);
+      out = json{{"ok", true}};
+    } else {
+      out = made.error();
+    }
+  } else if (out) {
+    out = sim->run(line);
+  }
+  valid = static_cast<bool>(out);
+  if (!out)
+    return json{{"ok", false},
+                {"error", fmt::format("line {}: {}", number, out.error().message())}};
+  if (sim)
+    sim->add_state(*out);
+  return std::move(*out);
+}
+
 void add_sim_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("sim", "Replay a trace of steps and requests against the pools");
   cmd->footer(sim_help);
   cmd->callback([&exit_code] {
-    std::unique_ptr<simulator> sim;
+    sim_session session;
     std::string text;
     bool too_long = false;
-    for (std::size_t number = 1; read_line(std::cin, text, too_long); ++number) {
-      result<json> parsed = too_long ? result<json>{line_too_long()} : parse_line(text);
-      result<json> out = parsed ? result<json>{json{}} : result<json>{parsed.error()};
-      static const json none;
-      const json& line = parsed ? *parsed : none;
-      if (out && !sim) {
-        auto made = simulator::make(line);
-        if (made) {
-          sim = std::move(*made);
-          out = json{{"ok", true}};
-        } else {
-          out = made.error();
-        }
-      } else if (out) {
-        out = sim->run(line);
-      }
-      if (!out) {
+    while (read_line(std::cin, text, too_long)) {
+      bool valid = true;
+      emit(session.answer(text, too_long, valid));
+      if (!valid)
         exit_code = 1;
-        emit(json{{"ok", false},
-                  {"error", fmt::format("line {}: {}", number, out.error().message())}});
-        continue;
-      }
-      if (sim)
-        sim->add_state(*out);
-      emit(*out);
     }
     std::cout.flush();
   });
