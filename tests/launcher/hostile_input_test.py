@@ -280,7 +280,9 @@ def cases():
         model_case("run: a prompt longer than max_position_embeddings",
                    "prompt 1 has 13 tokens, more than the model's context of 8",
                    config=with_fields(max_position_embeddings=8),
-                   extra=("--prompt", "It was the best of times, it was the worst of times")),
+                   # small pools: the check comes after they are made
+                   extra=("--prompt", "It was the best of times, it was the worst of times",
+                          "--max-pages", "64", "--max-slots", "4")),
         plain("run: --prompts .", mstar_run("--prompts", "."),
               "mstar-run: --prompts: .: is a directory, not a file"),
         plain("run: --prompts /dev/zero", mstar_run("--prompts", "/dev/zero"),
