@@ -8,6 +8,7 @@
 #include "actors/pool_actor.hpp"
 #include "actors/protocol.hpp"
 #include "actors/worker_actor.hpp"
+#include "engine/pool_memory.hpp"
 #include "models/nemotron_h.hpp"
 
 namespace mstar::actors {
@@ -98,6 +99,8 @@ result<std::unique_ptr<runtime>> runtime::launch(std::unique_ptr<runtime> rt,
   auto spec = model->pools(config.pools);
   if (!spec)
     return spec.error();
+  if (auto ok = engine::check_pool_memory(*spec, !model->on_gpu(), config.pools.max_memory); !ok)
+    return ok.error();
   if (!spec->memory)
     spec->memory = config.host_memory;
   // One pool set per pool actor, each holding its one pool.

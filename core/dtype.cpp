@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/untrusted_json.hpp"
+
 namespace mstar {
 
 std::string_view to_string(dtype t) noexcept {
@@ -26,9 +28,9 @@ result<dtype> parse_dtype(std::string_view name) {
     return dtype::bfloat16;
   if (bare == "float16" || bare == "half")
     return dtype::float16;
-  return make_error(
-      errc::invalid_argument,
-      fmt::format("'{}' is not a supported dtype (float32, bfloat16, float16)", name));
+  return make_error(errc::invalid_argument,
+                    fmt::format("'{}' is not a supported dtype (float32, bfloat16, float16)",
+                                text_excerpt(name)));
 }
 
 }  // namespace mstar

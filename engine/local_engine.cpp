@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/pool_memory.hpp"
 #include "engine/preprocess.hpp"
 
 namespace mstar::engine {
@@ -92,6 +93,8 @@ result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models:
     spec->memory = config.host_memory;
   if (!spec)
     return spec.error();
+  if (auto ok = check_pool_memory(*spec, !model->on_gpu(), config.pools.max_memory); !ok)
+    return ok.error();
   auto pools = pool_set::make(*spec);
   if (!pools)
     return pools.error();

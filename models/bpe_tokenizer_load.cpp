@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "core/untrusted_json.hpp"
 #include "models/internal/bpe_state.hpp"
 #include "models/internal/json_text.hpp"
 #include "models/internal/pretokenize.hpp"
@@ -49,8 +50,8 @@ bool is_unset(const json& node, std::string_view key) {
 result<void> read_pre_tokenizer(const reporter& r, const json& doc, state& s) {
   const auto normalizer = doc.find("normalizer");
   if (normalizer != doc.end() && !normalizer->is_null()) {
-    return r.unsupported(
-        "normalizer", fmt::format("type '{}' is not supported (only null)", type_of(*normalizer)));
+    return r.unsupported("normalizer", fmt::format("type '{}' is not supported (only null)",
+                                                   text_excerpt(type_of(*normalizer))));
   }
   const auto pre = doc.find("pre_tokenizer");
   if (pre == doc.end() || pre->is_null()) {
@@ -65,8 +66,8 @@ result<void> read_pre_tokenizer(const reporter& r, const json& doc, state& s) {
     level = &(*list)[0];
   }
   if (type_of(*level) != "ByteLevel") {
-    return r.unsupported("pre_tokenizer",
-                         fmt::format("type '{}' is not supported (ByteLevel)", type_of(*level)));
+    return r.unsupported("pre_tokenizer", fmt::format("type '{}' is not supported (ByteLevel)",
+                                                      text_excerpt(type_of(*level))));
   }
   const auto prefix = flag(r, *level, "add_prefix_space", false, "pre_tokenizer");
   if (!prefix)
@@ -78,8 +79,8 @@ result<void> read_pre_tokenizer(const reporter& r, const json& doc, state& s) {
   s.use_regex = *regex;
   const auto decoder = doc.find("decoder");
   if (decoder != doc.end() && !decoder->is_null() && type_of(*decoder) != "ByteLevel") {
-    return r.unsupported("decoder",
-                         fmt::format("type '{}' is not supported (ByteLevel)", type_of(*decoder)));
+    return r.unsupported("decoder", fmt::format("type '{}' is not supported (ByteLevel)",
+                                                text_excerpt(type_of(*decoder))));
   }
   return {};
 }
@@ -90,8 +91,8 @@ result<void> read_vocab(const reporter& r, const json& model, state& s) {
     return r.bad("model.vocab", "not an object");
   for (const auto& [token, id] : vocab->items()) {
     if (!id.is_number_unsigned() || id.get<std::uint64_t>() > 0x7FFFFFFFU) {
-      return r.bad("model.vocab",
-                   fmt::format("id of '{}' is {}, not a non-negative integer", token, id.dump()));
+      return r.bad("model.vocab", fmt::format("id of '{}' is {}, not a non-negative integer",
+                                              text_excerpt(token), json_excerpt(id)));
     }
     s.vocab.emplace(token, static_cast<token_id>(id.get<std::uint64_t>()));
   }
@@ -121,10 +122,11 @@ result<void> read_merges(const reporter& r, const json& model, state& s) {
     const auto pair = merge_pair((*merges)[i]);
     const auto field = fmt::format("model.merges[{}]", i);
     if (!pair)
-      return r.bad(field, fmt::format("{} is not \"a b\" or [\"a\", \"b\"]", (*merges)[i].dump()));
+      return r.bad(field,
+                   fmt::format("{} is not \"a b\" or [\"a\", \"b\"]", json_excerpt((*merges)[i])));
     for (const auto& part : {pair->first, pair->second, pair->first + pair->second}) {
       if (!s.vocab.contains(part))
-        return r.bad(field, fmt::format("'{}' is not in the vocab", part));
+        return r.bad(field, fmt::format("'{}' is not in the vocab", text_excerpt(part)));
     }
     s.merge_ranks.emplace(internal::merge_key(pair->first, pair->second),
                           static_cast<std::uint32_t>(i));
@@ -137,7 +139,8 @@ result<void> read_model(const reporter& r, const json& doc, state& s) {
   if (model == doc.end() || !model->is_object())
     return r.bad("model", "not an object");
   if (const auto type = type_of(*model); !type.empty() && type != "BPE") {
-    return r.unsupported("model.type", fmt::format("'{}' is not supported (BPE)", type));
+    return r.unsupported("model.type",
+                         fmt::format("'{}' is not supported (BPE)", text_excerpt(type)));
   }
   for (const char* key :
        {"byte_fallback", "continuing_subword_prefix", "end_of_word_suffix", "dropout"}) {
@@ -163,7 +166,8 @@ result<void> read_model(const reporter& r, const json& doc, state& s) {
   return {};
 }
 
-result<void> read_added(const reporter& r, const json& doc, state& s, std::vector<bool>& special) {
+result<void> read_added(const reporter& r, const json& doc, state& s,
+                        std::vector<token_id>& special_ids) {
   const auto added = doc.find("added_tokens");
   if (added == doc.end() || added->is_null())
     return {};
@@ -184,8 +188,8 @@ result<void> read_added(const reporter& r, const json& doc, state& s, std::vecto
     if (!is_special)
       return is_special.error();
     s.added.push_back({item["content"].get<std::string>(), id});
-    special.resize(std::max<std::size_t>(special.size(), std::size_t{id} + 1));
-    special[id] = *is_special;
+    if (*is_special)
+      special_ids.push_back(id);
   }
   std::stable_sort(s.added.begin(), s.added.end(), [](const auto& a, const auto& b) {
     return a.content.size() > b.content.size();
@@ -193,11 +197,48 @@ result<void> read_added(const reporter& r, const json& doc, state& s, std::vecto
   return {};
 }
 
-// Decode tables; every vocab spelling must be byte-level (code points of the table).
-result<void> build_id_tables(const reporter& r, state& s, const std::vector<bool>& special) {
-  std::size_t size = special.size();
-  for (const auto& [token, id] : s.vocab)
+// Every id below `bound`: the model's vocabulary when known, else twice the
+// entries the file lists (a table at most half empty), so a sparse id in a
+// small file cannot make a giant table.
+result<std::size_t> check_ids(const reporter& r, const state& s, std::size_t added_count,
+                              std::int64_t vocab_size) {
+  const std::size_t entries = s.vocab.size() + added_count;
+  const auto bound = vocab_size > 0 ? static_cast<std::size_t>(vocab_size) : 2 * entries + 256;
+  const auto why =
+      vocab_size > 0
+          ? fmt::format("the model's vocabulary of {} (config.json vocab_size)", vocab_size)
+          : fmt::format(
+                "{}, twice the {} entries the file lists (ids that sparse "
+                "are refused)",
+                bound, entries);
+  std::size_t size = 0;
+  for (const auto& [token, id] : s.vocab) {
+    if (std::size_t{id} >= bound) {
+      return r.bad("model.vocab",
+                   fmt::format("id {} of '{}' is outside {}", id, text_excerpt(token), why));
+    }
     size = std::max<std::size_t>(size, std::size_t{id} + 1);
+  }
+  for (const auto& token : s.added) {
+    if (std::size_t{token.id} >= bound) {
+      return r.bad("added_tokens", fmt::format("id {} of '{}' is outside {}", token.id,
+                                               text_excerpt(token.content), why));
+    }
+    size = std::max<std::size_t>(size, std::size_t{token.id} + 1);
+  }
+  return size;
+}
+
+// Decode tables; every vocab spelling must be byte-level (code points of the table).
+result<void> build_id_tables(const reporter& r, state& s, const std::vector<token_id>& special_ids,
+                             std::int64_t vocab_size) {
+  const auto checked = check_ids(r, s, s.added.size(), vocab_size);
+  if (!checked)
+    return checked.error();
+  const std::size_t size = *checked;
+  std::vector<bool> special(size);
+  for (const token_id id : special_ids)
+    special[id] = true;
   s.id_text.assign(size, {});
   s.id_kind.assign(size, state::kind::none);
   for (const auto& [token, id] : s.vocab) {
@@ -206,7 +247,8 @@ result<void> build_id_tables(const reporter& r, state& s, const std::vector<bool
       const auto [code_point, length] = internal::decode_utf8(token, at);
       const auto byte = internal::code_point_to_byte(code_point);
       if (!byte)
-        return r.bad("model.vocab", fmt::format("'{}' is not byte-level text", token));
+        return r.bad("model.vocab",
+                     fmt::format("'{}' is not byte-level text", text_excerpt(token)));
       bytes.push_back(static_cast<char>(*byte));
       at += length;
     }
@@ -237,7 +279,8 @@ result<void> check_alphabet(const reporter& r, const state& s) {
 
 }  // namespace
 
-result<bpe_tokenizer> bpe_tokenizer::parse(std::string_view json_text, std::string_view label) {
+result<bpe_tokenizer> bpe_tokenizer::parse(std::string_view json_text, std::string_view label,
+                                           std::int64_t vocab_size) {
   auto doc = internal::parse_json(json_text, label);
   if (!doc)
     return doc.error();
@@ -245,25 +288,26 @@ result<bpe_tokenizer> bpe_tokenizer::parse(std::string_view json_text, std::stri
   if (!doc->is_object())
     return make_error(errc::parse_error, fmt::format("{}: not a JSON object", label));
   auto tables = std::make_unique<state>();
-  std::vector<bool> special;
+  std::vector<token_id> special;
   if (auto ok = read_pre_tokenizer(r, *doc, *tables); !ok)
     return ok.error();
   if (auto ok = read_model(r, *doc, *tables); !ok)
     return ok.error();
   if (auto ok = read_added(r, *doc, *tables, special); !ok)
     return ok.error();
-  if (auto ok = build_id_tables(r, *tables, special); !ok)
+  if (auto ok = build_id_tables(r, *tables, special, vocab_size); !ok)
     return ok.error();
   if (auto ok = check_alphabet(r, *tables); !ok)
     return ok.error();
   return bpe_tokenizer{std::move(tables)};
 }
 
-result<bpe_tokenizer> bpe_tokenizer::load(const std::filesystem::path& path) {
+result<bpe_tokenizer> bpe_tokenizer::load(const std::filesystem::path& path,
+                                          std::int64_t vocab_size) {
   auto text = internal::read_text_file(path);
   if (!text)
     return text.error();
-  return parse(*text, path.string());
+  return parse(*text, path.string(), vocab_size);
 }
 
 }  // namespace mstar::models

@@ -30,8 +30,11 @@ struct pool_options {
   std::int64_t page_size = 16;
   std::int64_t max_num_pages = 4096;
   std::int64_t max_slots = 64;  ///< recurrent slots, the sink included
-  bool prefix_cache = true;     ///< honoured only by prefix-skip-safe models
-  std::string salt;             ///< prefix-cache salt (tenant)
+  /// The most bytes the pools may take (engine/pool_memory.hpp checks it
+  /// before they are made); 0: only the host's own limits.
+  std::uint64_t max_memory = 0;
+  bool prefix_cache = true;  ///< honoured only by prefix-skip-safe models
+  std::string salt;          ///< prefix-cache salt (tenant)
 };
 
 /// Where and in what precision a model runs.

@@ -58,20 +58,22 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::load(
   auto model = std::unique_ptr<nemotron_h_model>(new nemotron_h_model);
   if (auto ok = model->open_device(run); !ok)
     return ok.error();
-  auto config = nemotron_h_config::load(folder / "config.json");
+  auto config = nemotron_h_config::load(folder);  // folder/config.json, named once in errors
   if (!config)
     return config.error();
   model->config_ = std::move(*config);
   if (auto ok = model->config_.validate(); !ok)
     return ok.error().with_context(folder.string());
-  auto tok = load_tokenizer(folder);
+  // Weights before the tokenizer: their shapes prove vocab_size, which then
+  // bounds the tokenizer's ids (and so its tables).
+  if (auto ok = model->load_weights(folder); !ok)
+    return ok.error();
+  auto tok = load_tokenizer(folder, model->config_.vocab_size);
   if (tok) {
     model->tokenizer_ = std::move(*tok);
   } else if (tok.error().code() != errc::not_found) {
     return tok.error();  // a tokenizer that is there but broken is an error; none is not
   }
-  if (auto ok = model->load_weights(folder); !ok)
-    return ok.error();
   auto ckpt = safetensors_checkpoint::open(folder);
   if (!ckpt)
     return ckpt.error();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "core/untrusted_json.hpp"
 #include "models/internal/config_readers.hpp"
 #include "models/internal/json_fields.hpp"
 
@@ -71,7 +72,7 @@ void read_limits(const json_fields& fields, reader& in, std::array<double, 2>& o
   const auto high = low ? internal::tolerant_number((*value)[1]) : std::nullopt;
   if (!high) {
     in.set_error(
-        fields.fail(key, fmt::format("expected [min, max] numbers, got {}", value->dump())));
+        fields.fail(key, fmt::format("expected [min, max] numbers, got {}", json_excerpt(*value))));
     return;
   }
   out = {*low, *high};
@@ -91,7 +92,8 @@ void read_eos(const json_fields& fields, reader& in, std::vector<std::int64_t>& 
     const auto id = internal::tolerant_integer(item);
     if (!id) {
       in.set_error(fields.fail(
-          "eos_token_id", fmt::format("expected an id or a list of ids, got {}", value->dump())));
+          "eos_token_id",
+          fmt::format("expected an id or a list of ids, got {}", json_excerpt(*value))));
       return;
     }
     ids.push_back(*id);

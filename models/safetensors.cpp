@@ -6,10 +6,10 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <utility>
 
 #include "core/checked.hpp"
+#include "core/untrusted_json.hpp"
 #include "models/internal/mapped_file.hpp"
 
 namespace mstar::models {
@@ -54,6 +54,9 @@ const dtype_info* find_dtype(std::string_view name) {
   return nullptr;
 }
 
+// The format's own bound on the JSON header (the reference reader's limit).
+constexpr std::uint64_t max_header_bytes = 100'000'000;
+
 // A parsed header entry before its bytes are attached.
 struct entry {
   tensor_view view;
@@ -69,7 +72,8 @@ struct reporter {
     return make_error(errc::parse_error, fmt::format("{}: {}", file, reason));
   }
   error fail(std::string_view tensor, std::string_view reason) const {
-    return make_error(errc::parse_error, fmt::format("{}: tensor '{}': {}", file, tensor, reason));
+    return make_error(errc::parse_error,
+                      fmt::format("{}: tensor '{}': {}", file, text_excerpt(tensor), reason));
   }
 };
 
@@ -80,8 +84,8 @@ result<std::vector<std::int64_t>> parse_shape(const reporter& r, const std::stri
   std::vector<std::int64_t> dims;
   for (const auto& dim : shape) {
     if (!dim.is_number_integer() || dim.get<std::int64_t>() < 0) {
-      return r.fail(name,
-                    fmt::format("'shape' entry {} is not a non-negative integer", dim.dump()));
+      return r.fail(
+          name, fmt::format("'shape' entry {} is not a non-negative integer", json_excerpt(dim)));
     }
     dims.push_back(dim.get<std::int64_t>());
   }
@@ -104,15 +108,15 @@ result<entry> parse_entry(const reporter& r, const std::string& name, const json
   const auto dtype_name = dtype_it->get<std::string>();
   const dtype_info* info = find_dtype(dtype_name);
   if (info == nullptr)
-    return r.fail(name, fmt::format("unknown dtype '{}'", dtype_name));
+    return r.fail(name, fmt::format("unknown dtype '{}'", text_excerpt(dtype_name)));
   auto shape = parse_shape(r, name, *shape_it);
   if (!shape)
     return shape.error();
   const json& offsets = *offsets_it;
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
       !offsets[1].is_number_unsigned()) {
-    return r.fail(
-        name, fmt::format("'data_offsets' {} is not two non-negative integers", offsets.dump()));
+    return r.fail(name, fmt::format("'data_offsets' {} is not two non-negative integers",
+                                    json_excerpt(offsets)));
   }
   entry out;
   out.begin = offsets[0].get<std::uint64_t>();
@@ -148,36 +152,30 @@ result<std::map<std::string, std::string>> parse_metadata(const reporter& r, con
   std::map<std::string, std::string> out;
   for (const auto& [key, item] : value.items()) {
     if (!item.is_string()) {
-      return r.fail(fmt::format("'__metadata__' value for '{}' is not a string", key));
+      return r.fail(
+          fmt::format("'__metadata__' value for '{}' is not a string", text_excerpt(key)));
     }
     out.emplace(key, item.get<std::string>());
   }
   return out;
 }
 
-// Parses the header text, refusing duplicate top-level keys (nlohmann keeps the last).
+// Parses the header text within the depth limit, refusing a key that appears
+// twice in one object (nlohmann would keep the last).
 result<json> parse_header_json(const reporter& r, std::string_view text) {
-  std::set<std::string, std::less<>> seen;
-  std::string duplicate;
-  const auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::key && depth == 1 && duplicate.empty() &&
-        !seen.insert(parsed.get<std::string>()).second) {
-      duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  json header = json::parse(text, on_event, /*allow_exceptions=*/false);
-  if (header.is_discarded())
-    return r.fail("header is not valid JSON");
-  if (!duplicate.empty())
-    return r.fail(duplicate, "appears twice in the header");
-  if (!header.is_object())
+  auto header = parse_untrusted_json<json>(text, "header", {.allow_duplicate_keys = false});
+  if (!header)
+    return r.fail(header.error().message());
+  if (!header->is_object())
     return r.fail("header is not a JSON object");
   return header;
 }
 
-// No two tensors with bytes may share any.
-result<void> check_no_overlap(const reporter& r, std::vector<const entry*> entries) {
+// No two tensors with bytes may share any, and together they cover the data
+// section exactly, as the format requires: a header length that is off by a
+// byte shifts every tensor and shows here, not as NaN logits later.
+result<void> check_no_overlap(const reporter& r, std::vector<const entry*> entries,
+                              std::uint64_t data_size) {
   std::sort(entries.begin(), entries.end(), [](const entry* a, const entry* b) {
     return std::pair{a->begin, a->end} < std::pair{b->begin, b->end};
   });
@@ -186,11 +184,25 @@ result<void> check_no_overlap(const reporter& r, std::vector<const entry*> entri
     if (e->begin == e->end)
       continue;
     if (previous != nullptr && e->begin < previous->end) {
-      return r.fail(e->view.name,
-                    fmt::format("data_offsets [{}, {}] overlap tensor '{}' at [{}, {}]", e->begin,
-                                e->end, previous->view.name, previous->begin, previous->end));
+      return r.fail(
+          e->view.name,
+          fmt::format("data_offsets [{}, {}] overlap tensor '{}' at [{}, {}]", e->begin, e->end,
+                      text_excerpt(previous->view.name), previous->begin, previous->end));
+    }
+    if (e->begin > (previous == nullptr ? 0 : previous->end)) {
+      return r.fail(
+          fmt::format("bytes [{}, {}) of the data section belong to no tensor (is the "
+                      "header length right?)",
+                      previous == nullptr ? 0 : previous->end, e->begin));
     }
     previous = e;
+  }
+  const std::uint64_t covered = previous == nullptr ? 0 : previous->end;
+  if (covered != data_size) {
+    return r.fail(
+        fmt::format("the tensors cover {} bytes of the {}-byte data section (is the "
+                    "header length right?)",
+                    covered, data_size));
   }
   return {};
 }
@@ -224,6 +236,12 @@ result<safetensors_file> safetensors_file::open(const std::filesystem::path& pat
     return r.fail(fmt::format("header length {} runs past the end of the {}-byte file", header_size,
                               bytes.size()));
   }
+  if (header_size > max_header_bytes) {
+    return r.fail(
+        fmt::format("header length {} is more than the {} bytes a safetensors header "
+                    "may have",
+                    header_size, max_header_bytes));
+  }
   const auto header_text = std::string_view{reinterpret_cast<const char*>(bytes.data() + 8),
                                             static_cast<std::size_t>(header_size)};
   auto header = parse_header_json(r, header_text);
@@ -249,7 +267,7 @@ result<safetensors_file> safetensors_file::open(const std::filesystem::path& pat
   std::vector<const entry*> pointers;
   for (const auto& e : entries)
     pointers.push_back(&e);
-  if (auto ok = check_no_overlap(r, std::move(pointers)); !ok)
+  if (auto ok = check_no_overlap(r, std::move(pointers), data.size()); !ok)
     return ok.error();
 
   for (auto& e : entries) {

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <set>
 
+#include "core/untrusted_json.hpp"
 #include "models/internal/json_text.hpp"
 #include "models/safetensors.hpp"
 
@@ -33,7 +34,7 @@ result<std::map<std::string, std::string>> read_weight_map(const fs::path& index
     if (!plain) {
       return index_error(index, fmt::format("weight_map entry '{}' is {}, not a file name in "
                                             "the folder",
-                                            tensor, file.dump()));
+                                            text_excerpt(tensor), json_excerpt(file)));
     }
     out.emplace(tensor, file.get<std::string>());
   }
@@ -95,7 +96,7 @@ result<safetensors_checkpoint> safetensors_checkpoint::open(const fs::path& fold
       if (!fresh) {
         return make_error(
             errc::parse_error,
-            fmt::format("{}: tensor '{}' is in both {} and {}", folder.string(), name,
+            fmt::format("{}: tensor '{}' is in both {} and {}", folder.string(), text_excerpt(name),
                         it->second->path().filename().string(), file.path().filename().string()));
       }
     }
@@ -104,7 +105,8 @@ result<safetensors_checkpoint> safetensors_checkpoint::open(const fs::path& fold
     const auto it = out.index_.find(tensor);
     if (it == out.index_.end() || it->second->path().filename() != file) {
       return index_error(folder / index_name,
-                         fmt::format("tensor '{}' is mapped to {} but is not in it", tensor, file));
+                         fmt::format("tensor '{}' is mapped to {} but is not in it",
+                                     text_excerpt(tensor), text_excerpt(file)));
     }
   }
   return out;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/checked.hpp"
+#include "core/untrusted_json.hpp"
 #include "models/internal/json_fields.hpp"
 #include "models/internal/json_text.hpp"
 
@@ -23,16 +25,19 @@ result<std::unique_ptr<tokenizer>> declared_tokenizer(const nlohmann::json& conf
     if (!type)
       return type.error();
     if (*type != "bytes")
-      return bad(fmt::format("type '{}' is not \"bytes\"", *type));
+      return bad(fmt::format("type '{}' is not \"bytes\"", text_excerpt(*type)));
     auto read = inner.integer("offset", 0);
     if (!read)
       return read.error();
     offset = *read;
   } else if (!declared.is_string() || declared.get<std::string>() != "bytes") {
     return bad(fmt::format("{} is neither \"bytes\" nor {{\"type\": \"bytes\", \"offset\": n}}",
-                           declared.dump()));
+                           json_excerpt(declared)));
   }
-  auto vocab = fields.integer("vocab_size", offset + 256);
+  const auto fallback = checked_add<std::int64_t>(offset, 256);
+  if (!fallback)
+    return bad(fmt::format("offset {} leaves no room for 256 byte ids", offset));
+  auto vocab = fields.integer("vocab_size", *fallback);
   if (!vocab)
     return vocab.error();
   auto made = byte_tokenizer::make(offset, *vocab);
@@ -44,11 +49,20 @@ result<std::unique_ptr<tokenizer>> declared_tokenizer(const nlohmann::json& conf
 }  // namespace
 
 result<byte_tokenizer> byte_tokenizer::make(std::int64_t offset, std::int64_t vocab_size) {
-  if (offset < 0 || vocab_size < offset + 256) {
+  constexpr std::int64_t max_ids = std::int64_t{1} << 32;  // what a token_id can name
+  if (vocab_size > max_ids) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("a byte tokenizer's vocabulary of {} is more than the 2^32 ids "
+                                  "a token id can name",
+                                  vocab_size));
+  }
+  // Written so no sum can overflow: offset near INT64_MAX is refused here.
+  if (offset < 0 || vocab_size < 256 || offset > vocab_size - 256) {
+    const auto last = checked_add<std::int64_t>(offset, 255);
     return make_error(errc::invalid_argument,
                       fmt::format("byte tokenizer with offset {} needs ids up to {}, but the "
                                   "vocabulary has {}",
-                                  offset, offset + 255, vocab_size));
+                                  offset, last ? fmt::to_string(*last) : "past 2^63", vocab_size));
   }
   return byte_tokenizer{offset, vocab_size};
 }
@@ -76,7 +90,8 @@ std::string byte_tokenizer::decode(std::span<const token_id> ids, bool skip_spec
   return out;
 }
 
-result<std::unique_ptr<tokenizer>> load_tokenizer(const std::filesystem::path& folder) {
+result<std::unique_ptr<tokenizer>> load_tokenizer(const std::filesystem::path& folder,
+                                                  std::int64_t vocab_size) {
   const auto config_path = folder / "config.json";
   std::error_code ec;
   if (std::filesystem::exists(config_path, ec)) {
@@ -94,7 +109,7 @@ result<std::unique_ptr<tokenizer>> load_tokenizer(const std::filesystem::path& f
                                   "mstar_tokenizer",
                                   folder.string()));
   }
-  auto bpe = bpe_tokenizer::load(json_path);
+  auto bpe = bpe_tokenizer::load(json_path, vocab_size);
   if (!bpe)
     return bpe.error();
   return std::unique_ptr<tokenizer>{std::make_unique<bpe_tokenizer>(std::move(*bpe))};

@@ -79,12 +79,17 @@ class byte_tokenizer final : public tokenizer {
 /// lstrip/rstrip/single_word flags are not applied.
 class bpe_tokenizer final : public tokenizer {
  public:
-  /// Reads and checks a tokenizer.json file.
-  [[nodiscard]] static result<bpe_tokenizer> load(const std::filesystem::path& path);
+  /// Reads and checks a tokenizer.json file (see parse for `vocab_size`).
+  [[nodiscard]] static result<bpe_tokenizer> load(const std::filesystem::path& path,
+                                                  std::int64_t vocab_size = 0);
 
-  /// Parses tokenizer.json text; `label` names it in errors.
+  /// Parses tokenizer.json text; `label` names it in errors. Every id must be
+  /// below `vocab_size` (the model's vocabulary) when it is positive, else
+  /// below twice the number of entries the file lists: the decode table is
+  /// as large as the largest id, so a sparse id is an error, not a giant table.
   [[nodiscard]] static result<bpe_tokenizer> parse(std::string_view json_text,
-                                                   std::string_view label = "tokenizer.json");
+                                                   std::string_view label = "tokenizer.json",
+                                                   std::int64_t vocab_size = 0);
 
   /// Move-only; the tables move with the handle.
   bpe_tokenizer(bpe_tokenizer&&) noexcept;
@@ -109,10 +114,11 @@ class bpe_tokenizer final : public tokenizer {
 };
 
 /// The tokenizer of a model folder: the one config.json declares under
-/// `mstar_tokenizer` when present, else `tokenizer.json`. Fails (not_found)
-/// when the folder has neither, and with the reader's message when the
-/// declaration or file is malformed.
-[[nodiscard]] result<std::unique_ptr<tokenizer>> load_tokenizer(
-    const std::filesystem::path& folder);
+/// `mstar_tokenizer` when present, else `tokenizer.json`, whose ids must be
+/// below `vocab_size` when it is positive (the model's vocabulary). Fails
+/// (not_found) when the folder has neither, and with the reader's message
+/// when the declaration or file is malformed.
+[[nodiscard]] result<std::unique_ptr<tokenizer>> load_tokenizer(const std::filesystem::path& folder,
+                                                                std::int64_t vocab_size = 0);
 
 }  // namespace mstar::models

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <random>
 
+#include "core/untrusted_json.hpp"
 #include "models/tokenizer.hpp"
 #include "serve/internal/json_fields.hpp"
 
@@ -192,13 +193,10 @@ api_result<bool> read_messages(const json& body, generation_request& r) {
 
 api_result<generation_request> parse_request(std::string_view body, endpoint kind,
                                              const served_model& model) {
-  if (auto depth = internal::nesting_depth(body); depth > internal::max_json_depth) {
-    return bad_request(
-        fmt::format("the body nests deeper than {} levels", internal::max_json_depth));
-  }
-  const json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded())
-    return bad_request("the body is not valid JSON", "", "invalid_json");
+  auto parsed = parse_untrusted_json<json>(body, "the body");
+  if (!parsed)
+    return bad_request(parsed.error().message(), "", "invalid_json");
+  const json& doc = *parsed;
   if (!doc.is_object())
     return bad_request("the body must be a JSON object", "", "invalid_json");
   if (auto ok = refuse_unsupported(doc); !ok)

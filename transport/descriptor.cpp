@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/hex.hpp"
+#include "core/untrusted_json.hpp"
 
 namespace mstar::transport {
 
@@ -121,8 +122,11 @@ std::string to_json(const arena_descriptor& d) {
 }
 
 caf::expected<arena_descriptor> descriptor_from_json(std::string_view text) {
-  const json object = json::parse(text, nullptr, false);
-  if (object.is_discarded() || !object.is_object())
+  auto parsed = mstar::parse_untrusted_json<json>(text, "arena descriptor");
+  if (!parsed)
+    return failure(mstar::errc::parse_error, parsed.error().message());
+  const json& object = *parsed;
+  if (!object.is_object())
     return failure(mstar::errc::parse_error, "arena descriptor: not a JSON object");
   arena_descriptor d;
   auto owner = field<std::string>(object, "owner");

@@ -1,6 +1,25 @@
 #include "launcher/common/engine_cli.hpp"
 
+#include <charconv>
+#include <fmt/format.h>
+
+#include "core/untrusted_json.hpp"
+
 namespace mstar::launcher {
+
+CLI::Validator whole_number_at_least(long long lo) {
+  return CLI::Validator(
+      [lo](std::string& text) -> std::string {
+        long long value = 0;
+        const auto* end = text.data() + text.size();
+        const auto [stop, ec] = std::from_chars(text.data(), end, value);
+        if (ec != std::errc{} || stop != end || value < lo) {
+          return fmt::format("must be a whole number >= {}, got '{}'", lo, text_excerpt(text));
+        }
+        return {};
+      },
+      fmt::format("INT >= {}", lo));
+}
 
 void add_engine_options(CLI::App& app, engine_cli& opt) {
   app.add_option("--page-size", opt.engine.pools.page_size, "KV page size in tokens")
@@ -9,6 +28,10 @@ void add_engine_options(CLI::App& app, engine_cli& opt) {
       ->check(CLI::Range(2, 1 << 24));
   app.add_option("--max-slots", opt.engine.pools.max_slots, "Recurrent state slots (sink included)")
       ->check(CLI::Range(2, 1 << 20));
+  app.add_option("--max-memory", opt.engine.pools.max_memory,
+                 "The most memory the KV and recurrent pools may take, e.g. 8G or 512M (refused "
+                 "at start when the pool sizes need more; default: what the host has free)")
+      ->transform(CLI::AsSizeValue(false));
   app.add_option("--max-batched-tokens", opt.engine.scheduler.max_batched_tokens,
                  "Tokens one step may feed (prefill chunks and decode rows)")
       ->check(CLI::Range(1, 1 << 20))

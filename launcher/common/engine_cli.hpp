@@ -19,9 +19,14 @@ struct engine_cli {
   bool no_graphs = false;
 };
 
-/// Adds --page-size, --max-pages, --max-slots, --max-batched-tokens,
+/// Adds --page-size, --max-pages, --max-slots, --max-memory, --max-batched-tokens,
 /// --max-running, --schedule, --device, --dtype and --no-cuda-graphs.
 void add_engine_options(CLI::App& app, engine_cli& opt);
+
+/// A CLI11 check that the value is a whole number >= `lo`, failing as people
+/// write it: "must be a whole number >= 0, got -5" (CLI11's own ranges print
+/// the type's limits, 309 digits for a double).
+[[nodiscard]] CLI::Validator whole_number_at_least(long long lo);
 
 /// The model's run options from the parsed flags (a bad --dtype is an error).
 [[nodiscard]] result<models::run_options> run_options_of(const engine_cli& opt);

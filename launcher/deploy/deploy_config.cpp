@@ -5,6 +5,7 @@
 #include <sstream>
 #include <yaml-cpp/yaml.h>
 
+#include "core/input_file.hpp"
 #include "launcher/deploy/internal/checks.hpp"
 #include "launcher/deploy/internal/map_reader.hpp"
 
@@ -248,18 +249,14 @@ result<deployment_config> parse_deployment(std::string_view yaml, const fs::path
 }
 
 result<deployment_config> load_deployment(const fs::path& file) {
-  std::ifstream in{file, std::ios::binary};
-  if (!in)
-    return make_error(errc::not_found,
-                      fmt::format("{}: cannot open the deployment file", file.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad())
-    return make_error(errc::io_error, fmt::format("{}: read failed", file.string()));
+  // A regular file of bounded size only: a FIFO or a device would hang or fill memory.
+  auto text = read_input_file(file, std::uint64_t{16} << 20);
+  if (!text)
+    return text.error().with_context("the deployment file");
   std::error_code ec;
   const fs::path absolute = fs::absolute(file, ec);
   const fs::path base = (ec ? file : absolute).parent_path();
-  auto parsed = parse_deployment(text.str(), base);
+  auto parsed = parse_deployment(*text, base);
   if (!parsed)
     return parsed.error().with_context(file.string());
   return parsed;

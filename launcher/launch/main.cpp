@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "launcher/common/guarded_main.hpp"
 #include "launcher/deploy/deploy_config.hpp"
 #include "launcher/launch/credentials_setup.hpp"
 #include "launcher/launch/job_rank.hpp"
@@ -91,9 +92,7 @@ void announce(const deploy::deployment_config& config, const options& opt, std::
   std::fflush(stdout);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{
       "mstar-launch: starts every mstar-node of a deployment file (here, over ssh, or as one "
       "rank of a Slurm or torchrun-style job), prefixes their output with their names, waits for "
@@ -163,4 +162,10 @@ int main(int argc, char** argv) {
                                          ? "the start failed"
                                          : "the deployment lost what it needs to serve");
   return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return mstar::launcher::guarded_main("mstar-launch", [&] { return run(argc, argv); });
 }

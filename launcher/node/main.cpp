@@ -26,6 +26,7 @@
 #include "actors/runtime.hpp"
 #include "actors/transfer_actor.hpp"
 #include "launcher/common/chat.hpp"
+#include "launcher/common/guarded_main.hpp"
 #include "launcher/common/served.hpp"
 #include "launcher/deploy/credentials.hpp"
 #include "launcher/deploy/deploy_config.hpp"
@@ -241,9 +242,7 @@ class rejoiner {
   std::thread thread_;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{
       "mstar-node: one node of a prefill/decode deployment described by a YAML file "
       "(launcher/deploy/README.md). mstar-launch starts every node; run this by hand to start "
@@ -463,4 +462,10 @@ int main(int argc, char** argv) {
   spdlog::info("stopping");
   rt.stop();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return mstar::launcher::guarded_main("mstar-node", [&] { return run(argc, argv); });
 }

@@ -4,13 +4,14 @@
 #include <charconv>
 #include <cstdio>
 #include <fmt/format.h>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "actors/runtime.hpp"
+#include "core/input_file.hpp"
 #include "engine/preprocess.hpp"
 #include "launcher/common/engine_cli.hpp"
+#include "launcher/common/guarded_main.hpp"
 #include "models/nemotron_h.hpp"
 
 namespace {
@@ -29,6 +30,7 @@ struct options {
   bool ignore_eos = false;
   bool json = false;
   bool logits = false;
+  bool allow_long_prompt = false;
   mstar::launcher::engine_cli engine;
 };
 
@@ -107,9 +109,47 @@ void print_summary(const std::vector<completion>& results, double wall_s) {
                1e3 * tpot, static_cast<double>(generated) / wall_s);
 }
 
-}  // namespace
+// The prompts of a --prompts file, one per non-empty line; a file that
+// cannot be read or holds none is an error.
+mstar::result<std::vector<std::string>> read_prompts(const std::string& path) {
+  auto text = mstar::read_input_file(path);
+  if (!text)
+    return text.error().with_context("--prompts");
+  std::vector<std::string> prompts;
+  std::string_view rest = *text;
+  while (!rest.empty()) {
+    const auto newline = std::min(rest.find('\n'), rest.size());
+    if (newline > 0)
+      prompts.emplace_back(rest.substr(0, newline));
+    rest.remove_prefix(std::min(newline + 1, rest.size()));
+  }
+  if (prompts.empty()) {
+    return mstar::make_error(mstar::errc::invalid_argument,
+                             fmt::format("--prompts: {}: holds no prompt (one per line)", path));
+  }
+  return prompts;
+}
 
-int main(int argc, char** argv) {
+// Refuses a prompt longer than the model's context unless asked not to.
+mstar::result<void> check_context(const options& opt, const mstar::models::causal_lm& model,
+                                  const std::vector<request_spec>& requests) {
+  const std::int64_t ctx = model.max_context();
+  if (ctx <= 0 || opt.allow_long_prompt)
+    return {};
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const auto n = static_cast<std::int64_t>(requests[i].prompt.size());
+    if (n > ctx) {
+      return mstar::make_error(
+          mstar::errc::out_of_range,
+          fmt::format("prompt {} has {} tokens, more than the model's context of {} "
+                      "(max_position_embeddings); --allow-long-prompt runs it anyway",
+                      i + 1, n, ctx));
+    }
+  }
+  return {};
+}
+
+int run(int argc, char** argv) {
   CLI::App app{
       "mstar-run: generate with a model through mstar-cpp's KV and recurrent pools, in one "
       "process.\nWithout --model it runs the embedded default (an 8 M-parameter Nemotron-H "
@@ -118,16 +158,22 @@ int main(int argc, char** argv) {
   app.add_option("--model", opt.model, "Model folder (config.json, *.safetensors, tokenizer)");
   app.add_option("--prompt", opt.prompts, "A prompt (repeatable)");
   app.add_option("--prompt-ids", opt.prompt_ids, "A prompt as token ids: 5,17,301 (repeatable)");
-  app.add_option("--prompts", opt.prompts_file, "A file with one prompt per line");
+  app.add_option("--prompts", opt.prompts_file,
+                 "A file with one prompt per line (empty lines are skipped; a file with no "
+                 "prompt is an error)");
+  app.add_flag("--allow-long-prompt", opt.allow_long_prompt,
+               "Run prompts longer than the model's context (max_position_embeddings) instead of "
+               "refusing them");
   app.add_option("--max-tokens", opt.max_tokens, "Tokens to generate per prompt")
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--temperature", opt.sampling.temperature, "0 is greedy")
       ->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-k", opt.sampling.top_k, "Keep the k most likely tokens (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(mstar::launcher::whole_number_at_least(0));
   app.add_option("--top-p", opt.sampling.top_p, "Nucleus mass in (0, 1]")
       ->check(CLI::Range(1e-6, 1.0));
-  app.add_option("--seed", opt.sampling.seed, "Sampling seed");
+  app.add_option("--seed", opt.sampling.seed, "Sampling seed, a whole number >= 0")
+      ->check(mstar::launcher::whole_number_at_least(0));
   app.add_option("--presence-penalty", opt.sampling.presence_penalty, "OpenAI presence penalty")
       ->check(CLI::Range(-2.0, 2.0));
   app.add_option("--frequency-penalty", opt.sampling.frequency_penalty, "OpenAI frequency penalty")
@@ -149,6 +195,12 @@ int main(int argc, char** argv) {
   }
   if (opt.logits && !opt.json)
     return fail("--logits needs --json");
+  if (!opt.prompts_file.empty()) {
+    auto prompts = read_prompts(opt.prompts_file);
+    if (!prompts)
+      return fail(prompts.error().message());
+    opt.prompts.insert(opt.prompts.end(), prompts->begin(), prompts->end());
+  }
   auto run = mstar::launcher::run_options_of(opt.engine);
   if (!run)
     return fail(run.error().message());
@@ -186,15 +238,6 @@ int main(int argc, char** argv) {
     r.text = text;
     requests.push_back(std::move(r));
   };
-  if (!opt.prompts_file.empty()) {
-    std::ifstream in{opt.prompts_file};
-    if (!in)
-      return fail("cannot read --prompts file " + opt.prompts_file);
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty())
-        opt.prompts.push_back(line);
-    }
-  }
   for (const auto& p : opt.prompts)
     add_text(p);
   for (const auto& p : opt.prompt_ids) {
@@ -213,6 +256,8 @@ int main(int argc, char** argv) {
     if (auto ok = mstar::engine::tokenize(r, model.tok()); !ok)
       return fail(ok.error().message());
   }
+  if (auto ok = check_context(opt, model, requests); !ok)
+    return fail(ok.error().message());
   auto results = std::optional{mstar::actors::complete(engine, std::move(requests))};
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const auto& r : *results) {
@@ -224,4 +269,10 @@ int main(int argc, char** argv) {
   print_text(opt, model, *results);
   print_summary(*results, wall);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return mstar::launcher::guarded_main("mstar-run", [&] { return run(argc, argv); });
 }

@@ -8,6 +8,7 @@
 #include "actors/runtime.hpp"
 #include "launcher/common/chat.hpp"
 #include "launcher/common/engine_cli.hpp"
+#include "launcher/common/guarded_main.hpp"
 #include "launcher/common/served.hpp"
 #include "models/nemotron_h.hpp"
 #include "serve/http_server.hpp"
@@ -61,9 +62,7 @@ void add_options(CLI::App& app, options& opt) {
   mstar::launcher::add_engine_options(app, opt.engine);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{
       "mstar-serve: an OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, "
       "/v1/models, /health, /metrics).\nWithout --model it serves the embedded default model."};
@@ -123,4 +122,10 @@ int main(int argc, char** argv) {
   rt.stop();
   spdlog::info("stopped");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return mstar::launcher::guarded_main("mstar-serve", [&] { return run(argc, argv); });
 }

@@ -6,8 +6,37 @@
 #include <limits>
 
 #include "core/hex.hpp"
+#include "core/untrusted_json.hpp"
 
 namespace mstar::tool {
+
+bool read_line(std::istream& in, std::string& line, bool& too_long) {
+  line.clear();
+  too_long = false;
+  std::streambuf* buffer = in.rdbuf();
+  bool any = false;
+  for (int c = buffer->sbumpc(); c != std::char_traits<char>::eof(); c = buffer->sbumpc()) {
+    any = true;
+    if (c == '\n')
+      return true;
+    if (line.size() < max_line_bytes) {
+      line.push_back(static_cast<char>(c));
+    } else {
+      too_long = true;
+    }
+  }
+  return any;
+}
+
+result<json> parse_line(std::string_view text) {
+  return parse_untrusted_json<json>(text, "the line", {.allow_duplicate_keys = false});
+}
+
+error line_too_long() {
+  return make_error(
+      errc::out_of_range,
+      fmt::format("the line is longer than the {} bytes (16 MiB) a line may have", max_line_bytes));
+}
 
 result<void> check_fields(const json& obj, std::string_view what,
                           std::initializer_list<std::string_view> allowed) {
@@ -18,8 +47,8 @@ result<void> check_fields(const json& obj, std::string_view what,
   for (const auto& [key, value] : obj.items()) {
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       return make_error(errc::invalid_argument,
-                        fmt::format("{} has unknown field '{}' (allowed: {})", what, key,
-                                    fmt::join(allowed, ", ")));
+                        fmt::format("{} has unknown field '{}' (allowed: {})", what,
+                                    text_excerpt(key), fmt::join(allowed, ", ")));
     }
   }
   return {};
@@ -53,7 +82,7 @@ result<std::int64_t> to_int(const json& v, std::string_view what, std::int64_t l
                             std::int64_t hi) {
   if (v.is_number_unsigned()) {
     const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi)) {
+    if (u > static_cast<std::uint64_t>(hi) || (lo > 0 && u < static_cast<std::uint64_t>(lo))) {
       return make_error(errc::out_of_range,
                         fmt::format("{} is {}, outside [{}, {}]", what, u, lo, hi));
     }
@@ -67,8 +96,8 @@ result<std::int64_t> to_int(const json& v, std::string_view what, std::int64_t l
     }
     return i;
   }
-  return make_error(errc::invalid_argument,
-                    fmt::format("{} must be an integer, got {} {}", what, v.type_name(), v.dump()));
+  return make_error(errc::invalid_argument, fmt::format("{} must be an integer, got {} {}", what,
+                                                        v.type_name(), json_excerpt(v)));
 }
 
 result<std::vector<std::uint8_t>> to_bytes(const json& v, std::string_view what) {
@@ -162,9 +191,9 @@ result<resources::items_by_page> to_items_by_page(const json& v, std::string_vie
     const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), page);
     if (key.empty() || ec != std::errc{} || end != key.data() + key.size() ||
         (key.size() > 1 && key[0] == '0')) {
-      return make_error(
-          errc::invalid_argument,
-          fmt::format("{}: key '{}' is not a page index (a decimal integer)", what, key));
+      return make_error(errc::invalid_argument,
+                        fmt::format("{}: key '{}' is not a page index (a decimal integer)", what,
+                                    text_excerpt(key)));
     }
     auto parsed = to_items(items, fmt::format("{}[\"{}\"]", what, key));
     if (!parsed)

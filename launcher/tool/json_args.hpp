@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <istream>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +18,26 @@
 namespace mstar::tool {
 
 using json = nlohmann::json;
+
+/// The longest JSON line `keys` and `sim` read; a longer one is answered with
+/// an error and skipped.
+inline constexpr std::size_t max_line_bytes = std::size_t{16} << 20;
+
+/// The most pages one `keys` line may lay out (each costs about 1 KB of
+/// keys, items and output): a 4 M-token prompt at page size 16.
+inline constexpr std::uint64_t max_pages_per_line = std::uint64_t{1} << 18;
+
+/// One line of `in` without its newline, at most max_line_bytes long; a
+/// longer line is read to its end but not kept, and `too_long` is set.
+/// False at the end of the input.
+[[nodiscard]] bool read_line(std::istream& in, std::string& line, bool& too_long);
+
+/// A JSON Lines request: one JSON value within core's depth limit, a key
+/// twice in one object refused ("the line has the key "fn" twice...").
+[[nodiscard]] result<json> parse_line(std::string_view text);
+
+/// The error for a line longer than max_line_bytes.
+[[nodiscard]] error line_too_long();
 
 /// Fails when `obj` is not an object or has a field outside `allowed`.
 [[nodiscard]] result<void> check_fields(const json& obj, std::string_view what,

@@ -4,7 +4,9 @@
 #include <limits>
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/hex.hpp"
+#include "core/untrusted_json.hpp"
 #include "launcher/tool/commands.hpp"
 #include "launcher/tool/json_args.hpp"
 #include "resources/kv/keys.hpp"
@@ -35,6 +37,21 @@ per input line; bytes are lowercase hex).
 A line that is not valid JSON, names an unknown fn or has invalid arguments
 yields {"error":"<what and why>"}; later lines are still processed and the
 exit code is 1 if any line failed. Token ids must be in [0, 2^32).)";
+
+// Refuses a layout of more than max_pages_per_line pages before it is made.
+result<void> check_pages(std::uint64_t slots, std::int64_t page_size) {
+  if (page_size < 1)
+    return make_error(errc::invalid_argument,
+                      fmt::format("page_size must be >= 1, got {}", page_size));
+  const std::uint64_t pages = slots / static_cast<std::uint64_t>(page_size) +
+                              (slots % static_cast<std::uint64_t>(page_size) != 0 ? 1 : 0);
+  if (pages <= max_pages_per_line)
+    return {};
+  return make_error(errc::out_of_range,
+                    fmt::format("{} slots at page_size {} make {} pages, more than the {} one "
+                                "line may lay out",
+                                slots, page_size, pages, max_pages_per_line));
+}
 
 result<json> optional_items(const json& req, std::string_view name) {
   if (!req.contains(name))
@@ -87,7 +104,7 @@ result<json> run_fingerprint(const json& req) {
       return make_error(errc::invalid_argument,
                         fmt::format("{}: '{}' with a {} value is not a field kind (bytes: hex "
                                     "string, text: string, int, float, bool, none: null)",
-                                    what, kind, value.type_name()));
+                                    what, text_excerpt(kind), value.type_name()));
     }
     owned.emplace_back(text.begin(), text.end());
   }
@@ -163,6 +180,17 @@ result<json> run_page_items(const json& req) {
   auto ps = to_int(**ps_json, "page_size", 1, std::numeric_limits<std::int64_t>::max());
   if (!ps)
     return ps.error();
+  std::uint64_t slots = 0;
+  for (const auto& span : spans) {
+    const auto sum = checked_add(slots, span.length);
+    if (!sum) {
+      return make_error(errc::out_of_range,
+                        "the spans cover more than 2^64 slots, more than a layout can key");
+    }
+    slots = *sum;
+  }
+  if (auto ok = check_pages(slots, *ps); !ok)
+    return ok.error();
   auto items = resources::page_items(spans, *ps);
   if (!items)
     return items.error();
@@ -246,6 +274,13 @@ result<json> run_layout(const json& req) {
   auto ps = to_int(**ps_json, "page_size", 1, std::numeric_limits<std::int64_t>::max());
   if (!ps)
     return ps.error();
+  std::uint64_t slots = 0;  // each span is below 2^32 slots: no overflow
+  for (const auto& span : spans) {
+    const auto* ids = std::get_if<resources::id_span>(&span);
+    slots += ids ? ids->ids.size() : std::get<resources::item_span>(span).length;
+  }
+  if (auto ok = check_pages(slots, *ps); !ok)
+    return ok.error();
   auto root = optional_bytes(req, "root");
   if (!root)
     return root.error();
@@ -258,10 +293,10 @@ result<json> run_layout(const json& req) {
 }
 
 result<json> run_line(const std::string& line) {
-  const json req = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (req.is_discarded()) {
-    return make_error(errc::parse_error, "the line is not valid JSON");
-  }
+  auto parsed = parse_line(line);
+  if (!parsed)
+    return parsed.error();
+  const json& req = *parsed;
   if (!req.is_object())
     return make_error(errc::invalid_argument, "a request must be a JSON object");
   auto fn = field(req, "fn");
@@ -285,10 +320,18 @@ result<json> run_line(const std::string& line) {
   return make_error(errc::invalid_argument,
                     fmt::format("unknown fn '{}' (fingerprint, page_key, end_key, page_items, "
                                 "chain, layout)",
-                                name));
+                                text_excerpt(name)));
 }
 
 }  // namespace
+
+json answer_keys_line(const std::string& line, bool too_long, std::size_t number, bool& valid) {
+  auto out = too_long ? result<json>{line_too_long()} : run_line(line);
+  valid = static_cast<bool>(out);
+  if (!out)
+    return json{{"error", fmt::format("line {}: {}", number, out.error().message())}};
+  return std::move(*out);
+}
 
 void add_keys_command(CLI::App& app, int& exit_code) {
   auto* cmd =
@@ -297,16 +340,14 @@ void add_keys_command(CLI::App& app, int& exit_code) {
   cmd->callback([&exit_code] {
     std::string line;
     std::size_t number = 0;
-    while (std::getline(std::cin, line)) {
+    bool too_long = false;
+    while (read_line(std::cin, line, too_long)) {
       ++number;
-      auto out = run_line(line);
-      if (out) {
-        std::cout << out->dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
-      } else {
+      bool valid = true;
+      const json out = answer_keys_line(line, too_long, number, valid);
+      std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
+      if (!valid)
         exit_code = 1;
-        const json err{{"error", fmt::format("line {}: {}", number, out.error().message())}};
-        std::cout << err.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
-      }
     }
     std::cout.flush();
   });

@@ -2,10 +2,33 @@
 // schedules, devices), so users can see why a prompt missed the cache and how
 // a long generation will be windowed.
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string_view>
 
+#include "core/untrusted_json.hpp"
+#include "launcher/common/guarded_main.hpp"
 #include "launcher/tool/commands.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+// CLI11 reports an unknown first word as "A subcommand is required"; name it.
+bool unknown_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2)
+    return false;
+  const std::string_view word = argv[1];
+  if (word.empty() || word.front() == '-')
+    return false;
+  for (const auto* sub : app.get_subcommands({}))
+    if (sub->check_name(std::string{word}))
+      return false;
+  std::fprintf(stderr,
+               "mstar-tool: unknown command '%s' (keys, windows, sim, devices, example; "
+               "--help lists them)\n",
+               mstar::text_excerpt(word).c_str());
+  return true;
+}
+
+int run(int argc, char** argv) {
   CLI::App app{
       "mstar-tool: inspect mstar-cpp's page keys, window schedules, pools and devices.\n"
       "Run `mstar-tool <command> --help` for each command's input and output."};
@@ -16,6 +39,8 @@ int main(int argc, char** argv) {
   mstar::tool::add_devices_command(app, exit_code);
   mstar::tool::add_example_command(app, exit_code);
   mstar::tool::add_sim_command(app, exit_code);
+  if (unknown_command(app, argc, argv))
+    return 2;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -23,4 +48,10 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return mstar::launcher::guarded_main("mstar-tool", [&] { return run(argc, argv); });
 }

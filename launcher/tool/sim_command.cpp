@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/hex.hpp"
+#include "core/untrusted_json.hpp"
 #include "launcher/tool/commands.hpp"
 #include "launcher/tool/json_args.hpp"
 #include "launcher/tool/sim_parse.hpp"
@@ -63,6 +64,28 @@ std::string refusal_text(const admit_refusal& why) {
   return refusal_message(why);
 }
 
+/// The most bytes the pools of one trace may hold, and pages or slots each
+/// pool may count (their bookkeeping is per page or slot): a trace is for
+/// looking at the bookkeeping, and the arenas are real memory.
+constexpr std::uint64_t max_pool_bytes = std::uint64_t{1} << 30;
+constexpr std::int64_t max_pool_units = std::int64_t{1} << 20;
+
+// Refuses a pool past the bounds above, naming them.
+result<void> check_pool_bytes(std::string_view what, std::uint64_t bytes, std::int64_t units) {
+  if (units > max_pool_units) {
+    return make_error(errc::out_of_range,
+                      fmt::format("{}: {} pages or slots are more than the {} a sim pool may have",
+                                  what, units, max_pool_units));
+  }
+  if (bytes > max_pool_bytes) {
+    return make_error(errc::out_of_range,
+                      fmt::format("{}: the pool needs {} bytes, more than the {} bytes (1 GiB) a "
+                                  "sim pool may have",
+                                  what, bytes, max_pool_bytes));
+  }
+  return {};
+}
+
 /// The pools a trace drives and the runner over them.
 class simulator {
  public:
@@ -86,6 +109,8 @@ class simulator {
       auto cfg = parse_kv_config((*config)->at("kv"), model);
       if (!cfg)
         return cfg.error();
+      if (auto ok = check_pool_bytes("config.kv", cfg->total_bytes(), cfg->max_num_pages); !ok)
+        return ok.error();
       auto pool = kv_pool::make("kv", *cfg, model);
       if (!pool)
         return pool.error();
@@ -96,6 +121,9 @@ class simulator {
       auto cfg = parse_recurrent_config((*config)->at("recurrent"));
       if (!cfg)
         return cfg.error();
+      if (auto ok = check_pool_bytes("config.recurrent", cfg->total_bytes(), cfg->max_slots); !ok) {
+        return ok.error();
+      }
       auto pool = recurrent_state_pool::make("recurrent", *cfg);
       if (!pool)
         return pool.error();
@@ -146,6 +174,7 @@ class simulator {
   simulator() = default;
   result<json> step(const json& op);
   result<json> ingest(const json& op);
+  [[nodiscard]] result<void> check_capture_pages(const kv_step* kv, const step_context& ctx) const;
 
   std::unique_ptr<kv_pool> kv_;
   std::unique_ptr<recurrent_state_pool> rec_;
@@ -168,6 +197,24 @@ json recurrent_plan_json(const recurrent_plan& plan) {
                       {"num_rows", a.num_rows}};
   }
   return out;
+}
+
+// Capture and padding rows address the sink page once per page of their
+// span, so a capture step's plan grows with its spans, not the pool: bound
+// it by the pages the pool has.
+result<void> simulator::check_capture_pages(const kv_step* kv, const step_context& ctx) const {
+  if (kv == nullptr || !ctx.capture)
+    return {};
+  const auto ps = static_cast<std::uint64_t>(kv_->config().geometry.page_size);
+  const auto pool_pages = static_cast<std::uint64_t>(kv_->config().max_num_pages);
+  std::uint64_t pages = 0;
+  for (const auto& seg : kv->segments)
+    pages += (static_cast<std::uint64_t>(seg.span) + ps - 1) / ps;  // spans < 2^31: no overflow
+  if (pages <= pool_pages)
+    return {};
+  return make_error(errc::out_of_range,
+                    fmt::format("the capture step's rows span {} pages, more than the pool's {}",
+                                pages, pool_pages));
 }
 
 result<json> simulator::step(const json& op) {
@@ -239,6 +286,8 @@ result<json> simulator::step(const json& op) {
     for (const auto& s : part->segments)
       ctx.request_ids.push_back(s.rid);
   }
+  if (auto ok = check_capture_pages(kv.get(), ctx); !ok)
+    return ok.error();
   rec_plan_.reset();
   const auto admitted = runner_->admit(bundle, ctx);
   if (!admitted.ok()) {
@@ -343,7 +392,7 @@ result<json> simulator::run(const json& op) {
     return make_error(errc::invalid_argument,
                       fmt::format("unknown op '{}' (step, ingest, probe, extend, remove, reset, "
                                   "protect_prefix, release_oldest)",
-                                  *name));
+                                  text_excerpt(*name)));
   }
   const bool labelled = *name == "protect_prefix" || *name == "release_oldest" || *name == "extend";
   if (auto ok = labelled ? check_fields(op, *name, {"op", "rid", "label", "tokens", "ids"})
@@ -417,38 +466,53 @@ void emit(const json& line) {
 
 }  // namespace
 
+struct sim_session::state {
+  std::unique_ptr<simulator> sim;
+  std::size_t lines = 0;
+};
+
+sim_session::sim_session() : state_(std::make_unique<state>()) {}
+sim_session::~sim_session() = default;
+
+json sim_session::answer(const std::string& text, bool too_long, bool& valid) {
+  const std::size_t number = ++state_->lines;
+  auto& sim = state_->sim;
+  result<json> parsed = too_long ? result<json>{line_too_long()} : parse_line(text);
+  result<json> out = parsed ? result<json>{json{}} : result<json>{parsed.error()};
+  static const json none;
+  const json& line = parsed ? *parsed : none;
+  if (out && !sim) {
+    auto made = simulator::make(line);
+    if (made) {
+      sim = std::move(*made);
+      out = json{{"ok", true}};
+    } else {
+      out = made.error();
+    }
+  } else if (out) {
+    out = sim->run(line);
+  }
+  valid = static_cast<bool>(out);
+  if (!out)
+    return json{{"ok", false},
+                {"error", fmt::format("line {}: {}", number, out.error().message())}};
+  if (sim)
+    sim->add_state(*out);
+  return std::move(*out);
+}
+
 void add_sim_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("sim", "Replay a trace of steps and requests against the pools");
   cmd->footer(sim_help);
   cmd->callback([&exit_code] {
-    std::unique_ptr<simulator> sim;
+    sim_session session;
     std::string text;
-    for (std::size_t number = 1; std::getline(std::cin, text); ++number) {
-      const json line = json::parse(text, nullptr, /*allow_exceptions=*/false);
-      result<json> out =
-          line.is_discarded()
-              ? result<json>{make_error(errc::parse_error, "the line is not valid JSON")}
-              : result<json>{json{}};
-      if (out && !sim) {
-        auto made = simulator::make(line);
-        if (made) {
-          sim = std::move(*made);
-          out = json{{"ok", true}};
-        } else {
-          out = made.error();
-        }
-      } else if (out) {
-        out = sim->run(line);
-      }
-      if (!out) {
+    bool too_long = false;
+    while (read_line(std::cin, text, too_long)) {
+      bool valid = true;
+      emit(session.answer(text, too_long, valid));
+      if (!valid)
         exit_code = 1;
-        emit(json{{"ok", false},
-                  {"error", fmt::format("line {}: {}", number, out.error().message())}});
-        continue;
-      }
-      if (sim)
-        sim->add_state(*out);
-      emit(*out);
     }
     std::cout.flush();
   });

@@ -1,5 +1,6 @@
 // `mstar-tool windows`: one window schedule as one JSON line.
 #include <cstdint>
+#include <fmt/format.h>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -33,7 +34,11 @@ are older than --context once that window has committed. "retention" is the
 KV policy each window commit declares (null when --context is 0) and appears
 only when --tokens-per-unit and --prefix-tokens are both given.
 
+At most 100,000 windows are printed; a schedule with more is refused.
 Invalid arguments print the reason on stderr and exit with status 2.)";
+
+// One line of output for at most this many windows (about 150 bytes each).
+constexpr std::int64_t max_windows = 100'000;
 
 struct windows_options {
   std::int64_t total = 0;
@@ -64,6 +69,13 @@ result<json> describe(const windows_options& opts) {
       resources::window_schedule::make(opts.total, opts.window, opts.context, opts.overlap);
   if (!schedule)
     return schedule.error();
+  if (schedule->num_windows() > max_windows) {
+    return make_error(
+        errc::out_of_range,
+        fmt::format("--total {} in windows of {} with --overlap {} makes {} windows, "
+                    "more than the {} this command prints",
+                    opts.total, opts.window, opts.overlap, schedule->num_windows(), max_windows));
+  }
   json windows = json::array();
   for (const auto& plan : schedule->windows()) {
     auto released = schedule->released_end(plan.index);

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <limits>
 
+#include "core/untrusted_json.hpp"
+
 namespace mstar::models::internal {
 namespace {
 
@@ -29,10 +31,7 @@ std::optional<double> non_finite_from_text(const std::string& text) {
 
 // A short rendering of a bad value for messages.
 std::string shown(const nlohmann::json& value) {
-  std::string text = value.dump();
-  if (text.size() > 60)
-    text = text.substr(0, 57) + "...";
-  return text;
+  return json_excerpt(value);
 }
 
 }  // namespace

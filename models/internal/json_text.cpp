@@ -1,24 +1,14 @@
 #include "models/internal/json_text.hpp"
 
 #include <array>
-#include <fmt/format.h>
-#include <fstream>
-#include <sstream>
+
+#include "core/input_file.hpp"
+#include "core/untrusted_json.hpp"
 
 namespace mstar::models::internal {
 
 result<std::string> read_text_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return make_error(errc::not_found, fmt::format("{}: no such file", path.string()));
-  }
-  std::ifstream in{path, std::ios::binary};
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in && !in.eof()) {
-    return make_error(errc::io_error, fmt::format("{}: cannot read", path.string()));
-  }
-  return std::move(text).str();
+  return read_input_file(path);
 }
 
 std::string quote_non_finite_tokens(std::string_view text) {
@@ -55,11 +45,7 @@ std::string quote_non_finite_tokens(std::string_view text) {
 }
 
 result<nlohmann::json> parse_json(std::string_view text, std::string_view label) {
-  try {
-    return nlohmann::json::parse(quote_non_finite_tokens(text));
-  } catch (const nlohmann::json::parse_error& e) {
-    return make_error(errc::parse_error, fmt::format("{}: not valid JSON: {}", label, e.what()));
-  }
+  return parse_untrusted_json<nlohmann::json>(quote_non_finite_tokens(text), label);
 }
 
 result<nlohmann::json> load_json_file(const std::filesystem::path& path) {

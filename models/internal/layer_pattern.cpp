@@ -2,6 +2,7 @@
 #include <optional>
 #include <string>
 
+#include "core/untrusted_json.hpp"
 #include "models/internal/config_readers.hpp"
 
 namespace mstar::models::internal {
@@ -63,7 +64,7 @@ result<std::vector<layer_kind>> from_list(const json_fields& fields, std::string
       return fields.fail(key, fmt::format("entry {} is {}, not one of \"mamba\", \"attention\", "
                                           "\"mlp\", \"moe\" (or \"linear_attention\", "
                                           "\"full_attention\")",
-                                          i, value[i].dump()));
+                                          i, json_excerpt(value[i])));
     }
     out.push_back(*kind);
   }

@@ -2,12 +2,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <utility>
+
+#include "core/input_file.hpp"
 
 namespace mstar::models::internal {
 namespace {
@@ -17,31 +16,16 @@ error system_error(const std::filesystem::path& path, const char* what, int err)
                     fmt::format("{}: cannot {}: {}", path.string(), what, std::strerror(err)));
 }
 
-// Closes the descriptor on every path out of `open`; the mapping outlives it.
-struct fd_guard {
-  int fd;
-  ~fd_guard() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
-
 }  // namespace
 
 result<mapped_file> mapped_file::open(const std::filesystem::path& path) {
-  const fd_guard file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0)
-    return system_error(path, "open", errno);
-  struct stat info {};
-  if (::fstat(file.fd, &info) != 0)
-    return system_error(path, "stat", errno);
-  if (!S_ISREG(info.st_mode)) {
-    return make_error(errc::io_error, fmt::format("{}: not a regular file", path.string()));
-  }
-  const auto size = static_cast<std::size_t>(info.st_size);
+  auto file = input_file::open(path);
+  if (!file)  // every failure to reach the bytes is an io_error here, a missing file too
+    return make_error(errc::io_error, file.error().message());
+  const auto size = static_cast<std::size_t>(file->size());
   if (size == 0)
     return mapped_file{nullptr, 0};
-  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd, 0);
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file->fd(), 0);
   if (data == MAP_FAILED)
     return system_error(path, "map", errno);
   return mapped_file{static_cast<const std::byte*>(data), size};

@@ -7,30 +7,6 @@ namespace mstar::serve::internal {
 
 using json = nlohmann::ordered_json;
 
-std::size_t nesting_depth(std::string_view text) noexcept {
-  std::size_t depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 const json* fields::find(const char* name) const {
   if (error_)
     return nullptr;

@@ -16,12 +16,6 @@
 
 namespace mstar::serve::internal {
 
-/// Deeper bodies are refused before parsing (no request needs more).
-inline constexpr std::size_t max_json_depth = 64;
-
-/// The deepest bracket nesting of a JSON text, outside strings.
-[[nodiscard]] std::size_t nesting_depth(std::string_view text) noexcept;
-
 class fields {
  public:
   explicit fields(const nlohmann::ordered_json& body) : body_(body) {}

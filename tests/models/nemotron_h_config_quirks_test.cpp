@@ -101,7 +101,7 @@ TEST(nemotron_h_config_quirks, names_every_bad_field) {
       {"time_step_limit", json{1.0}, "field 'time_step_limit': expected [min, max] numbers"},
       {"time_step_limit", json{0.5, 0.1}, "field 'time_step_limit': [0.5, 0.1] is not a range"},
       {"eos_token_id", json{2, "x"}, "field 'eos_token_id': expected an id or a list of ids"},
-      {"bos_token_id", -1, "field 'bos_token_id': must be >= 0"},
+      {"bos_token_id", -1, "field 'bos_token_id': must be in [0, vocab_size = 512), got -1"},
       {"mlp_hidden_act", "gelu", "field 'mlp_hidden_act': 'gelu' is not supported"},
       {"mamba_hidden_act", "relu", "field 'mamba_hidden_act': 'relu' is not supported"},
       {"num_key_value_heads", 3,
@@ -140,7 +140,7 @@ TEST(nemotron_h_config_quirks, checks_only_the_fields_of_layer_kinds_present) {
 
 TEST(nemotron_h_config_quirks, reports_malformed_documents_and_missing_files) {
   EXPECT_TRUE(contains(nemotron_h_config::parse("{\"vocab_size\": ", "cfg").error().message(),
-                       "cfg: not valid JSON"));
+                       "cfg is not valid JSON"));
   EXPECT_TRUE(contains(nemotron_h_config::parse("[1]").error().message(), "not a JSON object"));
   EXPECT_TRUE(contains(nemotron_h_config::parse(R"({"hidden_size": 8})").error().message(),
                        "field 'vocab_size': missing"));

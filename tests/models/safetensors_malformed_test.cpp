@@ -38,7 +38,7 @@ std::vector<malformed_case> cases() {
       {"duplicate_name",
        safetensors_bytes("{\"w\":" + f32_entry("[0,8]") + ",\"w\":" + f32_entry("[0,8]") + "}",
                          eight),
-       "tensor 'w': appears twice"},
+       "header has the key \"w\" twice in one object"},
       {"entry_not_object", safetensors_bytes(R"({"w": 3})"),
        "tensor 'w': entry is not a JSON object"},
       {"missing_dtype", safetensors_bytes(R"({"w": {"shape":[1],"data_offsets":[0,4]}})", "abcd"),
@@ -91,18 +91,38 @@ TEST_P(safetensors_malformed, is_an_error_naming_the_file_and_the_reason) {
 INSTANTIATE_TEST_SUITE_P(every_failure_mode, safetensors_malformed, ::testing::ValuesIn(cases()),
                          [](const auto& test_case) { return test_case.param.name; });
 
-TEST(safetensors_file, accepts_zero_sized_tensors_sharing_an_offset_and_gaps) {
+TEST(safetensors_file, accepts_zero_sized_tensors_sharing_an_offset) {
   const temp_folder dir;
   const std::string header = R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
                              R"("b":{"dtype":"F16","shape":[0,3],"data_offsets":[4,4]},)"
+                             R"("d":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
                              R"("c":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
-  const std::string data("pad!\x00\x00\x80\x3F", 8);  // 4 bytes of gap, then 1.0f
+  const std::string data("pad!\x00\x00\x80\x3F", 8);  // 4 bytes of d, then 1.0f
   const auto file =
       safetensors_file::open(dir.write("ok.safetensors", safetensors_bytes(header, data)));
   ASSERT_TRUE(file) << file.error().to_string();
   const auto c = to_float32(*file->find("c"));
   ASSERT_TRUE(c);
   EXPECT_EQ(*c, std::vector<float>{1.0F});
+}
+
+// The format requires the tensors to cover the data section exactly: a gap or
+// a tail no tensor owns is what a header length off by a few bytes looks like.
+TEST(safetensors_file, refuses_bytes_no_tensor_owns) {
+  const temp_folder dir;
+  const std::string data("pad!\x00\x00\x80\x3F", 8);
+  const std::string gap = R"({"c":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
+  const auto with_gap =
+      safetensors_file::open(dir.write("gap.safetensors", safetensors_bytes(gap, data)));
+  ASSERT_FALSE(with_gap);
+  EXPECT_TRUE(
+      contains(with_gap.error().message(), "bytes [0, 4) of the data section belong to no tensor"));
+  const std::string head = R"({"c":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  const auto with_tail =
+      safetensors_file::open(dir.write("tail.safetensors", safetensors_bytes(head, data)));
+  ASSERT_FALSE(with_tail);
+  EXPECT_TRUE(contains(with_tail.error().message(),
+                       "the tensors cover 4 bytes of the 8-byte data section"));
 }
 
 }  // namespace

@@ -146,7 +146,7 @@ TEST(safetensors_file, refuses_a_directory) {
   temp_folder dir;
   const auto file = safetensors_file::open(dir.path());
   ASSERT_FALSE(file);
-  EXPECT_TRUE(contains(file.error().message(), "not a regular file"));
+  EXPECT_TRUE(contains(file.error().message(), "is a directory, not a file"));
 }
 
 TEST(tensor_conversion, widens_bfloat16_and_float16_exactly) {

@@ -94,7 +94,7 @@ TEST(bpe_tokenizer_malformed, reports_text_that_is_not_json_and_missing_files) {
   auto tok = bpe_tokenizer::parse("{\"model\": ", "tok.json");
   ASSERT_FALSE(tok);
   EXPECT_EQ(tok.error().code(), errc::parse_error);
-  EXPECT_TRUE(contains(tok.error().message(), "tok.json: not valid JSON"));
+  EXPECT_TRUE(contains(tok.error().message(), "tok.json is not valid JSON"));
   tok = bpe_tokenizer::load("/nonexistent/tokenizer.json");
   ASSERT_FALSE(tok);
   EXPECT_EQ(tok.error().code(), errc::not_found);
