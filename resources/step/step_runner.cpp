@@ -216,8 +216,11 @@ void step_runner::reset_request(const request_id& rid, bool free) {
 }
 
 result<void> step_runner::check_bundle(const step_bundle& bundle) const {
-  for (const auto& [key, step] : bundle) {
-    if (step == nullptr)
+  for (const auto& entry : bundle) {
+    // A named reference, not a structured binding: clang 14 (the fuzzing
+    // tree, scripts/fuzz.sh) cannot capture a binding in a lambda.
+    const std::string& key = entry.first;
+    if (entry.second == nullptr)
       return make_error(errc::invalid_argument, "step bundle entry " + quoted(key) + " is null");
     if (std::none_of(order_.begin(), order_.end(),
                      [&key](const resource* r) { return r->key() == key; }))
