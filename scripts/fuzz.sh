@@ -4,9 +4,12 @@
 # corpus (tests/fuzz/corpus/<name>): the HTTP request fuzzer for HTTP_SECONDS
 # (default 60), the others (safetensors header, config.json, tokenizer.json,
 # mstar-tool keys / sim lines, windows arguments) for EACH_SECONDS each
-# (default 60). Fails on a crash, a broken property, a sanitizer report, a
-# leak, a timeout or running out of memory; prints each fuzzer's execution
-# count and a base64 reproducer of every failure.
+# (default 60). Before fuzzing, each target runs once over
+# tests/fuzz/regressions/<name>/: inputs that crashed it once (the hostile
+# inputs of issue 19 among them), which must stay fixed. Fails on a crash, a
+# broken property, a sanitizer report, a leak, a timeout or running out of
+# memory; prints each fuzzer's execution count and a base64 reproducer of
+# every failure.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -39,6 +42,17 @@ for f in "${fuzzers[@]}"; do
   [[ $name == http ]] && seconds=$http_seconds
   dir=$work/$name
   mkdir -p "$dir/corpus" "$dir/artifacts"
+  for known in tests/fuzz/regressions/"$name"/*; do
+    [[ -e $known ]] || continue
+    rc=0
+    build-fuzz/tests/fuzz/"mstar-fuzz-${name//_/-}" -timeout=10 -rss_limit_mb=2048 \
+      -malloc_limit_mb=2048 "$known" >"$dir/regression.log" 2>&1 || rc=$?
+    if ((rc != 0)); then
+      grep -v -E "^#[0-9]+|NEW_FUNC|Uses: " "$dir/regression.log" | tail -30 >&2
+      echo "fuzz: $name fails on the known input $known (exit $rc)" >&2
+      failed+=("$name on $known")
+    fi
+  done
   cp tests/fuzz/corpus/"$name"/* "$dir/corpus/"
   rc=0
   build-fuzz/tests/fuzz/"mstar-fuzz-${name//_/-}" -max_total_time="$seconds" -timeout=10 \
