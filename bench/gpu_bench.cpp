@@ -295,8 +295,12 @@ int main(int argc, char** argv) {
 
   const auto report = mstar::kernels::query_cuda_devices();
   if (report.devices.empty()) {
-    std::fprintf(stderr, "gpu bench: skipped, no CUDA device: %s\n", report.reason.c_str());
-    return 0;
+    // MSTAR_REQUIRE_GPU (the device scripts set it): a missing GPU is a failure.
+    const char* required = std::getenv("MSTAR_REQUIRE_GPU");
+    const bool fail = required != nullptr && *required != '\0' && std::string{required} != "0";
+    std::fprintf(stderr, "gpu bench: %s, no CUDA device: %s\n",
+                 fail ? "failed (MSTAR_REQUIRE_GPU is set)" : "skipped", report.reason.c_str());
+    return fail ? 1 : 0;
   }
   std::fprintf(stderr, "gpu bench: %s, %d SMs\n", report.devices[0].name.c_str(),
                report.devices[0].multiprocessors);

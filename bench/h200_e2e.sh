@@ -24,7 +24,7 @@ python3 -c 'import torch, transformers; print("torch", torch.__version__, "trans
   | tee -a "$out/env.txt"
 
 echo "== GPU tests"
-"$bin/mstar_gpu_tests" 2>&1 | tee "$out/gpu-tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |measured|tests ran" || true
+run_gpu_tests
 
 echo "== kernel bandwidth"
 "$bin/mstar-gpu-bench" --json | tee "$out/gpu-bench.jsonl"

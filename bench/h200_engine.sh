@@ -13,7 +13,7 @@ source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/env.txt"
 
 echo "== GPU tests"
-"$bin/mstar_gpu_tests" 2>&1 | tee "$out/gpu-tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |measured|tests ran" || true
+run_gpu_tests
 
 echo "== mstar-run through the actors"
 ckpt=$(mktemp -d)/nemotron_h_100m

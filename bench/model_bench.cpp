@@ -82,11 +82,33 @@ std::vector<request_spec> prompts(int count, int length, int new_tokens, std::in
   return out;
 }
 
+// Runs `reqs` to completion; a request that failed, ended other than by its
+// length or drew other than max_tokens tokens fails the bench (exit 1): its
+// rate would measure work that was not done.
 void generate(local_engine& engine, const std::vector<request_spec>& reqs) {
   auto done = mstar::engine::run_to_completion(engine, reqs);
   if (!done) {
     std::fprintf(stderr, "model bench: %s\n", done.error().message().c_str());
     std::exit(1);
+  }
+  if (done->size() != reqs.size()) {
+    std::fprintf(stderr, "model bench: %zu requests gave %zu completions\n", reqs.size(),
+                 done->size());
+    std::exit(1);
+  }
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    const auto& c = (*done)[i];
+    const auto want = static_cast<std::size_t>(reqs[i].stop.max_tokens);
+    const bool ok = c.finished.size() == 1 &&
+                    c.finished[0] == mstar::engine::finish_reason::length && c.tokens.size() == 1 &&
+                    c.tokens[0].size() == want;
+    if (!ok) {
+      std::fprintf(stderr, "model bench: request %zu ended %s with %zu tokens (want %zu)%s%s\n", i,
+                   c.finished.empty() ? "without a reason" : to_string(c.finished[0]),
+                   c.tokens.empty() ? std::size_t{0} : c.tokens[0].size(), want,
+                   c.errors.empty() ? "" : ": ", c.errors.empty() ? "" : c.errors[0].c_str());
+      std::exit(1);
+    }
   }
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -127,9 +128,12 @@ int main(int argc, char** argv) {
   if (device != "cpu") {
     const auto report = mstar::kernels::query_cuda_devices();
     if (report.devices.empty()) {
-      std::printf("mstar-bench-model-gpu: no CUDA device (%s); nothing measured\n",
-                  report.reason.c_str());
-      return 0;
+      // MSTAR_REQUIRE_GPU (the device scripts set it): a missing GPU is a failure.
+      const char* required = std::getenv("MSTAR_REQUIRE_GPU");
+      const bool fail = required != nullptr && *required != '\0' && std::string{required} != "0";
+      std::printf("mstar-bench-model-gpu: no CUDA device (%s); nothing measured%s\n",
+                  report.reason.c_str(), fail ? " (MSTAR_REQUIRE_GPU is set: failing)" : "");
+      return fail ? 1 : 0;
     }
   }
   run_options run;

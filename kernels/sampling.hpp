@@ -21,6 +21,10 @@ class xoshiro256ss {
   /// give unrelated sequences.
   explicit xoshiro256ss(std::uint64_t seed, std::uint64_t stream = 0) noexcept;
 
+  /// The generator in exactly `state` (no seeding), for the published
+  /// reference vectors; an all-zero state stays zero.
+  [[nodiscard]] static xoshiro256ss from_state(const std::array<std::uint64_t, 4>& state) noexcept;
+
   /// The next 64 random bits.
   std::uint64_t next() noexcept;
 

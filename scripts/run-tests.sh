@@ -43,8 +43,8 @@ timed "tests in build/" ctest --test-dir build --output-on-failure --no-tests=er
 echo "== the main job, once (scripts/run-main.sh --once: mstar-serve, one streamed chat reply)"
 timed "main job" scripts/run-main.sh --once || fail "the main job (scripts/run-main.sh --once)"
 
-echo "== libFuzzer over HTTP requests (build-fuzz/, clang, 30 s)"
-timed "fuzz" scripts/fuzz.sh 30 || fail "the HTTP fuzzer (scripts/fuzz.sh)"
+echo "== libFuzzer (build-fuzz/, clang): HTTP requests 30 s, each model-file and mstar-tool fuzzer 10 s"
+timed "fuzz" scripts/fuzz.sh 30 10 || fail "the fuzzers (scripts/fuzz.sh)"
 
 # clang (Debian's 14, already here for libFuzzer) builds this tree: at -O0
 # with ASan + UBSan it compiled our sources in about 0.55 of GCC 12's time

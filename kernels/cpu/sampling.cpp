@@ -69,6 +69,12 @@ xoshiro256ss::xoshiro256ss(std::uint64_t seed, std::uint64_t stream) noexcept {
     word = splitmix64(x);
 }
 
+xoshiro256ss xoshiro256ss::from_state(const std::array<std::uint64_t, 4>& state) noexcept {
+  xoshiro256ss g{0};
+  g.state_ = state;
+  return g;
+}
+
 std::uint64_t xoshiro256ss::next() noexcept {
   const std::uint64_t out = rotl(state_[1] * 5U, 7U) * 9U;
   const std::uint64_t t = state_[1] << 17U;

@@ -14,7 +14,12 @@ kv_pool::chain_state kv_pool::make_chain(const kv_prefix_seed& seed) const {
   c.rooted.reserve(c.keys.size());
   for (const auto& k : c.keys)
     c.rooted.push_back(fingerprint(root_, k));
-  c.keyed_pages = static_cast<std::int64_t>(c.keys.size()) - (seed.tail.empty() ? 0 : 1);
+  // With a tail, the last key is the partial page's (superseded once the
+  // page fills). A seed with a tail but no keys at all (a hostile sim line)
+  // keys nothing yet; without the guard keyed_pages went to -1 and the next
+  // extend indexed keys[-2] (found by tests/fuzz/tool_sim_fuzz.cpp).
+  c.keyed_pages =
+      static_cast<std::int64_t>(c.keys.size()) - (seed.tail.empty() || seed.keys.empty() ? 0 : 1);
   c.unkeyed = seed.tail;
   return c;
 }

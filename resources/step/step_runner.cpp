@@ -217,7 +217,9 @@ void step_runner::reset_request(const request_id& rid, bool free) {
 
 result<void> step_runner::check_bundle(const step_bundle& bundle) const {
   for (const auto& entry : bundle) {
-    const auto& key = entry.first;
+    // A named reference, not a structured binding: clang 14 (the ASan and
+    // fuzzing trees) cannot capture a binding in a lambda.
+    const std::string& key = entry.first;
     if (entry.second == nullptr)
       return make_error(errc::invalid_argument, "step bundle entry " + quoted(key) + " is null");
     if (std::none_of(order_.begin(), order_.end(),

@@ -85,6 +85,48 @@ TEST_P(nemotron_h_parity, matches_transformers_one_prompt_at_a_time) {
 INSTANTIATE_TEST_SUITE_P(tiny, nemotron_h_parity,
                          ::testing::Values("nemotron_h_tiny_hybrid", "nemotron_h_tiny_attn"));
 
+// The logits after every prompt position against the fixtures' prompt_logits
+// (the tiny models have them): each prefix of each prompt is a request of
+// one token, all in one batch, and its first logits row is that position's.
+class nemotron_h_prompt_parity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(nemotron_h_prompt_parity, matches_transformers_at_every_prompt_position) {
+  const auto expected = load_expected(GetParam());
+  auto engine = test::fixture_engine(GetParam());
+  ASSERT_NE(engine, nullptr);
+  const auto vocab = static_cast<std::size_t>(engine->model().vocab_size());
+  std::vector<request_spec> reqs;
+  std::vector<std::pair<std::size_t, std::size_t>> where;  // (prompt, position)
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(expected[i].prompt_logits.size(), expected[i].prompt.size() * vocab)
+        << "prompt " << i << " has no prompt_logits of the promised shape";
+    for (std::size_t j = 0; j < expected[i].prompt.size(); ++j) {
+      reqs.push_back(test::greedy_request(
+          {expected[i].prompt.begin(), expected[i].prompt.begin() + static_cast<long>(j) + 1}, 1,
+          /*keep_logits=*/true));
+      where.emplace_back(i, j);
+    }
+  }
+  auto got = run_to_completion(*engine, reqs);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  ASSERT_EQ(got->size(), reqs.size());
+  float worst = 0;
+  for (std::size_t r = 0; r < reqs.size(); ++r) {
+    const auto [i, j] = where[r];
+    ASSERT_EQ((*got)[r].logits[0].size(), 1U) << "prompt " << i << " position " << j;
+    const std::span<const float> ref{expected[i].prompt_logits.data() + j * vocab, vocab};
+    const float diff = max_diff((*got)[r].logits[0][0], ref);
+    worst = std::max(worst, diff);
+    EXPECT_LT(diff, logits_tolerance) << "prompt " << i << " position " << j;
+  }
+  std::printf("max |prompt logit - transformers| over %zu positions: %.3g\n", reqs.size(),
+              static_cast<double>(worst));
+  test::expect_pools_empty(*engine);
+}
+
+INSTANTIATE_TEST_SUITE_P(tiny, nemotron_h_prompt_parity,
+                         ::testing::Values("nemotron_h_tiny_hybrid", "nemotron_h_tiny_attn"));
+
 // The trained embedded default (models/embedded/default): 8 M parameters, bf16 on disk.
 INSTANTIATE_TEST_SUITE_P(embedded, nemotron_h_parity, ::testing::Values("default"));
 

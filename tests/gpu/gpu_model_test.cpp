@@ -1,7 +1,8 @@
 // The Nemotron-H on the GPU (`--device cuda`) against the committed
 // transformers fixtures: float32 weights give the fixture's greedy tokens
-// and logits within a budget; bfloat16 weights (the serving precision) stay
-// within a normalised budget of the fixture's logits. The pools live on
+// and logits within a budget; bfloat16 weights (the serving precision) give
+// the fixture's tokens at every step (a different one only at a near tie)
+// with each step's logits within a normalised budget. The pools live on
 // device arenas throughout and keep their books.
 #include <cmath>
 #include <cstdio>
@@ -30,13 +31,12 @@ using test::fixture_prompt;
 using test::load_expected;
 using test::model_dir;
 
-std::vector<request_spec> greedy(const std::vector<fixture_prompt>& expected,
-                                 bool teacher_forced_first = false) {
+std::vector<request_spec> greedy(const std::vector<fixture_prompt>& expected) {
   std::vector<request_spec> out;
   for (const auto& e : expected) {
     request_spec r;
     r.prompt = e.prompt;
-    r.stop.max_tokens = teacher_forced_first ? 1 : static_cast<std::int32_t>(e.generated.size());
+    r.stop.max_tokens = static_cast<std::int32_t>(e.generated.size());
     r.stop.ignore_eos = true;
     out.push_back(r);
   }
@@ -145,28 +145,48 @@ TEST_P(gpu_model_parity, float32_weights_give_the_fixture_tokens_and_logits) {
   expect_pools_whole(*model);
 }
 
-TEST_P(gpu_model_parity, bfloat16_weights_stay_within_the_budget_of_the_fixture_logits) {
+TEST_P(gpu_model_parity, bfloat16_weights_follow_the_fixture_tokens_and_logits) {
   MSTAR_REQUIRE_GPU();
   const auto expected = load_expected(GetParam());
   auto model = load_on_gpu(GetParam(), mstar::dtype::bfloat16);
   ASSERT_NE(model, nullptr);
   const auto vocab = static_cast<std::size_t>(model->model().vocab_size());
-  // The first generated position follows the prompt alone, so it compares
-  // without teacher forcing; later positions follow the GPU's own tokens.
-  auto got = generate(*model, greedy(expected, true), /*keep_logits=*/true);
+  // Every step, not only the first: while the GPU's tokens equal the
+  // fixture's, each step's logits stay within the budget and its token is
+  // the fixture's. A different token is allowed only where the fixture's
+  // logits nearly tie (the GPU's pick within twice the budget of the
+  // fixture's); the steps after it follow other tokens and are not compared.
+  auto got = generate(*model, greedy(expected), /*keep_logits=*/true);
   ASSERT_TRUE(got.has_value()) << got.error().message();
   double worst = 0;
-  int same = 0;
+  std::size_t same = 0, compared = 0;
   for (std::size_t i = 0; i < expected.size(); ++i) {
-    const auto [d, m] = diff((*got)[i].step_logits[0], {expected[i].step_logits.data(), vocab});
-    worst = std::max(worst, d / m);
-    EXPECT_LT(d / m, bf16_logits_budget) << "prompt " << i;
-    same += (*got)[i].generated_ids[0] == expected[i].generated[0] ? 1 : 0;
+    SCOPED_TRACE("prompt " + std::to_string(i));
+    const auto& g = (*got)[i];
+    const auto& e = expected[i];
+    ASSERT_EQ(g.generated_ids.size(), e.generated.size());
+    ASSERT_EQ(g.step_logits.size(), e.generated.size());
+    bool diverged = false;
+    for (std::size_t s = 0; s < e.generated.size() && !diverged; ++s) {
+      const float* want = e.step_logits.data() + s * vocab;
+      const auto [d, m] = diff(g.step_logits[s], {want, vocab});
+      worst = std::max(worst, d / m);
+      ++compared;
+      EXPECT_LT(d / m, bf16_logits_budget) << "step " << s;
+      if (g.generated_ids[s] != e.generated[s]) {
+        diverged = true;
+        const double gap = static_cast<double>(want[e.generated[s]]) - want[g.generated_ids[s]];
+        EXPECT_LE(gap, 2 * bf16_logits_budget * m)
+            << "step " << s << ": token " << g.generated_ids[s] << " instead of " << e.generated[s]
+            << ", which leads by " << gap << " in the fixture";
+      }
+    }
+    same += diverged ? 0 : 1;
   }
   std::printf(
-      "[ measured ] %s bfloat16 on the GPU: first-step normalised logit error %.3g, "
-      "first token equal in %d of %zu prompts\n",
-      GetParam().c_str(), worst, same, expected.size());
+      "[ measured ] %s bfloat16 on the GPU: normalised logit error at most %.3g over %zu "
+      "steps; every token equal in %zu of %zu prompts\n",
+      GetParam().c_str(), worst, compared, same, expected.size());
   expect_pools_whole(*model);
 }
 

@@ -6,12 +6,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <gtest/gtest.h>
 #include <iostream>
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,22 +23,47 @@
 
 namespace mstar::test::gpu {
 
-/// Why GPU tests cannot run here (empty when a device is usable); the CUDA
-/// runtime is asked once per process.
+#ifndef MSTAR_CUDA_MIN_ARCH
+#define MSTAR_CUDA_MIN_ARCH 90  // the lowest of CMAKE_CUDA_ARCHITECTURES (tests/CMakeLists.txt)
+#endif
+
+/// Whether the environment asks for a GPU: MSTAR_REQUIRE_GPU set to anything
+/// but "" or "0" (the device scripts, bench/h200_*.sh, set it). Then a missing
+/// device or one the binaries cannot run on fails every GPU test instead of
+/// skipping it.
+inline bool gpu_required() {
+  const char* v = std::getenv("MSTAR_REQUIRE_GPU");
+  return v != nullptr && std::string_view{v} != "" && std::string_view{v} != "0";
+}
+
+/// Why GPU tests cannot run here (empty when a device is usable): no device,
+/// or device 0's compute capability is below what the binaries are built
+/// for. The CUDA runtime is asked once per process.
 inline const std::string& no_gpu_reason() {
   static const std::string reason = [] {
     const kernels::cuda_report report = kernels::query_cuda_devices();
-    if (!report.devices.empty())
-      return std::string{};
-    return "no CUDA device: " + (report.reason.empty() ? std::string{"none found"} : report.reason);
+    if (report.devices.empty())
+      return "no CUDA device: " +
+             (report.reason.empty() ? std::string{"none found"} : report.reason);
+    const auto& d = report.devices.front();
+    if (d.compute_major * 10 + d.compute_minor < MSTAR_CUDA_MIN_ARCH) {
+      return "device 0 (" + d.name + ") has compute capability " + std::to_string(d.compute_major) +
+             "." + std::to_string(d.compute_minor) + ", below the sm_" +
+             std::to_string(MSTAR_CUDA_MIN_ARCH) + " the binaries are built for";
+    }
+    return std::string{};
   }();
   return reason;
 }
 
-/// First statement of every GPU test: skips with the reason when no device.
+/// First statement of every GPU test: skips with the reason when no usable
+/// device, or fails with it when gpu_required().
 #define MSTAR_REQUIRE_GPU()                                                           \
   do {                                                                                \
     if (const std::string& why = ::mstar::test::gpu::no_gpu_reason(); !why.empty()) { \
+      if (::mstar::test::gpu::gpu_required()) {                                       \
+        GTEST_FAIL() << why << " (MSTAR_REQUIRE_GPU is set)";                         \
+      }                                                                               \
       GTEST_SKIP() << why;                                                            \
     }                                                                                 \
   } while (false)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/kernels/random_tensors.hpp"
+#include "tests/support/fixtures.hpp"
 #include "tests/support/matchers.hpp"
 
 namespace mstar::kernels {
@@ -117,7 +118,9 @@ TEST(sampling, a_draw_is_the_inverse_cdf_of_the_seeded_uniform) {
 TEST(sampling, frequencies_follow_the_distribution_and_filters_exclude_tokens) {
   const std::vector<float> logits{2.0F, 1.0F, 0.5F, 0.0F, -inf, -1.0F};
   sampling_params p{row(logits), 1.0F, 4, 1.0F, 77};
-  const auto dist = *sampling_distribution(p);
+  // Expected frequencies from the long-way reference, not the sampler's own
+  // distribution.
+  const auto dist = reference(logits, 1.0, 4, 1.0);
   std::vector<int> counts(logits.size(), 0);
   constexpr int draws = 20000;
   for (int i = 0; i < draws; ++i) {
@@ -155,6 +158,71 @@ TEST(sampling, invalid_settings_and_logits_are_named) {
   EXPECT_TRUE(test::contains(message({row(nan_logits), 1.0F}), "logits[1]"));
   EXPECT_TRUE(test::contains(message({row(masked), 1.0F}), "every entry is -inf"));
   EXPECT_TRUE(test::contains(message({row(empty)}), "empty"));
+}
+
+// vectors/xoshiro256ss.json: computed by tests/fixtures/make_xoshiro_vectors.py
+// (plain Python, independent of this library); its raw-state outputs start
+// with the published 11520, 0, 1509978240, 1215971899390074240.
+TEST(xoshiro256ss, gives_the_published_outputs_from_the_state_1_2_3_4) {
+  const auto vectors = test::load_fixture_json("vectors/xoshiro256ss.json");
+  const auto& raw = vectors.at("raw_state");
+  auto g = xoshiro256ss::from_state(raw.at("state").get<std::array<std::uint64_t, 4>>());
+  const auto outputs = raw.at("outputs").get<std::vector<std::uint64_t>>();
+  ASSERT_GE(outputs.size(), 4U);
+  EXPECT_EQ(outputs[0], 11520U);
+  EXPECT_EQ(outputs[3], 1215971899390074240U);
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    EXPECT_EQ(g.next(), outputs[i]) << "output " << i;
+}
+
+TEST(xoshiro256ss, seeding_and_uniform_match_an_independent_implementation) {
+  const auto vectors = test::load_fixture_json("vectors/xoshiro256ss.json");
+  int checked = 0;
+  for (const auto& c : vectors.at("seeded")) {
+    const auto seed = c.at("seed").get<std::uint64_t>();
+    const auto stream = c.at("stream").get<std::uint64_t>();
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", stream " + std::to_string(stream));
+    xoshiro256ss g{seed, stream};
+    for (const auto want : c.at("outputs").get<std::vector<std::uint64_t>>())
+      EXPECT_EQ(g.next(), want);
+    EXPECT_EQ(xoshiro256ss(seed, stream).uniform(), c.at("uniform").get<double>());
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// The distribution and every draw of a seeded request against the same
+// vectors: the filtered probabilities and the inverse-CDF token per counter
+// computed in Python (draws whose uniform lies within 1e-9 of a CDF boundary
+// would depend on summation order; the vectors' closest is far wider).
+TEST(sampling, distribution_and_draws_match_an_independent_implementation) {
+  const auto vectors = test::load_fixture_json("vectors/xoshiro256ss.json");
+  const auto& d = vectors.at("draw");
+  std::vector<float> logits;
+  for (const auto& v : d.at("logits"))
+    logits.push_back(static_cast<float>(v.get<double>()));
+  sampling_params p{row(logits), static_cast<float>(d.at("temperature").get<double>()),
+                    d.at("top_k").get<std::int32_t>(),
+                    static_cast<float>(d.at("top_p").get<double>()),
+                    d.at("seed").get<std::uint64_t>()};
+  const auto dist = sampling_distribution(p);
+  ASSERT_TRUE(dist) << dist.error().to_string();
+  const auto& want = d.at("distribution");
+  ASSERT_EQ(dist->size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ((*dist)[i].id, want[i].at("id").get<std::int32_t>()) << "rank " << i;
+    EXPECT_NEAR((*dist)[i].probability, want[i].at("probability").get<double>(), 1e-12)
+        << "rank " << i;
+  }
+  int checked = 0;
+  for (const auto& draw : d.at("draws")) {
+    if (draw.at("margin").get<double>() < 1e-9)
+      continue;
+    p.counter = draw.at("counter").get<std::uint64_t>();
+    EXPECT_EQ(*sample(p), draw.at("token").get<std::int32_t>()) << "counter " << p.counter;
+    ++checked;
+  }
+  EXPECT_GT(checked, 150);
 }
 
 TEST(xoshiro256ss, is_deterministic_per_seed_and_stream_and_uniform_in_unit_interval) {

@@ -31,6 +31,9 @@ inline std::filesystem::path model_dir(const std::string& name) {
 struct fixture_prompt {
   std::vector<resources::token_id> prompt, generated;
   std::vector<float> step_logits;  ///< [generated.size(), vocab]
+  /// [prompt.size(), vocab]: the logits after each prompt position, where
+  /// the fixture has them (the tiny models); empty otherwise.
+  std::vector<float> prompt_logits;
 };
 
 /// Every prompt of fixture model `name` (expected.json and its logits file).
@@ -49,6 +52,11 @@ inline std::vector<fixture_prompt> load_expected(const std::string& name) {
     f.generated = p.at("generated_ids").get<std::vector<resources::token_id>>();
     f.step_logits =
         models::to_float32(*logits->get(p.at("step_logits").get<std::string>()).value()).value();
+    if (p.contains("prompt_logits")) {
+      f.prompt_logits =
+          models::to_float32(*logits->get(p.at("prompt_logits").get<std::string>()).value())
+              .value();
+    }
     out.push_back(std::move(f));
   }
   return out;

@@ -1,5 +1,6 @@
 // KV pool prefix reuse (reference §5.4-5.6, PS = 16): leases, conversion,
 // indexing, generation keying, eviction, roots, and a random walk.
+#include <cstdio>
 #include <cstring>
 #include <gtest/gtest.h>
 #include <random>
@@ -99,6 +100,25 @@ TEST_F(kv_prefix_test, a_generated_page_is_indexed_at_the_commit_that_fills_it) 
   next_turn.push_back(7);
   pool_->ingest_request("b", {{"main", seed_for(next_turn, 16)}});
   EXPECT_EQ(pool_->resolve_cached_prefix("b"), 32);
+  check();
+}
+
+// A seed with a tail but no keys (mstar-tool sim accepts one; the fuzzer
+// found it): the chain keys nothing yet, and ids fed back key whole pages
+// from the first (keyed_pages went to -1, then keys[-2] was read).
+TEST_F(kv_prefix_test, a_seed_with_a_tail_and_no_keys_keys_pages_from_the_first) {
+  pool_->ingest_request("a", {{"main", kv_prefix_seed{{}, {1, 2, 3}}}});
+  ASSERT_TRUE(run(step_of({{"a", "main", 3}})).ok);
+  std::vector<token_id> more(20, 7);
+  pool_->extend_prefix_chain("a", "main", more);
+  ASSERT_TRUE(run(step_of({{"a", "main", 20}})).ok);
+  check();
+  // The filled first page is indexed under the key of its tokens.
+  std::vector<token_id> next{1, 2, 3};
+  next.insert(next.end(), more.begin(), more.end());
+  next.push_back(9);
+  pool_->ingest_request("b", {{"main", seed_for(next, 16)}});
+  EXPECT_EQ(pool_->resolve_cached_prefix("b"), 16);
   check();
 }
 
@@ -210,18 +230,30 @@ TEST_F(kv_prefix_test, the_loser_of_a_race_chains_its_next_page_under_the_winner
   EXPECT_EQ(pool_->resolve_cached_prefix("c"), 48);
 }
 
+// Every result is checked (a commit after a good plan succeeds; a release
+// frees whole pages, at most what was asked, and moves the stream's
+// `released` by exactly that), and counters show the walk reached each case.
 TEST_F(kv_prefix_test, a_seeded_random_walk_conserves_pages) {
   const std::uint32_t seed = 0xC0FFEE;
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  make(small_config(16, 40));
+  constexpr std::int64_t page_size = 16;
+  make(small_config(page_size, 40));
   std::mt19937 rng{seed};
   std::vector<std::string> live;
+  struct {
+    int cache_hits = 0, committed = 0, refused = 0, rolled_back = 0, forked = 0, retained = 0;
+    int removed = 0, reset = 0, released_some = 0, released_none = 0, release_refused = 0;
+  } seen;
   for (int op = 0; op < 3000; ++op) {
     const auto pick = rng() % 10;
     if (pick < 2 || live.empty()) {
       const std::string rid = 'r' + std::to_string(op);
       pool_->ingest_request(rid, {{"main", seed_for(prompt(16 + rng() % 80, rng() % 96), 16)}});
-      (void)pool_->resolve_cached_prefix(rid);
+      const auto hit = pool_->resolve_cached_prefix(rid);
+      if (hit && *hit > 0) {
+        ++seen.cache_hits;
+        EXPECT_EQ(*hit % page_size, 0) << "a cached prefix is whole pages";
+      }
       check();
       live.push_back(rid);
     } else if (pick < 7) {
@@ -231,19 +263,25 @@ TEST_F(kv_prefix_test, a_seeded_random_walk_conserves_pages) {
           segs.push_back({rid, "main", static_cast<std::int64_t>(rng() % 20)});
       }
       kv_step s = step_of(segs);
-      if (rng() % 5 == 0)
+      const bool fork = rng() % 5 == 0;
+      if (fork)
         s.pre_forks = {{"main", "draft"}};
-      if (rng() % 4 == 0 && !segs.empty()) {
+      const bool retain = rng() % 4 == 0 && !segs.empty();
+      if (retain)
         s.retention[{segs[0].rid, "main"}] = retention_policy::make(32, 0).value();
-      }
       step_context ctx;
       auto out = pool_->admit(s, ctx);
       check();
       if (!out.ok || rng() % 6 == 0) {
+        ++(out.ok ? seen.rolled_back : seen.refused);
         pool_->rollback_admit(s, ctx);
       } else {
         ASSERT_TRUE(pool_->plan(s, ctx).has_value());
-        (void)pool_->commit(s, ctx);
+        const auto committed = pool_->commit(s, ctx);
+        ASSERT_TRUE(committed.has_value()) << committed.error().to_string();
+        ++seen.committed;
+        seen.forked += fork ? 1 : 0;
+        seen.retained += retain ? 1 : 0;
       }
       check();
     } else if (pick < 9) {
@@ -251,12 +289,34 @@ TEST_F(kv_prefix_test, a_seeded_random_walk_conserves_pages) {
       if (rng() % 2) {
         pool_->remove_request(live[i]);
         live.erase(live.begin() + static_cast<long>(i));
+        ++seen.removed;
       } else {
         pool_->reset_request(live[i], /*free=*/true);
+        ++seen.reset;
       }
       check();
     } else {
-      (void)pool_->release_oldest(live[rng() % live.size()], "main", rng() % 64);
+      const std::string& rid = live[rng() % live.size()];
+      const auto want = static_cast<std::int64_t>(rng() % 64);
+      const auto before = pool_->stream(rid, "main");
+      const auto freed = pool_->release_oldest(rid, "main", want);
+      if (!freed) {
+        ++seen.release_refused;
+        const auto after = pool_->stream(rid, "main");
+        ASSERT_EQ(before.has_value(), after.has_value());
+        if (before) {
+          EXPECT_EQ(after->released, before->released) << "a refused release freed tokens";
+        }
+      } else {
+        EXPECT_GE(*freed, 0);
+        EXPECT_LE(*freed, want);
+        EXPECT_EQ(*freed % page_size, 0) << "releases free whole pages";
+        ++(*freed > 0 ? seen.released_some : seen.released_none);
+        ASSERT_TRUE(before.has_value());
+        const auto after = pool_->stream(rid, "main");
+        ASSERT_TRUE(after.has_value());
+        EXPECT_EQ(after->released, before->released + *freed);
+      }
       check();
     }
   }
@@ -264,6 +324,21 @@ TEST_F(kv_prefix_test, a_seeded_random_walk_conserves_pages) {
     pool_->remove_request(rid);
   check();
   EXPECT_EQ(pool_->num_free_pages() + pool_->num_cached_pages(), 39);
+  std::printf(
+      "[ coverage ] hits %d, committed %d (forked %d, retained %d), refused %d, rolled back %d, "
+      "removed %d, reset %d, released some %d / none %d / refused %d\n",
+      seen.cache_hits, seen.committed, seen.forked, seen.retained, seen.refused, seen.rolled_back,
+      seen.removed, seen.reset, seen.released_some, seen.released_none, seen.release_refused);
+  EXPECT_GT(seen.cache_hits, 0);
+  EXPECT_GT(seen.committed, 0);
+  EXPECT_GT(seen.forked, 0);
+  EXPECT_GT(seen.retained, 0);
+  EXPECT_GT(seen.refused, 0);
+  EXPECT_GT(seen.rolled_back, 0);
+  EXPECT_GT(seen.removed, 0);
+  EXPECT_GT(seen.reset, 0);
+  EXPECT_GT(seen.released_some, 0);
+  EXPECT_GT(seen.released_none, 0);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <gtest/gtest.h>
 #include <limits>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -18,7 +20,10 @@ using test::pages;
 using test::pool;
 
 // Streams allocate, index and share pages, leases come from lookups, and the
-// pool evicts under shortfall, against a model of who holds what.
+// pool evicts under shortfall, against a model of who holds what. The model
+// keeps its own record of what the index holds (key, page, parent), so the
+// expected results of insert, peek, lookup, evictable and evict come from it
+// and not from the index under test; counters show each outcome was reached.
 class random_walk {
  public:
   explicit random_walk(std::uint64_t seed) : rng_(seed) {}
@@ -39,9 +44,20 @@ class random_walk {
       evict(pick(0, 9) == 0 ? std::numeric_limits<std::int32_t>::max() : pick(0, 5));
     } else {
       p_.index.clear();
+      by_key_.clear();
+      parent_.clear();
+      ++seen_.cleared;
     }
     p_.expect_sound();
+    EXPECT_EQ(p_.index.size(), static_cast<std::int32_t>(parent_.size()));
   }
+
+  /// How often each outcome happened.
+  struct counters {
+    int inserted = 0, insert_refused = 0, matched = 0, missed = 0, evicted = 0, evict_short = 0;
+    int cleared = 0;
+  };
+  [[nodiscard]] const counters& seen() const { return seen_; }
 
  private:
   static constexpr std::int32_t num_pages = 40;
@@ -73,40 +89,75 @@ class random_walk {
     p_.held.insert(p_.held.end(), got.begin(), got.end());
   }
 
+  // The model: indexed page -> parent, key -> page.
+  [[nodiscard]] std::optional<page_id> model_page(int k) const {
+    const auto it = by_key_.find(k);
+    return it == by_key_.end() ? std::nullopt : std::optional<page_id>{it->second};
+  }
+
+  // Whether someone besides the index holds `page` or any of its
+  // descendants (then evict cannot free it).
+  [[nodiscard]] bool pinned(page_id page) const {
+    if (std::count(p_.held.begin(), p_.held.end(), page) > 0)
+      return true;
+    for (const auto& [child, parent] : parent_) {
+      if (parent == page && pinned(child))
+        return true;
+    }
+    return false;
+  }
+
+  [[nodiscard]] std::int32_t model_evictable() const {
+    std::int32_t n = 0;
+    for (const auto& entry : parent_)
+      n += pinned(entry.first) ? 0 : 1;
+    return n;
+  }
+
   void insert() {
     const std::optional<page_id> page = held_page();
     if (!page)
       return;
-    const digest256 k = key(pick(0, num_keys - 1));
+    const int k = pick(0, num_keys - 1);
     std::optional<page_id> parent;
     const int how = pick(0, 2);
     if (how == 1)
       parent = any_page();
     if (how == 2)
-      parent = p_.index.page_for(key(pick(0, num_keys - 1)));
+      parent = model_page(pick(0, num_keys - 1));
     const bool expected =
-        !p_.index.page_for(k) && !p_.index.indexes(*page) && (!parent || p_.index.indexes(*parent));
-    EXPECT_EQ(p_.index.insert(k, *page, parent), expected);
+        !by_key_.contains(k) && !parent_.contains(*page) && (!parent || parent_.contains(*parent));
+    const bool inserted = p_.index.insert(key(k), *page, parent);
+    EXPECT_EQ(inserted, expected);
+    if (inserted) {
+      by_key_[k] = *page;
+      parent_[*page] = parent;
+    }
+    ++(inserted ? seen_.inserted : seen_.insert_refused);
   }
 
   // Half the time the keys are ones the index holds, so matches run long.
   void match(bool stamp) {
-    std::vector<digest256> ks;
+    std::vector<int> ids;
     const bool known = pick(0, 1) == 0;
-    for (int k = pick(0, num_keys - 1), n = 0; n < num_keys && ks.size() < 6; ++n) {
-      const digest256 candidate = key((k + n) % num_keys);
-      if (!known || p_.index.page_for(candidate))
-        ks.push_back(candidate);
+    for (int k = pick(0, num_keys - 1), n = 0; n < num_keys && ids.size() < 6; ++n) {
+      const int candidate = (k + n) % num_keys;
+      if (!known || by_key_.contains(candidate))
+        ids.push_back(candidate);
     }
     if (pick(0, 1) == 0)
-      ks.push_back(key(num_keys));  // never indexed
+      ids.push_back(num_keys);  // never indexed
+    std::vector<digest256> ks;
     pages expected;
-    for (const digest256& k : ks) {
-      const auto page = p_.index.page_for(k);
-      if (!page)
-        break;
-      expected.push_back(*page);
+    bool missed = false;
+    for (const int k : ids) {
+      ks.push_back(key(k));
+      const auto page = model_page(k);
+      missed = missed || !page;
+      if (!missed)
+        expected.push_back(*page);
     }
+    ++(expected.empty() ? seen_.missed : seen_.matched);
     EXPECT_EQ(p_.index.peek(ks), expected);
     if (!stamp)
       return;
@@ -130,17 +181,34 @@ class random_walk {
       p_.drop(*page);
   }
 
+  // The count freed, and that only unpinned pages went, come from the model;
+  // which of them went (the LRU order) is read back from the index.
   void evict(std::int32_t n) {
-    const std::int32_t evictable = p_.index.evictable();
-    const std::int32_t size = p_.index.size();
+    const std::int32_t evictable = model_evictable();
+    EXPECT_EQ(p_.index.evictable(), evictable);
     const std::int32_t freed = p_.index.evict(n);
     EXPECT_EQ(freed, std::min(n, evictable));
-    EXPECT_EQ(p_.index.size(), size - freed);
+    std::int32_t gone = 0;
+    for (auto it = parent_.begin(); it != parent_.end();) {
+      if (p_.index.indexes(it->first)) {
+        ++it;
+        continue;
+      }
+      EXPECT_FALSE(pinned(it->first)) << "evicted page " << it->first << ", which is held";
+      ++gone;
+      std::erase_if(by_key_, [&](const auto& entry) { return entry.second == it->first; });
+      it = parent_.erase(it);
+    }
+    EXPECT_EQ(gone, freed);
     EXPECT_EQ(p_.index.evictable(), evictable - freed);
+    ++(freed < n ? seen_.evict_short : seen_.evicted);
   }
 
   std::mt19937_64 rng_;
   pool p_{num_pages};
+  std::map<int, page_id> by_key_;                     // key number -> indexed page
+  std::map<page_id, std::optional<page_id>> parent_;  // indexed page -> its parent
+  counters seen_;
 };
 
 TEST(prefix_index, survives_a_seeded_random_walk_with_every_invariant_intact) {
@@ -151,6 +219,19 @@ TEST(prefix_index, survives_a_seeded_random_walk_with_every_invariant_intact) {
       walk.step();
       ASSERT_FALSE(::testing::Test::HasFailure()) << "after step " << i;
     }
+    const auto& seen = walk.seen();
+    std::printf(
+        "[ coverage ] inserted %d, refused %d, matched %d, missed %d, evicted %d, short %d, "
+        "cleared %d\n",
+        seen.inserted, seen.insert_refused, seen.matched, seen.missed, seen.evicted,
+        seen.evict_short, seen.cleared);
+    EXPECT_GT(seen.inserted, 0);
+    EXPECT_GT(seen.insert_refused, 0);
+    EXPECT_GT(seen.matched, 0);
+    EXPECT_GT(seen.missed, 0);
+    EXPECT_GT(seen.evicted, 0);
+    EXPECT_GT(seen.evict_short, 0);
+    EXPECT_GT(seen.cleared, 0);
   }
 }
 

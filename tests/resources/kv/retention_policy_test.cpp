@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tests/support/fixtures.hpp"
 
@@ -53,25 +54,44 @@ TEST(retention_policy, equality_compares_both_fields) {
   EXPECT_NE((retention_policy{16, 4}), (retention_policy{17, 4}));
 }
 
-TEST(retention_policy, make_rebuilds_every_published_retention_result) {
+// The published probes give each schedule's inputs (context units, tokens
+// per unit, prefix tokens) and the policy a window commit declares, or that
+// it raises. The policy make() builds from the inputs (the budget is the
+// context in tokens) must be the published one, and a raising probe with a
+// positive budget must be refused, naming the field.
+TEST(retention_policy, make_agrees_with_every_published_retention_probe) {
   const auto vectors = test::load_fixture_json("vectors/windowing.json");
-  int checked = 0;
+  int accepted = 0, refused = 0;
   for (const auto& c : vectors.at("cases")) {
     if (c.at("kind") != "schedule")
       continue;
+    const auto context_units = c.at("inputs").at("context_units").get<std::int64_t>();
+    if (context_units == 0)
+      continue;  // the schedule keeps everything: no policy to build
     for (const auto& probe : c.at("expected").at("retention")) {
-      if (!probe.contains("result") || probe.at("result").is_null())
+      const auto tokens_per_unit = probe.at("tokens_per_unit").get<std::int64_t>();
+      const auto prefix = probe.at("prefix_tokens").get<std::int64_t>();
+      SCOPED_TRACE(c.at("id").get<std::string>() + ": tokens_per_unit " +
+                   std::to_string(tokens_per_unit) + ", prefix_tokens " + std::to_string(prefix));
+      if (tokens_per_unit <= 0)
+        continue;  // refused by the schedule before any policy is made
+      auto policy = retention_policy::make(context_units * tokens_per_unit, prefix);
+      if (probe.contains("raises")) {
+        ASSERT_FALSE(policy);
+        EXPECT_EQ(policy.error().code(), errc::invalid_argument);
+        EXPECT_NE(policy.error().message().find("protected_prefix"), std::string::npos);
+        ++refused;
         continue;
-      const auto& want = probe.at("result");
-      const auto budget = want.at("context_budget").get<std::int64_t>();
-      const auto prefix = want.at("protected_prefix").get<std::int64_t>();
-      auto policy = retention_policy::make(budget, prefix);
+      }
       ASSERT_TRUE(policy) << policy.error().to_string();
-      EXPECT_EQ(*policy, (retention_policy{budget, prefix}));
-      ++checked;
+      const auto& want = probe.at("result");
+      EXPECT_EQ(policy->context_budget, want.at("context_budget").get<std::int64_t>());
+      EXPECT_EQ(policy->protected_prefix, want.at("protected_prefix").get<std::int64_t>());
+      ++accepted;
     }
   }
-  EXPECT_GT(checked, 0);
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(refused, 0);
 }
 
 }  // namespace
