@@ -40,7 +40,7 @@ TEST(arena_descriptor, a_malformed_descriptor_is_refused_naming_the_field) {
     EXPECT_TRUE(contains(describe(d.error()), part));
   };
   refuses("[1,2]", "not a JSON object");
-  refuses("{nope", "not a JSON object");
+  refuses("{nope", "not valid JSON");
   auto text = to_json(sample());
   refuses(std::string{text}.replace(text.find("\"owner\""), 7, "\"ownr\""), "'owner' is missing");
   refuses(std::string{text}.replace(text.find("01ab00ff"), 8, "01ab00fz"),
