@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <unistd.h>
 
 #include "bench/harness.hpp"
@@ -33,6 +34,16 @@ struct page_set {
   }
 };
 
+// The bytes every page of the source holds, and what the destination pushes
+// back: every transfer is checked to have moved them (a bench that moves the
+// wrong bytes, or none, fails instead of reporting a rate).
+constexpr unsigned char source_byte = 0x5A;
+constexpr unsigned char pushed_byte = 0xA5;
+
+bool all_bytes(const std::byte* p, std::uint64_t n, unsigned char value) {
+  return std::all_of(p, p + n, [value](std::byte b) { return b == std::byte{value}; });
+}
+
 void must(bool ok, const std::string& what) {
   if (!ok) {
     std::fprintf(stderr, "transport bench: %s failed\n", what.c_str());
@@ -48,11 +59,17 @@ agent_options options_for(const std::string& tls, const std::string& name) {
   return o;
 }
 
-// Every page once, destination = source * stride mod pages (stride odd and
-// not 1), so neighbouring pages never stay neighbours: one operation each.
+// Every page once, destination = source * stride + 1 mod pages (stride odd,
+// not 1 and prime to `pages`, so the map is a permutation), so neighbouring
+// pages never stay neighbours: one operation each.
 std::vector<unit_pair> scattered(std::uint64_t pages) {
   std::vector<unit_pair> pairs;
-  const std::uint64_t stride = pages > 4 ? 3 : 1;
+  std::uint64_t stride = 1;
+  if (pages > 4) {
+    stride = 3;
+    while (std::gcd(stride, pages) != 1)
+      stride += 2;
+  }
   for (std::uint64_t p = 0; p < pages; ++p)
     pairs.push_back(
         {static_cast<std::int32_t>(p), static_cast<std::int32_t>((p * stride + 1) % pages)});
@@ -60,7 +77,9 @@ std::vector<unit_pair> scattered(std::uint64_t pages) {
 }
 
 // The serving process: an arena (in a segment when `deployment` is set), its
-// descriptor on `out`, served until "done" arrives on `in`.
+// descriptor on `out`, served until "done" (nothing was pushed: the arena
+// still holds source_byte) or "done-pushed" (every page holds pushed_byte)
+// arrives on `in`; exit 14 when the arena holds anything else.
 // Where the arenas of a case live.
 enum class memory { plain, segment, ucx };
 
@@ -86,10 +105,14 @@ int serve(const std::string& tls, page_set set, memory where, line_pipe& out, li
   }
   if (!id)
     return 12;
-  std::memset((*a)->arena_base(*id), 0x5A, layout.bytes());
+  std::byte* base = (*a)->arena_base(*id);
+  std::memset(base, source_byte, layout.bytes());
   if (!(*a)->start_progress_thread() || !out.send(to_json(*(*a)->describe(*id))))
     return 12;
-  return in.receive(std::chrono::minutes{10}) == "done" ? 0 : 13;
+  const auto done = in.receive(std::chrono::minutes{10});
+  if (done != "done" && done != "done-pushed")
+    return 13;
+  return all_bytes(base, layout.bytes(), done == "done" ? source_byte : pushed_byte) ? 0 : 14;
 }
 
 // Seconds per transfer of `set`, `rounds` times, against a forked peer:
@@ -136,8 +159,16 @@ peer_run measure(const std::string& tls, page_set set, int rounds, memory where)
       must(h && (*b)->wait(*h), "transfer over " + tls);
       return seconds{clock::now() - t0}.count();
     };
+    std::byte* dst_base = (*b)->arena_base(*local);
     for (int r = 0; r < rounds + 1; ++r) {  // round 0 warms up
+      // What the source holds: its own bytes until the first push replaced
+      // them with ours (a mapped segment is never pushed to).
+      const unsigned char expect = r == 0 || mapped ? source_byte : pushed_byte;
+      std::memset(dst_base, 1, layout.bytes());
       const double pull = time(direction::read, *plan);
+      must(all_bytes(dst_base, layout.bytes(), expect),
+           "pull over " + tls + " (the pages arrived with other bytes)");
+      std::memset(dst_base, pushed_byte, layout.bytes());
       const double push = mapped ? 0 : time(direction::write, *plan);
       const double push_hot = mapped ? 0 : time(direction::write, hot);
       if (r > 0) {
@@ -147,8 +178,10 @@ peer_run measure(const std::string& tls, page_set set, int rounds, memory where)
       }
     }
   }
-  to_child.send("done");
-  must(mstar::bench::wait_exit(child, std::chrono::seconds{30}) == 0, "peer exit");
+  to_child.send(mapped ? "done" : "done-pushed");
+  const int peer = mstar::bench::wait_exit(child, std::chrono::seconds{30});
+  must(peer != 14, "push over " + tls + " (the peer's pages hold other bytes)");
+  must(peer == 0, fmt::format("peer exit (status {})", peer));
   return run;
 }
 
