@@ -419,6 +419,22 @@ def check(case, baselines):
     return name, problems, kb, base, took, text
 
 
+def asan_tree(build):
+    """Whether the tree's binaries carry AddressSanitizer: its CMake cache says
+    so (clang links the runtime statically, so ldd shows no libasan)."""
+    try:
+        with open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MSTAR_SANITIZE:"):
+                    value = line.split("=", 1)[1].strip().upper()
+                    return value in ("ON", "YES", "TRUE", "Y", "1") or "ADDRESS" in value
+    except OSError:
+        pass
+    ldd = subprocess.run(["ldd", os.path.join(build, "launcher", "mstar-run")],
+                         capture_output=True, text=True)
+    return "libasan" in ldd.stdout
+
+
 def main():
     global BIN, ASAN
     if len(sys.argv) > 3 and sys.argv[1] == "--measure":
@@ -428,8 +444,7 @@ def main():
         return 2
     BIN = os.path.join(os.path.abspath(sys.argv[1]), "launcher")
     wanted = sys.argv[2:]
-    ldd = subprocess.run(["ldd", os.path.join(BIN, "mstar-run")], capture_output=True, text=True)
-    ASAN = "libasan" in ldd.stdout
+    ASAN = asan_tree(os.path.abspath(sys.argv[1]))
     baselines = {b: baseline_kb(b) for b in ("mstar-run", "mstar-tool")}
     print(f"baseline peak RSS (--help): mstar-run {baselines['mstar-run'] // 1024} MB, "
           f"mstar-tool {baselines['mstar-tool'] // 1024} MB; budget +200 MB per refused input")
