@@ -43,9 +43,10 @@ timed "tests in build/" ctest --test-dir build --output-on-failure --no-tests=er
 echo "== the main job, once (scripts/run-main.sh --once: mstar-serve, one streamed chat reply)"
 timed "main job" scripts/run-main.sh --once || fail "the main job (scripts/run-main.sh --once)"
 
-# Built at -O0 (about 0.6 of -O1's compile time: the build was 250 of the
-# step's 350 s); longer runs: scripts/fuzz.sh (at -O1).
-echo "== libFuzzer (build-fuzz/, clang, -O0): HTTP requests 20 s, each model-file and mstar-tool fuzzer 5 s"
+# The model-file and tool targets built at -O0 (about 0.6 of -O1's compile
+# time: the build was 250 of the step's 350 s); here they run their seed
+# corpora and regression inputs and fuzz briefly. Longer runs: scripts/fuzz.sh.
+echo "== libFuzzer (build-fuzz/, clang): HTTP requests 20 s (-O1), each model-file and mstar-tool fuzzer 5 s (-O0)"
 timed "fuzz" env MSTAR_FUZZ_OPT=-O0 scripts/fuzz.sh 20 5 || fail "the fuzzers (scripts/fuzz.sh)"
 
 # clang (Debian's 14, already here for libFuzzer) builds this tree: at -O0
