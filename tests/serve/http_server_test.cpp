@@ -43,6 +43,29 @@ bool metrics_reach(std::uint16_t port, Pred ok) {
   return false;
 }
 
+// A streamed completion on a raw socket, read up to its first event; the
+// socket closes (the client hangs up mid-stream) when this goes.
+struct open_stream {
+  net::io_context ioc;
+  tcp::socket sock{ioc};
+  std::string head;  ///< what arrived up to the first "data: "
+
+  open_stream(std::uint16_t port, const json& prompt, int max_tokens) {
+    sock.connect(tcp::endpoint{net::ip::address_v4::loopback(), port});
+    const auto body = json{
+        {"prompt", prompt},
+        {"max_tokens", max_tokens},
+        {"ignore_eos", true},
+        {"stream", true}}.dump();
+    const auto req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    net::write(sock, net::buffer(req));
+    net::read_until(sock, net::dynamic_buffer(head), "data: ");
+  }
+};
+
 TEST(http_server, serves_transformers_greedy_tokens_on_one_keep_alive_connection) {
   const auto expected = load_expected("nemotron_h_tiny_hybrid");
   auto s = start_server(default_setup());
@@ -184,21 +207,7 @@ TEST(http_server, answers_429_past_the_queue_limit) {
     // A streamed request holds the only place until its client hangs up
     // (waiting for 3,000 tokens took past the client's 60 s under ASan on a
     // loaded machine).
-    net::io_context ioc;
-    tcp::socket sock{ioc};
-    sock.connect(tcp::endpoint{net::ip::address_v4::loopback(), s->http_port()});
-    const auto body = json{
-        {"prompt", {1, 2}},
-        {"max_tokens", 3000},
-        {"ignore_eos", true},
-        {"stream", true}}.dump();
-    const auto req =
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        "Content-Length: " +
-        std::to_string(body.size()) + "\r\n\r\n" + body;
-    net::write(sock, net::buffer(req));
-    std::string got;
-    net::read_until(sock, net::dynamic_buffer(got), "data: ");
+    const open_stream first{s->http_port(), {1, 2}, 3000};
     ASSERT_TRUE(metrics_reach(s->http_port(), [](const std::string& m) {
       return metric(m, "mstar:num_requests_running") == 1;
     }));
@@ -221,22 +230,8 @@ TEST(http_server, a_client_that_disconnects_mid_stream_cancels_and_frees_its_pag
   auto s = start_server(setup);
   ASSERT_NE(s, nullptr);
   {
-    net::io_context ioc;
-    tcp::socket sock{ioc};
-    sock.connect(tcp::endpoint{net::ip::address_v4::loopback(), s->http_port()});
-    const auto body = json{
-        {"prompt", {1, 2, 3}},
-        {"max_tokens", 4000},
-        {"ignore_eos", true},
-        {"stream", true}}.dump();
-    const auto req =
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        "Content-Length: " +
-        std::to_string(body.size()) + "\r\n\r\n" + body;
-    net::write(sock, net::buffer(req));
-    std::string got;
-    net::read_until(sock, net::dynamic_buffer(got), "data: ");
-    EXPECT_NE(got.find("text/event-stream"), std::string::npos);
+    const open_stream stream{s->http_port(), {1, 2, 3}, 4000};
+    EXPECT_NE(stream.head.find("text/event-stream"), std::string::npos);
     ASSERT_TRUE(metrics_reach(s->http_port(), [](const std::string& m) {
       return metric(m, "mstar:kv_pages_used") > 0 && metric(m, "mstar:recurrent_slots_used") == 1;
     }));
