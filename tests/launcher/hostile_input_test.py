@@ -152,20 +152,22 @@ def model_case(name, expect, config=None, tokenizer=None, weights=None, extra=()
     return (name, body, rc, expect)
 
 
-def fifo_at(file_name):
+def replaced_by(file_name, make):
+    """A folder edit: `file_name` removed and made again by `make(path)`
+    (os.mkfifo, os.mkdir: something that is not a regular file)."""
     def setup(folder):
         path = os.path.join(folder, file_name)
         os.remove(path)
-        os.mkfifo(path)
+        make(path)
     return setup
+
+
+def fifo_at(file_name):
+    return replaced_by(file_name, os.mkfifo)
 
 
 def directory_at(file_name):
-    def setup(folder):
-        path = os.path.join(folder, file_name)
-        os.remove(path)
-        os.mkdir(path)
-    return setup
+    return replaced_by(file_name, os.mkdir)
 
 
 def tokenizer_with_vocab_id(token, token_id):
