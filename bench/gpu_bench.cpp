@@ -296,8 +296,7 @@ int main(int argc, char** argv) {
   const auto report = mstar::kernels::query_cuda_devices();
   if (report.devices.empty()) {
     // MSTAR_REQUIRE_GPU (the device scripts set it): a missing GPU is a failure.
-    const char* required = std::getenv("MSTAR_REQUIRE_GPU");
-    const bool fail = required != nullptr && *required != '\0' && std::string{required} != "0";
+    const bool fail = mstar::kernels::gpu_required();
     std::fprintf(stderr, "gpu bench: %s, no CUDA device: %s\n",
                  fail ? "failed (MSTAR_REQUIRE_GPU is set)" : "skipped", report.reason.c_str());
     return fail ? 1 : 0;

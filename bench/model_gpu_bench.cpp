@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 7;
   bool json = false, no_graphs = false;
   std::string through = "direct";
-  std::string schedule = "overlap";
+  std::string schedule = "sync";
   app.add_option("--model", model_dir, "Checkpoint folder")->required();
   app.add_option("--device", device, "cuda, cuda:N or cpu")->capture_default_str();
   app.add_option("--dtype", dtype, "bfloat16 or float32")->capture_default_str();
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"direct", "actors"}))
       ->capture_default_str();
   app.add_option("--schedule", schedule,
-                 "sync (step N+1 built after N) or overlap (while N runs: the engine's default)")
+                 "sync (step N+1 built after N: the engine's default) or overlap (while N runs)")
       ->check(CLI::IsMember({"sync", "overlap"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -129,8 +129,7 @@ int main(int argc, char** argv) {
     const auto report = mstar::kernels::query_cuda_devices();
     if (report.devices.empty()) {
       // MSTAR_REQUIRE_GPU (the device scripts set it): a missing GPU is a failure.
-      const char* required = std::getenv("MSTAR_REQUIRE_GPU");
-      const bool fail = required != nullptr && *required != '\0' && std::string{required} != "0";
+      const bool fail = mstar::kernels::gpu_required();
       std::printf("mstar-bench-model-gpu: no CUDA device (%s); nothing measured%s\n",
                   report.reason.c_str(), fail ? " (MSTAR_REQUIRE_GPU is set: failing)" : "");
       return fail ? 1 : 0;

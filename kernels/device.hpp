@@ -1,7 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mstar::kernels {
@@ -28,5 +30,14 @@ struct cuda_report {
 /// Queries the CUDA runtime once. Never fails: a CPU-only build or a machine
 /// without a GPU or driver yields an empty device list and the reason.
 [[nodiscard]] cuda_report query_cuda_devices();
+
+/// Whether the environment asks for a GPU: MSTAR_REQUIRE_GPU set to anything
+/// but "" or "0" (the device scripts, bench/h200_*.sh, set it). Then a missing
+/// device, or one the binaries cannot run on, is a failure of the GPU tests
+/// and benchmarks instead of a skip.
+[[nodiscard]] inline bool gpu_required() {
+  const char* v = std::getenv("MSTAR_REQUIRE_GPU");
+  return v != nullptr && std::string_view{v} != "" && std::string_view{v} != "0";
+}
 
 }  // namespace mstar::kernels

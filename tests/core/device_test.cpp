@@ -17,8 +17,7 @@ TEST(query_cuda_devices, answers_with_devices_or_a_reason) {
   if (report.devices.empty()) {
     EXPECT_FALSE(report.reason.empty());
     // The device scripts set MSTAR_REQUIRE_GPU: there, no device is a failure.
-    const char* required = std::getenv("MSTAR_REQUIRE_GPU");
-    if (required != nullptr && *required != '\0' && std::string{required} != "0") {
+    if (mstar::kernels::gpu_required()) {
       GTEST_FAIL() << "no CUDA device here (MSTAR_REQUIRE_GPU is set): " << report.reason;
     }
     GTEST_SKIP() << "no CUDA device here: " << report.reason;

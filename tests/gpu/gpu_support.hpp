@@ -27,14 +27,7 @@ namespace mstar::test::gpu {
 #define MSTAR_CUDA_MIN_ARCH 90  // the lowest of CMAKE_CUDA_ARCHITECTURES (tests/CMakeLists.txt)
 #endif
 
-/// Whether the environment asks for a GPU: MSTAR_REQUIRE_GPU set to anything
-/// but "" or "0" (the device scripts, bench/h200_*.sh, set it). Then a missing
-/// device or one the binaries cannot run on fails every GPU test instead of
-/// skipping it.
-inline bool gpu_required() {
-  const char* v = std::getenv("MSTAR_REQUIRE_GPU");
-  return v != nullptr && std::string_view{v} != "" && std::string_view{v} != "0";
-}
+using kernels::gpu_required;
 
 /// Why GPU tests cannot run here (empty when a device is usable): no device,
 /// or device 0's compute capability is below what the binaries are built
