@@ -128,6 +128,21 @@ class causal_lm {
                                                        const step_plans& plans,
                                                        std::span<const row_sampling> draws) = 0;
 
+  /// Starts the forward of one admitted and planned step without waiting
+  /// for it; `finish` gives its output. On a GPU only the work is queued,
+  /// so the host may admit, plan and launch the next step while this one
+  /// runs (overlap scheduling); the default runs `forward` here. Forwards run
+  /// in launch order, at most two outstanding. `loopback` is empty or one
+  /// entry per row: j >= 0 makes a decode row feed the id the previously
+  /// launched forward drew for its row j, read where it was drawn (on a GPU
+  /// no host round trip), whatever the row's token says; -1: the row's own.
+  /// `plans` and `rows` need to live only for the call.
+  [[nodiscard]] virtual result<std::uint64_t> launch(std::span<const step_row> rows,
+                                                     const step_plans& plans,
+                                                     std::span<const row_sampling> draws,
+                                                     std::span<const std::int32_t> loopback);
+  /// Waits for the oldest outstanding forward, which must be `ticket`.
+  [[nodiscard]] virtual result<forward_output> finish(std::uint64_t ticket);
   /// "cpu", or the CUDA device's name.
   [[nodiscard]] virtual std::string device_name() const = 0;
   /// The weights' precision in the forward.
@@ -136,6 +151,12 @@ class causal_lm {
   [[nodiscard]] virtual std::int64_t num_parameters() const noexcept = 0;
   /// Whether the backend runs on a GPU (the engine warms it up then).
   [[nodiscard]] virtual bool on_gpu() const noexcept = 0;
+
+ private:
+  // The default launch's outputs, oldest first (see `launch`).
+  std::vector<std::pair<std::uint64_t, forward_output>> launched_;
+  std::vector<std::int32_t> last_drawn_;  ///< the last launch's draws
+  std::uint64_t next_ticket_ = 0;
 };
 
 }  // namespace mstar::models

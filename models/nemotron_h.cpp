@@ -231,6 +231,31 @@ step_request nemotron_h_model::declare(std::span<const step_row> rows) const {
 result<forward_output> nemotron_h_model::forward(std::span<const step_row> rows,
                                                  const step_plans& plans,
                                                  std::span<const row_sampling> draws) {
+  auto ticket = launch(rows, plans, draws, {});
+  if (!ticket)
+    return ticket.error();
+  return finish(*ticket);
+}
+
+result<forward_output> nemotron_h_model::finish(std::uint64_t ticket) {
+  forward_output out;
+  const bool draw = draws_.empty() ? false : draws_.front().second;
+  if (draws_.empty() || draws_.front().first != ticket) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("nemotron_h: forward {} is not the oldest outstanding", ticket));
+  }
+  draws_.erase(draws_.begin());
+  if (auto ok = backend_->finish(ticket, draw ? nullptr : &out.logits, draw ? &out.sampled : nullptr);
+      !ok) {
+    return ok.error();
+  }
+  return out;
+}
+
+result<std::uint64_t> nemotron_h_model::launch(std::span<const step_row> rows,
+                                               const step_plans& plans,
+                                               std::span<const row_sampling> draws,
+                                               std::span<const std::int32_t> loopback) {
   if (!bound_)
     return make_error(errc::invalid_argument, "nemotron_h: forward before bind");
   nemotron_h_state state{nullptr, nullptr, kv_view_, conv_state_, ssm_state_};
@@ -275,14 +300,12 @@ result<forward_output> nemotron_h_model::forward(std::span<const step_row> rows,
     return make_error(errc::invalid_argument,
                       fmt::format("nemotron_h: {} draws for {} rows", draws.size(), rows.size()));
   }
-  forward_output out;
   const bool draw = !draws.empty();
-  if (auto ran = backend_->forward({ids_, cu_, decode}, state, draw ? nullptr : &out.logits,
-                                   draw ? &out.sampled : nullptr, draws);
-      !ran) {
-    return ran.error();
-  }
-  return out;
+  auto ticket = backend_->launch({ids_, cu_, decode}, state, !draw, draws, loopback);
+  if (!ticket)
+    return ticket.error();
+  draws_.emplace_back(*ticket, draw);
+  return *ticket;
 }
 
 result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::random(nemotron_h_config config,

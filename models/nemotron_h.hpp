@@ -69,6 +69,11 @@ class nemotron_h_model final : public causal_lm {
   [[nodiscard]] result<forward_output> forward(std::span<const step_row> rows,
                                                const step_plans& plans,
                                                std::span<const row_sampling> draws) override;
+  [[nodiscard]] result<std::uint64_t> launch(std::span<const step_row> rows,
+                                             const step_plans& plans,
+                                             std::span<const row_sampling> draws,
+                                             std::span<const std::int32_t> loopback) override;
+  [[nodiscard]] result<forward_output> finish(std::uint64_t ticket) override;
   [[nodiscard]] std::string device_name() const override { return backend_->name(); }
   [[nodiscard]] mstar::dtype compute_dtype() const noexcept override { return backend_->dtype(); }
   [[nodiscard]] std::int64_t num_parameters() const noexcept override;
@@ -104,6 +109,8 @@ class nemotron_h_model final : public causal_lm {
   bool bound_ = false;
   // Packing buffers, reused across steps.
   std::vector<std::int32_t> ids_, cu_;
+  /// The outstanding forwards, oldest first: ticket, whether it draws.
+  std::vector<std::pair<std::uint64_t, bool>> draws_;
 };
 
 }  // namespace mstar::models

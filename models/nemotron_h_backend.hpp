@@ -89,11 +89,60 @@ class nemotron_h_backend {
                                              std::vector<std::int32_t>* sampled,
                                              std::span<const row_sampling> sampling) = 0;
 
+  /// Starts one forward over `batch` without waiting for it and returns its
+  /// ticket; `finish` gives its output. A backend with a device queue (CUDA)
+  /// only enqueues the work, so the host may build and launch the next step
+  /// while this one runs; the default (the CPU) runs `forward` here.
+  /// Forwards run in launch order; at most `max_outstanding` may be launched
+  /// and not finished. `want_logits`: the output is each row's logits;
+  /// otherwise one draw per row under `sampling`. `loopback` is empty or one
+  /// entry per row: an entry j >= 0 makes the row (one token) feed the id
+  /// the previously launched forward drew for its row j, read where that
+  /// forward left it (on a device: no host round trip); its entry in
+  /// `batch.ids` is ignored. -1: the row feeds `batch.ids`.
+  [[nodiscard]] virtual result<std::uint64_t> launch(const nemotron_h_batch& batch,
+                                                     const nemotron_h_state& state,
+                                                     bool want_logits,
+                                                     std::span<const row_sampling> sampling,
+                                                     std::span<const std::int32_t> loopback);
+  /// Waits for the oldest outstanding forward, which must be `ticket`, and
+  /// gives its logits ([R, vocab] f32) or its drawn ids (one per row; -1 for
+  /// a row the sampler refused).
+  [[nodiscard]] virtual result<void> finish(std::uint64_t ticket, std::vector<float>* logits,
+                                            std::vector<std::int32_t>* sampled);
+  /// How many forwards may be launched and not finished.
+  static constexpr std::size_t max_outstanding = 2;
   /// Starts (or stops) keeping a device timeline of the forwards; a backend
   /// without a device clock (the CPU) keeps none.
   virtual void record_timeline(bool /*on*/) {}
   /// The forwards recorded since the last call, in order.
   [[nodiscard]] virtual std::vector<device_step_time> take_timeline() { return {}; }
+
+ private:
+  // The default launch's results, oldest first, and the ids the last launch
+  // drew (what a loopback row of the next one feeds).
+  struct ran {
+    std::uint64_t ticket = 0;
+    std::vector<float> logits;
+    std::vector<std::int32_t> sampled;
+  };
+  std::vector<ran> ran_;
+  std::vector<std::int32_t> last_drawn_;
+  std::vector<std::int32_t> ids_;
+  std::uint64_t next_ticket_ = 0;
 };
+
+/// The ids `batch` feeds once each looped-back row takes the id `drawn`
+/// (the previous forward's draws) holds for it; invalid_argument when a
+/// loopback entry names no drawn row or its row feeds more than one token.
+[[nodiscard]] result<void> resolve_loopback(const nemotron_h_batch& batch,
+                                            std::span<const std::int32_t> loopback,
+                                            std::span<const std::int32_t> drawn,
+                                            std::vector<std::int32_t>& ids);
+/// Checks `loopback` against `batch` (one entry per row, each looped-back
+/// row feeding one token, j < `previous_rows`).
+[[nodiscard]] result<void> check_loopback(const nemotron_h_batch& batch,
+                                          std::span<const std::int32_t> loopback,
+                                          std::size_t previous_rows);
 
 }  // namespace mstar::models
