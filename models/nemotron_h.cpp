@@ -245,7 +245,8 @@ result<forward_output> nemotron_h_model::finish(std::uint64_t ticket) {
                       fmt::format("nemotron_h: forward {} is not the oldest outstanding", ticket));
   }
   draws_.erase(draws_.begin());
-  if (auto ok = backend_->finish(ticket, draw ? nullptr : &out.logits, draw ? &out.sampled : nullptr);
+  if (auto ok =
+          backend_->finish(ticket, draw ? nullptr : &out.logits, draw ? &out.sampled : nullptr);
       !ok) {
     return ok.error();
   }
