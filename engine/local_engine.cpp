@@ -1,68 +1,12 @@
 #include "engine/local_engine.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <fmt/format.h>
-#include <future>
-#include <mutex>
-#include <thread>
 
 #include "engine/pool_memory.hpp"
 #include "engine/preprocess.hpp"
 
 namespace mstar::engine {
-
-/// One thread that runs one forward at a time (the model is not
-/// thread-safe; only this thread calls `forward` in overlap mode).
-class local_engine::forward_thread {
- public:
-  using task = std::packaged_task<result<models::forward_output>()>;
-  forward_thread() : thread_([this] { loop(); }) {}
-  ~forward_thread() {
-    {
-      std::lock_guard lock{mutex_};
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  forward_thread(const forward_thread&) = delete;
-  forward_thread& operator=(const forward_thread&) = delete;
-
-  std::future<result<models::forward_output>> run(task t) {
-    auto f = t.get_future();
-    {
-      std::lock_guard lock{mutex_};
-      next_ = std::move(t);
-      has_next_ = true;
-    }
-    cv_.notify_all();
-    return f;
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      task t;
-      {
-        std::unique_lock lock{mutex_};
-        cv_.wait(lock, [&] { return stop_ || has_next_; });
-        if (!has_next_)
-          return;
-        t = std::move(next_);
-        has_next_ = false;
-      }
-      t();
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  task next_;
-  bool has_next_ = false;
-  bool stop_ = false;
-  std::thread thread_;  // last: starts after the members it reads
-};
 
 local_engine::local_engine() = default;
 
@@ -102,8 +46,6 @@ result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models:
     return ok.error();
   auto e = std::unique_ptr<local_engine>(new local_engine);
   e->config_ = config;
-  if (config.schedule == schedule_mode::overlap)
-    e->forward_ = std::make_unique<forward_thread>();
   model_facts facts{model->vocab_size(),
                     {model->eos_token_ids().begin(), model->eos_token_ids().end()},
                     model->tok(),
@@ -115,17 +57,14 @@ result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models:
 }
 
 local_engine::~local_engine() {
-  forward_.reset();  // no forward runs past here
-  drop_stage();
+  if (cur_)
+    abandon(*cur_);  // no forward runs past here
 }
 
-void local_engine::drop_stage() {
-  guess_.reset();
-  if (!staged_)
-    return;
-  pools_->clear_preplan();
-  staged_.reset();
-  staged_rows_.clear();
+void local_engine::abandon(in_flight& f) {
+  (void)model_->finish(f.ticket);
+  if (!f.committed)
+    pools_->rollback(f.rec);
 }
 
 namespace {
@@ -146,46 +85,6 @@ std::vector<models::step_row> declare_step(const models::causal_lm& model,
 
 }  // namespace
 
-void local_engine::guess_next() {
-  guess_.reset();
-  auto next = sched_->speculate();
-  if (next.empty())
-    return;
-  step_record rec;
-  (void)declare_step(*model_, next, rec);
-  guess_.emplace(std::move(rec), std::move(next.rows));
-}
-
-void local_engine::stage_guess(const std::vector<request_id>& released) {
-  if (!guess_)
-    return;
-  auto [rec, rows] = std::move(*guess_);
-  guess_.reset();
-  // A row that ended (eos, a stop, an error) will not run: the guess is off.
-  for (const auto& r : rows) {
-    if (std::find(released.begin(), released.end(), r.rid) != released.end())
-      return;
-  }
-  if (!pools_->pre_admit(rec).ok())
-    return;  // nothing staged: the next step admits inline
-  if (!pools_->pre_plan(rec))
-    return;  // pre_plan dropped the stage
-  ++counters_.staged_steps;
-  staged_ = std::move(rec);
-  staged_rows_ = std::move(rows);
-}
-
-result<models::forward_output> local_engine::run_forward(
-    std::span<const models::step_row> rows, const models::step_plans& plans,
-    std::span<const models::row_sampling> draws) {
-  if (!forward_)
-    return model_->forward(rows, plans, draws);
-  auto done = forward_->run(forward_thread::task{
-      [this, rows, &plans, draws] { return model_->forward(rows, plans, draws); }});
-  guess_next();  // host work of step N+1 while step N runs
-  return done.get();
-}
-
 result<request_id> local_engine::submit(request_spec spec) {
   if (spec.id.empty())
     spec.id = fmt::format("req-{}", next_id_++);
@@ -204,16 +103,6 @@ bool local_engine::cancel(const request_id& id) {
 }
 
 void local_engine::collect(step_result res, std::vector<delta>& out) {
-  // A sequence leaving the pools ends any guess that counted on it.
-  if (staged_) {
-    for (const auto& rid : res.actions.release) {
-      if (std::any_of(staged_rows_.begin(), staged_rows_.end(),
-                      [&](const scheduled_row& r) { return r.rid == rid; })) {
-        drop_stage();
-        break;
-      }
-    }
-  }
   for (const auto& [rid, ids] : res.extend)
     pools_->extend(rid, ids);
   apply_actions(res.actions, *pools_, *sched_);
@@ -227,34 +116,26 @@ void local_engine::collect(step_result res, std::vector<delta>& out) {
   }
 }
 
-result<std::vector<delta>> local_engine::step() {
-  std::vector<delta> out;
+namespace {
+
+std::span<const models::row_sampling> draws_of(const scheduled_step& step) {
+  return step.want_logits ? std::span<const models::row_sampling>{}
+                          : std::span<const models::row_sampling>{step.draws};
+}
+
+}  // namespace
+
+result<void> local_engine::launch_next(std::vector<delta>& out) {
   // Each refusal shrinks the step or frees a sequence, so this ends.
   for (std::size_t attempt = 0;; ++attempt) {
     apply_actions(sched_->admissions(), *pools_, *sched_);
     auto step = sched_->schedule();
     collect(sched_->take_pending(), out);
     if (step.empty())
-      return out;
-    step_record rec;
-    const auto rows = declare_step(*model_, step, rec);
-    // A stage is this step's when the guess was right: the pools compare
-    // and promote it (or discard it) in admit and plan.
-    const bool staged = staged_.has_value();
-    bool promoted = false;
-    if (staged) {
-      promoted = staged_rows_.size() == step.rows.size() &&
-                 std::equal(step.rows.begin(), step.rows.end(), staged_rows_.begin(),
-                            [](const scheduled_row& a, const scheduled_row& b) {
-                              return a.rid == b.rid && a.tokens.size() == b.tokens.size();
-                            });
-      if (!promoted)
-        pools_->clear_preplan();
-      staged_.reset();
-      staged_rows_.clear();
-      counters_.promoted_steps += promoted ? 1 : 0;
-    }
-    const auto admitted = pools_->admit(rec);
+      return {};
+    in_flight f;
+    const auto rows = declare_step(*model_, step, f.rec);
+    const auto admitted = pools_->admit(f.rec);
     if (!admitted.ok()) {
       ++counters_.refused_steps;
       const auto why = fmt::format("{} pool refused: {}", admitted.failed_resource,
@@ -266,41 +147,208 @@ result<std::vector<delta>> local_engine::step() {
       }
       continue;
     }
-    auto plans = pools_->plan(rec);
+    auto plans = pools_->plan(f.rec);
     if (!plans) {
       collect(sched_->on_failed(step, plans.error().message()), out);
+      return {};
+    }
+    auto ticket = model_->launch(rows, *plans, draws_of(step), {});
+    if (!ticket) {
+      pools_->rollback(f.rec);
+      collect(sched_->on_failed(step, ticket.error().message()), out);
+      return {};
+    }
+    f.step = std::move(step);
+    f.plans = std::move(*plans);
+    f.ticket = *ticket;
+    cur_ = std::move(f);
+    return {};
+  }
+}
+
+result<void> local_engine::commit(in_flight& f) {
+  if (f.committed)
+    return {};
+  // A request cancelled while its step ran keeps nothing of it: the next
+  // schedule ends it, as in sync mode before the step.
+  pools_->rollback_rows(f.rec, sched_->cancelled_rows(f.step));
+  f.committed = true;
+  return pools_->commit(f.rec);
+}
+
+auto local_engine::launch_ahead() -> result<std::optional<in_flight>> {
+  std::optional<in_flight> none;
+  if (config_.schedule != schedule_mode::overlap)
+    return none;
+  auto next = sched_->speculate();
+  // Host draws need the running step's token on the host; a step cut by
+  // the budget would differ from sync's once a row ends.
+  if (next.empty() || next.want_logits || !next.unbounded)
+    return none;
+  // Admitted before the running step's releases, the next step must not
+  // make the prefix cache evict pages sync mode would keep: it goes ahead
+  // only when free pages cover its rows' growth, whatever their lengths.
+  if (const auto* kv = pools_->kv()) {
+    std::int64_t need = 0;
+    for (const auto& row : next.rows)
+      need += static_cast<std::int64_t>(row.tokens.size()) / pools_->page_size() + 1;
+    if (kv->num_free_pages() < need)
+      return none;
+  }
+  // A decode row continuing a row of the running step that draws feeds that
+  // draw, on the device.
+  std::vector<std::int32_t> loopback(next.rows.size(), -1);
+  bool loops = false;
+  {
+    std::map<std::string_view, std::int32_t> drawn_at;
+    for (std::size_t j = 0; j < cur_->step.rows.size(); ++j) {
+      if (cur_->step.rows[j].samples)
+        drawn_at.emplace(cur_->step.rows[j].rid, static_cast<std::int32_t>(j));
+    }
+    for (std::size_t i = 0; i < next.rows.size(); ++i) {
+      const auto it = drawn_at.find(next.rows[i].rid);
+      if (it != drawn_at.end() && next.rows[i].tokens.size() == 1) {
+        loopback[i] = it->second;
+        loops = true;
+      }
+    }
+  }
+  // The running step's lengths are what the next one's addressing starts
+  // from: it commits now, before its kernels finish (only host bookkeeping).
+  if (auto ok = commit(*cur_); !ok)
+    return ok.error();
+  in_flight f;
+  const auto rows = declare_step(*model_, next, f.rec);
+  if (!pools_->admit(f.rec).ok())
+    return none;  // refused and unwound: the next step is scheduled the sync way
+  auto plans = pools_->plan(f.rec);
+  if (!plans)
+    return none;  // rolled back
+  auto ticket = model_->launch(
+      rows, *plans, draws_of(next),
+      loops ? std::span<const std::int32_t>{loopback} : std::span<const std::int32_t>{});
+  if (!ticket) {
+    pools_->rollback(f.rec);
+    return none;
+  }
+  f.step = std::move(next);
+  f.plans = std::move(*plans);
+  f.ticket = *ticket;
+  f.ahead = true;
+  f.loopback = std::move(loopback);
+  return std::optional<in_flight>{std::move(f)};
+}
+
+result<std::vector<delta>> local_engine::step() {
+  std::vector<delta> out;
+  if (!cur_) {
+    if (auto ok = launch_next(out); !ok)
+      return ok.error();
+    if (!cur_)
       return out;
+  }
+  auto ahead = launch_ahead();
+  if (!ahead) {
+    abandon(*cur_);
+    collect(sched_->on_failed(cur_->step, ahead.error().message()), out);
+    cur_.reset();
+    return ahead.error();  // a commit failed: the pools' state is in question
+  }
+  auto next = std::move(*ahead);
+  auto fwd = model_->finish(cur_->ticket);
+  if (!fwd) {
+    if (next) {
+      abandon(*next);
+      collect(sched_->on_failed(next->step, fwd.error().message()), out);
     }
-    auto fwd = run_forward(rows, *plans,
-                           step.want_logits ? std::span<const models::row_sampling>{}
-                                            : std::span<const models::row_sampling>{step.draws});
-    if (!fwd) {
-      drop_stage();
-      pools_->rollback(rec);
-      collect(sched_->on_failed(step, fwd.error().message()), out);
-      return out;
-    }
-    if (auto ok = pools_->commit(rec); !ok) {
-      drop_stage();
-      collect(sched_->on_failed(step, ok.error().message()), out);
-      return ok.error();  // the pools' state is in question: stop
-    }
-    if (config_.on_step)
-      config_.on_step({step.serial, step.rows, &*plans, &*fwd, staged, promoted});
-    ++counters_.steps;
-    for (const auto& r : step.rows) {
-      if (!r.samples || r.tokens.size() > 1)
-        counters_.prompt_tokens += static_cast<std::int64_t>(r.tokens.size());
-    }
-    auto ran = sched_->on_ran(step, *fwd);
-    const auto released = ran.actions.release;
-    collect(std::move(ran), out);
-    // Staged after this step's output is taken in, so the pools see the
-    // same calls in the same order as in sync mode (the same page and slot
-    // ids come out): commit, releases, then the next step's admit and plan.
-    stage_guess(released);
+    if (!cur_->committed)
+      pools_->rollback(cur_->rec);
+    collect(sched_->on_failed(cur_->step, fwd.error().message()), out);
+    cur_.reset();
     return out;
   }
+  if (auto ok = commit(*cur_); !ok) {
+    if (next)
+      abandon(*next);
+    collect(sched_->on_failed(cur_->step, ok.error().message()), out);
+    cur_.reset();
+    return ok.error();  // the pools' state is in question: stop
+  }
+  auto& f = *cur_;
+  if (config_.on_step) {
+    if (f.rec.ctx.padding_rows.empty()) {
+      config_.on_step({f.step.serial, f.step.rows, &f.plans, &*fwd, f.ahead, 0, {}});
+    } else {
+      // The rows that count, and their output.
+      std::vector<scheduled_row> rows;
+      std::vector<std::size_t> at;
+      models::forward_output kept;
+      const auto V = fwd->logits.size() / std::max<std::size_t>(1, f.step.rows.size());
+      for (std::size_t r = 0; r < f.step.rows.size(); ++r) {
+        if (f.rec.ctx.is_padding_row(f.step.rows[r].rid))
+          continue;
+        rows.push_back(f.step.rows[r]);
+        at.push_back(r);
+        if (!fwd->sampled.empty())
+          kept.sampled.push_back(fwd->sampled[r]);
+        if (!fwd->logits.empty()) {
+          kept.logits.insert(kept.logits.end(), fwd->logits.begin() + static_cast<long>(r * V),
+                             fwd->logits.begin() + static_cast<long>((r + 1) * V));
+        }
+      }
+      config_.on_step({f.step.serial, rows, &f.plans, &kept, f.ahead, f.dropped, at});
+    }
+  }
+  ++counters_.steps;
+  for (const auto& r : f.step.rows) {
+    if (!r.samples || r.tokens.size() > 1)
+      counters_.prompt_tokens += static_cast<std::int64_t>(r.tokens.size());
+  }
+  if (next && !fwd->sampled.empty()) {
+    // The host learns the looped-back ids now, one step late (the device
+    // fed them already): the next step's rows read them from here on.
+    for (std::size_t i = 0; i < next->loopback.size(); ++i) {
+      if (const auto j = next->loopback[i]; j >= 0)
+        next->step.rows[i].tokens[0] =
+            static_cast<token_id>(fwd->sampled[static_cast<std::size_t>(j)]);
+    }
+  }
+  auto ran = sched_->on_ran(f.step, *fwd);
+  if (next) {
+    // Rows of the next step whose sequence just ended over-ran by one step:
+    // their part of it is rolled back before the sequence leaves the pools.
+    std::set<request_id> over;
+    for (const auto& row : next->step.rows) {
+      if (std::find(ran.actions.release.begin(), ran.actions.release.end(), row.rid) !=
+          ran.actions.release.end()) {
+        over.insert(row.rid);
+      }
+    }
+    pools_->rollback_rows(next->rec, over);
+    next->dropped = over.size();
+    ++counters_.ahead_steps;
+    counters_.dropped_rows += static_cast<std::int64_t>(over.size());
+    if (over.size() == next->step.rows.size()) {
+      // Nothing of it counts: wait it out here, so an idle engine has no
+      // forward outstanding.
+      (void)model_->finish(next->ticket);
+      auto done = pools_->commit(next->rec);  // every row passed over
+      next.reset();
+      if (!done) {
+        collect(std::move(ran), out);
+        return done.error();
+      }
+    } else if (auto ok = sched_->adopt(next->step); !ok) {
+      abandon(*next);
+      collect(std::move(ran), out);
+      collect(sched_->on_failed(next->step, ok.error().message()), out);
+      cur_.reset();
+      return ok.error();
+    }
+  }
+  collect(std::move(ran), out);
+  cur_ = std::move(next);
+  return out;
 }
 
 result<void> local_engine::warm_up() {

@@ -8,7 +8,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -21,24 +24,28 @@
 
 namespace mstar::engine {
 
-/// One step as it ran, for tools and the overlap checker.
+/// One step as it ran, for tools and the overlap checker: the rows that
+/// count (a step launched ahead loses the rows whose sequence ended before
+/// it landed) and their output.
 struct step_trace {
   std::uint64_t serial = 0;
   std::span<const scheduled_row> rows;
   const models::step_plans* plans = nullptr;
   const models::forward_output* output = nullptr;
-  /// Whether a stage had been made for this step (overlap), and whether its
-  /// guess was this step (the pools then promoted it).
-  bool staged = false, promoted = false;
+  /// Launched before the step ahead of it landed (overlap), and how many of
+  /// its rows were dropped (rolled back) for sequences that ended meanwhile.
+  bool ahead = false;
+  std::size_t dropped = 0;
+  /// Each row's row in `plans` (they keep the dropped rows); empty: the same.
+  std::span<const std::size_t> plan_rows;
 };
 
 /// Limits and pool sizes of an engine.
 struct engine_config {
   scheduler_config scheduler;
   models::pool_options pools;
-  /// sync by default: overlap measured slower on the H200 and on the CPU
-  /// (engine/README.md, "Measured"), until step N+1 is staged before N commits.
-  schedule_mode schedule = schedule_mode::sync;
+  /// How steps follow each other (engine/README.md, "Overlap scheduling").
+  schedule_mode schedule = schedule_mode::overlap;
   /// Called after each step's forward, before its output is taken in.
   std::function<void(const step_trace&)> on_step;
   /// Where pools the model keeps on the host get their bytes (e.g. named
@@ -54,8 +61,8 @@ struct engine_counters {
   std::int64_t refused_steps = 0;
   std::int64_t prompt_tokens = 0;     ///< fed in prefill rows
   std::int64_t generated_tokens = 0;  ///< drawn
-  std::int64_t staged_steps = 0;      ///< overlap: next steps staged while one ran
-  std::int64_t promoted_steps = 0;    ///< of which the next step was the guess
+  std::int64_t ahead_steps = 0;       ///< overlap: steps launched while the one before ran
+  std::int64_t dropped_rows = 0;      ///< rows of those rolled back: their sequence had ended
 };
 
 /// Pool work a scheduler decision asks for, applied to a pool set: releases,
@@ -85,7 +92,10 @@ class local_engine {
   /// Runs one step (shrinking it while the pools refuse) and returns its
   /// deltas; none when idle.
   [[nodiscard]] result<std::vector<delta>> step();
-  [[nodiscard]] bool idle() const noexcept { return sched_->idle(); }
+  [[nodiscard]] bool idle() const noexcept { return sched_->idle() && !cur_; }
+  /// Whether a step was launched ahead and runs now (overlap, between
+  /// calls): a request submitted now joins the step after it.
+  [[nodiscard]] bool step_in_flight() const noexcept { return cur_.has_value(); }
 
   /// On a GPU, one throwaway request (a one-token prefill, then a decode
   /// step) so library set-up is not paid by the first real request. The
@@ -98,21 +108,34 @@ class local_engine {
   [[nodiscard]] const engine_counters& counters() const noexcept { return counters_; }
 
  private:
-  class forward_thread;
+  /// A step whose forward was launched and not yet finished.
+  struct in_flight {
+    scheduled_step step;
+    step_record rec;
+    models::step_plans plans;
+    std::uint64_t ticket = 0;
+    bool committed = false;  ///< its pools' commit ran (at the next step's launch)
+    bool ahead = false;      ///< launched before the step ahead of it landed
+    std::size_t dropped = 0;
+    /// Per row: the row of the step before whose draw it feeds (-1: none).
+    std::vector<std::int32_t> loopback;
+  };
   local_engine();
   void collect(step_result res, std::vector<delta>& out);
-  /// The forward of `rows`, on the forward thread in overlap mode; while
-  /// it runs, the next step is guessed and its admit staged.
-  [[nodiscard]] result<models::forward_output> run_forward(
-      std::span<const models::step_row> rows, const models::step_plans& plans,
-      std::span<const models::row_sampling> draws);
-  /// The scheduler's guess of the next step, declared (host work only).
-  void guess_next();
-  /// Stages the guess in the pools (pre-admit, pre-plan) once the running
-  /// step's output is in, unless a sequence it counts on was `released`.
-  void stage_guess(const std::vector<request_id>& released);
-  /// Drops the stage (the pools' and ours).
-  void drop_stage();
+  /// Schedules a step and launches it (the sync way: after the previous
+  /// step landed), shrinking it while the pools refuse. Leaves `cur_`
+  /// empty when there is nothing to run.
+  [[nodiscard]] result<void> launch_next(std::vector<delta>& out);
+  /// Overlap: the step after `cur_`, as the scheduler foresees it, admitted,
+  /// planned and launched while `cur_` still runs (its decode rows take
+  /// their ids from `cur_`'s draws on the device); `cur_` commits first.
+  /// Nothing when no step can be foreseen or the pools refuse it.
+  [[nodiscard]] result<std::optional<in_flight>> launch_ahead();
+  /// Commits `f`'s pools, after rolling back its cancelled rows.
+  [[nodiscard]] result<void> commit(in_flight& f);
+  /// Waits for `f`'s forward and undoes its admit when not committed (a
+  /// failure path).
+  void abandon(in_flight& f);
 
   engine_config config_;
   std::unique_ptr<models::causal_lm> model_;
@@ -120,12 +143,7 @@ class local_engine {
   std::unique_ptr<scheduler> sched_;
   engine_counters counters_;
   std::uint64_t next_id_ = 0;
-  /// The guessed next step (overlap), until the running step commits.
-  std::optional<std::pair<step_record, std::vector<scheduled_row>>> guess_;
-  /// The staged next step (overlap), from its pre-admit to the next step.
-  std::optional<step_record> staged_;
-  std::vector<scheduled_row> staged_rows_;
-  std::unique_ptr<forward_thread> forward_;  ///< overlap only; joined first on destruction
+  std::optional<in_flight> cur_;  ///< the step running (overlap keeps one between calls)
 };
 
 /// A finished request, every delta merged: what tools and tests compare.

@@ -116,6 +116,12 @@ void pool_set::rollback(step_record& step) {
   step.admitted = false;
 }
 
+void pool_set::rollback_rows(step_record& step, const std::set<resources::request_id>& rows) {
+  if (!step.admitted || rows.empty())
+    return;
+  runner_->rollback_rows(bundle_of(step), step.ctx, rows);
+}
+
 resources::full_admit_outcome pool_set::pre_admit(step_record& step) {
   return runner_->pre_admit(bundle_of(step), step.ctx);
 }

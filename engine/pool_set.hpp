@@ -62,6 +62,9 @@ class pool_set {
   [[nodiscard]] result<void> commit(step_record& step);
   /// Undoes an admitted step that will not commit (the kernels failed).
   void rollback(step_record& step);
+  /// Undoes `rows` of an admitted step only (rows a step launched ahead ran
+  /// for sequences that ended meanwhile); the rest of it still commits.
+  void rollback_rows(step_record& step, const std::set<resources::request_id>& rows);
 
   /// Stages `step` (the next one, guessed) while the current step runs:
   /// its admit in the pools that pre-plan (`step.ctx.is_preplan` for the

@@ -306,6 +306,8 @@ scheduled_step scheduler::speculate() const {
   std::vector<predicted> after(rows_.size());
   for (std::size_t r = 0; r < rows_.size(); ++r) {
     const sequence* s = rows_[r];
+    if (s == nullptr)
+      continue;  // ended while its step ran ahead (`adopt`)
     predicted& p = after[r];
     p = {s->computed + last_chunks_[r], static_cast<std::int64_t>(s->tokens.size()), false};
     if (p.computed == p.len) {
@@ -321,19 +323,39 @@ scheduled_step scheduler::speculate() const {
   // The same order and budget as `schedule`: decode rows, then chunks.
   next.rows.reserve(running_.size());
   std::int64_t budget = config_.max_batched_tokens;
+  // How a row draws: its counter counts the draw the running step makes.
+  auto draw_of = [&](const sequence* s, const predicted& p) {
+    const auto& sp = s->req->spec.sampling;
+    const auto drawn = static_cast<std::uint64_t>(p.len) - s->tokens.size();
+    return models::row_sampling{sp.temperature, sp.top_k, sp.top_p, s->seed,
+                                s->output_len() + drawn};
+  };
+  auto needs_logits = [](const sequence* s) {
+    return s->req->spec.sampling.needs_logits() || s->req->spec.keep_logits;
+  };
   for (const auto* s : running_) {
     const auto p = state(s);
-    if (!p.ends && budget > 0 && p.computed + 1 == p.len) {
+    if (!p.ends && p.computed + 1 == p.len) {
+      if (budget <= 0) {
+        next.unbounded = false;
+        continue;
+      }
       const auto at = static_cast<std::size_t>(p.computed);
       next.rows.push_back(
           {s->rid, {at < s->tokens.size() ? s->tokens[at] : placeholder_token}, true});
+      next.draws.push_back(draw_of(s, p));
+      next.want_logits = next.want_logits || needs_logits(s);
       budget -= 1;
     }
   }
   for (const auto* s : running_) {
     const auto p = state(s);
     const auto remaining = p.len - p.computed;
-    if (!p.ends && budget > 0 && remaining > 1) {
+    if (!p.ends && remaining > 1) {
+      if (budget < remaining)
+        next.unbounded = false;
+      if (budget <= 0)
+        continue;
       const auto chunk = std::min(remaining, budget);
       const auto from = static_cast<std::ptrdiff_t>(p.computed);
       // A chunk feeds known tokens only (the prompt, or output recomputed
@@ -341,12 +363,49 @@ scheduled_step scheduler::speculate() const {
       next.rows.push_back({s->rid,
                            {s->tokens.begin() + from, s->tokens.begin() + from + chunk},
                            p.computed + chunk == p.len});
+      next.draws.push_back(draw_of(s, p));
+      next.want_logits = next.want_logits || (next.rows.back().samples && needs_logits(s));
       budget -= chunk;
     }
   }
-  for (const sequence* s : rows_)
-    s->last_row = -1;
+  if (next.want_logits)
+    next.draws.clear();
+  for (const sequence* s : rows_) {
+    if (s != nullptr)
+      s->last_row = -1;
+  }
   return next;
+}
+
+result<void> scheduler::adopt(scheduled_step& step) {
+  std::vector<sequence*> rows;
+  std::vector<std::int64_t> chunks;
+  rows.reserve(step.rows.size());
+  for (const auto& row : step.rows) {
+    sequence* s = find(row.rid);
+    if (s != nullptr && !s->running) {
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("the step run ahead has a row for {}, which is not running", row.rid));
+    }
+    rows.push_back(s);
+    chunks.push_back(static_cast<std::int64_t>(row.tokens.size()));
+  }
+  rows_ = std::move(rows);
+  last_chunks_ = std::move(chunks);
+  started_.clear();
+  step.serial = ++serial_;
+  return {};
+}
+
+std::set<request_id> scheduler::cancelled_rows(const scheduled_step& step) const {
+  std::set<request_id> out;
+  for (const auto& row : step.rows) {
+    const auto it = by_rid_.find(row.rid);
+    if (it != by_rid_.end() && it->second->req->cancelled)
+      out.insert(row.rid);
+  }
+  return out;
 }
 
 void scheduler::preempt(sequence& s, pool_actions& actions) {
@@ -478,7 +537,7 @@ step_result scheduler::on_ran(const scheduled_step& step, const models::forward_
     // The rows of the step just scheduled (none ended since: cancellations
     // apply at `schedule` only); a foreign step goes through the id map.
     auto* s = step.serial == serial_ ? rows_[r] : find(row.rid);
-    if (s == nullptr || s->finished)
+    if (s == nullptr || s->finished || s->req->cancelled)
       continue;
     s->computed += static_cast<std::int64_t>(row.tokens.size());
     if (!row.samples)

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -82,6 +83,9 @@ struct scheduled_step {
   bool want_logits = false;
   std::vector<models::row_sampling> draws;
   std::uint64_t serial = 0;  ///< which `schedule` call made it
+  /// `speculate` only: no row was cut or left out for the token budget, so
+  /// rows that turn out to end drop out without changing the others.
+  bool unbounded = true;
   [[nodiscard]] bool empty() const noexcept { return rows.empty(); }
 };
 
@@ -154,12 +158,23 @@ class scheduler {
   /// The token a speculated decode row carries in place of the one the
   /// running step will draw.
   static constexpr token_id placeholder_token = 0;
+  /// Makes `step` (a `speculate` result launched while the last scheduled
+  /// step ran, which has landed since: `on_ran`) the scheduled step, as if
+  /// `schedule` had returned it; gives it its serial. Rows whose sequence
+  /// ended meanwhile stay in `step` (the forward ran them) but are no one's:
+  /// `on_ran` passes over them. invalid_argument when a row's sequence is
+  /// live but not running.
+  [[nodiscard]] result<void> adopt(scheduled_step& step);
   /// The pools refused `step` (nothing of it was kept): the step shrinks.
   /// Returns the pool work to do before scheduling again.
   [[nodiscard]] pool_actions on_refused(const scheduled_step& step, const std::string& why);
   /// `step` ran and committed with `output` (logits or drawn ids per row).
+  /// Rows of a cancelled request are passed over (the next `schedule` ends
+  /// it; their pools' part must be rolled back: `cancelled_rows`).
   [[nodiscard]] step_result on_ran(const scheduled_step& step,
                                    const models::forward_output& output);
+  /// The rows of `step` whose request was cancelled since it was scheduled.
+  [[nodiscard]] std::set<request_id> cancelled_rows(const scheduled_step& step) const;
   /// `step` failed (its pools rolled back): every sequence in it fails.
   [[nodiscard]] step_result on_failed(const scheduled_step& step, const std::string& why);
 

@@ -340,6 +340,27 @@ void kv_pool::rollback_admit(const resource_step& step, step_context& ctx) {
   undo(unwind_);
 }
 
+void kv_pool::rollback_rows(const resource_step& step, step_context& ctx,
+                            const std::set<request_id>& rows) {
+  if (const kv_step* s = as_kv_step(step)) {
+    for (const auto& seg : s->segments) {
+      if (!rows.contains(seg.rid) || ctx.is_padding_row(seg.rid))
+        continue;
+      if (auto* st = find_stream(seg.rid, seg.label))
+        st->step_in_flight = false;
+    }
+  }
+  // The rows' fresh pages, newest first; the other rows keep theirs (and
+  // their records, should the whole step still roll back).
+  std::vector<alloc_record> theirs;
+  std::vector<alloc_record> kept;
+  for (auto& r : unwind_)
+    (rows.contains(r.rid) ? theirs : kept).push_back(std::move(r));
+  unwind_ = std::move(kept);
+  undo(theirs);
+  ctx.padding_rows.insert(rows.begin(), rows.end());
+}
+
 result<void> kv_pool::commit(const resource_step& step, step_context& ctx) {
   const kv_step* s = as_kv_step(step);
   if (s == nullptr)

@@ -85,6 +85,8 @@ class kv_pool final : public resource {
   [[nodiscard]] const std::string& key() const override { return key_; }
   [[nodiscard]] admit_outcome admit(const resource_step& step, step_context& ctx) override;
   void rollback_admit(const resource_step& step, step_context& ctx) override;
+  void rollback_rows(const resource_step& step, step_context& ctx,
+                     const std::set<request_id>& rows) override;
   [[nodiscard]] result<std::shared_ptr<const plan_result>> plan(const resource_step& step,
                                                                 step_context& ctx) override;
   [[nodiscard]] result<void> commit(const resource_step& step, step_context& ctx) override;

@@ -140,6 +140,10 @@ class recurrent_state_pool final : public resource {
   /// admit; slots held from earlier steps keep their state. A no-op after
   /// commit.
   void rollback_admit(const resource_step& step, step_context& ctx) override;
+  /// Gives back the slots this step's live admit took fresh for `rows`;
+  /// their commit then leaves has_state as it was.
+  void rollback_rows(const resource_step& step, step_context& ctx,
+                     const std::set<request_id>& rows) override;
   /// The step's `recurrent_plan`. A live plan copies the pre-forks first; a
   /// staged one (`ctx.is_preplan`) copies nothing and addresses fork
   /// targets as if the copy had happened, and the live plan of the same

@@ -180,6 +180,18 @@ void recurrent_state_pool::rollback_admit(const resource_step& step, step_contex
     close_stage();
 }
 
+void recurrent_state_pool::rollback_rows(const resource_step& step, step_context& ctx,
+                                         const std::set<request_id>& rows) {
+  (void)step;
+  std::vector<reservation> theirs;
+  std::vector<reservation> kept;
+  for (auto& r : live_)
+    (rows.contains(r.rid) ? theirs : kept).push_back(std::move(r));
+  live_ = std::move(kept);
+  unwind(theirs, 0);
+  ctx.padding_rows.insert(rows.begin(), rows.end());
+}
+
 void recurrent_state_pool::clear_preplan() {
   if (!stage_.active)
     return;

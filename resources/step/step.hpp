@@ -137,6 +137,17 @@ class resource {
   /// runner also calls it on the resource that refused (whose refusal took
   /// nothing), so it must tolerate an admit that reserved nothing.
   virtual void rollback_admit(const resource_step& step, step_context& ctx) = 0;
+  /// The same for some rows of an admitted step only (a step launched
+  /// ahead whose rows over-ran: their sequences ended before it landed):
+  /// what the admit took fresh for `rows` goes back, and `rows` join
+  /// `ctx.padding_rows`, so the step's commit passes over them while the
+  /// other rows commit. Bytes the kernels already wrote for them are not
+  /// restored: the driver removes these sequences (see local_engine).
+  virtual void rollback_rows(const resource_step& step, step_context& ctx,
+                             const std::set<request_id>& rows) {
+    (void)step;
+    ctx.padding_rows.insert(rows.begin(), rows.end());
+  }
   /// The addressing record for the kernels (never null). Pre-forks are
   /// copied here.
   [[nodiscard]] virtual result<std::shared_ptr<const plan_result>> plan(const resource_step& step,

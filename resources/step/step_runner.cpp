@@ -256,6 +256,15 @@ void step_runner::rollback(const step_bundle& bundle, step_context& ctx) {
   rollback_over(order_, order_.size(), bundle, ctx);
 }
 
+void step_runner::rollback_rows(const step_bundle& bundle, step_context& ctx,
+                                const std::set<request_id>& rows) {
+  for (std::size_t i = order_.size(); i-- > 0;) {
+    const auto entry = bundle.find(order_[i]->key());
+    if (entry != bundle.end())
+      order_[i]->rollback_rows(*entry->second, ctx, rows);
+  }
+}
+
 void step_runner::rollback_over(const std::vector<resource*>& resources, std::size_t reached,
                                 const step_bundle& bundle, step_context& ctx) {
   for (std::size_t i = reached; i-- > 0;) {

@@ -64,6 +64,10 @@ class step_runner {
   /// planning or the kernels fail after the admit. A no-op for resources
   /// after their commit.
   void rollback(const step_bundle& bundle, step_context& ctx);
+  /// `rollback_rows` on every resource the bundle names, in reverse order:
+  /// `rows` of an admitted step are undone, the others still commit.
+  void rollback_rows(const step_bundle& bundle, step_context& ctx,
+                     const std::set<request_id>& rows);
 
   /// Clears `ctx.plan_results`, then plans in order, storing each plan under
   /// its resource key so a dependent reads its dependencies' plans from
