@@ -25,8 +25,7 @@ result<std::uint64_t> causal_lm::launch(std::span<const step_row> rows, const st
       const auto j = loopback[r];
       if (j < 0)
         continue;
-      if (static_cast<std::size_t>(j) >= drawn->size() ||
-          rows[r].tokens.size() != 1) {
+      if (static_cast<std::size_t>(j) >= drawn->size() || rows[r].tokens.size() != 1) {
         return make_error(errc::invalid_argument,
                           fmt::format("row {} loops back row {} of no such draw", r, j));
       }
