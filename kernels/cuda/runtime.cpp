@@ -77,6 +77,33 @@ device_buffer::~device_buffer() {
     cudaFree(data_);
 }
 
+result<pinned_buffer> pinned_buffer::make(std::size_t bytes) {
+  if (bytes == 0)
+    return pinned_buffer{};
+  void* data = nullptr;
+  if (const cudaError_t err = cudaHostAlloc(&data, bytes, cudaHostAllocDefault);
+      err != cudaSuccess) {
+    cudaGetLastError();  // as cudaMalloc: not sticky
+    return cuda_error(err, "cudaHostAlloc(" + std::to_string(bytes) + " bytes)");
+  }
+  return pinned_buffer{data, bytes};
+}
+
+pinned_buffer& pinned_buffer::operator=(pinned_buffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr)
+      cudaFreeHost(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+pinned_buffer::~pinned_buffer() {
+  if (data_ != nullptr)
+    cudaFreeHost(data_);
+}
+
 result<stream> stream::make() {
   cudaStream_t handle = nullptr;
   if (const cudaError_t err = cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking);

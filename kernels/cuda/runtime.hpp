@@ -1,7 +1,7 @@
 #pragma once
 
-// Owners of CUDA runtime handles (device memory, streams, events, a cuBLAS
-// handle) and the conversion of a `cudaError_t` into the project's error.
+// Owners of CUDA runtime handles (device and pinned host memory, streams,
+// events, a cuBLAS handle) and the conversion of a `cudaError_t` into the project's error.
 // Only `cuda_runtime_api.h` is needed to use them, so plain C++ files can.
 
 #include <cstddef>
@@ -53,6 +53,40 @@ class device_buffer {
 
  private:
   device_buffer(void* data, std::size_t bytes) noexcept : data_(data), bytes_(bytes) {}
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+/// Page-locked host memory from `cudaHostAlloc`, freed on destruction: what
+/// an asynchronous copy needs on its host side (a pageable one is staged or
+/// waits for the stream). Move-only; an empty buffer holds nothing. Freeing
+/// it while a copy that reads or writes it is queued is the owner's bug.
+class pinned_buffer {
+ public:
+  pinned_buffer() = default;
+  /// `bytes` of uninitialised pinned host memory; zero bytes gives an empty
+  /// buffer without calling the runtime.
+  [[nodiscard]] static result<pinned_buffer> make(std::size_t bytes);
+
+  pinned_buffer(pinned_buffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  pinned_buffer& operator=(pinned_buffer&& other) noexcept;
+  pinned_buffer(const pinned_buffer&) = delete;
+  pinned_buffer& operator=(const pinned_buffer&) = delete;
+  ~pinned_buffer();
+
+  /// The host address, or null when empty.
+  [[nodiscard]] void* data() const noexcept { return data_; }
+  /// The same address as `T*`.
+  template <class T>
+  [[nodiscard]] T* as() const noexcept {
+    return static_cast<T*>(data_);
+  }
+  /// Size in bytes.
+  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+
+ private:
+  pinned_buffer(void* data, std::size_t bytes) noexcept : data_(data), bytes_(bytes) {}
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
 };

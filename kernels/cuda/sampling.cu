@@ -99,6 +99,13 @@ __global__ void sample_kernel(sample_batch_params p) {
   }
 }
 
+__global__ void loopback_kernel(loopback_params p) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < p.n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    p.ids[p.pairs[2 * i]] = p.drawn[p.pairs[2 * i + 1]];
+  }
+}
+
 unsigned row_grid(std::int64_t rows) {
   return static_cast<unsigned>(std::min<std::int64_t>(rows, 1 << 16));
 }
@@ -125,6 +132,19 @@ cudaError_t argmax(view<const float, 2> logits, std::int32_t* out, cudaStream_t 
     return cudaSuccess;
   argmax_kernel<<<row_grid(logits.shape[0]), detail::select_threads, 0, stream>>>(
       detail::to_matrix(logits), out);
+  return detail::launch_status();
+}
+
+cudaError_t loopback_ids(const loopback_params& p, cudaStream_t stream) {
+  if (p.n < 0 || (p.n > 0 && (p.ids == nullptr || p.pairs == nullptr || p.drawn == nullptr)))
+    return cudaErrorInvalidValue;
+  if (p.n == 0)
+    return cudaSuccess;
+  // A step has at most a few hundred rows: one small block is plenty.
+  constexpr unsigned threads = 128;
+  const auto blocks =
+      static_cast<unsigned>(std::min<std::int64_t>((p.n + threads - 1) / threads, 64));
+  loopback_kernel<<<blocks, threads, 0, stream>>>(p);
   return detail::launch_status();
 }
 

@@ -42,4 +42,18 @@ struct sample_batch_params {
 [[nodiscard]] cudaError_t argmax(view<const float, 2> logits, std::int32_t* out,
                                  cudaStream_t stream);
 
+/// Operands of `loopback_ids`: decode rows that feed the token the previous
+/// forward drew, without the id crossing to the host.
+struct loopback_params {
+  std::int32_t* ids = nullptr;          ///< [T] int32: the step's input ids, written in place
+  const std::int32_t* pairs = nullptr;  ///< [2n] int32: (position in ids, row of drawn) pairs
+  const std::int32_t* drawn = nullptr;  ///< [R'] int32: the previous forward's draws
+  std::int64_t n = 0;                   ///< looped-back rows
+};
+
+/// `ids[pairs[2i]] = drawn[pairs[2i + 1]]` for each i < n. The positions
+/// and rows are the caller's, checked on the host (check_loopback); a -1
+/// draw (a refused row) goes in as it is and the embedding reads zeros.
+[[nodiscard]] cudaError_t loopback_ids(const loopback_params& p, cudaStream_t stream);
+
 }  // namespace mstar::kernels::cuda

@@ -51,7 +51,8 @@ class nemotron_h_cuda final : public nemotron_h_backend {
   [[nodiscard]] result<void> upload(const nemotron_h_config& config,
                                     const nemotron_h_host_weights& weights);
 
-  /// One forward over `batch`, blocking until it finished. With `logits`:
+  /// One forward over `batch`, blocking until it finished (`launch` then
+  /// `finish`, one path for both). With `logits`:
   /// each row's last token's row [R, vocab] f32, copied to the host. With
   /// `sampled` and one `sampling` entry per row: each row's token drawn on
   /// the device (argmax when every row is greedy), only R ids crossing to
@@ -60,6 +61,19 @@ class nemotron_h_cuda final : public nemotron_h_backend {
   [[nodiscard]] result<void> forward(const nemotron_h_batch& batch, const nemotron_h_state& state,
                                      std::vector<float>* logits, std::vector<std::int32_t>* sampled,
                                      std::span<const row_sampling> sampling) override;
+
+  /// Queues one forward (the plan's upload from pinned memory, the loopback
+  /// rows' gather on the device, the kernels or the decode graph, sampling,
+  /// the downloads into pinned memory) and returns without waiting; at most
+  /// two outstanding, each with its own host buffers (ticket % 2).
+  [[nodiscard]] result<std::uint64_t> launch(const nemotron_h_batch& batch,
+                                             const nemotron_h_state& state, bool want_logits,
+                                             std::span<const row_sampling> sampling,
+                                             std::span<const std::int32_t> loopback) override;
+  /// Waits on the oldest forward's event (not the whole stream: the next
+  /// one may be queued behind it) and copies its output out.
+  [[nodiscard]] result<void> finish(std::uint64_t ticket, std::vector<float>* logits,
+                                    std::vector<std::int32_t>* sampled) override;
 
   /// Sets up graphs for a pool of `kv_pages` pages, then `upload`s.
   [[nodiscard]] result<void> load(const nemotron_h_config& config,
@@ -71,7 +85,8 @@ class nemotron_h_cuda final : public nemotron_h_backend {
   /// pool's page count, the room each graph leaves for page indices.
   void set_graphs(bool on, std::int64_t kv_pages);
 
-  /// A CUDA event before each forward's upload and after its downloads.
+  /// CUDA events before each forward's upload and after its downloads (one
+  /// pair per outstanding forward), measured when it finishes.
   void record_timeline(bool on) override;
   [[nodiscard]] std::vector<device_step_time> take_timeline() override;
 
@@ -80,6 +95,16 @@ class nemotron_h_cuda final : public nemotron_h_backend {
 
  private:
   nemotron_h_cuda(std::unique_ptr<impl> p, mstar::dtype dtype);
+  // `launch` with logits and draws chosen apart (`forward` may ask both).
+  [[nodiscard]] result<std::uint64_t> start(const nemotron_h_batch& batch,
+                                            const nemotron_h_state& state, bool logits, bool draws,
+                                            std::span<const row_sampling> sampling,
+                                            std::span<const std::int32_t> loopback);
+  // Queues the forward into slot `slot`; nothing is waited for.
+  [[nodiscard]] result<void> enqueue(std::size_t slot, const nemotron_h_batch& batch,
+                                     const nemotron_h_state& state, bool logits, bool draws,
+                                     std::span<const row_sampling> sampling,
+                                     std::span<const std::int32_t> loopback);
   std::unique_ptr<impl> impl_;
   mstar::dtype dtype_;
   // Unused in a build without CUDA (its `make` refuses).

@@ -319,16 +319,21 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
                "argmax");
 }
 
-result<void> nemotron_h_cuda::impl::sample(std::span<const row_sampling> rows) {
+result<void> nemotron_h_cuda::impl::sample(std::span<const row_sampling> rows, forward_slot& slot) {
   const std::size_t R = rows.size();
   // [temperature f32][top_p f32][top_k i32] then [seed u64][counter u64],
   // each R long; the u64 arrays start 8-byte aligned.
   const std::size_t words = (3 * R + 1) / 2 * 2;
   const std::size_t bytes = words * 4 + 2 * R * 8;
-  host_settings.assign(bytes, std::byte{0});
-  auto* f = reinterpret_cast<float*>(host_settings.data());
+  // Pinned and the slot's own: the upload is still queued when launch
+  // returns, and the next forward fills the other slot's.
+  if (auto ok = reserve_pinned(slot.settings, bytes); !ok)
+    return ok;
+  auto* host = slot.settings.as<std::byte>();
+  std::memset(host, 0, bytes);
+  auto* f = reinterpret_cast<float*>(host);
   auto* top_k = reinterpret_cast<std::int32_t*>(f + 2 * R);
-  auto* u = reinterpret_cast<std::uint64_t*>(host_settings.data() + words * 4);
+  auto* u = reinterpret_cast<std::uint64_t*>(host + words * 4);
   for (std::size_t r = 0; r < R; ++r) {
     f[r] = rows[r].temperature;
     f[R + r] = rows[r].top_p;
@@ -339,9 +344,9 @@ result<void> nemotron_h_cuda::impl::sample(std::span<const row_sampling> rows) {
   if (auto ok = reserve_buffer(settings, bytes, false); !ok)
     return ok;
   const cudaStream_t s = stream.get();
-  if (auto ok = check(cudaMemcpyAsync(settings.buffer.data(), host_settings.data(), bytes,
-                                      cudaMemcpyHostToDevice, s),
-                      "sampling settings upload");
+  if (auto ok =
+          check(cudaMemcpyAsync(settings.buffer.data(), host, bytes, cudaMemcpyHostToDevice, s),
+                "sampling settings upload");
       !ok)
     return ok;
   const auto* df = settings.as<const float>();

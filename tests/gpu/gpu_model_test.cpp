@@ -3,7 +3,10 @@
 // and logits within a budget; bfloat16 weights (the serving precision) give
 // the fixture's tokens at every step (a different one only at a near tie)
 // with each step's logits within a normalised budget. The pools live on
-// device arenas throughout and keep their books.
+// device arenas throughout and keep their books. Launch / finish: step N+1
+// launched before step N finished, its rows fed N's draws on the device,
+// gives the tokens of blocking forwards fed on the host.
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -295,6 +298,199 @@ TEST(gpu_model_prefix_reuse, cached_pages_on_the_device_give_the_same_tokens) {
   }
   EXPECT_GT(matched, 0);
   expect_pools_whole(*model);
+}
+
+// One step driven directly on an engine's model and pools (no scheduler),
+// as the engine runs it: admit and plan here, run, then commit (or roll
+// back a step that did not run).
+struct direct_step {
+  engine::step_record rec;
+  step_plans plans;
+};
+
+result<direct_step> admit_and_plan(local_engine& e, std::span<const step_row> rows) {
+  direct_step d;
+  for (const auto& r : rows)
+    d.rec.ctx.request_ids.push_back(r.rid);
+  d.rec.request = std::make_shared<const step_request>(e.model().declare(rows));
+  if (!e.pools().admit(d.rec).ok())
+    return make_error(errc::internal, "the pools refused a step");
+  auto plans = e.pools().plan(d.rec);
+  if (!plans)
+    return plans.error();
+  d.plans = std::move(*plans);
+  return d;
+}
+
+void add_requests(local_engine& e, std::span<const std::string> rids) {
+  for (const auto& rid : rids) {
+    (void)e.pools().ingest(rid, nullptr);
+    e.pools().apply_cached_prefix(rid, 0);
+  }
+}
+
+// The first two fixture prompts prefilled together, then `steps` greedy
+// decode steps, driven directly; each request's drawn ids. Blocking: each
+// step a `forward`, fed the ids it drew on the host. Pipelined: step N+1
+// launched before step N finished, its rows fed N's draws on the device
+// (loopback) while the host feeds token 0. The rows swap places every
+// step, so the loopback is not the identity.
+result<std::array<std::vector<std::int32_t>, 2>> decode_directly(
+    local_engine& e, const std::vector<fixture_prompt>& prompts, int steps, bool pipelined) {
+  const std::array<std::string, 2> rid{"a", "b"};
+  add_requests(e, rid);
+  auto& model = e.model();
+  const std::vector<row_sampling> draws(2);  // greedy
+  std::array<std::vector<std::int32_t>, 2> drawn;
+  std::array<resources::token_id, 2> fed{0, 0};  // per request
+  std::array<std::size_t, 2> order{0, 1};        // the request in each row
+  std::vector<step_row> rows{{rid[0], prompts[0].prompt}, {rid[1], prompts[1].prompt}};
+  std::optional<std::uint64_t> in_flight;
+  std::array<std::size_t, 2> in_flight_order{};
+  const auto take = [&](const std::vector<std::int32_t>& ids, std::array<std::size_t, 2> o) {
+    for (std::size_t k = 0; k < 2; ++k) {
+      drawn[o[k]].push_back(ids[k]);
+      if (!pipelined)
+        fed[o[k]] = static_cast<resources::token_id>(ids[k]);
+    }
+  };
+  for (int s = 0; s <= steps; ++s) {
+    std::vector<std::int32_t> loopback;
+    if (s > 0) {
+      const auto before = order;
+      std::swap(order[0], order[1]);
+      for (std::size_t k = 0; k < 2; ++k) {
+        rows[k] = {rid[order[k]], std::span{&fed[order[k]], 1}};
+        // The row the previous step drew this request's token in.
+        loopback.push_back(before[0] == order[k] ? 0 : 1);
+      }
+    }
+    auto d = admit_and_plan(e, rows);
+    if (!d)
+      return d.error();
+    if (!pipelined) {
+      auto out = model.forward(rows, d->plans, draws);
+      if (!out)
+        return out.error();
+      if (auto ok = e.pools().commit(d->rec); !ok)
+        return ok.error();
+      take(out->sampled, order);
+      continue;
+    }
+    auto ticket = model.launch(rows, d->plans, draws, loopback);
+    if (!ticket)
+      return ticket.error();
+    if (auto ok = e.pools().commit(d->rec); !ok)
+      return ok.error();
+    if (in_flight) {
+      auto out = model.finish(*in_flight);
+      if (!out)
+        return out.error();
+      take(out->sampled, in_flight_order);
+    }
+    in_flight = *ticket;
+    in_flight_order = order;
+  }
+  if (in_flight) {
+    auto out = model.finish(*in_flight);
+    if (!out)
+      return out.error();
+    take(out->sampled, in_flight_order);
+  }
+  for (const auto& r : rid)
+    e.pools().remove(r);
+  return drawn;
+}
+
+TEST(gpu_model_launch, pipelined_steps_with_loopback_draw_the_blocking_tokens) {
+  MSTAR_REQUIRE_GPU();
+  const auto expected = load_expected("nemotron_h_tiny_hybrid");
+  ASSERT_GE(expected.size(), 2U);
+  // Eager kernels and replayed decode graphs: the gather runs before both.
+  for (const bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "graphs" : "eager");
+    auto blocking = load_on_gpu("nemotron_h_tiny_hybrid", mstar::dtype::float32, {}, graphs);
+    auto pipelined = load_on_gpu("nemotron_h_tiny_hybrid", mstar::dtype::float32, {}, graphs);
+    ASSERT_NE(blocking, nullptr);
+    ASSERT_NE(pipelined, nullptr);
+    constexpr int steps = 6;
+    auto a = decode_directly(*blocking, expected, steps, false);
+    auto b = decode_directly(*pipelined, expected, steps, true);
+    ASSERT_TRUE(a.has_value()) << a.error().message();
+    ASSERT_TRUE(b.has_value()) << b.error().message();
+    for (std::size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ((*a)[i].size(), static_cast<std::size_t>(steps + 1));
+      EXPECT_EQ((*a)[i], (*b)[i]) << "request " << i;
+    }
+    expect_pools_whole(*blocking);
+    expect_pools_whole(*pipelined);
+  }
+}
+
+TEST(gpu_model_launch, refuses_a_third_outstanding_forward_and_bad_loopbacks) {
+  MSTAR_REQUIRE_GPU();
+  const auto expected = load_expected("nemotron_h_tiny_hybrid");
+  ASSERT_GE(expected.size(), 2U);
+  auto e = load_on_gpu("nemotron_h_tiny_hybrid", mstar::dtype::float32);
+  ASSERT_NE(e, nullptr);
+  auto& model = e->model();
+  const std::array<std::string, 2> rid{"a", "b"};
+  add_requests(*e, rid);
+  const std::vector<row_sampling> draws(2);
+  const std::vector<step_row> prefill{{rid[0], expected[0].prompt}, {rid[1], expected[1].prompt}};
+  const resources::token_id zero = 0;
+  const std::array<resources::token_id, 2> two{0, 0};
+  const std::vector<step_row> decode{{rid[0], {&zero, 1}}, {rid[1], {&zero, 1}}};
+  // Launched, committed; a refused launch rolls its admit back.
+  const auto run = [&](std::span<const step_row> rows,
+                       std::span<const std::int32_t> loopback) -> result<std::uint64_t> {
+    auto d = admit_and_plan(*e, rows);
+    if (!d)
+      return d.error();
+    auto ticket = model.launch(rows, d->plans, draws, loopback);
+    if (!ticket) {
+      e->pools().rollback(d->rec);
+      return ticket.error();
+    }
+    if (auto ok = e->pools().commit(d->rec); !ok)
+      return ok.error();
+    return ticket;
+  };
+  auto t0 = run(prefill, {});
+  ASSERT_TRUE(t0.has_value()) << t0.error().message();
+  const std::vector<std::int32_t> swapped{1, 0};
+  auto t1 = run(decode, swapped);
+  ASSERT_TRUE(t1.has_value()) << t1.error().message();
+  auto third = run(decode, swapped);
+  ASSERT_FALSE(third.has_value());
+  EXPECT_EQ(third.error().code(), errc::invalid_argument) << third.error().message();
+  auto first = model.finish(*t0);
+  ASSERT_TRUE(first.has_value()) << first.error().message();
+  EXPECT_EQ(first->sampled.size(), 2U);
+  auto wrong = model.finish(*t0);  // finished already
+  EXPECT_FALSE(wrong.has_value());
+  auto second = model.finish(*t1);
+  ASSERT_TRUE(second.has_value()) << second.error().message();
+  // No row 2 in a forward of two rows.
+  const std::vector<std::int32_t> out_of_range{2, 0};
+  auto far = run(decode, out_of_range);
+  ASSERT_FALSE(far.has_value());
+  EXPECT_EQ(far.error().code(), errc::invalid_argument) << far.error().message();
+  // A looped-back row feeds one token.
+  const std::vector<step_row> long_row{{rid[0], two}, {rid[1], {&zero, 1}}};
+  const std::vector<std::int32_t> first_row{0, -1};
+  auto wide = run(long_row, first_row);
+  ASSERT_FALSE(wide.has_value());
+  EXPECT_EQ(wide.error().code(), errc::invalid_argument) << wide.error().message();
+  // The refusals left the pipeline as it was: the last forward's draws loop back.
+  auto again = run(decode, swapped);
+  ASSERT_TRUE(again.has_value()) << again.error().message();
+  auto last = model.finish(*again);
+  ASSERT_TRUE(last.has_value()) << last.error().message();
+  EXPECT_EQ(last->sampled.size(), 2U);
+  for (const auto& r : rid)
+    e->pools().remove(r);
+  expect_pools_whole(*e);
 }
 
 }  // namespace

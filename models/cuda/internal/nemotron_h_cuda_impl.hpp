@@ -4,7 +4,9 @@
 // step's plan layout and the launches of one step. Only
 // models/cuda/nemotron_h_cuda*.cpp include this, in CUDA builds.
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,8 +39,8 @@ struct gemm_input {
   const std::uint16_t* bf16 = nullptr;
 };
 
-// A grow-only device buffer: resized only between steps (after the stream
-// drained), so no queued kernel reads memory being freed.
+// A grow-only device buffer: `reserve_buffer` drains the stream before the
+// old memory goes, so no queued kernel reads memory being freed.
 struct work_buffer {
   kc::device_buffer buffer;
   template <class T>
@@ -50,10 +52,33 @@ struct work_buffer {
 // Where each index array of a step sits in the plan buffer (int32 units).
 // Every offset depends only on (tokens, rows, the KV index capacity), so a
 // decode graph captured for R rows reads the same addresses every step.
+// `loop` holds the loopback pairs (position in ids, previous row), room for
+// every row; only the gather before the step reads it, never a graph.
 struct step_layout {
   std::size_t ids = 0, cu = 0, last = 0, qo = 0, kvp = 0, lpl = 0, dp = 0, dop = 0, slots = 0,
-              has = 0, kvi = 0, total = 0;
+              has = 0, loop = 0, kvi = 0, total = 0;
   std::size_t n_dp = 0, n_kvi = 0;
+};
+
+// An instantiated graph, destroyed with its owner.
+struct graph_exec_deleter {
+  void operator()(CUgraphExec_st* g) const noexcept { (void)cudaGraphExecDestroy(g); }
+};
+
+// One launched forward's own memory (slot = ticket % 2), reused by the
+// forward two launches later, which starts only after this one finished:
+// the pinned plan and sampling settings its uploads read, the pinned ids or
+// logits its downloads write (valid once `done` completed), and a device
+// copy of its draws for the next forward's loopback rows (the greedy buffer
+// may move when that forward reserves, the copy does not).
+struct forward_slot {
+  kc::pinned_buffer plan, settings, ids, logits;
+  work_buffer drawn;
+  kc::event done;  // recorded after the forward's last download
+  std::uint64_t ticket = 0;
+  bool busy = false;
+  std::size_t n_ids = 0, n_logits = 0;  // what the downloads fill (0: not asked)
+  std::uint64_t timed = 0;              // the timeline generation it recorded into; 0: none
 };
 
 }  // namespace cuda_detail
@@ -61,6 +86,7 @@ struct step_layout {
 namespace kc = kernels::cuda;
 using cuda_detail::device_layer;
 using cuda_detail::device_matrix;
+using cuda_detail::forward_slot;
 using cuda_detail::gemm_input;
 using cuda_detail::step_layout;
 using cuda_detail::work_buffer;
@@ -77,19 +103,31 @@ struct nemotron_h_cuda::impl {
   std::vector<device_layer> layers;
   // Work buffers, sized per step.
   work_buffer h, x, out, zxbcdt, xbc, y, q, k, v, o, inter, xb, last, logits, plan, greedy;
-  work_buffer split;     // split-KV decode attention partials
-  work_buffer settings;  // per-row sampling settings, struct of arrays
-  std::vector<std::byte> host_settings;
-  std::vector<std::int32_t> host_plan;
+  work_buffer split;                     // split-KV decode attention partials
+  work_buffer settings;                  // per-row sampling settings, struct of arrays
   std::uint64_t buffers_generation = 0;  // bumped whenever a work buffer moves
-  // The device timeline (record_timeline): events around the forward in
-  // flight and around the one before it, and what was measured so far.
+  // The forwards launched and not finished: forwards[ticket % 2]; the oldest is
+  // next_ticket - outstanding.
+  std::array<forward_slot, nemotron_h_backend::max_outstanding> forwards;
+  std::uint64_t next_ticket = 0;
+  std::size_t outstanding = 0;
+  // The last launched forward's draws, what a loopback row may read: how
+  // many rows it drew (0: it drew none, or its launch failed half-way) and
+  // the device copy holding them.
+  std::size_t last_drawn_rows = 0;
+  const work_buffer* last_drawn = nullptr;
+  // The device timeline (record_timeline): start and end events per slot,
+  // the last finished forward's end (swapped in by finish, so a launch that
+  // reuses its slot cannot overwrite it), and what was measured so far.
   struct timeline {
-    kc::event start, end, prev_end;
+    std::array<kc::event, nemotron_h_backend::max_outstanding> start, end;
+    kc::event prev_end;
     bool has_prev = false;
+    std::uint64_t generation = 0;  // which forwards recorded into these events
     std::vector<device_step_time> steps;
   };
   std::unique_ptr<timeline> tl;  // null: not recording
+  std::uint64_t timelines = 0;   // timelines started, the generations' source
 
   /// `graphs_read`: captured graphs address this buffer, so moving it
   /// retires them.
@@ -100,14 +138,31 @@ struct nemotron_h_cuda::impl {
     auto grown = kc::device_buffer::make(std::max(bytes, w.buffer.size() * 3 / 2));
     if (!grown)
       return grown.error().with_context("model work buffer");
+    // The forward launched before this one may still read or write the old
+    // buffer: drain the stream before it is freed rather than rely on
+    // cudaFree's implicit synchronisation. Rare: buffers only grow.
+    if (w.buffer.size() != 0) {
+      if (auto ok = check(cudaStreamSynchronize(stream.get()), "work buffer growth"); !ok)
+        return ok;
+    }
     w.buffer = std::move(*grown);
     if (graphs_read)
       ++buffers_generation;
     return {};
   }
+  /// Grows pinned host memory of a slot that is not in flight.
+  [[nodiscard]] static result<void> reserve_pinned(kc::pinned_buffer& b, std::size_t bytes) {
+    if (b.size() >= bytes)
+      return {};
+    auto grown = kc::pinned_buffer::make(std::max(bytes, b.size() * 3 / 2));
+    if (!grown)
+      return grown.error().with_context("model host staging");
+    b = std::move(*grown);
+    return {};
+  }
   /// Draws each row's token from `logits` into `greedy` with the rows'
-  /// settings (uploaded as arrays first).
-  [[nodiscard]] result<void> sample(std::span<const row_sampling> rows);
+  /// settings, uploaded as arrays from the slot's pinned `settings` first.
+  [[nodiscard]] result<void> sample(std::span<const row_sampling> rows, forward_slot& slot);
   /// Every launch of one step from the uploaded plan, argmax included when
   /// asked: what a decode graph captures.
   [[nodiscard]] result<void> launch_step(const nemotron_h_batch& b, const nemotron_h_state& st,
@@ -153,6 +208,14 @@ struct nemotron_h_cuda::impl {
   [[nodiscard]] result<void> attention(const device_layer& l, std::int64_t tokens,
                                        const kernels::kv_page_table& table,
                                        const kernels::kv_arena_view& kv);
+};
+
+struct nemotron_h_cuda::graph_cache {
+  struct entry {
+    std::unique_ptr<CUgraphExec_st, cuda_detail::graph_exec_deleter> exec;
+    std::uint64_t buffers = 0;  // the work buffers' generation it was captured against
+  };
+  std::map<std::int64_t, entry> by_rows;
 };
 
 }  // namespace mstar::models
