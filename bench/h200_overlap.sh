@@ -16,6 +16,9 @@ source "$(dirname "$0")/device_env.sh"
 new_tokens=128 repeats=3 rounds=2
 if [[ ${1:-} == --quick ]]; then new_tokens=32 repeats=1 rounds=1; fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/env.txt"
+# The launch / loopback path first: pipelined steps must draw the blocking ones.
+"$bin/mstar_gpu_tests" --gtest_filter='gpu_model_launch.*:gpu_model.*' 2>&1 | tee "$out/gpu-launch-tests.log" |
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran"
 
 : >"$out/overlap.jsonl"
 for size in 100m 600m; do
@@ -39,14 +42,20 @@ for line in (out / "overlap.jsonl").read_text().splitlines():
         r = json.loads(line)
         runs.setdefault((r["size"], r["batch"], r["schedule"]), []).append(r)
 med = lambda rs, k: statistics.median(r[k] for r in rs)
-rows = ["| model | batch | sync tok/s | overlap tok/s | overlap / sync | sync idle gap us (median) | overlap idle gap us (median) | device busy us (median) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+rows = ["| model | batch | sync tok/s | overlap tok/s | overlap / sync | sync idle gap us (median) | overlap idle gap us (median) | device busy us (median) | same tokens |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+mismatch = 0
 for size, batch in sorted({(k[0], k[1]) for k in runs}):
     s, o = runs[(size, batch, "sync")], runs[(size, batch, "overlap")]
     ts, to = med(s, "decode_tokens_per_s"), med(o, "decode_tokens_per_s")
+    digests = {r.get("tokens_digest") for r in s + o}
+    same = "yes" if len(digests) == 1 else "NO"
+    mismatch += len(digests) != 1
     rows.append(f"| {size} | {batch} | {ts:,.0f} | {to:,.0f} | {to / ts:.3f} | "
                 f"{med(s, 'idle_gap_us_median'):.1f} | {med(o, 'idle_gap_us_median'):.1f} | "
-                f"{med(o, 'device_busy_us_median'):.1f} |")
+                f"{med(o, 'device_busy_us_median'):.1f} | {same} |")
 (out / "overlap-table.md").write_text("\n".join(rows) + "\n")
 print("\n".join(rows))
+if mismatch:
+    sys.exit(f"{mismatch} configurations drew different tokens in sync and overlap")
 PY

@@ -57,7 +57,7 @@ struct engines {
 };
 
 mstar::result<double> timed(engines e, const std::vector<request_spec>& reqs,
-                            double* inner = nullptr) {
+                            double* inner = nullptr, std::uint64_t* digest = nullptr) {
   const auto t0 = clock_type::now();
   auto got = e.rt != nullptr
                  ? mstar::result<std::vector<mstar::engine::completion>>{mstar::actors::complete(
@@ -74,6 +74,16 @@ mstar::result<double> timed(engines e, const std::vector<request_spec>& reqs,
   }
   if (inner != nullptr)
     *inner = longest;
+  if (digest != nullptr) {
+    // FNV-1a over every request's tokens: equal digests, equal outputs
+    // (sync against overlap).
+    std::uint64_t h = 1469598103934665603ULL;
+    for (const auto& r : *got) {
+      for (const auto t : r.tokens[0])
+        h = (h ^ static_cast<std::uint64_t>(t)) * 1099511628211ULL;
+    }
+    *digest = h;
+  }
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
@@ -194,10 +204,11 @@ int main(int argc, char** argv) {
       }
     }
     std::vector<double> rates, inner_rates, t1s, tns, idle_us, busy_us;
+    std::uint64_t digest = 0;
     for (int rep = 0; rep < repeats; ++rep) {
       double inner = 0;
       m.record_device_timeline(true);
-      auto tn = timed(engine, full, &inner);
+      auto tn = timed(engine, full, &inner, &digest);
       const auto steps = m.take_device_timeline();
       m.record_device_timeline(false);
       // The decode steps after the first: the prefill's gap spans the host
@@ -239,6 +250,7 @@ int main(int argc, char** argv) {
                           {"cuda_graphs", !no_graphs},
                           {"through", through},
                           {"schedule", schedule},
+                          {"tokens_digest", fmt::format("{:016x}", digest)},
                           {"device_steps", idle_us.size()},
                           {"idle_gap_us_median", idle_median},
                           {"idle_gap_us_p90", idle_p90},
