@@ -25,13 +25,15 @@ struct conductor_state {
   /// Requests whose pool state outlives them (a prefill node publishes it):
   /// their releases go to whoever submitted them, not to the pools.
   std::set<request_id> held;
-  /// overlap: the guess of the next step, made while the current one runs,
-  /// until the pools admit it with the current step's commit.
-  step_ptr guess;
-  /// overlap: the guess the pools admitted and planned, and their plans,
-  /// until the next step runs on them or rolls them back.
-  step_ptr staged;
-  std::vector<plans_ptr> staged_plans;
+  /// The step launched on the worker and not finished yet (its forward
+  /// runs), with the scheduler's copy of it; overlap keeps one step in
+  /// flight while the next is launched.
+  struct flight {
+    step_ptr p;
+    engine::scheduled_step step;
+    std::uint64_t ticket = 0;
+    bool committed = false;  ///< the pools committed it (at the next step's launch)
+  };
   engine_stats counters;
   static inline const char* name = "mstar.conductor";
 };
@@ -178,42 +180,159 @@ step_ptr payload_of(self_ptr self, engine::scheduled_step step) {
   return payload;
 }
 
-// The scheduler's guess of the next step, declared (overlap; while the
-// worker runs the current one).
-step_ptr guess_next(self_ptr self) {
-  auto next = self->state.sched->speculate();
-  return next.empty() ? nullptr : payload_of(self, std::move(next));
+using flight = conductor_state::flight;
+
+void launched(self_ptr self, std::shared_ptr<flight> cur);
+
+// Merges the pools' plans for the worker.
+plans_ptr merged(const std::vector<plans_ptr>& plans) {
+  auto m = std::make_shared<models::step_plans>();
+  for (const auto& pl : plans) {
+    if (pl->kv)
+      m->kv = pl->kv;
+    if (pl->recurrent)
+      m->recurrent = pl->recurrent;
+  }
+  return m;
 }
 
-// Every pool undoes the staged guess (ordered before whatever is sent next).
-void roll_back_stage(self_ptr self) {
-  auto& st = self->state;
-  if (!st.staged)
+// Tells every pool to roll back `rids` of its admitted step (before
+// anything sent after it).
+void drop_rows(self_ptr self, const std::set<request_id>& rids) {
+  if (rids.empty())
     return;
-  for (const auto& p : st.parts.pools)
-    self->request(p, caf::infinite, rollback_atom_v).then([](bool) {});
-  st.staged.reset();
-  st.staged_plans.clear();
-  ++st.counters.overlap_rolled_back;
+  const std::vector<std::string> list{rids.begin(), rids.end()};
+  for (const auto& p : self->state.parts.pools)
+    self->request(p, caf::infinite, drop_atom_v, list).then([](bool) {});
 }
 
-// Whether `real` is the staged guess (the same rows, the same lengths).
-bool is_staged(const conductor_state& st, const engine::scheduled_step& real) {
-  if (!st.staged || st.staged->step.rows.size() != real.rows.size())
-    return false;
-  return std::equal(real.rows.begin(), real.rows.end(), st.staged->step.rows.begin(),
-                    [](const engine::scheduled_row& a, const engine::scheduled_row& b) {
-                      return a.rid == b.rid && a.tokens.size() == b.tokens.size();
-                    });
+// `cur`'s forward failed, or a pool did: every pool rolls back its admitted
+// step (`next`'s when one was launched ahead, else `cur`'s unless it
+// committed), then the rows of both fail.
+void fail_flight(self_ptr self, const std::shared_ptr<flight>& cur,
+                 const std::shared_ptr<flight>& next, std::string why) {
+  if (next)
+    self->request(self->state.parts.worker, caf::infinite, finish_atom_v, next->ticket)
+        .then([](const output_ptr&) {}, [](caf::error&) {});
+  ask_all<bool>(
+      self,
+      [self, cur, next, why = std::move(why)](std::vector<bool>) {
+        auto& st = self->state;
+        apply(self, st.sched->on_failed(cur->step, why));
+        if (next)
+          apply(self, st.sched->on_failed(next->step, why));
+        step_done(self);
+      },
+      rollback_atom_v);
 }
 
-// The step's output is in: the pools commit it (and, with a guess, admit
-// and plan the guess right behind the commit, one round trip), then the
-// scheduler takes the output in.
-void finish_step(self_ptr self, const step_ptr& p, const output_ptr& out) {
+// `cur` landed with `out` (and `next` runs behind it, launched ahead):
+// `cur` commits unless it did, the scheduler takes the output in, rows of
+// `next` whose sequence just ended over-ran and are rolled back, and `next`
+// becomes the running step.
+void landed(self_ptr self, std::shared_ptr<flight> cur, const output_ptr& out,
+            std::shared_ptr<flight> next) {
   auto& st = self->state;
-  auto guess = std::exchange(st.guess, nullptr);
-  const auto& pools = st.parts.pools;
+  auto take_in = [self, cur, out, next] {
+    auto& cs = self->state;
+    ++cs.counters.steps;
+    auto res = cs.sched->on_ran(cur->step, *out);
+    if (next) {
+      std::set<request_id> over;
+      for (const auto& row : next->step.rows) {
+        if (std::find(res.actions.release.begin(), res.actions.release.end(), row.rid) !=
+            res.actions.release.end()) {
+          over.insert(row.rid);
+        }
+      }
+      drop_rows(self, over);  // before the releases reach the pools
+      ++cs.counters.ahead_steps;
+      cs.counters.dropped_rows += static_cast<std::int64_t>(over.size());
+      if (auto ok = cs.sched->adopt(next->step); !ok) {
+        apply(self, std::move(res));
+        self->request(cs.parts.worker, caf::infinite, finish_atom_v, next->ticket)
+            .then([](const output_ptr&) {}, [](caf::error&) {});
+        fail_flight(self, next, nullptr, ok.error().message());
+        return;
+      }
+    }
+    apply(self, std::move(res));
+    if (next) {
+      launched(self, next);
+    } else {
+      step_done(self);
+    }
+  };
+  if (cur->committed) {
+    take_in();
+    return;
+  }
+  // Rows of requests cancelled while the step ran keep nothing of it.
+  drop_rows(self, st.sched->cancelled_rows(cur->step));
+  ask_all<bool>(
+      self,
+      [cur, take_in](std::vector<bool>) {
+        cur->committed = true;
+        take_in();
+      },
+      commit_atom_v);
+}
+
+// Waits for `cur`'s forward (the worker's finish), `next` launched ahead or not.
+void finish_flight(self_ptr self, std::shared_ptr<flight> cur, std::shared_ptr<flight> next) {
+  self->request(self->state.parts.worker, caf::infinite, finish_atom_v, cur->ticket)
+      .then([self, cur, next](const output_ptr& out) { landed(self, cur, out, next); },
+            [self, cur, next](caf::error& e) {
+              fail_flight(self, cur, next, self->system().render(e));
+            });
+}
+
+// Overlap: the step after `cur`, as the scheduler foresees it, or null.
+// Its decode rows feed `cur`'s draws on the device (`loopback`).
+std::shared_ptr<flight> foresee(self_ptr self, const flight& cur) {
+  auto& st = self->state;
+  if (st.parts.schedule != engine::schedule_mode::overlap)
+    return nullptr;
+  auto next = st.sched->speculate();
+  if (next.empty() || next.want_logits || !next.unbounded)
+    return nullptr;
+  auto f = std::make_shared<flight>();
+  f->step = next;
+  auto payload = std::make_shared<step_payload>();
+  payload->step = std::move(next);
+  for (const auto& r : payload->step.rows)
+    payload->rows.push_back({r.rid, r.tokens});
+  payload->request = st.parts.model->declare(payload->rows);
+  std::map<std::string_view, std::int32_t> drawn_at;
+  for (std::size_t j = 0; j < cur.step.rows.size(); ++j) {
+    if (cur.step.rows[j].samples)
+      drawn_at.emplace(cur.step.rows[j].rid, static_cast<std::int32_t>(j));
+  }
+  payload->loopback.assign(payload->rows.size(), -1);
+  bool loops = false;
+  for (std::size_t i = 0; i < payload->rows.size(); ++i) {
+    const auto it = drawn_at.find(payload->rows[i].rid);
+    if (it != drawn_at.end() && payload->rows[i].tokens.size() == 1) {
+      payload->loopback[i] = it->second;
+      loops = true;
+    }
+  }
+  if (!loops)
+    payload->loopback.clear();
+  f->p = std::move(payload);
+  return f;
+}
+
+// `cur` is queued on the worker. Overlap: the pools commit it and admit
+// and plan the foreseen next step right behind (one round trip), which is
+// launched before `cur` is waited for; otherwise `cur` is waited for.
+void launched(self_ptr self, std::shared_ptr<flight> cur) {
+  auto next = foresee(self, *cur);
+  if (!next) {
+    finish_flight(self, std::move(cur), nullptr);
+    return;
+  }
+  const auto& pools = self->state.parts.pools;
   struct gather {
     std::size_t left = 0;
     bool failed = false;
@@ -222,26 +341,33 @@ void finish_step(self_ptr self, const step_ptr& p, const output_ptr& out) {
     std::vector<plans_ptr> plans;
   };
   auto g = std::make_shared<gather>();
-  g->left = pools.size() * (guess ? 2 : 1);
+  g->left = 2 * pools.size();
   g->admitted.resize(pools.size(), false);
   g->plans.resize(pools.size());
-  auto all_answered = [self, p, out, g, guess] {
-    auto& cs = self->state;
-    ++cs.counters.steps;
-    auto res = cs.sched->on_ran(p->step, *out);
-    if (guess) {
-      bool off = g->refused;
-      for (const auto& rid : res.actions.release) {
-        off = off || std::any_of(guess->rows.begin(), guess->rows.end(),
-                                 [&](const models::step_row& r) { return r.rid == rid; });
+  auto all_answered = [self, cur, next, g] {
+    auto& st = self->state;
+    cur->committed = true;
+    if (g->refused) {
+      // The refuser unwound itself; the others roll back. `cur` goes on alone.
+      for (std::size_t k = 0; k < g->admitted.size(); ++k) {
+        if (g->admitted[k])
+          self->request(st.parts.pools[k], caf::infinite, rollback_atom_v).then([](bool) {});
       }
-      cs.staged = guess;
-      cs.staged_plans = std::move(g->plans);
-      if (off)
-        roll_back_stage(self);  // before the releases reach the pools
+      finish_flight(self, cur, nullptr);
+      return;
     }
-    apply(self, std::move(res));
-    step_done(self);
+    self->request(st.parts.worker, caf::infinite, launch_atom_v, next->p, merged(g->plans))
+        .then(
+            [self, cur, next](std::uint64_t ticket) {
+              next->ticket = ticket;
+              finish_flight(self, cur, next);
+            },
+            [self, cur](caf::error&) {
+              // Not launched: the pools undo its admit; `cur` goes on alone.
+              for (const auto& p : self->state.parts.pools)
+                self->request(p, caf::infinite, rollback_atom_v).then([](bool) {});
+              finish_flight(self, cur, nullptr);
+            });
   };
   auto answered = [g, all_answered] {
     if (--g->left == 0 && !g->failed)
@@ -253,20 +379,20 @@ void finish_step(self_ptr self, const step_ptr& p, const output_ptr& out) {
     g->failed = true;
     fail_everything(self, "a pool failed: " + self->system().render(e));
   };
+  // Rows of `cur` cancelled since its launch keep nothing of it.
+  drop_rows(self, self->state.sched->cancelled_rows(cur->step));
   for (std::size_t i = 0; i < pools.size(); ++i) {
     self->request(pools[i], caf::infinite, commit_atom_v)
         .then([answered](bool) { answered(); }, failed);
-    if (!guess)
-      continue;
-    // Behind the commit in the pool's mailbox: it admits on what N left.
-    self->request(pools[i], caf::infinite, admit_atom_v, guess)
+    // Behind the commit in the pool's mailbox: it admits on what `cur` left.
+    self->request(pools[i], caf::infinite, admit_atom_v, next->p)
         .then(
             [g, i, answered](admit_reply& r, plans_ptr& plans) {
               if (r.ok) {
                 g->admitted[i] = true;
                 g->plans[i] = std::move(plans);
               } else {
-                g->refused = true;  // the refuser unwound itself; roll back the others
+                g->refused = true;
               }
               answered();
             },
@@ -274,26 +400,21 @@ void finish_step(self_ptr self, const step_ptr& p, const output_ptr& out) {
   }
 }
 
+// Launches an admitted, planned step on the worker.
 void run_forward(self_ptr self, const step_ptr& p, std::vector<plans_ptr> plans) {
-  auto& st = self->state;
-  auto merged = std::make_shared<models::step_plans>();
-  for (const auto& pl : plans) {
-    if (pl->kv)
-      merged->kv = pl->kv;
-    if (pl->recurrent)
-      merged->recurrent = pl->recurrent;
-  }
-  self->request(self->state.parts.worker, caf::infinite, forward_atom_v, p,
-                plans_ptr{std::move(merged)})
-      .then([self, p](const output_ptr& out) { finish_step(self, p, out); },
-            [self, p](caf::error& e) {
-              // The kernels failed: undo the step everywhere, fail its rows.
-              self->state.guess.reset();
-              fail_step(self, p, self->system().render(e));
-            });
-  // Host work of the next step while this one runs.
-  if (st.parts.schedule == engine::schedule_mode::overlap)
-    st.guess = guess_next(self);
+  auto cur = std::make_shared<flight>();
+  cur->p = p;
+  cur->step = p->step;
+  self->request(self->state.parts.worker, caf::infinite, launch_atom_v, p, merged(plans))
+      .then(
+          [self, cur](std::uint64_t ticket) {
+            cur->ticket = ticket;
+            launched(self, cur);
+          },
+          [self, p](caf::error& e) {
+            // Not launched: undo the step everywhere, fail its rows.
+            fail_step(self, p, self->system().render(e));
+          });
 }
 
 // Admits (and plans) the step in every pool at once: the KV and recurrent
@@ -354,27 +475,13 @@ void admit_everywhere(self_ptr self, const step_ptr& p) {
 void run_step(self_ptr self) {
   auto& st = self->state;
   auto step = st.sched->schedule();
-  // A staged guess that is not this step goes before anything else reaches
-  // the pools (the releases of cancellations, then this step's admit).
-  const bool promoted = !step.empty() && is_staged(st, step);
-  if (!promoted)
-    roll_back_stage(self);
   apply(self, st.sched->take_pending());
   if (step.empty()) {
     st.busy = false;
     answer_drains(self);
     return;
   }
-  auto payload = payload_of(self, std::move(step));
-  if (promoted) {
-    // The pools admitted and planned exactly this step behind the last
-    // commit: run it on those plans (its real tokens, the guess's lengths).
-    ++st.counters.overlap_promoted;
-    st.staged.reset();
-    run_forward(self, payload, std::exchange(st.staged_plans, {}));
-    return;
-  }
-  admit_everywhere(self, payload);
+  admit_everywhere(self, payload_of(self, std::move(step)));
 }
 
 // Registers each sequence in every pool, agrees the cached prefix (the

@@ -79,6 +79,10 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
           return failure(done.error());
         return true;
       },
+      [self](drop_atom, const std::vector<std::string>& rids) -> bool {
+        self->state.pools->rollback_rows(self->state.step, {rids.begin(), rids.end()});
+        return true;
+      },
       [self](rollback_atom) -> bool {
         self->state.pools->rollback(self->state.step);
         self->state.payload.reset();

@@ -31,6 +31,9 @@ struct step_payload {
   engine::scheduled_step step;
   std::vector<models::step_row> rows;  ///< views into `step.rows`' tokens
   models::step_request request;
+  /// A step launched ahead (overlap): per row, the row of the step before
+  /// whose draw it feeds on the device (-1: its own token); else empty.
+  std::vector<std::int32_t> loopback;
 };
 using step_ptr = std::shared_ptr<const step_payload>;
 
@@ -121,9 +124,9 @@ struct engine_stats {
   std::int64_t kv_pages = 0, kv_free_pages = 0, kv_cached_pages = 0;
   std::int64_t slots = 0, free_slots = 0;
   std::int64_t kv_evictable_pages = 0;
-  /// overlap: steps that ran on the plans of their guess, and guesses
-  /// rolled back (the real step differed).
-  std::int64_t overlap_promoted = 0, overlap_rolled_back = 0;
+  /// overlap: steps launched while the one before ran, and rows of those
+  /// rolled back (their sequence ended meanwhile).
+  std::int64_t ahead_steps = 0, dropped_rows = 0;
   transfer_counters transfers;
 };
 
@@ -131,7 +134,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
   return f(caf::meta::type_name("engine_stats"), x.steps, x.refused_steps, x.generated_tokens,
            x.preemptions, x.running, x.waiting, x.kv_pages, x.kv_free_pages, x.kv_cached_pages,
-           x.slots, x.free_slots, x.kv_evictable_pages, x.overlap_promoted, x.overlap_rolled_back,
+           x.slots, x.free_slots, x.kv_evictable_pages, x.ahead_steps, x.dropped_rows,
            x.transfers);
 }
 
@@ -266,6 +269,8 @@ CAF_ADD_ATOM(mstar, mstar::actors, adopt_atom, "adopt")
 CAF_ADD_ATOM(mstar, mstar::actors, finish_atom, "finish")
 CAF_ADD_ATOM(mstar, mstar::actors, abort_atom, "abort")
 CAF_ADD_ATOM(mstar, mstar::actors, pull_atom, "pull")
+CAF_ADD_ATOM(mstar, mstar::actors, launch_atom, "launch")
+CAF_ADD_ATOM(mstar, mstar::actors, drop_atom, "drop")
 CAF_END_TYPE_ID_BLOCK(mstar)
 
 namespace mstar::actors {
@@ -277,6 +282,9 @@ namespace mstar::actors {
 using pool_actor = caf::typed_actor<
     caf::replies_to<admit_atom, step_ptr>::with<admit_reply, plans_ptr>,
     caf::replies_to<commit_atom>::with<bool>, caf::replies_to<rollback_atom>::with<bool>,
+    // Rolls back these rows of the admitted step (they over-ran, or their
+    // request was cancelled); the rest of it commits.
+    caf::replies_to<drop_atom, std::vector<std::string>>::with<bool>,
     // Registers a sequence with its tokens; answers the cached prompt
     // tokens it could serve (-1: it keeps no cache).
     caf::replies_to<register_atom, std::string, std::vector<std::uint32_t>,
@@ -295,9 +303,13 @@ using pool_actor = caf::typed_actor<
     caf::replies_to<abort_atom, std::string>::with<bool>>;
 
 /// The worker actor: owns the model and its device stream, runs a step's
-/// forward given the merged plans.
+/// forward given the merged plans: at once (`forward`), or launched (the
+/// ticket comes back once the work is queued) and finished later, so the
+/// next step can be launched in between (overlap).
 using worker_actor =
-    caf::typed_actor<caf::replies_to<forward_atom, step_ptr, plans_ptr>::with<output_ptr>>;
+    caf::typed_actor<caf::replies_to<forward_atom, step_ptr, plans_ptr>::with<output_ptr>,
+                     caf::replies_to<launch_atom, step_ptr, plans_ptr>::with<std::uint64_t>,
+                     caf::replies_to<finish_atom, std::uint64_t>::with<output_ptr>>;
 
 /// The preprocess actor: tokenizes a request's text prompt.
 using preprocess_actor = caf::typed_actor<

@@ -195,8 +195,8 @@ result<runtime_stats> runtime::stats() {
             out.preemptions = s.preemptions;
             out.running = s.running;
             out.waiting = s.waiting;
-            out.overlap_promoted = s.overlap_promoted;
-            out.overlap_rolled_back = s.overlap_rolled_back;
+            out.ahead_steps = s.ahead_steps;
+            out.dropped_rows = s.dropped_rows;
           },
           [&](caf::error& e) { failed = make_error(errc::internal, sys_->render(e)); });
   for (const auto& p : parts_->pools) {

@@ -80,8 +80,9 @@ struct runtime_stats {
   std::int64_t running = 0, waiting = 0;
   std::int64_t kv_pages = 0, kv_free_pages = 0, kv_cached_pages = 0, kv_evictable_pages = 0;
   std::int64_t slots = 0, free_slots = 0;
-  /// overlap: steps run on their staged guess's plans; guesses rolled back.
-  std::int64_t overlap_promoted = 0, overlap_rolled_back = 0;
+  /// overlap: steps launched while the one before ran, and rows of those
+  /// rolled back (their sequence ended meanwhile).
+  std::int64_t ahead_steps = 0, dropped_rows = 0;
 };
 
 /// The engine as an application embeds it. Thread-safe: any thread may

@@ -19,6 +19,24 @@ worker_actor::behavior_type worker_behavior(worker_actor::stateful_pointer<worke
           return caf::make_error(caf::sec::runtime_error, out.error().message());
         return std::make_shared<const models::forward_output>(std::move(*out));
       },
+      [self](launch_atom, const step_ptr& p,
+             const plans_ptr& plans) -> caf::result<std::uint64_t> {
+        const auto& step = p->step;
+        auto ticket = self->state.model->launch(
+            p->rows, *plans,
+            step.want_logits ? std::span<const models::row_sampling>{}
+                             : std::span<const models::row_sampling>{step.draws},
+            p->loopback);
+        if (!ticket)
+          return caf::make_error(caf::sec::runtime_error, ticket.error().message());
+        return *ticket;
+      },
+      [self](finish_atom, std::uint64_t ticket) -> caf::result<output_ptr> {
+        auto out = self->state.model->finish(ticket);
+        if (!out)
+          return caf::make_error(caf::sec::runtime_error, out.error().message());
+        return std::make_shared<const models::forward_output>(std::move(*out));
+      },
   };
 }
 

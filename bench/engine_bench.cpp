@@ -277,8 +277,8 @@ int main(int argc, char** argv) {
            "sync_schedule",
            o[o.size() / 2],
            y[y.size() / 2],
-           {{"steps_on_staged_guess", st ? static_cast<double>(st->overlap_promoted) : 0},
-            {"guesses_rolled_back", st ? static_cast<double>(st->overlap_rolled_back) : 0}}});
+           {{"steps_launched_ahead", st ? static_cast<double>(st->ahead_steps) : 0},
+            {"rows_dropped", st ? static_cast<double>(st->dropped_rows) : 0}}});
     }
   }
   mstar::bench::report(results, as_json);

@@ -30,6 +30,13 @@ for size in 100m 600m; do
       "$bin/mstar-bench-model-gpu" --model "$ckpt" --batch 1 16 64 256 --new-tokens "$new_tokens" \
         --repeats "$repeats" --schedule "$schedule" --json |
         sed "s/^{/{\"size\":\"$size\",\"round\":$round,/" | tee -a "$out/overlap.jsonl"
+      # The runtime behind mstar-run / mstar-serve: conductor, pool and worker actors.
+      if [[ $size == 100m ]]; then
+        "$bin/mstar-bench-model-gpu" --model "$ckpt" --batch 1 16 64 256 \
+          --new-tokens "$new_tokens" --repeats "$repeats" --schedule "$schedule" --json \
+          --through actors | sed "s/^{/{\"size\":\"$size-actors\",\"round\":$round,/" |
+          tee -a "$out/overlap.jsonl"
+      fi
     done
   done
 done

@@ -46,11 +46,11 @@ void add_engine_options(CLI::App& app, engine_cli& opt) {
            if (auto mode = engine::parse_schedule_mode(name))
              opt.engine.schedule = *mode;
          },
-         "sync: one step after another; overlap: guess each next step while the current one "
-         "runs and stage it in the pools behind its commit (the same tokens; measured slower "
-         "than sync on the H200 today, see engine/README.md)")
+         "overlap: launch each next step while the current one runs (its ids fed from the "
+         "current step's draws on the device), so the GPU never waits for the host; sync: "
+         "one step after another. The same tokens either way (engine/README.md)")
       ->check(CLI::IsMember({"sync", "overlap"}))
-      ->default_str("sync");
+      ->default_str("overlap");
   app.add_option("--device", opt.device, "Where the model runs: cpu, cuda or cuda:N")
       ->capture_default_str();
   app.add_option("--dtype", opt.dtype,

@@ -97,28 +97,40 @@ TEST_P(runtime_modes, sixteen_threads_get_the_tokens_each_request_gets_alone) {
   auto s = (*rt)->stats();
   ASSERT_TRUE(s.has_value());
   std::printf(
-      "[ measured ] %s: %lld steps, %lld refused, %lld preemptions, %lld run on their "
-      "staged guess, %lld guesses rolled back\n",
+      "[ measured ] %s: %lld steps, %lld refused, %lld preemptions, %lld launched ahead, "
+      "%lld rows dropped\n",
       std::string(to_string(GetParam())).c_str(), static_cast<long long>(s->steps),
       static_cast<long long>(s->refused_steps), static_cast<long long>(s->preemptions),
-      static_cast<long long>(s->overlap_promoted), static_cast<long long>(s->overlap_rolled_back));
+      static_cast<long long>(s->ahead_steps), static_cast<long long>(s->dropped_rows));
   EXPECT_GT(s->preemptions, 0) << "pools never short: preemption untested";
-  // Sixteen threads keep requests arriving, so overlap rarely has a guess
-  // here (none while sequences wait to join): this test checks its tokens;
-  // a_steady_decode_loop_runs_on_its_staged_guesses checks that it stages.
+  // Sixteen threads keep requests arriving, so overlap rarely launches a
+  // step ahead here (none while sequences wait to join): this test checks
+  // its tokens; a_steady_decode_loop_launches_its_steps_ahead checks that
+  // it does.
   if (GetParam() == engine::schedule_mode::sync) {
-    EXPECT_EQ(s->overlap_promoted + s->overlap_rolled_back, 0);
+    EXPECT_EQ(s->ahead_steps + s->dropped_rows, 0);
   }
   expect_pools_empty(**rt);
 }
 
 // A steady decode loop under overlap: after the prompts, each step was
-// guessed while the one before ran, admitted and planned behind its commit,
-// and ran on those plans; the tokens are those of sync mode.
-TEST(runtime, a_steady_decode_loop_runs_on_its_staged_guesses) {
+// launched while the one before ran (admitted and planned behind its
+// commit, its ids looped back from that one's draws); one request stops at
+// an id nobody could foresee, so the step launched ahead over-ran for it and
+// its row was rolled back. The tokens are those of sync mode.
+TEST(runtime, a_steady_decode_loop_launches_its_steps_ahead) {
   std::vector<request_spec> specs;
   for (token_id i = 0; i < 4; ++i)
     specs.push_back(test::greedy_request({5, 6, static_cast<token_id>(7 + i)}, 40));
+  {
+    // Request 0 stops at the id it draws 11th (the first time it does).
+    auto rt = runtime::start(fixture_model(), {}, 2);
+    ASSERT_TRUE(rt.has_value()) << rt.error().message();
+    auto h = (*rt)->submit(specs[0]);
+    const auto alone = tokens_of(read_all(h));
+    ASSERT_GT(alone.size(), 11U);
+    specs[0].stop.stop_token_ids.assign(1, alone[10]);
+  }
   std::vector<std::vector<token_id>> tokens[2];
   runtime_stats stats[2];
   for (const auto mode : {engine::schedule_mode::sync, engine::schedule_mode::overlap}) {
@@ -139,14 +151,16 @@ TEST(runtime, a_steady_decode_loop_runs_on_its_staged_guesses) {
     expect_pools_empty(**rt);
   }
   EXPECT_EQ(tokens[0], tokens[1]);
+  EXPECT_LE(tokens[0][0].size(), 11U);
   const auto& o = stats[static_cast<std::size_t>(engine::schedule_mode::overlap)];
   std::printf(
-      "[ measured ] overlap: %lld steps, %lld run on their staged guess, %lld rolled back\n",
-      static_cast<long long>(o.steps), static_cast<long long>(o.overlap_promoted),
-      static_cast<long long>(o.overlap_rolled_back));
+      "[ measured ] overlap: %lld steps, %lld launched ahead, %lld rows dropped\n",
+      static_cast<long long>(o.steps), static_cast<long long>(o.ahead_steps),
+      static_cast<long long>(o.dropped_rows));
   // All but the first steps (while the prompts arrive one by one through the
   // preprocess stage: a few here, more on a loaded machine) and the last.
-  EXPECT_GE(o.overlap_promoted, o.steps / 2);
+  EXPECT_GE(o.ahead_steps, o.steps / 2);
+  EXPECT_EQ(o.dropped_rows, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(schedules, runtime_modes,
