@@ -134,8 +134,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
   return f(caf::meta::type_name("engine_stats"), x.steps, x.refused_steps, x.generated_tokens,
            x.preemptions, x.running, x.waiting, x.kv_pages, x.kv_free_pages, x.kv_cached_pages,
-           x.slots, x.free_slots, x.kv_evictable_pages, x.ahead_steps, x.dropped_rows,
-           x.transfers);
+           x.slots, x.free_slots, x.kv_evictable_pages, x.ahead_steps, x.dropped_rows, x.transfers);
 }
 
 /// What a prefill node offers the decode node of a request: its pools'

@@ -19,8 +19,7 @@ worker_actor::behavior_type worker_behavior(worker_actor::stateful_pointer<worke
           return caf::make_error(caf::sec::runtime_error, out.error().message());
         return std::make_shared<const models::forward_output>(std::move(*out));
       },
-      [self](launch_atom, const step_ptr& p,
-             const plans_ptr& plans) -> caf::result<std::uint64_t> {
+      [self](launch_atom, const step_ptr& p, const plans_ptr& plans) -> caf::result<std::uint64_t> {
         const auto& step = p->step;
         auto ticket = self->state.model->launch(
             p->rows, *plans,

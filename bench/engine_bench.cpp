@@ -269,16 +269,15 @@ int main(int argc, char** argv) {
       std::sort(o.begin(), o.end());
       std::sort(y.begin(), y.end());
       auto st = (*over)->stats();
-      results.push_back(
-          {"engine",
-           fmt::format("overlap_{}_b{}", sh.name, sh.batch),
-           "tokens_per_s",
-           "1/s",
-           "sync_schedule",
-           o[o.size() / 2],
-           y[y.size() / 2],
-           {{"steps_launched_ahead", st ? static_cast<double>(st->ahead_steps) : 0},
-            {"rows_dropped", st ? static_cast<double>(st->dropped_rows) : 0}}});
+      results.push_back({"engine",
+                         fmt::format("overlap_{}_b{}", sh.name, sh.batch),
+                         "tokens_per_s",
+                         "1/s",
+                         "sync_schedule",
+                         o[o.size() / 2],
+                         y[y.size() / 2],
+                         {{"steps_launched_ahead", st ? static_cast<double>(st->ahead_steps) : 0},
+                          {"rows_dropped", st ? static_cast<double>(st->dropped_rows) : 0}}});
     }
   }
   mstar::bench::report(results, as_json);

@@ -153,10 +153,9 @@ TEST(runtime, a_steady_decode_loop_launches_its_steps_ahead) {
   EXPECT_EQ(tokens[0], tokens[1]);
   EXPECT_LE(tokens[0][0].size(), 11U);
   const auto& o = stats[static_cast<std::size_t>(engine::schedule_mode::overlap)];
-  std::printf(
-      "[ measured ] overlap: %lld steps, %lld launched ahead, %lld rows dropped\n",
-      static_cast<long long>(o.steps), static_cast<long long>(o.ahead_steps),
-      static_cast<long long>(o.dropped_rows));
+  std::printf("[ measured ] overlap: %lld steps, %lld launched ahead, %lld rows dropped\n",
+              static_cast<long long>(o.steps), static_cast<long long>(o.ahead_steps),
+              static_cast<long long>(o.dropped_rows));
   // All but the first steps (while the prompts arrive one by one through the
   // preprocess stage: a few here, more on a loaded machine) and the last.
   EXPECT_GE(o.ahead_steps, o.steps / 2);
