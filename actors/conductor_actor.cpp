@@ -4,6 +4,8 @@
 #include <map>
 #include <set>
 
+#include "actors/spec_row_builder_actor.hpp"
+
 namespace mstar::actors {
 namespace {
 
@@ -172,12 +174,7 @@ void fail_step(self_ptr self, const step_ptr& p, std::string why) {
 
 // `step` with its forward rows and the model's typed steps.
 step_ptr payload_of(self_ptr self, engine::scheduled_step step) {
-  auto payload = std::make_shared<step_payload>();
-  payload->step = std::move(step);
-  for (const auto& r : payload->step.rows)
-    payload->rows.push_back({r.rid, r.tokens});
-  payload->request = self->state.parts.model->declare(payload->rows);
-  return payload;
+  return build_step(*self->state.parts.model, std::move(step), nullptr);
 }
 
 using flight = conductor_state::flight;
@@ -287,51 +284,46 @@ void finish_flight(self_ptr self, std::shared_ptr<flight> cur, std::shared_ptr<f
             });
 }
 
-// Overlap: the step after `cur`, as the scheduler foresees it, or null.
-// Its decode rows feed `cur`'s draws on the device (`loopback`).
-std::shared_ptr<flight> foresee(self_ptr self, const flight& cur) {
+// Overlap: the step after the running one, as the scheduler foresees it,
+// when it can go ahead (no host draws, no row cut by the budget).
+std::optional<engine::scheduled_step> foresee(self_ptr self) {
   auto& st = self->state;
   if (st.parts.schedule != engine::schedule_mode::overlap)
-    return nullptr;
+    return std::nullopt;
   auto next = st.sched->speculate();
   if (next.empty() || next.want_logits || !next.unbounded)
-    return nullptr;
-  auto f = std::make_shared<flight>();
-  f->step = next;
-  auto payload = std::make_shared<step_payload>();
-  payload->step = std::move(next);
-  for (const auto& r : payload->step.rows)
-    payload->rows.push_back({r.rid, r.tokens});
-  payload->request = st.parts.model->declare(payload->rows);
-  std::map<std::string_view, std::int32_t> drawn_at;
-  for (std::size_t j = 0; j < cur.step.rows.size(); ++j) {
-    if (cur.step.rows[j].samples)
-      drawn_at.emplace(cur.step.rows[j].rid, static_cast<std::int32_t>(j));
-  }
-  payload->loopback.assign(payload->rows.size(), -1);
-  bool loops = false;
-  for (std::size_t i = 0; i < payload->rows.size(); ++i) {
-    const auto it = drawn_at.find(payload->rows[i].rid);
-    if (it != drawn_at.end() && payload->rows[i].tokens.size() == 1) {
-      payload->loopback[i] = it->second;
-      loops = true;
-    }
-  }
-  if (!loops)
-    payload->loopback.clear();
-  f->p = std::move(payload);
-  return f;
+    return std::nullopt;
+  return next;
 }
 
-// `cur` is queued on the worker. Overlap: the pools commit it and admit
-// and plan the foreseen next step right behind (one round trip), which is
-// launched before `cur` is waited for; otherwise `cur` is waited for.
+void stage_ahead(self_ptr self, std::shared_ptr<flight> cur, std::shared_ptr<flight> next);
+
+// `cur` is queued on the worker. Overlap: the spec-row builder makes the
+// foreseen next step's payload (its decode rows feed `cur`'s draws on the
+// device), then it is staged and launched before `cur` is waited for;
+// otherwise `cur` is waited for.
 void launched(self_ptr self, std::shared_ptr<flight> cur) {
-  auto next = foresee(self, *cur);
+  auto next = foresee(self);
   if (!next) {
     finish_flight(self, std::move(cur), nullptr);
     return;
   }
+  auto f = std::make_shared<flight>();
+  f->step = *next;
+  self->request(self->state.parts.spec_rows, caf::infinite, build_atom_v,
+                scheduled_ptr{std::make_shared<const engine::scheduled_step>(std::move(*next))},
+                cur->p)
+      .then(
+          [self, cur, f](step_ptr& p) {
+            f->p = std::move(p);
+            stage_ahead(self, cur, f);
+          },
+          [self, cur](caf::error&) { finish_flight(self, cur, nullptr); });
+}
+
+// The pools commit `cur` and admit and plan `next` right behind (one round
+// trip); `next` is launched, then `cur` waited for. A refusal: `cur` alone.
+void stage_ahead(self_ptr self, std::shared_ptr<flight> cur, std::shared_ptr<flight> next) {
   const auto& pools = self->state.parts.pools;
   struct gather {
     std::size_t left = 0;
@@ -534,6 +526,7 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
     self->monitor(p);
   self->monitor(state.parts.worker);
   self->monitor(state.parts.preprocess);
+  self->monitor(state.parts.spec_rows);
   self->set_down_handler([self](const caf::down_msg& m) {
     fail_everything(self, "an engine actor exited: " + self->system().render(m.reason));
   });

@@ -26,12 +26,13 @@ struct conductor_parts {
   std::vector<pool_actor> pools;                   ///< in dependency order
   worker_actor worker;
   preprocess_actor preprocess;
+  spec_row_builder_actor spec_rows;
   bool extend_chains = false;  ///< the KV pool keeps a prefix cache: feed it generated ids
-  /// overlap: while the worker runs step N, the scheduler guesses step N+1;
-  /// each pool commits N and admits and plans the guess in one round trip,
-  /// and when the real N+1 is the guess it runs on those plans at once
-  /// (otherwise the guess is rolled back first, exactly).
-  engine::schedule_mode schedule = engine::schedule_mode::sync;  ///< engine_config's default
+  /// overlap: once step N is queued on the worker, the scheduler foresees
+  /// N+1, the spec-row builder makes its payload, each pool commits N and
+  /// admits and plans N+1 in one round trip, and N+1 is launched before N
+  /// is waited for (engine/README.md, "Overlap scheduling").
+  engine::schedule_mode schedule = engine::schedule_mode::overlap;
 };
 
 /// Spawns the conductor; it monitors every part.

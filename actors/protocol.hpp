@@ -37,6 +37,9 @@ struct step_payload {
 };
 using step_ptr = std::shared_ptr<const step_payload>;
 
+/// A step the scheduler foresees (overlap), for the spec-row builder.
+using scheduled_ptr = std::shared_ptr<const engine::scheduled_step>;
+
 /// One pool's plans for a step (the fields of the pools it does not hold
 /// stay empty); the conductor merges them for the worker.
 using plans_ptr = std::shared_ptr<const models::step_plans>;
@@ -222,6 +225,7 @@ using extend_list = std::vector<std::pair<std::string, std::vector<std::uint32_t
 
 // In-process payloads: immutable values shared by pointer, never serialized.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::step_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::scheduled_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::plans_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::output_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::sink_ptr)
@@ -270,6 +274,7 @@ CAF_ADD_ATOM(mstar, mstar::actors, abort_atom, "abort")
 CAF_ADD_ATOM(mstar, mstar::actors, pull_atom, "pull")
 CAF_ADD_ATOM(mstar, mstar::actors, launch_atom, "launch")
 CAF_ADD_ATOM(mstar, mstar::actors, drop_atom, "drop")
+CAF_ADD_ATOM(mstar, mstar::actors, build_atom, "build")
 CAF_END_TYPE_ID_BLOCK(mstar)
 
 namespace mstar::actors {
@@ -309,6 +314,11 @@ using worker_actor =
     caf::typed_actor<caf::replies_to<forward_atom, step_ptr, plans_ptr>::with<output_ptr>,
                      caf::replies_to<launch_atom, step_ptr, plans_ptr>::with<std::uint64_t>,
                      caf::replies_to<finish_atom, std::uint64_t>::with<output_ptr>>;
+
+/// The spec-row builder actor: the payload of a step launched ahead, built
+/// while the step before runs (actors/spec_row_builder_actor.hpp).
+using spec_row_builder_actor =
+    caf::typed_actor<caf::replies_to<build_atom, scheduled_ptr, step_ptr>::with<step_ptr>>;
 
 /// The preprocess actor: tokenizes a request's text prompt.
 using preprocess_actor = caf::typed_actor<

@@ -7,6 +7,7 @@
 #include "actors/delta_queue.hpp"
 #include "actors/pool_actor.hpp"
 #include "actors/protocol.hpp"
+#include "actors/spec_row_builder_actor.hpp"
 #include "actors/worker_actor.hpp"
 #include "engine/pool_memory.hpp"
 #include "models/nemotron_h.hpp"
@@ -19,6 +20,7 @@ struct runtime::parts {
   std::vector<pool_actor> pools;
   worker_actor worker;
   preprocess_actor preprocess;
+  spec_row_builder_actor spec_rows;
 };
 
 request_handle::request_handle(engine::request_id id, std::shared_ptr<delta_queue> queue,
@@ -130,9 +132,10 @@ result<std::unique_ptr<runtime>> runtime::launch(std::unique_ptr<runtime> rt,
     p->pools.push_back(spawn_pool_actor(sys, rec, shared));
   p->worker = spawn_worker_actor(sys, shared, std::getenv("MSTAR_WORKER_THREAD") != nullptr);
   p->preprocess = spawn_preprocess_actor(sys, shared);
+  p->spec_rows = spawn_spec_row_builder_actor(sys, shared);
   const bool chains = kv && kv->kv()->prefix_cache_open();
-  p->conductor = spawn_conductor(
-      sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess, chains, config.schedule});
+  p->conductor = spawn_conductor(sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess,
+                                       p->spec_rows, chains, config.schedule});
   p->kv = kv;
   p->rec = rec;
   rt->parts_ = std::move(p);
@@ -301,6 +304,7 @@ void runtime::stop() {
         self->send_exit(p, caf::exit_reason::user_shutdown);
       self->send_exit(parts_->worker, caf::exit_reason::user_shutdown);
       self->send_exit(parts_->preprocess, caf::exit_reason::user_shutdown);
+      self->send_exit(parts_->spec_rows, caf::exit_reason::user_shutdown);
       self->send_exit(parts_->conductor, caf::exit_reason::user_shutdown);
     }
     parts_.reset();

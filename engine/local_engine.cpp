@@ -197,22 +197,7 @@ auto local_engine::launch_ahead() -> result<std::optional<in_flight>> {
   }
   // A decode row continuing a row of the running step that draws feeds that
   // draw, on the device.
-  std::vector<std::int32_t> loopback(next.rows.size(), -1);
-  bool loops = false;
-  {
-    std::map<std::string_view, std::int32_t> drawn_at;
-    for (std::size_t j = 0; j < cur_->step.rows.size(); ++j) {
-      if (cur_->step.rows[j].samples)
-        drawn_at.emplace(cur_->step.rows[j].rid, static_cast<std::int32_t>(j));
-    }
-    for (std::size_t i = 0; i < next.rows.size(); ++i) {
-      const auto it = drawn_at.find(next.rows[i].rid);
-      if (it != drawn_at.end() && next.rows[i].tokens.size() == 1) {
-        loopback[i] = it->second;
-        loops = true;
-      }
-    }
-  }
+  auto loopback = loopback_rows(next, cur_->step);
   // The running step's lengths are what the next one's addressing starts
   // from: it commits now, before its kernels finish (only host bookkeeping).
   if (auto ok = commit(*cur_); !ok)
@@ -224,9 +209,7 @@ auto local_engine::launch_ahead() -> result<std::optional<in_flight>> {
   auto plans = pools_->plan(f.rec);
   if (!plans)
     return none;  // rolled back
-  auto ticket = model_->launch(
-      rows, *plans, draws_of(next),
-      loops ? std::span<const std::int32_t>{loopback} : std::span<const std::int32_t>{});
+  auto ticket = model_->launch(rows, *plans, draws_of(next), loopback);
   if (!ticket) {
     pools_->rollback(f.rec);
     return none;

@@ -377,6 +377,27 @@ scheduled_step scheduler::speculate() const {
   return next;
 }
 
+std::vector<std::int32_t> loopback_rows(const scheduled_step& next, const scheduled_step& running) {
+  std::unordered_map<std::string_view, std::int32_t> drawn_at;
+  drawn_at.reserve(running.rows.size());
+  for (std::size_t j = 0; j < running.rows.size(); ++j) {
+    if (running.rows[j].samples)
+      drawn_at.emplace(running.rows[j].rid, static_cast<std::int32_t>(j));
+  }
+  std::vector<std::int32_t> out(next.rows.size(), -1);
+  bool loops = false;
+  for (std::size_t i = 0; i < next.rows.size(); ++i) {
+    const auto it = drawn_at.find(next.rows[i].rid);
+    if (it != drawn_at.end() && next.rows[i].tokens.size() == 1) {
+      out[i] = it->second;
+      loops = true;
+    }
+  }
+  if (!loops)
+    out.clear();
+  return out;
+}
+
 result<void> scheduler::adopt(scheduled_step& step) {
   std::vector<sequence*> rows;
   std::vector<std::int64_t> chunks;

@@ -63,6 +63,15 @@ enum class schedule_mode : std::uint8_t {
   overlap,
 };
 
+/// For a step launched ahead (`next`, from `scheduler::speculate`) while
+/// `running` runs: per row, the row of `running` whose draw the row feeds
+/// (a one-token row of a sequence that draws in `running`), else -1; empty
+/// when no row does. The forward takes those ids on the device
+/// (`causal_lm::launch`'s loopback).
+struct scheduled_step;
+[[nodiscard]] std::vector<std::int32_t> loopback_rows(const scheduled_step& next,
+                                                      const scheduled_step& running);
+
 /// "sync" / "overlap".
 [[nodiscard]] std::string_view to_string(schedule_mode m) noexcept;
 /// The mode named `name`, or invalid_argument naming the choices.
