@@ -5,7 +5,9 @@
 // with each step's logits within a normalised budget. The pools live on
 // device arenas throughout and keep their books. Launch / finish: step N+1
 // launched before step N finished, its rows fed N's draws on the device,
-// gives the tokens of blocking forwards fed on the host.
+// gives the tokens of blocking forwards fed on the host; the engine in
+// overlap mode runs the batches and draws the ids of sync mode step by
+// step over a random workload (tests/engine/lockstep.hpp).
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "engine/local_engine.hpp"
 #include "models/nemotron_h.hpp"
 #include "models/safetensors.hpp"
+#include "tests/engine/lockstep.hpp"
 #include "tests/gpu/gpu_support.hpp"
 #include "tests/support/model_fixtures.hpp"
 
@@ -492,6 +495,66 @@ TEST(gpu_model_launch, refuses_a_third_outstanding_forward_and_bad_loopbacks) {
     e->pools().remove(r);
   expect_pools_whole(*e);
 }
+
+// Overlap against sync on the GPU (float32, decode graphs): the CPU
+// checker's random workload (arrivals, cancellations, stop ids, n = 2,
+// seeded sampling) run through both engines in lockstep; each step's batch,
+// plan shapes and drawn ids must agree bit for bit, and rows that over-ran
+// were dropped on the way.
+class gpu_overlap : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(gpu_overlap, runs_the_batches_and_draws_of_sync_step_by_step) {
+  MSTAR_REQUIRE_GPU();
+  const auto engine_for = [&](engine::schedule_mode mode,
+                              std::vector<lockstep::ran>& log) -> std::unique_ptr<local_engine> {
+    run_options run;
+    run.device = "cuda";
+    run.dtype = mstar::dtype::float32;
+    auto model = nemotron_h_model::load(model_dir(GetParam()), run);
+    EXPECT_TRUE(model.has_value()) << model.error().message();
+    if (!model)
+      return nullptr;
+    engine::engine_config config;
+    config.schedule = mode;
+    config.pools.page_size = 4;
+    config.pools.max_num_pages = 96;
+    config.pools.max_slots = 7;
+    config.scheduler.max_batched_tokens = 24;
+    config.scheduler.max_running = 6;
+    config.on_step = lockstep::record_into(log);
+    auto e = local_engine::make(std::move(*model), config);
+    EXPECT_TRUE(e.has_value()) << e.error().message();
+    return e ? std::move(*e) : nullptr;
+  };
+  std::int64_t ahead = 0, dropped = 0;
+  for (const std::uint32_t seed : {5U, 99U}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng{seed};
+    const auto requests = lockstep::random_requests(rng, 40);
+    std::vector<lockstep::ran> sync_log, overlap_log;
+    auto sync = engine_for(engine::schedule_mode::sync, sync_log);
+    auto over = engine_for(engine::schedule_mode::overlap, overlap_log);
+    ASSERT_NE(sync, nullptr);
+    ASSERT_NE(over, nullptr);
+    int steps = 0;
+    lockstep::run(*sync, *over, sync_log, overlap_log, requests, rng, steps);
+    if (HasFatalFailure())
+      return;
+    ahead += over->counters().ahead_steps;
+    dropped += over->counters().dropped_rows;
+    std::printf("[ measured ] %s seed %u: %d steps, %lld launched ahead, %lld rows dropped\n",
+                GetParam().c_str(), seed, steps,
+                static_cast<long long>(over->counters().ahead_steps),
+                static_cast<long long>(over->counters().dropped_rows));
+    expect_pools_whole(*sync);
+    expect_pools_whole(*over);
+  }
+  EXPECT_GT(ahead, 0);
+  EXPECT_GT(dropped, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(tiny, gpu_overlap,
+                         ::testing::Values("nemotron_h_tiny_hybrid", "nemotron_h_tiny_attn"));
 
 }  // namespace
 }  // namespace mstar::test::gpu
