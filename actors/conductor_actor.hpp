@@ -32,7 +32,7 @@ struct conductor_parts {
   /// N+1, the spec-row builder makes its payload, each pool commits N and
   /// admits and plans N+1 in one round trip, and N+1 is launched before N
   /// is waited for (engine/README.md, "Overlap scheduling").
-  engine::schedule_mode schedule = engine::schedule_mode::overlap;
+  engine::schedule_mode schedule = engine::schedule_mode::sync;
 };
 
 /// Spawns the conductor; it monitors every part.

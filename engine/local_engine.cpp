@@ -10,6 +10,10 @@ namespace mstar::engine {
 
 local_engine::local_engine() = default;
 
+schedule_mode default_schedule(const models::causal_lm& model) noexcept {
+  return model.on_gpu() ? schedule_mode::overlap : schedule_mode::sync;
+}
+
 std::int64_t register_sequence(pool_set& pools, const request_id& rid,
                                std::span<const token_id> tokens, std::string_view cache_salt) {
   std::optional<resources::kv_prefix_seed> keys;
@@ -46,6 +50,7 @@ result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models:
     return ok.error();
   auto e = std::unique_ptr<local_engine>(new local_engine);
   e->config_ = config;
+  e->config_.schedule = config.schedule.value_or(default_schedule(*model));
   model_facts facts{model->vocab_size(),
                     {model->eos_token_ids().begin(), model->eos_token_ids().end()},
                     model->tok(),

@@ -48,9 +48,9 @@ void add_engine_options(CLI::App& app, engine_cli& opt) {
          },
          "overlap: launch each next step while the current one runs (its ids fed from the "
          "current step's draws on the device), so the GPU never waits for the host; sync: "
-         "one step after another. The same tokens either way (engine/README.md)")
-      ->check(CLI::IsMember({"sync", "overlap"}))
-      ->default_str("overlap");
+         "one step after another. The same tokens either way (engine/README.md). Default: "
+         "overlap on a GPU, sync on the CPU (nothing to hide there)")
+      ->check(CLI::IsMember({"sync", "overlap"}));
   app.add_option("--device", opt.device, "Where the model runs: cpu, cuda or cuda:N")
       ->capture_default_str();
   app.add_option("--dtype", opt.dtype,
