@@ -134,9 +134,9 @@ result<std::unique_ptr<runtime>> runtime::launch(std::unique_ptr<runtime> rt,
   p->preprocess = spawn_preprocess_actor(sys, shared);
   p->spec_rows = spawn_spec_row_builder_actor(sys, shared);
   const bool chains = kv && kv->kv()->prefix_cache_open();
-  p->conductor = spawn_conductor(sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess,
-                                       p->spec_rows, chains,
-                                       config.schedule.value_or(engine::default_schedule(*shared))});
+  p->conductor = spawn_conductor(
+      sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess, p->spec_rows, chains,
+            config.schedule.value_or(engine::default_schedule(*shared))});
   p->kv = kv;
   p->rec = rec;
   rt->parts_ = std::move(p);

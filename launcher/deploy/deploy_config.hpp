@@ -97,7 +97,8 @@ struct pool_overrides {
 struct engine_overrides {
   std::optional<std::int64_t> max_batched_tokens;
   std::optional<std::int32_t> max_running;
-  std::string schedule;  ///< "sync" or "overlap"; empty: the engine's default (overlap on a GPU, sync on the CPU)
+  std::string schedule;  ///< "sync" or "overlap"; empty: the engine's default (overlap on a GPU,
+                         ///< sync on the CPU)
 
   friend bool operator==(const engine_overrides&, const engine_overrides&) = default;
 };
