@@ -235,13 +235,7 @@ void landed(self_ptr self, std::shared_ptr<flight> cur, const output_ptr& out,
     ++cs.counters.steps;
     auto res = cs.sched->on_ran(cur->step, *out);
     if (next) {
-      std::set<request_id> over;
-      for (const auto& row : next->step.rows) {
-        if (std::find(res.actions.release.begin(), res.actions.release.end(), row.rid) !=
-            res.actions.release.end()) {
-          over.insert(row.rid);
-        }
-      }
+      const auto over = engine::overrun_rows(next->step, res);
       drop_rows(self, over);  // before the releases reach the pools
       ++cs.counters.ahead_steps;
       cs.counters.dropped_rows += static_cast<std::int64_t>(over.size());

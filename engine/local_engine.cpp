@@ -305,13 +305,7 @@ result<std::vector<delta>> local_engine::step() {
   if (next) {
     // Rows of the next step whose sequence just ended over-ran by one step:
     // their part of it is rolled back before the sequence leaves the pools.
-    std::set<request_id> over;
-    for (const auto& row : next->step.rows) {
-      if (std::find(ran.actions.release.begin(), ran.actions.release.end(), row.rid) !=
-          ran.actions.release.end()) {
-        over.insert(row.rid);
-      }
-    }
+    const auto over = overrun_rows(next->step, ran);
     pools_->rollback_rows(next->rec, over);
     next->dropped = over.size();
     ++counters_.ahead_steps;

@@ -398,6 +398,16 @@ std::vector<std::int32_t> loopback_rows(const scheduled_step& next, const schedu
   return out;
 }
 
+std::set<request_id> overrun_rows(const scheduled_step& next, const step_result& landed) {
+  const auto& gone = landed.actions.release;
+  std::set<request_id> out;
+  for (const auto& row : next.rows) {
+    if (std::find(gone.begin(), gone.end(), row.rid) != gone.end())
+      out.insert(row.rid);
+  }
+  return out;
+}
+
 result<void> scheduler::adopt(scheduled_step& step) {
   std::vector<sequence*> rows;
   std::vector<std::int64_t> chunks;

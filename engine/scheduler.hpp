@@ -72,6 +72,13 @@ struct scheduled_step;
 [[nodiscard]] std::vector<std::int32_t> loopback_rows(const scheduled_step& next,
                                                       const scheduled_step& running);
 
+/// The rows of `next` (launched ahead) whose sequence `landed` (the output
+/// of the step before, taken in) released: they over-ran by one step and
+/// must be rolled back (`pool_set::rollback_rows`) before the releases.
+struct step_result;
+[[nodiscard]] std::set<request_id> overrun_rows(const scheduled_step& next,
+                                                const step_result& landed);
+
 /// "sync" / "overlap".
 [[nodiscard]] std::string_view to_string(schedule_mode m) noexcept;
 /// The mode named `name`, or invalid_argument naming the choices.

@@ -62,21 +62,6 @@ result<device_buffer> device_buffer::make(std::size_t bytes) {
   return device_buffer{data, bytes};
 }
 
-device_buffer& device_buffer::operator=(device_buffer&& other) noexcept {
-  if (this != &other) {
-    if (data_ != nullptr)
-      cudaFree(data_);
-    data_ = std::exchange(other.data_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-device_buffer::~device_buffer() {
-  if (data_ != nullptr)
-    cudaFree(data_);
-}
-
 result<pinned_buffer> pinned_buffer::make(std::size_t bytes) {
   if (bytes == 0)
     return pinned_buffer{};
@@ -87,21 +72,6 @@ result<pinned_buffer> pinned_buffer::make(std::size_t bytes) {
     return cuda_error(err, "cudaHostAlloc(" + std::to_string(bytes) + " bytes)");
   }
   return pinned_buffer{data, bytes};
-}
-
-pinned_buffer& pinned_buffer::operator=(pinned_buffer&& other) noexcept {
-  if (this != &other) {
-    if (data_ != nullptr)
-      cudaFreeHost(data_);
-    data_ = std::exchange(other.data_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-pinned_buffer::~pinned_buffer() {
-  if (data_ != nullptr)
-    cudaFreeHost(data_);
 }
 
 result<stream> stream::make() {

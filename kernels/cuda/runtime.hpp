@@ -25,70 +25,75 @@ namespace mstar::kernels::cuda {
 /// Success for `cudaSuccess`, else `cuda_error(err, what)`.
 [[nodiscard]] result<void> check(cudaError_t err, std::string_view what);
 
-/// Device memory from `cudaMalloc` (never managed memory), freed on
-/// destruction. Move-only; an empty buffer holds nothing.
-class device_buffer {
+/// Memory the CUDA runtime handed out, given back with `Free` on
+/// destruction. Move-only; an empty one holds nothing. The two kinds below
+/// differ only in how they are made and freed.
+template <cudaError_t (*Free)(void*)>
+class cuda_memory {
+ public:
+  cuda_memory() = default;
+  cuda_memory(cuda_memory&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  cuda_memory& operator=(cuda_memory&& other) noexcept {
+    if (this != &other) {
+      if (data_ != nullptr)
+        Free(data_);
+      data_ = std::exchange(other.data_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  cuda_memory(const cuda_memory&) = delete;
+  cuda_memory& operator=(const cuda_memory&) = delete;
+  ~cuda_memory() {
+    if (data_ != nullptr)
+      Free(data_);
+  }
+
+  /// The address, or null when empty.
+  [[nodiscard]] void* data() const noexcept { return data_; }
+  /// The same address as `T*` (for kernels' params, or host views).
+  template <class T>
+  [[nodiscard]] T* as() const noexcept {
+    return static_cast<T*>(data_);
+  }
+  /// Size in bytes.
+  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+
+ protected:
+  cuda_memory(void* data, std::size_t bytes) noexcept : data_(data), bytes_(bytes) {}
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+/// Device memory from `cudaMalloc` (never managed memory; 256-byte aligned),
+/// freed on destruction.
+class device_buffer : public cuda_memory<&cudaFree> {
  public:
   device_buffer() = default;
   /// `bytes` of uninitialised device memory on the current device; zero bytes
   /// gives an empty buffer without calling the runtime.
   [[nodiscard]] static result<device_buffer> make(std::size_t bytes);
 
-  device_buffer(device_buffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  device_buffer& operator=(device_buffer&& other) noexcept;
-  device_buffer(const device_buffer&) = delete;
-  device_buffer& operator=(const device_buffer&) = delete;
-  ~device_buffer();
-
-  /// The device address (256-byte aligned), or null when empty.
-  [[nodiscard]] void* data() const noexcept { return data_; }
-  /// The same address as `T*`, for kernels' params.
-  template <class T>
-  [[nodiscard]] T* as() const noexcept {
-    return static_cast<T*>(data_);
-  }
-  /// Size in bytes.
-  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
-
  private:
-  device_buffer(void* data, std::size_t bytes) noexcept : data_(data), bytes_(bytes) {}
-  void* data_ = nullptr;
-  std::size_t bytes_ = 0;
+  using cuda_memory::cuda_memory;
 };
 
 /// Page-locked host memory from `cudaHostAlloc`, freed on destruction: what
 /// an asynchronous copy needs on its host side (a pageable one is staged or
-/// waits for the stream). Move-only; an empty buffer holds nothing. Freeing
-/// it while a copy that reads or writes it is queued is the owner's bug.
-class pinned_buffer {
+/// waits for the stream). Freeing it while a copy that reads or writes it is
+/// queued is the owner's bug.
+class pinned_buffer : public cuda_memory<&cudaFreeHost> {
  public:
   pinned_buffer() = default;
   /// `bytes` of uninitialised pinned host memory; zero bytes gives an empty
   /// buffer without calling the runtime.
   [[nodiscard]] static result<pinned_buffer> make(std::size_t bytes);
 
-  pinned_buffer(pinned_buffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  pinned_buffer& operator=(pinned_buffer&& other) noexcept;
-  pinned_buffer(const pinned_buffer&) = delete;
-  pinned_buffer& operator=(const pinned_buffer&) = delete;
-  ~pinned_buffer();
-
-  /// The host address, or null when empty.
-  [[nodiscard]] void* data() const noexcept { return data_; }
-  /// The same address as `T*`.
-  template <class T>
-  [[nodiscard]] T* as() const noexcept {
-    return static_cast<T*>(data_);
-  }
-  /// Size in bytes.
-  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
-
  private:
-  pinned_buffer(void* data, std::size_t bytes) noexcept : data_(data), bytes_(bytes) {}
-  void* data_ = nullptr;
-  std::size_t bytes_ = 0;
+  using cuda_memory::cuda_memory;
 };
 
 /// A CUDA stream (`cudaStreamNonBlocking`: it does not synchronise with the
