@@ -9,6 +9,7 @@
 #include "core/untrusted_json.hpp"
 #include "launcher/tool/commands.hpp"
 #include "launcher/tool/json_args.hpp"
+#include "resources/kv/generation.hpp"
 #include "resources/kv/keys.hpp"
 #include "resources/kv/layout.hpp"
 
@@ -33,6 +34,10 @@ per input line; bytes are lowercase hex).
       -> {"keys":["<hex>"...]}
   {"fn":"layout","page_size":n,"root":"<hex>","spans":[{"ids":[...]} | {"length":l,"digest":"<hex>"}]}
       -> {"keys":[...],"tail":[ids on the last partial page],"items_by_page":{...}}
+  {"fn":"extend", ...layout fields..., "sampled":[ids]}
+      -> {"keyed_pages":n,"whole_page_keys":["<hex>"...],"unkeyed":[ids]}
+      (the prompt's keys extended by sampled ids as the engine keys generated
+      pages: a partial page's items leave it less room for ids)
 
 A line that is not valid JSON, names an unknown fn or has invalid arguments
 yields {"error":"<what and why>"}; later lines are still processed and the
@@ -254,19 +259,23 @@ result<resources::prompt_span> to_prompt_span(const json& s, const std::string& 
       resources::item_span{static_cast<std::uint64_t>(*l), std::move(*d)}};
 }
 
-result<json> run_layout(const json& req) {
-  if (auto ok = check_fields(req, "request", {"fn", "page_size", "root", "spans"}); !ok) {
-    return ok.error();
-  }
+// A prompt layout as `layout` and `extend` read it: its spans and page size,
+// refused before anything is keyed when it would make too many pages.
+struct layout_request {
+  std::vector<resources::prompt_span> spans;
+  std::int64_t page_size = 0;
+};
+
+result<layout_request> to_layout_request(const json& req) {
   auto spans_json = array_field(req, "spans");
   if (!spans_json)
     return spans_json.error();
-  std::vector<resources::prompt_span> spans;
+  layout_request out;
   for (std::size_t i = 0; i < (*spans_json)->size(); ++i) {
     auto span = to_prompt_span((**spans_json)[i], fmt::format("spans[{}]", i));
     if (!span)
       return span.error();
-    spans.push_back(std::move(*span));
+    out.spans.push_back(std::move(*span));
   }
   auto ps_json = field(req, "page_size");
   if (!ps_json)
@@ -274,22 +283,69 @@ result<json> run_layout(const json& req) {
   auto ps = to_int(**ps_json, "page_size", 1, std::numeric_limits<std::int64_t>::max());
   if (!ps)
     return ps.error();
+  out.page_size = *ps;
   std::uint64_t slots = 0;  // each span is below 2^32 slots: no overflow
-  for (const auto& span : spans) {
+  for (const auto& span : out.spans) {
     const auto* ids = std::get_if<resources::id_span>(&span);
     slots += ids ? ids->ids.size() : std::get<resources::item_span>(span).length;
   }
-  if (auto ok = check_pages(slots, *ps); !ok)
+  if (auto ok = check_pages(slots, out.page_size); !ok)
     return ok.error();
+  return out;
+}
+
+result<json> run_layout(const json& req) {
+  if (auto ok = check_fields(req, "request", {"fn", "page_size", "root", "spans"}); !ok) {
+    return ok.error();
+  }
+  auto layout = to_layout_request(req);
+  if (!layout)
+    return layout.error();
   auto root = optional_bytes(req, "root");
   if (!root)
     return root.error();
-  auto keyed = resources::key_prompt(spans, *ps, *root);
+  auto keyed = resources::key_prompt(layout->spans, layout->page_size, *root);
   if (!keyed)
     return keyed.error();
   return json{{"keys", keys_json(keyed->keys)},
               {"tail", keyed->tail},
               {"items_by_page", items_by_page_json(keyed->items)}};
+}
+
+// What the engine keys after a prompt once sampled ids arrive: the prompt is
+// keyed as `layout` keys it, then the ids go through extend_page_chain, the
+// function the KV pool keys generated pages with.
+result<json> run_extend(const json& req) {
+  if (auto ok = check_fields(req, "request", {"fn", "page_size", "root", "spans", "sampled"});
+      !ok) {
+    return ok.error();
+  }
+  auto layout = to_layout_request(req);
+  if (!layout)
+    return layout.error();
+  auto root = optional_bytes(req, "root");
+  if (!root)
+    return root.error();
+  auto sampled_json = field(req, "sampled");
+  if (!sampled_json)
+    return sampled_json.error();
+  auto sampled = to_tokens(**sampled_json, "sampled");
+  if (!sampled)
+    return sampled.error();
+  if (auto ok = check_pages(sampled->size(), layout->page_size); !ok)
+    return ok.error().with_context("sampled");
+  auto keyed = resources::key_prompt(layout->spans, layout->page_size, *root);
+  if (!keyed)
+    return keyed.error();
+  auto chain = resources::start_page_chain(*keyed, layout->page_size, *root);
+  if (!chain)
+    return chain.error();
+  if (auto added = resources::extend_page_chain(*chain, *sampled, layout->page_size); !added)
+    return added.error();
+  const auto whole = std::span{chain->keys}.first(static_cast<std::size_t>(chain->keyed_pages));
+  return json{{"keyed_pages", chain->keyed_pages},
+              {"whole_page_keys", keys_json(whole)},
+              {"unkeyed", chain->unkeyed}};
 }
 
 result<json> run_line(const std::string& line) {
@@ -317,9 +373,11 @@ result<json> run_line(const std::string& line) {
     return run_chain(req);
   if (name == "layout")
     return run_layout(req);
+  if (name == "extend")
+    return run_extend(req);
   return make_error(errc::invalid_argument,
                     fmt::format("unknown fn '{}' (fingerprint, page_key, end_key, page_items, "
-                                "chain, layout)",
+                                "chain, layout, extend)",
                                 text_excerpt(name)));
 }
 

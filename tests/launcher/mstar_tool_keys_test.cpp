@@ -77,6 +77,57 @@ TEST(mstar_tool_keys, keys_a_prompt_layout_like_chain) {
   EXPECT_EQ(lines[0].at("items_by_page").at("1").at(0).at("offset"), 1);
 }
 
+TEST(mstar_tool_keys, extends_every_generation_vector_like_the_engine) {
+  const auto cases = test::load_fixture_json("vectors/generation_extend.json").at("cases");
+  std::string input;
+  for (const auto& c : cases)
+    input += request_for(c).dump() + "\n";
+  int rc = 1;
+  const auto lines = run_keys(input, &rc);
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(lines.size(), cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].at("id").get<std::string>());
+    EXPECT_EQ(lines[i], cases[i].at("expected"));
+  }
+}
+
+TEST(mstar_tool_keys, extend_keys_the_same_pages_as_layout_over_prompt_and_sampled_ids) {
+  const auto lines = run_keys(
+      R"({"fn":"extend","page_size":4,"spans":[{"ids":[1,2]},{"length":3,"digest":"ab"}],"sampled":[7,8,9,10]})"
+      "\n"
+      R"({"fn":"layout","page_size":4,"spans":[{"ids":[1,2]},{"length":3,"digest":"ab"},{"ids":[7,8,9,10]}]})"
+      "\n");
+  ASSERT_EQ(lines.size(), 2u);
+  // 9 slots: two whole pages (page 1 holds 1 image slot and ids 7, 8, 9).
+  EXPECT_EQ(lines[0].at("keyed_pages"), 2);
+  EXPECT_EQ(lines[0].at("unkeyed"), json::array({10}));
+  const auto& keys = lines[1].at("keys");
+  EXPECT_EQ(lines[0].at("whole_page_keys"), json::array({keys[0], keys[1]}));
+}
+
+TEST(mstar_tool_keys, extend_names_the_field_it_refuses) {
+  int rc = 0;
+  const auto lines =
+      run_keys(R"({"fn":"extend","page_size":4,"spans":[{"ids":[1]}]})"
+               "\n"
+               R"({"fn":"extend","page_size":4,"spans":[{"ids":[1]}],"sampled":[-3]})"
+               "\n"
+               R"({"fn":"extend","page_size":4,"spans":[{"ids":[1]}],"sampled":"x"})"
+               "\n"
+               R"({"fn":"extend","page_size":0,"spans":[],"sampled":[]})"
+               "\n",
+               &rc);
+  EXPECT_EQ(rc, 1);
+  ASSERT_EQ(lines.size(), 4u);
+  const char* fragments[] = {"sampled", "sampled[0]", "sampled", "page_size"};
+  for (std::size_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(lines[i].contains("error")) << lines[i].dump();
+    EXPECT_NE(lines[i]["error"].get<std::string>().find(fragments[i]), std::string::npos)
+        << lines[i].dump();
+  }
+}
+
 TEST(mstar_tool_keys, reports_bad_lines_and_still_answers_later_ones) {
   int rc = 0;
   const auto lines = run_keys(
