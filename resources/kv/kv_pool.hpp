@@ -82,6 +82,21 @@ struct kv_prefix_seed {
 [[nodiscard]] kv_prefix_seed make_prefix_seed(prompt_keys keyed, std::int64_t page_size,
                                               byte_view root = {});
 
+/// The chain a seed starts generation keying from (`start_page_chain` on
+/// the prompt the seed describes), as the pool starts each keyed stream's.
+[[nodiscard]] result<page_chain> start_page_chain(const kv_prefix_seed& seed,
+                                                  std::int64_t page_size);
+
+/// The seed of what a Python preprocess stage sends for one stream (§1.8):
+/// `prefix_keys` (unrooted), `prefix_tail` and `prefix_layout` rows, paged
+/// at `page_size`. Fails, naming the field, when the rows are malformed or
+/// the keys and tail do not describe the slots the rows cover. End keys are
+/// carried in the rows but not used: this engine leases whole pages only.
+[[nodiscard]] result<kv_prefix_seed> prefix_seed_from_rows(std::vector<digest256> keys,
+                                                           std::vector<token_id> tail,
+                                                           std::span<const prefix_span> rows,
+                                                           std::int64_t page_size);
+
 /// The paged KV pool. See the file comment.
 class kv_pool final : public resource {
  public:

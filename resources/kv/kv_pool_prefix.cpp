@@ -22,8 +22,34 @@ kv_prefix_seed make_prefix_seed(prompt_keys keyed, std::int64_t page_size, byte_
   return seed;
 }
 
-std::optional<kv_pool::chain_state> kv_pool::make_chain(const kv_prefix_seed& seed) const {
-  const std::int64_t ps = config_.geometry.page_size;
+result<kv_prefix_seed> prefix_seed_from_rows(std::vector<digest256> keys,
+                                             std::vector<token_id> tail,
+                                             std::span<const prefix_span> rows,
+                                             std::int64_t page_size) {
+  auto layout = layout_of_rows(rows);
+  if (!layout)
+    return layout.error();
+  auto items = page_items(*layout, page_size);
+  if (!items)
+    return items.error().with_context("prefix_layout");
+  prompt_keys prompt;
+  prompt.keys = std::move(keys);
+  prompt.tail = std::move(tail);
+  prompt.items = std::move(*items);
+  for (const auto& span : *layout)
+    prompt.total_slots += span.length;  // page_items refused a sum past 2^32
+  // The chain generation would start from checks keys, tail and items agree.
+  if (auto ok = start_page_chain(prompt, page_size); !ok)
+    return ok.error().with_context("prefix_keys, prefix_tail and prefix_layout");
+  return make_prefix_seed(std::move(prompt), page_size);
+}
+
+result<page_chain> start_page_chain(const kv_prefix_seed& seed, std::int64_t page_size) {
+  if (page_size < 1) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("page_size must be >= 1, got {}", page_size));
+  }
+  const auto ps = static_cast<std::uint64_t>(page_size);
   prompt_keys prompt;
   prompt.keys = seed.keys;
   prompt.tail = seed.tail;
@@ -35,11 +61,15 @@ std::optional<kv_pool::chain_state> kv_pool::make_chain(const kv_prefix_seed& se
     // yet; without the guard keyed_pages went to -1 and the next extend
     // indexed keys[-2] (found by tests/fuzz/tool_sim_fuzz.cpp).
     const auto whole = seed.keys.size() - (seed.tail.empty() || seed.keys.empty() ? 0 : 1);
-    prompt.total_slots = whole * static_cast<std::uint64_t>(ps) + seed.tail.size();
+    prompt.total_slots = whole * ps + seed.tail.size();
   }
   if (!seed.tail_items.empty())
-    prompt.items[prompt.total_slots / static_cast<std::uint64_t>(ps)] = seed.tail_items;
-  auto page = start_page_chain(prompt, ps, seed.root);
+    prompt.items[prompt.total_slots / ps] = seed.tail_items;
+  return start_page_chain(prompt, page_size, seed.root);
+}
+
+std::optional<kv_pool::chain_state> kv_pool::make_chain(const kv_prefix_seed& seed) const {
+  auto page = start_page_chain(seed, config_.geometry.page_size);
   if (!page)
     return std::nullopt;  // keys that describe no prompt key nothing
   chain_state c;
