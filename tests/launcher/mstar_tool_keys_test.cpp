@@ -259,6 +259,14 @@ TEST(mstar_tool, example_prints_keys_and_a_window_plan) {
   EXPECT_EQ(doc.at("prompt").at("keys").size(), 5u);
   EXPECT_EQ(doc.at("prompt").at("keys").at(0),
             "0f8966e4fbbf8a411a7ae985b668b9f37e7663a78b14a2132d9247b837394533");
+  // The image digest by the Python recipe, computed with Python's hashlib:
+  // fingerprint(sha256(file), "image", "example-preprocess-v1", 30,
+  //             repr(64), repr('bicubic'), repr(True)).
+  const auto& image = doc.at("prompt").at("image");
+  EXPECT_EQ(image.at("file_sha256"),
+            "e3698ad2d69b2d2b23f64d06c437af19c26ab6be3694b114d2393b9544c91c9f");
+  EXPECT_EQ(image.at("digest"), "613dcb8b095989b78bda75fc55b6a0c6aec7e3fc5632756eac35996112b39ef8");
+  EXPECT_EQ(doc.at("prompt").at("items_by_page").at("1").at(0).at("digest"), image.at("digest"));
   EXPECT_EQ(doc.at("windows").size(), 6u);
   EXPECT_EQ(doc.at("retention").at("context_budget"), 64);
 }
