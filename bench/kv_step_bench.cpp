@@ -53,7 +53,9 @@ kv_prefix_seed seed_of(const std::vector<token_id>& ids) {
   std::vector<std::vector<token_id>> pages;
   for (std::size_t i = 0; i < ids.size(); i += 16)
     pages.emplace_back(ids.begin() + i, ids.begin() + i + 16);
-  return kv_prefix_seed{chain(pages).value(), {}};
+  kv_prefix_seed seed;
+  seed.keys = chain(pages).value();
+  return seed;
 }
 
 }  // namespace

@@ -38,7 +38,9 @@ result<resources::kv_prefix_seed> page_keys(std::span<const token_id> tokens,
   auto keyed = resources::key_prompt(spans, page_size, root);
   if (!keyed)
     return keyed.error();
-  return resources::kv_prefix_seed{std::move(keyed->keys), std::move(keyed->tail)};
+  // The root travels too: generated ids that fill a salted prompt's first
+  // page fold the salt like the prompt's own keys.
+  return resources::make_prefix_seed(std::move(*keyed), page_size, root);
 }
 
 }  // namespace mstar::engine

@@ -10,6 +10,7 @@
 #include "core/hex.hpp"
 #include "launcher/tool/commands.hpp"
 #include "launcher/tool/json_args.hpp"
+#include "resources/kv/item_digest.hpp"
 #include "resources/kv/layout.hpp"
 #include "resources/windowing/window_schedule.hpp"
 
@@ -21,12 +22,37 @@ struct example_options {
   bool as_json = false;
 };
 
-// The upstream layout test's shape: 20 text ids, a 30-slot image, 25 ids.
-std::vector<resources::prompt_span> sample_prompt() {
+// The sample image and how it is digested (the Python stage's recipe, §1.8).
+struct sample_image {
+  resources::digest256 file_sha256{};
+  std::vector<resources::preprocess_param> params;
+  resources::digest256 digest{};
+};
+
+sample_image make_sample_image() {
   const std::string image_bytes = "sample image: a 64x64 RGB picture would be here";
-  const auto file_digest = resources::fingerprint(image_bytes);
-  // Image digest = fingerprint(file sha, modality, preprocess fingerprint, advance).
-  const auto image = resources::fingerprint(file_digest, "image", "example-preprocess-v1", 30);
+  sample_image out;
+  out.file_sha256 = resources::sha256_of(
+      {reinterpret_cast<const std::uint8_t*>(image_bytes.data()), image_bytes.size()});
+  out.params = {std::int64_t{64}, std::string{"bicubic"}, true};
+  // Digest = fingerprint(sha256(file), modality, preprocess fingerprint,
+  // advance, repr(p) per processor parameter); these params always repr.
+  out.digest =
+      resources::item_digest(out.file_sha256, "image", "example-preprocess-v1", 30, out.params)
+          .value();
+  return out;
+}
+
+std::string params_text(const sample_image& image) {
+  std::string out;
+  for (const auto& p : image.params)
+    out += (out.empty() ? "" : ", ") + resources::python_repr(p).value();
+  return out;
+}
+
+// The upstream layout test's shape: 20 text ids, a 30-slot image, 25 ids.
+std::vector<resources::prompt_span> sample_prompt(const sample_image& sample) {
+  const auto& image = sample.digest;
   std::vector<resources::token_id> head(20), tail(25);
   for (std::size_t i = 0; i < head.size(); ++i)
     head[i] = static_cast<resources::token_id>(1 + i);
@@ -37,7 +63,8 @@ std::vector<resources::prompt_span> sample_prompt() {
 }
 
 int run_example(const example_options& opt) {
-  const auto spans = sample_prompt();
+  const auto image = make_sample_image();
+  const auto spans = sample_prompt(image);
   auto keyed = resources::key_prompt(spans, opt.page_size);
   if (!keyed) {
     std::cerr << "mstar-tool example: " << keyed.error().message() << '\n';
@@ -58,6 +85,13 @@ int run_example(const example_options& opt) {
     json out{{"prompt",
               {{"page_size", opt.page_size},
                {"total_slots", keyed->total_slots},
+               {"image",
+                {{"file_sha256", to_hex(image.file_sha256)},
+                 {"modality", "image"},
+                 {"preprocess_fingerprint", "example-preprocess-v1"},
+                 {"advance", 30},
+                 {"params", params_text(image)},
+                 {"digest", to_hex(image.digest)}}},
                {"keys", keys_json(keyed->keys)},
                {"tail", keyed->tail},
                {"items_by_page", items_by_page_json(keyed->items)}}},
@@ -70,6 +104,11 @@ int run_example(const example_options& opt) {
   }
   fmt::print("Prompt: 20 text ids, a 30-slot image, 25 text ids ({} slots), page size {}\n",
              keyed->total_slots, opt.page_size);
+  fmt::print("image: sha256(file) {}\n", to_hex(image.file_sha256));
+  fmt::print(
+      "       digest = fingerprint(sha256(file), \"image\", \"example-preprocess-v1\", 30, "
+      "{})\n       = {}\n",
+      params_text(image), to_hex(image.digest));
   fmt::print("{:>4}  {:<64}  {}\n", "page", "unrooted key (what a preprocess stage sends)",
              "items");
   for (std::size_t p = 0; p < keyed->keys.size(); ++p) {

@@ -9,6 +9,8 @@
 #include "core/untrusted_json.hpp"
 #include "launcher/tool/commands.hpp"
 #include "launcher/tool/json_args.hpp"
+#include "launcher/tool/prefix_rows.hpp"
+#include "resources/kv/generation.hpp"
 #include "resources/kv/keys.hpp"
 #include "resources/kv/layout.hpp"
 
@@ -31,8 +33,19 @@ per input line; bytes are lowercase hex).
       -> {"items_by_page":{"<page>":[items]}}
   {"fn":"chain","pages":[[ids]...],"items_by_page":{"<page>":[items]},"root":"<hex>"}
       -> {"keys":["<hex>"...]}
-  {"fn":"layout","page_size":n,"root":"<hex>","spans":[{"ids":[...]} | {"length":l,"digest":"<hex>"}]}
-      -> {"keys":[...],"tail":[ids on the last partial page],"items_by_page":{...}}
+  {"fn":"layout","page_size":n,"root":"<hex>","walk":"prefill",
+   "spans":[{"ids":[...]} | {"length":l,"digest":"<hex>","advance":a}]}
+      -> {"keys":[...],"tail":[ids on the last partial page],"items_by_page":{...},
+          "prefix_layout":[[length, advance, walk, digest|null, end_key|null]...]}
+      (prefix_layout: the rows a Python preprocess stage sends; end_key only for
+      an item ending inside a page; advance defaults to the span's length)
+  {"fn":"extend", ...layout fields..., "sampled":[ids]}
+      -> {"keyed_pages":n,"whole_page_keys":["<hex>"...],"unkeyed":[ids]}
+      (the prompt's keys extended by sampled ids as the engine keys generated
+      pages: a partial page's items leave it less room for ids)
+  {"fn":"extend","page_size":n,"prefix_keys":["<hex>"...],"prefix_tail":[ids],
+   "prefix_layout":[rows],"prefix_decode":"<name>"|null,"sampled":[ids]}
+      -> the same, from a stream as a Python preprocess stage sends it
 
 A line that is not valid JSON, names an unknown fn or has invalid arguments
 yields {"error":"<what and why>"}; later lines are still processed and the
@@ -236,7 +249,7 @@ result<resources::prompt_span> to_prompt_span(const json& s, const std::string& 
       return ids.error();
     return resources::prompt_span{resources::id_span{std::move(*ids)}};
   }
-  if (auto ok = check_fields(s, what, {"length", "digest"}); !ok)
+  if (auto ok = check_fields(s, what, {"length", "digest", "advance"}); !ok)
     return ok.error();
   auto length = field(s, "length");
   auto digest = field(s, "digest");
@@ -254,19 +267,36 @@ result<resources::prompt_span> to_prompt_span(const json& s, const std::string& 
       resources::item_span{static_cast<std::uint64_t>(*l), std::move(*d)}};
 }
 
-result<json> run_layout(const json& req) {
-  if (auto ok = check_fields(req, "request", {"fn", "page_size", "root", "spans"}); !ok) {
-    return ok.error();
-  }
+// A prompt layout as `layout` and `extend` read it: its spans and page size,
+// refused before anything is keyed when it would make too many pages.
+struct layout_request {
+  std::vector<resources::prompt_span> spans;
+  std::vector<std::uint64_t> advances;  ///< per span: its "advance", else its length
+  std::int64_t page_size = 0;
+};
+
+result<layout_request> to_layout_request(const json& req) {
   auto spans_json = array_field(req, "spans");
   if (!spans_json)
     return spans_json.error();
-  std::vector<resources::prompt_span> spans;
+  layout_request out;
   for (std::size_t i = 0; i < (*spans_json)->size(); ++i) {
-    auto span = to_prompt_span((**spans_json)[i], fmt::format("spans[{}]", i));
+    const json& s = (**spans_json)[i];
+    const std::string what = fmt::format("spans[{}]", i);
+    auto span = to_prompt_span(s, what);
     if (!span)
       return span.error();
-    spans.push_back(std::move(*span));
+    const auto* ids = std::get_if<resources::id_span>(&*span);
+    std::uint64_t advance = ids ? ids->ids.size() : std::get<resources::item_span>(*span).length;
+    if (!ids && s.contains("advance")) {
+      auto a =
+          to_int(s.at("advance"), what + ".advance", 0, std::numeric_limits<std::uint32_t>::max());
+      if (!a)
+        return a.error();
+      advance = static_cast<std::uint64_t>(*a);
+    }
+    out.spans.push_back(std::move(*span));
+    out.advances.push_back(advance);
   }
   auto ps_json = field(req, "page_size");
   if (!ps_json)
@@ -274,22 +304,113 @@ result<json> run_layout(const json& req) {
   auto ps = to_int(**ps_json, "page_size", 1, std::numeric_limits<std::int64_t>::max());
   if (!ps)
     return ps.error();
+  out.page_size = *ps;
   std::uint64_t slots = 0;  // each span is below 2^32 slots: no overflow
-  for (const auto& span : spans) {
+  for (const auto& span : out.spans) {
     const auto* ids = std::get_if<resources::id_span>(&span);
     slots += ids ? ids->ids.size() : std::get<resources::item_span>(span).length;
   }
-  if (auto ok = check_pages(slots, *ps); !ok)
+  if (auto ok = check_pages(slots, out.page_size); !ok)
     return ok.error();
+  return out;
+}
+
+result<json> run_layout(const json& req) {
+  if (auto ok = check_fields(req, "request", {"fn", "page_size", "root", "spans", "walk"}); !ok) {
+    return ok.error();
+  }
+  // The Python stage names the model's prefill walk; "prefill" is ours.
+  std::string walk = "prefill";
+  if (req.contains("walk")) {
+    if (!req.at("walk").is_string())
+      return make_error(errc::invalid_argument, "walk must be a string");
+    walk = req.at("walk").get<std::string>();
+  }
+  auto layout = to_layout_request(req);
+  if (!layout)
+    return layout.error();
   auto root = optional_bytes(req, "root");
   if (!root)
     return root.error();
-  auto keyed = resources::key_prompt(spans, *ps, *root);
+  auto keyed = resources::key_prompt(layout->spans, layout->page_size, *root);
   if (!keyed)
     return keyed.error();
+  auto rows = resources::prefix_layout_rows(layout->spans, layout->advances, *keyed,
+                                            layout->page_size, walk, *root);
+  if (!rows)
+    return rows.error();
   return json{{"keys", keys_json(keyed->keys)},
               {"tail", keyed->tail},
-              {"items_by_page", items_by_page_json(keyed->items)}};
+              {"items_by_page", items_by_page_json(keyed->items)},
+              {"prefix_layout", prefix_rows_json(*rows)}};
+}
+
+// The chain generation starts from, for a prompt given as spans.
+result<resources::page_chain> chain_of_layout(const json& req) {
+  auto layout = to_layout_request(req);
+  if (!layout)
+    return layout.error();
+  auto root = optional_bytes(req, "root");
+  if (!root)
+    return root.error();
+  auto keyed = resources::key_prompt(layout->spans, layout->page_size, *root);
+  if (!keyed)
+    return keyed.error();
+  return resources::start_page_chain(*keyed, layout->page_size, *root);
+}
+
+// The chain generation starts from, for a stream as a Python preprocess
+// stage sends it: the seed the engine would ingest.
+result<resources::page_chain> chain_of_python(const json& req) {
+  auto ps_json = field(req, "page_size");
+  if (!ps_json)
+    return ps_json.error();
+  auto ps = to_int(**ps_json, "page_size", 1, std::numeric_limits<std::int64_t>::max());
+  if (!ps)
+    return ps.error();
+  auto stream = to_python_stream(req, *ps);
+  if (!stream)
+    return stream.error();
+  return resources::start_page_chain(stream->seed, *ps);
+}
+
+// What the engine keys after a prompt once sampled ids arrive: the prompt is
+// keyed as `layout` keys it, then the ids go through extend_page_chain, the
+// function the KV pool keys generated pages with.
+result<json> run_extend(const json& req) {
+  const bool python = req.contains("prefix_keys");
+  if (auto ok = python
+                    ? check_fields(req, "request",
+                                   {"fn", "page_size", "prefix_keys", "prefix_tail",
+                                    "prefix_layout", "prefix_decode", "sampled"})
+                    : check_fields(req, "request", {"fn", "page_size", "root", "spans", "sampled"});
+      !ok) {
+    return ok.error();
+  }
+  auto sampled_json = field(req, "sampled");
+  if (!sampled_json)
+    return sampled_json.error();
+  auto sampled = to_tokens(**sampled_json, "sampled");
+  if (!sampled)
+    return sampled.error();
+  auto chain = python ? chain_of_python(req) : chain_of_layout(req);
+  if (!chain)
+    return chain.error();
+  const std::int64_t ps = req.at("page_size").get<std::int64_t>();  // checked by chain_of_*
+  if (auto ok = check_pages(sampled->size(), ps); !ok)
+    return ok.error().with_context("sampled");
+  // A Python stream without prefix_decode declares no decode walk: the
+  // engine keys none of its generated pages (§1.8), so neither does this.
+  const bool decodes =
+      !python || (req.contains("prefix_decode") && !req["prefix_decode"].is_null());
+  if (decodes) {
+    if (auto added = resources::extend_page_chain(*chain, *sampled, ps); !added)
+      return added.error();
+  }
+  const auto whole = std::span{chain->keys}.first(static_cast<std::size_t>(chain->keyed_pages));
+  return json{{"keyed_pages", chain->keyed_pages},
+              {"whole_page_keys", keys_json(whole)},
+              {"unkeyed", chain->unkeyed}};
 }
 
 result<json> run_line(const std::string& line) {
@@ -317,9 +438,11 @@ result<json> run_line(const std::string& line) {
     return run_chain(req);
   if (name == "layout")
     return run_layout(req);
+  if (name == "extend")
+    return run_extend(req);
   return make_error(errc::invalid_argument,
                     fmt::format("unknown fn '{}' (fingerprint, page_key, end_key, page_items, "
-                                "chain, layout)",
+                                "chain, layout, extend)",
                                 text_excerpt(name)));
 }
 

@@ -18,6 +18,7 @@
 #include "kernels/arena.hpp"
 #include "kernels/page_ops.hpp"
 #include "resources/kv/config.hpp"
+#include "resources/kv/generation.hpp"
 #include "resources/kv/keys.hpp"
 #include "resources/kv/page_arena.hpp"
 #include "resources/kv/prefix_index.hpp"
@@ -65,7 +66,36 @@ struct kv_stream_info {
 struct kv_prefix_seed {
   std::vector<digest256> keys;
   std::vector<token_id> tail;
+  /// Items on the partial last page (an image ending inside it): generated
+  /// ids get the slots they leave, and the page's key names them (§1.10).
+  std::vector<page_item> tail_items;
+  /// The prompt's length in slots; absent for an ids-only prompt, whose
+  /// keys and tail give it.
+  std::optional<std::uint64_t> slots;
+  /// The root the keys were folded from (empty: unrooted); the first
+  /// generated page of a prompt shorter than a page folds it in too.
+  std::vector<std::uint8_t> root;
 };
+
+/// The seed of a keyed prompt (`key_prompt` at `page_size` from `root`):
+/// its keys, its tail with the items on that partial page, its slots.
+[[nodiscard]] kv_prefix_seed make_prefix_seed(prompt_keys keyed, std::int64_t page_size,
+                                              byte_view root = {});
+
+/// The chain a seed starts generation keying from (`start_page_chain` on
+/// the prompt the seed describes), as the pool starts each keyed stream's.
+[[nodiscard]] result<page_chain> start_page_chain(const kv_prefix_seed& seed,
+                                                  std::int64_t page_size);
+
+/// The seed of what a Python preprocess stage sends for one stream (§1.8):
+/// `prefix_keys` (unrooted), `prefix_tail` and `prefix_layout` rows, paged
+/// at `page_size`. Fails, naming the field, when the rows are malformed or
+/// the keys and tail do not describe the slots the rows cover. End keys are
+/// carried in the rows but not used: this engine leases whole pages only.
+[[nodiscard]] result<kv_prefix_seed> prefix_seed_from_rows(std::vector<digest256> keys,
+                                                           std::vector<token_id> tail,
+                                                           std::span<const prefix_span> rows,
+                                                           std::int64_t page_size);
 
 /// The paged KV pool. See the file comment.
 class kv_pool final : public resource {
@@ -233,7 +263,7 @@ class kv_pool final : public resource {
   /// Per exported page, the local page holding its key, or -1.
   [[nodiscard]] std::vector<page_id> adoptable(const request_id& rid, const kv_export& from) const;
   [[nodiscard]] result<void> check_export(const kv_export& from) const;
-  [[nodiscard]] chain_state make_chain(const kv_prefix_seed& seed) const;
+  [[nodiscard]] std::optional<chain_state> make_chain(const kv_prefix_seed& seed) const;
   [[nodiscard]] std::int64_t pages_for(std::int64_t tokens) const {
     return (tokens + config_.geometry.page_size - 1) / config_.geometry.page_size;
   }

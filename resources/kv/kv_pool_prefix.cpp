@@ -8,19 +8,75 @@
 
 namespace mstar::resources {
 
-kv_pool::chain_state kv_pool::make_chain(const kv_prefix_seed& seed) const {
+kv_prefix_seed make_prefix_seed(prompt_keys keyed, std::int64_t page_size, byte_view root) {
+  kv_prefix_seed seed;
+  if (page_size >= 1 && keyed.total_slots % static_cast<std::uint64_t>(page_size) != 0) {
+    const auto partial = keyed.total_slots / static_cast<std::uint64_t>(page_size);
+    if (const auto it = keyed.items.find(partial); it != keyed.items.end())
+      seed.tail_items = std::move(it->second);
+  }
+  seed.keys = std::move(keyed.keys);
+  seed.tail = std::move(keyed.tail);
+  seed.slots = keyed.total_slots;
+  seed.root.assign(root.begin(), root.end());
+  return seed;
+}
+
+result<kv_prefix_seed> prefix_seed_from_rows(std::vector<digest256> keys,
+                                             std::vector<token_id> tail,
+                                             std::span<const prefix_span> rows,
+                                             std::int64_t page_size) {
+  auto layout = layout_of_rows(rows);
+  if (!layout)
+    return layout.error();
+  auto items = page_items(*layout, page_size);
+  if (!items)
+    return items.error().with_context("prefix_layout");
+  prompt_keys prompt;
+  prompt.keys = std::move(keys);
+  prompt.tail = std::move(tail);
+  prompt.items = std::move(*items);
+  for (const auto& span : *layout)
+    prompt.total_slots += span.length;  // page_items refused a sum past 2^32
+  // The chain generation would start from checks keys, tail and items agree.
+  if (auto ok = start_page_chain(prompt, page_size); !ok)
+    return ok.error().with_context("prefix_keys, prefix_tail and prefix_layout");
+  return make_prefix_seed(std::move(prompt), page_size);
+}
+
+result<page_chain> start_page_chain(const kv_prefix_seed& seed, std::int64_t page_size) {
+  if (page_size < 1) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("page_size must be >= 1, got {}", page_size));
+  }
+  const auto ps = static_cast<std::uint64_t>(page_size);
+  prompt_keys prompt;
+  prompt.keys = seed.keys;
+  prompt.tail = seed.tail;
+  if (seed.slots) {
+    prompt.total_slots = *seed.slots;
+  } else {
+    // An ids-only seed: with a tail, the last key is the partial page's. A
+    // seed with a tail but no keys at all (a hostile sim line) keys nothing
+    // yet; without the guard keyed_pages went to -1 and the next extend
+    // indexed keys[-2] (found by tests/fuzz/tool_sim_fuzz.cpp).
+    const auto whole = seed.keys.size() - (seed.tail.empty() || seed.keys.empty() ? 0 : 1);
+    prompt.total_slots = whole * ps + seed.tail.size();
+  }
+  if (!seed.tail_items.empty())
+    prompt.items[prompt.total_slots / ps] = seed.tail_items;
+  return start_page_chain(prompt, page_size, seed.root);
+}
+
+std::optional<kv_pool::chain_state> kv_pool::make_chain(const kv_prefix_seed& seed) const {
+  auto page = start_page_chain(seed, config_.geometry.page_size);
+  if (!page)
+    return std::nullopt;  // keys that describe no prompt key nothing
   chain_state c;
-  c.keys = seed.keys;
-  c.rooted.reserve(c.keys.size());
-  for (const auto& k : c.keys)
+  c.page = std::move(*page);
+  c.rooted.reserve(c.page.keys.size());
+  for (const auto& k : c.page.keys)
     c.rooted.push_back(fingerprint(root_, k));
-  // With a tail, the last key is the partial page's (superseded once the
-  // page fills). A seed with a tail but no keys at all (a hostile sim line)
-  // keys nothing yet; without the guard keyed_pages went to -1 and the next
-  // extend indexed keys[-2] (found by tests/fuzz/tool_sim_fuzz.cpp).
-  c.keyed_pages =
-      static_cast<std::int64_t>(c.keys.size()) - (seed.tail.empty() || seed.keys.empty() ? 0 : 1);
-  c.unkeyed = seed.tail;
   return c;
 }
 
@@ -92,7 +148,7 @@ void kv_pool::index_pages(const request_id& rid, const std::string& label, strea
   if (!req.prefix_cache)
     return;
   auto& c = *st.chain;
-  std::int64_t whole = std::min(st.stored_len / config_.geometry.page_size, c.keyed_pages);
+  std::int64_t whole = std::min(st.stored_len / config_.geometry.page_size, c.page.keyed_pages);
   if (st.retention)
     whole = std::min(whole, st.protected_prefix / config_.geometry.page_size);
   for (std::int64_t i = c.cursor; i < whole; ++i) {
@@ -116,24 +172,15 @@ void kv_pool::extend_prefix_chain(const request_id& rid, const std::string& labe
   if (st == nullptr || !st->chain)
     return;
   auto& c = *st->chain;
-  c.unkeyed.insert(c.unkeyed.end(), ids.begin(), ids.end());
-  const auto room = static_cast<std::size_t>(config_.geometry.page_size);
-  while (c.unkeyed.size() >= room) {
-    const byte_view prev = c.keyed_pages == 0
-                               ? byte_view{}
-                               : byte_view{c.keys[static_cast<std::size_t>(c.keyed_pages - 1)]};
-    const auto key = page_key(prev, std::span{c.unkeyed}.first(room)).value();
-    const auto at = static_cast<std::size_t>(c.keyed_pages);
-    if (at < c.keys.size()) {  // the prompt's partial-page key is superseded
-      c.keys[at] = key;
-      c.rooted[at] = fingerprint(root_, key);
-    } else {
-      c.keys.push_back(key);
-      c.rooted.push_back(fingerprint(root_, key));
-    }
-    ++c.keyed_pages;
-    c.unkeyed.erase(c.unkeyed.begin(), c.unkeyed.begin() + static_cast<long>(room));
+  const auto added = extend_page_chain(c.page, ids, config_.geometry.page_size);
+  if (!added) {
+    st->chain.reset();  // a chain that cannot key its next page keys nothing more
+    return;
   }
+  const auto first = static_cast<std::size_t>(c.page.keyed_pages - *added);
+  c.rooted.resize(std::max(c.rooted.size(), c.page.keys.size()));
+  for (auto i = first; i < static_cast<std::size_t>(c.page.keyed_pages); ++i)
+    c.rooted[i] = fingerprint(root_, c.page.keys[i]);
 }
 
 std::int64_t kv_pool::release_front(stream_state& st, std::int64_t tokens) {

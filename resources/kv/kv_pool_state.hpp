@@ -12,16 +12,13 @@
 
 namespace mstar::resources {
 
-/// A stream's page keys: unrooted keys as the preprocess stage computed them
-/// (the last may name a partial page), their rooted forms, how many name
-/// whole pages, how many pages are already indexed (or came from the
-/// cache), and the ids not yet folded into a whole-page key.
+/// A stream's page keys: the unrooted chain as the preprocess stage computed
+/// it and generation extends it (generation.hpp), the rooted form of every
+/// key, and how many pages are already indexed (or came from the cache).
 struct kv_pool::chain_state {
-  std::vector<digest256> keys;
+  page_chain page;
   std::vector<digest256> rooted;
-  std::int64_t keyed_pages = 0;
   std::int64_t cursor = 0;
-  std::vector<token_id> unkeyed;
 };
 
 struct kv_pool::stream_state {

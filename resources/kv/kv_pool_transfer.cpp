@@ -37,9 +37,12 @@ result<kv_export> kv_pool::export_stream(const request_id& rid, const std::strin
   out.pages.assign(st->pages.begin(), st->pages.begin() + pages_for(st->stored_len));
   if (index_ && st->chain) {
     const chain_state& c = *st->chain;
-    const auto whole = static_cast<std::size_t>(std::min(st->stored_len / ps, c.keyed_pages));
+    const auto whole = static_cast<std::size_t>(std::min(st->stored_len / ps, c.page.keyed_pages));
     out.page_keys.assign(c.rooted.begin(), c.rooted.begin() + static_cast<long>(whole));
-    out.chain = kv_key_chain{c.keys, c.keyed_pages, c.unkeyed};
+    // kv_key_chain carries neither items on the page being filled nor a
+    // salt root; an importer continues only a chain it can key the same way.
+    if (c.page.unkeyed_items.empty() && (c.page.keyed_pages > 0 || c.page.root.empty()))
+      out.chain = kv_key_chain{c.page.keys, c.page.keyed_pages, c.page.unkeyed};
   }
   // Sealed before the hold makes them shared: nobody writes a published page.
   for (const page_id p : out.pages) {
@@ -161,11 +164,11 @@ result<kv_import> kv_pool::import_stream(const request_id& rid, const std::strin
   st.chain.reset();  // the exporter's chain, not a seed's, describes these pages
   if (index_ && requests_.at(rid)->prefix_cache && from.chain && from.root == root_) {
     chain_state c;
-    c.keys = from.chain->keys;
-    for (const auto& k : c.keys)
+    c.page.keys = from.chain->keys;
+    for (const auto& k : c.page.keys)
       c.rooted.push_back(fingerprint(root_, k));
-    c.keyed_pages = from.chain->keyed_pages;
-    c.unkeyed = from.chain->unkeyed;
+    c.page.keyed_pages = from.chain->keyed_pages;
+    c.page.unkeyed = from.chain->unkeyed;
     st.chain = std::move(c);
   }
   imports_.push_back({rid, label, std::move(fresh), true});

@@ -4,7 +4,10 @@
 // for each keyed stream (reference §1.8) and what `mstar-tool keys` shows.
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -35,10 +38,39 @@ struct prompt_keys {
   std::uint64_t total_slots = 0;
 };
 
+/// One row of the `prefix_layout` a Python preprocess stage sends with its
+/// keys (reference §1.8), `[length, advance, walk, digest, end_key]` on the
+/// wire: a span's slots, how far it moves the position counter, the walk
+/// that writes it, the item digest (ids: none) and, for an item ending
+/// strictly inside a page, the key of that page's first slots up to its end.
+struct prefix_span {
+  std::uint64_t length = 0;
+  std::uint64_t advance = 0;
+  std::string walk;
+  std::optional<std::vector<std::uint8_t>> digest;
+  std::optional<digest256> end_key;
+
+  friend bool operator==(const prefix_span&, const prefix_span&) = default;
+};
+
 /// Pages a prompt with `page_size` slots per page and keys every page from
 /// `root` (empty: the unrooted keys a preprocess stage sends). Fails on a
 /// page size below 1 or an item span of length 0 (which would key nothing).
 [[nodiscard]] result<prompt_keys> key_prompt(std::span<const prompt_span> spans,
                                              std::int64_t page_size, byte_view root = {});
+
+/// The `prefix_layout` rows of a prompt keyed by `key_prompt(spans,
+/// page_size, root)`, all written by `walk`. `advances[i]`, when given,
+/// is span i's advance (an image whose positions advance by fewer than its
+/// slots); otherwise a span advances by its length. An end key folds the
+/// previous page's key, or `root` on the first page, as the prompt's keys do.
+[[nodiscard]] result<std::vector<prefix_span>> prefix_layout_rows(
+    std::span<const prompt_span> spans, std::span<const std::uint64_t> advances,
+    const prompt_keys& keyed, std::int64_t page_size, std::string_view walk, byte_view root = {});
+
+/// The layout of `prefix_layout` rows as `page_items` reads it, checking
+/// what a Python preprocess stage guarantees: an item row covers at least
+/// one slot, an ids row advances by its length.
+[[nodiscard]] result<std::vector<layout_span>> layout_of_rows(std::span<const prefix_span> rows);
 
 }  // namespace mstar::resources

@@ -103,11 +103,70 @@ TEST_F(kv_prefix_test, a_generated_page_is_indexed_at_the_commit_that_fills_it) 
   check();
 }
 
+// An image ending inside page 1 (ps 16: text 10, image 10): generated ids
+// get the 12 slots it leaves, and the filled page is indexed under the key
+// the next turn's layout (prompt, image, generated ids) gives it (§1.10).
+TEST_F(kv_prefix_test, a_generated_page_after_an_image_is_indexed_under_the_layouts_key) {
+  const std::vector<std::uint8_t> image(32, 0x5a);
+  const std::vector<token_id> text(10, 3);
+  const std::vector<prompt_span> prompt_spans = {id_span{text}, item_span{10, image}};
+  pool_->ingest_request("a",
+                        {{"main", make_prefix_seed(key_prompt(prompt_spans, 16).value(), 16)}});
+  ASSERT_TRUE(run(step_of({{"a", "main", 20}})).ok);
+  EXPECT_EQ(pool_->num_cached_pages(), 1);
+  const std::vector<token_id> generated(12, 9);
+  pool_->extend_prefix_chain("a", "main", generated);
+  ASSERT_TRUE(run(step_of({{"a", "main", 12}})).ok);
+  EXPECT_EQ(pool_->num_cached_pages(), 2);
+  check();
+
+  std::vector<token_id> after = generated;
+  after.push_back(4);
+  const std::vector<prompt_span> next = {id_span{text}, item_span{10, image}, id_span{after}};
+  pool_->ingest_request("b", {{"main", make_prefix_seed(key_prompt(next, 16).value(), 16)}});
+  EXPECT_EQ(pool_->resolve_cached_prefix("b"), 32);
+  // A different last generated id changes page 1's key: only page 0 matches.
+  auto changed = after;
+  changed[11] = 8;
+  const std::vector<prompt_span> other = {id_span{text}, item_span{10, image}, id_span{changed}};
+  pool_->ingest_request("c", {{"main", make_prefix_seed(key_prompt(other, 16).value(), 16)}});
+  EXPECT_EQ(pool_->resolve_cached_prefix("c"), 16);
+  check();
+}
+
+// A salted prompt shorter than a page: the page generated ids fill folds the
+// salt root like the prompt's keys, so only the same tenant's next turn
+// finds it (the first generated page used to fold an empty parent).
+TEST_F(kv_prefix_test, a_salted_prompts_first_generated_page_keeps_its_salt) {
+  const std::vector<std::uint8_t> salt(32, 0x11);
+  const std::vector<prompt_span> prompt_spans = {id_span{prompt(10)}};
+  pool_->ingest_request(
+      "a", {{"main", make_prefix_seed(key_prompt(prompt_spans, 16, salt).value(), 16, salt)}});
+  ASSERT_TRUE(run(step_of({{"a", "main", 10}})).ok);
+  const std::vector<token_id> generated(6, 9);
+  pool_->extend_prefix_chain("a", "main", generated);
+  ASSERT_TRUE(run(step_of({{"a", "main", 6}})).ok);
+  EXPECT_EQ(pool_->num_cached_pages(), 1);
+
+  auto next_ids = prompt(10);
+  next_ids.insert(next_ids.end(), generated.begin(), generated.end());
+  next_ids.push_back(4);
+  const std::vector<prompt_span> next = {id_span{next_ids}};
+  pool_->ingest_request("same",
+                        {{"main", make_prefix_seed(key_prompt(next, 16, salt).value(), 16, salt)}});
+  EXPECT_EQ(pool_->resolve_cached_prefix("same"), 16);
+  pool_->ingest_request("unsalted", {{"main", make_prefix_seed(key_prompt(next, 16).value(), 16)}});
+  EXPECT_EQ(pool_->resolve_cached_prefix("unsalted"), 0);
+  check();
+}
+
 // A seed with a tail but no keys (mstar-tool sim accepts one; the fuzzer
 // found it): the chain keys nothing yet, and ids fed back key whole pages
 // from the first (keyed_pages went to -1, then keys[-2] was read).
 TEST_F(kv_prefix_test, a_seed_with_a_tail_and_no_keys_keys_pages_from_the_first) {
-  pool_->ingest_request("a", {{"main", kv_prefix_seed{{}, {1, 2, 3}}}});
+  kv_prefix_seed seed;
+  seed.tail = {1, 2, 3};
+  pool_->ingest_request("a", {{"main", seed}});
   ASSERT_TRUE(run(step_of({{"a", "main", 3}})).ok);
   std::vector<token_id> more(20, 7);
   pool_->extend_prefix_chain("a", "main", more);
