@@ -38,8 +38,10 @@ inline std::string describe(const models::step_plans& plans, std::span<const std
     }
   };
   if (plans.kv) {
-    for (const auto& [label, lp] : plans.kv->labels) {
-      out << "kv:" << label << " decode=" << lp.decode << ' ';
+    // No structured bindings: clang 14 cannot capture them in a lambda.
+    for (const auto& label_plan : plans.kv->labels) {
+      const auto& lp = label_plan.second;
+      out << "kv:" << label_plan.first << " decode=" << lp.decode << ' ';
       each(lp.last_page_len.size(), [&](std::size_t r) {
         out << '(' << lp.qo_indptr[r + 1] - lp.qo_indptr[r] << ' '
             << lp.kv_indptr[r + 1] - lp.kv_indptr[r] << ' ' << lp.last_page_len[r];
@@ -51,8 +53,9 @@ inline std::string describe(const models::step_plans& plans, std::span<const std
     out << "kv_forks=" << plans.kv->pre_forks.size() << '/' << plans.kv->post_forks.size() << ' ';
   }
   if (plans.recurrent) {
-    for (const auto& [label, a] : plans.recurrent->labels) {
-      out << "rec:" << label << " has_state=";
+    for (const auto& label_rows : plans.recurrent->labels) {
+      const auto& a = label_rows.second;
+      out << "rec:" << label_rows.first << " has_state=";
       each(static_cast<std::size_t>(a.num_rows),
            [&](std::size_t r) { out << +a.has_state[r] << ','; });
     }
