@@ -342,7 +342,9 @@ void stage_ahead(self_ptr self, std::shared_ptr<flight> cur, std::shared_ptr<fli
       finish_flight(self, cur, nullptr);
       return;
     }
-    self->request(st.parts.worker, caf::infinite, launch_atom_v, next->p, merged(g->plans))
+    auto plans = merged(g->plans);
+    st.sched->note_plans(next->step, *plans);
+    self->request(st.parts.worker, caf::infinite, launch_atom_v, next->p, std::move(plans))
         .then(
             [self, cur, next](std::uint64_t ticket) {
               next->ticket = ticket;
@@ -391,7 +393,9 @@ void run_forward(self_ptr self, const step_ptr& p, std::vector<plans_ptr> plans)
   auto cur = std::make_shared<flight>();
   cur->p = p;
   cur->step = p->step;
-  self->request(self->state.parts.worker, caf::infinite, launch_atom_v, p, merged(plans))
+  auto merged_plans = merged(plans);
+  self->state.sched->note_plans(p->step, *merged_plans);
+  self->request(self->state.parts.worker, caf::infinite, launch_atom_v, p, std::move(merged_plans))
       .then(
           [self, cur](std::uint64_t ticket) {
             cur->ticket = ticket;

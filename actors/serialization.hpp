@@ -184,10 +184,17 @@ typename Inspector::result_type inspect(Inspector& f, stop_rules& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, window_params& x) {
+  return f(caf::meta::type_name("window_params"), x.window_units, x.context_units, x.overlap_units,
+           x.tokens_per_unit);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_spec& x) {
   auto text = resources::optional_of(x.text);
+  auto window = resources::optional_of(x.window);
   return f(caf::meta::type_name("request_spec"), x.id, x.prompt, text, x.sampling, x.stop,
-           x.generated, x.cache_salt, x.keep_logits);
+           x.generated, x.cache_salt, x.keep_logits, window);
 }
 
 template <class Inspector>
@@ -197,7 +204,8 @@ typename Inspector::result_type inspect(Inspector& f, token_logprob& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, usage& x) {
-  return f(caf::meta::type_name("usage"), x.prompt_tokens, x.completion_tokens, x.cached_tokens);
+  return f(caf::meta::type_name("usage"), x.prompt_tokens, x.completion_tokens, x.cached_tokens,
+           x.kv_pages_peak);
 }
 
 /// `finished` travels as 0 (still running) or 1 + the reason.

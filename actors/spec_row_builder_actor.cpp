@@ -29,6 +29,7 @@ step_ptr build_step(const models::causal_lm& model, engine::scheduled_step next,
   for (const auto& r : payload->step.rows)
     payload->rows.push_back({r.rid, r.tokens});
   payload->request = model.declare(payload->rows);
+  engine::declare_retention(payload->step, payload->request);
   if (running != nullptr)
     payload->loopback = engine::loopback_rows(payload->step, *running);
   return payload;

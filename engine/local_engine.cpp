@@ -84,7 +84,9 @@ std::vector<models::step_row> declare_step(const models::causal_lm& model,
     rows.push_back({r.rid, r.tokens});
     rec.ctx.request_ids.push_back(r.rid);
   }
-  rec.request = std::make_shared<const models::step_request>(model.declare(rows));
+  auto request = model.declare(rows);
+  declare_retention(step, request);
+  rec.request = std::make_shared<const models::step_request>(std::move(request));
   return rows;
 }
 
@@ -157,6 +159,7 @@ result<void> local_engine::launch_next(std::vector<delta>& out) {
       collect(sched_->on_failed(step, plans.error().message()), out);
       return {};
     }
+    sched_->note_plans(step, *plans);
     auto ticket = model_->launch(rows, *plans, draws_of(step), {});
     if (!ticket) {
       pools_->rollback(f.rec);
@@ -214,6 +217,7 @@ auto local_engine::launch_ahead() -> result<std::optional<in_flight>> {
   auto plans = pools_->plan(f.rec);
   if (!plans)
     return none;  // rolled back
+  sched_->note_plans(next, *plans);
   auto ticket = model_->launch(rows, *plans, draws_of(next), loopback);
   if (!ticket) {
     pools_->rollback(f.rec);
@@ -382,8 +386,11 @@ void completion_collector::add(const delta& d) {
   if (d.finished) {
     c.finished[i] = *d.finished;
     c.errors[i] = d.error;
+    const auto peak = std::max(c.counts.kv_pages_peak, d.counts.kv_pages_peak);
+    c.counts.kv_pages_peak = peak;
     if (i == 0) {
       c.counts = d.counts;
+      c.counts.kv_pages_peak = peak;
       c.duration_s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started_[d.id]).count();
     }

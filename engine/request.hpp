@@ -50,6 +50,23 @@ struct stop_rules {
   std::vector<std::string> stop_strings;  ///< stop at their first occurrence (not returned)
 };
 
+/// Windowed generation (seed 000's `WindowSchedule`): the output is made of
+/// `units` of `tokens_per_unit` tokens, generated in windows of
+/// `window_units` that start every `window_units - overlap_units` units.
+/// When a window's last token is committed, the KV pool releases every
+/// generated token older than the last `context_units` units (whole pages,
+/// never the prompt), so the pages a request holds stay bounded however long
+/// it generates. Attention then reads the prompt and the retained tokens at
+/// their original positions; recurrent layers carry the whole history, as
+/// they always do. `context_units` 0 keeps everything.
+struct window_params {
+  std::int64_t window_units = 0;
+  std::int64_t context_units = 0;
+  std::int64_t overlap_units = 0;
+  std::int64_t tokens_per_unit = 1;
+  friend bool operator==(const window_params&, const window_params&) = default;
+};
+
 /// One request to complete.
 struct request_spec {
   request_id id;  ///< empty: the engine names it
@@ -65,6 +82,8 @@ struct request_spec {
   std::vector<token_id> generated;
   std::string cache_salt;    ///< a tenant's salt: only same-salt requests share cached pages
   bool keep_logits = false;  ///< report the logits row that chose each token (tests, mstar-run)
+  /// Windowed generation with a bounded KV cache; unset: the whole history.
+  std::optional<window_params> window;
 };
 
 /// Why a sequence ended.
@@ -97,6 +116,9 @@ struct usage {
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
   std::int64_t cached_tokens = 0;  ///< prompt tokens served from cached pages
+  /// The most KV pages the sequence held at once, over every label (the
+  /// pages its steps addressed; shared cached pages count).
+  std::int64_t kv_pages_peak = 0;
 };
 
 /// What one step produced for one sequence of a request.

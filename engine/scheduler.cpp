@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "engine/sampler.hpp"
+#include "resources/windowing/window_schedule.hpp"
 
 namespace mstar::engine {
 
@@ -25,6 +26,12 @@ struct scheduler::sequence {
   text_stream text;
   std::unordered_map<token_id, std::int32_t> counts;  ///< output ids, for penalties
   bool first_token_seen = false;
+  /// Windowed generation: the request's schedule over its output, and the
+  /// retention a window's last commit declares.
+  std::optional<resources::window_schedule> window;
+  std::optional<resources::retention_policy> retention;
+  std::int64_t tokens_per_unit = 1;
+  std::int64_t kv_pages_peak = 0;
   /// `speculate`'s scratch: this sequence's row in the last step (-1: none).
   mutable std::int32_t last_row = -1;
 
@@ -53,6 +60,65 @@ result<schedule_mode> parse_schedule_mode(std::string_view name) {
   return make_error(errc::invalid_argument,
                     fmt::format("schedule '{}' is not one of sync, overlap", name));
 }
+
+namespace {
+
+struct windowing {
+  resources::window_schedule schedule;
+  std::optional<resources::retention_policy> retention;
+};
+
+// The window schedule over a request's output (max_tokens, in units rounded
+// up) and the retention its windows declare; the schedule's own errors.
+result<windowing> window_of(const request_spec& spec) {
+  const auto& w = *spec.window;
+  if (w.tokens_per_unit < 1)
+    return make_error(errc::invalid_argument, "tokens_per_unit must be >= 1");
+  const std::int64_t tokens = std::max<std::int64_t>(spec.stop.max_tokens, 1);
+  auto schedule =
+      resources::window_schedule::make((tokens + w.tokens_per_unit - 1) / w.tokens_per_unit,
+                                       w.window_units, w.context_units, w.overlap_units);
+  if (!schedule)
+    return schedule.error();
+  auto retention =
+      schedule->retention(w.tokens_per_unit, static_cast<std::int64_t>(spec.prompt.size()));
+  if (!retention)
+    return retention.error();
+  return windowing{*schedule, *retention};
+}
+
+}  // namespace
+
+namespace {
+
+/// Cuts a windowed sequence's chunk from `computed` (tokens its pools hold)
+/// at the next window end behind the prompt; the row that reaches it
+/// declares the retention. Nothing is cut when nothing is ever released.
+std::optional<resources::retention_policy> cut_at_window(const scheduler::sequence& s,
+                                                         std::int64_t computed,
+                                                         std::int64_t& chunk) {
+  if (!s.retention)
+    return std::nullopt;
+  const auto& w = *s.window;
+  const std::int64_t t = s.tokens_per_unit;
+  const std::int64_t done = computed - static_cast<std::int64_t>(s.prompt_len);  // output committed
+  const std::int64_t first = w.window_units() * t;
+  const std::int64_t last = w.total_units() * t;
+  if (done >= last)
+    return std::nullopt;
+  // Window i ends at min(window + i * stride, total) units of output.
+  std::int64_t end = first;
+  if (done >= first)
+    end = first + ((done - first) / (w.stride() * t) + 1) * w.stride() * t;
+  end = std::min(end, last);
+  const std::int64_t to_end = end - done;
+  if (chunk < to_end)
+    return std::nullopt;
+  chunk = to_end;
+  return s.retention;
+}
+
+}  // namespace
 
 scheduler::scheduler(scheduler_config config, model_facts facts)
     : config_(config), facts_(std::move(facts)) {}
@@ -113,6 +179,10 @@ result<void> scheduler::validate(const request_spec& spec) const {
   if (!spec.stop.stop_strings.empty() && facts_.tok == nullptr) {
     return bad("stop strings need a tokenizer, and this model has none");
   }
+  if (spec.window) {
+    if (auto w = window_of(spec); !w)
+      return bad(fmt::format("window: {}", w.error().message()));
+  }
   if (live_.contains(spec.id))
     return bad("a request with this id is already running");
   return {};
@@ -128,6 +198,13 @@ std::vector<request_id> scheduler::sequence_ids(const request_spec& spec) {
 result<void> scheduler::add(request_spec spec) {
   if (auto ok = validate(spec); !ok)
     return ok;
+  std::optional<windowing> windows;
+  if (spec.window) {
+    auto w = window_of(spec);
+    if (!w)
+      return w.error();
+    windows = std::move(*w);
+  }
   auto entry = std::make_unique<request_entry>();
   entry->arrived = clock::now();
   const auto ids = sequence_ids(spec);
@@ -146,6 +223,11 @@ result<void> scheduler::add(request_spec spec) {
         ++s->counts[id];
       (void)s->text.push(spec.generated);
       s->first_token_seen = true;
+    }
+    if (windows) {
+      s->window = windows->schedule;
+      s->retention = windows->retention;
+      s->tokens_per_unit = spec.window->tokens_per_unit;
     }
     s->arrival = arrivals_++;
     s->seed = spec.sampling.seed + 0x9E3779B97F4A7C15ULL * i;
@@ -229,8 +311,12 @@ scheduled_step scheduler::schedule() {
   step.serial = ++serial_;
   std::int64_t budget = config_.max_batched_tokens;
   auto add_row = [&](sequence& s, std::int64_t chunk) {
+    auto retention = cut_at_window(s, s.computed, chunk);
     const auto from = static_cast<std::ptrdiff_t>(s.computed);
-    scheduled_row row{s.rid, {s.tokens.begin() + from, s.tokens.begin() + from + chunk}, false};
+    scheduled_row row{s.rid,
+                      {s.tokens.begin() + from, s.tokens.begin() + from + chunk},
+                      false,
+                      std::move(retention)};
     row.samples = s.computed + chunk == static_cast<std::int64_t>(s.tokens.size());
     budget -= chunk;
     step.rows.push_back(std::move(row));
@@ -341,8 +427,12 @@ scheduled_step scheduler::speculate() const {
         continue;
       }
       const auto at = static_cast<std::size_t>(p.computed);
-      next.rows.push_back(
-          {s->rid, {at < s->tokens.size() ? s->tokens[at] : placeholder_token}, true});
+      std::int64_t one = 1;
+      auto retention = cut_at_window(*s, p.computed, one);
+      next.rows.push_back({s->rid,
+                           {at < s->tokens.size() ? s->tokens[at] : placeholder_token},
+                           true,
+                           std::move(retention)});
       next.draws.push_back(draw_of(s, p));
       next.want_logits = next.want_logits || needs_logits(s);
       budget -= 1;
@@ -356,13 +446,15 @@ scheduled_step scheduler::speculate() const {
         next.unbounded = false;
       if (budget <= 0)
         continue;
-      const auto chunk = std::min(remaining, budget);
+      auto chunk = std::min(remaining, budget);
+      auto retention = cut_at_window(*s, p.computed, chunk);
       const auto from = static_cast<std::ptrdiff_t>(p.computed);
       // A chunk feeds known tokens only (the prompt, or output recomputed
       // after a preemption): the draw is always the last token.
       next.rows.push_back({s->rid,
                            {s->tokens.begin() + from, s->tokens.begin() + from + chunk},
-                           p.computed + chunk == p.len});
+                           p.computed + chunk == p.len,
+                           std::move(retention)});
       next.draws.push_back(draw_of(s, p));
       next.want_logits = next.want_logits || (next.rows.back().samples && needs_logits(s));
       budget -= chunk;
@@ -427,6 +519,39 @@ result<void> scheduler::adopt(scheduled_step& step) {
   started_.clear();
   step.serial = ++serial_;
   return {};
+}
+
+void declare_retention(const scheduled_step& step, models::step_request& request) {
+  if (!request.kv)
+    return;
+  auto& kv = *request.kv;
+  for (const auto& row : step.rows) {
+    if (!row.retention)
+      continue;
+    for (const auto& seg : kv.segments) {
+      if (seg.rid == row.rid)
+        kv.retention.insert_or_assign({seg.rid, seg.label}, *row.retention);
+    }
+  }
+}
+
+void scheduler::note_plans(const scheduled_step& step, const models::step_plans& plans) {
+  if (!plans.kv)
+    return;
+  const bool ours = step.serial == serial_ && rows_.size() == step.rows.size();
+  std::vector<std::int64_t> pages(step.rows.size(), 0);
+  for (const auto& [label, lp] : plans.kv->labels) {
+    for (std::size_t i = 0; i + 1 < lp.kv_indptr.size() && i < lp.rows.size(); ++i) {
+      const auto r = static_cast<std::size_t>(lp.rows[i]);
+      if (r < pages.size())
+        pages[r] += lp.kv_indptr[i + 1] - lp.kv_indptr[i];
+    }
+  }
+  for (std::size_t r = 0; r < step.rows.size(); ++r) {
+    sequence* s = ours ? rows_[r] : find(step.rows[r].rid);
+    if (s != nullptr)
+      s->kv_pages_peak = std::max(s->kv_pages_peak, pages[r]);
+  }
 }
 
 std::set<request_id> scheduler::cancelled_rows(const scheduled_step& step) const {
@@ -618,7 +743,7 @@ void scheduler::finish(sequence& s, finish_reason why, std::string error, step_r
   }
   auto& last = out.deltas.back();
   last.counts = {static_cast<std::int64_t>(s.prompt_len), static_cast<std::int64_t>(s.output_len()),
-                 std::max<std::int64_t>(s.cached, 0)};
+                 std::max<std::int64_t>(s.cached, 0), s.kv_pages_peak};
   by_rid_.erase(s.rid);
   auto* req = s.req;
   if (--req->unfinished == 0)

@@ -28,6 +28,7 @@
 #include "engine/request.hpp"
 #include "engine/text_stream.hpp"
 #include "models/causal_lm.hpp"
+#include "resources/kv/retention_policy.hpp"
 
 namespace mstar::engine {
 
@@ -89,6 +90,11 @@ struct scheduled_row {
   request_id rid;  ///< the sequence's id in the pools
   std::vector<token_id> tokens;
   bool samples = false;  ///< the chunk ends the known tokens: the row draws the next one
+  /// Set when the row's commit ends a window of a windowed sequence: the KV
+  /// pool releases what lies behind the context horizon inside that commit
+  /// (`declare_retention`). A windowed sequence's chunks never cross a
+  /// window's end, so a recomputed one sees what its decode saw.
+  std::optional<resources::retention_policy> retention;
 };
 
 /// One step as the scheduler wants it run.
@@ -104,6 +110,10 @@ struct scheduled_step {
   bool unbounded = true;
   [[nodiscard]] bool empty() const noexcept { return rows.empty(); }
 };
+
+/// Copies the retention the rows of `step` declare into `request`'s KV step,
+/// for every KV label of the row (the model declared the segments).
+void declare_retention(const scheduled_step& step, models::step_request& request);
 
 /// A sequence entering the pools.
 struct registration {
@@ -189,6 +199,10 @@ class scheduler {
   /// it; their pools' part must be rolled back: `cancelled_rows`).
   [[nodiscard]] step_result on_ran(const scheduled_step& step,
                                    const models::forward_output& output);
+  /// The pools planned `step` (admitted, about to run): each row's KV pages
+  /// (the model declares one segment per row and label) raise its
+  /// sequence's `kv_pages_peak`.
+  void note_plans(const scheduled_step& step, const models::step_plans& plans);
   /// The rows of `step` whose request was cancelled since it was scheduled.
   [[nodiscard]] std::set<request_id> cancelled_rows(const scheduled_step& step) const;
   /// `step` failed (its pools rolled back): every sequence in it fails.

@@ -1,5 +1,6 @@
 #include "serve/generation.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -80,6 +81,7 @@ std::string generation::on_delta(const engine::delta& d) {
     usage_.completion_tokens += d.counts.completion_tokens;
     if (d.index == 0)
       usage_.cached_tokens += d.counts.cached_tokens;
+    usage_.kv_pages_peak = std::max(usage_.kv_pages_peak, d.counts.kv_pages_peak);
     if (unfinished_ == 0)
       timing_.e2e_s = std::chrono::duration<double>(now - start_).count();
   }
@@ -156,9 +158,9 @@ std::string generation::logprobs_json(std::span<const engine::token_logprob> cho
 std::string generation::usage_json() const {
   const auto& u = usage_;
   return fmt::format(R"({{"prompt_tokens":{},"completion_tokens":{},"total_tokens":{},)"
-                     R"("prompt_tokens_details":{{"cached_tokens":{}}}}})",
+                     R"("prompt_tokens_details":{{"cached_tokens":{}}},"kv_pages_peak":{}}})",
                      u.prompt_tokens, u.completion_tokens, u.prompt_tokens + u.completion_tokens,
-                     u.cached_tokens);
+                     u.cached_tokens, u.kv_pages_peak);
 }
 
 std::string generation::chunk(std::size_t index, const engine::delta& d, choice& c) {

@@ -17,6 +17,7 @@ constexpr std::size_t max_stop_strings = 64;
 constexpr std::size_t max_prompts = 1024;
 constexpr std::int32_t max_n = 128;
 constexpr std::int32_t max_logprobs = 20;
+constexpr std::int64_t max_windowed_tokens = std::int64_t{1} << 24;
 
 // Fields that change what comes back and that mstar does not implement:
 // refused rather than silently ignored (`allowed` says which values pass).
@@ -189,6 +190,55 @@ api_result<bool> read_messages(const json& body, generation_request& r) {
   return true;
 }
 
+// `mstar_window`: {"window_units": W, "context_units": C, "overlap_units": O,
+// "tokens_per_unit": T}, W required; the others default to 0, 0 and 1. The
+// schedule's own rules (O < W...) are checked with the request's max_tokens.
+api_result<std::optional<engine::window_params>> read_window(const json& doc) {
+  const auto it = doc.find("mstar_window");
+  if (it == doc.end() || it->is_null())
+    return std::optional<engine::window_params>{};
+  if (!it->is_object())
+    return bad_request("'mstar_window' must be an object", "mstar_window");
+  engine::window_params w;
+  bool has_window = false;
+  for (const auto& [key, value] : it->items()) {
+    const std::string param = "mstar_window." + key;
+    std::int64_t* out = nullptr;
+    std::int64_t lo = 0;
+    if (key == "window_units") {
+      out = &w.window_units;
+      lo = 1;
+      has_window = true;
+    } else if (key == "context_units") {
+      out = &w.context_units;
+    } else if (key == "overlap_units") {
+      out = &w.overlap_units;
+    } else if (key == "tokens_per_unit") {
+      out = &w.tokens_per_unit;
+      lo = 1;
+    } else {
+      return bad_request(fmt::format("'{}' is not a field of mstar_window (window_units, "
+                                     "context_units, overlap_units, tokens_per_unit)",
+                                     param),
+                         param);
+    }
+    if (!value.is_number_integer() || value.get<std::int64_t>() < lo ||
+        value.get<std::int64_t>() > (std::int64_t{1} << 24)) {
+      return bad_request(
+          fmt::format("'{}' must be a whole number in [{}, {}]", param, lo, std::int64_t{1} << 24),
+          param);
+    }
+    *out = value.get<std::int64_t>();
+  }
+  if (!has_window)
+    return bad_request("'mstar_window.window_units' is required", "mstar_window.window_units");
+  if (w.overlap_units >= w.window_units) {
+    return bad_request("'mstar_window.overlap_units' must be smaller than window_units",
+                       "mstar_window.overlap_units");
+  }
+  return std::optional<engine::window_params>{w};
+}
+
 }  // namespace
 
 api_result<generation_request> parse_request(std::string_view body, endpoint kind,
@@ -212,9 +262,15 @@ api_result<generation_request> parse_request(std::string_view body, endpoint kin
   std::optional<bool> logprobs_flag;
   std::optional<std::string> model_name, salt;
   const bool chat = kind == endpoint::chat;
+  auto window = read_window(doc);
+  if (!window)
+    return window.error();
+  r.window = *window;
   f.string("model", model_name);
+  // A windowed request keeps a bounded context: its output may outgrow the
+  // model's (finish_prompts checks what it attends to).
   f.integer(chat && doc.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-            max_tokens, 0, model.max_context);
+            max_tokens, 0, r.window ? max_windowed_tokens : model.max_context);
   f.number("temperature", temperature, 0.0, 100.0);
   f.number("top_p", top_p, 1e-9, 1.0);
   f.integer("top_k", top_k, -1, 1 << 30);
@@ -326,7 +382,23 @@ api_result<bool> finish_prompts(generation_request& req, const served_model& mod
                                    ctx, prompt_len),
                        field, "context_length_exceeded");
   }
-  if (!req.max_tokens_given) {
+  if (req.window && req.window->context_units > 0) {
+    // What a windowed sequence attends to: its prompt, the retained
+    // context, the window being generated (and a page's rounding).
+    const auto& w = *req.window;
+    const auto attended = prompt_len + (w.context_units + w.window_units) * w.tokens_per_unit;
+    if (attended > ctx) {
+      return bad_request(
+          fmt::format("this model's maximum context length is {} tokens; a windowed request "
+                      "attends to {} ({} in the prompt, (context_units {} + window_units {}) x "
+                      "tokens_per_unit {})",
+                      ctx, attended, prompt_len, w.context_units, w.window_units,
+                      w.tokens_per_unit),
+          "mstar_window", "context_length_exceeded");
+    }
+    if (!req.max_tokens_given)
+      req.stop.max_tokens = static_cast<std::int32_t>(ctx - prompt_len);
+  } else if (!req.max_tokens_given) {
     req.stop.max_tokens = static_cast<std::int32_t>(ctx - prompt_len);
   } else if (prompt_len + req.stop.max_tokens > ctx) {
     return bad_request(
@@ -349,6 +421,7 @@ std::vector<engine::request_spec> to_specs(const generation_request& req, const 
     s.sampling.seed += 0x9E3779B97F4A7C15ULL * i;
     s.stop = req.stop;
     s.cache_salt = req.cache_salt;
+    s.window = req.window;
     specs.push_back(std::move(s));
   }
   return specs;

@@ -61,6 +61,9 @@ struct generation_request {
   bool logprobs = false;          ///< report the chosen tokens' log-probabilities
   std::int32_t top_logprobs = 0;  ///< alternatives per token to report
   std::string cache_salt;
+  /// `mstar_window` (an extension): windowed generation with a bounded KV
+  /// cache, as `request_spec::window`.
+  std::optional<engine::window_params> window;
 };
 
 /// Parses and checks a request body for `kind`. Errors name the field.

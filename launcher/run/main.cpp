@@ -1,6 +1,7 @@
 // mstar-run: generate text with a model through the engine's actors
 // (conductor, pool actors, worker, preprocess stage), in one process.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <fmt/format.h>
@@ -31,6 +32,11 @@ struct options {
   bool json = false;
   bool logits = false;
   bool allow_long_prompt = false;
+  // Windowed generation (0: off).
+  std::int64_t window_units = 0;
+  std::int64_t context_units = 0;
+  std::int64_t overlap_units = 0;
+  std::int64_t tokens_per_unit = 1;
   mstar::launcher::engine_cli engine;
 };
 
@@ -69,7 +75,8 @@ void print_text(const options& opt, const mstar::models::causal_lm& model,
                             {"generated_ids", r.tokens[i]},
                             {"text", r.text[i]},
                             {"finish_reason", mstar::engine::to_string(r.finished[i])},
-                            {"matched_tokens", r.counts.cached_tokens}};
+                            {"matched_tokens", r.counts.cached_tokens},
+                            {"kv_pages_peak", r.counts.kv_pages_peak}};
         if (r.tokens.size() > 1)
           line["index"] = i;
         if (!r.errors[i].empty())
@@ -88,13 +95,14 @@ void print_text(const options& opt, const mstar::models::causal_lm& model,
 
 void print_summary(const std::vector<completion>& results, double wall_s) {
   std::size_t prompt = 0, generated = 0;
-  std::int64_t matched = 0;
+  std::int64_t matched = 0, peak = 0;
   double ttft = 0, decode = 0;
   for (const auto& r : results) {
     prompt += r.prompt.size();
     for (const auto& t : r.tokens)
       generated += t.size();
     matched += r.counts.cached_tokens;
+    peak = std::max(peak, r.counts.kv_pages_peak);
     ttft += r.time_to_first_token_s;
     decode += r.duration_s - r.time_to_first_token_s;
   }
@@ -104,9 +112,9 @@ void print_summary(const std::vector<completion>& results, double wall_s) {
   std::fprintf(stderr,
                "--- %zu prompt(s): %zu prompt tokens (%lld from cached pages), %zu generated\n"
                "--- time to first token %.2f ms (mean), time per output token %.3f ms, "
-               "%.1f tokens/s overall\n",
+               "%.1f tokens/s overall, at most %lld KV pages held by one sequence\n",
                results.size(), prompt, static_cast<long long>(matched), generated, 1e3 * ttft / n,
-               1e3 * tpot, static_cast<double>(generated) / wall_s);
+               1e3 * tpot, static_cast<double>(generated) / wall_s, static_cast<long long>(peak));
 }
 
 // The prompts of a --prompts file, one per non-empty line; a file that
@@ -184,6 +192,25 @@ int run(int argc, char** argv) {
   app.add_option("-n,--n", opt.sampling.n, "Samples per prompt")->check(CLI::Range(1, 128));
   app.add_option("--stop", opt.stop, "Stop at this text (repeatable; not returned)");
   app.add_flag("--ignore-eos", opt.ignore_eos, "Keep generating past end-of-sequence ids");
+  auto* window =
+      app.add_option("--window-units", opt.window_units,
+                     "Windowed generation: windows of this many units; when a window ends, the "
+                     "KV cache keeps only the prompt and the last --context-units units, so "
+                     "the pages held stay bounded however long the output")
+          ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  app.add_option("--context-units", opt.context_units,
+                 "With --window-units: units of output kept behind each window's end (0: all)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 24))
+      ->needs(window);
+  app.add_option("--overlap-units", opt.overlap_units,
+                 "With --window-units: units each window shares with the one before (windows "
+                 "end every window - overlap units)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 24))
+      ->needs(window);
+  app.add_option("--tokens-per-unit", opt.tokens_per_unit,
+                 "With --window-units: tokens per unit (default 1)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24))
+      ->needs(window);
   mstar::launcher::add_engine_options(app, opt.engine);
   app.add_flag("--json", opt.json, "One JSON object per prompt instead of text");
   app.add_flag("--logits", opt.logits, "With --json: the logits row of every generated token");
@@ -226,6 +253,10 @@ int run(int argc, char** argv) {
     r.stop.stop_strings = opt.stop;
     r.sampling = opt.sampling;
     r.keep_logits = opt.logits;
+    if (opt.window_units > 0) {
+      r.window = mstar::engine::window_params{opt.window_units, opt.context_units,
+                                              opt.overlap_units, opt.tokens_per_unit};
+    }
     return r;
   };
   auto add = [&](std::vector<mstar::resources::token_id> ids) {

@@ -129,6 +129,10 @@ std::string kv_pool::check_retention(const kv_step& step) const {
   for (const auto& [key, policy] : step.retention) {
     const stream_state* st = find_stream(key.first, key.second);
     std::int64_t grown = st != nullptr ? st->stored_len : 0;
+    // A lease on cached pages becomes the stream's first pages at this
+    // admit (convert_lease): they count as held.
+    if (st != nullptr && !st->lease.empty() && st->pages.empty() && st->stored_len == 0)
+      grown = static_cast<std::int64_t>(st->lease.size()) * config_.geometry.page_size;
     for (const auto& seg : step.segments) {
       if (seg.rid == key.first && seg.label == key.second && step.commit)
         grown += seg.span;

@@ -68,7 +68,7 @@ std::shared_ptr<engine::pool_set> recurrent_pool(std::int64_t slots) {
 step_ptr step_of(const models::causal_lm& model, std::vector<std::string> rids) {
   auto p = std::make_shared<step_payload>();
   for (auto& rid : rids)
-    p->step.rows.push_back({rid, {5}, true});
+    p->step.rows.push_back({rid, {5}, true, std::nullopt});
   for (const auto& r : p->step.rows)
     p->rows.push_back({r.rid, r.tokens});
   p->request = model.declare(p->rows);

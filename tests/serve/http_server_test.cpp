@@ -186,6 +186,42 @@ TEST(http_server, refuses_bad_requests_with_the_openai_error_shape) {
   EXPECT_EQ(metric(m, R"(mstar:http_responses_total{code="401"})"), 2);
 }
 
+TEST(http_server, mstar_window_generates_past_the_context_in_bounded_pages) {
+  auto s = start_server(default_setup());  // a context of 256, pages of 16
+  ASSERT_NE(s, nullptr);
+  client c{s->http_port()};
+  const json window{{"window_units", 4}, {"context_units", 4}, {"tokens_per_unit", 4}};
+  const auto r = c.post("/v1/completions", {{"prompt", std::vector<int>{5, 17, 33}},
+                                            {"max_tokens", 600},
+                                            {"temperature", 0},
+                                            {"ignore_eos", true},
+                                            {"mstar_window", window}});
+  ASSERT_EQ(r.result_int(), 200) << r.body();
+  const auto j = body_of(r);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 600);
+  // The prompt's page, 16 tokens of context and a window of 16: at most 4
+  // pages at once (the unwindowed run would need 38).
+  const auto peak = j["usage"]["kv_pages_peak"].get<int>();
+  EXPECT_GT(peak, 0);
+  EXPECT_LE(peak, 4);
+  // Unwindowed, the same request is over the context.
+  expect_error(
+      c.call(http::verb::post, "/v1/completions", R"({"prompt":[5,17,33],"max_tokens":600})"), 400,
+      "max_tokens");
+  auto post = [&](const std::string& w) {
+    return c.call(http::verb::post, "/v1/completions",
+                  R"({"prompt":[5,17,33],"max_tokens":600,"mstar_window":)" + w + "}");
+  };
+  expect_error(post("3"), 400, "mstar_window");
+  expect_error(post(R"({"context_units":2})"), 400, "mstar_window.window_units");
+  expect_error(post(R"({"window_units":2,"overlap_units":2})"), 400, "mstar_window.overlap_units");
+  expect_error(post(R"({"window_units":2,"tokens_per_unit":0})"), 400,
+               "mstar_window.tokens_per_unit");
+  expect_error(post(R"({"window_units":2,"colour":1})"), 400, "mstar_window.colour");
+  expect_error(post(R"({"window_units":40,"context_units":40,"tokens_per_unit":4})"), 400,
+               "mstar_window");
+}
+
 TEST(http_server, refuses_a_body_over_the_limit_with_413) {
   serve_setup setup;
   setup.http.max_body_bytes = 4096;
