@@ -474,6 +474,26 @@ void run_step(self_ptr self) {
   admit_everywhere(self, payload_of(self, std::move(step)));
 }
 
+// Every pool keeps `agreed` cached tokens of `rid`, or the rounds go on with
+// the least one kept (a recurrent pool resumes at checkpoints only; each
+// round shrinks); then `done(rid, kept)`.
+void agree(self_ptr self, const std::string& rid, std::int64_t agreed,
+           std::function<void(const std::string&, std::int64_t)> done) {
+  ask_all<std::int64_t>(
+      self,
+      [self, rid, agreed, done](std::vector<std::int64_t> kept) {
+        std::int64_t least = agreed;
+        for (const auto k : kept)
+          least = std::min(least, k);
+        if (least == agreed) {
+          done(rid, agreed);
+          return;
+        }
+        agree(self, rid, least, done);
+      },
+      agree_atom_v, rid, agreed);
+}
+
 // Registers each sequence in every pool, agrees the cached prefix (the
 // smallest answer), tells the scheduler, then runs the step.
 void register_then_step(self_ptr self, engine::pool_actions actions) {
@@ -482,22 +502,25 @@ void register_then_step(self_ptr self, engine::pool_actions actions) {
     return;
   }
   auto left = std::make_shared<std::size_t>(actions.registrations.size());
+  auto registered = [self, left](const std::string& rid, std::int64_t cached) {
+    self->state.sched->set_cached(rid, std::max<std::int64_t>(cached, 0));
+    if (--*left == 0)
+      run_step(self);
+  };
   for (auto& [rid, tokens, salt] : actions.registrations) {
     ask_all<std::int64_t>(
         self,
-        [self, left, rid = rid](std::vector<std::int64_t> answers) {
+        [self, registered, rid = rid](std::vector<std::int64_t> answers) {
           std::int64_t agreed = -1;
           for (const auto a : answers) {
             if (a >= 0)
               agreed = agreed < 0 ? a : std::min(agreed, a);
           }
-          if (agreed >= 0) {
-            for (const auto& p : self->state.parts.pools)
-              self->send(p, agree_atom_v, rid, agreed);
+          if (agreed < 0) {
+            registered(rid, 0);
+            return;
           }
-          self->state.sched->set_cached(rid, std::max<std::int64_t>(agreed, 0));
-          if (--*left == 0)
-            run_step(self);
+          agree(self, rid, agreed, registered);
         },
         register_atom_v, rid, tokens, salt);
   }
@@ -517,7 +540,8 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
       parts.model->vocab_size(),
       {parts.model->eos_token_ids().begin(), parts.model->eos_token_ids().end()},
       parts.model->tok(),
-      parts.extend_chains};
+      parts.extend_chains,
+      parts.checkpoint_stride};
   state.sched = std::make_unique<engine::scheduler>(parts.limits, std::move(facts));
   state.parts = std::move(parts);
   for (const auto& p : state.parts.pools)

@@ -33,6 +33,8 @@ struct conductor_parts {
   /// admits and plans N+1 in one round trip, and N+1 is launched before N
   /// is waited for (engine/README.md, "Overlap scheduling").
   engine::schedule_mode schedule = engine::schedule_mode::sync;
+  /// The recurrent pool's checkpoint stride (0: none), for the scheduler.
+  std::int64_t checkpoint_stride = 0;
 };
 
 /// Spawns the conductor; it monitors every part.

@@ -94,15 +94,16 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         if (auto it = self->state.adopted.find(rid); it != self->state.adopted.end())
           return it->second;  // its prompt is here already, adopted
         std::optional<resources::kv_prefix_seed> keys;
-        if (set.kv() != nullptr && set.kv()->prefix_cache_open()) {
-          if (auto k = engine::page_keys(tokens, set.page_size(), salt))
+        if (const auto ps = set.key_page_size(); ps > 0) {
+          if (auto k = engine::page_keys(tokens, ps, salt))
             keys = std::move(*k);
         }
         return set.ingest(rid, keys ? &*keys : nullptr).value_or(-1);
       },
-      [self](agree_atom, const std::string& rid, std::int64_t agreed) {
-        if (!self->state.adopted.contains(rid))
-          self->state.pools->apply_cached_prefix(rid, agreed);
+      [self](agree_atom, const std::string& rid, std::int64_t agreed) -> std::int64_t {
+        if (self->state.adopted.contains(rid))
+          return agreed;
+        return self->state.pools->apply_cached_prefix(rid, agreed);
       },
       [self](extend_atom, const extend_list& ids) {
         for (const auto& [rid, list] : ids)

@@ -17,7 +17,7 @@ pool_regions regions_of(engine::pool_set& pools) {
       r.block_segments.emplace_back(rec->storage(name)->shared_name());
       r.blocks.push_back(transport::arena_layout::recurrent(
           name, static_cast<std::uint64_t>(cfg.num_layers),
-          static_cast<std::uint64_t>(cfg.max_slots), block.nbytes()));
+          static_cast<std::uint64_t>(cfg.arena_slots()), block.nbytes()));
     }
   }
   return r;

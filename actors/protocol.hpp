@@ -77,7 +77,9 @@ struct pool_stats_reply {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pool_stats_reply& x) {
   return f(caf::meta::type_name("pool_stats_reply"), x.stats.kv_pages, x.stats.kv_free_pages,
-           x.stats.kv_cached_pages, x.stats.kv_evictable_pages, x.stats.slots, x.stats.free_slots);
+           x.stats.kv_cached_pages, x.stats.kv_evictable_pages, x.stats.slots, x.stats.free_slots,
+           x.stats.checkpoint_slots, x.stats.checkpoints, x.stats.checkpoints_captured,
+           x.stats.checkpoints_evicted, x.stats.checkpoint_hits, x.stats.checkpoint_hit_tokens);
 }
 
 /// A decode node's transfers of published prompts so far, for /metrics.
@@ -293,7 +295,8 @@ using pool_actor = caf::typed_actor<
     // tokens it could serve (-1: it keeps no cache).
     caf::replies_to<register_atom, std::string, std::vector<std::uint32_t>,
                     std::string>::with<std::int64_t>,
-    caf::reacts_to<agree_atom, std::string, std::int64_t>, caf::reacts_to<extend_atom, extend_list>,
+    caf::replies_to<agree_atom, std::string, std::int64_t>::with<std::int64_t>,
+    caf::reacts_to<extend_atom, extend_list>,
     caf::reacts_to<release_atom, std::vector<std::string>>,
     caf::replies_to<stats_atom>::with<pool_stats_reply>,
     caf::replies_to<check_atom>::with<std::string>,

@@ -134,9 +134,11 @@ result<std::unique_ptr<runtime>> runtime::launch(std::unique_ptr<runtime> rt,
   p->preprocess = spawn_preprocess_actor(sys, shared);
   p->spec_rows = spawn_spec_row_builder_actor(sys, shared);
   const bool chains = kv && kv->kv()->prefix_cache_open();
+  const auto& rc = rec ? rec->recurrent()->config() : resources::recurrent_state_config{};
   p->conductor = spawn_conductor(
       sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess, p->spec_rows, chains,
-            config.schedule.value_or(engine::default_schedule(*shared))});
+            config.schedule.value_or(engine::default_schedule(*shared)),
+            rc.checkpoint_slots > 0 ? rc.checkpoint_stride : 0});
   p->kv = kv;
   p->rec = rec;
   rt->parts_ = std::move(p);
@@ -213,6 +215,8 @@ result<runtime_stats> runtime::stats() {
               out.kv_evictable_pages += r.stats.kv_evictable_pages;
               out.slots += r.stats.slots;
               out.free_slots += r.stats.free_slots;
+              out.checkpoints += r.stats.checkpoints;
+              out.checkpoint_hit_tokens += r.stats.checkpoint_hit_tokens;
             },
             [&](caf::error& e) { failed = make_error(errc::internal, sys_->render(e)); });
   }

@@ -80,6 +80,8 @@ struct runtime_stats {
   std::int64_t running = 0, waiting = 0;
   std::int64_t kv_pages = 0, kv_free_pages = 0, kv_cached_pages = 0, kv_evictable_pages = 0;
   std::int64_t slots = 0, free_slots = 0;
+  /// Recurrent checkpoints (hybrid prefix reuse): held; tokens resumed from them.
+  std::int64_t checkpoints = 0, checkpoint_hit_tokens = 0;
   /// overlap: steps launched while the one before ran, and rows of those
   /// rolled back (their sequence ended meanwhile).
   std::int64_t ahead_steps = 0, dropped_rows = 0;

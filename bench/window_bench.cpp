@@ -72,8 +72,8 @@ mstar::result<outcome> run_one(const options& opt, bool windowed) {
   r.stop.max_tokens = opt.tokens;
   r.stop.ignore_eos = true;
   if (windowed) {
-    r.window = mstar::engine::window_params{opt.window_units, opt.context_units, 0,
-                                            opt.tokens_per_unit};
+    r.window =
+        mstar::engine::window_params{opt.window_units, opt.context_units, 0, opt.tokens_per_unit};
   }
   auto id = e.submit(std::move(r));
   if (!id)
@@ -99,8 +99,7 @@ mstar::result<outcome> run_one(const options& opt, bool windowed) {
     }
     if (out.generated >= next || e.idle()) {
       const auto st = kv->stream(*id, "main");
-      out.samples.push_back({out.generated,
-                             st ? static_cast<std::int64_t>(st->pages.size()) : 0,
+      out.samples.push_back({out.generated, st ? static_cast<std::int64_t>(st->pages.size()) : 0,
                              total_pages - 1 - kv->num_free_pages(), resident_bytes(), elapsed()});
       next += opt.every;
       if (out.generated % (opt.tokens / 10 + 1) < opt.every || e.idle()) {
@@ -132,7 +131,8 @@ int run(int argc, char** argv) {
   app.add_option("--jsonl", opt.jsonl, "Write every sample to this file");
   app.add_flag("--json", json, "Print the summary as one JSON object");
   CLI11_PARSE(app, argc, argv);
-  std::fprintf(stderr, "mstar-bench-window: %d tokens, windows of %lld units x %lld tokens, "
+  std::fprintf(stderr,
+               "mstar-bench-window: %d tokens, windows of %lld units x %lld tokens, "
                "context %lld units, %lld pages\n",
                opt.tokens, static_cast<long long>(opt.window_units),
                static_cast<long long>(opt.tokens_per_unit),
@@ -163,12 +163,21 @@ int run(int argc, char** argv) {
     }
   }
   // Compared over what both runs generated: the windowed run's state at the
-  // token count where the unwindowed one stopped.
-  const auto at = std::min(w->generated, u->generated);
+  // last sample the unwindowed one took while it still held its pages (a
+  // run that ended holds none).
+  auto last_held = [](const outcome& o) {
+    std::int64_t at = 0;
+    for (const auto& s : o.samples) {
+      if (s.seq_pages > 0)
+        at = s.generated;
+    }
+    return at;
+  };
+  const auto at = std::min(last_held(*w), last_held(*u));
   auto upto = [at](const outcome& o) {
     const sample* best = &o.samples.front();
     for (const auto& s : o.samples) {
-      if (s.generated <= at)
+      if (s.generated <= at && s.seq_pages > 0)
         best = &s;
     }
     return *best;
@@ -188,7 +197,7 @@ int run(int argc, char** argv) {
       {"unwindowed_error", u->error},
       {"unwindowed_last_rss_bytes", u->samples.back().rss},
       {"compared_at_tokens", at},
-      {"pages_ratio", us.seq_pages > 0 ? static_cast<double>(ws.seq_pages) / us.seq_pages : 0.0},
+      {"ratio", us.seq_pages > 0 ? static_cast<double>(ws.seq_pages) / us.seq_pages : 0.0},
       {"tokens_per_s_ratio", u_rate > 0 ? w_rate / u_rate : 0.0}};
   if (json) {
     std::printf("%s\n", summary.dump().c_str());
@@ -202,7 +211,7 @@ int run(int argc, char** argv) {
         w->error.empty() ? "finished" : w->error.c_str(), static_cast<long long>(u->generated),
         static_cast<long long>(u->peak_pages), u->error.empty() ? "finished" : u->error.c_str(),
         static_cast<long long>(at), static_cast<long long>(ws.seq_pages),
-        static_cast<long long>(us.seq_pages), summary["pages_ratio"].get<double>(),
+        static_cast<long long>(us.seq_pages), summary["ratio"].get<double>(),
         static_cast<double>(ws.rss) / (1 << 20), static_cast<double>(us.rss) / (1 << 20), w_rate,
         u_rate, summary["tokens_per_s_ratio"].get<double>());
   }

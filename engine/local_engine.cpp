@@ -17,13 +17,12 @@ schedule_mode default_schedule(const models::causal_lm& model) noexcept {
 std::int64_t register_sequence(pool_set& pools, const request_id& rid,
                                std::span<const token_id> tokens, std::string_view cache_salt) {
   std::optional<resources::kv_prefix_seed> keys;
-  if (pools.kv() != nullptr && pools.kv()->prefix_cache_open()) {
-    if (auto k = page_keys(tokens, pools.page_size(), cache_salt))
+  if (const auto ps = pools.key_page_size(); ps > 0) {
+    if (auto k = page_keys(tokens, ps, cache_salt))
       keys = std::move(*k);
   }
   const auto cached = pools.ingest(rid, keys ? &*keys : nullptr).value_or(0);
-  pools.apply_cached_prefix(rid, cached);
-  return cached;
+  return pools.agree_cached_prefix(rid, cached);
 }
 
 void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched) {
@@ -51,10 +50,13 @@ result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models:
   auto e = std::unique_ptr<local_engine>(new local_engine);
   e->config_ = config;
   e->config_.schedule = config.schedule.value_or(default_schedule(*model));
-  model_facts facts{model->vocab_size(),
-                    {model->eos_token_ids().begin(), model->eos_token_ids().end()},
-                    model->tok(),
-                    (*pools)->kv() != nullptr && (*pools)->kv()->prefix_cache_open()};
+  const auto* rec = (*pools)->recurrent();
+  model_facts facts{
+      model->vocab_size(),
+      {model->eos_token_ids().begin(), model->eos_token_ids().end()},
+      model->tok(),
+      (*pools)->kv() != nullptr && (*pools)->kv()->prefix_cache_open(),
+      rec != nullptr && rec->config().checkpoint_slots > 0 ? rec->config().checkpoint_stride : 0};
   e->model_ = std::move(model);
   e->pools_ = std::move(*pools);
   e->sched_ = std::make_unique<scheduler>(config.scheduler, std::move(facts));

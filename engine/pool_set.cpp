@@ -1,5 +1,6 @@
 #include "engine/pool_set.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <vector>
 
@@ -61,6 +62,14 @@ pool_set::~pool_set() {
 
 std::int64_t pool_set::page_size() const noexcept {
   return kv_ ? kv_->config().geometry.page_size : 1;
+}
+
+std::int64_t pool_set::key_page_size() const noexcept {
+  if (kv_ && kv_->prefix_cache_open())
+    return kv_->config().geometry.page_size;
+  if (rec_ && rec_->config().checkpoint_slots > 0)
+    return rec_->config().checkpoint_page_size;
+  return 0;
 }
 
 resources::step_bundle pool_set::bundle_of(const step_record& step) const {
@@ -142,6 +151,8 @@ std::optional<std::int64_t> pool_set::ingest(const resources::request_id& rid,
   if (kv_ && keys != nullptr && kv_->prefix_cache_open() && !keys->keys.empty()) {
     kv_->ingest_request(rid, {{"main", *keys}});
   }
+  if (rec_)
+    rec_->ingest_request(rid, keys);
   runner_->ingest_request(rid);
   std::optional<std::int64_t> answer;
   for (auto* r : runner_->order()) {
@@ -151,14 +162,28 @@ std::optional<std::int64_t> pool_set::ingest(const resources::request_id& rid,
   return answer;
 }
 
-void pool_set::apply_cached_prefix(const resources::request_id& rid, std::int64_t agreed) {
+std::int64_t pool_set::apply_cached_prefix(const resources::request_id& rid, std::int64_t agreed) {
+  std::int64_t kept = agreed;
   for (auto* r : runner_->order())
-    r->apply_cached_prefix(rid, agreed);
+    kept = std::min(kept, r->apply_cached_prefix(rid, agreed));
+  return kept;
+}
+
+std::int64_t pool_set::agree_cached_prefix(const resources::request_id& rid, std::int64_t agreed) {
+  // Each round only shrinks, so this ends.
+  for (;;) {
+    const auto kept = apply_cached_prefix(rid, agreed);
+    if (kept == agreed)
+      return agreed;
+    agreed = kept;
+  }
 }
 
 void pool_set::extend(const resources::request_id& rid, std::span<const resources::token_id> ids) {
   if (kv_)
     kv_->extend_prefix_chain(rid, "main", ids);
+  if (rec_)
+    rec_->extend_chain(rid, ids);
 }
 
 void pool_set::remove(const resources::request_id& rid) {
@@ -176,6 +201,13 @@ pool_stats pool_set::stats() const {
   if (rec_) {
     s.slots = rec_->config().max_slots;
     s.free_slots = rec_->num_free_slots();
+    const auto c = rec_->checkpoints();
+    s.checkpoint_slots = c.slots;
+    s.checkpoints = c.held;
+    s.checkpoints_captured = c.captured;
+    s.checkpoints_evicted = c.evicted;
+    s.checkpoint_hits = c.hits;
+    s.checkpoint_hit_tokens = c.hit_tokens;
   }
   return s;
 }

@@ -37,6 +37,11 @@ struct pool_stats {
   std::int64_t kv_pages = 0, kv_free_pages = 0, kv_cached_pages = 0;
   std::int64_t kv_evictable_pages = 0;  ///< cached pages only the prefix cache holds
   std::int64_t slots = 0, free_slots = 0;
+  /// Recurrent checkpoints: slots, held; captured, evicted; requests that
+  /// resumed from one and the prompt tokens they skipped.
+  std::int64_t checkpoint_slots = 0, checkpoints = 0;
+  std::int64_t checkpoints_captured = 0, checkpoints_evicted = 0;
+  std::int64_t checkpoint_hits = 0, checkpoint_hit_tokens = 0;
 };
 
 /// The pools of one model (or one of them). See the file comment.
@@ -52,6 +57,9 @@ class pool_set {
   [[nodiscard]] resources::kv_pool* kv() noexcept { return kv_.get(); }
   [[nodiscard]] resources::recurrent_state_pool* recurrent() noexcept { return rec_.get(); }
   [[nodiscard]] std::int64_t page_size() const noexcept;
+  /// The page size the pools here key prompts at (the KV pool's prefix
+  /// cache or the recurrent pool's checkpoints), 0 when none keys them.
+  [[nodiscard]] std::int64_t key_page_size() const noexcept;
 
   /// Admits `step` in every pool it names, in dependency order; a refusal
   /// has been unwound already (every pool as before) and names the pool.
@@ -86,8 +94,13 @@ class pool_set {
   [[nodiscard]] std::optional<std::int64_t> ingest(const resources::request_id& rid,
                                                    const resources::kv_prefix_seed* keys);
   /// Keeps `agreed` tokens of the cached prefix (the smallest answer of every
-  /// pool set the request is in).
-  void apply_cached_prefix(const resources::request_id& rid, std::int64_t agreed);
+  /// pool set the request is in); returns what every pool here keeps, which
+  /// is less when the recurrent pool can resume only at a shallower
+  /// checkpoint: apply that everywhere then (one round per pool set).
+  std::int64_t apply_cached_prefix(const resources::request_id& rid, std::int64_t agreed);
+  /// `apply_cached_prefix` until every pool here keeps what it is given;
+  /// returns that length.
+  std::int64_t agree_cached_prefix(const resources::request_id& rid, std::int64_t agreed);
   /// Feeds generated ids to the prefix chain so the pages they fill become
   /// reusable.
   void extend(const resources::request_id& rid, std::span<const resources::token_id> ids);

@@ -118,6 +118,16 @@ std::optional<resources::retention_policy> cut_at_window(const scheduler::sequen
   return s.retention;
 }
 
+// Ends a prefill chunk from `computed` at the next checkpoint boundary (a
+// multiple of `stride`), so the recurrent pool sees the state there at the
+// chunk's commit. One-token rows never cross one.
+void cut_at_checkpoint(std::int64_t stride, std::int64_t computed, std::int64_t& chunk) {
+  if (stride <= 0 || chunk <= 1)
+    return;
+  const std::int64_t next = (computed / stride + 1) * stride;
+  chunk = std::min(chunk, next - computed);
+}
+
 }  // namespace
 
 scheduler::scheduler(scheduler_config config, model_facts facts)
@@ -311,6 +321,7 @@ scheduled_step scheduler::schedule() {
   step.serial = ++serial_;
   std::int64_t budget = config_.max_batched_tokens;
   auto add_row = [&](sequence& s, std::int64_t chunk) {
+    cut_at_checkpoint(facts_.checkpoint_stride, s.computed, chunk);
     auto retention = cut_at_window(s, s.computed, chunk);
     const auto from = static_cast<std::ptrdiff_t>(s.computed);
     scheduled_row row{s.rid,
@@ -447,6 +458,7 @@ scheduled_step scheduler::speculate() const {
       if (budget <= 0)
         continue;
       auto chunk = std::min(remaining, budget);
+      cut_at_checkpoint(facts_.checkpoint_stride, p.computed, chunk);
       auto retention = cut_at_window(*s, p.computed, chunk);
       const auto from = static_cast<std::ptrdiff_t>(p.computed);
       // A chunk feeds known tokens only (the prompt, or output recomputed

@@ -48,6 +48,9 @@ struct model_facts {
   /// Whether generated ids extend the KV pool's prefix chain (only when its
   /// prefix cache is open): `step_result::extend` stays empty otherwise.
   bool extend_chains = false;
+  /// The recurrent pool checkpoints a stream every this many tokens (0:
+  /// never): prefill chunks end at those boundaries so each gets one.
+  std::int64_t checkpoint_stride = 0;
 };
 
 /// How steps follow each other.

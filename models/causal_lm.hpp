@@ -35,6 +35,12 @@ struct pool_options {
   std::uint64_t max_memory = 0;
   bool prefix_cache = true;  ///< honoured only by prefix-skip-safe models
   std::string salt;          ///< prefix-cache salt (tenant)
+  /// Recurrent-state checkpoints for prefix reuse on hybrid models (their
+  /// own slots beside `max_slots`; 0: none, and hybrid models then never
+  /// reuse a prefix), taken every `checkpoint_stride` tokens (0: every
+  /// page; a whole number of pages).
+  std::int64_t checkpoint_slots = 64;
+  std::int64_t checkpoint_stride = 0;
 };
 
 /// Where and in what precision a model runs.

@@ -57,10 +57,11 @@ class nemotron_h_model final : public causal_lm {
   [[nodiscard]] std::span<const std::int64_t> eos_token_ids() const noexcept override {
     return config_.eos_token_ids;
   }
-  /// Only without Mamba-2 layers, whose state at the match boundary is not
-  /// cached (reference kv §5.8).
+  /// Without Mamba-2 layers; with them, once `pools` gave the recurrent
+  /// pool checkpoint slots, so the state at a match boundary is cached too
+  /// (reference kv §5.8).
   [[nodiscard]] bool prefix_skip_safe() const noexcept override {
-    return config_.count(layer_kind::mamba2) == 0;
+    return config_.count(layer_kind::mamba2) == 0 || checkpointed_;
   }
   [[nodiscard]] result<pool_spec> pools(const pool_options& options) const override;
   [[nodiscard]] result<void> bind(resources::kv_pool* kv,
@@ -98,9 +99,10 @@ class nemotron_h_model final : public causal_lm {
   nemotron_h_config config_;
   std::unique_ptr<tokenizer> tokenizer_;
   std::string fingerprint_;
-  std::vector<float> embeddings_;  ///< [vocab, hidden]
-  std::vector<float> norm_f_;      ///< [hidden]
-  std::vector<float> lm_head_;     ///< [vocab, hidden] (the embeddings when tied)
+  mutable bool checkpointed_ = false;  ///< `pools` gave the recurrent pool checkpoints
+  std::vector<float> embeddings_;      ///< [vocab, hidden]
+  std::vector<float> norm_f_;          ///< [hidden]
+  std::vector<float> lm_head_;         ///< [vocab, hidden] (the embeddings when tied)
   std::vector<nemotron_h_layer> layers_;
   std::unique_ptr<nemotron_h_backend> backend_;
   // Bound by `bind`: the pools' arenas as the kernels address them.

@@ -19,6 +19,7 @@ struct engine_gauges {
   std::int64_t kv_pages = 0, kv_free_pages = 0, kv_evictable_pages = 0;
   std::int64_t slots = 0, free_slots = 0;
   std::int64_t steps = 0, preemptions = 0;
+  std::int64_t checkpoints = 0, checkpoint_hit_tokens = 0;
   /// Nodes whose gauges these sum (each reserves a sink page and slot).
   std::int64_t nodes = 1;
   /// A deployment's router counters; absent for one engine.
@@ -46,6 +47,10 @@ template <class Counters>
   g.free_slots = s.free_slots;
   g.steps = s.steps;
   g.preemptions = s.preemptions;
+  if constexpr (requires { s.checkpoints; }) {
+    g.checkpoints = s.checkpoints;
+    g.checkpoint_hit_tokens = s.checkpoint_hit_tokens;
+  }
   return g;
 }
 

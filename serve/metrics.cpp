@@ -125,6 +125,13 @@ std::string metrics::render(const engine_gauges* engine) const {
     gauge("mstar:recurrent_slots_used", "Recurrent state slots held by sequences.",
           std::max<std::int64_t>(s.slots - s.free_slots - (s.slots > 0 ? s.nodes : 0), 0));
     gauge("mstar:recurrent_slots_free", "Recurrent state slots free.", s.free_slots);
+    gauge("mstar:recurrent_checkpoints",
+          "Recurrent-state checkpoints held for prefix reuse (hybrid models).", s.checkpoints);
+    header(out, "mstar:prefix_cache_checkpoint_hits_total", "counter",
+           "Prompt tokens whose recurrent state came from a checkpoint (hybrid models; their "
+           "KV pages count in mstar:prefix_cache_hits_total).");
+    sample(out, "mstar:prefix_cache_checkpoint_hits_total",
+           static_cast<double>(s.checkpoint_hit_tokens));
     header(out, "mstar:engine_steps_total", "counter", "Engine steps run.");
     sample(out, "mstar:engine_steps_total", static_cast<double>(s.steps));
     header(out, "mstar:preemptions_total", "counter", "Sequences preempted for memory.");

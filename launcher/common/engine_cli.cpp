@@ -28,6 +28,17 @@ void add_engine_options(CLI::App& app, engine_cli& opt) {
       ->check(CLI::Range(2, 1 << 24));
   app.add_option("--max-slots", opt.engine.pools.max_slots, "Recurrent state slots (sink included)")
       ->check(CLI::Range(2, 1 << 20));
+  app.add_flag("!--no-prefix-cache", opt.engine.pools.prefix_cache,
+               "Never reuse cached prompt pages (or recurrent checkpoints) across requests");
+  app.add_option("--checkpoint-slots", opt.engine.pools.checkpoint_slots,
+                 "Hybrid models: recurrent-state checkpoints kept for prefix reuse (their own "
+                 "slots, least recently used evicted; 0: hybrid models never reuse a prefix)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--checkpoint-stride", opt.engine.pools.checkpoint_stride,
+                 "Tokens between recurrent checkpoints, a whole number of pages (0: every page)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   app.add_option("--max-memory", opt.engine.pools.max_memory,
                  "The most memory the KV and recurrent pools may take, e.g. 8G or 512M (refused "
                  "at start when the pool sizes need more; default: what the host has free)")

@@ -126,7 +126,7 @@ class kv_pool final : public resource {
   void remove_request(const request_id& rid) override;
   void reset_request(const request_id& rid, bool free) override;
   [[nodiscard]] std::optional<std::int64_t> resolve_cached_prefix(const request_id& rid) override;
-  void apply_cached_prefix(const request_id& rid, std::int64_t agreed) override;
+  std::int64_t apply_cached_prefix(const request_id& rid, std::int64_t agreed) override;
 
   /// Registers a request with its page keys (idempotent: a second ingest
   /// keeps the first seed). `prefix_cache = false` opts the request out.

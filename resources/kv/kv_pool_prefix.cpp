@@ -111,10 +111,10 @@ std::optional<std::int64_t> kv_pool::resolve_cached_prefix(const request_id& rid
   return answer;
 }
 
-void kv_pool::apply_cached_prefix(const request_id& rid, std::int64_t agreed) {
+std::int64_t kv_pool::apply_cached_prefix(const request_id& rid, std::int64_t agreed) {
   const auto it = requests_.find(rid);
   if (it == requests_.end())
-    return;
+    return agreed;
   const auto keep =
       static_cast<std::size_t>(std::max<std::int64_t>(0, agreed) / config_.geometry.page_size);
   for (auto& [label, st] : it->second->streams) {
@@ -123,6 +123,7 @@ void kv_pool::apply_cached_prefix(const request_id& rid, std::int64_t agreed) {
       st.lease.pop_back();
     }
   }
+  return agreed;
 }
 
 void kv_pool::convert_lease(stream_state& st) {

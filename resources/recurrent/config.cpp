@@ -52,7 +52,7 @@ std::optional<std::uint64_t> checked_slot_bytes(const recurrent_state_config& co
 
 std::optional<std::uint64_t> checked_total_bytes(const recurrent_state_config& config) {
   const auto slot = checked_slot_bytes(config);
-  return slot ? checked_mul(*slot, count(config.max_slots)) : std::nullopt;
+  return slot ? checked_mul(*slot, count(config.arena_slots())) : std::nullopt;
 }
 
 // Every shard dim names an axis of a rank-`rank` shape, and none twice.
@@ -164,6 +164,19 @@ result<void> recurrent_state_config::validate() const {
                       fmt::format("max_slots is {} but the sink slot takes one, leaving none for "
                                   "requests; use at least 2 or set disable_sink_slot",
                                   max_slots));
+  }
+  if (checkpoint_slots < 0 || checkpoint_slots > (std::int64_t{1} << 20)) {
+    return make_error(
+        errc::invalid_argument,
+        fmt::format("checkpoint_slots must be in [0, 2^20], got {}", checkpoint_slots));
+  }
+  if (checkpoint_slots > 0 &&
+      (checkpoint_page_size < 1 || checkpoint_stride < checkpoint_page_size ||
+       checkpoint_stride % checkpoint_page_size != 0)) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("checkpoint_stride {} must be a whole number of pages of {} "
+                                  "tokens",
+                                  checkpoint_stride, checkpoint_page_size));
   }
   for (const auto& [name, block] : blocks) {
     if (auto ok = check_block_shape(block); !ok) {

@@ -86,6 +86,14 @@ struct recurrent_state_config {
   /// Padding rows address the −1 sentinel instead of a real sink slot. The
   /// sink is the default because kernels disagree about what −1 means.
   bool disable_sink_slot = false;
+  /// Prefix-reuse checkpoints (pool_checkpoints.cpp): `checkpoint_slots`
+  /// more slots after the `max_slots` that steps address, each holding a
+  /// request's state at a prefill or decode boundary every
+  /// `checkpoint_stride` tokens (a multiple of `checkpoint_page_size`, the
+  /// KV pool's page size, whose page keys name them). 0 slots: none.
+  std::int64_t checkpoint_slots = 0;
+  std::int64_t checkpoint_stride = 0;
+  std::int64_t checkpoint_page_size = 0;
 
   /// A validated config; the error is `validate`'s.
   [[nodiscard]] static result<recurrent_state_config> make(
@@ -101,8 +109,12 @@ struct recurrent_state_config {
   /// Bytes one slot occupies across every layer and block; saturates on overflow.
   [[nodiscard]] std::uint64_t slot_bytes() const noexcept;
 
-  /// Bytes the whole pool allocates, the sink slot included; saturates on overflow.
+  /// Bytes the whole pool allocates, the sink slot and the checkpoints
+  /// included; saturates on overflow.
   [[nodiscard]] std::uint64_t total_bytes() const noexcept;
+
+  /// Slots the arenas hold: the addressable ones, then the checkpoints.
+  [[nodiscard]] std::int64_t arena_slots() const noexcept { return max_slots + checkpoint_slots; }
 
   /// Slots requests can hold: the sink is not one of them.
   [[nodiscard]] std::int64_t usable_slots() const noexcept {

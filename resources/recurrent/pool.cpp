@@ -28,12 +28,12 @@ result<std::unique_ptr<recurrent_state_pool>> recurrent_state_pool::make(
   const std::string context = "recurrent state pool '" + key + "'";
   if (auto ok = config.validate(); !ok)
     return ok.error().with_context(context);
-  if (config.max_slots > std::numeric_limits<std::int32_t>::max()) {
+  if (config.arena_slots() > std::numeric_limits<std::int32_t>::max()) {
     return make_error(errc::invalid_argument,
                       fmt::format("max_slots is {} but slot ids are int32", config.max_slots))
         .with_context(context);
   }
-  const auto slots = static_cast<std::size_t>(config.max_slots);
+  const auto slots = static_cast<std::size_t>(config.arena_slots());
   const auto layers = static_cast<std::size_t>(config.num_layers);
   std::map<std::string, block_storage> blocks;
   for (const auto& [name, block] : config.blocks) {
@@ -58,6 +58,7 @@ recurrent_state_pool::recurrent_state_pool(std::string key, recurrent_state_conf
     free_.push_back(s);
   if (!config_.disable_sink_slot)
     free_.pop_back();
+  init_checkpoints();
 }
 
 recurrent_state_pool::~recurrent_state_pool() = default;
@@ -101,9 +102,9 @@ result<recurrent_block_view> recurrent_state_pool::block(const std::string& name
   block_storage& b = it->second;
   recurrent_block_view view;
   view.data = b.arena->data() + static_cast<std::size_t>(layer) *
-                                    static_cast<std::size_t>(config_.max_slots) * b.slot_bytes;
+                                    static_cast<std::size_t>(config_.arena_slots()) * b.slot_bytes;
   view.dtype = b.config.dtype();
-  view.shape.push_back(config_.max_slots);
+  view.shape.push_back(config_.arena_slots());
   view.shape.insert(view.shape.end(), b.config.shape().begin(), b.config.shape().end());
   view.strides_bytes.resize(view.shape.size());
   auto stride = static_cast<std::int64_t>(size_of(view.dtype));
@@ -116,7 +117,7 @@ result<recurrent_block_view> recurrent_state_pool::block(const std::string& name
 
 kernels::slot_block recurrent_state_pool::layout_of(const block_storage& b) const {
   return b.slots(static_cast<std::size_t>(config_.num_layers),
-                 static_cast<std::size_t>(config_.max_slots));
+                 static_cast<std::size_t>(config_.arena_slots()));
 }
 
 void recurrent_state_pool::zero_slot(std::int32_t index) {
@@ -133,7 +134,7 @@ void recurrent_state_pool::copy_slot(std::int32_t from, std::int32_t to) {
 
 result<std::vector<std::int32_t>> recurrent_state_pool::nonzero_slots(
     std::span<const std::int32_t> candidates) const {
-  const auto slots = static_cast<std::size_t>(config_.max_slots);
+  const auto slots = static_cast<std::size_t>(config_.arena_slots());
   std::vector<std::uint8_t> dirty(slots, 0);
   std::vector<std::byte> copy;
   for (const auto& [name, b] : blocks_) {
@@ -226,6 +227,8 @@ void recurrent_state_pool::reset_request(const request_id& rid, bool free) {
   }
   if (free)
     req->second.clear();
+  // Rewound: what it holds is no longer a prefix of its keys' stream.
+  forget_checkpoint_stream(rid);
   // Freed or let go here, so a later rollback or abort must not free them again.
   std::erase_if(live_,
                 [&](const reservation& r) { return r.rid == rid && !find_slot(rid, r.label); });
@@ -235,6 +238,7 @@ void recurrent_state_pool::reset_request(const request_id& rid, bool free) {
 void recurrent_state_pool::remove_request(const request_id& rid) {
   reset_request(rid, /*free=*/true);
   slots_.erase(rid);
+  forget_checkpoint_stream(rid);
 }
 
 result<void> recurrent_state_pool::check_invariants() const {
@@ -307,7 +311,7 @@ result<void> recurrent_state_pool::check_invariants() const {
     if (auto ok = check_records(stage_.reservations, "staged"); !ok)
       return ok;
   }
-  return {};
+  return check_checkpoints();
 }
 
 }  // namespace mstar::resources

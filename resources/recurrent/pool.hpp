@@ -21,11 +21,14 @@
 #include "core/dtype.hpp"
 #include "core/result.hpp"
 #include "kernels/arena.hpp"
+#include "resources/kv/generation.hpp"
 #include "resources/recurrent/config.hpp"
 #include "resources/recurrent/transfer.hpp"
 #include "resources/step/step.hpp"
 
 namespace mstar::resources {
+
+struct kv_prefix_seed;
 
 /// One step's work against a recurrent state pool.
 ///
@@ -245,6 +248,41 @@ class recurrent_state_pool final : public resource {
   /// The config the pool was built with.
   [[nodiscard]] const recurrent_state_config& config() const noexcept { return config_; }
 
+  // Prefix-reuse checkpoints (pool_checkpoints.cpp; config.checkpoint_slots
+  // > 0). A checkpoint slot holds a request's state at a boundary every
+  // `checkpoint_stride` tokens, keyed by the page key of the page ending
+  // there (the KV pool's unrooted, salted keys: tenants never share). A
+  // commit that leaves a stream exactly at such a boundary copies its slot
+  // into a checkpoint (the least recently used unleased one goes when all
+  // are taken); a new request resumes from the deepest boundary of its
+  // prompt that has one (`resolve_cached_prefix` leases it,
+  // `apply_cached_prefix` copies it into the request's slot).
+
+  /// Registers `rid` with its prompt's page keys (null: none, so nothing
+  /// of it is checkpointed or matched); idempotent like `ingest_request`.
+  void ingest_request(const request_id& rid, const kv_prefix_seed* keys);
+  /// Sampled ids extend `rid`'s key chain, so decode boundaries get keys.
+  void extend_chain(const request_id& rid, std::span<const token_id> ids);
+  /// The deepest boundary of `rid`'s prompt (short of its last token) that
+  /// has a checkpoint, leased until `apply_cached_prefix`; 0 when none;
+  /// nullopt without checkpoints.
+  [[nodiscard]] std::optional<std::int64_t> resolve_cached_prefix(const request_id& rid) override;
+  /// Resumes `rid` from the checkpoint at `agreed` tokens: takes a slot for
+  /// its "main" label and copies the checkpoint in (has_state). Returns
+  /// `agreed`, or the deepest boundary below it that has a checkpoint (then
+  /// nothing is copied: the caller applies that length), or 0 (no slot is
+  /// free, or no checkpoint).
+  std::int64_t apply_cached_prefix(const request_id& rid, std::int64_t agreed) override;
+  /// Counts for metrics and tests.
+  struct checkpoint_stats {
+    std::int64_t slots = 0, held = 0, leased = 0;
+    std::int64_t captured = 0, evicted = 0;
+    std::int64_t hits = 0, hit_tokens = 0;
+  };
+  [[nodiscard]] checkpoint_stats checkpoints() const noexcept;
+  /// Whether a checkpoint holds the state after the page named `key`.
+  [[nodiscard]] bool has_checkpoint(const digest256& key) const;
+
   /// Conservation (reference §1.14): free + held + export holds of
   /// removed requests + sink == max_slots, no
   /// slot held twice or both held and free, the sink never handed out nor
@@ -372,6 +410,35 @@ class recurrent_state_pool final : public resource {
   int graph_max_rows_ = 0;
   std::vector<std::shared_ptr<recurrent_plan>> plan_cache_;  // refilled once released
   std::uint64_t epoch_ = 0;
+
+  // Checkpoints (pool_checkpoints.cpp).
+  struct checkpoint {
+    std::int32_t index = 0;
+    std::uint64_t used = 0;  // LRU clock
+    std::int32_t leases = 0;
+  };
+  struct digest_hash {
+    std::size_t operator()(const digest256& d) const noexcept;
+  };
+  // A request's key chain and how far its "main" stream got.
+  struct checkpoint_stream {
+    page_chain chain;
+    std::int64_t prompt_slots = 0;
+    std::int64_t length = 0;
+    std::optional<digest256> lease;
+    std::int64_t lease_tokens = 0;
+  };
+  void init_checkpoints();
+  void forget_checkpoint_stream(const request_id& rid);
+  void capture_checkpoint(const request_id& rid, std::int32_t slot, std::int64_t span);
+  [[nodiscard]] std::optional<std::int32_t> take_checkpoint_slot();
+  void release_lease(checkpoint_stream& cs);
+  [[nodiscard]] result<void> check_checkpoints() const;
+  std::unordered_map<digest256, checkpoint, digest_hash> ckpt_index_;
+  std::vector<std::int32_t> ckpt_free_;
+  std::unordered_map<request_id, checkpoint_stream> ckpt_streams_;
+  std::uint64_t ckpt_clock_ = 0;
+  checkpoint_stats ckpt_counts_;
 };
 
 }  // namespace mstar::resources

@@ -215,8 +215,11 @@ result<void> recurrent_state_pool::commit(const resource_step& step, step_contex
   for (const segment& seg : s->segments) {
     if (seg.span <= 0 || ctx.is_padding_row(seg.rid))
       continue;
-    if (slot_state* slot = find_slot(seg.rid, seg.label))
+    if (slot_state* slot = find_slot(seg.rid, seg.label)) {
       slot->has_state = true;
+      if (seg.label == "main" && !ckpt_streams_.empty())
+        capture_checkpoint(seg.rid, slot->index, seg.span);
+    }
   }
   apply_forks(*s, ctx, s->post_forks);
   live_.clear();

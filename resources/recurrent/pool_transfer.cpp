@@ -63,6 +63,9 @@ bool recurrent_state_pool::held_by_export(const request_id& rid, const std::stri
 result<recurrent_import> recurrent_state_pool::import_slot(const request_id& rid,
                                                            const std::string& label,
                                                            const recurrent_export& from) {
+  // Its state arrives from elsewhere: no checkpoint is taken of a stream
+  // whose length this pool did not see grow.
+  forget_checkpoint_stream(rid);
   const std::string context =
       fmt::format("recurrent state pool '{}' importing {}/{}", key_, rid, label);
   if (from.slot_bytes != static_cast<std::int64_t>(config_.slot_bytes())) {

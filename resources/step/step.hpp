@@ -178,10 +178,13 @@ class resource {
     return std::nullopt;
   }
   /// The length every resource agreed on (the smallest answer); a resource
-  /// that answered more gives the excess back.
-  virtual void apply_cached_prefix(const request_id& rid, std::int64_t agreed) {
+  /// that answered more gives the excess back. Returns the tokens it keeps:
+  /// `agreed`, or less when it can resume only at certain lengths (the
+  /// recurrent pool's checkpoints); the caller then applies the smaller
+  /// length everywhere, until every resource keeps what it is given.
+  virtual std::int64_t apply_cached_prefix(const request_id& rid, std::int64_t agreed) {
     (void)rid;
-    (void)agreed;
+    return agreed;
   }
 };
 

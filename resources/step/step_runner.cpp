@@ -195,8 +195,15 @@ std::optional<std::int64_t> step_runner::resolve_cached_prefix(const request_id&
       agreed = agreed ? std::min(*agreed, *tokens) : *tokens;
     }
   }
-  for (resource* r : answered)
-    r->apply_cached_prefix(rid, *agreed);
+  // Until every resource keeps what it is given (each round only shrinks).
+  while (agreed) {
+    std::int64_t kept = *agreed;
+    for (resource* r : answered)
+      kept = std::min(kept, r->apply_cached_prefix(rid, *agreed));
+    if (kept == *agreed)
+      break;
+    agreed = kept;
+  }
   return agreed;
 }
 

@@ -238,9 +238,8 @@ TEST_P(pd_split, the_decode_node_adopts_the_prefill_nodes_pages_and_slots_over_u
   EXPECT_GT(n->transfers.bytes, 0);
   EXPECT_GT(n->transfers.micros, 0);
   // The same prompt again: the decode node still caches its full pages, so
-  // it adopts those locally and reads only the rest. (A hybrid model keeps
-  // no prefix cache yet: a cached page is useless without the recurrent
-  // state at its end, the checkpoints of issue 15; so it reads all three.)
+  // it adopts those locally and reads only the rest (a hybrid model too:
+  // its recurrent slot moves whole, the state at the prompt's end).
   {
     auto h = d.submit(specs[3]);
     EXPECT_EQ(tokens_of(read_all(h)), expected[3]) << "the repeated request";
@@ -248,8 +247,8 @@ TEST_P(pd_split, the_decode_node_adopts_the_prefill_nodes_pages_and_slots_over_u
     ASSERT_TRUE(again.has_value());
     EXPECT_EQ(again->transfers.pulls, 5);
     // 42 prompt tokens: 3 pages at 16, of which the 2 full ones are cached.
-    EXPECT_EQ(again->transfers.pages_local, hybrid ? 0 : 2);
-    EXPECT_EQ(again->transfers.pages_fetched - n->transfers.pages_fetched, hybrid ? 3 : 1);
+    EXPECT_EQ(again->transfers.pages_local, 2);
+    EXPECT_EQ(again->transfers.pages_fetched - n->transfers.pages_fetched, 1);
   }
   // The prefill node let go of what it published (the router said so).
   for (int i = 0; i < 100; ++i) {

@@ -60,6 +60,7 @@ std::shared_ptr<engine::pool_set> recurrent_pool(std::int64_t slots) {
   auto model = models::nemotron_h_model::load(test::model_dir("nemotron_h_tiny_hybrid")).value();
   models::pool_options o;
   o.max_slots = slots;
+  o.checkpoint_slots = 0;  // no prefix-reuse checkpoints: the pool keeps no cache
   auto spec = model->pools(o).value();
   return std::shared_ptr<engine::pool_set>{
       engine::pool_set::make(spec, engine::pool_kinds::recurrent_only).value()};

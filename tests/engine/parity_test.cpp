@@ -176,8 +176,32 @@ TEST(nemotron_h_prefix_reuse, a_cache_salt_keeps_tenants_apart_and_still_matches
   test::expect_pools_empty(*engine);
 }
 
-TEST(nemotron_h_prefix_reuse, a_hybrid_model_runs_without_reuse) {
-  auto engine = test::fixture_engine("nemotron_h_tiny_hybrid");
+TEST(nemotron_h_prefix_reuse, a_hybrid_model_reuses_through_checkpoints_and_matches_transformers) {
+  const auto expected = load_expected("nemotron_h_tiny_hybrid");
+  engine_config config;
+  config.pools.page_size = 4;
+  auto engine = test::fixture_engine("nemotron_h_tiny_hybrid", config);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(engine->model().prefix_skip_safe());
+  const auto requests = greedy(expected);
+  auto first = run_to_completion(*engine, requests);
+  ASSERT_TRUE(first.has_value());
+  auto second = run_to_completion(*engine, requests);  // resumed from recurrent checkpoints
+  ASSERT_TRUE(second.has_value());
+  std::int64_t matched = 0;
+  for (const auto& r : *second)
+    matched += r.counts.cached_tokens;
+  EXPECT_GT(matched, 0);
+  EXPECT_GT(engine->pools().stats().checkpoint_hits, 0);
+  expect_matches(expected, *first, engine->model().vocab_size());
+  expect_matches(expected, *second, engine->model().vocab_size());
+  test::expect_pools_empty(*engine);
+}
+
+TEST(nemotron_h_prefix_reuse, a_hybrid_model_without_checkpoints_runs_without_reuse) {
+  engine_config config;
+  config.pools.checkpoint_slots = 0;
+  auto engine = test::fixture_engine("nemotron_h_tiny_hybrid", config);
   ASSERT_NE(engine, nullptr);
   EXPECT_FALSE(engine->model().prefix_skip_safe());
   EXPECT_FALSE(engine->pools().kv()->prefix_cache_open());

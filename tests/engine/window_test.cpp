@@ -21,7 +21,6 @@
 #include <nlohmann/json.hpp>
 
 #include "models/safetensors.hpp"
-
 #include "tests/engine/engine_support.hpp"
 
 namespace mstar::engine {
@@ -63,8 +62,7 @@ resources::kv_stream_info stream_of(local_engine& e, const request_id& rid) {
 // logits after each token, [ids.size()][vocab].
 template <class Visible>
 std::vector<std::vector<float>> masked_forward(const std::string& model,
-                                               const std::vector<token_id>& ids,
-                                               Visible visible) {
+                                               const std::vector<token_id>& ids, Visible visible) {
   const auto dir = test::model_dir(model);
   std::ifstream config_file{dir / "config.json"};
   const auto cfg = nlohmann::json::parse(config_file);
@@ -232,11 +230,12 @@ TEST(windowed_generation, every_step_attends_to_exactly_the_retained_tokens) {
   EXPECT_GE(max_released, 24) << "the window never released the old context";
   // Prompt pages (2) + 6 tokens of context + a window of 4, page-rounded.
   EXPECT_LE(max_pages, 6);
-  std::printf("[ measured ] 40 tokens, windows of 4, context 6: at most %lld pages held, %lld "
-              "tokens released before the last step, logits within %.2e of the masked "
-              "reference\n",
-              static_cast<long long>(max_pages), static_cast<long long>(max_released),
-              static_cast<double>(worst_all));
+  std::printf(
+      "[ measured ] 40 tokens, windows of 4, context 6: at most %lld pages held, %lld "
+      "tokens released before the last step, logits within %.2e of the masked "
+      "reference\n",
+      static_cast<long long>(max_pages), static_cast<long long>(max_released),
+      static_cast<double>(worst_all));
   test::expect_pools_empty(*e);
 }
 

@@ -140,7 +140,10 @@ class counting_pool final : public resource {
   std::optional<std::int64_t> resolve_cached_prefix(const request_id&) override {
     return options.cached;
   }
-  void apply_cached_prefix(const request_id&, std::int64_t agreed) override { applied = agreed; }
+  std::int64_t apply_cached_prefix(const request_id&, std::int64_t agreed) override {
+    applied = agreed;
+    return agreed;
+  }
 
   const std::vector<int>& free_list() const { return free_; }
 

@@ -1,0 +1,260 @@
+// recurrent_state_pool: prefix-reuse checkpoints (pool.hpp, "Prefix-reuse
+// checkpoints"). Checkpoint slots sit after the addressable ones in the same
+// arenas, so a capture or a resume is one `copy_slot` per block, on the
+// pool's own memory (host or device). Bookkeeping only here: which key a
+// checkpoint slot holds, its lease count and last use.
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "resources/kv/kv_pool.hpp"
+#include "resources/recurrent/pool.hpp"
+
+namespace mstar::resources {
+
+std::size_t recurrent_state_pool::digest_hash::operator()(const digest256& d) const noexcept {
+  std::size_t h = 0;
+  std::memcpy(&h, d.data(), sizeof h);  // SHA-256 bytes are already uniform
+  return h;
+}
+
+void recurrent_state_pool::init_checkpoints() {
+  // Checkpoint slots follow the addressable ones; handed out ascending.
+  const auto first = static_cast<std::int32_t>(config_.max_slots);
+  for (auto s = static_cast<std::int32_t>(config_.arena_slots()) - 1; s >= first; --s)
+    ckpt_free_.push_back(s);
+  ckpt_counts_.slots = config_.checkpoint_slots;
+}
+
+void recurrent_state_pool::ingest_request(const request_id& rid, const kv_prefix_seed* keys) {
+  ingest_request(rid);
+  if (config_.checkpoint_slots <= 0 || keys == nullptr || keys->keys.empty() ||
+      ckpt_streams_.contains(rid))
+    return;
+  auto chain = start_page_chain(*keys, config_.checkpoint_page_size);
+  if (!chain)
+    return;  // keys that do not describe a prompt key nothing
+  checkpoint_stream cs;
+  cs.prompt_slots = static_cast<std::int64_t>(
+      keys->slots.value_or(static_cast<std::uint64_t>(chain->keyed_pages) *
+                               static_cast<std::uint64_t>(config_.checkpoint_page_size) +
+                           chain->unkeyed.size()));
+  cs.chain = std::move(*chain);
+  ckpt_streams_.emplace(rid, std::move(cs));
+}
+
+void recurrent_state_pool::extend_chain(const request_id& rid, std::span<const token_id> ids) {
+  const auto it = ckpt_streams_.find(rid);
+  if (it == ckpt_streams_.end())
+    return;
+  if (!extend_page_chain(it->second.chain, ids, config_.checkpoint_page_size)) {
+    // A chain that cannot key its next page keys nothing more.
+    it->second.chain.keyed_pages = 0;
+    it->second.chain.keys.clear();
+  }
+}
+
+void recurrent_state_pool::release_lease(checkpoint_stream& cs) {
+  if (!cs.lease)
+    return;
+  if (const auto it = ckpt_index_.find(*cs.lease); it != ckpt_index_.end())
+    --it->second.leases;
+  cs.lease.reset();
+  cs.lease_tokens = 0;
+}
+
+void recurrent_state_pool::forget_checkpoint_stream(const request_id& rid) {
+  const auto it = ckpt_streams_.find(rid);
+  if (it == ckpt_streams_.end())
+    return;
+  release_lease(it->second);
+  ckpt_streams_.erase(it);
+}
+
+std::optional<std::int64_t> recurrent_state_pool::resolve_cached_prefix(const request_id& rid) {
+  if (config_.checkpoint_slots <= 0)
+    return std::nullopt;
+  const auto it = ckpt_streams_.find(rid);
+  if (it == ckpt_streams_.end())
+    return 0;
+  auto& cs = it->second;
+  if (cs.lease)
+    return cs.lease_tokens;  // a repeated probe
+  if (cs.length > 0 || has_state(rid))
+    return 0;  // already running: nothing to resume
+  const std::int64_t ps = config_.checkpoint_page_size;
+  const std::int64_t pages_per = config_.checkpoint_stride / ps;
+  // Short of the prompt's last token: at least one token runs for logits.
+  std::int64_t pages = std::min(cs.chain.keyed_pages, (cs.prompt_slots - 1) / ps);
+  pages -= pages % pages_per;
+  for (; pages > 0; pages -= pages_per) {
+    const auto& key = cs.chain.keys[static_cast<std::size_t>(pages - 1)];
+    const auto found = ckpt_index_.find(key);
+    if (found == ckpt_index_.end())
+      continue;
+    ++found->second.leases;
+    cs.lease = key;
+    cs.lease_tokens = pages * ps;
+    return cs.lease_tokens;
+  }
+  return 0;
+}
+
+std::int64_t recurrent_state_pool::apply_cached_prefix(const request_id& rid, std::int64_t agreed) {
+  if (config_.checkpoint_slots <= 0)
+    return agreed;
+  const auto it = ckpt_streams_.find(rid);
+  if (it == ckpt_streams_.end())
+    return agreed > 0 ? 0 : agreed;
+  auto& cs = it->second;
+  if (agreed <= 0) {
+    release_lease(cs);
+    return 0;
+  }
+  if (cs.length == agreed && has_state(rid))
+    return agreed;  // applied already (a repeated round)
+  const std::int64_t ps = config_.checkpoint_page_size;
+  // The checkpoint at exactly `agreed`, else the deepest one below it.
+  std::int64_t pages = std::min(agreed / ps, cs.chain.keyed_pages);
+  pages -= pages % (config_.checkpoint_stride / ps);
+  std::optional<digest256> key;
+  std::int64_t at = 0;
+  for (; pages > 0; pages -= config_.checkpoint_stride / ps) {
+    const auto& k = cs.chain.keys[static_cast<std::size_t>(pages - 1)];
+    if (ckpt_index_.contains(k)) {
+      key = k;
+      at = pages * ps;
+      break;
+    }
+  }
+  if (!key || at != agreed) {
+    release_lease(cs);
+    return at;
+  }
+  // Resume: a slot for "main" (as an admit would take it) with the state.
+  auto& labels = slots_[rid];
+  if (!labels.contains("main")) {
+    if (free_.empty()) {
+      release_lease(cs);
+      return 0;
+    }
+    labels.emplace("main", slot_state{free_.back(), false, 0, 0});
+    free_.pop_back();
+  }
+  slot_state& slot = labels.at("main");
+  auto& ck = ckpt_index_.at(*key);
+  copy_slot(ck.index, slot.index);
+  slot.has_state = true;
+  ck.used = ++ckpt_clock_;
+  release_lease(cs);
+  cs.length = agreed;
+  ++ckpt_counts_.hits;
+  ckpt_counts_.hit_tokens += agreed;
+  return agreed;
+}
+
+std::optional<std::int32_t> recurrent_state_pool::take_checkpoint_slot() {
+  if (!ckpt_free_.empty()) {
+    const auto s = ckpt_free_.back();
+    ckpt_free_.pop_back();
+    return s;
+  }
+  // The least recently used checkpoint no request is about to resume from.
+  auto victim = ckpt_index_.end();
+  for (auto it = ckpt_index_.begin(); it != ckpt_index_.end(); ++it) {
+    if (it->second.leases == 0 &&
+        (victim == ckpt_index_.end() || it->second.used < victim->second.used))
+      victim = it;
+  }
+  if (victim == ckpt_index_.end())
+    return std::nullopt;
+  const auto s = victim->second.index;
+  ckpt_index_.erase(victim);
+  ++ckpt_counts_.evicted;
+  return s;  // overwritten whole by the capture
+}
+
+void recurrent_state_pool::capture_checkpoint(const request_id& rid, std::int32_t slot,
+                                              std::int64_t span) {
+  const auto it = ckpt_streams_.find(rid);
+  if (it == ckpt_streams_.end())
+    return;
+  auto& cs = it->second;
+  cs.length += span;
+  const std::int64_t ps = config_.checkpoint_page_size;
+  if (cs.length % config_.checkpoint_stride != 0 || cs.length / ps > cs.chain.keyed_pages)
+    return;
+  const auto& key = cs.chain.keys[static_cast<std::size_t>(cs.length / ps - 1)];
+  if (const auto found = ckpt_index_.find(key); found != ckpt_index_.end()) {
+    found->second.used = ++ckpt_clock_;  // the same prefix, the same state
+    return;
+  }
+  const auto target = take_checkpoint_slot();
+  if (!target)
+    return;
+  copy_slot(slot, *target);
+  ckpt_index_.emplace(key, checkpoint{*target, ++ckpt_clock_, 0});
+  ++ckpt_counts_.captured;
+}
+
+recurrent_state_pool::checkpoint_stats recurrent_state_pool::checkpoints() const noexcept {
+  auto s = ckpt_counts_;
+  s.held = static_cast<std::int64_t>(ckpt_index_.size());
+  s.leased = 0;
+  for (const auto& [key, ck] : ckpt_index_)
+    s.leased += ck.leases > 0 ? 1 : 0;
+  return s;
+}
+
+bool recurrent_state_pool::has_checkpoint(const digest256& key) const {
+  return ckpt_index_.contains(key);
+}
+
+result<void> recurrent_state_pool::check_checkpoints() const {
+  auto fail = [&](std::string what) {
+    return make_error(errc::out_of_range, fmt::format("recurrent state pool '{}' checkpoints: {}",
+                                                      key_, std::move(what)));
+  };
+  const auto first = config_.max_slots;
+  const auto end = config_.arena_slots();
+  std::vector<std::uint8_t> seen(static_cast<std::size_t>(end - first), 0);
+  auto mark = [&](std::int32_t s, const char* as) -> result<void> {
+    if (s < first || s >= end)
+      return fail(fmt::format("{} slot {} is outside [{}, {})", as, s, first, end));
+    auto& m = seen[static_cast<std::size_t>(s - first)];
+    if (m != 0)
+      return fail(fmt::format("slot {} is both free and held, or held twice", s));
+    m = 1;
+    return {};
+  };
+  for (const auto s : ckpt_free_) {
+    if (auto ok = mark(s, "free"); !ok)
+      return ok;
+  }
+  std::int64_t leases = 0;
+  for (const auto& [key, ck] : ckpt_index_) {
+    if (auto ok = mark(ck.index, "held"); !ok)
+      return ok;
+    if (ck.leases < 0)
+      return fail(fmt::format("slot {} has {} leases", ck.index, ck.leases));
+    leases += ck.leases;
+  }
+  if (static_cast<std::int64_t>(ckpt_free_.size() + ckpt_index_.size()) !=
+      config_.checkpoint_slots) {
+    return fail(fmt::format("{} free + {} held != {} checkpoint slots", ckpt_free_.size(),
+                            ckpt_index_.size(), config_.checkpoint_slots));
+  }
+  std::int64_t held_leases = 0;
+  for (const auto& [rid, cs] : ckpt_streams_) {
+    if (!cs.lease)
+      continue;
+    if (!ckpt_index_.contains(*cs.lease))
+      return fail(fmt::format("{} leases a checkpoint that is gone", rid));
+    ++held_leases;
+  }
+  if (held_leases != leases)
+    return fail(fmt::format("{} leases counted, {} held by requests", leases, held_leases));
+  return {};
+}
+
+}  // namespace mstar::resources
