@@ -254,7 +254,7 @@ class recurrent_state_pool final : public resource {
   // there (the KV pool's unrooted, salted keys: tenants never share). A
   // commit that leaves a stream exactly at such a boundary copies its slot
   // into a checkpoint (the least recently used unleased one goes when all
-  // are taken); a new request resumes from the deepest boundary of its
+  // are taken, single-use ones first); a new request resumes from the deepest boundary of its
   // prompt that has one (`resolve_cached_prefix` leases it,
   // `apply_cached_prefix` copies it into the request's slot).
 
@@ -416,6 +416,7 @@ class recurrent_state_pool final : public resource {
     std::int32_t index = 0;
     std::uint64_t used = 0;  // LRU clock
     std::int32_t leases = 0;
+    std::int64_t uses = 0;  // captures of its key and resumes from it
   };
   struct digest_hash {
     std::size_t operator()(const digest256& d) const noexcept;

@@ -146,6 +146,7 @@ std::int64_t recurrent_state_pool::apply_cached_prefix(const request_id& rid, st
   copy_slot(ck.index, slot.index);
   slot.has_state = true;
   ck.used = ++ckpt_clock_;
+  ++ck.uses;
   release_lease(cs);
   cs.length = agreed;
   ++ckpt_counts_.hits;
@@ -159,11 +160,15 @@ std::optional<std::int32_t> recurrent_state_pool::take_checkpoint_slot() {
     ckpt_free_.pop_back();
     return s;
   }
-  // The least recently used checkpoint no request is about to resume from.
+  // The least recently used checkpoint no request is about to resume from,
+  // one that served a single request first (segmented LRU): a prefix many
+  // requests crossed or resumed from (a shared system prompt) outlives a
+  // burst of boundaries only one request will ever reach.
   auto victim = ckpt_index_.end();
+  auto rank = [](const checkpoint& c) { return std::pair{c.uses > 1, c.used}; };
   for (auto it = ckpt_index_.begin(); it != ckpt_index_.end(); ++it) {
     if (it->second.leases == 0 &&
-        (victim == ckpt_index_.end() || it->second.used < victim->second.used))
+        (victim == ckpt_index_.end() || rank(it->second) < rank(victim->second)))
       victim = it;
   }
   if (victim == ckpt_index_.end())
@@ -187,13 +192,14 @@ void recurrent_state_pool::capture_checkpoint(const request_id& rid, std::int32_
   const auto& key = cs.chain.keys[static_cast<std::size_t>(cs.length / ps - 1)];
   if (const auto found = ckpt_index_.find(key); found != ckpt_index_.end()) {
     found->second.used = ++ckpt_clock_;  // the same prefix, the same state
+    ++found->second.uses;
     return;
   }
   const auto target = take_checkpoint_slot();
   if (!target)
     return;
   copy_slot(slot, *target);
-  ckpt_index_.emplace(key, checkpoint{*target, ++ckpt_clock_, 0});
+  ckpt_index_.emplace(key, checkpoint{*target, ++ckpt_clock_, 0, 1});
   ++ckpt_counts_.captured;
 }
 

@@ -41,12 +41,16 @@ inline std::string describe(const models::step_plans& plans, std::span<const std
     // No structured bindings: clang 14 cannot capture them in a lambda.
     for (const auto& label_plan : plans.kv->labels) {
       const auto& lp = label_plan.second;
-      out << "kv:" << label_plan.first << " decode=" << lp.decode << ' ';
+      // Not the label-wide decode flag: a step launched ahead keeps the
+      // rows of a request cancelled meanwhile (a prefill chunk, say) in
+      // its plan, rolled back and left out of `rows`, and they may clear
+      // it. Each described row's decode slot is its last_page_len - 1.
+      out << "kv:" << label_plan.first << ' ';
       each(lp.last_page_len.size(), [&](std::size_t r) {
         out << '(' << lp.qo_indptr[r + 1] - lp.qo_indptr[r] << ' '
             << lp.kv_indptr[r + 1] - lp.kv_indptr[r] << ' ' << lp.last_page_len[r];
-        if (lp.decode)
-          out << ' ' << lp.decode_offset[r];
+        if (lp.decode && lp.decode_offset[r] != lp.last_page_len[r] - 1)
+          out << " decode slot " << lp.decode_offset[r];
         out << ") ";
       });
     }
