@@ -5,6 +5,7 @@
 #include <set>
 
 #include "actors/spec_row_builder_actor.hpp"
+#include "engine/preprocess.hpp"
 
 namespace mstar::actors {
 namespace {
@@ -507,7 +508,13 @@ void register_then_step(self_ptr self, engine::pool_actions actions) {
     if (--*left == 0)
       run_step(self);
   };
-  for (auto& [rid, tokens, salt] : actions.registrations) {
+  for (auto& r : actions.registrations) {
+    seed_ptr seed;
+    if (r.prefix != nullptr && self->state.parts.key_page_size > 0) {
+      if (auto s = engine::seed_from_wire(*r.prefix, r.tokens, self->state.parts.key_page_size))
+        seed = std::make_shared<const resources::kv_prefix_seed>(std::move(*s));
+    }
+    const auto& rid = r.rid;
     ask_all<std::int64_t>(
         self,
         [self, registered, rid = rid](std::vector<std::int64_t> answers) {
@@ -522,7 +529,7 @@ void register_then_step(self_ptr self, engine::pool_actions actions) {
           }
           agree(self, rid, agreed, registered);
         },
-        register_atom_v, rid, tokens, salt);
+        register_atom_v, r.rid, r.tokens, r.cache_salt, seed);
   }
 }
 
@@ -583,7 +590,12 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
                   }
                   const auto n = std::max<std::int32_t>(1, s.sampling.n);
                   const auto rid = s.id;
-                  if (auto ok = st.sched->add(std::move(s)); !ok) {
+                  auto ok = [&]() -> result<void> {
+                    if (auto seeded = engine::front_end_seed(s, st.parts.key_page_size); !seeded)
+                      return seeded.error();
+                    return st.sched->add(std::move(s));
+                  }();
+                  if (!ok) {
                     st.held.erase(rid);
                     sink->push(error_delta(rid, ok.error().message()));
                     answer_drains(self);

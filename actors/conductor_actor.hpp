@@ -35,6 +35,9 @@ struct conductor_parts {
   engine::schedule_mode schedule = engine::schedule_mode::sync;
   /// The recurrent pool's checkpoint stride (0: none), for the scheduler.
   std::int64_t checkpoint_stride = 0;
+  /// The page size the pools key prompts at (0: none keys them), for a
+  /// front end's keys (`request_spec::prefix`).
+  std::int64_t key_page_size = 0;
 };
 
 /// Spawns the conductor; it monitors every part.

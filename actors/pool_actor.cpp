@@ -89,14 +89,17 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         return true;
       },
       [self](register_atom, const std::string& rid, const std::vector<std::uint32_t>& tokens,
-             const std::string& salt) -> std::int64_t {
+             const std::string& salt, const seed_ptr& seed) -> std::int64_t {
         auto& set = *self->state.pools;
         if (auto it = self->state.adopted.find(rid); it != self->state.adopted.end())
           return it->second;  // its prompt is here already, adopted
         std::optional<resources::kv_prefix_seed> keys;
         if (const auto ps = set.key_page_size(); ps > 0) {
-          if (auto k = engine::page_keys(tokens, ps, salt))
+          if (seed) {
+            keys = *seed;  // a front end's keys, checked at submit
+          } else if (auto k = engine::page_keys(tokens, ps, salt)) {
             keys = std::move(*k);
+          }
         }
         return set.ingest(rid, keys ? &*keys : nullptr).value_or(-1);
       },

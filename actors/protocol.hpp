@@ -225,7 +225,13 @@ using extend_list = std::vector<std::pair<std::string, std::vector<std::uint32_t
 
 }  // namespace mstar::actors
 
+namespace mstar::actors {
+/// A front end's page keys for a registration (null: key the ids).
+using seed_ptr = std::shared_ptr<const resources::kv_prefix_seed>;
+}  // namespace mstar::actors
+
 // In-process payloads: immutable values shared by pointer, never serialized.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::seed_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::step_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::scheduled_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::plans_ptr)
@@ -291,10 +297,11 @@ using pool_actor = caf::typed_actor<
     // Rolls back these rows of the admitted step (they over-ran, or their
     // request was cancelled); the rest of it commits.
     caf::replies_to<drop_atom, std::vector<std::string>>::with<bool>,
-    // Registers a sequence with its tokens; answers the cached prompt
-    // tokens it could serve (-1: it keeps no cache).
-    caf::replies_to<register_atom, std::string, std::vector<std::uint32_t>,
-                    std::string>::with<std::int64_t>,
+    // Registers a sequence with its tokens (keyed by a front end when the
+    // seed is set); answers the cached prompt tokens it could serve (-1: it
+    // keeps no cache).
+    caf::replies_to<register_atom, std::string, std::vector<std::uint32_t>, std::string,
+                    seed_ptr>::with<std::int64_t>,
     caf::replies_to<agree_atom, std::string, std::int64_t>::with<std::int64_t>,
     caf::reacts_to<extend_atom, extend_list>,
     caf::reacts_to<release_atom, std::vector<std::string>>,

@@ -138,7 +138,8 @@ result<std::unique_ptr<runtime>> runtime::launch(std::unique_ptr<runtime> rt,
   p->conductor = spawn_conductor(
       sys, {config.scheduler, shared, p->pools, p->worker, p->preprocess, p->spec_rows, chains,
             config.schedule.value_or(engine::default_schedule(*shared)),
-            rc.checkpoint_slots > 0 ? rc.checkpoint_stride : 0});
+            rc.checkpoint_slots > 0 ? rc.checkpoint_stride : 0,
+            std::max(kv ? kv->key_page_size() : 0, rec ? rec->key_page_size() : 0)});
   p->kv = kv;
   p->rec = rec;
   rt->parts_ = std::move(p);

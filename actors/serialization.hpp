@@ -190,11 +190,23 @@ typename Inspector::result_type inspect(Inspector& f, window_params& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prefix_row& x) {
+  return f(caf::meta::type_name("prefix_row"), x.length, x.advance, x.walk, x.digest, x.end_key);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prefix_wire& x) {
+  auto decode = resources::optional_of(x.decode);
+  return f(caf::meta::type_name("prefix_wire"), x.keys, x.tail, x.layout, decode);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_spec& x) {
   auto text = resources::optional_of(x.text);
   auto window = resources::optional_of(x.window);
+  auto prefix = resources::optional_of(x.prefix);
   return f(caf::meta::type_name("request_spec"), x.id, x.prompt, text, x.sampling, x.stop,
-           x.generated, x.cache_salt, x.keep_logits, window);
+           x.generated, x.cache_salt, x.keep_logits, window, prefix);
 }
 
 template <class Inspector>

@@ -15,10 +15,15 @@ schedule_mode default_schedule(const models::causal_lm& model) noexcept {
 }
 
 std::int64_t register_sequence(pool_set& pools, const request_id& rid,
-                               std::span<const token_id> tokens, std::string_view cache_salt) {
+                               std::span<const token_id> tokens, std::string_view cache_salt,
+                               const prefix_wire* prefix) {
   std::optional<resources::kv_prefix_seed> keys;
   if (const auto ps = pools.key_page_size(); ps > 0) {
-    if (auto k = page_keys(tokens, ps, cache_salt))
+    // A front end's keys (checked at submit) name the prompt as it keyed
+    // it; otherwise the prompt's ids are keyed here.
+    auto k =
+        prefix != nullptr ? seed_from_wire(*prefix, tokens, ps) : page_keys(tokens, ps, cache_salt);
+    if (k)
       keys = std::move(*k);
   }
   const auto cached = pools.ingest(rid, keys ? &*keys : nullptr).value_or(0);
@@ -29,7 +34,7 @@ void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sche
   for (const auto& rid : actions.release)
     pools.remove(rid);
   for (const auto& r : actions.registrations) {
-    sched.set_cached(r.rid, register_sequence(pools, r.rid, r.tokens, r.cache_salt));
+    sched.set_cached(r.rid, register_sequence(pools, r.rid, r.tokens, r.cache_salt, r.prefix));
   }
 }
 
@@ -100,6 +105,8 @@ result<request_id> local_engine::submit(request_spec spec) {
   if (auto ok = tokenize(spec, model_->tok()); !ok)
     return ok.error();
   if (auto ok = sched_->validate(spec); !ok)
+    return ok.error();
+  if (auto ok = front_end_seed(spec, pools_->key_page_size()); !ok)
     return ok.error();
   const auto id = spec.id;
   if (auto ok = sched_->add(std::move(spec)); !ok)

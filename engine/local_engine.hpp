@@ -81,7 +81,8 @@ void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sche
 /// `pools` and returns the cached tokens every pool agreed on (applied
 /// already).
 std::int64_t register_sequence(pool_set& pools, const request_id& rid,
-                               std::span<const token_id> tokens, std::string_view cache_salt = {});
+                               std::span<const token_id> tokens, std::string_view cache_salt = {},
+                               const prefix_wire* prefix = nullptr);
 
 /// The direct engine. Not thread-safe: one thread calls it.
 class local_engine {

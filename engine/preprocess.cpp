@@ -1,7 +1,9 @@
 #include "engine/preprocess.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 
+#include "core/hex.hpp"
 #include "resources/kv/layout.hpp"
 
 namespace mstar::engine {
@@ -41,6 +43,94 @@ result<resources::kv_prefix_seed> page_keys(std::span<const token_id> tokens,
   // The root travels too: generated ids that fill a salted prompt's first
   // page fold the salt like the prompt's own keys.
   return resources::make_prefix_seed(std::move(*keyed), page_size, root);
+}
+
+namespace {
+
+result<resources::digest256> digest_of(const std::string& hex, const std::string& field) {
+  auto bytes = from_hex(hex);
+  if (!bytes || bytes->size() != 32) {
+    return make_error(errc::invalid_argument, fmt::format("{}: '{}' is not a key of 64 hex digits",
+                                                          field, hex.substr(0, 80)));
+  }
+  resources::digest256 d{};
+  std::copy(bytes->begin(), bytes->end(), d.begin());
+  return d;
+}
+
+}  // namespace
+
+result<resources::kv_prefix_seed> seed_from_wire(const prefix_wire& wire,
+                                                 std::span<const token_id> prompt,
+                                                 std::int64_t page_size) {
+  std::vector<resources::digest256> keys;
+  keys.reserve(wire.keys.size());
+  for (std::size_t i = 0; i < wire.keys.size(); ++i) {
+    auto d = digest_of(wire.keys[i], fmt::format("prefix_keys[{}]", i));
+    if (!d)
+      return d.error();
+    keys.push_back(*d);
+  }
+  std::vector<resources::prefix_span> rows;
+  std::uint64_t ids = 0;
+  if (wire.layout.empty()) {
+    rows.push_back({prompt.size(), prompt.size(), "prefill", std::nullopt, std::nullopt});
+    ids = prompt.size();
+  }
+  for (std::size_t i = 0; i < wire.layout.size(); ++i) {
+    const auto& r = wire.layout[i];
+    resources::prefix_span span{r.length, r.advance, r.walk, std::nullopt, std::nullopt};
+    if (!r.digest.empty()) {
+      auto bytes = from_hex(r.digest);
+      if (!bytes) {
+        return make_error(errc::invalid_argument,
+                          fmt::format("prefix_layout[{}].digest: {}", i, bytes.error().message()));
+      }
+      span.digest = std::move(*bytes);
+    } else {
+      ids += r.length;
+    }
+    if (!r.end_key.empty()) {
+      auto d = digest_of(r.end_key, fmt::format("prefix_layout[{}].end_key", i));
+      if (!d)
+        return d.error();
+      span.end_key = *d;
+    }
+    rows.push_back(std::move(span));
+  }
+  if (ids != prompt.size()) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("prefix_layout: its id spans cover {} tokens but the prompt has "
+                                  "{}",
+                                  ids, prompt.size()));
+  }
+  // Ids alone: the tail is the prompt's last partial page, as generated ids
+  // will extend it.
+  if (rows.size() == 1 && !rows.front().digest) {
+    const auto partial = prompt.size() % static_cast<std::size_t>(page_size);
+    if (!std::equal(wire.tail.begin(), wire.tail.end(), prompt.end() - static_cast<long>(partial),
+                    prompt.end()) ||
+        wire.tail.size() != partial) {
+      return make_error(errc::invalid_argument,
+                        fmt::format("prefix_tail: {} ids that are not the prompt's last partial "
+                                    "page of {} ids",
+                                    wire.tail.size(), partial));
+    }
+  }
+  auto seed = resources::prefix_seed_from_rows(std::move(keys), wire.tail, rows, page_size);
+  if (!seed)
+    return seed.error().with_context("prefix_keys / prefix_tail / prefix_layout");
+  return seed;
+}
+
+result<std::optional<resources::kv_prefix_seed>> front_end_seed(const request_spec& spec,
+                                                                std::int64_t page_size) {
+  if (!spec.prefix || page_size <= 0)
+    return std::optional<resources::kv_prefix_seed>{};
+  auto seed = seed_from_wire(*spec.prefix, spec.prompt, page_size);
+  if (!seed)
+    return seed.error().with_context(fmt::format("request {}", spec.id));
+  return std::optional<resources::kv_prefix_seed>{std::move(*seed)};
 }
 
 }  // namespace mstar::engine

@@ -27,4 +27,18 @@ namespace mstar::engine {
                                                           std::int64_t page_size,
                                                           std::string_view cache_salt = {});
 
+/// The seed `spec.prefix` (a trusted front end's keys) gives at
+/// `page_size`, checked against the prompt; nullopt without one or when no
+/// pool keys prompts (`page_size` 0). The error names the request and field.
+[[nodiscard]] result<std::optional<resources::kv_prefix_seed>> front_end_seed(
+    const request_spec& spec, std::int64_t page_size);
+
+/// The seed a trusted front end's `prefix_wire` describes for `prompt` at
+/// `page_size`; invalid_argument naming the field (`prefix_keys[3]`,
+/// `prefix_layout[1].digest`...) when a key is not 64 hex digits, the rows'
+/// id spans do not cover the prompt, or keys, tail and rows disagree.
+[[nodiscard]] result<resources::kv_prefix_seed> seed_from_wire(const prefix_wire& wire,
+                                                               std::span<const token_id> prompt,
+                                                               std::int64_t page_size);
+
 }  // namespace mstar::engine

@@ -67,6 +67,35 @@ struct window_params {
   friend bool operator==(const window_params&, const window_params&) = default;
 };
 
+/// One `prefix_layout` row as a Python preprocess stage sends it:
+/// `[length, advance, walk, digest, end_key]`, digests in hex ("" for none).
+struct prefix_row {
+  std::uint64_t length = 0;
+  std::uint64_t advance = 0;
+  std::string walk;
+  std::string digest;
+  std::string end_key;
+  friend bool operator==(const prefix_row&, const prefix_row&) = default;
+};
+
+/// The page keys a trusted preprocess stage computed for the prompt, in the
+/// Python engine's wire form (reference §1.8): `prefix_keys` (one unrooted
+/// key per page, a final partial page included, 64 hex digits each),
+/// `prefix_tail` (the ids on that partial page), `prefix_layout` rows (none:
+/// one ids span over the prompt) and `prefix_decode` (set: generated ids
+/// key the pages they fill; unset: they key nothing). The pools use these
+/// keys instead of keying the prompt's ids, so a front end that keys images
+/// or another layout feeds this engine. Only trusted callers set it (the
+/// embedding API, a deployment's own front end): the HTTP API never reads
+/// it from a body, since a client could name another tenant's pages.
+struct prefix_wire {
+  std::vector<std::string> keys;
+  std::vector<token_id> tail;
+  std::vector<prefix_row> layout;
+  std::optional<std::string> decode;
+  friend bool operator==(const prefix_wire&, const prefix_wire&) = default;
+};
+
 /// One request to complete.
 struct request_spec {
   request_id id;  ///< empty: the engine names it
@@ -84,6 +113,8 @@ struct request_spec {
   bool keep_logits = false;  ///< report the logits row that chose each token (tests, mstar-run)
   /// Windowed generation with a bounded KV cache; unset: the whole history.
   std::optional<window_params> window;
+  /// Page keys from a trusted preprocess stage (see `prefix_wire`).
+  std::optional<prefix_wire> prefix;
 };
 
 /// Why a sequence ended.

@@ -193,6 +193,11 @@ result<void> scheduler::validate(const request_spec& spec) const {
     if (auto w = window_of(spec); !w)
       return bad(fmt::format("window: {}", w.error().message()));
   }
+  if (spec.prefix && !spec.cache_salt.empty()) {
+    return bad(
+        "cache_salt cannot be combined with a front end's prefix keys (the front end "
+        "keys the salt in)");
+  }
   if (live_.contains(spec.id))
     return bad("a request with this id is already running");
   return {};
@@ -278,7 +283,10 @@ pool_actions scheduler::admissions() {
       continue;
     s->registered = true;
     s->awaiting_cache = true;
-    actions.registrations.push_back({s->rid, s->tokens, s->req->spec.cache_salt});
+    const auto& spec = s->req->spec;
+    const bool prompt_only = s->tokens.size() == spec.prompt.size();
+    actions.registrations.push_back(
+        {s->rid, s->tokens, spec.cache_salt, spec.prefix && prompt_only ? &*spec.prefix : nullptr});
   }
   return actions;
 }
@@ -664,7 +672,8 @@ result<void> scheduler::take_token(sequence& s, const scheduled_row& row, std::s
   if (p.presence_penalty != 0.0F || p.frequency_penalty != 0.0F || p.repetition_penalty != 1.0F) {
     ++s.counts[id];  // only penalties read them
   }
-  if (facts_.extend_chains)
+  // Keys from a front end key generated pages only when it says so.
+  if (facts_.extend_chains && (!spec.prefix || spec.prefix->decode))
     out.extend.emplace_back(s.rid, std::vector<token_id>{id});
   d.tokens.push_back(id);
   if (!s.first_token_seen) {

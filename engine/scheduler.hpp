@@ -123,6 +123,9 @@ struct registration {
   request_id rid;
   std::vector<token_id> tokens;
   std::string cache_salt;
+  /// A trusted front end's keys for the prompt (`request_spec::prefix`),
+  /// when `tokens` is the prompt alone; they live as long as the request.
+  const prefix_wire* prefix = nullptr;
 };
 
 /// Pool work the driver must do before the next `schedule`.

@@ -84,7 +84,7 @@ TEST(pool_actor, admits_plans_commits_and_refuses_a_full_pool_leaving_it_whole) 
   d.sched->run();
   for (const auto* rid : {"a", "b", "c"}) {
     EXPECT_EQ(d.ask<std::int64_t>(pool, register_atom_v, std::string{rid},
-                                  std::vector<std::uint32_t>{5}, std::string{}),
+                                  std::vector<std::uint32_t>{5}, std::string{}, seed_ptr{}),
               -1)
         << "a recurrent pool keeps no prefix cache";
   }

@@ -11,6 +11,8 @@
 #include <random>
 #include <thread>
 
+#include "core/hex.hpp"
+#include "engine/preprocess.hpp"
 #include "tests/actors/handle_support.hpp"
 #include "tests/engine/engine_support.hpp"
 
@@ -205,6 +207,34 @@ TEST(runtime, a_bad_request_ends_with_an_error_naming_the_field) {
   const auto ds2 = read_all(h2);
   ASSERT_EQ(ds2.size(), 1U);
   EXPECT_EQ(ds2[0].finished, finish_reason::error);
+  expect_pools_empty(**rt);
+}
+
+TEST(runtime, a_front_ends_prefix_keys_are_used_and_bad_ones_fail_the_request) {
+  engine::engine_config config;
+  config.pools.page_size = 4;
+  auto rt = runtime::start(fixture_model(), config, 2);
+  ASSERT_TRUE(rt.has_value());
+  const std::vector<engine::token_id> prompt{5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  const auto seed = engine::page_keys(prompt, 4).value();
+  engine::prefix_wire w;
+  for (const auto& k : seed.keys)
+    w.keys.push_back(to_hex(k));
+  w.tail = seed.tail;
+  auto r = test::greedy_request(prompt, 3);
+  r.prefix = w;
+  auto cached = [&] {
+    auto h = (*rt)->submit(r);
+    return read_all(h).back().counts.cached_tokens;
+  };
+  EXPECT_EQ(cached(), 0);
+  EXPECT_EQ(cached(), 8);
+  r.prefix->keys[0] = "zz";
+  auto bad = (*rt)->submit(r);
+  const auto ds = read_all(bad);
+  ASSERT_EQ(ds.size(), 1U);
+  EXPECT_EQ(ds[0].finished, finish_reason::error);
+  EXPECT_NE(ds[0].error.find("prefix_keys[0]"), std::string::npos) << ds[0].error;
   expect_pools_empty(**rt);
 }
 

@@ -6,12 +6,15 @@
 // every boundary offset of a shared prefix), a conversation's next turn
 // reuses the previous turn's output too, checkpoints are evicted least
 // recently used when their slots run out (the pools' books balance after
-// every run), and tenants (cache salts) never share.
+// every run), and tenants (cache salts) never share. A trusted front end's
+// keys in the Python wire form serve like the engine's own.
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "core/hex.hpp"
+#include "engine/preprocess.hpp"
 #include "tests/engine/engine_support.hpp"
 
 namespace mstar::engine {
@@ -207,6 +210,82 @@ TEST(hybrid_prefix_reuse, batched_and_overlapped_requests_reuse_and_agree_with_c
         mode == schedule_mode::sync ? "sync" : "overlap", static_cast<long long>(cached_tokens),
         static_cast<long long>(e->sched().preemptions()));
   }
+}
+
+// A trusted front end's keys in the Python engine's wire form
+// (`request_spec::prefix`): what a Python preprocess stage sends for an ids
+// prompt, here made from our own keys (byte-compatible with Python's: the
+// published vectors pass).
+prefix_wire wire_of(const std::vector<token_id>& prompt, bool decode = true) {
+  const auto seed = page_keys(prompt, 4).value();
+  prefix_wire w;
+  for (const auto& k : seed.keys)
+    w.keys.push_back(to_hex(k));
+  w.tail = seed.tail;
+  if (decode)
+    w.decode = "text_outputs";
+  return w;
+}
+
+TEST(front_end_keys, a_front_ends_keys_reuse_like_the_engines_own) {
+  auto e = test::fixture_engine("nemotron_h_tiny_hybrid", pools_of(true));
+  ASSERT_NE(e, nullptr);
+  const auto prompt = iota_ids(18, 9);
+  auto keyed = [&](bool decode) {
+    auto r = test::greedy_request(prompt, 8);
+    r.prefix = wire_of(prompt, decode);
+    return r;
+  };
+  const auto first = run_one(*e, keyed(true));
+  EXPECT_EQ(first.counts.cached_tokens, 0);
+  EXPECT_EQ(run_one(*e, keyed(true)).counts.cached_tokens, 16);
+  // The engine's own keys for the same ids are the same keys.
+  EXPECT_EQ(run_one(*e, test::greedy_request(prompt, 8)).counts.cached_tokens, 16);
+  // The next turn reuses the output's pages only when the front end asked
+  // for generated ids to be keyed (prefix_decode).
+  auto next = prompt;
+  next.insert(next.end(), first.tokens[0].begin(), first.tokens[0].end());
+  next.push_back(300);
+  EXPECT_EQ(run_one(*e, test::greedy_request(next, 2)).counts.cached_tokens, 24);
+  test::expect_pools_empty(*e);
+
+  auto plain = test::fixture_engine("nemotron_h_tiny_hybrid", pools_of(true));
+  ASSERT_NE(plain, nullptr);
+  const auto out = run_one(*plain, keyed(false)).tokens[0];
+  auto turn = prompt;
+  turn.insert(turn.end(), out.begin(), out.end());
+  turn.push_back(300);
+  EXPECT_EQ(run_one(*plain, test::greedy_request(turn, 2)).counts.cached_tokens, 16)
+      << "without prefix_decode no generated page is keyed";
+  test::expect_pools_empty(*plain);
+}
+
+TEST(front_end_keys, bad_keys_are_refused_at_submit_naming_the_field) {
+  auto e = test::fixture_engine("nemotron_h_tiny_hybrid", pools_of(true));
+  ASSERT_NE(e, nullptr);
+  const auto prompt = iota_ids(10, 9);
+  auto refused = [&](prefix_wire w, std::string salt, const std::string& says) {
+    auto r = test::greedy_request(prompt, 2);
+    r.prefix = std::move(w);
+    r.cache_salt = std::move(salt);
+    auto id = e->submit(r);
+    ASSERT_FALSE(id.has_value()) << says;
+    EXPECT_NE(id.error().message().find(says), std::string::npos) << id.error().message();
+  };
+  auto w = wire_of(prompt);
+  w.keys[1] = "not hex";
+  refused(w, "", "prefix_keys[1]");
+  w = wire_of(prompt);
+  w.tail = {1, 2};
+  refused(w, "", "prefix_tail");
+  w = wire_of(prompt);
+  w.layout.push_back({7, 7, "prefill", "", ""});
+  refused(w, "", "prefix_layout");
+  w = wire_of(prompt);
+  w.keys.resize(1);  // a whole page unnamed (only the partial page's key may be left out)
+  refused(w, "", "prefix_keys");
+  refused(wire_of(prompt), "tenant", "cache_salt");
+  EXPECT_TRUE(e->idle());
 }
 
 }  // namespace
