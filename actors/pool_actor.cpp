@@ -93,14 +93,7 @@ pool_actor::behavior_type pool_behavior(pool_actor::stateful_pointer<pool_state>
         auto& set = *self->state.pools;
         if (auto it = self->state.adopted.find(rid); it != self->state.adopted.end())
           return it->second;  // its prompt is here already, adopted
-        std::optional<resources::kv_prefix_seed> keys;
-        if (const auto ps = set.key_page_size(); ps > 0) {
-          if (seed) {
-            keys = *seed;  // a front end's keys, checked at submit
-          } else if (auto k = engine::page_keys(tokens, ps, salt)) {
-            keys = std::move(*k);
-          }
-        }
+        const auto keys = engine::sequence_keys(set.key_page_size(), tokens, salt, seed.get());
         return set.ingest(rid, keys ? &*keys : nullptr).value_or(-1);
       },
       [self](agree_atom, const std::string& rid, std::int64_t agreed) -> std::int64_t {

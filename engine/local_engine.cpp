@@ -17,15 +17,14 @@ schedule_mode default_schedule(const models::causal_lm& model) noexcept {
 std::int64_t register_sequence(pool_set& pools, const request_id& rid,
                                std::span<const token_id> tokens, std::string_view cache_salt,
                                const prefix_wire* prefix) {
-  std::optional<resources::kv_prefix_seed> keys;
-  if (const auto ps = pools.key_page_size(); ps > 0) {
-    // A front end's keys (checked at submit) name the prompt as it keyed
-    // it; otherwise the prompt's ids are keyed here.
-    auto k =
-        prefix != nullptr ? seed_from_wire(*prefix, tokens, ps) : page_keys(tokens, ps, cache_salt);
-    if (k)
-      keys = std::move(*k);
+  const auto ps = pools.key_page_size();
+  // A front end's keys (checked at submit) name the prompt as it keyed it.
+  std::optional<resources::kv_prefix_seed> given;
+  if (prefix != nullptr && ps > 0) {
+    if (auto s = seed_from_wire(*prefix, tokens, ps))
+      given = std::move(*s);
   }
+  const auto keys = sequence_keys(ps, tokens, cache_salt, given ? &*given : nullptr);
   const auto cached = pools.ingest(rid, keys ? &*keys : nullptr).value_or(0);
   return pools.agree_cached_prefix(rid, cached);
 }

@@ -123,6 +123,18 @@ result<resources::kv_prefix_seed> seed_from_wire(const prefix_wire& wire,
   return seed;
 }
 
+std::optional<resources::kv_prefix_seed> sequence_keys(std::int64_t page_size,
+                                                       std::span<const token_id> tokens,
+                                                       std::string_view cache_salt,
+                                                       const resources::kv_prefix_seed* given) {
+  if (page_size <= 0)
+    return std::nullopt;
+  if (given != nullptr)
+    return *given;
+  auto keys = page_keys(tokens, page_size, cache_salt);
+  return keys ? std::optional{std::move(*keys)} : std::nullopt;
+}
+
 result<std::optional<resources::kv_prefix_seed>> front_end_seed(const request_spec& spec,
                                                                 std::int64_t page_size) {
   if (!spec.prefix || page_size <= 0)

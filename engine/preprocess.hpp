@@ -27,6 +27,14 @@ namespace mstar::engine {
                                                           std::int64_t page_size,
                                                           std::string_view cache_salt = {});
 
+/// The keys a pool set keying prompts at `page_size` registers a sequence
+/// with: `given` (a front end's, checked at submit) when set, else `tokens`
+/// keyed under `cache_salt`; nullopt when `page_size` is 0 (no pool keys
+/// prompts) or the tokens cannot be keyed.
+[[nodiscard]] std::optional<resources::kv_prefix_seed> sequence_keys(
+    std::int64_t page_size, std::span<const token_id> tokens, std::string_view cache_salt,
+    const resources::kv_prefix_seed* given);
+
 /// The seed `spec.prefix` (a trusted front end's keys) gives at
 /// `page_size`, checked against the prompt; nullopt without one or when no
 /// pool keys prompts (`page_size` 0). The error names the request and field.
