@@ -46,3 +46,15 @@ function(mstar_target_defaults target)
     "$<$<COMPILE_LANGUAGE:CXX>:${MSTAR_WARNING_FLAGS}>"
     "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${MSTAR_WERROR}>>:-Werror>")
 endfunction()
+
+# mstar_hot_sources(<file>...): the CPU kernels' inner loops. A Debug tree
+# with sanitizers (CI's ASan + UBSan tree) compiles them at -O1, as ASan's
+# documentation advises for speed: at -O0 the model tests spend most of their
+# time in these loops. Sanitizer checks stay on; only the optimisation level
+# changes, and only for these files.
+function(mstar_hot_sources)
+  if(MSTAR_SANITIZERS AND CMAKE_BUILD_TYPE STREQUAL "Debug")
+    set_source_files_properties(${ARGN} DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
+                                PROPERTIES COMPILE_OPTIONS -O1)
+  endif()
+endfunction()

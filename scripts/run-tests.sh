@@ -55,9 +55,11 @@ timed "fuzz" env MSTAR_FUZZ_OPT=-O0 scripts/fuzz.sh 20 5 || fail "the fuzzers (s
 # and a second compiler's warnings come with it. The benchmarks are left out
 # here: they run as smoke tests in build/.
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/, clang)"
+# -gline-tables-only: reports keep file and line; without the type info of
+# full -g, conductor_actor.cpp compiled in 16.1 s against 18.8 s.
 timed "build build-asan/" \
   scripts/build.sh build-asan -DMSTAR_SANITIZE=ON -DMSTAR_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_COMPILER=clang++ -DMSTAR_BUILD_BENCH=OFF ||
+  -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -DCMAKE_CXX_COMPILER=clang++ -DMSTAR_BUILD_BENCH=OFF ||
   fail "building build-asan/"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -75,14 +77,15 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 # Debian's source of the same version): with Debian's uninstrumented library
 # TSan sees none of the mailbox's synchronisation and reports every hand-off.
 # -O1, as TSan's documentation advises: GCC compiled a test file under TSan in
-# 20 s at -O1 against 28-32 s at -O2.
+# 20 s at -O1 against 28-32 s at -O2. -g1 (line tables) is enough for TSan's
+# stacks and makes objects a third of -g's size.
 echo "== ThreadSanitizer, tests labelled tsan (build-tsan/)"
 export UCX_MEM_EVENTS=n
 timed "CAF core with ThreadSanitizer (build-tsan-caf/)" \
   scripts/build-caf-tsan.sh "$root/build-tsan-caf" || fail "building CAF with ThreadSanitizer"
 timed "build build-tsan/" \
   scripts/build.sh build-tsan -DMSTAR_SANITIZE=thread -DMSTAR_CUDA=OFF -DMSTAR_BUILD_BENCH=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DCAF_CORE_LIBRARY="$root/build-tsan-caf/lib/libcaf_core.so.0.17.6" -- mstar_tsan_tests ||
   fail "building build-tsan/"
 # history_size=7 (the most): TSan keeps enough of each thread's history to
