@@ -10,7 +10,7 @@
 #include "actors/spec_row_builder_actor.hpp"
 #include "actors/worker_actor.hpp"
 #include "engine/pool_memory.hpp"
-#include "models/nemotron_h.hpp"
+#include "models/load.hpp"
 
 namespace mstar::actors {
 
@@ -63,7 +63,7 @@ void runtime::add_message_types(caf::actor_system_config& cfg) {
 }
 
 result<std::unique_ptr<runtime>> runtime::start(const runtime_options& options) {
-  auto model = models::nemotron_h_model::load(options.model, options.run);
+  auto model = models::load_causal_lm(options.model, options.run);
   if (!model)
     return model.error();
   return start(std::move(*model), options.engine, options.threads);

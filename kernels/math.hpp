@@ -165,4 +165,20 @@ struct rope_params {
 /// `(a cos - b sin, b cos + a sin)`.
 [[nodiscard]] result<void> rope(const rope_params& p);
 
+/// Operands of `mrope`.
+struct mrope_params {
+  view<float, 3> x;                       ///< [T, heads, head_dim] float32, rotated in place
+  view<const std::int32_t, 2> positions;  ///< [3, T] int32: temporal, height, width positions
+  view<const float, 1> inv_freq;          ///< [rotary_dim / 2] float32 per-pair frequencies
+  /// Frequency pairs of the height and width components; interleaved, pair i
+  /// takes height when i % 3 == 1 and i < 3 * sections[1], width when
+  /// i % 3 == 2 and i < 3 * sections[2], else temporal.
+  std::int64_t sections[3] = {0, 0, 0};
+};
+
+/// Multimodal rotary embedding (Qwen2-VL's M-RoPE, interleaved sections, half-split
+/// channel pairs): as `rope`, each pair's angle taking its component's position.
+/// For text tokens the three positions are equal and this is `rope`.
+[[nodiscard]] result<void> mrope(const mrope_params& p);
+
 }  // namespace mstar::kernels

@@ -1,57 +1,21 @@
 // nemotron_h_model: loading (config, weights, tokenizer), pools, requests.
-// The forward pass lives in nemotron_h_forward.cpp.
+// The forward pass lives in the backends (nemotron_h_cpu.cpp, cuda/).
 #include "models/nemotron_h.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "models/cuda/nemotron_h_cuda.hpp"
+#include "models/internal/weights.hpp"
 #include "models/nemotron_h_cpu.hpp"
 #include "models/safetensors.hpp"
 #include "resources/kv/keys.hpp"
 
 namespace mstar::models {
-namespace {
-
-// Reads tensor `name`, checks its shape and converts it to float32.
-result<std::vector<float>> read(const safetensors_checkpoint& ckpt, const std::string& name,
-                                std::vector<std::int64_t> shape) {
-  auto t = ckpt.get(name);
-  if (!t)
-    return t.error();
-  if ((*t)->shape != shape) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("{}: tensor '{}' has shape [{}], config.json implies [{}]",
-                                  ckpt.folder().string(), name, fmt::join((*t)->shape, ", "),
-                                  fmt::join(shape, ", ")));
-  }
-  return to_float32(**t);
-}
-
-// The model's identity for prefix-cache roots: config.json's bytes and every
-// weight file's name and size, so two builds differing in weights never
-// share keys.
-std::string weights_fingerprint(const std::filesystem::path& folder,
-                                const safetensors_checkpoint& ckpt) {
-  std::ifstream in{folder / "config.json", std::ios::binary};
-  std::stringstream config;
-  config << in.rdbuf();
-  std::string files;
-  for (const auto& f : ckpt.files()) {
-    std::error_code ec;
-    files += fmt::format("{}:{};", f.path().filename().string(),
-                         std::filesystem::file_size(f.path(), ec));
-  }
-  const auto d = resources::fingerprint("nemotron_h", config.str(), files);
-  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
-}
-
-}  // namespace
+using internal::read_tensor;
 
 result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::load(
     const std::filesystem::path& folder, const run_options& run) {
@@ -77,7 +41,7 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::load(
   auto ckpt = safetensors_checkpoint::open(folder);
   if (!ckpt)
     return ckpt.error();
-  model->fingerprint_ = weights_fingerprint(folder, *ckpt);
+  model->fingerprint_ = internal::weights_fingerprint("nemotron_h", folder, *ckpt);
   return model;
 }
 
@@ -92,7 +56,7 @@ result<void> nemotron_h_model::load_weights(const std::filesystem::path& folder)
   const std::int64_t kvd = c.num_key_value_heads * c.head_dim;
   auto take = [&](std::vector<float>& out, const std::string& name,
                   std::vector<std::int64_t> shape) -> result<void> {
-    auto t = read(ckpt, name, std::move(shape));
+    auto t = read_tensor(ckpt, name, std::move(shape));
     if (!t)
       return t.error();
     out = std::move(*t);

@@ -393,4 +393,40 @@ result<void> rope(const rope_params& p) {
   return {};
 }
 
+result<void> mrope(const mrope_params& p) {
+  const std::int64_t head_dim = p.x.shape[2];
+  const std::int64_t half = p.inv_freq.shape[0];
+  if (auto ok = first_error({check_view(p.x, "x", {any_extent, any_extent, any_extent}),
+                             check_view(p.positions, "positions", {3, p.x.shape[0]}),
+                             check_view(p.inv_freq, "inv_freq", {any_extent})});
+      !ok) {
+    return ok;
+  }
+  if (half <= 0 || 2 * half > head_dim) {
+    return make_error(errc::invalid_argument, "inv_freq: " + std::to_string(half) +
+                                                  " pairs do not fit head_dim " +
+                                                  std::to_string(head_dim));
+  }
+  for (std::int64_t i = 0; i < half; ++i) {
+    std::int64_t c = 0;
+    if (i % 3 == 1 && i < 3 * p.sections[1])
+      c = 1;
+    else if (i % 3 == 2 && i < 3 * p.sections[2])
+      c = 2;
+    const double freq = p.inv_freq(i);
+    for (std::int64_t t = 0; t < p.x.shape[0]; ++t) {
+      const double angle = static_cast<double>(p.positions(c, t)) * freq;
+      const auto cos = static_cast<float>(std::cos(angle));
+      const auto sin = static_cast<float>(std::sin(angle));
+      for (std::int64_t h = 0; h < p.x.shape[1]; ++h) {
+        const float a = p.x(t, h, i);
+        const float b = p.x(t, h, i + half);
+        p.x(t, h, i) = a * cos - b * sin;
+        p.x(t, h, i + half) = b * cos + a * sin;
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace mstar::kernels

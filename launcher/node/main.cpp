@@ -30,7 +30,7 @@
 #include "launcher/common/served.hpp"
 #include "launcher/deploy/credentials.hpp"
 #include "launcher/deploy/deploy_config.hpp"
-#include "models/nemotron_h.hpp"
+#include "models/load.hpp"
 #include "serve/deployment_port.hpp"
 #include "serve/http_server.hpp"
 #include "transport/shm.hpp"
@@ -334,7 +334,7 @@ int run(int argc, char** argv) {
   mstar::models::run_options run;
   run.device = self->device.empty() ? d.device : self->device;
   spdlog::info("loading {} on {}", model_dir, run.device);
-  auto loaded = mstar::models::nemotron_h_model::load(model_dir, run);
+  auto loaded = mstar::models::load_causal_lm(model_dir, run);
   if (!loaded)
     return fail(opt.node, loaded.error().message());
   auto chat = mstar::launcher::load_chat(model_dir, (*loaded)->tok());

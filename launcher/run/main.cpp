@@ -13,7 +13,7 @@
 #include "engine/preprocess.hpp"
 #include "launcher/common/engine_cli.hpp"
 #include "launcher/common/guarded_main.hpp"
-#include "models/nemotron_h.hpp"
+#include "models/load.hpp"
 
 namespace {
 
@@ -231,7 +231,7 @@ int run(int argc, char** argv) {
   auto run = mstar::launcher::run_options_of(opt.engine);
   if (!run)
     return fail(run.error().message());
-  auto loaded = mstar::models::nemotron_h_model::load(opt.model, *run);
+  auto loaded = mstar::models::load_causal_lm(opt.model, *run);
   if (!loaded)
     return fail(loaded.error().message());
   auto made = mstar::actors::runtime::start(std::move(*loaded), opt.engine.engine);

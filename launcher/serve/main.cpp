@@ -10,7 +10,7 @@
 #include "launcher/common/engine_cli.hpp"
 #include "launcher/common/guarded_main.hpp"
 #include "launcher/common/served.hpp"
-#include "models/nemotron_h.hpp"
+#include "models/load.hpp"
 #include "serve/http_server.hpp"
 #include "serve/runtime_port.hpp"
 
@@ -84,7 +84,7 @@ int run(int argc, char** argv) {
   if (!run)
     return fail(run.error().message());
   spdlog::info("loading {}", opt.model);
-  auto loaded = mstar::models::nemotron_h_model::load(opt.model, *run);
+  auto loaded = mstar::models::load_causal_lm(opt.model, *run);
   if (!loaded)
     return fail(loaded.error().message());
   auto chat = mstar::launcher::load_chat(opt.model, (*loaded)->tok());

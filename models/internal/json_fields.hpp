@@ -20,6 +20,10 @@ class json_fields {
   /// object must outlive the reader.
   json_fields(const nlohmann::json& object, std::string label)
       : object_(object), label_(std::move(label)) {}
+  /// As above, for a nested object: messages name its fields `prefix` + key
+  /// ("text_config." gives "field 'text_config.head_dim'").
+  json_fields(const nlohmann::json& object, std::string label, std::string prefix)
+      : object_(object), label_(std::move(label)), prefix_(std::move(prefix)) {}
 
   /// Whether `key` is present and not null.
   [[nodiscard]] bool has(std::string_view key) const;
@@ -54,6 +58,7 @@ class json_fields {
  private:
   const nlohmann::json& object_;
   std::string label_;
+  std::string prefix_;
 };
 
 /// `value` as a double under the tolerant rules of json_fields::number.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/local_engine.hpp"
+#include "models/load.hpp"
 #include "models/nemotron_h.hpp"
 #include "tests/support/model_fixtures.hpp"
 
@@ -17,7 +18,7 @@ namespace mstar::test {
 /// A local engine over fixture model `name` on the CPU.
 inline std::unique_ptr<engine::local_engine> fixture_engine(const std::string& name,
                                                             engine::engine_config config = {}) {
-  auto model = models::nemotron_h_model::load(model_dir(name));
+  auto model = models::load_causal_lm(model_dir(name));
   EXPECT_TRUE(model.has_value()) << model.error().message();
   if (!model)
     return nullptr;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "engine/sampler.hpp"
+#include "models/nemotron_h.hpp"
 #include "tests/engine/engine_support.hpp"
 #include "tests/models/temp_folder.hpp"
 

@@ -1,11 +1,13 @@
-// The C++ Nemotron-H against transformers: the committed fixtures hold the
-// reference's greedy tokens and logits (tests/fixtures/make_nemotron_h.py).
+// The C++ models against transformers: the committed fixtures hold the
+// reference's greedy tokens and logits (tests/fixtures/make_nemotron_h.py,
+// tests/fixtures/make_qwen3_5.py).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <gtest/gtest.h>
 
 #include "engine/local_engine.hpp"
+#include "models/nemotron_h.hpp"
 #include "models/safetensors.hpp"
 #include "tests/engine/engine_support.hpp"
 
@@ -14,7 +16,13 @@ namespace {
 
 using nlohmann::json;
 
-constexpr float logits_tolerance = 1e-4F;  // max |diff| per logit; seen: ~1.2e-5
+// Max |diff| per logit: 1e-4, or 4 times the gap between transformers' own
+// cached and uncached paths for the prompt where that is larger (random-weight
+// delta nets amplify float32 rounding: qwen3_5_tiny_text's prompt 3 drifts by
+// 1.6e-4 inside transformers). Seen: ~1.2e-5 (Nemotron-H), 3.2e-4 (Qwen3.5).
+float tolerance(const test::fixture_prompt& p) {
+  return std::max(1e-4F, 4 * p.reference_drift);
+}
 
 using test::fixture_prompt;
 using test::load_expected;
@@ -40,7 +48,7 @@ void expect_matches(const std::vector<fixture_prompt>& expected, const std::vect
                                        static_cast<std::size_t>(vocab)};
       const float diff = max_diff(got[i].logits[0][s], ref);
       worst = std::max(worst, diff);
-      EXPECT_LT(diff, logits_tolerance) << "step " << s;
+      EXPECT_LT(diff, tolerance(expected[i])) << "step " << s;
     }
   }
   std::printf("max |logit - transformers| over %zu prompts: %.3g\n", expected.size(),
@@ -56,9 +64,9 @@ std::vector<request_spec> greedy(const std::vector<fixture_prompt>& expected) {
   return out;
 }
 
-class nemotron_h_parity : public ::testing::TestWithParam<std::string> {};
+class model_parity : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(nemotron_h_parity, matches_transformers_in_one_batch) {
+TEST_P(model_parity, matches_transformers_in_one_batch) {
   const auto expected = load_expected(GetParam());
   auto engine = test::fixture_engine(GetParam());
   ASSERT_NE(engine, nullptr);
@@ -68,7 +76,7 @@ TEST_P(nemotron_h_parity, matches_transformers_in_one_batch) {
   test::expect_pools_empty(*engine);
 }
 
-TEST_P(nemotron_h_parity, matches_transformers_one_prompt_at_a_time) {
+TEST_P(model_parity, matches_transformers_one_prompt_at_a_time) {
   const auto expected = load_expected(GetParam());
   auto engine = test::fixture_engine(GetParam());
   ASSERT_NE(engine, nullptr);
@@ -82,15 +90,15 @@ TEST_P(nemotron_h_parity, matches_transformers_one_prompt_at_a_time) {
   test::expect_pools_empty(*engine);
 }
 
-INSTANTIATE_TEST_SUITE_P(tiny, nemotron_h_parity,
+INSTANTIATE_TEST_SUITE_P(tiny, model_parity,
                          ::testing::Values("nemotron_h_tiny_hybrid", "nemotron_h_tiny_attn"));
 
 // The logits after every prompt position against the fixtures' prompt_logits
 // (the tiny models have them): each prefix of each prompt is a request of
 // one token, all in one batch, and its first logits row is that position's.
-class nemotron_h_prompt_parity : public ::testing::TestWithParam<std::string> {};
+class model_prompt_parity : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(nemotron_h_prompt_parity, matches_transformers_at_every_prompt_position) {
+TEST_P(model_prompt_parity, matches_transformers_at_every_prompt_position) {
   const auto expected = load_expected(GetParam());
   auto engine = test::fixture_engine(GetParam());
   ASSERT_NE(engine, nullptr);
@@ -117,18 +125,24 @@ TEST_P(nemotron_h_prompt_parity, matches_transformers_at_every_prompt_position) 
     const std::span<const float> ref{expected[i].prompt_logits.data() + j * vocab, vocab};
     const float diff = max_diff((*got)[r].logits[0][0], ref);
     worst = std::max(worst, diff);
-    EXPECT_LT(diff, logits_tolerance) << "prompt " << i << " position " << j;
+    EXPECT_LT(diff, tolerance(expected[i])) << "prompt " << i << " position " << j;
   }
   std::printf("max |prompt logit - transformers| over %zu positions: %.3g\n", reqs.size(),
               static_cast<double>(worst));
   test::expect_pools_empty(*engine);
 }
 
-INSTANTIATE_TEST_SUITE_P(tiny, nemotron_h_prompt_parity,
+INSTANTIATE_TEST_SUITE_P(tiny, model_prompt_parity,
                          ::testing::Values("nemotron_h_tiny_hybrid", "nemotron_h_tiny_attn"));
+// Qwen3.5: gated delta nets and gated attention with partial M-RoPE, in the
+// multimodal (Qwen3_5ForConditionalGeneration) and text-only layouts.
+INSTANTIATE_TEST_SUITE_P(qwen3_5, model_parity,
+                         ::testing::Values("qwen3_5_tiny", "qwen3_5_tiny_text"));
+INSTANTIATE_TEST_SUITE_P(qwen3_5, model_prompt_parity,
+                         ::testing::Values("qwen3_5_tiny", "qwen3_5_tiny_text"));
 
 // The trained embedded default (models/embedded/default): 8 M parameters, bf16 on disk.
-INSTANTIATE_TEST_SUITE_P(embedded, nemotron_h_parity, ::testing::Values("default"));
+INSTANTIATE_TEST_SUITE_P(embedded, model_parity, ::testing::Values("default"));
 
 TEST(nemotron_h_prefix_reuse, an_attention_only_model_reuses_pages_and_matches_transformers) {
   const auto expected = load_expected("nemotron_h_tiny_attn");
@@ -187,6 +201,28 @@ TEST(nemotron_h_prefix_reuse, a_hybrid_model_reuses_through_checkpoints_and_matc
   auto first = run_to_completion(*engine, requests);
   ASSERT_TRUE(first.has_value());
   auto second = run_to_completion(*engine, requests);  // resumed from recurrent checkpoints
+  ASSERT_TRUE(second.has_value());
+  std::int64_t matched = 0;
+  for (const auto& r : *second)
+    matched += r.counts.cached_tokens;
+  EXPECT_GT(matched, 0);
+  EXPECT_GT(engine->pools().stats().checkpoint_hits, 0);
+  expect_matches(expected, *first, engine->model().vocab_size());
+  expect_matches(expected, *second, engine->model().vocab_size());
+  test::expect_pools_empty(*engine);
+}
+
+TEST(qwen3_5_prefix_reuse, delta_nets_resume_from_checkpoints_and_match_transformers) {
+  const auto expected = load_expected("qwen3_5_tiny");
+  engine_config config;
+  config.pools.page_size = 4;
+  auto engine = test::fixture_engine("qwen3_5_tiny", config);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(engine->model().prefix_skip_safe());
+  const auto requests = greedy(expected);
+  auto first = run_to_completion(*engine, requests);
+  ASSERT_TRUE(first.has_value());
+  auto second = run_to_completion(*engine, requests);
   ASSERT_TRUE(second.has_value());
   std::int64_t matched = 0;
   for (const auto& r : *second)

@@ -137,5 +137,49 @@ TEST(rope, rejects_odd_or_oversized_rotary_dim_and_negative_positions) {
   EXPECT_TRUE(test::contains(r.error().message(), "positions[1] = -1"));
 }
 
+// M-RoPE (Qwen2-VL / Qwen3.5): equal positions are plain half-split rope; with
+// distinct positions each frequency pair turns by its component's position
+// (interleaved sections: pair 1 height, pair 2 width, pair 0 and the pairs past
+// the sections temporal).
+TEST(mrope, equals_rope_for_text_and_picks_each_pairs_component_for_images) {
+  const std::int64_t tokens = 2, heads = 2, head_dim = 12, rotary = 10, half = rotary / 2;
+  std::vector<float> inv_freq(half);
+  for (std::int64_t i = 0; i < half; ++i)
+    inv_freq[static_cast<std::size_t>(i)] =
+        static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(i) / rotary));
+  test::random_tensors rng{7};
+  const auto x = rng.floats(static_cast<std::size_t>(tokens * heads * head_dim));
+  auto text = x, plain = x;
+  const std::vector<std::int32_t> same = {3, 9, 3, 9, 3, 9}, one = {3, 9};
+  mrope_params mp{contiguous<float, 3>(text.data(), shape3{tokens, heads, head_dim}),
+                  contiguous<const std::int32_t, 2>(same.data(), {3, tokens}),
+                  contiguous<const float, 1>(inv_freq.data(), shape1{half}),
+                  {2, 1, 1}};
+  ASSERT_TRUE(mrope(mp));
+  ASSERT_TRUE(rope({contiguous<float, 3>(plain.data(), shape3{tokens, heads, head_dim}),
+                    contiguous<const std::int32_t, 1>(one.data(), shape1{tokens}),
+                    contiguous<const float, 1>(inv_freq.data(), shape1{half}), 10000.0F, rotary,
+                    rope_style::half_split}));
+  EXPECT_EQ(text, plain);
+
+  // t = 1, h = 5, w = 11 for token 0: pairs 0, 3, 4 take t, pair 1 h, pair 2 w.
+  auto image = x;
+  const std::vector<std::int32_t> thw = {1, 0, 5, 0, 11, 0};
+  mp.x = contiguous<float, 3>(image.data(), shape3{tokens, heads, head_dim});
+  mp.positions = contiguous<const std::int32_t, 2>(thw.data(), {3, tokens});
+  ASSERT_TRUE(mrope(mp));
+  const int position_of_pair[5] = {1, 5, 11, 1, 1};
+  for (std::int64_t i = 0; i < half; ++i) {
+    const double angle = position_of_pair[i] * double{inv_freq[static_cast<std::size_t>(i)]};
+    const float a = x[static_cast<std::size_t>(i)], b = x[static_cast<std::size_t>(i + half)];
+    EXPECT_NEAR(image[static_cast<std::size_t>(i)], a * std::cos(angle) - b * std::sin(angle), 1e-5)
+        << "pair " << i;
+    EXPECT_NEAR(image[static_cast<std::size_t>(i + half)],
+                b * std::cos(angle) + a * std::sin(angle), 1e-5)
+        << "pair " << i;
+  }
+  EXPECT_EQ(image[10], x[10]) << "channels past the rotary span pass through";
+}
+
 }  // namespace
 }  // namespace mstar::kernels

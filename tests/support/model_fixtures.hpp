@@ -34,6 +34,9 @@ struct fixture_prompt {
   /// [prompt.size(), vocab]: the logits after each prompt position, where
   /// the fixture has them (the tiny models); empty otherwise.
   std::vector<float> prompt_logits;
+  /// The largest gap between transformers' own cached and uncached logits for
+  /// this prompt (its two kernel paths): how far the reference is from itself.
+  float reference_drift = 0;
 };
 
 /// Every prompt of fixture model `name` (expected.json and its logits file).
@@ -52,6 +55,7 @@ inline std::vector<fixture_prompt> load_expected(const std::string& name) {
     f.generated = p.at("generated_ids").get<std::vector<resources::token_id>>();
     f.step_logits =
         models::to_float32(*logits->get(p.at("step_logits").get<std::string>()).value()).value();
+    f.reference_drift = p.value("max_cached_uncached_drift", 0.0F);
     if (p.contains("prompt_logits")) {
       f.prompt_logits =
           models::to_float32(*logits->get(p.at("prompt_logits").get<std::string>()).value())

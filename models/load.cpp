@@ -1,0 +1,31 @@
+#include "models/load.hpp"
+
+#include <fmt/format.h>
+
+#include "core/untrusted_json.hpp"
+#include "models/nemotron_h.hpp"
+#include "models/qwen3_5.hpp"
+
+namespace mstar::models {
+
+result<std::unique_ptr<causal_lm>> load_causal_lm(const std::filesystem::path& folder,
+                                                  const run_options& run) {
+  auto type = read_model_type(folder);
+  if (!type)
+    return type.error();
+  auto up = [](auto loaded) -> result<std::unique_ptr<causal_lm>> {
+    if (!loaded)
+      return loaded.error();
+    return std::unique_ptr<causal_lm>(std::move(*loaded));
+  };
+  if (type->empty() || *type == "nemotron_h")
+    return up(nemotron_h_model::load(folder, run));
+  if (*type == "qwen3_5" || *type == "qwen3_5_text")
+    return up(qwen3_5_model::load(folder, run));
+  return make_error(errc::unsupported,
+                    fmt::format("{}: model_type '{}' is not supported (nemotron_h, qwen3_5, "
+                                "qwen3_5_text)",
+                                (folder / "config.json").string(), text_excerpt(*type)));
+}
+
+}  // namespace mstar::models
