@@ -132,7 +132,7 @@ result<std::string> json_fields::string(std::string_view key, std::string fallba
 }
 
 error json_fields::fail(std::string_view key, std::string_view reason, errc code) const {
-  return make_error(code, fmt::format("{}: field '{}{}': {}", label_, prefix_, key, reason));
+  return make_error(code, fmt::format("{}: field '{}{}': {}", label_, key_prefix_, key, reason));
 }
 
 }  // namespace mstar::models::internal

@@ -16,14 +16,11 @@ namespace mstar::models::internal {
 /// A missing field or an explicit null takes the caller's default.
 class json_fields {
  public:
-  /// Reads fields of `object`; `label` ("config.json") prefixes messages. The
-  /// object must outlive the reader.
-  json_fields(const nlohmann::json& object, std::string label)
-      : object_(object), label_(std::move(label)) {}
-  /// As above, for a nested object: messages name its fields `prefix` + key
-  /// ("text_config." gives "field 'text_config.head_dim'").
-  json_fields(const nlohmann::json& object, std::string label, std::string prefix)
-      : object_(object), label_(std::move(label)), prefix_(std::move(prefix)) {}
+  /// Reads fields of `object`; `label` ("config.json") prefixes messages and
+  /// `key_prefix` ("vision_config.") the field names in them, for an object
+  /// nested in the file. The object must outlive the reader.
+  json_fields(const nlohmann::json& object, std::string label, std::string key_prefix = {})
+      : object_(object), label_(std::move(label)), key_prefix_(std::move(key_prefix)) {}
 
   /// Whether `key` is present and not null.
   [[nodiscard]] bool has(std::string_view key) const;
@@ -58,7 +55,7 @@ class json_fields {
  private:
   const nlohmann::json& object_;
   std::string label_;
-  std::string prefix_;
+  std::string key_prefix_;
 };
 
 /// `value` as a double under the tolerant rules of json_fields::number.
