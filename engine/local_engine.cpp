@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "core/hex.hpp"
 #include "engine/pool_memory.hpp"
 #include "engine/preprocess.hpp"
 
@@ -29,11 +30,33 @@ std::int64_t register_sequence(pool_set& pools, const request_id& rid,
   return pools.agree_cached_prefix(rid, cached);
 }
 
-void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched) {
-  for (const auto& rid : actions.release)
+std::string key_salt(std::string_view cache_salt, std::span<const models::image_input> images) {
+  if (images.empty())
+    return std::string{cache_salt};
+  std::vector<resources::digest256> each;
+  for (const auto& im : images) {
+    const resources::byte_view pixels{reinterpret_cast<const std::uint8_t*>(im.pixel_values.data()),
+                                      im.pixel_values.size() * sizeof(float)};
+    each.push_back(
+        resources::fingerprint(std::string_view{"mstar-image/1"}, im.t, im.h, im.w, pixels));
+  }
+  std::vector<resources::byte_view> fields;
+  for (const auto& d : each)
+    fields.emplace_back(d);
+  const auto all = resources::fingerprint(fields);
+  return fmt::format("{}\x1fimages:{}", cache_salt, to_hex(all));
+}
+
+void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched,
+                   models::causal_lm& model) {
+  for (const auto& rid : actions.release) {
     pools.remove(rid);
+    model.end_sequence(rid);
+  }
   for (const auto& r : actions.registrations) {
-    sched.set_cached(r.rid, register_sequence(pools, r.rid, r.tokens, r.cache_salt, r.prefix));
+    model.begin_sequence(r.rid, r.prompt, r.images);
+    const auto salt = key_salt(r.cache_salt, r.images);
+    sched.set_cached(r.rid, register_sequence(pools, r.rid, r.tokens, salt, r.prefix));
   }
 }
 
@@ -105,6 +128,8 @@ result<request_id> local_engine::submit(request_spec spec) {
     return ok.error();
   if (auto ok = sched_->validate(spec); !ok)
     return ok.error();
+  if (auto ok = model_->check_images(spec.prompt, spec.images); !ok)
+    return ok.error();
   if (auto ok = front_end_seed(spec, pools_->key_page_size()); !ok)
     return ok.error();
   const auto id = spec.id;
@@ -120,7 +145,7 @@ bool local_engine::cancel(const request_id& id) {
 void local_engine::collect(step_result res, std::vector<delta>& out) {
   for (const auto& [rid, ids] : res.extend)
     pools_->extend(rid, ids);
-  apply_actions(res.actions, *pools_, *sched_);
+  apply_actions(res.actions, *pools_, *sched_, *model_);
   for (const auto& d : res.deltas)
     counters_.generated_tokens += static_cast<std::int64_t>(d.tokens.size());
   if (out.empty()) {
@@ -143,7 +168,7 @@ std::span<const models::row_sampling> draws_of(const scheduled_step& step) {
 result<void> local_engine::launch_next(std::vector<delta>& out) {
   // Each refusal shrinks the step or frees a sequence, so this ends.
   for (std::size_t attempt = 0;; ++attempt) {
-    apply_actions(sched_->admissions(), *pools_, *sched_);
+    apply_actions(sched_->admissions(), *pools_, *sched_, *model_);
     auto step = sched_->schedule();
     collect(sched_->take_pending(), out);
     if (step.empty())
@@ -155,7 +180,7 @@ result<void> local_engine::launch_next(std::vector<delta>& out) {
       ++counters_.refused_steps;
       const auto why = fmt::format("{} pool refused: {}", admitted.failed_resource,
                                    resources::refusal_message(*admitted.outcome.reason));
-      apply_actions(sched_->on_refused(step, why), *pools_, *sched_);
+      apply_actions(sched_->on_refused(step, why), *pools_, *sched_, *model_);
       collect(sched_->take_pending(), out);
       if (attempt > 4 * (sched_->num_running() + sched_->num_waiting()) + 8) {
         return make_error(errc::internal, "the scheduler kept proposing refused steps: " + why);

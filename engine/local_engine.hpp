@@ -72,10 +72,17 @@ struct engine_counters {
 /// launch, so there is nothing to hide: overlap measured 0.87-0.99 of sync).
 [[nodiscard]] schedule_mode default_schedule(const models::causal_lm& model) noexcept;
 
-/// Pool work a scheduler decision asks for, applied to a pool set: releases,
-/// then re-registrations answered with their cached prefix. Shared by the
-/// direct loop and the pool actors' driver.
-void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched);
+/// Pool work a scheduler decision asks for, applied to a pool set and the
+/// model: releases (the model's `end_sequence`), then registrations (its
+/// `begin_sequence`) answered with their cached prefix.
+void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched,
+                   models::causal_lm& model);
+
+/// The salt a sequence's page keys are made under: the tenant's `cache_salt`,
+/// joined with a digest of every image's grid and patches when it has images,
+/// so only requests with the same images in the same order share pages.
+[[nodiscard]] std::string key_salt(std::string_view cache_salt,
+                                   std::span<const models::image_input> images);
 
 /// Registers sequence `rid` with `tokens` (keyed under `cache_salt`) in
 /// `pools` and returns the cached tokens every pool agreed on (applied

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "models/image_input.hpp"
 #include "resources/step/step.hpp"
 
 namespace mstar::engine {
@@ -115,6 +116,12 @@ struct request_spec {
   std::optional<window_params> window;
   /// Page keys from a trusted preprocess stage (see `prefix_wire`).
   std::optional<prefix_wire> prefix;
+  /// The prompt's images in order, as the model's image processor made them;
+  /// each takes one run of the model's image placeholder tokens in `prompt`
+  /// (the model checks at submit). Page keys cover them: only requests with
+  /// the same images share cached pages. The local engine serves them; the
+  /// actor runtime refuses them so far.
+  std::vector<models::image_input> images;
 };
 
 /// Why a sequence ended.

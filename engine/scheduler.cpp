@@ -285,8 +285,9 @@ pool_actions scheduler::admissions() {
     s->awaiting_cache = true;
     const auto& spec = s->req->spec;
     const bool prompt_only = s->tokens.size() == spec.prompt.size();
-    actions.registrations.push_back(
-        {s->rid, s->tokens, spec.cache_salt, spec.prefix && prompt_only ? &*spec.prefix : nullptr});
+    actions.registrations.push_back({s->rid, s->tokens, spec.cache_salt,
+                                     spec.prefix && prompt_only ? &*spec.prefix : nullptr,
+                                     spec.prompt, spec.images});
   }
   return actions;
 }

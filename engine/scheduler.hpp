@@ -126,6 +126,10 @@ struct registration {
   /// A trusted front end's keys for the prompt (`request_spec::prefix`),
   /// when `tokens` is the prompt alone; they live as long as the request.
   const prefix_wire* prefix = nullptr;
+  /// The request's prompt and images (`request_spec`), for the model's
+  /// `begin_sequence`; they live as long as the request.
+  std::span<const token_id> prompt;
+  std::span<const models::image_input> images;
 };
 
 /// Pool work the driver must do before the next `schedule`.

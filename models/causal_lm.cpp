@@ -52,4 +52,19 @@ result<forward_output> causal_lm::finish(std::uint64_t ticket) {
   return out;
 }
 
+result<void> causal_lm::check_images(std::span<const resources::token_id> /*prompt*/,
+                                     std::span<const image_input> images) const {
+  if (images.empty())
+    return {};
+  return make_error(
+      errc::unsupported,
+      fmt::format("the request has {} image(s); this model takes no images", images.size()));
+}
+
+void causal_lm::begin_sequence(const resources::request_id& /*rid*/,
+                               std::span<const resources::token_id> /*prompt*/,
+                               std::span<const image_input> /*images*/) {}
+
+void causal_lm::end_sequence(const resources::request_id& /*rid*/) {}
+
 }  // namespace mstar::models

@@ -18,6 +18,7 @@
 #include "core/dtype.hpp"
 #include "core/result.hpp"
 #include "kernels/arena.hpp"
+#include "models/image_input.hpp"
 #include "models/nemotron_h_backend.hpp"
 #include "models/tokenizer.hpp"
 #include "resources/kv/kv_pool.hpp"
@@ -125,6 +126,21 @@ class causal_lm {
   /// the model's use of them.
   [[nodiscard]] virtual result<void> bind(resources::kv_pool* kv,
                                           resources::recurrent_state_pool* recurrent) = 0;
+  /// Checks a request's images against its prompt before it is queued: a
+  /// model without a vision tower refuses any image (the default); one with
+  /// a tower checks that each image's placeholder run matches its grid.
+  [[nodiscard]] virtual result<void> check_images(std::span<const resources::token_id> prompt,
+                                                  std::span<const image_input> images) const;
+  /// A sequence enters the pools: `prompt` is its request's prompt, whose
+  /// placeholder runs take `images` (checked by `check_images`); the model
+  /// keeps what its forward needs for it (rotary positions, the images until
+  /// their embeddings are made) until `end_sequence`. The default keeps
+  /// nothing.
+  virtual void begin_sequence(const resources::request_id& rid,
+                              std::span<const resources::token_id> prompt,
+                              std::span<const image_input> images);
+  /// The sequence left the pools (finished, cancelled, preempted).
+  virtual void end_sequence(const resources::request_id& rid);
   /// The resource steps a step over `rows` needs (one segment per row).
   [[nodiscard]] virtual step_request declare(std::span<const step_row> rows) const = 0;
   /// Runs the kernels of one admitted and planned step. With `draws` (one

@@ -36,6 +36,25 @@ result<std::unique_ptr<qwen3_5_model>> qwen3_5_model::load(const std::filesystem
   model->config_ = std::move(*config);
   if (auto ok = model->load_weights(folder); !ok)
     return ok.error();
+  if (model->config_.multimodal) {
+    auto ckpt = safetensors_checkpoint::open(folder);
+    if (!ckpt)
+      return ckpt.error();
+    auto vc = qwen3_5_vision_config::load(folder);
+    if (!vc)
+      return vc.error();
+    if (vc->out_hidden_size != model->config_.hidden_size) {
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("{}: vision_config.out_hidden_size {} is not the text "
+                      "model's hidden_size {}",
+                      folder.string(), vc->out_hidden_size, model->config_.hidden_size));
+    }
+    auto tower = qwen3_5_vision::load(std::move(*vc), *ckpt);
+    if (!tower)
+      return tower.error();
+    model->vision_.emplace(std::move(*tower));
+  }
   auto tok = load_tokenizer(folder, model->config_.vocab_size);
   if (tok) {
     model->tokenizer_ = std::move(*tok);
@@ -223,28 +242,6 @@ step_request qwen3_5_model::declare(std::span<const step_row> rows) const {
   return req;
 }
 
-result<void> qwen3_5_model::fill_positions(const resources::kv_label_plan& plan) {
-  const auto T = static_cast<std::int64_t>(ids_.size());
-  positions_.assign(static_cast<std::size_t>(3 * T), 0);
-  const auto rows = static_cast<std::size_t>(cu_.size() - 1);
-  if (plan.qo_indptr.size() != rows + 1 || plan.qo_indptr.back() != T) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("qwen3_5: the KV plan addresses {} tokens, the step feeds {}",
-                                  plan.qo_indptr.empty() ? 0 : plan.qo_indptr.back(), T));
-  }
-  for (std::size_t r = 0; r < rows; ++r) {
-    const std::int64_t pages = plan.kv_indptr[r + 1] - plan.kv_indptr[r];
-    const std::int64_t length = pages == 0 ? 0 : (pages - 1) * page_size_ + plan.last_page_len[r];
-    const std::int64_t fresh = plan.qo_indptr[r + 1] - plan.qo_indptr[r];
-    for (std::int64_t j = 0; j < fresh; ++j) {
-      const auto pos = static_cast<std::int32_t>(length - fresh + j);
-      for (std::int64_t c = 0; c < 3; ++c)
-        positions_[static_cast<std::size_t>(c * T + plan.qo_indptr[r] + j)] = pos;
-    }
-  }
-  return {};
-}
-
 result<forward_output> qwen3_5_model::forward(std::span<const step_row> rows,
                                               const step_plans& plans,
                                               std::span<const row_sampling> draws) {
@@ -271,14 +268,16 @@ result<forward_output> qwen3_5_model::forward(std::span<const step_row> rows,
     cu_.push_back(static_cast<std::int32_t>(ids_.size()));
     decode = decode && r.tokens.size() == 1;
   }
-  qwen3_5_step step{ids_, cu_, {}, decode, nullptr, kv_view_, nullptr, conv_state_, delta_state_};
+  qwen3_5_step step{ids_,    cu_,      {},      {},          decode,
+                    nullptr, kv_view_, nullptr, conv_state_, delta_state_};
   if (config_.count(qwen3_5_mixer::attention) > 0) {
     if (!plans.kv || plans.kv->labels.count("main") == 0)
       return make_error(errc::invalid_argument, "qwen3_5: step has no KV plan for 'main'");
     step.kv_plan = &plans.kv->labels.at("main");
-    if (auto ok = fill_positions(*step.kv_plan); !ok)
+    if (auto ok = fill_positions(rows, *step.kv_plan); !ok)
       return ok.error();
     step.positions = positions_;
+    step.embed_rows = embed_rows_;
   }
   if (config_.count(qwen3_5_mixer::delta_net) > 0) {
     if (!plans.recurrent)

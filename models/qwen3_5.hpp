@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "models/causal_lm.hpp"
 #include "models/qwen3_5_config.hpp"
 #include "models/qwen3_5_cpu.hpp"
+#include "models/qwen3_5_vision.hpp"
 #include "models/qwen3_5_weights.hpp"
 #include "models/tokenizer.hpp"
 
@@ -54,6 +57,18 @@ class qwen3_5_model final : public causal_lm {
   [[nodiscard]] bool prefix_skip_safe() const noexcept override {
     return config_.count(qwen3_5_mixer::delta_net) == 0 || checkpointed_;
   }
+  /// Checks each image's placeholder run (`image_token_id` tokens, one per
+  /// merged patch, between vision_start and vision_end) against its grid.
+  [[nodiscard]] result<void> check_images(std::span<const resources::token_id> prompt,
+                                          std::span<const image_input> images) const override;
+  /// Keeps the prompt's M-RoPE positions (Qwen2-VL's `get_rope_index`) and the
+  /// images; the vision tower runs when a step first feeds an image's tokens,
+  /// so an image served from cached pages is never encoded.
+  void begin_sequence(const resources::request_id& rid, std::span<const resources::token_id> prompt,
+                      std::span<const image_input> images) override;
+  void end_sequence(const resources::request_id& rid) override;
+  /// Images encoded by the vision tower since load (each once per sequence).
+  [[nodiscard]] std::int64_t images_encoded() const noexcept { return images_encoded_; }
   [[nodiscard]] result<pool_spec> pools(const pool_options& options) const override;
   [[nodiscard]] result<void> bind(resources::kv_pool* kv,
                                   resources::recurrent_state_pool* recurrent) override;
@@ -74,8 +89,21 @@ class qwen3_5_model final : public causal_lm {
   [[nodiscard]] qwen3_5_host_weights host_weights() const {
     return {&embeddings_, &norm_, &lm_head_, layers_};
   }
-  /// Each token's rotary positions [3][T] from the KV plan (text: the three equal).
-  [[nodiscard]] result<void> fill_positions(const resources::kv_label_plan& plan);
+  /// What a sequence with images needs beyond its tokens.
+  struct image_sequence {
+    std::int64_t prompt_length = 0;
+    std::vector<std::int32_t> positions;  ///< [3][prompt_length]: t, h, w positions
+    std::int64_t delta = 0;               ///< position - slot after the prompt
+    std::vector<std::int32_t> image_row;  ///< [prompt_length]: embedding row, -1 for text
+    std::vector<image_input> images;      ///< emptied once encoded
+    std::vector<float> embeds;            ///< [image tokens, hidden] once encoded
+  };
+  /// Each token's rotary positions [3][T] from the KV plan and, for sequences
+  /// with images, their M-RoPE table; image tokens' embedding rows.
+  [[nodiscard]] result<void> fill_positions(std::span<const step_row> rows,
+                                            const resources::kv_label_plan& plan);
+  /// The embeddings of `seq`'s images, encoding them on first use.
+  [[nodiscard]] result<const float*> embeds_of(image_sequence& seq);
 
   qwen3_5_config config_;
   std::unique_ptr<tokenizer> tokenizer_;
@@ -89,6 +117,10 @@ class qwen3_5_model final : public causal_lm {
   std::vector<float*> conv_state_, delta_state_;  ///< per delta-net layer: the pool's block
   bool bound_ = false;
   std::vector<std::int32_t> ids_, cu_, positions_;
+  std::vector<const float*> embed_rows_;  ///< [T]: an image token's embedding, else null
+  std::optional<qwen3_5_vision> vision_;  ///< multimodal checkpoints only
+  std::map<resources::request_id, image_sequence> image_sequences_;
+  std::int64_t images_encoded_ = 0;
 };
 
 }  // namespace mstar::models

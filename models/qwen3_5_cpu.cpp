@@ -59,6 +59,10 @@ void qwen3_5_cpu::forward(const qwen3_5_step& step, std::vector<float>& logits) 
   must(kernels::embedding({vector<const std::int32_t>(step.ids.data(), T),
                            matrix<const float>(w.embeddings->data(), c.vocab_size, hid),
                            matrix(h_.data(), T, hid)}));
+  for (std::size_t t = 0; t < step.embed_rows.size(); ++t) {
+    if (const float* e = step.embed_rows[t])
+      std::copy_n(e, hid, h_.begin() + static_cast<std::int64_t>(t) * hid);
+  }
   const auto eps = static_cast<float>(c.rms_norm_eps);
   auto hv = matrix(h_.data(), T, hid);
   for (const auto& l : w.layers) {

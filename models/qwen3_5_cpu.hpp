@@ -20,7 +20,10 @@ struct qwen3_5_step {
   std::span<const std::int32_t> ids;        ///< [T] token ids, rows packed
   std::span<const std::int32_t> cu;         ///< [R+1] cumulative tokens per row
   std::span<const std::int32_t> positions;  ///< [T] rotary positions (attention layers)
-  bool decode = false;                      ///< every row feeds one token
+  /// [T] or empty: a token's input embedding [hidden] in place of its id's
+  /// row (an image placeholder's vision embedding), or null
+  std::span<const float* const> embed_rows;
+  bool decode = false;  ///< every row feeds one token
   const resources::kv_label_plan* kv_plan = nullptr;
   kernels::kv_arena_view kv{};
   const resources::recurrent_addressing* rec = nullptr;

@@ -1,0 +1,165 @@
+// Images through the local engine into Qwen3.5 (tests/fixtures/make_qwen3_5.py's
+// image prompts): greedy tokens and logits as transformers' generate with
+// pixel_values and image_grid_thw, alone and batched with text; page keys
+// cover the images (the same image reuses cached pages without rerunning the
+// vision tower, a different one never does); refusals name what is wrong.
+#include <cmath>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "models/qwen3_5.hpp"
+#include "models/safetensors.hpp"
+#include "tests/engine/engine_support.hpp"
+#include "tests/support/matchers.hpp"
+
+namespace mstar::engine {
+namespace {
+
+struct image_case {
+  request_spec request;
+  std::vector<token_id> generated;
+  std::vector<float> step_logits;  // [generated, vocab]
+};
+
+std::vector<image_case> load_image_cases() {
+  const auto dir = test::model_dir("qwen3_5_tiny");
+  std::ifstream in{dir / "expected.json"};
+  const auto doc = nlohmann::json::parse(in);
+  auto logits = models::safetensors_file::open(dir / "expected_logits.safetensors").value();
+  std::vector<image_case> out;
+  for (const auto& p : doc.at("image_prompts")) {
+    image_case c;
+    c.generated = p.at("generated_ids").get<std::vector<token_id>>();
+    c.request = test::greedy_request(p.at("prompt_ids").get<std::vector<token_id>>(),
+                                     static_cast<std::int32_t>(c.generated.size()), true);
+    c.step_logits =
+        models::to_float32(*logits.get(p.at("step_logits").get<std::string>()).value()).value();
+    const auto pixels =
+        models::to_float32(*logits.get(p.at("pixel_values").get<std::string>()).value()).value();
+    std::size_t at = 0;
+    for (const auto& g : p.at("grids")) {
+      models::image_input im;
+      im.t = g[0];
+      im.h = g[1];
+      im.w = g[2];
+      const auto n = static_cast<std::size_t>(im.t * im.h * im.w * 96);  // 3 * 2 * 4 * 4
+      im.pixel_values.assign(pixels.begin() + static_cast<long>(at),
+                             pixels.begin() + static_cast<long>(at + n));
+      at += n;
+      c.request.images.push_back(std::move(im));
+    }
+    EXPECT_EQ(at, pixels.size());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// Max |logit - transformers| over the case's steps (tokens checked first).
+float check(const image_case& c, const completion& got, std::int64_t vocab) {
+  EXPECT_EQ(got.tokens[0], c.generated);
+  float worst = 0;
+  for (std::size_t s = 0; s < got.logits[0].size(); ++s) {
+    for (std::int64_t v = 0; v < vocab; ++v) {
+      worst = std::max(
+          worst,
+          std::abs(
+              got.logits[0][s][static_cast<std::size_t>(v)] -
+              c.step_logits[s * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(v)]));
+    }
+  }
+  return worst;
+}
+
+constexpr float tolerance = 5e-4F;  // as the text prompts of this fixture (parity_test.cpp)
+
+TEST(qwen3_5_images, one_and_two_image_prompts_match_transformers_alone_and_batched) {
+  const auto cases = load_image_cases();
+  ASSERT_EQ(cases.size(), 2U);
+  engine_config config;
+  config.pools.page_size = 4;
+  auto engine = test::fixture_engine("qwen3_5_tiny", config);
+  ASSERT_NE(engine, nullptr);
+  float worst = 0;
+  for (const auto& c : cases) {
+    auto got = run_to_completion(*engine, {c.request});
+    ASSERT_TRUE(got.has_value()) << got.error().message();
+    worst = std::max(worst, check(c, got->front(), engine->model().vocab_size()));
+  }
+  // Both image prompts and a text prompt in one batch.
+  auto text = test::greedy_request({40, 41, 42, 43, 44}, 4);
+  text.cache_salt = "other";
+  auto batch = run_to_completion(*engine, {cases[0].request, text, cases[1].request});
+  ASSERT_TRUE(batch.has_value()) << batch.error().message();
+  worst = std::max(worst, check(cases[0], (*batch)[0], engine->model().vocab_size()));
+  worst = std::max(worst, check(cases[1], (*batch)[2], engine->model().vocab_size()));
+  EXPECT_LT(worst, tolerance);
+  std::printf("max |logit - transformers| over the image prompts: %.3g\n",
+              static_cast<double>(worst));
+  test::expect_pools_empty(*engine);
+}
+
+TEST(qwen3_5_images, the_same_image_reuses_pages_and_a_different_one_never_does) {
+  const auto cases = load_image_cases();
+  engine_config config;
+  config.pools.page_size = 4;
+  auto engine = test::fixture_engine("qwen3_5_tiny", config);
+  ASSERT_NE(engine, nullptr);
+  auto& model = dynamic_cast<models::qwen3_5_model&>(engine->model());
+  const auto& c = cases[0];
+  auto first = run_to_completion(*engine, {c.request});
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->front().counts.cached_tokens, 0);
+  EXPECT_EQ(model.images_encoded(), 1);
+  auto again = run_to_completion(*engine, {c.request});
+  ASSERT_TRUE(again.has_value());
+  EXPECT_GT(again->front().counts.cached_tokens, 0) << "the same image in the same place";
+  EXPECT_EQ(model.images_encoded(), 1) << "the cached image is not encoded again";
+  EXPECT_LT(check(c, again->front(), model.vocab_size()), tolerance);
+
+  auto other = c.request;
+  for (auto& v : other.images[0].pixel_values)
+    v = -v;
+  auto changed = run_to_completion(*engine, {other});
+  ASSERT_TRUE(changed.has_value());
+  EXPECT_EQ(changed->front().counts.cached_tokens, 0) << "a different image shares no pages";
+  EXPECT_EQ(model.images_encoded(), 2);
+  EXPECT_NE(changed->front().logits[0][0], again->front().logits[0][0]);
+  test::expect_pools_empty(*engine);
+}
+
+TEST(qwen3_5_images, refuses_images_that_do_not_fit_the_prompt_naming_the_problem) {
+  const auto cases = load_image_cases();
+  auto engine = test::fixture_engine("qwen3_5_tiny");
+  ASSERT_NE(engine, nullptr);
+  auto missing = cases[1].request;
+  missing.images.pop_back();
+  auto r = engine->submit(missing);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(test::contains(r.error().message(), "2 image placeholder run(s)"));
+  auto short_run = cases[0].request;
+  short_run.images[0].h = 2;  // 4 patches: 1 token, the prompt has 4
+  short_run.images[0].pixel_values.resize(2 * 4 * 96);
+  r = engine->submit(short_run);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(test::contains(r.error().message(), "4 placeholder tokens in the prompt"));
+  auto odd = cases[0].request;
+  odd.images[0].pixel_values.pop_back();
+  r = engine->submit(odd);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(test::contains(r.error().message(), "pixel values"));
+
+  auto text_only = test::fixture_engine("qwen3_5_tiny_text");
+  ASSERT_NE(text_only, nullptr);
+  r = text_only->submit(cases[0].request);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(test::contains(r.error().message(), "no vision tower"));
+  auto nemotron = test::fixture_engine("nemotron_h_tiny_hybrid");
+  ASSERT_NE(nemotron, nullptr);
+  r = nemotron->submit(cases[0].request);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(test::contains(r.error().message(), "takes no images"));
+}
+
+}  // namespace
+}  // namespace mstar::engine
