@@ -15,6 +15,12 @@ find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(BLAS REQUIRED)
+# Tokenizers: Oniguruma runs the pre-tokenizer regexes (the engine Hugging Face
+# `tokenizers` uses), utf8proc the Unicode normalizers (libonig-dev,
+# libutf8proc-dev).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(ONIGURUMA REQUIRED IMPORTED_TARGET oniguruma)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 
 find_path(XXHASH_INCLUDE_DIR xxhash.h)
 find_library(XXHASH_LIBRARY xxhash)

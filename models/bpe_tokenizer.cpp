@@ -1,6 +1,3 @@
-#include <algorithm>
-#include <limits>
-
 #include "models/internal/bpe_state.hpp"
 #include "models/internal/pretokenize.hpp"
 #include "models/tokenizer.hpp"
@@ -10,77 +7,69 @@ namespace {
 
 constexpr std::string_view replacement = "\xEF\xBF\xBD";  // U+FFFD
 
-// Applies the merges to one pre-token's symbols, lowest rank (then leftmost) first.
-void merge_symbols(const bpe_tokenizer::state& s, std::vector<std::string>& symbols) {
-  while (symbols.size() > 1) {
-    std::uint32_t best = std::numeric_limits<std::uint32_t>::max();
-    std::size_t at = 0;
-    for (std::size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const auto it = s.merge_ranks.find(internal::merge_key(symbols[i], symbols[i + 1]));
-      if (it != s.merge_ranks.end() && it->second < best) {
-        best = it->second;
-        at = i;
-      }
-    }
-    if (best == std::numeric_limits<std::uint32_t>::max())
-      return;
-    symbols[at] += symbols[at + 1];
-    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(at) + 1);
-  }
-}
-
 void encode_piece(const bpe_tokenizer::state& s, std::string_view piece,
                   std::vector<token_id>& out) {
-  const auto& table = internal::byte_to_code_point();
-  std::vector<std::string> symbols;
-  symbols.reserve(piece.size());
-  std::string whole;
-  for (const char c : piece) {
-    std::string symbol;
-    internal::append_utf8(symbol, table[static_cast<unsigned char>(c)]);
-    whole += symbol;
-    symbols.push_back(std::move(symbol));
-  }
   if (s.ignore_merges) {
+    std::string whole;
+    for (const char c : piece)
+      internal::append_utf8(whole, internal::byte_to_code_point()[static_cast<unsigned char>(c)]);
     if (const auto it = s.vocab.find(whole); it != s.vocab.end()) {
       out.push_back(it->second);
       return;
     }
   }
-  merge_symbols(s, symbols);
-  for (const auto& symbol : symbols) {
-    if (const auto it = s.vocab.find(symbol); it != s.vocab.end()) {
-      out.push_back(it->second);
+  std::vector<token_id> symbols;
+  symbols.reserve(piece.size());
+  for (const char c : piece) {
+    if (const auto id = s.byte_ids[static_cast<unsigned char>(c)]) {
+      symbols.push_back(*id);
     } else if (s.unk) {  // load() guarantees an unk whenever a byte symbol is missing
-      out.push_back(*s.unk);
+      symbols.push_back(*s.unk);
     }
   }
+  internal::apply_merges(s.merges, symbols);
+  out.insert(out.end(), symbols.begin(), symbols.end());
 }
 
-void encode_segment(const bpe_tokenizer::state& s, std::string_view segment,
-                    std::vector<token_id>& out) {
-  std::string prefixed;
-  if (s.add_prefix_space && !segment.starts_with(' ')) {
-    prefixed = " ";
-    prefixed.append(segment);
-    segment = prefixed;
+// Runs the pre-tokenizer steps over `text` (normalized, no added tokens) and
+// encodes each piece.
+void encode_text(const bpe_tokenizer::state& s, std::string_view text, std::vector<token_id>& out) {
+  std::vector<std::string> pieces{std::string{text}};
+  std::vector<std::string> next;
+  for (const auto& step : s.pre_tokenizer) {
+    next.clear();
+    for (auto& piece : pieces) {
+      if (step.add_prefix_space && !piece.starts_with(' '))
+        piece.insert(0, 1, ' ');
+      if (!step.split) {
+        next.push_back(std::move(piece));
+        continue;
+      }
+      for (const std::string_view part : internal::split(*step.split, piece))
+        next.emplace_back(part);
+    }
+    pieces.swap(next);
   }
-  if (!s.use_regex) {
-    encode_piece(s, segment, out);
-    return;
-  }
-  for (const std::string_view piece : internal::split_gpt2(segment))
+  for (const auto& piece : pieces)
     encode_piece(s, piece, out);
 }
 
-// The added token starting at text[at], longest first, or nullptr.
-const bpe_tokenizer::state::added_token* added_at(const bpe_tokenizer::state& s,
-                                                  std::string_view text, std::size_t at) {
-  for (const auto& token : s.added) {
-    if (text.substr(at).starts_with(token.content))
-      return &token;
+// Normalizes a stretch of input between raw added tokens, finds the
+// normalized added tokens in it and encodes the rest.
+void encode_segment(const bpe_tokenizer::state& s, std::string_view segment,
+                    std::vector<token_id>& out) {
+  std::string normalized;
+  if (!s.normalizers.empty()) {
+    normalized = internal::normalize(segment, s.normalizers);
+    segment = normalized;
   }
-  return nullptr;
+  for (const auto& part : s.normalized_added.split(segment)) {
+    if (part.token) {
+      out.push_back(*part.token);
+    } else {
+      encode_text(s, part.text, out);
+    }
+  }
 }
 
 }  // namespace
@@ -92,22 +81,13 @@ bpe_tokenizer::~bpe_tokenizer() = default;
 
 std::vector<token_id> bpe_tokenizer::encode(std::string_view text) const {
   std::vector<token_id> out;
-  std::size_t start = 0;
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const auto* token = added_at(*state_, text, at);
-    if (token == nullptr) {
-      ++at;
-      continue;
+  for (const auto& part : state_->raw_added.split(text)) {
+    if (part.token) {
+      out.push_back(*part.token);
+    } else {
+      encode_segment(*state_, part.text, out);
     }
-    if (at > start)
-      encode_segment(*state_, text.substr(start, at - start), out);
-    out.push_back(token->id);
-    at += token->content.size();
-    start = at;
   }
-  if (text.size() > start)
-    encode_segment(*state_, text.substr(start), out);
   return out;
 }
 

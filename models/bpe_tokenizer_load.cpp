@@ -1,10 +1,13 @@
 #include <algorithm>
 #include <fmt/format.h>
+#include <unordered_map>
 
 #include "core/untrusted_json.hpp"
 #include "models/internal/bpe_state.hpp"
 #include "models/internal/json_text.hpp"
+#include "models/internal/pipeline_load.hpp"
 #include "models/internal/pretokenize.hpp"
+#include "models/internal/tokenizer_json.hpp"
 #include "models/tokenizer.hpp"
 
 namespace mstar::models {
@@ -13,76 +16,14 @@ namespace {
 using json = nlohmann::json;
 using state = bpe_tokenizer::state;
 
-// Messages: "<file>: field '<path>': <reason>".
-struct reporter {
-  std::string label;
-
-  error bad(std::string_view field, std::string_view reason) const {
-    return make_error(errc::parse_error, fmt::format("{}: field '{}': {}", label, field, reason));
-  }
-  error unsupported(std::string_view field, std::string_view reason) const {
-    return make_error(errc::unsupported, fmt::format("{}: field '{}': {}", label, field, reason));
-  }
-};
-
-std::string type_of(const json& node) {
-  const auto it = node.is_object() ? node.find("type") : node.end();
-  return it != node.end() && it->is_string() ? it->get<std::string>() : std::string{};
-}
-
-// A boolean field that may be absent; any other type is an error naming `field`.
-result<bool> flag(const reporter& r, const json& node, const char* key, bool fallback,
-                  std::string_view field) {
-  const auto it = node.find(key);
-  if (it == node.end() || it->is_null())
-    return fallback;
-  if (!it->is_boolean())
-    return r.bad(field, fmt::format("'{}' is not true or false", key));
-  return it->get<bool>();
-}
+using reporter = internal::tokenizer_json_reporter;
+using internal::read_flag;
+using internal::type_of;
 
 bool is_unset(const json& node, std::string_view key) {
   const auto it = node.find(key);
   return it == node.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty()) ||
          (it->is_boolean() && !it->get<bool>()) || (it->is_number() && it->get<double>() == 0);
-}
-
-result<void> read_pre_tokenizer(const reporter& r, const json& doc, state& s) {
-  const auto normalizer = doc.find("normalizer");
-  if (normalizer != doc.end() && !normalizer->is_null()) {
-    return r.unsupported("normalizer", fmt::format("type '{}' is not supported (only null)",
-                                                   text_excerpt(type_of(*normalizer))));
-  }
-  const auto pre = doc.find("pre_tokenizer");
-  if (pre == doc.end() || pre->is_null()) {
-    return r.unsupported("pre_tokenizer", "null: not a byte-level tokenizer (need ByteLevel)");
-  }
-  const json* level = &*pre;
-  if (type_of(*pre) == "Sequence") {
-    const auto list = pre->find("pretokenizers");
-    if (list == pre->end() || !list->is_array() || list->size() != 1) {
-      return r.unsupported("pre_tokenizer", "a Sequence other than [ByteLevel] is not supported");
-    }
-    level = &(*list)[0];
-  }
-  if (type_of(*level) != "ByteLevel") {
-    return r.unsupported("pre_tokenizer", fmt::format("type '{}' is not supported (ByteLevel)",
-                                                      text_excerpt(type_of(*level))));
-  }
-  const auto prefix = flag(r, *level, "add_prefix_space", false, "pre_tokenizer");
-  if (!prefix)
-    return prefix.error();
-  const auto regex = flag(r, *level, "use_regex", true, "pre_tokenizer");
-  if (!regex)
-    return regex.error();
-  s.add_prefix_space = *prefix;
-  s.use_regex = *regex;
-  const auto decoder = doc.find("decoder");
-  if (decoder != doc.end() && !decoder->is_null() && type_of(*decoder) != "ByteLevel") {
-    return r.unsupported("decoder", fmt::format("type '{}' is not supported (ByteLevel)",
-                                                text_excerpt(type_of(*decoder))));
-  }
-  return {};
 }
 
 result<void> read_vocab(const reporter& r, const json& model, state& s) {
@@ -124,12 +65,15 @@ result<void> read_merges(const reporter& r, const json& model, state& s) {
     if (!pair)
       return r.bad(field,
                    fmt::format("{} is not \"a b\" or [\"a\", \"b\"]", json_excerpt((*merges)[i])));
-    for (const auto& part : {pair->first, pair->second, pair->first + pair->second}) {
-      if (!s.vocab.contains(part))
-        return r.bad(field, fmt::format("'{}' is not in the vocab", text_excerpt(part)));
+    token_id ids[3] = {};
+    const std::string parts[3] = {pair->first, pair->second, pair->first + pair->second};
+    for (int k = 0; k < 3; ++k) {
+      const auto it = s.vocab.find(parts[k]);
+      if (it == s.vocab.end())
+        return r.bad(field, fmt::format("'{}' is not in the vocab", text_excerpt(parts[k])));
+      ids[k] = it->second;
     }
-    s.merge_ranks.emplace(internal::merge_key(pair->first, pair->second),
-                          static_cast<std::uint32_t>(i));
+    s.merges.add(ids[0], ids[1], {static_cast<std::uint32_t>(i), ids[2]});
   }
   return {};
 }
@@ -148,7 +92,7 @@ result<void> read_model(const reporter& r, const json& doc, state& s) {
       return r.unsupported(fmt::format("model.{}", key), "must be unset for byte-level BPE");
     }
   }
-  const auto ignore = flag(r, *model, "ignore_merges", false, "model");
+  const auto ignore = read_flag(r, *model, "ignore_merges", false, "model");
   if (!ignore)
     return ignore.error();
   s.ignore_merges = *ignore;
@@ -156,6 +100,12 @@ result<void> read_model(const reporter& r, const json& doc, state& s) {
     return ok;
   if (auto ok = read_merges(r, *model, s); !ok)
     return ok;
+  for (unsigned b = 0; b < 256; ++b) {
+    std::string symbol;
+    internal::append_utf8(symbol, internal::byte_to_code_point()[b]);
+    if (const auto it = s.vocab.find(symbol); it != s.vocab.end())
+      s.byte_ids[b] = it->second;
+  }
   const auto unk = model->find("unk_token");
   if (unk != model->end() && unk->is_string()) {
     const auto it = s.vocab.find(unk->get<std::string>());
@@ -166,34 +116,84 @@ result<void> read_model(const reporter& r, const json& doc, state& s) {
   return {};
 }
 
-result<void> read_added(const reporter& r, const json& doc, state& s,
-                        std::vector<token_id>& special_ids) {
+// One entry of added_tokens as the file gives it.
+struct listed_added {
+  internal::added_token_rule rule;  // content as listed; id as listed
+  bool special = false;
+  bool normalized = false;
+};
+
+// `normalized` defaults to the opposite of `special`, as in `tokenizers`.
+result<listed_added> read_added_token(const reporter& r, const json& item,
+                                      const std::string& field) {
+  if (!item.is_object() || !item.contains("id") || !item["id"].is_number_unsigned() ||
+      !item.contains("content") || !item["content"].is_string() ||
+      item["content"].get<std::string>().empty()) {
+    return r.bad(field, "needs a non-negative 'id' and a non-empty 'content'");
+  }
+  if (item["id"].get<std::uint64_t>() > 0x7FFFFFFFU)
+    return r.bad(field, "'id' is too large");
+  const auto special = read_flag(r, item, "special", false, field);
+  if (!special)
+    return special.error();
+  const auto normalized = read_flag(r, item, "normalized", !*special, field);
+  const auto single_word = read_flag(r, item, "single_word", false, field);
+  const auto lstrip = read_flag(r, item, "lstrip", false, field);
+  const auto rstrip = read_flag(r, item, "rstrip", false, field);
+  for (const auto* read : {&normalized, &single_word, &lstrip, &rstrip}) {
+    if (!*read)
+      return read->error();
+  }
+  return listed_added{
+      {item["content"].get<std::string>(), static_cast<token_id>(item["id"].get<std::uint64_t>()),
+       *single_word, *lstrip, *rstrip},
+      *special,
+      *normalized};
+}
+
+// added_tokens, after the model and the normalizer. Each token takes the id
+// `tokenizers` gives it when it loads the file: its vocab id when the vocab
+// spells its content, else the next id after the vocab's entries, in the
+// file's order (the listed id only has to be well formed: real files agree).
+// A content listed twice keeps its first id and its last flags. A normalized
+// token is matched, and decodes, as its normalized content.
+result<void> read_added(const reporter& r, const json& doc, state& s) {
   const auto added = doc.find("added_tokens");
   if (added == doc.end() || added->is_null())
     return {};
   if (!added->is_array())
     return r.bad("added_tokens", "not a list");
+  std::vector<listed_added> tokens;
+  std::unordered_map<std::string, std::size_t> index;  // content -> position in tokens
+  auto next_id = static_cast<token_id>(s.vocab.size());
   for (std::size_t i = 0; i < added->size(); ++i) {
-    const json& item = (*added)[i];
-    const auto field = fmt::format("added_tokens[{}]", i);
-    if (!item.is_object() || !item.contains("id") || !item["id"].is_number_unsigned() ||
-        !item.contains("content") || !item["content"].is_string() ||
-        item["content"].get<std::string>().empty()) {
-      return r.bad(field, "needs a non-negative 'id' and a non-empty 'content'");
+    auto token = read_added_token(r, (*added)[i], fmt::format("added_tokens[{}]", i));
+    if (!token)
+      return token.error();
+    if (const auto seen = index.find(token->rule.content); seen != index.end()) {
+      listed_added& first = tokens[seen->second];
+      token->rule.id = first.rule.id;
+      token->special = token->special || first.special;
+      first = std::move(*token);
+      continue;
     }
-    if (item["id"].get<std::uint64_t>() > 0x7FFFFFFFU)
-      return r.bad(field, "'id' is too large");
-    const auto id = static_cast<token_id>(item["id"].get<std::uint64_t>());
-    const auto is_special = flag(r, item, "special", false, field);
-    if (!is_special)
-      return is_special.error();
-    s.added.push_back({item["content"].get<std::string>(), id});
-    if (*is_special)
-      special_ids.push_back(id);
+    const auto in_vocab = s.vocab.find(token->rule.content);
+    token->rule.id = in_vocab != s.vocab.end() ? in_vocab->second : next_id++;
+    index.emplace(token->rule.content, tokens.size());
+    tokens.push_back(std::move(*token));
   }
-  std::stable_sort(s.added.begin(), s.added.end(), [](const auto& a, const auto& b) {
-    return a.content.size() > b.content.size();
-  });
+  std::vector<internal::added_token_rule> raw;
+  std::vector<internal::added_token_rule> normalized;
+  for (auto& token : tokens) {
+    std::string listed = token.rule.content;
+    if (token.normalized && !s.normalizers.empty())
+      token.rule.content = internal::normalize(token.rule.content, s.normalizers);
+    s.added.push_back({std::move(listed), token.rule.id,
+                       internal::byte_level_decode(token.rule.content), token.special});
+    (token.normalized ? normalized : raw).push_back(std::move(token.rule));
+  }
+  s.raw_added = internal::added_matcher{std::move(raw)};
+  s.normalized_added = internal::added_matcher{std::move(normalized)};
   return {};
 }
 
@@ -230,15 +230,11 @@ result<std::size_t> check_ids(const reporter& r, const state& s, std::size_t add
 }
 
 // Decode tables; every vocab spelling must be byte-level (code points of the table).
-result<void> build_id_tables(const reporter& r, state& s, const std::vector<token_id>& special_ids,
-                             std::int64_t vocab_size) {
+result<void> build_id_tables(const reporter& r, state& s, std::int64_t vocab_size) {
   const auto checked = check_ids(r, s, s.added.size(), vocab_size);
   if (!checked)
     return checked.error();
   const std::size_t size = *checked;
-  std::vector<bool> special(size);
-  for (const token_id id : special_ids)
-    special[id] = true;
   s.id_text.assign(size, {});
   s.id_kind.assign(size, state::kind::none);
   for (const auto& [token, id] : s.vocab) {
@@ -256,8 +252,8 @@ result<void> build_id_tables(const reporter& r, state& s, const std::vector<toke
     s.id_kind[id] = state::kind::vocab;
   }
   for (const auto& token : s.added) {
-    s.id_text[token.id] = token.content;
-    s.id_kind[token.id] = special[token.id] ? state::kind::special : state::kind::added;
+    s.id_text[token.id] = token.decoded;
+    s.id_kind[token.id] = token.special ? state::kind::special : state::kind::added;
   }
   return {};
 }
@@ -288,14 +284,17 @@ result<bpe_tokenizer> bpe_tokenizer::parse(std::string_view json_text, std::stri
   if (!doc->is_object())
     return make_error(errc::parse_error, fmt::format("{}: not a JSON object", label));
   auto tables = std::make_unique<state>();
-  std::vector<token_id> special;
-  if (auto ok = read_pre_tokenizer(r, *doc, *tables); !ok)
+  if (auto ok = internal::read_normalizer(r, *doc, tables->normalizers); !ok)
+    return ok.error();
+  if (auto ok = internal::read_pre_tokenizer(r, *doc, tables->pre_tokenizer); !ok)
+    return ok.error();
+  if (auto ok = internal::read_decoder(r, *doc); !ok)
     return ok.error();
   if (auto ok = read_model(r, *doc, *tables); !ok)
     return ok.error();
-  if (auto ok = read_added(r, *doc, *tables, special); !ok)
+  if (auto ok = read_added(r, *doc, *tables); !ok)
     return ok.error();
-  if (auto ok = build_id_tables(r, *tables, special, vocab_size); !ok)
+  if (auto ok = build_id_tables(r, *tables, vocab_size); !ok)
     return ok.error();
   if (auto ok = check_alphabet(r, *tables); !ok)
     return ok.error();

@@ -64,19 +64,33 @@ class byte_tokenizer final : public tokenizer {
 };
 
 /// A byte-level BPE tokenizer read from a Hugging Face `tokenizer.json`
-/// (GPT-2 style: a "BPE" model with vocab and merges, a "ByteLevel"
-/// pre-tokenizer and decoder, added/special tokens).
+/// (GPT-2, Llama-3 and Qwen2 / Qwen3 style: a "BPE" model with vocab and
+/// merges, a byte-level pre-tokenizer and decoder, added/special tokens),
+/// encoding as the `tokenizers` package does.
 ///
-/// Supported: normalizer null; pre_tokenizer ByteLevel (or a Sequence of one),
-/// with `add_prefix_space` and `use_regex`; merges as "a b" strings or
-/// ["a", "b"] pairs; `ignore_merges`; `unk_token`. Refused with an
-/// "unsupported" error naming the field: other normalizers, Split or other
-/// pre-tokenizers (e.g. Llama-3 style regexes), byte_fallback, subword
-/// prefixes/suffixes. Known gap: the GPT-2 regex is hand-written and its
-/// \p{L} / \p{N} classes are a table of common scripts, so text in rarer
-/// scripts or with combining marks may split differently from `tokenizers`.
-/// Added tokens match anywhere in the text, longest first; their
-/// lstrip/rstrip/single_word flags are not applied.
+/// Supported: normalizer null, NFC, NFD, NFKC, NFKD or a Sequence of them
+/// (utf8proc); pre_tokenizer ByteLevel (`add_prefix_space`, `use_regex`: the
+/// GPT-2 pattern) or a Sequence of Split steps ending with ByteLevel, each
+/// Split a `{"Regex": ...}` (compiled once, with Oniguruma, the engine
+/// `tokenizers` uses) or `{"String": ...}` pattern with any behaviour
+/// (Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous) and
+/// `invert`; decoder null or ByteLevel; merges as "a b" strings or
+/// ["a", "b"] pairs; `ignore_merges`; `unk_token`. Added tokens are matched
+/// as `tokenizers` matches them: those with `normalized` false in the raw
+/// text, the others in the normalized text between those, leftmost and
+/// longest first, with `single_word`, `lstrip` and `rstrip`; an added token
+/// decodes as the ByteLevel decoder decodes it. Refused with an
+/// "unsupported" error naming the field: other normalizers and
+/// pre-tokenizers, a step after ByteLevel, byte_fallback, subword
+/// prefixes/suffixes. Bytes of the input that are not UTF-8 (`tokenizers`
+/// only sees Unicode strings) are kept: normalizers leave them alone and
+/// each run of them is a pre-token of its own. Known gaps: Unicode tables
+/// are Debian 12's Oniguruma 6.9.8 and utf8proc 2.8 (`tokenizers` bundles
+/// its own versions, so code points assigned in recent Unicode versions may
+/// classify or normalize differently). As in `tokenizers`, an added token's
+/// id is its vocab id when the vocab spells it, else the next one after the
+/// vocab's entries in the file's order; the listed `id` must be well formed
+/// but is not used (in real files the two agree).
 class bpe_tokenizer final : public tokenizer {
  public:
   /// Reads and checks a tokenizer.json file (see parse for `vocab_size`).

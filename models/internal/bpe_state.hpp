@@ -1,11 +1,16 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "models/internal/added_tokens.hpp"
+#include "models/internal/bpe_merge.hpp"
+#include "models/internal/pretokenize.hpp"
+#include "models/internal/unicode_normalize.hpp"
 #include "models/tokenizer.hpp"
 
 namespace mstar::models {
@@ -15,35 +20,37 @@ struct bpe_tokenizer::state {
   /// How an id decodes.
   enum class kind : std::uint8_t { none, vocab, added, special };
 
-  /// A token matched verbatim in the input before pre-tokenization.
+  /// An added token as tokenizer.json lists it.
   struct added_token {
-    std::string content;
+    std::string content;  ///< what find() looks up
     token_id id = 0;
+    std::string decoded;  ///< what decode() gives for it
+    bool special = false;
+  };
+
+  /// One pre-tokenizer step, applied to every piece the steps before it made:
+  /// a Split, or ByteLevel (its prefix space, then its own regex when
+  /// `use_regex` is set). ByteLevel is the last step.
+  struct pre_tokenize_step {
+    bool add_prefix_space = false;
+    std::optional<internal::split_rule> split;
   };
 
   std::unordered_map<std::string, token_id> vocab;  ///< byte-level spelling -> id
-  /// Rank of merging the pair (left, right), keyed by left + '\0' + right (byte-level
-  /// spellings never contain NUL: byte 0 is spelled U+0100).
-  std::unordered_map<std::string, std::uint32_t> merge_ranks;
-  std::vector<added_token> added;    ///< longest content first
-  std::vector<std::string> id_text;  ///< per id: the bytes it decodes to
-  std::vector<kind> id_kind;         ///< per id
-  std::optional<token_id> unk;       ///< for byte symbols missing from the vocab
-  bool add_prefix_space = false;
-  bool use_regex = true;
+  internal::merge_table merges;
+  /// Per byte, the id of its byte-level symbol (nullopt: not in the vocab).
+  std::array<std::optional<token_id>, 256> byte_ids{};
+  std::vector<added_token> added;  ///< in the file's order
+  /// Added tokens with `normalized` false, matched in the raw input; those
+  /// with `normalized` true, matched in the normalized text between them.
+  internal::added_matcher raw_added;
+  internal::added_matcher normalized_added;
+  std::vector<internal::normal_form> normalizers;  ///< applied in order
+  std::vector<pre_tokenize_step> pre_tokenizer;    ///< applied in order
+  std::vector<std::string> id_text;                ///< per id: the bytes it decodes to
+  std::vector<kind> id_kind;                       ///< per id
+  std::optional<token_id> unk;                     ///< for byte symbols missing from the vocab
   bool ignore_merges = false;
 };
 
-namespace internal {
-
-/// The key of merge_ranks for the pair (left, right).
-[[nodiscard]] inline std::string merge_key(std::string_view left, std::string_view right) {
-  std::string key;
-  key.reserve(left.size() + 1 + right.size());
-  key.append(left).push_back('\0');
-  key.append(right);
-  return key;
-}
-
-}  // namespace internal
 }  // namespace mstar::models

@@ -1,6 +1,7 @@
 // libFuzzer target over tokenizer.json: bpe_tokenizer::parse either refuses
-// the text or returns a tokenizer that encodes (a fixed sentence and a prefix
-// of the input itself) to ids below its vocab_size and decodes them back.
+// the text or returns a tokenizer that encodes (two fixed sentences and a
+// prefix of the input itself) to ids below its vocab_size and decodes them
+// back. Split patterns in the input are compiled and run by Oniguruma.
 //
 //   build-fuzz/tests/fuzz/mstar-fuzz-tokenizer-json -max_total_time=60 CORPUS
 //   tests/fuzz/corpus/tokenizer_json
@@ -37,6 +38,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (tok->vocab_size() <= 0)
     mstar::fuzz::fail("tokenizer: accepted an empty vocabulary");
   round_trip(*tok, "Hello, world! 123 \xc3\xa9t\xc3\xa9  \n\tend");
+  // Special tokens, a combining mark, bytes that are not UTF-8, CJK, CR LF.
+  round_trip(*tok,
+             "<|im_start|>I'LL e\xcc\x81 \xff\xfe\xed\xa0\x80 \xe4\xb8\xad\r\n\r\n<|im_end|>");
   round_trip(*tok, text.substr(0, std::min<std::size_t>(text.size(), 256)));
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "tests/models/temp_folder.hpp"
+#include "tests/models/tokenizer_reference.hpp"
 #include "tests/support/fixtures.hpp"
 #include "tests/support/matchers.hpp"
 
@@ -16,21 +17,8 @@ using json = nlohmann::json;
 
 const std::string fixtures = MSTAR_FIXTURES_DIR;
 
-std::vector<token_id> ids_of(const json& list) {
-  return list.get<std::vector<token_id>>();
-}
-
-void expect_matches_reference(const bpe_tokenizer& tok, const std::string& expected_file) {
-  const auto expected = test::load_fixture_json(expected_file);
-  EXPECT_EQ(tok.vocab_size(), expected["vocab_size"].get<std::int64_t>());
-  for (const auto& c : expected["cases"]) {
-    const auto text = c["text"].get<std::string>();
-    EXPECT_EQ(tok.encode(text), ids_of(c["ids"])) << "encoding '" << text << "'";
-    EXPECT_EQ(tok.decode(ids_of(c["ids"])), c["decoded"].get<std::string>()) << text;
-    EXPECT_EQ(tok.decode(ids_of(c["ids"]), true), c["decoded_skip_special"].get<std::string>())
-        << text;
-  }
-}
+using test::expect_matches_reference;
+using test::ids_of;
 
 TEST(bpe_tokenizer, encodes_and_decodes_like_the_tokenizers_package) {
   const auto tok = bpe_tokenizer::load(fixtures + "/tokenizers/tiny_bpe.json");
