@@ -15,6 +15,9 @@ find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(BLAS REQUIRED)
+# Image decoding for the vision preprocessor (models/vision/).
+find_package(PNG 1.6 REQUIRED)
+find_package(JPEG REQUIRED)
 
 find_path(XXHASH_INCLUDE_DIR xxhash.h)
 find_library(XXHASH_LIBRARY xxhash)
