@@ -78,8 +78,10 @@ result<image_patches> preprocess_image(const rgb_image& image,
                                        const image_processor_config& config) {
   if (auto ok = config.validate(); !ok)
     return ok.error();
-  if (image.width <= 0 || image.height <= 0 ||
-      image.pixels.size() != static_cast<std::size_t>(image.width * image.height * 3)) {
+  constexpr std::int64_t max_side = std::int64_t{1} << 31;
+  if (image.width <= 0 || image.height <= 0 || image.width > max_side || image.height > max_side ||
+      image.pixels.size() / 3 != static_cast<std::size_t>(image.width * image.height) ||
+      image.pixels.size() % 3 != 0) {
     return make_error(errc::invalid_argument,
                       fmt::format("image: {} x {} (w x h) with {} bytes is not an RGB image",
                                   image.width, image.height, image.pixels.size()));

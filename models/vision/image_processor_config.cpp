@@ -15,7 +15,9 @@ namespace {
 
 using internal::json_fields;
 
-constexpr std::int64_t max_pixel_bound = std::int64_t{1} << 40;
+// Bounds the resized image (and pixel_values, 24 bytes a pixel for Qwen3.5) at
+// 16 times Qwen3.5's own longest_edge.
+constexpr std::int64_t max_pixel_bound = std::int64_t{1} << 28;
 
 // `image_mean` / `image_std`: one number for every channel, or three.
 result<std::array<double, 3>> read_channels(const json_fields& fields, std::string_view key,

@@ -40,9 +40,10 @@ struct image_processor_config {
   /// Reads `path`: a preprocessor_config.json file, or a folder holding one.
   [[nodiscard]] static result<image_processor_config> load(const std::filesystem::path& path);
 
-  /// Checks sizes (positive, patch_size and merge_size at most 1024,
-  /// temporal_patch_size at most 64, pixel bounds at most 2^40), a non-zero
-  /// std and a positive finite rescale_factor. Errors name the field.
+  /// Checks sizes (positive; patch_size and merge_size at most 1024,
+  /// temporal_patch_size at most 64, pixel bounds at most 2^28, 16 times
+  /// Qwen3.5's, which keeps pixel_values below 7 GB), a non-zero std and a
+  /// positive finite rescale_factor. Errors name the field.
   [[nodiscard]] result<void> validate() const;
 
   /// Sides of a resized image are multiples of this: patch_size * merge_size.

@@ -10,6 +10,9 @@ namespace {
 constexpr std::int64_t max_side = std::int64_t{1} << 31;
 constexpr std::int64_t max_factor = std::int64_t{1} << 16;
 constexpr std::int64_t max_pixel_bound = std::int64_t{1} << 40;
+// Areas up to 2^53 are exact in a double, so the divisions below round as
+// Python's int / int does.
+constexpr std::int64_t max_area = std::int64_t{1} << 53;
 
 // Python's round() of a float: to the nearest integer, ties to even.
 std::int64_t round_half_even(double x) {
@@ -61,8 +64,6 @@ result<image_size> smart_resize(std::int64_t height, std::int64_t width, std::in
   const auto f = static_cast<double>(factor);
   std::int64_t h_bar = round_half_even(h / f) * factor;
   std::int64_t w_bar = round_half_even(w / f) * factor;
-  // Sides below 2^31 keep height * width exact in a double, so the divisions
-  // below round exactly as Python's int / int does.
   const auto area = static_cast<double>(height * width);
   if (h_bar * w_bar > max_pixels) {
     const double beta = std::sqrt(area / static_cast<double>(max_pixels));

@@ -16,7 +16,7 @@ namespace mstar::models::vision {
 ///
 /// Errors (invalid_argument): a side or argument that is not positive, or
 /// beyond the range where float64 arithmetic stays exact (sides above 2^31,
-/// factor above 2^16, pixel bounds above 2^40); and, with the reference's
+/// an area above 2^53, factor above 2^16, pixel bounds above 2^40); and, with the reference's
 /// message, an aspect ratio above 200 ("absolute aspect ratio must be smaller
 /// than 200, got 250.0"). Tiny images are scaled up to min_pixels, as the
 /// reference does; there is no lower bound on the sides.
