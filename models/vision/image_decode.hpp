@@ -41,14 +41,19 @@ struct decode_options {
   /// warning threshold; PIL refuses at twice this).
   std::int64_t max_pixels = 89'478'485;
   alpha_mode alpha = alpha_mode::drop;
+  /// Turn the image upright by its EXIF Orientation tag (a JPEG's APP1, a
+  /// PNG's eXIf), as transformers does with images it loads from bytes, paths
+  /// or URLs (torchvision's `apply_exif_orientation`, PIL's `exif_transpose`;
+  /// a PIL image handed to the processor is not turned).
+  bool apply_exif_orientation = true;
 };
 
 /// Decodes a PNG or JPEG held in memory into 8-bit RGB as PIL's
 /// `Image.open(...).convert("RGB")` does: grayscale is replicated, palettes are
 /// expanded, 16-bit RGB and RGBA keep their high byte and 16-bit grayscale is
 /// clamped to 255 (PIL's I;16 -> RGB conversion), CMYK JPEGs are read as
-/// Adobe-inverted and converted with PIL's formula; alpha follows `options`.
-/// EXIF orientation is not applied.
+/// Adobe-inverted and converted with PIL's formula; alpha and EXIF
+/// orientation follow `options`.
 ///
 /// Errors: invalid_argument for empty input, unsupported for a format other
 /// than PNG or JPEG (named when recognised), out_of_range for an image above

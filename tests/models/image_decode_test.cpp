@@ -34,8 +34,9 @@ TEST(image_decode, detects_png_and_jpeg_by_their_magic_bytes) {
 
 // Every decode case of the fixture: PNG colour types and depths (palette with
 // tRNS, 4-bit palette, 1-bit, gray, gray + alpha, RGB with tRNS, 16-bit gray,
-// RGB and RGBA, Adam7), JPEG 4:2:0, 4:4:4, gray, progressive and CMYK.
-TEST(image_decode, gives_the_pixels_pil_convert_rgb_gives_with_alpha_dropped) {
+// RGB and RGBA, Adam7), JPEG 4:2:0, 4:4:4, gray, progressive and CMYK, and
+// EXIF orientations 1..8 (turned upright as PIL's exif_transpose does).
+TEST(image_decode, gives_the_pixels_transformers_loads_from_bytes) {
   const auto& expected_file = mstar::test::expected_image_tensors();
   ASSERT_TRUE(expected_file) << expected_file.error().to_string();
   for (const auto& entry : mstar::test::expected_image_cases()["decode"]) {
@@ -66,6 +67,33 @@ TEST(image_decode, composites_transparency_onto_white_as_transformers_convert_to
     EXPECT_EQ(count_differences(*image, tensor_bytes(*expected_file, want)), 0);
   }
   EXPECT_EQ(with_alpha, 5);  // RGBA, gray + alpha, palette tRNS, RGB tRNS, RGBA 16
+}
+
+// The decode test compares these with PIL's exif_transpose; here, without
+// the option, every file gives the stored pixels (the JPEGs differ only in
+// their EXIF block).
+TEST(image_decode, turns_images_upright_by_their_exif_orientation_unless_asked_not_to) {
+  const auto stored = decode_image(as_bytes(image_file("exif1_24x16.jpg")));
+  ASSERT_TRUE(stored) << stored.error().to_string();
+  for (const std::string name :
+       {"exif2_24x16.jpg", "exif3_24x16.jpg", "exif4_24x16.jpg", "exif5_24x16.jpg",
+        "exif6_24x16.jpg", "exif7_24x16.jpg", "exif8_24x16.jpg", "exif8_big_endian_24x16.jpg"}) {
+    SCOPED_TRACE(name);
+    const auto raw = decode_image(as_bytes(image_file(name)), {.apply_exif_orientation = false});
+    ASSERT_TRUE(raw) << raw.error().to_string();
+    EXPECT_EQ(raw->pixels, stored->pixels);
+    const auto upright = decode_image(as_bytes(image_file(name)));
+    ASSERT_TRUE(upright);
+    const bool turned = name[4] >= '5';
+    EXPECT_EQ(upright->width, turned ? 16 : 24);
+    EXPECT_EQ(upright->height, turned ? 24 : 16);
+    EXPECT_NE(upright->pixels, stored->pixels);
+  }
+  const auto png =
+      decode_image(as_bytes(image_file("exif6_24x16.png")), {.apply_exif_orientation = false});
+  ASSERT_TRUE(png);
+  EXPECT_EQ(png->width, 24);
+  EXPECT_EQ(png->height, 16);
 }
 
 TEST(image_decode, keeps_pil_quirks_for_16_bit_pngs) {

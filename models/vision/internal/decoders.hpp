@@ -24,6 +24,15 @@ namespace mstar::models::vision::internal {
 [[nodiscard]] result<void> check_pixel_limit(std::string_view format, std::int64_t width,
                                              std::int64_t height, std::int64_t limit);
 
+/// The Orientation tag (1..8) of an EXIF block (a TIFF header and IFD0, as
+/// a JPEG's APP1 after "Exif\0\0" or a PNG's eXIf chunk holds it); 1 when the
+/// block is absent, malformed, or holds no valid value, as PIL reads it.
+[[nodiscard]] int exif_orientation(std::span<const std::uint8_t> tiff) noexcept;
+
+/// `image` turned upright for EXIF `orientation` as PIL's `exif_transpose`
+/// does (2..8; anything else returns it unchanged).
+[[nodiscard]] rgb_image apply_orientation(rgb_image image, int orientation);
+
 /// How decoded rows are laid out before they become RGB.
 struct row_layout {
   std::int64_t width = 0;

@@ -8,6 +8,8 @@
 #include <jerror.h>
 #include <jpeglib.h>
 #include <memory>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "models/vision/internal/decoders.hpp"
@@ -89,6 +91,7 @@ void read_header_unguarded(jpeg_context* c, const std::uint8_t* data, std::size_
   jpeg_CreateDecompress(&c->cinfo, JPEG_LIB_VERSION, sizeof(jpeg_decompress_struct));
   // Creation zeroes the struct but for err and client_data.
   c->cinfo.progress = &c->progress;
+  jpeg_save_markers(&c->cinfo, JPEG_APP0 + 1, 0xFFFF);  // APP1: EXIF
   jpeg_mem_src(&c->cinfo, data, static_cast<unsigned long>(size));
   if (jpeg_read_header(&c->cinfo, TRUE) != JPEG_HEADER_OK) {
     std::snprintf(c->message, sizeof c->message, "the file holds tables but no image");
@@ -157,6 +160,20 @@ result<J_COLOR_SPACE> output_space(const jpeg_decompress_struct& cinfo) {
   }
 }
 
+// The Orientation of the first APP1 segment holding EXIF, as PIL keeps the
+// first; 1 without one.
+int orientation_of(const jpeg_decompress_struct& cinfo) {
+  constexpr std::string_view exif_header{"Exif\0\0", 6};
+  for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
+    if (m->marker != JPEG_APP0 + 1 || m->data_length < exif_header.size())
+      continue;
+    if (std::string_view{reinterpret_cast<const char*>(m->data), exif_header.size()} != exif_header)
+      continue;
+    return exif_orientation({m->data + exif_header.size(), m->data_length - exif_header.size()});
+  }
+  return 1;
+}
+
 }  // namespace
 
 result<rgb_image> decode_jpeg(std::span<const std::byte> bytes, const decode_options& options) {
@@ -191,6 +208,8 @@ result<rgb_image> decode_jpeg(std::span<const std::byte> bytes, const decode_opt
   image.pixels.resize(static_cast<std::size_t>(width * height * 3));
   if (!read_rows(c, &layout, scratch.data(), image.pixels.data()))
     return jpeg_failure(*c);
+  if (options.apply_exif_orientation)
+    return apply_orientation(std::move(image), orientation_of(c->cinfo));
   return image;
 }
 

@@ -76,6 +76,7 @@ struct png_header {
   int bit_depth = 0;
   int color_type = 0;
   bool has_trns = false;
+  int orientation = 1;  // from an eXIf chunk before the image data
 };
 
 struct png_rows {
@@ -95,6 +96,10 @@ void read_header_unguarded(png_structp png, png_infop info, png_header* header) 
   header->bit_depth = png_get_bit_depth(png, info);
   header->color_type = png_get_color_type(png, info);
   header->has_trns = png_get_valid(png, info, PNG_INFO_tRNS) != 0;
+  png_uint_32 exif_size = 0;
+  png_bytep exif = nullptr;
+  if (png_get_eXIf_1(png, info, &exif_size, &exif) != 0 && exif != nullptr)
+    header->orientation = exif_orientation({exif, exif_size});
 }
 
 void set_transforms_unguarded(png_structp png, png_infop info, const png_header& header,
@@ -208,6 +213,8 @@ result<rgb_image> decode_png(std::span<const std::byte> bytes, const decode_opti
                  header.height)) {
     return png_failure(context);
   }
+  if (options.apply_exif_orientation)
+    return apply_orientation(std::move(image), header.orientation);
   return image;
 }
 
