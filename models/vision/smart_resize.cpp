@@ -59,6 +59,11 @@ result<image_size> smart_resize(std::int64_t height, std::int64_t width, std::in
         errc::invalid_argument,
         fmt::format("absolute aspect ratio must be smaller than 200, got {}", python_float(ratio)));
   }
+  if (height > max_area / width) {
+    return make_error(
+        errc::invalid_argument,
+        fmt::format("smart_resize: a {} x {} image is above 2^53 pixels", height, width));
+  }
   const auto h = static_cast<double>(height);
   const auto w = static_cast<double>(width);
   const auto f = static_cast<double>(factor);

@@ -148,6 +148,9 @@ TEST(image_smart_resize, refuses_extreme_aspect_ratios_and_bad_arguments) {
                        "height must be in [1, 2147483648], got 0"));
   EXPECT_TRUE(contains(smart_resize(10, 10, 0, 1024, 4096).error().message(), "factor"));
   EXPECT_TRUE(contains(smart_resize(10, 10, 32, -1, 4096).error().message(), "min_pixels"));
+  EXPECT_TRUE(contains(
+      smart_resize(std::int64_t{1} << 27, std::int64_t{1} << 27, 32, 1024, 4096).error().message(),
+      "is above 2^53 pixels"));
 }
 
 TEST(image_smart_resize, scales_tiny_images_up_to_min_pixels) {
