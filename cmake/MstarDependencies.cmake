@@ -21,6 +21,9 @@ find_package(BLAS REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(ONIGURUMA REQUIRED IMPORTED_TARGET oniguruma)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+# Image decoding for the vision preprocessor (models/vision/).
+find_package(PNG 1.6 REQUIRED)
+find_package(JPEG REQUIRED)
 
 find_path(XXHASH_INCLUDE_DIR xxhash.h)
 find_library(XXHASH_LIBRARY xxhash)

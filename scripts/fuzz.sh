@@ -3,8 +3,8 @@
 # with clang in build-fuzz/ and runs each over a copy of its committed seed
 # corpus (tests/fuzz/corpus/<name>): the HTTP request fuzzer for HTTP_SECONDS
 # (default 60), the others (safetensors header, config.json, tokenizer.json,
-# mstar-tool keys / sim lines, windows arguments) for EACH_SECONDS each
-# (default 60). Before fuzzing, each target runs once over
+# mstar-tool keys / sim lines, windows arguments, PNG / JPEG bytes) for
+# EACH_SECONDS each (default 60). Before fuzzing, each target runs once over
 # tests/fuzz/regressions/<name>/: inputs that crashed it once (the hostile
 # inputs of issue 19 among them), which must stay fixed. Fails on a crash, a
 # broken property, a sanitizer report, a leak, a timeout or running out of
@@ -24,6 +24,7 @@ fuzzers=(
   "tool_keys 16384"
   "tool_sim 16384"
   "tool_windows 512"
+  "image_decode 65536"
 )
 targets=()
 for f in "${fuzzers[@]}"; do

@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libbenchmark-dev
   libgtest-dev libgmock-dev libopenblas-dev libxxhash-dev iproute2
   libonig-dev libutf8proc-dev # tokenizer.json: Split regexes, Unicode normalizers
+  libpng-dev libjpeg62-turbo-dev # image decoding (models/vision/)
   clang-format # 14 on Debian 12, what scripts/check-format.sh checks with
   clang libclang-rt-14-dev # libFuzzer for the HTTP fuzz target (tests/fuzz/)
   curl python3 python3-venv # the server's client tests (curl, the openai package)

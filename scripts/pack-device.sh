@@ -18,8 +18,10 @@ for t in "${targets[@]}"; do
   f=$(find "$build" -name "$t" -type f -perm -u+x | head -1)
   strip -o "$root/.carry/bin/$t" "$f"
 done
+# libjpeg.so.62 and libpng16.so.16: image decoding (models/vision); Ubuntu's
+# libjpeg-turbo is libjpeg.so.8.
 libs=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9 libcaf_core.so.0.17.6
-  libspdlog.so.1.10)
+  libspdlog.so.1.10 libjpeg.so.62 libpng16.so.16)
 stage=$(mktemp -d)
 mkdir -p "$stage/lib"
 for l in "${libs[@]}"; do cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"; done
