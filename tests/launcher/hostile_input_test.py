@@ -269,8 +269,10 @@ def cases():
         model_case("tokenizer: vocabulary id 2^31-1",
                    "id 2147483647 of 'zzzz' is outside the model's vocabulary of 4096",
                    tokenizer=tokenizer_with_vocab_id("zzzz", 2 ** 31 - 1)),
+        # The listed id of an added token the vocabulary does not spell is not used:
+        # as in `tokenizers`, it takes the next id after the vocabulary (4096 here).
         model_case("tokenizer: added-token id 2^31-1",
-                   "id 2147483647 of '<|hostile|>' is outside the model's vocabulary of 4096",
+                   "of '<|hostile|>' is outside the model's vocabulary of 4096",
                    tokenizer=tokenizer_with_added_id(2 ** 31 - 1)),
         model_case("tokenizer: nested 100,000 deep", "tokenizer.json nests deeper than 64 levels",
                    tokenizer=lambda tok: json.dumps(tok)[:-1] + ', "x": ' + DEEP_ARRAY + "}"),
