@@ -548,7 +548,8 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
       {parts.model->eos_token_ids().begin(), parts.model->eos_token_ids().end()},
       parts.model->tok(),
       parts.extend_chains,
-      parts.checkpoint_stride};
+      parts.checkpoint_stride,
+      parts.model->supports_windows()};
   state.sched = std::make_unique<engine::scheduler>(parts.limits, std::move(facts));
   state.parts = std::move(parts);
   for (const auto& p : state.parts.pools)

@@ -83,7 +83,8 @@ result<std::unique_ptr<local_engine>> local_engine::make(std::unique_ptr<models:
       {model->eos_token_ids().begin(), model->eos_token_ids().end()},
       model->tok(),
       (*pools)->kv() != nullptr && (*pools)->kv()->prefix_cache_open(),
-      rec != nullptr && rec->config().checkpoint_slots > 0 ? rec->config().checkpoint_stride : 0};
+      rec != nullptr && rec->config().checkpoint_slots > 0 ? rec->config().checkpoint_stride : 0,
+      model->supports_windows()};
   e->model_ = std::move(model);
   e->pools_ = std::move(*pools);
   e->sched_ = std::make_unique<scheduler>(config.scheduler, std::move(facts));
@@ -128,7 +129,7 @@ result<request_id> local_engine::submit(request_spec spec) {
     return ok.error();
   if (auto ok = sched_->validate(spec); !ok)
     return ok.error();
-  if (auto ok = model_->check_images(spec.prompt, spec.images); !ok)
+  if (auto ok = model_->place_images(spec.prompt, spec.images); !ok)
     return ok.error();
   if (auto ok = front_end_seed(spec, pools_->key_page_size()); !ok)
     return ok.error();

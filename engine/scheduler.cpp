@@ -189,6 +189,11 @@ result<void> scheduler::validate(const request_spec& spec) const {
   if (!spec.stop.stop_strings.empty() && facts_.tok == nullptr) {
     return bad("stop strings need a tokenizer, and this model has none");
   }
+  if (spec.window && !facts_.windows) {
+    return bad(
+        "windowed generation is not supported by this model (its rotary positions come from "
+        "the cached pages, which a window releases)");
+  }
   if (spec.window) {
     if (auto w = window_of(spec); !w)
       return bad(fmt::format("window: {}", w.error().message()));

@@ -51,6 +51,10 @@ struct model_facts {
   /// The recurrent pool checkpoints a stream every this many tokens (0:
   /// never): prefill chunks end at those boundaries so each gets one.
   std::int64_t checkpoint_stride = 0;
+  /// Whether windowed generation keeps the model's inputs right
+  /// (`causal_lm::supports_windows`); requests with a window are refused
+  /// otherwise.
+  bool windows = true;
 };
 
 /// How steps follow each other.

@@ -52,7 +52,7 @@ result<forward_output> causal_lm::finish(std::uint64_t ticket) {
   return out;
 }
 
-result<void> causal_lm::check_images(std::span<const resources::token_id> /*prompt*/,
+result<void> causal_lm::place_images(std::vector<resources::token_id>& /*prompt*/,
                                      std::span<const image_input> images) const {
   if (images.empty())
     return {};

@@ -119,6 +119,10 @@ class causal_lm {
   /// compute (false when recurrent state at the match boundary is not cached).
   [[nodiscard]] virtual bool prefix_skip_safe() const noexcept = 0;
 
+  /// Whether windowed generation (pages released behind the window) keeps
+  /// the forward's inputs right: false for a model whose rotary positions
+  /// are read off the KV pages it holds.
+  [[nodiscard]] virtual bool supports_windows() const noexcept { return true; }
   /// The pools this model needs, sized by `options`.
   [[nodiscard]] virtual result<pool_spec> pools(const pool_options& options) const = 0;
   /// Binds the forward to the pools' arenas (either may be null when `pools`
@@ -126,13 +130,14 @@ class causal_lm {
   /// the model's use of them.
   [[nodiscard]] virtual result<void> bind(resources::kv_pool* kv,
                                           resources::recurrent_state_pool* recurrent) = 0;
-  /// Checks a request's images against its prompt before it is queued: a
-  /// model without a vision tower refuses any image (the default); one with
-  /// a tower checks that each image's placeholder run matches its grid.
-  [[nodiscard]] virtual result<void> check_images(std::span<const resources::token_id> prompt,
+  /// Fits a request's images to its prompt before it is queued: a model
+  /// without a vision tower refuses any image (the default); one with a tower
+  /// expands each single placeholder token to its image's token count and
+  /// checks every placeholder run against its image's grid.
+  [[nodiscard]] virtual result<void> place_images(std::vector<resources::token_id>& prompt,
                                                   std::span<const image_input> images) const;
   /// A sequence enters the pools: `prompt` is its request's prompt, whose
-  /// placeholder runs take `images` (checked by `check_images`); the model
+  /// placeholder runs take `images` (fitted by `place_images`); the model
   /// keeps what its forward needs for it (rotary positions, the images until
   /// their embeddings are made) until `end_sequence`. The default keeps
   /// nothing.

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "models/cuda/nemotron_h_cuda.hpp"
+#include "models/internal/hybrid_pools.hpp"
 #include "models/internal/weights.hpp"
 #include "models/nemotron_h_cpu.hpp"
 #include "models/safetensors.hpp"
@@ -111,51 +112,23 @@ result<void> nemotron_h_model::load_weights(const std::filesystem::path& folder)
 }
 
 result<pool_spec> nemotron_h_model::pools(const pool_options& options) const {
-  pool_spec spec;
-  spec.fingerprint = fingerprint_;
-  // A hybrid model reuses a prefix only where a recurrent checkpoint holds
-  // the state at its end; the checkpoints are keyed by the KV pool's pages.
-  const bool hybrid = config_.count(layer_kind::mamba2) > 0;
-  const bool checkpoints = hybrid && config_.count(layer_kind::attention) > 0 &&
-                           options.prefix_cache && options.checkpoint_slots > 0;
-  if (checkpoints && options.checkpoint_stride % options.page_size != 0) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("the checkpoint stride {} is not a whole number of pages of {} "
-                                  "tokens",
-                                  options.checkpoint_stride, options.page_size));
-  }
-  checkpointed_ = checkpoints;
-  spec.memory = backend_->memory();
-  if (const auto n = config_.count(layer_kind::attention); n > 0) {
-    resources::kv_pool_config kc;
-    kc.geometry.page_size = static_cast<std::int32_t>(options.page_size);
-    kc.max_num_pages = options.max_num_pages;
-    kc.geometry.num_layers = static_cast<std::int32_t>(n);
-    kc.geometry.num_kv_heads = static_cast<std::int32_t>(config_.num_key_value_heads);
-    kc.geometry.head_dim = static_cast<std::int32_t>(config_.head_dim);
-    kc.geometry.dtype = backend_->kv_dtype();
-    kc.prefix_cache = options.prefix_cache && (hybrid ? checkpoints : true);
-    kc.prefix_cache_salt = options.salt;
-    spec.kv = std::move(kc);
-  }
-  if (const auto n = config_.count(layer_kind::mamba2); n > 0) {
+  internal::hybrid_pool_shape shape{config_.count(layer_kind::attention),
+                                    config_.num_key_value_heads,
+                                    config_.head_dim,
+                                    backend_->kv_dtype(),
+                                    config_.count(layer_kind::mamba2),
+                                    {}};
+  if (shape.recurrent_layers > 0) {
     // Float32 conv state: the kernels keep both blocks in f32.
     auto blocks =
         config_.to_mamba2_geometry().to_blocks(mstar::dtype::float32, mstar::dtype::float32);
     if (!blocks)
       return blocks.error();
-    resources::recurrent_state_config rc;
-    rc.num_layers = n;
-    rc.blocks = std::move(*blocks);
-    rc.max_slots = options.max_slots;
-    if (checkpoints) {
-      rc.checkpoint_slots = options.checkpoint_slots;
-      rc.checkpoint_page_size = options.page_size;
-      rc.checkpoint_stride =
-          options.checkpoint_stride > 0 ? options.checkpoint_stride : options.page_size;
-    }
-    spec.recurrent = std::move(rc);
+    shape.blocks = std::move(*blocks);
   }
+  auto spec = internal::hybrid_pools(options, std::move(shape), fingerprint_, checkpointed_);
+  if (spec)
+    spec->memory = backend_->memory();
   return spec;
 }
 

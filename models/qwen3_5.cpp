@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "kernels/sampling.hpp"
+#include "models/internal/hybrid_pools.hpp"
 #include "models/internal/weights.hpp"
 #include "models/safetensors.hpp"
 
@@ -145,48 +146,20 @@ result<void> qwen3_5_model::load_weights(const std::filesystem::path& folder) {
 }
 
 result<pool_spec> qwen3_5_model::pools(const pool_options& options) const {
-  pool_spec spec;
-  spec.fingerprint = fingerprint_;
-  const bool hybrid = config_.count(qwen3_5_mixer::delta_net) > 0;
-  const bool checkpoints = hybrid && config_.count(qwen3_5_mixer::attention) > 0 &&
-                           options.prefix_cache && options.checkpoint_slots > 0;
-  if (checkpoints && options.checkpoint_stride % options.page_size != 0) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("the checkpoint stride {} is not a whole number of pages of {} "
-                                  "tokens",
-                                  options.checkpoint_stride, options.page_size));
-  }
-  checkpointed_ = checkpoints;
-  if (const auto n = config_.count(qwen3_5_mixer::attention); n > 0) {
-    resources::kv_pool_config kc;
-    kc.geometry.page_size = static_cast<std::int32_t>(options.page_size);
-    kc.max_num_pages = options.max_num_pages;
-    kc.geometry.num_layers = static_cast<std::int32_t>(n);
-    kc.geometry.num_kv_heads = static_cast<std::int32_t>(config_.num_key_value_heads);
-    kc.geometry.head_dim = static_cast<std::int32_t>(config_.head_dim);
-    kc.geometry.dtype = mstar::dtype::float32;
-    kc.prefix_cache = options.prefix_cache && (hybrid ? checkpoints : true);
-    kc.prefix_cache_salt = options.salt;
-    spec.kv = std::move(kc);
-  }
-  if (const auto n = config_.count(qwen3_5_mixer::delta_net); n > 0) {
+  internal::hybrid_pool_shape shape{config_.count(qwen3_5_mixer::attention),
+                                    config_.num_key_value_heads,
+                                    config_.head_dim,
+                                    mstar::dtype::float32,
+                                    config_.count(qwen3_5_mixer::delta_net),
+                                    {}};
+  if (shape.recurrent_layers > 0) {
     // The CPU kernels keep both blocks in float32.
     auto blocks = config_.delta_net().to_blocks(mstar::dtype::float32, mstar::dtype::float32);
     if (!blocks)
       return blocks.error();
-    resources::recurrent_state_config rc;
-    rc.num_layers = n;
-    rc.blocks = std::move(*blocks);
-    rc.max_slots = options.max_slots;
-    if (checkpoints) {
-      rc.checkpoint_slots = options.checkpoint_slots;
-      rc.checkpoint_page_size = options.page_size;
-      rc.checkpoint_stride =
-          options.checkpoint_stride > 0 ? options.checkpoint_stride : options.page_size;
-    }
-    spec.recurrent = std::move(rc);
+    shape.blocks = std::move(*blocks);
   }
-  return spec;
+  return internal::hybrid_pools(options, std::move(shape), fingerprint_, checkpointed_);
 }
 
 result<void> qwen3_5_model::bind(resources::kv_pool* kv,

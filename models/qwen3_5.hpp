@@ -57,9 +57,10 @@ class qwen3_5_model final : public causal_lm {
   [[nodiscard]] bool prefix_skip_safe() const noexcept override {
     return config_.count(qwen3_5_mixer::delta_net) == 0 || checkpointed_;
   }
-  /// Checks each image's placeholder run (`image_token_id` tokens, one per
-  /// merged patch, between vision_start and vision_end) against its grid.
-  [[nodiscard]] result<void> check_images(std::span<const resources::token_id> prompt,
+  /// Fits each image's placeholder run (`image_token_id` tokens, one per
+  /// merged patch, between vision_start and vision_end) to its grid: a run of
+  /// one token is expanded to the image's count, any other length must equal it.
+  [[nodiscard]] result<void> place_images(std::vector<resources::token_id>& prompt,
                                           std::span<const image_input> images) const override;
   /// Keeps the prompt's M-RoPE positions (Qwen2-VL's `get_rope_index`) and the
   /// images; the vision tower runs when a step first feeds an image's tokens,
@@ -69,6 +70,11 @@ class qwen3_5_model final : public causal_lm {
   void end_sequence(const resources::request_id& rid) override;
   /// Images encoded by the vision tower since load (each once per sequence).
   [[nodiscard]] std::int64_t images_encoded() const noexcept { return images_encoded_; }
+  /// Not with attention layers: their rotary positions are read off the KV
+  /// pages, which a window releases.
+  [[nodiscard]] bool supports_windows() const noexcept override {
+    return config_.count(qwen3_5_mixer::attention) == 0;
+  }
   [[nodiscard]] result<pool_spec> pools(const pool_options& options) const override;
   [[nodiscard]] result<void> bind(resources::kv_pool* kv,
                                   resources::recurrent_state_pool* recurrent) override;

@@ -31,7 +31,7 @@ std::vector<std::pair<std::int64_t, std::int64_t>> image_runs(
 
 }  // namespace
 
-result<void> qwen3_5_model::check_images(std::span<const resources::token_id> prompt,
+result<void> qwen3_5_model::place_images(std::vector<resources::token_id>& prompt,
                                          std::span<const image_input> images) const {
   const auto runs = image_runs(prompt, config_.image_token_id);
   if (images.empty() && runs.empty())
@@ -49,6 +49,7 @@ result<void> qwen3_5_model::check_images(std::span<const resources::token_id> pr
   }
   const auto& vc = vision_->config();
   const auto merge = vc.spatial_merge_size;
+  std::vector<std::int64_t> need(images.size());
   for (std::size_t i = 0; i < images.size(); ++i) {
     const auto& im = images[i];
     if (im.t <= 0 || im.h <= 0 || im.w <= 0 || im.h % merge != 0 || im.w % merge != 0 ||
@@ -64,13 +65,21 @@ result<void> qwen3_5_model::check_images(std::span<const resources::token_id> pr
                         fmt::format("image {}: {} pixel values, its grid needs {} patches of {}", i,
                                     im.pixel_values.size(), patches, vc.patch_dim()));
     }
-    const auto tokens = patches / (merge * merge);
+    need[i] = patches / (merge * merge);
     const auto got = runs[i].second - runs[i].first;
-    if (got != tokens) {
+    if (got != need[i] && got != 1) {
       return make_error(errc::invalid_argument,
                         fmt::format("image {}: {} placeholder tokens in the prompt, its grid "
-                                    "({}, {}, {}) makes {}",
-                                    i, got, im.t, im.h, im.w, tokens));
+                                    "({}, {}, {}) makes {} (give one placeholder or all {})",
+                                    i, got, im.t, im.h, im.w, need[i], need[i]));
+    }
+  }
+  // Expand single placeholders from the back, so earlier runs keep their place.
+  for (std::size_t i = images.size(); i-- > 0;) {
+    const auto got = runs[i].second - runs[i].first;
+    if (got == 1 && need[i] > 1) {
+      prompt.insert(prompt.begin() + runs[i].first, static_cast<std::size_t>(need[i] - 1),
+                    static_cast<resources::token_id>(config_.image_token_id));
     }
   }
   return {};

@@ -3,6 +3,7 @@
 // pixel_values and image_grid_thw, alone and batched with text; page keys
 // cover the images (the same image reuses cached pages without rerunning the
 // vision tower, a different one never does); refusals name what is wrong.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -128,6 +129,26 @@ TEST(qwen3_5_images, the_same_image_reuses_pages_and_a_different_one_never_does)
   test::expect_pools_empty(*engine);
 }
 
+TEST(qwen3_5_images, one_placeholder_per_image_is_expanded_to_the_images_token_count) {
+  const auto cases = load_image_cases();
+  auto engine = test::fixture_engine("qwen3_5_tiny");
+  ASSERT_NE(engine, nullptr);
+  const auto& c = cases[1];  // two images: 6 and 2 tokens
+  auto single = c.request;
+  std::vector<token_id> prompt;
+  for (std::size_t i = 0; i < single.prompt.size(); ++i) {
+    const bool repeat = i > 0 && single.prompt[i] == 300 && single.prompt[i - 1] == 300;
+    if (!repeat)
+      prompt.push_back(single.prompt[i]);
+  }
+  ASSERT_EQ(prompt.size() + 6, c.request.prompt.size());
+  single.prompt = prompt;
+  auto got = run_to_completion(*engine, {single});
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(got->front().counts.prompt_tokens, static_cast<std::int64_t>(c.request.prompt.size()));
+  EXPECT_LT(check(c, got->front(), engine->model().vocab_size()), tolerance);
+}
+
 TEST(qwen3_5_images, refuses_images_that_do_not_fit_the_prompt_naming_the_problem) {
   const auto cases = load_image_cases();
   auto engine = test::fixture_engine("qwen3_5_tiny");
@@ -137,12 +158,13 @@ TEST(qwen3_5_images, refuses_images_that_do_not_fit_the_prompt_naming_the_proble
   auto r = engine->submit(missing);
   ASSERT_FALSE(r);
   EXPECT_TRUE(test::contains(r.error().message(), "2 image placeholder run(s)"));
-  auto short_run = cases[0].request;
-  short_run.images[0].h = 2;  // 4 patches: 1 token, the prompt has 4
-  short_run.images[0].pixel_values.resize(2 * 4 * 96);
+  auto short_run = cases[0].request;  // grid (1, 4, 4): 4 tokens; the prompt keeps 2
+  const auto first = std::find(short_run.prompt.begin(), short_run.prompt.end(), 300);
+  short_run.prompt.erase(first, first + 2);
   r = engine->submit(short_run);
   ASSERT_FALSE(r);
-  EXPECT_TRUE(test::contains(r.error().message(), "4 placeholder tokens in the prompt"));
+  EXPECT_TRUE(test::contains(r.error().message(),
+                             "2 placeholder tokens in the prompt, its grid (1, 4, 4) makes 4"));
   auto odd = cases[0].request;
   odd.images[0].pixel_values.pop_back();
   r = engine->submit(odd);
@@ -159,6 +181,16 @@ TEST(qwen3_5_images, refuses_images_that_do_not_fit_the_prompt_naming_the_proble
   r = nemotron->submit(cases[0].request);
   ASSERT_FALSE(r);
   EXPECT_TRUE(test::contains(r.error().message(), "takes no images"));
+}
+
+TEST(qwen3_5_model, refuses_windowed_generation_whose_positions_would_be_lost) {
+  auto engine = test::fixture_engine("qwen3_5_tiny_text");
+  ASSERT_NE(engine, nullptr);
+  auto r = test::greedy_request({40, 41, 42}, 40);
+  r.window = window_params{2, 1, 1, 8};
+  auto id = engine->submit(r);
+  ASSERT_FALSE(id);
+  EXPECT_TRUE(test::contains(id.error().message(), "windowed generation is not supported"));
 }
 
 }  // namespace

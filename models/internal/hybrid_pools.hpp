@@ -1,0 +1,35 @@
+#pragma once
+
+// The pools of a hybrid model (attention layers on the paged KV pool,
+// recurrent layers on the slot pool), as every family sizes them: the
+// recurrent pool gets checkpoint slots for prefix reuse when the model has
+// both kinds of layer and the prefix cache is on, and the KV pool's prefix
+// cache opens only then.
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.hpp"
+#include "core/result.hpp"
+#include "models/causal_lm.hpp"
+
+namespace mstar::models::internal {
+
+/// What a hybrid model's layers need of its pools.
+struct hybrid_pool_shape {
+  std::int64_t attention_layers = 0;  ///< KV pool layers (0: no KV pool)
+  std::int64_t kv_heads = 0;
+  std::int64_t head_dim = 0;
+  mstar::dtype kv_dtype = mstar::dtype::float32;
+  std::int64_t recurrent_layers = 0;   ///< recurrent pool layers (0: no recurrent pool)
+  resources::recurrent_blocks blocks;  ///< one recurrent layer's blocks
+};
+
+/// The pool spec for `shape` under `options`, rooted at `fingerprint`;
+/// `checkpointed` says whether the recurrent pool got checkpoint slots (the
+/// model is then prefix-skip-safe). A checkpoint stride that is not a whole
+/// number of pages is the error.
+[[nodiscard]] result<pool_spec> hybrid_pools(const pool_options& options, hybrid_pool_shape shape,
+                                             std::string fingerprint, bool& checkpointed);
+
+}  // namespace mstar::models::internal
