@@ -19,9 +19,10 @@ for t in "${targets[@]}"; do
   strip -o "$root/.carry/bin/$t" "$f"
 done
 # libjpeg.so.62 and libpng16.so.16: image decoding (models/vision); Ubuntu's
-# libjpeg-turbo is libjpeg.so.8.
+# libjpeg-turbo is libjpeg.so.8. libonig.so.5 and libutf8proc.so.2: the
+# tokenizer's regexes and normalizers (Ubuntu 24.04's utf8proc is .so.3).
 libs=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9 libcaf_core.so.0.17.6
-  libspdlog.so.1.10 libjpeg.so.62 libpng16.so.16)
+  libspdlog.so.1.10 libjpeg.so.62 libpng16.so.16 libonig.so.5 libutf8proc.so.2)
 stage=$(mktemp -d)
 mkdir -p "$stage/lib"
 for l in "${libs[@]}"; do cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"; done
