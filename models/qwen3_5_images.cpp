@@ -33,14 +33,16 @@ std::vector<std::pair<std::int64_t, std::int64_t>> image_runs(
 
 result<void> qwen3_5_model::place_images(std::vector<resources::token_id>& prompt,
                                          std::span<const image_input> images) const {
-  const auto runs = image_runs(prompt, config_.image_token_id);
-  if (images.empty() && runs.empty())
-    return {};
+  if (!vision_ && images.empty())
+    return {};  // a text-only checkpoint: the placeholder id is a token like any other
   if (!vision_) {
     return make_error(errc::unsupported,
                       "this Qwen3.5 checkpoint has no vision tower (text only); it takes no "
-                      "images and no image placeholder tokens");
+                      "images");
   }
+  const auto runs = image_runs(prompt, config_.image_token_id);
+  if (images.empty() && runs.empty())
+    return {};
   if (runs.size() != images.size()) {
     return make_error(errc::invalid_argument,
                       fmt::format("the prompt has {} image placeholder run(s) (token {}), the "
