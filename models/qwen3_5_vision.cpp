@@ -156,6 +156,8 @@ result<void> qwen3_5_vision::encode(std::span<const float> pixel_values,
   const auto patches = check_inputs(pixel_values, grids);
   if (!patches)
     return patches.error();
+  if (*patches == 0)
+    return {};  // nothing to encode (and no scratch to address)
   embed(pixel_values, grids, *patches);
   for (const auto& b : weights_.blocks)
     block(b, *patches);
