@@ -134,14 +134,10 @@ result<pool_spec> nemotron_h_model::pools(const pool_options& options) const {
 
 result<void> nemotron_h_model::bind(resources::kv_pool* kv,
                                     resources::recurrent_state_pool* recurrent) {
-  const bool wants_kv = config_.count(layer_kind::attention) > 0;
-  const bool wants_rec = config_.count(layer_kind::mamba2) > 0;
-  if (wants_kv != (kv != nullptr) || wants_rec != (recurrent != nullptr)) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("nemotron_h: bound to {} KV and {} recurrent pool, the model "
-                                  "needs {} and {}",
-                                  kv ? "a" : "no", recurrent ? "a" : "no",
-                                  wants_kv ? "one" : "none", wants_rec ? "one" : "none"));
+  if (auto ok = internal::check_bound_pools("nemotron_h", config_.count(layer_kind::attention) > 0,
+                                            kv, config_.count(layer_kind::mamba2) > 0, recurrent);
+      !ok) {
+    return ok;
   }
   conv_state_.clear();
   ssm_state_.clear();

@@ -11,6 +11,7 @@
 #include "kernels/math.hpp"
 #include "kernels/sampling.hpp"
 #include "kernels/ssd.hpp"
+#include "models/internal/cpu_ops.hpp"
 #include "models/internal/mamba_params.hpp"
 
 namespace mstar::models {
@@ -19,16 +20,8 @@ namespace {
 using kernels::matrix;
 using kernels::vector;
 
-// A kernel on well-formed shapes cannot fail; a failure is a bug here.
-void must(const result<void>& r) {
-  assert(r.has_value());
-  (void)r;
-}
-
-void linear(const float* x, std::int64_t t, std::int64_t k, const std::vector<float>& w,
-            std::int64_t n, float* out) {
-  must(kernels::linear({matrix(x, t, k), matrix(w.data(), n, k), {}, matrix(out, t, n)}));
-}
+using internal::linear;
+using internal::must;
 
 }  // namespace
 

@@ -164,14 +164,11 @@ result<pool_spec> qwen3_5_model::pools(const pool_options& options) const {
 
 result<void> qwen3_5_model::bind(resources::kv_pool* kv,
                                  resources::recurrent_state_pool* recurrent) {
-  const bool wants_kv = config_.count(qwen3_5_mixer::attention) > 0;
-  const bool wants_rec = config_.count(qwen3_5_mixer::delta_net) > 0;
-  if (wants_kv != (kv != nullptr) || wants_rec != (recurrent != nullptr)) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("qwen3_5: bound to {} KV and {} recurrent pool, the model "
-                                  "needs {} and {}",
-                                  kv ? "a" : "no", recurrent ? "a" : "no",
-                                  wants_kv ? "one" : "none", wants_rec ? "one" : "none"));
+  if (auto ok =
+          internal::check_bound_pools("qwen3_5", config_.count(qwen3_5_mixer::attention) > 0, kv,
+                                      config_.count(qwen3_5_mixer::delta_net) > 0, recurrent);
+      !ok) {
+    return ok;
   }
   conv_state_.clear();
   delta_state_.clear();

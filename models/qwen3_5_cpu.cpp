@@ -10,6 +10,7 @@
 #include "kernels/conv.hpp"
 #include "kernels/delta_rule.hpp"
 #include "kernels/math.hpp"
+#include "models/internal/cpu_ops.hpp"
 
 namespace mstar::models {
 namespace {
@@ -17,16 +18,8 @@ namespace {
 using kernels::matrix;
 using kernels::vector;
 
-// A kernel on well-formed shapes cannot fail; a failure is a bug here.
-void must(const result<void>& r) {
-  assert(r.has_value());
-  (void)r;
-}
-
-void linear(const float* x, std::int64_t t, std::int64_t k, const std::vector<float>& w,
-            std::int64_t n, float* out) {
-  must(kernels::linear({matrix(x, t, k), matrix(w.data(), n, k), {}, matrix(out, t, n)}));
-}
+using internal::linear;
+using internal::must;
 
 void grow(std::vector<float>& v, std::int64_t n) {
   if (static_cast<std::int64_t>(v.size()) < n)

@@ -10,6 +10,7 @@
 
 #include "kernels/encoder.hpp"
 #include "kernels/math.hpp"
+#include "models/internal/cpu_ops.hpp"
 
 namespace mstar::models {
 namespace {
@@ -20,11 +21,7 @@ using kernels::vector;
 constexpr float norm_eps = 1e-6F;  // every LayerNorm of the tower (fixed in transformers)
 constexpr std::int64_t max_extent = std::int64_t{1} << 20;
 
-// A kernel on shapes checked by encode cannot fail; a failure is a bug here.
-void must(const result<void>& r) {
-  assert(r.has_value());
-  (void)r;
-}
+using internal::must;  // shapes are checked by encode
 
 std::int64_t size_of(const std::vector<float>& v) {
   return static_cast<std::int64_t>(v.size());

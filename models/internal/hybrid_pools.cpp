@@ -48,4 +48,15 @@ result<pool_spec> hybrid_pools(const pool_options& options, hybrid_pool_shape sh
   return spec;
 }
 
+result<void> check_bound_pools(std::string_view family, bool wants_kv, const void* kv,
+                               bool wants_recurrent, const void* recurrent) {
+  if (wants_kv == (kv != nullptr) && wants_recurrent == (recurrent != nullptr))
+    return {};
+  return make_error(
+      errc::invalid_argument,
+      fmt::format("{}: bound to {} KV and {} recurrent pool, the model needs {} and {}", family,
+                  kv ? "a" : "no", recurrent ? "a" : "no", wants_kv ? "one" : "none",
+                  wants_recurrent ? "one" : "none"));
+}
+
 }  // namespace mstar::models::internal

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/dtype.hpp"
 #include "core/result.hpp"
@@ -31,5 +32,10 @@ struct hybrid_pool_shape {
 /// number of pages is the error.
 [[nodiscard]] result<pool_spec> hybrid_pools(const pool_options& options, hybrid_pool_shape shape,
                                              std::string fingerprint, bool& checkpointed);
+
+/// Checks that `bind` got exactly the pools a model of `family` asked for
+/// (`wants_kv`, `wants_recurrent`); the error says what it got and needs.
+[[nodiscard]] result<void> check_bound_pools(std::string_view family, bool wants_kv, const void* kv,
+                                             bool wants_recurrent, const void* recurrent);
 
 }  // namespace mstar::models::internal
