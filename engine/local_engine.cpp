@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "core/hex.hpp"
 #include "engine/pool_memory.hpp"
 #include "engine/preprocess.hpp"
+#include "engine/prompt_layout.hpp"
 
 namespace mstar::engine {
 
@@ -15,36 +15,43 @@ schedule_mode default_schedule(const models::causal_lm& model) noexcept {
   return model.on_gpu() ? schedule_mode::overlap : schedule_mode::sync;
 }
 
-std::int64_t register_sequence(pool_set& pools, const request_id& rid,
-                               std::span<const token_id> tokens, std::string_view cache_salt,
-                               const prefix_wire* prefix) {
-  const auto ps = pools.key_page_size();
+namespace {
+
+std::optional<resources::kv_prefix_seed> front_end_keys(const prefix_wire* prefix,
+                                                        std::span<const token_id> tokens,
+                                                        std::int64_t ps) {
   // A front end's keys (checked at submit) name the prompt as it keyed it.
-  std::optional<resources::kv_prefix_seed> given;
-  if (prefix != nullptr && ps > 0) {
-    if (auto s = seed_from_wire(*prefix, tokens, ps))
-      given = std::move(*s);
-  }
-  const auto keys = sequence_keys(ps, tokens, cache_salt, given ? &*given : nullptr);
+  if (prefix == nullptr || ps <= 0)
+    return std::nullopt;
+  auto s = seed_from_wire(*prefix, tokens, ps);
+  return s ? std::optional{std::move(*s)} : std::nullopt;
+}
+
+std::int64_t register_keys(pool_set& pools, const request_id& rid,
+                           const std::optional<resources::kv_prefix_seed>& keys) {
   const auto cached = pools.ingest(rid, keys ? &*keys : nullptr).value_or(0);
   return pools.agree_cached_prefix(rid, cached);
 }
 
-std::string key_salt(std::string_view cache_salt, std::span<const models::image_input> images) {
-  if (images.empty())
-    return std::string{cache_salt};
-  std::vector<resources::digest256> each;
-  for (const auto& im : images) {
-    const resources::byte_view pixels{reinterpret_cast<const std::uint8_t*>(im.pixel_values.data()),
-                                      im.pixel_values.size() * sizeof(float)};
-    each.push_back(
-        resources::fingerprint(std::string_view{"mstar-image/1"}, im.t, im.h, im.w, pixels));
-  }
-  std::vector<resources::byte_view> fields;
-  for (const auto& d : each)
-    fields.emplace_back(d);
-  const auto all = resources::fingerprint(fields);
-  return fmt::format("{}\x1fimages:{}", cache_salt, to_hex(all));
+}  // namespace
+
+std::int64_t register_sequence(pool_set& pools, const request_id& rid,
+                               std::span<const token_id> tokens, std::string_view cache_salt,
+                               const prefix_wire* prefix) {
+  const auto ps = pools.key_page_size();
+  const auto given = front_end_keys(prefix, tokens, ps);
+  return register_keys(pools, rid,
+                       sequence_keys(ps, tokens, cache_salt, given ? &*given : nullptr));
+}
+
+std::int64_t register_sequence(pool_set& pools, const request_id& rid,
+                               std::span<const token_id> tokens,
+                               std::span<const resources::prompt_span> layout,
+                               std::string_view cache_salt, const prefix_wire* prefix) {
+  const auto ps = pools.key_page_size();
+  const auto given = front_end_keys(prefix, tokens, ps);
+  return register_keys(pools, rid,
+                       sequence_keys(ps, layout, cache_salt, given ? &*given : nullptr));
 }
 
 void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched,
@@ -55,8 +62,16 @@ void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sche
   }
   for (const auto& r : actions.registrations) {
     model.begin_sequence(r.rid, r.prompt, r.images);
-    const auto salt = key_salt(r.cache_salt, r.images);
-    sched.set_cached(r.rid, register_sequence(pools, r.rid, r.tokens, salt, r.prefix));
+    if (r.images.empty()) {
+      sched.set_cached(r.rid, register_sequence(pools, r.rid, r.tokens, r.cache_salt, r.prefix));
+      continue;
+    }
+    // Images are keyed as items; a layout that cannot be made keys nothing
+    // rather than keying placeholder ids that every image shares.
+    auto layout = layout_prompt(model, r.tokens, r.prompt, r.images);
+    const std::vector<resources::prompt_span> none;
+    sched.set_cached(r.rid, register_sequence(pools, r.rid, r.tokens, layout ? layout->spans : none,
+                                              r.cache_salt, r.prefix));
   }
 }
 

@@ -21,6 +21,7 @@
 #include "engine/request.hpp"
 #include "engine/scheduler.hpp"
 #include "models/causal_lm.hpp"
+#include "resources/kv/layout.hpp"
 
 namespace mstar::engine {
 
@@ -78,18 +79,22 @@ struct engine_counters {
 void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sched,
                    models::causal_lm& model);
 
-/// The salt a sequence's page keys are made under: the tenant's `cache_salt`,
-/// joined with a digest of every image's grid and patches when it has images,
-/// so only requests with the same images in the same order share pages.
-[[nodiscard]] std::string key_salt(std::string_view cache_salt,
-                                   std::span<const models::image_input> images);
-
 /// Registers sequence `rid` with `tokens` (keyed under `cache_salt`) in
 /// `pools` and returns the cached tokens every pool agreed on (applied
 /// already).
 std::int64_t register_sequence(pool_set& pools, const request_id& rid,
                                std::span<const token_id> tokens, std::string_view cache_salt = {},
                                const prefix_wire* prefix = nullptr);
+
+/// As above for a sequence laid out as `layout` (its ids and one item per
+/// image, `layout_prompt`): the page keys name the images, so only the same
+/// image in the same place shares the pages it touches, while pages wholly
+/// before it are shared with any prompt that has the same ids there. An
+/// empty layout (one that could not be made) keys nothing.
+std::int64_t register_sequence(pool_set& pools, const request_id& rid,
+                               std::span<const token_id> tokens,
+                               std::span<const resources::prompt_span> layout,
+                               std::string_view cache_salt, const prefix_wire* prefix);
 
 /// The direct engine. Not thread-safe: one thread calls it.
 class local_engine {

@@ -29,6 +29,11 @@ result<void> tokenize(request_spec& spec, const models::tokenizer* tok) {
 result<resources::kv_prefix_seed> page_keys(std::span<const token_id> tokens,
                                             std::int64_t page_size, std::string_view cache_salt) {
   const resources::prompt_span spans[] = {resources::id_span{{tokens.begin(), tokens.end()}}};
+  return page_keys(spans, page_size, cache_salt);
+}
+
+result<resources::kv_prefix_seed> page_keys(std::span<const resources::prompt_span> spans,
+                                            std::int64_t page_size, std::string_view cache_salt) {
   // Unsalted keys stay unrooted (the pools root them); a salt roots the
   // chain first, so no salted key can equal an unsalted or other-salt one.
   resources::digest256 salted{};
@@ -72,11 +77,12 @@ result<resources::kv_prefix_seed> seed_from_wire(const prefix_wire& wire,
     keys.push_back(*d);
   }
   std::vector<resources::prefix_span> rows;
-  std::uint64_t ids = 0;
-  if (wire.layout.empty()) {
+  if (wire.layout.empty())
     rows.push_back({prompt.size(), prompt.size(), "prefill", std::nullopt, std::nullopt});
-    ids = prompt.size();
-  }
+  std::uint64_t slots = 0;
+  const auto ps = static_cast<std::uint64_t>(std::max<std::int64_t>(page_size, 1));
+  const auto partial_from = prompt.size() / ps * ps;
+  std::vector<token_id> partial;  // the ids on the prompt's last partial page
   for (std::size_t i = 0; i < wire.layout.size(); ++i) {
     const auto& r = wire.layout[i];
     resources::prefix_span span{r.length, r.advance, r.walk, std::nullopt, std::nullopt};
@@ -88,7 +94,9 @@ result<resources::kv_prefix_seed> seed_from_wire(const prefix_wire& wire,
       }
       span.digest = std::move(*bytes);
     } else {
-      ids += r.length;
+      for (auto k = std::max(slots, partial_from);
+           k < std::min<std::uint64_t>(slots + r.length, prompt.size()); ++k)
+        partial.push_back(prompt[k]);
     }
     if (!r.end_key.empty()) {
       auto d = digest_of(r.end_key, fmt::format("prefix_layout[{}].end_key", i));
@@ -96,26 +104,24 @@ result<resources::kv_prefix_seed> seed_from_wire(const prefix_wire& wire,
         return d.error();
       span.end_key = *d;
     }
+    slots += r.length;
     rows.push_back(std::move(span));
   }
-  if (ids != prompt.size()) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("prefix_layout: its id spans cover {} tokens but the prompt has "
-                                  "{}",
-                                  ids, prompt.size()));
+  if (wire.layout.empty()) {
+    slots = prompt.size();
+    partial.assign(prompt.begin() + static_cast<long>(partial_from), prompt.end());
   }
-  // Ids alone: the tail is the prompt's last partial page, as generated ids
-  // will extend it.
-  if (rows.size() == 1 && !rows.front().digest) {
-    const auto partial = prompt.size() % static_cast<std::size_t>(page_size);
-    if (!std::equal(wire.tail.begin(), wire.tail.end(), prompt.end() - static_cast<long>(partial),
-                    prompt.end()) ||
-        wire.tail.size() != partial) {
-      return make_error(errc::invalid_argument,
-                        fmt::format("prefix_tail: {} ids that are not the prompt's last partial "
-                                    "page of {} ids",
-                                    wire.tail.size(), partial));
-    }
+  if (slots != prompt.size()) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("prefix_layout: its rows cover {} slots but the prompt has {} "
+                                  "tokens",
+                                  slots, prompt.size()));
+  }
+  if (wire.tail != partial) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("prefix_tail: {} ids that are not the prompt's last partial "
+                                  "page of {} ids",
+                                  wire.tail.size(), partial.size()));
   }
   auto seed = resources::prefix_seed_from_rows(std::move(keys), wire.tail, rows, page_size);
   if (!seed)
@@ -132,6 +138,19 @@ std::optional<resources::kv_prefix_seed> sequence_keys(std::int64_t page_size,
   if (given != nullptr)
     return *given;
   auto keys = page_keys(tokens, page_size, cache_salt);
+  return keys ? std::optional{std::move(*keys)} : std::nullopt;
+}
+
+std::optional<resources::kv_prefix_seed> sequence_keys(
+    std::int64_t page_size, std::span<const resources::prompt_span> spans,
+    std::string_view cache_salt, const resources::kv_prefix_seed* given) {
+  if (page_size <= 0)
+    return std::nullopt;
+  if (given != nullptr)
+    return *given;
+  if (spans.empty())
+    return std::nullopt;
+  auto keys = page_keys(spans, page_size, cache_salt);
   return keys ? std::optional{std::move(*keys)} : std::nullopt;
 }
 

@@ -12,6 +12,7 @@
 #include "engine/request.hpp"
 #include "models/tokenizer.hpp"
 #include "resources/kv/kv_pool.hpp"
+#include "resources/kv/layout.hpp"
 
 namespace mstar::engine {
 
@@ -27,6 +28,14 @@ namespace mstar::engine {
                                                           std::int64_t page_size,
                                                           std::string_view cache_salt = {});
 
+/// The page keys of a prompt laid out as `spans` (ids and items, reference
+/// §1.4: item slots carry no ids; each page names the items it touches) at
+/// `page_size`, rooted by `cache_salt` as `page_keys` of ids is. The seed
+/// carries the items on a final partial page, which generated ids then join.
+[[nodiscard]] result<resources::kv_prefix_seed> page_keys(
+    std::span<const resources::prompt_span> spans, std::int64_t page_size,
+    std::string_view cache_salt = {});
+
 /// The keys a pool set keying prompts at `page_size` registers a sequence
 /// with: `given` (a front end's, checked at submit) when set, else `tokens`
 /// keyed under `cache_salt`; nullopt when `page_size` is 0 (no pool keys
@@ -34,6 +43,12 @@ namespace mstar::engine {
 [[nodiscard]] std::optional<resources::kv_prefix_seed> sequence_keys(
     std::int64_t page_size, std::span<const token_id> tokens, std::string_view cache_salt,
     const resources::kv_prefix_seed* given);
+
+/// As above for a sequence laid out as `spans` (a prompt with images,
+/// engine/prompt_layout.hpp); nullopt also when `spans` is empty.
+[[nodiscard]] std::optional<resources::kv_prefix_seed> sequence_keys(
+    std::int64_t page_size, std::span<const resources::prompt_span> spans,
+    std::string_view cache_salt, const resources::kv_prefix_seed* given);
 
 /// The seed `spec.prefix` (a trusted front end's keys) gives at
 /// `page_size`, checked against the prompt; nullopt without one or when no
@@ -43,8 +58,10 @@ namespace mstar::engine {
 
 /// The seed a trusted front end's `prefix_wire` describes for `prompt` at
 /// `page_size`; invalid_argument naming the field (`prefix_keys[3]`,
-/// `prefix_layout[1].digest`...) when a key is not 64 hex digits, the rows'
-/// id spans do not cover the prompt, or keys, tail and rows disagree.
+/// `prefix_layout[1].digest`...) when a key is not 64 hex digits, the rows
+/// (ids and items: an image's placeholder slots are an item row) do not
+/// cover the prompt, the tail is not the ids on its last partial page, or
+/// keys, tail and rows disagree.
 [[nodiscard]] result<resources::kv_prefix_seed> seed_from_wire(const prefix_wire& wire,
                                                                std::span<const token_id> prompt,
                                                                std::int64_t page_size);

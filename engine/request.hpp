@@ -86,7 +86,8 @@ struct prefix_row {
 /// one ids span over the prompt) and `prefix_decode` (set: generated ids
 /// key the pages they fill; unset: they key nothing). The pools use these
 /// keys instead of keying the prompt's ids, so a front end that keys images
-/// or another layout feeds this engine. Only trusted callers set it (the
+/// (an item row over each image's placeholder slots) or another layout
+/// feeds this engine. Only trusted callers set it (the
 /// embedding API, a deployment's own front end): the HTTP API never reads
 /// it from a body, since a client could name another tenant's pages.
 struct prefix_wire {
@@ -118,9 +119,11 @@ struct request_spec {
   std::optional<prefix_wire> prefix;
   /// The prompt's images in order, as the model's image processor made them;
   /// each takes one run of the model's image placeholder tokens in `prompt`
-  /// (the model checks at submit). Page keys cover them: only requests with
-  /// the same images share cached pages. The local engine serves them; the
-  /// actor runtime refuses them so far.
+  /// (the model checks at submit). Page keys name each image on the pages
+  /// it touches (engine/prompt_layout.hpp): those pages are shared only
+  /// with the same image in the same place, pages before it with any prompt
+  /// with the same ids there. The local engine serves them; the actor
+  /// runtime refuses them so far.
   std::vector<models::image_input> images;
 };
 

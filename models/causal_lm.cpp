@@ -61,6 +61,11 @@ result<void> causal_lm::place_images(std::vector<resources::token_id>& /*prompt*
       fmt::format("the request has {} image(s); this model takes no images", images.size()));
 }
 
+std::vector<image_span> causal_lm::image_spans(std::span<const resources::token_id> /*prompt*/,
+                                               std::span<const image_input> /*images*/) const {
+  return {};
+}
+
 void causal_lm::begin_sequence(const resources::request_id& /*rid*/,
                                std::span<const resources::token_id> /*prompt*/,
                                std::span<const image_input> /*images*/) {}

@@ -99,6 +99,16 @@ struct forward_output {
   std::vector<std::int32_t> sampled;
 };
 
+/// Where one image sits in a prompt fitted by `place_images`: its run of
+/// placeholder slots and how far it moves the position counter (M-RoPE: the
+/// position after an image is its start plus the larger side of its merged
+/// grid, not its start plus its slots).
+struct image_span {
+  std::int64_t start = 0;    ///< first placeholder slot
+  std::int64_t length = 0;   ///< placeholder slots
+  std::int64_t advance = 0;  ///< position counter advance
+};
+
 /// A causal language model the engine can drive. Not thread-safe: one
 /// owner (the worker) calls `bind` and `forward`; the const members may be
 /// read from any thread once loaded.
@@ -136,6 +146,16 @@ class causal_lm {
   /// checks every placeholder run against its image's grid.
   [[nodiscard]] virtual result<void> place_images(std::vector<resources::token_id>& prompt,
                                                   std::span<const image_input> images) const;
+  /// Each image's span in `prompt` (fitted by `place_images` with `images`),
+  /// in prompt order: page keys name an image by its digest over these slots
+  /// (reference kv-keys-windowing §1.8). Empty for a model taking no images.
+  [[nodiscard]] virtual std::vector<image_span> image_spans(
+      std::span<const resources::token_id> prompt, std::span<const image_input> images) const;
+  /// Names how this model turns an image processor's patches into its
+  /// placeholder slots and positions (the reference's
+  /// `preprocess_fingerprint`), folded into every image's digest; empty for
+  /// a model taking no images.
+  [[nodiscard]] virtual std::string preprocess_fingerprint() const { return {}; }
   /// A sequence enters the pools: `prompt` is its request's prompt, whose
   /// placeholder runs take `images` (fitted by `place_images`); the model
   /// keeps what its forward needs for it (rotary positions, the images until

@@ -62,13 +62,21 @@ class qwen3_5_model final : public causal_lm {
   /// one token is expanded to the image's count, any other length must equal it.
   [[nodiscard]] result<void> place_images(std::vector<resources::token_id>& prompt,
                                           std::span<const image_input> images) const override;
+  /// Each placeholder run with its image's advance, max(rows, columns) of
+  /// its merged grid (as `begin_sequence` lays positions out).
+  [[nodiscard]] std::vector<image_span> image_spans(
+      std::span<const resources::token_id> prompt,
+      std::span<const image_input> images) const override;
+  /// The vision tower's patch geometry; empty without a tower.
+  [[nodiscard]] std::string preprocess_fingerprint() const override;
   /// Keeps the prompt's M-RoPE positions (Qwen2-VL's `get_rope_index`) and the
   /// images; the vision tower runs when a step first feeds an image's tokens,
   /// so an image served from cached pages is never encoded.
   void begin_sequence(const resources::request_id& rid, std::span<const resources::token_id> prompt,
                       std::span<const image_input> images) override;
   void end_sequence(const resources::request_id& rid) override;
-  /// Images encoded by the vision tower since load (each once per sequence).
+  /// Images encoded by the vision tower since load (each at most once per
+  /// sequence, and only when a step feeds one of its tokens).
   [[nodiscard]] std::int64_t images_encoded() const noexcept { return images_encoded_; }
   /// Not with attention layers: their rotary positions are read off the KV
   /// pages, which a window releases.
@@ -101,15 +109,17 @@ class qwen3_5_model final : public causal_lm {
     std::vector<std::int32_t> positions;  ///< [3][prompt_length]: t, h, w positions
     std::int64_t delta = 0;               ///< position - slot after the prompt
     std::vector<std::int32_t> image_row;  ///< [prompt_length]: embedding row, -1 for text
-    std::vector<image_input> images;      ///< emptied once encoded
-    std::vector<float> embeds;            ///< [image tokens, hidden] once encoded
+    std::vector<image_input> images;      ///< each image's patches, emptied once encoded
+    std::vector<std::int64_t> first_row;  ///< [images + 1]: each image's first embedding row
+    std::vector<bool> encoded;            ///< [images]: whether its rows are in `embeds`
+    std::vector<float> embeds;            ///< [image tokens, hidden], an image's once encoded
   };
   /// Each token's rotary positions [3][T] from the KV plan and, for sequences
   /// with images, their M-RoPE table; image tokens' embedding rows.
   [[nodiscard]] result<void> fill_positions(std::span<const step_row> rows,
                                             const resources::kv_label_plan& plan);
-  /// The embeddings of `seq`'s images, encoding them on first use.
-  [[nodiscard]] result<const float*> embeds_of(image_sequence& seq);
+  /// Embedding row `row` of `seq`'s images, encoding its image on first use.
+  [[nodiscard]] result<const float*> embeds_of(image_sequence& seq, std::int64_t row);
 
   qwen3_5_config config_;
   std::unique_ptr<tokenizer> tokenizer_;

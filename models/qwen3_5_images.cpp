@@ -29,7 +29,37 @@ std::vector<std::pair<std::int64_t, std::int64_t>> image_runs(
   return runs;
 }
 
+// How far an image moves the position counter: its tokens take (start +
+// frame, start + row, start + column) and the next token start + max(rows,
+// columns) of the merged grid.
+std::int64_t image_advance(const image_input& im, std::int64_t merge) {
+  return std::max(im.h / merge, im.w / merge);
+}
+
 }  // namespace
+
+std::vector<image_span> qwen3_5_model::image_spans(std::span<const resources::token_id> prompt,
+                                                   std::span<const image_input> images) const {
+  std::vector<image_span> out;
+  if (!vision_ || images.empty())
+    return out;
+  const auto runs = image_runs(prompt, config_.image_token_id);
+  const auto merge = vision_->config().spatial_merge_size;
+  for (std::size_t i = 0; i < runs.size() && i < images.size(); ++i) {
+    out.push_back({runs[i].first, runs[i].second - runs[i].first, image_advance(images[i], merge)});
+  }
+  return out;
+}
+
+std::string qwen3_5_model::preprocess_fingerprint() const {
+  if (!vision_)
+    return {};
+  // What maps patches to placeholder slots and positions; the weights are in
+  // the pools' root already.
+  const auto& vc = vision_->config();
+  return fmt::format("qwen3_5-vision/1 patch {} temporal {} merge {} channels {}", vc.patch_size,
+                     vc.temporal_patch_size, vc.spatial_merge_size, vc.in_channels);
+}
 
 result<void> qwen3_5_model::place_images(std::vector<resources::token_id>& prompt,
                                          std::span<const image_input> images) const {
@@ -126,10 +156,18 @@ void qwen3_5_model::begin_sequence(const resources::request_id& rid,
         }
       }
     }
-    pos += std::max(gh, gw);
+    pos += image_advance(im, merge);
   }
   seq.delta = top + 1 - n;
   seq.images.assign(images.begin(), images.end());
+  std::int64_t first = 0;
+  for (const auto& im : images) {
+    seq.first_row.push_back(first);
+    first += im.t * (im.h / merge) * (im.w / merge);
+  }
+  seq.first_row.push_back(first);
+  seq.encoded.assign(images.size(), false);
+  seq.embeds.assign(static_cast<std::size_t>(first * config_.hidden_size), 0.0F);
   image_sequences_[rid] = std::move(seq);
 }
 
@@ -137,21 +175,26 @@ void qwen3_5_model::end_sequence(const resources::request_id& rid) {
   image_sequences_.erase(rid);
 }
 
-result<const float*> qwen3_5_model::embeds_of(image_sequence& seq) {
-  if (!seq.images.empty()) {
-    std::vector<float> pixels;
-    std::vector<vision_grid> grids;
-    for (const auto& im : seq.images) {
-      pixels.insert(pixels.end(), im.pixel_values.begin(), im.pixel_values.end());
-      grids.push_back({im.t, im.h, im.w});
-    }
-    if (auto ok = vision_->encode(pixels, grids, seq.embeds); !ok)
+result<const float*> qwen3_5_model::embeds_of(image_sequence& seq, std::int64_t row) {
+  // The image holding `row`: each is encoded alone the first time a step
+  // feeds one of its tokens, so an image served wholly from cached pages is
+  // never encoded, and one cut by the cache is encoded whole for its rows.
+  const auto next = std::upper_bound(seq.first_row.begin(), seq.first_row.end(), row);
+  const auto i = static_cast<std::size_t>(next - seq.first_row.begin() - 1);
+  const std::int64_t hidden = config_.hidden_size;
+  if (!seq.encoded[i]) {
+    auto& im = seq.images[i];
+    const vision_grid grid[] = {{im.t, im.h, im.w}};
+    std::vector<float> out;
+    if (auto ok = vision_->encode(im.pixel_values, grid, out); !ok)
       return ok.error();
-    images_encoded_ += static_cast<std::int64_t>(seq.images.size());
-    seq.images.clear();
-    seq.images.shrink_to_fit();
+    std::copy(out.begin(), out.end(), seq.embeds.begin() + seq.first_row[i] * hidden);
+    ++images_encoded_;
+    seq.encoded[i] = true;
+    im.pixel_values.clear();
+    im.pixel_values.shrink_to_fit();
   }
-  return seq.embeds.data();
+  return seq.embeds.data() + row * hidden;
 }
 
 result<void> qwen3_5_model::fill_positions(std::span<const step_row> rows,
@@ -164,7 +207,6 @@ result<void> qwen3_5_model::fill_positions(std::span<const step_row> rows,
                       fmt::format("qwen3_5: the KV plan addresses {} tokens, the step feeds {}",
                                   plan.qo_indptr.empty() ? 0 : plan.qo_indptr.back(), T));
   }
-  const std::int64_t hidden = config_.hidden_size;
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const std::int64_t pages = plan.kv_indptr[r + 1] - plan.kv_indptr[r];
     const std::int64_t length = pages == 0 ? 0 : (pages - 1) * page_size_ + plan.last_page_len[r];
@@ -179,10 +221,10 @@ result<void> qwen3_5_model::fill_positions(std::span<const step_row> rows,
         for (std::int64_t c = 0; c < 3; ++c)
           p[c] = seq->positions[static_cast<std::size_t>(c * seq->prompt_length + slot)];
         if (const auto e = seq->image_row[static_cast<std::size_t>(slot)]; e >= 0) {
-          auto base = embeds_of(*seq);
-          if (!base)
-            return base.error();
-          embed_rows_[at] = *base + e * hidden;
+          auto embed = embeds_of(*seq, e);
+          if (!embed)
+            return embed.error();
+          embed_rows_[at] = *embed;
         }
       } else if (seq != nullptr) {
         p[0] = p[1] = p[2] = slot + seq->delta;

@@ -2,7 +2,9 @@
 // image prompts): greedy tokens and logits as transformers' generate with
 // pixel_values and image_grid_thw, alone and batched with text; page keys
 // cover the images (the same image reuses cached pages without rerunning the
-// vision tower, a different one never does); refusals name what is wrong.
+// vision tower, a different one never reuses the pages it touches, text
+// before an image is shared, a cache ending inside an image still serves);
+// refusals name what is wrong.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -75,8 +77,8 @@ float check(const image_case& c, const completion& got, std::int64_t vocab) {
 constexpr float tolerance = 5e-4F;  // as the text prompts of this fixture (parity_test.cpp)
 
 TEST(qwen3_5_images, one_and_two_image_prompts_match_transformers_alone_and_batched) {
-  const auto cases = load_image_cases();
-  ASSERT_EQ(cases.size(), 2U);
+  auto cases = load_image_cases();
+  cases.resize(2);  // the others are variations on these for the page-key tests below
   engine_config config;
   config.pools.page_size = 4;
   auto engine = test::fixture_engine("qwen3_5_tiny", config);
@@ -100,33 +102,136 @@ TEST(qwen3_5_images, one_and_two_image_prompts_match_transformers_alone_and_batc
   test::expect_pools_empty(*engine);
 }
 
-TEST(qwen3_5_images, the_same_image_reuses_pages_and_a_different_one_never_does) {
-  const auto cases = load_image_cases();
+// The fixture's image prompts: 0 "Look: " + image A (slots 7-10 at page size
+// 4: pages 1 and 2) + " What is it?"; 1 two images; 2 image A after "Look
+// again: " (slots 13-16); 3 another image in A's place; 4 prompt 0 cut after
+// image A's vision_end (12 slots, page-aligned).
+enum : std::size_t { look_a = 0, two_images = 1, a_elsewhere = 2, look_b = 3, ends_after_a = 4 };
+
+class qwen3_5_image_keys : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cases_ = load_image_cases();
+    ASSERT_EQ(cases_.size(), 5U);
+    engine_config config;
+    config.pools.page_size = 4;
+    engine_ = test::fixture_engine("qwen3_5_tiny", config);
+    ASSERT_NE(engine_, nullptr);
+    model_ = &dynamic_cast<models::qwen3_5_model&>(engine_->model());
+  }
+  void TearDown() override {
+    if (engine_)
+      test::expect_pools_empty(*engine_);
+    std::printf("max |logit - transformers| over this test's fixture cases: %.3g\n",
+                static_cast<double>(worst_));
+  }
+
+  // Runs `r` alone; its completion.
+  completion run(const request_spec& r) {
+    auto got = run_to_completion(*engine_, {r});
+    EXPECT_TRUE(got.has_value()) << got.error().message();
+    return got ? got->front() : completion{};
+  }
+  // Runs fixture case `i` and checks it against transformers; its cached tokens.
+  std::int64_t run_case(std::size_t i) {
+    const auto got = run(cases_[i].request);
+    if (got.tokens.empty())
+      return -1;
+    const float worst = check(cases_[i], got, model_->vocab_size());
+    EXPECT_LT(worst, tolerance) << "case " << i;
+    worst_ = std::max(worst_, worst);
+    return got.counts.cached_tokens;
+  }
+
+  std::vector<image_case> cases_;
+  std::unique_ptr<local_engine> engine_;
+  models::qwen3_5_model* model_ = nullptr;
+  float worst_ = 0;
+};
+
+TEST_F(qwen3_5_image_keys, the_same_image_in_the_same_place_reuses_pages_without_encoding_again) {
+  EXPECT_EQ(run_case(look_a), 0);
+  EXPECT_EQ(model_->images_encoded(), 1);
+  // 24 slots: six keys, five matched (one short); the image ends at slot 11.
+  EXPECT_EQ(run_case(look_a), 20) << "the same image in the same place";
+  EXPECT_EQ(model_->images_encoded(), 1) << "the cached image is not encoded again";
+  // Two images (slots 2-7 and 16-17): 20 slots, four keys matched, so the
+  // first image is served from cache and only the second is encoded again.
+  EXPECT_EQ(run_case(two_images), 0);
+  EXPECT_EQ(model_->images_encoded(), 3);
+  EXPECT_EQ(run_case(two_images), 16);
+  EXPECT_EQ(model_->images_encoded(), 4);
+}
+
+TEST_F(qwen3_5_image_keys, a_different_image_never_reuses_a_page_at_or_after_its_start) {
+  EXPECT_EQ(run_case(look_a), 0);
+  // Image B's run starts at slot 7, on page 1: page 0 is the text before it.
+  EXPECT_EQ(run_case(look_b), 4);
+  EXPECT_EQ(model_->images_encoded(), 2);
+  // Image A's pixels negated (no transformers reference: checked against
+  // image A's output only to differ).
+  auto negated = cases_[look_a].request;
+  for (auto& v : negated.images[0].pixel_values)
+    v = -v;
+  const auto got = run(negated);
+  EXPECT_EQ(got.counts.cached_tokens, 4) << "a different image shares no page it touches";
+  EXPECT_EQ(model_->images_encoded(), 3);
+  ASSERT_FALSE(got.logits.empty() || got.logits[0].empty());
+  const auto& a = cases_[look_a].step_logits;
+  const std::vector<float> a_first(a.begin(), a.begin() + model_->vocab_size());
+  EXPECT_NE(got.logits[0][0], a_first);
+}
+
+TEST_F(qwen3_5_image_keys, the_same_image_elsewhere_reuses_only_the_text_they_share) {
+  EXPECT_EQ(run_case(look_a), 0);
+  // "Look again: " shares "Look" (page 0); image A then sits at slots 13-16.
+  EXPECT_EQ(run_case(a_elsewhere), 4);
+  EXPECT_EQ(model_->images_encoded(), 2);
+}
+
+TEST_F(qwen3_5_image_keys, text_before_an_image_is_shared_with_a_text_only_prompt) {
+  // "Look: " then other text: page 0 ("Look") is the image prompt's page 0;
+  // page 1 holds image A's vision_start and first slot in the image prompt.
+  std::vector<token_id> text(cases_[look_a].request.prompt.begin(),
+                             cases_[look_a].request.prompt.begin() + 6);
+  for (const token_id t : {90, 107, 100, 119, 35})
+    text.push_back(t);
+  auto plain = test::greedy_request(text, 4, true);
+  const auto alone = run(plain);
+  ASSERT_FALSE(alone.logits.empty());
+  EXPECT_EQ(alone.counts.cached_tokens, 0);
+  EXPECT_EQ(run_case(look_a), 4) << "the text-only prompt's page 0 serves the image prompt";
+  // The other way round on a fresh engine: the image prompt's page 0 serves
+  // the text-only prompt, with the same tokens and (within the cached against
+  // uncached drift) logits.
   engine_config config;
   config.pools.page_size = 4;
-  auto engine = test::fixture_engine("qwen3_5_tiny", config);
-  ASSERT_NE(engine, nullptr);
-  auto& model = dynamic_cast<models::qwen3_5_model&>(engine->model());
-  const auto& c = cases[0];
-  auto first = run_to_completion(*engine, {c.request});
-  ASSERT_TRUE(first.has_value());
-  EXPECT_EQ(first->front().counts.cached_tokens, 0);
-  EXPECT_EQ(model.images_encoded(), 1);
-  auto again = run_to_completion(*engine, {c.request});
-  ASSERT_TRUE(again.has_value());
-  EXPECT_GT(again->front().counts.cached_tokens, 0) << "the same image in the same place";
-  EXPECT_EQ(model.images_encoded(), 1) << "the cached image is not encoded again";
-  EXPECT_LT(check(c, again->front(), model.vocab_size()), tolerance);
+  auto fresh = test::fixture_engine("qwen3_5_tiny", config);
+  ASSERT_NE(fresh, nullptr);
+  ASSERT_TRUE(run_to_completion(*fresh, {cases_[look_a].request}).has_value());
+  auto served = run_to_completion(*fresh, {plain});
+  ASSERT_TRUE(served.has_value());
+  EXPECT_EQ(served->front().counts.cached_tokens, 4);
+  EXPECT_EQ(served->front().tokens[0], alone.tokens[0]);
+  ASSERT_EQ(served->front().logits[0].size(), alone.logits[0].size());
+  float drift = 0;
+  for (std::size_t s = 0; s < alone.logits[0].size(); ++s) {
+    for (std::size_t v = 0; v < alone.logits[0][s].size(); ++v)
+      drift = std::max(drift, std::abs(alone.logits[0][s][v] - served->front().logits[0][s][v]));
+  }
+  EXPECT_LT(drift, tolerance);
+  std::printf("text-only prompt, page 0 cached against not: max |logit diff| %.3g\n",
+              static_cast<double>(drift));
+  test::expect_pools_empty(*fresh);
+}
 
-  auto other = c.request;
-  for (auto& v : other.images[0].pixel_values)
-    v = -v;
-  auto changed = run_to_completion(*engine, {other});
-  ASSERT_TRUE(changed.has_value());
-  EXPECT_EQ(changed->front().counts.cached_tokens, 0) << "a different image shares no pages";
-  EXPECT_EQ(model.images_encoded(), 2);
-  EXPECT_NE(changed->front().logits[0][0], again->front().logits[0][0]);
-  test::expect_pools_empty(*engine);
+TEST_F(qwen3_5_image_keys, a_cache_that_ends_inside_an_image_encodes_it_for_the_rest) {
+  EXPECT_EQ(run_case(look_a), 0);
+  // Three keys, two matched: the cache ends at slot 8, inside image A
+  // (slots 7-10); the tower encodes the image once and the step feeds its
+  // rows 1-3.
+  EXPECT_EQ(run_case(ends_after_a), 8);
+  EXPECT_EQ(model_->images_encoded(), 2);
 }
 
 TEST(qwen3_5_images, one_placeholder_per_image_is_expanded_to_the_images_token_count) {

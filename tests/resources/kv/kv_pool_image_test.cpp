@@ -1,0 +1,82 @@
+// KV pool prefix reuse over prompts with images (reference §1.4-§1.8, PS =
+// 16): an image is an item on every page it touches, so the pages wholly
+// before it are shared with any prompt that has the same ids there, the
+// pages it touches only with the same image in the same place.
+#include <gtest/gtest.h>
+
+#include "resources/kv/kv_pool.hpp"
+#include "resources/kv/layout.hpp"
+#include "tests/resources/kv/kv_pool_fixture.hpp"
+
+namespace mstar::resources {
+namespace {
+
+using namespace mstar::resources::test;
+
+// Text 20 / image 30 / text 25 (the reference's layout, §5.7): the image
+// touches pages 1-3.
+std::vector<prompt_span> text_image_text(std::uint8_t image_byte, token_id first = 100) {
+  std::vector<token_id> before(20), after(25);
+  for (std::size_t i = 0; i < before.size(); ++i)
+    before[i] = first + static_cast<token_id>(i);
+  for (std::size_t i = 0; i < after.size(); ++i)
+    after[i] = 500 + static_cast<token_id>(i);
+  return {id_span{before}, item_span{30, std::vector<std::uint8_t>(32, image_byte)},
+          id_span{after}};
+}
+
+class kv_image_test : public kv_prefix_test {
+ protected:
+  // A prefill of `spans` under request `rid`: ingest, probe, run the rest.
+  std::int64_t serve_layout(const std::string& rid, const std::vector<prompt_span>& spans) {
+    auto keyed = key_prompt(spans, 16).value();
+    const auto slots = static_cast<std::int64_t>(keyed.total_slots);
+    pool_->ingest_request(rid, {{"main", make_prefix_seed(std::move(keyed), 16)}});
+    const auto hit = pool_->resolve_cached_prefix(rid).value_or(0);
+    check();
+    EXPECT_TRUE(run(step_of({{rid, "main", slots - hit}})).ok);
+    return hit;
+  }
+};
+
+TEST_F(kv_image_test, the_same_image_in_the_same_place_reuses_the_pages_it_touches) {
+  EXPECT_EQ(serve_layout("a", text_image_text(0x11)), 0);
+  EXPECT_EQ(pool_->num_cached_pages(), 4);  // 75 slots: 4 whole pages
+  // Every whole page matches (one key short of the 5 the prompt has).
+  EXPECT_EQ(serve_layout("b", text_image_text(0x11)), 64);
+  check();
+}
+
+TEST_F(kv_image_test, a_different_image_never_reuses_a_page_it_touches) {
+  EXPECT_EQ(serve_layout("a", text_image_text(0x11)), 0);
+  // The image starts at slot 20, on page 1: only page 0 matches.
+  EXPECT_EQ(serve_layout("b", text_image_text(0x22)), 16);
+  check();
+}
+
+TEST_F(kv_image_test, pages_before_an_image_are_shared_with_a_text_only_prompt) {
+  // A text-only prompt with the image prompt's first 20 ids, then others.
+  std::vector<token_id> text(40);
+  for (std::size_t i = 0; i < text.size(); ++i)
+    text[i] = i < 20 ? 100 + static_cast<token_id>(i) : 900 + static_cast<token_id>(i);
+  EXPECT_EQ(serve("a", text), 0);
+  EXPECT_EQ(serve_layout("b", text_image_text(0x11)), 16);
+  // And the other way round: the image prompt's page 0 serves text.
+  EXPECT_EQ(serve("c", text), 32);  // its own two pages from "a"
+  std::vector<token_id> other = text;
+  other[18] = 7;  // differs from "a" on page 1
+  EXPECT_EQ(serve("d", other), 16);
+  check();
+}
+
+TEST_F(kv_image_test, the_same_image_at_another_place_reuses_only_the_shared_text) {
+  EXPECT_EQ(serve_layout("a", text_image_text(0x11)), 0);
+  // One id more before the image moves it to slots 21-50.
+  auto moved = text_image_text(0x11);
+  std::get<id_span>(moved[0]).ids.push_back(7);
+  EXPECT_EQ(serve_layout("b", moved), 16);
+  check();
+}
+
+}  // namespace
+}  // namespace mstar::resources
