@@ -41,7 +41,7 @@ constexpr int setup_failed = 2;
 
 constexpr const char* deployment_name = "cp-test";
 constexpr const char* our_secret = "correct horse battery staple";
-constexpr const char* other_secret = "incorrect horse battery staple";
+constexpr const char* wrong_secret = "incorrect horse battery staple";
 
 // How a child gets its credential: a deployment folder's files (tls mode),
 // or derived from `secret` when it is set (secret mode).
@@ -269,7 +269,7 @@ TEST_F(control_plane, peers_sharing_a_secret_connect_and_exchange_a_message) {
 
 TEST_F(control_plane, peer_with_another_secret_cannot_connect_and_is_logged) {
   const auto out =
-      run(client_kind::credential, shared(other_secret, "client"), shared(our_secret, "server"));
+      run(client_kind::credential, shared(wrong_secret, "client"), shared(our_secret, "server"));
   EXPECT_EQ(out.client_exit, refused);
   EXPECT_EQ(out.server_exit, 0);
   EXPECT_EQ(out.received, 0);

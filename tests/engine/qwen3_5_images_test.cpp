@@ -74,7 +74,7 @@ float check(const image_case& c, const completion& got, std::int64_t vocab) {
   return worst;
 }
 
-constexpr float tolerance = 5e-4F;  // as the text prompts of this fixture (parity_test.cpp)
+constexpr float image_tolerance = 5e-4F;  // as the text prompts of this fixture (parity_test.cpp)
 
 TEST(qwen3_5_images, one_and_two_image_prompts_match_transformers_alone_and_batched) {
   auto cases = load_image_cases();
@@ -96,7 +96,7 @@ TEST(qwen3_5_images, one_and_two_image_prompts_match_transformers_alone_and_batc
   ASSERT_TRUE(batch.has_value()) << batch.error().message();
   worst = std::max(worst, check(cases[0], (*batch)[0], engine->model().vocab_size()));
   worst = std::max(worst, check(cases[1], (*batch)[2], engine->model().vocab_size()));
-  EXPECT_LT(worst, tolerance);
+  EXPECT_LT(worst, image_tolerance);
   std::printf("max |logit - transformers| over the image prompts: %.3g\n",
               static_cast<double>(worst));
   test::expect_pools_empty(*engine);
@@ -138,7 +138,7 @@ class qwen3_5_image_keys : public ::testing::Test {
     if (got.tokens.empty())
       return -1;
     const float worst = check(cases_[i], got, model_->vocab_size());
-    EXPECT_LT(worst, tolerance) << "case " << i;
+    EXPECT_LT(worst, image_tolerance) << "case " << i;
     worst_ = std::max(worst_, worst);
     return got.counts.cached_tokens;
   }
@@ -219,7 +219,7 @@ TEST_F(qwen3_5_image_keys, text_before_an_image_is_shared_with_a_text_only_promp
     for (std::size_t v = 0; v < alone.logits[0][s].size(); ++v)
       drift = std::max(drift, std::abs(alone.logits[0][s][v] - served->front().logits[0][s][v]));
   }
-  EXPECT_LT(drift, tolerance);
+  EXPECT_LT(drift, image_tolerance);
   std::printf("text-only prompt, page 0 cached against not: max |logit diff| %.3g\n",
               static_cast<double>(drift));
   test::expect_pools_empty(*fresh);
@@ -251,7 +251,7 @@ TEST(qwen3_5_images, one_placeholder_per_image_is_expanded_to_the_images_token_c
   auto got = run_to_completion(*engine, {single});
   ASSERT_TRUE(got.has_value()) << got.error().message();
   EXPECT_EQ(got->front().counts.prompt_tokens, static_cast<std::int64_t>(c.request.prompt.size()));
-  EXPECT_LT(check(c, got->front(), engine->model().vocab_size()), tolerance);
+  EXPECT_LT(check(c, got->front(), engine->model().vocab_size()), image_tolerance);
 }
 
 TEST(qwen3_5_images, refuses_images_that_do_not_fit_the_prompt_naming_the_problem) {

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/random.hpp"
+
 namespace mstar::kernels {
 namespace {
 
@@ -20,13 +22,7 @@ using floats = std::vector<float>;
 using ints = std::vector<std::int32_t>;
 using flags = std::vector<std::uint8_t>;
 
-floats random_floats(std::size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> normal;
-  floats v(n);
-  for (auto& x : v)
-    x = normal(rng);
-  return v;
-}
+using test::random_floats;
 
 struct conv_setup {
   std::int32_t channels = 5;

@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "tests/support/random.hpp"
+
 namespace mstar::kernels {
 namespace {
 
@@ -16,13 +18,7 @@ using floats = std::vector<float>;
 using ints = std::vector<std::int32_t>;
 using flags = std::vector<std::uint8_t>;
 
-floats random_floats(std::size_t n, std::mt19937& rng, float scale = 1.0F) {
-  std::normal_distribution<float> normal(0.0F, scale);
-  floats v(n);
-  for (auto& x : v)
-    x = normal(rng);
-  return v;
-}
+using test::random_floats;
 
 struct setup {
   std::int32_t hk = 2, hv = 4, k = 3, v = 5, slots = 5;

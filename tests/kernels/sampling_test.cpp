@@ -14,7 +14,7 @@
 namespace mstar::kernels {
 namespace {
 
-constexpr float inf = std::numeric_limits<float>::infinity();
+constexpr float infinity = std::numeric_limits<float>::infinity();
 
 view<const float, 1> row(const std::vector<float>& logits) {
   return contiguous(logits.data(),
@@ -58,7 +58,7 @@ std::vector<token_probability> reference(const std::vector<float>& logits, doubl
 }
 
 TEST(sampling, greedy_takes_the_argmax_with_ties_to_the_lowest_id) {
-  const std::vector<float> logits{1, 5, 5, 2, -inf};
+  const std::vector<float> logits{1, 5, 5, 2, -infinity};
   EXPECT_EQ(*sample({row(logits)}), 1);
   sampling_params p{row(logits), 0.8F, 1};  // top_k = 1 is greedy at any temperature
   for (std::uint64_t counter = 0; counter < 20; ++counter) {
@@ -116,7 +116,7 @@ TEST(sampling, a_draw_is_the_inverse_cdf_of_the_seeded_uniform) {
 }
 
 TEST(sampling, frequencies_follow_the_distribution_and_filters_exclude_tokens) {
-  const std::vector<float> logits{2.0F, 1.0F, 0.5F, 0.0F, -inf, -1.0F};
+  const std::vector<float> logits{2.0F, 1.0F, 0.5F, 0.0F, -infinity, -1.0F};
   sampling_params p{row(logits), 1.0F, 4, 1.0F, 77};
   // Expected frequencies from the long-way reference, not the sampler's own
   // distribution.
@@ -127,7 +127,7 @@ TEST(sampling, frequencies_follow_the_distribution_and_filters_exclude_tokens) {
     p.counter = static_cast<std::uint64_t>(i);
     ++counts[static_cast<std::size_t>(*sample(p))];
   }
-  EXPECT_EQ(counts[4], 0) << "a -inf logit was sampled";
+  EXPECT_EQ(counts[4], 0) << "a -infinity logit was sampled";
   EXPECT_EQ(counts[5], 0) << "a token outside the top 4 was sampled";
   for (const auto& c : dist) {
     EXPECT_NEAR(counts[static_cast<std::size_t>(c.id)] / double{draws}, c.probability, 0.015)
@@ -145,7 +145,7 @@ TEST(sampling, a_tiny_top_p_keeps_only_the_most_likely_token) {
 TEST(sampling, invalid_settings_and_logits_are_named) {
   const std::vector<float> logits{0, 1};
   const std::vector<float> nan_logits{0, std::numeric_limits<float>::quiet_NaN()};
-  const std::vector<float> masked{-inf, -inf};
+  const std::vector<float> masked{-infinity, -infinity};
   const std::vector<float> empty;
   const auto message = [](const sampling_params& p) {
     const auto r = sample(p);
@@ -156,7 +156,7 @@ TEST(sampling, invalid_settings_and_logits_are_named) {
   EXPECT_TRUE(test::contains(message({row(logits), 1.0F, 0, 0.0F}), "top_p"));
   EXPECT_TRUE(test::contains(message({row(logits), 1.0F, 0, 1.5F}), "top_p"));
   EXPECT_TRUE(test::contains(message({row(nan_logits), 1.0F}), "logits[1]"));
-  EXPECT_TRUE(test::contains(message({row(masked), 1.0F}), "every entry is -inf"));
+  EXPECT_TRUE(test::contains(message({row(masked), 1.0F}), "every entry is -infinity"));
   EXPECT_TRUE(test::contains(message({row(empty)}), "empty"));
 }
 

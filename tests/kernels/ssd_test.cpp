@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/random.hpp"
+
 namespace mstar::kernels {
 namespace {
 
@@ -20,13 +22,7 @@ using floats = std::vector<float>;
 using ints = std::vector<std::int32_t>;
 using flags = std::vector<std::uint8_t>;
 
-floats random_floats(std::size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> normal(0.0f, scale);
-  floats v(n);
-  for (auto& x : v)
-    x = normal(rng);
-  return v;
-}
+using test::random_floats;
 
 // Weights, geometry and a token batch's inputs, dense.
 struct ssd_setup {
@@ -106,7 +102,7 @@ void naive_scan(const ssd_setup& s, const tokens& in, std::size_t begin, std::si
     final_state[i] = static_cast<float>(st[i]);
 }
 
-void expect_close(const float* got, const float* want, std::size_t n, float rel) {
+void expect_close_rel(const float* got, const float* want, std::size_t n, float rel) {
   for (std::size_t i = 0; i < n; ++i) {
     ASSERT_NEAR(got[i], want[i], rel * std::max(1.0f, std::abs(want[i]))) << "element " << i;
   }
@@ -150,15 +146,15 @@ TEST(ssd_scan_varlen, batch_equals_each_row_alone_and_a_naive_recurrence) {
     floats want_state(s.slot_elems());
     naive_scan(s, in, begin, end, has[r] != 0 ? &initial[at] : nullptr, want.data(),
                want_state.data());
-    expect_close(&y[begin * s.x_elems()], want.data(), want.size(), 1e-5f);
-    expect_close(&state[at], want_state.data(), want_state.size(), 1e-5f);
+    expect_close_rel(&y[begin * s.x_elems()], want.data(), want.size(), 1e-5f);
+    expect_close_rel(&state[at], want_state.data(), want_state.size(), 1e-5f);
     floats alone_state = initial;
     floats alone_y(want.size());
     run_varlen(s, in, alone_y, {0, static_cast<std::int32_t>(end - begin)}, alone_state, {slots[r]},
                {has[r]}, begin);
     EXPECT_EQ(alone_y, floats(y.begin() + static_cast<long>(begin * s.x_elems()),
                               y.begin() + static_cast<long>(end * s.x_elems())));
-    expect_close(&alone_state[at], &state[at], s.slot_elems(), 0.0f);
+    expect_close_rel(&alone_state[at], &state[at], s.slot_elems(), 0.0f);
   }
   for (const std::int32_t untouched : {1, 2, 4})
     expect_slot_unchanged(s, state, initial, untouched);
@@ -336,8 +332,8 @@ TEST(ssd_scan_varlen, matches_transformers_torch_chunk_scan_and_state_update) {
     const floats want_state = stage["state"].get<floats>();
     ASSERT_EQ(y.size(), want_y.size());
     ASSERT_EQ(want_state.size(), s.slot_elems());
-    expect_close(y.data(), want_y.data(), y.size(), 2e-5f);
-    expect_close(&state[2 * s.slot_elems()], want_state.data(), want_state.size(), 2e-5f);
+    expect_close_rel(y.data(), want_y.data(), y.size(), 2e-5f);
+    expect_close_rel(&state[2 * s.slot_elems()], want_state.data(), want_state.size(), 2e-5f);
   }
 }
 

@@ -14,14 +14,14 @@
 namespace mstar::models {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 using mstar::test::contains;
 
-json read_ordered(const std::filesystem::path& path) {
+ojson read_ordered(const std::filesystem::path& path) {
   std::ifstream in{path};
   if (!in)
     throw std::runtime_error("cannot open " + path.string());
-  return json::parse(in);
+  return ojson::parse(in);
 }
 
 std::string read_text(const std::filesystem::path& path) {
@@ -48,7 +48,7 @@ struct tally {
 // Renders every case of one <name>.expected.json and compares byte for byte.
 tally check_expected_file(const std::filesystem::path& expected_path) {
   tally counts;
-  const json doc = read_ordered(expected_path);
+  const ojson doc = read_ordered(expected_path);
   const auto dir = expected_path.parent_path();
   const std::string source = read_text(dir / doc["template"].get<std::string>());
   chat_template::token_map tokens;
@@ -65,9 +65,9 @@ tally check_expected_file(const std::filesystem::path& expected_path) {
     chat_render_options options;
     options.add_generation_prompt = c.value("add_generation_prompt", false);
     options.continue_final_message = c.value("continue_final_message", false);
-    options.tools = c.value("tools", json{});
-    options.documents = c.value("documents", json{});
-    options.extra = c.value("kwargs", json::object());
+    options.tools = c.value("tools", ojson{});
+    options.documents = c.value("documents", ojson{});
+    options.extra = c.value("kwargs", ojson::object());
     options.now = fixed_now();
     const auto out = tmpl->render(c["messages"], options);
     if (c.contains("expected")) {
@@ -125,8 +125,8 @@ TEST(chat_template, renders_extra_templates_from_the_environment_byte_identicall
 }
 
 TEST(chat_template, renders_language_edge_cases_like_jinja2) {
-  const json doc = read_ordered(std::filesystem::path{test::fixtures_dir()} / "chat_templates" /
-                                "snippets.expected.json");
+  const ojson doc = read_ordered(std::filesystem::path{test::fixtures_dir()} / "chat_templates" /
+                                 "snippets.expected.json");
   int checked = 0;
   for (const auto& s : doc["snippets"]) {
     const std::string source = s["template"].get<std::string>();
@@ -157,7 +157,7 @@ TEST(chat_template, loads_chat_template_jinja_before_tokenizer_config) {
   EXPECT_EQ(tmpl->special_token("bos_token"), "<s>");
   EXPECT_EQ(tmpl->special_token("eos_token"), "</s>");
   EXPECT_EQ(tmpl->special_token("pad_token"), std::nullopt);
-  auto out = tmpl->render(json::parse(R"([{"role": "user", "content": "hi"}])"));
+  auto out = tmpl->render(ojson::parse(R"([{"role": "user", "content": "hi"}])"));
   ASSERT_TRUE(out) << out.error().to_string();
   EXPECT_EQ(*out, "file:<s>hi");
 }
@@ -169,7 +169,7 @@ TEST(chat_template, loads_a_string_template_from_tokenizer_config) {
                 "eos_token": "<|im_end|>"})");
   auto tmpl = chat_template::load(dir.path());
   ASSERT_TRUE(tmpl) << tmpl.error().to_string();
-  auto out = tmpl->render(json::parse(R"([{"role": "user", "content": "hi"}])"));
+  auto out = tmpl->render(ojson::parse(R"([{"role": "user", "content": "hi"}])"));
   ASSERT_TRUE(out);
   EXPECT_EQ(*out, "<|im_end|>user");
 }
@@ -182,10 +182,10 @@ TEST(chat_template, picks_default_or_tool_use_from_a_list_of_named_templates) {
       {"name": "rag", "template": "rag"}]})");
   auto tmpl = chat_template::load(dir.path());
   ASSERT_TRUE(tmpl) << tmpl.error().to_string();
-  const json messages = json::parse(R"([{"role": "user", "content": "hi"}])");
+  const ojson messages = ojson::parse(R"([{"role": "user", "content": "hi"}])");
   EXPECT_EQ(*tmpl->render(messages), "plain");
   chat_render_options with_tools;
-  with_tools.tools = json::parse(R"([{"type": "function", "function": {"name": "f"}}])");
+  with_tools.tools = ojson::parse(R"([{"type": "function", "function": {"name": "f"}}])");
   EXPECT_EQ(*tmpl->render(messages, with_tools), "tools:1");
 }
 
@@ -222,7 +222,7 @@ TEST(chat_template, refuses_a_named_list_without_a_default) {
 TEST(chat_template, drops_null_keys_and_aliases_reasoning_like_transformers) {
   auto tmpl = chat_template::from_source("{% for m in messages %}{{ m | tojson }}\n{% endfor %}");
   ASSERT_TRUE(tmpl);
-  const json messages = json::parse(R"([
+  const ojson messages = ojson::parse(R"([
       {"role": "assistant", "content": null, "reasoning": "r", "tool_calls": []}])");
   auto out = tmpl->render(messages);
   ASSERT_TRUE(out) << out.error().to_string();
@@ -234,18 +234,18 @@ TEST(chat_template, drops_null_keys_and_aliases_reasoning_like_transformers) {
 TEST(chat_template, refuses_inputs_transformers_refuses) {
   auto tmpl = chat_template::from_source("{{ messages | length }}");
   ASSERT_TRUE(tmpl);
-  EXPECT_FALSE(tmpl->render(json::array()));
-  EXPECT_FALSE(tmpl->render(json::object()));
+  EXPECT_FALSE(tmpl->render(ojson::array()));
+  EXPECT_FALSE(tmpl->render(ojson::object()));
   chat_render_options both;
   both.add_generation_prompt = true;
   both.continue_final_message = true;
-  EXPECT_FALSE(tmpl->render(json::parse(R"([{"role": "user", "content": "x"}])"), both));
+  EXPECT_FALSE(tmpl->render(ojson::parse(R"([{"role": "user", "content": "x"}])"), both));
   chat_render_options bad_documents;
-  bad_documents.documents = json::parse(R"(["not an object"])");
-  EXPECT_FALSE(tmpl->render(json::parse(R"([{"role": "user", "content": "x"}])"), bad_documents));
+  bad_documents.documents = ojson::parse(R"(["not an object"])");
+  EXPECT_FALSE(tmpl->render(ojson::parse(R"([{"role": "user", "content": "x"}])"), bad_documents));
   chat_render_options shadowing;
-  shadowing.extra = json::parse(R"({"messages": []})");
-  EXPECT_FALSE(tmpl->render(json::parse(R"([{"role": "user", "content": "x"}])"), shadowing));
+  shadowing.extra = ojson::parse(R"({"messages": []})");
+  EXPECT_FALSE(tmpl->render(ojson::parse(R"([{"role": "user", "content": "x"}])"), shadowing));
 }
 
 }  // namespace

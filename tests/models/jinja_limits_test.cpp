@@ -10,11 +10,11 @@
 namespace mstar::models::jinja {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 using mstar::test::contains;
 
 // The error of parsing or rendering `source` (fails the test if it succeeds).
-error failure_of(std::string_view source, const json& variables = json::object(),
+error failure_of(std::string_view source, const ojson& variables = ojson::object(),
                  const limits& bounds = {}) {
   auto tmpl = compiled_template::parse(source, bounds);
   if (!tmpl)
@@ -79,7 +79,7 @@ TEST(jinja_errors, runtime_errors_name_the_line) {
 }
 
 TEST(jinja_errors, raise_exception_surfaces_the_templates_message) {
-  const json vars = json::parse(R"({"messages": [{"role": "system"}]})");
+  const ojson vars = ojson::parse(R"({"messages": [{"role": "system"}]})");
   const error e = failure_of(
       "{% if messages[0].role == 'system' %}\n"
       "  {{ raise_exception('System role not supported') }}\n"
@@ -95,7 +95,7 @@ TEST(jinja_errors, lenient_undefined_renders_empty_and_is_falsy) {
       "[{{ nope }}][{{ nope.deeper.still }}][{{ nope['k'] }}][{{ nope | length }}]"
       "{% if nope %}yes{% else %}no{% endif %}{% for x in nope %}x{% endfor %}");
   ASSERT_TRUE(tmpl);
-  EXPECT_EQ(*tmpl->render(json::object()), "[][][][0]no");
+  EXPECT_EQ(*tmpl->render(ojson::object()), "[][][][0]no");
 }
 
 TEST(jinja_limits, deep_block_nesting_is_refused_at_parse_time) {
@@ -132,7 +132,7 @@ TEST(jinja_limits, huge_loops_stop_at_the_step_budget) {
   bounds.max_steps = 100'000;  // the default (2M) takes about 0.4 s in an optimised build
   const error e =
       failure_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-                 json::object(), bounds);
+                 ojson::object(), bounds);
   EXPECT_EQ(e.code(), errc::out_of_range);
   EXPECT_TRUE(contains(e.message(), "budget of 100000 steps"));
   EXPECT_TRUE(contains(failure_of("{{ range(100001) | length }}").message(), "range()"));
@@ -141,8 +141,8 @@ TEST(jinja_limits, huge_loops_stop_at_the_step_budget) {
 TEST(jinja_limits, giant_output_stops_at_the_output_bound) {
   limits small;
   small.max_output_bytes = 1 << 20;
-  const error e =
-      failure_of("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", json::object(), small);
+  const error e = failure_of("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
+                             ojson::object(), small);
   EXPECT_EQ(e.code(), errc::out_of_range);
   EXPECT_TRUE(contains(e.message(), "output would pass the limit"));
 }
@@ -174,16 +174,16 @@ TEST(jinja_limits, self_referencing_namespaces_fail_to_print_and_do_not_leak) {
   auto tmpl = compiled_template::parse(
       "{% set ns = namespace() %}{% set ns.me = ns %}{% macro m() %}{% endmacro %}ok");
   ASSERT_TRUE(tmpl);
-  EXPECT_EQ(*tmpl->render(json::object()), "ok");  // the sanitizer builds check the cycle is freed
+  EXPECT_EQ(*tmpl->render(ojson::object()), "ok");  // the sanitizer builds check the cycle is freed
 }
 
 TEST(jinja_limits, deeply_nested_inputs_are_refused) {
-  json deep = json::array();
+  ojson deep = ojson::array();
   for (int i = 0; i < 1000; ++i)
-    deep = json::array({deep});
+    deep = ojson::array({deep});
   auto tmpl = compiled_template::parse("{{ x | length }}");
   ASSERT_TRUE(tmpl);
-  auto out = tmpl->render(json{{"x", deep}});
+  auto out = tmpl->render(ojson{{"x", deep}});
   ASSERT_FALSE(out);
   EXPECT_EQ(out.error().code(), errc::out_of_range);
   EXPECT_TRUE(contains(out.error().message(), "variable 'x'"));

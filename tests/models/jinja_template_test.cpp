@@ -10,11 +10,11 @@
 namespace mstar::models::jinja {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 using mstar::test::contains;
 
 // The render of `source` with `variables`, or "ERROR: <message>".
-std::string render(std::string_view source, const json& variables = json::object()) {
+std::string render(std::string_view source, const ojson& variables = ojson::object()) {
   auto tmpl = compiled_template::parse(source);
   if (!tmpl)
     return "ERROR: " + tmpl.error().message();
@@ -104,7 +104,7 @@ TEST(jinja_template, calls_macros_with_defaults_keywords_and_caller) {
 }
 
 TEST(jinja_template, applies_filters_like_jinja_and_hf) {
-  const json vars = json::parse(R"({"xs": [{"n": "b", "v": 2}, {"n": "a", "v": 1}]})");
+  const ojson vars = ojson::parse(R"({"xs": [{"n": "b", "v": 2}, {"n": "a", "v": 1}]})");
   EXPECT_EQ(
       render("{{ xs | map(attribute='n') | join(',') }} {{ xs | sort(attribute='v') | first }}"
              " {{ xs | selectattr('v', 'gt', 1) | list | length }} {{ xs | length }}",
@@ -150,7 +150,7 @@ TEST(jinja_template, slices_and_indexes_strings_and_lists_by_python_rules) {
                    "{{ [1, 2, 3, 4][::2] }} {{ [1, 2, 3][5:] }} {{ [1, 2, 3][-1] }} "
                    "{{ 'héllo'[1:3] }} {{ [1, 2][7] is defined }}"),
             "fedcba bc ef ab [1, 3] [] 3 él False");
-  const json vars = json::parse(R"({"m": [{"role": "system"}, {"role": "user"}]})");
+  const ojson vars = ojson::parse(R"({"m": [{"role": "system"}, {"role": "user"}]})");
   EXPECT_EQ(render("{{ m[1:] | map(attribute='role') | list }} {{ m[0].role }} {{ m[0]['role'] }} "
                    "{{ m.0.role }} {{ m[-1].get('role') }} {{ m[0].items() | list }}",
                    vars),
@@ -180,12 +180,12 @@ TEST(jinja_template, formats_now_from_the_fixed_time) {
   now.tm_hour = 8;
   now.tm_min = 5;
   options.now = now;
-  EXPECT_EQ(*tmpl->render(json::object(), options), "26 Jul 2024 08:05");
+  EXPECT_EQ(*tmpl->render(ojson::object(), options), "26 Jul 2024 08:05");
   EXPECT_EQ(render("{{ strftime_now is defined }}"), "True");
 }
 
 TEST(jinja_template, keeps_the_key_order_of_its_inputs) {
-  const json vars = json::parse(R"({"t": {"zeta": 1, "alpha": {"y": 2, "b": 3}}})");
+  const ojson vars = ojson::parse(R"({"t": {"zeta": 1, "alpha": {"y": 2, "b": 3}}})");
   EXPECT_EQ(render("{{ t | tojson }} {{ t.keys() | list }}", vars),
             "{\"zeta\": 1, \"alpha\": {\"y\": 2, \"b\": 3}} ['zeta', 'alpha']");
 }

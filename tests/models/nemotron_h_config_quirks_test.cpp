@@ -4,6 +4,7 @@
 #include <string>
 
 #include "models/nemotron_h_config.hpp"
+#include "tests/models/nemotron_h_config_support.hpp"
 #include "tests/models/temp_folder.hpp"
 #include "tests/support/matchers.hpp"
 
@@ -11,16 +12,9 @@ namespace mstar::models {
 namespace {
 
 using mstar::test::contains;
+using test_config::error_of;
+using test_config::minimal;
 using json = nlohmann::json;
-
-json minimal() {
-  return {{"vocab_size", 512}, {"hidden_size", 64}, {"hybrid_override_pattern", "M*-"}};
-}
-
-std::string error_of(const json& config) {
-  const auto parsed = nemotron_h_config::parse(config.dump());
-  return parsed ? std::string{"<parsed>"} : parsed.error().message();
-}
 
 TEST(nemotron_h_config_quirks, reads_non_finite_numbers_in_every_spelling) {
   for (const json& high : {json("inf"), json("Infinity"), json("+INF"),

@@ -5,28 +5,21 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/models/nemotron_h_config_support.hpp"
 #include "tests/support/matchers.hpp"
 
 namespace mstar::models {
 namespace {
 
 using mstar::test::contains;
+using test_config::error_of;
+using test_config::minimal;
 using json = nlohmann::json;
 
 const std::string models_dir = std::string{MSTAR_FIXTURES_DIR} + "/models";
 
-json minimal() {
-  return {{"vocab_size", 512}, {"hidden_size", 64}, {"hybrid_override_pattern", "M*-"}};
-}
-
 result<nemotron_h_config> parse(const json& config) {
   return nemotron_h_config::parse(config.dump());
-}
-
-// The error message of parsing `config`, or a note that it parsed.
-std::string error_of(const json& config) {
-  const auto parsed = parse(config);
-  return parsed ? std::string{"<parsed>"} : parsed.error().message();
 }
 
 TEST(nemotron_h_config, reads_the_hybrid_fixture_written_by_transformers) {

@@ -16,7 +16,7 @@ namespace {
 using mstar::test::contains;
 using json = nlohmann::json;
 
-const std::string models_dir = std::string{MSTAR_FIXTURES_DIR} + "/models";
+const std::string qwen_models_dir = std::string{MSTAR_FIXTURES_DIR} + "/models";
 
 json text_only() {
   return {{"model_type", "qwen3_5_text"},
@@ -43,7 +43,7 @@ std::string error_of(const json& config) {
 }
 
 TEST(qwen3_5_config, reads_the_multimodal_fixture_written_by_transformers) {
-  const auto c = qwen3_5_config::load(models_dir + "/qwen3_5_tiny");
+  const auto c = qwen3_5_config::load(qwen_models_dir + "/qwen3_5_tiny");
   ASSERT_TRUE(c) << c.error().to_string();
   EXPECT_TRUE(c->multimodal);
   EXPECT_EQ(c->vocab_size, 512);
@@ -62,7 +62,7 @@ TEST(qwen3_5_config, reads_the_multimodal_fixture_written_by_transformers) {
 }
 
 TEST(qwen3_5_config, reads_the_text_only_layout) {
-  const auto c = qwen3_5_config::load(models_dir + "/qwen3_5_tiny_text");
+  const auto c = qwen3_5_config::load(qwen_models_dir + "/qwen3_5_tiny_text");
   ASSERT_TRUE(c) << c.error().to_string();
   EXPECT_FALSE(c->multimodal);
   EXPECT_EQ(c->count(qwen3_5_mixer::attention), 2);
@@ -129,14 +129,14 @@ TEST(qwen3_5_config, names_the_nested_field_of_a_multimodal_config) {
 
 TEST(load_causal_lm, picks_the_family_from_model_type_and_refuses_others) {
   for (const char* name : {"qwen3_5_tiny", "qwen3_5_tiny_text", "nemotron_h_tiny_hybrid"}) {
-    auto m = load_causal_lm(models_dir + "/" + name);
+    auto m = load_causal_lm(qwen_models_dir + "/" + name);
     ASSERT_TRUE(m) << name << ": " << m.error().message();
     EXPECT_EQ((*m)->vocab_size(), 512) << name;
   }
   const auto gpu = [] {
     run_options run;
     run.device = "cuda";
-    return load_causal_lm(models_dir + "/qwen3_5_tiny", run);
+    return load_causal_lm(qwen_models_dir + "/qwen3_5_tiny", run);
   }();
   ASSERT_FALSE(gpu);
   EXPECT_TRUE(contains(gpu.error().message(), "CPU only"));

@@ -21,10 +21,11 @@ using mstar::test::read_bytes;
 using mstar::test::safetensors_bytes;
 using mstar::test::temp_folder;
 
-const std::string fixture_dir = std::string{MSTAR_FIXTURES_DIR} + "/models/qwen3_5_vision_tiny";
+const std::string vision_config_dir =
+    std::string{MSTAR_FIXTURES_DIR} + "/models/qwen3_5_vision_tiny";
 
 json fixture_config() {
-  return json::parse(read_bytes(fixture_dir + "/config.json"));
+  return json::parse(read_bytes(vision_config_dir + "/config.json"));
 }
 
 // The error message of parsing the fixture's config with `edit` applied to
@@ -38,7 +39,7 @@ std::string error_of(Edit edit) {
 }
 
 TEST(qwen3_5_vision_config, reads_the_fixture_written_by_transformers) {
-  const auto c = qwen3_5_vision_config::load(fixture_dir);
+  const auto c = qwen3_5_vision_config::load(vision_config_dir);
   ASSERT_TRUE(c) << c.error().to_string();
   EXPECT_EQ(c->depth, 2);
   EXPECT_EQ(c->hidden_size, 16);
@@ -150,7 +151,7 @@ TEST(qwen3_5_vision_config, a_config_without_a_vision_tower_says_so) {
 using tensor_map = std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<float>>>;
 
 tensor_map fixture_tensors() {
-  const auto file = safetensors_file::open(fixture_dir + "/model.safetensors");
+  const auto file = safetensors_file::open(vision_config_dir + "/model.safetensors");
   EXPECT_TRUE(file);
   tensor_map out;
   for (const auto& [name, t] : file->tensors())
@@ -170,7 +171,7 @@ void write_checkpoint(const temp_folder& dir, const tensor_map& tensors) {
         {"dtype", "F32"}, {"shape", entry.first}, {"data_offsets", {begin, data.size()}}};
   }
   dir.write("model.safetensors", safetensors_bytes(header.dump(), data));
-  dir.write("config.json", read_bytes(fixture_dir + "/config.json"));
+  dir.write("config.json", read_bytes(vision_config_dir + "/config.json"));
 }
 
 std::string load_error(const temp_folder& dir) {

@@ -18,7 +18,8 @@ namespace {
 
 using mstar::test::contains;
 
-const std::string fixture_dir = std::string{MSTAR_FIXTURES_DIR} + "/models/qwen3_5_vision_tiny";
+const std::string vision_fixture_dir =
+    std::string{MSTAR_FIXTURES_DIR} + "/models/qwen3_5_vision_tiny";
 
 // Float32 against transformers' float32: the measured max abs error is under
 // 8e-7 on outputs of magnitude up to 1.7 (the test prints it per case).
@@ -48,10 +49,10 @@ expected_case read_case(const safetensors_file& file, const std::string& name) {
 class qwen3_5_vision_parity : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto loaded = qwen3_5_vision::load(fixture_dir);
+    auto loaded = qwen3_5_vision::load(vision_fixture_dir);
     ASSERT_TRUE(loaded) << loaded.error().to_string();
     model_ = std::make_unique<qwen3_5_vision>(std::move(*loaded));
-    auto file = safetensors_file::open(fixture_dir + "/expected.safetensors");
+    auto file = safetensors_file::open(vision_fixture_dir + "/expected.safetensors");
     ASSERT_TRUE(file) << file.error().to_string();
     expected_ = std::make_unique<safetensors_file>(std::move(*file));
   }

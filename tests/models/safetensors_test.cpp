@@ -17,7 +17,7 @@ using mstar::test::contains;
 using mstar::test::safetensors_bytes;
 using mstar::test::temp_folder;
 
-const std::string fixture_dir = std::string{MSTAR_FIXTURES_DIR} + "/safetensors";
+const std::string safetensors_dir = std::string{MSTAR_FIXTURES_DIR} + "/safetensors";
 
 float parse_value(const nlohmann::json& value) {
   if (value.is_number())
@@ -26,7 +26,7 @@ float parse_value(const nlohmann::json& value) {
 }
 
 TEST(safetensors_file, reads_every_tensor_python_wrote_with_its_values) {
-  const auto file = safetensors_file::open(fixture_dir + "/mixed.safetensors");
+  const auto file = safetensors_file::open(safetensors_dir + "/mixed.safetensors");
   ASSERT_TRUE(file) << file.error().to_string();
   const auto expected = test::load_fixture_json("safetensors/mixed.expected.json");
   EXPECT_EQ(file->tensors().size(), expected.size());
@@ -50,7 +50,7 @@ TEST(safetensors_file, reads_every_tensor_python_wrote_with_its_values) {
 }
 
 TEST(safetensors_file, reports_dtypes_and_shapes_including_scalars_and_empty_tensors) {
-  const auto file = safetensors_file::open(fixture_dir + "/mixed.safetensors");
+  const auto file = safetensors_file::open(safetensors_dir + "/mixed.safetensors");
   ASSERT_TRUE(file);
   EXPECT_EQ(file->find("dense.bf16")->type, dtype::bfloat16);
   EXPECT_EQ(file->find("dense.f16")->type, dtype::float16);
@@ -62,7 +62,7 @@ TEST(safetensors_file, reports_dtypes_and_shapes_including_scalars_and_empty_ten
 }
 
 TEST(safetensors_file, lists_an_unsupported_dtype_but_refuses_to_hand_it_out) {
-  const auto file = safetensors_file::open(fixture_dir + "/mixed.safetensors");
+  const auto file = safetensors_file::open(safetensors_dir + "/mixed.safetensors");
   ASSERT_TRUE(file);
   const tensor_view* ids = file->find("ids.i64");
   ASSERT_NE(ids, nullptr);
@@ -79,7 +79,7 @@ TEST(safetensors_file, lists_an_unsupported_dtype_but_refuses_to_hand_it_out) {
 }
 
 TEST(safetensors_file, names_the_file_and_tensor_when_a_tensor_is_absent) {
-  const auto file = safetensors_file::open(fixture_dir + "/mixed.safetensors");
+  const auto file = safetensors_file::open(safetensors_dir + "/mixed.safetensors");
   ASSERT_TRUE(file);
   const auto got = file->get("lm_head.weight");
   ASSERT_FALSE(got);
@@ -88,7 +88,7 @@ TEST(safetensors_file, names_the_file_and_tensor_when_a_tensor_is_absent) {
 }
 
 TEST(safetensors_file, keeps_views_valid_after_the_file_object_moves) {
-  auto file = safetensors_file::open(fixture_dir + "/mixed.safetensors");
+  auto file = safetensors_file::open(safetensors_dir + "/mixed.safetensors");
   ASSERT_TRUE(file);
   const auto before = to_float32(*file->find("dense.f32"));
   safetensors_file moved = std::move(file).value();
@@ -99,7 +99,7 @@ TEST(safetensors_file, keeps_views_valid_after_the_file_object_moves) {
 
 TEST(safetensors_file, fails_cleanly_at_every_truncation_of_a_real_file) {
   temp_folder dir;
-  const std::string whole = test::read_bytes(fixture_dir + "/mixed.safetensors");
+  const std::string whole = test::read_bytes(safetensors_dir + "/mixed.safetensors");
   for (std::size_t size = 0; size < whole.size(); ++size) {
     // A fresh name each time: rewriting one file makes ext4 flush on every truncation.
     const auto path = dir.write("cut-" + std::to_string(size), whole.substr(0, size));
@@ -113,7 +113,7 @@ TEST(safetensors_file, survives_random_corruption_of_the_header) {
   constexpr unsigned seed = 20240601;
   std::mt19937 rng{seed};
   temp_folder dir;
-  const std::string whole = test::read_bytes(fixture_dir + "/mixed.safetensors");
+  const std::string whole = test::read_bytes(safetensors_dir + "/mixed.safetensors");
   std::uint64_t header = 0;
   for (int i = 7; i >= 0; --i)
     header = (header << 8) | static_cast<unsigned char>(whole[i]);
@@ -163,7 +163,7 @@ TEST(tensor_conversion, widens_bfloat16_and_float16_exactly) {
 }
 
 TEST(tensor_conversion, refuses_an_output_of_the_wrong_size) {
-  const auto file = safetensors_file::open(fixture_dir + "/mixed.safetensors");
+  const auto file = safetensors_file::open(safetensors_dir + "/mixed.safetensors");
   ASSERT_TRUE(file);
   std::vector<float> out(5);
   const auto ok = to_float32(*file->find("dense.f32"), out);

@@ -9,15 +9,15 @@
 namespace mstar::transport {
 namespace {
 
-constexpr std::uint64_t page_bytes = 64 * 1024;
-const arena_layout layout{arena_kind::kv_pages, "kv", 1, 64, page_bytes};
+constexpr std::uint64_t failure_page_bytes = 64 * 1024;
+const arena_layout failure_layout{arena_kind::kv_pages, "kv", 1, 64, failure_page_bytes};
 
 struct two_agents {
   explicit two_agents(const std::string& tls)
       : a(test::make_agent("source", tls)),
         b(test::make_agent("destination", tls)),
-        src(layout.bytes()),
-        dst(layout.bytes()) {
+        src(failure_layout.bytes()),
+        dst(failure_layout.bytes()) {
     test::fill_pattern(src.data(), src.size(), 3);
   }
   std::unique_ptr<agent> a, b;
@@ -36,12 +36,12 @@ class agent_deadline : public ::testing::TestWithParam<std::string> {};
 TEST_P(agent_deadline, a_transfer_started_past_its_deadline_fails_with_timed_out) {
   two_agents t{GetParam()};
   ASSERT_TRUE(t.a && t.b);
-  auto s = t.a->register_arena(t.src.data(), layout);
-  auto d = t.b->register_arena(t.dst.data(), layout);
+  auto s = t.a->register_arena(t.src.data(), failure_layout);
+  auto d = t.b->register_arena(t.dst.data(), failure_layout);
   auto r = t.b->attach(*t.a->describe(*s));
   ASSERT_TRUE(s && d && r);
   ASSERT_TRUE(t.a->start_progress_thread());
-  auto plan = plan_pages(layout, layout, all_pages());
+  auto plan = plan_pages(failure_layout, failure_layout, all_pages());
   auto h = t.b->start(direction::read, *plan, {{*d, *r}}, clock::now());
   ASSERT_TRUE(h);
   auto done = t.b->wait(*h);
@@ -57,11 +57,11 @@ INSTANTIATE_TEST_SUITE_P(transports, agent_deadline, ::testing::Values("tcp", "s
 TEST(agent_tcp, a_read_from_a_peer_that_never_progresses_times_out_and_reattaching_recovers) {
   two_agents t{"tcp"};
   ASSERT_TRUE(t.a && t.b);
-  auto s = t.a->register_arena(t.src.data(), layout);
-  auto d = t.b->register_arena(t.dst.data(), layout);
+  auto s = t.a->register_arena(t.src.data(), failure_layout);
+  auto d = t.b->register_arena(t.dst.data(), failure_layout);
   auto r = t.b->attach(*t.a->describe(*s));
   ASSERT_TRUE(s && d && r);
-  auto plan = plan_pages(layout, layout, all_pages());
+  auto plan = plan_pages(failure_layout, failure_layout, all_pages());
   const auto started = clock::now();
   auto h = t.b->start(direction::read, *plan, {{*d, *r}}, started + std::chrono::milliseconds{300});
   ASSERT_TRUE(h);
@@ -82,26 +82,26 @@ TEST(agent_tcp, a_read_from_a_peer_that_never_progresses_times_out_and_reattachi
   ASSERT_TRUE(h2);
   auto ok = t.b->wait(*h2);
   ASSERT_TRUE(ok) << describe(ok.error());
-  EXPECT_TRUE(test::holds_pattern(t.dst.data(), 0, 0, layout.bytes(), 3));
+  EXPECT_TRUE(test::holds_pattern(t.dst.data(), 0, 0, failure_layout.bytes(), 3));
 }
 
 TEST(agent_misuse, plans_and_bindings_that_do_not_fit_are_refused_with_a_reason) {
   two_agents t{"tcp"};
   ASSERT_TRUE(t.a && t.b);
-  auto s = t.a->register_arena(t.src.data(), layout);
-  auto d = t.b->register_arena(t.dst.data(), layout);
+  auto s = t.a->register_arena(t.src.data(), failure_layout);
+  auto d = t.b->register_arena(t.dst.data(), failure_layout);
   auto r = t.b->attach(*t.a->describe(*s));
   ASSERT_TRUE(s && d && r);
   ASSERT_TRUE(t.a->start_progress_thread());  // so closing the endpoint is quick
-  auto plan = plan_pages(layout, layout, all_pages());
+  auto plan = plan_pages(failure_layout, failure_layout, all_pages());
   auto two = t.b->start(direction::read, *plan, {{*d, *r}, {*d, *r}}, test::in_seconds(5));
   ASSERT_FALSE(two);
   EXPECT_TRUE(is(two.error(), mstar::errc::invalid_argument)) << describe(two.error());
   auto missing = t.b->start(direction::read, *plan, {{*d, 7}}, test::in_seconds(5));
   ASSERT_FALSE(missing);
   EXPECT_TRUE(is(missing.error(), mstar::errc::not_found)) << describe(missing.error());
-  auto slots = plan_slots(std::vector{arena_layout::recurrent("ssm", 1, 64, page_bytes)},
-                          std::vector{arena_layout::recurrent("ssm", 1, 64, page_bytes)},
+  auto slots = plan_slots(std::vector{arena_layout::recurrent("ssm", 1, 64, failure_page_bytes)},
+                          std::vector{arena_layout::recurrent("ssm", 1, 64, failure_page_bytes)},
                           std::vector<unit_pair>{{1, 1}});
   ASSERT_TRUE(slots);
   auto kind = t.b->start(direction::read, *slots, {{*d, *r}}, test::in_seconds(5));

@@ -18,7 +18,7 @@ using test::fill_pattern;
 using test::holds_pattern;
 using test::in_seconds;
 
-constexpr std::uint64_t page_bytes = 48 * 1024;
+constexpr std::uint64_t agent_page_bytes = 48 * 1024;
 
 // Source agent `a` (serving, progress thread on) and destination agent `b`,
 // each with a KV arena; `a`'s pages hold the pattern of salt 7.
@@ -52,15 +52,18 @@ class agent_pair : public ::testing::TestWithParam<std::string> {
 
   ::testing::AssertionResult landed(const std::vector<unit_pair>& pairs) const {
     for (const auto& p : pairs) {
-      auto ok = holds_pattern(dst_.data(), p.dst * page_bytes, p.src * page_bytes, page_bytes, 7);
+      auto ok = holds_pattern(dst_.data(), p.dst * agent_page_bytes, p.src * agent_page_bytes,
+                              agent_page_bytes, 7);
       if (!ok)
         return ok << " in page " << p.dst << " (source page " << p.src << ")";
     }
     return ::testing::AssertionSuccess();
   }
 
-  const arena_layout src_layout_ = arena_layout{arena_kind::kv_pages, "kv", 1, 48, page_bytes};
-  const arena_layout dst_layout_ = arena_layout{arena_kind::kv_pages, "kv", 1, 40, page_bytes};
+  const arena_layout src_layout_ =
+      arena_layout{arena_kind::kv_pages, "kv", 1, 48, agent_page_bytes};
+  const arena_layout dst_layout_ =
+      arena_layout{arena_kind::kv_pages, "kv", 1, 40, agent_page_bytes};
   // The arenas outlive the agents that registered them (register_arena):
   // destroyed after the agents have joined their progress threads.
   kernels::host_arena src_, dst_;
@@ -76,9 +79,10 @@ TEST_P(agent_pair, reads_pages_byte_exact_with_runs_coalesced_and_chunks_split) 
   ASSERT_TRUE(h) << describe(h.error());
   auto done = b_->wait(*h);
   ASSERT_TRUE(done) << describe(done.error());
-  EXPECT_EQ(h->bytes_done(), pairs.size() * page_bytes);
+  EXPECT_EQ(h->bytes_done(), pairs.size() * agent_page_bytes);
   EXPECT_TRUE(landed(pairs));
-  EXPECT_EQ(std::to_integer<int>(dst_.data()[6 * page_bytes]), 0) << "an unlisted page changed";
+  EXPECT_EQ(std::to_integer<int>(dst_.data()[6 * agent_page_bytes]), 0)
+      << "an unlisted page changed";
 }
 
 TEST_P(agent_pair, writes_pages_byte_exact_into_the_peer) {
@@ -91,8 +95,10 @@ TEST_P(agent_pair, writes_pages_byte_exact_into_the_peer) {
   ASSERT_TRUE(h) << describe(h.error());
   ASSERT_TRUE(b_->wait(*h));
   for (const auto& p : pairs)
-    EXPECT_TRUE(holds_pattern(src_.data(), p.dst * page_bytes, p.src * page_bytes, page_bytes, 9));
-  EXPECT_TRUE(holds_pattern(src_.data(), 5 * page_bytes, 5 * page_bytes, page_bytes, 7));
+    EXPECT_TRUE(holds_pattern(src_.data(), p.dst * agent_page_bytes, p.src * agent_page_bytes,
+                              agent_page_bytes, 9));
+  EXPECT_TRUE(
+      holds_pattern(src_.data(), 5 * agent_page_bytes, 5 * agent_page_bytes, agent_page_bytes, 7));
 }
 
 TEST_P(agent_pair, many_transfers_in_flight_finish_whatever_order_they_are_waited_in) {
@@ -145,7 +151,7 @@ TEST_P(agent_pair, checksums_pass_after_a_transfer_and_a_corrupted_page_is_named
   const std::byte* bases[] = {dst_.data()};
   auto ok = verify_units(*plan, bases, *sums);
   EXPECT_TRUE(ok) << describe(ok.error());
-  dst_.data()[21 * page_bytes + 100] ^= std::byte{1};  // page 21 came from page 10
+  dst_.data()[21 * agent_page_bytes + 100] ^= std::byte{1};  // page 21 came from page 10
   auto bad = verify_units(*plan, bases, *sums);
   ASSERT_FALSE(bad);
   EXPECT_TRUE(is(bad.error(), errc::integrity));
@@ -178,7 +184,7 @@ TEST_P(agent_pair, cancel_stops_issuing_and_finishes_with_cancelled) {
 }
 
 TEST_P(agent_pair, a_range_outside_either_arena_is_refused_before_anything_moves) {
-  const arena_layout bigger{arena_kind::kv_pages, "kv", 1, 400, page_bytes};
+  const arena_layout bigger{arena_kind::kv_pages, "kv", 1, 400, agent_page_bytes};
   auto plan = plan_pages(bigger, dst_layout_, std::vector<unit_pair>{{300, 0}});
   ASSERT_TRUE(plan);
   auto h = b_->start(direction::read, *plan, binding_, in_seconds(5));

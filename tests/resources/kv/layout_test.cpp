@@ -16,7 +16,7 @@ std::vector<token_id> iota_ids(token_id from, std::size_t n) {
 }
 
 TEST(key_prompt, reproduces_the_published_image_layout_chain) {
-  const auto cases = test::load_fixture_json("vectors/page_keys.json").at("cases");
+  const auto cases = ::mstar::test::load_fixture_json("vectors/page_keys.json").at("cases");
   const nlohmann::json* chain_case = nullptr;
   for (const auto& c : cases) {
     if (c.at("id") == "chain_upstream_image_layout")

@@ -60,7 +60,7 @@ TEST(retention_policy, equality_compares_both_fields) {
 // context in tokens) must be the published one, and a raising probe with a
 // positive budget must be refused, naming the field.
 TEST(retention_policy, make_agrees_with_every_published_retention_probe) {
-  const auto vectors = test::load_fixture_json("vectors/windowing.json");
+  const auto vectors = ::mstar::test::load_fixture_json("vectors/windowing.json");
   int accepted = 0, refused = 0;
   for (const auto& c : vectors.at("cases")) {
     if (c.at("kind") != "schedule")

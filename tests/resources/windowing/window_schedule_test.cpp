@@ -102,7 +102,7 @@ void check_retention(const window_schedule& schedule, const json& probes) {
 }
 
 TEST(window_schedule, reproduces_every_published_vector) {
-  const json vectors = test::load_fixture_json("vectors/windowing.json");
+  const json vectors = ::mstar::test::load_fixture_json("vectors/windowing.json");
   int schedules = 0;
   int constructs = 0;
   for (const json& c : vectors.at("cases")) {
