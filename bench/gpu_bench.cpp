@@ -1,6 +1,7 @@
 // GPU memory-bound kernels against the device's own copy bandwidth, measured
 // in the same run: cudaMemcpy device-to-device (bytes read + written per
-// second) is the ceiling; decode paged attention one-pass and split-KV (K/V
+// second) is the ceiling; Qwen3.5's gated delta rule (decode: state read +
+// written; a 4,096-token prefill, timed), decode paged attention one-pass and split-KV (K/V
 // bytes read; the split's partials are not counted), the SSD
 // one-token update (state read + written) and page pack/unpack (read +
 // written) report bytes per second and their ratio to it. Timed with CUDA
@@ -271,10 +272,65 @@ std::vector<comparison> bench_pages(timer& t, copy_baseline& copy, int pages, in
   return out;
 }
 
+// Qwen3.5's gated delta rule (kernels/cuda/delta_rule.hpp) on
+// Qwen3.5-0.8B-like heads: 16 key heads, 32 value heads, 128 x 128 f32
+// state per value head (2 MiB per sequence and layer). `rows` rows of
+// `tokens` tokens each; the rows' slots shuffled in a pool of `rows`,
+// resumed from their state. Bytes counted: the state read and written (a
+// decode step's whole traffic but its 33 KiB of inputs per row); for a
+// prefill the rate says little, its time per call is the figure.
+comparison bench_delta_rule(timer& t, copy_baseline& copy, int rows, int tokens, int rounds) {
+  constexpr int hk = 16, hv = 32, dk = 128, dv = 128;
+  const std::size_t state_elems = std::size_t{1} * rows * hv * dv * dk;
+  auto state = alloc(state_elems * sizeof(float));
+  fill_random(state.data(), state_elems * sizeof(float), false, 43);
+  const std::int64_t width = 2 * hk * dk + hv * dv;
+  const std::size_t n_tokens = static_cast<std::size_t>(rows) * tokens;
+  auto qkv = alloc(n_tokens * width * sizeof(float));
+  fill_random(qkv.data(), n_tokens * width * sizeof(float), false, 47);
+  auto ab = alloc(n_tokens * 2 * hv * sizeof(float));
+  fill_random(ab.data(), n_tokens * 2 * hv * sizeof(float), false, 53);
+  auto params = alloc(2 * hv * sizeof(float));
+  fill_random(params.data(), 2 * hv * sizeof(float), false, 59);
+  auto out = alloc(n_tokens * hv * dv * sizeof(float));
+  std::vector<std::int32_t> cu(1, 0), slots(static_cast<std::size_t>(rows));
+  for (int r = 0; r < rows; ++r)
+    cu.push_back(cu.back() + tokens);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), std::mt19937_64{61});
+  const std::vector<std::uint8_t> has(static_cast<std::size_t>(rows), 1);
+  const auto d_cu = upload(cu), d_slots = upload(slots), d_has = upload(has);
+  const float* w = params.as<const float>();
+  const float* abp = ab.as<const float>();
+  const mstar::kernels::gated_delta_rule_params p{
+      {w, w + hv, hk, hv, dk, dv, 0.0F},
+      {qkv.as<const float>(), width, abp + hv, abp, 2 * hv},
+      out.as<float>(),
+      {d_cu.as<const std::int32_t>(), cu.size()},
+      state.as<float>(),
+      {d_slots.as<const std::int32_t>(), slots.size()},
+      {d_has.as<const std::uint8_t>(), has.size()},
+      tokens == 1};
+  const double bytes = 2.0 * static_cast<double>(state_elems) * sizeof(float);
+  const std::string name =
+      tokens == 1 ? "delta_rule_decode_b" + std::to_string(rows)
+                  : "delta_rule_prefill_" + std::to_string(rows) + "x" + std::to_string(tokens);
+  auto c = measure(
+      t, copy, name, "state_bytes_per_s", bytes,
+      [&](cudaStream_t s) { return cuda::gated_delta_rule_varlen(p, s); }, rounds);
+  c.extra["rows"] = rows;
+  c.extra["tokens_per_row"] = tokens;
+  c.extra["state_MiB"] = static_cast<double>(state_elems) * sizeof(float) / (1 << 20);
+  c.extra["tokens_per_s"] = static_cast<double>(n_tokens) / (c.extra["us_per_call"] * 1e-6);
+  return c;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"GPU bench: decode attention, SSD update and page pack/unpack vs copy bandwidth"};
+  CLI::App app{
+      "GPU bench: gated delta rule, decode attention, SSD update and page pack/unpack vs copy "
+      "bandwidth"};
   bool as_json = false;
   int rounds = 7;
   attention_case attn{256, 2048, 8, 32, 128, 16};
@@ -291,6 +347,14 @@ int main(int argc, char** argv) {
   app.add_option("--ssd-batch", ssd_batch, "SSD update rows")->check(CLI::PositiveNumber);
   app.add_option("--pages", pages, "Pages packed / unpacked")->check(CLI::PositiveNumber);
   app.add_option("--copy-mib", copy_mib, "Copy baseline size")->check(CLI::PositiveNumber);
+  bool delta_only = false;
+  std::vector<int> delta_batches{1, 16, 64};
+  int prefill_tokens = 4096;
+  app.add_flag("--delta-rule-only", delta_only, "Only the gated delta rule cases");
+  app.add_option("--delta-batches", delta_batches, "Decode rows, one delta-rule case each")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--prefill-tokens", prefill_tokens, "Tokens of the delta-rule prefill row")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   const auto report = mstar::kernels::query_cuda_devices();
@@ -306,6 +370,14 @@ int main(int argc, char** argv) {
   timer t;
   copy_baseline copy{copy_mib << 20U};
   std::vector<comparison> results;
+  for (const int b : delta_batches)
+    results.push_back(bench_delta_rule(t, copy, b, 1, rounds));
+  for (const int rows : {1, 4})
+    results.push_back(bench_delta_rule(t, copy, rows, prefill_tokens, rounds));
+  if (delta_only) {
+    mstar::bench::report(results, as_json);
+    return 0;
+  }
   for (const int rows : attn_rows) {
     attn.rows = rows;
     for (auto& c : bench_attention(t, copy, attn, rounds))

@@ -50,6 +50,9 @@ struct gated_delta_rule_params {
   float* state = nullptr;                      ///< [max_slots][HV][V][K] f32, read and written
   std::span<const std::int32_t> slot_indices;  ///< [>= R] int32: row r's slot; -1 skips the row
   std::span<const std::uint8_t> has_state;     ///< [>= R] uint8: 0 starts the row from zeros
+  /// Rows feed one token each (a decode step): the CUDA kernel then keeps no
+  /// prefetch buffer and more blocks resident. A hint: any lengths stay right.
+  bool decode = false;
 };
 
 /// Runs each row's tokens through the rule in order (decode rows are one
@@ -60,19 +63,39 @@ void gated_delta_rule_varlen(const gated_delta_rule_params& p);
 
 /// Operands of `head_gated_rms_norm`.
 struct head_gated_rms_norm_params {
-  const float* x = nullptr;       ///< [T, H, D] f32 (the rule's output)
-  const float* gate = nullptr;    ///< [T, gate_stride] f32: the first H*D columns are z
-  std::int64_t gate_stride = 0;   ///< elements between tokens of gate; 0 means H*D
-  const float* weight = nullptr;  ///< [D] f32, shared by every head
-  float* out = nullptr;           ///< [T, H, D] f32; may be x
-  std::int64_t tokens = 0;        ///< T
-  std::int32_t heads = 0;         ///< H
-  std::int32_t head_dim = 0;      ///< D
+  const float* x = nullptr;           ///< [T, H, D] f32 (the rule's output)
+  const float* gate = nullptr;        ///< [T, gate_stride] f32: the first H*D columns are z
+  std::int64_t gate_stride = 0;       ///< elements between tokens of gate; 0 means H*D
+  const float* weight = nullptr;      ///< [D] f32, shared by every head
+  float* out = nullptr;               ///< [T, H, D] f32 (may be x), or null with out_bf16
+  std::uint16_t* out_bf16 = nullptr;  ///< [T, H, D] bf16 bits (the next GEMM's input), or null
+  std::int64_t tokens = 0;            ///< T
+  std::int32_t heads = 0;             ///< H
+  std::int32_t head_dim = 0;          ///< D
   float eps = 1e-6F;
 };
 
 /// Qwen3.5's gated norm, norm before gate: each head's D values divided by
-/// their root mean square, times `weight`, times silu(z).
+/// their root mean square, times `weight`, times silu(z). Writes `out` and / or
+/// `out_bf16` (the f32 value rounded as core/dtype.hpp rounds).
 void head_gated_rms_norm(const head_gated_rms_norm_params& p);
+
+/// Operands of `output_gate`.
+struct output_gate_params {
+  const float* x = nullptr;  ///< [T, H, D] f32 (the attention output)
+  /// [T, *] f32: head h's D gate values of token t start at
+  /// gate[t * gate_token_stride + h * gate_head_stride]
+  const float* gate = nullptr;
+  std::int64_t gate_token_stride = 0;
+  std::int64_t gate_head_stride = 0;
+  float* out = nullptr;               ///< [T, H, D] f32 (may be x), or null with out_bf16
+  std::uint16_t* out_bf16 = nullptr;  ///< [T, H, D] bf16 bits, or null
+  std::int64_t tokens = 0;            ///< T
+  std::int32_t heads = 0;             ///< H
+  std::int32_t head_dim = 0;          ///< D
+};
+
+/// Gated attention's output gate: x * sigmoid(gate), elementwise.
+void output_gate(const output_gate_params& p);
 
 }  // namespace mstar::kernels

@@ -25,12 +25,13 @@ result<std::unique_ptr<qwen3_5_model>> qwen3_5_model::load(const std::filesystem
   auto device = parse_device(run.device);
   if (!device)
     return device.error();
-  if (*device >= 0) {
-    return make_error(errc::unsupported,
-                      fmt::format("{}: Qwen3.5 runs on the CPU only so far (asked for {})",
-                                  folder.string(), run.device));
-  }
   auto model = std::unique_ptr<qwen3_5_model>(new qwen3_5_model);
+  if (*device >= 0) {
+    auto gpu = qwen3_5_cuda::make(*device, run.dtype, run.cuda_graphs);
+    if (!gpu)
+      return gpu.error().with_context(folder.string());
+    model->cuda_ = std::move(*gpu);
+  }
   auto config = qwen3_5_config::load(folder);
   if (!config)
     return config.error();
@@ -149,7 +150,7 @@ result<pool_spec> qwen3_5_model::pools(const pool_options& options) const {
   internal::hybrid_pool_shape shape{config_.count(qwen3_5_mixer::attention),
                                     config_.num_key_value_heads,
                                     config_.head_dim,
-                                    mstar::dtype::float32,
+                                    cuda_ ? cuda_->dtype() : mstar::dtype::float32,
                                     config_.count(qwen3_5_mixer::delta_net),
                                     {}};
   if (shape.recurrent_layers > 0) {
@@ -159,7 +160,10 @@ result<pool_spec> qwen3_5_model::pools(const pool_options& options) const {
       return blocks.error();
     shape.blocks = std::move(*blocks);
   }
-  return internal::hybrid_pools(options, std::move(shape), fingerprint_, checkpointed_);
+  auto spec = internal::hybrid_pools(options, std::move(shape), fingerprint_, checkpointed_);
+  if (spec && cuda_)
+    spec->memory = cuda_->memory();
+  return spec;
 }
 
 result<void> qwen3_5_model::bind(resources::kv_pool* kv,
@@ -191,6 +195,10 @@ result<void> qwen3_5_model::bind(resources::kv_pool* kv,
       delta_state_.push_back(reinterpret_cast<float*>(state->data));
     }
   }
+  if (cuda_) {
+    if (auto ok = cuda_->load(config_, host_weights(), kv ? kv->config().max_num_pages : 0); !ok)
+      return ok.error();
+  }
   bound_ = true;
   return {};
 }
@@ -212,9 +220,8 @@ step_request qwen3_5_model::declare(std::span<const step_row> rows) const {
   return req;
 }
 
-result<forward_output> qwen3_5_model::forward(std::span<const step_row> rows,
-                                              const step_plans& plans,
-                                              std::span<const row_sampling> draws) {
+result<qwen3_5_step> qwen3_5_model::prepare(std::span<const step_row> rows, const step_plans& plans,
+                                            std::span<const row_sampling> draws) {
   if (!bound_)
     return make_error(errc::invalid_argument, "qwen3_5: forward before bind");
   if (!draws.empty() && draws.size() != rows.size()) {
@@ -257,6 +264,22 @@ result<forward_output> qwen3_5_model::forward(std::span<const step_row> rows,
       return a.error();
     step.rec = *a;
   }
+  return step;
+}
+
+result<forward_output> qwen3_5_model::forward(std::span<const step_row> rows,
+                                              const step_plans& plans,
+                                              std::span<const row_sampling> draws) {
+  if (cuda_) {
+    auto ticket = launch(rows, plans, draws, {});
+    if (!ticket)
+      return ticket.error();
+    return finish(*ticket);
+  }
+  auto prepared = prepare(rows, plans, draws);
+  if (!prepared)
+    return prepared.error();
+  const qwen3_5_step& step = *prepared;
   forward_output out;
   cpu_.forward(step, out.logits);
   if (!draws.empty()) {
@@ -274,6 +297,51 @@ result<forward_output> qwen3_5_model::forward(std::span<const step_row> rows,
     out.logits.clear();
   }
   return out;
+}
+
+result<std::uint64_t> qwen3_5_model::launch(std::span<const step_row> rows, const step_plans& plans,
+                                            std::span<const row_sampling> draws,
+                                            std::span<const std::int32_t> loopback) {
+  if (!cuda_)
+    return causal_lm::launch(rows, plans, draws, loopback);
+  auto step = prepare(rows, plans, draws);
+  if (!step)
+    return step.error();
+  const bool draw = !draws.empty();
+  auto ticket = cuda_->launch(*step, !draw, draws, loopback);
+  if (!ticket)
+    return ticket.error();
+  launched_.emplace_back(*ticket, draw);
+  return *ticket;
+}
+
+result<forward_output> qwen3_5_model::finish(std::uint64_t ticket) {
+  if (!cuda_)
+    return causal_lm::finish(ticket);
+  if (launched_.empty() || launched_.front().first != ticket) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("qwen3_5: forward {} is not the oldest outstanding", ticket));
+  }
+  const bool draw = launched_.front().second;
+  launched_.erase(launched_.begin());
+  forward_output out;
+  if (auto ok = cuda_->finish(ticket, draw ? nullptr : &out.logits, draw ? &out.sampled : nullptr);
+      !ok) {
+    return ok.error();
+  }
+  return out;
+}
+
+std::string qwen3_5_model::device_name() const {
+  return cuda_ ? cuda_->name() : "cpu";
+}
+
+mstar::dtype qwen3_5_model::compute_dtype() const noexcept {
+  return cuda_ ? cuda_->dtype() : mstar::dtype::float32;
+}
+
+bool qwen3_5_model::on_gpu() const noexcept {
+  return cuda_ != nullptr;
 }
 
 std::int64_t qwen3_5_model::num_parameters() const noexcept {

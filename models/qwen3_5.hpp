@@ -6,8 +6,9 @@
 // attention layers and a `recurrent_step` for its delta-net layers (the
 // recurrent pool's delta-net blocks: "state" [HV, V, K] and "conv"), and runs
 // the forward against the pools' plans. The pools belong to whoever drives
-// the step (models/causal_lm.hpp). The CPU runs it today; the vision tower
-// and the CUDA path come next (issue 16).
+// the step (models/causal_lm.hpp). The forward runs on the CPU
+// (qwen3_5_cpu.hpp, float32) or a CUDA device (cuda/qwen3_5_cuda.hpp); the
+// vision tower runs on the CPU either way.
 
 #include <cstdint>
 #include <filesystem>
@@ -20,6 +21,7 @@
 
 #include "core/result.hpp"
 #include "models/causal_lm.hpp"
+#include "models/cuda/qwen3_5_cuda.hpp"
 #include "models/qwen3_5_config.hpp"
 #include "models/qwen3_5_cpu.hpp"
 #include "models/qwen3_5_vision.hpp"
@@ -28,12 +30,13 @@
 
 namespace mstar::models {
 
-/// A loaded Qwen3.5 checkpoint (text model) on the CPU.
+/// A loaded Qwen3.5 checkpoint (text model) on the CPU or a CUDA device.
 class qwen3_5_model final : public causal_lm {
  public:
   /// Loads `config.json`, the safetensors weights (either layout: `model.language_model.*`
   /// or `model.*`) and the tokenizer of `folder` (none: token-id prompts only). Every
-  /// failure names the file and what was wrong; a device other than the CPU is refused.
+  /// failure names the file and what was wrong. `run.device` picks the CPU
+  /// (float32) or a CUDA device (`run.dtype` weights; the vision tower stays on the CPU).
   [[nodiscard]] static result<std::unique_ptr<qwen3_5_model>> load(
       const std::filesystem::path& folder, const run_options& run = {});
 
@@ -90,12 +93,17 @@ class qwen3_5_model final : public causal_lm {
   [[nodiscard]] result<forward_output> forward(std::span<const step_row> rows,
                                                const step_plans& plans,
                                                std::span<const row_sampling> draws) override;
-  [[nodiscard]] std::string device_name() const override { return "cpu"; }
-  [[nodiscard]] mstar::dtype compute_dtype() const noexcept override {
-    return mstar::dtype::float32;
-  }
+  /// On a CUDA device only the work is queued (models/cuda/qwen3_5_cuda.hpp);
+  /// on the CPU the forward runs here.
+  [[nodiscard]] result<std::uint64_t> launch(std::span<const step_row> rows,
+                                             const step_plans& plans,
+                                             std::span<const row_sampling> draws,
+                                             std::span<const std::int32_t> loopback) override;
+  [[nodiscard]] result<forward_output> finish(std::uint64_t ticket) override;
+  [[nodiscard]] std::string device_name() const override;
+  [[nodiscard]] mstar::dtype compute_dtype() const noexcept override;
   [[nodiscard]] std::int64_t num_parameters() const noexcept override;
-  [[nodiscard]] bool on_gpu() const noexcept override { return false; }
+  [[nodiscard]] bool on_gpu() const noexcept override;
 
  private:
   qwen3_5_model() = default;
@@ -118,6 +126,11 @@ class qwen3_5_model final : public causal_lm {
   /// with images, their M-RoPE table; image tokens' embedding rows.
   [[nodiscard]] result<void> fill_positions(std::span<const step_row> rows,
                                             const resources::kv_label_plan& plan);
+  /// The step's packed rows, positions and addressing (host spans into
+  /// this model's buffers, valid until the next call).
+  [[nodiscard]] result<qwen3_5_step> prepare(std::span<const step_row> rows,
+                                             const step_plans& plans,
+                                             std::span<const row_sampling> draws);
   /// Embedding row `row` of `seq`'s images, encoding its image on first use.
   [[nodiscard]] result<const float*> embeds_of(image_sequence& seq, std::int64_t row);
 
@@ -128,6 +141,9 @@ class qwen3_5_model final : public causal_lm {
   std::vector<float> embeddings_, norm_, lm_head_;
   std::vector<qwen3_5_layer> layers_;
   qwen3_5_cpu cpu_;
+  std::unique_ptr<qwen3_5_cuda> cuda_;  ///< null: the CPU forward
+  /// Launched CUDA forwards, oldest first: (ticket, draws asked).
+  std::vector<std::pair<std::uint64_t, bool>> launched_;
   kernels::kv_arena_view kv_view_{};
   std::int32_t page_size_ = 0;
   std::vector<float*> conv_state_, delta_state_;  ///< per delta-net layer: the pool's block

@@ -128,7 +128,7 @@ void qwen3_5_cpu::delta_net(const qwen3_5_layer& l, const float* x, float* out, 
                                     slots,
                                     has});
   kernels::head_gated_rms_norm({rule_.data(), proj_.data() + cd, proj, l.gnorm.data(), rule_.data(),
-                                tokens, static_cast<std::int32_t>(HV),
+                                nullptr, tokens, static_cast<std::int32_t>(HV),
                                 static_cast<std::int32_t>(geo.head_v_dim),
                                 static_cast<float>(c.rms_norm_eps)});
   linear(rule_.data(), tokens, vd, l.out_proj, c.hidden_size, out);
@@ -174,14 +174,8 @@ void qwen3_5_cpu::attention(const qwen3_5_layer& l, const float* x, float* out, 
   kernels::paged_attention(
       {step.kv, l.sub_index, table, q_.data(), o_.data(), static_cast<std::int32_t>(Hq), 0.0F});
   // The output gate: o * sigmoid(gate), per head the second D channels of the q projection.
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    for (std::int64_t h = 0; h < Hq; ++h) {
-      const float* g = gate_.data() + (t * Hq + h) * 2 * D + D;
-      float* o = o_.data() + (t * Hq + h) * D;
-      for (std::int64_t d = 0; d < D; ++d)
-        o[d] *= 1.0F / (1.0F + std::exp(-g[d]));
-    }
-  }
+  kernels::output_gate({o_.data(), gate_.data() + D, Hq * 2 * D, 2 * D, o_.data(), nullptr, tokens,
+                        static_cast<std::int32_t>(Hq), static_cast<std::int32_t>(D)});
   linear(o_.data(), tokens, qd, l.o, c.hidden_size, out);
 }
 

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/dtype.hpp"
+
 namespace mstar::kernels {
 namespace {
 
@@ -93,14 +95,35 @@ void head_gated_rms_norm(const head_gated_rms_norm_params& p) {
     for (std::int64_t h = 0; h < H; ++h) {
       const float* x = p.x + (t * H + h) * D;
       const float* z = p.gate + t * gs + h * D;
-      float* out = p.out + (t * H + h) * D;
+      float* out = p.out != nullptr ? p.out + (t * H + h) * D : nullptr;
       double sum = 0.0;
       for (std::int64_t d = 0; d < D; ++d)
         sum += double{x[d]} * double{x[d]};
       const auto inv = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(D) + p.eps));
       for (std::int64_t d = 0; d < D; ++d) {
         const float gate = z[d] / (1.0F + std::exp(-z[d]));
-        out[d] = x[d] * inv * p.weight[d] * gate;
+        const float o = x[d] * inv * p.weight[d] * gate;
+        if (p.out_bf16 != nullptr)
+          p.out_bf16[(t * H + h) * D + d] = float_to_bf16_bits(o);
+        if (out != nullptr)
+          out[d] = o;
+      }
+    }
+  }
+}
+
+void output_gate(const output_gate_params& p) {
+  const std::int64_t H = p.heads, D = p.head_dim;
+  for (std::int64_t t = 0; t < p.tokens; ++t) {
+    for (std::int64_t h = 0; h < H; ++h) {
+      const float* g = p.gate + t * p.gate_token_stride + h * p.gate_head_stride;
+      const std::int64_t at = (t * H + h) * D;
+      for (std::int64_t d = 0; d < D; ++d) {
+        const float o = p.x[at + d] * (1.0F / (1.0F + std::exp(-g[d])));
+        if (p.out_bf16 != nullptr)
+          p.out_bf16[at + d] = float_to_bf16_bits(o);
+        if (p.out != nullptr)
+          p.out[at + d] = o;
       }
     }
   }

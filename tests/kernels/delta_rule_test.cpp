@@ -175,7 +175,8 @@ TEST(head_gated_rms_norm, normalises_each_head_then_gates_with_silu) {
   const floats gate = {0.0F, 1.0F, -1.0F, 2.0F};
   const floats weight = {2.0F, 0.5F};
   floats out(4);
-  head_gated_rms_norm({x.data(), gate.data(), 0, weight.data(), out.data(), 1, 2, 2, 0.0F});
+  head_gated_rms_norm(
+      {x.data(), gate.data(), 0, weight.data(), out.data(), nullptr, 1, 2, 2, 0.0F});
   const auto silu = [](float z) { return z / (1.0F + std::exp(-z)); };
   const float r0 = std::sqrt((9.0F + 16.0F) / 2.0F), r1 = std::sqrt(0.5F);
   EXPECT_NEAR(out[0], 3.0F / r0 * 2.0F * silu(0.0F), 1e-6);

@@ -138,8 +138,15 @@ TEST(load_causal_lm, picks_the_family_from_model_type_and_refuses_others) {
     run.device = "cuda";
     return load_causal_lm(qwen_models_dir + "/qwen3_5_tiny", run);
   }();
-  ASSERT_FALSE(gpu);
-  EXPECT_TRUE(contains(gpu.error().message(), "CPU only"));
+  // A CUDA device loads where this build and machine have one (the GPU
+  // tests check that path); otherwise the refusal names the folder and says why.
+  if (gpu) {
+    EXPECT_TRUE((*gpu)->on_gpu());
+  } else {
+    EXPECT_TRUE(contains(gpu.error().message(), "qwen3_5_tiny")) << gpu.error().message();
+    EXPECT_TRUE(contains(gpu.error().message(), "CUDA") || contains(gpu.error().message(), "cuda"))
+        << gpu.error().message();
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cuda/launch.hpp"
+#include "models/cuda/internal/cuda_common.hpp"
 #include "models/cuda/nemotron_h_cuda.hpp"
 #include "models/nemotron_h_weights.hpp"
 
@@ -19,34 +20,11 @@ namespace mstar::models {
 namespace cuda_detail {
 namespace kc = kernels::cuda;
 
-// A device matrix [rows, cols] in the weights' dtype.
-struct device_matrix {
-  kc::device_buffer buffer;
-  std::int64_t rows = 0, cols = 0;
-};
-
 struct device_layer {
   layer_kind kind = layer_kind::mlp;
   std::int32_t sub_index = 0;
   kc::device_buffer norm, conv_w, conv_b, dt_bias, a_log, d, gnorm;  // f32
   device_matrix in_proj, out_proj, q, k, v, o, up, down;
-};
-
-// A GEMM's input rows: float32, or already bfloat16 (written there by the
-// fused kernel before the GEMM). bf16 rows are read only with bf16 weights.
-struct gemm_input {
-  const float* f32 = nullptr;
-  const std::uint16_t* bf16 = nullptr;
-};
-
-// A grow-only device buffer: `reserve_buffer` drains the stream before the
-// old memory goes, so no queued kernel reads memory being freed.
-struct work_buffer {
-  kc::device_buffer buffer;
-  template <class T>
-  [[nodiscard]] T* as() const noexcept {
-    return buffer.as<T>();
-  }
 };
 
 // Where each index array of a step sits in the plan buffer (int32 units).
@@ -58,27 +36,6 @@ struct step_layout {
   std::size_t ids = 0, cu = 0, last = 0, qo = 0, kvp = 0, lpl = 0, dp = 0, dop = 0, slots = 0,
               has = 0, loop = 0, kvi = 0, total = 0;
   std::size_t n_dp = 0, n_kvi = 0;
-};
-
-// An instantiated graph, destroyed with its owner.
-struct graph_exec_deleter {
-  void operator()(CUgraphExec_st* g) const noexcept { (void)cudaGraphExecDestroy(g); }
-};
-
-// One launched forward's own memory (slot = ticket % 2), reused by the
-// forward two launches later, which starts only after this one finished:
-// the pinned plan and sampling settings its uploads read, the pinned ids or
-// logits its downloads write (valid once `done` completed), and a device
-// copy of its draws for the next forward's loopback rows (the greedy buffer
-// may move when that forward reserves, the copy does not).
-struct forward_slot {
-  kc::pinned_buffer plan, settings, ids, logits;
-  work_buffer drawn;
-  kc::event done;  // recorded after the forward's last download
-  std::uint64_t ticket = 0;
-  bool busy = false;
-  std::size_t n_ids = 0, n_logits = 0;  // what the downloads fill (0: not asked)
-  std::uint64_t timed = 0;              // the timeline generation it recorded into; 0: none
 };
 
 }  // namespace cuda_detail

@@ -1,0 +1,42 @@
+#pragma once
+
+// Device versions of kernels/delta_rule.hpp and `kernels::mrope`: Qwen3.5's
+// gated delta rule over the recurrent pool's state blocks, its head-gated
+// RMS norm, gated attention's output gate and the partial interleaved
+// M-RoPE. Same params structs, every pointer and span a device address (the
+// launchers read only span sizes and scalar fields on the host). Each
+// launcher enqueues on `stream`, allocates nothing and returns the launch
+// error; a shape it does not take returns cudaErrorInvalidValue first.
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/delta_rule.hpp"
+#include "kernels/math.hpp"
+
+namespace mstar::kernels::cuda {
+
+/// The gated delta rule over a packed batch, sequential in time: one block
+/// per (row, value head, slice of value rows); each thread keeps 16 key
+/// columns of one value row of the head's [V][K] state in registers, so a
+/// decode row (one token) reads and writes its slot's state once, and a
+/// prefill row scans its tokens with the next token's inputs prefetched.
+/// The q / k L2 norms and the decay and beta are computed in the kernel:
+/// per token one shuffle reduction of five partial sums (S k, S q, k q,
+/// k k, q q) over the lanes of a value row. K a multiple of 4 up to 256;
+/// V, HV up to 65535, R up to 65535; state 16-byte aligned, qkv_stride a
+/// multiple of 4. Rows sharing a slot race (the pool's sink).
+[[nodiscard]] cudaError_t gated_delta_rule_varlen(const gated_delta_rule_params& p,
+                                                  cudaStream_t stream);
+
+/// The head-gated RMS norm, one warp per (token, head); D up to 1024.
+[[nodiscard]] cudaError_t head_gated_rms_norm(const head_gated_rms_norm_params& p,
+                                              cudaStream_t stream);
+
+/// x * sigmoid(gate), elementwise, into f32 and / or bf16.
+[[nodiscard]] cudaError_t output_gate(const output_gate_params& p, cudaStream_t stream);
+
+/// M-RoPE in place, one thread per (token, pair) over every head; angles
+/// and their cos / sin in f64 as on the CPU. Positions are not checked.
+[[nodiscard]] cudaError_t mrope(const mrope_params& p, cudaStream_t stream);
+
+}  // namespace mstar::kernels::cuda

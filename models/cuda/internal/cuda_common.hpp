@@ -1,0 +1,60 @@
+#pragma once
+
+// What the CUDA model backends (Nemotron-H, Qwen3.5) share: device weight
+// matrices, grow-only work buffers, a GEMM input in f32 or bf16, the
+// per-forward slot of the launch / finish protocol and the decode graphs'
+// owner. Only models/cuda/*.cpp include this, in CUDA builds.
+
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/launch.hpp"
+
+namespace mstar::models::cuda_detail {
+namespace kc = kernels::cuda;
+
+// A device matrix [rows, cols] in the weights' dtype.
+struct device_matrix {
+  kc::device_buffer buffer;
+  std::int64_t rows = 0, cols = 0;
+};
+
+// A GEMM's input rows: float32, or already bfloat16 (written there by the
+// fused kernel before the GEMM). bf16 rows are read only with bf16 weights.
+struct gemm_input {
+  const float* f32 = nullptr;
+  const std::uint16_t* bf16 = nullptr;
+};
+
+// A grow-only device buffer: `reserve_buffer` drains the stream before the
+// old memory goes, so no queued kernel reads memory being freed.
+struct work_buffer {
+  kc::device_buffer buffer;
+  template <class T>
+  [[nodiscard]] T* as() const noexcept {
+    return buffer.as<T>();
+  }
+};
+
+// An instantiated graph, destroyed with its owner.
+struct graph_exec_deleter {
+  void operator()(CUgraphExec_st* g) const noexcept { (void)cudaGraphExecDestroy(g); }
+};
+
+// One launched forward's own memory (slot = ticket % 2), reused by the
+// forward two launches later, which starts only after this one finished:
+// the pinned plan and sampling settings its uploads read, the pinned ids or
+// logits its downloads write (valid once `done` completed), and a device
+// copy of its draws for the next forward's loopback rows (the greedy buffer
+// may move when that forward reserves, the copy does not).
+struct forward_slot {
+  kc::pinned_buffer plan, settings, ids, logits;
+  work_buffer drawn;
+  kc::event done;  // recorded after the forward's last download
+  std::uint64_t ticket = 0;
+  bool busy = false;
+  std::size_t n_ids = 0, n_logits = 0;  // what the downloads fill (0: not asked)
+  std::uint64_t timed = 0;              // the timeline generation it recorded into; 0: none
+};
+
+}  // namespace mstar::models::cuda_detail

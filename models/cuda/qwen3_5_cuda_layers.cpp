@@ -1,0 +1,344 @@
+// qwen3_5_cuda's launches: the GEMM, norms, the gated delta net, gated
+// attention, the SwiGLU MLP, sampling and one whole step (what a decode graph
+// captures). Mirrors models/qwen3_5_cpu.cpp step for step.
+#include "models/cuda/qwen3_5_cuda.hpp"
+
+#if MSTAR_HAVE_CUDA
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "kernels/math.hpp"
+#include "models/cuda/internal/qwen3_5_cuda_impl.hpp"
+
+namespace mstar::models {
+namespace kc = kernels::cuda;
+using kernels::matrix;
+using kernels::vector;
+using qwen_cuda::layer;
+using qwen_cuda::step_layout;
+
+result<void> qwen3_5_cuda::impl::linear(gemm_input in, std::int64_t t, const device_matrix& w,
+                                        float* out_rows) {
+  const cudaStream_t s = stream.get();
+  if (dtype == mstar::dtype::float32) {
+    return check(kc::linear(blas,
+                            {matrix(in.f32, t, w.cols),
+                             matrix(w.buffer.as<const float>(), w.rows, w.cols),
+                             {},
+                             matrix(out_rows, t, w.rows)},
+                            s),
+                 "linear");
+  }
+  const std::uint16_t* x16 = in.bf16;
+  if (x16 == nullptr) {
+    auto* xb16 = xb.as<std::uint16_t>();
+    if (auto ok = check(kc::to_bf16(in.f32, xb16, t * w.cols, s), "to_bf16"); !ok)
+      return ok;
+    x16 = xb16;
+  }
+  kc::linear_bf16_params p;
+  p.x = matrix(x16, t, w.cols);
+  p.weight = matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+  p.out_f32 = matrix(out_rows, t, w.rows);
+  return check(kc::linear_bf16(blas, p, s), "linear_bf16");
+}
+
+result<void> qwen3_5_cuda::impl::add_norm(float* residual, const float* delta, std::int64_t rows,
+                                          const kc::device_buffer& weight, float* f32_out) {
+  const std::int64_t hid = config.hidden_size;
+  kernels::add_rms_norm_params p;
+  p.residual = matrix(residual, rows, hid);
+  if (delta != nullptr)
+    p.delta = matrix(delta, rows, hid);
+  p.weight = vector(weight.as<const float>(), hid);
+  if (dtype == mstar::dtype::float32)
+    p.out = matrix(f32_out, rows, hid);
+  else
+    p.out_bf16 = matrix(xb.as<std::uint16_t>(), rows, hid);
+  p.eps = static_cast<float>(config.rms_norm_eps);
+  return check(kc::add_rms_norm(p, stream.get()), "add_rms_norm");
+}
+
+result<void> qwen3_5_cuda::impl::delta_net(const layer& l, const qwen3_5_step& st,
+                                           const step_layout& L) {
+  const auto& c = config;
+  const cudaStream_t s = stream.get();
+  const auto geo = c.delta_net();
+  const auto T = static_cast<std::int64_t>(st.ids.size());
+  const std::int64_t cd = geo.conv_dim(), vd = c.value_dim(), HV = c.linear_num_value_heads;
+  const std::int64_t proj_n = cd + vd + 2 * HV;
+  float* pr = proj.as<float>();
+  float* cv = conv.as<float>();
+  float* ru = rule.as<float>();
+  if (auto ok = linear(staged(x.as<float>()), T, l.in_proj, pr); !ok)
+    return ok;
+  const auto* dplan = plan.as<const std::int32_t>();
+  const auto rows = st.cu.size() - 1;
+  const std::span<const std::int32_t> slots{dplan + L.slots, rows};
+  const std::span<const std::uint8_t> has{reinterpret_cast<const std::uint8_t*>(dplan + L.has),
+                                          rows};
+  const std::span<const std::int32_t> cu{dplan + L.cu, rows + 1};
+  const kernels::conv_weights cw{l.conv_w.as<const float>(), nullptr, static_cast<std::int32_t>(cd),
+                                 static_cast<std::int32_t>(c.linear_conv_kernel_dim), true};
+  float* conv_state = st.conv_state[static_cast<std::size_t>(l.sub_index)];
+  const cudaError_t ce =
+      st.decode
+          ? kc::causal_conv_update(
+                {cw, pr, proj_n, cv, static_cast<std::int32_t>(rows), conv_state, slots, has}, s)
+          : kc::causal_conv_varlen({cw, pr, proj_n, cv, cu, conv_state, slots, has}, s);
+  if (auto ok = check(ce, "causal conv"); !ok)
+    return ok;
+  const kernels::gated_delta_weights gw{l.a_log.as<const float>(),
+                                        l.dt_bias.as<const float>(),
+                                        static_cast<std::int32_t>(geo.num_k_heads),
+                                        static_cast<std::int32_t>(geo.num_v_heads),
+                                        static_cast<std::int32_t>(geo.head_k_dim),
+                                        static_cast<std::int32_t>(geo.head_v_dim),
+                                        0.0F};
+  const float* ab = pr + cd + vd;  // b columns, then a
+  if (auto ok =
+          check(kc::gated_delta_rule_varlen({gw,
+                                             {cv, cd, ab + HV, ab, proj_n},
+                                             ru,
+                                             cu,
+                                             st.delta_state[static_cast<std::size_t>(l.sub_index)],
+                                             slots,
+                                             has,
+                                             st.decode},
+                                            s),
+                "gated delta rule");
+      !ok)
+    return ok;
+  kernels::head_gated_rms_norm_params g{ru,
+                                        pr + cd,
+                                        proj_n,
+                                        l.gnorm.as<const float>(),
+                                        dtype == mstar::dtype::float32 ? ru : nullptr,
+                                        staged_bf16(),
+                                        T,
+                                        static_cast<std::int32_t>(HV),
+                                        static_cast<std::int32_t>(geo.head_v_dim),
+                                        static_cast<float>(c.rms_norm_eps)};
+  if (auto ok = check(kc::head_gated_rms_norm(g, s), "head gated norm"); !ok)
+    return ok;
+  return linear(staged(ru), T, l.out_proj, out.as<float>());
+}
+
+result<void> qwen3_5_cuda::impl::attention(const layer& l, const qwen3_5_step& st,
+                                           const step_layout& L,
+                                           const kernels::kv_page_table& table) {
+  const auto& c = config;
+  const cudaStream_t s = stream.get();
+  const auto T = static_cast<std::int64_t>(st.ids.size());
+  const std::int64_t D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  float* qgp = qg.as<float>();
+  float* qq = q.as<float>();
+  float* kk = k.as<float>();
+  float* oo = o.as<float>();
+  const gemm_input xs = staged(x.as<float>());
+  if (auto ok = linear(xs, T, l.q, qgp); !ok)
+    return ok;
+  if (auto ok = linear(xs, T, l.k, kk); !ok)
+    return ok;
+  if (auto ok = linear(xs, T, l.v, v.as<float>()); !ok)
+    return ok;
+  const auto eps = static_cast<float>(c.rms_norm_eps);
+  // The queries sit in the first D of each head's 2 D projection columns:
+  // the norm reads them strided and writes them packed.
+  const kernels::view<const float, 2> q_in{qgp, {T * Hq, D}, {2 * D, 1}};
+  if (auto ok =
+          check(kc::rms_norm(
+                    {q_in, vector(l.q_norm.as<const float>(), D), matrix(qq, T * Hq, D), eps}, s),
+                "q norm");
+      !ok)
+    return ok;
+  auto kv2 = matrix(kk, T * Hkv, D);
+  if (auto ok =
+          check(kc::rms_norm({kv2, vector(l.k_norm.as<const float>(), D), kv2, eps}, s), "k norm");
+      !ok)
+    return ok;
+  const auto* dplan = plan.as<const std::int32_t>();
+  const kernels::view<const std::int32_t, 2> pos{dplan + L.pos, {3, T}, {T, 1}};
+  const std::int64_t half = c.rotary_dim() / 2;
+  const kernels::view<const float, 1> freq{inv_freq.as<const float>(), {half}, {1}};
+  for (const auto& [buf, heads] : {std::pair{qq, Hq}, std::pair{kk, Hkv}}) {
+    kernels::mrope_params rp{{buf, {T, heads, D}, {heads * D, D, 1}}, pos, freq, {}};
+    std::copy(c.mrope_section.begin(), c.mrope_section.end(), rp.sections);
+    if (auto ok = check(kc::mrope(rp, s), "mrope"); !ok)
+      return ok;
+  }
+  if (auto ok =
+          check(kc::append_kv({st.kv, l.sub_index, table, kk, v.as<float>()}, s), "append_kv");
+      !ok)
+    return ok;
+  const kernels::paged_attention_params ap{
+      st.kv, l.sub_index, table, qq, oo, static_cast<std::int32_t>(Hq), 0.0F};
+  if (auto ok = check(kc::paged_attention(ap, split.buffer.data(), split.buffer.size(), s),
+                      "paged_attention");
+      !ok)
+    return ok;
+  const kernels::output_gate_params g{oo,
+                                      qgp + D,
+                                      Hq * 2 * D,
+                                      2 * D,
+                                      dtype == mstar::dtype::float32 ? oo : nullptr,
+                                      staged_bf16(),
+                                      T,
+                                      static_cast<std::int32_t>(Hq),
+                                      static_cast<std::int32_t>(D)};
+  if (auto ok = check(kc::output_gate(g, s), "output gate"); !ok)
+    return ok;
+  return linear(staged(oo), T, l.o, out.as<float>());
+}
+
+result<void> qwen3_5_cuda::impl::mlp(const layer& l, std::int64_t tokens) {
+  const cudaStream_t s = stream.get();
+  const std::int64_t I = config.intermediate_size;
+  float* gu = inter.as<float>();
+  if (auto ok = linear(staged(x.as<float>()), tokens, l.gate_up, gu); !ok)
+    return ok;
+  // [gate | up] per token: silu(gate) in place, then gate * up into the
+  // gate columns, read back strided by the down GEMM's input.
+  const kernels::view<float, 2> gate{gu, {tokens, I}, {2 * I, 1}};
+  const kernels::view<const float, 2> up{gu + I, {tokens, I}, {2 * I, 1}};
+  if (auto ok = check(kc::silu({gate, gate}, s), "silu"); !ok)
+    return ok;
+  float* act = q.as<float>();  // free until the next attention layer
+  if (auto ok = check(kc::mul({gate, up, matrix(act, tokens, I)}, s), "swiglu mul"); !ok)
+    return ok;
+  return linear({act, nullptr}, tokens, l.down, out.as<float>());
+}
+
+result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_layout& L,
+                                             bool argmax) {
+  const auto& c = config;
+  const cudaStream_t s = stream.get();
+  const auto T = static_cast<std::int64_t>(st.ids.size());
+  const auto R = static_cast<std::int64_t>(st.cu.size()) - 1;
+  const std::int64_t hid = c.hidden_size;
+  const auto* dplan = plan.as<std::int32_t>();
+  const auto dspan = [&](std::size_t at, std::size_t n) {
+    return std::span<const std::int32_t>{dplan + at, n};
+  };
+  const auto rows = static_cast<std::size_t>(R);
+  kernels::kv_page_table table;
+  if (st.kv_plan != nullptr) {
+    table = {dspan(L.qo, rows + 1), dspan(L.kvp, rows + 1), dspan(L.kvi, L.n_kvi),
+             dspan(L.lpl, rows),    dspan(L.dp, L.n_dp),    dspan(L.dop, L.n_dp)};
+  }
+  float* hh = h.as<float>();
+  float* oo = out.as<float>();
+  if (auto ok = check(kc::embedding({vector(dplan + L.ids, T),
+                                     matrix(embeddings.as<const float>(), c.vocab_size, hid),
+                                     matrix(hh, T, hid)},
+                                    s),
+                      "embedding");
+      !ok)
+    return ok;
+  // Image tokens take the vision tower's rows (host memory), a run of
+  // consecutive rows per copy.
+  for (std::size_t t = 0; t < st.embed_rows.size();) {
+    const float* e = st.embed_rows[t];
+    if (e == nullptr) {
+      ++t;
+      continue;
+    }
+    std::size_t n = 1;
+    while (t + n < st.embed_rows.size() && st.embed_rows[t + n] == e + n * hid)
+      ++n;
+    if (auto ok = check(
+            cudaMemcpyAsync(hh + t * hid, e, n * hid * sizeof(float), cudaMemcpyHostToDevice, s),
+            "image embeddings upload");
+        !ok)
+      return ok;
+    t += n;
+  }
+  const float* pending = nullptr;
+  for (const auto& l : layers) {
+    if (auto ok = add_norm(hh, pending, T, l.in_norm, x.as<float>()); !ok)
+      return ok;
+    auto mixed =
+        l.mixer == qwen3_5_mixer::delta_net ? delta_net(l, st, L) : attention(l, st, L, table);
+    if (!mixed)
+      return mixed;
+    if (auto ok = add_norm(hh, oo, T, l.mlp_norm, x.as<float>()); !ok)
+      return ok;
+    if (auto ok = mlp(l, T); !ok)
+      return ok;
+    pending = oo;
+  }
+  float* ll = last.as<float>();
+  float* lg = logits.as<float>();
+  if (st.decode && T == R) {
+    if (auto ok = add_norm(hh, pending, T, norm, ll); !ok)
+      return ok;
+  } else {
+    if (pending != nullptr) {
+      auto hv = matrix(hh, T, hid);
+      if (auto ok = check(kc::add({hv, matrix(pending, T, hid), hv}, s), "residual add"); !ok)
+        return ok;
+    }
+    if (auto ok = check(kc::embedding({vector(dplan + L.last, R), matrix<const float>(hh, T, hid),
+                                       matrix(ll, R, hid)},
+                                      s),
+                        "last-token gather");
+        !ok)
+      return ok;
+    if (auto ok = add_norm(ll, nullptr, R, norm, ll); !ok)
+      return ok;
+  }
+  if (auto ok = linear(staged(ll), R, lm_head, lg); !ok)
+    return ok;
+  if (!argmax)
+    return {};
+  return check(kc::argmax(matrix<const float>(lg, R, c.vocab_size), greedy.as<std::int32_t>(), s),
+               "argmax");
+}
+
+result<void> qwen3_5_cuda::impl::sample(std::span<const row_sampling> rows, forward_slot& slot) {
+  const std::size_t R = rows.size();
+  // [temperature f32][top_p f32][top_k i32] then [seed u64][counter u64].
+  const std::size_t words = (3 * R + 1) / 2 * 2;
+  const std::size_t bytes = words * 4 + 2 * R * 8;
+  if (auto ok = reserve_pinned(slot.settings, bytes); !ok)
+    return ok;
+  auto* host = slot.settings.as<std::byte>();
+  std::memset(host, 0, bytes);
+  auto* f = reinterpret_cast<float*>(host);
+  auto* top_k = reinterpret_cast<std::int32_t*>(f + 2 * R);
+  auto* u = reinterpret_cast<std::uint64_t*>(host + words * 4);
+  for (std::size_t r = 0; r < R; ++r) {
+    f[r] = rows[r].temperature;
+    f[R + r] = rows[r].top_p;
+    top_k[r] = rows[r].top_k;
+    u[r] = rows[r].seed;
+    u[R + r] = rows[r].counter;
+  }
+  if (auto ok = reserve_buffer(settings, bytes, false); !ok)
+    return ok;
+  const cudaStream_t s = stream.get();
+  if (auto ok =
+          check(cudaMemcpyAsync(settings.buffer.data(), host, bytes, cudaMemcpyHostToDevice, s),
+                "sampling settings upload");
+      !ok)
+    return ok;
+  const auto* df = settings.as<const float>();
+  const auto* du =
+      reinterpret_cast<const std::uint64_t*>(settings.as<const std::byte>() + words * 4);
+  kc::sample_batch_params p;
+  p.logits =
+      matrix<const float>(logits.as<float>(), static_cast<std::int64_t>(R), config.vocab_size);
+  p.temperature = df;
+  p.top_p = df + R;
+  p.top_k = reinterpret_cast<const std::int32_t*>(df + 2 * R);
+  p.seed = du;
+  p.counter = du + R;
+  p.out = greedy.as<std::int32_t>();
+  return check(kc::sample(p, s), "sample");
+}
+
+}  // namespace mstar::models
+
+#endif
