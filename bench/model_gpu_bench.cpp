@@ -1,4 +1,5 @@
-// End-to-end decode throughput of a Nemotron-H checkpoint on the GPU through
+// End-to-end decode throughput of a checkpoint (Nemotron-H or Qwen3.5, picked
+// from its config.json by models::load_causal_lm) on the GPU through
 // the engine (mstar-run --device cuda's path), measured the way
 // bench/transformers_decode.py measures transformers on the same checkpoint:
 // per batch size, greedy generation of N tokens and of 1 token from the same
@@ -6,7 +7,7 @@
 // that script's run on the same GPU (bench/h200_e2e.sh runs both and writes
 // the ratio); this program only measures our side.
 //
-// It also reads the device's own clock: a CUDA event before each forward's
+// For Nemotron-H it also reads the device's own clock: a CUDA event before each forward's
 // upload and after its download gives how long the device sat idle between
 // consecutive decode steps (the host's step: scheduling, the pools, sampling
 // bookkeeping) and how long it was busy. `--schedule sync|overlap` picks the
@@ -25,6 +26,7 @@
 #include "actors/runtime.hpp"
 #include "engine/local_engine.hpp"
 #include "kernels/device.hpp"
+#include "models/load.hpp"
 #include "models/nemotron_h.hpp"
 
 namespace {
@@ -99,7 +101,8 @@ std::pair<double, double> median_p90(std::vector<double>& v) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "mstar-bench-model-gpu: decode tokens/s of a Nemotron-H checkpoint on a CUDA device "
+      "mstar-bench-model-gpu: decode tokens/s of a Nemotron-H or Qwen3.5 checkpoint on a CUDA "
+      "device "
       "through mstar's pools, at several batch sizes (compare with "
       "bench/transformers_decode.py on the same checkpoint; bench/h200_e2e.sh runs both)."};
   std::string model_dir, device = "cuda", dtype = "bfloat16";
@@ -163,12 +166,14 @@ int main(int argc, char** argv) {
   config.scheduler.max_batched_tokens = std::max(most * prompt_len, most);
   config.scheduler.max_running = most;
   config.schedule = *mstar::engine::parse_schedule_mode(schedule);
-  auto model = nemotron_h_model::load(model_dir, run);
+  auto model = load_causal_lm(model_dir, run);
   if (!model) {
     std::fprintf(stderr, "mstar-bench-model-gpu: %s\n", model.error().message().c_str());
     return 1;
   }
-  nemotron_h_model& m = **model;
+  causal_lm& m = **model;
+  // The device timeline (idle gaps between steps) is Nemotron-H's backend's.
+  auto* timeline = dynamic_cast<nemotron_h_model*>(&m);
   std::unique_ptr<local_engine> direct;
   std::unique_ptr<mstar::actors::runtime> rt;
   if (through == "actors") {
@@ -191,7 +196,7 @@ int main(int argc, char** argv) {
                static_cast<long long>(m.num_parameters()), m.device_name().c_str(),
                std::string{mstar::to_string(m.compute_dtype())}.c_str());
   for (const int b : batches) {
-    auto full = prompts(b, prompt_len, new_tokens, m.config().vocab_size, seed);
+    auto full = prompts(b, prompt_len, new_tokens, m.vocab_size(), seed);
     auto first = full;
     for (auto& r : first)
       r.stop.max_tokens = 1;
@@ -207,10 +212,13 @@ int main(int argc, char** argv) {
     std::uint64_t digest = 0;
     for (int rep = 0; rep < repeats; ++rep) {
       double inner = 0;
-      m.record_device_timeline(true);
+      if (timeline != nullptr)
+        timeline->record_device_timeline(true);
       auto tn = timed(engine, full, &inner, &digest);
-      const auto steps = m.take_device_timeline();
-      m.record_device_timeline(false);
+      const auto steps =
+          timeline != nullptr ? timeline->take_device_timeline() : std::vector<device_step_time>{};
+      if (timeline != nullptr)
+        timeline->record_device_timeline(false);
       // The decode steps after the first: the prefill's gap spans the host
       // work between runs, the first decode's the prefill's bookkeeping.
       for (std::size_t i = 2; i < steps.size(); ++i) {
