@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Baseline side of the end-to-end decode benchmark: Nemotron-H greedy decode through
-transformers' `generate`, as a user of transformers experiences it.
+"""Baseline side of the end-to-end decode benchmark: Nemotron-H or Qwen3.5 greedy decode
+through transformers' `generate`, as a user of transformers experiences it.
 
 Two subcommands:
 
   make-checkpoint  writes a random-weight Hugging Face folder (config.json for
-                   NemotronHForCausalLM, model.safetensors; no tokenizer files: config.json
+                   NemotronHForCausalLM, or Qwen3_5ForCausalLM for the sizes named
+                   qwen3_5-*, model.safetensors; no tokenizer files: config.json
                    declares mstar's byte tokenizer, `mstar_tokenizer`, which transformers
                    ignores). `--size 100m` is exactly bench/model_bench.cpp's config_100m();
                    `--size tiny` is a small config for quick CPU checks. Weights are drawn by
@@ -13,6 +14,8 @@ Two subcommands:
                    A_log/D/dt_bias at Mamba-2-like values, dt kept inside the prefill clamp;
                    clear greedy choices, so token dumps can be compared), or with `--init hf`
                    by transformers' own init (normal std 0.02), both deterministic in --seed.
+                   Qwen3.5 sizes always take transformers' init (its delta-net A_log and
+                   dt_bias are drawn there).
 
   decode           loads the folder with transformers on --device in --dtype and, per batch
                    size, times `model.generate(input_ids, attention_mask, do_sample=False,
@@ -31,7 +34,10 @@ Two subcommands:
                    {"prompt": [...], "generated": [...], ...} to compare with mstar-run.
 
 The Mamba-2 path is what transformers picks: the mamba_ssm / causal_conv1d CUDA kernels when
-both import, otherwise its pure-torch fallback (much slower); the output says which.
+both import, otherwise its pure-torch fallback (much slower); the output says which. For
+Qwen3.5 the gated delta rule runs on flash-linear-attention's Triton kernels when `fla`
+imports (else torch code), the conv on causal_conv1d when it imports (else torch); the
+output says which.
 
 Run (from the repository root):
     python3 bench/transformers_decode.py make-checkpoint --out /tmp/nemotron_h_100m
@@ -42,7 +48,7 @@ Run (from the repository root):
     python3 bench/transformers_decode.py decode --model /tmp/nh_tiny --device cpu \\
         --dtype float32 --batch 1 2 --new-tokens 8 --repeats 1 --json
 
-Exit status 2: the installed transformers has no NemotronH, or a bad argument.
+Exit status 2: the installed transformers lacks the family's classes, or a bad argument.
 """
 
 import argparse
@@ -77,6 +83,21 @@ SIZES = {
                  head_dim=16, intermediate_size=128, mamba_num_heads=8, mamba_head_dim=16,
                  ssm_state_size=16, n_groups=2, conv_kernel=4, chunk_size=8,
                  pattern="M-M*M-*-"),
+    # Qwen3.5-0.8B's layer widths (delta net 16 key heads x 128, 32 value heads x 128; gated
+    # attention 8 heads, 2 KV heads, head_dim 256) with 16 layers (every 4th full attention)
+    # and a 151,936-token tied vocabulary: about 0.56e9 parameters.
+    "qwen3_5-0.5b": dict(family="qwen3_5", vocab_size=151936, hidden_size=1024,
+                         num_hidden_layers=16, full_attention_interval=4,
+                         num_attention_heads=8, num_key_value_heads=2, head_dim=256,
+                         intermediate_size=3584, linear_num_key_heads=16,
+                         linear_num_value_heads=32, linear_key_head_dim=128,
+                         linear_value_head_dim=128, tie_word_embeddings=True),
+    "qwen3_5-tiny": dict(family="qwen3_5", vocab_size=512, hidden_size=64, num_hidden_layers=4,
+                         full_attention_interval=2, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=16, intermediate_size=128,
+                         linear_num_key_heads=2, linear_num_value_heads=4,
+                         linear_key_head_dim=16, linear_value_head_dim=16,
+                         tie_word_embeddings=False),
 }
 
 DTYPES = ("bfloat16", "float16", "float32")
@@ -92,20 +113,30 @@ def fail(msg):
     sys.exit(2)
 
 
-def import_stack():
-    """torch and transformers, and transformers' NemotronH classes; exit 2 without them."""
+CLASSES = {"nemotron_h": ("NemotronHConfig", "NemotronHForCausalLM"),
+           "qwen3_5": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM")}
+
+
+def import_stack(family="nemotron_h"):
+    """torch and transformers, and transformers' classes of `family`; exit 2 without them."""
     try:
         import torch
         import transformers
     except ImportError as e:
         fail(f"{e}; pip install torch transformers safetensors numpy")
-    config_cls = getattr(transformers, "NemotronHConfig", None)
-    model_cls = getattr(transformers, "NemotronHForCausalLM", None)
+    names = CLASSES[family]
+    config_cls = getattr(transformers, names[0], None)
+    model_cls = getattr(transformers, names[1], None)
     if config_cls is None or model_cls is None:
-        fail(f"transformers {transformers.__version__} has no NemotronHForCausalLM / "
-             f"NemotronHConfig; install a release that ships Nemotron-H "
-             f"(pip install -U transformers)")
+        fail(f"transformers {transformers.__version__} has no {names[1]} / {names[0]}; "
+             f"install a release that ships it (pip install -U transformers)")
     return torch, transformers, config_cls, model_cls
+
+
+def family_of(folder):
+    """The checkpoint's family from its config.json's model_type."""
+    model_type = json.loads((pathlib.Path(folder) / "config.json").read_text()).get("model_type")
+    return "qwen3_5" if model_type in ("qwen3_5", "qwen3_5_text") else "nemotron_h"
 
 
 def torch_dtype(torch, name):
@@ -155,7 +186,38 @@ def rewrite_config(path, pattern):
     path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
+def make_qwen3_5_checkpoint(args, spec):
+    """A random-weight Qwen3_5ForCausalLM folder, transformers' init, mstar's byte tokenizer
+    declared in config.json."""
+    torch, transformers, config_cls, model_cls = import_stack("qwen3_5")
+    fields = {k: v for k, v in spec.items() if k != "family"}
+    config = config_cls(**fields, max_position_embeddings=4096, pad_token_id=0, bos_token_id=1,
+                        eos_token_id=2)
+    dtype = torch_dtype(torch, args.dtype)
+    torch.manual_seed(args.seed)
+    model = model_cls(config).eval()
+    params = sum(p.numel() for p in model.parameters())
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        model.to(dtype).save_pretrained(tmp, safe_serialization=True)
+        for name in ("config.json", "model.safetensors"):
+            shutil.copyfile(pathlib.Path(tmp) / name, out / name)
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["mstar_tokenizer"] = {"type": "bytes", "offset": BYTE_OFFSET}
+    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    ref = load_model(torch, model_cls, out, dtype)[0]
+    if sum(p.numel() for p in ref.parameters()) != params:
+        raise RuntimeError("reloaded parameter count differs")
+    sizes = {f.name: f.stat().st_size for f in sorted(out.iterdir()) if f.is_file()}
+    print(f"wrote {out}: size {args.size}, layers {config.layer_types}, {params:,} parameters "
+          f"({params / 1e6:.1f} M), {args.dtype}, init hf, seed {args.seed}, files {sizes}, "
+          f"transformers {transformers.__version__}, torch {torch.__version__}")
+
+
 def cmd_make_checkpoint(args):
+    if SIZES[args.size].get("family") == "qwen3_5":
+        return make_qwen3_5_checkpoint(args, SIZES[args.size])
     torch, transformers, config_cls, model_cls = import_stack()
     import numpy as np
 
@@ -225,6 +287,21 @@ def load_model(torch, model_cls, folder, dtype):
     return model.eval(), used
 
 
+def delta_rule_path(device):
+    """What transformers' Qwen3.5 delta-net layers run: flash-linear-attention's Triton kernels
+    when `fla` imports, causal_conv1d's conv when it imports, else torch code."""
+    versions = {}
+    for name in ("fla", "causal_conv1d"):
+        try:
+            module = importlib.import_module(name)
+            versions[name] = getattr(module, "__version__", "unknown")
+        except Exception:
+            versions[name] = None
+    rule = "fla triton kernels" if versions["fla"] and device.startswith("cuda") else "torch"
+    conv = "causal_conv1d" if versions["causal_conv1d"] else "torch conv"
+    return f"{rule} + {conv}", versions
+
+
 def mamba_path(device):
     """What transformers' NemotronH mixer runs: the mamba_ssm / causal_conv1d kernels when both
     import (older releases also require a CUDA device), else its pure-torch code."""
@@ -253,7 +330,8 @@ def prompts(np, seed, batch, length, vocab):
 
 
 def cmd_decode(args):
-    torch, transformers, _config_cls, model_cls = import_stack()
+    family = family_of(args.model)
+    torch, transformers, _config_cls, model_cls = import_stack(family)
     import numpy as np
 
     if args.new_tokens < 2:
@@ -271,13 +349,15 @@ def cmd_decode(args):
     model, kwarg = load_model(torch, model_cls, args.model, dtype)
     model = model.to(device)
     vocab = model.config.vocab_size
-    path, packages = mamba_path(args.device)
+    path, packages = (delta_rule_path if family == "qwen3_5" else mamba_path)(args.device)
+    layers = getattr(model.config, "hybrid_override_pattern", None) or getattr(
+        model.config, "layer_types", None)
     gpu = torch.cuda.get_device_name(device) if cuda else "cpu"
     attn = getattr(model.config, "_attn_implementation", None)
     params = sum(p.numel() for p in model.parameters())
     log(f"transformers_decode: {args.model}: {params:,} parameters, pattern "
-        f"{model.config.hybrid_override_pattern}, {args.dtype} on {args.device} ({gpu}), "
-        f"from_pretrained({kwarg}=), attention {attn}, mamba {path} {packages}, "
+        f"{layers}, {args.dtype} on {args.device} ({gpu}), "
+        f"from_pretrained({kwarg}=), attention {attn}, kernels {path} {packages}, "
         f"transformers {transformers.__version__}, torch {torch.__version__}")
 
     def sync():
@@ -347,7 +427,7 @@ def cmd_decode(args):
             log(f"  batch {batch}: decode {fmt(row['decode_tokens_per_s'], '.1f')} tok/s")
     if not args.json:
         print(f"transformers {transformers.__version__}, torch {torch.__version__}, "
-              f"{args.dtype} on {args.device} ({gpu}), mamba {path}, attention {attn}; "
+              f"{args.dtype} on {args.device} ({gpu}), kernels {path}, attention {attn}; "
               f"prompt {args.prompt_len}, {args.new_tokens} new tokens, median of "
               f"{args.repeats}")
         print(f"{'batch':>6} {'decode tok/s':>13} {'best tok/s':>11} {'step ms':>9} "
@@ -367,9 +447,9 @@ def main():
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    make = sub.add_parser("make-checkpoint", help="write a random-weight Nemotron-H folder",
+    make = sub.add_parser("make-checkpoint", help="write a random-weight Nemotron-H or Qwen3.5 folder",
                           description="Writes config.json and model.safetensors of a "
-                          "random-weight NemotronHForCausalLM (byte tokenizer declared in "
+                          "random-weight NemotronHForCausalLM or Qwen3_5ForCausalLM (byte tokenizer declared in "
                           "config.json) and prints its parameter count.")
     make.add_argument("--out", required=True, help="output folder (created; files overwritten)")
     make.add_argument("--seed", type=int, default=7, help="weight seed (default 7)")
