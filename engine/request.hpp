@@ -119,8 +119,8 @@ struct request_spec {
   /// The prompt's images in order, as the model's image processor made them;
   /// each takes one run of the model's image placeholder tokens in `prompt`
   /// (the model checks at submit). Page keys cover them: only requests with
-  /// the same images share cached pages. The local engine serves them; the
-  /// actor runtime refuses them so far.
+  /// the same images share cached pages. The local engine and the actor
+  /// runtime serve them (a deployment sends them to each node it uses).
   std::vector<models::image_input> images;
 };
 
