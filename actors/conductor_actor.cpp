@@ -5,7 +5,9 @@
 #include <set>
 
 #include "actors/spec_row_builder_actor.hpp"
+#include "engine/local_engine.hpp"
 #include "engine/preprocess.hpp"
+#include "engine/prompt_layout.hpp"
 
 namespace mstar::actors {
 namespace {
@@ -65,8 +67,12 @@ void emit(self_ptr self, std::vector<delta>& deltas) {
 // Frees released sequences in every pool, except held ones that finished
 // (`finishing`): their submitter publishes their state first, then frees it.
 // A held sequence released otherwise (preempted) is freed here as any.
+// The model forgets every released sequence (a held one's state is in the
+// pools, not the model).
 void release(self_ptr self, const engine::pool_actions& actions,
              const std::set<request_id>& finishing = {}) {
+  if (!actions.release.empty())
+    self->send(self->state.parts.worker, release_atom_v, actions.release);
   const auto& held = self->state.held;
   std::vector<request_id> rids;
   for (const auto& rid : actions.release) {
@@ -495,8 +501,11 @@ void agree(self_ptr self, const std::string& rid, std::int64_t agreed,
       agree_atom_v, rid, agreed);
 }
 
-// Registers each sequence in every pool, agrees the cached prefix (the
-// smallest answer), tells the scheduler, then runs the step.
+// Registers each sequence with the model (ahead of any step of it in the
+// worker's mailbox) and in every pool, agrees the cached prefix (the
+// smallest answer), tells the scheduler, then runs the step. A prompt with
+// images is keyed over its layout (engine/prompt_layout.hpp), as the local
+// engine keys it.
 void register_then_step(self_ptr self, engine::pool_actions actions) {
   if (actions.registrations.empty()) {
     run_step(self);
@@ -509,10 +518,24 @@ void register_then_step(self_ptr self, engine::pool_actions actions) {
       run_step(self);
   };
   for (auto& r : actions.registrations) {
+    self->send(self->state.parts.worker, register_atom_v, r.rid,
+               sequence_ptr{std::make_shared<const sequence_inputs>(sequence_inputs{
+                   {r.prompt.begin(), r.prompt.end()}, {r.images.begin(), r.images.end()}})});
     seed_ptr seed;
-    if (r.prefix != nullptr && self->state.parts.key_page_size > 0) {
-      if (auto s = engine::seed_from_wire(*r.prefix, r.tokens, self->state.parts.key_page_size))
+    const auto ps = self->state.parts.key_page_size;
+    if (r.prefix != nullptr && ps > 0) {
+      if (auto s = engine::seed_from_wire(*r.prefix, r.tokens, ps))
         seed = std::make_shared<const resources::kv_prefix_seed>(std::move(*s));
+    }
+    if (seed == nullptr && !r.images.empty() && ps > 0) {
+      // Images are page items over the prompt's layout, keyed here as the
+      // local engine keys them; a layout that cannot be made keys nothing
+      // rather than the placeholder ids every image shares.
+      auto layout = engine::layout_prompt(*self->state.parts.model, r.tokens, r.prompt, r.images);
+      auto keys =
+          layout ? engine::sequence_keys(ps, layout->spans, r.cache_salt, nullptr) : std::nullopt;
+      seed = std::make_shared<const resources::kv_prefix_seed>(keys ? std::move(*keys)
+                                                                    : resources::kv_prefix_seed{});
     }
     const auto& rid = r.rid;
     ask_all<std::int64_t>(

@@ -37,6 +37,15 @@ struct step_payload {
 };
 using step_ptr = std::shared_ptr<const step_payload>;
 
+/// A sequence entering the pools as the model's `begin_sequence` takes it:
+/// its request's prompt and images (copied from the scheduler's request,
+/// which may end before the worker reads them), shared read-only.
+struct sequence_inputs {
+  std::vector<engine::token_id> prompt;
+  std::vector<models::image_input> images;
+};
+using sequence_ptr = std::shared_ptr<const sequence_inputs>;
+
 /// A step the scheduler foresees (overlap), for the spec-row builder.
 using scheduled_ptr = std::shared_ptr<const engine::scheduled_step>;
 
@@ -237,6 +246,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::scheduled_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::plans_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::output_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::sink_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mstar::actors::sequence_ptr)
 
 CAF_BEGIN_TYPE_ID_BLOCK(mstar, caf::first_custom_type_id)
 CAF_ADD_TYPE_ID(mstar, (mstar::actors::admit_reply))
@@ -319,18 +329,24 @@ using pool_actor = caf::typed_actor<
 /// The worker actor: owns the model and its device stream, runs a step's
 /// forward given the merged plans: at once (`forward`), or launched (the
 /// ticket comes back once the work is queued) and finished later, so the
-/// next step can be launched in between (overlap).
+/// next step can be launched in between (overlap). The conductor tells it
+/// which sequences enter the pools (the model's `begin_sequence`: rotary
+/// positions, images) and leave them (`end_sequence`), in its mailbox ahead
+/// of the steps that need them.
 using worker_actor =
     caf::typed_actor<caf::replies_to<forward_atom, step_ptr, plans_ptr>::with<output_ptr>,
                      caf::replies_to<launch_atom, step_ptr, plans_ptr>::with<std::uint64_t>,
-                     caf::replies_to<finish_atom, std::uint64_t>::with<output_ptr>>;
+                     caf::replies_to<finish_atom, std::uint64_t>::with<output_ptr>,
+                     caf::reacts_to<register_atom, std::string, sequence_ptr>,
+                     caf::reacts_to<release_atom, std::vector<std::string>>>;
 
 /// The spec-row builder actor: the payload of a step launched ahead, built
 /// while the step before runs (actors/spec_row_builder_actor.hpp).
 using spec_row_builder_actor =
     caf::typed_actor<caf::replies_to<build_atom, scheduled_ptr, step_ptr>::with<step_ptr>>;
 
-/// The preprocess actor: tokenizes a request's text prompt.
+/// The preprocess actor: tokenizes a request's text prompt and fits its
+/// images to it (the model's `place_images`).
 using preprocess_actor = caf::typed_actor<
     caf::replies_to<tokenize_atom, engine::request_spec>::with<engine::request_spec>>;
 

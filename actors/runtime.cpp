@@ -161,10 +161,6 @@ request_handle runtime::submit(engine::request_spec spec) {
   auto queue = std::make_shared<delta_queue>(std::max<std::int32_t>(1, spec.sampling.n), nullptr);
   if (!parts_) {
     queue->push(error_delta(id, "the engine is stopped"));
-  } else if (!spec.images.empty()) {
-    queue->push(error_delta(id,
-                            "images are served by the embedded local engine only so far "
-                            "(engine::local_engine); the actor runtime refuses them"));
   } else {
     caf::anon_send(parts_->conductor, submit_atom_v, std::move(spec), sink_ptr{queue});
   }
@@ -179,10 +175,6 @@ engine::request_id runtime::submit(engine::request_spec spec,
                                              std::move(on_delta));
   if (!parts_) {
     queue->push(error_delta(id, "the engine is stopped"));
-  } else if (!spec.images.empty()) {
-    queue->push(error_delta(id,
-                            "images are served by the embedded local engine only so far "
-                            "(engine::local_engine); the actor runtime refuses them"));
   } else {
     caf::anon_send(parts_->conductor, submit_atom_v, std::move(spec), sink_ptr{queue});
   }

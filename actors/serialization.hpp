@@ -164,6 +164,14 @@ typename Inspector::result_type inspect(Inspector& f, step_request& x) {
   return f(caf::meta::type_name("step_request"), kv, recurrent);
 }
 
+/// An image's processor output travels whole with its request: a router
+/// hands a request to nodes that each may run the vision tower (a decode
+/// node whose adoption fails recomputes the prompt).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, image_input& x) {
+  return f(caf::meta::type_name("image_input"), x.pixel_values, x.t, x.h, x.w);
+}
+
 }  // namespace mstar::models
 
 namespace mstar::engine {
@@ -206,7 +214,7 @@ typename Inspector::result_type inspect(Inspector& f, request_spec& x) {
   auto window = resources::optional_of(x.window);
   auto prefix = resources::optional_of(x.prefix);
   return f(caf::meta::type_name("request_spec"), x.id, x.prompt, text, x.sampling, x.stop,
-           x.generated, x.cache_salt, x.keep_logits, window, prefix);
+           x.generated, x.cache_salt, x.keep_logits, window, prefix, x.images);
 }
 
 template <class Inspector>

@@ -36,6 +36,13 @@ worker_actor::behavior_type worker_behavior(worker_actor::stateful_pointer<worke
           return caf::make_error(caf::sec::runtime_error, out.error().message());
         return std::make_shared<const models::forward_output>(std::move(*out));
       },
+      [self](register_atom, const std::string& rid, const sequence_ptr& seq) {
+        self->state.model->begin_sequence(rid, seq->prompt, seq->images);
+      },
+      [self](release_atom, const std::vector<std::string>& rids) {
+        for (const auto& rid : rids)
+          self->state.model->end_sequence(rid);
+      },
   };
 }
 
@@ -53,6 +60,8 @@ preprocess_actor::behavior_type preprocess_behavior(
         if (auto ok = engine::tokenize(spec, self->state.model->tok()); !ok) {
           return caf::make_error(caf::sec::runtime_error, ok.error().message());
         }
+        if (auto ok = self->state.model->place_images(spec.prompt, spec.images); !ok)
+          return caf::make_error(caf::sec::runtime_error, ok.error().message());
         return spec;
       },
   };

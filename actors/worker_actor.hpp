@@ -26,7 +26,8 @@ struct worker_state {
                                               bool own_thread = false);
 
 /// The preprocess actor: tokenizes text prompts with the model's tokenizer
-/// (immutable, shared with the worker read-only).
+/// and fits images to their placeholders (`place_images`: const, so the
+/// model is shared with the worker read-only).
 [[nodiscard]] preprocess_actor spawn_preprocess_actor(
     caf::actor_system& sys, std::shared_ptr<const models::causal_lm> model);
 

@@ -122,8 +122,8 @@ struct request_spec {
   /// (the model checks at submit). Page keys name each image on the pages
   /// it touches (engine/prompt_layout.hpp): those pages are shared only
   /// with the same image in the same place, pages before it with any prompt
-  /// with the same ids there. The local engine serves them; the actor
-  /// runtime refuses them so far.
+  /// with the same ids there. The local engine and the actor runtime serve
+  /// them (a deployment sends them to each node it uses).
   std::vector<models::image_input> images;
 };
 

@@ -109,6 +109,18 @@ struct image_span {
   std::int64_t advance = 0;  ///< position counter advance
 };
 
+/// What a front end needs to hand a model images: the tokens a prompt marks
+/// each image with, and the patch geometry its vision tower takes (an image
+/// processor's config must agree with it).
+struct vision_facts {
+  resources::token_id image_token = 0;   ///< the placeholder: one per merged patch, or one alone
+  resources::token_id vision_start = 0;  ///< before each image's placeholders
+  resources::token_id vision_end = 0;    ///< after them
+  std::int64_t patch_size = 0;           ///< pixels per patch side
+  std::int64_t temporal_patch_size = 0;  ///< frames per patch
+  std::int64_t merge_size = 0;           ///< patches per token side
+};
+
 /// A causal language model the engine can drive. Not thread-safe: one
 /// owner (the worker) calls `bind` and `forward`; the const members may be
 /// read from any thread once loaded.
@@ -140,6 +152,9 @@ class causal_lm {
   /// the model's use of them.
   [[nodiscard]] virtual result<void> bind(resources::kv_pool* kv,
                                           resources::recurrent_state_pool* recurrent) = 0;
+  /// The image markers and patch geometry of the model's vision tower, or
+  /// nullopt for a model that takes no images (the default).
+  [[nodiscard]] virtual std::optional<vision_facts> vision() const noexcept { return std::nullopt; }
   /// Fits a request's images to its prompt before it is queued: a model
   /// without a vision tower refuses any image (the default); one with a tower
   /// expands each single placeholder token to its image's token count and

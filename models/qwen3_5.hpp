@@ -60,6 +60,9 @@ class qwen3_5_model final : public causal_lm {
   [[nodiscard]] bool prefix_skip_safe() const noexcept override {
     return config_.count(qwen3_5_mixer::delta_net) == 0 || checkpointed_;
   }
+  /// The config's marker ids and the tower's patch geometry; nullopt for a
+  /// checkpoint without a vision tower.
+  [[nodiscard]] std::optional<vision_facts> vision() const noexcept override;
   /// Fits each image's placeholder run (`image_token_id` tokens, one per
   /// merged patch, between vision_start and vision_end) to its grid: a run of
   /// one token is expanded to the image's count, any other length must equal it.

@@ -61,6 +61,18 @@ std::string qwen3_5_model::preprocess_fingerprint() const {
                      vc.temporal_patch_size, vc.spatial_merge_size, vc.in_channels);
 }
 
+std::optional<vision_facts> qwen3_5_model::vision() const noexcept {
+  if (!vision_)
+    return std::nullopt;
+  const auto& vc = vision_->config();
+  return vision_facts{static_cast<resources::token_id>(config_.image_token_id),
+                      static_cast<resources::token_id>(config_.vision_start_token_id),
+                      static_cast<resources::token_id>(config_.vision_end_token_id),
+                      vc.patch_size,
+                      vc.temporal_patch_size,
+                      vc.spatial_merge_size};
+}
+
 result<void> qwen3_5_model::place_images(std::vector<resources::token_id>& prompt,
                                          std::span<const image_input> images) const {
   if (!vision_ && images.empty())

@@ -48,6 +48,7 @@ generation::generation(generation_request req, std::string id, const models::tok
     prompt_of_[req_.prompts.size() == 1 ? id_ : fmt::format("{}-{}", id_, i)] = i;
     usage_.prompt_tokens += static_cast<std::int64_t>(req_.prompts[i].ids.size());
   }
+  usage_.prompt_tokens += req_.image_tokens;
 }
 
 std::string generation::on_delta(const engine::delta& d) {

@@ -55,6 +55,7 @@ void metrics::finished(const generation& g) {
   ++finished_[g.finish_reason().empty() ? "abort" : g.finish_reason()];
   prompt_tokens_ += static_cast<std::uint64_t>(u.prompt_tokens);
   generation_tokens_ += static_cast<std::uint64_t>(u.completion_tokens);
+  images_ += g.request().images.size();
   cache_queried_ += static_cast<std::uint64_t>(u.prompt_tokens);
   cache_hit_ += static_cast<std::uint64_t>(u.cached_tokens);
   const auto& t = g.timing();
@@ -90,6 +91,8 @@ std::string metrics::render(const engine_gauges* engine) const {
     sample(out, "mstar:prompt_tokens_total", static_cast<double>(prompt_tokens_));
     header(out, "mstar:generation_tokens_total", "counter", "Generated tokens of ended requests.");
     sample(out, "mstar:generation_tokens_total", static_cast<double>(generation_tokens_));
+    header(out, "mstar:request_images_total", "counter", "Images of ended chat requests.");
+    sample(out, "mstar:request_images_total", static_cast<double>(images_));
     header(out, "mstar:prefix_cache_queries_total", "counter",
            "Prompt tokens looked up in the prefix cache.");
     sample(out, "mstar:prefix_cache_queries_total", static_cast<double>(cache_queried_));

@@ -52,6 +52,7 @@ class metrics {
   std::map<std::string, std::uint64_t> finished_;  ///< by finish reason
   std::map<int, std::uint64_t> responses_;         ///< by HTTP status
   std::uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;
+  std::uint64_t images_ = 0;  ///< images of ended chat requests
   std::uint64_t cache_queried_ = 0, cache_hit_ = 0;
   histogram ttft_, itl_, e2e_;
 };

@@ -5,6 +5,7 @@
 
 #include "core/untrusted_json.hpp"
 #include "models/tokenizer.hpp"
+#include "serve/internal/chat_content.hpp"
 #include "serve/internal/json_fields.hpp"
 
 namespace mstar::serve {
@@ -142,9 +143,10 @@ api_result<bool> read_prompts(const json& body, const served_model& model, gener
   return true;
 }
 
-// `messages`: objects with a role and text content (a string, or text parts
-// that are joined); other keys pass to the template as they are.
-api_result<bool> read_messages(const json& body, generation_request& r) {
+// `messages`: objects with a role and content (a string, or parts: text
+// parts are joined, image parts kept for the template, their images read);
+// other keys pass to the template as they are.
+api_result<bool> read_messages(const json& body, const served_model& model, generation_request& r) {
   const auto it = body.find("messages");
   if (it == body.end() || !it->is_array())
     return bad_request("'messages' must be a list of messages", "messages");
@@ -166,20 +168,12 @@ api_result<bool> read_messages(const json& body, generation_request& r) {
     json out = m;
     const auto content = m.find("content");
     if (content != m.end() && content->is_array()) {
-      std::string text;
-      for (const auto& part : *content) {
-        if (!part.is_object() || part.value("type", json{}) != "text" || !part.contains("text") ||
-            !part["text"].is_string()) {
-          return bad_request(param + ".content: this model takes text parts only",
-                             param + ".content");
-        }
-        if (!text.empty())
-          text += "\n";
-        text += part["text"].get<std::string>();
-      }
-      out["content"] = text;
+      auto parts = internal::read_content_parts(*content, param, model.images.get(), r.images);
+      if (!parts)
+        return parts.error();
+      out["content"] = std::move(*parts);
     } else if (content != m.end() && !content->is_string() && !content->is_null()) {
-      return bad_request(param + ".content must be a string or a list of text parts",
+      return bad_request(param + ".content must be a string or a list of content parts",
                          param + ".content");
     } else if ((content == m.end() || content->is_null()) &&
                role->get<std::string>() != "assistant") {
@@ -339,7 +333,7 @@ api_result<generation_request> parse_request(std::string_view body, endpoint kin
     if (logprobs_n && *logprobs_n > 0 && !r.logprobs)
       return bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
     r.top_logprobs = static_cast<std::int32_t>(logprobs_n.value_or(0));
-    if (auto ok = read_messages(doc, r); !ok)
+    if (auto ok = read_messages(doc, model, r); !ok)
       return ok.error();
     if (model.tok == nullptr || !model.has_chat_template) {
       return bad_request("this model has no chat template; use /v1/completions", "messages",
@@ -360,6 +354,37 @@ api_result<generation_request> parse_request(std::string_view body, endpoint kin
   return r;
 }
 
+namespace {
+
+// The tokens a chat prompt's images add once each placeholder run is
+// expanded to its image's count; a 400 when the rendered prompt does not
+// hold one placeholder run per image part (the template printed no markers).
+api_result<std::size_t> image_tokens(const generation_request& req, const served_model& model) {
+  if (!model.images)
+    return bad_request("this model takes no images (it has no vision tower)", "messages");
+  const auto& ids = req.prompts.at(0).ids;
+  const auto placeholder = model.images->placeholder;
+  std::size_t runs = 0, marked = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    marked += ids[i] == placeholder ? 1 : 0;
+    runs += ids[i] == placeholder && (i == 0 || ids[i - 1] != placeholder) ? 1 : 0;
+  }
+  if (runs != req.images.size()) {
+    return bad_request(fmt::format("the chat template rendered {} image placeholder run(s) for "
+                                   "{} image part(s); it must mark each image part",
+                                   runs, req.images.size()),
+                       "messages", "chat_template_error");
+  }
+  std::size_t need = 0;
+  const auto merge = std::max<std::int64_t>(model.images->merge_size, 1);
+  for (const auto& im : req.images)
+    need +=
+        static_cast<std::size_t>(std::max<std::int64_t>(im.t * im.h * im.w / (merge * merge), 1));
+  return need > marked ? need - marked : 0;
+}
+
+}  // namespace
+
 api_result<bool> finish_prompts(generation_request& req, const served_model& model) {
   std::size_t longest = 0;
   for (auto& p : req.prompts) {
@@ -372,6 +397,13 @@ api_result<bool> finish_prompts(generation_request& req, const served_model& mod
         return bad_request("the prompt encodes to no tokens", "prompt");
     }
     longest = std::max(longest, p.ids.size());
+  }
+  if (!req.images.empty()) {
+    auto grown = image_tokens(req, model);
+    if (!grown)
+      return grown.error();
+    longest += *grown;
+    req.image_tokens = static_cast<std::int64_t>(*grown);
   }
   const auto ctx = model.max_context;
   const auto prompt_len = static_cast<std::int64_t>(longest);
@@ -422,6 +454,7 @@ std::vector<engine::request_spec> to_specs(const generation_request& req, const 
     s.stop = req.stop;
     s.cache_salt = req.cache_salt;
     s.window = req.window;
+    s.images = req.images;
     specs.push_back(std::move(s));
   }
   return specs;

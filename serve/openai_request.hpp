@@ -5,13 +5,18 @@
 // field and the engine only ever sees requests it can run. No I/O and no
 // engine here: the fuzz target drives these functions directly.
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/result.hpp"
 #include "engine/request.hpp"
 #include "serve/api_error.hpp"
 
@@ -21,6 +26,17 @@ class tokenizer;
 
 namespace mstar::serve {
 
+/// How the server takes images, for a model with a vision tower.
+struct image_support {
+  /// Encoded bytes (PNG or JPEG) to the model's input; the error says why
+  /// the bytes are no image it takes. Called on the HTTP threads.
+  std::function<result<models::image_input>(std::span<const std::byte>)> read;
+  /// The model's image placeholder: a rendered chat prompt holds one run of
+  /// it per image (the chat template's marker block), expanded by the engine.
+  engine::token_id placeholder = 0;
+  std::int64_t merge_size = 1;  ///< an image takes t * h * w / merge_size^2 tokens
+};
+
 /// What the server knows about the model it serves.
 struct served_model {
   std::string name;                        ///< the one accepted `model` value
@@ -28,6 +44,8 @@ struct served_model {
   std::int64_t vocab_size = 0;             ///< token-id prompts must stay below
   const models::tokenizer* tok = nullptr;  ///< null: token-id prompts only
   bool has_chat_template = false;
+  /// Null: the model takes no images (chat image parts are refused).
+  std::shared_ptr<const image_support> images;
 };
 
 enum class endpoint : std::uint8_t { completions, chat };
@@ -44,8 +62,16 @@ struct generation_request {
   endpoint kind = endpoint::completions;
   std::string model;
   std::vector<prompt_input> prompts;  ///< chat: one, the rendered conversation
-  nlohmann::ordered_json messages;    ///< chat: as sent (content parts flattened to text)
-  nlohmann::ordered_json tools;       ///< chat: for the template (null when absent)
+  /// chat: as sent, text parts joined into one string; a message with image
+  /// parts keeps its list, each image as {"type": "image"} (the template
+  /// renders the model's marker block for it), the data left out.
+  nlohmann::ordered_json messages;
+  /// chat: the images of the messages' image parts, in order.
+  std::vector<models::image_input> images;
+  /// chat: the prompt tokens the images add once each placeholder is
+  /// expanded to its image's count (`finish_prompts`; counted in `usage`).
+  std::int64_t image_tokens = 0;
+  nlohmann::ordered_json tools;  ///< chat: for the template (null when absent)
   nlohmann::ordered_json template_kwargs =
       nlohmann::ordered_json::object();  ///< chat_template_kwargs
   bool add_generation_prompt = true;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fmt/format.h>
+
+#include "launcher/common/images.hpp"
 
 namespace mstar::launcher {
 
@@ -27,6 +30,21 @@ serve::served_model served_model_of(const models::causal_lm& model, const std::s
     ctx = std::min(ctx, kv_tokens);
   served.max_context = ctx;
   return served;
+}
+
+image_setup load_images(const std::string& model_dir, const models::causal_lm& model) {
+  const auto facts = model.vision();
+  if (!facts)
+    return {nullptr, "none (the model has no vision tower)"};
+  auto reader = image_reader::load(model_dir, model);
+  if (!reader)
+    return {nullptr, fmt::format("none ({})", reader.error().message())};
+  auto shared = std::make_shared<const image_reader>(std::move(*reader));
+  auto support = std::make_shared<serve::image_support>();
+  support->read = [shared](std::span<const std::byte> bytes) { return shared->read(bytes); };
+  support->placeholder = facts->image_token;
+  support->merge_size = facts->merge_size;
+  return {std::move(support), "PNG and JPEG data URLs"};
 }
 
 }  // namespace mstar::launcher

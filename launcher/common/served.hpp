@@ -4,6 +4,7 @@
 // and the flags: shared by mstar-serve and a deployment's front node.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "models/causal_lm.hpp"
@@ -20,5 +21,17 @@ namespace mstar::launcher {
                                                   std::string served_name,
                                                   std::int64_t max_model_len,
                                                   std::int64_t kv_tokens, bool has_chat_template);
+
+/// The chat endpoint's images for `model`: decoded and preprocessed with its
+/// folder's preprocessor_config.json (launcher/common/images.hpp).
+struct image_setup {
+  std::shared_ptr<const serve::image_support> support;  ///< null: image parts are refused
+  std::string describe;                                 ///< for the start-up log
+};
+
+/// The image support of `model` loaded from `model_dir`; none (said in
+/// `describe`) for a model without a vision tower or a folder whose image
+/// processor config is missing or does not fit the tower.
+[[nodiscard]] image_setup load_images(const std::string& model_dir, const models::causal_lm& model);
 
 }  // namespace mstar::launcher

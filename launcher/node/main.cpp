@@ -434,9 +434,12 @@ int run(int argc, char** argv) {
   auto stats = rt.stats();
   if (!stats)
     return fail(opt.node, stats.error().message());
-  const auto served = mstar::launcher::served_model_of(rt.model(), model_dir, opt.served_name, 0,
-                                                       stats->kv_pages * engine.pools.page_size,
-                                                       static_cast<bool>(chat.render));
+  auto served = mstar::launcher::served_model_of(rt.model(), model_dir, opt.served_name, 0,
+                                                 stats->kv_pages * engine.pools.page_size,
+                                                 static_cast<bool>(chat.render));
+  const auto images = mstar::launcher::load_images(model_dir, rt.model());
+  served.images = images.support;
+  spdlog::info("images: {}", images.describe);
   mstar::serve::service_options so;
   if (!d.http.api_key_file.empty()) {
     auto key = mstar::deploy::read_private_file(d.http.api_key_file, "http.api_key_file");

@@ -13,6 +13,7 @@
 #include "engine/preprocess.hpp"
 #include "launcher/common/engine_cli.hpp"
 #include "launcher/common/guarded_main.hpp"
+#include "launcher/common/images.hpp"
 #include "models/load.hpp"
 
 namespace {
@@ -25,6 +26,7 @@ struct options {
   std::vector<std::string> prompts;
   std::vector<std::string> prompt_ids;
   std::string prompts_file;
+  std::vector<std::string> images;
   std::int32_t max_tokens = 32;
   mstar::engine::sampling_params sampling;
   std::vector<std::string> stop;
@@ -138,6 +140,57 @@ mstar::result<std::vector<std::string>> read_prompts(const std::string& path) {
   return prompts;
 }
 
+// The --image files, read, decoded and preprocessed for `model` in order.
+mstar::result<std::vector<mstar::models::image_input>> read_images(
+    const options& opt, const mstar::models::causal_lm& model) {
+  std::vector<mstar::models::image_input> out;
+  if (opt.images.empty())
+    return out;
+  auto reader = mstar::launcher::image_reader::load(opt.model, model);
+  if (!reader)
+    return reader.error().with_context("--image");
+  for (const auto& path : opt.images) {
+    auto bytes = mstar::read_input_file(path);
+    if (!bytes)
+      return bytes.error().with_context("--image");
+    auto im = reader->read(std::as_bytes(std::span{bytes->data(), bytes->size()}));
+    if (!im)
+      return im.error().with_context(fmt::format("--image {}", path));
+    out.push_back(std::move(*im));
+  }
+  return out;
+}
+
+// Gives every request the images; a prompt that does not mark them gets one
+// marker block (vision start, placeholder, vision end) per image before its
+// text, as Qwen's chat template puts images before the text of a turn.
+void attach_images(std::vector<request_spec>& requests,
+                   const std::vector<mstar::models::image_input>& images,
+                   const mstar::models::causal_lm& model) {
+  if (images.empty())
+    return;
+  const auto facts = *model.vision();  // read_images checked it
+  const auto block = mstar::launcher::image_marker_ids(facts);
+  for (auto& r : requests) {
+    r.images = images;
+    if (r.text) {
+      const auto* tok = model.tok();
+      const auto placeholder = tok->decode(std::span{&facts.image_token, 1});
+      if (r.text->find(placeholder) != std::string::npos)
+        continue;
+      std::string marks;
+      for (std::size_t i = 0; i < images.size(); ++i)
+        marks += tok->decode(block);
+      r.text = marks + *r.text;
+    } else if (std::find(r.prompt.begin(), r.prompt.end(), facts.image_token) == r.prompt.end()) {
+      std::vector<mstar::resources::token_id> marked;
+      for (std::size_t i = 0; i < images.size(); ++i)
+        marked.insert(marked.end(), block.begin(), block.end());
+      r.prompt.insert(r.prompt.begin(), marked.begin(), marked.end());
+    }
+  }
+}
+
 // Refuses a prompt longer than the model's context unless asked not to.
 mstar::result<void> check_context(const options& opt, const mstar::models::causal_lm& model,
                                   const std::vector<request_spec>& requests) {
@@ -169,6 +222,9 @@ int run(int argc, char** argv) {
   app.add_option("--prompts", opt.prompts_file,
                  "A file with one prompt per line (empty lines are skipped; a file with no "
                  "prompt is an error)");
+  app.add_option("--image", opt.images,
+                 "An image file (PNG or JPEG) for every prompt (repeatable, in order); a prompt "
+                 "without image markers gets one marker block per image before its text");
   app.add_flag("--allow-long-prompt", opt.allow_long_prompt,
                "Run prompts longer than the model's context (max_position_embeddings) instead of "
                "refusing them");
@@ -234,6 +290,9 @@ int run(int argc, char** argv) {
   auto loaded = mstar::models::load_causal_lm(opt.model, *run);
   if (!loaded)
     return fail(loaded.error().message());
+  auto images = read_images(opt, **loaded);  // before the engine starts: bad files fail fast
+  if (!images)
+    return fail(images.error().message());
   auto made = mstar::actors::runtime::start(std::move(*loaded), opt.engine.engine);
   if (!made)
     return fail(made.error().message());
@@ -282,6 +341,7 @@ int run(int argc, char** argv) {
       return fail("this model has no tokenizer: pass --prompt-ids");
     add_text("Once upon a time");
   }
+  attach_images(requests, *images, model);
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& r : requests) {
     if (auto ok = mstar::engine::tokenize(r, model.tok()); !ok)

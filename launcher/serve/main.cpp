@@ -99,9 +99,11 @@ int run(int argc, char** argv) {
   if (!stats)
     return fail(stats.error().message());
 
-  const auto served = mstar::launcher::served_model_of(
+  auto served = mstar::launcher::served_model_of(
       model, opt.model, opt.served_name, opt.max_model_len,
       stats->kv_pages * opt.engine.engine.pools.page_size, static_cast<bool>(chat.render));
+  const auto images = mstar::launcher::load_images(opt.model, model);
+  served.images = images.support;
 
   mstar::serve::service_options so;
   so.api_key = opt.api_key;
@@ -112,10 +114,10 @@ int run(int argc, char** argv) {
   auto server = mstar::serve::http_server::start(svc, opt.http);
   if (!server)
     return fail(server.error().message());
-  spdlog::info("model {} on {} ({}), {} parameters, context {} tokens, chat template: {}",
-               served.name, model.device_name(),
-               std::string{mstar::to_string(model.compute_dtype())}, model.num_parameters(),
-               served.max_context, chat.describe);
+  spdlog::info(
+      "model {} on {} ({}), {} parameters, context {} tokens, chat template: {}, images: {}",
+      served.name, model.device_name(), std::string{mstar::to_string(model.compute_dtype())},
+      model.num_parameters(), served.max_context, chat.describe, images.describe);
   spdlog::info("serving on http://{}:{} (Ctrl-C stops){}", opt.http.host, (*server)->port(),
                opt.api_key.empty() ? "" : "; /v1 routes need the API key");
   (*server)->run_until_signal();

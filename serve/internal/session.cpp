@@ -245,10 +245,13 @@ void session::end_generation() {
 void session::log_generation() const {
   const auto& u = gen_->usage();
   const auto& t = gen_->timing();
-  spdlog::info("{} {}: prompt {} tokens ({} cached), generated {}, ttft {:.1f} ms, {:.1f} ms, {}{}",
-               gen_->id(), gen_->request().kind == endpoint::chat ? "chat" : "completion",
-               u.prompt_tokens, u.cached_tokens, u.completion_tokens, 1e3 * t.ttft_s.value_or(0.0),
-               1e3 * t.e2e_s, gen_->finish_reason(), peer_closed_ ? " (client went away)" : "");
+  const auto images = gen_->request().images.size();
+  spdlog::info(
+      "{} {}: prompt {} tokens ({} cached){}, generated {}, ttft {:.1f} ms, {:.1f} ms, {}{}",
+      gen_->id(), gen_->request().kind == endpoint::chat ? "chat" : "completion", u.prompt_tokens,
+      u.cached_tokens, images > 0 ? fmt::format(", {} image(s)", images) : std::string{},
+      u.completion_tokens, 1e3 * t.ttft_s.value_or(0.0), 1e3 * t.e2e_s, gen_->finish_reason(),
+      peer_closed_ ? " (client went away)" : "");
 }
 
 void session::write_raw(std::string data) {

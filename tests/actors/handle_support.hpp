@@ -33,4 +33,18 @@ inline std::vector<engine::token_id> tokens_of(const std::vector<engine::delta>&
   return out;
 }
 
+/// The runtime's pools hold nothing but what they keep for themselves (one
+/// slot, one page): `check_pools` passes, cached pages aside every page is
+/// free, and no request runs or waits.
+inline void expect_pools_empty(actors::runtime& rt) {
+  auto ok = rt.check_pools();
+  EXPECT_TRUE(ok.has_value()) << ok.error().message();
+  auto s = rt.stats();
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(s->free_slots, s->slots - 1);
+  EXPECT_EQ(s->kv_free_pages + s->kv_cached_pages, s->kv_pages - 1);
+  EXPECT_EQ(s->running, 0);
+  EXPECT_EQ(s->waiting, 0);
+}
+
 }  // namespace mstar::test

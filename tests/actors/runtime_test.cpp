@@ -31,19 +31,9 @@ std::unique_ptr<models::causal_lm> fixture_model(const std::string& name = hybri
   return m ? std::move(*m) : nullptr;
 }
 
+using mstar::test::expect_pools_empty;
 using mstar::test::read_all;
 using mstar::test::tokens_of;
-
-void expect_pools_empty(runtime& rt) {
-  auto ok = rt.check_pools();
-  EXPECT_TRUE(ok.has_value()) << ok.error().message();
-  auto s = rt.stats();
-  ASSERT_TRUE(s.has_value()) << s.error().message();
-  EXPECT_EQ(s->free_slots, s->slots - 1);
-  EXPECT_EQ(s->kv_free_pages + s->kv_cached_pages, s->kv_pages - 1);
-  EXPECT_EQ(s->running, 0);
-  EXPECT_EQ(s->waiting, 0);
-}
 
 class runtime_modes : public ::testing::TestWithParam<engine::schedule_mode> {};
 

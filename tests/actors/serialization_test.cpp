@@ -93,6 +93,13 @@ TEST(serialization, a_request_and_its_deltas_round_trip_every_field) {
   r.generated = {11, 12};
   r.cache_salt = "tenant-a";
   r.keep_logits = true;
+  models::image_input im;
+  im.pixel_values = {0.5F, -1.25F, 3.0F};
+  im.t = 1;
+  im.h = 2;
+  im.w = 4;
+  r.images = {im, im};
+  r.images[1].pixel_values.push_back(-0.0F);
   const auto rb = round_trip(sys, r);
   EXPECT_EQ(rb.id, r.id);
   EXPECT_EQ(rb.prompt, r.prompt);
@@ -108,6 +115,12 @@ TEST(serialization, a_request_and_its_deltas_round_trip_every_field) {
   EXPECT_EQ(rb.generated, r.generated);
   EXPECT_EQ(rb.cache_salt, r.cache_salt);
   EXPECT_TRUE(rb.keep_logits);
+  ASSERT_EQ(rb.images.size(), 2U);
+  EXPECT_EQ(rb.images[0].pixel_values, im.pixel_values);
+  EXPECT_EQ(rb.images[1].pixel_values.size(), 4U);
+  EXPECT_EQ(rb.images[1].t, 1);
+  EXPECT_EQ(rb.images[1].h, 2);
+  EXPECT_EQ(rb.images[1].w, 4);
   r.text.reset();
   EXPECT_FALSE(round_trip(sys, r).text.has_value());
 

@@ -6,72 +6,25 @@
 // before an image is shared, a cache ending inside an image still serves);
 // refusals name what is wrong.
 #include <algorithm>
-#include <cmath>
-#include <fstream>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "models/qwen3_5.hpp"
-#include "models/safetensors.hpp"
-#include "tests/engine/engine_support.hpp"
+#include "tests/engine/image_cases.hpp"
 #include "tests/support/matchers.hpp"
 
 namespace mstar::engine {
 namespace {
 
-struct image_case {
-  request_spec request;
-  std::vector<token_id> generated;
-  std::vector<float> step_logits;  // [generated, vocab]
-};
-
-std::vector<image_case> load_image_cases() {
-  const auto dir = test::model_dir("qwen3_5_tiny");
-  std::ifstream in{dir / "expected.json"};
-  const auto doc = nlohmann::json::parse(in);
-  auto logits = models::safetensors_file::open(dir / "expected_logits.safetensors").value();
-  std::vector<image_case> out;
-  for (const auto& p : doc.at("image_prompts")) {
-    image_case c;
-    c.generated = p.at("generated_ids").get<std::vector<token_id>>();
-    c.request = test::greedy_request(p.at("prompt_ids").get<std::vector<token_id>>(),
-                                     static_cast<std::int32_t>(c.generated.size()), true);
-    c.step_logits =
-        models::to_float32(*logits.get(p.at("step_logits").get<std::string>()).value()).value();
-    const auto pixels =
-        models::to_float32(*logits.get(p.at("pixel_values").get<std::string>()).value()).value();
-    std::size_t at = 0;
-    for (const auto& g : p.at("grids")) {
-      models::image_input im;
-      im.t = g[0];
-      im.h = g[1];
-      im.w = g[2];
-      const auto n = static_cast<std::size_t>(im.t * im.h * im.w * 96);  // 3 * 2 * 4 * 4
-      im.pixel_values.assign(pixels.begin() + static_cast<long>(at),
-                             pixels.begin() + static_cast<long>(at + n));
-      at += n;
-      c.request.images.push_back(std::move(im));
-    }
-    EXPECT_EQ(at, pixels.size());
-    out.push_back(std::move(c));
-  }
-  return out;
-}
+using test::image_case;
+using test::load_image_cases;
 
 // Max |logit - transformers| over the case's steps (tokens checked first).
 float check(const image_case& c, const completion& got, std::int64_t vocab) {
   EXPECT_EQ(got.tokens[0], c.generated);
-  float worst = 0;
-  for (std::size_t s = 0; s < got.logits[0].size(); ++s) {
-    for (std::int64_t v = 0; v < vocab; ++v) {
-      worst = std::max(
-          worst,
-          std::abs(
-              got.logits[0][s][static_cast<std::size_t>(v)] -
-              c.step_logits[s * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(v)]));
-    }
-  }
-  return worst;
+  EXPECT_EQ(got.logits[0].size(), c.generated.size());
+  for (const auto& row : got.logits[0])
+    EXPECT_EQ(row.size(), static_cast<std::size_t>(vocab));
+  return test::max_logit_gap(c, got.logits[0]);
 }
 
 constexpr float image_tolerance = 5e-4F;  // as the text prompts of this fixture (parity_test.cpp)

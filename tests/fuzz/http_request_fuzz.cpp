@@ -37,7 +37,8 @@ mstar::serve::service& the_service() {
                                     .max_context = 512,
                                     .vocab_size = 259,
                                     .tok = &tok,
-                                    .has_chat_template = true},
+                                    .has_chat_template = true,
+                                    .images = nullptr},
                                    render,
                                    {.api_key = "", .max_outstanding = 1U << 30U}};
   return svc;

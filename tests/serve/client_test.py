@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """mstar-serve against clients nobody here wrote: the official `openai`
 package (completions and chat, streaming and not, n > 1, stop strings, error
-statuses and bodies) and curl (SSE framing and headers).
+statuses and bodies; chat with image parts on the tiny Qwen3.5 fixture, whose
+greedy tokens are transformers') and curl (SSE framing and headers).
 
     python client_test.py --server build/launcher/mstar-serve [--model DIR]
 
@@ -9,7 +10,9 @@ Starts its own servers on free loopback ports and stops them; every request
 has a timeout. Exits non-zero on any failure.
 """
 import argparse
+import base64
 import json
+import pathlib
 import re
 import subprocess
 import sys
@@ -19,15 +22,16 @@ import unittest
 import openai
 
 ARGS = None
+FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 
 
 class Server:
     """mstar-serve on a free port, read from its start-up log."""
 
-    def __init__(self, *extra):
+    def __init__(self, *extra, model=None):
         cmd = [ARGS.server, "--port", "0", "--max-model-len", "512"] + list(extra)
-        if ARGS.model:
-            cmd += ["--model", ARGS.model]
+        if model or ARGS.model:
+            cmd += ["--model", model or ARGS.model]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         self.log = []
         deadline = time.time() + 60
@@ -158,6 +162,58 @@ class OpenAIClient(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError) as e:
             self.c.completions.create(model=self.model, prompt="x", temperature=-1)
         self.assertEqual(e.exception.body["param"], "temperature")
+
+
+def data_url(name):
+    kind = "png" if name.endswith(".png") else "jpeg"
+    data = base64.b64encode((FIXTURES / "images" / name).read_bytes()).decode()
+    return f"data:image/{kind};base64,{data}"
+
+
+class Images(unittest.TestCase):
+    """Chat with image_url parts (data URLs) on the tiny Qwen3.5 fixture."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(model=str(FIXTURES / "models" / "qwen3_5_tiny"))
+        cls.c = cls.server.client()
+        cls.model = cls.c.models.list().data[0].id
+        cls.expected = json.loads((FIXTURES / "models" / "qwen3_5_tiny" /
+                                   "expected.json").read_text())["chat_prompts"]
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0, "mstar-serve should exit 0 on SIGTERM"
+
+    def chat(self, messages, **kw):
+        return self.c.chat.completions.create(
+            model=self.model, messages=messages, max_tokens=8, temperature=0,
+            extra_body={"ignore_eos": True, "return_token_ids": True}, **kw)
+
+    def test_image_parts_give_transformers_greedy_tokens(self):
+        for case in self.expected:
+            messages = json.loads(json.dumps(case["messages"]))
+            for part in messages[0]["content"]:
+                if part["type"] == "image_url":
+                    part["image_url"]["url"] = data_url(part["image_url"]["url"])
+            r = self.chat(messages)
+            self.assertEqual(r.model_dump()["choices"][0]["token_ids"], case["generated_ids"],
+                             case["images"])
+            self.assertEqual(r.usage.prompt_tokens, len(case["prompt_ids"]))
+
+    def test_urls_to_fetch_and_bad_images_are_bad_requests_naming_the_part(self):
+        def with_url(url):
+            return [{"role": "user", "content": [{"type": "text", "text": "look"},
+                                                 {"type": "image_url", "image_url": {"url": url}}]}]
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.chat(with_url("https://example.com/cat.png"))
+        self.assertEqual(e.exception.body["param"], "messages[0].content[1].image_url.url")
+        self.assertIn("fetches nothing", e.exception.body["message"])
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.chat(with_url("data:image/png;base64," +
+                               base64.b64encode(b"not an image").decode()))
+        self.assertEqual(e.exception.body["param"], "messages[0].content[1]")
+        self.assertIn("the image cannot be read", e.exception.body["message"])
 
 
 class Keys(unittest.TestCase):

@@ -14,8 +14,12 @@ using nlohmann::json;
 
 struct fixture {
   models::byte_tokenizer tok = models::byte_tokenizer::make(3, 259).value();
-  served_model model{
-      .name = "m", .max_context = 64, .vocab_size = 259, .tok = &tok, .has_chat_template = true};
+  served_model model{.name = "m",
+                     .max_context = 64,
+                     .vocab_size = 259,
+                     .tok = &tok,
+                     .has_chat_template = true,
+                     .images = nullptr};
   api_result<generation_request> parse(const json& body, endpoint kind = endpoint::completions) {
     return parse_request(body.dump(), kind, model);
   }
@@ -85,7 +89,7 @@ TEST(openai_request, flattens_text_parts_and_refuses_images) {
                 {{{"role", "user"},
                   {"content", {{{"type", "image_url"}, {"image_url", {{"url", "x"}}}}}}}}}},
               endpoint::chat);
-  EXPECT_EQ(image.error().param, "messages[0].content");
+  EXPECT_EQ(image.error().param, "messages[0].content[0]");  // this model takes no images
   EXPECT_EQ(f.parse({{"messages", {{{"role", "robot"}, {"content", "a"}}}}}, endpoint::chat)
                 .error()
                 .param,

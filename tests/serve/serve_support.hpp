@@ -15,7 +15,9 @@
 #include <thread>
 
 #include "actors/runtime.hpp"
-#include "models/nemotron_h.hpp"
+#include "launcher/common/chat.hpp"
+#include "launcher/common/served.hpp"
+#include "models/load.hpp"
 #include "serve/http_server.hpp"
 #include "serve/runtime_port.hpp"
 #include "tests/support/model_fixtures.hpp"
@@ -54,6 +56,9 @@ struct serve_setup {
                              .log_requests = false};
   std::int64_t max_context = 256;
   serve::chat_renderer render;
+  /// Chat template and images from the model folder, as mstar-serve loads
+  /// them (launcher/common), instead of `render`.
+  bool folder_front_end = false;
 };
 
 /// A server over fixture `setup.model`, or null (the test has failed).
@@ -66,7 +71,7 @@ struct serve_setup {
 
 inline std::unique_ptr<served> start_server(const serve_setup& setup) {
   auto s = std::make_unique<served>();
-  auto model = models::nemotron_h_model::load(model_dir(setup.model));
+  auto model = models::load_causal_lm(model_dir(setup.model));
   EXPECT_TRUE(model.has_value()) << model.error().message();
   if (!model)
     return nullptr;
@@ -75,7 +80,13 @@ inline std::unique_ptr<served> start_server(const serve_setup& setup) {
   m.vocab_size = (*model)->vocab_size();
   m.tok = (*model)->tok();
   m.max_context = setup.max_context;
-  m.has_chat_template = static_cast<bool>(setup.render);
+  auto render = setup.render;
+  if (setup.folder_front_end) {
+    render = launcher::load_chat(model_dir(setup.model).string(), (*model)->tok()).render;
+    m.images = launcher::load_images(model_dir(setup.model).string(), **model).support;
+    EXPECT_NE(m.images, nullptr);
+  }
+  m.has_chat_template = static_cast<bool>(render);
   auto rt = actors::runtime::start(std::move(*model), setup.engine);
   EXPECT_TRUE(rt.has_value()) << rt.error().message();
   if (!rt)
@@ -83,7 +94,7 @@ inline std::unique_ptr<served> start_server(const serve_setup& setup) {
   s->rt = std::move(*rt);
   m.tok = s->rt->model().tok();
   s->port = std::make_unique<serve::runtime_port>(*s->rt);
-  s->svc = std::make_shared<serve::service>(s->port.get(), m, setup.render, setup.service);
+  s->svc = std::make_shared<serve::service>(s->port.get(), m, render, setup.service);
   auto server = serve::http_server::start(s->svc, setup.http);
   EXPECT_TRUE(server.has_value()) << server.error().message();
   if (!server)

@@ -1,0 +1,201 @@
+// Images through the actor runtime and a prefill / decode deployment into
+// Qwen3.5 (tests/fixtures/make_qwen3_5.py's image prompts): greedy tokens
+// and logits as transformers', alone and batched with text; one placeholder
+// per image is expanded by the preprocess stage; a decode node that adopts
+// the prefill node's pages decodes on without running the vision tower, and
+// one that recomputes the prompt encodes the images itself.
+#include <cstdio>
+#include <gtest/gtest.h>
+#include <thread>
+
+#include "models/qwen3_5.hpp"
+#include "tests/actors/handle_support.hpp"
+#include "tests/actors/nodes_support.hpp"
+#include "tests/engine/image_cases.hpp"
+#include "tests/support/matchers.hpp"
+
+namespace mstar::actors {
+namespace {
+
+using engine::request_spec;
+using test::expect_pools_empty;
+using test::image_case;
+using test::load_image_cases;
+using test::read_all;
+using test::tokens_of;
+
+constexpr float tolerance = 5e-4F;  // as tests/engine/qwen3_5_images_test.cpp
+
+std::unique_ptr<runtime> start_runtime(const std::string& name) {
+  auto m = models::load_causal_lm(test::model_dir(name));
+  EXPECT_TRUE(m.has_value()) << m.error().message();
+  if (!m)
+    return nullptr;
+  engine::engine_config config;
+  config.pools.page_size = 4;
+  auto rt = runtime::start(std::move(*m), config);
+  EXPECT_TRUE(rt.has_value()) << rt.error().message();
+  return rt ? std::move(*rt) : nullptr;
+}
+
+const models::qwen3_5_model& qwen(const runtime& rt) {
+  return dynamic_cast<const models::qwen3_5_model&>(rt.model());
+}
+
+// Tokens first, then the largest logit gap to transformers.
+float check(const image_case& c, const engine::completion& got) {
+  EXPECT_TRUE(got.errors.empty() || got.errors[0].empty()) << got.errors[0];
+  EXPECT_EQ(got.tokens.at(0), c.generated);
+  return test::max_logit_gap(c, got.logits.at(0));
+}
+
+// Each placeholder run of `r`'s prompt cut to one token.
+request_spec one_placeholder_per_image(request_spec r) {
+  std::vector<engine::token_id> prompt;
+  for (std::size_t i = 0; i < r.prompt.size(); ++i) {
+    if (i == 0 || r.prompt[i] != 300 || r.prompt[i - 1] != 300)
+      prompt.push_back(r.prompt[i]);
+  }
+  r.prompt = std::move(prompt);
+  return r;
+}
+
+TEST(runtime_images, image_prompts_give_transformers_tokens_alone_and_batched_with_text) {
+  const auto cases = load_image_cases();
+  ASSERT_EQ(cases.size(), 2U);
+  auto rt = start_runtime("qwen3_5_tiny");
+  ASSERT_NE(rt, nullptr);
+  float worst = 0;
+  for (const auto& c : cases) {
+    const auto got = complete(*rt, {c.request});
+    worst = std::max(worst, check(c, got.at(0)));
+  }
+  EXPECT_EQ(qwen(*rt).images_encoded(), 3);
+  auto text = test::greedy_request({40, 41, 42, 43, 44}, 4);
+  const auto text_alone = complete(*rt, {text}).at(0).tokens.at(0);
+  // Another tenant's salt: nothing of the runs above is cached for the batch.
+  auto a = cases[0].request, b = cases[1].request;
+  a.cache_salt = b.cache_salt = text.cache_salt = "batch";
+  const auto batch = complete(*rt, {a, text, b});
+  worst = std::max(worst, check(cases[0], batch.at(0)));
+  EXPECT_EQ(batch.at(1).tokens.at(0), text_alone);
+  worst = std::max(worst, check(cases[1], batch.at(2)));
+  EXPECT_EQ(qwen(*rt).images_encoded(), 6);
+  EXPECT_LT(worst, tolerance);
+  std::printf("runtime: max |logit - transformers| over the image prompts: %.3g\n",
+              static_cast<double>(worst));
+  expect_pools_empty(*rt);
+}
+
+TEST(runtime_images, the_preprocess_stage_expands_one_placeholder_per_image) {
+  const auto cases = load_image_cases();
+  auto rt = start_runtime("qwen3_5_tiny");
+  ASSERT_NE(rt, nullptr);
+  const auto& c = cases[1];  // two images: 6 and 2 tokens
+  const auto single = one_placeholder_per_image(c.request);
+  ASSERT_EQ(single.prompt.size() + 6, c.request.prompt.size());
+  const auto got = complete(*rt, {single});
+  EXPECT_LT(check(c, got.at(0)), tolerance);
+  EXPECT_EQ(got.at(0).counts.prompt_tokens, static_cast<std::int64_t>(c.request.prompt.size()));
+  EXPECT_EQ(qwen(*rt).images_encoded(), 2);
+  // One image whose tokens all lie on cached pages the second time: its
+  // prompt comes from the cache and the tower does not run again.
+  const auto first = complete(*rt, {one_placeholder_per_image(cases[0].request)});
+  EXPECT_EQ(first.at(0).tokens.at(0), cases[0].generated);
+  EXPECT_EQ(qwen(*rt).images_encoded(), 3);
+  const auto again = complete(*rt, {one_placeholder_per_image(cases[0].request)});
+  EXPECT_EQ(again.at(0).tokens.at(0), cases[0].generated);
+  EXPECT_GT(again.at(0).counts.cached_tokens, 0);
+  EXPECT_EQ(qwen(*rt).images_encoded(), 3);
+  expect_pools_empty(*rt);
+}
+
+TEST(runtime_images, images_that_do_not_fit_fail_the_request_naming_the_problem) {
+  const auto cases = load_image_cases();
+  auto rt = start_runtime("qwen3_5_tiny");
+  ASSERT_NE(rt, nullptr);
+  auto missing = cases[1].request;
+  missing.images.pop_back();
+  auto h = rt->submit(missing);
+  auto ds = read_all(h);
+  ASSERT_FALSE(ds.empty());
+  EXPECT_EQ(ds.back().finished, engine::finish_reason::error);
+  EXPECT_TRUE(test::contains(ds.back().error, "2 image placeholder run(s)")) << ds.back().error;
+
+  auto text_only = start_runtime("qwen3_5_tiny_text");
+  ASSERT_NE(text_only, nullptr);
+  auto h2 = text_only->submit(cases[0].request);
+  ds = read_all(h2);
+  ASSERT_FALSE(ds.empty());
+  EXPECT_TRUE(test::contains(ds.back().error, "no vision tower")) << ds.back().error;
+  expect_pools_empty(*rt);
+}
+
+// Prefill on one node, decode on another: with transfer agents the decode
+// node adopts the prompt's pages and slot and never encodes an image (its
+// M-RoPE positions continue from the prompt's grids); without, it
+// recomputes the prompt, images included.
+class pd_images : public testing::TestWithParam<bool> {};
+
+TEST_P(pd_images, prefill_and_decode_nodes_give_transformers_tokens) {
+  const bool transfer = GetParam();
+  const auto cases = load_image_cases();
+  test::nodes_fixture f{"qwen3_5_tiny"};
+  engine::engine_config config;
+  config.pools.page_size = 4;
+  f.add("prefill-0", "prefill", config, transfer);
+  f.add("decode-0", "decode", config, transfer);
+  auto& d = f.dep();
+  for (const auto& c : cases) {  // one at a time: each adopts
+    auto spec = one_placeholder_per_image(c.request);
+    spec.keep_logits = false;  // the prefill node's row is not relayed with logits
+    auto h = d.submit(spec);
+    const auto ds = read_all(h);
+    EXPECT_EQ(tokens_of(ds), c.generated);
+    ASSERT_FALSE(ds.empty());
+    EXPECT_EQ(ds.back().finished, engine::finish_reason::length) << ds.back().error;
+    EXPECT_EQ(ds.back().counts.prompt_tokens, static_cast<std::int64_t>(c.request.prompt.size()));
+  }
+  // Both at once, with a text request between them.
+  const auto text = test::greedy_request({40, 41, 42, 43, 44}, 4);
+  auto local = test::fixture_engine("qwen3_5_tiny");
+  ASSERT_NE(local, nullptr);
+  const auto text_alone = engine::run_to_completion(*local, {text});
+  ASSERT_TRUE(text_alone.has_value());
+  std::vector<request_handle> hs;
+  for (const auto& c : cases) {
+    auto spec = one_placeholder_per_image(c.request);
+    spec.keep_logits = false;
+    spec.cache_salt = "again";
+    hs.push_back(d.submit(spec));
+    if (hs.size() == 1)
+      hs.push_back(d.submit(text));
+  }
+  EXPECT_EQ(tokens_of(read_all(hs[0])), cases[0].generated);
+  EXPECT_EQ(tokens_of(read_all(hs[1])), text_alone->front().tokens.at(0));
+  EXPECT_EQ(tokens_of(read_all(hs[2])), cases[1].generated);
+  auto s = d.stats();
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->handoffs, 5);
+  EXPECT_EQ(s->adopted, transfer ? 5 : 0);
+  EXPECT_EQ(qwen(f.rt(0)).images_encoded(), 6);
+  EXPECT_EQ(qwen(f.rt(1)).images_encoded(), transfer ? 0 : 6);
+  // The prefill node let go of what it published (the router said so).
+  for (int i = 0; i < 100; ++i) {
+    auto pre = f.rt(0).stats();
+    ASSERT_TRUE(pre.has_value());
+    if (pre->kv_free_pages + pre->kv_cached_pages == pre->kv_pages - 1 &&
+        pre->free_slots == pre->slots - 1)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  f.expect_pools_empty();
+}
+
+INSTANTIATE_TEST_SUITE_P(transfer, pd_images, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& p) {
+                           return p.param ? "adopted_over_ucx" : "recomputed";
+                         });
+
+}  // namespace
+}  // namespace mstar::actors
