@@ -12,14 +12,12 @@ namespace mstar::models {
 namespace {
 
 using mstar::test::contains;
-using test_config::error_of;
-using test_config::minimal;
 using json = nlohmann::json;
 
 TEST(nemotron_h_config_quirks, reads_non_finite_numbers_in_every_spelling) {
   for (const json& high : {json("inf"), json("Infinity"), json("+INF"),
                            json{{"__float__", "Infinity"}}, json{{"__float__", "inf"}}}) {
-    json c = minimal();
+    json c = test_config::minimal();
     c["time_step_limit"] = {0.0, high};
     const auto parsed = nemotron_h_config::parse(c.dump());
     ASSERT_TRUE(parsed) << high.dump() << ": " << parsed.error().to_string();
@@ -36,7 +34,7 @@ TEST(nemotron_h_config_quirks, reads_the_bare_infinity_token_python_json_writes)
 }
 
 TEST(nemotron_h_config_quirks, reads_the_legacy_mamba_field_names) {
-  json c = minimal();
+  json c = test_config::minimal();
   c["mamba_n_groups"] = 4;
   c["mamba_d_conv"] = 3;
   c["mamba_chunk_size"] = 64;
@@ -53,7 +51,7 @@ TEST(nemotron_h_config_quirks, reads_the_legacy_mamba_field_names) {
 }
 
 TEST(nemotron_h_config_quirks, ignores_unknown_fields_and_accepts_integral_floats) {
-  json c = minimal();
+  json c = test_config::minimal();
   c["some_future_field"] = {{"nested", true}};
   c["hidden_size"] = 64.0;
   const auto parsed = nemotron_h_config::parse(c.dump());
@@ -62,7 +60,7 @@ TEST(nemotron_h_config_quirks, ignores_unknown_fields_and_accepts_integral_float
 }
 
 TEST(nemotron_h_config_quirks, reads_token_ids_as_ids_lists_or_null) {
-  json c = minimal();
+  json c = test_config::minimal();
   c["eos_token_id"] = {2, 11};
   c["pad_token_id"] = nullptr;
   c["num_key_value_heads"] = nullptr;
@@ -110,16 +108,16 @@ TEST(nemotron_h_config_quirks, names_every_bad_field) {
       {"model_type", "llama", "field 'model_type': 'llama' is not a Nemotron-H"},
   };
   for (const auto& bad : cases) {
-    json c = minimal();
+    json c = test_config::minimal();
     c[bad.key] = bad.value;
-    const std::string message = error_of(c);
+    const std::string message = test_config::error_of(c);
     EXPECT_TRUE(contains(message, bad.message)) << bad.key;
     EXPECT_TRUE(contains(message, "config.json")) << bad.key;
   }
 }
 
 TEST(nemotron_h_config_quirks, checks_only_the_fields_of_layer_kinds_present) {
-  json c = minimal();
+  json c = test_config::minimal();
   c["hybrid_override_pattern"] = "*-";
   c["mamba_hidden_act"] = "gelu";  // no Mamba-2 layer reads it
   c["n_groups"] = 3;

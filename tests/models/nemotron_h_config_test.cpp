@@ -12,8 +12,6 @@ namespace mstar::models {
 namespace {
 
 using mstar::test::contains;
-using test_config::error_of;
-using test_config::minimal;
 using json = nlohmann::json;
 
 const std::string models_dir = std::string{MSTAR_FIXTURES_DIR} + "/models";
@@ -67,7 +65,7 @@ TEST(nemotron_h_config, reads_the_embedded_default_model) {
 }
 
 TEST(nemotron_h_config, takes_transformers_defaults_for_absent_fields) {
-  const auto c = parse(minimal());
+  const auto c = parse(test_config::minimal());
   ASSERT_TRUE(c) << c.error().to_string();
   EXPECT_EQ(c->num_attention_heads, 32);
   EXPECT_EQ(c->num_key_value_heads, 8);
@@ -84,7 +82,7 @@ TEST(nemotron_h_config, takes_transformers_defaults_for_absent_fields) {
 }
 
 TEST(nemotron_h_config, reads_the_layers_block_type_list_with_old_and_new_names) {
-  json c = minimal();
+  json c = test_config::minimal();
   c.erase("hybrid_override_pattern");
   c["layers_block_type"] = {"mamba", "full_attention", "linear_attention", "mlp", "attention"};
   const auto parsed = parse(c);
@@ -93,17 +91,17 @@ TEST(nemotron_h_config, reads_the_layers_block_type_list_with_old_and_new_names)
 }
 
 TEST(nemotron_h_config, accepts_both_spellings_when_they_agree_and_refuses_them_when_not) {
-  json c = minimal();
+  json c = test_config::minimal();
   c["layers_block_type"] = {"mamba", "attention", "mlp"};
   EXPECT_TRUE(parse(c));
   c["layers_block_type"] = {"mamba", "mlp", "mlp"};
-  EXPECT_TRUE(contains(error_of(c),
+  EXPECT_TRUE(contains(test_config::error_of(c),
                        "field 'hybrid_override_pattern': gives layers \"M*-\" but "
                        "'layers_block_type' gives \"M--\""));
 }
 
 TEST(nemotron_h_config, refuses_moe_layers_in_either_spelling) {
-  json c = minimal();
+  json c = test_config::minimal();
   c["hybrid_override_pattern"] = "M*E-";
   const auto parsed = parse(c);
   ASSERT_FALSE(parsed);
@@ -113,29 +111,33 @@ TEST(nemotron_h_config, refuses_moe_layers_in_either_spelling) {
                        "not supported yet"));
   c.erase("hybrid_override_pattern");
   c["layers_block_type"] = {"moe"};
-  EXPECT_TRUE(contains(error_of(c), "MoE layers (E) are not supported yet"));
+  EXPECT_TRUE(contains(test_config::error_of(c), "MoE layers (E) are not supported yet"));
 }
 
 TEST(nemotron_h_config, names_the_field_of_a_bad_pattern) {
-  json c = minimal();
+  json c = test_config::minimal();
   c["hybrid_override_pattern"] = "M*x";
-  EXPECT_TRUE(contains(error_of(c), "field 'hybrid_override_pattern': character 'x' at 2"));
+  EXPECT_TRUE(
+      contains(test_config::error_of(c), "field 'hybrid_override_pattern': character 'x' at 2"));
   c["hybrid_override_pattern"] = "";
-  EXPECT_TRUE(contains(error_of(c), "field 'hybrid_override_pattern': lists no layers"));
+  EXPECT_TRUE(
+      contains(test_config::error_of(c), "field 'hybrid_override_pattern': lists no layers"));
   c["hybrid_override_pattern"] = 5;
-  EXPECT_TRUE(contains(error_of(c), "field 'hybrid_override_pattern': expected a string"));
+  EXPECT_TRUE(
+      contains(test_config::error_of(c), "field 'hybrid_override_pattern': expected a string"));
   c.erase("hybrid_override_pattern");
-  EXPECT_TRUE(contains(error_of(c), "neither 'hybrid_override_pattern' nor 'layers_block_type'"));
+  EXPECT_TRUE(contains(test_config::error_of(c),
+                       "neither 'hybrid_override_pattern' nor 'layers_block_type'"));
   c["layers_block_type"] = {"mamba", "ssm"};
-  EXPECT_TRUE(contains(error_of(c), "field 'layers_block_type': entry 1 is \"ssm\""));
+  EXPECT_TRUE(contains(test_config::error_of(c), "field 'layers_block_type': entry 1 is \"ssm\""));
 }
 
 TEST(nemotron_h_config, checks_num_hidden_layers_against_the_pattern) {
-  json c = minimal();
+  json c = test_config::minimal();
   c["num_hidden_layers"] = 3;
   EXPECT_TRUE(parse(c));
   c["num_hidden_layers"] = 4;
-  EXPECT_TRUE(contains(error_of(c),
+  EXPECT_TRUE(contains(test_config::error_of(c),
                        "field 'num_hidden_layers': is 4 but "
                        "'hybrid_override_pattern' has 3 layers"));
 }
