@@ -192,19 +192,30 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
     sc_g[chunk] = expf(gs[chunk - 1]);
 
   // Normalised k and q (a warp per token), gamma q as Qe's first term.
+  // Every load of a warp's 8 tokens is issued before the first is used.
   constexpr int per_lane = K / 32;
-  for (int t = warp; t < chunk; t += warps) {
-    float qv[per_lane];
-    float kv[per_lane];
-    float qq = 0.0F;
-    float kk = 0.0F;
+  constexpr int tokens_per_warp = chunk / warps;
+  float qv[tokens_per_warp][per_lane];
+  float kv[tokens_per_warp][per_lane];
+#pragma unroll
+  for (int i = 0; i < tokens_per_warp; ++i) {
+    const int t = warp + i * warps;
     const float* row = p.qkv + (t0 + t) * p.qkv_stride;
 #pragma unroll
     for (int j = 0; j < per_lane; ++j) {
-      qv[j] = t < n ? row[kh * K + lane + 32 * j] : 0.0F;
-      kv[j] = t < n ? row[(p.hk + kh) * K + lane + 32 * j] : 0.0F;
-      qq = fmaf(qv[j], qv[j], qq);
-      kk = fmaf(kv[j], kv[j], kk);
+      qv[i][j] = t < n ? row[kh * K + lane + 32 * j] : 0.0F;
+      kv[i][j] = t < n ? row[(p.hk + kh) * K + lane + 32 * j] : 0.0F;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < tokens_per_warp; ++i) {
+    const int t = warp + i * warps;
+    float qq = 0.0F;
+    float kk = 0.0F;
+#pragma unroll
+    for (int j = 0; j < per_lane; ++j) {
+      qq = fmaf(qv[i][j], qv[i][j], qq);
+      kk = fmaf(kv[i][j], kv[i][j], kk);
     }
     const float iq = p.scale / sqrtf(detail::group_sum(qq) + 1e-6F);
     const float ik = 1.0F / sqrtf(detail::group_sum(kk) + 1e-6F);
@@ -212,11 +223,11 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
 #pragma unroll
     for (int j = 0; j < per_lane; ++j) {
       const int col = lane + 32 * j;
-      kn[t * ld_k + col] = kv[j] * ik;
-      qn[t * ld_k + col] = qv[j] * iq;
-      qe_g[t * K + col] = gamma * (qv[j] * iq);
+      kn[t * ld_k + col] = kv[i][j] * ik;
+      qn[t * ld_k + col] = qv[i][j] * iq;
+      qe_g[t * K + col] = gamma * (qv[i][j] * iq);
       if (h % p.group == 0)
-        keys[t * K + col] = kv[j] * ik;
+        keys[t * K + col] = kv[i][j] * ik;
     }
   }
   __syncthreads();
@@ -243,16 +254,19 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
       load_tf32(fb, brow + k0, ld_k);
       wmma::mma_sync(acc, fa, fb, acc);
     }
-    wmma::store_matrix_sync((is_p ? pm : am) + ti * 16 * ld_c + tj * 16, acc, ld_c,
-                            wmma::mem_row_major);
+    // A transposed (am[s][t] = A[t][s]) for the solve's column sweeps.
+    if (is_p)
+      wmma::store_matrix_sync(pm + ti * 16 * ld_c + tj * 16, acc, ld_c, wmma::mem_row_major);
+    else
+      wmma::store_matrix_sync(am + tj * 16 * ld_c + ti * 16, acc, ld_c, wmma::mem_col_major);
   }
   __syncthreads();
   for (int i = tid; i < chunk * chunk; i += threads) {
-    const int t = i / chunk;
-    const int s = i % chunk;
-    const float d = s <= t ? expf(gs[t] - gs[s]) : 0.0F;
-    am[t * ld_c + s] = s < t ? bs[t] * d * am[t * ld_c + s] : 0.0F;
-    pm[t * ld_c + s] = s <= t ? d * pm[t * ld_c + s] : 0.0F;
+    const int hi = i / chunk;
+    const int lo = i % chunk;
+    // P[hi][lo], lower with the diagonal; A^T[hi][lo] = A[lo][hi], A strictly lower.
+    pm[hi * ld_c + lo] = lo <= hi ? expf(gs[hi] - gs[lo]) * pm[hi * ld_c + lo] : 0.0F;
+    am[hi * ld_c + lo] = hi < lo ? bs[lo] * expf(gs[lo] - gs[hi]) * am[hi * ld_c + lo] : 0.0F;
   }
   __syncthreads();
 
@@ -270,15 +284,22 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
     for (int t = 0; t < chunk; ++t)
       x[t] = t < n ? bs[t] * v[t * p.qkv_stride] : 0.0F;
   }
+  // Column sweeps: once x_s is final it leaves A[t][s] x_s on every later
+  // x_t, so each step's FMAs are independent. A^T's zeros below its diagonal
+  // let the sweep start at a multiple of 4 (float4 loads), changing nothing.
   if (j < K + V) {
 #pragma unroll
-    for (int t = 1; t < chunk; ++t) {
-      float acc = x[t];
-      const float* arow = am + t * ld_c;
+    for (int s = 0; s < chunk - 1; ++s) {
+      const float xs = x[s];
+      const float* arow = am + s * ld_c;
 #pragma unroll
-      for (int s = 0; s < t; ++s)
-        acc = fmaf(-arow[s], x[s], acc);
-      x[t] = acc;
+      for (int t4 = (s + 1) / 4 * 4; t4 < chunk; t4 += 4) {
+        const float4 a4 = *reinterpret_cast<const float4*>(arow + t4);
+        x[t4] = t4 > s ? fmaf(-a4.x, xs, x[t4]) : x[t4];
+        x[t4 + 1] = t4 + 1 > s ? fmaf(-a4.y, xs, x[t4 + 1]) : x[t4 + 1];
+        x[t4 + 2] = t4 + 2 > s ? fmaf(-a4.z, xs, x[t4 + 2]) : x[t4 + 2];
+        x[t4 + 3] = t4 + 3 > s ? fmaf(-a4.w, xs, x[t4 + 3]) : x[t4 + 3];
+      }
     }
   }
   __syncthreads();  // k read
@@ -325,6 +346,31 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
   }
 }
 
+__device__ __forceinline__ void prefetch_l2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
+}
+
+// Asks L2 for what a recurrence block reads of chunk c: W and Qe, its value
+// rows of U1 and Oi, the decays, the keys (128-byte lines).
+template <int K>
+__device__ __forceinline__ void prefetch_chunk(const chunk_args& p, std::int64_t c, int h, int kh,
+                                               int v0, int tid) {
+  const int V = p.v_dim;
+  const float* blob = p.blob + (c * p.hv + h) * per_head(K, V);
+  const float* keys = p.keys + (c * p.hk + kh) * chunk * K;
+  constexpr int wide_lines = 2 * chunk * K / 32;  // W and Qe, contiguous
+  for (int i = tid; i < wide_lines; i += threads) {
+    prefetch_l2(blob + 32 * i);
+    if (i < wide_lines / 2)
+      prefetch_l2(keys + 32 * i);
+  }
+  if (tid < 2 * chunk) {  // row t of U1 (tid < 64) or Oi: one line of 32 value rows
+    prefetch_l2(blob + 2 * chunk * K + std::int64_t{tid} * V + v0);
+  } else if (tid < 2 * chunk + 3) {
+    prefetch_l2(blob + 2 * chunk * K + 2 * chunk * V + 32 * (tid - 2 * chunk));
+  }
+}
+
 // Block (x, h, r): value rows [32 x, 32 x + 32) of head h of row r, through
 // the row's chunks in order. Per chunk, warp w makes 16 rows of U (w < 4)
 // or O (w >= 4) from the old state, then the state tiles take U's share.
@@ -362,6 +408,8 @@ __global__ void __launch_bounds__(threads) chunk_recurrence_kernel(chunk_args p)
     const float* blob = p.blob + (c * p.hv + h) * per_head(K, V);
     const float* keys = p.keys + (c * p.hk + kh) * chunk * K;
     const float* sc = blob + 2 * chunk * K + 2 * chunk * V;
+    if (cc + 1 < n_chunks)
+      prefetch_chunk<K>(p, c + 1, h, kh, v0, tid);
     {
       const int mat = warp / 4;  // 0: U = U1 - W S^T, 1: O = Oi + Qe S^T
       const int ti = warp % 4;
@@ -372,16 +420,22 @@ __global__ void __launch_bounds__(threads) chunk_recurrence_kernel(chunk_args p)
       wmma::load_matrix_sync(acc0, cmat, static_cast<unsigned>(V), wmma::mem_row_major);
       wmma::load_matrix_sync(acc1, cmat + 16, static_cast<unsigned>(V), wmma::mem_row_major);
       const float sign = mat == 0 ? -1.0F : 1.0F;
-#pragma unroll 4
-      for (int k0 = 0; k0 < K; k0 += 8) {
-        frag_a_row fa;
+      // All of this warp's W / Qe rows in flight at once (16 fragments).
+      frag_a_row fa[K / 8];
+#pragma unroll
+      for (int i = 0; i < K / 8; ++i)
+        wmma::load_matrix_sync(fa[i], amat + 8 * i, K);
+#pragma unroll
+      for (int i = 0; i < K / 8; ++i) {
+#pragma unroll
+        for (int e = 0; e < fa[i].num_elements; ++e)
+          fa[i].x[e] = wmma::__float_to_tf32(sign * fa[i].x[e]);
         frag_b_col fb0;
         frag_b_col fb1;
-        load_tf32(fa, amat + k0, K, sign);
-        load_tf32(fb0, s + k0, ld_k);
-        load_tf32(fb1, s + 16 * ld_k + k0, ld_k);
-        wmma::mma_sync(acc0, fa, fb0, acc0);
-        wmma::mma_sync(acc1, fa, fb1, acc1);
+        load_tf32(fb0, s + 8 * i, ld_k);
+        load_tf32(fb1, s + 16 * ld_k + 8 * i, ld_k);
+        wmma::mma_sync(acc0, fa[i], fb0, acc0);
+        wmma::mma_sync(acc1, fa[i], fb1, acc1);
       }
       float* dst = (mat == 0 ? ust : ost) + ti * 16 * ld_s;
       wmma::store_matrix_sync(dst, acc0, ld_s, wmma::mem_row_major);
