@@ -1,7 +1,9 @@
 // Qwen3.5's kernels on the GPU (kernels/cuda/delta_rule.hpp) against the CPU
 // reference (kernels/delta_rule.hpp, kernels::mrope): the gated delta rule's
 // outputs and whole state block after a prefill step and a decode step, the
-// head-gated norm and the output gate in f32 and bf16, and M-RoPE.
+// chunked prefill path (the workspace overload) on rows around and past the
+// 64-token chunk, the head-gated norm and the output gate in f32 and bf16,
+// and M-RoPE.
 #include <algorithm>
 #include <gtest/gtest.h>
 
