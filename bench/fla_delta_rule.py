@@ -8,7 +8,7 @@ kernel does: q / k L2 norm, the decay and beta from the raw a / b inputs
 (state_v_first), resumed and returned. A device-to-device copy through
 torch is timed in the same run (bytes read + written per second).
 
-  python3 bench/fla_delta_rule.py [--json]   (needs fla-core, torch, triton)
+  python3 bench/fla_delta_rule.py [--json] [--prefill-only]   (needs fla-core, torch, triton)
 
 Prints one line per case: median us per call over interleaved rounds with
 the copy, and for decode the state bytes read + written per second; each
@@ -86,6 +86,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--prefill-only", action="store_true", help="skip the decode cases")
     args = ap.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(7)
     src = torch.rand(256 << 20, device="cuda", generator=gen)  # 1 GiB of f32
@@ -116,7 +117,7 @@ def main():
               f"ratio {r['ratio_to_copy']:.3f}", flush=True)
 
     for dtype in (torch.float32, torch.bfloat16):
-        for rows in (1, 16, 64):
+        for rows in () if args.prefill_only else (1, 16, 64):
             q, k, v, a, b, a_log, dt_bias, h0 = inputs(rows, 1, dtype, gen)
 
             def decode():

@@ -279,7 +279,12 @@ std::vector<comparison> bench_pages(timer& t, copy_baseline& copy, int pages, in
 // resumed from their state. Bytes counted: the state read and written (a
 // decode step's whole traffic but its 33 KiB of inputs per row); for a
 // prefill the rate says little, its time per call is the figure.
-comparison bench_delta_rule(timer& t, copy_baseline& copy, int rows, int tokens, int rounds) {
+// `path`: the sequential scan (the launcher without a workspace), the
+// workspace overload at its default threshold, or every row chunked.
+enum class rule_path { scan, chunked_default, chunked_always };
+
+comparison bench_delta_rule(timer& t, copy_baseline& copy, int rows, int tokens, rule_path path,
+                            int rounds) {
   constexpr int hk = 16, hv = 32, dk = 128, dv = 128;
   const std::size_t state_elems = std::size_t{1} * rows * hv * dv * dk;
   auto state = alloc(state_elems * sizeof(float));
@@ -312,12 +317,23 @@ comparison bench_delta_rule(timer& t, copy_baseline& copy, int rows, int tokens,
       {d_has.as<const std::uint8_t>(), has.size()},
       tokens == 1};
   const double bytes = 2.0 * static_cast<double>(state_elems) * sizeof(float);
-  const std::string name =
-      tokens == 1 ? "delta_rule_decode_b" + std::to_string(rows)
-                  : "delta_rule_prefill_" + std::to_string(rows) + "x" + std::to_string(tokens);
+  const std::int32_t from = path == rule_path::chunked_always ? 1 : 0;
+  const auto n_tok = static_cast<std::int64_t>(n_tokens);
+  const std::size_t ws_bytes = cuda::gated_delta_rule_workspace_bytes(p.w, n_tok, rows, from);
+  auto workspace = alloc(path == rule_path::scan ? 256 : ws_bytes);
+  const cuda::gated_delta_workspace ws{workspace.data(), ws_bytes, n_tok, from};
+  static constexpr const char* suffix[] = {"_scan", "", "_chunked"};
+  const std::string name = tokens == 1
+                               ? "delta_rule_decode_b" + std::to_string(rows)
+                               : "delta_rule_prefill_" + std::to_string(rows) + "x" +
+                                     std::to_string(tokens) + suffix[static_cast<int>(path)];
   auto c = measure(
       t, copy, name, "state_bytes_per_s", bytes,
-      [&](cudaStream_t s) { return cuda::gated_delta_rule_varlen(p, s); }, rounds);
+      [&](cudaStream_t s) {
+        return path == rule_path::scan ? cuda::gated_delta_rule_varlen(p, s)
+                                       : cuda::gated_delta_rule_varlen(p, ws, s);
+      },
+      rounds);
   c.extra["rows"] = rows;
   c.extra["tokens_per_row"] = tokens;
   c.extra["state_MiB"] = static_cast<double>(state_elems) * sizeof(float) / (1 << 20);
@@ -355,6 +371,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--prefill-tokens", prefill_tokens, "Tokens of the delta-rule prefill row")
       ->check(CLI::PositiveNumber);
+  std::vector<int> threshold_lengths{32, 64, 128, 192, 256, 512};
+  app.add_option("--threshold-lengths", threshold_lengths,
+                 "One-row prefill lengths timed chunked and scanned (the threshold)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   const auto report = mstar::kernels::query_cuda_devices();
@@ -371,9 +391,16 @@ int main(int argc, char** argv) {
   copy_baseline copy{copy_mib << 20U};
   std::vector<comparison> results;
   for (const int b : delta_batches)
-    results.push_back(bench_delta_rule(t, copy, b, 1, rounds));
-  for (const int rows : {1, 4})
-    results.push_back(bench_delta_rule(t, copy, rows, prefill_tokens, rounds));
+    results.push_back(bench_delta_rule(t, copy, b, 1, rule_path::scan, rounds));
+  for (const int rows : {1, 4}) {
+    for (const auto path : {rule_path::chunked_default, rule_path::scan})
+      results.push_back(bench_delta_rule(t, copy, rows, prefill_tokens, path, rounds));
+  }
+  // Where chunks start to pay: one row of each length both ways.
+  for (const int len : threshold_lengths) {
+    for (const auto path : {rule_path::chunked_always, rule_path::scan})
+      results.push_back(bench_delta_rule(t, copy, 1, len, path, rounds));
+  }
   if (delta_only) {
     mstar::bench::report(results, as_json);
     return 0;

@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/delta_rule.hpp"
 #include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/delta_rule_scan.hpp"
 
 namespace mstar::kernels::cuda {
 namespace {
@@ -27,6 +28,7 @@ struct rule_args {
   float* state;
   const std::int32_t* slots;
   const std::uint8_t* has_state;
+  const std::int32_t* chunked_rows;  // [R]: rows >= 0 here run chunked; null: none
 };
 
 // One token's inputs for one thread: its key columns of q and k, its value
@@ -136,6 +138,8 @@ __global__ void __launch_bounds__(rule_threads, Decode ? 4 : 4)
   const std::int64_t t0 = p.cu[r];
   const std::int64_t t1 = p.cu[r + 1];
   const std::int32_t slot = p.slots[r];
+  if (p.chunked_rows != nullptr && p.chunked_rows[r] >= 0)
+    return;
   if (slot < 0) {
 #pragma unroll
     for (int m = 0; m < rows_per_thread; ++m) {
@@ -363,6 +367,11 @@ unsigned blocks_for(std::int64_t threads, int per_block) {
 }  // namespace
 
 cudaError_t gated_delta_rule_varlen(const gated_delta_rule_params& p, cudaStream_t stream) {
+  return detail::launch_gated_delta_scan(p, nullptr, stream);
+}
+
+cudaError_t detail::launch_gated_delta_scan(const gated_delta_rule_params& p,
+                                            const std::int32_t* chunked_rows, cudaStream_t stream) {
   const auto& w = p.w;
   if (p.cu_seqlens.size() < 2)
     return cudaSuccess;
@@ -398,6 +407,7 @@ cudaError_t gated_delta_rule_varlen(const gated_delta_rule_params& p, cudaStream
   a.state = p.state;
   a.slots = p.slot_indices.data();
   a.has_state = p.has_state.data();
+  a.chunked_rows = chunked_rows;
   const int r = static_cast<int>(rows);
   // The fewest lanes whose 16 columns each cover K.
   const int k = w.head_k_dim;

@@ -8,6 +8,8 @@
 // launcher enqueues on `stream`, allocates nothing and returns the launch
 // error; a shape it does not take returns cudaErrorInvalidValue first.
 
+#include <cstddef>
+#include <cstdint>
 #include <cuda_runtime_api.h>
 
 #include "kernels/delta_rule.hpp"
@@ -26,6 +28,39 @@ namespace mstar::kernels::cuda {
 /// V, HV up to 65535, R up to 65535; state 16-byte aligned, qkv_stride a
 /// multiple of 4. Rows sharing a slot race (the pool's sink).
 [[nodiscard]] cudaError_t gated_delta_rule_varlen(const gated_delta_rule_params& p,
+                                                  cudaStream_t stream);
+
+/// Scratch of the chunked prefill path and its row-length threshold.
+struct gated_delta_workspace {
+  void* data = nullptr;           ///< device memory, 256-byte aligned
+  std::size_t bytes = 0;          ///< `gated_delta_rule_workspace_bytes` or more
+  std::int64_t tokens = 0;        ///< T of the batch (cu_seqlens' last entry), known on the host
+  std::int32_t chunked_from = 0;  ///< rows at least this long run chunked; 0: the default
+};
+
+/// Rows this long or longer run chunked when the workspace does not say
+/// (measured on the H200: bench/results/h200-delta-rule.md).
+inline constexpr std::int32_t gated_delta_default_chunked_from = 320;
+
+/// Workspace the chunked path needs for a batch of `tokens` tokens in
+/// `rows` rows (0 when the shape has no chunked path: then the overload
+/// below is the sequential scan).
+[[nodiscard]] std::size_t gated_delta_rule_workspace_bytes(const gated_delta_weights& w,
+                                                           std::int64_t tokens, std::int64_t rows,
+                                                           std::int32_t chunked_from = 0);
+
+/// The gated delta rule with long rows in chunks of 64 tokens on tensor
+/// cores (TF32 products, f32 accumulation; the chunked form of
+/// flash-linear-attention's `chunk_gated_delta_rule`): per chunk the WY form
+/// (I + strictly-lower(diag(beta) K K^T * decay ratios))^-1 gives W and U,
+/// then one kernel carries the state from chunk to chunk and writes the
+/// outputs. Rows shorter than `ws.chunked_from`, decode steps (`p.decode`),
+/// shapes without a chunked path (K other than 64 / 128, V not a multiple of
+/// 32 or above K) and a workspace too small run the sequential scan above.
+/// The chunked rows' error is TF32's, not f32's: a few 1e-4 of the largest
+/// value on the H200, flat in row length (kernels/cuda/README.md).
+[[nodiscard]] cudaError_t gated_delta_rule_varlen(const gated_delta_rule_params& p,
+                                                  const gated_delta_workspace& ws,
                                                   cudaStream_t stream);
 
 /// The head-gated RMS norm, one warp per (token, head); D up to 1024.

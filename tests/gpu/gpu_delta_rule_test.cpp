@@ -1,7 +1,10 @@
 // Qwen3.5's kernels on the GPU (kernels/cuda/delta_rule.hpp) against the CPU
 // reference (kernels/delta_rule.hpp, kernels::mrope): the gated delta rule's
 // outputs and whole state block after a prefill step and a decode step, the
-// head-gated norm and the output gate in f32 and bf16, and M-RoPE.
+// chunked prefill path (the workspace overload) on rows around and past the
+// 64-token chunk, the head-gated norm and the output gate in f32 and bf16,
+// and M-RoPE.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include "core/dtype.hpp"
@@ -17,14 +20,14 @@ using test::gpu::upload;
 using test::gpu::within;
 namespace budget = test::gpu::budget;
 
-std::vector<std::int32_t> cumulative(const std::vector<std::int32_t>& lens) {
+std::vector<std::int32_t> rule_cumulative(const std::vector<std::int32_t>& lens) {
   std::vector<std::int32_t> cu{0};
   for (const auto n : lens)
     cu.push_back(cu.back() + n);
   return cu;
 }
 
-std::vector<float> floats_of(const std::vector<std::uint16_t>& bits) {
+std::vector<float> rule_floats_of(const std::vector<std::uint16_t>& bits) {
   std::vector<float> out(bits.size());
   for (std::size_t i = 0; i < bits.size(); ++i)
     out[i] = bf16_bits_to_float(bits[i]);
@@ -101,10 +104,100 @@ TEST(gpu_delta_rule, prefill_then_decode_match_outputs_and_state) {
       EXPECT_TRUE(within(d_out.download(), ref, budget::recurrent)) << "output";
       EXPECT_TRUE(within(d_state.download(), state, budget::recurrent)) << "state";
     };
-    const auto ones = cumulative(std::vector<std::int32_t>(lengths.size(), 1));
+    const auto ones = rule_cumulative(std::vector<std::int32_t>(lengths.size(), 1));
     for (const bool decode : {false, true}) {
-      run(cumulative(lengths), "prefill", decode);
+      run(rule_cumulative(lengths), "prefill", decode);
       run(ones, "decode", decode);
+    }
+  }
+}
+
+// TF32 products in the chunked path: about 1e-3 of the largest value,
+// whatever the row length (the decay bounds what earlier chunks leave).
+constexpr double chunked_budget = 3e-3;
+
+// One packed batch through the workspace overload against the CPU
+// reference: every output and the whole state block.
+void expect_chunked_batch_matches(test::random_tensors& rng, const rule_shape& shape,
+                                  const std::vector<std::int32_t>& lengths,
+                                  const std::vector<std::int32_t>& slots,
+                                  const std::vector<std::uint8_t>& resume,
+                                  std::int32_t chunked_from, double budget) {
+  const std::int64_t stride =
+      2 * std::int64_t{shape.hk} * shape.k + std::int64_t{shape.hv} * shape.v + shape.extra_columns;
+  const std::int64_t max_slots = *std::max_element(slots.begin(), slots.end()) + 1;
+  const auto a_log = rng.floats(static_cast<std::size_t>(shape.hv), -1.0F, 1.0F);
+  const auto dt_bias = rng.floats(static_cast<std::size_t>(shape.hv), -1.0F, 1.0F);
+  const auto d_alog = upload(a_log);
+  const auto d_dt = upload(dt_bias);
+  const gated_delta_weights w{a_log.data(), dt_bias.data(), shape.hk, shape.hv,
+                              shape.k,      shape.v,        0.0F};
+  const gated_delta_weights dw{d_alog.data(), d_dt.data(), shape.hk, shape.hv,
+                               shape.k,       shape.v,     0.0F};
+  auto state =
+      rng.floats(static_cast<std::size_t>(max_slots * shape.hv * shape.v * shape.k), -0.5F, 0.5F);
+  auto d_state = upload(state);
+  const auto cu = rule_cumulative(lengths);
+  const auto T = static_cast<std::size_t>(cu.back());
+  const auto qkv = rng.floats(T * static_cast<std::size_t>(stride), -1.0F, 1.0F);
+  const auto ab = rng.floats(T * 2 * static_cast<std::size_t>(shape.hv), -3.0F, 3.0F);
+  const auto d_qkv = upload(qkv);
+  const auto d_ab = upload(ab);
+  const auto d_cu = upload(cu);
+  const auto d_slots = upload(slots);
+  const auto d_resume = upload(resume);
+  std::vector<float> ref(T * static_cast<std::size_t>(shape.hv * shape.v));
+  gated_delta_rule_varlen({w,
+                           {qkv.data(), stride, ab.data(), ab.data() + shape.hv, 2 * shape.hv},
+                           ref.data(),
+                           cu,
+                           state.data(),
+                           slots,
+                           resume});
+  const std::size_t bytes = cuda::gated_delta_rule_workspace_bytes(
+      dw, static_cast<std::int64_t>(T), static_cast<std::int64_t>(lengths.size()), chunked_from);
+  auto workspace = poisoned<float>(bytes / sizeof(float) + 1);
+  auto d_out = poisoned<float>(ref.size());
+  ASSERT_EQ(cuda::gated_delta_rule_varlen(
+                {dw,
+                 {d_qkv.data(), stride, d_ab.data(), d_ab.data() + shape.hv, 2 * shape.hv},
+                 d_out.data(),
+                 d_cu.span(),
+                 d_state.data(),
+                 d_slots.span(),
+                 d_resume.span()},
+                {workspace.data(), bytes, static_cast<std::int64_t>(T), chunked_from}, nullptr),
+            cudaSuccess);
+  EXPECT_TRUE(within(d_out.download(), ref, budget)) << "output";
+  EXPECT_TRUE(within(d_state.download(), state, budget)) << "state";
+}
+
+TEST(gpu_delta_rule, chunked_prefill_matches_alone_and_in_mixed_batches) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(1604);
+  // K 128 with two value heads per key head and padded qkv rows, K 64 with
+  // V 64; K 64 with V 40 has no chunked path, so the overload scans.
+  for (const auto shape :
+       {rule_shape{2, 4, 128, 128, 4}, rule_shape{2, 2, 64, 64, 0}, rule_shape{1, 2, 64, 40, 0}}) {
+    const bool chunked =
+        cuda::gated_delta_rule_workspace_bytes(
+            {nullptr, nullptr, shape.hk, shape.hv, shape.k, shape.v, 0.0F}, 1000, 1) != 0;
+    const double budget = chunked ? chunked_budget : budget::recurrent;
+    SCOPED_TRACE("HK " + std::to_string(shape.hk) + " HV " + std::to_string(shape.hv) + " K " +
+                 std::to_string(shape.k) + " V " + std::to_string(shape.v));
+    // Each length alone, resumed from a random state, every row chunked.
+    for (const std::int32_t len : {1, 63, 64, 65, 200, 1000}) {
+      SCOPED_TRACE("one row of " + std::to_string(len));
+      expect_chunked_batch_matches(rng, shape, {len}, {1}, {1}, 1, budget);
+    }
+    // Mixed: fresh and resumed slots, an empty row, a skipped row (-1);
+    // every row chunked, then the default threshold (short rows scanned).
+    const std::vector<std::int32_t> lengths{1, 63, 64, 0, 65, 200, 130, 1000, 7};
+    const std::vector<std::int32_t> slots{4, 1, 6, 3, 7, 0, -1, 2, 5};
+    const std::vector<std::uint8_t> resume{1, 0, 1, 1, 1, 0, 1, 1, 0};
+    for (const std::int32_t from : {1, 0}) {
+      SCOPED_TRACE("mixed batch, chunked from " + std::to_string(from));
+      expect_chunked_batch_matches(rng, shape, lengths, slots, resume, from, budget);
     }
   }
 }
@@ -158,7 +251,7 @@ TEST(gpu_delta_rule, head_gated_norm_and_output_gate_match_in_f32_and_bf16) {
                                         nullptr),
               cudaSuccess);
     EXPECT_TRUE(within(d_x.download(), ref, budget::f32_reduction)) << "norm f32";
-    EXPECT_TRUE(within(floats_of(d16.download()), floats_of(ref16), budget::bf16_out))
+    EXPECT_TRUE(within(rule_floats_of(d16.download()), rule_floats_of(ref16), budget::bf16_out))
         << "norm bf16";
   }
   {
@@ -177,7 +270,7 @@ TEST(gpu_delta_rule, head_gated_norm_and_output_gate_match_in_f32_and_bf16) {
                   nullptr),
               cudaSuccess);
     EXPECT_TRUE(within(d_out.download(), ref, budget::f32_elementwise)) << "gate f32";
-    EXPECT_TRUE(within(floats_of(d16.download()), floats_of(ref16), budget::bf16_out))
+    EXPECT_TRUE(within(rule_floats_of(d16.download()), rule_floats_of(ref16), budget::bf16_out))
         << "gate bf16";
   }
 }

@@ -29,9 +29,9 @@ struct geometry {
 constexpr geometry geometries[] = {{256, 16, 2, 64}, {12, 4, 3, 40}, {6, 3, 1, 33}};
 
 std::vector<std::byte> random_bytes(test::random_tensors& rng, std::size_t n) {
-  const auto ints = rng.ints(n, 0, 255);
+  const auto values = rng.ints(n, 0, 255);
   std::vector<std::byte> out(n);
-  std::transform(ints.begin(), ints.end(), out.begin(),
+  std::transform(values.begin(), values.end(), out.begin(),
                  [](std::int32_t v) { return static_cast<std::byte>(v); });
   return out;
 }

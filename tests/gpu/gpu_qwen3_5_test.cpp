@@ -45,7 +45,7 @@ float f32_prompt_tolerance(const fixture_prompt& p) {
 // bf16 weights: max |gpu - transformers| / max |transformers| per step.
 // Measured 0.033 (qwen3_5_tiny) and 0.106 (qwen3_5_tiny_text, prompt 3: the
 // prompt whose float32 reference already drifts most inside transformers).
-constexpr double bf16_logits_budget = 0.15;
+constexpr double qwen_bf16_logits_budget = 0.15;
 
 request_spec greedy_request(std::vector<resources::token_id> prompt, std::size_t tokens,
                             bool keep_logits) {
@@ -91,7 +91,7 @@ std::vector<completion> run(local_engine& e, std::vector<request_spec> reqs) {
   return done ? std::move(*done) : std::vector<completion>{};
 }
 
-void expect_pools_whole(local_engine& e) {
+void expect_qwen_pools_whole(local_engine& e) {
   auto ok = e.pools().check_invariants();  // reads the device: freed slots are zero
   EXPECT_TRUE(ok.has_value()) << ok.error().message();
 }
@@ -131,7 +131,7 @@ TEST_P(gpu_qwen3_5_parity, float32_weights_match_transformers_batched_and_alone)
   ASSERT_NE(e, nullptr);
   const auto vocab = static_cast<std::size_t>(e->model().vocab_size());
   const double batched = expect_f32_matches(expected, run(*e, greedy(expected, true)), vocab);
-  expect_pools_whole(*e);
+  expect_qwen_pools_whole(*e);
   std::vector<completion> alone;
   for (const auto& r : greedy(expected, true)) {
     auto one = run(*e, {r});
@@ -148,7 +148,7 @@ TEST_P(gpu_qwen3_5_parity, float32_weights_match_transformers_batched_and_alone)
       "[ measured ] %s float32 on the GPU: max |logit - transformers| %.3g batched, %.3g "
       "alone\n",
       GetParam().c_str(), batched, single);
-  expect_pools_whole(*e);
+  expect_qwen_pools_whole(*e);
 }
 
 TEST_P(gpu_qwen3_5_parity, float32_weights_match_at_every_prompt_position) {
@@ -182,7 +182,7 @@ TEST_P(gpu_qwen3_5_parity, float32_weights_match_at_every_prompt_position) {
       "[ measured ] %s float32 on the GPU: max |prompt logit - transformers| %.3g over "
       "%zu positions\n",
       GetParam().c_str(), worst, reqs.size());
-  expect_pools_whole(*e);
+  expect_qwen_pools_whole(*e);
 }
 
 TEST_P(gpu_qwen3_5_parity, bfloat16_weights_follow_transformers) {
@@ -232,7 +232,7 @@ TEST_P(gpu_qwen3_5_parity, bfloat16_weights_follow_transformers) {
         const double d = max_diff(g.logits[0][s], want);
         worst = std::max(worst, d / m);
         ++compared;
-        EXPECT_LT(d / m, bf16_logits_budget) << "step " << s;
+        EXPECT_LT(d / m, qwen_bf16_logits_budget) << "step " << s;
         if (top - second < 2 * d) {
           stopped = true;  // a near tie: the tokens may part here
           break;
@@ -251,7 +251,7 @@ TEST_P(gpu_qwen3_5_parity, bfloat16_weights_follow_transformers) {
         GetParam().c_str(), alone ? "alone" : "batched", worst, compared, tokens, whole,
         expected.size());
   }
-  expect_pools_whole(*e);
+  expect_qwen_pools_whole(*e);
 }
 
 INSTANTIATE_TEST_SUITE_P(qwen3_5, gpu_qwen3_5_parity,
@@ -279,7 +279,7 @@ TEST(gpu_qwen3_5_prefix_reuse, delta_nets_resume_from_device_checkpoints_and_mat
       "[ measured ] qwen3_5_tiny prefix reuse on the GPU: %lld cached tokens, max |logit "
       "- transformers| %.3g cold, %.3g reused\n",
       static_cast<long long>(matched), a, b);
-  expect_pools_whole(*e);
+  expect_qwen_pools_whole(*e);
 }
 
 // tests/engine/qwen3_5_images_test.cpp's cases: prompts with images and the
@@ -350,7 +350,7 @@ TEST(gpu_qwen3_5_images, image_prompts_match_transformers_with_float32_weights) 
       "[ measured ] qwen3_5_tiny image prompts on the GPU: max |logit - transformers| "
       "%.3g\n",
       worst);
-  expect_pools_whole(*e);
+  expect_qwen_pools_whole(*e);
 }
 
 }  // namespace
