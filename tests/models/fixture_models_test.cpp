@@ -15,14 +15,14 @@
 namespace mstar::models {
 namespace {
 
-using shape = std::vector<std::int64_t>;
+using tensor_shape = std::vector<std::int64_t>;
 
 // Every tensor of a NemotronHForCausalLM checkpoint and its shape, from the config.
-std::map<std::string, shape> implied_weights(const nemotron_h_config& c) {
+std::map<std::string, tensor_shape> implied_weights(const nemotron_h_config& c) {
   const std::int64_t h = c.hidden_size;
-  std::map<std::string, shape> out{{"backbone.embeddings.weight", {c.vocab_size, h}},
-                                   {"backbone.norm_f.weight", {h}},
-                                   {"lm_head.weight", {c.vocab_size, h}}};
+  std::map<std::string, tensor_shape> out{{"backbone.embeddings.weight", {c.vocab_size, h}},
+                                          {"backbone.norm_f.weight", {h}},
+                                          {"lm_head.weight", {c.vocab_size, h}}};
   for (std::int64_t i = 0; i < c.num_layers(); ++i) {
     const std::string p = "backbone.layers." + std::to_string(i) + ".";
     out[p + "norm.weight"] = {h};
@@ -90,13 +90,13 @@ TEST_P(fixture_model, has_reference_logits_of_the_promised_shapes) {
   for (const auto& p : expected["prompts"]) {
     const auto rows = logits->get(p["step_logits"].get<std::string>());
     ASSERT_TRUE(rows) << rows.error().to_string();
-    EXPECT_EQ((*rows)->shape, (shape{steps, config->vocab_size}));
+    EXPECT_EQ((*rows)->shape, (tensor_shape{steps, config->vocab_size}));
     EXPECT_EQ(p["generated_ids"].size(), static_cast<std::size_t>(steps));
     if (p.contains("prompt_logits")) {
       const auto prompt = logits->get(p["prompt_logits"].get<std::string>());
       ASSERT_TRUE(prompt);
       const auto length = static_cast<std::int64_t>(p["prompt_ids"].size());
-      EXPECT_EQ((*prompt)->shape, (shape{length, config->vocab_size}));
+      EXPECT_EQ((*prompt)->shape, (tensor_shape{length, config->vocab_size}));
     }
   }
 }
