@@ -16,6 +16,7 @@
 #include "engine/local_engine.hpp"
 #include "models/load.hpp"
 #include "models/safetensors.hpp"
+#include "tests/engine/image_cases.hpp"
 #include "tests/gpu/gpu_support.hpp"
 #include "tests/support/model_fixtures.hpp"
 
@@ -26,7 +27,10 @@ using engine::completion;
 using engine::local_engine;
 using engine::request_spec;
 using test::fixture_prompt;
+using test::greedy_request;
+using test::image_case;
 using test::load_expected;
+using test::load_image_cases;
 using test::model_dir;
 
 // The CPU parity tests' rule: max |diff| per logit under 1e-4, or 4 times
@@ -46,16 +50,6 @@ float f32_prompt_tolerance(const fixture_prompt& p) {
 // Measured 0.033 (qwen3_5_tiny) and 0.106 (qwen3_5_tiny_text, prompt 3: the
 // prompt whose float32 reference already drifts most inside transformers).
 constexpr double qwen_bf16_logits_budget = 0.15;
-
-request_spec greedy_request(std::vector<resources::token_id> prompt, std::size_t tokens,
-                            bool keep_logits) {
-  request_spec r;
-  r.prompt = std::move(prompt);
-  r.stop.max_tokens = static_cast<std::int32_t>(tokens);
-  r.stop.ignore_eos = true;
-  r.keep_logits = keep_logits;
-  return r;
-}
 
 std::vector<request_spec> greedy(const std::vector<fixture_prompt>& expected, bool keep_logits) {
   std::vector<request_spec> out;
@@ -280,46 +274,6 @@ TEST(gpu_qwen3_5_prefix_reuse, delta_nets_resume_from_device_checkpoints_and_mat
       "- transformers| %.3g cold, %.3g reused\n",
       static_cast<long long>(matched), a, b);
   expect_qwen_pools_whole(*e);
-}
-
-// tests/engine/qwen3_5_images_test.cpp's cases: prompts with images and the
-// fixture's tokens and logits for them.
-struct image_case {
-  request_spec request;
-  std::vector<resources::token_id> generated;
-  std::vector<float> step_logits;  // [generated, vocab]
-};
-
-std::vector<image_case> load_image_cases() {
-  const auto dir = model_dir("qwen3_5_tiny");
-  std::ifstream in{dir / "expected.json"};
-  const auto doc = nlohmann::json::parse(in);
-  auto logits = models::safetensors_file::open(dir / "expected_logits.safetensors").value();
-  std::vector<image_case> out;
-  for (const auto& p : doc.at("image_prompts")) {
-    image_case c;
-    c.generated = p.at("generated_ids").get<std::vector<resources::token_id>>();
-    c.request = greedy_request(p.at("prompt_ids").get<std::vector<resources::token_id>>(),
-                               c.generated.size(), true);
-    c.step_logits =
-        models::to_float32(*logits.get(p.at("step_logits").get<std::string>()).value()).value();
-    const auto pixels =
-        models::to_float32(*logits.get(p.at("pixel_values").get<std::string>()).value()).value();
-    std::size_t at = 0;
-    for (const auto& g : p.at("grids")) {
-      models::image_input im;
-      im.t = g[0];
-      im.h = g[1];
-      im.w = g[2];
-      const auto n = static_cast<std::size_t>(im.t * im.h * im.w * 96);  // 3 * 2 * 4 * 4
-      im.pixel_values.assign(pixels.begin() + static_cast<long>(at),
-                             pixels.begin() + static_cast<long>(at + n));
-      at += n;
-      c.request.images.push_back(std::move(im));
-    }
-    out.push_back(std::move(c));
-  }
-  return out;
 }
 
 TEST(gpu_qwen3_5_images, image_prompts_match_transformers_with_float32_weights) {
