@@ -127,7 +127,7 @@ TEST(sampling, frequencies_follow_the_distribution_and_filters_exclude_tokens) {
     p.counter = static_cast<std::uint64_t>(i);
     ++counts[static_cast<std::size_t>(*sample(p))];
   }
-  EXPECT_EQ(counts[4], 0) << "a -infinity logit was sampled";
+  EXPECT_EQ(counts[4], 0) << "a -inf logit was sampled";
   EXPECT_EQ(counts[5], 0) << "a token outside the top 4 was sampled";
   for (const auto& c : dist) {
     EXPECT_NEAR(counts[static_cast<std::size_t>(c.id)] / double{draws}, c.probability, 0.015)
@@ -156,7 +156,7 @@ TEST(sampling, invalid_settings_and_logits_are_named) {
   EXPECT_TRUE(test::contains(message({row(logits), 1.0F, 0, 0.0F}), "top_p"));
   EXPECT_TRUE(test::contains(message({row(logits), 1.0F, 0, 1.5F}), "top_p"));
   EXPECT_TRUE(test::contains(message({row(nan_logits), 1.0F}), "logits[1]"));
-  EXPECT_TRUE(test::contains(message({row(masked), 1.0F}), "every entry is -infinity"));
+  EXPECT_TRUE(test::contains(message({row(masked), 1.0F}), "every entry is -inf"));
   EXPECT_TRUE(test::contains(message({row(empty)}), "empty"));
 }
 
