@@ -256,11 +256,10 @@ result<void> qwen3_5_config::validate() const {
                fmt::format("{} of head_dim {} is not an even number of channels",
                            partial_rotary_factor, head_dim));
   }
-  const auto pairs = mrope_section[0] + mrope_section[1] + mrope_section[2];
-  if (pairs != rot / 2) {
-    return bad("rope_parameters.mrope_section",
-               fmt::format("covers {} frequency pairs, the rotary span has {}", pairs, rot / 2));
-  }
+  // mrope_section need not cover the rotary span: as in transformers, pair
+  // i takes height when i % 3 == 1 and i < 3 h, width when i % 3 == 2 and
+  // i < 3 w, else temporal; the default [11, 11, 10] on a span other than
+  // 32 pairs is what a text-only checkpoint without the field runs with.
   if (!mrope_interleaved && count(qwen3_5_mixer::attention) > 0 && multimodal) {
     return make_error(errc::unsupported,
                       "field 'rope_parameters.mrope_interleaved': false (sectioned M-RoPE) is "

@@ -61,6 +61,16 @@ result<void> qwen3_5_cuda::impl::add_norm(float* residual, const float* delta, s
   return check(kc::add_rms_norm(p, stream.get()), "add_rms_norm");
 }
 
+kernels::gated_delta_weights qwen3_5_cuda::impl::delta_shape() const {
+  const auto geo = config.delta_net();
+  kernels::gated_delta_weights w;
+  w.num_k_heads = static_cast<std::int32_t>(geo.num_k_heads);
+  w.num_v_heads = static_cast<std::int32_t>(geo.num_v_heads);
+  w.head_k_dim = static_cast<std::int32_t>(geo.head_k_dim);
+  w.head_v_dim = static_cast<std::int32_t>(geo.head_v_dim);
+  return w;
+}
+
 result<void> qwen3_5_cuda::impl::delta_net(const layer& l, const qwen3_5_step& st,
                                            const step_layout& L) {
   const auto& c = config;
@@ -90,26 +100,22 @@ result<void> qwen3_5_cuda::impl::delta_net(const layer& l, const qwen3_5_step& s
           : kc::causal_conv_varlen({cw, pr, proj_n, cv, cu, conv_state, slots, has}, s);
   if (auto ok = check(ce, "causal conv"); !ok)
     return ok;
-  const kernels::gated_delta_weights gw{l.a_log.as<const float>(),
-                                        l.dt_bias.as<const float>(),
-                                        static_cast<std::int32_t>(geo.num_k_heads),
-                                        static_cast<std::int32_t>(geo.num_v_heads),
-                                        static_cast<std::int32_t>(geo.head_k_dim),
-                                        static_cast<std::int32_t>(geo.head_v_dim),
-                                        0.0F};
+  kernels::gated_delta_weights gw = delta_shape();
+  gw.a_log = l.a_log.as<const float>();
+  gw.dt_bias = l.dt_bias.as<const float>();
   const float* ab = pr + cd + vd;  // b columns, then a
-  if (auto ok =
-          check(kc::gated_delta_rule_varlen({gw,
-                                             {cv, cd, ab + HV, ab, proj_n},
-                                             ru,
-                                             cu,
-                                             st.delta_state[static_cast<std::size_t>(l.sub_index)],
-                                             slots,
-                                             has,
-                                             st.decode},
-                                            s),
-                "gated delta rule");
-      !ok)
+  const kernels::gated_delta_rule_params rp{gw,
+                                            {cv, cd, ab + HV, ab, proj_n},
+                                            ru,
+                                            cu,
+                                            st.delta_state[static_cast<std::size_t>(l.sub_index)],
+                                            slots,
+                                            has,
+                                            st.decode};
+  kc::gated_delta_workspace ws;
+  if (!st.decode && chunked_delta_rule())
+    ws = {rule_scratch.buffer.data(), rule_scratch.buffer.size(), T, 0};
+  if (auto ok = check(kc::gated_delta_rule_varlen(rp, ws, s), "gated delta rule"); !ok)
     return ok;
   kernels::head_gated_rms_norm_params g{ru,
                                         pr + cd,
@@ -199,16 +205,16 @@ result<void> qwen3_5_cuda::impl::mlp(const layer& l, std::int64_t tokens) {
   float* gu = inter.as<float>();
   if (auto ok = linear(staged(x.as<float>()), tokens, l.gate_up, gu); !ok)
     return ok;
-  // [gate | up] per token: silu(gate) in place, then gate * up into the
-  // gate columns, read back strided by the down GEMM's input.
+  // [gate | up] per token: silu(gate) in place, then gate * up packed into
+  // `act` [tokens, I], the down GEMM's input.
   const kernels::view<float, 2> gate{gu, {tokens, I}, {2 * I, 1}};
   const kernels::view<const float, 2> up{gu + I, {tokens, I}, {2 * I, 1}};
   if (auto ok = check(kc::silu({gate, gate}, s), "silu"); !ok)
     return ok;
-  float* act = q.as<float>();  // free until the next attention layer
-  if (auto ok = check(kc::mul({gate, up, matrix(act, tokens, I)}, s), "swiglu mul"); !ok)
+  float* gated = act.as<float>();
+  if (auto ok = check(kc::mul({gate, up, matrix(gated, tokens, I)}, s), "swiglu mul"); !ok)
     return ok;
-  return linear({act, nullptr}, tokens, l.down, out.as<float>());
+  return linear({gated, nullptr}, tokens, l.down, out.as<float>());
 }
 
 result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_layout& L,

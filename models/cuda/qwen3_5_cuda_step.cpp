@@ -169,6 +169,12 @@ result<void> qwen3_5_cuda::impl::enqueue(std::size_t index, const qwen3_5_step& 
     if (auto ok = reserve_buffer(slot.drawn, R * sizeof(std::int32_t), false); !ok)
       return ok;
   }
+  if (!st.decode && chunked_delta_rule()) {
+    const std::size_t bytes = kc::gated_delta_rule_workspace_bytes(
+        delta_shape(), static_cast<std::int64_t>(T), static_cast<std::int64_t>(R));
+    if (auto ok = reserve_buffer(rule_scratch, bytes, false); !ok)
+      return ok;
+  }
   if (kp != nullptr) {
     const auto host = [hp](std::size_t at, std::size_t n) {
       return std::span<const std::int32_t>{hp + at, n};

@@ -61,9 +61,13 @@ struct qwen3_5_cuda::impl {
   kernels::cuda::device_buffer embeddings, norm, inv_freq;  // f32
   device_matrix lm_head;
   std::vector<qwen_cuda::layer> layers;
-  // Work buffers, sized per step.
-  work_buffer h, x, out, proj, conv, rule, qg, q, k, v, o, inter, xb, last, logits, plan, greedy;
+  // Work buffers, sized per step (`reserve`): each holds exactly what its
+  // writers put there for the step's tokens, none doubles as another's.
+  work_buffer h, x, out, proj, conv, rule, qg, q, k, v, o, inter, act, xb, last, logits, plan,
+      greedy;
   work_buffer split, settings;
+  // The chunked delta rule's scratch (prefill steps with bf16 weights).
+  work_buffer rule_scratch;
   std::uint64_t buffers_generation = 0;
   std::array<forward_slot, nemotron_h_backend::max_outstanding> forwards;
   std::uint64_t next_ticket = 0;
@@ -96,6 +100,11 @@ struct qwen3_5_cuda::impl {
   [[nodiscard]] result<void> attention(const qwen_cuda::layer& l, const qwen3_5_step& st,
                                        const qwen_cuda::step_layout& L,
                                        const kernels::kv_page_table& table);
+  // The delta nets' shape (no weights), and whether prefill steps run the
+  // chunked delta rule (bf16 weights; its TF32 products would cost float32
+  // weights their parity with the CPU).
+  [[nodiscard]] kernels::gated_delta_weights delta_shape() const;
+  [[nodiscard]] bool chunked_delta_rule() const { return dtype != mstar::dtype::float32; }
   [[nodiscard]] result<void> mlp(const qwen_cuda::layer& l, std::int64_t tokens);
   [[nodiscard]] result<void> linear(gemm_input in, std::int64_t t, const device_matrix& w,
                                     float* out_rows);
