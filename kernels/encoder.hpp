@@ -44,6 +44,19 @@ struct gelu_params {
 /// The Gaussian error linear unit, elementwise.
 [[nodiscard]] result<void> gelu(const gelu_params& p);
 
+/// Operands of `weighted_gather_add`.
+struct weighted_gather_add_params {
+  view<const float, 2> table;         ///< [V, H] float32
+  view<const std::int32_t, 2> index;  ///< [T, K] int32 rows of `table`, each in [0, V)
+  view<const float, 2> weight;        ///< [T, K] float32
+  view<float, 2> out;                 ///< [T, H] float32, added to; overlaps none of the inputs
+};
+
+/// `out[t] += sum_k weight[t, k] * table[index[t, k]]`, the sum over k taken
+/// in float32 in order before it is added (a vision tower's bilinearly
+/// resampled position table: K = 4 taps per token).
+[[nodiscard]] result<void> weighted_gather_add(const weighted_gather_add_params& p);
+
 /// Operands of `axial_rope`.
 struct axial_rope_params {
   view<float, 3> x;  ///< [T, heads, head_dim] float32, rotated in place; head_dim % 4 == 0

@@ -56,6 +56,12 @@ result<std::unique_ptr<qwen3_5_model>> qwen3_5_model::load(const std::filesystem
     if (!tower)
       return tower.error();
     model->vision_.emplace(std::move(*tower));
+    if (*device >= 0) {
+      auto gpu = qwen3_5_vision_cuda::make(*device, run.dtype, *model->vision_);
+      if (!gpu)
+        return gpu.error().with_context(folder.string());
+      model->vision_cuda_ = std::move(*gpu);
+    }
   }
   auto tok = load_tokenizer(folder, model->config_.vocab_size);
   if (tok) {

@@ -7,8 +7,9 @@
 // recurrent pool's delta-net blocks: "state" [HV, V, K] and "conv"), and runs
 // the forward against the pools' plans. The pools belong to whoever drives
 // the step (models/causal_lm.hpp). The forward runs on the CPU
-// (qwen3_5_cpu.hpp, float32) or a CUDA device (cuda/qwen3_5_cuda.hpp); the
-// vision tower runs on the CPU either way.
+// (qwen3_5_cpu.hpp, float32) or a CUDA device (cuda/qwen3_5_cuda.hpp); so
+// does the vision tower (qwen3_5_vision.hpp, cuda/qwen3_5_vision_cuda.hpp),
+// which hands its rows to the text forward through host memory either way.
 
 #include <cstdint>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "core/result.hpp"
 #include "models/causal_lm.hpp"
 #include "models/cuda/qwen3_5_cuda.hpp"
+#include "models/cuda/qwen3_5_vision_cuda.hpp"
 #include "models/qwen3_5_config.hpp"
 #include "models/qwen3_5_cpu.hpp"
 #include "models/qwen3_5_vision.hpp"
@@ -36,7 +38,7 @@ class qwen3_5_model final : public causal_lm {
   /// Loads `config.json`, the safetensors weights (either layout: `model.language_model.*`
   /// or `model.*`) and the tokenizer of `folder` (none: token-id prompts only). Every
   /// failure names the file and what was wrong. `run.device` picks the CPU
-  /// (float32) or a CUDA device (`run.dtype` weights; the vision tower stays on the CPU).
+  /// (float32) or a CUDA device (`run.dtype` weights, the vision tower's too).
   [[nodiscard]] static result<std::unique_ptr<qwen3_5_model>> load(
       const std::filesystem::path& folder, const run_options& run = {});
 
@@ -154,6 +156,8 @@ class qwen3_5_model final : public causal_lm {
   std::vector<std::int32_t> ids_, cu_, positions_;
   std::vector<const float*> embed_rows_;  ///< [T]: an image token's embedding, else null
   std::optional<qwen3_5_vision> vision_;  ///< multimodal checkpoints only
+  /// The tower on the device, with a CUDA text model; null: `vision_` encodes.
+  std::unique_ptr<qwen3_5_vision_cuda> vision_cuda_;
   std::map<resources::request_id, image_sequence> image_sequences_;
   std::int64_t images_encoded_ = 0;
 };

@@ -198,7 +198,9 @@ result<const float*> qwen3_5_model::embeds_of(image_sequence& seq, std::int64_t 
     auto& im = seq.images[i];
     const vision_grid grid[] = {{im.t, im.h, im.w}};
     std::vector<float> out;
-    if (auto ok = vision_->encode(im.pixel_values, grid, out); !ok)
+    const auto ok = vision_cuda_ ? vision_cuda_->encode(im.pixel_values, grid, out)
+                                 : vision_->encode(im.pixel_values, grid, out);
+    if (!ok)
       return ok.error();
     std::copy(out.begin(), out.end(), seq.embeds.begin() + seq.first_row[i] * hidden);
     ++images_encoded_;

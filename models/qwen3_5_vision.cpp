@@ -2,15 +2,10 @@
 // embedding, the blocks over every image packed, the merger.
 #include "models/qwen3_5_vision.hpp"
 
-#include <algorithm>
-#include <cassert>
-#include <cmath>
-#include <fmt/format.h>
-#include <limits>
-
 #include "kernels/encoder.hpp"
 #include "kernels/math.hpp"
 #include "models/internal/cpu_ops.hpp"
+#include "models/internal/vision_layout.hpp"
 
 namespace mstar::models {
 namespace {
@@ -19,7 +14,6 @@ using kernels::matrix;
 using kernels::vector;
 
 constexpr float norm_eps = 1e-6F;  // every LayerNorm of the tower (fixed in transformers)
-constexpr std::int64_t max_extent = std::int64_t{1} << 20;
 
 using internal::must;  // shapes are checked by encode
 
@@ -47,46 +41,12 @@ void add_into(float* x, const float* delta, std::int64_t t, std::int64_t h) {
   must(kernels::add({xv, matrix(delta, t, h), xv}));
 }
 
-// One axis of the bilinear resampling of the side x side position table to
-// `size` patches, corners aligned: the two table rows and their weights, in
-// float32 as transformers computes them.
-struct taps {
-  std::int64_t at[2];
-  float weight[2];
-};
-
-taps axis_taps(std::int64_t index, std::int64_t size, std::int64_t side) {
-  const float src = static_cast<float>(index) * static_cast<float>(side - 1) /
-                    static_cast<float>(std::max<std::int64_t>(size - 1, 1));
-  const float floor = std::floor(src);
-  const float frac = src - floor;
-  taps out{};
-  for (int o = 0; o < 2; ++o) {
-    const auto raw = static_cast<std::int64_t>(floor) + o;
-    out.at[o] = std::clamp<std::int64_t>(raw, 0, side - 1);
-    out.weight[o] = std::max(1.0F - std::fabs(frac - static_cast<float>(o)), 0.0F);
-  }
-  return out;
-}
-
-// Rotary frequencies of the 2D rope: theta^(-2i / (head_dim / 2)) for
-// i < head_dim / 4, in float32 as transformers computes them.
-std::vector<float> rope_frequencies(const qwen3_5_vision_config& c) {
-  const std::int64_t spatial = c.head_dim() / 2;
-  std::vector<float> out(static_cast<std::size_t>(spatial / 2));
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(spatial);
-    out[i] = 1.0F / std::pow(static_cast<float>(c.rope_theta), exponent);
-  }
-  return out;
-}
-
 }  // namespace
 
 qwen3_5_vision::qwen3_5_vision(qwen3_5_vision_config config, qwen3_5_vision_weights weights)
     : config_(std::move(config)),
       weights_(std::move(weights)),
-      inv_freq_(rope_frequencies(config_)) {}
+      inv_freq_(internal::vision_rope_frequencies(config_)) {}
 
 result<qwen3_5_vision> qwen3_5_vision::load(qwen3_5_vision_config config,
                                             const safetensors_checkpoint& checkpoint) {
@@ -115,36 +75,7 @@ std::int64_t qwen3_5_vision::merged_tokens(std::span<const vision_grid> grids) c
 
 result<std::int64_t> qwen3_5_vision::check_inputs(std::span<const float> pixel_values,
                                                   std::span<const vision_grid> grids) const {
-  const std::int64_t merge = config_.spatial_merge_size;
-  std::int64_t patches = 0;
-  for (std::size_t i = 0; i < grids.size(); ++i) {
-    const auto& g = grids[i];
-    const auto seen = fmt::format("grid_thw[{}] = ({}, {}, {})", i, g.t, g.h, g.w);
-    for (const std::int64_t extent : {g.t, g.h, g.w}) {
-      if (extent < 1 || extent > max_extent) {
-        return make_error(errc::invalid_argument,
-                          fmt::format("{}: every extent must be in [1, {}]", seen, max_extent));
-      }
-    }
-    if (g.h % merge != 0 || g.w % merge != 0) {
-      return make_error(
-          errc::invalid_argument,
-          fmt::format("{}: h and w must be multiples of spatial_merge_size {}", seen, merge));
-    }
-    patches += g.t * g.h * g.w;
-    if (patches > std::numeric_limits<std::int32_t>::max()) {
-      return make_error(errc::invalid_argument,
-                        fmt::format("{}: more than 2^31 - 1 patches in all", seen));
-    }
-  }
-  const std::int64_t want = patches * config_.patch_dim();
-  if (static_cast<std::int64_t>(pixel_values.size()) != want) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("pixel_values: {} floats, grid_thw needs {} patches x {} "
-                                  "values (in_channels * temporal_patch_size * patch_size^2) = {}",
-                                  pixel_values.size(), patches, config_.patch_dim(), want));
-  }
-  return patches;
+  return internal::check_vision_inputs(config_, pixel_values.size(), grids);
 }
 
 result<void> qwen3_5_vision::encode(std::span<const float> pixel_values,
@@ -164,51 +95,22 @@ result<void> qwen3_5_vision::encode(std::span<const float> pixel_values,
 
 // x = patches * patch_w^T + patch_b + the resampled position rows; also the
 // rope's (row, column) of every patch and the attention segments (one per
-// frame). Patches come merge window by merge window, as the processor emits
-// them, so patch p of a frame sits at window p / m^2, offset p % m^2.
+// frame), from the grids (internal/vision_layout.hpp).
 void qwen3_5_vision::embed(std::span<const float> pixel_values, std::span<const vision_grid> grids,
                            std::int64_t patches) {
   const auto& c = config_;
   const std::int64_t hid = c.hidden_size;
-  const std::int64_t m = c.spatial_merge_size;
-  const std::int64_t side = c.grid_side();
   auto& s = scratch_;
   s.x.resize(static_cast<std::size_t>(patches * hid));
   linear(pixel_values.data(), patches, c.patch_dim(), weights_.patch_w, weights_.patch_b,
          s.x.data());
-  s.positions.resize(static_cast<std::size_t>(2 * patches));
-  s.cu_seqlens.assign(1, 0);
-  std::int64_t p = 0;
-  for (const auto& g : grids) {
-    for (std::int64_t f = 0; f < g.t; ++f) {
-      for (std::int64_t i = 0; i < g.h * g.w; ++i, ++p) {
-        const std::int64_t window = i / (m * m);
-        const std::int64_t row = window / (g.w / m) * m + i % (m * m) / m;
-        const std::int64_t col = window % (g.w / m) * m + i % m;
-        s.positions[static_cast<std::size_t>(2 * p)] = static_cast<std::int32_t>(row);
-        s.positions[static_cast<std::size_t>(2 * p + 1)] = static_cast<std::int32_t>(col);
-        const taps th = axis_taps(row, g.h, side);
-        const taps tw = axis_taps(col, g.w, side);
-        float* x = s.x.data() + p * hid;
-        for (std::int64_t d = 0; d < hid; ++d) {
-          float sum = 0.0F;
-          for (int a = 0; a < 2; ++a) {
-            for (int b = 0; b < 2; ++b) {
-              const std::int64_t at = th.at[a] * side + tw.at[b];
-              sum += weights_.pos_embed[static_cast<std::size_t>(at * hid + d)] *
-                     (th.weight[a] * tw.weight[b]);
-            }
-          }
-          x[d] += sum;
-        }
-      }
-      s.cu_seqlens.push_back(static_cast<std::int32_t>(p));
-    }
-  }
-  std::int64_t longest = 0;
-  for (std::size_t i = 1; i < s.cu_seqlens.size(); ++i)
-    longest = std::max<std::int64_t>(longest, s.cu_seqlens[i] - s.cu_seqlens[i - 1]);
-  s.scores.resize(static_cast<std::size_t>(longest * longest));
+  internal::layout_patches(c, grids, patches, s.layout);
+  must(kernels::weighted_gather_add(
+      {matrix<const float>(weights_.pos_embed.data(), c.num_position_embeddings, hid),
+       matrix<const std::int32_t>(s.layout.tap_index.data(), patches, 4),
+       matrix<const float>(s.layout.tap_weight.data(), patches, 4),
+       matrix(s.x.data(), patches, hid)}));
+  s.scores.resize(static_cast<std::size_t>(s.layout.longest * s.layout.longest));
   s.y.resize(s.x.size());
 }
 
@@ -229,12 +131,12 @@ void qwen3_5_vision::block(const qwen3_5_vision_block& b, std::int64_t patches) 
     return kernels::view<float, 3>{
         s.qkv.data() + which * hid, {patches, heads, dim}, {3 * hid, dim, 1}};
   };
-  const auto positions = matrix<const std::int32_t>(s.positions.data(), patches, 2);
+  const auto positions = matrix<const std::int32_t>(s.layout.positions.data(), patches, 2);
   const auto freq = vector<const float>(inv_freq_.data(), size_of(inv_freq_));
   must(kernels::axial_rope({part(0), positions, freq}));
   must(kernels::axial_rope({part(1), positions, freq}));
   must(kernels::segment_attention(
-      {part(0), part(1), part(2), s.cu_seqlens,
+      {part(0), part(1), part(2), s.layout.cu_seqlens,
        kernels::contiguous<float, 3>(s.attn.data(), {patches, heads, dim}), 0.0F, s.scores}));
   linear(s.attn.data(), patches, hid, b.proj_w, b.proj_b, s.y.data());
   add_into(s.x.data(), s.y.data(), patches, hid);

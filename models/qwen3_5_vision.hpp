@@ -75,6 +75,17 @@ struct qwen3_5_vision_config {
   [[nodiscard]] std::int64_t grid_side() const noexcept;
 };
 
+/// Per-patch addressing of one encode, derived from the grids alone (what
+/// the CPU and CUDA towers both read); patches in the processor's order (per
+/// image and frame, merge window by merge window).
+struct vision_patch_layout {
+  std::vector<std::int32_t> positions;   ///< [patches, 2] (row, column) in the frame
+  std::vector<std::int32_t> tap_index;   ///< [patches, 4] rows of the position table
+  std::vector<float> tap_weight;         ///< [patches, 4] their bilinear weights
+  std::vector<std::int32_t> cu_seqlens;  ///< [frames + 1] 0, then each frame's end
+  std::int64_t longest = 0;              ///< patches in the largest frame
+};
+
 /// One block's weights, float32, linear layers in nn.Linear's [out, in] layout.
 struct qwen3_5_vision_block {
   std::vector<float> norm1_w, norm1_b;  ///< [hidden] each
@@ -116,6 +127,8 @@ class qwen3_5_vision {
 
   /// Its configuration.
   [[nodiscard]] const qwen3_5_vision_config& config() const noexcept { return config_; }
+  /// Its weights (float32), e.g. for a device copy (models/cuda/qwen3_5_vision_cuda.hpp).
+  [[nodiscard]] const qwen3_5_vision_weights& weights() const noexcept { return weights_; }
 
   /// Output tokens of `grids`: the sum of t * h * w / spatial_merge_size^2.
   [[nodiscard]] std::int64_t merged_tokens(std::span<const vision_grid> grids) const noexcept;
@@ -133,7 +146,7 @@ class qwen3_5_vision {
  private:
   struct scratch {
     std::vector<float> x, y, qkv, attn, inter, scores;  // activations, reused across calls
-    std::vector<std::int32_t> positions, cu_seqlens;    // per patch (row, col); per frame
+    vision_patch_layout layout;                         // positions, taps, segments
   };
 
   qwen3_5_vision(qwen3_5_vision_config config, qwen3_5_vision_weights weights);

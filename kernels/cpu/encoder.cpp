@@ -170,6 +170,37 @@ result<void> gelu(const gelu_params& p) {
   return {};
 }
 
+result<void> weighted_gather_add(const weighted_gather_add_params& p) {
+  if (auto ok = first_error({check_view(p.table, "table", {any_extent, any_extent}),
+                             check_view(p.index, "index", {any_extent, any_extent}),
+                             check_view(p.weight, "weight", p.index.shape),
+                             check_view(p.out, "out", {p.index.shape[0], p.table.shape[1]})});
+      !ok) {
+    return ok;
+  }
+  if (overlaps(p.out, p.table) || overlaps(p.out, p.index) || overlaps(p.out, p.weight))
+    return invalid("out: overlaps table, index or weight");
+  for (std::int64_t t = 0; t < p.index.shape[0]; ++t) {
+    for (std::int64_t k = 0; k < p.index.shape[1]; ++k) {
+      if (p.index(t, k) < 0 || p.index(t, k) >= p.table.shape[0]) {
+        return make_error(errc::out_of_range,
+                          "index[" + std::to_string(t) + ", " + std::to_string(k) +
+                              "] = " + std::to_string(p.index(t, k)) + " is outside [0, " +
+                              std::to_string(p.table.shape[0]) + ")");
+      }
+    }
+  }
+  for (std::int64_t t = 0; t < p.index.shape[0]; ++t) {
+    for (std::int64_t h = 0; h < p.table.shape[1]; ++h) {
+      float sum = 0.0F;
+      for (std::int64_t k = 0; k < p.index.shape[1]; ++k)
+        sum += p.table(p.index(t, k), h) * p.weight(t, k);
+      p.out(t, h) += sum;
+    }
+  }
+  return {};
+}
+
 result<void> axial_rope(const axial_rope_params& p) {
   const std::int64_t head_dim = p.x.shape[2];
   if (auto ok = first_error({check_view(p.x, "x", {any_extent, any_extent, any_extent}),

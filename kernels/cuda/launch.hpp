@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/attention.hpp"   // IWYU pragma: export
 #include "kernels/cuda/delta_rule.hpp"  // IWYU pragma: export
+#include "kernels/cuda/encoder.hpp"     // IWYU pragma: export
 #include "kernels/cuda/math.hpp"        // IWYU pragma: export
 #include "kernels/cuda/page_ops.hpp"    // IWYU pragma: export
 #include "kernels/cuda/recurrent.hpp"   // IWYU pragma: export

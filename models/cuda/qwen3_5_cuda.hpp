@@ -11,8 +11,9 @@
 // queues a forward (two may be outstanding), `finish` waits on its event,
 // decode steps replay a CUDA graph per row count, tokens are drawn on the
 // device, and a decode row may feed the previous forward's draw (loopback).
-// Image embeddings come from the host (the vision tower runs on the CPU)
-// and are copied over their placeholder tokens' rows.
+// Image embeddings come from the host (the vision tower, on this device too
+// (qwen3_5_vision_cuda.hpp), hands its rows back once per image) and are
+// copied over their placeholder tokens' rows.
 //
 // Built in every configuration: without CUDA, `make` says so.
 

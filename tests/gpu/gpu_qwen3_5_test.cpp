@@ -5,7 +5,7 @@
 // a time (ids drawn on the device) and at every prompt position; bfloat16
 // weights follow the fixture under their own budget; prefix reuse resumes
 // from delta-net checkpoints on the device; image prompts (the vision tower
-// on the host, its embeddings uploaded) match too. The engine runs its GPU
+// on the device too, its rows handed back and uploaded) match too. The engine runs its GPU
 // schedule (overlap: launch / finish, decode rows fed on the device).
 #include <cmath>
 #include <cstdio>
