@@ -186,7 +186,7 @@ const long_case long_cases[] = {
 
 // max |gpu - cpu| / max |cpu| over the steps whose earlier tokens agree
 // (later steps may follow other tokens); the steps compared counted.
-double normalised_error(const completion& gpu, const completion& cpu, std::size_t& compared) {
+double long_logit_error(const completion& gpu, const completion& cpu, std::size_t& compared) {
   double worst = 0;
   for (std::size_t s = 0; s < cpu.logits[0].size() && s < gpu.logits[0].size(); ++s) {
     if (s > 0 && gpu.tokens[0][s - 1] != cpu.tokens[0][s - 1])
@@ -204,7 +204,7 @@ double normalised_error(const completion& gpu, const completion& cpu, std::size_
   return worst;
 }
 
-std::vector<completion> run_all(local_engine& e, std::vector<request_spec> reqs) {
+std::vector<completion> long_run(local_engine& e, std::vector<request_spec> reqs) {
   auto done = engine::run_to_completion(e, std::move(reqs));
   EXPECT_TRUE(done.has_value()) << done.error().message();
   return done ? std::move(*done) : std::vector<completion>{};
@@ -225,11 +225,11 @@ TEST(gpu_qwen3_5_long_prompts, match_the_cpu_model_in_float32_and_bfloat16) {
   for (const auto& c : long_cases) {
     SCOPED_TRACE(c.name);
     const auto reqs = long_batch(c.lengths, seed++);
-    const auto want = run_all(*cpu, reqs);
+    const auto want = long_run(*cpu, reqs);
     ASSERT_EQ(want.size(), reqs.size());
     for (auto* gpu : {f32.get(), bf16.get()}) {
       const bool is_f32 = gpu == f32.get();
-      const auto got = run_all(*gpu, reqs);
+      const auto got = long_run(*gpu, reqs);
       ASSERT_EQ(got.size(), reqs.size());
       double worst = 0;
       std::size_t compared = 0;
@@ -239,7 +239,7 @@ TEST(gpu_qwen3_5_long_prompts, match_the_cpu_model_in_float32_and_bfloat16) {
           ASSERT_TRUE(
               std::all_of(step.begin(), step.end(), [](float v) { return std::isfinite(v); }));
         }
-        const double e = normalised_error(got[i], want[i], compared);
+        const double e = long_logit_error(got[i], want[i], compared);
         worst = std::max(worst, e);
         EXPECT_LT(e, is_f32 ? long_f32_budget : long_bf16_budget);
       }
