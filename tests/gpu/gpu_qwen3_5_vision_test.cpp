@@ -30,8 +30,10 @@ namespace {
 // float32: the GEMMs (cuBLAS) and the attention's online softmax sum in
 // other orders than the CPU's.
 constexpr double vision_f32_budget = 1e-4;
-// bfloat16 weights and GEMM inputs (f32 accumulation, everything else f32).
-constexpr double vision_bf16_budget = 5e-2;
+// bfloat16 weights and GEMM inputs (f32 accumulation, everything else f32):
+// measured 0.0013 (qwen3_5_tiny images) and 0.0072 (qwen3_5_vision_tiny) on
+// the H200 (bench/results/h200-qwen3_5-gpu-tests.log), budget about 4x that.
+constexpr double vision_bf16_budget = 3e-2;
 
 // One encode's inputs: packed patches and their grids.
 struct vision_case {
