@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Per-kernel device time shares on an H200 (the device machine), results under
+# $OUT: bench/profile/kernel_times.cpp (a CUPTI injection library, built here
+# by bench/profile/build.sh and carried in .profile/) records every kernel of
+# a benchmark process; one table per case (<case>.txt, <case>.jsonl):
+#   delta-rule      mstar-gpu-bench --delta-rule-only (decode b64, prefill 4096)
+#   qwen-prefill    Qwen3.5 ~0.56B (bf16), 8 x 2048-token prompts, one step
+#   qwen-decode     the same checkpoint, batch 64 decode
+#   nemotron-*      Nemotron-H ~0.6B ("600m"), the same two shapes
+# and, where the machine has them, which of ncu / nsys / compute-sanitizer exist.
+#   bash bench/h200_profile.sh [CASE...]   (default: all)
+set -uo pipefail
+source "$(dirname "$0")/device_env.sh"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+inject=$root/.profile/libmstar_kernel_times.so
+cupti=$(python3 - <<'PY'
+import glob, site, os
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    for f in glob.glob(os.path.join(d, "nvidia", "*", "lib", "libcupti.so.13*")):
+        print(os.path.dirname(f)); raise SystemExit
+PY
+)
+[[ -n $cupti ]] && export LD_LIBRARY_PATH=$cupti:$LD_LIBRARY_PATH
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  echo "libcupti: ${cupti:-not found}"
+  for t in ncu nsys compute-sanitizer; do echo "$t: $(command -v $t || ls /usr/local/cuda/bin/$t 2>/dev/null || echo absent)"; done
+} | tee "$out/profile-env.txt"
+cases=("$@")
+((${#cases[@]})) || cases=(delta-rule qwen-prefill qwen-decode nemotron-prefill nemotron-decode)
+profile() {  # NAME COMMAND...: the command under the injection library
+  local name=$1
+  shift
+  CUDA_INJECTION64_PATH=$inject MSTAR_KERNEL_PROFILE=$out/$name.txt \
+    MSTAR_KERNEL_PROFILE_JSON=$out/$name.jsonl "$@" >"$out/$name.log" 2>&1
+  echo "== $name (exit $?)"
+  head -16 "$out/$name.txt" 2>/dev/null || tail -5 "$out/$name.log"
+}
+ckpt_dir=$(mktemp -d)
+checkpoint() {  # SIZE: a random checkpoint of bench/transformers_decode.py's SIZES, made once
+  [[ -d $ckpt_dir/$1 ]] || python3 "$root/bench/transformers_decode.py" make-checkpoint --size "$1" \
+    --out "$ckpt_dir/$1" >>"$out/profile-env.txt" 2>&1
+  echo "$ckpt_dir/$1"
+}
+for c in "${cases[@]}"; do
+  case $c in
+    delta-rule)
+      profile delta-rule "$bin/mstar-gpu-bench" --delta-rule-only --delta-batches 64 \
+        --threshold-lengths 4096 --rounds 5 --json ;;
+    qwen-prefill)
+      profile qwen-prefill "$bin/mstar-bench-model-gpu" --model "$(checkpoint qwen3_5-0.5b)" \
+        --batch 8 --prompt-len 2048 --new-tokens 2 --repeats 2 --json ;;
+    qwen-decode)
+      profile qwen-decode "$bin/mstar-bench-model-gpu" --model "$(checkpoint qwen3_5-0.5b)" \
+        --batch 64 --new-tokens 64 --repeats 2 --json ;;
+    nemotron-prefill)
+      profile nemotron-prefill "$bin/mstar-bench-model-gpu" --model "$(checkpoint 600m)" \
+        --batch 8 --prompt-len 2048 --new-tokens 2 --repeats 2 --json ;;
+    nemotron-decode)
+      profile nemotron-decode "$bin/mstar-bench-model-gpu" --model "$(checkpoint 600m)" \
+        --batch 1 64 --new-tokens 64 --repeats 2 --json ;;
+    *) echo "h200_profile.sh: unknown case '$c'" >&2; exit 2 ;;
+  esac
+done
