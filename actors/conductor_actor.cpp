@@ -615,7 +615,9 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
                   const auto n = std::max<std::int32_t>(1, s.sampling.n);
                   const auto rid = s.id;
                   auto ok = [&]() -> result<void> {
-                    if (auto seeded = engine::front_end_seed(s, st.parts.key_page_size); !seeded)
+                    const auto runs = st.parts.model->image_spans(s.prompt, s.images);
+                    if (auto seeded = engine::front_end_seed(s, st.parts.key_page_size, runs);
+                        !seeded)
                       return seeded.error();
                     return st.sched->add(std::move(s));
                   }();

@@ -146,7 +146,8 @@ result<request_id> local_engine::submit(request_spec spec) {
     return ok.error();
   if (auto ok = model_->place_images(spec.prompt, spec.images); !ok)
     return ok.error();
-  if (auto ok = front_end_seed(spec, pools_->key_page_size()); !ok)
+  const auto image_runs = model_->image_spans(spec.prompt, spec.images);
+  if (auto ok = front_end_seed(spec, pools_->key_page_size(), image_runs); !ok)
     return ok.error();
   const auto id = spec.id;
   if (auto ok = sched_->add(std::move(spec)); !ok)
