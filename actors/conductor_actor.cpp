@@ -537,6 +537,14 @@ void register_then_step(self_ptr self, engine::pool_actions actions) {
       seed = std::make_shared<const resources::kv_prefix_seed>(keys ? std::move(*keys)
                                                                     : resources::kv_prefix_seed{});
     }
+    if (seed != nullptr && !seed->ends.empty()) {
+      // Prefill chunks end at the images' ends too: the recurrent pool
+      // checkpoints the state there (end keys, reference §1.7).
+      std::vector<std::int64_t> ends;
+      for (const auto& e : seed->ends)
+        ends.push_back(static_cast<std::int64_t>(e.slot));
+      self->state.sched->set_item_ends(r.rid, std::move(ends));
+    }
     const auto& rid = r.rid;
     ask_all<std::int64_t>(
         self,

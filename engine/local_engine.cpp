@@ -70,6 +70,8 @@ void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sche
     // rather than keying placeholder ids that every image shares.
     auto layout = layout_prompt(model, r.tokens, r.prompt, r.images);
     const std::vector<resources::prompt_span> none;
+    if (layout)
+      sched.set_item_ends(r.rid, item_ends(layout->spans, pools.key_page_size()));
     sched.set_cached(r.rid, register_sequence(pools, r.rid, r.tokens, layout ? layout->spans : none,
                                               r.cache_salt, r.prefix));
   }
