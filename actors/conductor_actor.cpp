@@ -537,6 +537,14 @@ void register_then_step(self_ptr self, engine::pool_actions actions) {
       seed = std::make_shared<const resources::kv_prefix_seed>(keys ? std::move(*keys)
                                                                     : resources::kv_prefix_seed{});
     }
+    if (seed != nullptr && !seed->ends.empty()) {
+      // Prefill chunks end at the images' ends too: the recurrent pool
+      // checkpoints the state there (end keys, reference §1.7).
+      std::vector<std::int64_t> ends;
+      for (const auto& e : seed->ends)
+        ends.push_back(static_cast<std::int64_t>(e.slot));
+      self->state.sched->set_item_ends(r.rid, std::move(ends));
+    }
     const auto& rid = r.rid;
     ask_all<std::int64_t>(
         self,
@@ -615,7 +623,9 @@ caf::behavior conductor_behavior(self_ptr self, conductor_parts parts) {
                   const auto n = std::max<std::int32_t>(1, s.sampling.n);
                   const auto rid = s.id;
                   auto ok = [&]() -> result<void> {
-                    if (auto seeded = engine::front_end_seed(s, st.parts.key_page_size); !seeded)
+                    const auto runs = st.parts.model->image_spans(s.prompt, s.images);
+                    if (auto seeded = engine::front_end_seed(s, st.parts.key_page_size, runs);
+                        !seeded)
                       return seeded.error();
                     return st.sched->add(std::move(s));
                   }();

@@ -70,6 +70,8 @@ void apply_actions(const pool_actions& actions, pool_set& pools, scheduler& sche
     // rather than keying placeholder ids that every image shares.
     auto layout = layout_prompt(model, r.tokens, r.prompt, r.images);
     const std::vector<resources::prompt_span> none;
+    if (layout)
+      sched.set_item_ends(r.rid, item_ends(layout->spans, pools.key_page_size()));
     sched.set_cached(r.rid, register_sequence(pools, r.rid, r.tokens, layout ? layout->spans : none,
                                               r.cache_salt, r.prefix));
   }
@@ -146,7 +148,8 @@ result<request_id> local_engine::submit(request_spec spec) {
     return ok.error();
   if (auto ok = model_->place_images(spec.prompt, spec.images); !ok)
     return ok.error();
-  if (auto ok = front_end_seed(spec, pools_->key_page_size()); !ok)
+  const auto image_runs = model_->image_spans(spec.prompt, spec.images);
+  if (auto ok = front_end_seed(spec, pools_->key_page_size(), image_runs); !ok)
     return ok.error();
   const auto id = spec.id;
   if (auto ok = sched_->add(std::move(spec)); !ok)

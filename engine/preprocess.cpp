@@ -154,11 +154,86 @@ std::optional<resources::kv_prefix_seed> sequence_keys(
   return keys ? std::optional{std::move(*keys)} : std::nullopt;
 }
 
-result<std::optional<resources::kv_prefix_seed>> front_end_seed(const request_spec& spec,
-                                                                std::int64_t page_size) {
+namespace {
+
+std::string slot_range(std::uint64_t from, std::uint64_t to) {
+  return fmt::format("[{}, {})", from, to);
+}
+
+std::string run_of(std::size_t k, const models::image_span& im) {
+  return fmt::format("image {}'s placeholder run {}", k,
+                     slot_range(static_cast<std::uint64_t>(im.start),
+                                static_cast<std::uint64_t>(im.start + im.length)));
+}
+
+}  // namespace
+
+result<void> check_layout_rows(const prefix_wire& wire, std::uint64_t prompt_slots,
+                               std::span<const models::image_span> images) {
+  if (wire.layout.empty()) {
+    if (!images.empty()) {
+      return make_error(errc::invalid_argument,
+                        fmt::format("prefix_layout: no rows (one ids row over the prompt) but "
+                                    "the prompt has {} image(s); each image must be an item row "
+                                    "over its placeholder run, starting with {}",
+                                    images.size(), run_of(0, images[0])));
+    }
+    return {};
+  }
+  std::uint64_t at = 0;
+  std::size_t next = 0;  // the first image no row has covered yet
+  for (std::size_t i = 0; i < wire.layout.size(); ++i) {
+    const auto& r = wire.layout[i];
+    const auto end = at + r.length;
+    const auto* im = next < images.size() ? &images[next] : nullptr;
+    const bool reaches_image = im != nullptr && static_cast<std::uint64_t>(im->start) < end;
+    const auto row = fmt::format("prefix_layout[{}]", i);
+    if (r.digest.empty() && reaches_image) {
+      return make_error(errc::invalid_argument,
+                        fmt::format("{}: an ids row over slots {} holds {}; an image must be an "
+                                    "item row of its own",
+                                    row, slot_range(at, end), run_of(next, *im)));
+    }
+    if (!r.digest.empty()) {
+      if (im != nullptr && static_cast<std::uint64_t>(im->start) == at) {
+        if (r.length != static_cast<std::uint64_t>(im->length)) {
+          return make_error(errc::invalid_argument,
+                            fmt::format("{}: an item row of {} slots at slot {}, but {} has {} "
+                                        "slots",
+                                        row, r.length, at, run_of(next, *im), im->length));
+        }
+        ++next;
+      } else if (reaches_image) {
+        return make_error(errc::invalid_argument,
+                          fmt::format("{}: an item row over slots {} does not line up with {}", row,
+                                      slot_range(at, end), run_of(next, *im)));
+      } else {
+        return make_error(errc::invalid_argument,
+                          fmt::format("{}: an item row over slots {}, where the prompt has token "
+                                      "ids, not an image's placeholder run",
+                                      row, slot_range(at, std::min(end, prompt_slots))));
+      }
+    }
+    at = end;
+  }
+  if (at != prompt_slots) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("prefix_layout: its {} rows cover {} slots but the prompt has {} "
+                                  "tokens",
+                                  wire.layout.size(), at, prompt_slots));
+  }
+  return {};
+}
+
+result<std::optional<resources::kv_prefix_seed>> front_end_seed(
+    const request_spec& spec, std::int64_t page_size, std::span<const models::image_span> images) {
   if (!spec.prefix || page_size <= 0)
     return std::optional<resources::kv_prefix_seed>{};
-  auto seed = seed_from_wire(*spec.prefix, spec.prompt, page_size);
+  auto seed = [&]() -> result<resources::kv_prefix_seed> {
+    if (auto ok = check_layout_rows(*spec.prefix, spec.prompt.size(), images); !ok)
+      return ok.error();
+    return seed_from_wire(*spec.prefix, spec.prompt, page_size);
+  }();
   if (!seed)
     return seed.error().with_context(fmt::format("request {}", spec.id));
   return std::optional<resources::kv_prefix_seed>{std::move(*seed)};

@@ -10,6 +10,7 @@
 
 #include "core/result.hpp"
 #include "engine/request.hpp"
+#include "models/causal_lm.hpp"
 #include "models/tokenizer.hpp"
 #include "resources/kv/kv_pool.hpp"
 #include "resources/kv/layout.hpp"
@@ -51,10 +52,24 @@ namespace mstar::engine {
     std::string_view cache_salt, const resources::kv_prefix_seed* given);
 
 /// The seed `spec.prefix` (a trusted front end's keys) gives at
-/// `page_size`, checked against the prompt; nullopt without one or when no
+/// `page_size`, checked against the prompt and against `images`, the
+/// placeholder runs of the prompt's images (the model's `image_spans` of
+/// the fitted prompt; `check_layout_rows`); nullopt without one or when no
 /// pool keys prompts (`page_size` 0). The error names the request and field.
+/// A refusal leaves nothing behind: it comes before the request is queued.
 [[nodiscard]] result<std::optional<resources::kv_prefix_seed>> front_end_seed(
-    const request_spec& spec, std::int64_t page_size);
+    const request_spec& spec, std::int64_t page_size, std::span<const models::image_span> images);
+
+/// Checks a front end's `prefix_layout` rows against a prompt of
+/// `prompt_slots` slots whose images take the placeholder runs `images` (in
+/// order): every item row (a row with a digest) lies exactly on the next
+/// image's run (same first slot, same length), no ids row covers any image
+/// slot (an image keyed as ids would share pages with every other image),
+/// and the rows cover the prompt. No rows stand for one ids row over the
+/// whole prompt. invalid_argument naming the row (`prefix_layout[2]`) and
+/// what differed.
+[[nodiscard]] result<void> check_layout_rows(const prefix_wire& wire, std::uint64_t prompt_slots,
+                                             std::span<const models::image_span> images);
 
 /// The seed a trusted front end's `prefix_wire` describes for `prompt` at
 /// `page_size`; invalid_argument naming the field (`prefix_keys[3]`,

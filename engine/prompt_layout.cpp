@@ -69,6 +69,23 @@ result<prompt_layout> layout_prompt(std::span<const token_id> tokens,
   return out;
 }
 
+std::vector<std::int64_t> item_ends(std::span<const resources::prompt_span> spans,
+                                    std::int64_t page_size) {
+  std::vector<std::int64_t> out;
+  if (page_size < 1)
+    return out;
+  std::int64_t at = 0;
+  for (const auto& span : spans) {
+    const auto* item = std::get_if<resources::item_span>(&span);
+    at += item != nullptr
+              ? static_cast<std::int64_t>(item->length)
+              : static_cast<std::int64_t>(std::get<resources::id_span>(span).ids.size());
+    if (item != nullptr && at % page_size != 0)
+      out.push_back(at);
+  }
+  return out;
+}
+
 result<prompt_layout> layout_prompt(const models::causal_lm& model,
                                     std::span<const token_id> tokens,
                                     std::span<const token_id> prompt,

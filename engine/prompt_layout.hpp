@@ -50,6 +50,13 @@ struct prompt_layout {
                                                   std::span<const models::image_input> images,
                                                   std::string_view preprocess);
 
+/// Where the items of `spans` end strictly inside a page of `page_size`
+/// slots (none when `page_size` < 1): the slots an end key names
+/// (reference §1.7), where a prefill chunk ends so a hybrid model's state
+/// there is checkpointed.
+[[nodiscard]] std::vector<std::int64_t> item_ends(std::span<const resources::prompt_span> spans,
+                                                  std::int64_t page_size);
+
 /// The layout a model gives `tokens` whose prompt is `prompt` with `images`
 /// (`place_images` fitted them): one ids span without images.
 [[nodiscard]] result<prompt_layout> layout_prompt(const models::causal_lm& model,

@@ -32,6 +32,8 @@ struct scheduler::sequence {
   std::optional<resources::retention_policy> retention;
   std::int64_t tokens_per_unit = 1;
   std::int64_t kv_pages_peak = 0;
+  /// Item ends inside pages where prefill chunks end (`set_item_ends`).
+  std::vector<std::int64_t> item_ends;
   /// `speculate`'s scratch: this sequence's row in the last step (-1: none).
   mutable std::int32_t last_row = -1;
 
@@ -126,6 +128,17 @@ void cut_at_checkpoint(std::int64_t stride, std::int64_t computed, std::int64_t&
     return;
   const std::int64_t next = (computed / stride + 1) * stride;
   chunk = std::min(chunk, next - computed);
+}
+
+// Ends a prefill chunk from `computed` at the next item end (an image ending
+// inside a page), so the recurrent pool sees the state there too.
+void cut_at_item_end(std::span<const std::int64_t> ends, std::int64_t computed,
+                     std::int64_t& chunk) {
+  if (chunk <= 1)
+    return;
+  const auto next = std::upper_bound(ends.begin(), ends.end(), computed);
+  if (next != ends.end())
+    chunk = std::min(chunk, *next - computed);
 }
 
 }  // namespace
@@ -274,6 +287,14 @@ void scheduler::set_cached(const request_id& rid, std::int64_t tokens) {
   s->awaiting_cache = false;
 }
 
+void scheduler::set_item_ends(const request_id& rid, std::vector<std::int64_t> slots) {
+  auto* s = find(rid);
+  if (s == nullptr || facts_.checkpoint_stride <= 0)
+    return;
+  std::sort(slots.begin(), slots.end());
+  s->item_ends = std::move(slots);
+}
+
 pool_actions scheduler::admissions() {
   pool_actions actions;
   if (hold_admissions_)
@@ -336,6 +357,7 @@ scheduled_step scheduler::schedule() {
   std::int64_t budget = config_.max_batched_tokens;
   auto add_row = [&](sequence& s, std::int64_t chunk) {
     cut_at_checkpoint(facts_.checkpoint_stride, s.computed, chunk);
+    cut_at_item_end(s.item_ends, s.computed, chunk);
     auto retention = cut_at_window(s, s.computed, chunk);
     const auto from = static_cast<std::ptrdiff_t>(s.computed);
     scheduled_row row{s.rid,
@@ -473,6 +495,7 @@ scheduled_step scheduler::speculate() const {
         continue;
       auto chunk = std::min(remaining, budget);
       cut_at_checkpoint(facts_.checkpoint_stride, p.computed, chunk);
+      cut_at_item_end(s->item_ends, p.computed, chunk);
       auto retention = cut_at_window(*s, p.computed, chunk);
       const auto from = static_cast<std::ptrdiff_t>(p.computed);
       // A chunk feeds known tokens only (the prompt, or output recomputed

@@ -174,6 +174,12 @@ class scheduler {
   [[nodiscard]] static std::vector<request_id> sequence_ids(const request_spec& spec);
   /// Prompt tokens of sequence `rid` its pools already hold (cached pages).
   void set_cached(const request_id& rid, std::int64_t tokens);
+  /// Slots where sequence `rid`'s prefill chunks end besides the checkpoint
+  /// boundaries: the ends of its images inside pages (ascending), so a
+  /// hybrid model's recurrent pool checkpoints the state there and a later
+  /// prompt with the same text and image reuses up to the image's end. Kept
+  /// only when the model checkpoints (`model_facts::checkpoint_stride`).
+  void set_item_ends(const request_id& rid, std::vector<std::int64_t> slots);
   /// Cancels every sequence of request `id` at the next `schedule`; false
   /// when no such request is live.
   bool cancel(const request_id& id);

@@ -168,7 +168,7 @@ api_result<bool> read_messages(const json& body, const served_model& model, gene
     json out = m;
     const auto content = m.find("content");
     if (content != m.end() && content->is_array()) {
-      auto parts = internal::read_content_parts(*content, param, model.images.get(), r.images);
+      auto parts = internal::read_content_parts(*content, param, model.images.get(), r.image_parts);
       if (!parts)
         return parts.error();
       out["content"] = std::move(*parts);
@@ -385,7 +385,27 @@ api_result<std::size_t> image_tokens(const generation_request& req, const served
 
 }  // namespace
 
+api_result<bool> read_images(generation_request& req, const served_model& model) {
+  if (req.image_parts.empty())
+    return true;
+  if (!model.images)
+    return bad_request("this model takes no images (it has no vision tower)", "messages");
+  std::vector<models::image_input> images;
+  images.reserve(req.image_parts.size());
+  for (const auto& part : req.image_parts) {
+    auto im = internal::read_image(part, *model.images);
+    if (!im)
+      return im.error();
+    images.push_back(std::move(*im));
+  }
+  req.images = std::move(images);
+  req.image_parts.clear();
+  return true;
+}
+
 api_result<bool> finish_prompts(generation_request& req, const served_model& model) {
+  if (auto ok = read_images(req, model); !ok)
+    return ok.error();
   std::size_t longest = 0;
   for (auto& p : req.prompts) {
     if (p.ids.empty() && p.text) {

@@ -50,6 +50,14 @@ struct served_model {
 
 enum class endpoint : std::uint8_t { completions, chat };
 
+/// An image part as sent: its bytes (the data URL's base64 decoded), not
+/// yet decoded as an image. Decoding (PNG / JPEG, resizing) is the costly
+/// part, so it waits for `read_images`, after admission.
+struct image_part {
+  std::string param;  ///< "messages[0].content[1]", for errors
+  std::vector<std::byte> bytes;
+};
+
 /// One prompt of a request: text, or token ids (after `tokenize_prompts`,
 /// always ids; `text` stays for `echo`).
 struct prompt_input {
@@ -66,6 +74,9 @@ struct generation_request {
   /// parts keeps its list, each image as {"type": "image"} (the template
   /// renders the model's marker block for it), the data left out.
   nlohmann::ordered_json messages;
+  /// chat: the messages' image parts, in order, until `read_images` decodes
+  /// them into `images`.
+  std::vector<image_part> image_parts;
   /// chat: the images of the messages' image parts, in order.
   std::vector<models::image_input> images;
   /// chat: the prompt tokens the images add once each placeholder is
@@ -96,9 +107,16 @@ struct generation_request {
 [[nodiscard]] api_result<generation_request> parse_request(std::string_view body, endpoint kind,
                                                            const served_model& model);
 
+/// Decodes the image parts `parse_request` kept into `images` with the
+/// model's image reader (the costly part of an image request: the service
+/// calls it only once the request is admitted). An image that cannot be
+/// read is a 400 naming its part; `images` is then left empty.
+[[nodiscard]] api_result<bool> read_images(generation_request& req, const served_model& model);
+
 /// Tokenizes text prompts and checks every prompt against the context and
 /// the vocabulary; sets `stop.max_tokens` when the body left it out (what
-/// the context leaves). Chat prompts are rendered before this.
+/// the context leaves). Chat prompts are rendered before this; image parts
+/// not read yet are read first (`read_images`).
 [[nodiscard]] api_result<bool> finish_prompts(generation_request& req, const served_model& model);
 
 /// The engine requests of `req` (one per prompt), ids `<base>-<i>`.

@@ -22,6 +22,23 @@ bool same_secret(std::string_view given, std::string_view key) {
   return diff == 0 && !key.empty();
 }
 
+// One admission place: given back when it goes out of scope, unless a
+// generation takes it over (then `service::finished` gives it back).
+class admission_place {
+ public:
+  explicit admission_place(std::atomic<std::size_t>& outstanding) : outstanding_(&outstanding) {}
+  admission_place(const admission_place&) = delete;
+  admission_place& operator=(const admission_place&) = delete;
+  ~admission_place() {
+    if (outstanding_ != nullptr)
+      --*outstanding_;
+  }
+  void hand_over() noexcept { outstanding_ = nullptr; }
+
+ private:
+  std::atomic<std::size_t>* outstanding_;
+};
+
 }  // namespace
 
 service::service(engine_port* engine, served_model model, chat_renderer render,
@@ -91,6 +108,20 @@ service::outcome service::generate(endpoint kind, std::string_view body) {
   auto req = parse_request(body, kind, model_);
   if (!req)
     return reply(req.error());
+  // Admission: one place per generation; the engine queues within it. It
+  // comes before the costly part (decoding images, the template, the
+  // tokenizer), so a refused request costs the server only its parse.
+  if (outstanding_.fetch_add(1) >= options_.max_outstanding) {
+    --outstanding_;
+    return reply({429,
+                  fmt::format("the server is at its limit of {} outstanding requests; retry "
+                              "later",
+                              options_.max_outstanding),
+                  "rate_limit_error", "", "queue_full"});
+  }
+  admission_place place{outstanding_};
+  if (auto ok = read_images(*req, model_); !ok)
+    return reply(ok.error());
   if (kind == endpoint::chat) {
     auto text = render_ ? render_(*req)
                         : result<std::string>{make_error(errc::invalid_argument, "no template")};
@@ -102,17 +133,10 @@ service::outcome service::generate(endpoint kind, std::string_view body) {
   }
   if (auto ok = finish_prompts(*req, model_); !ok)
     return reply(ok.error());
-  // Admission: one slot per generation; the engine queues within it.
-  if (outstanding_.fetch_add(1) >= options_.max_outstanding) {
-    --outstanding_;
-    return reply({429,
-                  fmt::format("the server is at its limit of {} outstanding requests; retry "
-                              "later",
-                              options_.max_outstanding),
-                  "rate_limit_error", "", "queue_full"});
-  }
   auto id = make_response_id(kind);
-  return std::make_unique<generation>(std::move(*req), std::move(id), model_.tok);
+  auto g = std::make_unique<generation>(std::move(*req), std::move(id), model_.tok);
+  place.hand_over();
+  return g;
 }
 
 void service::finished(const generation& g) {

@@ -133,6 +133,8 @@ std::string kv_pool::check_retention(const kv_step& step) const {
     // admit (convert_lease): they count as held.
     if (st != nullptr && !st->lease.empty() && st->pages.empty() && st->stored_len == 0)
       grown = static_cast<std::int64_t>(st->lease.size()) * config_.geometry.page_size;
+    if (st != nullptr && st->end_lease && st->pages.empty() && st->stored_len == 0)
+      grown = st->end_lease->tokens;
     for (const auto& seg : step.segments) {
       if (seg.rid == key.first && seg.label == key.second && step.commit)
         grown += seg.span;
@@ -207,7 +209,7 @@ admit_outcome kv_pool::admit_impl(const kv_step& step, const step_context& ctx,
                       st.importing ? "importing (finish_import or abort_import first)"
                                    : "exported (release_export or remove the request first)")});
     }
-    if (!st.lease.empty() && st.pages.empty() && st.stored_len == 0)
+    if ((!st.lease.empty() || st.end_lease) && st.pages.empty() && st.stored_len == 0)
       convert_lease(st);
     // A non-committing step still writes its span for the kernels to attend.
     if (seg.span > 0)
@@ -310,7 +312,8 @@ void kv_pool::undo(std::vector<alloc_record>& record) {
         ++st->generation;
       }
     }
-    if (it->created_stream && st->pages.empty() && st->lease.empty() && st->stored_len == 0) {
+    if (it->created_stream && st->pages.empty() && st->lease.empty() && !st->end_lease &&
+        st->stored_len == 0) {
       auto& req = *requests_.at(it->rid);
       req.streams.erase(it->label);
     }
@@ -426,6 +429,7 @@ void kv_pool::free_stream(stream_state& st) {
     arena_.release(p);
   st.pages.clear();
   st.lease.clear();
+  release_end_lease(st);
 }
 
 void kv_pool::purge_records(const request_id& rid) {

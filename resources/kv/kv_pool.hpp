@@ -75,6 +75,10 @@ struct kv_prefix_seed {
   /// The root the keys were folded from (empty: unrooted); the first
   /// generated page of a prompt shorter than a page folds it in too.
   std::vector<std::uint8_t> root;
+  /// Items (images) ending strictly inside a page, with their unrooted end
+  /// keys (reference §1.7): a prompt with the same slots up to such an end
+  /// reuses the head of that page, whatever follows it.
+  std::vector<item_end> ends;
 };
 
 /// The seed of a keyed prompt (`key_prompt` at `page_size` from `root`):
@@ -90,8 +94,8 @@ struct kv_prefix_seed {
 /// The seed of what a Python preprocess stage sends for one stream (§1.8):
 /// `prefix_keys` (unrooted), `prefix_tail` and `prefix_layout` rows, paged
 /// at `page_size`. Fails, naming the field, when the rows are malformed or
-/// the keys and tail do not describe the slots the rows cover. End keys are
-/// carried in the rows but not used: this engine leases whole pages only.
+/// the keys and tail do not describe the slots the rows cover. The rows'
+/// end keys become the seed's `ends`.
 [[nodiscard]] result<kv_prefix_seed> prefix_seed_from_rows(std::vector<digest256> keys,
                                                            std::vector<token_id> tail,
                                                            std::span<const prefix_span> rows,
@@ -256,6 +260,11 @@ class kv_pool final : public resource {
   void apply_forks(const kv_step& step, const step_context& ctx, bool post);
   void convert_lease(stream_state& s);
   void index_pages(const request_id& rid, const std::string& label, stream_state& s);
+  // Item ends (kv_pool_ends.cpp, reference §1.7 and §3.6.7 "image ends").
+  [[nodiscard]] std::optional<std::int64_t> lease_item_end(stream_state& s);
+  void release_end_lease(stream_state& s);
+  void convert_end_lease(stream_state& s);
+  void index_item_ends(stream_state& s);
   std::int64_t release_front(stream_state& s, std::int64_t tokens);
   void free_stream(stream_state& s);
   void purge_records(const request_id& rid);

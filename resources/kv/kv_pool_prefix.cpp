@@ -19,6 +19,7 @@ kv_prefix_seed make_prefix_seed(prompt_keys keyed, std::int64_t page_size, byte_
   seed.tail = std::move(keyed.tail);
   seed.slots = keyed.total_slots;
   seed.root.assign(root.begin(), root.end());
+  seed.ends = std::move(keyed.ends);
   return seed;
 }
 
@@ -41,6 +42,7 @@ result<kv_prefix_seed> prefix_seed_from_rows(std::vector<digest256> keys,
   // The chain generation would start from checks keys, tail and items agree.
   if (auto ok = start_page_chain(prompt, page_size); !ok)
     return ok.error().with_context("prefix_keys, prefix_tail and prefix_layout");
+  prompt.ends = item_ends_of_rows(rows, page_size);
   return make_prefix_seed(std::move(prompt), page_size);
 }
 
@@ -77,6 +79,9 @@ std::optional<kv_pool::chain_state> kv_pool::make_chain(const kv_prefix_seed& se
   c.rooted.reserve(c.page.keys.size());
   for (const auto& k : c.page.keys)
     c.rooted.push_back(fingerprint(root_, k));
+  c.prompt_slots = seed.slots.value_or(0);
+  for (const auto& e : seed.ends)
+    c.ends.push_back({e.slot, fingerprint(root_, e.key), false});
   return c;
 }
 
@@ -93,6 +98,8 @@ std::optional<std::int64_t> kv_pool::resolve_cached_prefix(const request_id& rid
     std::int64_t tokens = 0;
     if (st.converted || st.stored_len > 0) {
       tokens = st.stored_len;  // a repeat probe after conversion
+    } else if (st.end_lease) {
+      tokens = st.end_lease->tokens;
     } else if (!st.lease.empty()) {
       tokens = static_cast<std::int64_t>(st.lease.size()) * config_.geometry.page_size;
     } else if (st.chain && !st.chain->rooted.empty()) {
@@ -105,6 +112,9 @@ std::optional<std::int64_t> kv_pool::resolve_cached_prefix(const request_id& rid
         arena_.retain(p);
       st.lease = std::move(matched);
       tokens = static_cast<std::int64_t>(st.lease.size()) * config_.geometry.page_size;
+      // An image ending inside the next page: its head may be cached too.
+      if (const auto end = lease_item_end(st))
+        tokens = *end;
     }
     answer = answer ? std::min(*answer, tokens) : tokens;
   }
@@ -115,15 +125,24 @@ std::int64_t kv_pool::apply_cached_prefix(const request_id& rid, std::int64_t ag
   const auto it = requests_.find(rid);
   if (it == requests_.end())
     return agreed;
-  const auto keep =
-      static_cast<std::size_t>(std::max<std::int64_t>(0, agreed) / config_.geometry.page_size);
+  const std::int64_t ps = config_.geometry.page_size;
+  const auto keep = static_cast<std::size_t>(std::max<std::int64_t>(0, agreed) / ps);
+  std::int64_t kept = agreed;
   for (auto& [label, st] : it->second->streams) {
     while (st.lease.size() > keep) {
       arena_.release(st.lease.back());
       st.lease.pop_back();
     }
+    if (st.end_lease && st.end_lease->tokens != agreed)
+      release_end_lease(st);
+    // Inside a page only an item end's lease serves (or served) the agreed
+    // length; without one the stream keeps whole pages, and says so.
+    const bool served = (st.end_lease && st.end_lease->tokens == agreed) ||
+                        (st.converted && st.stored_len == agreed);
+    if (agreed % ps != 0 && !served)
+      kept = std::min(kept, static_cast<std::int64_t>(keep) * ps);
   }
-  return agreed;
+  return kept;
 }
 
 void kv_pool::convert_lease(stream_state& st) {
@@ -133,6 +152,7 @@ void kv_pool::convert_lease(stream_state& st) {
   st.stored_len = static_cast<std::int64_t>(st.pages.size()) * config_.geometry.page_size;
   if (st.chain)
     st.chain->cursor = static_cast<std::int64_t>(st.pages.size());
+  convert_end_lease(st);
   st.converted = true;
   ++st.generation;
 }
@@ -165,6 +185,8 @@ void kv_pool::index_pages(const request_id& rid, const std::string& label, strea
                          st.pages[static_cast<std::size_t>(i)], parent);
     c.cursor = i + 1;
   }
+  if (!st.retention)
+    index_item_ends(st);
 }
 
 void kv_pool::extend_prefix_chain(const request_id& rid, const std::string& label,
@@ -302,6 +324,10 @@ result<void> kv_pool::check_invariants() const {
         ++refs[static_cast<std::size_t>(p)];
       for (const page_id p : st.lease)
         ++refs[static_cast<std::size_t>(p)];
+      if (st.end_lease) {
+        ++refs[static_cast<std::size_t>(st.end_lease->cached)];
+        ++refs[static_cast<std::size_t>(st.end_lease->fresh)];
+      }
       if (st.stored_len % ps != 0) {
         const page_id frontier = st.pages[static_cast<std::size_t>(st.stored_len / ps)];
         // An export holds the frontier it published.

@@ -19,6 +19,25 @@ struct kv_pool::chain_state {
   page_chain page;
   std::vector<digest256> rooted;
   std::int64_t cursor = 0;
+  /// The prompt's item ends (the seed's `ends`), their end keys rooted;
+  /// `indexed`: this stream has offered a copy of that page's head to the
+  /// index (or found one there), so it does not try again.
+  struct end_state {
+    std::uint64_t slot = 0;
+    digest256 rooted{};
+    bool indexed = false;
+  };
+  std::vector<end_state> ends;
+  std::uint64_t prompt_slots = 0;  ///< an end at or past it leaves nothing to run
+};
+
+/// The head of the page an item ends in, found under its end key: the
+/// cached page (retained) and a fresh page of the stream's own that takes
+/// a copy of its first `tokens % page_size` slots when the lease converts.
+struct kv_end_lease {
+  page_id cached = 0;
+  page_id fresh = 0;
+  std::int64_t tokens = 0;  ///< the item's end: what the lease serves
 };
 
 struct kv_pool::stream_state {
@@ -31,7 +50,8 @@ struct kv_pool::stream_state {
   std::uint64_t reset_generation = 0;
   bool step_in_flight = false;
   std::optional<chain_state> chain;
-  std::vector<page_id> lease;  ///< cached pages held for this stream before admit
+  std::vector<page_id> lease;             ///< cached pages held for this stream before admit
+  std::optional<kv_end_lease> end_lease;  ///< the page after `lease`, up to an item's end
   bool converted = false;
   /// Under an export hold: its pages are published, admit refuses it.
   bool exported = false;

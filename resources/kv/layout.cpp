@@ -26,6 +26,25 @@ std::vector<std::vector<token_id>> ids_by_page(std::span<const prompt_span> span
   return pages;
 }
 
+// The end key of the item ending at slot `at` (strictly inside its page):
+// the page's ids and items before `at`, folded from the previous page's key
+// (`root` on the first page).
+result<digest256> item_end_key(const std::vector<std::vector<token_id>>& pages,
+                               const prompt_keys& keyed, std::uint64_t at, std::uint64_t ps,
+                               byte_view root) {
+  const std::uint64_t page = at / ps;
+  if (page >= pages.size() || page >= keyed.keys.size()) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("an item ends on page {}, which the keys do not reach", page));
+  }
+  const auto items = keyed.items.find(page);
+  const byte_view prev = page == 0 ? root : byte_view{keyed.keys[page - 1]};
+  return end_key(
+      prev, pages[page],
+      items == keyed.items.end() ? std::span<const page_item>{} : std::span{items->second},
+      at % ps);
+}
+
 }  // namespace
 
 result<prompt_keys> key_prompt(std::span<const prompt_span> spans, std::int64_t page_size,
@@ -60,6 +79,16 @@ result<prompt_keys> key_prompt(std::span<const prompt_span> spans, std::int64_t 
   out.keys = std::move(*keys);
   out.items = std::move(*items);
   out.total_slots = total;
+  std::uint64_t at = 0;
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    at += layout[i].length;
+    if (!layout[i].digest || at % ps == 0)
+      continue;
+    auto key = item_end_key(pages, out, at, ps, root);
+    if (!key)
+      return key.error().with_context(fmt::format("spans[{}]", i));
+    out.ends.push_back({at, *key});
+  }
   if (total % ps != 0)
     out.tail = std::move(pages.back());
   return out;
@@ -90,19 +119,8 @@ result<std::vector<prefix_span>> prefix_layout_rows(std::span<const prompt_span>
     at += row.length;
     if (const auto* item = std::get_if<item_span>(&spans[i])) {
       row.digest = item->digest;
-      const std::uint64_t page = at / ps;
       if (at % ps != 0) {
-        if (page >= pages.size() || page >= keyed.keys.size()) {
-          return make_error(
-              errc::invalid_argument,
-              fmt::format("spans[{}] ends on page {}, which the keys do not reach", i, page));
-        }
-        const auto items = keyed.items.find(page);
-        const byte_view prev = page == 0 ? root : byte_view{keyed.keys[page - 1]};
-        auto key = end_key(
-            prev, pages[page],
-            items == keyed.items.end() ? std::span<const page_item>{} : std::span{items->second},
-            at % ps);
+        auto key = item_end_key(pages, keyed, at, ps, root);
         if (!key)
           return key.error().with_context(fmt::format("spans[{}]", i));
         row.end_key = *key;
@@ -111,6 +129,20 @@ result<std::vector<prefix_span>> prefix_layout_rows(std::span<const prompt_span>
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+std::vector<item_end> item_ends_of_rows(std::span<const prefix_span> rows, std::int64_t page_size) {
+  std::vector<item_end> out;
+  if (page_size < 1)
+    return out;
+  const auto ps = static_cast<std::uint64_t>(page_size);
+  std::uint64_t at = 0;
+  for (const auto& row : rows) {
+    at += row.length;
+    if (row.digest && row.end_key && at % ps != 0)
+      out.push_back({at, *row.end_key});
+  }
+  return out;
 }
 
 result<std::vector<layout_span>> layout_of_rows(std::span<const prefix_span> rows) {

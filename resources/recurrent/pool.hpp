@@ -424,6 +424,7 @@ class recurrent_state_pool final : public resource {
   // A request's key chain and how far its "main" stream got.
   struct checkpoint_stream {
     page_chain chain;
+    std::vector<item_end> ends;  // also checkpointed, under their end keys
     std::int64_t prompt_slots = 0;
     std::int64_t length = 0;
     std::optional<digest256> lease;
@@ -432,6 +433,11 @@ class recurrent_state_pool final : public resource {
   void init_checkpoints();
   void forget_checkpoint_stream(const request_id& rid);
   void capture_checkpoint(const request_id& rid, std::int32_t slot, std::int64_t span);
+  void capture_under(const digest256& key, std::int32_t slot);
+  // The deepest point at most `limit` tokens in whose state a checkpoint
+  // holds: a stride boundary or an item end; its key and length.
+  [[nodiscard]] std::optional<std::pair<digest256, std::int64_t>> deepest_checkpoint(
+      const checkpoint_stream& cs, std::int64_t limit) const;
   [[nodiscard]] std::optional<std::int32_t> take_checkpoint_slot();
   void release_lease(checkpoint_stream& cs);
   [[nodiscard]] result<void> check_checkpoints() const;

@@ -40,6 +40,7 @@ void recurrent_state_pool::ingest_request(const request_id& rid, const kv_prefix
                                static_cast<std::uint64_t>(config_.checkpoint_page_size) +
                            chain->unkeyed.size()));
   cs.chain = std::move(*chain);
+  cs.ends = keys->ends;
   ckpt_streams_.emplace(rid, std::move(cs));
 }
 
@@ -71,6 +72,29 @@ void recurrent_state_pool::forget_checkpoint_stream(const request_id& rid) {
   ckpt_streams_.erase(it);
 }
 
+std::optional<std::pair<digest256, std::int64_t>> recurrent_state_pool::deepest_checkpoint(
+    const checkpoint_stream& cs, std::int64_t limit) const {
+  const std::int64_t ps = config_.checkpoint_page_size;
+  const std::int64_t pages_per = config_.checkpoint_stride / ps;
+  std::optional<std::pair<digest256, std::int64_t>> best;
+  std::int64_t pages = std::min(cs.chain.keyed_pages, limit / ps);
+  pages -= pages % pages_per;
+  for (; pages > 0; pages -= pages_per) {
+    const auto& key = cs.chain.keys[static_cast<std::size_t>(pages - 1)];
+    if (ckpt_index_.contains(key)) {
+      best = {key, pages * ps};
+      break;
+    }
+  }
+  // An item's end (an image ending inside a page) may lie deeper.
+  for (const auto& e : cs.ends) {
+    const auto at = static_cast<std::int64_t>(e.slot);
+    if (at <= limit && (!best || at > best->second) && ckpt_index_.contains(e.key))
+      best = {e.key, at};
+  }
+  return best;
+}
+
 std::optional<std::int64_t> recurrent_state_pool::resolve_cached_prefix(const request_id& rid) {
   if (config_.checkpoint_slots <= 0)
     return std::nullopt;
@@ -82,22 +106,14 @@ std::optional<std::int64_t> recurrent_state_pool::resolve_cached_prefix(const re
     return cs.lease_tokens;  // a repeated probe
   if (cs.length > 0 || has_state(rid))
     return 0;  // already running: nothing to resume
-  const std::int64_t ps = config_.checkpoint_page_size;
-  const std::int64_t pages_per = config_.checkpoint_stride / ps;
   // Short of the prompt's last token: at least one token runs for logits.
-  std::int64_t pages = std::min(cs.chain.keyed_pages, (cs.prompt_slots - 1) / ps);
-  pages -= pages % pages_per;
-  for (; pages > 0; pages -= pages_per) {
-    const auto& key = cs.chain.keys[static_cast<std::size_t>(pages - 1)];
-    const auto found = ckpt_index_.find(key);
-    if (found == ckpt_index_.end())
-      continue;
-    ++found->second.leases;
-    cs.lease = key;
-    cs.lease_tokens = pages * ps;
-    return cs.lease_tokens;
-  }
-  return 0;
+  const auto found = deepest_checkpoint(cs, cs.prompt_slots - 1);
+  if (!found)
+    return 0;
+  ++ckpt_index_.at(found->first).leases;
+  cs.lease = found->first;
+  cs.lease_tokens = found->second;
+  return cs.lease_tokens;
 }
 
 std::int64_t recurrent_state_pool::apply_cached_prefix(const request_id& rid, std::int64_t agreed) {
@@ -113,23 +129,11 @@ std::int64_t recurrent_state_pool::apply_cached_prefix(const request_id& rid, st
   }
   if (cs.length == agreed && has_state(rid))
     return agreed;  // applied already (a repeated round)
-  const std::int64_t ps = config_.checkpoint_page_size;
   // The checkpoint at exactly `agreed`, else the deepest one below it.
-  std::int64_t pages = std::min(agreed / ps, cs.chain.keyed_pages);
-  pages -= pages % (config_.checkpoint_stride / ps);
-  std::optional<digest256> key;
-  std::int64_t at = 0;
-  for (; pages > 0; pages -= config_.checkpoint_stride / ps) {
-    const auto& k = cs.chain.keys[static_cast<std::size_t>(pages - 1)];
-    if (ckpt_index_.contains(k)) {
-      key = k;
-      at = pages * ps;
-      break;
-    }
-  }
-  if (!key || at != agreed) {
+  const auto found = deepest_checkpoint(cs, agreed);
+  if (!found || found->second != agreed) {
     release_lease(cs);
-    return at;
+    return found ? found->second : 0;
   }
   // Resume: a slot for "main" (as an admit would take it) with the state.
   auto& labels = slots_[rid];
@@ -142,7 +146,7 @@ std::int64_t recurrent_state_pool::apply_cached_prefix(const request_id& rid, st
     free_.pop_back();
   }
   slot_state& slot = labels.at("main");
-  auto& ck = ckpt_index_.at(*key);
+  auto& ck = ckpt_index_.at(found->first);
   copy_slot(ck.index, slot.index);
   slot.has_state = true;
   ck.used = ++ckpt_clock_;
@@ -187,9 +191,17 @@ void recurrent_state_pool::capture_checkpoint(const request_id& rid, std::int32_
   auto& cs = it->second;
   cs.length += span;
   const std::int64_t ps = config_.checkpoint_page_size;
-  if (cs.length % config_.checkpoint_stride != 0 || cs.length / ps > cs.chain.keyed_pages)
-    return;
-  const auto& key = cs.chain.keys[static_cast<std::size_t>(cs.length / ps - 1)];
+  if (cs.length % config_.checkpoint_stride == 0 && cs.length / ps <= cs.chain.keyed_pages)
+    capture_under(cs.chain.keys[static_cast<std::size_t>(cs.length / ps - 1)], slot);
+  // The state right after an image that ends inside a page (the scheduler
+  // ends a prefill chunk there), under that end's key.
+  for (const auto& e : cs.ends) {
+    if (static_cast<std::int64_t>(e.slot) == cs.length)
+      capture_under(e.key, slot);
+  }
+}
+
+void recurrent_state_pool::capture_under(const digest256& key, std::int32_t slot) {
   if (const auto found = ckpt_index_.find(key); found != ckpt_index_.end()) {
     found->second.used = ++ckpt_clock_;  // the same prefix, the same state
     ++found->second.uses;

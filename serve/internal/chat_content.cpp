@@ -9,9 +9,8 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// The image of one image_url part, read by `support`.
-api_result<models::image_input> read_image(const json& part, const std::string& at,
-                                           const image_support& support) {
+// The bytes of one image_url part's data URL.
+api_result<image_part> image_bytes(const json& part, const std::string& at) {
   const auto iu = part.find("image_url");
   const json* url = nullptr;
   if (iu != part.end() && iu->is_object() && iu->contains("url"))
@@ -26,19 +25,23 @@ api_result<models::image_input> read_image(const json& part, const std::string& 
     return bad_request(fmt::format("{}.image_url.url: {}", at, bytes.error().message()),
                        at + ".image_url.url", "invalid_image_url");
   }
-  auto im = support.read(*bytes);
-  if (!im) {
-    return bad_request(fmt::format("{}: the image cannot be read: {}", at, im.error().message()),
-                       at, "invalid_image");
-  }
-  return std::move(*im);
+  return image_part{at, std::move(*bytes)};
 }
 
 }  // namespace
 
+api_result<models::image_input> read_image(const image_part& part, const image_support& support) {
+  auto im = support.read(part.bytes);
+  if (!im) {
+    return bad_request(
+        fmt::format("{}: the image cannot be read: {}", part.param, im.error().message()),
+        part.param, "invalid_image");
+  }
+  return std::move(*im);
+}
+
 api_result<json> read_content_parts(const json& content, const std::string& param,
-                                    const image_support* support,
-                                    std::vector<models::image_input>& images) {
+                                    const image_support* support, std::vector<image_part>& images) {
   json parts = json::array();
   std::string text;
   bool any_image = false;
@@ -64,7 +67,7 @@ api_result<json> read_content_parts(const json& content, const std::string& para
         return bad_request(fmt::format("{}: more than {} images in one request", at, max_images),
                            at);
       }
-      auto im = read_image(part, at, *support);
+      auto im = image_bytes(part, at);
       if (!im)
         return im.error();
       images.push_back(std::move(*im));

@@ -7,11 +7,11 @@
 
 #include <gtest/gtest.h>
 
-#include "core/hex.hpp"
 #include "engine/preprocess.hpp"
 #include "models/qwen3_5.hpp"
 #include "resources/kv/generation.hpp"
 #include "tests/engine/engine_support.hpp"
+#include "tests/engine/front_end_wire.hpp"
 
 namespace mstar::engine {
 namespace {
@@ -136,22 +136,7 @@ TEST(prompt_layout, generated_ids_fill_the_page_an_image_ends_in_with_its_item) 
   EXPECT_EQ(std::vector<digest256>(chain.keys.begin(), chain.keys.begin() + 4), expected);
 }
 
-// The rows a Python preprocess stage would send for the engine's layout.
-prefix_wire wire_of(const prompt_layout& layout, std::int64_t ps) {
-  const auto keyed = resources::key_prompt(layout.spans, ps).value();
-  const auto rows =
-      resources::prefix_layout_rows(layout.spans, layout.advances, keyed, ps, "prefill").value();
-  prefix_wire w;
-  for (const auto& k : keyed.keys)
-    w.keys.push_back(to_hex(k));
-  w.tail = keyed.tail;
-  for (const auto& r : rows) {
-    w.layout.push_back({r.length, r.advance, r.walk, r.digest ? to_hex(*r.digest) : "",
-                        r.end_key ? to_hex(*r.end_key) : ""});
-  }
-  w.decode = "text_outputs";
-  return w;
-}
+using test::wire_of;
 
 TEST(prompt_layout, a_front_ends_rows_with_digests_key_the_prompt_as_the_engine_does) {
   auto model = tiny_model();

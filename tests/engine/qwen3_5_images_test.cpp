@@ -3,12 +3,16 @@
 // pixel_values and image_grid_thw, alone and batched with text; page keys
 // cover the images (the same image reuses cached pages without rerunning the
 // vision tower, a different one never reuses the pages it touches, text
-// before an image is shared, a cache ending inside an image still serves);
+// before an image is shared, a cache ending inside an image still serves,
+// an image's end key serves the head of the page it ends in under other
+// text);
 // refusals name what is wrong.
 #include <algorithm>
 #include <gtest/gtest.h>
 
+#include "engine/prompt_layout.hpp"
 #include "models/qwen3_5.hpp"
+#include "tests/engine/front_end_wire.hpp"
 #include "tests/engine/image_cases.hpp"
 #include "tests/support/matchers.hpp"
 
@@ -108,12 +112,13 @@ TEST_F(qwen3_5_image_keys, the_same_image_in_the_same_place_reuses_pages_without
   // 24 slots: six keys, five matched (one short); the image ends at slot 11.
   EXPECT_EQ(run_case(look_a), 20) << "the same image in the same place";
   EXPECT_EQ(model_->images_encoded(), 1) << "the cached image is not encoded again";
-  // Two images (slots 2-7 and 16-17): 20 slots, four keys matched, so the
-  // first image is served from cache and only the second is encoded again.
+  // Two images (slots 2-7 and 16-17): 20 slots, four keys matched, and the
+  // second image ends at slot 18, inside page 4: its end key serves that
+  // page's head too, so neither image is encoded again.
   EXPECT_EQ(run_case(two_images), 0);
   EXPECT_EQ(model_->images_encoded(), 3);
-  EXPECT_EQ(run_case(two_images), 16);
-  EXPECT_EQ(model_->images_encoded(), 4);
+  EXPECT_EQ(run_case(two_images), 18);
+  EXPECT_EQ(model_->images_encoded(), 3);
 }
 
 TEST_F(qwen3_5_image_keys, a_different_image_never_reuses_a_page_at_or_after_its_start) {
@@ -179,12 +184,78 @@ TEST_F(qwen3_5_image_keys, text_before_an_image_is_shared_with_a_text_only_promp
 }
 
 TEST_F(qwen3_5_image_keys, a_cache_that_ends_inside_an_image_encodes_it_for_the_rest) {
-  EXPECT_EQ(run_case(look_a), 0);
+  // Prompt 0 keyed by a front end that sends no end keys: its pages are
+  // cached, the head of the page image A ends in is not.
+  auto keyed = cases_[look_a].request;
+  keyed.prefix =
+      test::wire_of(layout_prompt(*model_, keyed.prompt, keyed.prompt, keyed.images).value(), 4);
+  for (auto& row : keyed.prefix->layout)
+    row.end_key.clear();
+  const auto first = run(keyed);
+  EXPECT_EQ(first.tokens, std::vector<std::vector<token_id>>{cases_[look_a].generated});
   // Three keys, two matched: the cache ends at slot 8, inside image A
   // (slots 7-10); the tower encodes the image once and the step feeds its
   // rows 1-3.
   EXPECT_EQ(run_case(ends_after_a), 8);
   EXPECT_EQ(model_->images_encoded(), 2);
+  // Prompt 0 keyed by the engine left the end key: slots 0-10 now serve.
+  EXPECT_EQ(run_case(look_a), 20);
+  EXPECT_EQ(run_case(ends_after_a), 11);
+  EXPECT_EQ(model_->images_encoded(), 2);
+}
+
+// End keys (reference §1.7) at page size 8: image A (slots 7-10) ends inside
+// page 1 (slots 8-15), whose key also names the text after the image. A
+// prompt with the same text and image and other text after finds page 0 by
+// its key and the head of page 1 (slots 8-10) by the image's end key:
+// reuse reaches the image's end, the image is not encoded again, and the
+// logits are those of the same prompt run without any cache.
+TEST(qwen3_5_images, an_end_key_reuses_the_image_end_page_under_other_text) {
+  const auto cases = load_image_cases();
+  const auto& a = cases[look_a].request;
+  auto other = a;
+  other.prompt.resize(12);  // "Look: " <vision_start> A <vision_end>
+  for (const token_id t : {35, 72, 111, 122, 35, 100, 111, 35, 118, 111, 119, 63})
+    other.prompt.push_back(t);
+  engine_config config;
+  config.pools.page_size = 8;
+  auto cold = test::fixture_engine("qwen3_5_tiny", config);
+  auto warm = test::fixture_engine("qwen3_5_tiny", config);
+  ASSERT_NE(cold, nullptr);
+  ASSERT_NE(warm, nullptr);
+  auto alone = run_to_completion(*cold, {other});
+  ASSERT_TRUE(alone.has_value()) << alone.error().message();
+  EXPECT_EQ(alone->front().counts.cached_tokens, 0);
+
+  auto first = run_to_completion(*warm, {a});
+  ASSERT_TRUE(first.has_value()) << first.error().message();
+  EXPECT_EQ(first->front().tokens[0], cases[look_a].generated);
+  const auto cached_pages = warm->pools().stats().kv_cached_pages;
+  auto served = run_to_completion(*warm, {other});
+  ASSERT_TRUE(served.has_value()) << served.error().message();
+  const auto& got = served->front();
+  EXPECT_EQ(got.counts.cached_tokens, 11) << "page 0 by its key, slots 8-10 by the end key";
+  auto* model = &dynamic_cast<models::qwen3_5_model&>(warm->model());
+  EXPECT_EQ(model->images_encoded(), 1) << "the image is served whole from the cache";
+  EXPECT_EQ(got.tokens, alone->front().tokens);
+  ASSERT_EQ(got.logits[0].size(), alone->front().logits[0].size());
+  float drift = 0;
+  for (std::size_t s = 0; s < got.logits[0].size(); ++s) {
+    for (std::size_t v = 0; v < got.logits[0][s].size(); ++v)
+      drift = std::max(drift, std::abs(got.logits[0][s][v] - alone->front().logits[0][s][v]));
+  }
+  EXPECT_LT(drift, image_tolerance);
+  std::printf(
+      "end key reuse (11 slots cached) against no cache: max |logit diff| %.3g; %lld "
+      "pages cached after the first prompt\n",
+      static_cast<double>(drift), static_cast<long long>(cached_pages));
+  // The first prompt again: its own whole pages, not the end key's copy.
+  auto again = run_to_completion(*warm, {a});
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->front().counts.cached_tokens, 16);
+  EXPECT_EQ(again->front().tokens[0], cases[look_a].generated);
+  test::expect_pools_empty(*warm);
+  test::expect_pools_empty(*cold);
 }
 
 TEST(qwen3_5_images, one_placeholder_per_image_is_expanded_to_the_images_token_count) {

@@ -5,7 +5,9 @@ killed mid-request, tls mode, a peer without the credential, bad files and a
 node that never joins; then the faults of the transfer between them: a decode
 node killed while it pulls (and the prefill node's lease freeing what it
 published), a prefill node killed while it prefills or while its pages are
-pulled, a corrupted transfer, and a decode node adopting its own cached pages.
+pulled, a corrupted transfer, a decode node adopting its own cached pages,
+and chat requests with images (the tiny Qwen3.5 fixture) across the P/D
+processes against the same requests on one colocated node.
 
     python3 pd_processes_test.py BUILD [scenario ...]
 
@@ -15,6 +17,7 @@ only. Every scenario gets its own temp folder, free ports and YAML; every
 wait is bounded; every process started is stopped at the end, on failure
 too. Runs all scenarios, prints one line per scenario, exits 1 if any failed.
 """
+import base64
 import json
 import os
 import re
@@ -41,6 +44,11 @@ LONG_TOKENS = 400
 # its prompt cache works.
 ATTN_MODEL = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                            "fixtures", "models", "nemotron_h_tiny_attn"))
+# The tiny Qwen3.5 fixture (vision tower, chat template, image processor) and
+# the fixture images its chat prompts name.
+FIXTURES = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                         "fixtures"))
+QWEN_MODEL = os.path.join(FIXTURES, "models", "qwen3_5_tiny")
 # How long MSTAR_TEST_TRANSFER_DELAY_MS holds every pull (actors/transfer_actor.cpp).
 HOLD_MS = 2000
 HELD = r"^\[decode-0\] .*pull of \d+ page\(s\) and \d+ slot\(s\): held %d ms" % HOLD_MS
@@ -913,11 +921,85 @@ def local_adoption():
             f"cached)")
 
 
+def image_chat_bodies():
+    """The fixture's chat prompts (tests/fixtures/models/qwen3_5_tiny,
+    expected.json) as chat bodies, each image file a PNG / JPEG data URL,
+    with transformers' greedy tokens."""
+    with open(os.path.join(QWEN_MODEL, "expected.json")) as f:
+        expected = json.load(f)
+    out = []
+    for p in expected["chat_prompts"]:
+        messages = json.loads(json.dumps(p["messages"]))
+        for m in messages:
+            for part in m["content"]:
+                if part["type"] != "image_url":
+                    continue
+                name = part["image_url"]["url"]
+                with open(os.path.join(FIXTURES, "images", name), "rb") as img:
+                    data = base64.b64encode(img.read()).decode()
+                kind = "png" if name.endswith(".png") else "jpeg"
+                part["image_url"]["url"] = f"data:image/{kind};base64,{data}"
+        body = {"messages": messages, "max_tokens": len(p["generated_ids"]), "temperature": 0,
+                "ignore_eos": True, "return_token_ids": True}
+        out.append((p["images"], body, p["generated_ids"]))
+    return out
+
+
+def pd_images():
+    """Chat requests with images through prefill-0 and decode-0 as processes:
+    each answer (token ids and text) equals the same request's on one
+    colocated `both` node, and transformers' greedy tokens; every request's
+    KV pages and recurrent slot moved from prefill-0 to decode-0."""
+    page_size = 16
+    cases = image_chat_bodies()
+
+    def answers(base):
+        got = []
+        for images, body, _ in cases:
+            r = post(base + "/v1/chat/completions", body)
+            choice = r["choices"][0]
+            got.append((choice["token_ids"], choice["message"]["content"],
+                        r["usage"]["prompt_tokens"]))
+        return got
+
+    def colocated(ports):
+        return deploy_yaml("pd-images-one", ports, [("node-0", "both")], model=QWEN_MODEL,
+                           page_size=page_size)
+
+    def split(ports):
+        return deploy_yaml("pd-images", ports, [("prefill-0", "prefill"), ("decode-0", "decode")],
+                           model=QWEN_MODEL, page_size=page_size)
+
+    def pd_body(launch, base, ports):
+        before = counters(metrics(base), *XFER)
+        got = answers(base)
+        d = delta(counters(metrics(base), *XFER), before)
+        check(d["handoffs_adopted_total"] == len(cases),
+              f"{d['handoffs_adopted_total']:.0f} handoffs adopted for {len(cases)} requests: "
+              f"the requests did not go prefill-0 -> decode-0 ({d})")
+        check(d["transfer_failed_total"] == 0, f"a transfer failed: {d}")
+        m = metrics(base)
+        check(m["mstar:request_images_total"] == sum(len(c[0]) for c in cases),
+              f"mstar:request_images_total {m['mstar:request_images_total']:.0f}")
+        assert_pools_free(base, nodes=2)
+        return got, d
+
+    want = with_launch(colocated, lambda launch, base, ports: answers(base), nports=2)
+    got, d = with_launch(split, pd_body)
+    for (images, _, generated), w, g in zip(cases, want, got):
+        check(w[0] == generated, f"{images}: the colocated node's tokens {w[0]} are not "
+              f"transformers' {generated}")
+        check(g == w, f"{images}: the P/D answer differs from the colocated one:\n"
+              f"  P/D:       {g}\n  colocated: {w}")
+    return (f"{len(cases)} chat requests, {sum(len(c[0]) for c in cases)} images: P/D equal to "
+            f"colocated and transformers; {d['transfer_pages_fetched_total']:.0f} pages fetched")
+
+
 SCENARIOS = [("pd-local", pd_local), ("local", local), ("kill-decode", kill_decode),
              ("tls", tls_mode), ("rogue-peer", rogue_peer), ("bad-yaml", bad_yaml),
              ("never-joins", never_joins), ("kill-decode-mid-transfer", kill_decode_mid_transfer),
              ("kill-prefill", kill_prefill), ("corrupt-transfer", corrupt_transfer),
-             ("local-adoption", local_adoption)]
+             ("local-adoption", local_adoption), ("pd-images", pd_images)]
 
 
 def main():

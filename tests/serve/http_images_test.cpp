@@ -5,43 +5,12 @@
 // chat_prompts), /metrics counts the images; URLs the server would have to
 // fetch, bad base64, bytes that are no image and images for a model without
 // a vision tower are 400s naming the part.
-#include <fstream>
-
+#include "tests/serve/image_urls.hpp"
 #include "tests/serve/serve_support.hpp"
 #include "tests/support/fixtures.hpp"
 
 namespace mstar::test {
 namespace {
-
-std::string file_bytes(const std::string& name) {
-  std::ifstream in{std::string{MSTAR_FIXTURES_DIR} + "/images/" + name, std::ios::binary};
-  EXPECT_TRUE(in) << name;
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::string base64(const std::string& bytes) {
-  static constexpr char alphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    std::uint32_t g = static_cast<std::uint8_t>(bytes[i]) << 16;
-    if (i + 1 < bytes.size())
-      g |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[i + 1])) << 8;
-    if (i + 2 < bytes.size())
-      g |= static_cast<std::uint8_t>(bytes[i + 2]);
-    out += alphabet[(g >> 18) & 63];
-    out += alphabet[(g >> 12) & 63];
-    out += i + 1 < bytes.size() ? alphabet[(g >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? alphabet[g & 63] : '=';
-  }
-  return out;
-}
-
-std::string data_url(const std::string& name) {
-  const bool png = name.ends_with(".png");
-  return std::string{"data:image/"} + (png ? "png" : "jpeg") + ";base64," +
-         base64(file_bytes(name));
-}
 
 // The fixture's messages with each image file name replaced by its data URL.
 json with_data_urls(json messages) {
@@ -136,7 +105,7 @@ TEST(http_images, refuses_urls_bad_base64_and_bad_images_naming_the_part) {
   expect_400(c.post("/v1/chat/completions",
                     with_url("data:image/png;base64," + base64("<html>no image</html>"))),
              part, "the image cannot be read");
-  const auto png = file_bytes("rgb_20x12.png");
+  const auto png = image_file_bytes("rgb_20x12.png");
   expect_400(c.post("/v1/chat/completions",
                     with_url("data:image/png;base64," + base64(png.substr(0, png.size() / 2)))),
              part, "the image cannot be read");

@@ -1,7 +1,9 @@
 // KV pool prefix reuse over prompts with images (reference §1.4-§1.8, PS =
 // 16): an image is an item on every page it touches, so the pages wholly
 // before it are shared with any prompt that has the same ids there, the
-// pages it touches only with the same image in the same place.
+// pages it touches only with the same image in the same place; the head of
+// the page an image ends in is shared under its end key (§1.7).
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include "resources/kv/kv_pool.hpp"
@@ -41,7 +43,9 @@ class kv_image_test : public kv_prefix_test {
 
 TEST_F(kv_image_test, the_same_image_in_the_same_place_reuses_the_pages_it_touches) {
   EXPECT_EQ(serve_layout("a", text_image_text(0x11)), 0);
-  EXPECT_EQ(pool_->num_cached_pages(), 4);  // 75 slots: 4 whole pages
+  // 75 slots: 4 whole pages, and a copy of page 3's head (slots 48-49, the
+  // image's end) under the image's end key (§1.7).
+  EXPECT_EQ(pool_->num_cached_pages(), 5);
   // Every whole page matches (one key short of the 5 the prompt has).
   EXPECT_EQ(serve_layout("b", text_image_text(0x11)), 64);
   check();
@@ -75,6 +79,45 @@ TEST_F(kv_image_test, the_same_image_at_another_place_reuses_only_the_shared_tex
   auto moved = text_image_text(0x11);
   std::get<id_span>(moved[0]).ids.push_back(7);
   EXPECT_EQ(serve_layout("b", moved), 16);
+  check();
+}
+
+// The image (slots 20-49) ends at slot 50, inside page 3 (slots 48-63). A
+// prompt with the same text and image and other text after misses page 3's
+// key, but its end key finds a copy of that page's head: the probe answers
+// 50, and the admit copies slots 48-49 into a page of the request's own.
+TEST_F(kv_image_test, an_image_ending_inside_a_page_shares_that_pages_head_under_its_end_key) {
+  auto a_spans = text_image_text(0x11);
+  auto keyed = key_prompt(a_spans, 16).value();
+  ASSERT_EQ(keyed.ends.size(), 1U);
+  EXPECT_EQ(keyed.ends[0].slot, 50U);
+  pool_->ingest_request("a", {{"main", make_prefix_seed(std::move(keyed), 16)}});
+  ASSERT_TRUE(run(step_of({{"a", "main", 49}})).ok);
+  const auto a_page3 = info("a").pages.at(3);
+  std::memset(pool_->page_data(a_page3), 0x77, pool_->geometry().page_bytes());
+  const auto cached_before = pool_->num_cached_pages();
+  ASSERT_TRUE(run(step_of({{"a", "main", 26}})).ok);
+  EXPECT_EQ(pool_->num_cached_pages(), cached_before + 2) << "page 3 and the end key's copy";
+  check();
+
+  auto b_spans = text_image_text(0x11);
+  std::get<id_span>(b_spans[2]).ids.assign(25, 900);  // other text after the image
+  EXPECT_EQ(serve_layout("b", b_spans), 50);
+  const auto b = info("b");
+  ASSERT_GE(b.pages.size(), 5U);
+  const auto a = info("a");
+  EXPECT_EQ(std::vector<page_id>(b.pages.begin(), b.pages.begin() + 3),
+            std::vector<page_id>(a.pages.begin(), a.pages.begin() + 3));
+  EXPECT_NE(b.pages[3], a_page3) << "page 3 is b's own";
+  EXPECT_EQ(*reinterpret_cast<const unsigned char*>(pool_->page_data(b.pages[3])), 0x77)
+      << "the head of a's page 3 was copied in";
+  check();
+
+  // A different image there: its end key differs, only page 0 matches.
+  EXPECT_EQ(serve_layout("c", text_image_text(0x22)), 16);
+  pool_->remove_request("a");
+  pool_->remove_request("b");
+  pool_->remove_request("c");
   check();
 }
 

@@ -113,11 +113,12 @@ TEST_F(kv_prefix_test, a_generated_page_after_an_image_is_indexed_under_the_layo
   pool_->ingest_request("a",
                         {{"main", make_prefix_seed(key_prompt(prompt_spans, 16).value(), 16)}});
   ASSERT_TRUE(run(step_of({{"a", "main", 20}})).ok);
-  EXPECT_EQ(pool_->num_cached_pages(), 1);
+  // Page 0, and page 1's head up to the image's end (slot 20) under its end key.
+  EXPECT_EQ(pool_->num_cached_pages(), 2);
   const std::vector<token_id> generated(12, 9);
   pool_->extend_prefix_chain("a", "main", generated);
   ASSERT_TRUE(run(step_of({{"a", "main", 12}})).ok);
-  EXPECT_EQ(pool_->num_cached_pages(), 2);
+  EXPECT_EQ(pool_->num_cached_pages(), 3);
   check();
 
   std::vector<token_id> after = generated;
@@ -125,12 +126,13 @@ TEST_F(kv_prefix_test, a_generated_page_after_an_image_is_indexed_under_the_layo
   const std::vector<prompt_span> next = {id_span{text}, item_span{10, image}, id_span{after}};
   pool_->ingest_request("b", {{"main", make_prefix_seed(key_prompt(next, 16).value(), 16)}});
   EXPECT_EQ(pool_->resolve_cached_prefix("b"), 32);
-  // A different last generated id changes page 1's key: only page 0 matches.
+  // A different last generated id changes page 1's key: page 0 matches, and
+  // page 1's head up to the image's end by the end key.
   auto changed = after;
   changed[11] = 8;
   const std::vector<prompt_span> other = {id_span{text}, item_span{10, image}, id_span{changed}};
   pool_->ingest_request("c", {{"main", make_prefix_seed(key_prompt(other, 16).value(), 16)}});
-  EXPECT_EQ(pool_->resolve_cached_prefix("c"), 16);
+  EXPECT_EQ(pool_->resolve_cached_prefix("c"), 20);
   check();
 }
 

@@ -1,0 +1,103 @@
+// kv_pool: item ends (reference §1.7 `end_key`, §3.6.7 "image ends"). When
+// an image ends inside a page, that page's key also names the text after
+// it, so a prompt with the same text and image but other text after misses
+// the page. The page's head, its slots up to the image's end, is indexed
+// under the end key instead: a copy (the request's own page keeps its full
+// key), taken from free pages only and held by the index alone. A probe
+// whose matched run stops right before such a page looks the end key up,
+// leases the copy and takes a fresh page, into which the head is copied
+// when the lease converts at admit.
+#include <algorithm>
+
+#include "resources/kv/kv_pool.hpp"
+#include "resources/kv/kv_pool_state.hpp"
+
+namespace mstar::resources {
+
+std::optional<std::int64_t> kv_pool::lease_item_end(stream_state& st) {
+  if (!index_ || !st.chain || st.end_lease)
+    return std::nullopt;
+  const auto ps = static_cast<std::uint64_t>(config_.geometry.page_size);
+  const auto from = static_cast<std::uint64_t>(st.lease.size()) * ps;
+  // The deepest end on the page right after the matched run, short of the
+  // prompt's last slot (one token at least runs for the logits).
+  auto& ends = st.chain->ends;
+  for (auto e = ends.rbegin(); e != ends.rend(); ++e) {
+    if (e->slot <= from || e->slot >= from + ps || e->slot >= st.chain->prompt_slots)
+      continue;
+    const auto found = index_->lookup(std::span<const digest256>{&e->rooted, 1});
+    if (found.empty())
+      continue;
+    // A page of the stream's own for the copy, evicting one cached page if
+    // that is what it takes (never the one just found: it is leased first).
+    arena_.retain(found.front());
+    if (arena_.num_free() == 0 && index_->evictable() > 0)
+      (void)index_->evict(1);
+    std::vector<page_id> fresh;
+    if (!arena_.try_allocate(1, fresh)) {
+      arena_.release(found.front());
+      return std::nullopt;
+    }
+    st.end_lease = kv_end_lease{found.front(), fresh.front(), static_cast<std::int64_t>(e->slot)};
+    return st.end_lease->tokens;
+  }
+  return std::nullopt;
+}
+
+void kv_pool::release_end_lease(stream_state& st) {
+  if (!st.end_lease)
+    return;
+  arena_.release(st.end_lease->cached);
+  arena_.release(st.end_lease->fresh);
+  st.end_lease.reset();
+}
+
+void kv_pool::convert_end_lease(stream_state& st) {
+  if (!st.end_lease)
+    return;
+  const auto& lease = *st.end_lease;
+  const std::int64_t ps = config_.geometry.page_size;
+  // Only a lease right after the whole pages converted with it applies.
+  if (lease.tokens / ps != static_cast<std::int64_t>(st.pages.size())) {
+    release_end_lease(st);
+    return;
+  }
+  storage_->copy_slots(config_.geometry, lease.cached, lease.fresh,
+                       static_cast<std::size_t>(lease.tokens % ps));
+  st.pages.push_back(lease.fresh);
+  st.stored_len = lease.tokens;
+  arena_.release(lease.cached);
+  st.end_lease.reset();
+}
+
+void kv_pool::index_item_ends(stream_state& st) {
+  auto& c = *st.chain;
+  const std::int64_t ps = config_.geometry.page_size;
+  for (auto& e : c.ends) {
+    if (e.indexed || static_cast<std::int64_t>(e.slot) > st.stored_len)
+      continue;
+    const auto page = static_cast<std::size_t>(e.slot / static_cast<std::uint64_t>(ps));
+    if (page >= st.pages.size())
+      continue;
+    e.indexed = true;  // one offer per end, whatever its outcome
+    if (index_->page_for(e.rooted))
+      continue;  // cached already (this stream may have been served from it)
+    std::optional<page_id> parent;
+    if (page > 0) {
+      parent = index_->page_for(c.rooted[page - 1]);
+      if (!parent)
+        continue;  // the pages before it are not cached: nothing would find it
+    }
+    // A copy from free pages only: the cache never evicts to grow itself.
+    std::vector<page_id> copy;
+    if (!arena_.try_allocate(1, copy))
+      continue;
+    storage_->copy_slots(config_.geometry, st.pages[page], copy.front(),
+                         static_cast<std::size_t>(e.slot % static_cast<std::uint64_t>(ps)));
+    const bool indexed = index_->insert(e.rooted, copy.front(), parent);
+    arena_.release(copy.front());  // the index, when it took it, is the sole owner
+    (void)indexed;
+  }
+}
+
+}  // namespace mstar::resources
