@@ -78,6 +78,13 @@ SIZES = {
                  head_dim=128, intermediate_size=8192, mamba_num_heads=64, mamba_head_dim=64,
                  ssm_state_size=128, n_groups=8, conv_kernel=4, chunk_size=128,
                  pattern="M-M*M-M-M-M*M-M-"),
+    # NVIDIA-Nemotron-H-8B-Base-8K's shape (bench/make_checkpoint.py says where each number comes
+    # from; it writes this size in seconds where make-checkpoint takes minutes): 8.10e9 parameters.
+    "8b": dict(vocab_size=131072, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
+               head_dim=128, intermediate_size=21504, mamba_num_heads=128, mamba_head_dim=64,
+               ssm_state_size=128, n_groups=8, conv_kernel=4, chunk_size=128,
+               max_position_embeddings=8192,
+               pattern="M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"),
     # tests/fixtures/make_nemotron_h.py's TINY sizes, every layer kind twice.
     "tiny": dict(vocab_size=512, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                  head_dim=16, intermediate_size=128, mamba_num_heads=8, mamba_head_dim=16,
@@ -164,7 +171,8 @@ def make_config(config_cls, spec):
         ssm_state_size=spec["ssm_state_size"], n_groups=spec["n_groups"],
         conv_kernel=spec["conv_kernel"], chunk_size=spec["chunk_size"],
         layer_norm_epsilon=1e-5, tie_word_embeddings=False, use_bias=False, mlp_bias=False,
-        use_conv_bias=True, max_position_embeddings=4096, pad_token_id=0, bos_token_id=1,
+        use_conv_bias=True, max_position_embeddings=spec.get("max_position_embeddings", 4096),
+        pad_token_id=0, bos_token_id=1,
         eos_token_id=2)
 
 

@@ -112,21 +112,10 @@ result<void> nemotron_h_model::load_weights(const std::filesystem::path& folder)
 }
 
 result<pool_spec> nemotron_h_model::pools(const pool_options& options) const {
-  internal::hybrid_pool_shape shape{config_.count(layer_kind::attention),
-                                    config_.num_key_value_heads,
-                                    config_.head_dim,
-                                    backend_->kv_dtype(),
-                                    config_.count(layer_kind::mamba2),
-                                    {}};
-  if (shape.recurrent_layers > 0) {
-    // Float32 conv state: the kernels keep both blocks in f32.
-    auto blocks =
-        config_.to_mamba2_geometry().to_blocks(mstar::dtype::float32, mstar::dtype::float32);
-    if (!blocks)
-      return blocks.error();
-    shape.blocks = std::move(*blocks);
-  }
-  auto spec = internal::hybrid_pools(options, std::move(shape), fingerprint_, checkpointed_);
+  auto shape = internal::pool_shape_of(config_, backend_->kv_dtype());
+  if (!shape)
+    return shape.error();
+  auto spec = internal::hybrid_pools(options, std::move(*shape), fingerprint_, checkpointed_);
   if (spec)
     spec->memory = backend_->memory();
   return spec;

@@ -153,20 +153,10 @@ result<void> qwen3_5_model::load_weights(const std::filesystem::path& folder) {
 }
 
 result<pool_spec> qwen3_5_model::pools(const pool_options& options) const {
-  internal::hybrid_pool_shape shape{config_.count(qwen3_5_mixer::attention),
-                                    config_.num_key_value_heads,
-                                    config_.head_dim,
-                                    cuda_ ? cuda_->dtype() : mstar::dtype::float32,
-                                    config_.count(qwen3_5_mixer::delta_net),
-                                    {}};
-  if (shape.recurrent_layers > 0) {
-    // The CPU kernels keep both blocks in float32.
-    auto blocks = config_.delta_net().to_blocks(mstar::dtype::float32, mstar::dtype::float32);
-    if (!blocks)
-      return blocks.error();
-    shape.blocks = std::move(*blocks);
-  }
-  auto spec = internal::hybrid_pools(options, std::move(shape), fingerprint_, checkpointed_);
+  auto shape = internal::pool_shape_of(config_, cuda_ ? cuda_->dtype() : mstar::dtype::float32);
+  if (!shape)
+    return shape.error();
+  auto spec = internal::hybrid_pools(options, std::move(*shape), fingerprint_, checkpointed_);
   if (spec && cuda_)
     spec->memory = cuda_->memory();
   return spec;

@@ -3,6 +3,8 @@
 #include <cublas_v2.h>
 #include <string>
 
+#include "kernels/device_memory.hpp"
+
 namespace mstar::kernels::cuda {
 namespace {
 
@@ -175,3 +177,27 @@ blas_handle::~blas_handle() {
 }
 
 }  // namespace mstar::kernels::cuda
+
+namespace mstar::kernels {
+
+result<device_memory_info> query_device_memory(int index) {
+  const auto failed = [index](cudaError_t err, const char* call) {
+    const errc code = err == cudaErrorInvalidDevice ? errc::invalid_argument : errc::unsupported;
+    cudaGetLastError();  // clear it so later runtime calls start clean
+    return make_error(code, "device " + std::to_string(index) + ": " + call + " failed: " +
+                                cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+  };
+  int previous = 0;
+  if (const cudaError_t err = cudaGetDevice(&previous); err != cudaSuccess)
+    return failed(err, "cudaGetDevice");
+  if (const cudaError_t err = cudaSetDevice(index); err != cudaSuccess)
+    return failed(err, "cudaSetDevice");
+  std::size_t free = 0, total = 0;
+  const cudaError_t err = cudaMemGetInfo(&free, &total);
+  cudaSetDevice(previous);
+  if (err != cudaSuccess)
+    return failed(err, "cudaMemGetInfo");
+  return device_memory_info{static_cast<std::uint64_t>(total), static_cast<std::uint64_t>(free)};
+}
+
+}  // namespace mstar::kernels

@@ -21,13 +21,44 @@ CLI::Validator whole_number_at_least(long long lo) {
       fmt::format("INT >= {}", lo));
 }
 
+CLI::Validator fraction_in_unit_interval() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0;
+        const auto* end = text.data() + text.size();
+        const auto [stop, ec] = std::from_chars(text.data(), end, value);
+        if (ec != std::errc{} || stop != end || !(value > 0.0 && value <= 1.0))
+          return fmt::format("must be a number in (0, 1], got '{}'", text_excerpt(text));
+        return {};
+      },
+      "FLOAT in (0, 1]");
+}
+
 void add_engine_options(CLI::App& app, engine_cli& opt) {
   app.add_option("--page-size", opt.engine.pools.page_size, "KV page size in tokens")
       ->check(CLI::Range(1, 4096));
-  app.add_option("--max-pages", opt.engine.pools.max_num_pages, "KV pages in the pool")
-      ->check(CLI::Range(2, 1 << 24));
-  app.add_option("--max-slots", opt.engine.pools.max_slots, "Recurrent state slots (sink included)")
-      ->check(CLI::Range(2, 1 << 20));
+  opt.pages_option =
+      app.add_option("--max-pages", opt.engine.pools.max_num_pages,
+                     "KV pages in the pool (default: on a GPU from --gpu-memory-fraction, on "
+                     "the CPU 4096)")
+          ->check(CLI::Range(2, 1 << 24));
+  opt.slots_option = app.add_option("--max-slots", opt.engine.pools.max_slots,
+                                    "Recurrent state slots, sink included (default: on a GPU from "
+                                    "--gpu-memory-fraction, on the CPU 64)")
+                         ->check(CLI::Range(2, 1 << 20));
+  opt.fraction_option =
+      app.add_option("--gpu-memory-fraction", opt.gpu_memory_fraction,
+                     "On a GPU: the share of the device's memory this process takes; the KV "
+                     "pages and recurrent slots --max-pages / --max-slots do not fix get what "
+                     "the memory in use, the weights and the work buffers of a "
+                     "--max-batched-tokens step leave of it, split for the most requests of "
+                     "--context tokens at once (reported at start). Ignored on the CPU")
+          ->check(fraction_in_unit_interval())
+          ->capture_default_str();
+  app.add_option("--context", opt.context,
+                 "Tokens each request is planned to hold when --gpu-memory-fraction sizes the "
+                 "pools (default: the model's max_position_embeddings, else 8192)")
+      ->check(CLI::Range(1, 1 << 24));
   app.add_flag("!--no-prefix-cache", opt.engine.pools.prefix_cache,
                "Never reuse cached prompt pages (or recurrent checkpoints) across requests");
   app.add_option("--checkpoint-slots", opt.engine.pools.checkpoint_slots,
@@ -69,6 +100,16 @@ void add_engine_options(CLI::App& app, engine_cli& opt) {
       ->capture_default_str();
   app.add_flag("--no-cuda-graphs", opt.no_graphs,
                "On CUDA, launch every kernel of a decode step instead of replaying a graph");
+}
+
+memory_fit memory_fit_of(const engine_cli& opt) {
+  memory_fit fit;
+  fit.fraction = opt.gpu_memory_fraction;
+  fit.context = opt.context;
+  fit.fraction_given = opt.fraction_option != nullptr && opt.fraction_option->count() > 0;
+  fit.pages_given = opt.pages_option != nullptr && opt.pages_option->count() > 0;
+  fit.slots_given = opt.slots_option != nullptr && opt.slots_option->count() > 0;
+  return fit;
 }
 
 result<models::run_options> run_options_of(const engine_cli& opt) {

@@ -82,15 +82,17 @@ void read_node(map_reader& in, node_config& out) {
   in.integer("control_port", out.control_port, 1, max_port);
   in.string("device", out.device);
   check_device(in, "device", out.device);
-  in.section("pools", {"kv_pages", "max_slots", "memory"}, [&](map_reader& p) {
-    p.integer("kv_pages", out.pools.kv_pages, 2, std::int64_t{1} << 24);
-    p.integer("max_slots", out.pools.max_slots, 2, std::int64_t{1} << 20);
-    p.string("memory", out.pools.memory);
-    if (!p.failed() && !out.pools.memory.empty() && out.pools.memory != "shared" &&
-        out.pools.memory != "private")
-      p.fail(errc::invalid_argument, "memory",
-             fmt::format("'{}' is not one of shared, private", out.pools.memory));
-  });
+  in.section("pools", {"kv_pages", "max_slots", "gpu_memory_fraction", "memory"},
+             [&](map_reader& p) {
+               p.integer("kv_pages", out.pools.kv_pages, 2, std::int64_t{1} << 24);
+               p.integer("max_slots", out.pools.max_slots, 2, std::int64_t{1} << 20);
+               p.fraction("gpu_memory_fraction", out.pools.gpu_memory_fraction);
+               p.string("memory", out.pools.memory);
+               if (!p.failed() && !out.pools.memory.empty() && out.pools.memory != "shared" &&
+                   out.pools.memory != "private")
+                 p.fail(errc::invalid_argument, "memory",
+                        fmt::format("'{}' is not one of shared, private", out.pools.memory));
+             });
   in.section("engine", {"max_batched_tokens", "max_running", "schedule"}, [&](map_reader& e) {
     e.integer("max_batched_tokens", out.engine.max_batched_tokens, 1, std::int64_t{1} << 20);
     e.integer("max_running", out.engine.max_running, 1, std::int64_t{1} << 16);

@@ -85,6 +85,10 @@ struct restart_config {
 struct pool_overrides {
   std::optional<std::int64_t> kv_pages;   ///< KV pages in the pool, the sink included
   std::optional<std::int64_t> max_slots;  ///< recurrent state slots, the sink included
+  /// On a GPU, the share of the device's memory the node may take, the pools
+  /// sized from what the weights and work buffers leave of it (unset: 0.9);
+  /// `kv_pages` / `max_slots` win where given. Ignored on the CPU.
+  std::optional<double> gpu_memory_fraction;
   /// "shared" (named shared-memory segments, so a node on the same host
   /// reads pages with a mapped copy), "private", or empty: shared when
   /// another node of the deployment has the same host.

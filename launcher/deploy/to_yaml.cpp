@@ -35,6 +35,7 @@ void emit_node(YAML::Emitter& out, const node_config& node) {
     out << YAML::Key << "pools" << YAML::Value << YAML::BeginMap;
     emit_if(out, "kv_pages", node.pools.kv_pages);
     emit_if(out, "max_slots", node.pools.max_slots);
+    emit_if(out, "gpu_memory_fraction", node.pools.gpu_memory_fraction);
     if (!node.pools.memory.empty())
       out << YAML::Key << "memory" << YAML::Value << node.pools.memory;
     out << YAML::EndMap;

@@ -27,6 +27,7 @@
 #include "actors/transfer_actor.hpp"
 #include "launcher/common/chat.hpp"
 #include "launcher/common/guarded_main.hpp"
+#include "launcher/common/memory_fit.hpp"
 #include "launcher/common/served.hpp"
 #include "launcher/deploy/credentials.hpp"
 #include "launcher/deploy/deploy_config.hpp"
@@ -339,6 +340,16 @@ int run(int argc, char** argv) {
     return fail(opt.node, loaded.error().message());
   auto chat = mstar::launcher::load_chat(model_dir, (*loaded)->tok());
   auto engine = engine_of(d, *self);
+  mstar::launcher::memory_fit fit;
+  fit.fraction = self->pools.gpu_memory_fraction.value_or(fit.fraction);
+  fit.fraction_given = self->pools.gpu_memory_fraction.has_value();
+  fit.pages_given = self->pools.kv_pages.has_value();
+  fit.slots_given = self->pools.max_slots.has_value();
+  auto fitted = mstar::launcher::fit_pools_to_device(model_dir, **loaded, run.device, fit, engine);
+  if (!fitted)
+    return fail(opt.node, fitted.error().message());
+  if (!fitted->empty())
+    spdlog::info("{}", *fitted);
   if (shared_pools(d, *self)) {
     auto prefix = mstar::transport::segment_name(d.name, ::getpid(), "pool");
     if (!prefix)

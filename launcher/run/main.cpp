@@ -293,6 +293,13 @@ int run(int argc, char** argv) {
   auto images = read_images(opt, **loaded);  // before the engine starts: bad files fail fast
   if (!images)
     return fail(images.error().message());
+  auto fitted = mstar::launcher::fit_pools_to_device(opt.model, **loaded, opt.engine.device,
+                                                     mstar::launcher::memory_fit_of(opt.engine),
+                                                     opt.engine.engine);
+  if (!fitted)
+    return fail(fitted.error().message());
+  if (!fitted->empty())
+    std::fprintf(stderr, "--- %s\n", fitted->c_str());
   auto made = mstar::actors::runtime::start(std::move(*loaded), opt.engine.engine);
   if (!made)
     return fail(made.error().message());

@@ -88,6 +88,13 @@ int run(int argc, char** argv) {
   if (!loaded)
     return fail(loaded.error().message());
   auto chat = mstar::launcher::load_chat(opt.model, (*loaded)->tok());
+  auto fitted = mstar::launcher::fit_pools_to_device(opt.model, **loaded, opt.engine.device,
+                                                     mstar::launcher::memory_fit_of(opt.engine),
+                                                     opt.engine.engine);
+  if (!fitted)
+    return fail(fitted.error().message());
+  if (!fitted->empty())
+    spdlog::info("{}", *fitted);
   auto made = mstar::actors::runtime::start(std::move(*loaded), opt.engine.engine);
   if (!made)
     return fail(made.error().message());

@@ -16,6 +16,7 @@ void add_windows_command(CLI::App& app, int& exit_code);
 void add_devices_command(CLI::App& app, int& exit_code);
 void add_example_command(CLI::App& app, int& exit_code);
 void add_sim_command(CLI::App& app, int& exit_code);
+void add_memory_plan_command(CLI::App& app, int& exit_code);
 
 /// What `mstar-tool keys` prints for one input line: the answer, or an
 /// {"error":"line <number>: ..."} object with `valid` false (a line of more

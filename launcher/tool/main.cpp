@@ -21,16 +21,18 @@ bool unknown_command(const CLI::App& app, int argc, char** argv) {
   for (const auto* sub : app.get_subcommands({}))
     if (sub->check_name(std::string{word}))
       return false;
-  std::fprintf(stderr,
-               "mstar-tool: unknown command '%s' (keys, windows, sim, devices, example; "
-               "--help lists them)\n",
-               mstar::text_excerpt(word).c_str());
+  std::fprintf(
+      stderr,
+      "mstar-tool: unknown command '%s' (keys, windows, sim, devices, example, memory-plan; "
+      "--help lists them)\n",
+      mstar::text_excerpt(word).c_str());
   return true;
 }
 
 int run(int argc, char** argv) {
   CLI::App app{
-      "mstar-tool: inspect mstar-cpp's page keys, window schedules, pools and devices.\n"
+      "mstar-tool: inspect mstar-cpp's page keys, window schedules, pools, devices and memory "
+      "plans.\n"
       "Run `mstar-tool <command> --help` for each command's input and output."};
   app.require_subcommand(1);
   int exit_code = 0;
@@ -39,6 +41,7 @@ int run(int argc, char** argv) {
   mstar::tool::add_devices_command(app, exit_code);
   mstar::tool::add_example_command(app, exit_code);
   mstar::tool::add_sim_command(app, exit_code);
+  mstar::tool::add_memory_plan_command(app, exit_code);
   if (unknown_command(app, argc, argv))
     return 2;
   try {

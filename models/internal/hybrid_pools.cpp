@@ -4,6 +4,39 @@
 
 namespace mstar::models::internal {
 
+result<hybrid_pool_shape> pool_shape_of(const nemotron_h_config& config, mstar::dtype kv_dtype) {
+  hybrid_pool_shape shape{config.count(layer_kind::attention),
+                          config.num_key_value_heads,
+                          config.head_dim,
+                          kv_dtype,
+                          config.count(layer_kind::mamba2),
+                          {}};
+  if (shape.recurrent_layers > 0) {
+    auto blocks =
+        config.to_mamba2_geometry().to_blocks(mstar::dtype::float32, mstar::dtype::float32);
+    if (!blocks)
+      return blocks.error();
+    shape.blocks = std::move(*blocks);
+  }
+  return shape;
+}
+
+result<hybrid_pool_shape> pool_shape_of(const qwen3_5_config& config, mstar::dtype kv_dtype) {
+  hybrid_pool_shape shape{config.count(qwen3_5_mixer::attention),
+                          config.num_key_value_heads,
+                          config.head_dim,
+                          kv_dtype,
+                          config.count(qwen3_5_mixer::delta_net),
+                          {}};
+  if (shape.recurrent_layers > 0) {
+    auto blocks = config.delta_net().to_blocks(mstar::dtype::float32, mstar::dtype::float32);
+    if (!blocks)
+      return blocks.error();
+    shape.blocks = std::move(*blocks);
+  }
+  return shape;
+}
+
 result<pool_spec> hybrid_pools(const pool_options& options, hybrid_pool_shape shape,
                                std::string fingerprint, bool& checkpointed) {
   pool_spec spec;

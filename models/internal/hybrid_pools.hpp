@@ -13,6 +13,8 @@
 #include "core/dtype.hpp"
 #include "core/result.hpp"
 #include "models/causal_lm.hpp"
+#include "models/nemotron_h_config.hpp"
+#include "models/qwen3_5_config.hpp"
 
 namespace mstar::models::internal {
 
@@ -25,6 +27,17 @@ struct hybrid_pool_shape {
   std::int64_t recurrent_layers = 0;   ///< recurrent pool layers (0: no recurrent pool)
   resources::recurrent_blocks blocks;  ///< one recurrent layer's blocks
 };
+
+/// Nemotron-H's pools: its attention layers' KV (in `kv_dtype`, the
+/// backend's), its Mamba-2 layers' conv and SSM state (float32: the kernels
+/// keep both blocks in f32).
+[[nodiscard]] result<hybrid_pool_shape> pool_shape_of(const nemotron_h_config& config,
+                                                      mstar::dtype kv_dtype);
+
+/// Qwen3.5's pools: its full-attention layers' KV (in `kv_dtype`), its
+/// delta-net layers' conv and delta state (float32, as the kernels keep them).
+[[nodiscard]] result<hybrid_pool_shape> pool_shape_of(const qwen3_5_config& config,
+                                                      mstar::dtype kv_dtype);
 
 /// The pool spec for `shape` under `options`, rooted at `fingerprint`;
 /// `checkpointed` says whether the recurrent pool got checkpoint slots (the

@@ -207,6 +207,24 @@ TEST(deploy_config, out_of_range_values_are_named_with_the_range) {
   EXPECT_TRUE(fails_with(minimal + "restart: {max_retries: -1}\n", {"restart.max_retries: -1"}));
 }
 
+TEST(deploy_config, gpu_memory_fraction_is_a_number_in_the_unit_interval) {
+  const auto parsed = parse_deployment(
+      replaced(minimal, "role: decode,", "role: decode, pools: {gpu_memory_fraction: 0.75},"),
+      "/srv/deploy");
+  ASSERT_TRUE(parsed) << parsed.error().message();
+  EXPECT_EQ(parsed->nodes[1].pools.gpu_memory_fraction, 0.75);
+  EXPECT_FALSE(parsed->nodes[0].pools.gpu_memory_fraction.has_value());
+  for (const char* bad : {"0", "-0.5", "1.5", "inf"}) {
+    EXPECT_TRUE(fails_with(
+        replaced(minimal, "role: decode,",
+                 std::string{"role: decode, pools: {gpu_memory_fraction: "} + bad + "},"),
+        {"nodes[1].pools.gpu_memory_fraction: ", bad, "must be in (0, 1]"}));
+  }
+  EXPECT_TRUE(fails_with(
+      replaced(minimal, "role: decode,", "role: decode, pools: {gpu_memory_fraction: most},"),
+      {"nodes[1].pools.gpu_memory_fraction: expected a number in (0, 1], got 'most'"}));
+}
+
 TEST(deploy_config, names_roles_and_devices_must_be_well_formed) {
   EXPECT_TRUE(fails_with(replaced(minimal, "pd-test", "PD Test"),
                          {"deployment: 'PD Test' must be 1 to 63 characters of a-z, 0-9 and '-'"}));
@@ -307,7 +325,8 @@ TEST(deploy_config, load_names_the_file_in_every_error) {
 TEST(deploy_config, to_yaml_reads_back_to_the_same_config) {
   const std::string yaml =
       replaced(replaced(minimal, "secret: \"0123456789abcdef\"", "secret_file: s"), "role: decode,",
-               "role: decode, pools: {kv_pages: 64, memory: private}, engine: {max_running: 2, "
+               "role: decode, pools: {kv_pages: 64, gpu_memory_fraction: 0.85, memory: private}, "
+               "engine: {max_running: 2, "
                "schedule: sync},") +
       "model: m\npage_size: 16\ntimeouts: {transfer_s: 0.1}\n";
   const auto first = parse_deployment(yaml, "/srv");

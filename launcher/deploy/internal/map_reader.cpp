@@ -133,6 +133,20 @@ void map_reader::seconds(std::string_view key, double& out) {
   }
 }
 
+void map_reader::fraction(std::string_view key, std::optional<double>& out) {
+  const auto text = scalar(key, "a number in (0, 1]");
+  if (!text)
+    return;
+  const auto value = parse_number<double>(*text);
+  if (!value) {
+    fail(errc::invalid_argument, key, fmt::format("expected a number in (0, 1], got '{}'", *text));
+  } else if (!(*value > 0.0 && *value <= 1.0)) {
+    fail(errc::out_of_range, key, fmt::format("{} must be in (0, 1]", *text));
+  } else {
+    out = *value;
+  }
+}
+
 std::optional<std::int64_t> map_reader::read_integer(std::string_view key, std::int64_t lo,
                                                      std::int64_t hi) {
   const auto text = scalar(key, "an integer");

@@ -37,6 +37,8 @@ class map_reader {
   void path(std::string_view key, std::filesystem::path& out, const std::filesystem::path& base);
   /// A finite number of seconds greater than 0.
   void seconds(std::string_view key, double& out);
+  /// A number in (0, 1].
+  void fraction(std::string_view key, std::optional<double>& out);
 
   template <class Int>
   void integer(std::string_view key, Int& out, std::int64_t lo, std::int64_t hi) {
