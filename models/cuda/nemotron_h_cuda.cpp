@@ -29,19 +29,9 @@ nemotron_h_cuda::~nemotron_h_cuda() {
 
 result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar::dtype dtype,
                                                                bool graphs) {
-  if (dtype != mstar::dtype::bfloat16 && dtype != mstar::dtype::float32) {
-    return make_error(
-        errc::invalid_argument,
-        fmt::format("the CUDA model runs bfloat16 or float32 weights, not {}", to_string(dtype)));
-  }
-  int count = 0;
-  if (auto ok = kc::check(cudaGetDeviceCount(&count), "cudaGetDeviceCount"); !ok)
-    return ok.error().with_context("--device cuda");
-  if (device < 0 || device >= count) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("cuda:{} does not exist ({} device(s) visible)", device, count));
-  }
-  if (auto ok = kc::check(cudaSetDevice(device), "cudaSetDevice"); !ok)
+  if (auto ok = cuda_detail::check_weights_dtype(dtype, "the CUDA model"); !ok)
+    return ok.error();
+  if (auto ok = cuda_detail::select_device(device, "--device cuda"); !ok)
     return ok.error();
   auto p = std::make_unique<impl>();
   p->device = device;

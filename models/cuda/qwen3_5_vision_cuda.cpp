@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "kernels/cuda/launch.hpp"
+#include "models/cuda/internal/cuda_common.hpp"
 #include "models/cuda/internal/qwen3_5_vision_cuda_impl.hpp"
 #include "models/internal/vision_layout.hpp"
 
@@ -36,11 +37,8 @@ const qwen3_5_vision_config& qwen3_5_vision_cuda::config() const noexcept {
 
 result<std::unique_ptr<qwen3_5_vision_cuda>> qwen3_5_vision_cuda::make(
     int device, mstar::dtype dtype, const qwen3_5_vision& tower) {
-  if (dtype != mstar::dtype::bfloat16 && dtype != mstar::dtype::float32) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("the CUDA vision tower runs bfloat16 or float32 weights, not {}",
-                                  to_string(dtype)));
-  }
+  if (auto ok = cuda_detail::check_weights_dtype(dtype, "the CUDA vision tower"); !ok)
+    return ok.error();
   const auto& c = tower.config();
   if (c.head_dim() > 256 || c.num_heads > 65535) {
     return make_error(errc::unsupported,
@@ -48,14 +46,7 @@ result<std::unique_ptr<qwen3_5_vision_cuda>> qwen3_5_vision_cuda::make(
                                   "and up to 65535 heads, not {} x {}",
                                   c.head_dim(), c.num_heads));
   }
-  int count = 0;
-  if (auto ok = kc::check(cudaGetDeviceCount(&count), "cudaGetDeviceCount"); !ok)
-    return ok.error().with_context("vision tower");
-  if (device < 0 || device >= count) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("cuda:{} does not exist ({} device(s) visible)", device, count));
-  }
-  if (auto ok = kc::check(cudaSetDevice(device), "cudaSetDevice"); !ok)
+  if (auto ok = cuda_detail::select_device(device, "vision tower"); !ok)
     return ok.error();
   auto p = std::make_unique<impl>();
   p->device = device;

@@ -7,11 +7,37 @@
 
 #include <cstdint>
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <string_view>
 
+#include "core/dtype.hpp"
+#include "core/result.hpp"
 #include "kernels/cuda/launch.hpp"
 
 namespace mstar::models::cuda_detail {
 namespace kc = kernels::cuda;
+
+// `what` ("the CUDA model", "the CUDA vision tower") runs bf16 or f32 weights only.
+[[nodiscard]] inline result<void> check_weights_dtype(mstar::dtype dtype, std::string_view what) {
+  if (dtype == mstar::dtype::bfloat16 || dtype == mstar::dtype::float32)
+    return {};
+  return make_error(
+      errc::invalid_argument,
+      fmt::format("{} runs bfloat16 or float32 weights, not {}", what, to_string(dtype)));
+}
+
+// Makes cuda:`device` current after checking it exists; `who` names the
+// caller in a failed device query's context.
+[[nodiscard]] inline result<void> select_device(int device, std::string_view who) {
+  int count = 0;
+  if (auto ok = kc::check(cudaGetDeviceCount(&count), "cudaGetDeviceCount"); !ok)
+    return ok.error().with_context(who);
+  if (device < 0 || device >= count) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("cuda:{} does not exist ({} device(s) visible)", device, count));
+  }
+  return kc::check(cudaSetDevice(device), "cudaSetDevice");
+}
 
 // A device matrix [rows, cols] in the weights' dtype.
 struct device_matrix {
