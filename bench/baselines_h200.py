@@ -18,7 +18,8 @@ names so bench/h200_kernels.sh can join the two:
   through state_batch_indices), inputs f32 and bf16.
 - conv_prefill_<shape>_<rows>x<L>, conv_update_<shape>_b<batch>:
   causal-conv1d's CUDA kernels when its extension can be had (--build
-  causal-conv1d compiles it for sm_90 from the source archive; channel-last x
+  causal-conv1d compiles its forward and update for sm_90 from the source
+  archive, the backward left out; channel-last x
   as our [T, C] layout, SiLU, bias, final states returned; the step on pool
   slots through conv_state_indices), and PyTorch's depthwise conv1d (cuDNN)
   with SiLU and the state copy, and an eager PyTorch step.
@@ -343,20 +344,51 @@ def ssd(torch, run, args, chunk_scan, state_update):
 
 # ---- causal conv: causal-conv1d, PyTorch ----
 
-def cc1d_sources(src):
+# Stands in for csrc/causal_conv1d_bwd.cu, whose one translation unit takes
+# minutes to compile and is never called here: the backward entry points the
+# extension's binding references, each stopping the process if called.
+NO_BWD = """#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime.h>
+#include "causal_conv1d.h"
+template <typename I, typename W>
+void causal_conv1d_bwd_cuda(ConvParamsBwd&, cudaStream_t) {
+  std::fprintf(stderr, "causal_conv1d: backward not built for this benchmark\\n");
+  std::abort();
+}
+template <typename I, typename W>
+void causal_conv1d_channellast_bwd_cuda(ConvParamsBwd& p, cudaStream_t s) {
+  causal_conv1d_bwd_cuda<I, W>(p, s);
+}
+"""
+
+
+def cc1d_sources(src, ext_dir):
     csrc = os.path.join(os.path.abspath(src), "csrc")
-    return csrc, [os.path.join(csrc, f) for f in (
-        "causal_conv1d.cpp", "causal_conv1d_fwd.cu", "causal_conv1d_bwd.cu",
-        "causal_conv1d_update.cu")]
+    types_ = ("float", "at::Half", "at::BFloat16")
+    inst = [f"template void causal_conv1d{kind}_bwd_cuda<{i}, {w}>(ConvParamsBwd&, cudaStream_t);"
+            for kind in ("", "_channellast") for w in types_ for i in types_]
+    stub = os.path.join(ext_dir, "causal_conv1d_no_bwd.cu")
+    text = NO_BWD + "\n".join(inst) + "\n"
+    if not os.path.exists(stub) or open(stub).read() != text:
+        with open(stub, "w") as f:
+            f.write(text)
+    return csrc, [os.path.join(csrc, "causal_conv1d.cpp"),
+                  os.path.join(csrc, "causal_conv1d_fwd.cu"),
+                  os.path.join(csrc, "causal_conv1d_update.cu"), stub]
 
 
 def build_cc1d(torch, src, ext_dir, out):
-    """Compiles causal-conv1d's extension for sm_90 (its setup.py's nvcc
-    flags, one architecture) with torch.utils.cpp_extension.load."""
+    """Compiles causal-conv1d's extension, forward and update only, for sm_90
+    (its setup.py's nvcc flags, one architecture) with
+    torch.utils.cpp_extension.load."""
     from torch.utils.cpp_extension import load
     os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
     os.makedirs(ext_dir, exist_ok=True)
-    csrc, sources = cc1d_sources(src)
+    csrc, sources = cc1d_sources(src, ext_dir)
     flags = ["-O3", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
              "-U__CUDA_NO_BFLOAT16_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
              "-U__CUDA_NO_BFLOAT162_OPERATORS__", "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
@@ -365,7 +397,8 @@ def build_cc1d(torch, src, ext_dir, out):
     mod = load(name="causal_conv1d_cuda", sources=sources, extra_cflags=["-O3"],
                extra_cuda_cflags=flags, extra_include_paths=[csrc], build_directory=ext_dir,
                verbose=False)
-    out.emit({"bench": "baseline", "note": f"causal_conv1d_cuda built in {ext_dir}"})
+    out.emit({"bench": "baseline", "note": f"causal_conv1d_cuda (forward and update; backward "
+                                           f"left out) built for sm_90 in {ext_dir}"})
     return mod
 
 
