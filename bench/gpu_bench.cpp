@@ -6,6 +6,9 @@
 // one-token update (state read + written) and page pack/unpack (read +
 // written) report bytes per second and their ratio to it. Timed with CUDA
 // events, subject and copy interleaved round by round, medians reported.
+// --suite kernels17 runs instead the shapes of bench/baselines_h200.py:
+// attention decode and causal prefill, the SSD scan and update and the causal
+// conv on Nemotron-H Mamba-2 layers (bench/gpu_bench_cases.hpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
