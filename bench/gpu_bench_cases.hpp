@@ -1,0 +1,58 @@
+#pragma once
+// mstar-gpu-bench's cases beyond the delta rule and page copies, each timed
+// against the device-to-device copy (bench/gpu_bench_support.hpp). The
+// shapes of bench/baselines_h200.py, which runs PyTorch's fused attention and
+// mamba-ssm's Triton kernels on them under the same case names.
+#include <string>
+#include <vector>
+
+#include "bench/gpu_bench_support.hpp"
+
+namespace mstar::bench::gpu {
+
+/// Paged attention geometry: bf16 K/V pages, f32 q and out.
+struct attention_case {
+  int rows, context, kv_heads, q_heads, head_dim, page_size;
+};
+
+/// Decode (one token per row over `context` cached positions): the one-pass
+/// kernel ("decode_attention_b<rows>") and the split-KV path with the
+/// workspace it asks for ("decode_attention_split_b<rows>").
+std::vector<comparison> bench_decode_attention(timer& t, copy_baseline& copy,
+                                               const attention_case& a, int rounds);
+
+/// Causal prefill of `rows` fresh prompts of `context` tokens each, every
+/// token attending its row's pages ("prefill_attention_<rows>x<context>").
+/// Bytes counted: K/V read once, q read and out written; TFLOP_per_s counts
+/// the causal half of QK^T and PV (4 * D * Hq * rows * L (L + 1) / 2).
+comparison bench_prefill_attention(timer& t, copy_baseline& copy, const attention_case& a,
+                                   int rounds);
+
+/// A Nemotron-H Mamba-2 layer's mixer geometry; the conv runs over
+/// [x | B | C], heads * head_dim + 2 * groups * state_size channels.
+struct mamba_shape {
+  std::string label;  ///< in the case names: "h64", "h128"
+  int heads, head_dim, state_size, groups, conv_width;
+  [[nodiscard]] int conv_channels() const { return heads * head_dim + 2 * groups * state_size; }
+};
+
+/// The SSD decode step at `batch` rows on shuffled slots of a pool of
+/// `batch` ("<prefix>_b<batch>"). Bytes counted: the state read and written
+/// plus the step's inputs and outputs.
+comparison bench_ssd_update(timer& t, copy_baseline& copy, const mamba_shape& m, int batch,
+                            const std::string& prefix, int rounds);
+
+/// The SSD scan over `rows` fresh rows of `tokens` tokens, final states
+/// stored ("ssd_scan_<label>_<rows>x<tokens>"). Bytes counted: inputs read,
+/// y written, the final states written.
+comparison bench_ssd_scan(timer& t, copy_baseline& copy, const mamba_shape& m, int rows, int tokens,
+                          int rounds);
+
+/// The causal conv (SiLU, bias) over `rows` fresh rows of `tokens` tokens
+/// ("conv_prefill_<label>_<rows>x<tokens>"), and its decode step at `rows`
+/// rows ("conv_update_<label>_b<rows>", tokens 1). Bytes counted: input read,
+/// output written, the window state read (decode) and written.
+comparison bench_conv(timer& t, copy_baseline& copy, const mamba_shape& m, int rows, int tokens,
+                      int rounds);
+
+}  // namespace mstar::bench::gpu
