@@ -8,13 +8,12 @@
 //   bash bench/profile/build.sh            # needs CUPTI's headers (pip wheel)
 //   CUDA_INJECTION64_PATH=$PWD/.profile/libmstar_kernel_times.so
 //     MSTAR_KERNEL_PROFILE=out.txt mstar-bench-model-gpu ...
-#include <cupti.h>
-#include <cxxabi.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cupti.h>
+#include <cxxabi.h>
 #include <map>
 #include <mutex>
 #include <string>
@@ -67,13 +66,14 @@ void add(const std::string& name, std::uint64_t start, std::uint64_t end) {
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   CUpti_Activity* rec = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-    if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+    if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+        rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
       add(short_name(k->name), k->start, k->end);
     } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-      static const char* kinds[] = {"?", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD",
-                                    "DtoA", "DtoD", "HtoH", "PtoP"};
+      static const char* kinds[] = {"?",    "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                    "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
       const unsigned kind = m->copyKind < 11 ? m->copyKind : 0;
       add(std::string("[memcpy ") + kinds[kind] + "]", m->start, m->end);
     } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
@@ -100,14 +100,14 @@ void report() {
   std::FILE* out = path != nullptr ? std::fopen(path, "w") : stderr;
   if (out == nullptr)
     out = stderr;
-  std::fprintf(out, "%-8s %10s %12s %10s  %s\n", "share", "calls", "total us", "mean us",
-               "kernel");
+  std::fprintf(out, "%-8s %10s %12s %10s  %s\n", "share", "calls", "total us", "mean us", "kernel");
   for (const auto& [name, t] : rows) {
-    std::fprintf(out, "%7.2f%% %10llu %12.1f %10.2f  %s\n",
-                 kernel_ns > 0 ? 100.0 * static_cast<double>(t.ns) / static_cast<double>(kernel_ns) : 0.0,
-                 static_cast<unsigned long long>(t.calls), static_cast<double>(t.ns) / 1e3,
-                 static_cast<double>(t.ns) / 1e3 / static_cast<double>(std::max<std::uint64_t>(t.calls, 1)),
-                 name.c_str());
+    std::fprintf(
+        out, "%7.2f%% %10llu %12.1f %10.2f  %s\n",
+        kernel_ns > 0 ? 100.0 * static_cast<double>(t.ns) / static_cast<double>(kernel_ns) : 0.0,
+        static_cast<unsigned long long>(t.calls), static_cast<double>(t.ns) / 1e3,
+        static_cast<double>(t.ns) / 1e3 / static_cast<double>(std::max<std::uint64_t>(t.calls, 1)),
+        name.c_str());
   }
   std::fprintf(out, "%7.2f%% %10s %12.1f %10s  (all device activity)\n", 100.0, "",
                static_cast<double>(kernel_ns) / 1e3, "");
@@ -122,10 +122,11 @@ void report() {
             escaped += '\\';
           escaped += c;
         }
-        std::fprintf(j, "{\"kernel\": \"%s\", \"calls\": %llu, \"total_us\": %.3f, \"share\": %.6f}\n",
-                     escaped.c_str(), static_cast<unsigned long long>(t.calls),
-                     static_cast<double>(t.ns) / 1e3,
-                     kernel_ns > 0 ? static_cast<double>(t.ns) / static_cast<double>(kernel_ns) : 0.0);
+        std::fprintf(
+            j, "{\"kernel\": \"%s\", \"calls\": %llu, \"total_us\": %.3f, \"share\": %.6f}\n",
+            escaped.c_str(), static_cast<unsigned long long>(t.calls),
+            static_cast<double>(t.ns) / 1e3,
+            kernel_ns > 0 ? static_cast<double>(t.ns) / static_cast<double>(kernel_ns) : 0.0);
       }
       std::fclose(j);
     }
