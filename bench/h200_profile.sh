@@ -2,7 +2,8 @@
 # Per-kernel device time shares on an H200 (the device machine), results under
 # $OUT: bench/profile/kernel_times.cpp (a CUPTI injection library, built here
 # by bench/profile/build.sh and carried in .profile/) records every kernel of
-# a benchmark process; one table per case (<case>.txt, <case>.jsonl):
+# a benchmark process; one table per case (<case>.txt, <case>.jsonl, the
+# bench's <case>.log), all in $OUT/profile.tgz (the device returns 8 files):
 #   delta-rule      mstar-gpu-bench --delta-rule-only (decode b64, prefill 4096)
 #   qwen-prefill    Qwen3.5 ~0.56B (bf16), 8 x 2048-token prompts, one step
 #   qwen-decode     the same checkpoint, batch 64 decode
@@ -27,13 +28,14 @@ PY
 } | tee "$out/profile-env.txt"
 cases=("$@")
 ((${#cases[@]})) || cases=(delta-rule qwen-prefill qwen-decode nemotron-prefill nemotron-decode)
+work=$(mktemp -d)
 profile() {  # NAME COMMAND...: the command under the injection library
   local name=$1
   shift
-  CUDA_INJECTION64_PATH=$inject MSTAR_KERNEL_PROFILE=$out/$name.txt \
-    MSTAR_KERNEL_PROFILE_JSON=$out/$name.jsonl "$@" >"$out/$name.log" 2>&1
+  CUDA_INJECTION64_PATH=$inject MSTAR_KERNEL_PROFILE=$work/$name.txt \
+    MSTAR_KERNEL_PROFILE_JSON=$work/$name.jsonl "$@" >"$work/$name.log" 2>&1
   echo "== $name (exit $?)"
-  head -16 "$out/$name.txt" 2>/dev/null || tail -5 "$out/$name.log"
+  head -14 "$work/$name.txt" 2>/dev/null | cut -c1-150 || tail -5 "$work/$name.log"
 }
 ckpt_dir=$(mktemp -d)
 checkpoint() {  # SIZE: a random checkpoint of bench/transformers_decode.py's SIZES, made once
@@ -61,3 +63,4 @@ for c in "${cases[@]}"; do
     *) echo "h200_profile.sh: unknown case '$c'" >&2; exit 2 ;;
   esac
 done
+tar czf "$out/profile.tgz" -C "$work" .
