@@ -3,6 +3,7 @@
 
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/internal/attend.cuh"
+#include "kernels/cuda/internal/attend_prefill.cuh"
 
 namespace mstar::kernels::cuda {
 namespace {
@@ -166,6 +167,8 @@ cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream
   const std::int64_t bound = detail::token_bound(p.table, p.arena.geometry.page_size);
   if (a.table.rows <= 0 || bound <= 0)
     return cudaSuccess;
+  if (detail::prefill_takes(p))
+    return detail::launch_prefill(a, p.arena.geometry.head_dim, bound, stream);
   if (p.arena.geometry.dtype == mstar::dtype::bfloat16)
     return launch_attention<std::uint16_t>(a, p.arena.geometry.head_dim, bound, stream);
   return launch_attention<float>(a, p.arena.geometry.head_dim, bound, stream);

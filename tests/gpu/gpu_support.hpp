@@ -69,7 +69,9 @@ inline constexpr double f32_gemm = 1e-5;         ///< linear through cublasSgemm
 inline constexpr double bf16_in_f32_out = 1e-4;  ///< linear_bf16 with an f32 output
 inline constexpr double bf16_out = 1e-2;         ///< linear_bf16 with a bf16 output
 inline constexpr double attention = 1e-4;        ///< paged attention, f32 and bf16 arenas
-inline constexpr double recurrent = 1e-4;        ///< causal conv, SSD scan and update
+/// paged attention's tensor-core prefill (bf16 arena, q and P rounded to bf16)
+inline constexpr double attention_bf16_q = 2e-2;
+inline constexpr double recurrent = 1e-4;  ///< causal conv, SSD scan and update
 }  // namespace budget
 
 /// A seeded generator that prints its seed, so a failing case replays.
