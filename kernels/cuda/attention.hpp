@@ -21,13 +21,23 @@ namespace mstar::kernels::cuda {
 /// step's tokens, each finding its row by binary search in `qo_indptr`.
 [[nodiscard]] cudaError_t append_kv(const append_kv_params& p, cudaStream_t stream);
 
-/// Causal grouped-query attention over pages, as the CPU reference. One block
-/// of 128 threads per (query token, kv head, group of up to four query heads
-/// of that kv head), each K/V vector read once for the group, online softmax
-/// in f32 (exp2 with the scale folded into q). head_dim 64, 128 or 256 take
-/// 16-byte vector loads; any other head_dim up to 256 runs a plain one-warp-
-/// per-query-head kernel. Precondition: as append_kv's; rows with no page do
-/// no work.
+/// Causal grouped-query attention over pages, as the CPU reference.
+/// Steps without the decode arrays (prefill and mixed steps) on a bf16 arena
+/// with head_dim 64, 128 or 256 (arena, q and out 16-byte aligned) take the
+/// tensor-core prefill kernel for every row: a block per (row, tile of 64
+/// (query token, query head) pairs of one kv head's group, kv head), K/V
+/// tiles of 64 positions (32 at head_dim 256) gathered from the pages, S and
+/// P V on bf16 mma.sync with f32 accumulation, online softmax in f32. q is
+/// rounded to bf16 (and so are the softmax weights before P V): results
+/// differ slightly from the f32-q kernel (tests: 2e-2 normalised budget).
+/// A row of few tokens costs one warp's tensor-core work per key tile.
+/// Decode steps, f32 arenas and other head_dims keep the CUDA-core kernel:
+/// one block of 128 threads per (query token, kv head, group of up to four
+/// query heads of that kv head), each K/V vector read once for the group,
+/// online softmax in f32 (exp2 with the scale folded into q). head_dim 64,
+/// 128 or 256 take 16-byte vector loads; any other head_dim up to 256 runs a
+/// plain one-warp-per-query-head kernel. Precondition: as append_kv's; rows
+/// with no page do no work.
 [[nodiscard]] cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream);
 
 /// Chunks per row the split-KV decode path would cut this step into on a
