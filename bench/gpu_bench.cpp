@@ -165,7 +165,7 @@ void run_kernels17(timer& t, copy_baseline& copy, const kernels17_options& o,
   for (const auto& m : shapes) {
     for (const int rows : o.prefill_rows) {
       if (o.ssd)
-        results.push_back(gpu::bench_ssd_scan(t, copy, m, rows, o.prefill_context, rounds));
+        add(gpu::bench_ssd_scan(t, copy, m, rows, o.prefill_context, rounds));
       if (o.conv)
         results.push_back(gpu::bench_conv(t, copy, m, rows, o.prefill_context, rounds));
     }

@@ -43,10 +43,12 @@ comparison bench_ssd_update(timer& t, copy_baseline& copy, const mamba_shape& m,
                             const std::string& prefix, int rounds);
 
 /// The SSD scan over `rows` fresh rows of `tokens` tokens, final states
-/// stored ("ssd_scan_<label>_<rows>x<tokens>"). Bytes counted: inputs read,
+/// stored: the chunked path through the workspace overload
+/// ("ssd_scan_<label>_<rows>x<tokens>", with its speedup_vs_sequential),
+/// then the sequential scan ("..._sequential"). Bytes counted: inputs read,
 /// y written, the final states written.
-comparison bench_ssd_scan(timer& t, copy_baseline& copy, const mamba_shape& m, int rows, int tokens,
-                          int rounds);
+std::vector<comparison> bench_ssd_scan(timer& t, copy_baseline& copy, const mamba_shape& m,
+                                       int rows, int tokens, int rounds);
 
 /// The causal conv (SiLU, bias) over `rows` fresh rows of `tokens` tokens
 /// ("conv_prefill_<label>_<rows>x<tokens>"), and its decode step at `rows`

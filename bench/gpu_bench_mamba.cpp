@@ -5,6 +5,8 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "bench/gpu_bench_cases.hpp"
 
@@ -83,8 +85,8 @@ comparison bench_ssd_update(timer& t, copy_baseline& copy, const mamba_shape& m,
   return c;
 }
 
-comparison bench_ssd_scan(timer& t, copy_baseline& copy, const mamba_shape& m, int rows, int tokens,
-                          int rounds) {
+std::vector<comparison> bench_ssd_scan(timer& t, copy_baseline& copy, const mamba_shape& m,
+                                       int rows, int tokens, int rounds) {
   const std::size_t n_tokens = static_cast<std::size_t>(rows) * tokens;
   const std::size_t state_elems = std::size_t{1} * rows * m.heads * m.head_dim * m.state_size;
   auto state = alloc(state_elems * sizeof(float));
@@ -101,16 +103,30 @@ comparison bench_ssd_scan(timer& t, copy_baseline& copy, const mamba_shape& m, i
                                                  state.as<float>(),
                                                  device_span<std::int32_t>(d_slots, slots.size()),
                                                  device_span<std::uint8_t>(d_fresh, fresh.size())};
+  const auto T = static_cast<std::int64_t>(n_tokens);
+  const std::size_t ws_bytes = cuda::ssd_scan_workspace_bytes(in.w, T, rows);
+  auto ws = alloc(std::max<std::size_t>(ws_bytes, 256));
+  const cuda::ssd_workspace workspace{ws.data(), ws_bytes, T, 0};
   const double bytes =
       static_cast<double>(n_tokens) * static_cast<double>(in.row + in.xw) * sizeof(float) +
       static_cast<double>(state_elems) * sizeof(float);
-  auto c = measure(
-      t, copy, "ssd_scan_" + m.label + "_" + std::to_string(rows) + "x" + std::to_string(tokens),
-      "bytes_per_s", bytes, [&](cudaStream_t s) { return cuda::ssd_scan_varlen(p, s); }, rounds);
-  c.extra["rows"] = rows;
-  c.extra["tokens_per_row"] = tokens;
-  c.extra["tokens_per_s"] = static_cast<double>(n_tokens) / (c.extra["us_per_call"] * 1e-6);
-  return c;
+  const std::string name =
+      "ssd_scan_" + m.label + "_" + std::to_string(rows) + "x" + std::to_string(tokens);
+  std::vector<comparison> out;
+  out.push_back(measure(
+      t, copy, name, "bytes_per_s", bytes,
+      [&](cudaStream_t s) { return cuda::ssd_scan_varlen(p, workspace, s); }, rounds));
+  out.push_back(measure(
+      t, copy, name + "_sequential", "bytes_per_s", bytes,
+      [&](cudaStream_t s) { return cuda::ssd_scan_varlen(p, s); }, rounds));
+  for (auto& c : out) {
+    c.extra["rows"] = rows;
+    c.extra["tokens_per_row"] = tokens;
+    c.extra["tokens_per_s"] = static_cast<double>(n_tokens) / (c.extra["us_per_call"] * 1e-6);
+  }
+  out[0].extra["workspace_MiB"] = static_cast<double>(ws_bytes) / (1 << 20);
+  out[0].extra["speedup_vs_sequential"] = out[1].extra["us_per_call"] / out[0].extra["us_per_call"];
+  return out;
 }
 
 comparison bench_conv(timer& t, copy_baseline& copy, const mamba_shape& m, int rows, int tokens,

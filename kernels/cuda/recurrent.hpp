@@ -9,6 +9,8 @@
 // (the pool's sink, which padding rows address) race; their outputs and the
 // slot's contents are unspecified. Rows on distinct slots match the CPU.
 
+#include <cstddef>
+#include <cstdint>
 #include <cuda_runtime_api.h>
 
 #include "kernels/conv.hpp"
@@ -33,6 +35,39 @@ namespace mstar::kernels::cuda {
 /// Requires state_size a multiple of 4, a 16-byte aligned state block, and
 /// P * N / 16 <= 1024 (cudaErrorInvalidValue otherwise).
 [[nodiscard]] cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, cudaStream_t stream);
+
+/// Scratch of the chunked SSD prefill path and its row-length threshold.
+struct ssd_workspace {
+  void* data = nullptr;           ///< device memory, 256-byte aligned
+  std::size_t bytes = 0;          ///< `ssd_scan_workspace_bytes` or more
+  std::int64_t tokens = 0;        ///< T of the batch (cu_seqlens' last entry), known on the host
+  std::int32_t chunked_from = 0;  ///< rows at least this long run chunked; 0: the default
+};
+
+/// Rows this long or longer run chunked when the workspace does not say.
+/// Not yet tuned on the H200 (bench: `mstar-gpu-bench --suite ssd`).
+inline constexpr std::int32_t ssd_default_chunked_from = 128;
+
+/// Workspace the chunked path needs for a batch of `tokens` tokens in `rows`
+/// rows (0 when the shape has no chunked path: then the overload below is
+/// the sequential scan).
+[[nodiscard]] std::size_t ssd_scan_workspace_bytes(const ssd_weights& w, std::int64_t tokens,
+                                                   std::int64_t rows,
+                                                   std::int32_t chunked_from = 0);
+
+/// The SSD scan with long rows in chunks of 64 tokens on TF32 tensor cores
+/// (f32 accumulation; the chunked form of mamba-ssm's
+/// `mamba_chunk_scan_combined`). A parallel kernel per (chunk, head) writes
+/// each token's in-chunk output, (C B^T masked and scaled by the decay
+/// ratios and dt) x + D x, and the chunk's decays; a sequential kernel per
+/// (32 head-dim rows, head, row) then carries the state through the row's
+/// chunks, adding exp(G_t) C_t h_start to the outputs and updating
+/// h = exp(G_C) h + sum_t exp(G_C - G_t) dt_t x_t B_t^T. Rows shorter than
+/// `ws.chunked_from`, shapes without a chunked path (N other than 64 / 128,
+/// P not a multiple of 32) and a workspace too small run the sequential
+/// scan above. The chunked rows' error is TF32's, not f32's.
+[[nodiscard]] cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace& ws,
+                                          cudaStream_t stream);
 
 /// One SSD decode step per row, one block per (row, head): reads and writes
 /// each slot's state once with 16-byte accesses. Same requirements as

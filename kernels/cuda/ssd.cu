@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/ssd_scan.hpp"
 #include "kernels/cuda/recurrent.hpp"
 
 namespace mstar::kernels::cuda {
@@ -114,11 +115,14 @@ __device__ __forceinline__ void store_state(const ssd_args& a, float4* sp, int s
   }
 }
 
-// Block (head, row): rows along y. Tokens [begin, end) of the row.
+// Block (head, row): rows along y. Tokens [begin, end) of the row. Rows
+// with chunked[r] >= 0 belong to the chunked path (chunked null: none).
 template <int K4>
-__global__ void ssd_scan_kernel(ssd_args a, const std::int32_t* cu) {
+__global__ void ssd_scan_kernel(ssd_args a, const std::int32_t* cu, const std::int32_t* chunked) {
   const int h = static_cast<int>(blockIdx.x);
   const int r = static_cast<int>(blockIdx.y);
+  if (chunked != nullptr && chunked[r] >= 0)
+    return;
   const int s = static_cast<int>(threadIdx.x) % a.split;
   // Threads past head_dim (the block is a whole number of warps) compute on
   // p = 0 and store nothing, so every shuffle sees a full warp.
@@ -266,9 +270,10 @@ cudaError_t dispatch(int k4, Args&&... args) {
 
 template <int K4>
 struct launch_scan {
-  cudaError_t operator()(const ssd_args& a, const std::int32_t* cu, int rows, cudaStream_t st) {
+  cudaError_t operator()(const ssd_args& a, const std::int32_t* cu, const std::int32_t* chunked,
+                         int rows, cudaStream_t st) {
     const dim3 grid{static_cast<unsigned>(a.heads), static_cast<unsigned>(rows)};
-    ssd_scan_kernel<K4><<<grid, block_threads(a), 0, st>>>(a, cu);
+    ssd_scan_kernel<K4><<<grid, block_threads(a), 0, st>>>(a, cu, chunked);
     return detail::launch_status();
   }
 };
@@ -284,7 +289,10 @@ struct launch_update {
 
 }  // namespace
 
-cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, cudaStream_t stream) {
+namespace detail {
+
+cudaError_t launch_ssd_scan(const ssd_scan_varlen_params& p, const std::int32_t* chunked_rows,
+                            cudaStream_t stream) {
   if (p.cu_seqlens.size() < 2)
     return cudaSuccess;
   const int rows = static_cast<int>(p.cu_seqlens.size()) - 1;
@@ -295,7 +303,13 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, cudaStream_t stream
       p.has_state.size() < static_cast<std::size_t>(rows)) {
     return cudaErrorInvalidValue;
   }
-  return dispatch<launch_scan>(k4, a, p.cu_seqlens.data(), rows, stream);
+  return dispatch<launch_scan>(k4, a, p.cu_seqlens.data(), chunked_rows, rows, stream);
+}
+
+}  // namespace detail
+
+cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, cudaStream_t stream) {
+  return detail::launch_ssd_scan(p, nullptr, stream);
 }
 
 cudaError_t ssd_update(const ssd_update_params& p, cudaStream_t stream) {

@@ -163,9 +163,12 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, std::int64_t to
   const auto sw = internal::ssd_weights_of(c, l.dt_bias.as<const float>(),
                                            l.a_log.as<const float>(), l.d.as<const float>());
   const auto in = internal::ssd_inputs_of(c, xc, zx);
-  const cudaError_t ssd = b.decode
-                              ? kc::ssd_update({sw, in, yy, rows, ssm_state, slots, has}, s)
-                              : kc::ssd_scan_varlen({sw, in, yy, cu_d, ssm_state, slots, has}, s);
+  kc::ssd_workspace ws;
+  if (!b.decode && chunked_ssd())
+    ws = {ssd_scratch.buffer.data(), ssd_scratch.buffer.size(), tokens, 0};
+  const cudaError_t ssd =
+      b.decode ? kc::ssd_update({sw, in, yy, rows, ssm_state, slots, has}, s)
+               : kc::ssd_scan_varlen({sw, in, yy, cu_d, ssm_state, slots, has}, ws, s);
   if (auto ok = check(ssd, "ssd"); !ok)
     return ok;
   // In place in f32; with bf16 weights straight into out_proj's input.

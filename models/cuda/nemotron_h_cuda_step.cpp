@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "models/cuda/internal/nemotron_h_cuda_impl.hpp"
+#include "models/internal/mamba_params.hpp"
 
 namespace mstar::models {
 namespace {
@@ -191,6 +192,14 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
   const std::uint64_t before = p.buffers_generation;
   if (auto ok = p.reserve(static_cast<std::int64_t>(T), static_cast<std::int64_t>(R), L.total); !ok)
     return ok;
+  if (!b.decode && p.chunked_ssd()) {
+    // Not read by graphs: only prefill steps, never captured, pass it.
+    const std::size_t bytes =
+        kc::ssd_scan_workspace_bytes(internal::ssd_weights_of(c, nullptr, nullptr, nullptr),
+                                     static_cast<std::int64_t>(T), static_cast<std::int64_t>(R));
+    if (auto ok = p.reserve_buffer(p.ssd_scratch, bytes, false); !ok)
+      return ok;
+  }
   if (draws) {
     // Not read by graphs: the copy after sampling writes it.
     if (auto ok = p.reserve_buffer(slot.drawn, R * sizeof(std::int32_t), false); !ok)

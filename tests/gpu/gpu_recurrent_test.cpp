@@ -3,6 +3,7 @@
 // the whole state block after the step, by normalised error. Rows cover empty
 // rows, rows shorter than the conv window, fresh and resumed slots, and a
 // skipped row (slot -1), each on its own slot.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include "kernels/conv.hpp"
@@ -158,6 +159,106 @@ TEST(gpu_recurrent, ssd_scan_and_update_match_outputs_and_state) {
                 cudaSuccess);
       EXPECT_TRUE(within(d_y1.download(), ref1, budget::recurrent)) << "update output";
       EXPECT_TRUE(within(d_state.download(), state, budget::recurrent)) << "update state";
+    }
+  }
+}
+
+// TF32 products in the chunked SSD path (a few 1e-4 of the largest value
+// expected); the delta rule's chunked budget.
+constexpr double ssd_chunked_budget = 3e-3;
+
+// One packed batch through the workspace overload against the CPU
+// reference: every output and the whole state block. Inputs as the model
+// passes them: column slices of [x | B | C | dt | 3 spare] rows.
+void expect_ssd_chunked_matches(test::random_tensors& rng, const ssd_geometry& g,
+                                const std::vector<std::int32_t>& row_lengths,
+                                const std::vector<std::int32_t>& row_slots,
+                                const std::vector<std::uint8_t>& row_resume,
+                                std::int32_t chunked_from, double budget) {
+  const auto h = static_cast<std::size_t>(g.heads);
+  const auto dt_bias = rng.floats(h, -1.0F, 1.0F);
+  const auto a_log = rng.floats(h, -1.0F, 1.5F);
+  const auto skip = rng.floats(h);
+  const auto d_dt_bias = upload(dt_bias);
+  const auto d_a_log = upload(a_log);
+  const auto d_skip = upload(skip);
+  const ssd_weights w{dt_bias.data(), a_log.data(), skip.data(), g.heads, g.head_dim,
+                      g.state_size,   g.groups,     1e-3F,       10.0F};
+  ssd_weights dw = w;
+  dw.dt_bias = d_dt_bias.data();
+  dw.A_log = d_a_log.data();
+  dw.D = d_skip.data();
+  const std::int64_t xw = std::int64_t{g.heads} * g.head_dim;
+  const std::int64_t bcw = std::int64_t{g.groups} * g.state_size;
+  const std::int64_t row = xw + 2 * bcw + g.heads + 3;
+  const auto cu = cumulative(row_lengths);
+  const auto T = static_cast<std::size_t>(cu.back());
+  const auto packed = rng.floats(T * static_cast<std::size_t>(row), -2.0F, 2.0F);
+  const auto d_packed = upload(packed);
+  auto inputs = [&](const float* base) {
+    return ssd_inputs{base, base + xw + 2 * bcw, base + xw, base + xw + bcw, row, row, row};
+  };
+  const std::int64_t n_slots = *std::max_element(row_slots.begin(), row_slots.end()) + 1;
+  auto state = rng.floats(
+      static_cast<std::size_t>(n_slots) * h * static_cast<std::size_t>(g.head_dim * g.state_size),
+      -0.5F, 0.5F);
+  auto d_state = upload(state);
+  const auto d_cu = upload(cu);
+  const auto d_slots = upload(row_slots);
+  const auto d_resume = upload(row_resume);
+  std::vector<float> ref(T * static_cast<std::size_t>(xw));
+  ssd_scan_varlen({w, inputs(packed.data()), ref.data(), cu, state.data(), row_slots, row_resume});
+  const std::size_t bytes =
+      cuda::ssd_scan_workspace_bytes(dw, static_cast<std::int64_t>(T),
+                                     static_cast<std::int64_t>(row_lengths.size()), chunked_from);
+  auto workspace = poisoned<float>(bytes / sizeof(float) + 64);
+  auto d_y = poisoned<float>(ref.size());
+  ASSERT_EQ(cuda::ssd_scan_varlen(
+                {dw, inputs(d_packed.data()), d_y.data(), d_cu.span(), d_state.data(),
+                 d_slots.span(), d_resume.span()},
+                {workspace.data(), bytes, static_cast<std::int64_t>(T), chunked_from}, nullptr),
+            cudaSuccess);
+  EXPECT_TRUE(within(d_y.download(), ref, budget)) << "output";
+  EXPECT_TRUE(within(d_state.download(), state, budget)) << "state";
+}
+
+TEST(gpu_recurrent, ssd_chunked_scan_matches_alone_and_in_mixed_batches) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(503);
+  // The Nemotron-H fixtures' shapes (the last two have no chunked path, so
+  // the overload scans), N 64, and a 0.6B / 8B-like layer: 64 or 128 heads
+  // of 64, state 128, 8 groups.
+  constexpr ssd_geometry shapes[] = {{8, 64, 128, 2}, {4, 8, 16, 2},    {3, 5, 24, 1},
+                                     {4, 32, 64, 2},  {64, 64, 128, 8}, {128, 64, 128, 8}};
+  for (const auto& g : shapes) {
+    const bool chunked =
+        cuda::ssd_scan_workspace_bytes(
+            {nullptr, nullptr, nullptr, g.heads, g.head_dim, g.state_size, g.groups, 0.0F, 10.0F},
+            1000, 1) != 0;
+    const double budget = chunked ? ssd_chunked_budget : budget::recurrent;
+    SCOPED_TRACE("H " + std::to_string(g.heads) + " P " + std::to_string(g.head_dim) + " N " +
+                 std::to_string(g.state_size) + " G " + std::to_string(g.groups));
+    // Each length alone, every row chunked, resumed and fresh (the CPU
+    // reference's cost keeps the longest rows of the wide layers to the
+    // mixed batch).
+    const bool wide = g.heads >= 64;
+    for (const std::int32_t len : {1, 63, 64, 65, 200, 1000, 2048}) {
+      if (wide && len > 200)
+        continue;
+      for (const std::uint8_t resumed : {1, 0}) {
+        SCOPED_TRACE("one row of " + std::to_string(len) +
+                     (resumed != 0 ? ", resumed" : ", fresh"));
+        expect_ssd_chunked_matches(rng, g, {len}, {1}, {resumed}, 1, budget);
+      }
+    }
+    // Mixed: fresh and resumed slots, an empty row, a skipped row (-1);
+    // every row chunked, then the default threshold (short rows scanned).
+    const std::vector<std::int32_t> lens{1, 63, 64, 0, 65, 200, 130, 1000, 2048, 7};
+    const std::vector<std::int32_t> mixed_slots{4, 1, 6, 3, 7, 0, -1, 2, 8, 5};
+    const std::vector<std::uint8_t> mixed_resume{1, 0, 1, 1, 1, 0, 1, 1, 0, 0};
+    for (const std::int32_t from : {1, 0}) {
+      SCOPED_TRACE("mixed batch, chunked from " + std::to_string(from));
+      expect_ssd_chunked_matches(rng, g, lens, mixed_slots, mixed_resume, from, budget);
     }
   }
 }

@@ -61,6 +61,7 @@ struct nemotron_h_cuda::impl {
   // Work buffers, sized per step.
   work_buffer h, x, out, zxbcdt, xbc, y, q, k, v, o, inter, xb, last, logits, plan, greedy;
   work_buffer split;                     // split-KV decode attention partials
+  work_buffer ssd_scratch;               // the chunked SSD scan's workspace (prefill, bf16)
   work_buffer settings;                  // per-row sampling settings, struct of arrays
   std::uint64_t buffers_generation = 0;  // bumped whenever a work buffer moves
   // The forwards launched and not finished: forwards[ticket % 2]; the oldest is
@@ -86,6 +87,9 @@ struct nemotron_h_cuda::impl {
   std::unique_ptr<timeline> tl;  // null: not recording
   std::uint64_t timelines = 0;   // timelines started, the generations' source
 
+  /// Prefill steps with bf16 weights scan long rows in chunks on tensor
+  /// cores (TF32); f32 weights keep the exact sequential scan.
+  [[nodiscard]] bool chunked_ssd() const { return dtype != mstar::dtype::float32; }
   /// `graphs_read`: captured graphs address this buffer, so moving it
   /// retires them.
   [[nodiscard]] result<void> reserve_buffer(work_buffer& w, std::size_t bytes,
