@@ -38,6 +38,10 @@ std::string short_name(const char* mangled) {
   char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
   std::string s = status == 0 && d != nullptr ? d : mangled;
   std::free(d);
+  // "(anonymous namespace)::" would end the name at its parenthesis.
+  for (auto at = s.find("(anonymous namespace)::"); at != std::string::npos;
+       at = s.find("(anonymous namespace)::"))
+    s.erase(at, 23);
   // Drop the parameter list; keep the template arguments (they name the variant).
   const auto paren = s.find('(');
   if (paren != std::string::npos && paren > 0)
