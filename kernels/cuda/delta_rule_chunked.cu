@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/delta_rule.hpp"
+#include "kernels/cuda/internal/chunk_table.cuh"
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/delta_rule_chunk.cuh"
 #include "kernels/cuda/internal/delta_rule_scan.hpp"
@@ -39,42 +40,7 @@ using detail::chunked::per_head;
 // One warp: every row's chunk count, a prefix sum, the (row, chunk) table.
 // A row that would overflow the table (a wrong `tokens`) stays sequential.
 __global__ void chunk_table_kernel(chunk_args p) {
-  const int lane = static_cast<int>(threadIdx.x);
-  int running = 0;
-  int used = 0;
-  for (int base = 0; base < p.rows; base += 32) {
-    const int r = base + lane;
-    int n = 0;
-    if (r < p.rows) {
-      const int len = p.cu[r + 1] - p.cu[r];
-      if (p.slots[r] >= 0 && len >= p.chunked_from)
-        n = (len + chunk - 1) / chunk;
-    }
-    int incl = n;
-#pragma unroll
-    for (int off = 1; off < 32; off *= 2) {
-      const int y = __shfl_up_sync(full_mask, incl, off);
-      if (lane >= off)
-        incl += y;
-    }
-    const int first = running + incl - n;
-    const bool fits = n > 0 && first + n <= p.capacity;
-    if (r < p.rows)
-      p.row_first[r] = fits ? first : -1;
-    used = max(used, fits ? first + n : 0);
-    for (int i = 0; i < 32; ++i) {
-      const int fi = __shfl_sync(full_mask, fits ? first : -1, i);
-      const int ni = __shfl_sync(full_mask, n, i);
-      for (int j = lane; fi >= 0 && j < ni; j += 32)
-        p.table[fi + j] = make_int2(base + i, j);
-    }
-    running += __shfl_sync(full_mask, incl, 31);
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2)
-    used = max(used, __shfl_xor_sync(full_mask, used, off));
-  if (lane == 0)
-    *p.n_chunks = used;
+  detail::fill_chunk_table<chunk>(p);
 }
 
 // Byte offsets of the workspace's parts.
