@@ -51,8 +51,9 @@ def measure(fn, copy, rounds):
     return ms[len(ms) // 2], cms[len(cms) // 2]
 
 
-def graphed(fn):
-    """fn captured in a CUDA graph (no Python launch overhead), or None."""
+def graphed(fn, calls=1):
+    """`calls` back-to-back calls of fn captured in one CUDA graph (no Python
+    launch overhead; with many calls, none of the replay's either), or None."""
     try:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -62,7 +63,8 @@ def graphed(fn):
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            fn()
+            for _ in range(calls):
+                fn()
         return graph.replay
     except Exception as e:  # noqa: BLE001 - report and carry on eager
         print(f"graph capture failed: {e}", flush=True)
@@ -87,6 +89,9 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--prefill-only", action="store_true", help="skip the decode cases")
+    ap.add_argument("--graph-calls", type=int, default=20,
+                    help="calls captured in one graph for the 'graphN' mode (as mstar-gpu-bench "
+                         "--graphs times ours)")
     args = ap.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(7)
     src = torch.rand(256 << 20, device="cuda", generator=gen)  # 1 GiB of f32
@@ -126,9 +131,12 @@ def main():
                     use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, A_log=a_log,
                     dt_bias=dt_bias, use_beta_sigmoid_in_kernel=True, state_v_first=True)
 
-            for mode, fn in (("eager", decode), ("graph", graphed(decode))):
+            n = args.graph_calls
+            for mode, fn, calls in (("eager", decode, 1), ("graph", graphed(decode), 1),
+                                    (f"graph{n}", graphed(decode, n), n)):
                 if fn is not None:
                     ms, cms = measure(fn, copy, args.rounds)
+                    ms /= calls
                     report(f"delta_rule_decode_b{rows}", ms, cms, 2 * h0.numel() * 4, rows,
                            dtype, mode)
         for rows in (1, 4):
@@ -140,9 +148,12 @@ def main():
                     use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, A_log=a_log,
                     dt_bias=dt_bias, use_beta_sigmoid_in_kernel=True, state_v_first=True)
 
-            for mode, fn in (("eager", prefill), ("graph", graphed(prefill))):
+            n = max(1, args.graph_calls // 4)
+            for mode, fn, calls in (("eager", prefill, 1), ("graph", graphed(prefill), 1),
+                                    (f"graph{n}", graphed(prefill, n), n)):
                 if fn is not None:
                     ms, cms = measure(fn, copy, args.rounds)
+                    ms /= calls
                     report(f"delta_rule_prefill_{rows}x4096", ms, cms, 2 * h0.numel() * 4,
                            rows * 4096, dtype, mode)
 

@@ -219,6 +219,9 @@ int main(int argc, char** argv) {
   std::vector<int> delta_batches{1, 16, 64};
   int prefill_tokens = 4096;
   app.add_flag("--delta-rule-only", delta_only, "Only the gated delta rule cases");
+  bool delta_decode_only = false;
+  app.add_flag("--delta-decode-only", delta_decode_only,
+               "Only the gated delta rule's decode cases (--delta-batches)");
   app.add_option("--delta-batches", delta_batches, "Decode rows, one delta-rule case each")
       ->check(CLI::PositiveNumber);
   app.add_option("--prefill-tokens", prefill_tokens, "Tokens of the delta-rule prefill row")
@@ -227,6 +230,10 @@ int main(int argc, char** argv) {
   app.add_option("--threshold-lengths", threshold_lengths,
                  "One-row prefill lengths timed chunked and scanned (the threshold)")
       ->check(CLI::PositiveNumber);
+  bool graphs = false;
+  app.add_flag("--graphs", graphs,
+               "Time each case's calls captured in one CUDA graph (the device's time alone, "
+               "as in a captured decode step), not launched one by one");
   CLI11_PARSE(app, argc, argv);
 
   const auto report = mstar::kernels::query_cuda_devices();
@@ -240,6 +247,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "gpu bench: %s, %d SMs\n", report.devices[0].name.c_str(),
                report.devices[0].multiprocessors);
   timer t;
+  t.graphs = graphs;
   copy_baseline copy{copy_mib << 20U};
   std::vector<comparison> results;
   if (suite != "all" && suite != "delta-rule") {
@@ -253,6 +261,10 @@ int main(int argc, char** argv) {
   }
   for (const int b : delta_batches)
     results.push_back(bench_delta_rule(t, copy, b, 1, rule_path::scan, rounds));
+  if (delta_decode_only) {
+    mstar::bench::report(results, as_json);
+    return 0;
+  }
   for (const int rows : {1, 4}) {
     for (const auto path : {rule_path::chunked_default, rule_path::scan})
       results.push_back(bench_delta_rule(t, copy, rows, prefill_tokens, path, rounds));

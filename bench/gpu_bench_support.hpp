@@ -74,19 +74,58 @@ cuda::device_buffer upload(const std::vector<T>& host) {
   return d;
 }
 
-// Milliseconds per call of `fn`, timed with events over `reps` calls.
+// Milliseconds per call of `fn`, timed with events over `reps` calls:
+// launched one by one, or (`graphs`) captured into one CUDA graph and
+// launched as one, so a call's time is the device's alone, not the host's
+// launch cost (the way a model's decode step runs, captured). A call that
+// cannot be captured is timed launched one by one; `graphed` says which ran.
 struct timer {
   cuda::stream stream = must(cuda::stream::make(), "stream");
   cuda::event start = must(cuda::event::make(), "event");
   cuda::event stop = must(cuda::event::make(), "event");
+  bool graphs = false;
+  bool graphed = false;
 
   double ms_per_call(const std::function<cudaError_t(cudaStream_t)>& fn, int reps) {
+    graphed = false;
+    if (graphs) {
+      if (const double ms = graph_ms_per_call(fn, reps); ms >= 0.0) {
+        graphed = true;
+        return ms;
+      }
+    }
     check(cudaEventRecord(start.get(), stream.get()), "record");
     for (int i = 0; i < reps; ++i)
       check(fn(stream.get()), "launch");
     check(cudaEventRecord(stop.get(), stream.get()), "record");
     check(cudaEventSynchronize(stop.get()), "sync");
     return double{must(cuda::event::elapsed_ms(start, stop), "elapsed")} / reps;
+  }
+
+  // -1 when the calls cannot be captured (the capture is abandoned cleanly).
+  double graph_ms_per_call(const std::function<cudaError_t(cudaStream_t)>& fn, int reps) {
+    check(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal), "capture");
+    cudaError_t err = cudaSuccess;
+    for (int i = 0; i < reps && err == cudaSuccess; ++i)
+      err = fn(stream.get());
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream.get(), &graph);
+    cudaGraphExec_t exec = nullptr;
+    if (err == cudaSuccess && end == cudaSuccess &&
+        cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+      check(cudaGraphLaunch(exec, stream.get()), "graph warm-up");
+      check(cudaEventRecord(start.get(), stream.get()), "record");
+      check(cudaGraphLaunch(exec, stream.get()), "graph launch");
+      check(cudaEventRecord(stop.get(), stream.get()), "record");
+      check(cudaEventSynchronize(stop.get()), "sync");
+      check(cudaGraphExecDestroy(exec), "graph exec destroy");
+      check(cudaGraphDestroy(graph), "graph destroy");
+      return double{must(cuda::event::elapsed_ms(start, stop), "elapsed")} / reps;
+    }
+    if (graph != nullptr)
+      cudaGraphDestroy(graph);
+    cudaGetLastError();  // the failed capture's error is reported as "eager"
+    return -1.0;
   }
 };
 
@@ -126,6 +165,7 @@ inline comparison measure(timer& t, copy_baseline& copy, const std::string& name
   comparison c{
       "gpu", name, metric, "B/s", "d2d_copy", bytes / (m * 1e-3), copy.moved() / (cm * 1e-3), {}};
   c.extra["us_per_call"] = m * 1e3;
+  c.extra["graph"] = t.graphed ? 1.0 : 0.0;
   c.extra["GB_per_s"] = c.value / 1e9;
   c.extra["copy_GB_per_s"] = c.baseline_value / 1e9;
   return c;

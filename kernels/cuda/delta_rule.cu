@@ -2,6 +2,7 @@
 // and M-RoPE on the device (kernels/cuda/delta_rule.hpp).
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/cuda/delta_rule.hpp"
 #include "kernels/cuda/internal/common.cuh"
@@ -115,12 +116,12 @@ constexpr int tile = rule_threads / 2;  // tokens whose scalars a prefill block 
 // state's loads are the traffic. Prefill: the block first makes `tile`
 // tokens' scalars in shared memory (two threads per token), then scans them
 // with the next token's q / k / v prefetched.
-template <int Lanes, bool Decode>
-__global__ void __launch_bounds__(rule_threads, Decode ? 4 : 4)
-    gated_delta_rule_kernel(rule_args p) {
-  // A decode thread keeps two value rows (twice the state loads in flight).
-  constexpr int rows_per_thread = Decode ? 2 : 1;
-  constexpr int rows_per_block = rule_threads / Lanes * rows_per_thread;
+template <int Lanes, bool Decode, int Threads = rule_threads, int RowsPerThread = 2,
+          bool Stream = false>
+__global__ void __launch_bounds__(Threads, 512 / Threads) gated_delta_rule_kernel(rule_args p) {
+  // A decode thread may keep several value rows (more state loads in flight).
+  constexpr int rows_per_thread = Decode ? RowsPerThread : 1;
+  constexpr int rows_per_block = Threads / Lanes * rows_per_thread;
   __shared__ token_scalars scalars[Decode ? 1 : tile];
   const int r = static_cast<int>(blockIdx.z);
   const int h = static_cast<int>(blockIdx.y);
@@ -129,7 +130,7 @@ __global__ void __launch_bounds__(rule_threads, Decode ? 4 : 4)
   bool valids[rows_per_thread];
 #pragma unroll
   for (int m = 0; m < rows_per_thread; ++m) {
-    vis[m] = static_cast<int>(blockIdx.x) * rows_per_block + m * (rule_threads / Lanes) +
+    vis[m] = static_cast<int>(blockIdx.x) * rows_per_block + m * (Threads / Lanes) +
              static_cast<int>(threadIdx.x) / Lanes;
     valids[m] = vis[m] < p.v_dim;
   }
@@ -165,8 +166,11 @@ __global__ void __launch_bounds__(rule_threads, Decode ? 4 : 4)
 #pragma unroll
     for (int j = 0; j < chunks; ++j) {
       const int c = lane + j * Lanes;
-      s[m][j] =
-          carried && valids[m] && 4 * c < p.k_dim ? s_rows[m][c] : make_float4(0.F, 0.F, 0.F, 0.F);
+      const bool in = carried && valids[m] && 4 * c < p.k_dim;
+      if constexpr (Stream)
+        s[m][j] = in ? __ldcs(s_rows[m] + c) : make_float4(0.F, 0.F, 0.F, 0.F);
+      else
+        s[m][j] = in ? s_rows[m][c] : make_float4(0.F, 0.F, 0.F, 0.F);
     }
   }
   const float a_coef = -expf(p.a_log[h]);
@@ -257,21 +261,101 @@ __global__ void __launch_bounds__(rule_threads, Decode ? 4 : 4)
 #pragma unroll
     for (int j = 0; j < chunks; ++j) {
       const int c = lane + j * Lanes;
-      if (4 * c < p.k_dim)
-        s_rows[m][c] = s[m][j];
+      if (4 * c < p.k_dim) {
+        if constexpr (Stream)
+          __stcs(s_rows[m] + c, s[m][j]);
+        else
+          s_rows[m][c] = s[m][j];
+      }
     }
   }
 }
 
-template <int Lanes>
-cudaError_t launch_rule(const rule_args& a, int rows, bool decode, cudaStream_t stream) {
-  const int rows_per_block = rule_threads / Lanes * (decode ? 2 : 1);
+template <int Lanes, int Threads, int RowsPerThread, bool Stream>
+void launch_decode(const rule_args& a, int rows, cudaStream_t stream) {
+  const int rows_per_block = Threads / Lanes * RowsPerThread;
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(a.v_dim, rows_per_block)),
                   static_cast<unsigned>(a.hv), static_cast<unsigned>(rows));
-  if (decode)
-    gated_delta_rule_kernel<Lanes, true><<<grid, rule_threads, 0, stream>>>(a);
-  else
-    gated_delta_rule_kernel<Lanes, false><<<grid, rule_threads, 0, stream>>>(a);
+  gated_delta_rule_kernel<Lanes, true, Threads, RowsPerThread, Stream>
+      <<<grid, Threads, 0, stream>>>(a);
+}
+
+// Decode launch shapes (threads a block, value rows a thread, streaming state
+// loads and stores). Few rows are latency bound: small blocks, many of them.
+// Many rows stream the whole state once: cache-streaming hints keep it from
+// evicting the step's inputs. `MSTAR_DELTA_DECODE_VARIANT` (an index into
+// this table) overrides the choice, for bench/h200_delta_rule.sh's sweep.
+constexpr int decode_variants = 10;
+
+int decode_override() {
+  static const int v = [] {
+    const char* e = std::getenv("MSTAR_DELTA_DECODE_VARIANT");
+    if (e == nullptr)
+      return -1;
+    const int i = std::atoi(e);
+    return i >= 0 && i < decode_variants ? i : -1;
+  }();
+  return v;
+}
+
+template <int Lanes>
+void launch_decode_variant(const rule_args& a, int rows, int variant, cudaStream_t stream) {
+  switch (variant) {
+    case 1:
+      launch_decode<Lanes, 64, 2, false>(a, rows, stream);
+      break;
+    case 2:
+      launch_decode<Lanes, 128, 2, true>(a, rows, stream);
+      break;
+    case 3:
+      launch_decode<Lanes, 64, 2, true>(a, rows, stream);
+      break;
+    case 4:
+      launch_decode<Lanes, 32, 2, false>(a, rows, stream);
+      break;
+    case 5:
+      launch_decode<Lanes, 64, 1, true>(a, rows, stream);
+      break;
+    case 6:
+      launch_decode<Lanes, 32, 2, true>(a, rows, stream);
+      break;
+    case 7:
+      launch_decode<Lanes, 32, 1, true>(a, rows, stream);
+      break;
+    case 8:
+      launch_decode<Lanes, 32, 4, true>(a, rows, stream);
+      break;
+    case 9:
+      launch_decode<Lanes, 128, 4, true>(a, rows, stream);
+      break;
+    default:
+      launch_decode<Lanes, 128, 2, false>(a, rows, stream);
+      break;
+  }
+}
+
+int decode_variant(int rows) {
+  const int forced = decode_override();
+  if (forced >= 0)
+    return forced;
+  return rows >= 32 ? 5 : 0;
+}
+
+template <int Lanes>
+cudaError_t launch_rule(const rule_args& a, int rows, bool decode, cudaStream_t stream) {
+  if (decode) {
+    if constexpr (Lanes == 8) {  // K 128 (Qwen3.5's heads): the tuned table
+      launch_decode_variant<Lanes>(a, rows, decode_variant(rows), stream);
+    } else if (rows >= 32) {
+      launch_decode<Lanes, 64, 1, true>(a, rows, stream);
+    } else {
+      launch_decode<Lanes, 128, 2, false>(a, rows, stream);
+    }
+    return detail::launch_status();
+  }
+  const dim3 grid(static_cast<unsigned>(detail::ceil_div(a.v_dim, rule_threads / Lanes)),
+                  static_cast<unsigned>(a.hv), static_cast<unsigned>(rows));
+  gated_delta_rule_kernel<Lanes, false><<<grid, rule_threads, 0, stream>>>(a);
   return detail::launch_status();
 }
 

@@ -112,6 +112,68 @@ TEST(gpu_delta_rule, prefill_then_decode_match_outputs_and_state) {
   }
 }
 
+// A decode step of many rows (the kernel's launch shape changes with the row
+// count: streaming state loads from 32 rows), slots shuffled, some skipped,
+// some fresh: outputs and the whole state block.
+TEST(gpu_delta_rule, wide_decode_steps_match_outputs_and_state) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(1607);
+  for (const int rows : {31, 40, 72}) {
+    for (const auto shape : {rule_shape{2, 4, 128, 128, 0}, rule_shape{1, 2, 64, 64, 4}}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " K " + std::to_string(shape.k));
+      const std::int64_t stride = 2 * std::int64_t{shape.hk} * shape.k +
+                                  std::int64_t{shape.hv} * shape.v + shape.extra_columns;
+      const std::int64_t max_slots = rows + 3;
+      std::vector<std::int32_t> slots(static_cast<std::size_t>(rows));
+      std::vector<std::uint8_t> resume(slots.size());
+      for (int r = 0; r < rows; ++r) {
+        slots[static_cast<std::size_t>(r)] =
+            r % 9 == 4 ? -1 : static_cast<std::int32_t>((r * 7 + 3) % max_slots);
+        resume[static_cast<std::size_t>(r)] = r % 5 == 2 ? 0 : 1;
+      }
+      const auto a_log = rng.floats(static_cast<std::size_t>(shape.hv), -1.0F, 1.0F);
+      const auto dt_bias = rng.floats(static_cast<std::size_t>(shape.hv), -1.0F, 1.0F);
+      const auto d_alog = upload(a_log);
+      const auto d_dt = upload(dt_bias);
+      auto state = rng.floats(static_cast<std::size_t>(max_slots * shape.hv * shape.v * shape.k),
+                              -0.5F, 0.5F);
+      auto d_state = upload(state);
+      const auto cu = rule_cumulative(std::vector<std::int32_t>(slots.size(), 1));
+      const auto qkv = rng.floats(static_cast<std::size_t>(rows * stride), -1.0F, 1.0F);
+      const auto ab = rng.floats(static_cast<std::size_t>(rows * 2 * shape.hv), -3.0F, 3.0F);
+      const auto d_qkv = upload(qkv);
+      const auto d_ab = upload(ab);
+      const auto d_cu = upload(cu);
+      const auto d_slots = upload(slots);
+      const auto d_resume = upload(resume);
+      std::vector<float> ref(static_cast<std::size_t>(rows * shape.hv * shape.v));
+      gated_delta_rule_varlen(
+          {{a_log.data(), dt_bias.data(), shape.hk, shape.hv, shape.k, shape.v, 0.0F},
+           {qkv.data(), stride, ab.data(), ab.data() + shape.hv, 2 * shape.hv},
+           ref.data(),
+           cu,
+           state.data(),
+           slots,
+           resume,
+           true});
+      auto d_out = poisoned<float>(ref.size());
+      ASSERT_EQ(cuda::gated_delta_rule_varlen(
+                    {{d_alog.data(), d_dt.data(), shape.hk, shape.hv, shape.k, shape.v, 0.0F},
+                     {d_qkv.data(), stride, d_ab.data(), d_ab.data() + shape.hv, 2 * shape.hv},
+                     d_out.data(),
+                     d_cu.span(),
+                     d_state.data(),
+                     d_slots.span(),
+                     d_resume.span(),
+                     true},
+                    nullptr),
+                cudaSuccess);
+      EXPECT_TRUE(within(d_out.download(), ref, budget::recurrent)) << "output";
+      EXPECT_TRUE(within(d_state.download(), state, budget::recurrent)) << "state";
+    }
+  }
+}
+
 // TF32 products in the chunked path: about 1e-3 of the largest value,
 // whatever the row length (the decay bounds what earlier chunks leave).
 constexpr double chunked_budget = 3e-3;
