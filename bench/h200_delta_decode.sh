@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The gated delta rule's decode launch shapes on an H200 (the device machine),
 # results under $OUT: the rule's GPU tests (gpu-tests.log), then every decode
-# variant of kernels/cuda/delta_rule.cu (MSTAR_DELTA_DECODE_VARIANT=0..17) and
+# variant of kernels/cuda/delta_rule.cu (MSTAR_DELTA_DECODE_VARIANT=0..13) and
 # the default choice, at 1..256 rows, timed as CUDA graphs of back-to-back
 # calls (`mstar-gpu-bench --graphs`: the device's time, as in a captured
 # decode step) into decode-sweep.jsonl; the default also launched one by one;
@@ -27,7 +27,7 @@ tag() {  # VARIANT TIMING: each JSON line of stdin with the two fields added
   | tag default eager >>"$sweep"
 "$bin/mstar-gpu-bench" --delta-decode-only --delta-batches "${batches[@]}" --rounds 7 --json \
   --graphs | tag default graph >>"$sweep"
-for v in $(seq 0 17); do
+for v in $(seq 0 13); do
   MSTAR_DELTA_DECODE_VARIANT=$v "$bin/mstar-gpu-bench" --delta-decode-only \
     --delta-batches "${batches[@]}" --rounds 7 --json --graphs | tag "$v" graph >>"$sweep"
 done

@@ -117,11 +117,8 @@ constexpr int tile = rule_threads / 2;  // tokens whose scalars a prefill block 
 // tokens' scalars in shared memory (two threads per token), then scans them
 // with the next token's q / k / v prefetched.
 // Stream: cache-streaming hints on the state's loads (bit 0) and stores (bit 1).
-// MinBlocks: blocks an SM must hold (0: 512 threads' worth), the register cap.
-template <int Lanes, bool Decode, int Threads = rule_threads, int RowsPerThread = 2, int Stream = 0,
-          int MinBlocks = 0>
-__global__ void __launch_bounds__(Threads, MinBlocks > 0 ? MinBlocks : 512 / Threads)
-    gated_delta_rule_kernel(rule_args p) {
+template <int Lanes, bool Decode, int Threads = rule_threads, int RowsPerThread = 2, int Stream = 0>
+__global__ void __launch_bounds__(Threads, 512 / Threads) gated_delta_rule_kernel(rule_args p) {
   // A decode thread may keep several value rows (more state loads in flight).
   constexpr int rows_per_thread = Decode ? RowsPerThread : 1;
   constexpr int rows_per_block = Threads / Lanes * rows_per_thread;
@@ -274,12 +271,12 @@ __global__ void __launch_bounds__(Threads, MinBlocks > 0 ? MinBlocks : 512 / Thr
   }
 }
 
-template <int Lanes, int Threads, int RowsPerThread, int Stream, int MinBlocks = 0>
+template <int Lanes, int Threads, int RowsPerThread, int Stream>
 void launch_decode(const rule_args& a, int rows, cudaStream_t stream) {
   const int rows_per_block = Threads / Lanes * RowsPerThread;
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(a.v_dim, rows_per_block)),
                   static_cast<unsigned>(a.hv), static_cast<unsigned>(rows));
-  gated_delta_rule_kernel<Lanes, true, Threads, RowsPerThread, Stream, MinBlocks>
+  gated_delta_rule_kernel<Lanes, true, Threads, RowsPerThread, Stream>
       <<<grid, Threads, 0, stream>>>(a);
 }
 
@@ -292,16 +289,14 @@ template <int Lanes>
 using decode_launch = void (*)(const rule_args&, int, cudaStream_t);
 template <int Lanes>
 constexpr decode_launch<Lanes> decode_table[] = {
-    launch_decode<Lanes, 128, 2, 0>,    launch_decode<Lanes, 64, 2, 0>,
-    launch_decode<Lanes, 128, 2, 3>,    launch_decode<Lanes, 64, 2, 3>,
-    launch_decode<Lanes, 32, 2, 0>,     launch_decode<Lanes, 64, 1, 3>,
-    launch_decode<Lanes, 32, 2, 3>,     launch_decode<Lanes, 32, 1, 3>,
-    launch_decode<Lanes, 32, 4, 3>,     launch_decode<Lanes, 128, 4, 3>,
-    launch_decode<Lanes, 32, 2, 1>,     launch_decode<Lanes, 32, 2, 2>,
-    launch_decode<Lanes, 32, 4, 0>,     launch_decode<Lanes, 64, 2, 1>,
-    launch_decode<Lanes, 32, 2, 3, 32>, launch_decode<Lanes, 64, 2, 3, 16>,
-    launch_decode<Lanes, 32, 1, 3, 32>, launch_decode<Lanes, 32, 2, 0, 32>};
-constexpr int decode_variants = 18;
+    launch_decode<Lanes, 128, 2, 0>, launch_decode<Lanes, 64, 2, 0>,
+    launch_decode<Lanes, 128, 2, 3>, launch_decode<Lanes, 64, 2, 3>,
+    launch_decode<Lanes, 32, 2, 0>,  launch_decode<Lanes, 64, 1, 3>,
+    launch_decode<Lanes, 32, 2, 3>,  launch_decode<Lanes, 32, 1, 3>,
+    launch_decode<Lanes, 32, 4, 3>,  launch_decode<Lanes, 128, 4, 3>,
+    launch_decode<Lanes, 32, 2, 1>,  launch_decode<Lanes, 32, 2, 2>,
+    launch_decode<Lanes, 32, 4, 0>,  launch_decode<Lanes, 64, 2, 1>};
+constexpr int decode_variants = 14;
 
 int decode_override() {
   static const int v = [] {
