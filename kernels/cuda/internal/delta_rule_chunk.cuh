@@ -10,6 +10,8 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include "kernels/cuda/internal/cp_async.cuh"
+
 namespace mstar::kernels::cuda::detail::chunked {
 
 namespace wmma = nvcuda::wmma;
@@ -84,26 +86,6 @@ __device__ __forceinline__ void load_tf32(Frag& f, const float* src, int ld, flo
 #pragma unroll
   for (int i = 0; i < f.num_elements; ++i)
     f.x[i] = wmma::__float_to_tf32(sign * f.x[i]);
-}
-
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, asynchronously (L2 only).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src)
-               : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// Waits until at most N of this thread's committed groups are in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // `rows` rows of `cols` floats (a multiple of 4, 16-byte aligned rows) from
