@@ -261,6 +261,8 @@ int main(int argc, char** argv) {
       for (const auto m : gemm_m) {
         g.m = m;
         results.push_back(gpu::bench_gemm(t, copy, g, rounds));
+        if (m <= 8)
+          results.push_back(gpu::bench_gemm(t, copy, g, rounds, true));
       }
     }
     mstar::bench::report(results, as_json);

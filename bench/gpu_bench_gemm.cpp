@@ -6,9 +6,13 @@
 #include <vector>
 
 #include "bench/gpu_bench_cases.hpp"
+#include "kernels/cuda/math.hpp"
+#include "kernels/tensor_view.hpp"
 
 namespace mstar::bench::gpu {
 namespace {
+
+using mstar::kernels::matrix;
 
 // Exits with cuBLAS's own words when a call fails (a benchmark has no recovery).
 void check_blas(cublasStatus_t s, const char* what) {
@@ -29,20 +33,29 @@ struct gemm_operands {
   gemm_case g;
   cuda::device_buffer x, w, out;
   cuda::blas_handle blas;
+  bool ours = false;  // through cuda::linear_bf16 (its GEMV kernel up to 8 rows)
 
-  gemm_operands(const gemm_case& shape, cudaStream_t stream)
+  gemm_operands(const gemm_case& shape, cudaStream_t stream, bool through_ours = false)
       : g(shape),
         x(alloc(elems(shape.m, shape.k) * 2)),
         w(alloc(elems(shape.n, shape.k) * 2)),
         out(alloc(elems(shape.m, shape.n) * 2)),
-        blas(must(cuda::blas_handle::make(), "cuBLAS handle")) {
+        blas(must(cuda::blas_handle::make(), "cuBLAS handle")),
+        ours(through_ours) {
     fill_random(x.data(), elems(shape.m, shape.k) * 2, true, 71);
     fill_random(w.data(), elems(shape.n, shape.k) * 2, true, 73);
     check_blas(cublasSetStream(blas.get(), stream), "cublasSetStream");
   }
 
   // out = x w^T, row-major: in cuBLAS's column-major terms out^T [n, m] = w [n, k] x^T.
-  cudaError_t operator()(cudaStream_t) const {
+  cudaError_t operator()(cudaStream_t s) const {
+    if (ours) {
+      cuda::linear_bf16_params p;
+      p.x = matrix(x.as<const std::uint16_t>(), g.m, g.k);
+      p.weight = matrix(w.as<const std::uint16_t>(), g.n, g.k);
+      p.out_bf16 = matrix(out.as<std::uint16_t>(), g.m, g.n);
+      return cuda::linear_bf16(blas, p, s);
+    }
     const float one = 1.0F, zero = 0.0F;
     const auto m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
     check_blas(cublasGemmEx(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w.data(),
@@ -75,10 +88,11 @@ gemm_timing time_gemm(timer& t, const gemm_case& g, int rounds) {
   return {m * 1e3, op.flops() / (m * 1e-3)};
 }
 
-comparison bench_gemm(timer& t, copy_baseline& copy, const gemm_case& g, int rounds) {
-  const gemm_operands op{g, t.stream.get()};
-  auto c = measure(t, copy, "gemm_" + g.label + "_m" + std::to_string(g.m), "bytes_per_s",
-                   op.bytes(), std::cref(op), rounds);
+comparison bench_gemm(timer& t, copy_baseline& copy, const gemm_case& g, int rounds, bool ours) {
+  const gemm_operands op{g, t.stream.get(), ours};
+  auto c =
+      measure(t, copy, (ours ? "linear_bf16_" : "gemm_") + g.label + "_m" + std::to_string(g.m),
+              "bytes_per_s", op.bytes(), std::cref(op), rounds);
   c.extra["m"] = static_cast<double>(g.m);
   c.extra["n"] = static_cast<double>(g.n);
   c.extra["k"] = static_cast<double>(g.k);
