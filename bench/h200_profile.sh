@@ -8,6 +8,7 @@
 #   qwen-prefill    Qwen3.5 ~0.56B (bf16), 8 x 2048-token prompts, one step
 #   qwen-decode     the same checkpoint, batch 64 decode
 #   nemotron-*      Nemotron-H ~0.6B ("600m"), the same two shapes
+#   nemotron-decode1  the same, batch 1 alone (256 tokens: the decode steps dominate)
 # and, where the machine has them, which of ncu / nsys / compute-sanitizer exist.
 #   bash bench/h200_profile.sh [CASE...]   (default: all)
 set -uo pipefail
@@ -60,6 +61,9 @@ for c in "${cases[@]}"; do
     nemotron-decode)
       profile nemotron-decode "$bin/mstar-bench-model-gpu" --model "$(checkpoint 600m)" \
         --batch 1 64 --new-tokens 64 --repeats 2 --json ;;
+    nemotron-decode1)
+      profile nemotron-decode1 "$bin/mstar-bench-model-gpu" --model "$(checkpoint 600m)" \
+        --batch 1 --new-tokens 256 --repeats 2 --json ;;
     *) echo "h200_profile.sh: unknown case '$c'" >&2; exit 2 ;;
   esac
 done
