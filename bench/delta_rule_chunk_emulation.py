@@ -2,7 +2,11 @@
 against the sequential rule (kernels/cpu/delta_rule.cpp's recurrence), one value
 head in float64, and again with every product's operands rounded to TF32 as the
 tensor cores round them. Prints the normalised errors (max |diff| / max |ref|) of
-the outputs and the final state for several row lengths.
+the outputs and the final state for several row lengths, for the kernels' split
+("split": the walk carries only the state, W and U1 pre-scaled by e^{G_C - G_t},
+and stores each chunk's starting state; the outputs O = Oi + Qe S_c^T come after,
+from the stored states) and for the earlier one ("inline": U, then O, then the
+state, per chunk in the walk).
 
   python3 bench/delta_rule_chunk_emulation.py      (needs numpy)
 """
@@ -34,27 +38,47 @@ def sequential(q, k, v, g, beta, state):
     return np.array(out), s
 
 
-def chunked(q, k, v, g, beta, state, low):
+def prepare(qc, kc, vc, gc, bc, low):
+    """One chunk's parallel half: W, U1, Qe, Oi, the decays (chunk_prepare)."""
+    n = len(qc)
+    cum = np.cumsum(gc)
+    gamma = np.exp(cum)
+    ratio = np.exp(cum[:, None] - cum[None, :])
+    a = np.tril(bc[:, None] * ratio * mm(kc, kc.T, low), -1)
+    p = np.tril(ratio * mm(qc, kc.T, low))
+    inv = np.linalg.inv(np.eye(n) + a)
+    w = inv @ ((bc * gamma)[:, None] * kc)
+    u1 = inv @ (bc[:, None] * vc)
+    qe = gamma[:, None] * qc - mm(p, w, low)
+    oi = mm(p, u1, low)
+    e = np.exp(cum[-1] - cum)
+    return w, u1, qe, oi, e, gamma[-1]
+
+
+def chunked_inline(q, k, v, g, beta, state, low):
     s = state.copy()
     out = []
     for c0 in range(0, len(q), C):
-        qc, kc, vc = q[c0:c0 + C], k[c0:c0 + C], v[c0:c0 + C]
-        gc, bc = g[c0:c0 + C], beta[c0:c0 + C]
-        n = len(qc)
-        cum = np.cumsum(gc)
-        gamma = np.exp(cum)
-        ratio = np.exp(cum[:, None] - cum[None, :])
-        a = np.tril(bc[:, None] * ratio * mm(kc, kc.T, low), -1)
-        p = np.tril(ratio * mm(qc, kc.T, low))
-        inv = np.linalg.inv(np.eye(n) + a)
-        w = inv @ ((bc * gamma)[:, None] * kc)
-        u1 = inv @ (bc[:, None] * vc)
-        qe = gamma[:, None] * qc - mm(p, w, low)
-        oi = mm(p, u1, low)
+        w, u1, qe, oi, e, gamma_c = prepare(q[c0:c0 + C], k[c0:c0 + C], v[c0:c0 + C],
+                                            g[c0:c0 + C], beta[c0:c0 + C], low)
         u = u1 - mm(w, s.T, low)
         out.append(oi + mm(qe, s.T, low))
-        e = np.exp(cum[-1] - cum)
-        s = gamma[-1] * s + mm((e[:, None] * u).T, kc, low)
+        s = gamma_c * s + mm((e[:, None] * u).T, k[c0:c0 + C], low)
+    return np.concatenate(out), s
+
+
+def chunked_split(q, k, v, g, beta, state, low):
+    s = state.copy()
+    parts = []
+    for c0 in range(0, len(q), C):
+        w, u1, qe, oi, e, gamma_c = prepare(q[c0:c0 + C], k[c0:c0 + C], v[c0:c0 + C],
+                                            g[c0:c0 + C], beta[c0:c0 + C], low)
+        # chunk_recurrence: S_c stored, then U' = e U1 - (e W) S^T, S = gamma_C S + U'^T K.
+        parts.append((qe, oi, s.copy()))
+        u_e = e[:, None] * u1 - mm(e[:, None] * w, s.T, low)
+        s = gamma_c * s + mm(u_e.T, k[c0:c0 + C], low)
+    # chunk_output, every chunk at once.
+    out = [oi + mm(qe, s_c.T, low) for qe, oi, s_c in parts]
     return np.concatenate(out), s
 
 
@@ -72,13 +96,14 @@ def main():
         beta = 1 / (1 + np.exp(-b))
         s0 = rng.uniform(-0.5, 0.5, (V, K))
         o_ref, s_ref = sequential(q, k, v, g, beta, s0)
-        errs = []
-        for low in (False, True):
-            o, s = chunked(q, k, v, g, beta, s0, low)
-            errs += [np.abs(o - o_ref).max() / np.abs(o_ref).max(),
-                     np.abs(s - s_ref).max() / np.abs(s_ref).max()]
-        print("%5d tokens  f64: out %.1e state %.1e   tf32: out %.1e state %.1e"
-              % (length, *errs))
+        for name, fn in (("split", chunked_split), ("inline", chunked_inline)):
+            errs = []
+            for low in (False, True):
+                o, s = fn(q, k, v, g, beta, s0, low)
+                errs += [np.abs(o - o_ref).max() / np.abs(o_ref).max(),
+                         np.abs(s - s_ref).max() / np.abs(s_ref).max()]
+            print("%5d tokens %-6s  f64: out %.1e state %.1e   tf32: out %.1e state %.1e"
+                  % (length, name, *errs))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@
 // --suite kernels17 runs instead the shapes of bench/baselines_h200.py:
 // attention decode and causal prefill, the SSD scan and update and the causal
 // conv on Nemotron-H Mamba-2 layers (bench/gpu_bench_cases.hpp).
+// --suite gemm: cuBLAS bf16 GEMMs (f32 accumulation) on Nemotron-H 0.56B's and
+// 8B's projections at --gemm-m tokens, TFLOP/s (bench/gpu_bench_gemm.cpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -204,8 +206,12 @@ int main(int argc, char** argv) {
   app.add_option("--suite", suite,
                  "all (delta rule, decode attention, SSD update, pages), delta-rule, or the "
                  "shapes of bench/baselines_h200.py: kernels17 (attention, ssd and conv), "
-                 "attention, ssd, conv")
-      ->check(CLI::IsMember({"all", "delta-rule", "kernels17", "attention", "ssd", "conv"}));
+                 "attention, ssd, conv; gemm (cuBLAS bf16 on Nemotron-H's projections)")
+      ->check(
+          CLI::IsMember({"all", "delta-rule", "kernels17", "attention", "ssd", "conv", "gemm"}));
+  std::vector<std::int64_t> gemm_m{1, 64, 256, 2048, 16384};
+  app.add_option("--gemm-m", gemm_m, "gemm: tokens (rows of the activations), one case each")
+      ->check(CLI::PositiveNumber);
   kernels17_options k17{{}, {1, 8}, {1, 64, 256}};
   app.add_option("--prefill-rows", k17.prefill_rows,
                  "kernels17: prompts per prefill case (attention, SSD scan, conv)")
@@ -250,6 +256,18 @@ int main(int argc, char** argv) {
   t.graphs = graphs;
   copy_baseline copy{copy_mib << 20U};
   std::vector<comparison> results;
+  if (suite == "gemm") {
+    for (auto g : gpu::nemotron_h_projections()) {
+      for (const auto m : gemm_m) {
+        g.m = m;
+        results.push_back(gpu::bench_gemm(t, copy, g, rounds));
+        if (m <= 8)
+          results.push_back(gpu::bench_gemm(t, copy, g, rounds, true));
+      }
+    }
+    mstar::bench::report(results, as_json);
+    return 0;
+  }
   if (suite != "all" && suite != "delta-rule") {
     k17.attn_rows = attn_rows;
     k17.attention = suite == "kernels17" || suite == "attention";

@@ -2,7 +2,10 @@
 // mstar-gpu-bench's cases beyond the delta rule and page copies, each timed
 // against the device-to-device copy (bench/gpu_bench_support.hpp). The
 // shapes of bench/baselines_h200.py, which runs PyTorch's fused attention and
-// mamba-ssm's Triton kernels on them under the same case names.
+// mamba-ssm's Triton kernels on them under the same case names; and cuBLAS
+// GEMMs on the models' projections (the tensor-core reference, also timed
+// beside each step by bench/model_gpu_bench.cpp).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -56,5 +59,32 @@ std::vector<comparison> bench_ssd_scan(timer& t, copy_baseline& copy, const mamb
 /// output written, the window state read (decode) and written.
 comparison bench_conv(timer& t, copy_baseline& copy, const mamba_shape& m, int rows, int tokens,
                       int rounds);
+
+/// A projection's GEMM as the models run it: [m, k] bf16 activations times an
+/// [n, k] bf16 weight (nn.Linear's layout) into [m, n] bf16, f32 accumulation.
+struct gemm_case {
+  std::string label;  ///< in the case names: "h2048_in_proj"
+  std::int64_t m, n, k;
+};
+
+/// cuBLAS's rate on `g` (bench/gpu_bench_gemm.cpp): cublasGemmEx, bf16 in
+/// and out, CUBLAS_COMPUTE_32F, default algorithm, random operands; the
+/// median of `rounds` event-timed batches after a warm-up call.
+struct gemm_timing {
+  double us_per_call = 0;
+  double flops_per_s = 0;  ///< 2 m n k per call
+};
+gemm_timing time_gemm(timer& t, const gemm_case& g, int rounds);
+
+/// `--suite gemm`'s case "gemm_<label>_m<m>": bytes (operands read, output
+/// written once) per second against the copy, TFLOP_per_s among the extras.
+/// `ours`: "linear_bf16_<label>_m<m>", the same product through
+/// cuda::linear_bf16 (its GEMV kernel up to 8 rows, else the same cuBLAS call).
+comparison bench_gemm(timer& t, copy_baseline& copy, const gemm_case& g, int rounds,
+                      bool ours = false);
+
+/// Nemotron-H 0.56B's ("h2048_*") and 8B's ("h4096_*") projections (Mamba-2
+/// in_proj and out_proj, MLP up and down, LM head), m left 0.
+std::vector<gemm_case> nemotron_h_projections();
 
 }  // namespace mstar::bench::gpu

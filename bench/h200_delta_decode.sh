@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The gated delta rule's decode launch shapes on an H200 (the device machine),
 # results under $OUT: the rule's GPU tests (gpu-tests.log), then every decode
-# variant of kernels/cuda/delta_rule.cu (MSTAR_DELTA_DECODE_VARIANT=0..9) and
+# variant of kernels/cuda/delta_rule.cu (MSTAR_DELTA_DECODE_VARIANT=0..13) and
 # the default choice, at 1..256 rows, timed as CUDA graphs of back-to-back
 # calls (`mstar-gpu-bench --graphs`: the device's time, as in a captured
 # decode step) into decode-sweep.jsonl; the default also launched one by one;
@@ -27,7 +27,7 @@ tag() {  # VARIANT TIMING: each JSON line of stdin with the two fields added
   | tag default eager >>"$sweep"
 "$bin/mstar-gpu-bench" --delta-decode-only --delta-batches "${batches[@]}" --rounds 7 --json \
   --graphs | tag default graph >>"$sweep"
-for v in 0 1 2 3 4 5 6 7 8 9; do
+for v in $(seq 0 13); do
   MSTAR_DELTA_DECODE_VARIANT=$v "$bin/mstar-gpu-bench" --delta-decode-only \
     --delta-batches "${batches[@]}" --rounds 7 --json --graphs | tag "$v" graph >>"$sweep"
 done
@@ -45,10 +45,11 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   --target /tmp/site "$root"/.whl/*.whl && export PYTHONPATH=/tmp/site
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' \
   | tee -a "$out/env.txt"
-timeout 240 python3 "$root/bench/fla_delta_rule.py" --json | tee "$out/fla.jsonl" \
-  | python3 -c '
+timeout 240 python3 "$root/bench/fla_delta_rule.py" --json >"$out/fla.jsonl"
+python3 - "$out/fla.jsonl" <<'PY'
 import json, sys
-for l in sys.stdin:
+for l in open(sys.argv[1]):
     if l.startswith("{"):
-        r = json.loads(l); print(f"{r[\"name\"]:28s} {r[\"dtype\"]:9s} {r[\"mode\"]:8s} {r[\"us_per_call\"]:9.2f} us")
-'
+        r = json.loads(l)
+        print(f"{r['name']:28s} {r['dtype']:9s} {r['mode']:8s} {r['us_per_call']:9.2f} us")
+PY

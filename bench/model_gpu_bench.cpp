@@ -12,6 +12,13 @@
 // consecutive decode steps (the host's step: scheduling, the pools, sampling
 // bookkeeping) and how long it was busy. `--schedule sync|overlap` picks the
 // engine's schedule (issue 14's comparison; bench/h200_engine.sh runs both).
+//
+// On CUDA it also sets each batch's steps against the roofline measured in
+// the same process (bench/model_gpu_roofline.hpp, issue 17): the mean decode
+// step (step_ms) and the prefill of the batch's prompts (the device's busy
+// time of that forward for Nemotron-H, else the one-token generate's wall
+// time) against the device-to-device copy bandwidth and cuBLAS bf16 GEMMs of
+// the model's widest projection; `--roofline-rounds 0` leaves it out.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -20,14 +27,17 @@
 #include <fmt/format.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <utility>
 
 #include "actors/runtime.hpp"
+#include "bench/model_gpu_roofline.hpp"
 #include "engine/local_engine.hpp"
 #include "kernels/device.hpp"
 #include "models/load.hpp"
 #include "models/nemotron_h.hpp"
+#include "models/step_cost.hpp"
 
 namespace {
 
@@ -97,6 +107,15 @@ std::pair<double, double> median_p90(std::vector<double>& v) {
   return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 9 / 10)]};
 }
 
+// The CUDA device index of "cuda" (0) or "cuda:N"; -1 for anything else.
+int cuda_index(const std::string& device) {
+  if (device == "cuda")
+    return 0;
+  if (device.rfind("cuda:", 0) != 0)
+    return -1;
+  return static_cast<int>(std::strtol(device.c_str() + 5, nullptr, 10));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,6 +131,7 @@ int main(int argc, char** argv) {
   bool json = false, no_graphs = false;
   std::string through = "direct";
   std::string schedule = "sync";
+  int roofline_rounds = 5;
   app.add_option("--model", model_dir, "Checkpoint folder")->required();
   app.add_option("--device", device, "cuda, cuda:N or cpu")->capture_default_str();
   app.add_option("--dtype", dtype, "bfloat16 or float32")->capture_default_str();
@@ -130,6 +150,11 @@ int main(int argc, char** argv) {
   app.add_option("--schedule", schedule,
                  "sync (step N+1 built after N: the engine's default) or overlap (while N runs)")
       ->check(CLI::IsMember({"sync", "overlap"}))
+      ->capture_default_str();
+  app.add_option("--roofline-rounds", roofline_rounds,
+                 "Rounds of the copy and GEMM ceilings timed per batch size (CUDA; 0: no "
+                 "roofline)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (new_tokens < 2 || repeats < 1 || prompt_len < 1) {
@@ -172,6 +197,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   causal_lm& m = **model;
+  std::optional<mstar::bench::gpu::roofline_meter> meter;
+  if (cuda_index(device) >= 0 && roofline_rounds > 0) {
+    auto costs = cost_model_of(model_dir, run.dtype);
+    if (!costs) {
+      std::fprintf(stderr, "mstar-bench-model-gpu: %s\n", costs.error().message().c_str());
+      return 1;
+    }
+    meter.emplace(std::move(*costs), cuda_index(device), roofline_rounds);
+  }
   // The device timeline (idle gaps between steps) is Nemotron-H's backend's.
   auto* timeline = dynamic_cast<nemotron_h_model*>(&m);
   std::unique_ptr<local_engine> direct;
@@ -208,7 +242,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    std::vector<double> rates, inner_rates, t1s, tns, idle_us, busy_us;
+    std::vector<double> rates, inner_rates, t1s, tns, idle_us, busy_us, prefill_us;
     std::uint64_t digest = 0;
     for (int rep = 0; rep < repeats; ++rep) {
       double inner = 0;
@@ -219,6 +253,8 @@ int main(int argc, char** argv) {
           timeline != nullptr ? timeline->take_device_timeline() : std::vector<device_step_time>{};
       if (timeline != nullptr)
         timeline->record_device_timeline(false);
+      if (!steps.empty())
+        prefill_us.push_back(steps[0].busy_us);  // every prompt in the first forward
       // The decode steps after the first: the prefill's gap spans the host
       // work between runs, the first decode's the prefill's bookkeeping.
       for (std::size_t i = 2; i < steps.size(); ++i) {
@@ -242,6 +278,25 @@ int main(int argc, char** argv) {
     const double step_ms = 1e3 * b / rate;
     const auto [idle_median, idle_p90] = median_p90(idle_us);
     const auto [busy_median, busy_p90] = median_p90(busy_us);
+    nlohmann::json decode_roof, prefill_roof;
+    if (meter) {
+      const auto decode = mean_decode_cost(meter->model(), b, prompt_len, new_tokens);
+      decode_roof = meter->figures("decode", decode, b, step_ms * 1e-3);
+      if (busy_median > 0) {
+        // The same step on the device's clock: the host's gaps left out.
+        const auto busy =
+            place(decode, busy_median * 1e-6, decode_roof["copy_GB_per_s"].get<double>() * 1e9,
+                  decode_roof["peak_TFLOP_per_s"].get<double>() * 1e12);
+        decode_roof["device_busy_ms"] = busy_median * 1e-3;
+        decode_roof["bandwidth_fraction_device_busy"] = busy.bandwidth_fraction;
+      }
+      std::vector<double> t1_sorted = t1s;
+      const double prefill_s =
+          prefill_us.empty() ? median_p90(t1_sorted).first : median_p90(prefill_us).first * 1e-6;
+      prefill_roof = meter->figures("prefill", cost_of(meter->model(), {b, prompt_len, 0}),
+                                    std::int64_t{b} * prompt_len, prefill_s);
+      prefill_roof["time_source"] = prefill_us.empty() ? "generate_1_token_wall" : "device_busy";
+    }
     if (json) {
       nlohmann::json line{{"name", "mstar_decode"},
                           {"batch", b},
@@ -266,6 +321,10 @@ int main(int argc, char** argv) {
                           {"device_busy_us_p90", busy_p90},
                           {"device", m.device_name()},
                           {"params", m.num_parameters()}};
+      if (meter) {
+        line["roofline_decode"] = decode_roof;
+        line["roofline_prefill"] = prefill_roof;
+      }
       std::cout << line.dump() << std::endl;
     } else {
       std::printf(
@@ -273,6 +332,11 @@ int main(int argc, char** argv) {
           "per step; device idle between steps %.1f us (median, p90 %.1f), busy %.1f us "
           "(%s)\n",
           b, rate, inner_rate, step_ms, idle_median, idle_p90, busy_median, schedule.c_str());
+      if (meter) {
+        std::printf("%s\n%s (%s)\n", meter->line(decode_roof).c_str(),
+                    meter->line(prefill_roof).c_str(),
+                    prefill_roof["time_source"].get<std::string>().c_str());
+      }
     }
   }
   return 0;

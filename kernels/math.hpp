@@ -114,10 +114,14 @@ struct activation_params {
   view<std::uint16_t, 2> out_bf16{};  ///< [T, D] bfloat16 bits (`float_to_bf16_bits` of the
                                       ///< float32 result); overlaps nothing else; absent: none
   activation fn = activation::silu;   ///< the function applied
+  /// [T, D] float32; present: the result is `fn(x) * up` (a gated linear
+  /// unit: SwiGLU with silu), as `fn` then `mul`; absent: `fn(x)`.
+  view<const float, 2> up{};
 };
 
-/// `silu` or `relu2` (by `fn`) into float32 and/or bfloat16 outputs: the bf16
-/// output is what the down projection of a bf16 model reads.
+/// `silu` or `relu2` (by `fn`), times `up` when given, into float32 and/or
+/// bfloat16 outputs: the bf16 output is what the down projection of a bf16
+/// model reads.
 [[nodiscard]] result<void> activate(const activation_params& p);
 
 /// Operands of an elementwise binary operation.

@@ -287,7 +287,8 @@ result<void> relu2(const unary_params& p) {
 result<void> activate(const activation_params& p) {
   if (auto ok = first_error(
           {check_view(p.x, "x", {any_extent, any_extent}), check_optional(p.out, "out", p.x.shape),
-           check_optional(p.out_bf16, "out_bf16", p.x.shape), check_some_output(p, p.x.numel())});
+           check_optional(p.out_bf16, "out_bf16", p.x.shape), check_optional(p.up, "up", p.x.shape),
+           check_some_output(p, p.x.numel())});
       !ok) {
     return ok;
   }
@@ -302,7 +303,8 @@ result<void> activate(const activation_params& p) {
   }
   for (std::int64_t t = 0; t < p.x.shape[0]; ++t) {
     for (std::int64_t d = 0; d < p.x.shape[1]; ++d) {
-      const float v = fn(p.x(t, d));
+      const float a = fn(p.x(t, d));
+      const float v = p.up ? a * p.up(t, d) : a;
       if (p.out)
         p.out(t, d) = v;
       if (p.out_bf16)

@@ -32,6 +32,7 @@
 #include <cmath>
 
 #include "kernels/cuda/internal/attend_prefill.cuh"
+#include "kernels/cuda/internal/cp_async.cuh"
 
 namespace mstar::kernels::cuda::detail {
 namespace {
@@ -53,27 +54,6 @@ struct prefill_shape {
   static_assert(bn * chunks % prefill_threads == 0 && tile_m * chunks % prefill_threads == 0);
   static_assert(bn % 16 == 0 && D % 16 == 0);
 };
-
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, asynchronously; src_bytes 0 zero-fills (reads
-// nothing).
-__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

@@ -116,8 +116,8 @@ constexpr int tile = rule_threads / 2;  // tokens whose scalars a prefill block 
 // state's loads are the traffic. Prefill: the block first makes `tile`
 // tokens' scalars in shared memory (two threads per token), then scans them
 // with the next token's q / k / v prefetched.
-template <int Lanes, bool Decode, int Threads = rule_threads, int RowsPerThread = 2,
-          bool Stream = false>
+// Stream: cache-streaming hints on the state's loads (bit 0) and stores (bit 1).
+template <int Lanes, bool Decode, int Threads = rule_threads, int RowsPerThread = 2, int Stream = 0>
 __global__ void __launch_bounds__(Threads, 512 / Threads) gated_delta_rule_kernel(rule_args p) {
   // A decode thread may keep several value rows (more state loads in flight).
   constexpr int rows_per_thread = Decode ? RowsPerThread : 1;
@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(Threads, 512 / Threads) gated_delta_rule_kerne
     for (int j = 0; j < chunks; ++j) {
       const int c = lane + j * Lanes;
       const bool in = carried && valids[m] && 4 * c < p.k_dim;
-      if constexpr (Stream)
+      if constexpr ((Stream & 1) != 0)
         s[m][j] = in ? __ldcs(s_rows[m] + c) : make_float4(0.F, 0.F, 0.F, 0.F);
       else
         s[m][j] = in ? s_rows[m][c] : make_float4(0.F, 0.F, 0.F, 0.F);
@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(Threads, 512 / Threads) gated_delta_rule_kerne
     for (int j = 0; j < chunks; ++j) {
       const int c = lane + j * Lanes;
       if (4 * c < p.k_dim) {
-        if constexpr (Stream)
+        if constexpr ((Stream & 2) != 0)
           __stcs(s_rows[m] + c, s[m][j]);
         else
           s_rows[m][c] = s[m][j];
@@ -271,7 +271,7 @@ __global__ void __launch_bounds__(Threads, 512 / Threads) gated_delta_rule_kerne
   }
 }
 
-template <int Lanes, int Threads, int RowsPerThread, bool Stream>
+template <int Lanes, int Threads, int RowsPerThread, int Stream>
 void launch_decode(const rule_args& a, int rows, cudaStream_t stream) {
   const int rows_per_block = Threads / Lanes * RowsPerThread;
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(a.v_dim, rows_per_block)),
@@ -280,12 +280,23 @@ void launch_decode(const rule_args& a, int rows, cudaStream_t stream) {
       <<<grid, Threads, 0, stream>>>(a);
 }
 
-// Decode launch shapes (threads a block, value rows a thread, streaming state
-// loads and stores). Few rows are latency bound: small blocks, many of them.
-// Many rows stream the whole state once: cache-streaming hints keep it from
-// evicting the step's inputs. `MSTAR_DELTA_DECODE_VARIANT` (an index into
-// this table) overrides the choice, for bench/h200_delta_rule.sh's sweep.
-constexpr int decode_variants = 10;
+// Decode launch shapes: <threads a block, value rows a thread, streaming
+// hints>. Few rows are latency bound: small blocks, many of them. Many rows
+// stream the whole state once: streaming hints keep it from evicting the
+// step's inputs. `MSTAR_DELTA_DECODE_VARIANT` (an index into this table)
+// overrides the choice, for bench/h200_delta_decode.sh's sweep.
+template <int Lanes>
+using decode_launch = void (*)(const rule_args&, int, cudaStream_t);
+template <int Lanes>
+constexpr decode_launch<Lanes> decode_table[] = {
+    launch_decode<Lanes, 128, 2, 0>, launch_decode<Lanes, 64, 2, 0>,
+    launch_decode<Lanes, 128, 2, 3>, launch_decode<Lanes, 64, 2, 3>,
+    launch_decode<Lanes, 32, 2, 0>,  launch_decode<Lanes, 64, 1, 3>,
+    launch_decode<Lanes, 32, 2, 3>,  launch_decode<Lanes, 32, 1, 3>,
+    launch_decode<Lanes, 32, 4, 3>,  launch_decode<Lanes, 128, 4, 3>,
+    launch_decode<Lanes, 32, 2, 1>,  launch_decode<Lanes, 32, 2, 2>,
+    launch_decode<Lanes, 32, 4, 0>,  launch_decode<Lanes, 64, 2, 1>};
+constexpr int decode_variants = 14;
 
 int decode_override() {
   static const int v = [] {
@@ -299,58 +310,12 @@ int decode_override() {
 }
 
 template <int Lanes>
-void launch_decode_variant(const rule_args& a, int rows, int variant, cudaStream_t stream) {
-  switch (variant) {
-    case 1:
-      launch_decode<Lanes, 64, 2, false>(a, rows, stream);
-      break;
-    case 2:
-      launch_decode<Lanes, 128, 2, true>(a, rows, stream);
-      break;
-    case 3:
-      launch_decode<Lanes, 64, 2, true>(a, rows, stream);
-      break;
-    case 4:
-      launch_decode<Lanes, 32, 2, false>(a, rows, stream);
-      break;
-    case 5:
-      launch_decode<Lanes, 64, 1, true>(a, rows, stream);
-      break;
-    case 6:
-      launch_decode<Lanes, 32, 2, true>(a, rows, stream);
-      break;
-    case 7:
-      launch_decode<Lanes, 32, 1, true>(a, rows, stream);
-      break;
-    case 8:
-      launch_decode<Lanes, 32, 4, true>(a, rows, stream);
-      break;
-    case 9:
-      launch_decode<Lanes, 128, 4, true>(a, rows, stream);
-      break;
-    default:
-      launch_decode<Lanes, 128, 2, false>(a, rows, stream);
-      break;
-  }
-}
-
-int decode_variant(int rows) {
-  const int forced = decode_override();
-  if (forced >= 0)
-    return forced;
-  return rows >= 32 ? 5 : 0;
-}
-
-template <int Lanes>
 cudaError_t launch_rule(const rule_args& a, int rows, bool decode, cudaStream_t stream) {
   if (decode) {
-    if constexpr (Lanes == 8) {  // K 128 (Qwen3.5's heads): the tuned table
-      launch_decode_variant<Lanes>(a, rows, decode_variant(rows), stream);
-    } else if (rows >= 32) {
-      launch_decode<Lanes, 64, 1, true>(a, rows, stream);
-    } else {
-      launch_decode<Lanes, 128, 2, false>(a, rows, stream);
-    }
+    // 32-thread blocks, two value rows a thread; streaming from 32 rows
+    // (bench/results/h200-delta-rule.md, run 3). The sweep covers K 128 only.
+    const int forced = Lanes == 8 ? decode_override() : -1;
+    decode_table<Lanes>[forced >= 0 ? forced : rows >= 32 ? 6 : 4](a, rows, stream);
     return detail::launch_status();
   }
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(a.v_dim, rule_threads / Lanes)),

@@ -53,12 +53,14 @@ inline constexpr std::int32_t gated_delta_default_chunked_from = 320;
 /// cores (TF32 products, f32 accumulation; the chunked form of
 /// flash-linear-attention's `chunk_gated_delta_rule`): per chunk the WY form
 /// (I + strictly-lower(diag(beta) K K^T * decay ratios))^-1 gives W and U,
-/// then one kernel carries the state from chunk to chunk and writes the
-/// outputs. Rows shorter than `ws.chunked_from`, decode steps (`p.decode`),
-/// shapes without a chunked path (K other than 64 / 128, V not a multiple of
-/// 32 or above K) and a workspace too small run the sequential scan above.
-/// The chunked rows' error is TF32's, not f32's: a few 1e-4 of the largest
-/// value on the H200, flat in row length (kernels/cuda/README.md).
+/// then one kernel carries the state from chunk to chunk (storing each
+/// chunk's starting state in the workspace) and another makes every chunk's
+/// outputs from those states at once. Rows shorter than `ws.chunked_from`,
+/// decode steps (`p.decode`), shapes without a chunked path (K other than
+/// 64 / 128, V not a multiple of 32 or above K) and a workspace too small
+/// run the sequential scan above. The chunked rows' error is TF32's, not
+/// f32's: a few 1e-4 of the largest value on the H200, flat in row length
+/// (kernels/cuda/README.md).
 [[nodiscard]] cudaError_t gated_delta_rule_varlen(const gated_delta_rule_params& p,
                                                   const gated_delta_workspace& ws,
                                                   cudaStream_t stream);

@@ -1,5 +1,7 @@
-// The chunked gated delta rule's parallel half: per (chunk, value head) the
-// WY form's W, U1, Qe, Oi (kernels/cuda/delta_rule_chunked.cu has the math).
+// The chunked gated delta rule's first parallel half: per (chunk, value
+// head) the WY form's W, U1 (both stored scaled by e_t = e^{G_C - G_t}, as
+// the walk uses them), Qe, Oi (kernels/cuda/delta_rule_chunked.cu has the
+// math).
 #include <cstdint>
 
 #include "kernels/cuda/internal/common.cuh"
@@ -10,11 +12,11 @@ namespace {
 
 template <int K>
 constexpr std::size_t prepare_smem_bytes() {
-  return sizeof(float) * (2 * chunk * (K + 4) + 2 * chunk * ld_c + 3 * chunk);
+  return sizeof(float) * (2 * chunk * (K + 4) + 2 * chunk * ld_c + 4 * chunk);
 }
 
 // Block (c, h): chunk c of the table, value head h. Shared: normalised k
-// (later W), normalised q (later U1), A, P, G, beta, beta * gamma.
+// (later W), normalised q (later U1), A, P, G, beta, beta * gamma, e.
 template <int K>
 __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p) {
   constexpr int ld_k = K + 4;
@@ -38,12 +40,13 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
   float* gs = pm + chunk * ld_c;
   float* bs = gs + chunk;
   float* bg = bs + chunk;
+  float* es = bg + chunk;
   float* blob = p.blob + (std::int64_t{c} * p.hv + h) * per_head(K, V);
   float* w_g = blob;
-  float* qe_g = blob + chunk * K;
-  float* u1_g = blob + 2 * chunk * K;
-  float* oi_g = u1_g + chunk * V;
-  float* sc_g = oi_g + chunk * V;
+  float* qe_g = blob + qe_at(K);
+  float* u1_g = blob + u1_at(K);
+  float* oi_g = blob + oi_at(K, V);
+  float* sc_g = blob + tail_at(K, V);
   float* keys = p.keys + (std::int64_t{c} * p.hk + kh) * chunk * K;
 
   if (tid < chunk) {
@@ -70,10 +73,12 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
     bg[tid] = bs[tid] * expf(cum);
   }
   __syncthreads();
-  if (tid < chunk)
-    sc_g[tid] = expf(gs[chunk - 1] - gs[tid]);
-  else if (tid == chunk)
+  if (tid < chunk) {
+    es[tid] = expf(gs[chunk - 1] - gs[tid]);
+    sc_g[tid] = es[tid];
+  } else if (tid == chunk) {
     sc_g[chunk] = expf(gs[chunk - 1]);
+  }
 
   // Normalised k and q (a warp per token), gamma q as Qe's first term.
   // Every load of a warp's 8 tokens is issued before the first is used.
@@ -191,13 +196,13 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
 #pragma unroll
     for (int t = 0; t < chunk; ++t) {
       kn[t * ld_k + j] = x[t];
-      w_g[t * K + j] = x[t];
+      w_g[t * K + j] = es[t] * x[t];
     }
   } else if (j < K + V) {
 #pragma unroll
     for (int t = 0; t < chunk; ++t) {
       qn[t * ld_k + j - K] = x[t];
-      u1_g[t * V + j - K] = x[t];
+      u1_g[t * V + j - K] = es[t] * x[t];
     }
   }
   __syncthreads();

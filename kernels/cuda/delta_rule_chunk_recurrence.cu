@@ -1,5 +1,8 @@
 // The chunked gated delta rule's sequential half: each row's state carried
-// through its chunks (kernels/cuda/delta_rule_chunked.cu has the math).
+// through its chunks (kernels/cuda/delta_rule_chunked.cu has the math). Per
+// chunk only the state's two products, U' = e U1 - (e W) S^T and
+// S = gamma_C S + U'^T K; the state each chunk starts from is stored for
+// chunk_output (delta_rule_chunk_output.cu), which makes the outputs.
 #include <cstdint>
 
 #include "kernels/cuda/internal/common.cuh"
@@ -12,33 +15,72 @@ __device__ __forceinline__ void prefetch_l2(const void* ptr) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
 }
 
-// Asks L2 for what a recurrence block reads of chunk c: W and Qe, its value
-// rows of U1 and Oi, the decays, the keys (128-byte lines).
+// Shared memory of a recurrence block, in floats: the state slice, U', and
+// per stage e W, the keys, the block's value rows of e U1.
+template <int K, int Stages>
+struct walk_smem {
+  static constexpr int ld_k = K + 4;
+  static constexpr int s = 0;                           // [32][ld_k]
+  static constexpr int u = s + slice * ld_k;            // [64][ld_s]
+  static constexpr int w = u + chunk * ld_s;            // [Stages][64][ld_k]
+  static constexpr int k = w + Stages * chunk * ld_k;   // [Stages][64][ld_k]
+  static constexpr int u1 = k + Stages * chunk * ld_k;  // [Stages][64][ld_s]
+  static constexpr int floats = u1 + Stages * chunk * ld_s;
+  static constexpr std::size_t bytes = sizeof(float) * floats;
+};
+
+// Asks L2 for what a block will stage of chunk c: e W, the keys, its value
+// rows of e U1 (128-byte lines).
 template <int K>
 __device__ __forceinline__ void prefetch_chunk(const chunk_args& p, std::int64_t c, int h, int kh,
                                                int v0, int tid) {
   const int V = p.v_dim;
   const float* blob = p.blob + (c * p.hv + h) * per_head(K, V);
   const float* keys = p.keys + (c * p.hk + kh) * chunk * K;
-  constexpr int wide_lines = 2 * chunk * K / 32;  // W and Qe, contiguous
-  for (int i = tid; i < wide_lines; i += threads) {
+  constexpr int lines = chunk * K / 32;
+  for (int i = tid; i < lines; i += threads) {
     prefetch_l2(blob + 32 * i);
-    if (i < wide_lines / 2)
-      prefetch_l2(keys + 32 * i);
+    prefetch_l2(keys + 32 * i);
   }
-  if (tid < 2 * chunk) {  // row t of U1 (tid < 64) or Oi: one line of 32 value rows
-    prefetch_l2(blob + 2 * chunk * K + std::int64_t{tid} * V + v0);
-  } else if (tid < 2 * chunk + 3) {
-    prefetch_l2(blob + 2 * chunk * K + 2 * chunk * V + 32 * (tid - 2 * chunk));
-  }
+  if (tid < chunk)
+    prefetch_l2(blob + u1_at(K) + std::int64_t{tid} * V + v0);
+}
+
+// Chunk c's e W and value rows [v0, v0 + 32) of e U1 into stage b.
+template <int K, int Stages>
+__device__ __forceinline__ void stage_w(const chunk_args& p, float* smem, int b, std::int64_t c,
+                                        int h, int v0, int tid) {
+  using L = walk_smem<K, Stages>;
+  const float* blob = p.blob + (c * p.hv + h) * per_head(K, p.v_dim);
+  stage_rows<threads>(smem + L::w + b * chunk * L::ld_k, L::ld_k, blob, K, chunk, K, tid);
+  stage_rows<threads>(smem + L::u1 + b * chunk * ld_s, ld_s, blob + u1_at(K) + v0, p.v_dim, chunk,
+                      slice, tid);
+}
+
+// Chunk c's normalised keys into stage b.
+template <int K, int Stages>
+__device__ __forceinline__ void stage_keys(const chunk_args& p, float* smem, int b, std::int64_t c,
+                                           int kh, int tid) {
+  using L = walk_smem<K, Stages>;
+  stage_rows<threads>(smem + L::k + b * chunk * L::ld_k, L::ld_k,
+                      p.keys + (c * p.hk + kh) * chunk * K, K, chunk, K, tid);
+}
+
+__device__ __forceinline__ float gamma_of(const chunk_args& p, std::int64_t c, int h, int k) {
+  return __ldg(p.blob + (c * p.hv + h) * per_head(k, p.v_dim) + tail_at(k, p.v_dim) + chunk);
 }
 
 // Block (x, h, r): value rows [32 x, 32 x + 32) of head h of row r, through
-// the row's chunks in order. Per chunk, warp w makes 16 rows of U (w < 4)
-// or O (w >= 4) from the old state, then the state tiles take U's share.
-template <int K>
-__global__ void __launch_bounds__(threads) chunk_recurrence_kernel(chunk_args p) {
-  constexpr int ld_k = K + 4;
+// the row's chunks in order, the state slice in shared memory (f32). Chunk
+// c's operands are staged with cp.async `Stages` chunks ahead: e W and e U1
+// once phase 1 of chunk c - Stages is done with their buffers, the keys once
+// its phase 2 is. Per chunk: the starting state stored; phase 1, warp w
+// makes a 16 x 16 tile of U' (16 tokens, 16 value rows); phase 2, warp w
+// K / 64 tiles of the new state. Two barriers a chunk.
+template <int K, int Stages>
+__global__ void __launch_bounds__(threads, 3 - Stages) chunk_recurrence_kernel(chunk_args p) {
+  using L = walk_smem<K, Stages>;
+  constexpr int ld_k = L::ld_k;
   const int r = static_cast<int>(blockIdx.z);
   const int first = p.row_first[r];
   if (first < 0)
@@ -49,14 +91,26 @@ __global__ void __launch_bounds__(threads) chunk_recurrence_kernel(chunk_args p)
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
   const int kh = h / p.group;
-  const std::int64_t t0 = p.cu[r];
-  const int len = static_cast<int>(p.cu[r + 1] - t0);
+  const int len = static_cast<int>(p.cu[r + 1] - p.cu[r]);
   const int n_chunks = (len + chunk - 1) / chunk;
-  __shared__ __align__(128) float s[slice * ld_k];
-  __shared__ __align__(128) float ust[chunk * ld_s];
-  __shared__ __align__(128) float ost[chunk * ld_s];
+  extern __shared__ __align__(128) float smem[];
+  float* s = smem + L::s;
+  float* ust = smem + L::u;
   float* pool = p.state + ((std::int64_t{p.slots[r]} * p.hv + h) * V + v0) * K;
   const bool carried = p.has_state[r] != 0;
+
+  // Chunk 0's operands (and chunk 1's with two stages), then the state.
+  stage_w<K, Stages>(p, smem, 0, first, h, v0, tid);
+  stage_keys<K, Stages>(p, smem, 0, first, kh, tid);
+  cp_async_commit();
+  if constexpr (Stages == 2) {
+    if (n_chunks > 1) {
+      stage_w<K, Stages>(p, smem, 1, first + 1, h, v0, tid);
+      stage_keys<K, Stages>(p, smem, 1, first + 1, kh, tid);
+    }
+    cp_async_commit();
+  }
+  float gamma_next = gamma_of(p, first, h, K);
   for (int i = tid; i < slice * K / 4; i += threads) {
     const int row = i / (K / 4);
     const int col = 4 * (i % (K / 4));
@@ -64,77 +118,106 @@ __global__ void __launch_bounds__(threads) chunk_recurrence_kernel(chunk_args p)
         carried ? reinterpret_cast<const float4*>(pool)[i] : make_float4(0.0F, 0.0F, 0.0F, 0.0F);
     *reinterpret_cast<float4*>(s + row * ld_k + col) = v;
   }
+  if constexpr (Stages == 2)
+    cp_async_wait<1>();
+  else
+    cp_async_wait<0>();
   __syncthreads();
+
   for (int cc = 0; cc < n_chunks; ++cc) {
     const std::int64_t c = first + cc;
-    const float* blob = p.blob + (c * p.hv + h) * per_head(K, V);
-    const float* keys = p.keys + (c * p.hk + kh) * chunk * K;
-    const float* sc = blob + 2 * chunk * K + 2 * chunk * V;
+    const int b = Stages == 2 ? cc % 2 : 0;
+    const float gamma_c = gamma_next;
     if (cc + 1 < n_chunks)
-      prefetch_chunk<K>(p, c + 1, h, kh, v0, tid);
+      gamma_next = gamma_of(p, c + 1, h, K);
+    if (cc + Stages + 1 < n_chunks)
+      prefetch_chunk<K>(p, c + Stages + 1, h, kh, v0, tid);
+    // The state this chunk starts from (rows v0.. of head h: contiguous).
+    float* start = p.states + ((c * p.hv + h) * V + v0) * K;
+    for (int i = tid; i < slice * K / 4; i += threads) {
+      const int row = i / (K / 4);
+      const int col = 4 * (i % (K / 4));
+      reinterpret_cast<float4*>(start)[i] = *reinterpret_cast<const float4*>(s + row * ld_k + col);
+    }
+    // Phase 1: U' = e U1 - (e W) S^T, tile (ti, tj); even and odd k-steps
+    // in two accumulators (unrolled twice: fully, ptxas spills).
     {
-      const int mat = warp / 4;  // 0: U = U1 - W S^T, 1: O = Oi + Qe S^T
-      const int ti = warp % 4;
-      const float* amat = blob + mat * chunk * K + ti * 16 * K;
-      const float* cmat = blob + 2 * chunk * K + mat * chunk * V + ti * 16 * V + v0;
+      const int ti = warp / 2;
+      const int tj = warp % 2;
+      const float* wb = smem + L::w + b * chunk * ld_k + ti * 16 * ld_k;
+      const float* ub = smem + L::u1 + b * chunk * ld_s + ti * 16 * ld_s + tj * 16;
+      const float* sb = s + tj * 16 * ld_k;
       frag_acc acc0;
       frag_acc acc1;
-      wmma::load_matrix_sync(acc0, cmat, static_cast<unsigned>(V), wmma::mem_row_major);
-      wmma::load_matrix_sync(acc1, cmat + 16, static_cast<unsigned>(V), wmma::mem_row_major);
-      const float sign = mat == 0 ? -1.0F : 1.0F;
-      // All of this warp's W / Qe rows in flight at once (16 fragments).
-      frag_a_row fa[K / 8];
-#pragma unroll
-      for (int i = 0; i < K / 8; ++i)
-        wmma::load_matrix_sync(fa[i], amat + 8 * i, K);
-#pragma unroll
-      for (int i = 0; i < K / 8; ++i) {
-#pragma unroll
-        for (int e = 0; e < fa[i].num_elements; ++e)
-          fa[i].x[e] = wmma::__float_to_tf32(sign * fa[i].x[e]);
+      wmma::load_matrix_sync(acc0, ub, ld_s, wmma::mem_row_major);
+      wmma::fill_fragment(acc1, 0.0F);
+#pragma unroll 2
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        frag_a_row fa0;
+        frag_a_row fa1;
         frag_b_col fb0;
         frag_b_col fb1;
-        load_tf32(fb0, s + 8 * i, ld_k);
-        load_tf32(fb1, s + 16 * ld_k + 8 * i, ld_k);
-        wmma::mma_sync(acc0, fa[i], fb0, acc0);
-        wmma::mma_sync(acc1, fa[i], fb1, acc1);
+        load_tf32(fa0, wb + k0, ld_k, -1.0F);
+        load_tf32(fb0, sb + k0, ld_k);
+        load_tf32(fa1, wb + k0 + 8, ld_k, -1.0F);
+        load_tf32(fb1, sb + k0 + 8, ld_k);
+        wmma::mma_sync(acc0, fa0, fb0, acc0);
+        wmma::mma_sync(acc1, fa1, fb1, acc1);
       }
-      float* dst = (mat == 0 ? ust : ost) + ti * 16 * ld_s;
-      wmma::store_matrix_sync(dst, acc0, ld_s, wmma::mem_row_major);
-      wmma::store_matrix_sync(dst + 16, acc1, ld_s, wmma::mem_row_major);
-    }
-    __syncthreads();
-    const int n = min(chunk, len - cc * chunk);
-    for (int i = tid; i < chunk * slice; i += threads) {
-      const int t = i / slice;
-      const int col = i % slice;
-      if (t < n)
-        p.out[((t0 + cc * chunk + t) * p.hv + h) * V + v0 + col] = ost[t * ld_s + col];
-      ust[t * ld_s + col] *= sc[t];
-    }
-    const float gamma_c = sc[chunk];
-    __syncthreads();
-    // S = gamma_C S + (e U)^T K.
-    for (int job = warp; job < 2 * (K / 16); job += warps) {
-      const int ri = job / (K / 16);
-      const int ci = job % (K / 16);
-      float* tile = s + ri * 16 * ld_k + ci * 16;
-      frag_acc acc;
-      wmma::load_matrix_sync(acc, tile, ld_k, wmma::mem_row_major);
 #pragma unroll
-      for (int i = 0; i < acc.num_elements; ++i)
-        acc.x[i] *= gamma_c;
+      for (int i = 0; i < acc0.num_elements; ++i)
+        acc0.x[i] += acc1.x[i];
+      wmma::store_matrix_sync(ust + ti * 16 * ld_s + tj * 16, acc0, ld_s, wmma::mem_row_major);
+    }
+    if constexpr (Stages == 1)
+      cp_async_wait<0>();  // this chunk's keys
+    __syncthreads();       // U' whole; stage b's e W, e U1 read
+    if (cc + Stages < n_chunks)
+      stage_w<K, Stages>(p, smem, b, c + Stages, h, v0, tid);
+    cp_async_commit();
+    // Phase 2: S = gamma_C S + U'^T K; warp w: value rows 16 (w / 4),
+    // K / 64 consecutive 16-column tiles.
+    {
+      constexpr int tp = K / 64;
+      const int ri = warp / 4;
+      const int cj = (warp % 4) * tp;
+      const float* kb = smem + L::k + b * chunk * ld_k;
+      frag_acc acc[tp];
+#pragma unroll
+      for (int j = 0; j < tp; ++j) {
+        wmma::load_matrix_sync(acc[j], s + ri * 16 * ld_k + (cj + j) * 16, ld_k,
+                               wmma::mem_row_major);
+#pragma unroll
+        for (int i = 0; i < acc[j].num_elements; ++i)
+          acc[j].x[i] *= gamma_c;
+      }
 #pragma unroll
       for (int k0 = 0; k0 < chunk; k0 += 8) {
         frag_a_col fa;
-        frag_b_row fb;
         load_tf32(fa, ust + k0 * ld_s + ri * 16, ld_s);
-        load_tf32(fb, keys + k0 * K + ci * 16, K);
-        wmma::mma_sync(acc, fa, fb, acc);
+#pragma unroll
+        for (int j = 0; j < tp; ++j) {
+          frag_b_row fb;
+          load_tf32(fb, kb + k0 * ld_k + (cj + j) * 16, ld_k);
+          wmma::mma_sync(acc[j], fa, fb, acc[j]);
+        }
       }
-      wmma::store_matrix_sync(tile, acc, ld_k, wmma::mem_row_major);
+#pragma unroll
+      for (int j = 0; j < tp; ++j) {
+        wmma::store_matrix_sync(s + ri * 16 * ld_k + (cj + j) * 16, acc[j], ld_k,
+                                wmma::mem_row_major);
+      }
     }
-    __syncthreads();
+    // The next chunk's operands: with one stage its e W / e U1 (staged after
+    // the barrier above), with two everything (staged a chunk earlier).
+    if constexpr (Stages == 2)
+      cp_async_wait<1>();
+    else
+      cp_async_wait<0>();
+    __syncthreads();  // S whole; stage b's keys read
+    if (cc + Stages < n_chunks)
+      stage_keys<K, Stages>(p, smem, b, c + Stages, kh, tid);
+    cp_async_commit();
   }
   for (int i = tid; i < slice * K / 4; i += threads) {
     const int row = i / (K / 4);
@@ -143,18 +226,26 @@ __global__ void __launch_bounds__(threads) chunk_recurrence_kernel(chunk_args p)
   }
 }
 
-template <int K>
+template <int K, int Stages>
 cudaError_t launch_recurrence_k(const chunk_args& a, cudaStream_t stream) {
+  constexpr std::size_t bytes = walk_smem<K, Stages>::bytes;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(chunk_recurrence_kernel<K, Stages>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (attr != cudaSuccess)
+    return attr;
   const dim3 grid(static_cast<unsigned>(a.v_dim / slice), static_cast<unsigned>(a.hv),
                   static_cast<unsigned>(a.rows));
-  chunk_recurrence_kernel<K><<<grid, threads, 0, stream>>>(a);
+  chunk_recurrence_kernel<K, Stages><<<grid, threads, bytes, stream>>>(a);
   return launch_status();
 }
 
 }  // namespace
 
-cudaError_t launch_recurrence(const chunk_args& a, int k, cudaStream_t stream) {
-  return k == 64 ? launch_recurrence_k<64>(a, stream) : launch_recurrence_k<128>(a, stream);
+cudaError_t launch_recurrence(const chunk_args& a, int k, bool deep, cudaStream_t stream) {
+  if (k == 64)
+    return deep ? launch_recurrence_k<64, 2>(a, stream) : launch_recurrence_k<64, 1>(a, stream);
+  return deep ? launch_recurrence_k<128, 2>(a, stream) : launch_recurrence_k<128, 1>(a, stream);
 }
 
 }  // namespace mstar::kernels::cuda::detail::chunked

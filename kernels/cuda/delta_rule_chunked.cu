@@ -13,12 +13,16 @@
 //   O = Oi + Qe S0^T,  P = lower-with-diagonal(e^{G_t - G_i} q_t . k_i),
 //   Oi = P U1,  Qe = diag(gamma) Q - P W,
 // and the next state S1 = gamma_C S0 + (diag(e^{G_C - G}) U)^T K.
+// With e_t = e^{G_C - G_t}, diag(e) U = diag(e) U1 - (diag(e) W) S0^T, so the
+// state update needs only U' = e U1 - (e W) S0^T and S1 = gamma_C S0 + U'^T K.
 // Only the products with S0 depend on the state: `chunk_prepare`
-// (delta_rule_chunk_prepare.cu) makes W, U1, Qe, Oi of every (chunk, value
-// head) in parallel (products on tensor cores, the unit-triangular solve in
-// f32 FMAs); `chunk_recurrence` (delta_rule_chunk_recurrence.cu) walks a
-// row's chunks in order per (value head, 32 value rows), S in shared memory.
-// This file: the chunk table, the workspace, the launcher.
+// (delta_rule_chunk_prepare.cu) makes e W, e U1, Qe, Oi of every (chunk,
+// value head) in parallel (products on tensor cores, the unit-triangular
+// solve in f32 FMAs); `chunk_recurrence` (delta_rule_chunk_recurrence.cu)
+// walks a row's chunks in order per (value head, 32 value rows), S in shared
+// memory, making U' and S1 and storing each chunk's S0; `chunk_output`
+// (delta_rule_chunk_output.cu) then makes every chunk's O = Oi + Qe S0^T in
+// parallel. This file: the chunk table, the workspace, the launcher.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -46,7 +50,7 @@ __global__ void chunk_table_kernel(chunk_args p) {
 // Byte offsets of the workspace's parts.
 struct chunk_layout {
   int capacity = 0;
-  std::size_t row_first = 0, n_chunks = 0, table = 0, blob = 0, keys = 0, total = 0;
+  std::size_t row_first = 0, n_chunks = 0, table = 0, blob = 0, keys = 0, states = 0, total = 0;
 };
 
 std::size_t align256(std::size_t x) {
@@ -75,8 +79,11 @@ chunk_layout layout_for(const gated_delta_weights& w, std::int64_t tokens, std::
   l.keys = l.blob +
            align256(sizeof(float) * static_cast<std::size_t>(cap * w.num_v_heads *
                                                              per_head(w.head_k_dim, w.head_v_dim)));
-  l.total = l.keys + align256(sizeof(float) *
-                              static_cast<std::size_t>(cap * w.num_k_heads * chunk * w.head_k_dim));
+  l.states = l.keys + align256(sizeof(float) * static_cast<std::size_t>(cap * w.num_k_heads *
+                                                                        chunk * w.head_k_dim));
+  l.total = l.states +
+            align256(sizeof(float) * static_cast<std::size_t>(cap * w.num_v_heads * w.head_v_dim *
+                                                              std::int64_t{w.head_k_dim}));
   return l;
 }
 
@@ -134,6 +141,7 @@ cudaError_t gated_delta_rule_varlen(const gated_delta_rule_params& p,
   a.table = reinterpret_cast<int2*>(base + l.table);
   a.blob = reinterpret_cast<float*>(base + l.blob);
   a.keys = reinterpret_cast<float*>(base + l.keys);
+  a.states = reinterpret_cast<float*>(base + l.states);
   chunk_table_kernel<<<1, 32, 0, stream>>>(a);
   if (const cudaError_t err = detail::launch_gated_delta_scan(p, a.row_first, stream);
       err != cudaSuccess) {
@@ -143,7 +151,17 @@ cudaError_t gated_delta_rule_varlen(const gated_delta_rule_params& p,
       err != cudaSuccess) {
     return err;
   }
-  return detail::chunked::launch_recurrence(a, w.head_k_dim, stream);
+  // Two stages ahead when every recurrence block of the rows that can be
+  // chunked fits one an SM; else one stage, two blocks an SM.
+  const std::int64_t walked =
+      std::min<std::int64_t>(rows, std::max<std::int64_t>(ws.tokens, 0) / from);
+  const bool deep = std::int64_t{w.head_v_dim / detail::chunked::slice} * w.num_v_heads * walked <=
+                    detail::sm_count();
+  if (const cudaError_t err = detail::chunked::launch_recurrence(a, w.head_k_dim, deep, stream);
+      err != cudaSuccess) {
+    return err;
+  }
+  return detail::chunked::launch_output(a, w.head_k_dim, stream);
 }
 
 }  // namespace mstar::kernels::cuda

@@ -4,6 +4,7 @@
 // expressions, thread layout and reduction as math.cu's unfused kernels, so
 // the results are those of the unfused sequence bit for bit.
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/host_checks.hpp"
@@ -58,20 +59,59 @@ __global__ void add_rms_norm_kernel(matrix<float> residual, matrix<const float> 
 }
 
 // Rows along grid y (looping past 65535), columns along grid x, as math.cu's
-// unary kernel.
+// unary kernel; `up` (optional) multiplies the activation, as `mul` would.
 template <class Fn>
-__global__ void activate_kernel(matrix<const float> x, matrix<float> out,
+__global__ void activate_kernel(matrix<const float> x, matrix<const float> up, matrix<float> out,
                                 matrix<std::uint16_t> out_bf16, Fn fn) {
   for (std::int64_t t = blockIdx.y; t < x.rows; t += gridDim.y) {
     for (std::int64_t d = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; d < x.cols;
          d += std::int64_t{gridDim.x} * blockDim.x) {
-      const float v = fn(x(t, d));
+      const float a = fn(x(t, d));
+      const float v = up.data != nullptr ? a * up(t, d) : a;
       if (out.data != nullptr)
         out(t, d) = v;
       if (out_bf16.data != nullptr)
         out_bf16(t, d) = detail::to_bf16(v);
     }
   }
+}
+
+// The same values four columns a thread, with 16-byte loads and stores (8 for
+// bf16), over rows x cols / 4 quads, grid-stride: every operand has unit
+// column stride, row strides and addresses aligned to 4 elements.
+template <class Fn>
+__global__ void activate_quads_kernel(matrix<const float> x, matrix<const float> up,
+                                      matrix<float> out, matrix<std::uint16_t> out_bf16, Fn fn) {
+  const std::int64_t quads = x.cols / 4;
+  const std::int64_t n = x.rows * quads;
+  for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t t = i / quads;
+    const std::int64_t d = 4 * (i % quads);
+    float4 v = *reinterpret_cast<const float4*>(x.data + t * x.row_stride + d);
+    v = make_float4(fn(v.x), fn(v.y), fn(v.z), fn(v.w));
+    if (up.data != nullptr) {
+      const float4 u = *reinterpret_cast<const float4*>(up.data + t * up.row_stride + d);
+      v = make_float4(v.x * u.x, v.y * u.y, v.z * u.z, v.w * u.w);
+    }
+    if (out.data != nullptr)
+      *reinterpret_cast<float4*>(out.data + t * out.row_stride + d) = v;
+    if (out_bf16.data != nullptr) {
+      const uint2 packed{static_cast<unsigned>(detail::to_bf16(v.x)) |
+                             (static_cast<unsigned>(detail::to_bf16(v.y)) << 16U),
+                         static_cast<unsigned>(detail::to_bf16(v.z)) |
+                             (static_cast<unsigned>(detail::to_bf16(v.w)) << 16U)};
+      *reinterpret_cast<uint2*>(out_bf16.data + t * out_bf16.row_stride + d) = packed;
+    }
+  }
+}
+
+// A view the quad kernel can take: absent, or unit column stride with its
+// rows and address on 4-element boundaries.
+template <class T>
+bool quad_ready(const view<T, 2>& v) {
+  return !v || (v.strides[1] == 1 && v.strides[0] % 4 == 0 &&
+                reinterpret_cast<std::uintptr_t>(v.data) % (4 * sizeof(T)) == 0);
 }
 
 // The CPU reference's rule (kernels/cpu/math.cpp): an operand updated in
@@ -92,10 +132,18 @@ template <class Fn>
 cudaError_t launch_activate(const activation_params& p, Fn fn, cudaStream_t stream) {
   const std::int64_t rows = p.x.shape[0];
   const std::int64_t cols = p.x.shape[1];
+  if (cols % 4 == 0 && quad_ready(p.x) && quad_ready(p.up) && quad_ready(p.out) &&
+      quad_ready(p.out_bf16)) {
+    const auto blocks =
+        static_cast<unsigned>(std::min<std::int64_t>(ceil_div(rows * cols / 4, row_threads), 8192));
+    activate_quads_kernel<<<blocks, row_threads, 0, stream>>>(
+        to_matrix(p.x), to_matrix(p.up), to_matrix(p.out), to_matrix(p.out_bf16), fn);
+    return detail::launch_status();
+  }
   const auto x = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(cols, row_threads), 1024));
   const auto y = static_cast<unsigned>(std::min<std::int64_t>(rows, 65535));
-  activate_kernel<<<dim3{x, y}, row_threads, 0, stream>>>(to_matrix(p.x), to_matrix(p.out),
-                                                          to_matrix(p.out_bf16), fn);
+  activate_kernel<<<dim3{x, y}, row_threads, 0, stream>>>(
+      to_matrix(p.x), to_matrix(p.up), to_matrix(p.out), to_matrix(p.out_bf16), fn);
   return detail::launch_status();
 }
 
@@ -124,7 +172,8 @@ cudaError_t add_rms_norm(const add_rms_norm_params& p, cudaStream_t stream) {
 cudaError_t activate(const activation_params& p, cudaStream_t stream) {
   if (!detail::all_ok({check_view(p.x, "x", {any_extent, any_extent}),
                        check_optional(p.out, "out", p.x.shape),
-                       check_optional(p.out_bf16, "out_bf16", p.x.shape)})) {
+                       check_optional(p.out_bf16, "out_bf16", p.x.shape),
+                       check_optional(p.up, "up", p.x.shape)})) {
     return cudaErrorInvalidValue;
   }
   if (p.x.numel() == 0)

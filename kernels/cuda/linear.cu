@@ -1,7 +1,10 @@
 #include <algorithm>
+#include <cstdlib>
 #include <cublas_v2.h>
+#include <string_view>
 
 #include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/gemv.hpp"
 #include "kernels/cuda/internal/host_checks.hpp"
 #include "kernels/cuda/math.hpp"
 
@@ -47,6 +50,15 @@ std::int64_t leading_dim(const view<T, 2>& v) {
 template <class T>
 bool blas_operand_ok(const view<T, 2>& v) {
   return (v.shape[1] <= 1 || v.strides[1] == 1) && leading_dim(v) >= v.shape[1];
+}
+
+// MSTAR_GEMV=0 sends few-row products to cuBLAS too (for A/B measurements).
+bool gemv_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("MSTAR_GEMV");
+    return e == nullptr || std::string_view{e} != "0";
+  }();
+  return on;
 }
 
 cudaError_t from_status(cublasStatus_t s) {
@@ -141,6 +153,8 @@ cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p, cu
   }
   if (out_shape[0] * out_shape[1] == 0)
     return cudaSuccess;
+  if (gemv_enabled() && detail::gemv_bf16_fits(p))
+    return detail::launch_gemv_bf16(p, stream);
   const gemm_shape g =
       f32_out ? shape_of(p.x, p.weight, p.out_f32) : shape_of(p.x, p.weight, p.out_bf16);
   void* out = f32_out ? static_cast<void*>(p.out_f32.data) : static_cast<void*>(p.out_bf16.data);

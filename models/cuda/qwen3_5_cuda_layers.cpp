@@ -205,16 +205,19 @@ result<void> qwen3_5_cuda::impl::mlp(const layer& l, std::int64_t tokens) {
   float* gu = inter.as<float>();
   if (auto ok = linear(staged(x.as<float>()), tokens, l.gate_up, gu); !ok)
     return ok;
-  // [gate | up] per token: silu(gate) in place, then gate * up packed into
-  // `act` [tokens, I], the down GEMM's input.
-  const kernels::view<float, 2> gate{gu, {tokens, I}, {2 * I, 1}};
-  const kernels::view<const float, 2> up{gu + I, {tokens, I}, {2 * I, 1}};
-  if (auto ok = check(kc::silu({gate, gate}, s), "silu"); !ok)
+  // [gate | up] per token: silu(gate) * up in one pass, into `act` [tokens,
+  // I] (f32 weights) or straight into the down GEMM's bf16 input.
+  kernels::activation_params a;
+  a.x = {gu, {tokens, I}, {2 * I, 1}};
+  a.up = {gu + I, {tokens, I}, {2 * I, 1}};
+  if (std::uint16_t* b16 = staged_bf16(); b16 != nullptr)
+    a.out_bf16 = matrix(b16, tokens, I);
+  else
+    a.out = matrix(act.as<float>(), tokens, I);
+  a.fn = kernels::activation::silu;
+  if (auto ok = check(kc::activate(a, s), "swiglu"); !ok)
     return ok;
-  float* gated = act.as<float>();
-  if (auto ok = check(kc::mul({gate, up, matrix(gated, tokens, I)}, s), "swiglu mul"); !ok)
-    return ok;
-  return linear({gated, nullptr}, tokens, l.down, out.as<float>());
+  return linear(staged(act.as<float>()), tokens, l.down, out.as<float>());
 }
 
 result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_layout& L,

@@ -264,6 +264,26 @@ TEST(gpu_delta_rule, chunked_prefill_matches_alone_and_in_mixed_batches) {
   }
 }
 
+// The walk stages each chunk's operands two chunks ahead when its blocks
+// (V / 32 per value head and chunked row) fit one an SM, else one chunk
+// ahead. With 32 value heads: one row of V 128 is 128 blocks (two stages on
+// the H200's 132 SMs), three rows 384 (one stage); at V 64, 64 and 192.
+TEST(gpu_delta_rule, chunked_prefill_matches_staged_one_and_two_chunks_ahead) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(1605);
+  for (const auto shape : {rule_shape{4, 32, 128, 128, 0}, rule_shape{8, 32, 64, 64, 0}}) {
+    SCOPED_TRACE("HK " + std::to_string(shape.hk) + " HV " + std::to_string(shape.hv) + " K " +
+                 std::to_string(shape.k) + " V " + std::to_string(shape.v));
+    for (const std::int32_t len : {1, 65, 200}) {
+      SCOPED_TRACE("one row of " + std::to_string(len));
+      expect_chunked_batch_matches(rng, shape, {len}, {1}, {1}, 1, chunked_budget);
+    }
+    SCOPED_TRACE("three rows");
+    expect_chunked_batch_matches(rng, shape, {200, 1, 130}, {2, 0, 1}, {1, 0, 1}, 1,
+                                 chunked_budget);
+  }
+}
+
 TEST(gpu_delta_rule, refuses_shapes_it_does_not_take) {
   MSTAR_REQUIRE_GPU();
   const std::vector<std::int32_t> cu{0, 1};

@@ -260,6 +260,47 @@ TEST(gpu_math, activate_writes_f32_and_bf16_outputs_like_silu_and_relu2) {
   }
 }
 
+// SwiGLU from a packed [gate | up] row as the MLPs have it: four columns a
+// thread (336 columns) and one (333), f32 and bf16, equal to silu then mul.
+TEST(gpu_math, activate_with_up_equals_activation_then_mul) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(211);
+  for (const std::int64_t cols : {336, 333}) {
+    SCOPED_TRACE("cols " + std::to_string(cols));
+    const std::int64_t rows = 37;
+    const auto gu = rng.floats(static_cast<std::size_t>(rows * 2 * cols), -6.0F, 6.0F);
+    const view<const float, 2> gate{gu.data(), {rows, cols}, {2 * cols, 1}};
+    const view<const float, 2> up{gu.data() + cols, {rows, cols}, {2 * cols, 1}};
+    std::vector<float> ref(static_cast<std::size_t>(rows * cols));
+    activation_params cp;
+    cp.x = gate;
+    cp.up = up;
+    cp.out = matrix(ref.data(), rows, cols);
+    ASSERT_TRUE(activate(cp));
+    const auto d_gu = upload(gu);
+    const view<const float, 2> dg{d_gu.data(), {rows, cols}, {2 * cols, 1}};
+    const view<const float, 2> du{d_gu.data() + cols, {rows, cols}, {2 * cols, 1}};
+    auto d_out = poisoned<float>(ref.size());
+    auto d_out16 = poisoned<std::uint16_t>(ref.size());
+    activation_params p;
+    p.x = dg;
+    p.up = du;
+    p.out = matrix(d_out.data(), rows, cols);
+    p.out_bf16 = matrix(d_out16.data(), rows, cols);
+    ASSERT_EQ(cuda::activate(p, nullptr), cudaSuccess);
+    const auto out = d_out.download();
+    EXPECT_TRUE(within(out, ref, budget::f32_elementwise));
+    EXPECT_EQ(d_out16.download(), bf16_of(out));
+    // The unfused pair: silu into a buffer, then the product.
+    auto d_act = poisoned<float>(ref.size());
+    auto d_prod = poisoned<float>(ref.size());
+    const auto av = matrix(d_act.data(), rows, cols);
+    ASSERT_EQ(cuda::silu({dg, av}, nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::mul({av, du, matrix(d_prod.data(), rows, cols)}, nullptr), cudaSuccess);
+    EXPECT_EQ(d_prod.download(), out);
+  }
+}
+
 TEST(gpu_math, gated_rms_norm_writes_a_bf16_output_alone_or_beside_f32) {
   MSTAR_REQUIRE_GPU();
   auto rng = test::gpu::seeded(210);

@@ -124,6 +124,27 @@ TEST(activate, equals_silu_and_relu2_with_rounded_bf16) {
   EXPECT_TRUE(test::contains(none.error().message(), "neither is present"));
 }
 
+TEST(activate, with_up_equals_the_activation_then_mul_and_checks_up) {
+  test::random_tensors rng{34};
+  const std::int64_t rows = 4, cols = 9;
+  const auto x = rng.floats(static_cast<std::size_t>(rows * cols), -6, 6);
+  const auto u = rng.floats(x.size(), -3, 3);
+  const auto xv = contiguous(x.data(), shape2{rows, cols});
+  const auto uv = contiguous(u.data(), shape2{rows, cols});
+  std::vector<float> act(x.size()), want(x.size());
+  const auto av = contiguous(act.data(), shape2{rows, cols});
+  ASSERT_TRUE(silu({xv, av}));
+  ASSERT_TRUE(mul({av, uv, contiguous(want.data(), shape2{rows, cols})}));
+  auto out = test::poisoned(x.size());
+  activation_params p{xv, contiguous(out.data(), shape2{rows, cols}), {}, activation::silu, uv};
+  ASSERT_TRUE(activate(p));
+  EXPECT_EQ(out, want);
+  p.up = contiguous(u.data(), shape2{rows, cols - 1});
+  const auto bad = activate(p);
+  ASSERT_FALSE(bad);
+  EXPECT_TRUE(test::contains(bad.error().message(), "up")) << bad.error().message();
+}
+
 TEST(gated_rms_norm, bf16_output_is_the_rounded_f32_output_alone_or_beside_it) {
   test::random_tensors rng{33};
   const std::int64_t rows = 3, channels = 32;

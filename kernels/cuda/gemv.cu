@@ -1,0 +1,178 @@
+// A few rows times a bf16 weight matrix (kernels/cuda/math.hpp's linear_bf16
+// for up to 8 rows): the weights are read once at the memory's pace, which
+// cuBLAS's GEMM kernels do not reach on decode-sized projections (0.5-0.6 of
+// the copy bandwidth at one row on the 0.56B Nemotron-H shapes, bench/results/
+// h200-kernels17.md). A warp owns two output features: each lane streams
+// 16-byte pieces of their weight rows (four pieces a row in flight), dots
+// them with the same pieces of every input row (read through L1), and the
+// warp sums its lanes at the end. f32 accumulation throughout.
+#include <cstdint>
+
+#include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/gemv.hpp"
+
+namespace mstar::kernels::cuda::detail {
+namespace {
+
+constexpr int gemv_threads = 256;
+constexpr int warps_per_block = gemv_threads / 32;
+constexpr int rows_per_warp = 2;  // output features a warp owns
+constexpr int unroll = 4;         // 16-byte pieces of a weight row in flight per lane
+
+struct gemv_args {
+  const std::uint16_t* x;
+  std::int64_t x_stride;
+  const std::uint16_t* w;
+  std::int64_t w_stride;
+  const float* bias;  // null: none
+  std::int64_t bias_stride;
+  float* out_f32;
+  std::uint16_t* out_bf16;
+  std::int64_t out_stride;
+  int m, n, k;
+};
+
+__device__ __forceinline__ float lo_bf16(unsigned v) {
+  return __uint_as_float(v << 16U);
+}
+__device__ __forceinline__ float hi_bf16(unsigned v) {
+  return __uint_as_float(v & 0xffff0000U);
+}
+
+// acc += the eight products of a weight piece and an input piece.
+__device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
+  acc = fmaf(lo_bf16(w.x), lo_bf16(x.x), acc);
+  acc = fmaf(hi_bf16(w.x), hi_bf16(x.x), acc);
+  acc = fmaf(lo_bf16(w.y), lo_bf16(x.y), acc);
+  acc = fmaf(hi_bf16(w.y), hi_bf16(x.y), acc);
+  acc = fmaf(lo_bf16(w.z), lo_bf16(x.z), acc);
+  acc = fmaf(hi_bf16(w.z), hi_bf16(x.z), acc);
+  acc = fmaf(lo_bf16(w.w), lo_bf16(x.w), acc);
+  return fmaf(hi_bf16(w.w), hi_bf16(x.w), acc);
+}
+
+// M: the rows the template holds (>= a.m).
+template <int M>
+__global__ void __launch_bounds__(gemv_threads) gemv_bf16_kernel(gemv_args a) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp =
+      static_cast<int>(blockIdx.x) * warps_per_block + static_cast<int>(threadIdx.x) / 32;
+  const int n0 = warp * rows_per_warp;
+  if (n0 >= a.n)
+    return;
+  const int pieces = a.k / 8;
+  float acc[rows_per_warp][M];
+#pragma unroll
+  for (int r = 0; r < rows_per_warp; ++r) {
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      acc[r][m] = 0.0F;
+  }
+  const uint4* wrow[rows_per_warp];
+#pragma unroll
+  for (int r = 0; r < rows_per_warp; ++r) {
+    const int n = n0 + r < a.n ? n0 + r : n0;  // a missing second row rereads the first
+    wrow[r] = reinterpret_cast<const uint4*>(a.w + static_cast<std::int64_t>(n) * a.w_stride);
+  }
+  for (int p0 = lane; p0 < pieces; p0 += 32 * unroll) {
+    uint4 w[rows_per_warp][unroll];
+#pragma unroll
+    for (int u = 0; u < unroll; ++u) {
+      const int p = p0 + 32 * u;
+#pragma unroll
+      for (int r = 0; r < rows_per_warp; ++r)
+        w[r][u] = p < pieces ? __ldcs(wrow[r] + p) : make_uint4(0U, 0U, 0U, 0U);
+    }
+#pragma unroll
+    for (int u = 0; u < unroll; ++u) {
+      const int p = p0 + 32 * u;
+      if (p >= pieces)
+        break;
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        if (m < a.m) {
+          const uint4 xv = __ldg(
+              reinterpret_cast<const uint4*>(a.x + static_cast<std::int64_t>(m) * a.x_stride) + p);
+#pragma unroll
+          for (int r = 0; r < rows_per_warp; ++r)
+            acc[r][m] = dot8(w[r][u], xv, acc[r][m]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < rows_per_warp; ++r) {
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      acc[r][m] = group_sum<32>(acc[r][m]);
+  }
+  if (lane != 0)
+    return;
+#pragma unroll
+  for (int r = 0; r < rows_per_warp; ++r) {
+    const int n = n0 + r;
+    if (n >= a.n)
+      break;
+    const float b = a.bias != nullptr ? a.bias[static_cast<std::int64_t>(n) * a.bias_stride] : 0.0F;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      if (m >= a.m)
+        break;
+      const std::int64_t at = static_cast<std::int64_t>(m) * a.out_stride + n;
+      if (a.out_f32 != nullptr) {
+        a.out_f32[at] = acc[r][m] + b;
+      } else {
+        // As cuBLAS with a bias filled in first: the bias rounded to bf16.
+        const float bb = a.bias != nullptr ? from_bf16(to_bf16(b)) : 0.0F;
+        a.out_bf16[at] = to_bf16(acc[r][m] + bb);
+      }
+    }
+  }
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+bool gemv_bf16_fits(const linear_bf16_params& p) {
+  const std::int64_t m = p.x.shape[0];
+  const std::int64_t k = p.x.shape[1];
+  const std::int64_t n = p.weight.shape[0];
+  const auto stride_ok = [](std::int64_t rows, std::int64_t stride) {
+    return rows <= 1 || stride % 8 == 0;
+  };
+  return m >= 1 && m <= gemv_max_rows && k >= 8 && k % 8 == 0 && n <= (1 << 30) && k <= (1 << 30) &&
+         p.x.strides[1] == 1 && p.weight.strides[1] == 1 && stride_ok(m, p.x.strides[0]) &&
+         stride_ok(n, p.weight.strides[0]) && aligned16(p.x.data) && aligned16(p.weight.data);
+}
+
+cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
+  gemv_args a{};
+  a.x = p.x.data;
+  a.x_stride = p.x.shape[0] > 1 ? p.x.strides[0] : 0;
+  a.w = p.weight.data;
+  a.w_stride = p.weight.shape[0] > 1 ? p.weight.strides[0] : 0;
+  a.bias = p.bias ? p.bias.data : nullptr;
+  a.bias_stride = p.bias ? p.bias.strides[0] : 0;
+  a.out_f32 = p.out_f32 ? p.out_f32.data : nullptr;
+  a.out_bf16 = p.out_bf16 ? p.out_bf16.data : nullptr;
+  a.out_stride = p.out_f32 ? p.out_f32.strides[0] : p.out_bf16.strides[0];
+  a.m = static_cast<int>(p.x.shape[0]);
+  a.n = static_cast<int>(p.weight.shape[0]);
+  a.k = static_cast<int>(p.x.shape[1]);
+  const std::int64_t warps = ceil_div(std::int64_t{a.n}, std::int64_t{rows_per_warp});
+  const auto blocks = static_cast<unsigned>(ceil_div(warps, std::int64_t{warps_per_block}));
+  if (a.m == 1)
+    gemv_bf16_kernel<1><<<blocks, gemv_threads, 0, stream>>>(a);
+  else if (a.m == 2)
+    gemv_bf16_kernel<2><<<blocks, gemv_threads, 0, stream>>>(a);
+  else if (a.m <= 4)
+    gemv_bf16_kernel<4><<<blocks, gemv_threads, 0, stream>>>(a);
+  else
+    gemv_bf16_kernel<8><<<blocks, gemv_threads, 0, stream>>>(a);
+  return launch_status();
+}
+
+}  // namespace mstar::kernels::cuda::detail

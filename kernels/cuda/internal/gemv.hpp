@@ -1,0 +1,23 @@
+#pragma once
+
+// The few-row bf16 product behind linear_bf16 (kernels/cuda/gemv.cu).
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/math.hpp"
+
+namespace mstar::kernels::cuda::detail {
+
+/// Rows of input up to which linear_bf16 takes the GEMV kernel.
+inline constexpr int gemv_max_rows = 8;
+
+/// Whether the GEMV kernel takes `p` (already checked by linear_bf16): at most
+/// `gemv_max_rows` rows, K a multiple of 8, unit column strides, row strides
+/// and the x / weight addresses on 16-byte boundaries.
+[[nodiscard]] bool gemv_bf16_fits(const linear_bf16_params& p);
+
+/// Enqueues the GEMV for `p` (gemv_bf16_fits(p) holds), bias added in the
+/// kernel; returns the launch error.
+[[nodiscard]] cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream);
+
+}  // namespace mstar::kernels::cuda::detail
