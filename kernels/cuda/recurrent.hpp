@@ -19,14 +19,20 @@
 namespace mstar::kernels::cuda {
 
 /// The causal conv over a packed batch. Outputs need no recurrence (each is
-/// a window of inputs), so one thread per (token, channel) over a grid that
-/// strides the step's tokens; a second launch then stores each row's last
-/// W-1 inputs in its slot. Width 2..64; otherwise cudaErrorInvalidValue.
+/// a window of inputs). Widths 2..4 run one persistent kernel whose lanes
+/// each take 16 tokens of one row x 4 channels (16-byte accesses when C and
+/// x_stride are multiples of 4 and every array is 16-byte aligned, else 1
+/// channel), inputs loaded once, the row's first chunk also writing its
+/// final state (internal/conv_fast.cuh). Widths 5..64 run a thread per
+/// (token, channel) and a second launch for the state. Otherwise
+/// cudaErrorInvalidValue.
 [[nodiscard]] cudaError_t causal_conv_varlen(const causal_conv_varlen_params& p,
                                              cudaStream_t stream);
 
-/// One decode step, one thread per (row, channel), the window shifted in
-/// place.
+/// One decode step: widths 2..4 a thread per (row, 4 channels) (1 channel
+/// when unaligned, as above), grid (channel groups, rows), every load issued
+/// before the slot's window is needed; wider ones a thread per (row,
+/// channel). The window is shifted in place.
 [[nodiscard]] cudaError_t causal_conv_update(const causal_conv_update_params& p,
                                              cudaStream_t stream);
 

@@ -1,12 +1,11 @@
-// Causal conv and the SSD scan on the GPU (kernels/cuda/recurrent.hpp)
-// against the CPU reference (kernels/conv.hpp, kernels/ssd.hpp): outputs and
-// the whole state block after the step, by normalised error. Rows cover empty
-// rows, rows shorter than the conv window, fresh and resumed slots, and a
-// skipped row (slot -1), each on its own slot.
+// The SSD scan on the GPU (kernels/cuda/recurrent.hpp) against the CPU
+// reference (kernels/ssd.hpp): outputs and the whole state block after the
+// step, by normalised error. Rows cover empty rows, short rows, fresh and
+// resumed slots, and a skipped row (slot -1), each on its own slot. The
+// causal conv's tests are in gpu_conv_test.cpp.
 #include <algorithm>
 #include <gtest/gtest.h>
 
-#include "kernels/conv.hpp"
 #include "kernels/ssd.hpp"
 #include "tests/gpu/gpu_support.hpp"
 
@@ -29,60 +28,6 @@ std::vector<std::int32_t> cumulative(const std::vector<std::int32_t>& lens) {
   for (const auto n : lens)
     cu.push_back(cu.back() + n);
   return cu;
-}
-
-TEST(gpu_recurrent, causal_conv_varlen_and_update_match_outputs_and_state) {
-  MSTAR_REQUIRE_GPU();
-  auto rng = test::gpu::seeded(501);
-  for (const std::int32_t width : {4, 2}) {
-    SCOPED_TRACE("width " + std::to_string(width));
-    const std::int32_t channels = 300;
-    const std::int64_t x_stride = 320;  // a column slice of a wider buffer
-    const auto weight = rng.floats(static_cast<std::size_t>(channels * width));
-    const auto bias = rng.floats(static_cast<std::size_t>(channels));
-    const auto cu = cumulative(lengths);
-    const auto x = rng.floats(static_cast<std::size_t>(cu.back() * x_stride), -3.0F, 3.0F);
-    const std::size_t state_elems = static_cast<std::size_t>(max_slots) * channels * (width - 1);
-    auto state = rng.floats(state_elems);
-    const conv_weights w{weight.data(), bias.data(), channels, width, true};
-    const auto d_weight = upload(weight);
-    const auto d_bias = upload(bias);
-    const conv_weights dw{d_weight.data(), d_bias.data(), channels, width, true};
-    const auto d_x = upload(x);
-    auto d_state = upload(state);
-    const auto d_cu = upload(cu);
-    const auto d_slots = upload(slots);
-    const auto d_resume = upload(resume);
-
-    std::vector<float> ref(static_cast<std::size_t>(cu.back() * channels));
-    causal_conv_varlen({w, x.data(), x_stride, ref.data(), cu, state.data(), slots, resume});
-    auto d_out = poisoned<float>(ref.size());
-    ASSERT_EQ(cuda::causal_conv_varlen({dw, d_x.data(), x_stride, d_out.data(), d_cu.span(),
-                                        d_state.data(), d_slots.span(), d_resume.span()},
-                                       nullptr),
-              cudaSuccess);
-    EXPECT_TRUE(within(d_out.download(), ref, budget::recurrent)) << "varlen output";
-    EXPECT_TRUE(within(d_state.download(), state, budget::recurrent)) << "varlen state";
-
-    // Then a decode step on the same slots, once trusting them, once with flags.
-    const auto batch = static_cast<std::int32_t>(slots.size());
-    const auto x1 = rng.floats(static_cast<std::size_t>(batch * channels));
-    const auto d_x1 = upload(x1);
-    for (const bool flags : {false, true}) {
-      std::vector<float> ref1(x1.size());
-      const std::span<const std::uint8_t> has =
-          flags ? std::span{resume} : std::span<const std::uint8_t>{};
-      causal_conv_update({w, x1.data(), 0, ref1.data(), batch, state.data(), slots, has});
-      auto d_out1 = poisoned<float>(ref1.size());
-      ASSERT_EQ(cuda::causal_conv_update(
-                    {dw, d_x1.data(), 0, d_out1.data(), batch, d_state.data(), d_slots.span(),
-                     flags ? d_resume.span() : std::span<const std::uint8_t>{}},
-                    nullptr),
-                cudaSuccess);
-      EXPECT_TRUE(within(d_out1.download(), ref1, budget::recurrent)) << "update output";
-      EXPECT_TRUE(within(d_state.download(), state, budget::recurrent)) << "update state";
-    }
-  }
 }
 
 struct ssd_geometry {
