@@ -79,7 +79,7 @@ gemm_timing time_gemm(timer& t, const gemm_case& g, int rounds);
 /// `--suite gemm`'s case "gemm_<label>_m<m>": bytes (operands read, output
 /// written once) per second against the copy, TFLOP_per_s among the extras.
 /// `ours`: "linear_bf16_<label>_m<m>", the same product through
-/// cuda::linear_bf16 (its GEMV kernel up to 8 rows, else the same cuBLAS call).
+/// cuda::linear_bf16 (its GEMV kernel at one row, else the same cuBLAS call).
 comparison bench_gemm(timer& t, copy_baseline& copy, const gemm_case& g, int rounds,
                       bool ours = false);
 

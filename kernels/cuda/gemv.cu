@@ -1,11 +1,12 @@
-// A few rows times a bf16 weight matrix (kernels/cuda/math.hpp's linear_bf16
-// for up to 8 rows): the weights are read once at the memory's pace, which
-// cuBLAS's GEMM kernels do not reach on decode-sized projections (0.5-0.6 of
-// the copy bandwidth at one row on the 0.56B Nemotron-H shapes, bench/results/
-// h200-kernels17.md). A warp owns two output features: each lane streams
-// 16-byte pieces of their weight rows (four pieces a row in flight), dots
-// them with the same pieces of every input row (read through L1), and the
-// warp sums its lanes at the end. f32 accumulation throughout.
+// One row times a bf16 weight matrix (kernels/cuda/math.hpp's linear_bf16 at
+// one row: a batch-1 decode step): the weights are read once, in one kernel
+// (cuBLAS adds split-K reduction kernels there). A warp owns two output
+// features: each lane streams 16-byte pieces of their weight rows (eight
+// pieces a row in flight), dots them with the same pieces of the input row
+// (read through L1), and the warp sums its lanes at the end. f32 accumulation
+// throughout. The kernel takes up to 8 input rows (M), but from 4 rows it was
+// 2-7x slower than cuBLAS (bench/results/h200-kernels17.md), so linear_bf16
+// sends it one row only (gemv_max_rows).
 #include <cstdint>
 
 #include "kernels/cuda/internal/common.cuh"
@@ -17,7 +18,7 @@ namespace {
 constexpr int gemv_threads = 256;
 constexpr int warps_per_block = gemv_threads / 32;
 constexpr int rows_per_warp = 2;  // output features a warp owns
-constexpr int unroll = 4;         // 16-byte pieces of a weight row in flight per lane
+constexpr int unroll = 8;         // 16-byte pieces of a weight row in flight per lane
 
 struct gemv_args {
   const std::uint16_t* x;
@@ -164,14 +165,8 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   a.k = static_cast<int>(p.x.shape[1]);
   const std::int64_t warps = ceil_div(std::int64_t{a.n}, std::int64_t{rows_per_warp});
   const auto blocks = static_cast<unsigned>(ceil_div(warps, std::int64_t{warps_per_block}));
-  if (a.m == 1)
-    gemv_bf16_kernel<1><<<blocks, gemv_threads, 0, stream>>>(a);
-  else if (a.m == 2)
-    gemv_bf16_kernel<2><<<blocks, gemv_threads, 0, stream>>>(a);
-  else if (a.m <= 4)
-    gemv_bf16_kernel<4><<<blocks, gemv_threads, 0, stream>>>(a);
-  else
-    gemv_bf16_kernel<8><<<blocks, gemv_threads, 0, stream>>>(a);
+  static_assert(gemv_max_rows == 1, "instantiate gemv_bf16_kernel for more rows");
+  gemv_bf16_kernel<1><<<blocks, gemv_threads, 0, stream>>>(a);
   return launch_status();
 }
 

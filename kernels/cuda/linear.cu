@@ -52,7 +52,7 @@ bool blas_operand_ok(const view<T, 2>& v) {
   return (v.shape[1] <= 1 || v.strides[1] == 1) && leading_dim(v) >= v.shape[1];
 }
 
-// MSTAR_GEMV=0 sends few-row products to cuBLAS too (for A/B measurements).
+// MSTAR_GEMV=0 sends one-row products to cuBLAS too (for A/B measurements).
 bool gemv_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("MSTAR_GEMV");

@@ -19,11 +19,10 @@ struct shape {
   std::int64_t rows, inner, cols;
   bool bias;
 };
-// Rows up to 8 with K a multiple of 8 take the GEMV kernel (kernels/cuda/
-// gemv.cu): one, two, four and eight rows' templates, a feature count that
-// leaves a warp one row; the others take cuBLAS.
+// One row with K a multiple of 8 takes the GEMV kernel (kernels/cuda/gemv.cu;
+// 1001 features leave a warp one row); the others take cuBLAS.
 constexpr shape shapes[] = {{1, 1024, 3000, false}, {64, 512, 768, true},  {7, 33, 65, true},
-                            {2, 2048, 1001, true},  {3, 4096, 257, false}, {8, 1032, 130, true},
+                            {1, 2048, 1001, true},  {1, 4096, 257, false}, {8, 1032, 130, true},
                             {5, 8, 64, false}};
 
 TEST(gpu_linear, f32_linear_matches_sgemm_with_and_without_bias) {

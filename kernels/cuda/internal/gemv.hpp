@@ -9,7 +9,7 @@
 namespace mstar::kernels::cuda::detail {
 
 /// Rows of input up to which linear_bf16 takes the GEMV kernel.
-inline constexpr int gemv_max_rows = 8;
+inline constexpr int gemv_max_rows = 1;
 
 /// Whether the GEMV kernel takes `p` (already checked by linear_bf16): at most
 /// `gemv_max_rows` rows, K a multiple of 8, unit column strides, row strides
