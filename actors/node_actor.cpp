@@ -208,10 +208,11 @@ void adopt_then_submit(self_ptr self, engine::request_spec spec, transfer_offer 
     t.verify_micros += moved.verify.count();
     for (const auto& [label, s] : g->adopted.streams) {
       if (s.kv) {
-        t.pages_fetched += static_cast<std::int64_t>(s.kv->fetch.size());
+        t.pages_fetched += static_cast<std::int64_t>(s.kv->fetch.size() + s.kv->end_fetch.size());
         t.pages_local += s.kv->adopted;
       }
-      t.slots_fetched += s.recurrent ? 1 : 0;
+      if (s.recurrent)
+        t.slots_fetched += 1 + static_cast<std::int64_t>(s.recurrent->checkpoints.size());
     }
     spdlog::debug("request {}: pulled {} bytes in {} us{}", sp->id, moved.bytes, moved.took.count(),
                   moved.mapped ? " (mapped segment)" : "");
@@ -251,9 +252,14 @@ void adopt_then_submit(self_ptr self, engine::request_spec spec, transfer_offer 
       if (s.kv) {
         for (const auto& pp : s.kv->fetch)
           order.pages.push_back({pp.remote, pp.local});
+        for (const auto& pp : s.kv->end_fetch)
+          order.pages.push_back({pp.remote, pp.local});
       }
-      if (s.recurrent)
+      if (s.recurrent) {
         order.slots.push_back({s.recurrent->remote_slot, s.recurrent->local_slot});
+        for (const auto& c : s.recurrent->checkpoints)
+          order.slots.push_back({c.remote, c.local});
+      }
     }
     self->request(self->state.parts.transfer, self->state.parts.transfer_timeout * 2, pull_atom_v,
                   std::move(order))

@@ -26,7 +26,10 @@ result<void> checksums_of(engine::pool_set& set, transfer_offer& offer) {
   const auto regions = regions_of(set);
   for (const auto& [label, ps] : offer.pub.streams) {
     if (ps.kv && regions.kv_base != nullptr) {
-      auto sums = transport::checksum_pages(regions.kv, regions.kv_base, ps.kv->pages);
+      std::vector<resources::page_id> pages = ps.kv->pages;
+      for (const auto& e : ps.kv->ends)
+        pages.push_back(e.page);  // the end-key copies travel too
+      auto sums = transport::checksum_pages(regions.kv, regions.kv_base, pages);
       if (!sums)
         return make_error(errc::internal,
                           "checksums of published pages: " + to_string(sums.error()));
@@ -34,8 +37,10 @@ result<void> checksums_of(engine::pool_set& set, transfer_offer& offer) {
     }
     if (ps.recurrent && !regions.blocks.empty()) {
       std::vector<const std::byte*> bases(regions.block_bases.begin(), regions.block_bases.end());
-      const std::int32_t slot = ps.recurrent->slot;
-      auto sums = transport::checksum_slots(regions.blocks, bases, {&slot, 1});
+      std::vector<std::int32_t> slots{ps.recurrent->slot};
+      for (const auto& c : ps.recurrent->checkpoints)
+        slots.push_back(c.slot);  // item-end checkpoints travel too
+      auto sums = transport::checksum_slots(regions.blocks, bases, slots);
       if (!sums)
         return make_error(errc::internal,
                           "checksums of published slots: " + to_string(sums.error()));

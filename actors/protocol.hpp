@@ -96,9 +96,10 @@ struct transfer_counters {
   std::int64_t pulls = 0;          ///< pulls that landed and verified
   std::int64_t mapped_pulls = 0;   ///< of those, through a mapped segment (same host)
   std::int64_t failed = 0;         ///< adoptions given up (the prompt recomputed)
-  std::int64_t pages_fetched = 0;  ///< KV pages read from the prefill node
+  std::int64_t pages_fetched = 0;  ///< KV pages read from the prefill node (end-key copies too)
   std::int64_t pages_local = 0;    ///< KV pages this node already held (no copy)
-  std::int64_t slots_fetched = 0;  ///< streams' recurrent slots read (all layers, all blocks)
+  /// Recurrent slots read (all layers, all blocks): streams' and item-end checkpoints'.
+  std::int64_t slots_fetched = 0;
   std::int64_t bytes = 0;          ///< bytes read
   std::int64_t micros = 0;         ///< wall time of the pulls, verification included
   std::int64_t copy_micros = 0;    ///< of which moving bytes (start to landed)

@@ -112,10 +112,15 @@ typename Inspector::result_type inspect(Inspector& f, kv_key_chain& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_end_page& x) {
+  return f(caf::meta::type_name("kv_end_page"), x.slot, x.key, x.page);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_export& x) {
   auto chain = optional_of(x.chain);
   return f(caf::meta::type_name("kv_export"), x.stored_len, x.reset_generation, x.page_size,
-           x.page_bytes, x.pages, x.root, x.page_keys, chain);
+           x.page_bytes, x.pages, x.root, x.page_keys, chain, x.ends);
 }
 
 template <class Inspector>
@@ -125,18 +130,28 @@ typename Inspector::result_type inspect(Inspector& f, page_pair& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_import& x) {
-  return f(caf::meta::type_name("kv_import"), x.pages, x.fetch, x.adopted);
+  return f(caf::meta::type_name("kv_import"), x.pages, x.fetch, x.adopted, x.end_fetch);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recurrent_checkpoint& x) {
+  return f(caf::meta::type_name("recurrent_checkpoint"), x.key, x.slot);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recurrent_checkpoint_pair& x) {
+  return f(caf::meta::type_name("recurrent_checkpoint_pair"), x.local, x.remote);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recurrent_export& x) {
   return f(caf::meta::type_name("recurrent_export"), x.slot, x.has_state, x.generation,
-           x.slot_bytes);
+           x.slot_bytes, x.checkpoints);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recurrent_import& x) {
-  return f(caf::meta::type_name("recurrent_import"), x.local_slot, x.remote_slot);
+  return f(caf::meta::type_name("recurrent_import"), x.local_slot, x.remote_slot, x.checkpoints);
 }
 
 }  // namespace mstar::resources

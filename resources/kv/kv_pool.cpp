@@ -430,6 +430,7 @@ void kv_pool::free_stream(stream_state& st) {
   st.pages.clear();
   st.lease.clear();
   release_end_lease(st);
+  drop_import_ends(st, /*exact=*/false);
 }
 
 void kv_pool::purge_records(const request_id& rid) {
@@ -471,6 +472,7 @@ void kv_pool::reset_request(const request_id& rid, bool free) {
     st.converted = false;
     st.importing = false;
     st.adopted.clear();
+    drop_import_ends(st, /*exact=*/false);  // an import cut short indexes nothing
     if (free)
       st.exported = false;  // kept pages stay published until release_export
     ++st.generation;

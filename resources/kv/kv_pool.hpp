@@ -162,7 +162,9 @@ class kv_pool final : public resource {
   /// hold on its pages (one owner each, sealed: neither this stream nor
   /// anyone else writes them again while held), so the request may be
   /// removed and the pages stay as they are until `release_export`. While
-  /// held, admit refuses steps on the stream. Errors: no such stream, a
+  /// held, admit refuses steps on the stream. The copies of the stream's
+  /// item ends the index holds (reference §1.7) travel and are held too
+  /// (`kv_export::ends`). Errors: no such stream, a
   /// stream under an admitted step or still importing, one with released
   /// front pages (windowed: not supported yet), or one already exported
   /// (export is not idempotent: `release_export` first).
@@ -179,17 +181,21 @@ class kv_pool final : public resource {
   /// a fresh page is taken, evicting cached pages only when that makes it
   /// fit. All or nothing: out_of_range naming the pages short when the pool
   /// cannot hold the stream, invalid_argument for a stream that exists or
-  /// an export of another geometry, and nothing changed. Until
-  /// `finish_import` the stream is refused by admit.
+  /// an export of another geometry, and nothing changed. The export's end
+  /// copies this index lacks get free pages (`kv_import::end_fetch`), as
+  /// many as are free after the stream's. Until `finish_import` the stream
+  /// is refused by admit.
   [[nodiscard]] result<kv_import> import_stream(const request_id& rid, const std::string& label,
                                                 const kv_export& from);
   /// The bytes of every importing stream of `rid` landed: indexes their
-  /// whole pages under their keys (equal roots, open cache) and makes them
-  /// admittable, as if computed here. not_found when none is importing.
+  /// whole pages under their keys and their end copies under their end keys
+  /// (equal roots, open cache) and makes them admittable, as if computed
+  /// here. not_found when none is importing.
   [[nodiscard]] result<void> finish_import(const request_id& rid);
   /// Gives back exactly what `import_stream` took for every importing stream
-  /// of `rid` (fresh pages to the front of the free queue, newest first, and
-  /// the adopted pages' references) and deletes those streams. not_found
+  /// of `rid` (fresh pages and end copies to the front of the free queue,
+  /// newest first, and the adopted pages' references) and deletes those
+  /// streams. not_found
   /// when none is importing.
   [[nodiscard]] result<void> abort_import(const request_id& rid);
   /// Whether a stream of `rid` is imported but not finished.
@@ -265,10 +271,25 @@ class kv_pool final : public resource {
   void release_end_lease(stream_state& s);
   void convert_end_lease(stream_state& s);
   void index_item_ends(stream_state& s);
+  /// The copies of `s`'s item ends the index holds, for an export keying
+  /// its first `keyed_pages` pages.
+  [[nodiscard]] std::vector<kv_end_page> exported_ends(const stream_state& s,
+                                                       std::size_t keyed_pages) const;
+  /// Fresh pages for the export's end copies this index lacks (free pages
+  /// only), into `s.import_ends` and `out.end_fetch`.
+  void take_import_ends(stream_state& s, const kv_export& from, kv_import& out);
+  /// At finish_import: indexes the whole pages of a stream imported without
+  /// a chain and the end copies; the stream gives the copies up.
+  void index_import(stream_state& s);
+  /// Gives back the end copies an unfinished import took: to the front of
+  /// the free queue as taken (`exact`), or released.
+  void drop_import_ends(stream_state& s, bool exact);
   std::int64_t release_front(stream_state& s, std::int64_t tokens);
   void free_stream(stream_state& s);
   void purge_records(const request_id& rid);
   [[nodiscard]] result<void> check_transfers() const;
+  /// Whether `from`'s rooted keys name the same bytes here, for `rid`.
+  [[nodiscard]] bool shares_keys(const request_id& rid, const kv_export& from) const;
   /// Per exported page, the local page holding its key, or -1.
   [[nodiscard]] std::vector<page_id> adoptable(const request_id& rid, const kv_export& from) const;
   [[nodiscard]] result<void> check_export(const kv_export& from) const;

@@ -6,7 +6,9 @@
 // key), taken from free pages only and held by the index alone. A probe
 // whose matched run stops right before such a page looks the end key up,
 // leases the copy and takes a fresh page, into which the head is copied
-// when the lease converts at admit.
+// when the lease converts at admit. A stream moving to another pool takes
+// the copies of its ends along (`kv_export::ends`), so the importer's index
+// holds what the exporter's does for the moved pages.
 #include <algorithm>
 
 #include "resources/kv/kv_pool.hpp"
@@ -98,6 +100,84 @@ void kv_pool::index_item_ends(stream_state& st) {
     arena_.release(copy.front());  // the index, when it took it, is the sole owner
     (void)indexed;
   }
+}
+
+std::vector<kv_end_page> kv_pool::exported_ends(const stream_state& st,
+                                                std::size_t keyed_pages) const {
+  std::vector<kv_end_page> out;
+  if (!index_ || !st.chain)
+    return out;
+  const std::int64_t ps = config_.geometry.page_size;
+  for (const auto& e : st.chain->ends) {
+    const auto slot = static_cast<std::int64_t>(e.slot);
+    // Inside a stored page whose parent (if any) the export keys.
+    if (slot % ps == 0 || slot > st.stored_len || static_cast<std::size_t>(slot / ps) > keyed_pages)
+      continue;
+    if (const auto copy = index_->page_for(e.rooted))
+      out.push_back({slot, e.rooted, *copy});
+  }
+  return out;
+}
+
+void kv_pool::take_import_ends(stream_state& st, const kv_export& from, kv_import& out) {
+  const std::int64_t ps = config_.geometry.page_size;
+  for (const auto& e : from.ends) {
+    if (index_->page_for(e.key))
+      continue;  // cached here already
+    if (std::any_of(st.import_ends.begin(), st.import_ends.end(),
+                    [&](const kv_import_end& taken) { return taken.key == e.key; }))
+      continue;
+    // A copy from free pages only, as the exporter took it.
+    std::vector<page_id> copy;
+    if (!arena_.try_allocate(1, copy))
+      break;
+    const auto page = static_cast<std::size_t>(e.slot / ps);
+    std::optional<digest256> parent;
+    if (page > 0)
+      parent = from.page_keys[page - 1];
+    st.import_ends.push_back({e.key, parent, copy.front()});
+    out.end_fetch.push_back({copy.front(), e.page});
+  }
+}
+
+void kv_pool::index_import(stream_state& st) {
+  if (!st.chain) {
+    // No chain to continue (check_export), but the whole pages' keys came
+    // along: they name these pages here as they do on the exporter.
+    for (std::size_t i = 0; i < st.import_keys.size(); ++i) {
+      std::optional<page_id> parent;
+      if (i > 0) {
+        parent = index_->page_for(st.import_keys[i - 1]);
+        if (!parent)
+          break;
+      }
+      (void)index_->insert(st.import_keys[i], st.pages[i], parent);
+    }
+  }
+  for (const auto& e : st.import_ends) {
+    std::optional<page_id> parent;
+    if (e.parent)
+      parent = index_->page_for(*e.parent);
+    if (!e.parent || parent)
+      (void)index_->insert(e.key, e.page, parent);
+    arena_.release(e.page);  // the index, when it took it, is the sole owner
+  }
+  st.import_ends.clear();
+  st.import_keys.clear();
+}
+
+void kv_pool::drop_import_ends(stream_state& st, bool exact) {
+  if (exact) {
+    std::vector<page_id> pages;
+    for (const auto& e : st.import_ends)
+      pages.push_back(e.page);
+    arena_.unallocate(pages);
+  } else {
+    for (const auto& e : st.import_ends)
+      arena_.release(e.page);
+  }
+  st.import_ends.clear();
+  st.import_keys.clear();
 }
 
 }  // namespace mstar::resources

@@ -328,6 +328,11 @@ result<void> kv_pool::check_invariants() const {
         ++refs[static_cast<std::size_t>(st.end_lease->cached)];
         ++refs[static_cast<std::size_t>(st.end_lease->fresh)];
       }
+      if (!st.importing && !st.import_ends.empty())
+        return make_error(errc::out_of_range,
+                          fmt::format("{} holds end copies of an import it is not in", name));
+      for (const auto& e : st.import_ends)
+        ++refs[static_cast<std::size_t>(e.page)];
       if (st.stored_len % ps != 0) {
         const page_id frontier = st.pages[static_cast<std::size_t>(st.stored_len / ps)];
         // An export holds the frontier it published.

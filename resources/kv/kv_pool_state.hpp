@@ -40,6 +40,15 @@ struct kv_end_lease {
   std::int64_t tokens = 0;  ///< the item's end: what the lease serves
 };
 
+/// An end-key copy an import took (kv_export::ends): a fresh page the
+/// transfer agent fills, indexed under `key` (chained under `parent`) when
+/// the import finishes.
+struct kv_import_end {
+  digest256 key{};
+  std::optional<digest256> parent;
+  page_id page = 0;
+};
+
 struct kv_pool::stream_state {
   std::vector<page_id> pages;  ///< logical order; may exceed ceil(stored/ps) after a refusal
   std::int64_t stored_len = 0;
@@ -60,6 +69,10 @@ struct kv_pool::stream_state {
   /// the fresh ones).
   bool importing = false;
   std::vector<page_id> adopted;
+  /// Imported, not finished: the rooted keys of its whole pages and the
+  /// end-key copies it took, indexed by `finish_import`.
+  std::vector<digest256> import_keys;
+  std::vector<kv_import_end> import_ends;
   // Scratch for admit: which step last saw this stream, and where its need
   // sits in that step's list (no per-step map allocation).
   std::uint64_t seen_epoch = 0;

@@ -43,13 +43,17 @@ result<kv_export> kv_pool::export_stream(const request_id& rid, const std::strin
     // salt root; an importer continues only a chain it can key the same way.
     if (c.page.unkeyed_items.empty() && (c.page.keyed_pages > 0 || c.page.root.empty()))
       out.chain = kv_key_chain{c.page.keys, c.page.keyed_pages, c.page.unkeyed};
+    out.ends = exported_ends(*st, whole);
   }
   // Sealed before the hold makes them shared: nobody writes a published page.
-  for (const page_id p : out.pages) {
+  auto& held = exports_[rid][label];
+  held = out.pages;
+  for (const auto& e : out.ends)
+    held.push_back(e.page);  // cached pages, sealed already
+  for (const page_id p : held) {
     arena_.seal(p);
     arena_.retain(p);
   }
-  exports_[rid][label] = out.pages;
   st->exported = true;
   return out;
 }
@@ -93,6 +97,16 @@ result<void> kv_pool::check_export(const kv_export& from) const {
   if (std::any_of(from.pages.begin(), from.pages.end(), [](page_id p) { return p <= sink_page; })) {
     return make_error(errc::invalid_argument, "the export names the sink or a negative page");
   }
+  for (const auto& e : from.ends) {
+    if (e.slot <= 0 || e.slot % ps == 0 || e.slot > from.stored_len ||
+        e.slot / ps > static_cast<std::int64_t>(from.page_keys.size()) || e.page <= sink_page) {
+      return make_error(errc::invalid_argument,
+                        fmt::format("the export's end copy at slot {} (page {}) lies on a page "
+                                    "boundary, past the stored tokens, after a page without a key "
+                                    "or on the sink",
+                                    e.slot, e.page));
+    }
+  }
   if (from.chain &&
       (from.chain->keyed_pages < 0 ||
        from.chain->keyed_pages > static_cast<std::int64_t>(from.chain->keys.size()))) {
@@ -103,11 +117,16 @@ result<void> kv_pool::check_export(const kv_export& from) const {
   return {};
 }
 
+bool kv_pool::shares_keys(const request_id& rid, const kv_export& from) const {
+  if (!index_ || from.root != root_)
+    return false;  // another model, layout or tenant: equal keys name other bytes
+  const auto req = requests_.find(rid);
+  return req == requests_.end() || req->second->prefix_cache;
+}
+
 std::vector<page_id> kv_pool::adoptable(const request_id& rid, const kv_export& from) const {
   std::vector<page_id> local(from.pages.size(), -1);
-  if (!index_ || from.root != root_)
-    return local;  // another model, layout or tenant: equal keys name other bytes
-  if (const auto req = requests_.find(rid); req != requests_.end() && !req->second->prefix_cache)
+  if (!shares_keys(rid, from))
     return local;
   for (std::size_t i = 0; i < from.page_keys.size(); ++i) {
     if (const auto p = index_->page_for(from.page_keys[i]))
@@ -162,7 +181,8 @@ result<kv_import> kv_pool::import_stream(const request_id& rid, const std::strin
   st.importing = true;
   st.adopted = std::move(adopted);
   st.chain.reset();  // the exporter's chain, not a seed's, describes these pages
-  if (index_ && requests_.at(rid)->prefix_cache && from.chain && from.root == root_) {
+  const bool keyed = shares_keys(rid, from);
+  if (keyed && from.chain) {
     chain_state c;
     c.page.keys = from.chain->keys;
     for (const auto& k : c.page.keys)
@@ -170,6 +190,10 @@ result<kv_import> kv_pool::import_stream(const request_id& rid, const std::strin
     c.page.keyed_pages = from.chain->keyed_pages;
     c.page.unkeyed = from.chain->unkeyed;
     st.chain = std::move(c);
+  }
+  if (keyed) {
+    st.import_keys = from.page_keys;
+    take_import_ends(st, from, out);
   }
   imports_.push_back({rid, label, std::move(fresh), true});
   return out;
@@ -187,6 +211,8 @@ result<void> kv_pool::finish_import(const request_id& rid) {
       st->adopted.clear();
       ++st->generation;
       index_pages(rid, it->label, *st);  // as the commit that computed them would
+      if (index_)
+        index_import(*st);
     }
     it = imports_.erase(it);
     any = true;
@@ -213,11 +239,13 @@ result<void> kv_pool::abort_import(const request_id& rid) {
                       fmt::format("kv pool '{}' has no import of request {} to abort", key_, rid));
   }
   // Leave each stream holding exactly its fresh pages, then let the admit
-  // unwind hand those back and delete the stream.
-  for (const auto& rec : mine) {
-    stream_state* st = find_stream(rid, rec.label);
+  // unwind hand those back and delete the stream, newest import first (its
+  // end copies before its pages), so the free queue reads as before.
+  for (auto rec = mine.rbegin(); rec != mine.rend(); ++rec) {
+    stream_state* st = find_stream(rid, rec->label);
     if (st == nullptr)
       continue;
+    drop_import_ends(*st, /*exact=*/true);
     for (const page_id p : st->adopted)
       arena_.release(p);
     std::erase_if(st->pages, [&](page_id p) {
@@ -227,8 +255,9 @@ result<void> kv_pool::abort_import(const request_id& rid) {
     st->importing = false;
     st->stored_len = 0;
     st->chain.reset();
+    std::vector<alloc_record> one{std::move(*rec)};
+    undo(one);
   }
-  undo(mine);
   return {};
 }
 

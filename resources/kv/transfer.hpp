@@ -30,6 +30,23 @@ struct kv_key_chain {
   friend bool operator==(const kv_key_chain&, const kv_key_chain&) = default;
 };
 
+/// The head of a page an item (an image) ends inside, which the exporter
+/// caches under the item's end key (reference §1.7): a later prompt with
+/// the same slots up to `slot` reuses it, whatever follows.
+struct kv_end_page {
+  /// The item's end, in slots from the stream's start; never on a page
+  /// boundary. The head is chained under `page_keys[slot / page_size - 1]`
+  /// (no parent on the first page).
+  std::int64_t slot = 0;
+  /// The rooted end key.
+  digest256 key{};
+  /// The exporter's cached copy of the head, held by the export like
+  /// `pages`.
+  page_id page = 0;
+
+  friend bool operator==(const kv_end_page&, const kv_end_page&) = default;
+};
+
 /// Everything another KV pool needs to adopt one stream (`kv_pool::export_stream`).
 struct kv_export {
   /// Tokens the stream stores.
@@ -52,6 +69,10 @@ struct kv_export {
   /// The key chain to continue; absent whenever `page_keys` is empty for
   /// lack of a chain.
   std::optional<kv_key_chain> chain;
+  /// End-key copies of the stream's item ends inside its pages that the
+  /// exporter caches, each chained under a key of `page_keys`, so the
+  /// importer's index holds what the exporter's does for these pages.
+  std::vector<kv_end_page> ends;
 
   friend bool operator==(const kv_export&, const kv_export&) = default;
 };
@@ -74,6 +95,12 @@ struct kv_import {
   std::vector<page_pair> fetch;
   /// Pages the importer already held under the same rooted keys (no copy).
   std::int64_t adopted = 0;
+  /// Fresh pages for the export's end-key copies (`kv_export::ends`) the
+  /// importer does not cache yet, with the exporter's copy: fetched like
+  /// `fetch`, indexed under their end keys when the import finishes. Taken
+  /// from free pages only (the cache never evicts to grow itself), so some
+  /// or all may be missing.
+  std::vector<page_pair> end_fetch;
 
   friend bool operator==(const kv_import&, const kv_import&) = default;
 };

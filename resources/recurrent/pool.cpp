@@ -233,12 +233,14 @@ void recurrent_state_pool::reset_request(const request_id& rid, bool free) {
   std::erase_if(live_,
                 [&](const reservation& r) { return r.rid == rid && !find_slot(rid, r.label); });
   std::erase_if(imports_, [&](const reservation& r) { return r.rid == rid; });
+  drop_checkpoint_imports(rid);
 }
 
 void recurrent_state_pool::remove_request(const request_id& rid) {
   reset_request(rid, /*free=*/true);
   slots_.erase(rid);
   forget_checkpoint_stream(rid);
+  drop_checkpoint_imports(rid);
 }
 
 result<void> recurrent_state_pool::check_invariants() const {

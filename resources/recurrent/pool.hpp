@@ -185,7 +185,9 @@ class recurrent_state_pool final : public resource {
   /// (a removed request's slot stays held) until `release_export`. Errors:
   /// no such slot, one still importing or reserved by the admitted step, or
   /// one already exported (export is not idempotent: `release_export`
-  /// first). Drops a staged pre-plan naming the request.
+  /// first). Drops a staged pre-plan naming the request. The "main"
+  /// label's export carries the request's item-end checkpoints (reference
+  /// §1.7), leased until `release_export`.
   [[nodiscard]] result<recurrent_export> export_slot(const request_id& rid,
                                                      const std::string& label = "main");
   /// Drops every export hold of `rid`; slots the request no longer holds are
@@ -197,6 +199,9 @@ class recurrent_state_pool final : public resource {
   /// its bytes land; admit refuses it until `finish_import`. All or nothing:
   /// out_of_range when no slot is free, invalid_argument when (rid, label)
   /// holds a slot already or `from` has another layout; nothing changed.
+  /// `from`'s checkpoints this pool lacks get checkpoint slots as a capture
+  /// would take them (`recurrent_import::checkpoints`), indexed at
+  /// `finish_import`, given back by abort, reset and remove.
   [[nodiscard]] result<recurrent_import> import_slot(const request_id& rid,
                                                      const std::string& label,
                                                      const recurrent_export& from);
@@ -441,7 +446,18 @@ class recurrent_state_pool final : public resource {
   [[nodiscard]] std::optional<std::int32_t> take_checkpoint_slot();
   void release_lease(checkpoint_stream& cs);
   [[nodiscard]] result<void> check_checkpoints() const;
+  // Checkpoints moving with a stream (pool_transfer.cpp).
+  [[nodiscard]] std::vector<recurrent_checkpoint> export_checkpoints(const request_id& rid);
+  void release_export_checkpoints(const request_id& rid);
+  void import_checkpoints(const request_id& rid, const recurrent_export& from,
+                          recurrent_import& out);
+  void finish_checkpoint_imports(const request_id& rid);
+  void drop_checkpoint_imports(const request_id& rid);
   std::unordered_map<digest256, checkpoint, digest_hash> ckpt_index_;
+  // Checkpoints an export holds (a lease each), and slots an unfinished
+  // import took for checkpoints, by request.
+  std::unordered_map<request_id, std::vector<digest256>> ckpt_exports_;
+  std::unordered_map<request_id, std::vector<recurrent_checkpoint>> ckpt_imports_;
   std::vector<std::int32_t> ckpt_free_;
   std::unordered_map<request_id, checkpoint_stream> ckpt_streams_;
   std::uint64_t ckpt_clock_ = 0;

@@ -257,12 +257,28 @@ result<void> recurrent_state_pool::check_checkpoints() const {
       return fail(fmt::format("slot {} has {} leases", ck.index, ck.leases));
     leases += ck.leases;
   }
-  if (static_cast<std::int64_t>(ckpt_free_.size() + ckpt_index_.size()) !=
+  std::size_t importing = 0;
+  for (const auto& [rid, pending] : ckpt_imports_) {
+    for (const auto& c : pending) {
+      if (auto ok = mark(c.slot, "importing"); !ok)
+        return ok;
+      ++importing;
+    }
+  }
+  if (static_cast<std::int64_t>(ckpt_free_.size() + ckpt_index_.size() + importing) !=
       config_.checkpoint_slots) {
-    return fail(fmt::format("{} free + {} held != {} checkpoint slots", ckpt_free_.size(),
-                            ckpt_index_.size(), config_.checkpoint_slots));
+    return fail(fmt::format("{} free + {} held + {} importing != {} checkpoint slots",
+                            ckpt_free_.size(), ckpt_index_.size(), importing,
+                            config_.checkpoint_slots));
   }
   std::int64_t held_leases = 0;
+  for (const auto& [rid, held] : ckpt_exports_) {
+    for (const auto& key : held) {
+      if (!ckpt_index_.contains(key))
+        return fail(fmt::format("the export of {} holds a checkpoint that is gone", rid));
+      ++held_leases;
+    }
+  }
   for (const auto& [rid, cs] : ckpt_streams_) {
     if (!cs.lease)
       continue;
@@ -271,7 +287,8 @@ result<void> recurrent_state_pool::check_checkpoints() const {
     ++held_leases;
   }
   if (held_leases != leases)
-    return fail(fmt::format("{} leases counted, {} held by requests", leases, held_leases));
+    return fail(
+        fmt::format("{} leases counted, {} held by requests and exports", leases, held_leases));
   return {};
 }
 

@@ -29,8 +29,88 @@ result<recurrent_export> recurrent_state_pool::export_slot(const request_id& rid
   drop_stage_naming(rid);  // a staged step would write what is published
   slot->exported = true;
   exports_[rid][label] = slot->index;
-  return recurrent_export{slot->index, slot->has_state, slot->generation,
-                          static_cast<std::int64_t>(config_.slot_bytes())};
+  recurrent_export out{slot->index,
+                       slot->has_state,
+                       slot->generation,
+                       static_cast<std::int64_t>(config_.slot_bytes()),
+                       {}};
+  if (label == "main")
+    out.checkpoints = export_checkpoints(rid);
+  return out;
+}
+
+std::vector<recurrent_checkpoint> recurrent_state_pool::export_checkpoints(const request_id& rid) {
+  std::vector<recurrent_checkpoint> out;
+  const auto cs = ckpt_streams_.find(rid);
+  if (cs == ckpt_streams_.end())
+    return out;
+  auto& held = ckpt_exports_[rid];
+  for (const auto& e : cs->second.ends) {
+    const auto ck = ckpt_index_.find(e.key);
+    if (static_cast<std::int64_t>(e.slot) > cs->second.length || ck == ckpt_index_.end() ||
+        std::find(held.begin(), held.end(), e.key) != held.end())
+      continue;
+    ++ck->second.leases;  // published: no capture evicts it until release_export
+    held.push_back(e.key);
+    out.push_back({e.key, ck->second.index});
+  }
+  if (held.empty())
+    ckpt_exports_.erase(rid);
+  return out;
+}
+
+void recurrent_state_pool::release_export_checkpoints(const request_id& rid) {
+  const auto held = ckpt_exports_.find(rid);
+  if (held == ckpt_exports_.end())
+    return;
+  for (const auto& key : held->second) {
+    if (const auto ck = ckpt_index_.find(key); ck != ckpt_index_.end())
+      --ck->second.leases;
+  }
+  ckpt_exports_.erase(held);
+}
+
+void recurrent_state_pool::import_checkpoints(const request_id& rid, const recurrent_export& from,
+                                              recurrent_import& out) {
+  if (config_.checkpoint_slots <= 0 || from.checkpoints.empty())
+    return;
+  auto& pending = ckpt_imports_[rid];
+  for (const auto& c : from.checkpoints) {
+    const auto same = [&](const recurrent_checkpoint& p) { return p.key == c.key; };
+    if (ckpt_index_.contains(c.key) || std::any_of(pending.begin(), pending.end(), same))
+      continue;
+    // A slot as a capture here would take it (a free one, else the least
+    // recently used unleased checkpoint's).
+    const auto target = take_checkpoint_slot();
+    if (!target)
+      break;
+    pending.push_back({c.key, *target});
+    out.checkpoints.push_back({*target, c.slot});
+  }
+  if (pending.empty())
+    ckpt_imports_.erase(rid);
+}
+
+void recurrent_state_pool::finish_checkpoint_imports(const request_id& rid) {
+  const auto pending = ckpt_imports_.find(rid);
+  if (pending == ckpt_imports_.end())
+    return;
+  for (const auto& c : pending->second) {
+    if (ckpt_index_.contains(c.key))
+      ckpt_free_.push_back(c.slot);  // captured here meanwhile
+    else
+      ckpt_index_.emplace(c.key, checkpoint{c.slot, ++ckpt_clock_, 0, 1});
+  }
+  ckpt_imports_.erase(pending);
+}
+
+void recurrent_state_pool::drop_checkpoint_imports(const request_id& rid) {
+  const auto pending = ckpt_imports_.find(rid);
+  if (pending == ckpt_imports_.end())
+    return;
+  for (auto c = pending->second.rbegin(); c != pending->second.rend(); ++c)
+    ckpt_free_.push_back(c->slot);  // newest first, so the free stack reads as before
+  ckpt_imports_.erase(pending);
 }
 
 result<void> recurrent_state_pool::release_export(const request_id& rid) {
@@ -48,6 +128,7 @@ result<void> recurrent_state_pool::release_export(const request_id& rid) {
       release_slot(index);
   }
   exports_.erase(it);
+  release_export_checkpoints(rid);
   return {};
 }
 
@@ -87,7 +168,9 @@ result<recurrent_import> recurrent_state_pool::import_slot(const request_id& rid
   slot.imported_state = from.has_state;
   slot.generation = from.generation;
   imports_.push_back(taken.front());
-  return recurrent_import{slot.index, from.slot};
+  recurrent_import out{slot.index, from.slot, {}};
+  import_checkpoints(rid, from, out);
+  return out;
 }
 
 result<void> recurrent_state_pool::finish_import(const request_id& rid) {
@@ -109,6 +192,7 @@ result<void> recurrent_state_pool::finish_import(const request_id& rid) {
                                                    "request {} to finish",
                                                    key_, rid));
   }
+  finish_checkpoint_imports(rid);
   return {};
 }
 
@@ -127,6 +211,7 @@ result<void> recurrent_state_pool::abort_import(const request_id& rid) {
                                                    "request {} to abort",
                                                    key_, rid));
   }
+  drop_checkpoint_imports(rid);
   unwind(mine, 0);  // the admit unwind: newest first, zeroed, free list restored
   return {};
 }

@@ -3,7 +3,9 @@
 // and logits as transformers', alone and batched with text; one placeholder
 // per image is expanded by the preprocess stage; a decode node that adopts
 // the prefill node's pages decodes on without running the vision tower, and
-// one that recomputes the prompt encodes the images itself.
+// one that recomputes the prompt encodes the images itself; an image's end
+// key serves a later prompt with other text after the image, through the
+// actors and on a decode node the key moved to.
 #include <algorithm>
 #include <cstdio>
 #include <gtest/gtest.h>
@@ -141,6 +143,84 @@ TEST(runtime_images, images_that_do_not_fit_fail_the_request_naming_the_problem)
   expect_pools_empty(*rt);
 }
 
+// The fixture's prompts: 0 "Look: " + image A (slots 7-10, vision_end at
+// 11) + " What is it?"; 2 "Look again: " + image A (slots 13-16); 3 another
+// image, B, in A's place (tests/engine/qwen3_5_images_test.cpp).
+enum : std::size_t { look_a = 0, a_elsewhere = 2, look_b = 3 };
+
+// At page size 8 image A ends at slot 11, inside page 1 (slots 8-15),
+// whose key also names the text after the vision_end: only the end key
+// serves slots 8-10 to a prompt with other text there.
+constexpr std::int64_t end_key_page_size = 8;
+
+engine::engine_config end_key_config() {
+  engine::engine_config config;
+  config.pools.page_size = end_key_page_size;
+  return config;
+}
+
+// Prompt 0 up to image A's vision_end (12 slots), then other text.
+request_spec other_text_after_a(const image_case& a) {
+  auto other = a.request;
+  other.prompt.resize(12);
+  for (const engine::token_id t : {35, 72, 111, 122, 35, 100, 111, 35, 118, 111, 119, 63})
+    other.prompt.push_back(t);
+  other.keep_logits = false;
+  return other;
+}
+
+// What `r` generates without any cache.
+std::vector<engine::token_id> cold_tokens(const request_spec& r) {
+  auto cold = test::fixture_engine("qwen3_5_tiny", end_key_config());
+  EXPECT_NE(cold, nullptr);
+  if (cold == nullptr)
+    return {};
+  auto alone = engine::run_to_completion(*cold, {r});
+  EXPECT_TRUE(alone.has_value()) << alone.error().message();
+  if (!alone)
+    return {};
+  EXPECT_EQ(alone->front().counts.cached_tokens, 0);
+  return alone->front().tokens.at(0);
+}
+
+// End keys (reference §1.7) through the conductor and the pool actors:
+// prompt 0 with other text after image A reuses page 0 by its key and
+// slots 8-10 by the image's end key (the KV copy of page 1's head and the
+// recurrent checkpoint there), exactly up to the image's end, without
+// encoding it again. Image B in A's place reuses nothing (the 7 text slots
+// before it fill no page); after "Look again: " (13 text slots) it reuses
+// page 0 and nothing past the text.
+TEST(runtime_images, an_end_key_reuses_exactly_up_to_the_image_end_through_the_actors) {
+  const auto cases = load_image_cases();
+  ASSERT_EQ(cases.size(), 5U);
+  const auto other = other_text_after_a(cases[look_a]);
+  auto b_elsewhere = cases[a_elsewhere].request;
+  b_elsewhere.images = cases[look_b].request.images;
+  b_elsewhere.keep_logits = false;
+  const auto expected = cold_tokens(other);
+  const auto expected_b = cold_tokens(b_elsewhere);
+  auto rt = runtime::start(models::load_causal_lm(test::model_dir("qwen3_5_tiny")).value(),
+                           end_key_config());
+  ASSERT_TRUE(rt.has_value()) << rt.error().message();
+  auto& r = **rt;
+  const auto cached = [&](const request_spec& spec) {
+    const auto got = complete(r, {spec}).at(0);
+    EXPECT_TRUE(got.errors.empty() || got.errors[0].empty()) << got.errors[0];
+    return std::pair{got.counts.cached_tokens, got.tokens.at(0)};
+  };
+  EXPECT_EQ(cached(cases[look_a].request), std::pair(std::int64_t{0}, cases[look_a].generated));
+  EXPECT_EQ(cached(other), std::pair(std::int64_t{11}, expected))
+      << "page 0 by its key, slots 8-10 by the end key";
+  EXPECT_EQ(qwen(r).images_encoded(), 1) << "image A is served whole from the cache";
+  EXPECT_EQ(cached(cases[look_b].request), std::pair(std::int64_t{0}, cases[look_b].generated));
+  EXPECT_EQ(cached(cases[a_elsewhere].request),
+            std::pair(std::int64_t{0}, cases[a_elsewhere].generated));
+  EXPECT_EQ(cached(b_elsewhere), std::pair(std::int64_t{8}, expected_b))
+      << "the whole page of text before image B";
+  EXPECT_EQ(qwen(r).images_encoded(), 4);
+  expect_pools_empty(r);
+}
+
 // Prefill on one node, decode on another: with transfer agents the decode
 // node adopts the prompt's pages and slot and never encodes an image (its
 // M-RoPE positions continue from the prompt's grids); without, it
@@ -192,6 +272,59 @@ TEST_P(pd_images, prefill_and_decode_nodes_give_transformers_tokens) {
   EXPECT_EQ(qwen(f.rt(0)).images_encoded(), 6);
   EXPECT_EQ(qwen(f.rt(1)).images_encoded(), transfer ? 0 : 6);
   // The prefill node let go of what it published (the router said so).
+  for (int i = 0; i < 100; ++i) {
+    auto pre = f.rt(0).stats();
+    ASSERT_TRUE(pre.has_value());
+    if (pre->kv_free_pages + pre->kv_cached_pages == pre->kv_pages - 1 &&
+        pre->free_slots == pre->slots - 1)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  f.expect_pools_empty();
+}
+
+// The end key moves with the prompt (reference §1.7): the prefill node
+// publishes the KV copy of the head of the page image A ends in and the
+// recurrent checkpoint at its end with the prompt's pages and slot, the
+// decode node indexes them, and a later prompt with image A and other text
+// after it run on the decode node reuses exactly up to the image's end
+// there, although that node never encoded the image.
+TEST(pd_images_end_keys, the_end_key_arrives_on_the_decode_node) {
+  const auto cases = load_image_cases();
+  ASSERT_EQ(cases.size(), 5U);
+  const auto other = other_text_after_a(cases[look_a]);
+  const auto expected = cold_tokens(other);
+  test::nodes_fixture f{"qwen3_5_tiny"};
+  f.add("prefill-0", "prefill", end_key_config(), true);
+  f.add("decode-0", "decode", end_key_config(), true);
+  auto& d = f.dep();
+  auto spec = one_placeholder_per_image(cases[look_a].request);
+  spec.keep_logits = false;
+  auto h = d.submit(spec);
+  EXPECT_EQ(tokens_of(read_all(h)), cases[look_a].generated);
+  auto n = d.node_stats();
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->transfers.pulls, 1);
+  EXPECT_EQ(n->transfers.failed, 0);
+  // 24 prompt slots: 3 pages and the end copy; the slot and the checkpoint.
+  EXPECT_EQ(n->transfers.pages_fetched, 4);
+  EXPECT_EQ(n->transfers.slots_fetched, 2);
+  EXPECT_EQ(qwen(f.rt(1)).images_encoded(), 0);
+
+  // On the decode node itself (as a request re-routed or recomputed there
+  // runs, or any prompt on a node of role "both").
+  const auto served = complete(f.rt(1), {other}).at(0);
+  EXPECT_EQ(served.counts.cached_tokens, 11) << "page 0 by its key, slots 8-10 by the end key";
+  EXPECT_EQ(served.tokens.at(0), expected);
+  EXPECT_EQ(qwen(f.rt(1)).images_encoded(), 0) << "image A is served whole from the moved cache";
+  auto b = cases[look_b].request;
+  b.keep_logits = false;
+  const auto other_image = complete(f.rt(1), {b}).at(0);
+  EXPECT_EQ(other_image.counts.cached_tokens, 0) << "image B in A's place: no page before it";
+  EXPECT_EQ(other_image.tokens.at(0), cases[look_b].generated);
+  EXPECT_EQ(qwen(f.rt(1)).images_encoded(), 1);
+  // The prefill node let go of what it published, end copy and checkpoint
+  // included (the router said so).
   for (int i = 0; i < 100; ++i) {
     auto pre = f.rt(0).stats();
     ASSERT_TRUE(pre.has_value());

@@ -1,5 +1,6 @@
 // A step's typed request and plans, a request and its deltas survive CAF's
-// binary serializer: what a deployment's router and nodes send each other.
+// binary serializer: what a deployment's router and nodes send each other
+// (a prompt's publication and adoption, end keys included).
 #include "actors/serialization.hpp"
 
 #include <caf/all.hpp>
@@ -154,6 +155,35 @@ TEST(serialization, a_request_and_its_deltas_round_trip_every_field) {
   }
   d.finished.reset();
   EXPECT_FALSE(round_trip(sys, d).finished.has_value());
+}
+
+TEST(serialization, a_publication_and_its_adoption_round_trip_with_end_keys) {
+  caf::actor_system_config cfg;
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  resources::digest256 key{};
+  key[0] = 0xab;
+  key[31] = 0x01;
+  engine::publication pub;
+  auto& part = pub.streams["main"];
+  part.kv.emplace();
+  part.kv->stored_len = 24;
+  part.kv->page_size = 4;
+  part.kv->pages = {3, 4, 5, 6, 7, 8};
+  part.kv->page_keys = {key, key};
+  part.kv->chain = resources::kv_key_chain{{key}, 1, {7, 8}};
+  part.kv->ends = {{11, key, 9}};
+  part.recurrent = resources::recurrent_export{2, true, 1, 4096, {{key, 7}}};
+  const auto pub_back = round_trip(sys, pub);
+  EXPECT_EQ(pub_back, pub);
+  ASSERT_EQ(pub_back.streams.at("main").kv->ends.size(), 1U);
+  EXPECT_EQ(pub_back.streams.at("main").kv->ends[0].key, key);
+
+  engine::adoption adopted;
+  auto& taken = adopted.streams["main"];
+  taken.kv = resources::kv_import{{10, 11}, {{10, 3}, {11, 4}}, 0, {{12, 9}}};
+  taken.recurrent = resources::recurrent_import{1, 2, {{6, 7}}};
+  EXPECT_EQ(round_trip(sys, adopted), adopted);
 }
 
 }  // namespace

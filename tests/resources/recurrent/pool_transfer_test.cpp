@@ -117,7 +117,7 @@ TEST(recurrent_transfer, a_finished_import_resumes_from_the_transferred_state) {
 
 TEST(recurrent_transfer, an_export_without_state_imports_without_state) {
   auto decode = pool_of(4);
-  recurrent_export fresh{3, false, 0, static_cast<std::int64_t>(decode->config().slot_bytes())};
+  recurrent_export fresh{3, false, 0, static_cast<std::int64_t>(decode->config().slot_bytes()), {}};
   ASSERT_TRUE(decode->import_slot("a", "main", fresh).has_value());
   ASSERT_TRUE(decode->finish_import("a").has_value());
   check(*decode);
@@ -128,7 +128,7 @@ TEST(recurrent_transfer, a_full_pool_or_another_layout_refuses_and_changes_nothi
   auto decode = pool_of(2);  // the sink and one slot
   ASSERT_TRUE(run_on(*decode, rstep({{"x", "main", 3}})));
   const auto free0 = decode->free_list();
-  recurrent_export from{1, true, 0, static_cast<std::int64_t>(decode->config().slot_bytes())};
+  recurrent_export from{1, true, 0, static_cast<std::int64_t>(decode->config().slot_bytes()), {}};
   auto taken = decode->import_slot("a", "main", from);
   ASSERT_FALSE(taken.has_value());
   EXPECT_EQ(taken.error().code(), errc::out_of_range);
@@ -145,7 +145,8 @@ TEST(recurrent_transfer, abort_import_frees_exactly_what_import_took) {
   auto decode = pool_of(6);
   ASSERT_TRUE(run_on(*decode, rstep({{"x", "main", 3}})));
   const auto free0 = decode->free_list();
-  const recurrent_export from{2, true, 4, static_cast<std::int64_t>(decode->config().slot_bytes())};
+  const recurrent_export from{
+      2, true, 4, static_cast<std::int64_t>(decode->config().slot_bytes()), {}};
   ASSERT_TRUE(decode->import_slot("a", "main", from).has_value());
   ASSERT_TRUE(decode->import_slot("a", "cond", from).has_value());
   EXPECT_FALSE(decode->import_slot("a", "main", from).has_value());  // holds one already
