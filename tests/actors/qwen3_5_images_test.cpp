@@ -227,6 +227,19 @@ TEST(runtime_images, an_end_key_reuses_exactly_up_to_the_image_end_through_the_a
 // recomputes the prompt, images included.
 class pd_images : public testing::TestWithParam<bool> {};
 
+// Waits (bounded: 2 s) until the prefill node (runtime 0) holds nothing but
+// its cached pages and the sink: what it published was let go.
+void await_prefill_release(test::nodes_fixture& f) {
+  for (int i = 0; i < 100; ++i) {
+    auto pre = f.rt(0).stats();
+    ASSERT_TRUE(pre.has_value());
+    if (pre->kv_free_pages + pre->kv_cached_pages == pre->kv_pages - 1 &&
+        pre->free_slots == pre->slots - 1)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 TEST_P(pd_images, prefill_and_decode_nodes_give_transformers_tokens) {
   const bool transfer = GetParam();
   const auto cases = first_two_cases();
@@ -272,14 +285,7 @@ TEST_P(pd_images, prefill_and_decode_nodes_give_transformers_tokens) {
   EXPECT_EQ(qwen(f.rt(0)).images_encoded(), 6);
   EXPECT_EQ(qwen(f.rt(1)).images_encoded(), transfer ? 0 : 6);
   // The prefill node let go of what it published (the router said so).
-  for (int i = 0; i < 100; ++i) {
-    auto pre = f.rt(0).stats();
-    ASSERT_TRUE(pre.has_value());
-    if (pre->kv_free_pages + pre->kv_cached_pages == pre->kv_pages - 1 &&
-        pre->free_slots == pre->slots - 1)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  await_prefill_release(f);
   f.expect_pools_empty();
 }
 
@@ -325,14 +331,7 @@ TEST(pd_images_end_keys, the_end_key_arrives_on_the_decode_node) {
   EXPECT_EQ(qwen(f.rt(1)).images_encoded(), 1);
   // The prefill node let go of what it published, end copy and checkpoint
   // included (the router said so).
-  for (int i = 0; i < 100; ++i) {
-    auto pre = f.rt(0).stats();
-    ASSERT_TRUE(pre.has_value());
-    if (pre->kv_free_pages + pre->kv_cached_pages == pre->kv_pages - 1 &&
-        pre->free_slots == pre->slots - 1)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  await_prefill_release(f);
   f.expect_pools_empty();
 }
 
