@@ -137,7 +137,7 @@ std::vector<prompt_span> image_ending_at_11(token_id after) {
 
 class kv_image_head_test : public kv_pool_test {
  protected:
-  void SetUp() override { make(small_config(4, 10)); }
+  void SetUp() override { make(small_config(4, 16)); }
 
   // Ingests `spans` under `rid`; the probe's answer.
   std::int64_t probe(const std::string& rid, const std::vector<prompt_span>& spans) {
@@ -198,12 +198,13 @@ TEST_F(kv_image_head_test, a_smaller_agreement_after_a_head_gives_back_what_it_t
   pool_->remove_request("b");
   pool_->remove_request("a");
   check();
-  EXPECT_EQ(pool_->num_free_pages() + pool_->num_cached_pages(), 9);
+  EXPECT_EQ(pool_->num_free_pages() + pool_->num_cached_pages(), 15);
 }
 
 // No page free and none evictable for the head: the stream keeps whole
 // pages and says so.
 TEST_F(kv_image_head_test, without_a_page_for_the_head_it_keeps_whole_pages) {
+  make(small_config(4, 10));  // "a" leaves 2 pages free
   serve_a();
   // 3 pages for "f": the 2 free ones and the end copy, evicted.
   ASSERT_TRUE(run(step_of({{"f", "main", 12}})).ok);
