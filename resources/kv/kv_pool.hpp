@@ -268,6 +268,11 @@ class kv_pool final : public resource {
   void index_pages(const request_id& rid, const std::string& label, stream_state& s);
   // Item ends (kv_pool_ends.cpp, reference §1.7 and §3.6.7 "image ends").
   [[nodiscard]] std::optional<std::int64_t> lease_item_end(stream_state& s);
+  /// Serves `tokens` (inside a page) with an end lease whose source is the
+  /// page they end in, held whole by the lease or an end copy's; false when
+  /// neither holds it or no page is left for the copy.
+  [[nodiscard]] bool lease_head(stream_state& s, std::int64_t tokens);
+  [[nodiscard]] std::optional<page_id> take_head_page();
   void release_end_lease(stream_state& s);
   void convert_end_lease(stream_state& s);
   void index_item_ends(stream_state& s);

@@ -6,9 +6,12 @@
 // key), taken from free pages only and held by the index alone. A probe
 // whose matched run stops right before such a page looks the end key up,
 // leases the copy and takes a fresh page, into which the head is copied
-// when the lease converts at admit. A stream moving to another pool takes
-// the copies of its ends along (`kv_export::ends`), so the importer's index
-// holds what the exporter's does for the moved pages.
+// when the lease converts at admit. A length the pools agree on inside a
+// page the lease holds whole (another pool's state stops at an item end
+// there) is served the same way, from that page (`lease_head`). A stream
+// moving to another pool takes the copies of its ends along
+// (`kv_export::ends`), so the importer's index holds what the exporter's
+// does for the moved pages.
 #include <algorithm>
 
 #include "resources/kv/kv_pool.hpp"
@@ -30,20 +33,58 @@ std::optional<std::int64_t> kv_pool::lease_item_end(stream_state& st) {
     const auto found = index_->lookup(std::span<const digest256>{&e->rooted, 1});
     if (found.empty())
       continue;
-    // A page of the stream's own for the copy, evicting one cached page if
-    // that is what it takes (never the one just found: it is leased first).
+    // Leased first, so taking the page for the copy never evicts it.
     arena_.retain(found.front());
-    if (arena_.num_free() == 0 && index_->evictable() > 0)
-      (void)index_->evict(1);
-    std::vector<page_id> fresh;
-    if (!arena_.try_allocate(1, fresh)) {
+    const auto fresh = take_head_page();
+    if (!fresh) {
       arena_.release(found.front());
       return std::nullopt;
     }
-    st.end_lease = kv_end_lease{found.front(), fresh.front(), static_cast<std::int64_t>(e->slot)};
+    st.end_lease = kv_end_lease{found.front(), *fresh, static_cast<std::int64_t>(e->slot)};
     return st.end_lease->tokens;
   }
   return std::nullopt;
+}
+
+std::optional<page_id> kv_pool::take_head_page() {
+  // A page of the stream's own for a head, evicting one cached page if that
+  // is what it takes (leased pages have two owners: never evicted).
+  if (arena_.num_free() == 0 && index_->evictable() > 0)
+    (void)index_->evict(1);
+  std::vector<page_id> fresh;
+  if (!arena_.try_allocate(1, fresh))
+    return std::nullopt;
+  return fresh.front();
+}
+
+bool kv_pool::lease_head(stream_state& st, std::int64_t tokens) {
+  const std::int64_t ps = config_.geometry.page_size;
+  const auto page = static_cast<std::size_t>(tokens / ps);
+  // The end copy of that page is as long or longer: its head serves.
+  if (st.end_lease && static_cast<std::size_t>(st.end_lease->tokens / ps) == page &&
+      st.end_lease->tokens >= tokens) {
+    st.end_lease->tokens = tokens;
+    return true;
+  }
+  // A whole leased page: its first slots are the prompt's as an end copy's
+  // would be (the page's key names them and the slots before).
+  if (st.lease.size() <= page)
+    return false;
+  std::optional<page_id> fresh;
+  if (st.end_lease) {
+    // An end past that page (the page after the lease): its own page takes
+    // this head instead.
+    fresh = st.end_lease->fresh;
+    arena_.release(st.end_lease->cached);
+    st.end_lease.reset();
+  } else {
+    fresh = take_head_page();
+    if (!fresh)
+      return false;
+  }
+  arena_.retain(st.lease[page]);  // the lease lets go of it when trimmed to `page`
+  st.end_lease = kv_end_lease{st.lease[page], *fresh, tokens};
+  return true;
 }
 
 void kv_pool::release_end_lease(stream_state& st) {

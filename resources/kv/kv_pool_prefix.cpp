@@ -127,19 +127,24 @@ std::int64_t kv_pool::apply_cached_prefix(const request_id& rid, std::int64_t ag
     return agreed;
   const std::int64_t ps = config_.geometry.page_size;
   const auto keep = static_cast<std::size_t>(std::max<std::int64_t>(0, agreed) / ps);
+  const bool inside = agreed > 0 && agreed % ps != 0;
   std::int64_t kept = agreed;
   for (auto& [label, st] : it->second->streams) {
+    // Inside a page an end lease serves (or served) the agreed length: an
+    // item end's, or one made now from the page it ends in when the lease
+    // or the end copy holds that page (the other pools' deepest state may
+    // lie inside a page this one matched whole). Without one the stream
+    // keeps whole pages, and says so.
+    bool served = st.converted && st.stored_len == agreed;
+    if (inside && !served && !st.converted)
+      served = (st.end_lease && st.end_lease->tokens == agreed) || lease_head(st, agreed);
     while (st.lease.size() > keep) {
       arena_.release(st.lease.back());
       st.lease.pop_back();
     }
     if (st.end_lease && st.end_lease->tokens != agreed)
       release_end_lease(st);
-    // Inside a page only an item end's lease serves (or served) the agreed
-    // length; without one the stream keeps whole pages, and says so.
-    const bool served = (st.end_lease && st.end_lease->tokens == agreed) ||
-                        (st.converted && st.stored_len == agreed);
-    if (agreed % ps != 0 && !served)
+    if (inside && !served)
       kept = std::min(kept, static_cast<std::int64_t>(keep) * ps);
   }
   return kept;

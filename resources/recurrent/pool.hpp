@@ -434,6 +434,10 @@ class recurrent_state_pool final : public resource {
     std::int64_t length = 0;
     std::optional<digest256> lease;
     std::int64_t lease_tokens = 0;
+    /// `apply_cached_prefix` copied a checkpoint in (`length` tokens) and
+    /// no step has run since; `took_slot`: it took the "main" slot for it.
+    bool resumed = false;
+    bool took_slot = false;
   };
   void init_checkpoints();
   void forget_checkpoint_stream(const request_id& rid);
@@ -445,6 +449,9 @@ class recurrent_state_pool final : public resource {
       const checkpoint_stream& cs, std::int64_t limit) const;
   [[nodiscard]] std::optional<std::int32_t> take_checkpoint_slot();
   void release_lease(checkpoint_stream& cs);
+  // Takes back what `apply_cached_prefix` copied in (and the slot it took
+  // for it) when a later round agrees on another length.
+  void undo_resume(const request_id& rid, checkpoint_stream& cs);
   [[nodiscard]] result<void> check_checkpoints() const;
   // Checkpoints moving with a stream (pool_transfer.cpp).
   [[nodiscard]] std::vector<recurrent_checkpoint> export_checkpoints(const request_id& rid);

@@ -125,10 +125,15 @@ std::int64_t recurrent_state_pool::apply_cached_prefix(const request_id& rid, st
   auto& cs = it->second;
   if (agreed <= 0) {
     release_lease(cs);
+    undo_resume(rid, cs);
     return 0;
   }
   if (cs.length == agreed && has_state(rid))
     return agreed;  // applied already (a repeated round)
+  // An earlier round resumed at another length: that state is not the one
+  // agreed on now (a request running from fewer tokens on the state of
+  // more would be wrong).
+  undo_resume(rid, cs);
   // The checkpoint at exactly `agreed`, else the deepest one below it.
   const auto found = deepest_checkpoint(cs, agreed);
   if (!found || found->second != agreed) {
@@ -144,6 +149,7 @@ std::int64_t recurrent_state_pool::apply_cached_prefix(const request_id& rid, st
     }
     labels.emplace("main", slot_state{free_.back(), false, 0, 0});
     free_.pop_back();
+    cs.took_slot = true;
   }
   slot_state& slot = labels.at("main");
   auto& ck = ckpt_index_.at(found->first);
@@ -153,9 +159,33 @@ std::int64_t recurrent_state_pool::apply_cached_prefix(const request_id& rid, st
   ++ck.uses;
   release_lease(cs);
   cs.length = agreed;
+  cs.resumed = true;
   ++ckpt_counts_.hits;
   ckpt_counts_.hit_tokens += agreed;
   return agreed;
+}
+
+void recurrent_state_pool::undo_resume(const request_id& rid, checkpoint_stream& cs) {
+  if (!cs.resumed)
+    return;
+  --ckpt_counts_.hits;
+  ckpt_counts_.hit_tokens -= cs.length;
+  cs.length = 0;
+  cs.resumed = false;
+  const auto req = slots_.find(rid);
+  if (req == slots_.end())
+    return;
+  const auto slot = req->second.find("main");
+  if (slot == req->second.end())
+    return;
+  if (cs.took_slot) {
+    release_slot(slot->second.index);  // zeroed, and handed out next as it was
+    req->second.erase(slot);
+  } else {
+    zero_slot(slot->second.index);
+    slot->second.has_state = false;
+  }
+  cs.took_slot = false;
 }
 
 std::optional<std::int32_t> recurrent_state_pool::take_checkpoint_slot() {
@@ -190,6 +220,8 @@ void recurrent_state_pool::capture_checkpoint(const request_id& rid, std::int32_
     return;
   auto& cs = it->second;
   cs.length += span;
+  cs.resumed = false;  // a step ran on the resumed state: it is the stream's own now
+  cs.took_slot = false;
   const std::int64_t ps = config_.checkpoint_page_size;
   if (cs.length % config_.checkpoint_stride == 0 && cs.length / ps <= cs.chain.keyed_pages)
     capture_under(cs.chain.keys[static_cast<std::size_t>(cs.length / ps - 1)], slot);

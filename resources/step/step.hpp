@@ -181,7 +181,10 @@ class resource {
   /// that answered more gives the excess back. Returns the tokens it keeps:
   /// `agreed`, or less when it can resume only at certain lengths (the
   /// recurrent pool's checkpoints); the caller then applies the smaller
-  /// length everywhere, until every resource keeps what it is given.
+  /// length everywhere, until every resource keeps what it is given. So
+  /// the rounds settle on the longest length all can keep, each answers
+  /// the most it can keep up to `agreed`, and a later, smaller round takes
+  /// back what an earlier one set up past it.
   virtual std::int64_t apply_cached_prefix(const request_id& rid, std::int64_t agreed) {
     (void)rid;
     return agreed;

@@ -221,6 +221,34 @@ TEST(runtime_images, an_end_key_reuses_exactly_up_to_the_image_end_through_the_a
   expect_pools_empty(r);
 }
 
+// At page size 4 image A ends inside page 2 (slots 8-11), which the prompt
+// with other text after it matches whole (its vision_end at 11 is shared).
+// With checkpoints every 8 slots, 3 of them (prompt 0's at 8, 11, 16 and 24
+// leave 11, 16 and 24), the recurrent pool's deepest state is the image's
+// end: the conductor's rounds agree on 11, the KV pool serving the head of
+// its whole page 2 (tests/engine/qwen3_5_image_ends_test.cpp, locally).
+TEST(runtime_images, an_image_end_inside_a_whole_matched_page_is_reused_through_the_actors) {
+  const auto cases = load_image_cases();
+  ASSERT_EQ(cases.size(), 5U);
+  const auto other = other_text_after_a(cases[look_a]);
+  engine::engine_config config;
+  config.pools.page_size = 4;
+  config.pools.checkpoint_stride = 8;
+  config.pools.checkpoint_slots = 3;
+  const auto expected = cold_tokens(other);
+  auto rt = runtime::start(models::load_causal_lm(test::model_dir("qwen3_5_tiny")).value(), config);
+  ASSERT_TRUE(rt.has_value()) << rt.error().message();
+  auto& r = **rt;
+  const auto first = complete(r, {cases[look_a].request}).at(0);
+  EXPECT_EQ(first.tokens.at(0), cases[look_a].generated);
+  const auto got = complete(r, {other}).at(0);
+  EXPECT_TRUE(got.errors.empty() || got.errors[0].empty()) << got.errors[0];
+  EXPECT_EQ(got.counts.cached_tokens, 11);
+  EXPECT_EQ(got.tokens.at(0), expected);
+  EXPECT_EQ(qwen(r).images_encoded(), 1) << "image A is served whole from the cache";
+  expect_pools_empty(r);
+}
+
 // Prefill on one node, decode on another: with transfer agents the decode
 // node adopts the prompt's pages and slot and never encodes an image (its
 // M-RoPE positions continue from the prompt's grids); without, it

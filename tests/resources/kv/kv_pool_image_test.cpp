@@ -121,5 +121,105 @@ TEST_F(kv_image_test, an_image_ending_inside_a_page_shares_that_pages_head_under
   check();
 }
 
+// Page size 4: "Look: " (7 ids), an image of 4 slots (7-10), then ids from
+// `after` (the first at slot 11). The image ends at slot 11, inside page 2
+// (slots 8-11), whose key also names slot 11: a prompt that differs only
+// from slot 12 on matches pages 0-2 whole.
+std::vector<prompt_span> image_ending_at_11(token_id after) {
+  std::vector<token_id> before(7), rest(13);
+  for (std::size_t i = 0; i < before.size(); ++i)
+    before[i] = 100 + static_cast<token_id>(i);
+  rest[0] = 500;  // the vision_end both prompts share
+  for (std::size_t i = 1; i < rest.size(); ++i)
+    rest[i] = after + static_cast<token_id>(i);
+  return {id_span{before}, item_span{4, std::vector<std::uint8_t>(32, 0x11)}, id_span{rest}};
+}
+
+class kv_image_head_test : public kv_pool_test {
+ protected:
+  void SetUp() override { make(small_config(4, 16)); }
+
+  // Ingests `spans` under `rid`; the probe's answer.
+  std::int64_t probe(const std::string& rid, const std::vector<prompt_span>& spans) {
+    auto keyed = key_prompt(spans, 4).value();
+    pool_->ingest_request(rid, {{"main", make_prefix_seed(std::move(keyed), 4)}});
+    const auto hit = pool_->resolve_cached_prefix(rid).value_or(0);
+    check();
+    return hit;
+  }
+  // Prompt "a" (24 slots), its page 2 marked 0x77 before its end copy is taken.
+  void serve_a() {
+    EXPECT_EQ(probe("a", image_ending_at_11(600)), 0);
+    ASSERT_TRUE(run(step_of({{"a", "main", 9}})).ok);
+    std::memset(pool_->page_data(info("a").pages.at(2)), 0x77, pool_->geometry().page_bytes());
+    ASSERT_TRUE(run(step_of({{"a", "main", 15}})).ok);
+    EXPECT_EQ(pool_->num_cached_pages(), 7) << "six whole pages and the end copy";
+  }
+};
+
+// The probe matches pages 0-2 by their keys (12 slots); a recurrent pool
+// whose deepest checkpoint is the image's end agrees on 11. The whole page
+// 2 the lease holds has those 3 slots: the pool keeps 11, and the admit
+// copies page 2's head into a page of the request's own.
+TEST_F(kv_image_head_test, a_whole_page_match_serves_a_length_inside_its_last_page) {
+  serve_a();
+  EXPECT_EQ(probe("b", image_ending_at_11(900)), 12);
+  EXPECT_EQ(pool_->apply_cached_prefix("b", 11), 11);
+  check();
+  ASSERT_TRUE(run(step_of({{"b", "main", 13}})).ok);
+  const auto a = info("a"), b = info("b");
+  EXPECT_EQ(b.stored_len, 24);
+  EXPECT_EQ(std::vector<page_id>(b.pages.begin(), b.pages.begin() + 2),
+            std::vector<page_id>(a.pages.begin(), a.pages.begin() + 2));
+  EXPECT_NE(b.pages.at(2), a.pages.at(2)) << "page 2 is b's own";
+  EXPECT_EQ(*reinterpret_cast<const unsigned char*>(pool_->page_data(b.pages.at(2))), 0x77)
+      << "the head of a's page 2 was copied in";
+  pool_->remove_request("a");
+  pool_->remove_request("b");
+  check();
+}
+
+// A later round agreeing on less (another pool has no state at 11) gives
+// back the copy's page and the lease past what is kept; agreeing on nothing
+// gives back everything.
+TEST_F(kv_image_head_test, a_smaller_agreement_after_a_head_gives_back_what_it_took) {
+  serve_a();
+  const auto free_before = pool_->num_free_pages();
+  EXPECT_EQ(probe("b", image_ending_at_11(900)), 12);
+  EXPECT_EQ(pool_->apply_cached_prefix("b", 11), 11);
+  EXPECT_EQ(pool_->num_free_pages(), free_before - 1) << "a page for the head";
+  EXPECT_EQ(pool_->apply_cached_prefix("b", 8), 8);
+  EXPECT_EQ(pool_->num_free_pages(), free_before);
+  EXPECT_EQ(pool_->stream("b", "main")->leased_pages, 2);
+  check();
+  EXPECT_EQ(pool_->apply_cached_prefix("b", 0), 0);
+  EXPECT_EQ(pool_->stream("b", "main")->leased_pages, 0);
+  check();
+  pool_->remove_request("b");
+  pool_->remove_request("a");
+  check();
+  EXPECT_EQ(pool_->num_free_pages() + pool_->num_cached_pages(), 15);
+}
+
+// No page free and none evictable for the head: the stream keeps whole
+// pages and says so.
+TEST_F(kv_image_head_test, without_a_page_for_the_head_it_keeps_whole_pages) {
+  make(small_config(4, 10));  // "a" leaves 2 pages free
+  serve_a();
+  // 3 pages for "f": the 2 free ones and the end copy, evicted.
+  ASSERT_TRUE(run(step_of({{"f", "main", 12}})).ok);
+  EXPECT_EQ(pool_->num_free_pages(), 0);
+  EXPECT_EQ(pool_->num_evictable_pages(), 0);
+  EXPECT_EQ(probe("b", image_ending_at_11(900)), 12);
+  EXPECT_EQ(pool_->apply_cached_prefix("b", 11), 8);
+  EXPECT_EQ(pool_->stream("b", "main")->leased_pages, 2);
+  check();
+  EXPECT_EQ(pool_->apply_cached_prefix("b", 8), 8);
+  pool_->remove_request("b");
+  pool_->remove_request("f");
+  pool_->remove_request("a");
+  check();
+}
+
 }  // namespace
 }  // namespace mstar::resources

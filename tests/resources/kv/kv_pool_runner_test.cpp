@@ -1,6 +1,7 @@
 // The KV pool under the step runner beside another resource: a refusal
 // anywhere leaves the KV free list exactly as before, and the smallest
-// cached-prefix answer trims the KV lease.
+// cached-prefix answer trims the KV lease (to a page's head when it
+// matched that page whole).
 #include <gtest/gtest.h>
 
 #include "resources/step/step_runner.hpp"
@@ -47,11 +48,24 @@ TEST_F(kv_with_runner, the_smallest_cached_prefix_answer_cuts_the_kv_lease) {
   pool_->ingest_request("a", {{"main", seed_for(prompt(100), 16)}});
   ASSERT_TRUE(run(step_of({{"a", "main", 100}})).ok);
   pool_->ingest_request("b", {{"main", seed_for(prompt(100), 16)}});
-  // 40 tokens end inside page 2, where no item ends: the KV pool keeps two
-  // whole pages and answers 32, which the runner then agrees on.
-  EXPECT_EQ(runner.resolve_cached_prefix("b"), 32);
+  // 40 tokens end inside page 2, which the KV pool matched whole: it keeps
+  // pages 0-1 and the head of page 2 (slots 32-39), copied into a page of
+  // b's own when the lease converts; pages 3-5 go back.
+  EXPECT_EQ(runner.resolve_cached_prefix("b"), 40);
   EXPECT_EQ(info("b").leased_pages, 2);
-  EXPECT_EQ(pool_->pages().owners(info("a").pages[2]), 2);  // back to index + a
+  const auto a = info("a");
+  EXPECT_EQ(pool_->pages().owners(a.pages[2]), 3);  // index, a and b's head
+  EXPECT_EQ(pool_->pages().owners(a.pages[3]), 2);  // back to index + a
+  check();
+  ASSERT_TRUE(run(step_of({{"b", "main", 60}})).ok);
+  EXPECT_EQ(info("b").stored_len, 100);
+  EXPECT_NE(info("b").pages.at(2), a.pages[2]);
+  EXPECT_EQ(pool_->pages().owners(a.pages[2]), 2);
+  // A prompt that differs from slot 36: page 2 does not match, the KV pool
+  // answers its two whole pages and the runner agrees on those.
+  pool_->ingest_request("c", {{"main", seed_for(prompt(100, 36), 16)}});
+  EXPECT_EQ(runner.resolve_cached_prefix("c"), 32);
+  EXPECT_EQ(info("c").leased_pages, 2);
   check();
 }
 

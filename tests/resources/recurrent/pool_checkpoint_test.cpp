@@ -118,6 +118,54 @@ TEST_F(checkpoint_test, single_use_checkpoints_leave_before_shared_ones_and_leas
   check();
 }
 
+// "Look: " (7 ids), an image of 4 slots ending at slot 11 (inside page 2),
+// then 5 ids from `after`, the first (slot 11) shared.
+kv_prefix_seed image_seed(token_id after) {
+  std::vector<token_id> rest{500};
+  for (token_id i = 1; i < 5; ++i)
+    rest.push_back(after + i);
+  std::vector<prompt_span> spans{id_span{ids_from(100, 7)},
+                                 item_span{4, std::vector<std::uint8_t>(32, 0x11)}, id_span{rest}};
+  return make_prefix_seed(key_prompt(spans, 4).value(), 4);
+}
+
+// A request resumed at the image's end in one round of the agreement, then
+// given less (the KV pool could not keep it): no checkpoint lies at or
+// below 8, so the pool answers 0, and the state it copied in must not stay
+// behind (the request would run from slot 0 on the state after slot 11).
+TEST_F(checkpoint_test, a_resume_undone_by_a_smaller_agreement_leaves_no_state) {
+  const auto a = image_seed(600);
+  pool_->ingest_request("a", &a);
+  for (const std::int64_t chunk : {11, 5}) {  // the image's end, then 16: no 4, 8 or 12
+    const auto s = rstep({{"a", "main", chunk}});
+    step_context ctx;
+    ASSERT_TRUE(admit(s, ctx).ok);
+    (void)plan(s, ctx);
+    fill_slot(*pool_, *pool_->slot_of("a"), static_cast<std::uint32_t>(700 + chunk));
+    commit(s, ctx);
+  }
+  EXPECT_EQ(pool_->checkpoints().captured, 2);
+  const auto b = image_seed(900);
+  pool_->ingest_request("b", &b);
+  EXPECT_EQ(pool_->resolve_cached_prefix("b"), 11);
+  EXPECT_EQ(pool_->apply_cached_prefix("b", 11), 11);
+  EXPECT_TRUE(slot_holds(*pool_, *pool_->slot_of("b"), 711));
+  check();
+  EXPECT_EQ(pool_->apply_cached_prefix("b", 8), 0);
+  EXPECT_FALSE(pool_->has_state("b"));
+  EXPECT_FALSE(pool_->slot_of("b").has_value()) << "the slot the resume took is given back";
+  EXPECT_EQ(pool_->apply_cached_prefix("b", 0), 0);
+  EXPECT_EQ(pool_->checkpoints().leased, 0);
+  EXPECT_EQ(pool_->checkpoints().hits, 0) << "nothing was reused";
+  check();
+  // Resumed again at 11, the request runs on from there.
+  EXPECT_EQ(pool_->apply_cached_prefix("b", 11), 11);
+  EXPECT_TRUE(slot_holds(*pool_, *pool_->slot_of("b"), 711));
+  pool_->remove_request("b");
+  pool_->remove_request("a");
+  check();
+}
+
 TEST_F(checkpoint_test, a_config_with_checkpoints_needs_a_stride_of_whole_pages) {
   auto c = config_of(6, true, tiny_blocks());
   c.checkpoint_slots = 2;
