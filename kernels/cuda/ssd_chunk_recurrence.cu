@@ -12,30 +12,34 @@ namespace mstar::kernels::cuda::detail::ssd_chunked {
 namespace {
 
 // Shared memory of a chunk_state block, in floats: G_t and w_t [chunk] each,
-// B of the chunk [chunk][N + 4], x_t w_t [chunk][32].
-template <int N>
+// B of the chunk [chunk][N + 4], x_t w_t [chunk][Cols + 4].
+template <int N, int Cols>
 constexpr std::size_t state_smem_bytes() {
   return sizeof(float) *
          (2 * static_cast<std::size_t>(chunk) + static_cast<std::size_t>(chunk) * (N + 4) +
-          static_cast<std::size_t>(chunk) * ld_p);
+          static_cast<std::size_t>(chunk) * (Cols + 4));
 }
 
 // Block (table entry c, head h), blockIdx.x = c H + h (a group's heads
 // side by side, so B comes from L2): the chunk's decay e^{G_C} into
 // `gammas` and its own end state (zero start)
 //   S = sum_t w_t x_t B_t^T,  w_t = e^{G_C - G_t} dt_t,
-// into `states`, 32 head-dim rows at a time: S[32][N] = (x w)^T B, warp
-// jobs of 16x16 tiles.
-template <int N>
+// into `states`, Cols head-dim rows at a time: S[Cols][N] = (x w)^T B, each
+// warp a 16-row tile x state_tiles' column tiles, the (x w)^T fragment
+// loaded once per 8 tokens for all of them. Tokens past the row's end are
+// zeros, so the products stop at the last real one (rounded up to 8).
+template <int N, int Cols>
 __global__ void __launch_bounds__(threads) chunk_state_kernel(chunk_args a) {
+  using W = state_tiles<N, Cols>;
+  constexpr int ct = W::col_tiles;
   constexpr int ld_n = N + 4;
+  constexpr int ld_x = Cols + 4;
   const int c = static_cast<int>(blockIdx.x) / a.heads;
   if (c >= *a.n_chunks)
     return;
   const int h = static_cast<int>(blockIdx.x) % a.heads;
-  const int2 e = a.table[c];
-  const std::int64_t t0 = a.cu[e.x] + std::int64_t{e.y} * chunk;
-  const int n = min(chunk, static_cast<int>(a.cu[e.x + 1] - t0));
+  const chunk_span sp = span_of(a, c);
+  const int n = sp.n;
   const int g = h / a.heads_per_group;
   const int P = a.head_dim;
   const int tid = static_cast<int>(threadIdx.x);
@@ -44,9 +48,9 @@ __global__ void __launch_bounds__(threads) chunk_state_kernel(chunk_args a) {
   float* cum = smem;              // [chunk]
   float* wts = cum + chunk;       // [chunk]: dt_t, then w_t
   float* bs = wts + chunk;        // [chunk][ld_n]
-  float* xw = bs + chunk * ld_n;  // [chunk][ld_p]
+  float* xw = bs + chunk * ld_n;  // [chunk][ld_x]
 
-  chunk_log_decays(a, t0, n, h, cum, wts);
+  chunk_log_decays(a, sp.t0, n, h, cum, wts);
   const float last = cum[chunk - 1];  // G of the last real token: padding adds 0
   if (tid < chunk)
     wts[tid] *= expf(last - cum[tid]);
@@ -56,33 +60,40 @@ __global__ void __launch_bounds__(threads) chunk_state_kernel(chunk_args a) {
   for (int i = tid; i < chunk * N; i += threads) {
     const int t = i / N;
     const int col = i % N;
-    bs[t * ld_n + col] = t < n ? a.B[(t0 + t) * a.bc_stride + bc0 + col] : 0.0F;
+    bs[t * ld_n + col] = t < n ? a.B[(sp.t0 + t) * a.bc_stride + bc0 + col] : 0.0F;
   }
   __syncthreads();  // wts before its reads below
 
   float* out = a.states + (std::int64_t{c} * a.heads + h) * P * N;
   const std::int64_t x0 = std::int64_t{h} * P;
-  for (int p0 = 0; p0 < P; p0 += slice) {
-    for (int i = tid; i < chunk * slice; i += threads) {
-      const int t = i / slice;
-      const int col = i % slice;
-      xw[t * ld_p + col] = t < n ? a.x[(t0 + t) * a.x_stride + x0 + p0 + col] * wts[t] : 0.0F;
+  const int rt = W::row(warp);
+  const int c0 = W::col0(warp);
+  const int k_end = (n + 7) / 8 * 8;
+  for (int p0 = 0; p0 < P; p0 += Cols) {
+    for (int i = tid; i < chunk * Cols; i += threads) {
+      const int t = i / Cols;
+      const int col = i % Cols;
+      xw[t * ld_x + col] = t < n ? a.x[(sp.t0 + t) * a.x_stride + x0 + p0 + col] * wts[t] : 0.0F;
     }
     __syncthreads();
-    for (int job = warp; job < (slice / 16) * (N / 16); job += warps) {
-      const int ri = job / (N / 16);
-      const int ci = job % (N / 16);
-      frag_acc acc;
-      wmma::fill_fragment(acc, 0.0F);
-#pragma unroll 4
-      for (int k0 = 0; k0 < chunk; k0 += 8) {
-        frag_a_col fa;  // (x w)^T: element (p, t) at xw[t][p]
+    frag_acc acc[ct];
+#pragma unroll
+    for (int j = 0; j < ct; ++j)
+      wmma::fill_fragment(acc[j], 0.0F);
+#pragma unroll 2
+    for (int k0 = 0; k0 < k_end; k0 += 8) {
+      frag_a_col fa;  // (x w)^T: element (p, t) at xw[t][p]
+      load_tf32(fa, xw + k0 * ld_x + rt * 16, ld_x);
+#pragma unroll
+      for (int j = 0; j < ct; ++j) {
         frag_b_row fb;
-        load_tf32(fa, xw + k0 * ld_p + ri * 16, ld_p);
-        load_tf32(fb, bs + k0 * ld_n + ci * 16, ld_n);
-        wmma::mma_sync(acc, fa, fb, acc);
+        load_tf32(fb, bs + k0 * ld_n + (c0 + j) * 16, ld_n);
+        wmma::mma_sync(acc[j], fa, fb, acc[j]);
       }
-      wmma::store_matrix_sync(out + std::int64_t{p0 + ri * 16} * N + ci * 16, acc, N,
+    }
+#pragma unroll
+    for (int j = 0; j < ct; ++j) {
+      wmma::store_matrix_sync(out + std::int64_t{p0 + rt * 16} * N + (c0 + j) * 16, acc[j], N,
                               wmma::mem_row_major);
     }
     __syncthreads();  // xw is restaged
@@ -130,26 +141,31 @@ __global__ void __launch_bounds__(threads) state_pass_kernel(chunk_args a) {
   *pool = hv;
 }
 
-template <int N>
+template <int N, int Cols>
 cudaError_t launch_chunk_state(const chunk_args& a, cudaStream_t stream) {
+  constexpr std::size_t bytes = state_smem_bytes<N, Cols>();
   static const cudaError_t attr =
-      cudaFuncSetAttribute(chunk_state_kernel<N>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(state_smem_bytes<N>()));
+      cudaFuncSetAttribute(chunk_state_kernel<N, Cols>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes));
   if (attr != cudaSuccess)
     return attr;
   const auto blocks = static_cast<unsigned>(std::int64_t{a.capacity} * a.heads);
-  chunk_state_kernel<N><<<blocks, threads, state_smem_bytes<N>(), stream>>>(a);
+  chunk_state_kernel<N, Cols><<<blocks, threads, bytes, stream>>>(a);
   return launch_status();
+}
+
+cudaError_t launch_own_states(const chunk_args& a, cudaStream_t stream) {
+  const bool wide = cols_for(a.head_dim) == 64;
+  if (a.state_size == 64)
+    return wide ? launch_chunk_state<64, 64>(a, stream) : launch_chunk_state<64, 32>(a, stream);
+  return wide ? launch_chunk_state<128, 64>(a, stream) : launch_chunk_state<128, 32>(a, stream);
 }
 
 }  // namespace
 
 cudaError_t launch_states(const chunk_args& a, cudaStream_t stream) {
-  if (const cudaError_t err = a.state_size == 64 ? launch_chunk_state<64>(a, stream)
-                                                 : launch_chunk_state<128>(a, stream);
-      err != cudaSuccess) {
+  if (const cudaError_t err = launch_own_states(a, stream); err != cudaSuccess)
     return err;
-  }
   const std::int64_t quads = std::int64_t{a.head_dim} * a.state_size / 4;
   const dim3 grid(static_cast<unsigned>((quads + threads - 1) / threads),
                   static_cast<unsigned>(a.heads), static_cast<unsigned>(a.rows));

@@ -1,10 +1,11 @@
 #pragma once
 
-// Shared by the chunked SSD kernels (ssd_chunked.cu: the chunk table, the
-// output kernel, the launcher; ssd_chunk_recurrence.cu: the chunks' own end
-// states and the walk that passes states between chunks): the chunk
-// geometry, the kernels' arguments, the decays of a chunk, TF32 fragments.
-// Only .cu files include it.
+// Shared by the chunked SSD kernels (ssd_chunked.cu: the math, the chunk
+// table, the workspace, the launcher; ssd_chunk_recurrence.cu: the chunks'
+// own end states and the walk that passes states between chunks;
+// ssd_chunk_output.cu: C B^T per group and the outputs): the chunk
+// geometry, the kernels' arguments, the decays of a chunk, TF32 fragments,
+// the warps' tiles. Only .cu files include it.
 
 #include <cstdint>
 #include <cuda_runtime.h>
@@ -14,22 +15,29 @@ namespace mstar::kernels::cuda::detail::ssd_chunked {
 
 namespace wmma = nvcuda::wmma;
 
+/// The one chunk size (tokens). 128 over 64: the per-chunk states are
+/// written, read, rewritten and read again, and at N 128 one [P][N] state
+/// weighs as much as the chunk's x ([chunk][P]), so 64 would double that
+/// traffic (kernels/cuda/README.md has the arithmetic).
 constexpr int chunk = 128;
 constexpr int threads = 256;
 constexpr int warps = threads / 32;
-constexpr int slice = 32;                     // head-dim columns per staging
-constexpr int out_rows = 64;                  // tokens per output block
-constexpr int out_blocks = chunk / out_rows;  // output blocks per (chunk, head)
-constexpr int ld_p = slice + 4;               // shared [tokens][32]
+constexpr int tiles = chunk / 16;  // 16-token tiles of a chunk
+constexpr int pairs = tiles / 2;   // (i, tiles - 1 - i): equal causal area
+constexpr int ld_l = chunk + 4;    // shared [tokens][chunk]
 constexpr unsigned full_mask = 0xffffffffU;
-static_assert(chunk % out_rows == 0 && chunk <= threads && chunk % 32 == 0);
-static_assert(warps == (out_rows / 16) * (slice / 16), "one 16x16 output tile per warp");
+static_assert(chunk <= threads && chunk % 32 == 0 && warps % pairs == 0);
+
+/// Head-dim columns a block takes per pass: 64 when P allows, else 32.
+__host__ __device__ constexpr int cols_for(int head_dim) {
+  return head_dim % 64 == 0 ? 64 : 32;
+}
 
 struct chunk_args {
   const float* dt_bias;
   const float* A_log;
   const float* D;
-  int heads, head_dim, state_size, heads_per_group;
+  int heads, head_dim, state_size, heads_per_group, groups;
   float dt_min, dt_max;
   const float* x;
   const float* dt;
@@ -46,10 +54,25 @@ struct chunk_args {
   std::int32_t* n_chunks;   // [1]: chunks in the table
   int2* table;              // [capacity]: (row, chunk of the row)
   float* gammas;            // [capacity][H]: e^{G_C}, the chunk's whole decay
+  // [capacity][G][chunk][chunk]: C_t . B_s of the group, the 16x16 tiles on
+  // and below the diagonal only (the others never written nor read).
+  float* cb;
   // [capacity][H][P][N]: the chunk's own end state (zero start), replaced by
   // the walk with the state at the chunk's start.
   float* states;
 };
+
+/// The chunk of table entry c: its first token and its real tokens.
+struct chunk_span {
+  std::int64_t t0;
+  int n;
+};
+
+__device__ __forceinline__ chunk_span span_of(const chunk_args& a, int c) {
+  const int2 e = a.table[c];
+  const std::int64_t t0 = a.cu[e.x] + std::int64_t{e.y} * chunk;
+  return {t0, min(chunk, static_cast<int>(a.cu[e.x + 1] - t0))};
+}
 
 /// dt as the sequential kernel computes it: softplus (torch's threshold 20)
 /// of raw + bias, then the clamp.
@@ -109,11 +132,63 @@ __device__ __forceinline__ void load_tf32(Frag& f, const float* src, int ld) {
     f.x[i] = wmma::__float_to_tf32(f.x[i]);
 }
 
-/// Enqueues the states' half (ssd_chunk_recurrence.cu): chunk_state_kernel<N>
-/// (N 64 or 128), a block per (chunk, head) writing `gammas` and the
-/// chunk's own end state, then the walk, a thread per 4 state entries of a
-/// (row, head), leaving each chunk's start state in `states` and the row's
-/// last state in its slot. Rows the table does not hold are left alone.
+/// The output tiles of warp w over a [chunk][Cols] slice of y: 16-token
+/// tile rows `w % pairs` and `tiles - 1 - w % pairs` (so every warp's causal
+/// products span tiles + 1 tile-widths of tokens), Cols / 32 column tiles
+/// from column group `w / pairs`.
+template <int Cols>
+struct out_tiles {
+  static constexpr int col_tiles = Cols / 16 / (warps / pairs);
+  static_assert(col_tiles >= 1 && col_tiles * (warps / pairs) * 16 == Cols);
+  __device__ __forceinline__ static int lo(int w) { return w % pairs; }
+  __device__ __forceinline__ static int hi(int w) { return tiles - 1 - w % pairs; }
+  __host__ __device__ static constexpr int col0(int w) { return (w / pairs) * col_tiles; }
+  // Every (tile row, column tile) taken by exactly one warp.
+  static constexpr bool covered() {
+    int seen[tiles][Cols / 16] = {};
+    for (int w = 0; w < warps; ++w) {
+      for (int j = 0; j < col_tiles; ++j) {
+        ++seen[w % pairs][col0(w) + j];
+        ++seen[tiles - 1 - w % pairs][col0(w) + j];
+      }
+    }
+    for (const auto& row : seen) {
+      for (const int v : row) {
+        if (v != 1)
+          return false;
+      }
+    }
+    return true;
+  }
+};
+static_assert(out_tiles<32>::covered() && out_tiles<64>::covered());
+
+/// The tiles of warp w over a [Cols][N] slice of a chunk's own state:
+/// 16-row tile `w % (Cols / 16)`, `col_tiles` column tiles from
+/// `col0(w)`.
+template <int N, int Cols>
+struct state_tiles {
+  static constexpr int row_tiles = Cols / 16;
+  static constexpr int col_tiles = (N / 16) * row_tiles / warps;
+  static_assert(warps % row_tiles == 0 && col_tiles >= 1 &&
+                col_tiles * warps == (N / 16) * row_tiles);
+  __device__ __forceinline__ static int row(int w) { return w % row_tiles; }
+  __device__ __forceinline__ static int col0(int w) { return (w / row_tiles) * col_tiles; }
+};
+
+/// Enqueues the states' half (ssd_chunk_recurrence.cu): chunk_state_kernel
+/// a block per (chunk, head) writing `gammas` and the chunk's own end
+/// state, then the walk, a thread per 4 state entries of a (row, head),
+/// leaving each chunk's start state in `states` and the row's last state in
+/// its slot. Rows the table does not hold are left alone.
 [[nodiscard]] cudaError_t launch_states(const chunk_args& a, cudaStream_t stream);
+
+/// Enqueues C B^T per (chunk, group) into `cb` (ssd_chunk_output.cu); it
+/// needs only the table.
+[[nodiscard]] cudaError_t launch_cb(const chunk_args& a, cudaStream_t stream);
+
+/// Enqueues the outputs (ssd_chunk_output.cu), a block per (chunk, head);
+/// reads `cb` and the start states.
+[[nodiscard]] cudaError_t launch_outputs(const chunk_args& a, cudaStream_t stream);
 
 }  // namespace mstar::kernels::cuda::detail::ssd_chunked
