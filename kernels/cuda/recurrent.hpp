@@ -61,17 +61,23 @@ inline constexpr std::int32_t ssd_default_chunked_from = 128;
                                                    std::int64_t rows,
                                                    std::int32_t chunked_from = 0);
 
-/// The SSD scan with long rows in chunks of 64 tokens on TF32 tensor cores
+/// The SSD scan with long rows in chunks of 128 tokens on TF32 tensor cores
 /// (f32 accumulation; the chunked form of mamba-ssm's
-/// `mamba_chunk_scan_combined`). A parallel kernel per (chunk, head) writes
-/// each token's in-chunk output, (C B^T masked and scaled by the decay
-/// ratios and dt) x + D x, and the chunk's decays; a sequential kernel per
-/// (32 head-dim rows, head, row) then carries the state through the row's
-/// chunks, adding exp(G_t) C_t h_start to the outputs and updating
-/// h = exp(G_C) h + sum_t exp(G_C - G_t) dt_t x_t B_t^T. Rows shorter than
+/// `mamba_chunk_scan_combined`, same steps). A parallel kernel per (chunk,
+/// group) writes C B^T (B and C are per group); one per (chunk, head) the
+/// chunk's own end state from zero, sum_t exp(G_C - G_t) dt_t x_t B_t^T,
+/// and its decay exp(G_C); a walk per (row, head), elementwise on the
+/// [P][N] state, passes the state through the row's chunks
+/// (h = exp(G_C) h + own), leaving each chunk's start state in the
+/// workspace and the last in the slot; a parallel kernel per (chunk, head)
+/// then writes every output, exp(G_t) C_t h_start + (the group's C B^T
+/// masked and scaled by the decay ratios and dt) x + D x. Rows shorter than
 /// `ws.chunked_from`, shapes without a chunked path (N other than 64 / 128,
 /// P not a multiple of 32) and a workspace too small run the sequential
-/// scan above. The chunked rows' error is TF32's, not f32's.
+/// scan above. The chunked rows' error is TF32's, not f32's. The workspace
+/// holds a [P][N] f32 state per (chunk, head) and a [128][128] f32 C B^T
+/// per (chunk, group): about T / 128 * (H * P * N + G * 128 * 128) * 4
+/// bytes.
 [[nodiscard]] cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace& ws,
                                           cudaStream_t stream);
 

@@ -1,5 +1,8 @@
-// The chunked SSD scan's sequential half: each row's state carried through
-// its chunks (kernels/cuda/ssd_chunked.cu has the math).
+// The chunked SSD scan's states (kernels/cuda/ssd_chunked.cu has the math):
+// every chunk's own end state in parallel, then the only sequential part,
+// a walk per (row, head) that passes the state from chunk to chunk,
+// elementwise.
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/internal/common.cuh"
@@ -8,140 +11,166 @@
 namespace mstar::kernels::cuda::detail::ssd_chunked {
 namespace {
 
-// Shared memory of a recurrence block, in floats: the state rows h [32][N],
-// C and B of the chunk [64][N] each, xw [64][32] (x_t w_t), ys [64][32].
-template <int N>
-constexpr std::size_t recurrence_smem_bytes() {
-  return sizeof(float) * (static_cast<std::size_t>(slice + 2 * chunk) * (N + 4) +
-                          2 * static_cast<std::size_t>(chunk) * ld_p);
+// Shared memory of a chunk_state block, in floats: G_t and w_t [chunk] each,
+// B of the chunk [chunk][N + 4], x_t w_t [chunk][Cols + 4].
+template <int N, int Cols>
+constexpr std::size_t state_smem_bytes() {
+  return sizeof(float) *
+         (2 * static_cast<std::size_t>(chunk) + static_cast<std::size_t>(chunk) * (N + 4) +
+          static_cast<std::size_t>(chunk) * (Cols + 4));
 }
 
-// Block (x, h, r): head-dim rows [32 x, 32 x + 32) of head h of row r,
-// through the row's chunks in order. Per chunk, warp w makes the tile
-// (w / 2, w % 2) of C h^T (the outputs' state term, from the old state),
-// then the state tiles take e^{G_C} h + (x w)^T B.
-template <int N>
-__global__ void __launch_bounds__(threads) chunk_recurrence_kernel(chunk_args a) {
+// Block (table entry c, head h), blockIdx.x = c H + h (a group's heads
+// side by side, so B comes from L2): the chunk's decay e^{G_C} into
+// `gammas` and its own end state (zero start)
+//   S = sum_t w_t x_t B_t^T,  w_t = e^{G_C - G_t} dt_t,
+// into `states`, Cols head-dim rows at a time: S[Cols][N] = (x w)^T B, each
+// warp a 16-row tile x state_tiles' column tiles, the (x w)^T fragment
+// loaded once per 8 tokens for all of them. Tokens past the row's end are
+// zeros, so the products stop at the last real one (rounded up to 8).
+template <int N, int Cols>
+__global__ void __launch_bounds__(threads) chunk_state_kernel(chunk_args a) {
+  using W = state_tiles<N, Cols>;
+  constexpr int ct = W::col_tiles;
   constexpr int ld_n = N + 4;
+  constexpr int ld_x = Cols + 4;
+  const int c = static_cast<int>(blockIdx.x) / a.heads;
+  if (c >= *a.n_chunks)
+    return;
+  const int h = static_cast<int>(blockIdx.x) % a.heads;
+  const chunk_span sp = span_of(a, c);
+  const int n = sp.n;
+  const int g = h / a.heads_per_group;
+  const int P = a.head_dim;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  extern __shared__ __align__(128) float smem[];
+  float* cum = smem;              // [chunk]
+  float* wts = cum + chunk;       // [chunk]: dt_t, then w_t
+  float* bs = wts + chunk;        // [chunk][ld_n]
+  float* xw = bs + chunk * ld_n;  // [chunk][ld_x]
+
+  chunk_log_decays(a, sp.t0, n, h, cum, wts);
+  const float last = cum[chunk - 1];  // G of the last real token: padding adds 0
+  if (tid < chunk)
+    wts[tid] *= expf(last - cum[tid]);
+  if (tid == 0)
+    a.gammas[std::int64_t{c} * a.heads + h] = expf(last);
+  const std::int64_t bc0 = std::int64_t{g} * N;
+  for (int i = tid; i < chunk * N; i += threads) {
+    const int t = i / N;
+    const int col = i % N;
+    bs[t * ld_n + col] = t < n ? a.B[(sp.t0 + t) * a.bc_stride + bc0 + col] : 0.0F;
+  }
+  __syncthreads();  // wts before its reads below
+
+  float* out = a.states + (std::int64_t{c} * a.heads + h) * P * N;
+  const std::int64_t x0 = std::int64_t{h} * P;
+  const int rt = W::row(warp);
+  const int c0 = W::col0(warp);
+  const int k_end = (n + 7) / 8 * 8;
+  for (int p0 = 0; p0 < P; p0 += Cols) {
+    for (int i = tid; i < chunk * Cols; i += threads) {
+      const int t = i / Cols;
+      const int col = i % Cols;
+      xw[t * ld_x + col] = t < n ? a.x[(sp.t0 + t) * a.x_stride + x0 + p0 + col] * wts[t] : 0.0F;
+    }
+    __syncthreads();
+    frag_acc acc[ct];
+#pragma unroll
+    for (int j = 0; j < ct; ++j)
+      wmma::fill_fragment(acc[j], 0.0F);
+#pragma unroll 2
+    for (int k0 = 0; k0 < k_end; k0 += 8) {
+      frag_a_col fa;  // (x w)^T: element (p, t) at xw[t][p]
+      load_tf32(fa, xw + k0 * ld_x + rt * 16, ld_x);
+#pragma unroll
+      for (int j = 0; j < ct; ++j) {
+        frag_b_row fb;
+        load_tf32(fb, bs + k0 * ld_n + (c0 + j) * 16, ld_n);
+        wmma::mma_sync(acc[j], fa, fb, acc[j]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < ct; ++j) {
+      wmma::store_matrix_sync(out + std::int64_t{p0 + rt * 16} * N + (c0 + j) * 16, acc[j], N,
+                              wmma::mem_row_major);
+    }
+    __syncthreads();  // xw is restaged
+  }
+}
+
+// Thread: 4 consecutive entries of head h's [P][N] state in row r
+// (blockIdx y and z), walked through the row's chunks (consecutive table
+// entries from row_first[r]):
+//   start_c = h,  h = e^{G_C(c)} h + S_c,
+// start_c written over S_c; the walk starts from the slot (zeros when
+// has_state is 0) and leaves the last h there. Loads run two chunks ahead.
+__global__ void __launch_bounds__(threads) state_pass_kernel(chunk_args a) {
   const int r = static_cast<int>(blockIdx.z);
   const int first = a.row_first[r];
   if (first < 0)
     return;
   const int h = static_cast<int>(blockIdx.y);
-  const int p0 = static_cast<int>(blockIdx.x) * slice;
-  const int P = a.head_dim;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid / 32;
-  const int g = h / a.heads_per_group;
-  const std::int64_t t0 = a.cu[r];
-  const int len = static_cast<int>(a.cu[r + 1] - t0);
-  const int n_chunks = (len + chunk - 1) / chunk;
-  extern __shared__ __align__(128) float smem[];
-  float* st = smem;               // [32][ld_n]
-  float* cs = st + slice * ld_n;  // [64][ld_n]
-  float* bs = cs + chunk * ld_n;  // [64][ld_n]
-  float* xw = bs + chunk * ld_n;  // [64][ld_p]
-  float* ys = xw + chunk * ld_p;  // [64][ld_p]
-  float* pool = a.state + ((std::int64_t{a.slots[r]} * a.heads + h) * P + p0) * N;
-  const bool carried = a.has_state[r] != 0;
-  for (int i = tid; i < slice * N / 4; i += threads) {
-    const int row = i / (N / 4);
-    const int col = 4 * (i % (N / 4));
-    const float4 v =
-        carried ? reinterpret_cast<const float4*>(pool)[i] : make_float4(0.0F, 0.0F, 0.0F, 0.0F);
-    *reinterpret_cast<float4*>(st + row * ld_n + col) = v;
+  const std::int64_t quads = std::int64_t{a.head_dim} * a.state_size / 4;
+  const std::int64_t q = std::int64_t{blockIdx.x} * threads + threadIdx.x;
+  if (q >= quads)
+    return;
+  const int len = a.cu[r + 1] - a.cu[r];
+  const int nc = (len + chunk - 1) / chunk;
+  float4* pool =
+      reinterpret_cast<float4*>(a.state) + (std::int64_t{a.slots[r]} * a.heads + h) * quads + q;
+  float4 hv = a.has_state[r] != 0 ? *pool : make_float4(0.0F, 0.0F, 0.0F, 0.0F);
+  const std::int64_t step = std::int64_t{a.heads} * quads;  // float4s from a chunk to the next
+  float4* s = reinterpret_cast<float4*>(a.states) + (std::int64_t{first} * a.heads + h) * quads + q;
+  const float* gam = a.gammas + std::int64_t{first} * a.heads + h;
+  float4 ahead0 = s[0];
+  float4 ahead1 = nc > 1 ? s[step] : make_float4(0.0F, 0.0F, 0.0F, 0.0F);
+  for (int cc = 0; cc < nc; ++cc) {
+    const float4 local = ahead0;
+    const float gc = gam[std::int64_t{cc} * a.heads];
+    ahead0 = ahead1;
+    if (cc + 2 < nc)
+      ahead1 = s[(cc + 2) * step];
+    s[cc * step] = hv;
+    hv.x = gc * hv.x + local.x;
+    hv.y = gc * hv.y + local.y;
+    hv.z = gc * hv.z + local.z;
+    hv.w = gc * hv.w + local.w;
   }
-  const std::int64_t bc0 = std::int64_t{g} * N;
-  const std::int64_t x0 = std::int64_t{h} * P + p0;
-  const std::int64_t y_stride = std::int64_t{a.heads} * P;
-  const int ti = warp / 2;
-  const int tj = warp % 2;
-  for (int cc = 0; cc < n_chunks; ++cc) {
-    const std::int64_t tc = t0 + std::int64_t{cc} * chunk;
-    const int n = min(chunk, len - cc * chunk);
-    const float* dec = a.decays + (std::int64_t{first + cc} * a.heads + h) * dec_stride;
-    for (int i = tid; i < chunk * N; i += threads) {
-      const int t = i / N;
-      const int col = i % N;
-      const bool ok = t < n;
-      const std::int64_t off = (tc + t) * a.bc_stride + bc0 + col;
-      cs[t * ld_n + col] = ok ? a.C[off] : 0.0F;
-      bs[t * ld_n + col] = ok ? a.B[off] : 0.0F;
-    }
-    for (int i = tid; i < chunk * slice; i += threads) {
-      const int t = i / slice;
-      const int col = i % slice;
-      xw[t * ld_p + col] = t < n ? a.x[(tc + t) * a.x_stride + x0 + col] * dec[chunk + t] : 0.0F;
-    }
-    __syncthreads();  // also orders the state load / last update before its reads
-    {
-      frag_acc acc;
-      wmma::fill_fragment(acc, 0.0F);
-#pragma unroll 4
-      for (int k0 = 0; k0 < N; k0 += 8) {
-        frag_a_row fa;
-        frag_b_col fb;  // h^T: element (n, p) at h[p][n]
-        load_tf32(fa, cs + ti * 16 * ld_n + k0, ld_n);
-        load_tf32(fb, st + tj * 16 * ld_n + k0, ld_n);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(ys + ti * 16 * ld_p + tj * 16, acc, ld_p, wmma::mem_row_major);
-    }
-    __syncthreads();
-    for (int i = tid; i < chunk * slice; i += threads) {
-      const int t = i / slice;
-      const int col = i % slice;
-      if (t < n)
-        a.y[(tc + t) * y_stride + x0 + col] += dec[t] * ys[t * ld_p + col];
-    }
-    // h = gamma_C h + xw^T B: tiles [16 p][16 n], 2 * N / 16 of them.
-    const float gamma_c = dec[2 * chunk];
-    for (int job = warp; job < 2 * (N / 16); job += warps) {
-      const int ri = job / (N / 16);
-      const int ci = job % (N / 16);
-      float* tile = st + ri * 16 * ld_n + ci * 16;
-      frag_acc acc;
-      wmma::load_matrix_sync(acc, tile, ld_n, wmma::mem_row_major);
-#pragma unroll
-      for (int i = 0; i < acc.num_elements; ++i)
-        acc.x[i] *= gamma_c;
-#pragma unroll
-      for (int k0 = 0; k0 < chunk; k0 += 8) {
-        frag_a_col fa;  // xw^T: element (p, t) at xw[t][p]
-        frag_b_row fb;
-        load_tf32(fa, xw + k0 * ld_p + ri * 16, ld_p);
-        load_tf32(fb, bs + k0 * ld_n + ci * 16, ld_n);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(tile, acc, ld_n, wmma::mem_row_major);
-    }
-    __syncthreads();
-  }
-  for (int i = tid; i < slice * N / 4; i += threads) {
-    const int row = i / (N / 4);
-    const int col = 4 * (i % (N / 4));
-    reinterpret_cast<float4*>(pool)[i] = *reinterpret_cast<const float4*>(st + row * ld_n + col);
-  }
+  *pool = hv;
 }
 
-template <int N>
-cudaError_t launch_recurrence_n(const chunk_args& a, cudaStream_t stream) {
+template <int N, int Cols>
+cudaError_t launch_chunk_state(const chunk_args& a, cudaStream_t stream) {
+  constexpr std::size_t bytes = state_smem_bytes<N, Cols>();
   static const cudaError_t attr =
-      cudaFuncSetAttribute(chunk_recurrence_kernel<N>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(recurrence_smem_bytes<N>()));
+      cudaFuncSetAttribute(chunk_state_kernel<N, Cols>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes));
   if (attr != cudaSuccess)
     return attr;
-  const dim3 grid(static_cast<unsigned>(a.head_dim / slice), static_cast<unsigned>(a.heads),
-                  static_cast<unsigned>(a.rows));
-  chunk_recurrence_kernel<N><<<grid, threads, recurrence_smem_bytes<N>(), stream>>>(a);
+  const auto blocks = static_cast<unsigned>(std::int64_t{a.capacity} * a.heads);
+  chunk_state_kernel<N, Cols><<<blocks, threads, bytes, stream>>>(a);
   return launch_status();
+}
+
+cudaError_t launch_own_states(const chunk_args& a, cudaStream_t stream) {
+  const bool wide = cols_for(a.head_dim) == 64;
+  if (a.state_size == 64)
+    return wide ? launch_chunk_state<64, 64>(a, stream) : launch_chunk_state<64, 32>(a, stream);
+  return wide ? launch_chunk_state<128, 64>(a, stream) : launch_chunk_state<128, 32>(a, stream);
 }
 
 }  // namespace
 
-cudaError_t launch_recurrence(const chunk_args& a, cudaStream_t stream) {
-  return a.state_size == 64 ? launch_recurrence_n<64>(a, stream)
-                            : launch_recurrence_n<128>(a, stream);
+cudaError_t launch_states(const chunk_args& a, cudaStream_t stream) {
+  if (const cudaError_t err = launch_own_states(a, stream); err != cudaSuccess)
+    return err;
+  const std::int64_t quads = std::int64_t{a.head_dim} * a.state_size / 4;
+  const dim3 grid(static_cast<unsigned>((quads + threads - 1) / threads),
+                  static_cast<unsigned>(a.heads), static_cast<unsigned>(a.rows));
+  state_pass_kernel<<<grid, threads, 0, stream>>>(a);
+  return launch_status();
 }
 
 }  // namespace mstar::kernels::cuda::detail::ssd_chunked

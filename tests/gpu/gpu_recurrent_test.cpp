@@ -187,7 +187,7 @@ TEST(gpu_recurrent, ssd_chunked_scan_matches_alone_and_in_mixed_batches) {
     // reference's cost keeps the longest rows of the wide layers to the
     // mixed batch).
     const bool wide = g.heads >= 64;
-    for (const std::int32_t len : {1, 63, 64, 65, 200, 1000, 2048}) {
+    for (const std::int32_t len : {1, 63, 64, 65, 128, 129, 200, 1000, 2048}) {
       if (wide && len > 200)
         continue;
       for (const std::uint8_t resumed : {1, 0}) {

@@ -1,9 +1,11 @@
 #pragma once
 
-// Shared by the chunked SSD kernels (ssd_chunked.cu: the chunk table, the
-// in-chunk kernel, the launcher; ssd_chunk_recurrence.cu: the state carried
-// through each row's chunks): the chunk geometry, the kernels' arguments,
-// the workspace's per-chunk layout, TF32 fragments. Only .cu files include it.
+// Shared by the chunked SSD kernels (ssd_chunked.cu: the math, the chunk
+// table, the workspace, the launcher; ssd_chunk_recurrence.cu: the chunks'
+// own end states and the walk that passes states between chunks;
+// ssd_chunk_output.cu: C B^T per group and the outputs): the chunk
+// geometry, the kernels' arguments, the decays of a chunk, TF32 fragments,
+// the warps' tiles. Only .cu files include it.
 
 #include <cstdint>
 #include <cuda_runtime.h>
@@ -13,20 +15,29 @@ namespace mstar::kernels::cuda::detail::ssd_chunked {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int chunk = 64;
+/// The one chunk size (tokens). 128 over 64: the per-chunk states are
+/// written, read, rewritten and read again, and at N 128 one [P][N] state
+/// weighs as much as the chunk's x ([chunk][P]), so 64 would double that
+/// traffic (kernels/cuda/README.md has the arithmetic).
+constexpr int chunk = 128;
 constexpr int threads = 256;
 constexpr int warps = threads / 32;
-constexpr int slice = 32;        // head-dim rows per recurrence block, columns per staging
-constexpr int ld_m = chunk + 4;  // shared [64][64]
-constexpr int ld_p = slice + 4;  // shared [64][32]
-constexpr int dec_stride = 2 * chunk + 4;  // per (chunk, head): gamma_t, w_t, gamma_C, padding
+constexpr int tiles = chunk / 16;  // 16-token tiles of a chunk
+constexpr int pairs = tiles / 2;   // (i, tiles - 1 - i): equal causal area
+constexpr int ld_l = chunk + 4;    // shared [tokens][chunk]
 constexpr unsigned full_mask = 0xffffffffU;
+static_assert(chunk <= threads && chunk % 32 == 0 && warps % pairs == 0);
+
+/// Head-dim columns a block takes per pass: 64 when P allows, else 32.
+__host__ __device__ constexpr int cols_for(int head_dim) {
+  return head_dim % 64 == 0 ? 64 : 32;
+}
 
 struct chunk_args {
   const float* dt_bias;
   const float* A_log;
   const float* D;
-  int heads, head_dim, state_size, heads_per_group;
+  int heads, head_dim, state_size, heads_per_group, groups;
   float dt_min, dt_max;
   const float* x;
   const float* dt;
@@ -42,10 +53,26 @@ struct chunk_args {
   std::int32_t* row_first;  // [R]: the row's first chunk, -1 when it is not chunked
   std::int32_t* n_chunks;   // [1]: chunks in the table
   int2* table;              // [capacity]: (row, chunk of the row)
-  // [capacity][H][dec_stride]: gamma_t = e^{G_t} (64), w_t = e^{G_C - G_t} dt_t
-  // (64), gamma_C = e^{G_C}; G_t the running sum of dt * A inside the chunk.
-  float* decays;
+  float* gammas;            // [capacity][H]: e^{G_C}, the chunk's whole decay
+  // [capacity][G][chunk][chunk]: C_t . B_s of the group, the 16x16 tiles on
+  // and below the diagonal only (the others never written nor read).
+  float* cb;
+  // [capacity][H][P][N]: the chunk's own end state (zero start), replaced by
+  // the walk with the state at the chunk's start.
+  float* states;
 };
+
+/// The chunk of table entry c: its first token and its real tokens.
+struct chunk_span {
+  std::int64_t t0;
+  int n;
+};
+
+__device__ __forceinline__ chunk_span span_of(const chunk_args& a, int c) {
+  const int2 e = a.table[c];
+  const std::int64_t t0 = a.cu[e.x] + std::int64_t{e.y} * chunk;
+  return {t0, min(chunk, static_cast<int>(a.cu[e.x + 1] - t0))};
+}
 
 /// dt as the sequential kernel computes it: softplus (torch's threshold 20)
 /// of raw + bias, then the clamp.
@@ -53,6 +80,38 @@ __device__ __forceinline__ float dt_of(const chunk_args& a, std::int64_t t, int 
   const float v = a.dt[t * a.dt_stride + h] + a.dt_bias[h];
   const float sp = v > 20.0F ? v : log1pf(expf(v));
   return fminf(fmaxf(sp, a.dt_min), a.dt_max);
+}
+
+/// dt of the chunk's tokens into dts[chunk] and G_t, the running sum of
+/// dt A (tokens past the row's end, t >= n, add 0), into cum[chunk]: the
+/// first chunk / 32 warps scan 32 entries each, then each entry adds the
+/// totals of the warps before it. Called by the whole block; ends synced.
+__device__ __forceinline__ void chunk_log_decays(const chunk_args& a, std::int64_t t0, int n, int h,
+                                                 float* cum, float* dts) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid % 32;
+  if (tid < chunk) {
+    const float dtv = tid < n ? dt_of(a, t0 + tid, h) : 0.0F;
+    float la = dtv * -expf(a.A_log[h]);
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const float v = __shfl_up_sync(full_mask, la, off);
+      if (lane >= off)
+        la += v;
+    }
+    dts[tid] = dtv;
+    cum[tid] = la;
+  }
+  __syncthreads();
+  float before = 0.0F;
+  if (tid < chunk) {
+    for (int w = 0; w < tid / 32; ++w)
+      before += cum[32 * w + 31];
+  }
+  __syncthreads();
+  if (tid < chunk)
+    cum[tid] += before;
+  __syncthreads();
 }
 
 using frag_acc = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
@@ -73,8 +132,63 @@ __device__ __forceinline__ void load_tf32(Frag& f, const float* src, int ld) {
     f.x[i] = wmma::__float_to_tf32(f.x[i]);
 }
 
-/// Enqueues chunk_recurrence_kernel<N> (N 64 or 128): a block per (32
-/// head-dim rows, head, row); rows the table does not hold return at once.
-[[nodiscard]] cudaError_t launch_recurrence(const chunk_args& a, cudaStream_t stream);
+/// The output tiles of warp w over a [chunk][Cols] slice of y: 16-token
+/// tile rows `w % pairs` and `tiles - 1 - w % pairs` (so every warp's causal
+/// products span tiles + 1 tile-widths of tokens), Cols / 32 column tiles
+/// from column group `w / pairs`.
+template <int Cols>
+struct out_tiles {
+  static constexpr int col_tiles = Cols / 16 / (warps / pairs);
+  static_assert(col_tiles >= 1 && col_tiles * (warps / pairs) * 16 == Cols);
+  __device__ __forceinline__ static int lo(int w) { return w % pairs; }
+  __device__ __forceinline__ static int hi(int w) { return tiles - 1 - w % pairs; }
+  __host__ __device__ static constexpr int col0(int w) { return (w / pairs) * col_tiles; }
+  // Every (tile row, column tile) taken by exactly one warp.
+  static constexpr bool covered() {
+    int seen[tiles][Cols / 16] = {};
+    for (int w = 0; w < warps; ++w) {
+      for (int j = 0; j < col_tiles; ++j) {
+        ++seen[w % pairs][col0(w) + j];
+        ++seen[tiles - 1 - w % pairs][col0(w) + j];
+      }
+    }
+    for (const auto& row : seen) {
+      for (const int v : row) {
+        if (v != 1)
+          return false;
+      }
+    }
+    return true;
+  }
+};
+static_assert(out_tiles<32>::covered() && out_tiles<64>::covered());
+
+/// The tiles of warp w over a [Cols][N] slice of a chunk's own state:
+/// 16-row tile `w % (Cols / 16)`, `col_tiles` column tiles from
+/// `col0(w)`.
+template <int N, int Cols>
+struct state_tiles {
+  static constexpr int row_tiles = Cols / 16;
+  static constexpr int col_tiles = (N / 16) * row_tiles / warps;
+  static_assert(warps % row_tiles == 0 && col_tiles >= 1 &&
+                col_tiles * warps == (N / 16) * row_tiles);
+  __device__ __forceinline__ static int row(int w) { return w % row_tiles; }
+  __device__ __forceinline__ static int col0(int w) { return (w / row_tiles) * col_tiles; }
+};
+
+/// Enqueues the states' half (ssd_chunk_recurrence.cu): chunk_state_kernel
+/// a block per (chunk, head) writing `gammas` and the chunk's own end
+/// state, then the walk, a thread per 4 state entries of a (row, head),
+/// leaving each chunk's start state in `states` and the row's last state in
+/// its slot. Rows the table does not hold are left alone.
+[[nodiscard]] cudaError_t launch_states(const chunk_args& a, cudaStream_t stream);
+
+/// Enqueues C B^T per (chunk, group) into `cb` (ssd_chunk_output.cu); it
+/// needs only the table.
+[[nodiscard]] cudaError_t launch_cb(const chunk_args& a, cudaStream_t stream);
+
+/// Enqueues the outputs (ssd_chunk_output.cu), a block per (chunk, head);
+/// reads `cb` and the start states.
+[[nodiscard]] cudaError_t launch_outputs(const chunk_args& a, cudaStream_t stream);
 
 }  // namespace mstar::kernels::cuda::detail::ssd_chunked
