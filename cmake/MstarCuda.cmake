@@ -31,3 +31,28 @@ if(_mstar_cuda STREQUAL "ON" OR _mstar_cuda STREQUAL "AUTO")
 elseif(NOT _mstar_cuda STREQUAL "OFF")
   message(FATAL_ERROR "MSTAR_CUDA must be AUTO, ON or OFF, got '${MSTAR_CUDA}'")
 endif()
+
+# MSTAR_NCCL=AUTO|ON|OFF: NCCL for tensor parallelism across GPUs (issue 18),
+# looked for only when CUDA builds; never required by AUTO. MSTAR_NCCL_ENABLED
+# says whether it was found. No source links it yet: the NCCL communicator of
+# parallel/ is the piece that will.
+set(MSTAR_NCCL "AUTO" CACHE STRING "Use NCCL for tensor parallelism on CUDA: AUTO, ON, OFF")
+set_property(CACHE MSTAR_NCCL PROPERTY STRINGS AUTO ON OFF)
+set(MSTAR_NCCL_ENABLED OFF)
+string(TOUPPER "${MSTAR_NCCL}" _mstar_nccl)
+if(NOT _mstar_nccl MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "MSTAR_NCCL must be AUTO, ON or OFF, got '${MSTAR_NCCL}'")
+endif()
+if(MSTAR_CUDA_ENABLED AND NOT _mstar_nccl STREQUAL "OFF")
+  find_package(NCCL QUIET)
+  if(NCCL_FOUND)
+    set(MSTAR_NCCL_ENABLED ON)
+    message(STATUS "NCCL ${NCCL_VERSION}: ${NCCL_LIBRARY}")
+  elseif(_mstar_nccl STREQUAL "ON")
+    message(FATAL_ERROR "MSTAR_NCCL=ON but NCCL was not found (set NCCL_ROOT)")
+  else()
+    message(STATUS "MSTAR_NCCL=AUTO: NCCL not found; tensor parallelism runs on the CPU only")
+  endif()
+elseif(_mstar_nccl STREQUAL "ON")
+  message(FATAL_ERROR "MSTAR_NCCL=ON needs CUDA (MSTAR_CUDA=AUTO or ON with a CUDA compiler)")
+endif()

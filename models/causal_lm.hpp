@@ -21,6 +21,7 @@
 #include "models/image_input.hpp"
 #include "models/nemotron_h_backend.hpp"
 #include "models/tokenizer.hpp"
+#include "parallel/communicator.hpp"
 #include "resources/kv/kv_pool.hpp"
 #include "resources/recurrent/pool.hpp"
 
@@ -55,6 +56,11 @@ struct run_options {
   mstar::dtype dtype = mstar::dtype::bfloat16;
   /// On CUDA, decode steps replay a graph captured once per batch size.
   bool cuda_graphs = true;
+  /// This process's (or thread's) rank of a tensor-parallel group; empty or
+  /// a group of one: the whole model. The model loads only its rank's part
+  /// (models/nemotron_h_shard.hpp) and shares the communicator's ownership.
+  /// Families without tensor parallelism refuse a group of more than one.
+  std::shared_ptr<parallel::communicator> tensor_parallel;
 };
 
 /// Parses "cpu", "cuda" or "cuda:N" into the device index (-1 for cpu), or

@@ -20,8 +20,15 @@ result<std::unique_ptr<causal_lm>> load_causal_lm(const std::filesystem::path& f
   };
   if (type->empty() || *type == "nemotron_h")
     return up(nemotron_h_model::load(folder, run));
-  if (*type == "qwen3_5" || *type == "qwen3_5_text")
+  if (*type == "qwen3_5" || *type == "qwen3_5_text") {
+    if (run.tensor_parallel && run.tensor_parallel->size() > 1) {
+      return make_error(errc::unsupported,
+                        fmt::format("{}: tensor parallelism is not supported for model_type '{}' "
+                                    "(nemotron_h only)",
+                                    (folder / "config.json").string(), *type));
+    }
     return up(qwen3_5_model::load(folder, run));
+  }
   return make_error(errc::unsupported,
                     fmt::format("{}: model_type '{}' is not supported (nemotron_h, qwen3_5, "
                                 "qwen3_5_text)",

@@ -29,6 +29,8 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::load(
   model->config_ = std::move(*config);
   if (auto ok = model->config_.validate(); !ok)
     return ok.error().with_context(folder.string());
+  if (auto ok = model->join_group(run); !ok)
+    return ok.error().with_context(folder.string());
   // Weights before the tokenizer: their shapes prove vocab_size, which then
   // bounds the tokenizer's ids (and so its tables).
   if (auto ok = model->load_weights(folder); !ok)
@@ -43,6 +45,9 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::load(
   if (!ckpt)
     return ckpt.error();
   model->fingerprint_ = internal::weights_fingerprint("nemotron_h", folder, *ckpt);
+  if (model->shard_) {  // a rank's pages hold its heads only: never another rank's prefix
+    model->fingerprint_ += fmt::format(" tp {}/{}", model->shard_->rank, model->shard_->size);
+  }
   return model;
 }
 
@@ -73,6 +78,8 @@ result<void> nemotron_h_model::load_weights(const std::filesystem::path& folder)
   } else {
     MSTAR_TAKE(lm_head_, "lm_head.weight", c.vocab_size, hid);
   }
+  if (shard_)
+    lm_head_ = shard_lm_head(*shard_, c, lm_head_);
   std::int32_t counts[4] = {0, 0, 0, 0};
   for (std::size_t i = 0; i < c.layers.size(); ++i) {
     nemotron_h_layer l;
@@ -105,6 +112,7 @@ result<void> nemotron_h_model::load_weights(const std::filesystem::path& folder)
       case layer_kind::moe:
         return make_error(errc::unsupported, "MoE layers (E) are not supported yet");
     }
+    keep_part(l);
     layers_.push_back(std::move(l));
   }
 #undef MSTAR_TAKE
@@ -115,6 +123,15 @@ result<pool_spec> nemotron_h_model::pools(const pool_options& options) const {
   auto shape = internal::pool_shape_of(config_, backend_->kv_dtype());
   if (!shape)
     return shape.error();
+  if (shard_) {  // each rank's pools hold its part: its KV heads, its heads' state
+    shape->kv_heads = shard_->local.num_key_value_heads;
+    if (shape->recurrent_layers > 0) {
+      auto blocks = shard_blocks(*shard_, std::move(shape->blocks));
+      if (!blocks)
+        return blocks.error();
+      shape->blocks = std::move(*blocks);
+    }
+  }
   auto spec = internal::hybrid_pools(options, std::move(*shape), fingerprint_, checkpointed_);
   if (spec)
     spec->memory = backend_->memory();
@@ -143,7 +160,9 @@ result<void> nemotron_h_model::bind(resources::kv_pool* kv,
       ssm_state_.push_back(reinterpret_cast<float*>(ssm->data));
     }
   }
-  if (auto ok = backend_->load(config_, host_weights(), kv ? kv->config().max_num_pages : 0); !ok) {
+  if (auto ok = backend_->load(shard_ ? shard_->local : config_, host_weights(),
+                               kv ? kv->config().max_num_pages : 0);
+      !ok) {
     return ok.error();
   }
   bound_ = true;
@@ -258,6 +277,8 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::random(nemotron_h_co
   if (auto ok = model->open_device(run); !ok)
     return ok.error();
   model->config_ = std::move(config);
+  if (auto ok = model->join_group(run); !ok)
+    return ok.error();
   const auto& c = model->config_;
   auto tok = byte_tokenizer::make(3, c.vocab_size);
   if (!tok)
@@ -306,14 +327,36 @@ result<std::unique_ptr<nemotron_h_model>> nemotron_h_model::random(nemotron_h_co
       fill(l.up, c.intermediate_size * hid);
       fill(l.down, hid * c.intermediate_size);
     }
+    model->keep_part(l);  // after drawing the whole layer: every rank draws the same numbers
     model->layers_.push_back(std::move(l));
   }
+  if (model->shard_)
+    model->lm_head_ = shard_lm_head(*model->shard_, c, model->lm_head_);
   const auto id = resources::fingerprint("random nemotron_h", seed, c.pattern(), hid);
   model->fingerprint_ = std::string(id.begin(), id.end());
+  if (model->shard_)
+    model->fingerprint_ += fmt::format(" tp {}/{}", model->shard_->rank, model->shard_->size);
   return model;
 }
 
 nemotron_h_model::~nemotron_h_model() = default;
+
+result<void> nemotron_h_model::join_group(const run_options& run) {
+  if (!run.tensor_parallel || run.tensor_parallel->size() == 1)
+    return {};
+  const auto& comm = *run.tensor_parallel;
+  auto plan = plan_shard(config_, comm.rank(), comm.size());
+  if (!plan)
+    return plan.error();
+  if (auto ok = backend_->set_tensor_parallel(
+          {run.tensor_parallel.get(), plan->vocab.count, plan->vocab_chunk});
+      !ok) {
+    return ok.error();
+  }
+  shard_ = std::move(*plan);
+  group_ = run.tensor_parallel;
+  return {};
+}
 
 result<int> parse_device(const std::string& text) {
   if (text == "cpu")

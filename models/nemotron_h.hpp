@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "models/causal_lm.hpp"
 #include "models/nemotron_h_backend.hpp"
 #include "models/nemotron_h_config.hpp"
+#include "models/nemotron_h_shard.hpp"
 #include "models/nemotron_h_weights.hpp"
 #include "models/tokenizer.hpp"
 
@@ -29,7 +31,9 @@ class nemotron_h_model final : public causal_lm {
   /// Loads `config.json`, the safetensors weights (F32/BF16/F16, converted
   /// to float32) and the tokenizer of `folder` (none: token-id prompts
   /// only), and opens the device `run` names. Every failure names the file
-  /// and what was wrong.
+  /// and what was wrong. With `run.tensor_parallel` (a group of more than
+  /// one) only the rank's part of each weight is kept, sliced as each
+  /// tensor is read, and a config that does not split is refused.
   [[nodiscard]] static result<std::unique_ptr<nemotron_h_model>> load(
       const std::filesystem::path& folder, const run_options& run = {});
 
@@ -43,7 +47,12 @@ class nemotron_h_model final : public causal_lm {
   nemotron_h_model(const nemotron_h_model&) = delete;
   nemotron_h_model& operator=(const nemotron_h_model&) = delete;
 
+  /// The checkpoint's config (whole-model sizes, on every rank).
   [[nodiscard]] const nemotron_h_config& config() const noexcept { return config_; }
+  /// This rank's part of the model; empty without tensor parallelism.
+  [[nodiscard]] const std::optional<nemotron_h_shard_plan>& shard() const noexcept {
+    return shard_;
+  }
   /// Each linear layer's [out, in] shape, once per use in a forward over
   /// every layer (the GEMMs a step runs), for the BLAS floor of benchmarks.
   [[nodiscard]] std::vector<std::pair<std::int64_t, std::int64_t>> gemm_shapes() const;
@@ -90,13 +99,22 @@ class nemotron_h_model final : public causal_lm {
  private:
   nemotron_h_model() = default;
   [[nodiscard]] result<void> load_weights(const std::filesystem::path& folder);
-  /// Opens the device `run` names: the CPU or a CUDA device.
+  /// Opens the device `run` names: the CPU or a CUDA device; with a
+  /// tensor-parallel group, plans this rank's part (after `config_` is set).
   [[nodiscard]] result<void> open_device(const run_options& run);
+  [[nodiscard]] result<void> join_group(const run_options& run);
+  /// `l` (full size) as this rank keeps it.
+  void keep_part(nemotron_h_layer& l) const {
+    if (shard_)
+      l = shard_layer(*shard_, config_, l);
+  }
   [[nodiscard]] nemotron_h_host_weights host_weights() const {
     return {&embeddings_, &norm_f_, &lm_head_, layers_};
   }
 
   nemotron_h_config config_;
+  std::optional<nemotron_h_shard_plan> shard_;
+  std::shared_ptr<parallel::communicator> group_;  ///< kept alive while the backend uses it
   std::unique_ptr<tokenizer> tokenizer_;
   std::string fingerprint_;
   mutable bool checkpointed_ = false;  ///< `pools` gave the recurrent pool checkpoints

@@ -6,6 +6,13 @@
 
 namespace mstar::models {
 
+result<void> nemotron_h_backend::set_tensor_parallel(const nemotron_h_tensor_parallel& tp) {
+  return make_error(errc::unsupported,
+                    fmt::format("tensor parallelism ({} ranks) on {} needs NCCL, which this build "
+                                "does not use; the CPU runs it over threads",
+                                tp.comm != nullptr ? tp.comm->size() : 0, name()));
+}
+
 result<void> check_loopback(const nemotron_h_batch& batch, std::span<const std::int32_t> loopback,
                             std::size_t previous_rows) {
   if (loopback.empty())

@@ -16,6 +16,7 @@
 #include "kernels/arena.hpp"
 #include "kernels/attention.hpp"
 #include "models/nemotron_h_weights.hpp"
+#include "parallel/communicator.hpp"
 #include "resources/kv/kv_pool.hpp"
 #include "resources/recurrent/pool.hpp"
 
@@ -57,6 +58,15 @@ struct device_step_time {
   double busy_us = 0;
 };
 
+/// One rank's place in a tensor-parallel group, as its backend needs it:
+/// the communicator for the all-reduces after the row-parallel projections
+/// and the logits' all-gather, and its part of the vocabulary-parallel head.
+struct nemotron_h_tensor_parallel {
+  parallel::communicator* comm = nullptr;  ///< borrowed; outlives the backend's forwards
+  std::int64_t vocab_rows = 0;             ///< LM head rows this rank holds
+  std::int64_t vocab_chunk = 0;            ///< rows per rank, padded: ceil(vocab / size)
+};
+
 /// A device that runs the Nemotron-H forward. Not thread-safe: the worker
 /// that owns the model calls it.
 class nemotron_h_backend {
@@ -78,6 +88,13 @@ class nemotron_h_backend {
   [[nodiscard]] virtual result<void> load(const nemotron_h_config& config,
                                           const nemotron_h_host_weights& weights,
                                           std::int64_t kv_pages) = 0;
+
+  /// Makes this backend one rank of a tensor-parallel group, before `load`:
+  /// the weights it is then given are the rank's part
+  /// (models/nemotron_h_shard.hpp) and its forward joins the group's
+  /// collectives. The default refuses (a device backend needs a collective
+  /// library of its own: NCCL on CUDA).
+  [[nodiscard]] virtual result<void> set_tensor_parallel(const nemotron_h_tensor_parallel& tp);
 
   /// One forward over `batch`, blocking until it finished. With `logits`:
   /// each row's last token's row [R, vocab] f32 on the host. With `sampled`

@@ -33,6 +33,51 @@ result<void> nemotron_h_cpu::load(const nemotron_h_config& config,
   return {};
 }
 
+result<void> nemotron_h_cpu::set_tensor_parallel(const nemotron_h_tensor_parallel& tp) {
+  if (tp.comm == nullptr || tp.vocab_rows < 0 || tp.vocab_chunk < tp.vocab_rows) {
+    return make_error(errc::invalid_argument,
+                      "tensor parallel: no communicator, or a bad LM head part");
+  }
+  tp_ = tp;
+  return {};
+}
+
+result<void> nemotron_h_cpu::lm_head(const float* last, std::int64_t rows_n,
+                                     std::vector<float>& rows) {
+  const auto& c = config_;
+  const std::int64_t hid = c.hidden_size, V = c.vocab_size;
+  rows.resize(static_cast<std::size_t>(rows_n * V));
+  if (tp_.comm == nullptr) {
+    linear(last, rows_n, hid, *weights_.lm_head, V, rows.data());
+    return {};
+  }
+  // This rank's vocabulary part, padded to the common chunk, then every
+  // rank's part gathered rank-major: [size][R][chunk] -> [R][vocab].
+  const std::int64_t chunk = tp_.vocab_chunk, mine = tp_.vocab_rows;
+  auto& part = scratch_.part;
+  part.assign(static_cast<std::size_t>(rows_n * chunk), 0.0F);
+  if (mine > 0) {
+    auto& tmp = scratch_.gathered;
+    tmp.resize(static_cast<std::size_t>(rows_n * mine));
+    linear(last, rows_n, hid, *weights_.lm_head, mine, tmp.data());
+    for (std::int64_t r = 0; r < rows_n; ++r)
+      std::copy_n(tmp.begin() + r * mine, mine, part.begin() + r * chunk);
+  }
+  const auto n = static_cast<std::int64_t>(tp_.comm->size());
+  auto& all = scratch_.gathered;
+  all.resize(static_cast<std::size_t>(n * rows_n * chunk));
+  if (auto ok = tp_.comm->all_gather(part, all); !ok)
+    return ok;
+  for (std::int64_t q = 0; q < n; ++q) {
+    const std::int64_t begin = q * chunk,
+                       count = std::max<std::int64_t>(0, std::min(chunk, V - begin));
+    for (std::int64_t r = 0; r < rows_n; ++r) {
+      std::copy_n(all.begin() + (q * rows_n + r) * chunk, count, rows.begin() + r * V + begin);
+    }
+  }
+  return {};
+}
+
 result<void> nemotron_h_cpu::forward(const nemotron_h_batch& batch, const nemotron_h_state& state,
                                      std::vector<float>* logits, std::vector<std::int32_t>* sampled,
                                      std::span<const row_sampling> sampling) {
@@ -75,6 +120,11 @@ result<void> nemotron_h_cpu::forward(const nemotron_h_batch& batch, const nemotr
       case layer_kind::moe:
         break;  // refused at load
     }
+    // Row-parallel projections leave each rank a partial sum of the output.
+    if (tp_.comm != nullptr && l.kind != layer_kind::moe) {
+      if (auto ok = tp_.comm->all_reduce_sum({out.data(), static_cast<std::size_t>(T * hid)}); !ok)
+        return ok;
+    }
     auto hv = matrix(h.data(), T, hid);
     must(kernels::add({hv, matrix<const float>(out.data(), T, hid), hv}));
   }
@@ -89,8 +139,8 @@ result<void> nemotron_h_cpu::forward(const nemotron_h_batch& batch, const nemotr
   auto lv = matrix(last.data(), R, hid);
   must(kernels::rms_norm({lv, vector<const float>(w.norm_f->data(), hid), lv, eps}));
   auto& rows = logits != nullptr ? *logits : scratch_.logits;
-  rows.resize(static_cast<std::size_t>(R * c.vocab_size));
-  linear(last.data(), R, hid, *w.lm_head, c.vocab_size, rows.data());
+  if (auto ok = lm_head(last.data(), R, rows); !ok)
+    return ok;
   if (sampled != nullptr) {
     sampled->assign(static_cast<std::size_t>(R), -1);
     for (std::int64_t r = 0; r < R && static_cast<std::size_t>(r) < sampling.size(); ++r) {

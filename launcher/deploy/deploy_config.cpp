@@ -65,7 +65,8 @@ void read_auth(map_reader& in, const fs::path& base, auth_config& out) {
 }
 
 void read_node(map_reader& in, node_config& out) {
-  in.expect_keys({"name", "role", "host", "control_port", "device", "pools", "engine", "ssh"});
+  in.expect_keys({"name", "role", "host", "control_port", "device", "tensor_parallel", "pools",
+                  "engine", "ssh"});
   in.require("name");
   in.string("name", out.name);
   check_name(in, "name", out.name);
@@ -82,6 +83,12 @@ void read_node(map_reader& in, node_config& out) {
   in.integer("control_port", out.control_port, 1, max_port);
   in.string("device", out.device);
   check_device(in, "device", out.device);
+  in.integer("tensor_parallel", out.tensor_parallel, 1, 64);
+  if (!in.failed() && out.tensor_parallel > 1)
+    in.fail(errc::unsupported, "tensor_parallel",
+            fmt::format("{} ranks per node are not supported yet: a node's ranks run one "
+                        "process per GPU over NCCL, which this runtime does not have (1 only)",
+                        out.tensor_parallel));
   in.section("pools", {"kv_pages", "max_slots", "gpu_memory_fraction", "memory"},
              [&](map_reader& p) {
                p.integer("kv_pages", out.pools.kv_pages, 2, std::int64_t{1} << 24);

@@ -114,6 +114,11 @@ struct node_config {
   std::string host = "127.0.0.1";  ///< where the control port listens
   std::uint16_t control_port = 0;  ///< the CAF control plane; never 0 after parsing
   std::string device;              ///< cpu, cuda or cuda:N; the top-level one when unset
+  /// Ranks the node's model is split across (issue 18): one process per GPU
+  /// of the host, started by mstar-launch, collectives over NCCL. Parsed and
+  /// checked (1-64); anything above 1 is refused until the NCCL communicator
+  /// exists, so no file asks for ranks a node would not start.
+  std::int32_t tensor_parallel = 1;
   pool_overrides pools;
   engine_overrides engine;
   std::string ssh;  ///< "user@host" for mstar-launch; empty: started on this host

@@ -31,6 +31,8 @@ void emit_node(YAML::Emitter& out, const node_config& node) {
   out << YAML::Key << "host" << YAML::Value << node.host;
   out << YAML::Key << "control_port" << YAML::Value << node.control_port;
   out << YAML::Key << "device" << YAML::Value << node.device;
+  if (node.tensor_parallel != 1)
+    out << YAML::Key << "tensor_parallel" << YAML::Value << node.tensor_parallel;
   if (node.pools != pool_overrides{}) {
     out << YAML::Key << "pools" << YAML::Value << YAML::BeginMap;
     emit_if(out, "kv_pages", node.pools.kv_pages);

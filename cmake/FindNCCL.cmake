@@ -1,0 +1,32 @@
+# FindNCCL: NVIDIA's collective library (nccl.h, libnccl), for tensor
+# parallelism across the GPUs of a host. Hints: NCCL_ROOT, NCCL_INCLUDE_DIR,
+# NCCL_LIBRARY, and the CUDA toolkit's folders.
+# Defines NCCL_FOUND, NCCL_VERSION (from nccl.h) and the imported target NCCL::NCCL.
+
+find_path(NCCL_INCLUDE_DIR nccl.h
+  HINTS ${NCCL_ROOT} ENV NCCL_ROOT ${CUDAToolkit_INCLUDE_DIRS}
+  PATH_SUFFIXES include)
+find_library(NCCL_LIBRARY NAMES nccl
+  HINTS ${NCCL_ROOT} ENV NCCL_ROOT ${CUDAToolkit_LIBRARY_DIR}
+  PATH_SUFFIXES lib lib64)
+
+if(NCCL_INCLUDE_DIR AND EXISTS "${NCCL_INCLUDE_DIR}/nccl.h")
+  file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_version_lines
+       REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) +[0-9]+")
+  foreach(part MAJOR MINOR PATCH)
+    string(REGEX MATCH "NCCL_${part} +([0-9]+)" _m "${_nccl_version_lines}")
+    set(_nccl_${part} "${CMAKE_MATCH_1}")
+  endforeach()
+  set(NCCL_VERSION "${_nccl_MAJOR}.${_nccl_MINOR}.${_nccl_PATCH}")
+endif()
+
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(NCCL REQUIRED_VARS NCCL_LIBRARY NCCL_INCLUDE_DIR
+                                  VERSION_VAR NCCL_VERSION)
+
+if(NCCL_FOUND AND NOT TARGET NCCL::NCCL)
+  add_library(NCCL::NCCL UNKNOWN IMPORTED)
+  set_target_properties(NCCL::NCCL PROPERTIES IMPORTED_LOCATION "${NCCL_LIBRARY}"
+                                              INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
+endif()
+mark_as_advanced(NCCL_INCLUDE_DIR NCCL_LIBRARY)

@@ -1,0 +1,64 @@
+#pragma once
+
+// The collectives a tensor-parallel model needs between its ranks, and
+// nothing about how the bytes move: models/ calls this interface; an
+// in-process group over threads (local_group.hpp) implements it for tests and
+// CPU runs, and a NCCL group over one process per GPU is the next backend.
+
+#include <chrono>
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "core/result.hpp"
+
+namespace mstar::parallel {
+
+/// One rank's end of a group of `size()` ranks.
+///
+/// Every rank must call the same collectives in the same order with the same
+/// counts (the step protocol runs identically on every rank); a mismatch is
+/// an error, not a hang. Every call is bounded by the group's timeout: a peer
+/// that never arrives, or that left the group (its communicator destroyed, or
+/// `abort` called), fails the call with errc::internal naming the missing
+/// rank and the operation. After one failure the group is broken and every
+/// later call on every rank fails with the same cause. Not thread-safe: one
+/// thread drives one rank.
+class communicator {
+ public:
+  virtual ~communicator() = default;
+
+  /// This rank, in [0, size()).
+  [[nodiscard]] virtual int rank() const noexcept = 0;
+  /// Ranks in the group.
+  [[nodiscard]] virtual int size() const noexcept = 0;
+  /// How long a collective waits for its peers before it fails.
+  [[nodiscard]] virtual std::chrono::milliseconds timeout() const noexcept = 0;
+
+  /// `data` becomes the element-wise sum over ranks. The sum runs in rank
+  /// order on every rank, so every rank ends with the same bits.
+  [[nodiscard]] virtual result<void> all_reduce_sum(std::span<float> data) = 0;
+
+  /// `out` (size() * `in`.size() elements) becomes every rank's `in`, rank
+  /// after rank. Counts are equal across ranks, as NCCL requires.
+  [[nodiscard]] virtual result<void> all_gather(std::span<const float> in,
+                                                std::span<float> out) = 0;
+
+  /// Every rank's `data` becomes rank `root`'s bytes.
+  [[nodiscard]] virtual result<void> broadcast(std::span<std::byte> data, int root) = 0;
+
+  /// Breaks the group: every rank's current and later collectives fail,
+  /// naming this rank and `reason`. For a rank that stops on an error of its
+  /// own, so its peers do not wait out the timeout.
+  virtual void abort(const std::string& reason) = 0;
+};
+
+/// The error a collective returns when rank `peer` did not arrive at `op`
+/// within `timeout` (seen from `rank`): errc::internal naming all three.
+[[nodiscard]] error peer_timeout(std::string_view op, int rank, int peer,
+                                 std::chrono::milliseconds timeout);
+
+/// The error a collective returns when rank `peer` left the group.
+[[nodiscard]] error peer_gone(std::string_view op, int rank, int peer, std::string_view reason);
+
+}  // namespace mstar::parallel
