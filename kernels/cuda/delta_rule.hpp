@@ -40,7 +40,7 @@ struct gated_delta_workspace {
 
 /// Rows this long or longer run chunked when the workspace does not say
 /// (measured on the H200: bench/results/h200-delta-rule.md).
-inline constexpr std::int32_t gated_delta_default_chunked_from = 320;
+inline constexpr std::int32_t gated_delta_default_chunked_from = 256;
 
 /// Workspace the chunked path needs for a batch of `tokens` tokens in
 /// `rows` rows (0 when the shape has no chunked path: then the overload

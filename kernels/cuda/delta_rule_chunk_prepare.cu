@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/delta_rule_chunk.cuh"
+#include "kernels/cuda/internal/mma_tf32.cuh"
 
 namespace mstar::kernels::cuda::detail::chunked {
 namespace {
@@ -29,6 +30,7 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid % 32;
   const int warp = tid / 32;
+  const tf32::lane_at ln(lane);
   const int2 entry = p.table[c];
   const std::int64_t t0 = std::int64_t{p.cu[entry.x]} + std::int64_t{chunk} * entry.y;
   const int n = min(chunk, static_cast<int>(p.cu[entry.x + 1] - t0));
@@ -48,6 +50,12 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
   float* oi_g = blob + oi_at(K, V);
   float* sc_g = blob + tail_at(K, V);
   float* keys = p.keys + (std::int64_t{c} * p.hk + kh) * chunk * K;
+
+  // The block's value columns are read only by the solve, after the
+  // products: L2 fetches them meanwhile (a 128-byte line a thread).
+  const float* v_in = p.qkv + t0 * p.qkv_stride + 2 * std::int64_t{p.hk} * K + std::int64_t{h} * V;
+  for (int i = tid; i < n * (V / 32); i += threads)
+    prefetch_l2(v_in + (i / (V / 32)) * p.qkv_stride + 32 * (i % (V / 32)));
 
   if (tid < chunk) {
     float g = 0.0F;
@@ -131,23 +139,43 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
       ++ti;
     }
     const int tj = idx;
-    frag_acc acc;
-    wmma::fill_fragment(acc, 0.0F);
-    const float* arow = (is_p ? qn : kn) + ti * 16 * ld_k;
-    const float* brow = kn + tj * 16 * ld_k;
-#pragma unroll 4
-    for (int k0 = 0; k0 < K; k0 += 8) {
-      frag_a_row fa;
-      frag_b_col fb;
-      load_tf32(fa, arow + k0, ld_k);
-      load_tf32(fb, brow + k0, ld_k);
-      wmma::mma_sync(acc, fa, fb, acc);
+    // Two 8-column mma tiles, even and odd k steps apart.
+    const float* fa_at = tf32::a_base<ld_k, 1>((is_p ? qn : kn) + ti * 16 * ld_k, ln);
+    const float* fb_at = tf32::b_base<1, ld_k>(kn + tj * 16 * ld_k, ln);
+    float acc[2][2][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < K; k0 += 16) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        std::uint32_t fa[4];
+        tf32::load_a<ld_k, 1>(fa, fa_at + k0 + 8 * e);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          std::uint32_t fb[2];
+          tf32::load_b<1, ld_k>(fb, fb_at + nt * 8 * ld_k + k0 + 8 * e);
+          tf32::mma(acc[nt][e], fa, fb);
+        }
+      }
     }
-    // A transposed (am[s][t] = A[t][s]) for the solve's column sweeps.
-    if (is_p)
-      wmma::store_matrix_sync(pm + ti * 16 * ld_c + tj * 16, acc, ld_c, wmma::mem_row_major);
-    else
-      wmma::store_matrix_sync(am + tj * 16 * ld_c + ti * 16, acc, ld_c, wmma::mem_col_major);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int m = ti * 16 + ln.g;
+      const int col = tj * 16 + nt * 8 + 2 * ln.q;
+      const float c0 = acc[nt][0][0] + acc[nt][1][0];
+      const float c1 = acc[nt][0][1] + acc[nt][1][1];
+      const float c2 = acc[nt][0][2] + acc[nt][1][2];
+      const float c3 = acc[nt][0][3] + acc[nt][1][3];
+      if (is_p) {
+        *reinterpret_cast<float2*>(pm + m * ld_c + col) = make_float2(c0, c1);
+        *reinterpret_cast<float2*>(pm + (m + 8) * ld_c + col) = make_float2(c2, c3);
+      } else {
+        // A transposed (am[s][t] = A[t][s]) for the solve's column sweeps.
+        am[col * ld_c + m] = c0;
+        am[(col + 1) * ld_c + m] = c1;
+        am[col * ld_c + m + 8] = c2;
+        am[(col + 1) * ld_c + m + 8] = c3;
+      }
+    }
   }
   __syncthreads();
   for (int i = tid; i < chunk * chunk; i += threads) {
@@ -167,11 +195,10 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
     for (int t = 0; t < chunk; ++t)
       x[t] = bg[t] * kn[t * ld_k + j];
   } else if (j < K + V) {
-    const float* v =
-        p.qkv + t0 * p.qkv_stride + 2 * std::int64_t{p.hk} * K + std::int64_t{h} * V + (j - K);
+    const float* v = v_in + (j - K);
 #pragma unroll
-    for (int t = 0; t < chunk; ++t)
-      x[t] = t < n ? bs[t] * v[t * p.qkv_stride] : 0.0F;
+    for (int t = 0; t < chunk; ++t, v += p.qkv_stride)
+      x[t] = t < n ? bs[t] * *v : 0.0F;
   }
   // Column sweeps: once x_s is final it leaves A[t][s] x_s on every later
   // x_t, so each step's FMAs are independent. A^T's zeros below its diagonal
@@ -217,21 +244,40 @@ __global__ void __launch_bounds__(threads, 2) chunk_prepare_kernel(chunk_args p)
     const int ti = local / cols;
     const int tj = local % cols;
     const int ld_d = is_qe ? K : V;
-    float* dst = (is_qe ? qe_g : oi_g) + ti * 16 * ld_d + tj * 16;
-    frag_acc acc;
-    if (is_qe)
-      wmma::load_matrix_sync(acc, dst, static_cast<unsigned>(ld_d), wmma::mem_row_major);
-    else
-      wmma::fill_fragment(acc, 0.0F);
-    const float* bsrc = (is_qe ? kn : qn) + tj * 16;
-    for (int k0 = 0; k0 < (ti + 1) * 16; k0 += 8) {
-      frag_a_row fa;
-      frag_b_row fb;
-      load_tf32(fa, pm + ti * 16 * ld_c + k0, ld_c, is_qe ? -1.0F : 1.0F);
-      load_tf32(fb, bsrc + k0 * ld_k, ld_k);
-      wmma::mma_sync(acc, fa, fb, acc);
+    // The lane's first element of the 16 x 16 tile: (ti 16 + g, tj 16 + 2q).
+    float* dst = (is_qe ? qe_g : oi_g) + (ti * 16 + ln.g) * ld_d + tj * 16 + 2 * ln.q;
+    float acc[2][4] = {};
+    if (is_qe) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float2 lo = *reinterpret_cast<const float2*>(dst + nt * 8);
+        const float2 hi = *reinterpret_cast<const float2*>(dst + 8 * ld_d + nt * 8);
+        acc[nt][0] = lo.x;
+        acc[nt][1] = lo.y;
+        acc[nt][2] = hi.x;
+        acc[nt][3] = hi.y;
+      }
     }
-    wmma::store_matrix_sync(dst, acc, static_cast<unsigned>(ld_d), wmma::mem_row_major);
+    const float* fa_at = tf32::a_base<ld_c, 1>(pm + ti * 16 * ld_c, ln);
+    const float* fb_at = tf32::b_base<ld_k, 1>((is_qe ? kn : qn) + tj * 16, ln);
+    for (int k0 = 0; k0 < (ti + 1) * 16; k0 += 8) {
+      std::uint32_t fa[4];
+      tf32::load_a<ld_c, 1>(fa, fa_at + k0);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        fa[i] ^= is_qe ? 0x80000000U : 0U;  // -P for Qe
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        std::uint32_t fb[2];
+        tf32::load_b<ld_k, 1>(fb, fb_at + k0 * ld_k + nt * 8);
+        tf32::mma(acc[nt], fa, fb);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(acc[nt][0], acc[nt][1]);
+      *reinterpret_cast<float2*>(dst + 8 * ld_d + nt * 8) = make_float2(acc[nt][2], acc[nt][3]);
+    }
   }
 }
 

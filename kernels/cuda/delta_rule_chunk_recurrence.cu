@@ -7,13 +7,10 @@
 
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/delta_rule_chunk.cuh"
+#include "kernels/cuda/internal/mma_tf32.cuh"
 
 namespace mstar::kernels::cuda::detail::chunked {
 namespace {
-
-__device__ __forceinline__ void prefetch_l2(const void* ptr) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
-}
 
 // Shared memory of a recurrence block, in floats: the state slice, U', and
 // per stage e W, the keys, the block's value rows of e U1.
@@ -90,6 +87,7 @@ __global__ void __launch_bounds__(threads, 3 - Stages) chunk_recurrence_kernel(c
   const int V = p.v_dim;
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
+  const tf32::lane_at ln(tid % 32);
   const int kh = h / p.group;
   const int len = static_cast<int>(p.cu[r + 1] - p.cu[r]);
   const int n_chunks = (len + chunk - 1) / chunk;
@@ -139,35 +137,41 @@ __global__ void __launch_bounds__(threads, 3 - Stages) chunk_recurrence_kernel(c
       const int col = 4 * (i % (K / 4));
       reinterpret_cast<float4*>(start)[i] = *reinterpret_cast<const float4*>(s + row * ld_k + col);
     }
-    // Phase 1: U' = e U1 - (e W) S^T, tile (ti, tj); even and odd k-steps
-    // in two accumulators (unrolled twice: fully, ptxas spills).
+    // Phase 1: U' = e U1 - (e W) S^T, warp w the 16 x 16 tile (w / 2, w % 2):
+    // two 8-column mma tiles, even and odd k steps in separate accumulators.
     {
       const int ti = warp / 2;
       const int tj = warp % 2;
-      const float* wb = smem + L::w + b * chunk * ld_k + ti * 16 * ld_k;
-      const float* ub = smem + L::u1 + b * chunk * ld_s + ti * 16 * ld_s + tj * 16;
-      const float* sb = s + tj * 16 * ld_k;
-      frag_acc acc0;
-      frag_acc acc1;
-      wmma::load_matrix_sync(acc0, ub, ld_s, wmma::mem_row_major);
-      wmma::fill_fragment(acc1, 0.0F);
-#pragma unroll 2
-      for (int k0 = 0; k0 < K; k0 += 16) {
-        frag_a_row fa0;
-        frag_a_row fa1;
-        frag_b_col fb0;
-        frag_b_col fb1;
-        load_tf32(fa0, wb + k0, ld_k, -1.0F);
-        load_tf32(fb0, sb + k0, ld_k);
-        load_tf32(fa1, wb + k0 + 8, ld_k, -1.0F);
-        load_tf32(fb1, sb + k0 + 8, ld_k);
-        wmma::mma_sync(acc0, fa0, fb0, acc0);
-        wmma::mma_sync(acc1, fa1, fb1, acc1);
-      }
+      const float* wa = tf32::a_base<ld_k, 1>(smem + L::w + b * chunk * ld_k + ti * 16 * ld_k, ln);
+      // B(k, n) = S[n][k]: the state's value rows are U's columns.
+      const float* sb = tf32::b_base<1, ld_k>(s + tj * 16 * ld_k, ln);
+      float acc[2][2][4] = {};
 #pragma unroll
-      for (int i = 0; i < acc0.num_elements; ++i)
-        acc0.x[i] += acc1.x[i];
-      wmma::store_matrix_sync(ust + ti * 16 * ld_s + tj * 16, acc0, ld_s, wmma::mem_row_major);
+      for (int k0 = 0; k0 < K; k0 += 16) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          std::uint32_t fa[4];
+          tf32::load_a<ld_k, 1>(fa, wa + k0 + 8 * e);
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+            std::uint32_t fb[2];
+            tf32::load_b<1, ld_k>(fb, sb + nt * 8 * ld_k + k0 + 8 * e);
+            tf32::mma(acc[nt][e], fa, fb);
+          }
+        }
+      }
+      const int at = ti * 16 * ld_s + tj * 16;
+      const float* u1 = tf32::c_base<ld_s>(smem + L::u1 + b * chunk * ld_s + at, ln);
+      float* uo = tf32::c_base<ld_s>(ust + at, ln);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        float u[4];
+        tf32::load_c<ld_s>(u, u1 + nt * 8);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          u[i] -= acc[nt][0][i] + acc[nt][1][i];
+        tf32::store_c<ld_s>(uo + nt * 8, u);
+      }
     }
     if constexpr (Stages == 1)
       cp_async_wait<0>();  // this chunk's keys
@@ -175,38 +179,34 @@ __global__ void __launch_bounds__(threads, 3 - Stages) chunk_recurrence_kernel(c
     if (cc + Stages < n_chunks)
       stage_w<K, Stages>(p, smem, b, c + Stages, h, v0, tid);
     cp_async_commit();
-    // Phase 2: S = gamma_C S + U'^T K; warp w: value rows 16 (w / 4),
-    // K / 64 consecutive 16-column tiles.
+    // Phase 2: S = gamma_C S + U'^T K; warp w: value rows 16 (w / 4), K / 4
+    // columns from (w % 4) K / 4, in 8-column mma tiles.
     {
-      constexpr int tp = K / 64;
+      constexpr int tiles = K / 32;
       const int ri = warp / 4;
-      const int cj = (warp % 4) * tp;
-      const float* kb = smem + L::k + b * chunk * ld_k;
-      frag_acc acc[tp];
+      const int c0 = (warp % 4) * (K / 4);
+      // A(m, k) = U'[k][m]: U's columns are the state's rows.
+      const float* ua = tf32::a_base<1, ld_s>(ust + ri * 16, ln);
+      const float* kb = tf32::b_base<ld_k, 1>(smem + L::k + b * chunk * ld_k + c0, ln);
+      float* sc = tf32::c_base<ld_k>(s + ri * 16 * ld_k + c0, ln);
+      float acc[tiles][4];
 #pragma unroll
-      for (int j = 0; j < tp; ++j) {
-        wmma::load_matrix_sync(acc[j], s + ri * 16 * ld_k + (cj + j) * 16, ld_k,
-                               wmma::mem_row_major);
-#pragma unroll
-        for (int i = 0; i < acc[j].num_elements; ++i)
-          acc[j].x[i] *= gamma_c;
-      }
+      for (int nt = 0; nt < tiles; ++nt)
+        tf32::load_c<ld_k>(acc[nt], sc + nt * 8, gamma_c);
 #pragma unroll
       for (int k0 = 0; k0 < chunk; k0 += 8) {
-        frag_a_col fa;
-        load_tf32(fa, ust + k0 * ld_s + ri * 16, ld_s);
+        std::uint32_t fa[4];
+        tf32::load_a<1, ld_s>(fa, ua + k0 * ld_s);
 #pragma unroll
-        for (int j = 0; j < tp; ++j) {
-          frag_b_row fb;
-          load_tf32(fb, kb + k0 * ld_k + (cj + j) * 16, ld_k);
-          wmma::mma_sync(acc[j], fa, fb, acc[j]);
+        for (int nt = 0; nt < tiles; ++nt) {
+          std::uint32_t fb[2];
+          tf32::load_b<ld_k, 1>(fb, kb + k0 * ld_k + nt * 8);
+          tf32::mma(acc[nt], fa, fb);
         }
       }
 #pragma unroll
-      for (int j = 0; j < tp; ++j) {
-        wmma::store_matrix_sync(s + ri * 16 * ld_k + (cj + j) * 16, acc[j], ld_k,
-                                wmma::mem_row_major);
-      }
+      for (int nt = 0; nt < tiles; ++nt)
+        tf32::store_c<ld_k>(sc + nt * 8, acc[nt]);
     }
     // The next chunk's operands: with one stage its e W / e U1 (staged after
     // the barrier above), with two everything (staged a chunk earlier).

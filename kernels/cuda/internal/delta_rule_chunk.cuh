@@ -88,6 +88,11 @@ __device__ __forceinline__ void load_tf32(Frag& f, const float* src, int ld, flo
     f.x[i] = wmma::__float_to_tf32(sign * f.x[i]);
 }
 
+/// Asks L2 for the 128-byte line at `ptr`.
+__device__ __forceinline__ void prefetch_l2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
+}
+
 // `rows` rows of `cols` floats (a multiple of 4, 16-byte aligned rows) from
 // global (row stride ld_src) to shared (row stride ld_dst), by all threads.
 template <int Threads>
