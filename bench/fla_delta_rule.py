@@ -12,14 +12,18 @@ torch is timed in the same run (bytes read + written per second).
 
 Prints one line per case: median us per call over interleaved rounds with
 the copy, and for decode the state bytes read + written per second; each
-case eager (Python launches) and replayed as a CUDA graph.
+case eager (Python launches) and replayed as a CUDA graph. Decode also
+"inplace-graphN": fla's kernel writing the final state over the initial one,
+as ours does (the API writes a fresh tensor: see in_place).
 """
 
 import argparse
 import json
 
 import torch
+import triton
 from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+from fla.ops.gated_delta_rule.fused_recurrent import fused_recurrent_gated_delta_rule_fwd_kernel
 
 HK, HV, DK, DV = 16, 32, 128, 128
 
@@ -84,6 +88,31 @@ def inputs(rows, tokens, dtype, gen):
     return [x.to(dtype) for x in (q, k, v)] + [a, b, a_log, dt_bias, h0]
 
 
+def in_place(q, k, v, a, b, a_log, dt_bias, h0):
+    """fla's decode kernel launched as its Python API launches it, but with
+    the final state written over the initial one (ht = h0), as a serving
+    engine's state pool is updated and as ours is; the API itself always
+    returns a fresh final-state tensor, so its calls read one buffer and
+    write another. Each program reads its state tile before it writes it,
+    and no two programs share a tile, so in place is safe."""
+    rows, tokens, hk, dk = k.shape
+    hv, dv = v.shape[2], v.shape[3]
+    bv = min(8, triton.next_power_of_2(dv))
+    o = torch.empty_like(v)
+    grid = (triton.cdiv(dv, bv) * rows * hv,)
+
+    def call():
+        fused_recurrent_gated_delta_rule_fwd_kernel[grid](
+            q=q, k=k, v=v, g=a, gk=None, gv=None, beta=b, A_log=a_log, dt_bias=dt_bias, o=o,
+            h0=h0, ht=h0, cu_seqlens=None, scale=dk ** -0.5, T=tokens, H=hk, HV=hv, K=dk, V=dv,
+            BK=triton.next_power_of_2(dk), BV=bv, IS_BETA_HEADWISE=b.ndim != v.ndim,
+            USE_QK_L2NORM_IN_KERNEL=True, APPLY_BETA_SIGMOID=True, ALLOW_NEG_EIGVAL=False,
+            STATE_V_FIRST=True, num_warps=1, num_stages=3)
+        return o, h0
+
+    return call
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", action="store_true")
@@ -131,9 +160,19 @@ def main():
                     use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, A_log=a_log,
                     dt_bias=dt_bias, use_beta_sigmoid_in_kernel=True, state_v_first=True)
 
+            # The in-place launch must give the API's outputs and state.
+            o_api, h_api = decode()
+            h_keep = h0.clone()
+            o_own, h_own = in_place(q, k, v, a, b, a_log, dt_bias, h0)()
+            gap = max((o_own - o_api).abs().max().item(), (h_own - h_api).abs().max().item())
+            h0.copy_(h_keep)
+            if gap > 1e-5:
+                raise SystemExit(f"fla in place differs from its API by {gap} at b{rows}")
             n = args.graph_calls
+            inplace = in_place(q, k, v, a, b, a_log, dt_bias, h0)
             for mode, fn, calls in (("eager", decode, 1), ("graph", graphed(decode), 1),
-                                    (f"graph{n}", graphed(decode, n), n)):
+                                    (f"graph{n}", graphed(decode, n), n),
+                                    (f"inplace-graph{n}", graphed(inplace, n), n)):
                 if fn is not None:
                     ms, cms = measure(fn, copy, args.rounds)
                     ms /= calls
