@@ -57,9 +57,9 @@ inline constexpr std::int32_t gated_delta_default_chunked_from = 256;
 /// chunk's starting state in the workspace) and another makes every chunk's
 /// outputs from those states at once. Rows shorter than `ws.chunked_from`,
 /// decode steps (`p.decode`), shapes without a chunked path (K other than
-/// 64 / 128, V not a multiple of 32 or above K) and a workspace too small
-/// run the sequential scan above. The chunked rows' error is TF32's, not
-/// f32's: a few 1e-4 of the largest value on the H200, flat in row length
+/// 64 / 128, V not a multiple of 32 or above K), a workspace too small and an
+/// `out` not 8-byte aligned run the sequential scan above. The chunked rows'
+/// error is TF32's, not f32's: a few 1e-4 of the largest value on the H200, flat in row length
 /// (kernels/cuda/README.md).
 [[nodiscard]] cudaError_t gated_delta_rule_varlen(const gated_delta_rule_params& p,
                                                   const gated_delta_workspace& ws,

@@ -108,7 +108,8 @@ cudaError_t gated_delta_rule_varlen(const gated_delta_rule_params& p,
   const std::int32_t from = threshold(ws.chunked_from);
   const chunk_layout l = layout_for(p.w, ws.tokens, rows, from);
   if (p.decode || !chunkable(p.w) || l.total == 0 || ws.data == nullptr || ws.bytes < l.total ||
-      reinterpret_cast<std::uintptr_t>(ws.data) % 256 != 0 || rows > 65535) {
+      reinterpret_cast<std::uintptr_t>(ws.data) % 256 != 0 || rows > 65535 ||
+      reinterpret_cast<std::uintptr_t>(p.out) % 8 != 0) {  // O goes out as float2
     return detail::launch_gated_delta_scan(p, nullptr, stream);
   }
   const auto& w = p.w;
