@@ -34,6 +34,11 @@ class communicator {
   [[nodiscard]] virtual int size() const noexcept = 0;
   /// How long a collective waits for its peers before it fails.
   [[nodiscard]] virtual std::chrono::milliseconds timeout() const noexcept = 0;
+  /// Where the spans of the collectives live: host memory (false: the
+  /// in-process group) or this rank's GPU memory (true: a NCCL group). A
+  /// CUDA model passes device buffers to a device group and stages them
+  /// through pinned host memory for a host group.
+  [[nodiscard]] virtual bool takes_device_memory() const noexcept { return false; }
 
   /// `data` becomes the element-wise sum over ranks. The sum runs in rank
   /// order on every rank, so every rank ends with the same bits.

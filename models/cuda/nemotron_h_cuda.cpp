@@ -78,7 +78,10 @@ result<void> nemotron_h_cuda::upload(const nemotron_h_config& config,
   } while (false)
   MSTAR_UP(p.embeddings, p.floats(*w.embeddings));
   MSTAR_UP(p.norm_f, p.floats(*w.norm_f));
-  MSTAR_UP(p.lm_head, p.weights(*w.lm_head, c.vocab_size, hid));
+  // A tensor-parallel rank holds its part of the vocabulary (maybe none).
+  const std::int64_t head_rows = p.tp.comm != nullptr ? p.tp.vocab_rows : c.vocab_size;
+  if (head_rows > 0)
+    MSTAR_UP(p.lm_head, p.weights(*w.lm_head, head_rows, hid));
   p.layers.clear();
   for (const auto& l : w.layers) {
     device_layer d;

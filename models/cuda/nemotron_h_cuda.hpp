@@ -80,6 +80,12 @@ class nemotron_h_cuda final : public nemotron_h_backend {
                                   const nemotron_h_host_weights& weights,
                                   std::int64_t kv_pages) override;
 
+  /// Joins a tensor-parallel group before `load` (the weights are then the
+  /// rank's part): an all-reduce after every layer and the LM head gathered
+  /// (nemotron_h_cuda_parallel.cpp), decode graphs off. Any communicator:
+  /// device buffers go to a device group, pinned host copies to a host one.
+  [[nodiscard]] result<void> set_tensor_parallel(const nemotron_h_tensor_parallel& tp) override;
+
   /// Decode steps replay a CUDA graph captured once per row count (on by
   /// default): one launch instead of one per kernel. `kv_pages` is the KV
   /// pool's page count, the room each graph leaves for page indices.

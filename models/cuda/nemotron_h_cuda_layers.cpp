@@ -288,6 +288,9 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
     }
     if (!mixed)
       return mixed;
+    // Row-parallel projections leave each rank a partial sum.
+    if (auto ok = all_reduce(oo, static_cast<std::size_t>(T * hid)); !ok)
+      return ok;
     pending = oo;
   }
   // Only each row's last token needs the head. A decode step's rows are one
@@ -314,7 +317,7 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
     if (auto ok = add_norm(ll, nullptr, R, norm_f, ll); !ok)
       return ok;
   }
-  if (auto ok = linear(staged(ll), R, lm_head, lg); !ok)
+  if (auto ok = lm_head_rows(ll, R, lg); !ok)
     return ok;
   if (!argmax)
     return {};

@@ -60,9 +60,16 @@ struct nemotron_h_cuda::impl {
   std::vector<device_layer> layers;
   // Work buffers, sized per step.
   work_buffer h, x, out, zxbcdt, xbc, y, q, k, v, o, inter, xb, last, logits, plan, greedy;
-  work_buffer split;                     // split-KV decode attention partials
-  work_buffer ssd_scratch;               // the chunked SSD scan's workspace (prefill, bf16)
-  work_buffer settings;                  // per-row sampling settings, struct of arrays
+  work_buffer split;        // split-KV decode attention partials
+  work_buffer ssd_scratch;  // the chunked SSD scan's workspace (prefill, bf16)
+  work_buffer settings;     // per-row sampling settings, struct of arrays
+  // Tensor parallelism (nemotron_h_cuda_parallel.cpp): the group (comm null:
+  // the whole model), the LM head's part of each row padded to the common
+  // chunk and every rank's parts gathered (device groups), or the same in
+  // pinned host memory (host groups).
+  nemotron_h_tensor_parallel tp;
+  work_buffer tp_part, tp_gathered;
+  kc::pinned_buffer tp_host_part, tp_host_gathered;
   std::uint64_t buffers_generation = 0;  // bumped whenever a work buffer moves
   // The forwards launched and not finished: forwards[ticket % 2]; the oldest is
   // next_ticket - outstanding.
@@ -162,6 +169,14 @@ struct nemotron_h_cuda::impl {
   [[nodiscard]] result<void> add_norm(float* residual, const float* delta, std::int64_t rows,
                                       const kc::device_buffer& weight, float* f32_out);
   [[nodiscard]] result<void> reserve(std::int64_t tokens, std::int64_t rows, std::size_t plan_ints);
+  /// With a tensor-parallel group: `n` floats at `data` (device) become
+  /// their sum over the ranks, after every launch queued before (the stream
+  /// is drained: the collective is a host call). Without one, nothing.
+  [[nodiscard]] result<void> all_reduce(float* data, std::size_t n);
+  /// The LM head over `rows` normed rows at `normed` into `dest` [rows,
+  /// vocab]: the whole head, or this rank's vocabulary part gathered with
+  /// every other rank's.
+  [[nodiscard]] result<void> lm_head_rows(const float* normed, std::int64_t rows, float* dest);
   [[nodiscard]] result<void> mamba(const device_layer& l, std::int64_t tokens,
                                    const nemotron_h_batch& b, const nemotron_h_state& s,
                                    const std::int32_t* cu, const std::int32_t* slots,
