@@ -56,8 +56,8 @@ error nccl_failure(std::string_view op, int rank, std::string_view call, ncclRes
 
 error cuda_failure(std::string_view op, int rank, std::string_view call, cudaError_t err) {
   return make_error(errc::internal,
-                    fmt::format("tensor parallel {} on rank {}: {} failed: {} ({})", op, rank,
-                                call, cudaGetErrorName(err), cudaGetErrorString(err)));
+                    fmt::format("tensor parallel {} on rank {}: {} failed: {} ({})", op, rank, call,
+                                cudaGetErrorName(err), cudaGetErrorString(err)));
 }
 
 // NCCL cannot say which rank is missing; in a group of two it can only be
@@ -91,15 +91,17 @@ ncclResult_t settle(ncclComm_t comm, steady::time_point deadline) {
 result<nccl_unique_id> nccl_group::make_unique_id() {
   keep_multicast_off();
   ncclUniqueId raw{};
-  if (const ncclResult_t st = ncclGetUniqueId(&raw); st != ncclSuccess)
-    return nccl_failure("make_unique_id", 0, "ncclGetUniqueId", st, nullptr);
+  if (const ncclResult_t st = ncclGetUniqueId(&raw); st != ncclSuccess) {
+    return make_error(errc::internal, fmt::format("tensor parallel NCCL id: ncclGetUniqueId "
+                                                  "failed: {}",
+                                                  nccl_detail(st, nullptr)));
+  }
   nccl_unique_id id;
   std::memcpy(id.bytes.data(), raw.internal, nccl_unique_id::size);
   return id;
 }
 
-result<std::unique_ptr<nccl_group>> nccl_group::create(int rank, int size,
-                                                       const nccl_unique_id& id,
+result<std::unique_ptr<nccl_group>> nccl_group::create(int rank, int size, const nccl_unique_id& id,
                                                        int cuda_device,
                                                        std::chrono::milliseconds timeout,
                                                        CUstream_st* stream) {
@@ -146,11 +148,11 @@ result<std::unique_ptr<nccl_group>> nccl_group::create(int rank, int size,
   if (st != ncclSuccess && st != ncclInProgress)
     return give_up(comm, nccl_failure(op, rank, "ncclCommInitRankConfig", st, comm));
   if (comm == nullptr) {
-    return give_up(nullptr, make_error(errc::internal,
-                                       fmt::format("tensor parallel {} on rank {}: "
-                                                   "ncclCommInitRankConfig returned no "
-                                                   "communicator",
-                                                   op, rank)));
+    return give_up(nullptr,
+                   make_error(errc::internal, fmt::format("tensor parallel {} on rank {}: "
+                                                          "ncclCommInitRankConfig returned no "
+                                                          "communicator",
+                                                          op, rank)));
   }
   if (const ncclResult_t state = settle(comm, deadline); state == ncclInProgress) {
     return give_up(comm, make_error(errc::internal,
@@ -222,8 +224,7 @@ result<void> nccl_group::all_gather(std::span<const float> in, std::span<float> 
     return fail(*e);
   if (in.empty())
     return {};
-  return complete(op,
-                  ncclAllGather(in.data(), out.data(), in.size(), ncclFloat32, comm_, stream_));
+  return complete(op, ncclAllGather(in.data(), out.data(), in.size(), ncclFloat32, comm_, stream_));
 }
 
 result<void> nccl_group::broadcast(std::span<std::byte> data, int root) {
@@ -239,14 +240,14 @@ result<void> nccl_group::broadcast(std::span<std::byte> data, int root) {
     return fail(*e);
   if (data.empty())
     return {};
-  return complete(op, ncclBroadcast(data.data(), data.data(), data.size(), ncclUint8, root, comm_,
-                                    stream_));
+  return complete(
+      op, ncclBroadcast(data.data(), data.data(), data.size(), ncclUint8, root, comm_, stream_));
 }
 
 void nccl_group::abort(const std::string& reason) {
   if (!broken_) {
-    broken_ = make_error(errc::internal, fmt::format("tensor parallel group: rank {} aborted ({})",
-                                                     rank_, reason));
+    broken_ = make_error(errc::internal,
+                         fmt::format("tensor parallel group: rank {} aborted ({})", rank_, reason));
   }
   abort_comm();
 }
@@ -275,11 +276,11 @@ std::optional<error> nccl_group::check_device_memory(std::string_view op, std::s
   const bool on_device = attr.type == cudaMemoryTypeDevice && attr.device == device_;
   if (on_device || attr.type == cudaMemoryTypeManaged)
     return std::nullopt;
-  return make_error(errc::invalid_argument,
-                    fmt::format("tensor parallel {} on rank {}: {} ({} bytes) is not device "
-                                "memory of CUDA device {} (memory type {}, device {})",
-                                op, rank_, what, bytes, device_, static_cast<int>(attr.type),
-                                attr.device));
+  return make_error(
+      errc::invalid_argument,
+      fmt::format("tensor parallel {} on rank {}: {} ({} bytes) is not device "
+                  "memory of CUDA device {} (memory type {}, device {})",
+                  op, rank_, what, bytes, device_, static_cast<int>(attr.type), attr.device));
 }
 
 result<void> nccl_group::complete(std::string_view op, int enqueued) {

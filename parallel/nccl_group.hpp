@@ -51,10 +51,12 @@ class nccl_group final : public communicator {
 
   /// Joins the group `id` names as `rank` of `size` on CUDA device
   /// `cuda_device`, waiting for all `size` ranks to join, at most `timeout`.
-  /// Collectives run on `stream` when given (borrowed: it must outlive the
-  /// group, and the wait for a collective then includes the work queued on
-  /// it before), else on a stream the group makes and owns, one that orders
-  /// after the legacy default stream. Sets NCCL_NVLS_ENABLE=0 in the process
+  /// Collectives run on `stream` when given (borrowed: a stream of
+  /// `cuda_device` that outlives the group; the wait for a collective then
+  /// includes the work queued on it before, so it counts against the
+  /// timeout), else on a stream the group makes and owns, one that orders
+  /// after the legacy default stream (a caller using its own non-blocking
+  /// stream synchronises it, or passes it here). Sets NCCL_NVLS_ENABLE=0 in the process
   /// environment unless it is set (nccl_group.cpp says why).
   /// invalid_argument for a rank outside [0, size), size < 1 or a timeout
   /// that is not positive; internal naming the rank and the NCCL or CUDA
@@ -85,8 +87,7 @@ class nccl_group final : public communicator {
   /// differ from the in-process group's (and with NCCL's algorithm choice).
   [[nodiscard]] result<void> all_reduce_sum(std::span<float> data) override;
   /// ncclAllGather: `out` holds size() * in.size() floats, rank after rank.
-  [[nodiscard]] result<void> all_gather(std::span<const float> in,
-                                        std::span<float> out) override;
+  [[nodiscard]] result<void> all_gather(std::span<const float> in, std::span<float> out) override;
   /// ncclBroadcast of bytes from `root`.
   [[nodiscard]] result<void> broadcast(std::span<std::byte> data, int root) override;
   /// Aborts the NCCL communicator: this rank's later calls fail naming
@@ -106,9 +107,8 @@ class nccl_group final : public communicator {
   [[nodiscard]] std::optional<error> refuse(std::string_view op);
   /// invalid_argument when the `bytes` at `data` (the span called `what`)
   /// are not device memory of this group's device (managed memory passes).
-  [[nodiscard]] std::optional<error> check_device_memory(std::string_view op,
-                                                         std::string_view what, const void* data,
-                                                         std::size_t bytes) const;
+  [[nodiscard]] std::optional<error> check_device_memory(std::string_view op, std::string_view what,
+                                                         const void* data, std::size_t bytes) const;
   /// Breaks the group with `cause` (the first cause stays): aborts the
   /// communicator; returns the cause kept.
   error fail(error cause);

@@ -41,9 +41,9 @@ result<nccl_unique_id> nccl_unique_id::from_hex(std::string_view hex) {
     const int v = digit_value(hex[i]);
     if (v < 0) {
       const auto c = static_cast<unsigned char>(hex[i]);
-      return make_error(errc::parse_error,
-                        fmt::format("NCCL unique id: character {} (0x{:02x}) is not a hex digit",
-                                    i, c));
+      return make_error(
+          errc::parse_error,
+          fmt::format("NCCL unique id: character {} (0x{:02x}) is not a hex digit", i, c));
     }
     auto& b = id.bytes[i / 2];
     b = static_cast<unsigned char>(i % 2 == 0 ? v << 4 : b | v);

@@ -2,8 +2,8 @@
 // hex a person or a script could get wrong. No NCCL and no GPU needed.
 #include "parallel/nccl_unique_id.hpp"
 
-#include <gtest/gtest.h>
 #include <cctype>
+#include <gtest/gtest.h>
 #include <string>
 #include <utility>
 
@@ -44,8 +44,8 @@ TEST(nccl_unique_id, a_default_id_is_all_zero_hex) {
 
 TEST(nccl_unique_id, from_hex_refuses_the_wrong_length_naming_it) {
   const std::string hex = counting_id().to_hex();
-  for (const std::string& bad : {std::string{}, hex.substr(0, 255), hex + "0", hex + "\n",
-                                 hex.substr(0, 128)}) {
+  for (const std::string& bad :
+       {std::string{}, hex.substr(0, 255), hex + "0", hex + "\n", hex.substr(0, 128)}) {
     auto got = nccl_unique_id::from_hex(bad);
     ASSERT_FALSE(got.has_value()) << "length " << bad.size();
     EXPECT_EQ(got.error().code(), errc::parse_error);
