@@ -10,6 +10,7 @@
 
 #ifdef MSTAR_HAVE_NCCL
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -158,6 +159,28 @@ TEST(gpu_nccl, a_group_of_one_gathers_a_copy_and_broadcasts_its_own_bytes) {
   EXPECT_TRUE(group->broadcast({}, 0).has_value());
 }
 
+TEST(gpu_nccl, a_borrowed_stream_orders_the_collective_after_the_work_queued_on_it) {
+  MSTAR_REQUIRE_GPU();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  // The model's CUDA backend: its own non-blocking stream, work on it, then
+  // the collective on the same stream, with no synchronisation in between.
+  auto stream = kernels::cuda::stream::make();
+  ASSERT_TRUE(stream.has_value()) << stream.error().to_string();
+  auto id = nccl_group::make_unique_id();
+  ASSERT_TRUE(id.has_value()) << id.error().to_string();
+  auto group = nccl_group::create(0, 1, *id, 0, 30s, stream->get());
+  ASSERT_TRUE(group.has_value()) << group.error().to_string();
+  EXPECT_EQ((*group)->stream(), stream->get());
+  constexpr std::size_t count = 1 << 20;
+  auto in = poisoned<float>(count);
+  auto out = poisoned<float>(count);
+  expect_device_ok();
+  ASSERT_EQ(cudaMemsetAsync(in.data(), 0x3f, in.bytes(), stream->get()), cudaSuccess);
+  ASSERT_TRUE((*group)->all_gather(in.span(), nccl_span(out)).has_value());
+  EXPECT_EQ(out.download(), std::vector<float>(count, std::bit_cast<float>(0x3f3f3f3fU)));
+  group->reset();  // before the stream it borrowed
+}
+
 TEST(gpu_nccl, after_abort_every_call_fails_naming_the_reason) {
   MSTAR_REQUIRE_GPU();
   auto group = nccl_group_of_one();
@@ -242,36 +265,6 @@ TEST(gpu_nccl, create_refuses_bad_ranks_and_a_bad_hex_id) {
   auto back = nccl_unique_id::from_hex(good->to_hex());
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(*back, *good);
-}
-
-TEST(gpu_nccl, a_group_whose_peer_never_joins_fails_create_within_the_timeout) {
-  MSTAR_REQUIRE_GPU();
-  auto id = nccl_group::make_unique_id();
-  ASSERT_TRUE(id.has_value()) << id.error().to_string();
-  const auto start = std::chrono::steady_clock::now();
-  auto g = nccl_group::create(0, 2, *id, 0, 2s);  // rank 1 never comes
-  const auto took = std::chrono::steady_clock::now() - start;
-  ASSERT_FALSE(g.has_value());
-  EXPECT_EQ(g.error().code(), errc::internal);
-  std::cout << "[ create   ] " << g.error().message() << " after "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
-  EXPECT_NE(g.error().message().find("did not form within 2000 ms"), std::string::npos)
-      << g.error().message();
-  // The 2 s deadline, plus what ncclCommAbort takes to stop the init.
-  EXPECT_LT(took, 30s);
-  expect_device_ok();
-}
-
-TEST(gpu_nccl, an_all_zero_id_fails_create_instead_of_hanging) {
-  MSTAR_REQUIRE_GPU();
-  // Well-formed hex of nothing: no bootstrap root behind it.
-  const auto start = std::chrono::steady_clock::now();
-  auto g = nccl_group::create(0, 1, nccl_unique_id{}, 0, 3s);
-  const auto took = std::chrono::steady_clock::now() - start;
-  ASSERT_FALSE(g.has_value()) << "NCCL formed a group of one from an all-zero id";
-  std::cout << "[ create   ] " << g.error().to_string() << " after "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
-  EXPECT_LT(took, 60s);
 }
 
 // --- two or more GPUs: one thread per rank -----------------------------------
@@ -416,6 +409,40 @@ TEST(gpu_nccl, a_rank_that_aborts_fails_its_peers_within_their_timeout) {
   if (n == 2 && errors[1].find("did not arrive") != std::string::npos) {
     EXPECT_NE(errors[1].find("rank 0 did not arrive within 3000 ms"), std::string::npos);
   }
+}
+
+// --- last, as the slowest to fail: groups that never form --------------------
+// (NCCL's init is aborted at the deadline; how long the abort takes is NCCL's.)
+
+TEST(gpu_nccl, a_group_whose_peer_never_joins_fails_create_within_the_timeout) {
+  MSTAR_REQUIRE_GPU();
+  auto id = nccl_group::make_unique_id();
+  ASSERT_TRUE(id.has_value()) << id.error().to_string();
+  const auto start = std::chrono::steady_clock::now();
+  auto g = nccl_group::create(0, 2, *id, 0, 2s);  // rank 1 never comes
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().code(), errc::internal);
+  std::cout << "[ create   ] " << g.error().message() << " after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
+  EXPECT_NE(g.error().message().find("did not form within 2000 ms"), std::string::npos)
+      << g.error().message();
+  // The 2 s deadline, plus what ncclCommAbort takes to stop the init.
+  EXPECT_LT(took, 30s);
+  expect_device_ok();
+}
+
+TEST(gpu_nccl, an_all_zero_id_fails_create_instead_of_hanging) {
+  MSTAR_REQUIRE_GPU();
+  // Well-formed hex of nothing: no bootstrap root behind it. A group of two,
+  // so that even a NCCL that needs no rendezvous for one rank cannot succeed.
+  const auto start = std::chrono::steady_clock::now();
+  auto g = nccl_group::create(0, 2, nccl_unique_id{}, 0, 3s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(g.has_value());
+  std::cout << "[ create   ] " << g.error().to_string() << " after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
+  EXPECT_LT(took, 60s);
 }
 
 #endif  // MSTAR_HAVE_NCCL
