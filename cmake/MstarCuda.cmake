@@ -34,8 +34,8 @@ endif()
 
 # MSTAR_NCCL=AUTO|ON|OFF: NCCL for tensor parallelism across GPUs (issue 18),
 # looked for only when CUDA builds; never required by AUTO. MSTAR_NCCL_ENABLED
-# says whether it was found. No source links it yet: the NCCL communicator of
-# parallel/ is the piece that will.
+# says whether it was found; with it, parallel/ builds the NCCL group
+# (mstar::parallel_nccl) and the GPU tests test it.
 set(MSTAR_NCCL "AUTO" CACHE STRING "Use NCCL for tensor parallelism on CUDA: AUTO, ON, OFF")
 set_property(CACHE MSTAR_NCCL PROPERTY STRINGS AUTO ON OFF)
 set(MSTAR_NCCL_ENABLED OFF)

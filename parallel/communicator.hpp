@@ -3,7 +3,8 @@
 // The collectives a tensor-parallel model needs between its ranks, and
 // nothing about how the bytes move: models/ calls this interface; an
 // in-process group over threads (local_group.hpp) implements it for tests and
-// CPU runs, and a NCCL group over one process per GPU is the next backend.
+// CPU runs over host memory, and a NCCL group, one rank per GPU
+// (nccl_group.hpp), over device memory.
 
 #include <chrono>
 #include <cstddef>
@@ -16,14 +17,20 @@ namespace mstar::parallel {
 
 /// One rank's end of a group of `size()` ranks.
 ///
+/// Spans are the memory the implementation works on: host memory for the
+/// in-process group, device memory of the rank's GPU for the NCCL group.
+///
 /// Every rank must call the same collectives in the same order with the same
-/// counts (the step protocol runs identically on every rank); a mismatch is
-/// an error, not a hang. Every call is bounded by the group's timeout: a peer
+/// counts (the step protocol runs identically on every rank); the in-process
+/// group reports a mismatch as an error, NCCL cannot see one (it ends in the
+/// timeout at best). Every call is bounded by the group's timeout: a peer
 /// that never arrives, or that left the group (its communicator destroyed, or
-/// `abort` called), fails the call with errc::internal naming the missing
-/// rank and the operation. After one failure the group is broken and every
-/// later call on every rank fails with the same cause. Not thread-safe: one
-/// thread drives one rank.
+/// `abort` called), fails the call with errc::internal naming the operation
+/// and, where the implementation can tell, the missing rank. After one
+/// failure the group is broken and every later call on this rank fails with
+/// the same cause; peers fail too (the in-process group with the same cause,
+/// NCCL's with their own error or timeout). Not thread-safe: one thread
+/// drives one rank.
 class communicator {
  public:
   virtual ~communicator() = default;
@@ -40,8 +47,10 @@ class communicator {
   /// through pinned host memory for a host group.
   [[nodiscard]] virtual bool takes_device_memory() const noexcept { return false; }
 
-  /// `data` becomes the element-wise sum over ranks. The sum runs in rank
-  /// order on every rank, so every rank ends with the same bits.
+  /// `data` becomes the element-wise sum over ranks, the same bits on every
+  /// rank. The order of the sum is the implementation's: rank order in the
+  /// in-process group, NCCL's ring or tree order in the NCCL group, so the
+  /// two may differ in the last bits.
   [[nodiscard]] virtual result<void> all_reduce_sum(std::span<float> data) = 0;
 
   /// `out` (size() * `in`.size() elements) becomes every rank's `in`, rank
@@ -52,9 +61,11 @@ class communicator {
   /// Every rank's `data` becomes rank `root`'s bytes.
   [[nodiscard]] virtual result<void> broadcast(std::span<std::byte> data, int root) = 0;
 
-  /// Breaks the group: every rank's current and later collectives fail,
-  /// naming this rank and `reason`. For a rank that stops on an error of its
-  /// own, so its peers do not wait out the timeout.
+  /// Breaks the group: this rank's later collectives fail naming this rank
+  /// and `reason`, and so do its peers' current and later ones in the
+  /// in-process group (NCCL's peers fail with a NCCL error, or on NVLink when
+  /// their timeout passes). For a rank that stops on an error of its own, so
+  /// its peers do not wait on it for ever.
   virtual void abort(const std::string& reason) = 0;
 };
 
