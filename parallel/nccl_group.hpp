@@ -74,6 +74,8 @@ class nccl_group final : public communicator {
   [[nodiscard]] int rank() const noexcept override { return rank_; }
   [[nodiscard]] int size() const noexcept override { return size_; }
   [[nodiscard]] std::chrono::milliseconds timeout() const noexcept override { return timeout_; }
+  /// The spans are this rank's GPU memory.
+  [[nodiscard]] bool takes_device_memory() const noexcept override { return true; }
   /// The CUDA device every span must live on.
   [[nodiscard]] int cuda_device() const noexcept { return device_; }
   /// The stream collectives run on (owned or borrowed).

@@ -9,13 +9,20 @@
 // inside the group's timeout. NCCL refuses two ranks on one device, so the
 // NCCL group waits for a two-GPU machine.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <gtest/gtest.h>
+#include <optional>
 #include <thread>
 
 #include "parallel/local_group.hpp"
+#ifdef MSTAR_HAVE_NCCL
+#include <cuda_runtime_api.h>
+
+#include "parallel/nccl_group.hpp"
+#endif
 #include "tests/engine/engine_support.hpp"
 #include "tests/gpu/gpu_support.hpp"
 
@@ -49,9 +56,10 @@ models::nemotron_h_config random_100m() {
 }
 
 std::unique_ptr<engine::local_engine> cuda_engine(const std::string& name, mstar::dtype dtype,
-                                                  std::shared_ptr<parallel::communicator> comm) {
+                                                  std::shared_ptr<parallel::communicator> comm,
+                                                  const std::string& device = "cuda") {
   models::run_options run;
-  run.device = "cuda";
+  run.device = device;
   run.dtype = dtype;
   run.tensor_parallel = std::move(comm);
   result<std::unique_ptr<models::causal_lm>> model = make_error(errc::internal, "unset");
@@ -100,10 +108,39 @@ double relative_gap(const std::vector<float>& a, const std::vector<float>& b) {
   return gap / scale;
 }
 
+// Runs `requests` on two ranks, one thread each: rank r's engine on
+// `devices[r]` over `comms[r]`; each rank's completions.
+std::vector<completions> run_two_ranks(const std::string& name, mstar::dtype dtype,
+                                       std::vector<std::shared_ptr<parallel::communicator>> comms,
+                                       const std::vector<std::string>& devices,
+                                       const std::vector<engine::request_spec>& requests,
+                                       std::vector<std::int64_t>& counts) {
+  std::vector<completions> ranks(2);
+  counts.assign(2, 0);
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < 2; ++r) {
+    threads.emplace_back([comm = comms[r], r, dtype, &name, &devices, &requests, &ranks, &counts] {
+      auto e = cuda_engine(name, dtype, comm, devices[r]);
+      ASSERT_NE(e, nullptr);
+      counts[r] = e->model().num_parameters();
+      auto done = engine::run_to_completion(*e, requests);
+      ASSERT_TRUE(done.has_value()) << done.error().message();
+      expect_pools_empty(*e);
+      ranks[r] = std::move(*done);
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  return ranks;
+}
+
 // `budget`: the largest logit gap between the ranks and one rank, over the
 // row's largest logit. bf16 GEMMs of a part sum in another order than the
 // whole's, so bf16 gets a wider budget and its tokens may part at a near tie.
-void expect_two_ranks_match_one(const std::string& name, mstar::dtype dtype, double budget) {
+// `nccl`: the ranks on cuda:0 and cuda:1 over a NCCL group; else both on
+// cuda:0 over the in-process group.
+void expect_two_ranks_match_one(const std::string& name, mstar::dtype dtype, double budget,
+                                bool nccl = false) {
   MSTAR_REQUIRE_GPU();
   const auto requests = requests_for(name);
   ASSERT_FALSE(requests.empty());
@@ -114,25 +151,35 @@ void expect_two_ranks_match_one(const std::string& name, mstar::dtype dtype, dou
   const auto parameters = one->model().num_parameters();
   one.reset();
 
-  auto group = parallel::local_group::make(2, 60s);
-  ASSERT_TRUE(group.has_value());
-  std::vector<completions> ranks(2);
-  std::vector<std::int64_t> counts(2, 0);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    std::shared_ptr<parallel::communicator> comm = std::move((*group)[static_cast<std::size_t>(r)]);
-    threads.emplace_back([comm, r, dtype, &name, &requests, &ranks, &counts] {
-      auto e = cuda_engine(name, dtype, comm);
-      ASSERT_NE(e, nullptr);
-      counts[static_cast<std::size_t>(r)] = e->model().num_parameters();
-      auto done = engine::run_to_completion(*e, requests);
-      ASSERT_TRUE(done.has_value()) << done.error().message();
-      expect_pools_empty(*e);
-      ranks[static_cast<std::size_t>(r)] = std::move(*done);
-    });
+  std::vector<std::shared_ptr<parallel::communicator>> comms;
+  std::vector<std::string> devices{"cuda:0", "cuda:0"};
+  if (nccl) {
+#ifdef MSTAR_HAVE_NCCL
+    devices = {"cuda:0", "cuda:1"};
+    auto id = parallel::nccl_group::make_unique_id();
+    ASSERT_TRUE(id.has_value()) << id.error().message();
+    std::array<std::optional<result<std::unique_ptr<parallel::nccl_group>>>, 2> made;
+    std::vector<std::thread> joining;  // ranks of a group form together
+    for (int r = 0; r < 2; ++r) {
+      joining.emplace_back([r, &id, &made] {
+        made[static_cast<std::size_t>(r)] = parallel::nccl_group::create(r, 2, *id, r, 60s);
+      });
+    }
+    for (auto& t : joining)
+      t.join();
+    for (auto& g : made) {
+      ASSERT_TRUE(g && g->has_value()) << (g ? g->error().message() : "no result");
+      comms.push_back(std::move(**g));
+    }
+#endif
+  } else {
+    auto group = parallel::local_group::make(2, 60s);
+    ASSERT_TRUE(group.has_value());
+    for (auto& c : *group)
+      comms.push_back(std::move(c));
   }
-  for (auto& t : threads)
-    t.join();
+  std::vector<std::int64_t> counts;
+  const auto ranks = run_two_ranks(name, dtype, std::move(comms), devices, requests, counts);
   for (const auto c : counts)
     EXPECT_LT(c, parameters);  // each rank holds a part
   const bool fixture = name != "random:100m";
@@ -170,9 +217,11 @@ void expect_two_ranks_match_one(const std::string& name, mstar::dtype dtype, dou
     }
   }
   EXPECT_LE(worst, budget);
-  std::printf("%s %s at tensor parallel 2 on one GPU: largest logit gap %.3g of the row's "
-              "largest logit (budget %.3g)\n",
-              name.c_str(), std::string(to_string(dtype)).c_str(), worst, budget);
+  std::printf(
+      "%s %s at tensor parallel 2: largest logit gap %.3g of the row's "
+      "largest logit (budget %.3g)%s\n",
+      name.c_str(), std::string(to_string(dtype)).c_str(), worst, budget,
+      nccl ? ", NCCL across two GPUs" : "");
 }
 
 TEST(gpu_tensor_parallel, two_ranks_of_the_hybrid_fixture_match_one_rank_f32) {
@@ -189,6 +238,22 @@ TEST(gpu_tensor_parallel, two_ranks_of_a_100m_random_model_match_one_rank_f32) {
 
 TEST(gpu_tensor_parallel, two_ranks_of_a_100m_random_model_match_one_rank_bf16) {
   expect_two_ranks_match_one("random:100m", mstar::dtype::bfloat16, 5e-2);
+}
+
+// Two GPUs: each rank on its own device, the collectives through NCCL on
+// the device buffers (no host staging).
+TEST(gpu_tensor_parallel, two_nccl_ranks_on_two_gpus_match_one_rank) {
+  MSTAR_REQUIRE_GPU();
+#ifndef MSTAR_HAVE_NCCL
+  GTEST_SKIP() << "built without NCCL";
+#else
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  if (count < 2)
+    GTEST_SKIP() << "needs 2 CUDA devices (one NCCL rank each), found " << count;
+  expect_two_ranks_match_one("nemotron_h_tiny_hybrid", mstar::dtype::float32, 1e-5, true);
+  expect_two_ranks_match_one("random:100m", mstar::dtype::bfloat16, 5e-2, true);
+#endif
 }
 
 TEST(gpu_tensor_parallel, a_rank_that_stops_fails_its_peers_requests_naming_it) {
