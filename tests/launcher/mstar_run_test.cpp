@@ -88,6 +88,49 @@ TEST(mstar_run, the_embedded_default_generates_its_transformers_fixture_tokens) 
   }
 }
 
+// --tensor-parallel: ranks on threads, each over its part of the model; the
+// transformers fixture's greedy tokens at 2 ranks, and rank counts or
+// models that cannot split refused with one line naming why.
+TEST(mstar_run, tensor_parallel_ranks_generate_the_reference_tokens) {
+  const auto expected = test::load_fixture_json("models/nemotron_h_tiny_hybrid/expected.json");
+  std::vector<std::string> argv = {
+      MSTAR_RUN_PATH,
+      "--model",
+      std::string{MSTAR_FIXTURES_DIR} + "/models/nemotron_h_tiny_hybrid",
+      "--tensor-parallel",
+      "2",
+      "--json",
+      "--max-tokens",
+      "8"};
+  for (const auto& p : expected.at("prompts")) {
+    argv.push_back("--prompt-ids");
+    argv.push_back(fixture_ids(p));
+  }
+  const auto out = test::run_process(argv);
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  const auto lines = json_lines(out.out);
+  ASSERT_EQ(lines.size(), expected.at("prompts").size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const auto& want = expected.at("prompts").at(i).at("generated_ids");
+    const auto& got = lines[i].at("generated_ids");
+    ASSERT_LE(want.size(), 8u);
+    for (std::size_t k = 0; k < want.size(); ++k)
+      EXPECT_EQ(got.at(k), want.at(k)) << "prompt " << i << " token " << k;
+  }
+  EXPECT_NE(out.err.find("at tensor parallel 2"), std::string::npos) << out.err;
+}
+
+TEST(mstar_run, tensor_parallel_refuses_what_cannot_split) {
+  const std::string hybrid = std::string{MSTAR_FIXTURES_DIR} + "/models/nemotron_h_tiny_hybrid";
+  // 2 B/C groups do not split 4 ways.
+  auto out = test::run_process({MSTAR_RUN_PATH, "--model", hybrid, "--tensor-parallel", "4"});
+  EXPECT_EQ(out.exit_code, 2) << out.err;
+  EXPECT_NE(out.err.find("n_groups"), std::string::npos) << out.err;
+  EXPECT_NE(out.err.find("rank 0"), std::string::npos) << out.err;
+  out = test::run_process({MSTAR_RUN_PATH, "--tensor-parallel", "0"});
+  EXPECT_EQ(out.exit_code, 2) << out.err;
+}
+
 TEST(mstar_run, refuses_bad_input_with_one_line_and_exit_code_2) {
   const std::vector<std::vector<std::string>> cases = {
       {MSTAR_RUN_PATH, "--model", "/nonexistent/model"},
