@@ -36,9 +36,9 @@ result<void> nemotron_h_cuda::set_tensor_parallel(const nemotron_h_tensor_parall
                       "tensor parallel: no communicator, or a bad LM head part");
   }
   if (!impl_->layers.empty()) {
-    return make_error(errc::internal,
-                      fmt::format("{}: tensor parallelism must be set before the weights load",
-                                  impl_->name));
+    return make_error(
+        errc::internal,
+        fmt::format("{}: tensor parallelism must be set before the weights load", impl_->name));
   }
   impl_->tp = tp;
   // A collective waits on the host mid-step: nothing a graph can hold.
@@ -99,12 +99,12 @@ result<void> nemotron_h_cuda::impl::lm_head_rows(const float* normed, std::int64
     // the rows move to the padded part.
     if (auto ok = linear(staged(normed), rows, lm_head, dest); !ok)
       return ok;
-    if (auto ok = check(cudaMemcpy2DAsync(part, static_cast<std::size_t>(chunk) * sizeof(float),
-                                          dest, static_cast<std::size_t>(mine) * sizeof(float),
-                                          static_cast<std::size_t>(mine) * sizeof(float),
-                                          static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice,
-                                          s),
-                        "LM head part");
+    if (auto ok =
+            check(cudaMemcpy2DAsync(part, static_cast<std::size_t>(chunk) * sizeof(float), dest,
+                                    static_cast<std::size_t>(mine) * sizeof(float),
+                                    static_cast<std::size_t>(mine) * sizeof(float),
+                                    static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, s),
+                  "LM head part");
         !ok)
       return ok;
   }
@@ -129,15 +129,15 @@ result<void> nemotron_h_cuda::impl::lm_head_rows(const float* normed, std::int64
     if (auto ok = grow_staging(*this, tp_host_gathered, all_floats * sizeof(float)); !ok)
       return ok;
     auto* host = tp_host_part.as<float>();
-    if (auto ok = check(cudaMemcpyAsync(host, part, part_floats * sizeof(float),
-                                        cudaMemcpyDeviceToHost, s),
-                        "LM head download");
+    if (auto ok = check(
+            cudaMemcpyAsync(host, part, part_floats * sizeof(float), cudaMemcpyDeviceToHost, s),
+            "LM head download");
         !ok)
       return ok;
     if (auto ok = check(cudaStreamSynchronize(s), "LM head download"); !ok)
       return ok;
-    if (auto ok = tp.comm->all_gather({host, part_floats},
-                                      {tp_host_gathered.as<float>(), all_floats});
+    if (auto ok =
+            tp.comm->all_gather({host, part_floats}, {tp_host_gathered.as<float>(), all_floats});
         !ok)
       return context(ok.error());
     gathered = tp_host_gathered.as<float>();
