@@ -13,75 +13,30 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <optional>
 #include <thread>
 
-#include "parallel/local_group.hpp"
 #ifdef MSTAR_HAVE_NCCL
 #include <cuda_runtime_api.h>
 
 #include "parallel/nccl_group.hpp"
 #endif
-#include "tests/engine/engine_support.hpp"
+#include "tests/engine/tensor_parallel_support.hpp"
 #include "tests/gpu/gpu_support.hpp"
 
 namespace mstar::test::gpu {
 namespace {
 
 using namespace std::chrono_literals;
-using completions = std::vector<engine::completion>;
 
-// The random 100M shape of tests/engine/tensor_parallel_test.cpp (hidden
-// 768, 12 / 4 heads, 24 Mamba-2 heads in 2 groups, 16 layers, vocab 32000).
-models::nemotron_h_config random_100m() {
-  models::nemotron_h_config c;
-  c.vocab_size = 32000;
-  c.hidden_size = 768;
-  c.num_attention_heads = 12;
-  c.num_key_value_heads = 4;
-  c.head_dim = 64;
-  c.intermediate_size = 2048;
-  c.mamba_num_heads = 24;
-  c.mamba_head_dim = 64;
-  c.ssm_state_size = 64;
-  c.n_groups = 2;
-  c.chunk_size = 128;
-  for (const char ch : std::string{"M-M*M-M-M-M*M-M-"}) {
-    c.layers.push_back(ch == 'M'   ? models::layer_kind::mamba2
-                       : ch == '*' ? models::layer_kind::attention
-                                   : models::layer_kind::mlp);
-  }
-  return c;
-}
-
-std::unique_ptr<engine::local_engine> cuda_engine(const std::string& name, mstar::dtype dtype,
-                                                  std::shared_ptr<parallel::communicator> comm,
-                                                  const std::string& device = "cuda") {
+// Rank options on CUDA: `device`, `dtype`, no group yet.
+models::run_options cuda_run(mstar::dtype dtype, const std::string& device = "cuda") {
   models::run_options run;
   run.device = device;
   run.dtype = dtype;
-  run.tensor_parallel = std::move(comm);
-  result<std::unique_ptr<models::causal_lm>> model = make_error(errc::internal, "unset");
-  if (name == "random:100m") {
-    auto m = models::nemotron_h_model::random(random_100m(), 5, run);
-    if (m)
-      model = std::unique_ptr<models::causal_lm>(std::move(*m));
-    else
-      model = m.error();
-  } else {
-    model = models::load_causal_lm(model_dir(name), run);
-  }
-  EXPECT_TRUE(model.has_value()) << model.error().message();
-  if (!model)
-    return nullptr;
-  engine::engine_config config;
-  config.pools.max_num_pages = 256;
-  config.pools.max_slots = 8;
-  config.pools.checkpoint_slots = 8;
-  auto e = engine::local_engine::make(std::move(*model), config);
-  EXPECT_TRUE(e.has_value()) << e.error().message();
-  return e ? std::move(*e) : nullptr;
+  return run;
 }
 
 std::vector<engine::request_spec> requests_for(const std::string& name) {
@@ -99,41 +54,6 @@ std::vector<engine::request_spec> requests_for(const std::string& name) {
   return out;
 }
 
-double relative_gap(const std::vector<float>& a, const std::vector<float>& b) {
-  double gap = 0, scale = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    gap = std::max(gap, static_cast<double>(std::fabs(a[i] - b[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
-  }
-  return gap / scale;
-}
-
-// Runs `requests` on two ranks, one thread each: rank r's engine on
-// `devices[r]` over `comms[r]`; each rank's completions.
-std::vector<completions> run_two_ranks(const std::string& name, mstar::dtype dtype,
-                                       std::vector<std::shared_ptr<parallel::communicator>> comms,
-                                       const std::vector<std::string>& devices,
-                                       const std::vector<engine::request_spec>& requests,
-                                       std::vector<std::int64_t>& counts) {
-  std::vector<completions> ranks(2);
-  counts.assign(2, 0);
-  std::vector<std::thread> threads;
-  for (std::size_t r = 0; r < 2; ++r) {
-    threads.emplace_back([comm = comms[r], r, dtype, &name, &devices, &requests, &ranks, &counts] {
-      auto e = cuda_engine(name, dtype, comm, devices[r]);
-      ASSERT_NE(e, nullptr);
-      counts[r] = e->model().num_parameters();
-      auto done = engine::run_to_completion(*e, requests);
-      ASSERT_TRUE(done.has_value()) << done.error().message();
-      expect_pools_empty(*e);
-      ranks[r] = std::move(*done);
-    });
-  }
-  for (auto& t : threads)
-    t.join();
-  return ranks;
-}
-
 // `budget`: the largest logit gap between the ranks and one rank, over the
 // row's largest logit. bf16 GEMMs of a part sum in another order than the
 // whole's, so bf16 gets a wider budget and its tokens may part at a near tie.
@@ -144,18 +64,16 @@ void expect_two_ranks_match_one(const std::string& name, mstar::dtype dtype, dou
   MSTAR_REQUIRE_GPU();
   const auto requests = requests_for(name);
   ASSERT_FALSE(requests.empty());
-  auto one = cuda_engine(name, dtype, nullptr);
+  auto one = tp_engine(name, cuda_run(dtype));
   ASSERT_NE(one, nullptr);
   auto whole = engine::run_to_completion(*one, requests);
   ASSERT_TRUE(whole.has_value()) << whole.error().message();
   const auto parameters = one->model().num_parameters();
   one.reset();
 
-  std::vector<std::shared_ptr<parallel::communicator>> comms;
-  std::vector<std::string> devices{"cuda:0", "cuda:0"};
+  std::vector<models::run_options> runs;
   if (nccl) {
 #ifdef MSTAR_HAVE_NCCL
-    devices = {"cuda:0", "cuda:1"};
     auto id = parallel::nccl_group::make_unique_id();
     ASSERT_TRUE(id.has_value()) << id.error().message();
     std::array<std::optional<result<std::unique_ptr<parallel::nccl_group>>>, 2> made;
@@ -167,19 +85,18 @@ void expect_two_ranks_match_one(const std::string& name, mstar::dtype dtype, dou
     }
     for (auto& t : joining)
       t.join();
-    for (auto& g : made) {
+    for (std::size_t r = 0; r < made.size(); ++r) {
+      auto& g = made[r];
       ASSERT_TRUE(g && g->has_value()) << (g ? g->error().message() : "no result");
-      comms.push_back(std::move(**g));
+      runs.push_back(cuda_run(dtype, fmt::format("cuda:{}", r)));
+      runs.back().tensor_parallel = std::move(**g);
     }
 #endif
   } else {
-    auto group = parallel::local_group::make(2, 60s);
-    ASSERT_TRUE(group.has_value());
-    for (auto& c : *group)
-      comms.push_back(std::move(c));
+    runs = local_ranks(cuda_run(dtype, "cuda:0"), 2, 60s);
   }
   std::vector<std::int64_t> counts;
-  const auto ranks = run_two_ranks(name, dtype, std::move(comms), devices, requests, counts);
+  const auto ranks = run_ranks(name, runs, requests, &counts);
   for (const auto c : counts)
     EXPECT_LT(c, parameters);  // each rank holds a part
   const bool fixture = name != "random:100m";
@@ -258,39 +175,8 @@ TEST(gpu_tensor_parallel, two_nccl_ranks_on_two_gpus_match_one_rank) {
 
 TEST(gpu_tensor_parallel, a_rank_that_stops_fails_its_peers_requests_naming_it) {
   MSTAR_REQUIRE_GPU();
-  const auto requests = requests_for("nemotron_h_tiny_hybrid");
-  auto group = parallel::local_group::make(2, 30s);
-  ASSERT_TRUE(group.has_value());
-  std::shared_ptr<parallel::communicator> c0 = std::move((*group)[0]);
-  std::shared_ptr<parallel::communicator> c1 = std::move((*group)[1]);
-  std::string seen;
-  const auto start = std::chrono::steady_clock::now();
-  std::thread survivor([c0, &requests, &seen] {
-    auto e = cuda_engine("nemotron_h_tiny_hybrid", mstar::dtype::float32, c0);
-    ASSERT_NE(e, nullptr);
-    auto done = engine::run_to_completion(*e, requests);
-    if (!done) {
-      seen = done.error().message();
-      return;
-    }
-    for (const auto& c : *done) {
-      for (const auto& err : c.errors)
-        seen = err;
-    }
-  });
-  {
-    // Rank 1 runs two steps, then its engine and communicator go away.
-    auto e = cuda_engine("nemotron_h_tiny_hybrid", mstar::dtype::float32, c1);
-    ASSERT_NE(e, nullptr);
-    for (const auto& r : requests)
-      ASSERT_TRUE(e->submit(r).has_value());
-    for (int s = 0; s < 2; ++s)
-      ASSERT_TRUE(e->step().has_value());
-    c1.reset();
-  }
-  survivor.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 25s);  // not the 30 s timeout
-  EXPECT_NE(seen.find("rank 1 left the group"), std::string::npos) << seen;
+  expect_a_stopped_rank_fails_its_peer(cuda_run(mstar::dtype::float32),
+                                       requests_for("nemotron_h_tiny_hybrid"));
 }
 
 }  // namespace

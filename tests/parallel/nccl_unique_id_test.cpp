@@ -66,7 +66,7 @@ TEST(nccl_unique_id, from_hex_refuses_a_character_that_is_not_hex_naming_its_off
     auto got = nccl_unique_id::from_hex(bad);
     ASSERT_FALSE(got.has_value()) << "offset " << offset;
     EXPECT_EQ(got.error().code(), errc::parse_error);
-    EXPECT_NE(got.error().message().find("character " + std::to_string(offset) + " "),
+    EXPECT_NE(got.error().message().find("at position " + std::to_string(offset) + " "),
               std::string::npos)
         << got.error().message();
   }
