@@ -8,6 +8,11 @@ mkdir -p "$out"
 carry=$root/.carry
 if [[ ! -d $carry/lib ]]; then tar xJf "$carry/libs.tar.xz" -C "$carry"; fi
 export LD_LIBRARY_PATH=$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# NCCL comes with the device's CUDA Python packages (nvidia-nccl), not with
+# /usr/local/cuda: binaries built with NCCL (MSTAR_NCCL) find it there.
+nccl_lib=$(find $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
+  -name 'libnccl.so.2' 2>/dev/null | head -1)
+if [[ -n $nccl_lib ]]; then export LD_LIBRARY_PATH=$(dirname "$nccl_lib"):$LD_LIBRARY_PATH; fi
 export MSTAR_FIXTURES_DIR=$root/tests/fixtures
 bin=$carry/bin
 # On the device a missing GPU, or one the sm_90 binaries cannot run on, fails
