@@ -16,11 +16,12 @@ namespace {
 
 class device_memory_arena final : public arena {
  public:
-  device_memory_arena(device_buffer memory, cudaStream_t stream)
-      : memory_(std::move(memory)), stream_(stream) {}
+  device_memory_arena(device_buffer memory, cudaStream_t stream, int device)
+      : memory_(std::move(memory)), stream_(stream), device_(device) {}
 
   ~device_memory_arena() override {
     // Queued kernels may still read the list buffer or write the block.
+    (void)cudaSetDevice(device_);
     (void)cudaStreamSynchronize(stream_);
   }
 
@@ -32,7 +33,7 @@ class device_memory_arena final : public arena {
   void copy_pages(const kv_geometry& geometry, std::span<const std::int32_t> src,
                   std::span<const std::int32_t> dst) override {
     const std::size_t n = std::min(src.size(), dst.size());
-    if (n == 0 || failed())
+    if (n == 0 || !ready())
       return;
     // The kernel copies without staging: a destination that is another
     // entry's source must wait for that read, so such lists go through
@@ -55,52 +56,52 @@ class device_memory_arena final : public arena {
   }
   void copy_slots(const kv_geometry& geometry, std::int32_t src, std::int32_t dst,
                   std::size_t slots) override {
-    if (!failed())
+    if (ready())
       note(cuda::copy_slots(data(), geometry, src, dst, slots, stream_), "copy_slots");
   }
   void zero_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages) override {
-    if (auto lists = pages.empty() || failed() ? std::nullopt : upload({pages}); lists) {
+    if (auto lists = pages.empty() || !ready() ? std::nullopt : upload({pages}); lists) {
       note(cuda::zero_pages(data(), geometry, {*lists, pages.size()}, stream_), "zero_pages");
     }
   }
   void pack_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages,
                   std::byte* staging) override {
-    if (auto lists = pages.empty() || failed() ? std::nullopt : upload({pages}); lists) {
+    if (auto lists = pages.empty() || !ready() ? std::nullopt : upload({pages}); lists) {
       note(cuda::pack_pages(data(), geometry, {*lists, pages.size()}, staging, stream_),
            "pack_pages");
     }
   }
   void unpack_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages,
                     const std::byte* staging) override {
-    if (auto lists = pages.empty() || failed() ? std::nullopt : upload({pages}); lists) {
+    if (auto lists = pages.empty() || !ready() ? std::nullopt : upload({pages}); lists) {
       note(cuda::unpack_pages(data(), geometry, {*lists, pages.size()}, staging, stream_),
            "unpack_pages");
     }
   }
 
   void copy_slot(const slot_block& b, std::int32_t src, std::int32_t dst) override {
-    if (!failed() && src != dst) {
+    if (src != dst && ready()) {
       note(cuda::copy_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, src, dst,
                            stream_),
            "copy_slot");
     }
   }
   void zero_slot(const slot_block& b, std::int32_t slot) override {
-    if (!failed()) {
+    if (ready()) {
       note(cuda::zero_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
                            stream_),
            "zero_slot");
     }
   }
   void pack_slot(const slot_block& b, std::int32_t slot, std::byte* staging) override {
-    if (!failed()) {
+    if (ready()) {
       note(cuda::pack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
                            staging, stream_),
            "pack_slot");
     }
   }
   void unpack_slot(const slot_block& b, std::int32_t slot, const std::byte* staging) override {
-    if (!failed()) {
+    if (ready()) {
       note(cuda::unpack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
                              staging, stream_),
            "unpack_slot");
@@ -112,6 +113,8 @@ class device_memory_arena final : public arena {
       return ok;
     if (out.empty())
       return status();
+    if (auto ok = check(cudaSetDevice(device_), "device arena read"); !ok)
+      return ok;
     if (auto ok = check(cudaMemcpyAsync(out.data(), data() + offset, out.size(),
                                         cudaMemcpyDeviceToHost, stream_),
                         "device arena read");
@@ -126,6 +129,8 @@ class device_memory_arena final : public arena {
       return ok;
     if (in.empty())
       return status();
+    if (auto ok = check(cudaSetDevice(device_), "device arena write"); !ok)
+      return ok;
     if (auto ok = check(
             cudaMemcpyAsync(data() + offset, in.data(), in.size(), cudaMemcpyHostToDevice, stream_),
             "device arena write");
@@ -142,13 +147,22 @@ class device_memory_arena final : public arena {
     return {};
   }
   [[nodiscard]] result<void> synchronize() override {
-    if (!failed())
+    if (ready())
       note(cudaStreamSynchronize(stream_), "device arena synchronize");
     return status();
   }
 
  private:
   [[nodiscard]] bool failed() const noexcept { return first_error_.has_value(); }
+  // Before an operation: no error so far, and the arena's device current.
+  // The pools call from whichever thread owns them (a pool actor's), where
+  // another device, or none, may be current.
+  [[nodiscard]] bool ready() {
+    if (failed())
+      return false;
+    note(cudaSetDevice(device_), "cudaSetDevice");
+    return !failed();
+  }
   void note(cudaError_t err, const char* what) {
     if (err != cudaSuccess && !first_error_)
       first_error_ = cuda_error(err, std::string{"device arena "} + what);
@@ -193,6 +207,7 @@ class device_memory_arena final : public arena {
 
   device_buffer memory_;
   cudaStream_t stream_ = nullptr;
+  int device_ = 0;
   device_buffer lists_;
   device_buffer staging_;
   std::vector<std::int32_t> host_lists_;
@@ -202,6 +217,9 @@ class device_memory_arena final : public arena {
 }  // namespace
 
 result<std::unique_ptr<arena>> make_device_arena(std::size_t bytes, cudaStream_t stream) {
+  int device = 0;
+  if (auto ok = check(cudaGetDevice(&device), "device arena"); !ok)
+    return ok.error();
   auto memory = device_buffer::make(bytes);
   if (!memory)
     return memory.error().with_context("device arena of " + std::to_string(bytes) + " bytes");
@@ -212,11 +230,20 @@ result<std::unique_ptr<arena>> make_device_arena(std::size_t bytes, cudaStream_t
     if (auto ok = check(cudaStreamSynchronize(stream), "device arena zero"); !ok)
       return ok.error();
   }
-  return std::unique_ptr<arena>(std::make_unique<device_memory_arena>(std::move(*memory), stream));
+  return std::unique_ptr<arena>(
+      std::make_unique<device_memory_arena>(std::move(*memory), stream, device));
 }
 
 arena_factory device_arena_factory(cudaStream_t stream) {
   return [stream](std::size_t bytes) { return make_device_arena(bytes, stream); };
+}
+
+arena_factory device_arena_factory(cudaStream_t stream, int device) {
+  return [stream, device](std::size_t bytes) -> result<std::unique_ptr<arena>> {
+    if (auto ok = check(cudaSetDevice(device), "device arena"); !ok)
+      return ok.error();
+    return make_device_arena(bytes, stream);
+  };
 }
 
 }  // namespace mstar::kernels::cuda

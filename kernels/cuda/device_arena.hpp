@@ -17,7 +17,12 @@ namespace mstar::kernels::cuda {
 [[nodiscard]] result<std::unique_ptr<arena>> make_device_arena(std::size_t bytes,
                                                                cudaStream_t stream);
 
-/// A factory making device arenas on `stream`, for the pools' configs.
+/// A factory making device arenas on `stream`, for the pools' configs, on
+/// the device current when each is made. Every arena remembers its device
+/// and makes it current before its operations, so the pools may call from
+/// any thread.
 [[nodiscard]] arena_factory device_arena_factory(cudaStream_t stream);
+/// The same on `device`, whichever is current when the factory runs.
+[[nodiscard]] arena_factory device_arena_factory(cudaStream_t stream, int device);
 
 }  // namespace mstar::kernels::cuda

@@ -54,7 +54,7 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
 }
 
 kernels::arena_factory nemotron_h_cuda::memory() const {
-  return kc::device_arena_factory(impl_->stream.get());
+  return kc::device_arena_factory(impl_->stream.get(), impl_->device);
 }
 
 const std::string& nemotron_h_cuda::name() const noexcept {
@@ -121,6 +121,9 @@ result<void> nemotron_h_cuda::upload(const nemotron_h_config& config,
 result<void> nemotron_h_cuda::load(const nemotron_h_config& config,
                                    const nemotron_h_host_weights& weights, std::int64_t kv_pages) {
   set_graphs(graphs_, kv_pages);
+  // The weights go to this model's device, whichever thread binds it.
+  if (auto ok = kc::check(cudaSetDevice(impl_->device), "cudaSetDevice"); !ok)
+    return ok;
   return upload(config, weights);
 }
 

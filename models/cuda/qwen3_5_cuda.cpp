@@ -52,7 +52,7 @@ result<std::unique_ptr<qwen3_5_cuda>> qwen3_5_cuda::make(int device, mstar::dtyp
 }
 
 kernels::arena_factory qwen3_5_cuda::memory() const {
-  return kc::device_arena_factory(impl_->stream.get());
+  return kc::device_arena_factory(impl_->stream.get(), impl_->device);
 }
 
 const std::string& qwen3_5_cuda::name() const noexcept {
@@ -63,6 +63,9 @@ result<void> qwen3_5_cuda::load(const qwen3_5_config& config, const qwen3_5_host
                                 std::int64_t kv_pages) {
   impl_->kv_pages = kv_pages;
   impl_->graph_by_rows.clear();
+  // The weights go to this model's device, whichever thread binds it.
+  if (auto ok = kc::check(cudaSetDevice(impl_->device), "cudaSetDevice"); !ok)
+    return ok;
   return impl_->upload(config, weights);
 }
 
