@@ -26,6 +26,15 @@ std::string fixture_ids(const json& prompt) {
   return ids;
 }
 
+// `argv` with every prompt of a fixture's expected.json as --prompt-ids.
+std::vector<std::string> with_fixture_prompts(std::vector<std::string> argv, const json& expected) {
+  for (const auto& p : expected.at("prompts")) {
+    argv.push_back("--prompt-ids");
+    argv.push_back(fixture_ids(p));
+  }
+  return argv;
+}
+
 std::vector<json> json_lines(const std::string& text) {
   std::vector<json> out;
   std::istringstream lines{text};
@@ -71,13 +80,10 @@ TEST(mstar_run, the_embedded_default_generates_its_transformers_fixture_tokens) 
                    "/../../models/embedded/default/expected.json"};
   ASSERT_TRUE(in);
   const auto expected = json::parse(in);
-  std::vector<std::string> argv = {MSTAR_RUN_PATH, "--json", "--max-tokens",
-                                   std::to_string(expected.at("max_new_tokens").get<int>())};
-  for (const auto& p : expected.at("prompts")) {
-    argv.push_back("--prompt-ids");
-    argv.push_back(fixture_ids(p));
-  }
-  const auto out = test::run_process(argv);
+  const auto out = test::run_process(
+      with_fixture_prompts({MSTAR_RUN_PATH, "--json", "--max-tokens",
+                            std::to_string(expected.at("max_new_tokens").get<int>())},
+                           expected));
   ASSERT_EQ(out.exit_code, 0) << out.err;
   const auto lines = json_lines(out.out);
   ASSERT_EQ(lines.size(), expected.at("prompts").size());
@@ -93,20 +99,11 @@ TEST(mstar_run, the_embedded_default_generates_its_transformers_fixture_tokens) 
 // models that cannot split refused with one line naming why.
 TEST(mstar_run, tensor_parallel_ranks_generate_the_reference_tokens) {
   const auto expected = test::load_fixture_json("models/nemotron_h_tiny_hybrid/expected.json");
-  std::vector<std::string> argv = {
-      MSTAR_RUN_PATH,
-      "--model",
-      std::string{MSTAR_FIXTURES_DIR} + "/models/nemotron_h_tiny_hybrid",
-      "--tensor-parallel",
-      "2",
-      "--json",
-      "--max-tokens",
-      "8"};
-  for (const auto& p : expected.at("prompts")) {
-    argv.push_back("--prompt-ids");
-    argv.push_back(fixture_ids(p));
-  }
-  const auto out = test::run_process(argv);
+  const auto out = test::run_process(
+      with_fixture_prompts({MSTAR_RUN_PATH, "--model",
+                            std::string{MSTAR_FIXTURES_DIR} + "/models/nemotron_h_tiny_hybrid",
+                            "--tensor-parallel", "2", "--json", "--max-tokens", "8"},
+                           expected));
   ASSERT_EQ(out.exit_code, 0) << out.err;
   const auto lines = json_lines(out.out);
   ASSERT_EQ(lines.size(), expected.at("prompts").size());
