@@ -47,9 +47,11 @@ struct tensor_parallel_lm::worker {
   worker(const worker&) = delete;
   worker& operator=(const worker&) = delete;
 
+  // Waits for the job before (another caller's) to finish first.
   void post(std::function<void()> f) {
     {
-      std::lock_guard lock(mutex);
+      std::unique_lock lock(mutex);
+      cv.wait(lock, [this] { return !job; });
       job = std::move(f);
     }
     cv.notify_all();
@@ -188,6 +190,18 @@ result<pool_spec> tensor_parallel_lm::pools(const pool_options& options) const {
           fmt::format("tensor_parallel_lm: rank {}'s pools differ from rank 0's in {}", r, diff));
     }
     memory.push_back(std::move(other->memory));
+  }
+  // Each member is made on its rank's thread: a device arena is allocated
+  // on the calling thread's current device, which is the rank's there.
+  for (std::size_t r = 0; r < memory.size(); ++r) {
+    memory[r] = [this, r, make = std::move(memory[r])](
+                    std::size_t bytes) -> result<std::unique_ptr<kernels::arena>> {
+      result<std::unique_ptr<kernels::arena>> made =
+          make_error(errc::internal, "tensor_parallel_lm: arena not made");
+      workers_[r]->post([&] { made = kernels::make_arena(make, bytes); });
+      workers_[r]->wait();
+      return made;
+    };
   }
   // Rank 0's fingerprint names its part ("tp 0/N"); these pools hold every
   // rank's, so their prefix keys are their own.

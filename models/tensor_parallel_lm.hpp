@@ -69,7 +69,9 @@ class tensor_parallel_lm final : public causal_lm {
     return models_[0]->supports_windows();
   }
   /// Rank 0's spec, its memory replicated over every rank's; invalid_argument
-  /// naming the rank and the pool whose shape differs from rank 0's.
+  /// naming the rank and the pool whose shape differs from rank 0's. The
+  /// factory makes member r on rank r's thread: it refers to this model and
+  /// must not outlive it.
   [[nodiscard]] result<pool_spec> pools(const pool_options& options) const override;
   [[nodiscard]] result<void> bind(resources::kv_pool* kv,
                                   resources::recurrent_state_pool* recurrent) override;
