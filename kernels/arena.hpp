@@ -82,6 +82,13 @@ class arena {
   /// The name of the shared-memory segment a same-host process can map to
   /// reach these bytes (kernels/shm_arena.hpp), empty when not shared.
   [[nodiscard]] virtual std::string_view shared_name() const noexcept { return {}; }
+  /// The copy of these bytes that tensor-parallel rank `rank` computes on:
+  /// an arena replicated across ranks (kernels/replicated_arena.hpp) keeps
+  /// one member per rank; any other arena is its own only member.
+  [[nodiscard]] virtual arena& member(int rank) {
+    (void)rank;
+    return *this;
+  }
   /// The first error any operation met (success on the host).
   [[nodiscard]] virtual result<void> status() const = 0;
   /// Waits for the queued work; then `status()`.

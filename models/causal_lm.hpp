@@ -61,6 +61,11 @@ struct run_options {
   /// (models/nemotron_h_shard.hpp) and shares the communicator's ownership.
   /// Families without tensor parallelism refuse a group of more than one.
   std::shared_ptr<parallel::communicator> tensor_parallel;
+  /// N > 1: `load_causal_lm` gives a models::tensor_parallel_lm of N ranks in
+  /// this process (models/tensor_parallel_lm.hpp) over a new in-process
+  /// group, every rank on `device`, one scheduler and one set of pools for
+  /// all; `tensor_parallel` must then be empty.
+  int tensor_parallel_ranks = 1;
 };
 
 /// Parses "cpu", "cuda" or "cuda:N" into the device index (-1 for cpu), or

@@ -5,11 +5,21 @@
 #include "core/untrusted_json.hpp"
 #include "models/nemotron_h.hpp"
 #include "models/qwen3_5.hpp"
+#include "models/tensor_parallel_lm.hpp"
 
 namespace mstar::models {
 
 result<std::unique_ptr<causal_lm>> load_causal_lm(const std::filesystem::path& folder,
                                                   const run_options& run) {
+  if (run.tensor_parallel_ranks > 1) {
+    if (run.tensor_parallel && run.tensor_parallel->size() > 1) {
+      return make_error(errc::invalid_argument,
+                        "tensor_parallel_ranks and a tensor_parallel group are exclusive");
+    }
+    return make_tensor_parallel(run, run.tensor_parallel_ranks, [folder](const run_options& r) {
+      return load_causal_lm(folder, r);
+    });
+  }
   auto type = read_model_type(folder);
   if (!type)
     return type.error();

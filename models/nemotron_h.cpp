@@ -147,17 +147,28 @@ result<void> nemotron_h_model::bind(resources::kv_pool* kv,
   }
   conv_state_.clear();
   ssm_state_.clear();
+  // A rank of a tensor-parallel group computes on its own copy of the pools'
+  // bytes: pools shared by all ranks (models/tensor_parallel_lm.hpp) keep
+  // one member per rank (kernels/replicated_arena.hpp), laid out alike, so
+  // the rank's address is its member's base plus the pool's offset. Any
+  // other arena is its own member 0: the address is unchanged.
+  const int member = shard_ ? shard_->rank : 0;
+  auto rebase = [member](kernels::arena& storage, std::byte* p) {
+    return storage.member(member).data() + (p - storage.data());
+  };
   if (kv != nullptr) {
-    kv_view_ = kernels::kv_arena_view{kv->page_data(0), kv->geometry()};
+    kv_view_ = kernels::kv_arena_view{rebase(kv->storage(), kv->page_data(0)), kv->geometry()};
   }
   if (recurrent != nullptr) {
+    kernels::arena* conv_storage = recurrent->storage("conv");
+    kernels::arena* ssm_storage = recurrent->storage("ssm");
     for (std::int64_t m = 0; m < config_.count(layer_kind::mamba2); ++m) {
       auto conv = recurrent->block("conv", m);
       auto ssm = recurrent->block("ssm", m);
-      if (!conv || !ssm)
+      if (!conv || !ssm || conv_storage == nullptr || ssm_storage == nullptr)
         return make_error(errc::not_found, "recurrent pool lacks its blocks");
-      conv_state_.push_back(reinterpret_cast<float*>(conv->data));
-      ssm_state_.push_back(reinterpret_cast<float*>(ssm->data));
+      conv_state_.push_back(reinterpret_cast<float*>(rebase(*conv_storage, conv->data)));
+      ssm_state_.push_back(reinterpret_cast<float*>(rebase(*ssm_storage, ssm->data)));
     }
   }
   if (auto ok = backend_->load(shard_ ? shard_->local : config_, host_weights(),

@@ -1,0 +1,238 @@
+// One engine over N tensor-parallel ranks (models/tensor_parallel_lm.hpp):
+// one scheduler and one set of pools drive every rank, so requests may come
+// and go. Greedy tokens must equal the unsplit model's and logits agree
+// within 1e-5 of the row's largest, with requests arriving while others run
+// and a prompt served a second time from cached pages; a rank whose forward
+// fails fails the step naming it, at once rather than at the group's timeout.
+#include "models/tensor_parallel_lm.hpp"
+
+#include <chrono>
+#include <gtest/gtest.h>
+
+#include "tests/engine/tensor_parallel_support.hpp"
+
+namespace mstar::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Rank `run.tensor_parallel` of model `name` (tp_engine's models).
+result<std::unique_ptr<models::causal_lm>> load_tp_rank(const std::string& name,
+                                                        const models::run_options& run) {
+  if (name.starts_with("random:")) {
+    auto m = models::nemotron_h_model::random(random_tp_config(name), 5, run);
+    if (!m)
+      return m.error();
+    return std::unique_ptr<models::causal_lm>(std::move(*m));
+  }
+  return models::load_causal_lm(model_dir(name), run);
+}
+
+std::unique_ptr<engine::local_engine> engine_over(std::unique_ptr<models::causal_lm> model) {
+  engine::engine_config config;
+  config.pools.max_num_pages = 256;
+  config.pools.max_slots = 8;
+  config.pools.checkpoint_slots = 8;
+  auto e = engine::local_engine::make(std::move(model), config);
+  EXPECT_TRUE(e.has_value()) << e.error().message();
+  return e ? std::move(*e) : nullptr;
+}
+
+std::unique_ptr<engine::local_engine> wrapper_engine(const std::string& name, int n) {
+  auto lm = models::make_tensor_parallel(
+      {}, n, [&name](const models::run_options& run) { return load_tp_rank(name, run); });
+  EXPECT_TRUE(lm.has_value()) << lm.error().message();
+  if (!lm)
+    return nullptr;
+  EXPECT_NE(dynamic_cast<models::tensor_parallel_lm*>(lm->get()), nullptr);
+  return engine_over(std::move(*lm));
+}
+
+// Submits `requests` (ids set, each expected by `c`).
+void submit_all(engine::local_engine& e, engine::completion_collector& c,
+                std::vector<engine::request_spec> requests) {
+  for (auto& r : requests) {
+    auto id = e.submit(r);
+    ASSERT_TRUE(id.has_value()) << id.error().message();
+    r.id = *id;
+    c.expect(r);
+  }
+}
+
+void step_times(engine::local_engine& e, engine::completion_collector& c, int steps) {
+  for (int s = 0; s < steps && !e.idle(); ++s) {
+    auto deltas = e.step();
+    ASSERT_TRUE(deltas.has_value()) << deltas.error().message();
+    for (const auto& d : *deltas)
+      c.add(d);
+  }
+}
+
+std::vector<engine::request_spec> first_requests(const std::string& name, std::int32_t tokens) {
+  std::vector<engine::request_spec> out;
+  if (name.starts_with("random:")) {
+    out.push_back(greedy_request({5, 77, 300, 12}, tokens, true));
+    out.push_back(greedy_request({9, 8, 7, 6, 5, 4, 3}, tokens, true));
+    out.push_back(greedy_request({400, 1, 2}, tokens, true));
+    return out;
+  }
+  for (const auto& p : load_expected(name))
+    out.push_back(greedy_request(p.prompt, tokens, true));
+  return out;
+}
+
+// A prompt of three pages and a bit (page size 16): long enough that a
+// second request for it starts from cached pages.
+engine::request_spec long_request(std::int64_t vocab, std::int32_t tokens) {
+  std::vector<engine::token_id> prompt;
+  for (int i = 0; i < 53; ++i)
+    prompt.push_back(static_cast<engine::token_id>(3 + (i * 97) % (vocab - 3)));
+  return greedy_request(std::move(prompt), tokens, true);
+}
+
+// The same traffic on `e`: half the first requests, three steps, the rest,
+// until idle; then the long prompt, until idle; then it again, until idle.
+std::vector<engine::completion> traffic(engine::local_engine& e, const std::string& name) {
+  const auto first = first_requests(name, 8);
+  const auto half = static_cast<std::ptrdiff_t>(first.size() / 2);
+  engine::completion_collector c;
+  submit_all(e, c, {first.begin(), first.begin() + half});
+  step_times(e, c, 3);
+  submit_all(e, c, {first.begin() + half, first.end()});
+  step_times(e, c, 10'000);
+  const auto again = long_request(e.model().vocab_size(), 6);
+  submit_all(e, c, {again});
+  step_times(e, c, 10'000);
+  submit_all(e, c, {again});
+  step_times(e, c, 10'000);
+  EXPECT_TRUE(e.idle());
+  expect_pools_empty(e);
+  return c.take();
+}
+
+void expect_one_engine_matches_the_unsplit_model(const std::string& name, int n) {
+  auto whole_engine = tp_engine(name, models::run_options{});
+  ASSERT_NE(whole_engine, nullptr);
+  const auto whole = traffic(*whole_engine, name);
+  auto split_engine = wrapper_engine(name, n);
+  ASSERT_NE(split_engine, nullptr);
+  const auto split = traffic(*split_engine, name);
+  ASSERT_EQ(split.size(), whole.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    const auto& want = whole[i];
+    const auto& got = split[i];
+    ASSERT_EQ(got.tokens.size(), 1U);
+    EXPECT_TRUE(got.errors[0].empty()) << got.errors[0];
+    EXPECT_EQ(got.tokens[0], want.tokens[0]) << "request " << i;
+    ASSERT_EQ(got.logits[0].size(), want.logits[0].size()) << "request " << i;
+    for (std::size_t s = 0; s < want.logits[0].size(); ++s)
+      worst = std::max(worst, relative_gap(got.logits[0][s], want.logits[0][s]));
+  }
+  // The long prompt's second request started from cached pages, as the
+  // unsplit model's did.
+  EXPECT_GT(split.back().counts.cached_tokens, 0);
+  EXPECT_EQ(split.back().counts.cached_tokens, whole.back().counts.cached_tokens);
+  EXPECT_LE(worst, 1e-5);
+  std::printf("%s, one engine over %d ranks: largest logit gap %.3g of the row's largest\n",
+              name.c_str(), n, worst);
+}
+
+TEST(tensor_parallel_lm, one_engine_over_two_ranks_of_the_hybrid_fixture_matches_one_rank) {
+  expect_one_engine_matches_the_unsplit_model("nemotron_h_tiny_hybrid", 2);
+}
+
+TEST(tensor_parallel_lm, one_engine_over_two_ranks_of_the_attention_fixture_matches_one_rank) {
+  expect_one_engine_matches_the_unsplit_model("nemotron_h_tiny_attn", 2);
+}
+
+TEST(tensor_parallel_lm, one_engine_over_four_ranks_of_a_random_model_matches_one_rank) {
+  expect_one_engine_matches_the_unsplit_model("random:wide", 4);
+}
+
+TEST(tensor_parallel_lm, load_causal_lm_gives_the_wrapper_for_tensor_parallel_ranks) {
+  models::run_options run;
+  run.tensor_parallel_ranks = 2;
+  auto lm = models::load_causal_lm(model_dir("nemotron_h_tiny_hybrid"), run);
+  ASSERT_TRUE(lm.has_value()) << lm.error().message();
+  auto* tp = dynamic_cast<models::tensor_parallel_lm*>(lm->get());
+  ASSERT_NE(tp, nullptr);
+  EXPECT_EQ(tp->ranks(), 2);
+}
+
+// A rank model that fails its forward from the `fail_at`th call on; all else
+// is the inner model's.
+class failing_rank final : public models::causal_lm {
+ public:
+  failing_rank(std::unique_ptr<models::causal_lm> inner, int fail_at)
+      : inner_(std::move(inner)), fail_at_(fail_at) {}
+  const models::tokenizer* tok() const noexcept override { return inner_->tok(); }
+  std::int64_t vocab_size() const noexcept override { return inner_->vocab_size(); }
+  std::span<const std::int64_t> eos_token_ids() const noexcept override {
+    return inner_->eos_token_ids();
+  }
+  bool prefix_skip_safe() const noexcept override { return inner_->prefix_skip_safe(); }
+  result<models::pool_spec> pools(const models::pool_options& o) const override {
+    return inner_->pools(o);
+  }
+  result<void> bind(resources::kv_pool* kv, resources::recurrent_state_pool* rec) override {
+    return inner_->bind(kv, rec);
+  }
+  models::step_request declare(std::span<const models::step_row> rows) const override {
+    return inner_->declare(rows);
+  }
+  result<models::forward_output> forward(std::span<const models::step_row> rows,
+                                         const models::step_plans& plans,
+                                         std::span<const models::row_sampling> draws) override {
+    if (++calls_ >= fail_at_)
+      return make_error(errc::internal, "injected failure");
+    return inner_->forward(rows, plans, draws);
+  }
+  std::string device_name() const override { return inner_->device_name(); }
+  mstar::dtype compute_dtype() const noexcept override { return inner_->compute_dtype(); }
+  std::int64_t num_parameters() const noexcept override { return inner_->num_parameters(); }
+  bool on_gpu() const noexcept override { return inner_->on_gpu(); }
+
+ private:
+  std::unique_ptr<models::causal_lm> inner_;
+  int fail_at_;
+  int calls_ = 0;
+};
+
+TEST(tensor_parallel_lm, a_rank_whose_forward_fails_fails_the_step_naming_it) {
+  const std::string name = "nemotron_h_tiny_hybrid";
+  auto lm = models::tensor_parallel_lm::make(
+      {}, 2,
+      [&name](const models::run_options& run) -> result<std::unique_ptr<models::causal_lm>> {
+        auto m = load_tp_rank(name, run);
+        if (!m || run.tensor_parallel->rank() != 1)
+          return m;
+        return std::unique_ptr<models::causal_lm>(std::make_unique<failing_rank>(std::move(*m), 3));
+      },
+      30s);
+  ASSERT_TRUE(lm.has_value()) << lm.error().message();
+  auto e = engine_over(std::unique_ptr<models::causal_lm>(std::move(*lm)));
+  ASSERT_NE(e, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  auto done = engine::run_to_completion(*e, first_requests(name, 8));
+  std::string seen;
+  if (!done) {
+    seen = done.error().message();
+  } else {
+    for (const auto& c : *done) {
+      for (const auto& err : c.errors) {
+        if (!err.empty())
+          seen = err;
+      }
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // not the 30 s timeout
+  EXPECT_NE(seen.find("tensor-parallel rank 1: injected failure"), std::string::npos) << seen;
+  // The group stays broken: the next request fails too, at once.
+  auto later = engine::run_to_completion(*e, {greedy_request({5, 6, 7}, 2)});
+  const bool failed = !later || !later->front().errors[0].empty();
+  EXPECT_TRUE(failed);
+}
+
+}  // namespace
+}  // namespace mstar::test
