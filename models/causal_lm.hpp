@@ -63,8 +63,9 @@ struct run_options {
   std::shared_ptr<parallel::communicator> tensor_parallel;
   /// N > 1: `load_causal_lm` gives a models::tensor_parallel_lm of N ranks in
   /// this process (models/tensor_parallel_lm.hpp) over a new in-process
-  /// group, every rank on `device`, one scheduler and one set of pools for
-  /// all; `tensor_parallel` must then be empty.
+  /// group, one scheduler and one set of pools for all; every rank on
+  /// `device`, except "cuda" with N visible GPUs: rank r on cuda:r
+  /// (models/tensor_parallel_lm.hpp). `tensor_parallel` must then be empty.
   int tensor_parallel_ranks = 1;
 };
 

@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "kernels/device.hpp"
 #include "kernels/replicated_arena.hpp"
 #include "parallel/local_group.hpp"
 
@@ -102,6 +103,18 @@ std::optional<error> tensor_parallel_lm::broken() const {
   return failure_;
 }
 
+std::vector<std::string> rank_devices(const std::string& device, int ranks) {
+  std::vector<std::string> out(static_cast<std::size_t>(ranks), device);
+  if (device != "cuda")
+    return out;
+  const auto report = kernels::query_cuda_devices();
+  if (static_cast<int>(report.devices.size()) < ranks)
+    return out;
+  for (int r = 0; r < ranks; ++r)
+    out[static_cast<std::size_t>(r)] = fmt::format("cuda:{}", r);
+  return out;
+}
+
 result<std::unique_ptr<tensor_parallel_lm>> tensor_parallel_lm::make(
     const run_options& run, int ranks, const rank_loader& load, std::chrono::milliseconds timeout) {
   if (ranks < 2) {
@@ -118,9 +131,11 @@ result<std::unique_ptr<tensor_parallel_lm>> tensor_parallel_lm::make(
   for (int r = 0; r < ranks; ++r)
     lm->workers_.push_back(std::make_unique<worker>());
   std::vector<std::optional<error>> errors(static_cast<std::size_t>(ranks));
+  const auto devices = rank_devices(run.device, ranks);
   lm->run_all([&](int r) {
     const auto i = static_cast<std::size_t>(r);
     run_options mine = run;
+    mine.device = devices[i];
     mine.tensor_parallel = lm->comms_[i];
     mine.tensor_parallel_ranks = 1;
     auto model = load(mine);

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "models/causal_lm.hpp"
@@ -136,6 +137,11 @@ class tensor_parallel_lm final : public causal_lm {
   /// Each outstanding launch: rank 0's ticket, then every rank's.
   std::deque<std::vector<std::uint64_t>> tickets_;
 };
+
+/// Where each of `ranks` ranks runs for `device`: "cuda" with at least
+/// `ranks` visible GPUs puts rank r on cuda:r; anything else ("cpu",
+/// "cuda:N", or too few GPUs) puts every rank on `device`.
+[[nodiscard]] std::vector<std::string> rank_devices(const std::string& device, int ranks);
 
 /// A model of `ranks` in-process tensor-parallel ranks (a tensor_parallel_lm)
 /// when ranks > 1, each loaded by `load` with its rank of a new group; else

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/untrusted_json.hpp"
+#include "models/tensor_parallel_lm.hpp"
 
 namespace mstar::launcher {
 
@@ -100,6 +101,13 @@ void add_engine_options(CLI::App& app, engine_cli& opt) {
       ->capture_default_str();
   app.add_flag("--no-cuda-graphs", opt.no_graphs,
                "On CUDA, launch every kernel of a decode step instead of replaying a graph");
+  app.add_option("--tensor-parallel", opt.tensor_parallel,
+                 "Split the model across N ranks in this process (Nemotron-H; threads, one "
+                 "scheduler and one set of pools for all, collectives through host memory). "
+                 "--device cuda with N GPUs puts rank r on cuda:r, otherwise the ranks share "
+                 "the device")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
 }
 
 memory_fit memory_fit_of(const engine_cli& opt) {
@@ -109,6 +117,11 @@ memory_fit memory_fit_of(const engine_cli& opt) {
   fit.fraction_given = opt.fraction_option != nullptr && opt.fraction_option->count() > 0;
   fit.pages_given = opt.pages_option != nullptr && opt.pages_option->count() > 0;
   fit.slots_given = opt.slots_option != nullptr && opt.slots_option->count() > 0;
+  if (opt.tensor_parallel > 1) {
+    const auto devices = models::rank_devices(opt.device, opt.tensor_parallel);
+    if (devices.front() == devices.back())  // the ranks share one device
+      fit.fraction /= opt.tensor_parallel;
+  }
   return fit;
 }
 
@@ -116,6 +129,7 @@ result<models::run_options> run_options_of(const engine_cli& opt) {
   models::run_options run;
   run.device = opt.device;
   run.cuda_graphs = !opt.no_graphs;
+  run.tensor_parallel_ranks = opt.tensor_parallel;
   if (opt.dtype == "bfloat16" || opt.dtype == "bf16") {
     run.dtype = mstar::dtype::bfloat16;
   } else if (opt.dtype == "float32" || opt.dtype == "f32") {

@@ -18,6 +18,7 @@ struct engine_cli {
   std::string device = "cpu";
   std::string dtype = "bfloat16";
   bool no_graphs = false;
+  int tensor_parallel = 1;  ///< ranks in this process (models::run_options::tensor_parallel_ranks)
   double gpu_memory_fraction = 0.9;
   std::int64_t context = 0;
   // Set by add_engine_options: whether each was given on the command line.
@@ -27,8 +28,8 @@ struct engine_cli {
 };
 
 /// Adds --page-size, --max-pages, --max-slots, --gpu-memory-fraction, --context,
-/// --max-memory, --max-batched-tokens, --max-running, --schedule, --device, --dtype
-/// and --no-cuda-graphs.
+/// --max-memory, --max-batched-tokens, --max-running, --schedule, --device, --dtype,
+/// --no-cuda-graphs and --tensor-parallel.
 void add_engine_options(CLI::App& app, engine_cli& opt);
 
 /// A CLI11 check that the value is a whole number >= `lo`, failing as people
@@ -36,7 +37,9 @@ void add_engine_options(CLI::App& app, engine_cli& opt);
 /// the type's limits, 309 digits for a double).
 [[nodiscard]] CLI::Validator whole_number_at_least(long long lo);
 
-/// What the parsed flags say about sizing the pools from a GPU's memory.
+/// What the parsed flags say about sizing the pools from a GPU's memory
+/// (with --tensor-parallel N ranks sharing one device, each plans for 1/N
+/// of --gpu-memory-fraction: every rank holds its own copy of the pools).
 [[nodiscard]] memory_fit memory_fit_of(const engine_cli& opt);
 
 /// A CLI11 check that the value is a number in (0, 1].

@@ -84,11 +84,13 @@ void read_node(map_reader& in, node_config& out) {
   in.string("device", out.device);
   check_device(in, "device", out.device);
   in.integer("tensor_parallel", out.tensor_parallel, 1, 64);
-  if (!in.failed() && out.tensor_parallel > 1)
+  // A node's ranks run in its process (models/tensor_parallel_lm.hpp); their
+  // pools cannot yet be published to or adopted from another node.
+  if (!in.failed() && out.tensor_parallel > 1 && out.role != role::both)
     in.fail(errc::unsupported, "tensor_parallel",
-            fmt::format("{} ranks per node are not supported yet: a node's ranks run one "
-                        "process per GPU over NCCL, which this runtime does not have (1 only)",
-                        out.tensor_parallel));
+            fmt::format("{} ranks on a {} node are not supported yet: tensor-parallel pools do "
+                        "not move between nodes (role both only)",
+                        out.tensor_parallel, to_string(out.role)));
   in.section("pools", {"kv_pages", "max_slots", "gpu_memory_fraction", "memory"},
              [&](map_reader& p) {
                p.integer("kv_pages", out.pools.kv_pages, 2, std::int64_t{1} << 24);

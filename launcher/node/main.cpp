@@ -32,6 +32,7 @@
 #include "launcher/deploy/credentials.hpp"
 #include "launcher/deploy/deploy_config.hpp"
 #include "models/load.hpp"
+#include "models/tensor_parallel_lm.hpp"
 #include "serve/deployment_port.hpp"
 #include "serve/http_server.hpp"
 #include "transport/shm.hpp"
@@ -334,7 +335,11 @@ int run(int argc, char** argv) {
 
   mstar::models::run_options run;
   run.device = self->device.empty() ? d.device : self->device;
-  spdlog::info("loading {} on {}", model_dir, run.device);
+  run.tensor_parallel_ranks = self->tensor_parallel;
+  spdlog::info("loading {} on {}{}", model_dir, run.device,
+               self->tensor_parallel > 1
+                   ? fmt::format(" at tensor parallel {}", self->tensor_parallel)
+                   : std::string{});
   auto loaded = mstar::models::load_causal_lm(model_dir, run);
   if (!loaded)
     return fail(opt.node, loaded.error().message());
@@ -345,6 +350,11 @@ int run(int argc, char** argv) {
   fit.fraction_given = self->pools.gpu_memory_fraction.has_value();
   fit.pages_given = self->pools.kv_pages.has_value();
   fit.slots_given = self->pools.max_slots.has_value();
+  if (self->tensor_parallel > 1) {  // every rank holds its own pools
+    const auto devices = mstar::models::rank_devices(run.device, self->tensor_parallel);
+    if (devices.front() == devices.back())
+      fit.fraction /= self->tensor_parallel;
+  }
   auto fitted = mstar::launcher::fit_pools_to_device(model_dir, **loaded, run.device, fit, engine);
   if (!fitted)
     return fail(opt.node, fitted.error().message());

@@ -8,17 +8,14 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "actors/runtime.hpp"
 #include "core/input_file.hpp"
 #include "engine/preprocess.hpp"
-#include "kernels/device.hpp"
 #include "launcher/common/engine_cli.hpp"
 #include "launcher/common/guarded_main.hpp"
 #include "launcher/common/images.hpp"
 #include "models/load.hpp"
-#include "parallel/local_group.hpp"
 
 namespace {
 
@@ -43,7 +40,6 @@ struct options {
   std::int64_t context_units = 0;
   std::int64_t overlap_units = 0;
   std::int64_t tokens_per_unit = 1;
-  std::int32_t tensor_parallel = 1;
   mstar::launcher::engine_cli engine;
 };
 
@@ -281,90 +277,6 @@ int report(const options& opt, const mstar::models::causal_lm& model,
   return 0;
 }
 
-// --tensor-parallel N: N ranks on threads of this process, each a whole
-// engine over its part of the model (models/nemotron_h_shard.hpp) and its
-// own pools, all stepping the same requests through the direct step loop
-// (engine::run_to_completion): the same decisions on every rank, so the
-// ranks' collectives (parallel/local_group.hpp) pair up step by step.
-// Rank 0's completions are printed. `--device cuda` with N devices puts rank
-// r on cuda:r; otherwise every rank shares the one device given, each with
-// 1/N of --gpu-memory-fraction. Collectives go through host memory either
-// way (no NCCL in this binary).
-int run_tensor_parallel(options& opt, const mstar::models::run_options& run) {
-  const int n = opt.tensor_parallel;
-  if (!opt.images.empty())
-    return fail("--image with --tensor-parallel: the vision models have no tensor parallelism");
-  auto group = mstar::parallel::local_group::make(n, std::chrono::seconds(120));
-  if (!group)
-    return fail(group.error().message());
-  std::vector<std::string> devices(static_cast<std::size_t>(n), run.device);
-  int sharing = run.device == "cpu" ? 1 : n;  // ranks per device
-  if (run.device == "cuda") {
-    const auto report = mstar::kernels::query_cuda_devices();
-    if (static_cast<int>(report.devices.size()) >= n) {
-      for (int r = 0; r < n; ++r)
-        devices[static_cast<std::size_t>(r)] = fmt::format("cuda:{}", r);
-      sharing = 1;
-    }
-  }
-  std::vector<std::unique_ptr<mstar::models::causal_lm>> models;
-  for (int r = 0; r < n; ++r) {
-    auto mine = run;
-    mine.device = devices[static_cast<std::size_t>(r)];
-    mine.tensor_parallel = std::move((*group)[static_cast<std::size_t>(r)]);
-    auto loaded = mstar::models::load_causal_lm(opt.model, mine);
-    if (!loaded)
-      return fail(loaded.error().with_context(fmt::format("tensor-parallel rank {}", r)).message());
-    models.push_back(std::move(*loaded));
-  }
-  // One plan for every rank (the pools' sizes steer the scheduler, which
-  // must decide alike everywhere), made from rank 0's part.
-  auto fit = mstar::launcher::memory_fit_of(opt.engine);
-  fit.fraction /= sharing;
-  auto fitted = mstar::launcher::fit_pools_to_device(opt.model, *models[0], devices[0], fit,
-                                                     opt.engine.engine);
-  if (!fitted)
-    return fail(fitted.error().message());
-  if (!fitted->empty())
-    std::fprintf(stderr, "--- %s (each rank)\n", fitted->c_str());
-  auto requests = make_requests(opt, *models[0], {});
-  if (!requests)
-    return fail(requests.error().message());
-  std::vector<std::unique_ptr<mstar::engine::local_engine>> engines;
-  for (int r = 0; r < n; ++r) {
-    auto e = mstar::engine::local_engine::make(std::move(models[static_cast<std::size_t>(r)]),
-                                               opt.engine.engine);
-    if (!e)
-      return fail(e.error().with_context(fmt::format("tensor-parallel rank {}", r)).message());
-    engines.push_back(std::move(*e));
-  }
-  const auto& model = engines[0]->model();
-  std::fprintf(stderr,
-               "--- model %s at tensor parallel %d: rank 0 on %s (%s), %lld parameters a rank\n",
-               opt.model.c_str(), n, model.device_name().c_str(),
-               std::string{mstar::to_string(model.compute_dtype())}.c_str(),
-               static_cast<long long>(model.num_parameters()));
-  std::vector<mstar::result<std::vector<completion>>> results(
-      static_cast<std::size_t>(n), mstar::make_error(mstar::errc::internal, "rank did not run"));
-  const auto t0 = std::chrono::steady_clock::now();
-  {
-    std::vector<std::jthread> ranks;
-    for (int r = 0; r < n; ++r) {
-      ranks.emplace_back([&, r] {
-        auto& e = *engines[static_cast<std::size_t>(r)];
-        results[static_cast<std::size_t>(r)] = mstar::engine::run_to_completion(e, *requests);
-      });
-    }
-  }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (int r = 0; r < n; ++r) {
-    const auto& got = results[static_cast<std::size_t>(r)];
-    if (!got)
-      return fail(got.error().with_context(fmt::format("tensor-parallel rank {}", r)).message());
-  }
-  return report(opt, model, *results[0], wall);
-}
-
 int run(int argc, char** argv) {
   CLI::App app{
       "mstar-run: generate with a model through mstar-cpp's KV and recurrent pools, in one "
@@ -425,12 +337,6 @@ int run(int argc, char** argv) {
   mstar::launcher::add_engine_options(app, opt.engine);
   app.add_flag("--json", opt.json, "One JSON object per prompt instead of text");
   app.add_flag("--logits", opt.logits, "With --json: the logits row of every generated token");
-  app.add_option("--tensor-parallel", opt.tensor_parallel,
-                 "Split the model across N ranks (threads of this process, each its own "
-                 "engine and pools over its part; Nemotron-H only). With --device cuda and N "
-                 "devices rank r runs on cuda:r, else every rank shares the device")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -448,8 +354,6 @@ int run(int argc, char** argv) {
   auto run = mstar::launcher::run_options_of(opt.engine);
   if (!run)
     return fail(run.error().message());
-  if (opt.tensor_parallel > 1)
-    return run_tensor_parallel(opt, *run);
   auto loaded = mstar::models::load_causal_lm(opt.model, *run);
   if (!loaded)
     return fail(loaded.error().message());
@@ -468,10 +372,15 @@ int run(int argc, char** argv) {
     return fail(made.error().message());
   auto& engine = **made;
   const auto& model = engine.model();
-  std::fprintf(stderr, "--- model %s on %s (%s), %lld parameters\n", opt.model.c_str(),
-               model.device_name().c_str(),
-               std::string{mstar::to_string(model.compute_dtype())}.c_str(),
-               static_cast<long long>(model.num_parameters()));
+  std::fprintf(
+      stderr, "--- model %s on %s (%s), %lld parameters%s\n", opt.model.c_str(),
+      model.device_name().c_str(), std::string{mstar::to_string(model.compute_dtype())}.c_str(),
+      static_cast<long long>(model.num_parameters()),
+      opt.engine.tensor_parallel > 1
+          ? fmt::format(" over {} tensor-parallel ranks (replicated ones counted each time)",
+                        opt.engine.tensor_parallel)
+                .c_str()
+          : "");
   if (auto warmed = engine.warm_up(); !warmed)
     return fail(warmed.error().message());
   const auto t0 = std::chrono::steady_clock::now();

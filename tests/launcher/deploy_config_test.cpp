@@ -225,15 +225,21 @@ TEST(deploy_config, gpu_memory_fraction_is_a_number_in_the_unit_interval) {
       {"nodes[1].pools.gpu_memory_fraction: expected a number in (0, 1], got 'most'"}));
 }
 
-TEST(deploy_config, tensor_parallel_is_one_rank_until_nodes_can_start_more) {
+TEST(deploy_config, tensor_parallel_ranks_only_on_nodes_whose_pools_stay_home) {
   const auto parsed = parse_deployment(
       replaced(minimal, "role: decode,", "role: decode, tensor_parallel: 1,"), "/srv/deploy");
   ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
   EXPECT_EQ(parsed->nodes[1].tensor_parallel, 1);
   EXPECT_EQ(parsed->nodes[0].tensor_parallel, 1);  // the default
+  const auto both = parse_deployment(
+      replaced(minimal, "role: decode,", "role: both, device: cuda, tensor_parallel: 2,"),
+      "/srv/deploy");
+  ASSERT_TRUE(both.has_value()) << both.error().message();
+  EXPECT_EQ(both->nodes[1].tensor_parallel, 2);
   EXPECT_TRUE(fails_with(
       replaced(minimal, "role: decode,", "role: decode, device: cuda, tensor_parallel: 2,"),
-      {"nodes[1].tensor_parallel: 2 ranks per node are not supported yet", "NCCL"}));
+      {"nodes[1].tensor_parallel: 2 ranks on a decode node are not supported yet",
+       "role both only"}));
   EXPECT_TRUE(fails_with(replaced(minimal, "role: decode,", "role: decode, tensor_parallel: 0,"),
                          {"nodes[1].tensor_parallel"}));
   EXPECT_TRUE(fails_with(replaced(minimal, "role: decode,", "role: decode, tensor_parallel: two,"),

@@ -453,21 +453,32 @@ def pd_local():
     return out.get("note")
 
 
-def local():
+def local(tensor_parallel=1):
+    extra = f", tensor_parallel: {tensor_parallel}" if tensor_parallel > 1 else ""
+
     def yaml(ports):
         return f"""deployment: local
 auth: {{mode: secret, secret: "0123456789abcdef0123456789abcdef"}}
 http: {{host: 127.0.0.1, port: {ports[0]}}}
 timeouts: {{join_s: 20}}
 nodes:
-  - {{name: node-0, role: both, host: 127.0.0.1, control_port: {ports[1]}}}
+  - {{name: node-0, role: both, host: 127.0.0.1, control_port: {ports[1]}{extra}}}
 """
 
     def body(launch, base, ports):
         assert_greedy_equal(base, streaming=False)
         assert_pools_free(base, nodes=1)
+        if tensor_parallel > 1:
+            check(f"at tensor parallel {tensor_parallel}" in launch.log(),
+                  "node-0 did not log its tensor-parallel ranks")
 
     with_launch(yaml, body, nports=2)
+
+
+def local_tensor_parallel():
+    """A `both` node of two in-process tensor-parallel ranks (one scheduler and
+    one set of pools driving both) serves mstar-run's greedy text."""
+    local(tensor_parallel=2)
 
 
 def kill_decode():
@@ -995,7 +1006,8 @@ def pd_images():
             f"colocated and transformers; {d['transfer_pages_fetched_total']:.0f} pages fetched")
 
 
-SCENARIOS = [("pd-local", pd_local), ("local", local), ("kill-decode", kill_decode),
+SCENARIOS = [("pd-local", pd_local), ("local", local),
+             ("local-tensor-parallel", local_tensor_parallel), ("kill-decode", kill_decode),
              ("tls", tls_mode), ("rogue-peer", rogue_peer), ("bad-yaml", bad_yaml),
              ("never-joins", never_joins), ("kill-decode-mid-transfer", kill_decode_mid_transfer),
              ("kill-prefill", kill_prefill), ("corrupt-transfer", corrupt_transfer),
