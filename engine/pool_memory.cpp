@@ -49,6 +49,9 @@ result<pool_memory> pool_memory_of(const models::pool_spec& spec, bool arenas_on
     arenas = arenas ? checked_add(*arenas, spec.recurrent->total_bytes()) : std::nullopt;
     units = units ? checked_add(*units, slots) : std::nullopt;
   }
+  // A tensor-parallel model's arenas hold a copy per rank (pool_spec::replicas).
+  if (arenas && spec.replicas > 1)
+    arenas = checked_mul(*arenas, static_cast<std::uint64_t>(spec.replicas));
   const auto bookkeeping = units ? checked_mul(*units, pool_bookkeeping_bytes) : std::nullopt;
   if (!arenas || !bookkeeping)
     return overflow();

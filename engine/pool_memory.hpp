@@ -24,8 +24,9 @@ struct pool_memory {
   std::uint64_t recurrent_slot_bytes = 0;  ///< one recurrent slot (all layers)
 };
 
-/// The bytes of `spec`'s pools; `arenas_on_host` when the arenas are host
-/// memory (no device arena factory). Fails when a size overflows 64 bits.
+/// The bytes of `spec`'s pools (`spec.replicas` copies of each arena);
+/// `arenas_on_host` when the arenas are host memory (no device arena
+/// factory). Fails when a size overflows 64 bits.
 [[nodiscard]] result<pool_memory> pool_memory_of(const models::pool_spec& spec,
                                                  bool arenas_on_host);
 

@@ -100,6 +100,10 @@ struct pool_spec {
   std::string fingerprint;
   /// Where the pools' bytes live (the backend's device); empty: host memory.
   kernels::arena_factory memory;
+  /// Copies of every arena `memory` makes: N for the replicated arenas of a
+  /// tensor_parallel_lm of N ranks (each rank's part of the state), so the
+  /// pools take N times the bytes their geometry says (engine/pool_memory.hpp).
+  std::int64_t replicas = 1;
 };
 
 /// What a forward produced.

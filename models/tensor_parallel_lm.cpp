@@ -222,6 +222,7 @@ result<pool_spec> tensor_parallel_lm::pools(const pool_options& options) const {
   // rank's, so their prefix keys are their own.
   spec->fingerprint += fmt::format(" replicated over {} ranks", models_.size());
   spec->memory = kernels::replicated_arena_factory(std::move(memory));
+  spec->replicas = static_cast<std::int64_t>(models_.size());
   return spec;
 }
 

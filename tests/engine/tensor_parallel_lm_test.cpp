@@ -9,6 +9,7 @@
 #include <chrono>
 #include <gtest/gtest.h>
 
+#include "engine/pool_memory.hpp"
 #include "tests/engine/tensor_parallel_support.hpp"
 
 namespace mstar::test {
@@ -158,6 +159,37 @@ TEST(tensor_parallel_lm, load_causal_lm_gives_the_wrapper_for_tensor_parallel_ra
   auto* tp = dynamic_cast<models::tensor_parallel_lm*>(lm->get());
   ASSERT_NE(tp, nullptr);
   EXPECT_EQ(tp->ranks(), 2);
+}
+
+// The pools of N ranks cost N copies of a rank's arenas: the memory check
+// (engine/pool_memory.hpp) counts them all.
+TEST(tensor_parallel_lm, its_pools_count_every_ranks_copy) {
+  models::run_options run;
+  run.tensor_parallel_ranks = 2;
+  auto lm = models::load_causal_lm(model_dir("nemotron_h_tiny_hybrid"), run);
+  ASSERT_TRUE(lm.has_value()) << lm.error().message();
+  auto* tp = dynamic_cast<models::tensor_parallel_lm*>(lm->get());
+  ASSERT_NE(tp, nullptr);
+  models::pool_options options;
+  options.max_num_pages = 64;
+  options.max_slots = 8;
+  auto spec = (*lm)->pools(options);
+  ASSERT_TRUE(spec.has_value()) << spec.error().message();
+  EXPECT_EQ(spec->replicas, 2);
+  auto one = *spec;
+  one.replicas = 1;
+  const auto both = engine::pool_memory_of(*spec, true);
+  const auto rank = engine::pool_memory_of(one, true);
+  ASSERT_TRUE(both.has_value() && rank.has_value());
+  EXPECT_GT(rank->arena_bytes, 0U);
+  EXPECT_EQ(both->arena_bytes, 2 * rank->arena_bytes);
+  // A limit that holds one copy but not two refuses, naming the limit.
+  const auto limit = rank->host_bytes;  // one copy and its bookkeeping
+  EXPECT_TRUE(engine::check_pool_memory(one, true, limit).has_value());
+  const auto refused = engine::check_pool_memory(*spec, true, limit);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message().find("--max-memory"), std::string::npos)
+      << refused.error().message();
 }
 
 // A rank model that fails its forward from the `fail_at`th call on; all else
