@@ -73,11 +73,11 @@ inline constexpr std::int32_t ssd_default_chunked_from = 128;
 /// then writes every output, exp(G_t) C_t h_start + (the group's C B^T
 /// masked and scaled by the decay ratios and dt) x + D x. Rows shorter than
 /// `ws.chunked_from`, shapes without a chunked path (N other than 64 / 128,
-/// P not a multiple of 32) and a workspace too small run the sequential
-/// scan above. The chunked rows' error is TF32's, not f32's. The workspace
-/// holds a [P][N] f32 state per (chunk, head) and a [128][128] f32 C B^T
-/// per (chunk, group): about T / 128 * (H * P * N + G * 128 * 128) * 4
-/// bytes.
+/// P not a multiple of 32), a workspace too small and a y not 8-byte
+/// aligned run the sequential scan above. The chunked rows' error is
+/// TF32's, not f32's. The workspace holds a [P][N] f32 state per (chunk,
+/// head) and a [128][128] f32 C B^T per (chunk, group): about
+/// T / 128 * (H * P * N + G * 128 * 128) * 4 bytes.
 [[nodiscard]] cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace& ws,
                                           cudaStream_t stream);
 

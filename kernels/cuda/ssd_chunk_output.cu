@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/mma_tf32.cuh"
 #include "kernels/cuda/internal/ssd_chunk.cuh"
 
 namespace mstar::kernels::cuda::detail::ssd_chunked {
@@ -17,7 +18,8 @@ constexpr int cb_jobs = tiles * (tiles + 1) / 2;  // tiles on and below the diag
 
 // Block (table entry c, group g), blockIdx.x = c G + g: C and B of the
 // chunk's tokens (zeros past the row's end) staged whole, then each warp
-// takes tiles (i, j), j <= i, of C B^T over all N and stores them to `cb`.
+// takes tiles (i, j), j <= i, of C B^T over all N and writes them to `cb`
+// from its fragments.
 template <int N>
 __global__ void __launch_bounds__(threads) chunk_cb_kernel(chunk_args a) {
   constexpr int ld_n = N + 4;
@@ -40,23 +42,41 @@ __global__ void __launch_bounds__(threads) chunk_cb_kernel(chunk_args a) {
     bs[t * ld_n + col] = t < sp.n ? a.B[at] : 0.0F;
   }
   __syncthreads();
+  const tf32::lane_at ln(tid % 32);
   float* out = a.cb + (std::int64_t{c} * a.groups + g) * chunk * chunk;
   for (int job = warp; job < cb_jobs; job += warps) {
     int ti = 0;
     while ((ti + 1) * (ti + 2) / 2 <= job)
       ++ti;
     const int tj = job - ti * (ti + 1) / 2;
-    frag_acc acc;
-    wmma::fill_fragment(acc, 0.0F);
-#pragma unroll 4
-    for (int k0 = 0; k0 < N; k0 += 8) {
-      frag_a_row fa;
-      frag_b_col fb;  // B^T: element (n, s) at B[s][n]
-      load_tf32(fa, cs + ti * 16 * ld_n + k0, ld_n);
-      load_tf32(fb, bs + tj * 16 * ld_n + k0, ld_n);
-      wmma::mma_sync(acc, fa, fb, acc);
+    // Two 8-column mma tiles, even and odd k steps apart; B(k, n) = B[s][k]
+    // for token s = 16 tj + n (B^T).
+    const float* ca = tf32::a_base<ld_n, 1>(cs + ti * 16 * ld_n, ln);
+    const float* bb = tf32::b_base<1, ld_n>(bs + tj * 16 * ld_n, ln);
+    float acc[2][2][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < N; k0 += 16) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        std::uint32_t fa[4];
+        tf32::load_a<ld_n, 1>(fa, ca + k0 + 8 * e);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          std::uint32_t fb[2];
+          tf32::load_b<1, ld_n>(fb, bb + nt * 8 * ld_n + k0 + 8 * e);
+          tf32::mma(acc[nt][e], fa, fb);
+        }
+      }
     }
-    wmma::store_matrix_sync(out + ti * 16 * chunk + tj * 16, acc, chunk, wmma::mem_row_major);
+    float* o = tf32::c_base<chunk>(out + ti * 16 * chunk + tj * 16, ln);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      float v[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        v[i] = acc[nt][0][i] + acc[nt][1][i];
+      tf32::store_c<chunk>(o + nt * 8, v);
+    }
   }
 }
 
@@ -65,8 +85,8 @@ __global__ void __launch_bounds__(threads) chunk_cb_kernel(chunk_args a) {
 //   phase 1: C'_t = e^{G_t} C_t [chunk][N + 4], the start state's rows
 //            [Cols][N + 4] after it;
 //   phase 2: M [chunk][chunk + 4], the x slice [chunk][Cols + 4] after
-//            the larger of M and C';
-//   the y tiles [chunk][Cols + 4] over M, x still in place for D x.
+//            the larger of M and C' (still there for D x when y is
+//            written).
 template <int N, int Cols>
 struct out_smem {
   static constexpr int ld_n = N + 4;
@@ -79,19 +99,20 @@ struct out_smem {
   static constexpr int end2 = xs + chunk * ld_x;
   static constexpr int floats = end1 > end2 ? end1 : end2;
   static constexpr std::size_t bytes = sizeof(float) * floats;
-  static_assert(a0 % 32 == 0 && hs % 32 == 0 && xs % 32 == 0 && ld_x <= ld_l);
+  static_assert(a0 % 32 == 0 && hs % 32 == 0 && xs % 32 == 0);
 };
 
 // Block (table entry c, head h), blockIdx.x = c H + h (a group's heads side
 // by side, so the group's C B^T comes from L2), all the chunk's tokens.
 // Per slice of Cols head-dim columns, warp w's accumulators (its two tile
-// rows x out_tiles' column tiles) take phase 1, C' h_start^T over N, then
-// phase 2, M x over the tokens up to the tile row's last.
+// rows x out_tiles' column tiles, each two 8-column mma tiles) take phase
+// 1, C' h_start^T over N, then phase 2, M x over the tokens up to the tile
+// row's last; y = acc + D x goes to global memory from them.
 template <int N, int Cols>
 __global__ void __launch_bounds__(threads, 2) chunk_output_kernel(chunk_args a) {
   using S = out_smem<N, Cols>;
   using W = out_tiles<Cols>;
-  constexpr int ct = W::col_tiles;
+  constexpr int nt = 2 * W::col_tiles;  // 8-column mma tiles of a tile row
   const int c = static_cast<int>(blockIdx.x) / a.heads;
   if (c >= *a.n_chunks)
     return;
@@ -106,7 +127,7 @@ __global__ void __launch_bounds__(threads, 2) chunk_output_kernel(chunk_args a) 
   float* cum = smem;
   float* dts = smem + chunk;
   float* eg = smem + 2 * chunk;
-  float* big = smem + S::a0;  // C', then M, then the y tiles
+  float* big = smem + S::a0;  // C', then M
   float* hs = smem + S::hs;
   float* xs = smem + S::xs;
 
@@ -122,14 +143,12 @@ __global__ void __launch_bounds__(threads, 2) chunk_output_kernel(chunk_args a) 
   const float* start = a.states + (std::int64_t{c} * a.heads + h) * P * N;
   const float skip = a.D != nullptr ? a.D[h] : 0.0F;
   const std::int64_t y_stride = std::int64_t{a.heads} * P;
+  // The lane's tokens of tile row r: 16 rows[r] + g and 8 more; its columns
+  // of the slice in mma tile j: lcol + 8 j and the next.
+  const tf32::lane_at ln(tid % 32);
+  const int lcol = c0 * 16 + 2 * ln.q;
   for (int p0 = 0; p0 < P; p0 += Cols) {
-    frag_acc acc[2][ct];
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-#pragma unroll
-      for (int j = 0; j < ct; ++j)
-        wmma::fill_fragment(acc[q][j], 0.0F);
-    }
+    float acc[2][nt][4] = {};
 
     // Phase 1: e^{G_t} C_t h_start.
     for (int i = tid; i < chunk * N; i += threads) {
@@ -144,18 +163,24 @@ __global__ void __launch_bounds__(threads, 2) chunk_output_kernel(chunk_args a) 
           *reinterpret_cast<const float4*>(start + std::int64_t{p0 + p} * N + col);
     }
     __syncthreads();
-    for (int k0 = 0; k0 < N; k0 += 8) {
-      frag_b_col fb[ct];  // h_start^T: element (n, p) at h[p][n]
+    {
+      // B(k, col) = h_start[16 c0 + col][k]: the state's rows are y's columns.
+      const float* hb = tf32::b_base<1, S::ld_n>(hs + c0 * 16 * S::ld_n, ln);
+      const float* ca[2] = {tf32::a_base<S::ld_n, 1>(big + rows[0] * 16 * S::ld_n, ln),
+                            tf32::a_base<S::ld_n, 1>(big + rows[1] * 16 * S::ld_n, ln)};
+      for (int k0 = 0; k0 < N; k0 += 8) {
+        std::uint32_t fb[nt][2];
 #pragma unroll
-      for (int j = 0; j < ct; ++j)
-        load_tf32(fb[j], hs + (c0 + j) * 16 * S::ld_n + k0, S::ld_n);
+        for (int j = 0; j < nt; ++j)
+          tf32::load_b<1, S::ld_n>(fb[j], hb + j * 8 * S::ld_n + k0);
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        frag_a_row fa;
-        load_tf32(fa, big + rows[q] * 16 * S::ld_n + k0, S::ld_n);
+        for (int r = 0; r < 2; ++r) {
+          std::uint32_t fa[4];
+          tf32::load_a<S::ld_n, 1>(fa, ca[r] + k0);
 #pragma unroll
-        for (int j = 0; j < ct; ++j)
-          wmma::mma_sync(acc[q][j], fa, fb[j], acc[q][j]);
+          for (int j = 0; j < nt; ++j)
+            tf32::mma(acc[r][j], fa, fb[j]);
+        }
       }
     }
     __syncthreads();  // C' and the start state are overwritten
@@ -187,37 +212,47 @@ __global__ void __launch_bounds__(threads, 2) chunk_output_kernel(chunk_args a) 
     // (x is zero there): k up to min of the two, in steps of 8.
     const int k_lo = min(16 * (rows[0] + 1), (n + 7) / 8 * 8);
     const int k_hi = min(16 * (rows[1] + 1), (n + 7) / 8 * 8);
-    for (int k0 = 0; k0 < k_hi; k0 += 8) {
-      frag_b_row fb[ct];
+    {
+      const float* xb = tf32::b_base<S::ld_x, 1>(xs + c0 * 16, ln);
+      const float* ma[2] = {tf32::a_base<ld_l, 1>(big + rows[0] * 16 * ld_l, ln),
+                            tf32::a_base<ld_l, 1>(big + rows[1] * 16 * ld_l, ln)};
+      for (int k0 = 0; k0 < k_hi; k0 += 8) {
+        std::uint32_t fb[nt][2];
 #pragma unroll
-      for (int j = 0; j < ct; ++j)
-        load_tf32(fb[j], xs + k0 * S::ld_x + (c0 + j) * 16, S::ld_x);
+        for (int j = 0; j < nt; ++j)
+          tf32::load_b<S::ld_x, 1>(fb[j], xb + k0 * S::ld_x + j * 8);
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        if (q == 1 || k0 < k_lo) {
-          frag_a_row fa;
-          load_tf32(fa, big + rows[q] * 16 * ld_l + k0, ld_l);
+        for (int r = 0; r < 2; ++r) {
+          if (r == 1 || k0 < k_lo) {
+            std::uint32_t fa[4];
+            tf32::load_a<ld_l, 1>(fa, ma[r] + k0);
 #pragma unroll
-          for (int j = 0; j < ct; ++j)
-            wmma::mma_sync(acc[q][j], fa, fb[j], acc[q][j]);
+            for (int j = 0; j < nt; ++j)
+              tf32::mma(acc[r][j], fa, fb[j]);
+          }
         }
       }
     }
-    __syncthreads();  // M is overwritten by the y tiles
+    // y = acc + D x straight from the fragments (x still in shared memory);
+    // tokens past the row's end dropped.
 #pragma unroll
-    for (int q = 0; q < 2; ++q) {
+    for (int r = 0; r < 2; ++r) {
+      const int t = rows[r] * 16 + ln.g;
+      const float* xt = xs + t * S::ld_x + lcol;
+      float* yt = a.y + (sp.t0 + t) * y_stride + std::int64_t{h} * P + p0 + lcol;
 #pragma unroll
-      for (int j = 0; j < ct; ++j) {
-        wmma::store_matrix_sync(big + rows[q] * 16 * S::ld_x + (c0 + j) * 16, acc[q][j], S::ld_x,
-                                wmma::mem_row_major);
+      for (int j = 0; j < nt; ++j) {
+        if (t < n) {
+          const float2 x = *reinterpret_cast<const float2*>(xt + j * 8);
+          *reinterpret_cast<float2*>(yt + j * 8) =
+              make_float2(acc[r][j][0] + skip * x.x, acc[r][j][1] + skip * x.y);
+        }
+        if (t + 8 < n) {
+          const float2 x = *reinterpret_cast<const float2*>(xt + 8 * S::ld_x + j * 8);
+          *reinterpret_cast<float2*>(yt + 8 * y_stride + j * 8) =
+              make_float2(acc[r][j][2] + skip * x.x, acc[r][j][3] + skip * x.y);
+        }
       }
-    }
-    __syncthreads();
-    for (int i = tid; i < n * Cols; i += threads) {
-      const int t = i / Cols;
-      const int col = i % Cols;
-      a.y[(sp.t0 + t) * y_stride + std::int64_t{h} * P + p0 + col] =
-          big[t * S::ld_x + col] + skip * xs[t * S::ld_x + col];
     }
     __syncthreads();  // the next slice restages everything
   }

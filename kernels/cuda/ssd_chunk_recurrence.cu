@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/mma_tf32.cuh"
 #include "kernels/cuda/internal/ssd_chunk.cuh"
 
 namespace mstar::kernels::cuda::detail::ssd_chunked {
@@ -25,13 +26,15 @@ constexpr std::size_t state_smem_bytes() {
 // `gammas` and its own end state (zero start)
 //   S = sum_t w_t x_t B_t^T,  w_t = e^{G_C - G_t} dt_t,
 // into `states`, Cols head-dim rows at a time: S[Cols][N] = (x w)^T B, each
-// warp a 16-row tile x state_tiles' column tiles, the (x w)^T fragment
-// loaded once per 8 tokens for all of them. Tokens past the row's end are
-// zeros, so the products stop at the last real one (rounded up to 8).
+// warp a 16-row tile x state_tiles' column tiles (two 8-column mma tiles
+// each), the (x w)^T fragment loaded once per 8 tokens for all of them, S
+// written from the fragments. Tokens past the row's end are zeros, so the
+// products stop at the last real one (rounded up to 8).
 template <int N, int Cols>
 __global__ void __launch_bounds__(threads) chunk_state_kernel(chunk_args a) {
   using W = state_tiles<N, Cols>;
-  constexpr int ct = W::col_tiles;
+  constexpr int nt = 2 * W::col_tiles;  // 8-column mma tiles
+  constexpr int ks = nt <= 2 ? 2 : 1;   // accumulators over k steps: 2 when few tiles
   constexpr int ld_n = N + 4;
   constexpr int ld_x = Cols + 4;
   const int c = static_cast<int>(blockIdx.x) / a.heads;
@@ -69,6 +72,10 @@ __global__ void __launch_bounds__(threads) chunk_state_kernel(chunk_args a) {
   const int rt = W::row(warp);
   const int c0 = W::col0(warp);
   const int k_end = (n + 7) / 8 * 8;
+  // A(m, k) = xw[k][16 rt + m]: (x w)^T; B(k, n) = B[k][16 c0 + n].
+  const tf32::lane_at ln(tid % 32);
+  const float* xa = tf32::a_base<1, ld_x>(xw + rt * 16, ln);
+  const float* bb = tf32::b_base<ld_n, 1>(bs + c0 * 16, ln);
   for (int p0 = 0; p0 < P; p0 += Cols) {
     for (int i = tid; i < chunk * Cols; i += threads) {
       const int t = i / Cols;
@@ -76,25 +83,35 @@ __global__ void __launch_bounds__(threads) chunk_state_kernel(chunk_args a) {
       xw[t * ld_x + col] = t < n ? a.x[(sp.t0 + t) * a.x_stride + x0 + p0 + col] * wts[t] : 0.0F;
     }
     __syncthreads();
-    frag_acc acc[ct];
-#pragma unroll
-    for (int j = 0; j < ct; ++j)
-      wmma::fill_fragment(acc[j], 0.0F);
+    float acc[nt][ks][4] = {};
 #pragma unroll 2
-    for (int k0 = 0; k0 < k_end; k0 += 8) {
-      frag_a_col fa;  // (x w)^T: element (p, t) at xw[t][p]
-      load_tf32(fa, xw + k0 * ld_x + rt * 16, ld_x);
+    for (int k0 = 0; k0 < k_end; k0 += 8 * ks) {
 #pragma unroll
-      for (int j = 0; j < ct; ++j) {
-        frag_b_row fb;
-        load_tf32(fb, bs + k0 * ld_n + (c0 + j) * 16, ld_n);
-        wmma::mma_sync(acc[j], fa, fb, acc[j]);
+      for (int e = 0; e < ks; ++e) {
+        if (e == 0 || k0 + 8 * e < k_end) {
+          std::uint32_t fa[4];
+          tf32::load_a<1, ld_x>(fa, xa + (k0 + 8 * e) * ld_x);
+#pragma unroll
+          for (int j = 0; j < nt; ++j) {
+            std::uint32_t fb[2];
+            tf32::load_b<ld_n, 1>(fb, bb + (k0 + 8 * e) * ld_n + j * 8);
+            tf32::mma(acc[j][e], fa, fb);
+          }
+        }
       }
     }
+    float* o = tf32::c_base<N>(out + std::int64_t{p0 + rt * 16} * N + c0 * 16, ln);
 #pragma unroll
-    for (int j = 0; j < ct; ++j) {
-      wmma::store_matrix_sync(out + std::int64_t{p0 + rt * 16} * N + (c0 + j) * 16, acc[j], N,
-                              wmma::mem_row_major);
+    for (int j = 0; j < nt; ++j) {
+      float v[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        v[i] = acc[j][0][i];
+#pragma unroll
+        for (int e = 1; e < ks; ++e)
+          v[i] += acc[j][e][i];
+      }
+      tf32::store_c<N>(o + j * 8, v);
     }
     __syncthreads();  // xw is restaged
   }

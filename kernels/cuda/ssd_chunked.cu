@@ -112,6 +112,7 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
   if (!chunkable(w) || l.total == 0 || ws.data == nullptr || ws.bytes < l.total ||
       reinterpret_cast<std::uintptr_t>(ws.data) % 256 != 0 || rows > 65535 ||
       reinterpret_cast<std::uintptr_t>(p.state) % 16 != 0 ||
+      reinterpret_cast<std::uintptr_t>(p.y) % 8 != 0 ||  // y goes out as float2
       p.slot_indices.size() < static_cast<std::size_t>(rows) ||
       p.has_state.size() < static_cast<std::size_t>(rows)) {
     return detail::launch_ssd_scan(p, nullptr, stream);

@@ -2,7 +2,8 @@
 
 // TF32 tensor-core products as bare `mma.sync.m16n8k8` (f32 accumulate) with
 // fragments read from shared memory at compile-time strides, for the chunked
-// delta rule's kernels (delta_rule_chunk_*.cu). nvcuda::wmma costs a generic
+// delta rule's and SSD's kernels (delta_rule_chunk_*.cu, ssd_chunk_*.cu;
+// bench/ssd_chunk_trace.py emulates the lanes). nvcuda::wmma costs a generic
 // load, a NaN-checking conversion and an address computation per element
 // (bench/results/h200-delta-rule.md, run 4: 37% of the walk's instructions
 // were IMAD, 7% HMMA); here a fragment element is one shared load at a fixed

@@ -4,16 +4,13 @@
 // table, the workspace, the launcher; ssd_chunk_recurrence.cu: the chunks'
 // own end states and the walk that passes states between chunks;
 // ssd_chunk_output.cu: C B^T per group and the outputs): the chunk
-// geometry, the kernels' arguments, the decays of a chunk, TF32 fragments,
-// the warps' tiles. Only .cu files include it.
+// geometry, the kernels' arguments, the decays of a chunk, the warps' tiles
+// (their TF32 products: internal/mma_tf32.cuh). Only .cu files include it.
 
 #include <cstdint>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 namespace mstar::kernels::cuda::detail::ssd_chunked {
-
-namespace wmma = nvcuda::wmma;
 
 /// The one chunk size (tokens). 128 over 64: the per-chunk states are
 /// written, read, rewritten and read again, and at N 128 one [P][N] state
@@ -112,24 +109,6 @@ __device__ __forceinline__ void chunk_log_decays(const chunk_args& a, std::int64
   if (tid < chunk)
     cum[tid] += before;
   __syncthreads();
-}
-
-using frag_acc = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
-using frag_a_row =
-    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-using frag_a_col =
-    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
-using frag_b_row =
-    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-using frag_b_col =
-    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
-
-template <class Frag>
-__device__ __forceinline__ void load_tf32(Frag& f, const float* src, int ld) {
-  wmma::load_matrix_sync(f, src, static_cast<unsigned>(ld));
-#pragma unroll
-  for (int i = 0; i < f.num_elements; ++i)
-    f.x[i] = wmma::__float_to_tf32(f.x[i]);
 }
 
 /// The output tiles of warp w over a [chunk][Cols] slice of y: 16-token
