@@ -242,6 +242,7 @@ def attend_tile(smem, d, S, q_addr, k_addr, v_addr, t0, masked, place, scale, o,
                 mma(s[i, 2 * np_ + 1], qa[i], kb[2], kb[3])
     attend_tile.taken = {}
     pa = np.empty((mt, bn // 16, 4, 32, 2), np.float32)
+    alpha = np.empty((mt, 2, 32), np.float32)
     for i in range(mt):
         f = fw + i * 16 + lane // 4
         p = [prefix + np.minimum(f + 8 * h, m_rows - 1) // group for h in range(2)]
@@ -259,27 +260,27 @@ def attend_tile(smem, d, S, q_addr, k_addr, v_addr, t0, masked, place, scale, o,
                     if x[ln] != -np.inf and row < m_rows:
                         key = (int(row), int(col[ln]))
                         attend_tile.taken[key] = attend_tile.taken.get(key, 0) + 1
-        alpha = np.empty((2, 32), np.float32)
         for h in range(2):
             top[h] = quad_reduce(top[h], np.max)
             ref = np.where(top[h] == -np.inf, 0, top[h]).astype(np.float32)
-            alpha[h] = np.exp2(m[i, h] - ref)
+            alpha[i, h] = np.exp2(m[i, h] - ref)
             m[i, h] = top[h]
             total = np.zeros(32, np.float32)
             for n in range(bn // 8):
                 for e in range(2 * h, 2 * h + 2):
                     s[i, n, :, e] = np.exp2(s[i, n, :, e] - ref)
                     total += s[i, n, :, e]
-            l[i, h] = l[i, h] * alpha[h] + total
-        o[i, :, :, 0:2] *= alpha[0][None, :, None]
-        o[i, :, :, 2:4] *= alpha[1][None, :, None]
+            l[i, h] = l[i, h] * alpha[i, h] + total
         for kk in range(bn // 16):
             pa[i, kk, 0] = bf16(s[i, 2 * kk][:, 0:2])
             pa[i, kk, 1] = bf16(s[i, 2 * kk][:, 2:4])
             pa[i, kk, 2] = bf16(s[i, 2 * kk + 1][:, 0:2])
             pa[i, kk, 3] = bf16(s[i, 2 * kk + 1][:, 2:4])
-    for kk in range(bn // 16):
-        for dp in range(d // 16):
+    for dp in range(d // 16):
+        for i in range(mt):
+            o[i, 2 * dp:2 * dp + 2, :, 0:2] *= alpha[i, 0][None, :, None]
+            o[i, 2 * dp:2 * dp + 2, :, 2:4] *= alpha[i, 1][None, :, None]
+        for kk in range(bn // 16):
             vb = ldmatrix_x4(smem, v_addr + 2 * ((kk * 16 + lane % 8 + (lane // 8 % 2) * 8) * stride +
                                                  dp * 16 + (lane // 16) * 8), trans=True)
             for i in range(mt):

@@ -285,19 +285,12 @@ __device__ __forceinline__ void attend_tile(std::uint32_t q_addr, std::uint32_t 
   }
   // The S accumulators of n tiles 2kk, 2kk + 1 are P's A fragment kk.
   std::uint32_t pa[mt][bn / 16][4];
+  float alpha[mt][2];  // output rescale of the lane's rows g, g + 8
 #pragma unroll
   for (int i = 0; i < mt; ++i) {
-    float alpha[2];
     const int f = place.fw + i * 16 + lane / 4;  // the lane's rows f, f + 8
     online_softmax<bn>(s[i], t0, masked, masked ? place.pos_of(f) : 0,
-                       masked ? place.pos_of(f + 8) : 0, scale, w.m[i], w.l[i], alpha);
-#pragma unroll
-    for (int dn = 0; dn < D / 8; ++dn) {
-      w.o[i][dn][0] *= alpha[0];
-      w.o[i][dn][1] *= alpha[0];
-      w.o[i][dn][2] *= alpha[1];
-      w.o[i][dn][3] *= alpha[1];
-    }
+                       masked ? place.pos_of(f + 8) : 0, scale, w.m[i], w.l[i], alpha[i]);
 #pragma unroll
     for (int kk = 0; kk < bn / 16; ++kk) {
       pa[i][kk][0] = pack_bf16(s[i][2 * kk][0], s[i][2 * kk][1]);
@@ -306,10 +299,22 @@ __device__ __forceinline__ void attend_tile(std::uint32_t q_addr, std::uint32_t 
       pa[i][kk][3] = pack_bf16(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
     }
   }
+  // Output columns 16dp .. 16dp + 15 at a time: rescaled just before their
+  // first P V product (fewer registers live than rescaling all O up front).
 #pragma unroll
-  for (int kk = 0; kk < bn / 16; ++kk) {
+  for (int dp = 0; dp < D / 16; ++dp) {
 #pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
+    for (int i = 0; i < mt; ++i) {
+#pragma unroll
+      for (int dn = 2 * dp; dn < 2 * dp + 2; ++dn) {
+        w.o[i][dn][0] *= alpha[i][0];
+        w.o[i][dn][1] *= alpha[i][0];
+        w.o[i][dn][2] *= alpha[i][1];
+        w.o[i][dn][3] *= alpha[i][1];
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < bn / 16; ++kk) {
       std::uint32_t vb[4];
       ldmatrix_x4_trans(
           vb, v_addr + 2U * static_cast<std::uint32_t>((kk * 16 + lane % 8 + (lane / 8 % 2) * 8) *
