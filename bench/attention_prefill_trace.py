@@ -20,7 +20,7 @@ as on the GPU). Shapes: head_dim 64 / 128 / 256, groups 1 / 4 / 6 / 8, page
 sizes 16 / 64, rows resuming after prefixes, 1-token rows, a row computing
 nothing. Keep it in step with the kernel when its tiles or layouts change.
 
-  python3 bench/attention_prefill_trace.py      (needs numpy; about a minute)
+  python3 bench/attention_prefill_trace.py [name part]   (needs numpy; about a minute)
 """
 
 import numpy as np
@@ -323,9 +323,18 @@ def check(c):
 
 RESUME = [(500, 100), (64, 64), (1000, 1), (37, 70), (16, 0), (127, 129), (5, 65)]
 
+CASES = [
+    ("d128 group 4 ps16 1x300", 128, 4, 1, 16, [(0, 300)]),
+    ("d64 group 1 ps64 mixed", 64, 1, 2, 64, [(0, 200), (3, 1), (0, 70), (199, 5)]),
+    ("d128 group 6 ps16 resume", 128, 6, 1, 16, RESUME[1:]),
+    ("d256 group 8 ps16 resume", 256, 8, 1, 16, [(37, 70), (1000, 1), (16, 0)]),
+    ("d64 group 8 ps16 resume", 64, 8, 1, 16, RESUME),
+]
+
 if __name__ == "__main__":
-    check(case("d128 group 4 ps16 1x300", 128, 4, 1, 16, [(0, 300)], 1))
-    check(case("d64 group 1 ps64 mixed", 64, 1, 2, 64, [(0, 200), (3, 1), (0, 70), (199, 5)], 2))
-    check(case("d128 group 6 ps16 resume", 128, 6, 1, 16, RESUME[1:], 3))
-    check(case("d256 group 8 ps16 resume", 256, 8, 1, 16, [(37, 70), (1000, 1), (16, 0)], 4))
-    check(case("d64 group 8 ps16 resume", 64, 8, 1, 16, RESUME, 5))
+    import sys
+
+    # An argument picks the cases whose name contains it.
+    for seed, spec in enumerate(CASES, 1):
+        if len(sys.argv) < 2 or sys.argv[1] in spec[0]:
+            check(case(*spec, seed))
