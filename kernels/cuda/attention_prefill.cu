@@ -368,7 +368,6 @@ __global__ void __launch_bounds__(prefill_threads) attend_prefill(attn_args a) {
   std::uint16_t* sk = sq + S::q_elems;       // [2][bn][stride]
   std::uint16_t* sv = sk + 2 * S::kv_elems;  // [2][bn][stride]
   const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
   const int rows = a.table.rows;
   const long long tiles = tile_base<tile_m>(a.table.qo, rows, a.group);
   const long long total = tiles * a.kv_heads;
