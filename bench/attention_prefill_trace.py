@@ -17,7 +17,8 @@ position) taken unmasked exactly once for positions up to the query's and
 never after, no NaN (a read of shared memory nothing wrote), and the output
 against float64 attention within 1e-2 normalised (q and P rounded to bf16
 as on the GPU). Shapes: head_dim 64 / 128 / 256, groups 1 / 4 / 6 / 8, page
-sizes 16 / 64, rows resuming after prefixes, 1-token rows, a row computing
+sizes 3 / 5 / 16 / 64 (pages shorter than a thread's position step), a negative
+scale, rows resuming after prefixes, 1-token rows, a row computing
 nothing. Keep it in step with the kernel when its tiles or layouts change.
 
   python3 bench/attention_prefill_trace.py [name part]   (needs numpy; about a minute)
@@ -84,7 +85,7 @@ def quad_reduce(x, fn):
 
 
 class case:
-    def __init__(self, name, d, group, kv_heads, page_size, rows, seed):
+    def __init__(self, name, d, group, kv_heads, page_size, rows, seed, scale=None):
         rng = np.random.default_rng(seed)
         self.name, self.d, self.group, self.kvh, self.ps = name, d, group, kv_heads, page_size
         self.rows = rows  # (prefix, new)
@@ -99,7 +100,7 @@ class case:
             self.kv_indptr.append(pages)
         self.kv_indices = rng.permutation(pages)
         self.arena = bf16(rng.standard_normal((2, pages, page_size, kv_heads, d)))
-        self.scale_log2 = 1.0 / np.sqrt(d) * 1.4426950408889634
+        self.scale_log2 = np.float32((scale or 1.0 / np.sqrt(d)) * 1.4426950408889634)
 
     def length(self, r):
         return self.rows[r][0] + self.rows[r][1]
@@ -135,20 +136,27 @@ def run(c):
     taken = {}  # (row, kvh, f) -> count per position
 
     def load_kv_tile(r, kvh, t0, dk, dv):
+        step = WARPS * 32 // chunks
         for tid in range(WARPS * 32):
-            for i in range(bn * chunks // (WARPS * 32)):
-                cc = tid + i * WARPS * 32
-                row, col = cc // chunks, (cc % chunks) * 8
-                t = t0 + row
-                if t < c.length(r):
-                    kx = c.kv_at(0, r, t, kvh)[col:col + 8]
-                    vx = c.kv_at(1, r, t, kvh)[col:col + 8]
+            row0, col = tid // chunks, tid % chunks * 8
+            page_slot, in_page = (t0 + row0) // c.ps, (t0 + row0) % c.ps
+            for i in range(bn // step):
+                row = row0 + i * step
+                if t0 + row < c.length(r):
+                    page = c.kv_indices[c.kv_indptr[r] + page_slot]
+                    kx = c.arena[0, page, in_page, kvh, col:col + 8]
+                    vx = c.arena[1, page, in_page, kvh, col:col + 8]
                 else:
                     kx = vx = np.zeros(8, np.float32)
                 smem[dk + row * stride + col:dk + row * stride + col + 8] = kx
                 smem[dv + row * stride + col:dv + row * stride + col + 8] = vx
+                in_page += step
+                while in_page >= c.ps:
+                    in_page -= c.ps
+                    page_slot += 1
 
     def stage_q(r, kvh, f0, m_rows):
+        sign = np.float32(-1 if c.scale_log2 < 0 else 1)
         for tid in range(WARPS * 32):
             for i in range(tile_m * chunks // (WARPS * 32)):
                 cc = tid + i * WARPS * 32
@@ -158,7 +166,7 @@ def run(c):
                 if f < m_rows:
                     token = int(c.qo[r]) + f // c.group
                     head = kvh * c.group + f % c.group
-                    x = bf16(c.q[token, head, col:col + 8])
+                    x = bf16(sign * c.q[token, head, col:col + 8])
                 smem[sq + row * stride + col:sq + row * stride + col + 8] = x
 
     tiles = tile_base(c, len(c.rows), tile_m)
@@ -202,7 +210,7 @@ def run(c):
                 k_addr = 2 * (sk + buf * kv_elems)
                 v_addr = 2 * (sv + buf * kv_elems)
                 attend_tile(smem, d, S, q_addr, k_addr, v_addr, t0, masked,
-                            (prefix, m_rows, c.group, fw), c.scale_log2, o, m, l)
+                            (prefix, m_rows, c.group, fw), abs(c.scale_log2), o, m, l)
                 for (f, t), n in attend_tile.taken.items():
                     taken[(r, kvh, f, t)] = taken.get((r, kvh, f, t), 0) + n
         for fw, wmin, wmax, o, m, l in warps:
@@ -246,14 +254,16 @@ def attend_tile(smem, d, S, q_addr, k_addr, v_addr, t0, masked, place, scale, o,
     for i in range(mt):
         f = fw + i * 16 + lane // 4
         p = [prefix + np.minimum(f + 8 * h, m_rows - 1) // group for h in range(2)]
-        top = m[i].copy()
+        if masked:
+            for n in range(bn // 8):
+                for e in range(4):
+                    col = t0 + 2 * (lane % 4) + n * 8 + (e & 1)
+                    s[i, n, :, e] = np.where(col > p[e // 2], -np.inf, s[i, n, :, e])
+        top = np.full((2, 32), -np.inf, np.float32)
         for n in range(bn // 8):
             for e in range(4):
-                x = s[i, n, :, e] * np.float32(scale)
+                x = s[i, n, :, e]
                 col = t0 + n * 8 + 2 * (lane % 4) + (e & 1)
-                if masked:
-                    x = np.where(col > p[e // 2], -np.inf, x).astype(np.float32)
-                s[i, n, :, e] = x
                 top[e // 2] = np.maximum(top[e // 2], x)
                 for ln in range(32):
                     row = f[ln] + 8 * (e // 2)
@@ -262,13 +272,15 @@ def attend_tile(smem, d, S, q_addr, k_addr, v_addr, t0, masked, place, scale, o,
                         attend_tile.taken[key] = attend_tile.taken.get(key, 0) + 1
         for h in range(2):
             top[h] = quad_reduce(top[h], np.max)
-            ref = np.where(top[h] == -np.inf, 0, top[h]).astype(np.float32)
+            mx = np.maximum(m[i, h], top[h] * np.float32(scale))
+            ref = np.where(mx == -np.inf, 0, mx).astype(np.float32)
             alpha[i, h] = np.exp2(m[i, h] - ref)
-            m[i, h] = top[h]
+            m[i, h] = mx
             total = np.zeros(32, np.float32)
             for n in range(bn // 8):
                 for e in range(2 * h, 2 * h + 2):
-                    s[i, n, :, e] = np.exp2(s[i, n, :, e] - ref)
+                    arg = (s[i, n, :, e].astype(np.float64) * scale - ref).astype(np.float32)
+                    s[i, n, :, e] = np.exp2(arg)  # fmaf: one rounding
                     total += s[i, n, :, e]
             l[i, h] = l[i, h] * alpha[i, h] + total
         for kk in range(bn // 16):
@@ -300,7 +312,8 @@ def reference(c):
                 for g in range(c.group):
                     head = kvh * c.group + g
                     x = bf16(c.q[token, head]).astype(np.float64) @ K[:prefix + j + 1].T
-                    w = np.exp2((x - x.max()) * c.scale_log2)
+                    x = x * c.scale_log2
+                    w = np.exp2(x - x.max())
                     out[token, head] = (w / w.sum()) @ V[:prefix + j + 1]
     return out
 
@@ -329,6 +342,9 @@ CASES = [
     ("d128 group 6 ps16 resume", 128, 6, 1, 16, RESUME[1:]),
     ("d256 group 8 ps16 resume", 256, 8, 1, 16, [(37, 70), (1000, 1), (16, 0)]),
     ("d64 group 8 ps16 resume", 64, 8, 1, 16, RESUME),
+    ("d64 group 2 ps5 negative scale", 64, 2, 2, 5, [(3, 40), (0, 17), (11, 1)], -0.2),
+    ("d128 group 1 ps3", 128, 1, 1, 3, [(20, 70)]),
+    ("d256 group 4 ps3", 256, 4, 1, 3, [(2, 30)]),
 ]
 
 if __name__ == "__main__":
@@ -337,4 +353,4 @@ if __name__ == "__main__":
     # An argument picks the cases whose name contains it.
     for seed, spec in enumerate(CASES, 1):
         if len(sys.argv) < 2 or sys.argv[1] in spec[0]:
-            check(case(*spec, seed))
+            check(case(*spec[:6], seed, *spec[6:]))

@@ -64,6 +64,7 @@ struct prefill_shape {
   static constexpr std::size_t smem_bytes =
       static_cast<std::size_t>(q_elems + 4 * kv_elems) * sizeof(std::uint16_t);
   static_assert(bn * chunks % prefill_threads == 0 && tile_m * chunks % prefill_threads == 0);
+  static_assert(prefill_threads % chunks == 0);  // a thread keeps its column chunk
   static_assert(bn % 16 == 0 && D % 16 == 0);
 };
 
@@ -121,39 +122,52 @@ __device__ __forceinline__ int row_of_tile(const std::int32_t* qo, int rows, int
 }
 
 // Starts the copy of K and V at positions t0 .. t0 + bn - 1 of the row into
-// one buffer pair; positions at or past `length` are zero-filled.
+// one buffer pair; positions at or past `length` are zero-filled. A thread
+// copies one 16-byte column chunk of every `step`-th position from its
+// first, so one division by the page size serves the whole tile.
 template <int D>
 __device__ __forceinline__ void load_kv_tile(const attn_args& a, const row_info& ri, int kvh,
                                              int t0, std::uint16_t* dk, std::uint16_t* dv) {
   using S = prefill_shape<D>;
+  constexpr int step = prefill_threads / S::chunks;  // positions between a thread's chunks
   const int ps = a.arena.page_size;
+  const int row0 = static_cast<int>(threadIdx.x) / S::chunks;
+  const int col = static_cast<int>(threadIdx.x) % S::chunks * 8;
+  int page_slot = (t0 + row0) / ps;  // page of position t0 + row (in the row's pages)
+  int in_page = (t0 + row0) % ps;    // its slot in the page
+  const std::byte* head = a.arena.at(0, 0, 0, kvh) + col * 2;  // K at page 0, slot 0
 #pragma unroll
-  for (int i = 0; i < S::bn * S::chunks / prefill_threads; ++i) {
-    const int c = static_cast<int>(threadIdx.x) + i * prefill_threads;
-    const int row = c / S::chunks;
-    const int col = (c % S::chunks) * 8;
-    const int t = t0 + row;
+  for (int i = 0; i < S::bn / step; ++i) {
+    const int row = row0 + i * step;
     const std::byte* ks = a.arena.base;
     const std::byte* vs = a.arena.base;
     int bytes = 0;
-    if (t < ri.length) {
-      const std::int32_t page = a.table.kv_indices[ri.first_page + t / ps];
-      ks = a.arena.at(0, page, t % ps, kvh) + col * 2;
-      vs = a.arena.at(1, page, t % ps, kvh) + col * 2;
+    if (t0 + row < ri.length) {
+      const std::int32_t page = a.table.kv_indices[ri.first_page + page_slot];
+      ks = head + static_cast<std::size_t>(page) * a.arena.page_bytes +
+           static_cast<std::size_t>(in_page) * a.arena.token_bytes;  // arena.at(0, ...)
+      vs = ks + a.arena.half_bytes;                                  // arena.at(1, ...)
       bytes = 16;
     }
     cp_async16(smem_addr(dk + row * S::stride + col), ks, bytes);
     cp_async16(smem_addr(dv + row * S::stride + col), vs, bytes);
+    in_page += step;
+    while (in_page >= ps) {  // once at most unless pages are shorter than `step`
+      in_page -= ps;
+      ++page_slot;
+    }
   }
 }
 
 // Writes the item's Q tile (M rows f0 .. f0 + tile_m - 1) into shared
-// memory as bf16; M rows past the row's last are zeros.
+// memory as bf16; M rows past the row's last are zeros. Q is negated for a
+// negative scale (exact), so the softmax always scales by |scale|.
 template <int D>
 __device__ __forceinline__ void stage_q(const attn_args& a, const row_info& ri, int kvh, int f0,
                                         int m_rows, std::uint16_t* sq) {
   using S = prefill_shape<D>;
   const int group = a.group;
+  const float sign = a.scale_log2 < 0.0F ? -1.0F : 1.0F;
 #pragma unroll
   for (int i = 0; i < S::tile_m * S::chunks / prefill_threads; ++i) {
     const int c = static_cast<int>(threadIdx.x) + i * prefill_threads;
@@ -168,49 +182,65 @@ __device__ __forceinline__ void stage_q(const attn_args& a, const row_info& ri, 
           a.q + (static_cast<std::size_t>(token) * a.q_heads + head) * D + col);
       const float4 x = src[0];
       const float4 y = src[1];
-      packed = make_uint4(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w), pack_bf16(y.x, y.y),
-                          pack_bf16(y.z, y.w));
+      packed = make_uint4(pack_bf16(sign * x.x, sign * x.y), pack_bf16(sign * x.z, sign * x.w),
+                          pack_bf16(sign * y.x, sign * y.y), pack_bf16(sign * y.z, sign * y.w));
     }
     *reinterpret_cast<uint4*>(sq + row * S::stride + col) = packed;
   }
 }
 
+// 2^x, results below 2^-126 flushed to zero (weights that small vanish
+// next to the row's largest, 1); one MUFU.EX2 without exp2f's rescaling.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float r = 0.0F;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
+
 // Online softmax of one m16 tile's scores `s` (bn columns from t0) in place:
-// scale into the exp2 domain, mask positions past the lane's rows' p0 / p1
-// when `masked`, raise the running maxima m, set s to the weights, fold them
-// into the running sums l and return each half's output rescale in alpha.
-// Lane (g = lane / 4, q = lane % 4) holds rows g (e < 2) and g + 8 (e >= 2),
+// when `masked`, positions past the lane's rows' p0 / p1 become -inf; the
+// maxima are taken on the raw scores and scaled once (`scale` > 0, so the
+// order is the scaled one); the weights 2^(s scale - max) come from one FMA
+// each. Raises the running maxima m (exp2 domain), folds the weights into
+// the running sums l and returns each half's output rescale in alpha. Lane
+// (g = lane / 4, q = lane % 4) holds rows g (e < 2) and g + 8 (e >= 2),
 // columns 2q, 2q + 1 of each 8-wide n tile.
 template <int Bn>
 __device__ __forceinline__ void online_softmax(float (&s)[Bn / 8][4], int t0, bool masked, int p0,
                                                int p1, float scale, float (&m)[2], float (&l)[2],
                                                float (&alpha)[2]) {
-  const int quad = static_cast<int>(threadIdx.x) % 4;
-  float top[2] = {m[0], m[1]};
+  if (masked) {  // warp-uniform: only the diagonal tiles pay for the compares
+    const int c0 = t0 + 2 * (static_cast<int>(threadIdx.x) % 4);
+#pragma unroll
+    for (int n = 0; n < Bn / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (c0 + n * 8 + (e & 1) > (e < 2 ? p0 : p1))
+          s[n][e] = -INFINITY;
+      }
+    }
+  }
+  float top[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int n = 0; n < Bn / 8; ++n) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float x = s[n][e] * scale;
-      if (masked && t0 + n * 8 + 2 * quad + (e & 1) > (e < 2 ? p0 : p1))
-        x = -INFINITY;
-      s[n][e] = x;
-      top[e / 2] = fmaxf(top[e / 2], x);
-    }
+    for (int e = 0; e < 4; ++e)
+      top[e / 2] = fmaxf(top[e / 2], s[n][e]);
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffU, top[h], 1));
     top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffU, top[h], 2));
-    const float ref = top[h] == -INFINITY ? 0.0F : top[h];  // nothing seen yet: keep zeros
-    alpha[h] = exp2f(m[h] - ref);
-    m[h] = top[h];
+    const float mx = fmaxf(m[h], top[h] * scale);
+    const float ref = mx == -INFINITY ? 0.0F : mx;  // nothing seen yet: keep zeros
+    alpha[h] = exp2_ftz(m[h] - ref);
+    m[h] = mx;
     float sum = 0.0F;
 #pragma unroll
     for (int n = 0; n < Bn / 8; ++n) {
 #pragma unroll
       for (int e = 2 * h; e < 2 * h + 2; ++e) {
-        s[n][e] = exp2f(s[n][e] - ref);
+        s[n][e] = exp2_ftz(fmaf(s[n][e], scale, -ref));
         sum += s[n][e];
       }
     }
@@ -424,7 +454,7 @@ __global__ void __launch_bounds__(prefill_threads) attend_prefill(attn_args a) {
       const int t0 = kt * bn;
       if (t0 <= wmax) {
         attend_tile<D>(q_addr, smem_addr(sk + buf * S::kv_elems), smem_addr(sv + buf * S::kv_elems),
-                       t0, t0 + bn - 1 > wmin, place, a.scale_log2, w);
+                       t0, t0 + bn - 1 > wmin, place, fabsf(a.scale_log2), w);
       }
     }
     if (fw < m_rows)
