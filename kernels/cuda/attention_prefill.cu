@@ -15,12 +15,16 @@
 // rounding it to bf16 changes numerics slightly against the f32-Q CUDA-core
 // kernel); K / V tiles of `bn` positions (64; 32 for head_dim 256) are
 // gathered from the row's pages with cp.async into two buffers (positions
-// past the row's end zero-filled). Per K tile each warp computes
-// S = Q K^T with mma.sync m16n8k16 (bf16 in, f32 accumulate), scales it into
-// the exp2 domain in f32, masks the diagonal tiles (position > the query's
-// absolute position prefix + token index), runs the online softmax on the
-// accumulator registers, and adds P V (P rounded to bf16, V bf16) to its f32
-// output registers. One barrier per K tile: after it, tile kt is visible and
+// past the row's end zero-filled; one page-size division per tile and
+// thread). Per K tile each warp computes S = Q K^T with mma.sync m16n8k16
+// (bf16 in, f32 accumulate), masks the diagonal tiles (position > the
+// query's absolute position prefix + token index; other tiles skip the
+// compares), runs the online softmax on the accumulator registers in f32
+// (the exp2 domain: maxima on raw scores, scaled once; weights
+// 2^(s scale - max) from one FMA and ex2.approx.ftz each; Q negated for a
+// negative scale), and adds P V (P rounded to bf16, V bf16) to its f32
+// output registers, rescaling them 16 columns at a time just before their
+// products. One barrier per K tile: after it, tile kt is visible and
 // every warp is done with tile kt - 1, so the copy of tile kt + 1 into that
 // buffer starts then and runs under tile kt's compute. Warps whose rows all
 // lie before a K tile skip it; warps with no valid M row skip all compute
