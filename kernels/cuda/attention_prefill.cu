@@ -45,6 +45,7 @@
 
 #include "kernels/cuda/internal/attend_prefill.cuh"
 #include "kernels/cuda/internal/cp_async.cuh"
+#include "kernels/cuda/internal/mma_bf16.cuh"
 
 namespace mstar::kernels::cuda::detail {
 namespace {
@@ -71,37 +72,6 @@ struct prefill_shape {
   static_assert(prefill_threads % chunks == 0);  // a thread keeps its column chunk
   static_assert(bn % 16 == 0 && D % 16 == 0);
 };
-
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
-// c += a b: a 16x16 bf16 (row), b 16x8 bf16 (col), c 16x8 f32.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4],
-                                         std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats as bf16 (round to nearest even), `lo` in the low half.
-__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
-  std::uint32_t r = 0;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
 
 // First virtual tile of row r (r = rows: the total).
 template <int TileM>
@@ -191,14 +161,6 @@ __device__ __forceinline__ void stage_q(const attn_args& a, const row_info& ri, 
     }
     *reinterpret_cast<uint4*>(sq + row * S::stride + col) = packed;
   }
-}
-
-// 2^x, results below 2^-126 flushed to zero (weights that small vanish
-// next to the row's largest, 1); one MUFU.EX2 without exp2f's rescaling.
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float r = 0.0F;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-  return r;
 }
 
 // Online softmax of one m16 tile's scores `s` (bn columns from t0) in place:
