@@ -288,8 +288,9 @@ def attend_tile(smem, d, S, q_addr, k_addr, v_addr, t0, masked, place, scale, o,
             pa[i, kk, 1] = bf16(s[i, 2 * kk][:, 2:4])
             pa[i, kk, 2] = bf16(s[i, 2 * kk + 1][:, 0:2])
             pa[i, kk, 3] = bf16(s[i, 2 * kk + 1][:, 2:4])
+    rescale = not np.all(alpha == 1)  # __all_sync over the warp
     for dp in range(d // 16):
-        for i in range(mt):
+        for i in range(mt if rescale else 0):
             o[i, 2 * dp:2 * dp + 2, :, 0:2] *= alpha[i, 0][None, :, None]
             o[i, 2 * dp:2 * dp + 2, :, 2:4] *= alpha[i, 1][None, :, None]
         for kk in range(bn // 16):

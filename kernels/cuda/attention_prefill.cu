@@ -23,12 +23,12 @@
 // (the exp2 domain: maxima on raw scores, scaled once; weights
 // 2^(s scale - max) from one FMA and ex2.approx.ftz each; Q negated for a
 // negative scale), and adds P V (P rounded to bf16, V bf16) to its f32
-// output registers, rescaling them 16 columns at a time just before their
-// products. One barrier per K tile: after it, tile kt is visible and
-// every warp is done with tile kt - 1, so the copy of tile kt + 1 into that
-// buffer starts then and runs under tile kt's compute. Warps whose rows all
-// lie before a K tile skip it; warps with no valid M row skip all compute
-// (a 1-token row costs one warp).
+// output registers, rescaling them (when some row's maximum rose) 16
+// columns at a time just before their products. One barrier per K tile:
+// after it, tile kt is visible and every warp is done with tile kt - 1, so
+// the copy of tile kt + 1 into that buffer starts then and runs under tile
+// kt's compute. Warps whose rows all lie before a K tile skip it; warps
+// with no valid M row skip all compute (a 1-token row costs one warp).
 //
 // Items are enumerated without a scan: row r owns virtual tiles
 // [base(r), base(r + 1)) with base(r) = floor(qo[r] * group / tile_m) + r,
@@ -296,11 +296,18 @@ __device__ __forceinline__ void attend_tile(std::uint32_t q_addr, std::uint32_t 
     }
   }
   // Output columns 16dp .. 16dp + 15 at a time: rescaled just before their
-  // first P V product (fewer registers live than rescaling all O up front).
+  // first P V product (fewer registers live than rescaling all O up front),
+  // and only where some row of the warp raised its maximum (alpha below 1):
+  // past the first tiles most leave every maximum where it was.
+  bool same = true;
+#pragma unroll
+  for (int i = 0; i < mt; ++i)
+    same = same && alpha[i][0] == 1.0F && alpha[i][1] == 1.0F;
+  const bool rescale = !__all_sync(0xffffffffU, same);  // warp-uniform
 #pragma unroll
   for (int dp = 0; dp < D / 16; ++dp) {
 #pragma unroll
-    for (int i = 0; i < mt; ++i) {
+    for (int i = 0; i < mt && rescale; ++i) {
 #pragma unroll
       for (int dn = 2 * dp; dn < 2 * dp + 2; ++dn) {
         w.o[i][dn][0] *= alpha[i][0];
