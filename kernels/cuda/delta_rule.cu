@@ -6,7 +6,9 @@
 
 #include "kernels/cuda/delta_rule.hpp"
 #include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/delta_rule_decode.cuh"
 #include "kernels/cuda/internal/delta_rule_scan.hpp"
+#include "kernels/cuda/internal/delta_rule_step.cuh"
 
 namespace mstar::kernels::cuda {
 namespace {
@@ -14,23 +16,10 @@ namespace {
 constexpr int rule_threads = 128;
 constexpr int chunks = 4;  // float4 chunks of key columns per thread: 16 columns
 
-struct rule_args {
-  const float* a_log;
-  const float* dt_bias;
-  int hk, hv, k_dim, v_dim, group;
-  float scale;
-  const float* qkv;
-  std::int64_t qkv_stride;
-  const float* a;
-  const float* b;
-  std::int64_t ab_stride;
-  float* out;
-  const std::int32_t* cu;
-  float* state;
-  const std::int32_t* slots;
-  const std::uint8_t* has_state;
-  const std::int32_t* chunked_rows;  // [R]: rows >= 0 here run chunked; null: none
-};
+using detail::decay_beta;
+using detail::dot4;
+using detail::rule_args;
+using detail::token_scalars;
 
 // One token's inputs for one thread: its key columns of q and k, its value
 // row's v, and the head's raw a and b.
@@ -39,13 +28,6 @@ struct token_in {
   float4 k[chunks];
   float v, a, b;
 };
-
-__device__ __forceinline__ float dot4(float4 x, float4 y, float acc) {
-  acc = fmaf(x.x, y.x, acc);
-  acc = fmaf(x.y, y.y, acc);
-  acc = fmaf(x.z, y.z, acc);
-  return fmaf(x.w, y.w, acc);
-}
 
 template <int Lanes>
 __device__ __forceinline__ void load_token(const rule_args& p, std::int64_t t, int h, int kh,
@@ -66,19 +48,6 @@ __device__ __forceinline__ void load_token(const rule_args& p, std::int64_t t, i
                : 0.0F;
   in.a = __ldg(p.a + t * p.ab_stride + h);
   in.b = __ldg(p.b + t * p.ab_stride + h);
-}
-
-// A token's scalars: the key's and query's inverse norms (the query's with
-// the scale), k . q, the decay and beta.
-struct token_scalars {
-  float inv_k, inv_q, kq, decay, beta;
-};
-
-__device__ __forceinline__ void decay_beta(const rule_args& p, float a, float b, float a_coef,
-                                           float bias, token_scalars& sc) {
-  const float x = a + bias;
-  sc.decay = expf(a_coef * (x > 20.0F ? x : log1pf(expf(x))));
-  sc.beta = 1.0F / (1.0F + expf(-b));
 }
 
 // One token of the rule on this thread's 16 columns of its value row; returns
@@ -190,7 +159,7 @@ __global__ void __launch_bounds__(Threads, 512 / Threads) gated_delta_rule_kerne
       sc.kq = detail::group_sum<Lanes>(kq);
       sc.inv_k = 1.0F / sqrtf(detail::group_sum<Lanes>(kk) + 1e-6F);
       sc.inv_q = p.scale / sqrtf(detail::group_sum<Lanes>(qq) + 1e-6F);
-      decay_beta(p, in.a, in.b, a_coef, bias, sc);
+      decay_beta(in.a, in.b, a_coef, bias, sc);
 #pragma unroll
       for (int m = 0; m < rows_per_thread; ++m) {
         const float v = m == 0      ? in.v
@@ -237,7 +206,7 @@ __global__ void __launch_bounds__(Threads, 512 / Threads) gated_delta_rule_kerne
           sc.inv_k = 1.0F / sqrtf(kk + 1e-6F);
           sc.inv_q = p.scale / sqrtf(qq + 1e-6F);
           const std::int64_t t = base + j;
-          decay_beta(p, __ldg(p.a + t * p.ab_stride + h), __ldg(p.b + t * p.ab_stride + h), a_coef,
+          decay_beta(__ldg(p.a + t * p.ab_stride + h), __ldg(p.b + t * p.ab_stride + h), a_coef,
                      bias, sc);
           scalars[j] = sc;
         }
@@ -280,23 +249,106 @@ void launch_decode(const rule_args& a, int rows, cudaStream_t stream) {
       <<<grid, Threads, 0, stream>>>(a);
 }
 
-// Decode launch shapes: <threads a block, value rows a thread, streaming
-// hints>. Few rows are latency bound: small blocks, many of them. Many rows
-// stream the whole state once: streaming hints keep it from evicting the
-// step's inputs. `MSTAR_DELTA_DECODE_VARIANT` (an index into this table)
-// overrides the choice, for bench/h200_delta_decode.sh's sweep.
+// The reduced-register kernel (internal/delta_rule_decode.cuh) in shape `S`
+// where it takes the step (K = 16 Lanes, V a multiple of its rows a block),
+// else the default shapes below.
+template <int Lanes, detail::decode_shape S>
+void launch_reduced(const rule_args& a, int rows, cudaStream_t stream) {
+  if (detail::decode_shape_fits<Lanes, S>(a))
+    detail::launch_decode_shape<Lanes, S>(a, rows, stream);
+  else if (rows >= 32)
+    launch_decode<Lanes, 32, 2, 3>(a, rows, stream);
+  else
+    launch_decode<Lanes, 32, 2, 0>(a, rows, stream);
+}
+
+// Its shapes: key columns a lane (16: 8 lanes a row at K 128; 4: a warp a
+// row), threads a block, value rows a thread, streaming hints (default 3:
+// loads and stores), q / k staged per warp in shared memory, the halving
+// butterfly for S k / S q, the register cap (at K 128 it sets the warps an
+// SM: 65536 / (32 cap), at most 32 blocks an SM).
+using detail::decode_shape;
+constexpr decode_shape smem_32x2{.shared_qk = true, .max_regs = 64};
+constexpr decode_shape smem_32x2_uncapped{.shared_qk = true};
+constexpr decode_shape smem_64x2{.threads = 64, .shared_qk = true, .max_regs = 64};
+constexpr decode_shape smem_32x4_split{
+    .rows = 4, .shared_qk = true, .split_sums = true, .max_regs = 96};
+constexpr decode_shape smem_64x4_split{
+    .threads = 64, .rows = 4, .shared_qk = true, .split_sums = true, .max_regs = 96};
+constexpr decode_shape smem_32x2_cached{.stream = 0, .shared_qk = true, .max_regs = 64};
+constexpr decode_shape smem_32x2_split{.shared_qk = true, .split_sums = true, .max_regs = 64};
+constexpr decode_shape warp_32x8_split{.cols = 4, .rows = 8, .split_sums = true, .max_regs = 72};
+constexpr decode_shape warp_32x8{.cols = 4, .rows = 8, .max_regs = 72};
+constexpr decode_shape warp_32x8_split_64{.cols = 4, .rows = 8, .split_sums = true, .max_regs = 64};
+constexpr decode_shape warp_32x4_split{.cols = 4, .rows = 4, .split_sums = true, .max_regs = 64};
+constexpr decode_shape warp_64x4_split{
+    .cols = 4, .threads = 64, .rows = 4, .split_sums = true, .max_regs = 56};
+constexpr decode_shape half_32x4_split{.cols = 8, .rows = 4, .split_sums = true, .max_regs = 80};
+constexpr decode_shape warp_32x8_split_cached{
+    .cols = 4, .rows = 8, .stream = 0, .split_sums = true, .max_regs = 72};
+constexpr decode_shape smem_64x1_split{
+    .threads = 64, .rows = 1, .shared_qk = true, .split_sums = true, .max_regs = 48};
+
+// Decode launch shapes. 0-13: the scan kernel's decode instantiation,
+// <threads a block, value rows a thread, streaming hints>; 14 on: the
+// reduced-register kernel. Few rows are latency bound: small blocks, many
+// of them. Many rows stream the whole state once: streaming hints keep it
+// from evicting the step's inputs. Indices never change (older sweeps stay
+// comparable); `MSTAR_DELTA_DECODE_VARIANT` (an index) overrides the choice
+// at K 128 and `gated_delta_rule_decode_variant` at any K, for the sweeps
+// (bench/h200_delta_decode.sh) and the tests.
 template <int Lanes>
 using decode_launch = void (*)(const rule_args&, int, cudaStream_t);
 template <int Lanes>
 constexpr decode_launch<Lanes> decode_table[] = {
-    launch_decode<Lanes, 128, 2, 0>, launch_decode<Lanes, 64, 2, 0>,
-    launch_decode<Lanes, 128, 2, 3>, launch_decode<Lanes, 64, 2, 3>,
-    launch_decode<Lanes, 32, 2, 0>,  launch_decode<Lanes, 64, 1, 3>,
-    launch_decode<Lanes, 32, 2, 3>,  launch_decode<Lanes, 32, 1, 3>,
-    launch_decode<Lanes, 32, 4, 3>,  launch_decode<Lanes, 128, 4, 3>,
-    launch_decode<Lanes, 32, 2, 1>,  launch_decode<Lanes, 32, 2, 2>,
-    launch_decode<Lanes, 32, 4, 0>,  launch_decode<Lanes, 64, 2, 1>};
-constexpr int decode_variants = 14;
+    launch_decode<Lanes, 128, 2, 0>,  // 0
+    launch_decode<Lanes, 64, 2, 0>,   // 1
+    launch_decode<Lanes, 128, 2, 3>,  // 2
+    launch_decode<Lanes, 64, 2, 3>,   // 3
+    launch_decode<Lanes, 32, 2, 0>,   // 4: the default below 32 rows
+    launch_decode<Lanes, 64, 1, 3>,   // 5
+    launch_decode<Lanes, 32, 2, 3>,   // 6: the default from 32 rows
+    launch_decode<Lanes, 32, 1, 3>,   // 7
+    launch_decode<Lanes, 32, 4, 3>,   // 8
+    launch_decode<Lanes, 128, 4, 3>,  // 9
+    launch_decode<Lanes, 32, 2, 1>,   // 10
+    launch_decode<Lanes, 32, 2, 2>,   // 11
+    launch_decode<Lanes, 32, 4, 0>,   // 12
+    launch_decode<Lanes, 64, 2, 1>,   // 13
+    // 14: 6's shape, q / k in shared memory, 64 registers (32 warps an SM)
+    launch_reduced<Lanes, smem_32x2>,
+    // 15: 14 uncapped (ptxas takes 105 registers: 19 warps), the code without the occupancy
+    launch_reduced<Lanes, smem_32x2_uncapped>,
+    // 16: 14 with two warps a block
+    launch_reduced<Lanes, smem_64x2>,
+    // 17: 14 with four value rows a thread and the halving butterfly, 96 registers (21 warps)
+    launch_reduced<Lanes, smem_32x4_split>,
+    // 18: 17 with two warps a block
+    launch_reduced<Lanes, smem_64x4_split>,
+    // 19: 14 without streaming hints (4's counterpart, for few rows)
+    launch_reduced<Lanes, smem_32x2_cached>,
+    // 20: 14 with the halving butterfly
+    launch_reduced<Lanes, smem_32x2_split>,
+    // 21: a warp a value row, one float4 of q / k a lane, 8 rows a thread
+    // (flash-linear-attention's tiling), halving butterfly, 72 registers (28 warps)
+    launch_reduced<Lanes, warp_32x8_split>,
+    // 22: 21 with a warp sum a row (80 shuffles a token for S k / S q, not 25)
+    launch_reduced<Lanes, warp_32x8>,
+    // 23: 21 at 64 registers (32 warps)
+    launch_reduced<Lanes, warp_32x8_split_64>,
+    // 24: 21 with 4 rows a thread, 64 registers (32 warps, half the state a warp)
+    launch_reduced<Lanes, warp_32x4_split>,
+    // 25: 24 with two warps a block, 56 registers (36 warps)
+    launch_reduced<Lanes, warp_64x4_split>,
+    // 26: half a warp a value row, two float4 of q / k a lane, 4 rows a thread, 80 registers
+    launch_reduced<Lanes, half_32x4_split>,
+    // 27: 21 without streaming hints (for few rows)
+    launch_reduced<Lanes, warp_32x8_split_cached>,
+    // 28: one value row a thread, q / k in shared memory, two warps a block, 48 registers (42
+    // warps)
+    launch_reduced<Lanes, smem_64x1_split>,
+};
+static_assert(std::size(decode_table<8>) == gated_delta_decode_variants);
 
 int decode_override() {
   static const int v = [] {
@@ -304,17 +356,19 @@ int decode_override() {
     if (e == nullptr)
       return -1;
     const int i = std::atoi(e);
-    return i >= 0 && i < decode_variants ? i : -1;
+    return i >= 0 && i < gated_delta_decode_variants ? i : -1;
   }();
   return v;
 }
 
+// `variant`: a decode_table index, or -1 for the choice by row count.
 template <int Lanes>
-cudaError_t launch_rule(const rule_args& a, int rows, bool decode, cudaStream_t stream) {
+cudaError_t launch_rule(const rule_args& a, int rows, bool decode, int variant,
+                        cudaStream_t stream) {
   if (decode) {
     // 32-thread blocks, two value rows a thread; streaming from 32 rows
     // (bench/results/h200-delta-rule.md, run 3). The sweep covers K 128 only.
-    const int forced = Lanes == 8 ? decode_override() : -1;
+    const int forced = variant >= 0 ? variant : Lanes == 8 ? decode_override() : -1;
     decode_table<Lanes>[forced >= 0 ? forced : rows >= 32 ? 6 : 4](a, rows, stream);
     return detail::launch_status();
   }
@@ -419,8 +473,16 @@ cudaError_t gated_delta_rule_varlen(const gated_delta_rule_params& p, cudaStream
   return detail::launch_gated_delta_scan(p, nullptr, stream);
 }
 
+cudaError_t gated_delta_rule_decode_variant(const gated_delta_rule_params& p, int variant,
+                                            cudaStream_t stream) {
+  if (variant < -1 || variant >= gated_delta_decode_variants)
+    return cudaErrorInvalidValue;
+  return detail::launch_gated_delta_scan(p, nullptr, stream, variant);
+}
+
 cudaError_t detail::launch_gated_delta_scan(const gated_delta_rule_params& p,
-                                            const std::int32_t* chunked_rows, cudaStream_t stream) {
+                                            const std::int32_t* chunked_rows, cudaStream_t stream,
+                                            int decode_variant) {
   const auto& w = p.w;
   if (p.cu_seqlens.size() < 2)
     return cudaSuccess;
@@ -461,14 +523,14 @@ cudaError_t detail::launch_gated_delta_scan(const gated_delta_rule_params& p,
   // The fewest lanes whose 16 columns each cover K.
   const int k = w.head_k_dim;
   if (k <= 16)
-    return launch_rule<1>(a, r, p.decode, stream);
+    return launch_rule<1>(a, r, p.decode, decode_variant, stream);
   if (k <= 32)
-    return launch_rule<2>(a, r, p.decode, stream);
+    return launch_rule<2>(a, r, p.decode, decode_variant, stream);
   if (k <= 64)
-    return launch_rule<4>(a, r, p.decode, stream);
+    return launch_rule<4>(a, r, p.decode, decode_variant, stream);
   if (k <= 128)
-    return launch_rule<8>(a, r, p.decode, stream);
-  return launch_rule<16>(a, r, p.decode, stream);
+    return launch_rule<8>(a, r, p.decode, decode_variant, stream);
+  return launch_rule<16>(a, r, p.decode, decode_variant, stream);
 }
 
 cudaError_t head_gated_rms_norm(const head_gated_rms_norm_params& p, cudaStream_t stream) {

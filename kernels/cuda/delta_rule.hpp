@@ -30,6 +30,17 @@ namespace mstar::kernels::cuda {
 [[nodiscard]] cudaError_t gated_delta_rule_varlen(const gated_delta_rule_params& p,
                                                   cudaStream_t stream);
 
+/// Launch shapes of the decode kernel (kernels/cuda/delta_rule.cu's table).
+inline constexpr int gated_delta_decode_variants = 29;
+
+/// `gated_delta_rule_varlen` with decode steps (`p.decode`) launched in shape
+/// `variant` (0 .. gated_delta_decode_variants - 1; -1: the choice by row
+/// count, as `gated_delta_rule_varlen`) whatever K: for the tests, which
+/// run every shape, and mstar-gpu-bench's sweep. Same results in every
+/// shape; an index outside the table returns cudaErrorInvalidValue.
+[[nodiscard]] cudaError_t gated_delta_rule_decode_variant(const gated_delta_rule_params& p,
+                                                          int variant, cudaStream_t stream);
+
 /// Scratch of the chunked prefill path and its row-length threshold.
 struct gated_delta_workspace {
   void* data = nullptr;           ///< device memory, 256-byte aligned
