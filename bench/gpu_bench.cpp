@@ -71,47 +71,70 @@ std::vector<comparison> bench_pages(timer& t, copy_baseline& copy, int pages, in
 // resumed from their state. Bytes counted: the state read and written (a
 // decode step's whole traffic but its 33 KiB of inputs per row); for a
 // prefill the rate says little, its time per call is the figure.
+struct rule_inputs {
+  static constexpr int hk = 16, hv = 32, dk = 128, dv = 128;
+  int rows, tokens;
+  std::size_t state_elems, n_tokens;
+  cuda::device_buffer state, qkv, ab, params, out, cu, slots, has;
+  mstar::kernels::gated_delta_rule_params p;
+
+  rule_inputs(int r, int t)
+      : rows(r),
+        tokens(t),
+        state_elems(std::size_t{1} * r * hv * dv * dk),
+        n_tokens(static_cast<std::size_t>(r) * t),
+        state(alloc(state_elems * sizeof(float))),
+        qkv(alloc(n_tokens * width() * sizeof(float))),
+        ab(alloc(n_tokens * 2 * hv * sizeof(float))),
+        params(alloc(2 * hv * sizeof(float))),
+        out(alloc(n_tokens * hv * dv * sizeof(float))) {
+    fill_random(state.data(), state_elems * sizeof(float), false, 43);
+    fill_random(qkv.data(), n_tokens * width() * sizeof(float), false, 47);
+    fill_random(ab.data(), n_tokens * 2 * hv * sizeof(float), false, 53);
+    fill_random(params.data(), 2 * hv * sizeof(float), false, 59);
+    std::vector<std::int32_t> cu_host(1, 0), slots_host(static_cast<std::size_t>(rows));
+    for (int i = 0; i < rows; ++i)
+      cu_host.push_back(cu_host.back() + tokens);
+    std::iota(slots_host.begin(), slots_host.end(), 0);
+    std::shuffle(slots_host.begin(), slots_host.end(), std::mt19937_64{61});
+    const std::vector<std::uint8_t> has_host(static_cast<std::size_t>(rows), 1);
+    cu = upload(cu_host);
+    slots = upload(slots_host);
+    has = upload(has_host);
+    const float* w = params.as<const float>();
+    const float* abp = ab.as<const float>();
+    p = {{w, w + hv, hk, hv, dk, dv, 0.0F},
+         {qkv.as<const float>(), width(), abp + hv, abp, 2 * hv},
+         out.as<float>(),
+         {cu.as<const std::int32_t>(), cu_host.size()},
+         state.as<float>(),
+         {slots.as<const std::int32_t>(), slots_host.size()},
+         {has.as<const std::uint8_t>(), has_host.size()},
+         tokens == 1};
+  }
+  static constexpr std::int64_t width() { return 2 * hk * dk + hv * dv; }
+  [[nodiscard]] double bytes() const {
+    return 2.0 * static_cast<double>(state_elems) * sizeof(float);
+  }
+
+  void describe(comparison& c) const {
+    c.extra["rows"] = rows;
+    c.extra["tokens_per_row"] = tokens;
+    c.extra["state_MiB"] = static_cast<double>(state_elems) * sizeof(float) / (1 << 20);
+    c.extra["tokens_per_s"] = static_cast<double>(n_tokens) / (c.extra["us_per_call"] * 1e-6);
+  }
+};
+
 // `path`: the sequential scan (the launcher without a workspace), the
 // workspace overload at its default threshold, or every row chunked.
 enum class rule_path { scan, chunked_default, chunked_always };
 
 comparison bench_delta_rule(timer& t, copy_baseline& copy, int rows, int tokens, rule_path path,
                             int rounds) {
-  constexpr int hk = 16, hv = 32, dk = 128, dv = 128;
-  const std::size_t state_elems = std::size_t{1} * rows * hv * dv * dk;
-  auto state = alloc(state_elems * sizeof(float));
-  fill_random(state.data(), state_elems * sizeof(float), false, 43);
-  const std::int64_t width = 2 * hk * dk + hv * dv;
-  const std::size_t n_tokens = static_cast<std::size_t>(rows) * tokens;
-  auto qkv = alloc(n_tokens * width * sizeof(float));
-  fill_random(qkv.data(), n_tokens * width * sizeof(float), false, 47);
-  auto ab = alloc(n_tokens * 2 * hv * sizeof(float));
-  fill_random(ab.data(), n_tokens * 2 * hv * sizeof(float), false, 53);
-  auto params = alloc(2 * hv * sizeof(float));
-  fill_random(params.data(), 2 * hv * sizeof(float), false, 59);
-  auto out = alloc(n_tokens * hv * dv * sizeof(float));
-  std::vector<std::int32_t> cu(1, 0), slots(static_cast<std::size_t>(rows));
-  for (int r = 0; r < rows; ++r)
-    cu.push_back(cu.back() + tokens);
-  std::iota(slots.begin(), slots.end(), 0);
-  std::shuffle(slots.begin(), slots.end(), std::mt19937_64{61});
-  const std::vector<std::uint8_t> has(static_cast<std::size_t>(rows), 1);
-  const auto d_cu = upload(cu), d_slots = upload(slots), d_has = upload(has);
-  const float* w = params.as<const float>();
-  const float* abp = ab.as<const float>();
-  const mstar::kernels::gated_delta_rule_params p{
-      {w, w + hv, hk, hv, dk, dv, 0.0F},
-      {qkv.as<const float>(), width, abp + hv, abp, 2 * hv},
-      out.as<float>(),
-      {d_cu.as<const std::int32_t>(), cu.size()},
-      state.as<float>(),
-      {d_slots.as<const std::int32_t>(), slots.size()},
-      {d_has.as<const std::uint8_t>(), has.size()},
-      tokens == 1};
-  const double bytes = 2.0 * static_cast<double>(state_elems) * sizeof(float);
+  const rule_inputs in{rows, tokens};
   const std::int32_t from = path == rule_path::chunked_always ? 1 : 0;
-  const auto n_tok = static_cast<std::int64_t>(n_tokens);
-  const std::size_t ws_bytes = cuda::gated_delta_rule_workspace_bytes(p.w, n_tok, rows, from);
+  const auto n_tok = static_cast<std::int64_t>(in.n_tokens);
+  const std::size_t ws_bytes = cuda::gated_delta_rule_workspace_bytes(in.p.w, n_tok, rows, from);
   auto workspace = alloc(path == rule_path::scan ? 256 : ws_bytes);
   const cuda::gated_delta_workspace ws{workspace.data(), ws_bytes, n_tok, from};
   static constexpr const char* suffix[] = {"_scan", "", "_chunked"};
@@ -120,17 +143,32 @@ comparison bench_delta_rule(timer& t, copy_baseline& copy, int rows, int tokens,
                                : "delta_rule_prefill_" + std::to_string(rows) + "x" +
                                      std::to_string(tokens) + suffix[static_cast<int>(path)];
   auto c = measure(
-      t, copy, name, "state_bytes_per_s", bytes,
+      t, copy, name, "state_bytes_per_s", in.bytes(),
       [&](cudaStream_t s) {
-        return path == rule_path::scan ? cuda::gated_delta_rule_varlen(p, s)
-                                       : cuda::gated_delta_rule_varlen(p, ws, s);
+        return path == rule_path::scan ? cuda::gated_delta_rule_varlen(in.p, s)
+                                       : cuda::gated_delta_rule_varlen(in.p, ws, s);
       },
       rounds);
-  c.extra["rows"] = rows;
-  c.extra["tokens_per_row"] = tokens;
-  c.extra["state_MiB"] = static_cast<double>(state_elems) * sizeof(float) / (1 << 20);
-  c.extra["tokens_per_s"] = static_cast<double>(n_tokens) / (c.extra["us_per_call"] * 1e-6);
+  in.describe(c);
   return c;
+}
+
+// A decode step of `rows` rows in each of `variants` (decode launch shapes,
+// kernels/cuda/delta_rule.cu's table; -1 the choice by row count), one
+// after another on the same inputs and state: "decode_variant" in each.
+std::vector<comparison> bench_delta_decode_variants(timer& t, copy_baseline& copy, int rows,
+                                                    const std::vector<int>& variants, int rounds) {
+  const rule_inputs in{rows, 1};
+  std::vector<comparison> out;
+  for (const int v : variants) {
+    auto c = measure(
+        t, copy, "delta_rule_decode_b" + std::to_string(rows), "state_bytes_per_s", in.bytes(),
+        [&](cudaStream_t s) { return cuda::gated_delta_rule_decode_variant(in.p, v, s); }, rounds);
+    in.describe(c);
+    c.extra["decode_variant"] = v;
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 // The shapes of bench/baselines_h200.py (issue 17): decode attention at
@@ -228,6 +266,15 @@ int main(int argc, char** argv) {
   bool delta_decode_only = false;
   app.add_flag("--delta-decode-only", delta_decode_only,
                "Only the gated delta rule's decode cases (--delta-batches)");
+  std::vector<int> decode_variants;
+  app.add_option("--delta-decode-variants", decode_variants,
+                 "Decode launch shapes (kernels/cuda/delta_rule.cu's table) each timed after the "
+                 "default choice at every --delta-batches size (implies --delta-decode-only); "
+                 "\"decode_variant\" in each result, -1 the default")
+      ->check(CLI::Range(0, cuda::gated_delta_decode_variants - 1));
+  bool all_decode_variants = false;
+  app.add_flag("--delta-decode-all-variants", all_decode_variants,
+               "--delta-decode-variants with every entry of the table");
   app.add_option("--delta-batches", delta_batches, "Decode rows, one delta-rule case each")
       ->check(CLI::PositiveNumber);
   app.add_option("--prefill-tokens", prefill_tokens, "Tokens of the delta-rule prefill row")
@@ -274,6 +321,19 @@ int main(int argc, char** argv) {
     k17.ssd = suite == "kernels17" || suite == "ssd";
     k17.conv = suite == "kernels17" || suite == "conv";
     run_kernels17(t, copy, k17, attn, rounds, results);
+    mstar::bench::report(results, as_json);
+    return 0;
+  }
+  if (all_decode_variants) {
+    decode_variants.resize(cuda::gated_delta_decode_variants);
+    std::iota(decode_variants.begin(), decode_variants.end(), 0);
+  }
+  if (!decode_variants.empty()) {
+    decode_variants.insert(decode_variants.begin(), -1);
+    for (const int b : delta_batches) {
+      for (auto& c : bench_delta_decode_variants(t, copy, b, decode_variants, rounds))
+        results.push_back(std::move(c));
+    }
     mstar::bench::report(results, as_json);
     return 0;
   }

@@ -288,6 +288,9 @@ constexpr decode_shape warp_32x8_split_cached{
     .cols = 4, .rows = 8, .stream = 0, .split_sums = true, .max_regs = 72};
 constexpr decode_shape smem_64x1_split{
     .threads = 64, .rows = 1, .shared_qk = true, .split_sums = true, .max_regs = 48};
+constexpr decode_shape smem_32x2_pdl{.shared_qk = true, .max_regs = 64, .pdl = true};
+constexpr decode_shape smem_32x2_cached_pdl{
+    .stream = 0, .shared_qk = true, .max_regs = 64, .pdl = true};
 
 // Decode launch shapes. 0-13: the scan kernel's decode instantiation,
 // <threads a block, value rows a thread, streaming hints>; 14 on: the
@@ -347,6 +350,11 @@ constexpr decode_launch<Lanes> decode_table[] = {
     // 28: one value row a thread, q / k in shared memory, two warps a block, 48 registers (42
     // warps)
     launch_reduced<Lanes, smem_64x1_split>,
+    // 29: 14 launched as a programmatic dependent launch (the launch and the
+    // first blocks' dispatch behind the previous kernel's last blocks)
+    launch_reduced<Lanes, smem_32x2_pdl>,
+    // 30: 19 so launched
+    launch_reduced<Lanes, smem_32x2_cached_pdl>,
 };
 static_assert(std::size(decode_table<8>) == gated_delta_decode_variants);
 

@@ -36,6 +36,7 @@ struct decode_shape {
   bool shared_qk = false;   ///< q and k staged per warp in shared memory, not held a thread
   bool split_sums = false;  ///< S k, S q summed by the halving butterfly (above)
   int max_regs = 0;         ///< registers a thread at K 128 (`__maxnreg__`); 0 and other K: 128
+  bool pdl = false;         ///< launched as a programmatic dependent launch (the kernel says how)
 };
 
 /// Lanes sharing one value row when the widest K is 16 `KLanes` columns and
@@ -108,7 +109,7 @@ __device__ __forceinline__ void halving_sums(float (&x)[N], int lane) {
 // from one address, none predicated. The shape's fields come as separate
 // template arguments (nvcc's kernel stubs take no class-type ones).
 template <int KLanes, int Cols, int Threads, int Rows, int Stream, bool SharedQk, bool SplitSums,
-          int MaxRegs>
+          int MaxRegs, bool Pdl>
 __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 0 ? MaxRegs : 128)
     gated_delta_decode_kernel(rule_args p) {
   constexpr int lanes = decode_lanes(KLanes, Cols);
@@ -120,6 +121,16 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 
   static_assert(Threads % 32 == 0 && lanes * chunks == k4);
   static_assert(rows > 0 && (rows & (rows - 1)) == 0);
   __shared__ float4 staged[SharedQk ? warps : 1][2][SharedQk ? k4 : 1];
+  if constexpr (Pdl) {
+    // Launched with programmatic stream serialization: the next kernel may
+    // launch once every block of this one has started, its blocks taking
+    // the SMs' slots as ours leave (the launch and the first blocks'
+    // dispatch hidden behind our last ones). Nothing is read before the
+    // previous kernel is done and its writes visible: the step's metadata
+    // may be its output.
+    asm volatile("griddepcontrol.launch_dependents;");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+  }
 
   const int r = static_cast<int>(blockIdx.z);
   const int h = static_cast<int>(blockIdx.y);
@@ -314,8 +325,24 @@ void launch_decode_shape(const rule_args& a, int rows, cudaStream_t stream) {
   constexpr int rows_per_block = S.threads / decode_lanes(KLanes, S.cols) * S.rows;
   const dim3 grid(static_cast<unsigned>(a.v_dim / rows_per_block), static_cast<unsigned>(a.hv),
                   static_cast<unsigned>(rows));
-  gated_delta_decode_kernel<KLanes, S.cols, S.threads, S.rows, S.stream, S.shared_qk, S.split_sums,
-                            S.max_regs><<<grid, S.threads, 0, stream>>>(a);
+  const auto kernel = gated_delta_decode_kernel<KLanes, S.cols, S.threads, S.rows, S.stream,
+                                                S.shared_qk, S.split_sums, S.max_regs, S.pdl>;
+  if constexpr (S.pdl) {
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(S.threads);
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    // A failure stays the runtime's last error, which the caller returns
+    // (launch_status).
+    static_cast<void>(cudaLaunchKernelEx(&config, kernel, a));
+  } else {
+    kernel<<<grid, S.threads, 0, stream>>>(a);
+  }
 }
 
 }  // namespace mstar::kernels::cuda::detail
