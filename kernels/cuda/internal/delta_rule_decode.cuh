@@ -15,8 +15,15 @@
 // - S k and S q of every row of the thread summed over the row's lanes in
 //   one butterfly that halves the values at each step (`split_sums`): the
 //   lane left with row m's sums makes its delta and output and hands the
-//   delta back, 2 rows + log2(lanes) + 1 shuffles in place of
-//   2 rows log2(lanes), and the sums leave registers at each step.
+//   delta back, 3 rows + log2(lanes / (2 rows)) shuffles in place of
+//   2 rows log2(lanes) (25 for 80 at 8 rows over a warp), and the sums
+//   leave registers at each step;
+// - every state access at a constant offset from one address (K = 16
+//   KLanes and V a multiple of the block's rows, or the launcher takes
+//   another shape), v, a and b asked for right behind the state, and a
+//   register cap (`max_regs`, `__maxnreg__`) that sets the warps an SM:
+//   ptxas otherwise spends registers on hoisting loads for as long as the
+//   cap allows.
 // Only delta_rule.cu includes it.
 
 #include <cstdint>
@@ -157,6 +164,15 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 
   float4* const first = reinterpret_cast<float4*>(p.state) +
                         ((static_cast<std::int64_t>(slot) * p.hv + h) * p.v_dim + v0) * k4 + lane;
   const int kh = h / p.group;
+  // With the halving butterfly the thread makes the deltas and outputs of
+  // `pairs` rows from m0 on (the butterfly's comment below), else of all
+  // its rows: `own` rows' v.
+  constexpr int pairs = lanes == 1 ? rows : 2 * rows > lanes ? 2 * rows / lanes : 1;
+  constexpr int own = SplitSums ? pairs : rows;
+  const int across = lane % (lanes > 1 ? lanes / 2 : 1);
+  const int m0 = SplitSums ? across * 2 * rows / lanes : 0;
+  const bool lower = lanes == 1 || lane < lanes / 2;
+  const bool writes = lower && across * 2 * rows % lanes == 0;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int warp_lane = static_cast<int>(threadIdx.x) % 32;
   // One token: the state in, the rule, the state out. A row of several
@@ -179,6 +195,17 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 
     const float* v_row = row + 2 * static_cast<std::int64_t>(p.hk) * p.k_dim +
                          static_cast<std::int64_t>(h) * p.v_dim + v0;
     float* const out = p.out + (t * p.hv + h) * p.v_dim + v0;
+    // The step's small inputs, asked for right behind the state: used
+    // where they are needed, each would add a round trip to the block's
+    // life (v after the dot products, a and b after the norms).
+    const float a_raw = __ldg(p.a + t * p.ab_stride + h);
+    const float b_raw = __ldg(p.b + t * p.ab_stride + h);
+    const float a_log = __ldg(p.a_log + h);
+    const float bias = __ldg(p.dt_bias + h);
+    float vs[own];
+#pragma unroll
+    for (int i = 0; i < own; ++i)
+      vs[i] = __ldg(v_row + (m0 + i) * groups);
     float kq = 0.F, kk = 0.F, qq = 0.F;
     float4 qr[SharedQk ? 1 : chunks];
     float4 kr[SharedQk ? 1 : chunks];
@@ -232,8 +259,7 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 
     sc.kq = kq;
     sc.inv_k = 1.0F / sqrtf(kk + 1e-6F);
     sc.inv_q = p.scale / sqrtf(qq + 1e-6F);
-    decay_beta(__ldg(p.a + t * p.ab_stride + h), __ldg(p.b + t * p.ab_stride + h),
-               -expf(__ldg(p.a_log + h)), __ldg(p.dt_bias + h), sc);
+    decay_beta(a_raw, b_raw, -expf(a_log), bias, sc);
     // S k and S q of every row from the old state (S' q = decay S q + u k q),
     // one pass over the chunks.
     float sums[2 * rows];
@@ -261,12 +287,7 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 
       // Lane l of the row's lanes is left with S k (lower half of the
       // lanes) or S q (upper half) of rows m0 + i, which the lane across
       // the halves has the other of.
-      constexpr int pairs = lanes == 1 ? rows : 2 * rows > lanes ? 2 * rows / lanes : 1;
       halving_sums<lanes>(sums, lane);
-      const int across = lane % (lanes > 1 ? lanes / 2 : 1);
-      const int m0 = across * 2 * rows / lanes;
-      const bool lower = lanes == 1 || lane < lanes / 2;
-      const bool writes = lower && across * 2 * rows % lanes == 0;
       float owned[pairs];
 #pragma unroll
       for (int i = 0; i < pairs; ++i) {
@@ -278,7 +299,7 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 
           sq = lower ? other : sums[i];
         }
         float o = 0.F;
-        owned[i] = delta(sk, sq, __ldg(v_row + (m0 + i) * groups), o);
+        owned[i] = delta(sk, sq, vs[i], o);
         if (writes)
           out[(m0 + i) * groups] = o;
       }
@@ -289,8 +310,7 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 
 #pragma unroll
       for (int m = 0; m < rows; ++m) {
         float o = 0.F;
-        uk[m] = delta(group_sum<lanes>(sums[m]), group_sum<lanes>(sums[rows + m]),
-                      __ldg(v_row + m * groups), o);
+        uk[m] = delta(group_sum<lanes>(sums[m]), group_sum<lanes>(sums[rows + m]), vs[m], o);
         if (lane == 0)
           out[m * groups] = o;
       }
