@@ -134,7 +134,8 @@ TEST(gpu_delta_rule, every_decode_variant_matches_outputs_and_state) {
 
 TEST(gpu_delta_rule, refuses_decode_variants_outside_the_table) {
   MSTAR_REQUIRE_GPU();
-  const gated_delta_rule_params p{{nullptr, nullptr, 1, 1, 128, 128, 0.0F}};
+  gated_delta_rule_params p;
+  p.w = {nullptr, nullptr, 1, 1, 128, 128, 0.0F};
   EXPECT_EQ(cuda::gated_delta_rule_decode_variant(p, -2, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(cuda::gated_delta_rule_decode_variant(p, cuda::gated_delta_decode_variants, nullptr),
             cudaErrorInvalidValue);
