@@ -38,8 +38,10 @@ SHAPES = [
     (26, 8, 32, 4, False, True),
     (27, 4, 32, 8, False, True),
     (28, 16, 64, 1, True, True),
-    (29, 16, 32, 2, True, False),
-    (30, 16, 32, 2, True, False),
+    (29, 16, 32, 2, True, True),
+    (30, 16, 32, 8, True, True),
+    (31, 16, 32, 2, True, True),
+    (32, 16, 32, 2, True, True),
 ]
 
 

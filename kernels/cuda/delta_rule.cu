@@ -288,9 +288,14 @@ constexpr decode_shape warp_32x8_split_cached{
     .cols = 4, .rows = 8, .stream = 0, .split_sums = true, .max_regs = 72};
 constexpr decode_shape smem_64x1_split{
     .threads = 64, .rows = 1, .shared_qk = true, .split_sums = true, .max_regs = 48};
-constexpr decode_shape smem_32x2_pdl{.shared_qk = true, .max_regs = 64, .pdl = true};
-constexpr decode_shape smem_32x2_cached_pdl{
-    .stream = 0, .shared_qk = true, .max_regs = 64, .pdl = true};
+constexpr decode_shape smem_32x8_split{
+    .rows = 8, .shared_qk = true, .split_sums = true, .max_regs = 168};
+constexpr decode_shape smem_32x2_split_cached{
+    .stream = 0, .shared_qk = true, .split_sums = true, .max_regs = 64};
+constexpr decode_shape smem_32x2_split_pdl{
+    .shared_qk = true, .split_sums = true, .max_regs = 64, .pdl = true};
+constexpr decode_shape smem_32x2_split_cached_pdl{
+    .stream = 0, .shared_qk = true, .split_sums = true, .max_regs = 64, .pdl = true};
 
 // Decode launch shapes. 0-13: the scan kernel's decode instantiation,
 // <threads a block, value rows a thread, streaming hints>; 14 on: the
@@ -320,7 +325,7 @@ constexpr decode_launch<Lanes> decode_table[] = {
     launch_decode<Lanes, 64, 2, 1>,   // 13
     // 14: 6's shape, q / k in shared memory, 64 registers (32 warps an SM)
     launch_reduced<Lanes, smem_32x2>,
-    // 15: 14 uncapped (ptxas takes 105 registers: 19 warps), the code without the occupancy
+    // 15: 14 uncapped (ptxas takes 107 registers: 18 warps), the code without the occupancy
     launch_reduced<Lanes, smem_32x2_uncapped>,
     // 16: 14 with two warps a block
     launch_reduced<Lanes, smem_64x2>,
@@ -347,14 +352,17 @@ constexpr decode_launch<Lanes> decode_table[] = {
     launch_reduced<Lanes, half_32x4_split>,
     // 27: 21 without streaming hints (for few rows)
     launch_reduced<Lanes, warp_32x8_split_cached>,
-    // 28: one value row a thread, q / k in shared memory, two warps a block, 48 registers (42
-    // warps)
+    // 28: one row a thread, q / k in shared memory, two warps a block, 48 registers (42 warps)
     launch_reduced<Lanes, smem_64x1_split>,
-    // 29: 14 launched as a programmatic dependent launch (the launch and the
+    // 29: 20 without streaming hints (for few rows)
+    launch_reduced<Lanes, smem_32x2_split_cached>,
+    // 30: 17 with eight value rows a thread, 168 registers (12 warps, 512 B of state a thread)
+    launch_reduced<Lanes, smem_32x8_split>,
+    // 31: 20 launched as a programmatic dependent launch (the launch and the
     // first blocks' dispatch behind the previous kernel's last blocks)
-    launch_reduced<Lanes, smem_32x2_pdl>,
-    // 30: 19 so launched
-    launch_reduced<Lanes, smem_32x2_cached_pdl>,
+    launch_reduced<Lanes, smem_32x2_split_pdl>,
+    // 32: 29 so launched
+    launch_reduced<Lanes, smem_32x2_split_cached_pdl>,
 };
 static_assert(std::size(decode_table<8>) == gated_delta_decode_variants);
 

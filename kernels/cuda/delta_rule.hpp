@@ -31,7 +31,7 @@ namespace mstar::kernels::cuda {
                                                   cudaStream_t stream);
 
 /// Launch shapes of the decode kernel (kernels/cuda/delta_rule.cu's table).
-inline constexpr int gated_delta_decode_variants = 31;
+inline constexpr int gated_delta_decode_variants = 33;
 
 /// `gated_delta_rule_varlen` with decode steps (`p.decode`) launched in shape
 /// `variant` (0 .. gated_delta_decode_variants - 1; -1: the choice by row
