@@ -38,12 +38,12 @@ key = lambda r: (int(r["decode_variant"]), "eager" if r.get("eager") else "graph
 us = {(key(r), int(r["rows"])): r["us_per_call"] for r in rows}
 default = {b: us.get(((-1, "graph"), b)) for b in batches}
 print("us per call (variant / default)")
-print("variant timing " + " ".join(f"{'b' + str(b):>15s}" for b in batches))
+print("variant timing " + " ".join(f"{'b' + str(b):>16s}" for b in batches))
 for k in dict.fromkeys(key(r) for r in rows):
     cells = []
     for b in batches:
         t = us.get((k, b))
-        cells.append(f"{t:8.2f} ({t / default[b]:4.2f})" if t and default[b] else " " * 15)
+        cells.append(f"{t:8.2f} ({t / default[b]:5.3f})" if t and default[b] else " " * 16)
     print(f"{k[0]:>7d} {k[1]:6s} " + " ".join(cells))
 PY
 if [[ -n ${NO_FLA:-} ]]; then exit 0; fi
