@@ -168,8 +168,10 @@ void run_kernels17(timer& t, copy_baseline& copy, const kernels17_options& o,
     for (const int rows : o.prefill_rows) {
       if (o.ssd)
         add(gpu::bench_ssd_scan(t, copy, m, rows, o.prefill_context, rounds));
-      if (o.conv)
+      if (o.conv) {
         results.push_back(gpu::bench_conv(t, copy, m, rows, o.prefill_context, rounds));
+        results.push_back(gpu::bench_gated_norm(t, copy, m, rows, o.prefill_context, rounds));
+      }
     }
     for (const int b : o.mamba_batches) {
       if (o.ssd)

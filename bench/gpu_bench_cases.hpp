@@ -60,6 +60,14 @@ std::vector<comparison> bench_ssd_scan(timer& t, copy_baseline& copy, const mamb
 comparison bench_conv(timer& t, copy_baseline& copy, const mamba_shape& m, int rows, int tokens,
                       int rounds);
 
+/// The mixer's gated RMSNorm over `rows` x `tokens` tokens: y (f32, heads *
+/// head_dim channels) times silu(z) (a column slice of the in-projection's
+/// output), normalised per group of channels, out bf16
+/// ("gated_norm_<label>_<rows>x<tokens>"). Bytes counted: y and z read, the
+/// output written.
+comparison bench_gated_norm(timer& t, copy_baseline& copy, const mamba_shape& m, int rows,
+                            int tokens, int rounds);
+
 /// A projection's GEMM as the models run it: [m, k] bf16 activations times an
 /// [n, k] bf16 weight (nn.Linear's layout) into [m, n] bf16, f32 accumulation.
 struct gemm_case {
