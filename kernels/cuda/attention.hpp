@@ -104,14 +104,15 @@ attention_variant set_attention_variant(attention_variant v);
 /// leave the device idle: each row's positions are cut into chunks, a block
 /// per (row, kv head, head group, chunk) writes a partial (max, sum,
 /// unnormalised output) into `workspace`, and a second kernel merges each
-/// row's partials. Chunks are an equal share of the row (at least 32
-/// positions), so chunks past a short row's end do nothing and are left out
-/// of the merge. Splits into as many chunks as `workspace_bytes` allows, up
-/// to `paged_attention_splits`; with too little workspace for two, or a step
+/// row's partials (`attention_merge`; both add them in a fixed order).
+/// Chunks are an equal share of the row (at least 32 positions), so chunks
+/// past a short row's end do nothing and are left out of the merge. Splits
+/// into as many chunks as `workspace_bytes` allows, up to
+/// `paged_attention_splits`; with too little workspace for two, or a step
 /// that would not split, runs the one-pass kernel (`workspace` untouched).
 /// `workspace`: device memory, 16-byte aligned (else cudaErrorInvalidValue),
-/// not shared with a concurrent launch. Results match the one-pass kernel
-/// to f32 rounding.
+/// not shared with a concurrent launch. Results match the one-pass kernel to
+/// f32 rounding.
 [[nodiscard]] cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
                                           std::size_t workspace_bytes, cudaStream_t stream);
 
