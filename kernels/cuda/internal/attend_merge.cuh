@@ -2,7 +2,8 @@
 
 // The split-KV decode path's partials (attention_split.cu): where they live,
 // which ones a row writes, and the two kernels that merge them into the
-// output (attention_merge::warp, attention_merge::block).
+// output (attention_merge::warp, attention_merge::block). It defines
+// kernels: only attention_split.cu includes it.
 
 #include "kernels/cuda/internal/attend.cuh"
 

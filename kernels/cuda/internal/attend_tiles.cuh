@@ -50,11 +50,12 @@ union block_smem<KV, D, GC, 0> {
 
 /// Resident blocks per SM the fast kernels are compiled for (their
 /// __launch_bounds__), by query heads a block (GC) and walk. The register
-/// walk keeps main's caps: none for the one-pass kernel, 4 / 5 / 7 for the
-/// split one (uncapped, its chunk bookkeeping took the four-head kernel to
-/// 141 registers, 3 blocks). Four stages: 4 / 5 / 6 for both (32 KiB of
-/// stages allow 6 blocks an SM). Two stages (16 KiB): 4 / 5 / 7 for both.
-/// 1 leaves registers uncapped (255).
+/// walk keeps main's caps: none (0) for the one-pass kernel, whose
+/// `__launch_bounds__(128)` ptxas fits in 128 registers at four heads (with
+/// a minimum of 1 it takes 148: 3 blocks an SM), 4 / 5 / 7 for the split
+/// one (uncapped, its chunk bookkeeping took the four-head kernel to 141
+/// registers). Four stages: 4 / 5 / 6 for both (32 KiB of stages allow 6
+/// blocks an SM). Two stages (16 KiB): 4 / 5 / 7 for both.
 template <bool Split, int GC, int Stages>
 inline constexpr int fast_min_blocks =
     Stages == 0 && !Split ? 0 : (GC == 4 ? 4 : (GC == 2 ? 5 : (Stages == 4 ? 6 : 7)));
