@@ -61,8 +61,7 @@ TEST(gpu_recurrent, ssd_scan_and_update_match_outputs_and_state) {
     // Token-major [x | B | C | dt] rows, read through strides as the model does.
     const std::int64_t xw = std::int64_t{g.heads} * g.head_dim;
     const std::int64_t bcw = std::int64_t{g.groups} * g.state_size;
-    const std::int64_t spare = xw + 2 * bcw + g.heads + 3;
-    const std::int64_t row = aligned ? (spare + 3) / 4 * 4 : spare;
+    const std::int64_t row = xw + 2 * bcw + g.heads + 3;
     const auto cu = cumulative(lengths);
     const auto packed = rng.floats(static_cast<std::size_t>(cu.back() * row), -2.0F, 2.0F);
     const auto d_packed = upload(packed);
