@@ -8,7 +8,7 @@ kernel does: q / k L2 norm, the decay and beta from the raw a / b inputs
 (state_v_first), resumed and returned. A device-to-device copy through
 torch is timed in the same run (bytes read + written per second).
 
-  python3 bench/fla_delta_rule.py [--json] [--prefill-only]   (needs fla-core, torch, triton)
+  python3 bench/fla_delta_rule.py [--json] [--prefill-only | --decode-only] [--f32-only]   (needs fla-core, torch, triton)
 
 Prints one line per case: median us per call over interleaved rounds with
 the copy, and for decode the state bytes read + written per second; each
@@ -118,6 +118,8 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--prefill-only", action="store_true", help="skip the decode cases")
+    ap.add_argument("--decode-only", action="store_true", help="skip the prefill cases")
+    ap.add_argument("--f32-only", action="store_true", help="skip the bfloat16 inputs")
     ap.add_argument("--graph-calls", type=int, default=20,
                     help="calls captured in one graph for the 'graphN' mode (as mstar-gpu-bench "
                          "--graphs times ours)")
@@ -150,7 +152,7 @@ def main():
               f"{r['state_GB_per_s']:8.1f} GB/s  copy {r['copy_GB_per_s']:7.1f}  "
               f"ratio {r['ratio_to_copy']:.3f}", flush=True)
 
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in (torch.float32,) if args.f32_only else (torch.float32, torch.bfloat16):
         for rows in () if args.prefill_only else (1, 16, 64):
             q, k, v, a, b, a_log, dt_bias, h0 = inputs(rows, 1, dtype, gen)
 
@@ -178,7 +180,7 @@ def main():
                     ms /= calls
                     report(f"delta_rule_decode_b{rows}", ms, cms, 2 * h0.numel() * 4, rows,
                            dtype, mode)
-        for rows in (1, 4):
+        for rows in () if args.decode_only else (1, 4):
             q, k, v, a, b, a_log, dt_bias, h0 = inputs(rows, 4096, dtype, gen)
 
             def prefill():

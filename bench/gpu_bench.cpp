@@ -180,6 +180,7 @@ struct kernels17_options {
   std::vector<int> attn_rows, prefill_rows, mamba_batches;
   int prefill_context = 2048;
   bool attention = true, ssd = true, conv = true;
+  bool attn_variants = false;  // every attention walk and merge (--attn-variants)
 };
 
 void run_kernels17(timer& t, copy_baseline& copy, const kernels17_options& o,
@@ -191,7 +192,7 @@ void run_kernels17(timer& t, copy_baseline& copy, const kernels17_options& o,
   if (o.attention) {
     for (const int rows : o.attn_rows) {
       attn.rows = rows;
-      add(gpu::bench_decode_attention(t, copy, attn, rounds));
+      add(gpu::bench_decode_attention(t, copy, attn, rounds, o.attn_variants));
     }
     attn.context = o.prefill_context;
     for (const int rows : o.prefill_rows) {
@@ -206,8 +207,10 @@ void run_kernels17(timer& t, copy_baseline& copy, const kernels17_options& o,
     for (const int rows : o.prefill_rows) {
       if (o.ssd)
         add(gpu::bench_ssd_scan(t, copy, m, rows, o.prefill_context, rounds));
-      if (o.conv)
+      if (o.conv) {
         results.push_back(gpu::bench_conv(t, copy, m, rows, o.prefill_context, rounds));
+        results.push_back(gpu::bench_gated_norm(t, copy, m, rows, o.prefill_context, rounds));
+      }
     }
     for (const int b : o.mamba_batches) {
       if (o.ssd)
@@ -283,6 +286,10 @@ int main(int argc, char** argv) {
   app.add_option("--threshold-lengths", threshold_lengths,
                  "One-row prefill lengths timed chunked and scanned (the threshold)")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--attn-variants", k17.attn_variants,
+               "Decode attention: also every K/V walk (regs, cp4, cp2) and, where the step "
+               "splits, every walk and split merge (mwarp, mblock), forced in turn; the "
+               "variant is in the case name");
   bool graphs = false;
   app.add_flag("--graphs", graphs,
                "Time each case's calls captured in one CUDA graph (the device's time alone, "
@@ -358,7 +365,7 @@ int main(int argc, char** argv) {
   }
   for (const int rows : attn_rows) {
     attn.rows = rows;
-    for (auto& c : gpu::bench_decode_attention(t, copy, attn, rounds))
+    for (auto& c : gpu::bench_decode_attention(t, copy, attn, rounds, k17.attn_variants))
       results.push_back(std::move(c));
   }
   results.push_back(gpu::bench_ssd_update(t, copy, {"h128", 128, 64, 128, 8, 4}, ssd_batch,

@@ -1,9 +1,11 @@
 // Paged attention cases of mstar-gpu-bench (bench/gpu_bench_cases.hpp).
 #include <algorithm>
+#include <fmt/format.h>
 #include <numeric>
 #include <random>
 
 #include "bench/gpu_bench_cases.hpp"
+#include "kernels/cuda/attention.hpp"
 
 namespace mstar::bench::gpu {
 namespace {
@@ -66,26 +68,77 @@ struct paged_rows {
   }
 };
 
+// The one-pass case of `p` under the attention variant now in force.
+comparison time_one_pass(timer& t, copy_baseline& copy,
+                         const mstar::kernels::paged_attention_params& p, const std::string& name,
+                         double kv_bytes, int rounds) {
+  auto c = measure(
+      t, copy, name, "kv_bytes_read_per_s", kv_bytes,
+      [&](cudaStream_t s) { return cuda::paged_attention(p, s); }, rounds);
+  const cuda::attention_variant v = cuda::paged_attention_variant(p, false);
+  c.extra["walk"] = static_cast<double>(v.walk);
+  return c;
+}
+
+// The split case of `p` (the workspace overload with the workspace it asks
+// for) under the attention variant now in force.
+comparison time_split(timer& t, copy_baseline& copy,
+                      const mstar::kernels::paged_attention_params& p, const std::string& name,
+                      double kv_bytes, int rounds) {
+  const std::size_t ws_bytes = cuda::paged_attention_workspace_bytes(p);
+  auto workspace = alloc(std::max<std::size_t>(ws_bytes, 16));
+  auto c = measure(
+      t, copy, name, "kv_bytes_read_per_s", kv_bytes,
+      [&](cudaStream_t s) { return cuda::paged_attention(p, workspace.data(), ws_bytes, s); },
+      rounds);
+  const cuda::attention_variant v = cuda::paged_attention_variant(p, true);
+  c.extra["walk"] = static_cast<double>(v.walk);
+  c.extra["merge"] = static_cast<double>(v.merge);
+  c.extra["splits"] = cuda::paged_attention_splits(p);
+  c.extra["workspace_MiB"] = static_cast<double>(ws_bytes) / (1 << 20);
+  return c;
+}
+
+constexpr cuda::attention_walk all_walks[] = {cuda::attention_walk::registers,
+                                              cuda::attention_walk::pipeline4,
+                                              cuda::attention_walk::pipeline2};
+constexpr cuda::attention_merge all_merges[] = {cuda::attention_merge::warp,
+                                                cuda::attention_merge::block};
+
 }  // namespace
 
 std::vector<comparison> bench_decode_attention(timer& t, copy_baseline& copy,
-                                               const attention_case& a, int rounds) {
+                                               const attention_case& a, int rounds, bool variants) {
   const paged_rows pr{a, 1};
   const auto p = pr.params(a, true);
   const double kv_bytes = 2.0 * a.rows * a.context * a.kv_heads * a.head_dim * 2.0;
-  const std::string rows_name = std::to_string(a.rows);
+  const int rows = a.rows;
   std::vector<comparison> results;
-  results.push_back(measure(
-      t, copy, "decode_attention_b" + rows_name, "kv_bytes_read_per_s", kv_bytes,
-      [&](cudaStream_t s) { return cuda::paged_attention(p, s); }, rounds));
-  const std::size_t ws_bytes = cuda::paged_attention_workspace_bytes(p);
-  auto workspace = alloc(std::max<std::size_t>(ws_bytes, 16));
-  results.push_back(measure(
-      t, copy, "decode_attention_split_b" + rows_name, "kv_bytes_read_per_s", kv_bytes,
-      [&](cudaStream_t s) { return cuda::paged_attention(p, workspace.data(), ws_bytes, s); },
-      rounds));
-  results.back().extra["splits"] = cuda::paged_attention_splits(p);
-  results.back().extra["workspace_MiB"] = static_cast<double>(ws_bytes) / (1 << 20);
+  results.push_back(
+      time_one_pass(t, copy, p, fmt::format("decode_attention_b{}", rows), kv_bytes, rounds));
+  results.push_back(
+      time_split(t, copy, p, fmt::format("decode_attention_split_b{}", rows), kv_bytes, rounds));
+  if (variants) {
+    // Every walk one pass, every (walk, merge) split: forced through the
+    // override, the default's restored after. A split case only where the
+    // step splits (else it is the one-pass case again).
+    const cuda::attention_variant before = cuda::set_attention_variant({});
+    for (const auto walk : all_walks) {
+      static_cast<void>(cuda::set_attention_variant({walk, cuda::attention_merge::automatic}));
+      const char* w = cuda::to_string(walk);
+      results.push_back(time_one_pass(t, copy, p, fmt::format("decode_attention_{}_b{}", w, rows),
+                                      kv_bytes, rounds));
+      if (cuda::paged_attention_splits(p) < 2)
+        continue;
+      for (const auto merge : all_merges) {
+        static_cast<void>(cuda::set_attention_variant({walk, merge}));
+        const std::string name =
+            fmt::format("decode_attention_split_{}_{}_b{}", w, cuda::to_string(merge), rows);
+        results.push_back(time_split(t, copy, p, name, kv_bytes, rounds));
+      }
+    }
+    static_cast<void>(cuda::set_attention_variant(before));
+  }
   for (auto& c : results) {
     c.extra["rows"] = a.rows;
     c.extra["context"] = a.context;

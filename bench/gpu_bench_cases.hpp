@@ -20,9 +20,15 @@ struct attention_case {
 
 /// Decode (one token per row over `context` cached positions): the one-pass
 /// kernel ("decode_attention_b<rows>") and the split-KV path with the
-/// workspace it asks for ("decode_attention_split_b<rows>").
+/// workspace it asks for ("decode_attention_split_b<rows>"), each with the
+/// walk (and merge) it took as extras (`walk`, `merge`: attention_walk /
+/// attention_merge values). With `variants`, then every walk forced
+/// ("decode_attention_<walk>_b<rows>", walk regs / cp4 / cp2) and, where the
+/// step splits, every walk and merge ("decode_attention_split_<walk>_
+/// <merge>_b<rows>", merge mwarp / mblock).
 std::vector<comparison> bench_decode_attention(timer& t, copy_baseline& copy,
-                                               const attention_case& a, int rounds);
+                                               const attention_case& a, int rounds,
+                                               bool variants = false);
 
 /// Causal prefill of `rows` fresh prompts of `context` tokens each, every
 /// token attending its row's pages ("prefill_attention_<rows>x<context>").
@@ -59,6 +65,14 @@ std::vector<comparison> bench_ssd_scan(timer& t, copy_baseline& copy, const mamb
 /// output written, the window state read (decode) and written.
 comparison bench_conv(timer& t, copy_baseline& copy, const mamba_shape& m, int rows, int tokens,
                       int rounds);
+
+/// The mixer's gated RMSNorm over `rows` x `tokens` tokens: y (f32, heads *
+/// head_dim channels) times silu(z) (a column slice of the in-projection's
+/// output), normalised per group of channels, out bf16
+/// ("gated_norm_<label>_<rows>x<tokens>"). Bytes counted: y and z read, the
+/// output written.
+comparison bench_gated_norm(timer& t, copy_baseline& copy, const mamba_shape& m, int rows,
+                            int tokens, int rounds);
 
 /// A projection's GEMM as the models run it: [m, k] bf16 activations times an
 /// [n, k] bf16 weight (nn.Linear's layout) into [m, n] bf16, f32 accumulation.

@@ -183,4 +183,38 @@ comparison bench_conv(timer& t, copy_baseline& copy, const mamba_shape& m, int r
   return c;
 }
 
+comparison bench_gated_norm(timer& t, copy_baseline& copy, const mamba_shape& m, int rows,
+                            int tokens, int rounds) {
+  const std::int64_t n = std::int64_t{rows} * tokens;
+  const std::int64_t channels = std::int64_t{m.heads} * m.head_dim;
+  // The gate is the first `channels` columns of the in-projection's output
+  // ([z | xBC | dt]), as Nemotron-H's mixer hands it over.
+  const std::int64_t wide = 2 * channels + 2 * std::int64_t{m.groups} * m.state_size + m.heads;
+  const auto elems = [](std::int64_t e) { return static_cast<std::size_t>(e); };
+  auto x = alloc(elems(n * channels) * sizeof(float));
+  auto gate = alloc(elems(n * wide) * sizeof(float));
+  auto weight = alloc(elems(channels) * sizeof(float));
+  auto out = alloc(elems(n * channels) * sizeof(std::uint16_t));
+  fill_random(x.data(), elems(n * channels) * sizeof(float), false, 89);
+  fill_random(gate.data(), elems(n * wide) * sizeof(float), false, 97);
+  fill_random(weight.data(), elems(channels) * sizeof(float), false, 101);
+  const mstar::kernels::gated_rms_norm_params p{
+      {x.as<const float>(), {n, channels}, {channels, 1}},
+      {gate.as<const float>(), {n, channels}, {wide, 1}},
+      {weight.as<const float>(), {channels}, {1}},
+      {},
+      channels / m.groups,
+      1e-5F,
+      {out.as<std::uint16_t>(), {n, channels}, {channels, 1}}};
+  const double bytes =
+      static_cast<double>(n * channels) * (2 * sizeof(float) + sizeof(std::uint16_t));
+  auto c = measure(
+      t, copy, "gated_norm_" + m.label + "_" + std::to_string(rows) + "x" + std::to_string(tokens),
+      "bytes_per_s", bytes, [p](cudaStream_t s) { return cuda::gated_rms_norm(p, s); }, rounds);
+  c.extra["rows"] = rows;
+  c.extra["tokens_per_row"] = tokens;
+  c.extra["group"] = static_cast<double>(channels / m.groups);
+  return c;
+}
+
 }  // namespace mstar::bench::gpu

@@ -2,8 +2,9 @@
 #include <cmath>
 
 #include "kernels/cuda/attention.hpp"
-#include "kernels/cuda/internal/attend.cuh"
 #include "kernels/cuda/internal/attend_prefill.cuh"
+#include "kernels/cuda/internal/attend_tiles.cuh"
+#include "kernels/cuda/internal/attend_variant.hpp"
 
 namespace mstar::kernels::cuda {
 namespace {
@@ -16,11 +17,13 @@ using detail::query_of;
 // Block per (query token, kv head, chunk of GC query heads). Each slot of
 // `lanes` threads walks every `slots`-th group of `unroll` positions with its
 // own online softmax; the slots merge through shared memory at the end.
-template <class KV, int D, int GC>
-__global__ void __launch_bounds__(128) attend_fast(attn_args a) {
+// `Stages`: the walk (0 registers, else the tile pipeline's stages).
+template <class KV, int D, int GC, int Stages>
+__global__ void __launch_bounds__(128, detail::fast_min_blocks<false, GC, Stages>)
+    attend_fast(attn_args a) {
   using L = layout<KV, D>;
   constexpr int E = L::elems;
-  __shared__ detail::slot_scratch<KV, D, GC> scratch;
+  __shared__ detail::block_smem<KV, D, GC, Stages> smem;
   const int lane = static_cast<int>(threadIdx.x) % L::lanes;
   const int slot = static_cast<int>(threadIdx.x) / L::lanes;
   const int tokens = detail::step_tokens(a.table);
@@ -36,9 +39,10 @@ __global__ void __launch_bounds__(128) attend_fast(attn_args a) {
     float m[GC];
     float l[GC];
     detail::load_q<KV, D, GC>(a, qa.token, h0, valid, lane, q);
-    detail::walk<KV, D, GC>(a, qa.first_page, kvh, lane, slot, 0, qa.positions, q, acc, m, l);
+    detail::walk_block<KV, D, GC, Stages>(a, smem, qa.first_page, kvh, lane, slot, 0, qa.positions,
+                                          q, acc, m, l);
     detail::merge_slots<KV, D, GC>(
-        scratch, lane, slot, valid, acc, m, l, [&](int g, int d, float o, float sum, float) {
+        smem.merge, lane, slot, valid, acc, m, l, [&](int g, int d, float o, float sum, float) {
           a.out[(static_cast<std::size_t>(qa.token) * a.q_heads + h0 + g) * D + d] = o / sum;
         });
   }
@@ -118,7 +122,19 @@ unsigned grid_for(std::int64_t items, bool decode) {
 template <class KV, int D, int GC>
 cudaError_t launch_fast(const attn_args& a, std::int64_t token_bound, cudaStream_t stream) {
   const std::int64_t items = token_bound * a.kv_heads * a.chunks;
-  attend_fast<KV, D, GC><<<grid_for(items, a.table.decode), 128, 0, stream>>>(a);
+  const unsigned grid = grid_for(items, a.table.decode);
+  switch (detail::walk_for(false, a.table.decode, a.table.rows)) {
+    case attention_walk::pipeline4:
+      attend_fast<KV, D, GC, 4><<<grid, 128, 0, stream>>>(a);
+      break;
+    case attention_walk::pipeline2:
+      attend_fast<KV, D, GC, 2><<<grid, 128, 0, stream>>>(a);
+      break;
+    case attention_walk::automatic:  // walk_for resolves it: unreachable
+    case attention_walk::registers:
+      attend_fast<KV, D, GC, 0><<<grid, 128, 0, stream>>>(a);
+      break;
+  }
   return detail::launch_status();
 }
 

@@ -8,6 +8,7 @@
 // cudaErrorInvalidValue.
 
 #include <cstddef>
+#include <cstdint>
 #include <cuda_runtime_api.h>
 
 #include "kernels/attention.hpp"
@@ -35,10 +36,53 @@ namespace mstar::kernels::cuda {
 /// one block of 128 threads per (query token, kv head, group of up to four
 /// query heads of that kv head), each K/V vector read once for the group,
 /// online softmax in f32 (exp2 with the scale folded into q). head_dim 64,
-/// 128 or 256 take 16-byte vector loads; any other head_dim up to 256 runs a
-/// plain one-warp-per-query-head kernel. Precondition: as append_kv's; rows
-/// with no page do no work.
+/// 128 or 256 (arena 16-byte aligned) take 16-byte loads through one of the
+/// walks of `attention_walk`; any other head_dim up to 256 runs a plain
+/// one-warp-per-query-head kernel. Precondition: as append_kv's; rows with
+/// no page do no work.
 [[nodiscard]] cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream);
+
+/// How the fast CUDA-core kernels (one-pass and split, head_dim 64 / 128 /
+/// 256) bring K and V in. Every walk gives each slot of lanes the same
+/// positions, so results agree to f32 rounding of the same sums.
+enum class attention_walk : std::int8_t {
+  automatic = -1,  ///< MSTAR_ATTN_DECODE_WALK (0, 1, 2) if set, else the default rule
+  registers = 0,   ///< the next step's K/V loaded into registers while this one is consumed
+  pipeline4 = 1,   ///< 4 KiB K and V tiles by cp.async through 4 shared stages (3 in flight)
+  pipeline2 = 2,   ///< the same through 2 stages (1 in flight; 16 KiB a block)
+};
+
+/// How the split path merges each row's partials.
+enum class attention_merge : std::int8_t {
+  automatic = -1,  ///< MSTAR_ATTN_SPLIT_MERGE (0, 1) if set, else `block`
+  warp = 0,        ///< a warp per (row, query head), reading the partials one by one
+  block = 1,       ///< a block per (row, query head), 4 warps over the partials, vector loads
+};
+
+/// A choice of walk and merge; `automatic` fields defer to the environment
+/// (read once per process), then to the default rule (attention_variant.cpp).
+struct attention_variant {
+  attention_walk walk = attention_walk::automatic;
+  attention_merge merge = attention_merge::automatic;
+};
+
+/// Sets the process-wide override of the walk and merge, for tests and
+/// benches that compare them in one process; returns the previous override.
+/// Each launch resolves its variant when it is enqueued (a captured graph
+/// keeps the one of its capture). Thread-safe; not meant for serving.
+attention_variant set_attention_variant(attention_variant v);
+
+/// The walk and merge a launch of `p` would take now (`split`: the
+/// workspace overload's kernels, else the one-pass kernel's), both resolved
+/// (never automatic). The merge is reported even where the launch would not
+/// split. Host only.
+[[nodiscard]] attention_variant paged_attention_variant(const paged_attention_params& p,
+                                                        bool split);
+
+/// Short names for labels: "regs", "cp4", "cp2" ("auto").
+[[nodiscard]] const char* to_string(attention_walk w);
+/// "mwarp", "mblock" ("auto").
+[[nodiscard]] const char* to_string(attention_merge m);
 
 /// Chunks per row the split-KV decode path would cut this step into on a
 /// device with `num_sms` multiprocessors (0: the current device's); 1 when
@@ -60,14 +104,15 @@ namespace mstar::kernels::cuda {
 /// leave the device idle: each row's positions are cut into chunks, a block
 /// per (row, kv head, head group, chunk) writes a partial (max, sum,
 /// unnormalised output) into `workspace`, and a second kernel merges each
-/// row's partials. Chunks are an equal share of the row (at least 32
-/// positions), so chunks past a short row's end do nothing and are left out
-/// of the merge. Splits into as many chunks as `workspace_bytes` allows, up
-/// to `paged_attention_splits`; with too little workspace for two, or a step
+/// row's partials (`attention_merge`; both add them in a fixed order).
+/// Chunks are an equal share of the row (at least 32 positions), so chunks
+/// past a short row's end do nothing and are left out of the merge. Splits
+/// into as many chunks as `workspace_bytes` allows, up to
+/// `paged_attention_splits`; with too little workspace for two, or a step
 /// that would not split, runs the one-pass kernel (`workspace` untouched).
 /// `workspace`: device memory, 16-byte aligned (else cudaErrorInvalidValue),
-/// not shared with a concurrent launch. Results match the one-pass kernel
-/// to f32 rounding.
+/// not shared with a concurrent launch. Results match the one-pass kernel to
+/// f32 rounding.
 [[nodiscard]] cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
                                           std::size_t workspace_bytes, cudaStream_t stream);
 

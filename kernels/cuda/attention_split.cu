@@ -7,7 +7,9 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention.hpp"
-#include "kernels/cuda/internal/attend.cuh"
+#include "kernels/cuda/internal/attend_merge.cuh"
+#include "kernels/cuda/internal/attend_tiles.cuh"
+#include "kernels/cuda/internal/attend_variant.hpp"
 
 namespace mstar::kernels::cuda {
 namespace {
@@ -17,52 +19,24 @@ using detail::layout;
 using detail::query_at;
 using detail::query_of;
 
-// At most this many chunks per row (also the merge's weight cache).
-constexpr int max_splits = 128;
-// Fewest positions per chunk: below this the partials' traffic (GC * (D + 2)
-// floats written and read back per block) grows past ~1/4 of the K/V read.
-// A multiple of every layout's step (4 to 32).
-constexpr int min_chunk = 32;
+using detail::max_splits;
+using detail::min_chunk;
+using detail::split_args;
+
 // Blocks aimed for, in waves of resident blocks over the whole device.
 constexpr int split_waves = 2;
-constexpr int merge_warps = 4;
-
-// Where the partials live: workspace = acc, then m, then l.
-struct split_args {
-  float* acc;  // [T][Hq][splits][D] unnormalised outputs
-  float* m;    // [T][Hq][splits] maxima (exp2 domain)
-  float* l;    // [T][Hq][splits] softmax sums relative to m
-  int splits;
-  int step;  // the attend kernel's positions per block step: chunks are multiples of it
-};
-
-// Positions per chunk of a row with `positions` positions: an equal share,
-// at least min_chunk, rounded up to whole block steps. Chunks at or past
-// ceil(positions / chunk) are empty. Both kernels call this with the same
-// arguments, so they agree on which partials exist.
-__device__ __forceinline__ int chunk_length(int positions, const split_args& s) {
-  const int share = max(detail::ceil_div(positions, s.splits), min_chunk);
-  return detail::ceil_div(share, s.step) * s.step;
-}
-
-// Partials a row writes (0 for a row without positions).
-__device__ __forceinline__ int used_chunks(int positions, const split_args& s) {
-  return positions > 0 ? detail::ceil_div(positions, chunk_length(positions, s)) : 0;
-}
 
 // Block per (row, kv head, group of GC query heads, chunk of positions):
-// attend_fast's walk over the chunk's positions only, the slots merged into
-// one partial per head. A chunk past the row's end does nothing and writes
-// nothing.
-// Registers are capped for 4 / 5 / 7 resident blocks (GC 4 / 2 / 1), about
-// the one-pass kernel's occupancy: uncapped, the chunk bookkeeping takes the
-// four-head kernel past 128 registers (3 blocks). No spills with nvcc 13.
-template <class KV, int D, int GC>
-__global__ void __launch_bounds__(128, GC == 4 ? 4 : (GC == 2 ? 5 : 7))
+// attend_fast's walk (`Stages`: 0 registers, else the tile pipeline's
+// stages) over the chunk's positions only, the slots merged into one
+// partial per head. A chunk past the row's end does nothing and writes
+// nothing. Registers capped by detail::fast_min_blocks.
+template <class KV, int D, int GC, int Stages>
+__global__ void __launch_bounds__(128, detail::fast_min_blocks<true, GC, Stages>)
     attend_split(attn_args a, split_args s) {
   using L = layout<KV, D>;
   constexpr int E = L::elems;
-  __shared__ detail::slot_scratch<KV, D, GC> scratch;
+  __shared__ detail::block_smem<KV, D, GC, Stages> smem;
   const int lane = static_cast<int>(threadIdx.x) % L::lanes;
   const int slot = static_cast<int>(threadIdx.x) / L::lanes;
   const long long per_row = static_cast<long long>(a.kv_heads) * a.chunks * s.splits;
@@ -73,7 +47,7 @@ __global__ void __launch_bounds__(128, GC == 4 ? 4 : (GC == 2 ? 5 : 7))
     const int head_chunk = static_cast<int>(item % a.chunks);
     const int kvh = static_cast<int>((item / a.chunks) % a.kv_heads);
     const query_at qa = query_of(a, a.table.rows, w / per_row);
-    const int length = chunk_length(qa.positions, s);
+    const int length = detail::chunk_length(qa.positions, s);
     const int begin = split * length;
     if (begin >= qa.positions)
       continue;  // the whole block: w is uniform
@@ -85,11 +59,12 @@ __global__ void __launch_bounds__(128, GC == 4 ? 4 : (GC == 2 ? 5 : 7))
     float m[GC];
     float l[GC];
     detail::load_q<KV, D, GC>(a, qa.token, h0, valid, lane, q);
-    detail::walk<KV, D, GC>(a, qa.first_page, kvh, lane, slot, begin, end, q, acc, m, l);
+    detail::walk_block<KV, D, GC, Stages>(a, smem, qa.first_page, kvh, lane, slot, begin, end, q,
+                                          acc, m, l);
     const std::size_t part =
         (static_cast<std::size_t>(qa.token) * a.q_heads + h0) * s.splits + split;
     detail::merge_slots<KV, D, GC>(
-        scratch, lane, slot, valid, acc, m, l, [&](int g, int d, float o, float sum, float top) {
+        smem.merge, lane, slot, valid, acc, m, l, [&](int g, int d, float o, float sum, float top) {
           const std::size_t at = part + static_cast<std::size_t>(g) * s.splits;
           s.acc[at * D + d] = o;
           if (d == 0) {
@@ -100,45 +75,6 @@ __global__ void __launch_bounds__(128, GC == 4 ? 4 : (GC == 2 ? 5 : 7))
   }
 }
 
-// Warp per (row, query head): out = sum_i acc_i 2^(m_i - M) / sum_i l_i
-// 2^(m_i - M) over the row's written partials, M their maximum.
-__global__ void __launch_bounds__(merge_warps * 32)
-    merge_splits(attn_args a, split_args s, int head_dim) {
-  __shared__ float s_weight[merge_warps][max_splits];
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  float* weight = s_weight[warp];
-  const long long total = static_cast<long long>(a.table.rows) * a.q_heads;
-  for (long long w = static_cast<long long>(blockIdx.x) * merge_warps + warp; w < total;
-       w += static_cast<long long>(gridDim.x) * merge_warps) {
-    const int h = static_cast<int>(w % a.q_heads);
-    const query_at qa = query_of(a, a.table.rows, w / a.q_heads);
-    const int used = used_chunks(qa.positions, s);
-    const std::size_t part = (static_cast<std::size_t>(qa.token) * a.q_heads + h) * s.splits;
-    float top = -INFINITY;
-    for (int i = lane; i < used; i += 32)
-      top = fmaxf(top, s.m[part + i]);
-    top = detail::group_max(top);
-    float sum = 0.0F;
-    for (int i = lane; i < used; i += 32) {
-      const float mi = s.m[part + i];
-      const float f = mi == -INFINITY ? 0.0F : exp2f(mi - top);  // an empty partial weighs 0
-      weight[i] = f;
-      sum += s.l[part + i] * f;
-    }
-    sum = detail::group_sum(sum);
-    __syncwarp();
-    float* out = a.out + (static_cast<std::size_t>(qa.token) * a.q_heads + h) * head_dim;
-    for (int d = lane; d < head_dim; d += 32) {
-      float o = 0.0F;
-      for (int i = 0; i < used; ++i)
-        o += weight[i] * s.acc[(part + i) * head_dim + d];
-      out[d] = o / sum;  // a row without positions: 0 / 0, as the one-pass kernel
-    }
-    __syncwarp();  // the weights are read before the next item overwrites them
-  }
-}
-
 unsigned grid_of(std::int64_t blocks) {
   return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, (std::int64_t{1} << 31) - 1));
 }
@@ -146,13 +82,13 @@ unsigned grid_of(std::int64_t blocks) {
 // Resident blocks per SM of one split kernel (the occupancy calculator,
 // asked once per instantiation: devices of one kind assumed); 4 if the
 // runtime cannot say.
-template <class KV, int D, int GC>
+template <class KV, int D, int GC, int Stages>
 int resident_blocks() {
   static std::atomic<int> cached{0};
   int n = cached.load(std::memory_order_relaxed);
   if (n > 0)
     return n;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attend_split<KV, D, GC>, 128, 0) !=
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attend_split<KV, D, GC, Stages>, 128, 0) !=
           cudaSuccess ||
       n <= 0) {
     cudaGetLastError();
@@ -162,18 +98,32 @@ int resident_blocks() {
   return n;
 }
 
-// Calls fn.template operator()<KV, D, GC>() for the fast kernels'
-// instantiation of this shape (the rule of attention.cu's launch_fast_d);
-// false for a head_dim they do not take.
+// Calls fn.template operator()<KV, D, GC, Stages>() for the fast kernels'
+// instantiation of this shape (the rule of attention.cu's launch_fast_d)
+// and walk; false for a head_dim they do not take.
 template <class Fn>
-[[nodiscard]] bool with_shape(bool bf16, int head_dim, int group, Fn&& fn) {
+[[nodiscard]] bool with_shape(bool bf16, int head_dim, int group, attention_walk walk, Fn&& fn) {
+  auto by_walk = [&]<class KV, int D, int GC>() {
+    switch (walk) {
+      case attention_walk::pipeline4:
+        fn.template operator()<KV, D, GC, 4>();
+        break;
+      case attention_walk::pipeline2:
+        fn.template operator()<KV, D, GC, 2>();
+        break;
+      case attention_walk::automatic:  // resolved by walk_for: unreachable
+      case attention_walk::registers:
+        fn.template operator()<KV, D, GC, 0>();
+        break;
+    }
+  };
   auto by_group = [&]<class KV, int D>() {
     if (group == 1)
-      fn.template operator()<KV, D, 1>();
+      by_walk.template operator()<KV, D, 1>();
     else if (group == 2)
-      fn.template operator()<KV, D, 2>();
+      by_walk.template operator()<KV, D, 2>();
     else
-      fn.template operator()<KV, D, 4>();
+      by_walk.template operator()<KV, D, 4>();
   };
   auto by_dim = [&]<class KV>() {
     switch (head_dim) {
@@ -203,15 +153,21 @@ struct split_plan {
   }
 };
 
+// The walk of the split kernel for this step.
+attention_walk split_walk(const paged_attention_params& p) {
+  return detail::walk_for(true, p.table.is_decode(), p.table.num_rows());
+}
+
 // The split rule, from host-known sizes only: with B = rows * Hkv * head
-// groups one-pass blocks and W = resident split blocks per SM * num_sms,
+// groups one-pass blocks and W = resident split blocks (of `walk`'s kernel)
+// per SM * num_sms,
 //   splits = min(2W / B, pages * page_size / (rows * min_chunk), max_splits),
 // no split below 2 (rows short on average: pages * page_size / rows bounds
 // the mean length from above), and none when the one-pass grid fills more
 // than half a wave (B > W / 2): measured on an H200 at 64 rows x 2,048
 // positions (B = 512, W = 528), 2 splits ran at 0.60 of copy bandwidth
 // against the one pass's 0.66.
-split_plan plan_splits(const paged_attention_params& p, int num_sms) {
+split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_walk walk) {
   split_plan plan;
   attn_args a{};
   if (!p.table.is_decode() || !detail::to_attn_args(p, a) || a.table.rows <= 0)
@@ -222,9 +178,9 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms) {
   const int d = p.arena.geometry.head_dim;
   int resident = 0;
   int heads_per_block = 0;
-  const bool fast = with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group,
-                               [&]<class KV, int D, int GC>() {
-                                 resident = resident_blocks<KV, D, GC>();
+  const bool fast = with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group, walk,
+                               [&]<class KV, int D, int GC, int Stages>() {
+                                 resident = resident_blocks<KV, D, GC, Stages>();
                                  heads_per_block = GC;
                                });
   if (!fast)
@@ -246,16 +202,22 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms) {
   return plan;
 }
 
-template <class KV, int D, int GC>
-cudaError_t launch_split(attn_args a, const split_args& s, cudaStream_t stream) {
+template <class KV, int D, int GC, int Stages>
+cudaError_t launch_split(attn_args a, const split_args& s, attention_merge merge,
+                         cudaStream_t stream) {
   a.chunks = detail::ceil_div(a.group, GC);
   const std::int64_t blocks = std::int64_t{a.table.rows} * a.kv_heads * a.chunks * s.splits;
-  attend_split<KV, D, GC><<<grid_of(blocks), 128, 0, stream>>>(a, s);
+  attend_split<KV, D, GC, Stages><<<grid_of(blocks), 128, 0, stream>>>(a, s);
   if (const cudaError_t err = detail::launch_status(); err != cudaSuccess)
     return err;
-  const std::int64_t warps = std::int64_t{a.table.rows} * a.q_heads;
-  const unsigned merge_grid = grid_of(detail::ceil_div(warps, merge_warps));
-  merge_splits<<<merge_grid, merge_warps * 32, 0, stream>>>(a, s, D);
+  const std::int64_t items = std::int64_t{a.table.rows} * a.q_heads;
+  if (merge == attention_merge::warp) {
+    constexpr int warps = detail::merge_warps;
+    detail::merge_splits_warp<<<grid_of(detail::ceil_div(items, warps)), warps * 32, 0, stream>>>(
+        a, s, D);
+  } else {
+    detail::merge_splits_block<D><<<grid_of(items), detail::merge_threads, 0, stream>>>(a, s);
+  }
   return detail::launch_status();
 }
 
@@ -266,16 +228,17 @@ int sms_or_current(int num_sms) {
 }  // namespace
 
 int paged_attention_splits(const paged_attention_params& p, int num_sms) {
-  return plan_splits(p, sms_or_current(num_sms)).splits;
+  return plan_splits(p, sms_or_current(num_sms), split_walk(p)).splits;
 }
 
 std::size_t paged_attention_workspace_bytes(const paged_attention_params& p, int num_sms) {
-  return plan_splits(p, sms_or_current(num_sms)).bytes();
+  return plan_splits(p, sms_or_current(num_sms), split_walk(p)).bytes();
 }
 
 cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
                             std::size_t workspace_bytes, cudaStream_t stream) {
-  split_plan plan = plan_splits(p, detail::sm_count());
+  const attention_walk walk = split_walk(p);
+  split_plan plan = plan_splits(p, detail::sm_count(), walk);
   if (plan.splits > 1 && workspace_bytes < plan.bytes()) {
     plan.splits =
         static_cast<int>(std::min<std::size_t>(max_splits, workspace_bytes / plan.per_split_bytes));
@@ -295,11 +258,12 @@ cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
   s.m = s.acc + parts * static_cast<std::size_t>(d);
   s.l = s.m + parts;
   s.splits = plan.splits;
+  const attention_merge merge = detail::merge_for(a.table.rows);
   cudaError_t err = cudaSuccess;
-  const bool fast = with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group,
-                               [&]<class KV, int D, int GC>() {
+  const bool fast = with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group, walk,
+                               [&]<class KV, int D, int GC, int Stages>() {
                                  s.step = layout<KV, D>::step;
-                                 err = launch_split<KV, D, GC>(a, s, stream);
+                                 err = launch_split<KV, D, GC, Stages>(a, s, merge, stream);
                                });
   return fast ? err : cudaErrorInvalidValue;  // not fast: unreachable, the plan checked
 }

@@ -183,6 +183,10 @@ cudaError_t launch_own_states(const chunk_args& a, cudaStream_t stream) {
 cudaError_t launch_states(const chunk_args& a, cudaStream_t stream) {
   if (const cudaError_t err = launch_own_states(a, stream); err != cudaSuccess)
     return err;
+  return launch_state_pass(a, stream);
+}
+
+cudaError_t launch_state_pass(const chunk_args& a, cudaStream_t stream) {
   const std::int64_t quads = std::int64_t{a.head_dim} * a.state_size / 4;
   const dim3 grid(static_cast<unsigned>((quads + threads - 1) / threads),
                   static_cast<unsigned>(a.heads), static_cast<unsigned>(a.rows));

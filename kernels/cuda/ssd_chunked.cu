@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/cuda/internal/chunk_table.cuh"
 #include "kernels/cuda/internal/common.cuh"
@@ -88,6 +89,21 @@ chunk_layout layout_for(const ssd_weights& w, std::int64_t tokens, std::int64_t 
   return l;
 }
 
+// MSTAR_SSD_VARIANT=0 runs the kernels that stage through registers
+// (chunk_cb_kernel, chunk_state_kernel, chunk_output_kernel), for A/B
+// measurements; anything else the staged ones (ssd_chunk_staged*.cu).
+bool staged() {
+  static const bool v = [] {
+    const char* e = std::getenv("MSTAR_SSD_VARIANT");
+    return e == nullptr || std::atoi(e) != 0;
+  }();
+  return v;
+}
+
+bool aligned16(const void* p, std::int64_t stride) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && stride % 4 == 0;
+}
+
 std::int32_t threshold(std::int32_t chunked_from) {
   return chunked_from > 0 ? chunked_from : ssd_default_chunked_from;
 }
@@ -136,6 +152,7 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
   a.x_stride = p.in.x_stride != 0 ? p.in.x_stride : std::int64_t{w.num_heads} * w.head_dim;
   a.dt_stride = p.in.dt_stride != 0 ? p.in.dt_stride : w.num_heads;
   a.bc_stride = p.in.bc_stride != 0 ? p.in.bc_stride : std::int64_t{w.n_groups} * w.state_size;
+  a.vec = aligned16(a.x, a.x_stride) && aligned16(a.B, a.bc_stride) && aligned16(a.C, a.bc_stride);
   a.y = p.y;
   a.cu = p.cu_seqlens.data();
   a.state = p.state;
@@ -154,11 +171,20 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
   if (const cudaError_t err = detail::launch_ssd_scan(p, a.row_first, stream); err != cudaSuccess) {
     return err;
   }
-  if (const cudaError_t err = detail::ssd_chunked::launch_cb(a, stream); err != cudaSuccess)
+  if (!staged()) {
+    if (const cudaError_t err = launch_cb(a, stream); err != cudaSuccess)
+      return err;
+    if (const cudaError_t err = launch_states(a, stream); err != cudaSuccess)
+      return err;
+    return launch_outputs(a, stream);
+  }
+  if (const cudaError_t err = launch_cb_staged(a, stream); err != cudaSuccess)
     return err;
-  if (const cudaError_t err = detail::ssd_chunked::launch_states(a, stream); err != cudaSuccess)
+  if (const cudaError_t err = launch_own_states_staged(a, stream); err != cudaSuccess)
     return err;
-  return detail::ssd_chunked::launch_outputs(a, stream);
+  if (const cudaError_t err = launch_state_pass(a, stream); err != cudaSuccess)
+    return err;
+  return launch_outputs_staged(a, stream);
 }
 
 }  // namespace mstar::kernels::cuda

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "kernels/attention.hpp"
+#include "kernels/cuda/attention.hpp"
 #include "tests/gpu/gpu_support.hpp"
 
 namespace mstar::kernels::test_attention {
@@ -83,11 +84,26 @@ struct device_table {
 // Which paged_attention overload run_case calls: the one-pass one, or the
 // split one with the workspace it asks for divided by `divisor` (fewer
 // chunks per row, or one pass when too little is left); `planned`: whether
-// the step must plan a split (else it must not).
+// the step must plan a split (else it must not); `repeat`: launch a second
+// time on a re-poisoned output (and workspace) and require the same bits.
 struct launch_mode {
   bool split = false;
   std::size_t divisor = 1;
   bool planned = true;
+  bool repeat = false;
+};
+
+// Forces the fast kernels' walk and the split merge (cuda::attention_variant)
+// for its lifetime, then puts back the override it found.
+class variant_scope {
+ public:
+  explicit variant_scope(cuda::attention_variant v) : previous_(cuda::set_attention_variant(v)) {}
+  ~variant_scope() { static_cast<void>(cuda::set_attention_variant(previous_)); }
+  variant_scope(const variant_scope&) = delete;
+  variant_scope& operator=(const variant_scope&) = delete;
+
+ private:
+  cuda::attention_variant previous_;
 };
 
 // The split overload on a NaN-poisoned workspace (a partial the merge reads
@@ -106,6 +122,20 @@ inline void run_split(const paged_attention_params& p, launch_mode mode) {
   }
   auto workspace = poisoned<float>(std::max<std::size_t>(bytes / sizeof(float), 1));
   ASSERT_EQ(cuda::paged_attention(p, workspace.data(), bytes / mode.divisor, nullptr), cudaSuccess);
+}
+
+// The launch run_case makes, with the walk and merge it takes printed.
+inline void run_launch(const paged_attention_params& p, launch_mode mode) {
+  const cuda::attention_variant v = cuda::paged_attention_variant(p, mode.split);
+  std::cout << "[ variant  ] " << cuda::to_string(v.walk);
+  if (mode.split)
+    std::cout << ' ' << cuda::to_string(v.merge);
+  std::cout << '\n';
+  if (mode.split)
+    ASSERT_NO_FATAL_FAILURE(run_split(p, mode));
+  else
+    ASSERT_EQ(cuda::paged_attention(p, nullptr), cudaSuccess);
+  test::gpu::expect_device_ok();
 }
 
 // The tensor-core prefill path (steps without the decode arrays, bf16
@@ -170,12 +200,16 @@ inline void run_case(const attn_case& c, std::uint64_t seed, launch_mode mode = 
   EXPECT_EQ(bytes_of(d_arena.download()), bytes_of(arena)) << "append_kv arenas differ";
   const paged_attention_params dev{dev_view,  layer, d_table.view(), d_q.data(), d_out.data(),
                                    c.q_heads, 0.0F};
-  if (mode.split)
-    ASSERT_NO_FATAL_FAILURE(run_split(dev, mode));
-  else
-    ASSERT_EQ(cuda::paged_attention(dev, nullptr), cudaSuccess);
-  test::gpu::expect_device_ok();
-  EXPECT_TRUE(test::gpu::within(d_out.download(), ref, attention_budget(c)));
+  ASSERT_NO_FATAL_FAILURE(run_launch(dev, mode));
+  const std::vector<float> got = d_out.download();
+  EXPECT_TRUE(test::gpu::within(got, ref, attention_budget(c)));
+  if (mode.repeat) {
+    auto again = poisoned<float>(q_elems);
+    const paged_attention_params dev2{dev_view,  layer, d_table.view(), d_q.data(), again.data(),
+                                      c.q_heads, 0.0F};
+    ASSERT_NO_FATAL_FAILURE(run_launch(dev2, mode));
+    EXPECT_EQ(bytes_of(again.download()), bytes_of(got)) << "a second launch gave other bits";
+  }
 }
 
 }  // namespace mstar::kernels::test_attention

@@ -5,8 +5,13 @@
 // that fill, split and pad the four-head chunks, every fast head_dim and
 // two that take the generic kernel, prefill and decode, f32 and bf16 arenas;
 // the split-KV decode path the same way, with its workspace poisoned too.
+// Every walk of the fast kernels and every split merge (cuda::
+// attention_variant) runs the decode, prefill and split cases forced in
+// turn (gpu_attention_walk, gpu_attention_split_variant).
 #include <gtest/gtest.h>
 #include <random>
+#include <string>
+#include <tuple>
 
 #include "kernels/attention.hpp"
 #include "tests/gpu/attention_harness.hpp"
@@ -16,9 +21,11 @@ namespace mstar::kernels {
 namespace {
 
 using test_attention::attn_case;
+using test_attention::launch_mode;
 using test_attention::poisoned;
 using test_attention::row_spec;
 using test_attention::run_case;
+using test_attention::variant_scope;
 
 // Rows with cached prefixes, rows starting empty, a row that computes
 // nothing, page-aligned and ragged lengths.
@@ -33,10 +40,12 @@ std::vector<row_spec> decode_rows(std::uint64_t seed, int count, int max_len) {
   return rows;
 }
 
-TEST(gpu_attention, prefill_matches_the_cpu_for_every_head_dim_and_group_size) {
-  MSTAR_REQUIRE_GPU();
+// The prefill cases: every fast head_dim and group shape (bf16 ones at 64 /
+// 128 / 256 take the tensor-core kernel, the rest the fast CUDA-core one)
+// and two generic head_dims.
+std::vector<attn_case> prefill_cases() {
   using mstar::dtype;
-  const attn_case cases[] = {
+  return {
       {"d128 bf16 group 4", 16, 2, 8, 128, dtype::bfloat16, prefill_rows, false},
       {"d128 f32 group 4", 16, 2, 8, 128, dtype::float32, prefill_rows, false},
       {"d64 bf16 group 1", 8, 3, 3, 64, dtype::bfloat16, prefill_rows, false},
@@ -46,24 +55,38 @@ TEST(gpu_attention, prefill_matches_the_cpu_for_every_head_dim_and_group_size) {
       {"d40 f32 generic", 16, 2, 4, 40, dtype::float32, prefill_rows, false},
       {"d96 bf16 generic", 5, 2, 6, 96, dtype::bfloat16, prefill_rows, false},
   };
-  std::uint64_t seed = 400;
-  for (const auto& c : cases)
-    run_case(c, ++seed);
 }
 
-TEST(gpu_attention, decode_fast_path_matches_the_cpu_for_every_head_dim_and_group_size) {
-  MSTAR_REQUIRE_GPU();
+// The one-pass decode cases: GQA groups that fill, split and pad the
+// four-head chunks, every fast head_dim, pages smaller than the tiled
+// walk's tile (d128 bf16 page 4: 16 positions over 4 pages; d64 bf16 page
+// 8: 32 over 4) and one generic head_dim.
+std::vector<attn_case> decode_cases() {
   using mstar::dtype;
-  const attn_case cases[] = {
+  return {
       {"d128 bf16 group 4", 16, 8, 32, 128, dtype::bfloat16, decode_rows(1, 19, 700), true},
       {"d128 bf16 group 8", 16, 4, 32, 128, dtype::bfloat16, decode_rows(2, 7, 300), true},
       {"d128 f32 group 1", 16, 4, 4, 128, dtype::float32, decode_rows(3, 9, 300), true},
       {"d64 bf16 group 3", 32, 2, 6, 64, dtype::bfloat16, decode_rows(4, 9, 300), true},
       {"d256 f32 group 2", 16, 2, 4, 256, dtype::float32, decode_rows(5, 9, 300), true},
       {"d80 bf16 generic", 16, 2, 8, 80, dtype::bfloat16, decode_rows(6, 9, 300), true},
+      {"d128 bf16 page 4", 4, 2, 4, 128, dtype::bfloat16, decode_rows(7, 9, 300), true},
+      {"d64 bf16 page 8", 8, 2, 16, 64, dtype::bfloat16, decode_rows(8, 9, 300), true},
+      {"d256 bf16 group 1", 16, 2, 2, 256, dtype::bfloat16, decode_rows(9, 9, 300), true},
   };
+}
+
+TEST(gpu_attention, prefill_matches_the_cpu_for_every_head_dim_and_group_size) {
+  MSTAR_REQUIRE_GPU();
+  std::uint64_t seed = 400;
+  for (const auto& c : prefill_cases())
+    run_case(c, ++seed);
+}
+
+TEST(gpu_attention, decode_fast_path_matches_the_cpu_for_every_head_dim_and_group_size) {
+  MSTAR_REQUIRE_GPU();
   std::uint64_t seed = 450;
-  for (const auto& c : cases)
+  for (const auto& c : decode_cases())
     run_case(c, ++seed);
 }
 
@@ -77,10 +100,11 @@ std::vector<row_spec> split_rows(std::uint64_t seed, std::int32_t page_size, int
   return rows;
 }
 
-TEST(gpu_attention, split_decode_matches_the_cpu_for_gqa_and_every_fast_head_dim) {
-  MSTAR_REQUIRE_GPU();
+// The split cases: GQA shapes, every fast head_dim, f32 and bf16, page
+// sizes 8 / 16 / 32, rows of one token, page edges and random lengths.
+std::vector<attn_case> split_cases() {
   using mstar::dtype;
-  const attn_case cases[] = {
+  return {
       {"d128 bf16 12/4", 16, 4, 12, 128, dtype::bfloat16, split_rows(11, 16, 9, 2000), true},
       {"d128 f32 12/4", 16, 4, 12, 128, dtype::float32, split_rows(12, 16, 9, 2000), true},
       {"d64 bf16 12/4", 16, 4, 12, 64, dtype::bfloat16, split_rows(13, 16, 9, 2000), true},
@@ -90,21 +114,29 @@ TEST(gpu_attention, split_decode_matches_the_cpu_for_gqa_and_every_fast_head_dim
       {"d256 bf16 group 1", 8, 3, 3, 256, dtype::bfloat16, split_rows(17, 8, 5, 1500), true},
       {"d64 bf16 group 8", 16, 1, 8, 64, dtype::bfloat16, split_rows(18, 16, 5, 1500), true},
   };
+}
+
+// One row of 5000 positions: more chunks than a warp has lanes (and than
+// the block merge has warps), the last ones empty.
+std::vector<attn_case> one_long_row_cases() {
+  using mstar::dtype;
+  return {
+      {"d128 bf16 12/4 one row", 16, 4, 12, 128, dtype::bfloat16, {{4999, 1}}, true},
+      {"d64 f32 12/4 one row", 16, 4, 12, 64, dtype::float32, {{4999, 1}}, true},
+  };
+}
+
+TEST(gpu_attention, split_decode_matches_the_cpu_for_gqa_and_every_fast_head_dim) {
+  MSTAR_REQUIRE_GPU();
   std::uint64_t seed = 500;
-  for (const auto& c : cases)
+  for (const auto& c : split_cases())
     run_case(c, ++seed, {true, 1, true});
 }
 
 TEST(gpu_attention, split_decode_of_one_long_row_uses_the_most_chunks) {
   MSTAR_REQUIRE_GPU();
-  using mstar::dtype;
-  // 5000 positions: more chunks than a warp has lanes, the last ones empty.
-  const attn_case cases[] = {
-      {"d128 bf16 12/4 one row", 16, 4, 12, 128, dtype::bfloat16, {{4999, 1}}, true},
-      {"d64 f32 12/4 one row", 16, 4, 12, 64, dtype::float32, {{4999, 1}}, true},
-  };
   std::uint64_t seed = 550;
-  for (const auto& c : cases)
+  for (const auto& c : one_long_row_cases())
     run_case(c, ++seed, {true, 1, true});
 }
 
@@ -147,6 +179,106 @@ TEST(gpu_attention, unsupported_arena_dtype_or_head_count_is_refused) {
   EXPECT_EQ(cuda::paged_attention_workspace_bytes({arena, 0, table, nullptr, nullptr, 3, 0.0F}),
             0U);
 }
+
+TEST(gpu_attention, variant_override_takes_precedence_and_is_put_back) {
+  // Host only: what a launch would take, no device needed.
+  const kv_page_table table{};
+  const paged_attention_params p{{}, 0, table, nullptr, nullptr, 1, 0.0F};
+  const cuda::attention_variant before = cuda::set_attention_variant({});
+  const cuda::attention_variant automatic = cuda::paged_attention_variant(p, true);
+  EXPECT_NE(automatic.walk, cuda::attention_walk::automatic);
+  EXPECT_NE(automatic.merge, cuda::attention_merge::automatic);
+  {
+    const variant_scope forced{{cuda::attention_walk::pipeline2, cuda::attention_merge::warp}};
+    const cuda::attention_variant v = cuda::paged_attention_variant(p, false);
+    EXPECT_EQ(v.walk, cuda::attention_walk::pipeline2);
+    EXPECT_EQ(v.merge, cuda::attention_merge::warp);
+  }
+  EXPECT_EQ(cuda::paged_attention_variant(p, true).walk, automatic.walk);
+  EXPECT_EQ(cuda::paged_attention_variant(p, true).merge, automatic.merge);
+  static_cast<void>(cuda::set_attention_variant(before));
+}
+
+// Every walk, forced, on the one-pass decode and prefill cases.
+class gpu_attention_walk : public ::testing::TestWithParam<cuda::attention_walk> {};
+
+TEST_P(gpu_attention_walk, decode_matches_the_cpu) {
+  MSTAR_REQUIRE_GPU();
+  const variant_scope forced{{GetParam(), cuda::attention_merge::automatic}};
+  std::uint64_t seed = 600;
+  for (const auto& c : decode_cases())
+    run_case(c, ++seed);
+}
+
+TEST_P(gpu_attention_walk, prefill_matches_the_cpu) {
+  MSTAR_REQUIRE_GPU();
+  const variant_scope forced{{GetParam(), cuda::attention_merge::automatic}};
+  std::uint64_t seed = 650;
+  for (const auto& c : prefill_cases())
+    run_case(c, ++seed);
+}
+
+// The one-pass kernel over one long row: a thousand tiles through the
+// pipeline's stages, repeated bit for bit.
+TEST_P(gpu_attention_walk, one_long_row_repeats_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  const variant_scope forced{{GetParam(), cuda::attention_merge::automatic}};
+  std::uint64_t seed = 680;
+  for (const auto& c : one_long_row_cases())
+    run_case(c, ++seed, {false, 1, true, true});
+}
+
+INSTANTIATE_TEST_SUITE_P(every_walk, gpu_attention_walk,
+                         ::testing::Values(cuda::attention_walk::registers,
+                                           cuda::attention_walk::pipeline4,
+                                           cuda::attention_walk::pipeline2),
+                         [](const auto& param) {
+                           return std::string{cuda::to_string(param.param)};
+                         });
+
+// Every (walk, merge), forced, on the split cases.
+class gpu_attention_split_variant
+    : public ::testing::TestWithParam<std::tuple<cuda::attention_walk, cuda::attention_merge>> {
+ protected:
+  [[nodiscard]] cuda::attention_variant variant() const {
+    return {std::get<0>(GetParam()), std::get<1>(GetParam())};
+  }
+};
+
+TEST_P(gpu_attention_split_variant, split_decode_matches_the_cpu) {
+  MSTAR_REQUIRE_GPU();
+  const variant_scope forced{variant()};
+  std::uint64_t seed = 700;
+  for (const auto& c : split_cases())
+    run_case(c, ++seed, {true, 1, true});
+}
+
+TEST_P(gpu_attention_split_variant, one_long_row_matches_the_cpu_and_repeats_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  const variant_scope forced{variant()};
+  std::uint64_t seed = 750;
+  for (const auto& c : one_long_row_cases())
+    run_case(c, ++seed, {true, 1, true, true});
+}
+
+TEST_P(gpu_attention_split_variant, fewer_chunks_from_less_workspace_match_the_cpu) {
+  MSTAR_REQUIRE_GPU();
+  const variant_scope forced{variant()};
+  const attn_case c{
+      "d128 bf16 12/4", 16, 4, 12, 128, mstar::dtype::bfloat16, split_rows(21, 16, 5, 3000), true};
+  run_case(c, 781, {true, 3, true});
+}
+
+INSTANTIATE_TEST_SUITE_P(every_walk_and_merge, gpu_attention_split_variant,
+                         ::testing::Combine(::testing::Values(cuda::attention_walk::registers,
+                                                              cuda::attention_walk::pipeline4,
+                                                              cuda::attention_walk::pipeline2),
+                                            ::testing::Values(cuda::attention_merge::warp,
+                                                              cuda::attention_merge::block)),
+                         [](const auto& param) {
+                           return std::string{cuda::to_string(std::get<0>(param.param))} + "_" +
+                                  cuda::to_string(std::get<1>(param.param));
+                         });
 
 }  // namespace
 }  // namespace mstar::kernels

@@ -91,33 +91,47 @@ TEST(gpu_math, rms_norm_matches_on_strided_rows_and_in_place) {
   EXPECT_TRUE(within(got, ref, budget::f32_reduction));
 }
 
+// Groups of 128..1024 contiguous channels take the warp kernel (a float4 a
+// lane, V = group / 128 of them); 64, and a gate whose rows start off a
+// 16-byte boundary, take the block kernel. Both against the CPU.
 TEST(gpu_math, gated_rms_norm_matches_per_group_with_and_without_gate) {
   MSTAR_REQUIRE_GPU();
   auto rng = test::gpu::seeded(203);
-  const std::int64_t tokens = 17, channels = 512;
-  const auto x = rng.floats(static_cast<std::size_t>(tokens * channels), -2.0F, 2.0F);
-  const auto z = rng.floats(x.size(), -4.0F, 4.0F);
-  const auto w = rng.floats(static_cast<std::size_t>(channels));
-  const auto d_x = upload(x);
-  const auto d_z = upload(z);
-  const auto d_w = upload(w);
-  for (const std::int64_t group : {std::int64_t{0}, std::int64_t{128}, std::int64_t{64}}) {
-    for (const bool gated : {true, false}) {
-      SCOPED_TRACE("group_size " + std::to_string(group) + (gated ? " gated" : " ungated"));
-      std::vector<float> ref(x.size());
-      ASSERT_TRUE(gated_rms_norm(
-          {matrix(x.data(), tokens, channels),
-           gated ? matrix(z.data(), tokens, channels) : view<const float, 2>{},
-           vector(w.data(), channels), matrix(ref.data(), tokens, channels), group, 1e-6F}));
-      auto d_out = poisoned<float>(ref.size());
-      ASSERT_EQ(cuda::gated_rms_norm({matrix<const float>(d_x.data(), tokens, channels),
-                                      gated ? matrix<const float>(d_z.data(), tokens, channels)
-                                            : view<const float, 2>{},
-                                      vector<const float>(d_w.data(), channels),
-                                      matrix(d_out.data(), tokens, channels), group, 1e-6F},
-                                     nullptr),
-                cudaSuccess);
-      EXPECT_TRUE(within(d_out.download(), ref, budget::f32_reduction));
+  const std::int64_t tokens = 17;
+  for (const std::int64_t channels : {std::int64_t{512}, std::int64_t{2048}}) {
+    // The gate is a column slice of a wider matrix, as Nemotron-H's z is of
+    // the in-projection's output: `shift` floats in, rows `wide` apart.
+    const std::int64_t wide = channels + 12;
+    const auto x = rng.floats(static_cast<std::size_t>(tokens * channels), -2.0F, 2.0F);
+    const auto zw = rng.floats(static_cast<std::size_t>(tokens * wide), -4.0F, 4.0F);
+    const auto w = rng.floats(static_cast<std::size_t>(channels));
+    const auto d_x = upload(x);
+    const auto d_z = upload(zw);
+    const auto d_w = upload(w);
+    for (const std::int64_t group : {std::int64_t{0}, std::int64_t{1024}, std::int64_t{256},
+                                     std::int64_t{128}, std::int64_t{64}}) {
+      for (const std::int64_t shift : {std::int64_t{-1}, std::int64_t{4}, std::int64_t{1}}) {
+        const bool gated = shift >= 0;
+        SCOPED_TRACE("channels " + std::to_string(channels) + " group_size " +
+                     std::to_string(group) + (gated ? " gate at +" + std::to_string(shift) : ""));
+        const view<const float, 2> z_host =
+            gated ? view<const float, 2>{zw.data() + shift, {tokens, channels}, {wide, 1}}
+                  : view<const float, 2>{};
+        const view<const float, 2> z_dev =
+            gated ? view<const float, 2>{d_z.data() + shift, {tokens, channels}, {wide, 1}}
+                  : view<const float, 2>{};
+        std::vector<float> ref(x.size());
+        ASSERT_TRUE(
+            gated_rms_norm({matrix(x.data(), tokens, channels), z_host, vector(w.data(), channels),
+                            matrix(ref.data(), tokens, channels), group, 1e-6F}));
+        auto d_out = poisoned<float>(ref.size());
+        ASSERT_EQ(cuda::gated_rms_norm({matrix<const float>(d_x.data(), tokens, channels), z_dev,
+                                        vector<const float>(d_w.data(), channels),
+                                        matrix(d_out.data(), tokens, channels), group, 1e-6F},
+                                       nullptr),
+                  cudaSuccess);
+        EXPECT_TRUE(within(d_out.download(), ref, budget::f32_reduction));
+      }
     }
   }
 }

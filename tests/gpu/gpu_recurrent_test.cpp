@@ -114,12 +114,15 @@ constexpr double ssd_chunked_budget = 3e-3;
 
 // One packed batch through the workspace overload against the CPU
 // reference: every output and the whole state block. Inputs as the model
-// passes them: column slices of [x | B | C | dt | 3 spare] rows.
+// passes them: column slices of [x | B | C | dt | 3 spare] rows, or with
+// `aligned` the rows padded to a multiple of 4 floats (as the model's and
+// the bench's: the staged kernels then copy x, B and C 16 bytes at a time,
+// else 4).
 void expect_ssd_chunked_matches(test::random_tensors& rng, const ssd_geometry& g,
                                 const std::vector<std::int32_t>& row_lengths,
                                 const std::vector<std::int32_t>& row_slots,
                                 const std::vector<std::uint8_t>& row_resume,
-                                std::int32_t chunked_from, double budget) {
+                                std::int32_t chunked_from, double budget, bool aligned = false) {
   const auto h = static_cast<std::size_t>(g.heads);
   const auto dt_bias = rng.floats(h, -1.0F, 1.0F);
   const auto a_log = rng.floats(h, -1.0F, 1.5F);
@@ -135,7 +138,8 @@ void expect_ssd_chunked_matches(test::random_tensors& rng, const ssd_geometry& g
   dw.D = d_skip.data();
   const std::int64_t xw = std::int64_t{g.heads} * g.head_dim;
   const std::int64_t bcw = std::int64_t{g.groups} * g.state_size;
-  const std::int64_t row = xw + 2 * bcw + g.heads + 3;
+  const std::int64_t spare = xw + 2 * bcw + g.heads + 3;
+  const std::int64_t row = aligned ? (spare + 3) / 4 * 4 : spare;
   const auto cu = cumulative(row_lengths);
   const auto T = static_cast<std::size_t>(cu.back());
   const auto packed = rng.floats(T * static_cast<std::size_t>(row), -2.0F, 2.0F);
@@ -172,9 +176,11 @@ TEST(gpu_recurrent, ssd_chunked_scan_matches_alone_and_in_mixed_batches) {
   auto rng = test::gpu::seeded(503);
   // The Nemotron-H fixtures' shapes (the last two have no chunked path, so
   // the overload scans), N 64, and a 0.6B / 8B-like layer: 64 or 128 heads
-  // of 64, state 128, 8 groups.
-  constexpr ssd_geometry shapes[] = {{8, 64, 128, 2}, {4, 8, 16, 2},    {3, 5, 24, 1},
-                                     {4, 32, 64, 2},  {64, 64, 128, 8}, {128, 64, 128, 8}};
+  // of 64, state 128, 8 groups; head dims of two 64-column and three
+  // 32-column slices.
+  constexpr ssd_geometry shapes[] = {{8, 64, 128, 2},  {4, 8, 16, 2},    {3, 5, 24, 1},
+                                     {4, 32, 64, 2},   {64, 64, 128, 8}, {128, 64, 128, 8},
+                                     {4, 128, 128, 2}, {2, 96, 64, 1}};
   for (const auto& g : shapes) {
     const bool chunked =
         cuda::ssd_scan_workspace_bytes(
@@ -187,13 +193,16 @@ TEST(gpu_recurrent, ssd_chunked_scan_matches_alone_and_in_mixed_batches) {
     // reference's cost keeps the longest rows of the wide layers to the
     // mixed batch).
     const bool wide = g.heads >= 64;
-    for (const std::int32_t len : {1, 63, 64, 65, 128, 129, 200, 1000, 2048}) {
-      if (wide && len > 200)
+    for (const std::int32_t len : {1, 63, 64, 65, 127, 128, 129, 200, 255, 257, 1000, 2048}) {
+      if (wide && len > 257)
         continue;
       for (const std::uint8_t resumed : {1, 0}) {
-        SCOPED_TRACE("one row of " + std::to_string(len) +
-                     (resumed != 0 ? ", resumed" : ", fresh"));
-        expect_ssd_chunked_matches(rng, g, {len}, {1}, {resumed}, 1, budget);
+        for (const bool aligned : {false, true}) {
+          SCOPED_TRACE("one row of " + std::to_string(len) +
+                       (resumed != 0 ? ", resumed" : ", fresh") +
+                       (aligned ? ", 16-byte rows" : ", 4-byte rows"));
+          expect_ssd_chunked_matches(rng, g, {len}, {1}, {resumed}, 1, budget, aligned);
+        }
       }
     }
     // Mixed: fresh and resumed slots, an empty row, a skipped row (-1);
@@ -202,8 +211,11 @@ TEST(gpu_recurrent, ssd_chunked_scan_matches_alone_and_in_mixed_batches) {
     const std::vector<std::int32_t> mixed_slots{4, 1, 6, 3, 7, 0, -1, 2, 8, 5};
     const std::vector<std::uint8_t> mixed_resume{1, 0, 1, 1, 1, 0, 1, 1, 0, 0};
     for (const std::int32_t from : {1, 0}) {
-      SCOPED_TRACE("mixed batch, chunked from " + std::to_string(from));
-      expect_ssd_chunked_matches(rng, g, lens, mixed_slots, mixed_resume, from, budget);
+      for (const bool aligned : {false, true}) {
+        SCOPED_TRACE("mixed batch, chunked from " + std::to_string(from) +
+                     (aligned ? ", 16-byte rows" : ", 4-byte rows"));
+        expect_ssd_chunked_matches(rng, g, lens, mixed_slots, mixed_resume, from, budget, aligned);
+      }
     }
   }
 }

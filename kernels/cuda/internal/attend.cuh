@@ -2,8 +2,9 @@
 
 // The fast paged-attention block, shared by the one-pass kernel
 // (attention.cu) and the split-KV decode kernel (attention_split.cu): lane
-// layout, K/V loads, the online softmax over a range of positions and the
-// merge of the block's slots through shared memory.
+// layout, the register walk over K/V (attention_walk::registers; the tiled
+// walks are in attend_tiles.cuh), the online softmax over a range of
+// positions and the merge of the block's slots through shared memory.
 
 #include <cmath>
 #include <cstdint>

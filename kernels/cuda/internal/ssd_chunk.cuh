@@ -47,6 +47,9 @@ struct chunk_args {
   const std::int32_t* slots;
   const std::uint8_t* has_state;
   int rows, chunked_from, capacity;
+  // x, B and C rows 16-byte aligned (pointers and strides): the staged
+  // kernels copy them 16 bytes at a time, else 4.
+  bool vec;
   std::int32_t* row_first;  // [R]: the row's first chunk, -1 when it is not chunked
   std::int32_t* n_chunks;   // [1]: chunks in the table
   int2* table;              // [capacity]: (row, chunk of the row)
@@ -169,5 +172,19 @@ struct state_tiles {
 /// Enqueues the outputs (ssd_chunk_output.cu), a block per (chunk, head);
 /// reads `cb` and the start states.
 [[nodiscard]] cudaError_t launch_outputs(const chunk_args& a, cudaStream_t stream);
+
+/// The walk alone (launch_states' second kernel), after the staged own
+/// states.
+[[nodiscard]] cudaError_t launch_state_pass(const chunk_args& a, cudaStream_t stream);
+
+/// The staged kernels (ssd_chunk_staged.cu, ssd_chunk_staged_output.cu):
+/// the same products over the same tiles as chunk_cb, chunk_state and
+/// chunk_output, with every operand copied to shared memory by cp.async
+/// at once (internal/ssd_chunk_stage.cuh) and the shared leading
+/// dimensions of the operands read down a column padded for no bank
+/// conflicts. `ssd_variant` picks them (1, the default) or the others (0).
+[[nodiscard]] cudaError_t launch_cb_staged(const chunk_args& a, cudaStream_t stream);
+[[nodiscard]] cudaError_t launch_own_states_staged(const chunk_args& a, cudaStream_t stream);
+[[nodiscard]] cudaError_t launch_outputs_staged(const chunk_args& a, cudaStream_t stream);
 
 }  // namespace mstar::kernels::cuda::detail::ssd_chunked

@@ -1,0 +1,108 @@
+// The walk and merge of the fast paged-attention kernels: a process-wide
+// override (tests, benches), then the environment, then the default rule.
+#include <atomic>
+#include <cstdlib>
+
+#include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/internal/attend_variant.hpp"
+
+namespace mstar::kernels::cuda {
+namespace {
+
+std::atomic<attention_walk> walk_override{attention_walk::automatic};
+std::atomic<attention_merge> merge_override{attention_merge::automatic};
+
+// `name`'s value as 0 .. count - 1, else -1 (unset or not a choice).
+int env_choice(const char* name, int count) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || e[0] < '0' || e[0] >= '0' + count || e[1] != '\0')
+    return -1;
+  return e[0] - '0';
+}
+
+attention_walk env_walk() {
+  static const auto w = static_cast<attention_walk>(env_choice("MSTAR_ATTN_DECODE_WALK", 3));
+  return w;
+}
+
+attention_merge env_merge() {
+  static const auto m = static_cast<attention_merge>(env_choice("MSTAR_ATTN_SPLIT_MERGE", 2));
+  return m;
+}
+
+// The default walk: registers everywhere. H200, bf16 pages, 32 q / 8 kv
+// heads, D 128, 2,048 positions a row, CUDA graphs, us a call: the 4-stage
+// pipeline (capped at 4 / 5 / 6 blocks) lost in every case that isolates
+// it: one pass 107.7 -> 113.5 (1 row), 113.1 -> 115.0 (16), 188.8 -> 217.5
+// (64), 728 -> 845 (256); split at 16 rows (8 chunks, the merge a small
+// part) 68.0 -> 70.2. Split at 1 row went 32.5 -> 13.5 with the block merge
+// too: 64 partials a row, which the warp merge reads one round trip per
+// partial. bench/h200_decode_attention.sh times every walk and merge from 1
+// to 256 rows; a rule by kernel and rows goes here.
+attention_walk default_walk(bool split, bool decode, std::int64_t rows) {
+  static_cast<void>(split);
+  static_cast<void>(decode);
+  static_cast<void>(rows);
+  return attention_walk::registers;
+}
+
+}  // namespace
+
+namespace detail {
+
+attention_walk walk_for(bool split, bool decode, std::int64_t rows) {
+  if (const auto w = walk_override.load(std::memory_order_relaxed); w != attention_walk::automatic)
+    return w;
+  if (const auto w = env_walk(); w != attention_walk::automatic)
+    return w;
+  return default_walk(split, decode, rows);
+}
+
+attention_merge merge_for(std::int64_t rows) {
+  static_cast<void>(rows);
+  if (const auto m = merge_override.load(std::memory_order_relaxed);
+      m != attention_merge::automatic)
+    return m;
+  if (const auto m = env_merge(); m != attention_merge::automatic)
+    return m;
+  return attention_merge::block;
+}
+
+}  // namespace detail
+
+attention_variant set_attention_variant(attention_variant v) {
+  return {walk_override.exchange(v.walk), merge_override.exchange(v.merge)};
+}
+
+attention_variant paged_attention_variant(const paged_attention_params& p, bool split) {
+  const std::int64_t rows = p.table.num_rows();
+  return {detail::walk_for(split, p.table.is_decode(), rows), detail::merge_for(rows)};
+}
+
+const char* to_string(attention_walk w) {
+  switch (w) {
+    case attention_walk::automatic:
+      return "auto";
+    case attention_walk::registers:
+      return "regs";
+    case attention_walk::pipeline4:
+      return "cp4";
+    case attention_walk::pipeline2:
+      return "cp2";
+  }
+  return "?";
+}
+
+const char* to_string(attention_merge m) {
+  switch (m) {
+    case attention_merge::automatic:
+      return "auto";
+    case attention_merge::warp:
+      return "mwarp";
+    case attention_merge::block:
+      return "mblock";
+  }
+  return "?";
+}
+
+}  // namespace mstar::kernels::cuda

@@ -1,0 +1,151 @@
+#pragma once
+
+// The split-KV decode path's partials (attention_split.cu): where they live,
+// which ones a row writes, and the two kernels that merge them into the
+// output (attention_merge::warp, attention_merge::block). It defines
+// kernels: only attention_split.cu includes it.
+
+#include "kernels/cuda/internal/attend.cuh"
+
+namespace mstar::kernels::cuda::detail {
+
+/// At most this many chunks per row (also the merges' weight caches).
+inline constexpr int max_splits = 128;
+/// Fewest positions per chunk: below this the partials' traffic (GC * (D +
+/// 2) floats written and read back per block) grows past ~1/4 of the K/V
+/// read. A multiple of every layout's step (4 to 32).
+inline constexpr int min_chunk = 32;
+
+/// Where the partials live: workspace = acc, then m, then l.
+struct split_args {
+  float* acc;  // [T][Hq][splits][D] unnormalised outputs
+  float* m;    // [T][Hq][splits] maxima (exp2 domain)
+  float* l;    // [T][Hq][splits] softmax sums relative to m
+  int splits;
+  int step;  // the attend kernel's positions per block step: chunks are multiples of it
+};
+
+/// Positions per chunk of a row with `positions` positions: an equal share,
+/// at least min_chunk, rounded up to whole block steps (the tiled walk's
+/// tiles). Chunks at or past ceil(positions / chunk) are empty. The attend
+/// and merge kernels call this with the same arguments, so they agree on
+/// which partials exist.
+__device__ __forceinline__ int chunk_length(int positions, const split_args& s) {
+  const int share = max(ceil_div(positions, s.splits), min_chunk);
+  return ceil_div(share, s.step) * s.step;
+}
+
+/// Partials a row writes (0 for a row without positions).
+__device__ __forceinline__ int used_chunks(int positions, const split_args& s) {
+  return positions > 0 ? ceil_div(positions, chunk_length(positions, s)) : 0;
+}
+
+inline constexpr int merge_warps = 4;
+
+/// attention_merge::warp: a warp per (row, query head), `merge_warps` a
+/// block: out = sum_i acc_i 2^(m_i - M) / sum_i l_i 2^(m_i - M) over the
+/// row's written partials, M their maximum. Each lane reads the partials one
+/// by one for its elements: `used` dependent rounds of L2 reads.
+__global__ void __launch_bounds__(merge_warps * 32)
+    merge_splits_warp(attn_args a, split_args s, int head_dim) {
+  __shared__ float s_weight[merge_warps][max_splits];
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  float* weight = s_weight[warp];
+  const long long total = static_cast<long long>(a.table.rows) * a.q_heads;
+  for (long long w = static_cast<long long>(blockIdx.x) * merge_warps + warp; w < total;
+       w += static_cast<long long>(gridDim.x) * merge_warps) {
+    const int h = static_cast<int>(w % a.q_heads);
+    const query_at qa = query_of(a, a.table.rows, w / a.q_heads);
+    const int used = used_chunks(qa.positions, s);
+    const std::size_t part = (static_cast<std::size_t>(qa.token) * a.q_heads + h) * s.splits;
+    float top = -INFINITY;
+    for (int i = lane; i < used; i += 32)
+      top = fmaxf(top, s.m[part + i]);
+    top = group_max(top);
+    float sum = 0.0F;
+    for (int i = lane; i < used; i += 32) {
+      const float mi = s.m[part + i];
+      const float f = mi == -INFINITY ? 0.0F : exp2f(mi - top);  // an empty partial weighs 0
+      weight[i] = f;
+      sum += s.l[part + i] * f;
+    }
+    sum = group_sum(sum);
+    __syncwarp();
+    float* out = a.out + (static_cast<std::size_t>(qa.token) * a.q_heads + h) * head_dim;
+    for (int d = lane; d < head_dim; d += 32) {
+      float o = 0.0F;
+      for (int i = 0; i < used; ++i)
+        o += weight[i] * s.acc[(part + i) * head_dim + d];
+      out[d] = o / sum;  // a row without positions: 0 / 0, as the one-pass kernel
+    }
+    __syncwarp();  // the weights are read before the next item overwrites them
+  }
+}
+
+inline constexpr int merge_threads = 128;
+
+/// attention_merge::block: a block per (row, query head), the same sums.
+/// Thread i weighs partial i (max_splits == merge_threads); warp w then adds
+/// partials w, w + 4, ... over its lanes' D / 32 output elements with four
+/// vector loads in flight, and the warps' sums are added in warp order: the
+/// order is fixed, so results repeat bit for bit. At one row of 64 partials
+/// a warp waits on 4 rounds of L2 reads, where the warp merge's lanes wait
+/// on 64.
+template <int D>
+__global__ void __launch_bounds__(merge_threads) merge_splits_block(attn_args a, split_args s) {
+  static_assert(max_splits == merge_threads, "one thread weighs one partial");
+  constexpr int warps = merge_threads / 32;
+  constexpr int per_lane = D / 32;  // 2, 4 or 8
+  __shared__ float s_weight[max_splits];
+  __shared__ float s_red[warps][D];
+  __shared__ float s_scratch[32];
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int i = static_cast<int>(threadIdx.x);
+  const long long total = static_cast<long long>(a.table.rows) * a.q_heads;
+  for (long long w = blockIdx.x; w < total; w += gridDim.x) {
+    const int h = static_cast<int>(w % a.q_heads);
+    const query_at qa = query_of(a, a.table.rows, w / a.q_heads);
+    const int used = used_chunks(qa.positions, s);
+    const std::size_t part = (static_cast<std::size_t>(qa.token) * a.q_heads + h) * s.splits;
+    const float mi = i < used ? s.m[part + i] : -INFINITY;
+    const float top = block_max(mi, s_scratch);
+    const float f = mi == -INFINITY ? 0.0F : exp2f(mi - top);  // unused partials weigh 0
+    s_weight[i] = f;
+    const float sum = block_sum(i < used ? s.l[part + i] * f : 0.0F, s_scratch);
+    // block_sum's barriers publish s_weight.
+    float o[per_lane] = {};
+#pragma unroll 4
+    for (int k = warp; k < used; k += warps) {
+      const float wk = s_weight[k];
+      const float* src = s.acc + (part + k) * D + lane * per_lane;
+      float v[per_lane];
+      if constexpr (per_lane % 4 == 0) {
+#pragma unroll
+        for (int e = 0; e < per_lane; e += 4)
+          *reinterpret_cast<float4*>(v + e) = *reinterpret_cast<const float4*>(src + e);
+      } else {
+        *reinterpret_cast<float2*>(v) = *reinterpret_cast<const float2*>(src);
+      }
+#pragma unroll
+      for (int e = 0; e < per_lane; ++e)
+        o[e] += wk * v[e];
+    }
+#pragma unroll
+    for (int e = 0; e < per_lane; ++e)
+      s_red[warp][lane * per_lane + e] = o[e];
+    __syncthreads();
+    float* out = a.out + (static_cast<std::size_t>(qa.token) * a.q_heads + h) * D;
+    for (int d = i; d < D; d += merge_threads) {
+      float r = 0.0F;
+#pragma unroll
+      for (int k = 0; k < warps; ++k)
+        r += s_red[k][d];
+      out[d] = r / sum;  // a row without positions: 0 / 0, as the one-pass kernel
+    }
+    __syncthreads();  // s_red and s_weight are read before the next item writes them
+  }
+}
+
+}  // namespace mstar::kernels::cuda::detail

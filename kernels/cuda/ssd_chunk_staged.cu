@@ -1,0 +1,236 @@
+// The staged chunked SSD kernels' C B^T and own states (ssd_chunked.cu has
+// the math; ssd_chunk_output.cu's chunk_cb and ssd_chunk_recurrence.cu's
+// chunk_state are the same products over the same tiles). What differs is
+// how the operands arrive: the old kernels stage them a float at a time
+// through registers, a loop whose loads wait for each other a few at a
+// time, so a block spent most of its life waiting (chunk_state at 0.85
+// TB/s, 21 us a block at 2 blocks an SM). Here every copy of a block is a
+// cp.async issued at the start (internal/ssd_chunk_stage.cuh), the
+// decays are worked out while they land, and x is not rescaled in shared
+// memory: the (x w)^T fragment is scaled as it is loaded. The shared rows
+// read down a column by the fragments (B, x) are padded to 8 mod 32
+// floats, so the four k rows of a fragment fall in distinct banks (at 4 mod
+// 32 every fragment load was a two-way conflict).
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/mma_tf32.cuh"
+#include "kernels/cuda/internal/ssd_chunk.cuh"
+#include "kernels/cuda/internal/ssd_chunk_stage.cuh"
+
+namespace mstar::kernels::cuda::detail::ssd_chunked {
+namespace {
+
+constexpr int cb_jobs = tiles * (tiles + 1) / 2;  // tiles on and below the diagonal
+
+// Block (table entry c, group g), blockIdx.x = c G + g, as chunk_cb_kernel:
+// C and B copied whole (zeros past the row's end), then warp tiles (i, j),
+// j <= i, of C B^T over N into `cb`.
+template <int N>
+__global__ void __launch_bounds__(threads) chunk_cb_staged(chunk_args a) {
+  constexpr int ld_n = N + 4;  // rows read along k: 4 mod 32 spreads g over the banks
+  const int c = static_cast<int>(blockIdx.x) / a.groups;
+  if (c >= *a.n_chunks)
+    return;
+  const int g = static_cast<int>(blockIdx.x) % a.groups;
+  const chunk_span sp = span_of(a, c);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  extern __shared__ __align__(128) float smem[];
+  float* cs = smem;               // [chunk][ld_n]
+  float* bs = cs + chunk * ld_n;  // [chunk][ld_n]
+  const std::int64_t at = sp.t0 * a.bc_stride + std::int64_t{g} * N;
+  stage_rows<chunk, N, ld_n>(cs, a.C + at, a.bc_stride, sp.n, a.vec);
+  stage_rows<chunk, N, ld_n>(bs, a.B + at, a.bc_stride, sp.n, a.vec);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  const tf32::lane_at ln(tid % 32);
+  float* out = a.cb + (std::int64_t{c} * a.groups + g) * chunk * chunk;
+  for (int job = warp; job < cb_jobs; job += warps) {
+    int ti = 0;
+    while ((ti + 1) * (ti + 2) / 2 <= job)
+      ++ti;
+    const int tj = job - ti * (ti + 1) / 2;
+    const float* ca = tf32::a_base<ld_n, 1>(cs + ti * 16 * ld_n, ln);
+    const float* bb = tf32::b_base<1, ld_n>(bs + tj * 16 * ld_n, ln);
+    float acc[2][2][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < N; k0 += 16) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        std::uint32_t fa[4];
+        tf32::load_a<ld_n, 1>(fa, ca + k0 + 8 * e);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          std::uint32_t fb[2];
+          tf32::load_b<1, ld_n>(fb, bb + nt * 8 * ld_n + k0 + 8 * e);
+          tf32::mma(acc[nt][e], fa, fb);
+        }
+      }
+    }
+    float* o = tf32::c_base<chunk>(out + ti * 16 * chunk + tj * 16, ln);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      float v[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        v[i] = acc[nt][0][i] + acc[nt][1][i];
+      tf32::store_c<chunk>(o + nt * 8, v);
+    }
+  }
+}
+
+// Shared memory of a staged chunk_state block, in floats: G_t and w_t
+// [chunk] each, B [chunk][N + 8], the raw x slice [chunk][Cols + 8].
+template <int N, int Cols>
+struct state_smem {
+  static constexpr int ld_n = N + 8;
+  static constexpr int ld_x = Cols + 8;
+  static constexpr int bs = 2 * chunk;
+  static constexpr int xs = bs + chunk * ld_n;
+  static constexpr std::size_t bytes = sizeof(float) * (xs + chunk * ld_x);
+  static_assert(ld_n % 32 == 8 || ld_n % 32 == 24);
+  static_assert(ld_x % 32 == 8 || ld_x % 32 == 24);
+  static_assert(bs % 32 == 0 && xs % 32 == 0);
+};
+
+// Block (table entry c, head h), blockIdx.x = c H + h, as
+// chunk_state_kernel: e^{G_C} into `gammas` and
+//   S[Cols][N] = (x w)^T B,  w_t = e^{G_C - G_t} dt_t,
+// per Cols head-dim rows, into `states`; warp tiles as state_tiles. B and
+// the first x slice are copied before the decays are made; the A fragment
+// (x^T, k = token) is multiplied by w as it is loaded (the same f32
+// product the old kernel stored, then rounded to TF32 the same way).
+template <int N, int Cols>
+__global__ void __launch_bounds__(threads) chunk_state_staged(chunk_args a) {
+  using S = state_smem<N, Cols>;
+  using W = state_tiles<N, Cols>;
+  constexpr int nt = 2 * W::col_tiles;
+  constexpr int ks = nt <= 2 ? 2 : 1;
+  const int c = static_cast<int>(blockIdx.x) / a.heads;
+  if (c >= *a.n_chunks)
+    return;
+  const int h = static_cast<int>(blockIdx.x) % a.heads;
+  const chunk_span sp = span_of(a, c);
+  const int n = sp.n;
+  const int g = h / a.heads_per_group;
+  const int P = a.head_dim;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  extern __shared__ __align__(128) float smem[];
+  float* cum = smem;         // [chunk]
+  float* wts = cum + chunk;  // [chunk]: dt_t, then w_t
+  float* bs = smem + S::bs;
+  float* xs = smem + S::xs;
+  const float* x0 = a.x + sp.t0 * a.x_stride + std::int64_t{h} * P;
+  stage_rows<chunk, N, S::ld_n>(bs, a.B + sp.t0 * a.bc_stride + std::int64_t{g} * N, a.bc_stride, n,
+                                a.vec);
+  stage_rows<chunk, Cols, S::ld_x>(xs, x0, a.x_stride, n, a.vec);
+  cp_async_commit();
+
+  chunk_log_decays(a, sp.t0, n, h, cum, wts);
+  const float last = cum[chunk - 1];
+  if (tid < chunk)
+    wts[tid] *= expf(last - cum[tid]);
+  if (tid == 0)
+    a.gammas[std::int64_t{c} * a.heads + h] = expf(last);
+
+  float* out = a.states + (std::int64_t{c} * a.heads + h) * P * N;
+  const int rt = W::row(warp);
+  const int c0 = W::col0(warp);
+  const int k_end = (n + 7) / 8 * 8;
+  // A(m, k) = x[k][16 rt + m] w_k; B(k, n) = B[k][16 c0 + n].
+  const tf32::lane_at ln(tid % 32);
+  const float* xa = tf32::a_base<1, S::ld_x>(xs + rt * 16, ln);
+  const float* bb = tf32::b_base<S::ld_n, 1>(bs + c0 * 16, ln);
+  const float* wq = wts + ln.q;  // the lane's tokens: k0 + q and k0 + q + 4
+  for (int p0 = 0; p0 < P; p0 += Cols) {
+    cp_async_wait<0>();
+    __syncthreads();  // the copies and w_t
+    float acc[nt][ks][4] = {};
+#pragma unroll 2
+    for (int k0 = 0; k0 < k_end; k0 += 8 * ks) {
+#pragma unroll
+      for (int e = 0; e < ks; ++e) {
+        const int k = k0 + 8 * e;
+        if (e == 0 || k < k_end) {
+          const float* xp = xa + k * S::ld_x;
+          const float w0 = wq[k];
+          const float w1 = wq[k + 4];
+          const std::uint32_t fa[4] = {tf32::bits(xp[0] * w0), tf32::bits(xp[8] * w0),
+                                       tf32::bits(xp[4 * S::ld_x] * w1),
+                                       tf32::bits(xp[4 * S::ld_x + 8] * w1)};
+#pragma unroll
+          for (int j = 0; j < nt; ++j) {
+            std::uint32_t fb[2];
+            tf32::load_b<S::ld_n, 1>(fb, bb + k * S::ld_n + j * 8);
+            tf32::mma(acc[j][e], fa, fb);
+          }
+        }
+      }
+    }
+    float* o = tf32::c_base<N>(out + std::int64_t{p0 + rt * 16} * N + c0 * 16, ln);
+#pragma unroll
+    for (int j = 0; j < nt; ++j) {
+      float v[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        v[i] = acc[j][0][i];
+#pragma unroll
+        for (int e = 1; e < ks; ++e)
+          v[i] += acc[j][e][i];
+      }
+      tf32::store_c<N>(o + j * 8, v);
+    }
+    if (p0 + Cols < P) {
+      __syncthreads();  // every warp is done with this slice
+      stage_rows<chunk, Cols, S::ld_x>(xs, x0 + p0 + Cols, a.x_stride, n, a.vec);
+      cp_async_commit();
+    }
+  }
+}
+
+template <class Kernel>
+cudaError_t allow_smem(Kernel kernel, std::size_t bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes));
+}
+
+template <int N>
+cudaError_t launch_cb_for(const chunk_args& a, cudaStream_t stream) {
+  constexpr std::size_t bytes = sizeof(float) * 2 * chunk * (N + 4);
+  static const cudaError_t attr = allow_smem(chunk_cb_staged<N>, bytes);
+  if (attr != cudaSuccess)
+    return attr;
+  const auto blocks = static_cast<unsigned>(std::int64_t{a.capacity} * a.groups);
+  chunk_cb_staged<N><<<blocks, threads, bytes, stream>>>(a);
+  return launch_status();
+}
+
+template <int N, int Cols>
+cudaError_t launch_state_for(const chunk_args& a, cudaStream_t stream) {
+  constexpr std::size_t bytes = state_smem<N, Cols>::bytes;
+  static const cudaError_t attr = allow_smem(chunk_state_staged<N, Cols>, bytes);
+  if (attr != cudaSuccess)
+    return attr;
+  const auto blocks = static_cast<unsigned>(std::int64_t{a.capacity} * a.heads);
+  chunk_state_staged<N, Cols><<<blocks, threads, bytes, stream>>>(a);
+  return launch_status();
+}
+
+}  // namespace
+
+cudaError_t launch_cb_staged(const chunk_args& a, cudaStream_t stream) {
+  return a.state_size == 64 ? launch_cb_for<64>(a, stream) : launch_cb_for<128>(a, stream);
+}
+
+cudaError_t launch_own_states_staged(const chunk_args& a, cudaStream_t stream) {
+  const bool wide = cols_for(a.head_dim) == 64;
+  if (a.state_size == 64)
+    return wide ? launch_state_for<64, 64>(a, stream) : launch_state_for<64, 32>(a, stream);
+  return wide ? launch_state_for<128, 64>(a, stream) : launch_state_for<128, 32>(a, stream);
+}
+
+}  // namespace mstar::kernels::cuda::detail::ssd_chunked
