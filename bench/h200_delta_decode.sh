@@ -9,7 +9,7 @@
 # into decode-sweep.jsonl, summarised with each variant's time over the
 # default's; the default also launched one by one; then
 # flash-linear-attention's kernels (bench/fla_delta_rule.py, its wheels under
-# .whl/) eager, one call a graph and 20 calls a graph, writing a fresh state
+# .whl/; decode, f32 inputs) eager, one call a graph and 20 calls a graph, writing a fresh state
 # or in place (fla.jsonl); NO_FLA=1 skips them.
 # Needs scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench (.carry).
 #   bash bench/h200_delta_decode.sh [VARIANT...]
@@ -52,7 +52,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   --target /tmp/site "$root"/.whl/*.whl && export PYTHONPATH=/tmp/site
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' \
   | tee -a "$out/env.txt"
-timeout 240 python3 "$root/bench/fla_delta_rule.py" --json >"$out/fla.jsonl"
+timeout 240 python3 "$root/bench/fla_delta_rule.py" --json --decode-only --f32-only >"$out/fla.jsonl"
 python3 - "$out/fla.jsonl" <<'PY'
 import json, sys
 for l in open(sys.argv[1]):
