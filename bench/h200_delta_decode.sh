@@ -8,9 +8,9 @@
 # time, as in a captured decode step) in one process (`--delta-decode-variants`)
 # into decode-sweep.jsonl, summarised with each variant's time over the
 # default's; the default also launched one by one; then
-# flash-linear-attention's kernels (bench/fla_delta_rule.py, its wheels under
-# .whl/; decode, f32 inputs) eager, one call a graph and 20 calls a graph, writing a fresh state
-# or in place (fla.jsonl); NO_FLA=1 skips them.
+# flash-linear-attention's decode kernels on f32 inputs (bench/fla_delta_rule.py,
+# its wheels under .whl/) eager, one call a graph and 20 calls a graph,
+# writing a fresh state or in place (fla.jsonl); NO_FLA=1 skips them.
 # Needs scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench (.carry).
 #   bash bench/h200_delta_decode.sh [VARIANT...]
 set -uo pipefail
