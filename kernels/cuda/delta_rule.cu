@@ -266,7 +266,8 @@ void launch_reduced(const rule_args& a, int rows, cudaStream_t stream) {
 // row), threads a block, value rows a thread, streaming hints (default 3:
 // loads and stores), q / k staged per warp in shared memory, the halving
 // butterfly for S k / S q, the register cap (at K 128 it sets the warps an
-// SM: 65536 / (32 cap), at most 32 blocks an SM).
+// SM: four 16K-register files hold 4 floor(512 / cap) warps, cap rounded up
+// to 8; at most 32 blocks an SM).
 using detail::decode_shape;
 constexpr decode_shape smem_32x2{.shared_qk = true, .max_regs = 64};
 constexpr decode_shape smem_32x2_uncapped{.shared_qk = true};
@@ -325,11 +326,11 @@ constexpr decode_launch<Lanes> decode_table[] = {
     launch_decode<Lanes, 64, 2, 1>,   // 13
     // 14: 6's shape, q / k in shared memory, 64 registers (32 warps an SM)
     launch_reduced<Lanes, smem_32x2>,
-    // 15: 14 uncapped (ptxas takes 107 registers: 18 warps), the code without the occupancy
+    // 15: 14 uncapped (ptxas takes 107 registers: 16 warps, as 6), the code without the occupancy
     launch_reduced<Lanes, smem_32x2_uncapped>,
     // 16: 14 with two warps a block
     launch_reduced<Lanes, smem_64x2>,
-    // 17: 14 with four value rows a thread and the halving butterfly, 96 registers (21 warps)
+    // 17: 14 with four value rows a thread and the halving butterfly, 96 registers (20 warps)
     launch_reduced<Lanes, smem_32x4_split>,
     // 18: 17 with two warps a block
     launch_reduced<Lanes, smem_64x4_split>,
@@ -348,11 +349,11 @@ constexpr decode_launch<Lanes> decode_table[] = {
     launch_reduced<Lanes, warp_32x4_split>,
     // 25: 24 with two warps a block, 56 registers (36 warps)
     launch_reduced<Lanes, warp_64x4_split>,
-    // 26: half a warp a value row, two float4 of q / k a lane, 4 rows a thread, 80 registers
+    // 26: half a warp a row, two float4 of q / k a lane, 4 rows a thread, 80 registers (24 warps)
     launch_reduced<Lanes, half_32x4_split>,
     // 27: 21 without streaming hints (for few rows)
     launch_reduced<Lanes, warp_32x8_split_cached>,
-    // 28: one row a thread, q / k in shared memory, two warps a block, 48 registers (42 warps)
+    // 28: one row a thread, q / k in shared memory, two warps a block, 48 registers (40 warps)
     launch_reduced<Lanes, smem_64x1_split>,
     // 29: 20 without streaming hints (for few rows)
     launch_reduced<Lanes, smem_32x2_split_cached>,

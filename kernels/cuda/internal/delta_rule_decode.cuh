@@ -4,8 +4,9 @@
 // (delta_rule.cu's decode table from entry 14 on). Decode moves the whole
 // state once (read and written in place) and little else, so what bounds it
 // is how many state bytes the SMs keep in flight; the scan kernel's decode
-// instantiation spends 120 registers a thread (16 warps an SM), a third of
-// them on q and k, which every value row of a head shares. Here, as
+// instantiation spends 120 registers a thread (16 warps an SM: four files
+// of 16K registers, 4 warps each), a third of them on q and k, which every
+// value row of a head shares. Here, as
 // `decode_shape` chooses:
 // - q and k staged once per warp in shared memory and read from there in
 //   the dot products and the update (`shared_qk`), or held in registers
