@@ -145,6 +145,9 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 
   const int lane = static_cast<int>(threadIdx.x) % lanes;
   const int v0 =
       static_cast<int>(blockIdx.x) * groups * rows + static_cast<int>(threadIdx.x) / lanes;
+  // The row's metadata asked for together, ahead of the branches (the scan
+  // kernel reads has_state after the slot's check: a round trip more
+  // before the state's loads can go out).
   const std::int64_t t0 = p.cu[r];
   const std::int64_t t1 = p.cu[r + 1];
   const std::int32_t slot = p.slots[r];
