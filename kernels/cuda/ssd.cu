@@ -115,10 +115,17 @@ __device__ __forceinline__ void store_state(const ssd_args& a, float4* sp, int s
   }
 }
 
+// Threads a block at most: the scan's (plan() keeps to it; K4 = 8 would
+// take 201 registers uncapped, too many for the 512 threads head_dim 128
+// with state 128 needs: launches failed with "too many resources"), and the
+// update's (64 registers at most uncapped).
+constexpr int scan_max_threads = 512;
+constexpr int update_max_threads = 1024;
+
 // Block (head, row): rows along y. Tokens [begin, end) of the row. Rows
 // with chunked[r] >= 0 belong to the chunked path (chunked null: none).
 template <int K4>
-__global__ void ssd_scan_kernel(ssd_args a, const std::int32_t* cu, const std::int32_t* chunked) {
+__global__ void __launch_bounds__(scan_max_threads) ssd_scan_kernel(ssd_args a, const std::int32_t* cu, const std::int32_t* chunked) {
   const int h = static_cast<int>(blockIdx.x);
   const int r = static_cast<int>(blockIdx.y);
   if (chunked != nullptr && chunked[r] >= 0)
@@ -162,7 +169,7 @@ __global__ void ssd_scan_kernel(ssd_args a, const std::int32_t* cu, const std::i
 
 // Block (head, row) for one token per row.
 template <int K4>
-__global__ void ssd_update_kernel(ssd_args a) {
+__global__ void __launch_bounds__(update_max_threads) ssd_update_kernel(ssd_args a) {
   const int h = static_cast<int>(blockIdx.x);
   const int b = static_cast<int>(blockIdx.y);
   const int s = static_cast<int>(threadIdx.x) % a.split;
@@ -190,9 +197,9 @@ __global__ void ssd_update_kernel(ssd_args a) {
 }
 
 // Picks K4 (chunks per thread) and split; false when the geometry does not fit.
-bool plan(ssd_args& a, int& k4, int min_k4) {
+bool plan(ssd_args& a, int& k4, int min_k4, int max_threads) {
   const int chunks = a.state_size / 4;
-  for (const int limit : {512, 1024}) {
+  for (const int limit : {512, max_threads}) {
     for (const int k : {1, 2, 4, 8}) {
       if (k < min_k4)
         continue;
@@ -221,7 +228,7 @@ int update_min_k4(int state_size) {
 
 bool prepare(const ssd_weights& w, const ssd_inputs& in, float* y, float* state,
              const std::int32_t* slots, const std::uint8_t* has_state, ssd_args& a, int& k4,
-             int min_k4 = 1) {
+             int min_k4, int max_threads) {
   if (w.num_heads <= 0 || w.head_dim <= 0 || w.n_groups <= 0 || w.num_heads % w.n_groups != 0 ||
       w.state_size <= 0 || w.state_size % 4 != 0 || reinterpret_cast<std::uintptr_t>(state) % 16)
     return false;
@@ -246,7 +253,7 @@ bool prepare(const ssd_weights& w, const ssd_inputs& in, float* y, float* state,
                slots,
                has_state,
                1};
-  return plan(a, k4, min_k4);
+  return plan(a, k4, min_k4, max_threads);
 }
 
 // head_dim * split threads rounded up to whole warps.
@@ -298,7 +305,8 @@ cudaError_t launch_ssd_scan(const ssd_scan_varlen_params& p, const std::int32_t*
   const int rows = static_cast<int>(p.cu_seqlens.size()) - 1;
   ssd_args a{};
   int k4 = 0;
-  if (!prepare(p.w, p.in, p.y, p.state, p.slot_indices.data(), p.has_state.data(), a, k4) ||
+  if (!prepare(p.w, p.in, p.y, p.state, p.slot_indices.data(), p.has_state.data(), a, k4, 1,
+               scan_max_threads) ||
       rows > 65535 || p.slot_indices.size() < static_cast<std::size_t>(rows) ||
       p.has_state.size() < static_cast<std::size_t>(rows)) {
     return cudaErrorInvalidValue;
@@ -319,7 +327,7 @@ cudaError_t ssd_update(const ssd_update_params& p, cudaStream_t stream) {
   int k4 = 0;
   const std::uint8_t* has_state = p.has_state.empty() ? nullptr : p.has_state.data();
   if (!prepare(p.w, p.in, p.y, p.state, p.slot_indices.data(), has_state, a, k4,
-               update_min_k4(p.w.state_size)) ||
+               update_min_k4(p.w.state_size), update_max_threads) ||
       p.batch < 0 || p.batch > 65535 || p.slot_indices.size() < static_cast<std::size_t>(p.batch) ||
       (has_state != nullptr && p.has_state.size() < static_cast<std::size_t>(p.batch))) {
     return cudaErrorInvalidValue;

@@ -110,6 +110,8 @@ TEST(gpu_math, gated_rms_norm_matches_per_group_with_and_without_gate) {
     const auto d_w = upload(w);
     for (const std::int64_t group : {std::int64_t{0}, std::int64_t{1024}, std::int64_t{256},
                                      std::int64_t{128}, std::int64_t{64}}) {
+      if (group > channels)
+        continue;  // groups divide the channels
       for (const std::int64_t shift : {std::int64_t{-1}, std::int64_t{4}, std::int64_t{1}}) {
         const bool gated = shift >= 0;
         SCOPED_TRACE("channels " + std::to_string(channels) + " group_size " +
