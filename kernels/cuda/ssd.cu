@@ -125,7 +125,8 @@ constexpr int update_max_threads = 1024;
 // Block (head, row): rows along y. Tokens [begin, end) of the row. Rows
 // with chunked[r] >= 0 belong to the chunked path (chunked null: none).
 template <int K4>
-__global__ void __launch_bounds__(scan_max_threads) ssd_scan_kernel(ssd_args a, const std::int32_t* cu, const std::int32_t* chunked) {
+__global__ void __launch_bounds__(scan_max_threads)
+    ssd_scan_kernel(ssd_args a, const std::int32_t* cu, const std::int32_t* chunked) {
   const int h = static_cast<int>(blockIdx.x);
   const int r = static_cast<int>(blockIdx.y);
   if (chunked != nullptr && chunked[r] >= 0)
