@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Session 31's check call: every GPU test after the fixes (SSD scan launch
+# bounds, gated-norm test groups) and the new delta-rule decode defaults.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+(cd .carry && tar xJf bins.tar.xz)
+source bench/device_env.sh
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+final=$out; out=$(mktemp -d); export OUT=$out
+t0=$SECONDS
+echo "== every GPU test"
+timeout 170 "$bin/mstar_gpu_tests" >"$out/gpu-tests.log" 2>&1; echo "exit $? ($((SECONDS - t0)) s)"
+grep -E "^\[  (PASSED|FAILED) |^\[  FAILED " "$out/gpu-tests.log" | head -20
+grep -E "^\[ error +\] ssd_chunked" "$out/gpu-tests.log" | awk '{print $(NF-2)}' | sort -g | tail -1 | sed 's/^/ssd chunked worst: /'
+echo "== delta decode ($((SECONDS - t0)) s)"
+timeout 60 "$bin/mstar-gpu-bench" --delta-decode-variants 4 6 21 24 27 --delta-batches 1 16 64 128 256 --rounds 9 --json --graphs | grep '^{' >"$out/delta-default.jsonl"; echo "exit $?"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+timeout 60 python3 bench/fla_delta_rule.py --json --decode-only --f32-only >"$out/fla.jsonl" 2>"$out/fla.err"; echo "fla exit $?"
+python3 - "$out" <<'PY'
+import json, sys
+d = sys.argv[1]
+us = {}
+for l in open(d + "/delta-default.jsonl"):
+    r = json.loads(l); us.setdefault(int(r["decode_variant"]), {})[int(r["rows"])] = r["us_per_call"]
+for l in open(d + "/fla.jsonl"):
+    if l.startswith("{"):
+        r = json.loads(l)
+        if r["mode"].endswith("graph20"):
+            us.setdefault(r["mode"], {})[int(r["name"].rsplit("b", 1)[1])] = r["us_per_call"]
+bs = sorted({b for v in us.values() for b in v})
+print("variant" + "".join(f"{'b'+str(b):>10s}" for b in bs))
+for k, v in us.items():
+    print(f"{str(k):16s}" + "".join(f"{v[b]:10.2f}" if b in v else f"{'-':>10s}" for b in bs))
+PY
+echo "done ($((SECONDS - t0)) s)"
+tar czf "$final/call6.tgz" -C "$out" .
