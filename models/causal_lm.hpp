@@ -67,6 +67,11 @@ struct run_options {
   /// `device`, except "cuda" with N visible GPUs: rank r on cuda:r
   /// (models/tensor_parallel_lm.hpp). `tensor_parallel` must then be empty.
   int tensor_parallel_ranks = 1;
+  /// With tensor_parallel_ranks > 1: how the ranks' group is formed. Empty,
+  /// or a maker that gives nullopt for the rank devices: the in-process
+  /// group (host collectives). The launchers built with NCCL pass
+  /// parallel::nccl_group_maker(), which takes ranks on distinct GPUs.
+  parallel::group_maker tensor_parallel_groups;
 };
 
 /// Parses "cpu", "cuda" or "cuda:N" into the device index (-1 for cpu), or

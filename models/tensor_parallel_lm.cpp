@@ -95,7 +95,8 @@ void tensor_parallel_lm::fail(int r, const error& e) {
       failure_ = make_error(e.code(), fmt::format("tensor-parallel rank {}: {}", r, e.message()));
     }
   }
-  comms_[static_cast<std::size_t>(r)]->abort(fmt::format("rank {} failed: {}", r, e.message()));
+  if (const auto& comm = comms_[static_cast<std::size_t>(r)]; comm)
+    comm->abort(fmt::format("rank {} failed: {}", r, e.message()));
 }
 
 std::optional<error> tensor_parallel_lm::broken() const {
@@ -121,23 +122,49 @@ result<std::unique_ptr<tensor_parallel_lm>> tensor_parallel_lm::make(
     return make_error(errc::invalid_argument,
                       fmt::format("tensor_parallel_lm: {} ranks (at least 2)", ranks));
   }
-  auto group = parallel::local_group::make(ranks, timeout);
-  if (!group)
-    return group.error();
+  const auto devices = rank_devices(run.device, ranks);
+  // The group: the caller's maker (NCCL for ranks on distinct GPUs) when it
+  // serves these devices, else the in-process one.
+  std::optional<parallel::rank_joiner> join;
+  if (run.tensor_parallel_groups) {
+    auto made = run.tensor_parallel_groups(ranks, devices, timeout);
+    if (!made)
+      return make_error(made.error().code(),
+                        fmt::format("tensor_parallel_lm: forming the group of {} ranks: {}", ranks,
+                                    made.error().message()));
+    join = std::move(*made);
+  }
   std::unique_ptr<tensor_parallel_lm> lm(new tensor_parallel_lm());
-  for (auto& comm : *group)
-    lm->comms_.push_back(std::move(comm));
+  if (!join) {
+    auto group = parallel::local_group::make(ranks, timeout);
+    if (!group)
+      return group.error();
+    for (auto& comm : *group)
+      lm->comms_.push_back(std::move(comm));
+  } else {
+    lm->comms_.resize(static_cast<std::size_t>(ranks));
+  }
   lm->models_.resize(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r)
     lm->workers_.push_back(std::make_unique<worker>());
   std::vector<std::optional<error>> errors(static_cast<std::size_t>(ranks));
-  const auto devices = rank_devices(run.device, ranks);
   lm->run_all([&](int r) {
     const auto i = static_cast<std::size_t>(r);
+    if (join) {
+      // Every rank joins at once, on its own thread (where its device
+      // calls will come from).
+      auto comm = (*join)(r);
+      if (!comm) {
+        errors[i] = comm.error();
+        return;
+      }
+      lm->comms_[i] = std::move(*comm);
+    }
     run_options mine = run;
     mine.device = devices[i];
     mine.tensor_parallel = lm->comms_[i];
     mine.tensor_parallel_ranks = 1;
+    mine.tensor_parallel_groups = nullptr;
     auto model = load(mine);
     if (!model)
       errors[i] = model.error();

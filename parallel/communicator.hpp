@@ -8,6 +8,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -68,6 +71,20 @@ class communicator {
   /// its peers do not wait on it for ever.
   virtual void abort(const std::string& reason) = 0;
 };
+
+/// Joins rank `rank` of a group being formed and returns its communicator.
+/// Called on the rank's own thread, every rank at once (NCCL's ranks meet
+/// while they join), each call at most the group's timeout.
+using rank_joiner = std::function<result<std::shared_ptr<communicator>>(int rank)>;
+
+/// Forms a group of `ranks` ranks, rank r on `devices[r]` ("cpu", "cuda:N"),
+/// collectives bounded by `timeout`: the joiner of its ranks, or nullopt
+/// when this kind of group does not serve those devices (the caller then
+/// forms an in-process group, local_group.hpp). A tensor_parallel_lm takes
+/// one through models::run_options::tensor_parallel_groups; the NCCL group
+/// gives one (nccl_group.hpp), so models/ names no NCCL.
+using group_maker = std::function<result<std::optional<rank_joiner>>(
+    int ranks, std::span<const std::string> devices, std::chrono::milliseconds timeout)>;
 
 /// The error a collective returns when rank `peer` did not arrive at `op`
 /// within `timeout` (seen from `rank`): errc::internal naming all three.

@@ -5,6 +5,7 @@
 // stream drains, and the group keeps the cause.
 #include "parallel/nccl_group.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <cuda_runtime_api.h>
@@ -13,6 +14,7 @@
 #include <nccl.h>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 namespace mstar::parallel {
 namespace {
@@ -325,6 +327,40 @@ void nccl_group::abort_comm() noexcept {
   // Blocks until NCCL stopped the communicator's kernels and freed it.
   ncclCommAbort(comm_);
   comm_ = nullptr;
+}
+
+group_maker nccl_group_maker() {
+  return [](int ranks, std::span<const std::string> devices,
+            std::chrono::milliseconds timeout) -> result<std::optional<rank_joiner>> {
+    std::vector<int> cuda(devices.size(), -1);
+    for (std::size_t r = 0; r < devices.size(); ++r) {
+      const std::string& d = devices[r];
+      int n = -1;
+      if (d.starts_with("cuda:") && d.size() > 5 &&
+          d.find_first_not_of("0123456789", 5) == std::string::npos) {
+        n = std::atoi(d.c_str() + 5);
+      }
+      if (n < 0 || std::find(cuda.begin(), cuda.end(), n) != cuda.end())
+        return std::optional<rank_joiner>{};  // the CPU, "cuda", or a GPU shared
+      cuda[r] = n;
+    }
+    if (static_cast<int>(cuda.size()) != ranks || ranks < 2)
+      return std::optional<rank_joiner>{};
+    auto id = nccl_group::make_unique_id();
+    if (!id)
+      return id.error();
+    return std::optional<rank_joiner>{[id = *id, cuda, ranks,
+                                       timeout](int rank) -> result<std::shared_ptr<communicator>> {
+      if (rank < 0 || rank >= ranks) {
+        return make_error(errc::invalid_argument,
+                          fmt::format("NCCL group maker: rank {} of {}", rank, ranks));
+      }
+      auto g = nccl_group::create(rank, ranks, id, cuda[static_cast<std::size_t>(rank)], timeout);
+      if (!g)
+        return g.error();
+      return std::shared_ptr<communicator>(std::move(*g));
+    }};
+  };
 }
 
 }  // namespace mstar::parallel

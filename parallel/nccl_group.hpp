@@ -20,6 +20,14 @@ struct CUstream_st;  // CUDA's stream: cudaStream_t is CUstream_st*
 
 namespace mstar::parallel {
 
+/// The NCCL group as a tensor_parallel_lm's group maker: when every device
+/// is "cuda:N" and no two ranks share one, a fresh unique id (this process
+/// hosts NCCL's bootstrap root) and a joiner that makes rank r a
+/// nccl_group on its device, on its thread; otherwise nullopt (ranks sharing
+/// a GPU, or on the CPU, use the in-process group: NCCL refuses two ranks
+/// on one device). The error of ncclGetUniqueId when it fails.
+[[nodiscard]] group_maker nccl_group_maker();
+
 /// One rank of a NCCL communicator, bound to one CUDA device.
 ///
 /// Every span passed to a collective is DEVICE memory on that device (the

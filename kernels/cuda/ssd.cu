@@ -117,8 +117,9 @@ __device__ __forceinline__ void store_state(const ssd_args& a, float4* sp, int s
 
 // Threads a block at most: the scan's (plan() keeps to it; K4 = 8 would
 // take 201 registers uncapped, too many for the 512 threads head_dim 128
-// with state 128 needs: launches failed with "too many resources"), and the
-// update's (64 registers at most uncapped).
+// with state 128 needs: launches failed with "too many resources"; capped,
+// 128 and 472 B spilled, a shape no model here has), and the update's
+// (its kernels take 64 registers at most, 1024 threads fit).
 constexpr int scan_max_threads = 512;
 constexpr int update_max_threads = 1024;
 
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(scan_max_threads)
 
 // Block (head, row) for one token per row.
 template <int K4>
-__global__ void __launch_bounds__(update_max_threads) ssd_update_kernel(ssd_args a) {
+__global__ void ssd_update_kernel(ssd_args a) {
   const int h = static_cast<int>(blockIdx.x);
   const int b = static_cast<int>(blockIdx.y);
   const int s = static_cast<int>(threadIdx.x) % a.split;

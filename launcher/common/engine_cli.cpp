@@ -5,6 +5,9 @@
 
 #include "core/untrusted_json.hpp"
 #include "models/tensor_parallel_lm.hpp"
+#ifdef MSTAR_HAVE_NCCL
+#include "parallel/nccl_group.hpp"
+#endif
 
 namespace mstar::launcher {
 
@@ -125,11 +128,20 @@ memory_fit memory_fit_of(const engine_cli& opt) {
   return fit;
 }
 
+parallel::group_maker tensor_parallel_group_maker() {
+#ifdef MSTAR_HAVE_NCCL
+  return parallel::nccl_group_maker();
+#else
+  return {};
+#endif
+}
+
 result<models::run_options> run_options_of(const engine_cli& opt) {
   models::run_options run;
   run.device = opt.device;
   run.cuda_graphs = !opt.no_graphs;
   run.tensor_parallel_ranks = opt.tensor_parallel;
+  run.tensor_parallel_groups = tensor_parallel_group_maker();
   if (opt.dtype == "bfloat16" || opt.dtype == "bf16") {
     run.dtype = mstar::dtype::bfloat16;
   } else if (opt.dtype == "float32" || opt.dtype == "f32") {

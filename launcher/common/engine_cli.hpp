@@ -45,6 +45,11 @@ void add_engine_options(CLI::App& app, engine_cli& opt);
 /// A CLI11 check that the value is a number in (0, 1].
 [[nodiscard]] CLI::Validator fraction_in_unit_interval();
 
+/// How this build forms a tensor-parallel group (run_options::
+/// tensor_parallel_groups): NCCL for ranks on distinct GPUs when built with
+/// it (parallel::nccl_group_maker), else empty (the in-process group).
+[[nodiscard]] parallel::group_maker tensor_parallel_group_maker();
+
 /// The model's run options from the parsed flags (a bad --dtype is an error).
 [[nodiscard]] result<models::run_options> run_options_of(const engine_cli& opt);
 

@@ -26,6 +26,7 @@
 #include "actors/runtime.hpp"
 #include "actors/transfer_actor.hpp"
 #include "launcher/common/chat.hpp"
+#include "launcher/common/engine_cli.hpp"
 #include "launcher/common/guarded_main.hpp"
 #include "launcher/common/memory_fit.hpp"
 #include "launcher/common/served.hpp"
@@ -336,6 +337,7 @@ int run(int argc, char** argv) {
   mstar::models::run_options run;
   run.device = self->device.empty() ? d.device : self->device;
   run.tensor_parallel_ranks = self->tensor_parallel;
+  run.tensor_parallel_groups = mstar::launcher::tensor_parallel_group_maker();
   spdlog::info("loading {} on {}{}", model_dir, run.device,
                self->tensor_parallel > 1
                    ? fmt::format(" at tensor parallel {}", self->tensor_parallel)

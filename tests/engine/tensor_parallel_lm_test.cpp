@@ -6,10 +6,14 @@
 // fails fails the step naming it, at once rather than at the group's timeout.
 #include "models/tensor_parallel_lm.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <gtest/gtest.h>
+#include <mutex>
+#include <thread>
 
 #include "engine/pool_memory.hpp"
+#include "parallel/local_group.hpp"
 #include "tests/engine/tensor_parallel_support.hpp"
 
 namespace mstar::test {
@@ -159,6 +163,96 @@ TEST(tensor_parallel_lm, load_causal_lm_gives_the_wrapper_for_tensor_parallel_ra
   auto* tp = dynamic_cast<models::tensor_parallel_lm*>(lm->get());
   ASSERT_NE(tp, nullptr);
   EXPECT_EQ(tp->ranks(), 2);
+}
+
+// run_options::tensor_parallel_groups forms the group (the launchers pass
+// NCCL's maker): its joiner runs once per rank, each on a thread of its own,
+// and the model made over its communicators serves as over the in-process
+// group; a maker that gives nullopt leaves the in-process group; a rank that
+// cannot join fails the load naming the rank, a maker that fails names the
+// group.
+TEST(tensor_parallel_lm, a_group_maker_forms_the_ranks_group_on_their_threads) {
+  const std::string name = "nemotron_h_tiny_hybrid";
+  std::mutex mutex;
+  std::vector<int> joined;
+  std::vector<std::thread::id> threads;
+  std::vector<std::string> seen_devices;
+  auto group = parallel::local_group::make(2, 30s);
+  ASSERT_TRUE(group.has_value()) << group.error().message();
+  std::vector<std::shared_ptr<parallel::communicator>> comms;
+  for (auto& c : *group)
+    comms.push_back(std::move(c));
+  models::run_options run;
+  run.tensor_parallel_groups =
+      [&](int ranks, std::span<const std::string> devices,
+          std::chrono::milliseconds) -> result<std::optional<parallel::rank_joiner>> {
+    EXPECT_EQ(ranks, 2);
+    seen_devices.assign(devices.begin(), devices.end());
+    return std::optional<parallel::rank_joiner>{
+        [&](int rank) -> result<std::shared_ptr<parallel::communicator>> {
+          std::lock_guard lock(mutex);
+          joined.push_back(rank);
+          threads.push_back(std::this_thread::get_id());
+          return comms[static_cast<std::size_t>(rank)];
+        }};
+  };
+  auto lm = models::make_tensor_parallel(
+      run, 2, [&name](const models::run_options& r) { return load_tp_rank(name, r); });
+  ASSERT_TRUE(lm.has_value()) << lm.error().message();
+  std::sort(joined.begin(), joined.end());
+  EXPECT_EQ(joined, (std::vector<int>{0, 1}));
+  ASSERT_EQ(threads.size(), 2U);
+  EXPECT_NE(threads[0], threads[1]);
+  EXPECT_NE(threads[0], std::this_thread::get_id());
+  EXPECT_EQ(seen_devices, (std::vector<std::string>{"cpu", "cpu"}));
+  auto e = engine_over(std::move(*lm));
+  ASSERT_NE(e, nullptr);
+  auto done = engine::run_to_completion(*e, {greedy_request({5, 6, 7}, 3)});
+  ASSERT_TRUE(done.has_value()) << done.error().message();
+  EXPECT_TRUE(done->front().errors[0].empty()) << done->front().errors[0];
+  EXPECT_EQ(done->front().tokens[0].size(), 3U);
+  comms.clear();
+
+  // nullopt: the wrapper's own in-process group.
+  run.tensor_parallel_groups =
+      [](int, std::span<const std::string>,
+         std::chrono::milliseconds) -> result<std::optional<parallel::rank_joiner>> {
+    return std::optional<parallel::rank_joiner>{};
+  };
+  auto own = models::make_tensor_parallel(
+      run, 2, [&name](const models::run_options& r) { return load_tp_rank(name, r); });
+  EXPECT_TRUE(own.has_value()) << own.error().message();
+
+  // Rank 1 cannot join.
+  run.tensor_parallel_groups =
+      [](int, std::span<const std::string>,
+         std::chrono::milliseconds) -> result<std::optional<parallel::rank_joiner>> {
+    return std::optional<parallel::rank_joiner>{
+        [](int rank) -> result<std::shared_ptr<parallel::communicator>> {
+          auto g = parallel::local_group::make(1, 1s);
+          if (rank == 1 || !g)
+            return make_error(errc::internal, "injected join failure");
+          return std::shared_ptr<parallel::communicator>(std::move(g->front()));
+        }};
+  };
+  auto broken = models::make_tensor_parallel(
+      run, 2, [&name](const models::run_options& r) { return load_tp_rank(name, r); });
+  ASSERT_FALSE(broken.has_value());
+  EXPECT_NE(broken.error().message().find("tensor-parallel rank 1: injected join failure"),
+            std::string::npos)
+      << broken.error().message();
+
+  // The maker itself fails.
+  run.tensor_parallel_groups =
+      [](int, std::span<const std::string>,
+         std::chrono::milliseconds) -> result<std::optional<parallel::rank_joiner>> {
+    return make_error(errc::internal, "no id");
+  };
+  auto unmade = models::make_tensor_parallel(
+      run, 2, [&name](const models::run_options& r) { return load_tp_rank(name, r); });
+  ASSERT_FALSE(unmade.has_value());
+  EXPECT_NE(unmade.error().message().find("forming the group of 2 ranks: no id"), std::string::npos)
+      << unmade.error().message();
 }
 
 // The pools of N ranks cost N copies of a rank's arenas: the memory check
