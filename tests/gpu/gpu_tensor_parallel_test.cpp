@@ -173,6 +173,50 @@ TEST(gpu_tensor_parallel, two_nccl_ranks_on_two_gpus_match_one_rank) {
 #endif
 }
 
+// The launchers' way: one engine over a tensor_parallel_lm whose group the
+// NCCL maker forms (models::run_options::tensor_parallel_groups). Ranks that
+// would share a device get no NCCL group (NCCL refuses them): the maker
+// says so without touching NCCL, and the wrapper keeps its in-process
+// group. With two GPUs, rank r on cuda:r over NCCL gives one rank's tokens.
+TEST(gpu_tensor_parallel, the_nccl_maker_serves_one_engine_over_ranks_on_distinct_gpus) {
+  MSTAR_REQUIRE_GPU();
+#ifndef MSTAR_HAVE_NCCL
+  GTEST_SKIP() << "built without NCCL";
+#else
+  const auto maker = parallel::nccl_group_maker();
+  for (const std::vector<std::string>& shared :
+       {std::vector<std::string>{"cuda:0", "cuda:0"}, std::vector<std::string>{"cuda", "cuda"},
+        std::vector<std::string>{"cpu", "cpu"}}) {
+    auto made = maker(2, shared, 5s);
+    ASSERT_TRUE(made.has_value()) << made.error().message();
+    EXPECT_FALSE(made->has_value()) << shared[0];
+  }
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  if (count < 2)
+    GTEST_SKIP() << "needs 2 CUDA devices (one NCCL rank each), found " << count;
+  const std::string name = "nemotron_h_tiny_hybrid";
+  const auto requests = requests_for(name);
+  auto one = tp_engine(name, cuda_run(mstar::dtype::float32));
+  ASSERT_NE(one, nullptr);
+  auto whole = engine::run_to_completion(*one, requests);
+  ASSERT_TRUE(whole.has_value()) << whole.error().message();
+  one.reset();
+  auto run = cuda_run(mstar::dtype::float32);
+  run.tensor_parallel_ranks = 2;
+  run.tensor_parallel_groups = maker;
+  auto split = tp_engine(name, run);
+  ASSERT_NE(split, nullptr);
+  auto got = engine::run_to_completion(*split, requests);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  ASSERT_EQ(got->size(), whole->size());
+  for (std::size_t i = 0; i < whole->size(); ++i) {
+    EXPECT_TRUE((*got)[i].errors[0].empty()) << (*got)[i].errors[0];
+    EXPECT_EQ((*got)[i].tokens[0], (*whole)[i].tokens[0]) << "request " << i;
+  }
+#endif
+}
+
 TEST(gpu_tensor_parallel, a_rank_that_stops_fails_its_peers_requests_naming_it) {
   MSTAR_REQUIRE_GPU();
   expect_a_stopped_rank_fails_its_peer(cuda_run(mstar::dtype::float32),
