@@ -9,13 +9,16 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 final=$out; out=$(mktemp -d); export OUT=$out
 t0=$SECONDS
 echo "== every GPU test"
-timeout 170 "$bin/mstar_gpu_tests" >"$out/gpu-tests.log" 2>&1; echo "exit $? ($((SECONDS - t0)) s)"
+timeout 120 "$bin/mstar_gpu_tests" >"$out/gpu-tests.log" 2>&1; echo "exit $? ($((SECONDS - t0)) s)"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED " "$out/gpu-tests.log" | head -20
 grep -E "^\[ error +\] ssd_chunked" "$out/gpu-tests.log" | awk '{print $(NF-2)}' | sort -g | tail -1 | sed 's/^/ssd chunked worst: /'
 echo "== delta decode ($((SECONDS - t0)) s)"
-timeout 60 "$bin/mstar-gpu-bench" --delta-decode-variants 4 6 21 24 27 --delta-batches 1 16 64 128 256 --rounds 9 --json --graphs | grep '^{' >"$out/delta-default.jsonl"; echo "exit $?"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-timeout 60 python3 bench/fla_delta_rule.py --json --decode-only --f32-only >"$out/fla.jsonl" 2>"$out/fla.err"; echo "fla exit $?"
+timeout 60 "$bin/mstar-gpu-bench" --delta-decode-variants 4 6 21 24 27 --delta-batches 1 16 64 128 256 --rounds 7 --json --graphs | grep '^{' >"$out/delta-default.jsonl"; echo "exit $?"
+if [[ -d .whl ]]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+  timeout 60 python3 bench/fla_delta_rule.py --json --decode-only --f32-only >"$out/fla.jsonl" 2>"$out/fla.err"; echo "fla exit $?"
+fi
+touch "$out/fla.jsonl"
 python3 - "$out" <<'PY'
 import json, sys
 d = sys.argv[1]
