@@ -1,5 +1,5 @@
 """Host emulation of the chunked SSD scan (kernels/cuda/ssd_chunked.cu,
-ssd_chunk_recurrence.cu, ssd_chunk_output.cu) against the sequential scan
+ssd_chunk_recurrence.cu, ssd_chunk_staged*.cu) against the sequential scan
 (kernels/cpu/ssd.cpp's recurrence), for the heads of one group sharing B
 and C. Every product's operands are rounded to TF32 as the tensor cores
 round them and summed in float32 (the kernels' f32 accumulators): C B^T

@@ -1,5 +1,6 @@
 """The chunked SSD kernels' indexing checked on the host: chunk_cb,
-chunk_state, state_pass and chunk_output (kernels/cuda/ssd_chunk_output.cu,
+chunk_state, state_pass and chunk_output (the first kernels, in the tree
+until session 31, and their staged successors kernels/cuda/ssd_chunk_staged*.cu,
 ssd_chunk_recurrence.cu) transliterated loop for loop, with their shared
 memory and workspace as flat NaN-filled float64 arrays at the kernels'
 offsets and leading dimensions. The tensor-core products run per lane as

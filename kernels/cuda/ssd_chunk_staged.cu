@@ -1,7 +1,7 @@
-// The staged chunked SSD kernels' C B^T and own states (ssd_chunked.cu has
-// the math; ssd_chunk_output.cu's chunk_cb and ssd_chunk_recurrence.cu's
-// chunk_state are the same products over the same tiles). What differs is
-// how the operands arrive: the old kernels stage them a float at a time
+// The chunked SSD kernels' C B^T and own states (ssd_chunked.cu has the
+// math). They replaced (session 31; git history has them) kernels of the
+// same products over the same tiles that differed in how the operands
+// arrive: those staged them a float at a time
 // through registers, a loop whose loads wait for each other a few at a
 // time, so a block spent most of its life waiting (chunk_state at 0.85
 // TB/s, 21 us a block at 2 blocks an SM). Here every copy of a block is a

@@ -1,6 +1,5 @@
-// The staged chunked SSD outputs (ssd_chunked.cu has the math;
-// ssd_chunk_output.cu's chunk_output_kernel makes the same products over
-// the same tiles). Per (chunk, head) and Cols head-dim columns:
+// The chunked SSD outputs (ssd_chunked.cu has the math). Per (chunk, head)
+// and Cols head-dim columns:
 //   phase 1: acc = C h_start^T over N, then each token's row times e^{G_t}
 //            (in f32, on the fragments; the old kernel scaled C before
 //            rounding it to TF32: the same error size);

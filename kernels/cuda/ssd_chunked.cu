@@ -12,13 +12,13 @@
 // and the chunk's last state h_C = e^{G_C} h0 + S,
 //   S = sum_i e^{G_C - G_i} dt_i x_i B_i^T   (the chunk's own, from zero).
 // Four launches after the table (mamba-ssm's structure, with C B^T apart):
-// `chunk_cb` (ssd_chunk_output.cu) makes C B^T once per (chunk, group), the
+// `chunk_cb` (ssd_chunk_staged.cu) makes C B^T once per (chunk, group), the
 // tiles on and below the diagonal, since B and C are per group; `chunk_state`
-// (ssd_chunk_recurrence.cu) makes every (chunk, head)'s S and e^{G_C} in
-// parallel; `state_pass` walks each (row, head)'s chunks in order,
+// (ssd_chunk_staged.cu) makes every (chunk, head)'s S and e^{G_C} in
+// parallel; `state_pass` (ssd_chunk_recurrence.cu) walks each (row, head)'s chunks in order,
 // elementwise on the [P][N] state, h = e^{G_C} h + S, leaving each chunk's
 // h0 in place of its S and the last h in the slot; `chunk_output`
-// (ssd_chunk_output.cu) then makes every output in parallel, per (chunk,
+// (ssd_chunk_staged_output.cu) then makes every output in parallel, per (chunk,
 // head): (e^{G_t} C_t) h0^T, then M x with M formed from the group's C B^T
 // as it is staged, + D x. Its warps pair 16-token tile rows i and 7 - i,
 // so each one's causal product is 9 tiles long.
@@ -27,7 +27,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 
 #include "kernels/cuda/internal/chunk_table.cuh"
 #include "kernels/cuda/internal/common.cuh"
@@ -87,17 +86,6 @@ chunk_layout layout_for(const ssd_weights& w, std::int64_t tokens, std::int64_t 
   l.total = l.states + align256(sizeof(float) * entries * static_cast<std::size_t>(w.head_dim) *
                                 static_cast<std::size_t>(w.state_size));
   return l;
-}
-
-// MSTAR_SSD_VARIANT=0 runs the kernels that stage through registers
-// (chunk_cb_kernel, chunk_state_kernel, chunk_output_kernel), for A/B
-// measurements; anything else the staged ones (ssd_chunk_staged*.cu).
-bool staged() {
-  static const bool v = [] {
-    const char* e = std::getenv("MSTAR_SSD_VARIANT");
-    return e == nullptr || std::atoi(e) != 0;
-  }();
-  return v;
 }
 
 bool aligned16(const void* p, std::int64_t stride) {
@@ -170,13 +158,6 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
   chunk_table_kernel<<<1, 32, 0, stream>>>(a);
   if (const cudaError_t err = detail::launch_ssd_scan(p, a.row_first, stream); err != cudaSuccess) {
     return err;
-  }
-  if (!staged()) {
-    if (const cudaError_t err = launch_cb(a, stream); err != cudaSuccess)
-      return err;
-    if (const cudaError_t err = launch_states(a, stream); err != cudaSuccess)
-      return err;
-    return launch_outputs(a, stream);
   }
   if (const cudaError_t err = launch_cb_staged(a, stream); err != cudaSuccess)
     return err;

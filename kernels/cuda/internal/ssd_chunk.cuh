@@ -1,9 +1,9 @@
 #pragma once
 
 // Shared by the chunked SSD kernels (ssd_chunked.cu: the math, the chunk
-// table, the workspace, the launcher; ssd_chunk_recurrence.cu: the chunks'
-// own end states and the walk that passes states between chunks;
-// ssd_chunk_output.cu: C B^T per group and the outputs): the chunk
+// table, the workspace, the launcher; ssd_chunk_staged.cu: C B^T per group
+// and the chunks' own end states; ssd_chunk_recurrence.cu: the walk that
+// passes states between chunks; ssd_chunk_staged_output.cu: the outputs): the chunk
 // geometry, the kernels' arguments, the decays of a chunk, the warps' tiles
 // (their TF32 products: internal/mma_tf32.cuh). Only .cu files include it.
 
@@ -158,31 +158,19 @@ struct state_tiles {
   __device__ __forceinline__ static int col0(int w) { return (w / row_tiles) * col_tiles; }
 };
 
-/// Enqueues the states' half (ssd_chunk_recurrence.cu): chunk_state_kernel
-/// a block per (chunk, head) writing `gammas` and the chunk's own end
-/// state, then the walk, a thread per 4 state entries of a (row, head),
-/// leaving each chunk's start state in `states` and the row's last state in
-/// its slot. Rows the table does not hold are left alone.
-[[nodiscard]] cudaError_t launch_states(const chunk_args& a, cudaStream_t stream);
-
-/// Enqueues C B^T per (chunk, group) into `cb` (ssd_chunk_output.cu); it
-/// needs only the table.
-[[nodiscard]] cudaError_t launch_cb(const chunk_args& a, cudaStream_t stream);
-
-/// Enqueues the outputs (ssd_chunk_output.cu), a block per (chunk, head);
-/// reads `cb` and the start states.
-[[nodiscard]] cudaError_t launch_outputs(const chunk_args& a, cudaStream_t stream);
-
-/// The walk alone (launch_states' second kernel), after the staged own
-/// states.
+/// The walk (ssd_chunk_recurrence.cu), after the own states: a thread per
+/// 4 state entries of a (row, head), leaving each chunk's start state in
+/// `states` and the row's last state in its slot. Rows the table does not
+/// hold are left alone.
 [[nodiscard]] cudaError_t launch_state_pass(const chunk_args& a, cudaStream_t stream);
 
-/// The staged kernels (ssd_chunk_staged.cu, ssd_chunk_staged_output.cu):
-/// the same products over the same tiles as chunk_cb, chunk_state and
-/// chunk_output, with every operand copied to shared memory by cp.async
-/// at once (internal/ssd_chunk_stage.cuh) and the shared leading
-/// dimensions of the operands read down a column padded for no bank
-/// conflicts. `ssd_variant` picks them (1, the default) or the others (0).
+/// The chunk kernels (ssd_chunk_staged.cu, ssd_chunk_staged_output.cu): C
+/// B^T per (chunk, group) into `cb` (needs only the table); every (chunk,
+/// head)'s own end state and e^{G_C} into `states` / `gammas`; the outputs,
+/// a block per (chunk, head), from `cb` and the start states. Every operand
+/// is copied to shared memory by cp.async at once
+/// (internal/ssd_chunk_stage.cuh); leading dimensions read down a column
+/// are padded for no bank conflicts.
 [[nodiscard]] cudaError_t launch_cb_staged(const chunk_args& a, cudaStream_t stream);
 [[nodiscard]] cudaError_t launch_own_states_staged(const chunk_args& a, cudaStream_t stream);
 [[nodiscard]] cudaError_t launch_outputs_staged(const chunk_args& a, cudaStream_t stream);
