@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 31's check call: every GPU test after the fixes (SSD scan launch
+# Session 31's check call (not run then: no machine; the first call of the next stop): every GPU test after the fixes (SSD scan launch
 # bounds, gated-norm test groups) and the new delta-rule decode defaults.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,5 +35,11 @@ print("variant" + "".join(f"{'b'+str(b):>10s}" for b in bs))
 for k, v in us.items():
     print(f"{str(k):16s}" + "".join(f"{v[b]:10.2f}" if b in v else f"{'-':>10s}" for b in bs))
 PY
+san=/usr/local/cuda/bin/compute-sanitizer
+for tool in memcheck racecheck; do  # the staged SSD kernels (not yet sanitized)
+  timeout 150 "$san" --tool "$tool" --error-exitcode 3 "$bin/mstar_gpu_tests" \
+    --gtest_filter='gpu_recurrent.ssd_chunked*' >"$out/sanitizer-$tool.log" 2>&1
+  echo "$tool exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED) " "$out/sanitizer-$tool.log"
+done
 echo "done ($((SECONDS - t0)) s)"
 tar czf "$final/call6.tgz" -C "$out" .
