@@ -15,6 +15,7 @@
 #include "engine/preprocess.hpp"
 #include "tests/actors/handle_support.hpp"
 #include "tests/engine/engine_support.hpp"
+#include "tests/engine/failing_model.hpp"
 
 namespace mstar::actors {
 namespace {
@@ -228,51 +229,9 @@ TEST(runtime, a_front_ends_prefix_keys_are_used_and_bad_ones_fail_the_request) {
   expect_pools_empty(**rt);
 }
 
-// A model whose forward fails (an error value, or an exception) from its
-// `fail_at`-th call on; everything else is the fixture model's.
-class flaky_model final : public models::causal_lm {
- public:
-  flaky_model(std::unique_ptr<models::causal_lm> inner, int fail_at, bool throw_it)
-      : inner_(std::move(inner)), fail_at_(fail_at), throw_(throw_it) {}
-  const models::tokenizer* tok() const noexcept override { return inner_->tok(); }
-  std::int64_t vocab_size() const noexcept override { return inner_->vocab_size(); }
-  std::span<const std::int64_t> eos_token_ids() const noexcept override {
-    return inner_->eos_token_ids();
-  }
-  bool prefix_skip_safe() const noexcept override { return inner_->prefix_skip_safe(); }
-  result<models::pool_spec> pools(const models::pool_options& o) const override {
-    return inner_->pools(o);
-  }
-  result<void> bind(resources::kv_pool* kv, resources::recurrent_state_pool* rec) override {
-    return inner_->bind(kv, rec);
-  }
-  models::step_request declare(std::span<const models::step_row> rows) const override {
-    return inner_->declare(rows);
-  }
-  result<models::forward_output> forward(std::span<const models::step_row> rows,
-                                         const models::step_plans& plans,
-                                         std::span<const models::row_sampling> draws) override {
-    if (++calls_ >= fail_at_) {
-      if (throw_)
-        throw std::runtime_error("injected device fault");
-      return make_error(errc::internal, "injected device fault");
-    }
-    return inner_->forward(rows, plans, draws);
-  }
-  std::string device_name() const override { return "flaky"; }
-  mstar::dtype compute_dtype() const noexcept override { return inner_->compute_dtype(); }
-  std::int64_t num_parameters() const noexcept override { return inner_->num_parameters(); }
-  bool on_gpu() const noexcept override { return false; }
-
- private:
-  std::unique_ptr<models::causal_lm> inner_;
-  int fail_at_;
-  bool throw_;
-  int calls_ = 0;
-};
-
 TEST(runtime, a_failing_forward_fails_the_requests_in_its_step_and_the_engine_goes_on) {
-  auto rt = runtime::start(std::make_unique<flaky_model>(fixture_model(), 3, false), {}, 2);
+  auto rt = runtime::start(
+      std::make_unique<test::failing_model>(fixture_model(), 3, "injected device fault"), {}, 2);
   ASSERT_TRUE(rt.has_value());
   auto a = (*rt)->submit(test::greedy_request({5, 6}, 50));
   auto b = (*rt)->submit(test::greedy_request({7, 8}, 50));
@@ -286,7 +245,9 @@ TEST(runtime, a_failing_forward_fails_the_requests_in_its_step_and_the_engine_go
 }
 
 TEST(runtime, a_worker_that_throws_fails_every_request_and_never_hangs_a_caller) {
-  auto rt = runtime::start(std::make_unique<flaky_model>(fixture_model(), 2, true), {}, 2);
+  auto rt = runtime::start(
+      std::make_unique<test::failing_model>(fixture_model(), 2, "injected device fault", true), {},
+      2);
   ASSERT_TRUE(rt.has_value());
   auto a = (*rt)->submit(test::greedy_request({5, 6}, 50));
   const auto ds = read_all(a);

@@ -14,6 +14,7 @@
 
 #include "engine/pool_memory.hpp"
 #include "parallel/local_group.hpp"
+#include "tests/engine/failing_model.hpp"
 #include "tests/engine/tensor_parallel_support.hpp"
 
 namespace mstar::test {
@@ -286,45 +287,6 @@ TEST(tensor_parallel_lm, its_pools_count_every_ranks_copy) {
       << refused.error().message();
 }
 
-// A rank model that fails its forward from the `fail_at`th call on; all else
-// is the inner model's.
-class failing_rank final : public models::causal_lm {
- public:
-  failing_rank(std::unique_ptr<models::causal_lm> inner, int fail_at)
-      : inner_(std::move(inner)), fail_at_(fail_at) {}
-  const models::tokenizer* tok() const noexcept override { return inner_->tok(); }
-  std::int64_t vocab_size() const noexcept override { return inner_->vocab_size(); }
-  std::span<const std::int64_t> eos_token_ids() const noexcept override {
-    return inner_->eos_token_ids();
-  }
-  bool prefix_skip_safe() const noexcept override { return inner_->prefix_skip_safe(); }
-  result<models::pool_spec> pools(const models::pool_options& o) const override {
-    return inner_->pools(o);
-  }
-  result<void> bind(resources::kv_pool* kv, resources::recurrent_state_pool* rec) override {
-    return inner_->bind(kv, rec);
-  }
-  models::step_request declare(std::span<const models::step_row> rows) const override {
-    return inner_->declare(rows);
-  }
-  result<models::forward_output> forward(std::span<const models::step_row> rows,
-                                         const models::step_plans& plans,
-                                         std::span<const models::row_sampling> draws) override {
-    if (++calls_ >= fail_at_)
-      return make_error(errc::internal, "injected failure");
-    return inner_->forward(rows, plans, draws);
-  }
-  std::string device_name() const override { return inner_->device_name(); }
-  mstar::dtype compute_dtype() const noexcept override { return inner_->compute_dtype(); }
-  std::int64_t num_parameters() const noexcept override { return inner_->num_parameters(); }
-  bool on_gpu() const noexcept override { return inner_->on_gpu(); }
-
- private:
-  std::unique_ptr<models::causal_lm> inner_;
-  int fail_at_;
-  int calls_ = 0;
-};
-
 TEST(tensor_parallel_lm, a_rank_whose_forward_fails_fails_the_step_naming_it) {
   const std::string name = "nemotron_h_tiny_hybrid";
   auto lm = models::tensor_parallel_lm::make(
@@ -333,7 +295,8 @@ TEST(tensor_parallel_lm, a_rank_whose_forward_fails_fails_the_step_naming_it) {
         auto m = load_tp_rank(name, run);
         if (!m || run.tensor_parallel->rank() != 1)
           return m;
-        return std::unique_ptr<models::causal_lm>(std::make_unique<failing_rank>(std::move(*m), 3));
+        return std::unique_ptr<models::causal_lm>(
+            std::make_unique<failing_model>(std::move(*m), 3, "injected failure"));
       },
       30s);
   ASSERT_TRUE(lm.has_value()) << lm.error().message();
