@@ -384,13 +384,14 @@ cudaError_t launch_rule(const rule_args& a, int rows, bool decode, int variant,
                         cudaStream_t stream) {
   if (decode) {
     // A warp a value row (fla's tiling), q / k a float4 a lane, the halving
-    // butterfly: 27 (8 rows a thread, 72 registers, cached) below 32 rows,
-    // 24 (4 rows, 64 registers, streaming) from 32 (bench/results/
-    // h200-delta-rule.md, run 5: 2.55 / 12.71 / 68.28 us at 1 / 16 / 64
-    // rows where 4 / 6 took 2.90 / 14.19 / 70.62). Shapes they do not take
-    // run 4 / 6 (launch_reduced). The sweep covers K 128 only.
+    // butterfly, 8 rows a thread, 72 registers, cached loads: entry 27 at
+    // every row count (bench/results/h200-delta-rule.md, run 6: 2.54 / 12.63
+    // / 68.66 / 135.14 / 267.74 us at 1 / 16 / 64 / 128 / 256 rows, where 24,
+    // the default from 32 rows before, took 68.77 / 136.66 / 276.28 at 64 /
+    // 128 / 256). Shapes it does not take run 4 / 6 (launch_reduced). The
+    // sweep covers K 128 only.
     const int forced = variant >= 0 ? variant : Lanes == 8 ? decode_override() : -1;
-    decode_table<Lanes>[forced >= 0 ? forced : rows >= 32 ? 24 : 27](a, rows, stream);
+    decode_table<Lanes>[forced >= 0 ? forced : 27](a, rows, stream);
     return detail::launch_status();
   }
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(a.v_dim, rule_threads / Lanes)),
