@@ -314,9 +314,9 @@ constexpr decode_launch<Lanes> decode_table[] = {
     launch_decode<Lanes, 64, 2, 0>,   // 1
     launch_decode<Lanes, 128, 2, 3>,  // 2
     launch_decode<Lanes, 64, 2, 3>,   // 3
-    launch_decode<Lanes, 32, 2, 0>,   // 4: the default below 32 rows
+    launch_decode<Lanes, 32, 2, 0>,   // 4: the default below 32 rows until run 5
     launch_decode<Lanes, 64, 1, 3>,   // 5
-    launch_decode<Lanes, 32, 2, 3>,   // 6: the default from 32 rows
+    launch_decode<Lanes, 32, 2, 3>,   // 6: the default from 32 rows until run 5
     launch_decode<Lanes, 32, 1, 3>,   // 7
     launch_decode<Lanes, 32, 4, 3>,   // 8
     launch_decode<Lanes, 128, 4, 3>,  // 9
