@@ -7,6 +7,14 @@
 // throughout. The kernel takes up to 8 input rows (M), but from 4 rows it was
 // 2-7x slower than cuBLAS (bench/results/h200-kernels17.md), so linear_bf16
 // sends it one row only (gemv_max_rows).
+//
+// Two folds for a batch-1 decode step (the step's small kernels cost ~5 us
+// each, bench/results/h200-kernels17.md): `accumulate` adds the product to
+// the f32 output (a residual stream taking its row-parallel projection, so
+// no add kernel follows), and the RMS-norm form (rms_norm_linear_bf16)
+// builds its input itself: every block norms the f32 row into shared memory
+// as add_rms_norm would (same thread layout, same sums, same rounding) while
+// its first weight pieces are in flight, so no norm kernel precedes it.
 #include <cstdint>
 
 #include "kernels/cuda/internal/common.cuh"
@@ -31,6 +39,13 @@ struct gemv_args {
   std::uint16_t* out_bf16;
   std::int64_t out_stride;
   int m, n, k;
+  bool accumulate;
+  // The RMS-norm form: x is unused; the input is norm(xn) * norm_w in bf16.
+  const float* xn;
+  std::int64_t xn_stride;  // along K
+  const float* norm_w;
+  std::int64_t norm_w_stride;
+  float eps;
 };
 
 __device__ __forceinline__ float lo_bf16(unsigned v) {
@@ -52,14 +67,20 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
   return fmaf(hi_bf16(w.w), hi_bf16(x.w), acc);
 }
 
-// M: the rows the template holds (>= a.m).
-template <int M>
+// M: the rows the template holds (>= a.m). Norm: the RMS-norm form (M 1),
+// launched with K * 2 bytes of dynamic shared memory for the normed row.
+template <int M, bool Norm>
 __global__ void __launch_bounds__(gemv_threads) gemv_bf16_kernel(gemv_args a) {
+  extern __shared__ uint4 normed[];  // Norm: the input row, bf16, K / 8 pieces
+  __shared__ float scratch[32];
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp =
       static_cast<int>(blockIdx.x) * warps_per_block + static_cast<int>(threadIdx.x) / 32;
   const int n0 = warp * rows_per_warp;
-  if (n0 >= a.n)
+  // A warp past the last feature still helps norm the row (every thread
+  // takes part in the block sum) and leaves after.
+  const bool active = n0 < a.n;
+  if (!Norm && !active)
     return;
   const int pieces = a.k / 8;
   float acc[rows_per_warp][M];
@@ -75,8 +96,8 @@ __global__ void __launch_bounds__(gemv_threads) gemv_bf16_kernel(gemv_args a) {
     const int n = n0 + r < a.n ? n0 + r : n0;  // a missing second row rereads the first
     wrow[r] = reinterpret_cast<const uint4*>(a.w + static_cast<std::int64_t>(n) * a.w_stride);
   }
-  for (int p0 = lane; p0 < pieces; p0 += 32 * unroll) {
-    uint4 w[rows_per_warp][unroll];
+  uint4 w[rows_per_warp][unroll];
+  const auto load = [&](int p0) {
 #pragma unroll
     for (int u = 0; u < unroll; ++u) {
       const int p = p0 + 32 * u;
@@ -84,6 +105,29 @@ __global__ void __launch_bounds__(gemv_threads) gemv_bf16_kernel(gemv_args a) {
       for (int r = 0; r < rows_per_warp; ++r)
         w[r][u] = p < pieces ? __ldcs(wrow[r] + p) : make_uint4(0U, 0U, 0U, 0U);
     }
+  };
+  if (active)
+    load(lane);
+  if constexpr (Norm) {
+    // add_rms_norm's loop at 256 threads: thread i squares columns i, i + 256, ...
+    float sum_sq = 0.0F;
+    for (int h = static_cast<int>(threadIdx.x); h < a.k; h += gemv_threads) {
+      const float v = a.xn[static_cast<std::int64_t>(h) * a.xn_stride];
+      sum_sq += v * v;
+    }
+    sum_sq = block_sum(sum_sq, scratch);
+    const float scale = rsqrtf(sum_sq / static_cast<float>(a.k) + a.eps);
+    auto* row = reinterpret_cast<std::uint16_t*>(normed);
+    for (int h = static_cast<int>(threadIdx.x); h < a.k; h += gemv_threads) {
+      const float o = a.xn[static_cast<std::int64_t>(h) * a.xn_stride] * scale *
+                      a.norm_w[static_cast<std::int64_t>(h) * a.norm_w_stride];
+      row[h] = to_bf16(o);
+    }
+    __syncthreads();
+    if (!active)
+      return;
+  }
+  for (int p0 = lane;;) {
 #pragma unroll
     for (int u = 0; u < unroll; ++u) {
       const int p = p0 + 32 * u;
@@ -92,14 +136,23 @@ __global__ void __launch_bounds__(gemv_threads) gemv_bf16_kernel(gemv_args a) {
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         if (m < a.m) {
-          const uint4 xv = __ldg(
-              reinterpret_cast<const uint4*>(a.x + static_cast<std::int64_t>(m) * a.x_stride) + p);
+          uint4 xv;
+          if constexpr (Norm)
+            xv = normed[p];
+          else
+            xv = __ldg(reinterpret_cast<const uint4*>(a.x + static_cast<std::int64_t>(m) *
+                                                                a.x_stride) +
+                       p);
 #pragma unroll
           for (int r = 0; r < rows_per_warp; ++r)
             acc[r][m] = dot8(w[r][u], xv, acc[r][m]);
         }
       }
     }
+    p0 += 32 * unroll;
+    if (p0 >= pieces)
+      break;
+    load(p0);
   }
 #pragma unroll
   for (int r = 0; r < rows_per_warp; ++r) {
@@ -121,7 +174,8 @@ __global__ void __launch_bounds__(gemv_threads) gemv_bf16_kernel(gemv_args a) {
         break;
       const std::int64_t at = static_cast<std::int64_t>(m) * a.out_stride + n;
       if (a.out_f32 != nullptr) {
-        a.out_f32[at] = acc[r][m] + b;
+        // Accumulating: the residual plus the product's output, as `add` would.
+        a.out_f32[at] = a.accumulate ? a.out_f32[at] + (acc[r][m] + b) : acc[r][m] + b;
       } else {
         // As cuBLAS with a bias filled in first: the bias rounded to bf16.
         const float bb = a.bias != nullptr ? from_bf16(to_bf16(b)) : 0.0F;
@@ -149,24 +203,63 @@ bool gemv_bf16_fits(const linear_bf16_params& p) {
          stride_ok(n, p.weight.strides[0]) && aligned16(p.x.data) && aligned16(p.weight.data);
 }
 
+namespace {
+
+// The weight and output half of gemv_args, shared by both forms.
+void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
+                  const view<const float, 1>& bias, const view<float, 2>& out_f32,
+                  const view<std::uint16_t, 2>& out_bf16, bool accumulate) {
+  a.w = weight.data;
+  a.w_stride = weight.shape[0] > 1 ? weight.strides[0] : 0;
+  a.bias = bias ? bias.data : nullptr;
+  a.bias_stride = bias ? bias.strides[0] : 0;
+  a.out_f32 = out_f32 ? out_f32.data : nullptr;
+  a.out_bf16 = out_bf16 ? out_bf16.data : nullptr;
+  a.out_stride = out_f32 ? out_f32.strides[0] : out_bf16.strides[0];
+  a.n = static_cast<int>(weight.shape[0]);
+  a.accumulate = accumulate;
+}
+
+unsigned blocks_for(int n) {
+  const std::int64_t warps = ceil_div(std::int64_t{n}, std::int64_t{rows_per_warp});
+  return static_cast<unsigned>(ceil_div(warps, std::int64_t{warps_per_block}));
+}
+
+}  // namespace
+
 cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   gemv_args a{};
   a.x = p.x.data;
   a.x_stride = p.x.shape[0] > 1 ? p.x.strides[0] : 0;
-  a.w = p.weight.data;
-  a.w_stride = p.weight.shape[0] > 1 ? p.weight.strides[0] : 0;
-  a.bias = p.bias ? p.bias.data : nullptr;
-  a.bias_stride = p.bias ? p.bias.strides[0] : 0;
-  a.out_f32 = p.out_f32 ? p.out_f32.data : nullptr;
-  a.out_bf16 = p.out_bf16 ? p.out_bf16.data : nullptr;
-  a.out_stride = p.out_f32 ? p.out_f32.strides[0] : p.out_bf16.strides[0];
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate);
   a.m = static_cast<int>(p.x.shape[0]);
-  a.n = static_cast<int>(p.weight.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
-  const std::int64_t warps = ceil_div(std::int64_t{a.n}, std::int64_t{rows_per_warp});
-  const auto blocks = static_cast<unsigned>(ceil_div(warps, std::int64_t{warps_per_block}));
   static_assert(gemv_max_rows == 1, "instantiate gemv_bf16_kernel for more rows");
-  gemv_bf16_kernel<1><<<blocks, gemv_threads, 0, stream>>>(a);
+  gemv_bf16_kernel<1, false><<<blocks_for(a.n), gemv_threads, 0, stream>>>(a);
+  return launch_status();
+}
+
+bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p) {
+  const std::int64_t k = p.weight.shape[1];
+  const std::int64_t n = p.weight.shape[0];
+  return k >= 8 && k % 8 == 0 && k <= gemv_norm_max_k && n <= (1 << 30) &&
+         p.weight.strides[1] == 1 && (n <= 1 || p.weight.strides[0] % 8 == 0) &&
+         aligned16(p.weight.data);
+}
+
+cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p,
+                                      cudaStream_t stream) {
+  gemv_args a{};
+  a.xn = p.x.data;
+  a.xn_stride = p.x.strides[1];
+  a.norm_w = p.norm_weight.data;
+  a.norm_w_stride = p.norm_weight.strides[0];
+  a.eps = p.eps;
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate);
+  a.m = 1;
+  a.k = static_cast<int>(p.weight.shape[1]);
+  const auto smem = static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
+  gemv_bf16_kernel<1, true><<<blocks_for(a.n), gemv_threads, smem, stream>>>(a);
   return launch_status();
 }
 

@@ -13,10 +13,11 @@ namespace {
 
 using detail::ceil_div;
 
-// Fills out[t][n] with bias[n] (or zero), the GEMM's beta = 1 starting point.
+// Fills out[t][n] with bias[n] (or zero), the GEMM's beta = 1 starting
+// point; `add` (f32, an accumulating product): adds the bias instead.
 template <class Out>
 __global__ void fill_bias_kernel(Out* out, std::int64_t rows, std::int64_t cols, std::int64_t ld,
-                                 const float* bias, std::int64_t bias_stride) {
+                                 const float* bias, std::int64_t bias_stride, bool add) {
   for (std::int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
     for (std::int64_t n = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; n < cols;
          n += std::int64_t{gridDim.x} * blockDim.x) {
@@ -24,19 +25,19 @@ __global__ void fill_bias_kernel(Out* out, std::int64_t rows, std::int64_t cols,
       if constexpr (sizeof(Out) == 2)
         out[t * ld + n] = detail::to_bf16(b);
       else
-        out[t * ld + n] = b;
+        out[t * ld + n] = add ? out[t * ld + n] + b : b;
     }
   }
 }
 
 template <class Out>
 cudaError_t fill_bias(Out* out, std::int64_t rows, std::int64_t cols, std::int64_t ld,
-                      const view<const float, 1>& bias, cudaStream_t stream) {
+                      const view<const float, 1>& bias, cudaStream_t stream, bool add = false) {
   constexpr int threads = 256;
   const dim3 grid{static_cast<unsigned>(std::min<std::int64_t>(ceil_div(cols, threads), 1024)),
                   static_cast<unsigned>(std::min<std::int64_t>(rows, 65535))};
   fill_bias_kernel<<<grid, threads, 0, stream>>>(out, rows, cols, ld, bias.data,
-                                                 bias ? bias.strides[0] : 0);
+                                                 bias ? bias.strides[0] : 0, add);
   return detail::launch_status();
 }
 
@@ -96,18 +97,22 @@ gemm_shape shape_of(const view<X, 2>& x, const view<W, 2>& w, const view<O, 2>& 
 // k == 0, zeros) is filled in and accumulated onto (beta 1); without a bias
 // the GEMM writes `out` itself (beta 0, one launch fewer). `done`: k == 0,
 // nothing is left for the GEMM.
+// `accumulate` (f32 only): `out` already holds what the product adds to; a
+// bias is added to it (K 0: nothing else happens) and the GEMM takes beta 1.
 template <class Out>
 cudaError_t start_output(const blas_handle& blas, Out* out, std::int64_t rows, std::int64_t cols,
                          const gemm_shape& g, const view<const float, 1>& bias, cudaStream_t stream,
-                         float& beta, bool& done) {
-  const bool fill = static_cast<bool>(bias) || g.k == 0;
-  beta = fill ? 1.0F : 0.0F;
+                         float& beta, bool& done, bool accumulate = false) {
+  const bool fill = static_cast<bool>(bias) || (g.k == 0 && !accumulate);
+  beta = fill || accumulate ? 1.0F : 0.0F;
   done = g.k == 0;
   if (fill) {
-    if (const cudaError_t err = fill_bias(out, rows, cols, g.ldc, bias, stream);
+    if (const cudaError_t err = fill_bias(out, rows, cols, g.ldc, bias, stream, accumulate);
         err != cudaSuccess || done)
       return err;
   }
+  if (done)
+    return cudaSuccess;
   return from_status(cublasSetStream(blas.get(), stream));
 }
 
@@ -138,7 +143,7 @@ cudaError_t linear(const blas_handle& blas, const linear_params& p, cudaStream_t
 
 cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p, cudaStream_t stream) {
   const bool f32_out = static_cast<bool>(p.out_f32);
-  if (f32_out == static_cast<bool>(p.out_bf16))
+  if (f32_out == static_cast<bool>(p.out_bf16) || (p.accumulate && !f32_out))
     return cudaErrorInvalidValue;
   const std::array<std::int64_t, 2> out_shape{p.x.shape[0], p.weight.shape[0]};
   if (!detail::all_ok(
@@ -161,7 +166,8 @@ cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p, cu
   float beta = 0.0F;
   bool done = false;
   const cudaError_t started = f32_out ? start_output(blas, p.out_f32.data, out_shape[0],
-                                                     out_shape[1], g, p.bias, stream, beta, done)
+                                                     out_shape[1], g, p.bias, stream, beta, done,
+                                                     p.accumulate)
                                       : start_output(blas, p.out_bf16.data, out_shape[0],
                                                      out_shape[1], g, p.bias, stream, beta, done);
   if (started != cudaSuccess || done)
@@ -171,6 +177,27 @@ cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p, cu
                                   p.weight.data, CUDA_R_16BF, g.lda, p.x.data, CUDA_R_16BF, g.ldb,
                                   &beta, out, f32_out ? CUDA_R_32F : CUDA_R_16BF, g.ldc,
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p, cudaStream_t stream) {
+  const bool f32_out = static_cast<bool>(p.out_f32);
+  if (f32_out == static_cast<bool>(p.out_bf16) || (p.accumulate && !f32_out))
+    return cudaErrorInvalidValue;
+  const std::int64_t k = p.weight.shape[1];
+  const std::array<std::int64_t, 2> out_shape{1, p.weight.shape[0]};
+  if (!detail::all_ok(
+          {check_view(p.x, "x", {1, k}), check_view(p.norm_weight, "norm_weight", {k}),
+           check_view(p.weight, "weight", {any_extent, any_extent}),
+           check_view(p.bias, "bias", p.bias ? std::array{p.weight.shape[0]} : p.bias.shape),
+           f32_out ? check_view(p.out_f32, "out", out_shape)
+                   : check_view(p.out_bf16, "out", out_shape)}) ||
+      !(f32_out ? blas_operand_ok(p.out_f32) : blas_operand_ok(p.out_bf16)) ||
+      !detail::gemv_rms_norm_fits(p)) {
+    return cudaErrorInvalidValue;
+  }
+  if (out_shape[1] == 0)
+    return cudaSuccess;
+  return detail::launch_gemv_rms_norm_bf16(p, stream);
 }
 
 }  // namespace mstar::kernels::cuda

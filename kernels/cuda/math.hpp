@@ -73,13 +73,42 @@ struct linear_bf16_params {
   /// [T, N] f32, unit stride along N; exactly one of out_f32 / out_bf16.
   view<float, 2> out_f32{};
   view<std::uint16_t, 2> out_bf16{};  ///< [T, N] bf16, unit stride along N
+  /// `out_f32 += x * weight^T (+ bias)` (a residual stream taking a
+  /// projection): each element is `out + (product + bias)`, what `add` of
+  /// the plain product's output would give. f32 output only.
+  bool accumulate = false;
 };
 
 /// `out = x * weight^T (+ bias)` through `cublasGemmEx` (bf16 inputs, f32
 /// compute). A bias fills `out` first (rounded to bf16 for a bf16 output)
-/// and the GEMM accumulates onto it; without one the GEMM writes `out`.
+/// and the GEMM accumulates onto it; without one the GEMM writes `out`. One
+/// row takes a GEMV kernel instead (gemv.cu; `MSTAR_GEMV=0`: cuBLAS).
 [[nodiscard]] cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p,
                                       cudaStream_t stream);
+
+/// Operands of `rms_norm_linear_bf16`: one f32 row, its RMS norm rounded to
+/// bf16 as the product's input.
+struct rms_norm_linear_bf16_params {
+  view<const float, 2> x;               ///< [1, K] f32 (a residual stream row)
+  view<const float, 1> norm_weight;     ///< [K] f32
+  float eps = 1e-6F;                    ///< added to the mean square before the root
+  view<const std::uint16_t, 2> weight;  ///< [N, K] bf16, unit stride along K, K a multiple of 8
+  view<const float, 1> bias{};          ///< [N] f32; absent: no bias
+  view<float, 2> out_f32{};             ///< [1, N] f32; exactly one of out_f32 / out_bf16
+  view<std::uint16_t, 2> out_bf16{};    ///< [1, N] bf16
+  bool accumulate = false;              ///< as linear_bf16_params::accumulate
+};
+
+/// `add_rms_norm` (no delta) into a bf16 row, then `linear_bf16` of it, in one
+/// kernel (gemv.cu: every block norms the row into shared memory while its
+/// first weight pieces load): the output equals the two launches' bit for
+/// bit (the sum of squares is taken over the same 256-thread layout). A
+/// batch-1 decode step's norm and the projection after it. One row only, K
+/// a multiple of 8 up to `rms_norm_linear_max_k`; other shapes return
+/// cudaErrorInvalidValue.
+inline constexpr std::int64_t rms_norm_linear_max_k = 16384;
+[[nodiscard]] cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p,
+                                               cudaStream_t stream);
 
 /// `n` floats to bfloat16 bits, round to nearest even (the CPU arena's rule).
 [[nodiscard]] cudaError_t to_bf16(const float* in, std::uint16_t* out, std::int64_t n,

@@ -57,9 +57,21 @@ result<device_matrix> nemotron_h_cuda::impl::weights(const std::vector<float>& w
 }
 
 result<void> nemotron_h_cuda::impl::linear(gemm_input in, std::int64_t t, const device_matrix& w,
-                                           float* out_rows) {
+                                           float* out_rows, bool accumulate) {
   const cudaStream_t s = stream.get();
+  if (in.norm_of != nullptr) {
+    kc::rms_norm_linear_bf16_params p;
+    p.x = matrix(in.norm_of, t, w.cols);
+    p.norm_weight = vector(in.norm_weight, w.cols);
+    p.eps = in.eps;
+    p.weight = matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+    p.out_f32 = matrix(out_rows, t, w.rows);
+    p.accumulate = accumulate;
+    return check(kc::rms_norm_linear_bf16(p, s), "rms_norm_linear_bf16");
+  }
   if (dtype == mstar::dtype::float32) {
+    if (accumulate)
+      return check(cudaErrorInvalidValue, "linear: accumulating needs bf16 weights");
     return check(kc::linear(blas,
                             {matrix(in.f32, t, w.cols),
                              matrix(w.buffer.as<const float>(), w.rows, w.cols),
@@ -79,6 +91,7 @@ result<void> nemotron_h_cuda::impl::linear(gemm_input in, std::int64_t t, const 
   p.x = matrix(x16, t, w.cols);
   p.weight = matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
   p.out_f32 = matrix(out_rows, t, w.rows);
+  p.accumulate = accumulate;
   return check(kc::linear_bf16(blas, p, s), "linear_bf16");
 }
 
@@ -134,7 +147,8 @@ result<void> nemotron_h_cuda::impl::reserve(std::int64_t tokens, std::int64_t ro
   return {};
 }
 
-result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, std::int64_t tokens,
+result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io& io,
+                                          std::int64_t tokens,
                                           const nemotron_h_batch& b, const nemotron_h_state& st,
                                           const std::int32_t* cu, const std::int32_t* slots_d,
                                           const std::uint8_t* has_d) {
@@ -145,7 +159,7 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, std::int64_t to
   float* zx = zxbcdt.as<float>();
   float* xc = xbc.as<float>();
   float* yy = y.as<float>();
-  if (auto ok = linear(staged(x.as<float>()), tokens, l.in_proj, zx); !ok)
+  if (auto ok = linear(io.in, tokens, l.in_proj, zx); !ok)
     return ok;
   const auto rows = static_cast<std::int32_t>(b.cu.size() - 1);
   const std::span<const std::int32_t> slots{slots_d, static_cast<std::size_t>(rows)};
@@ -185,14 +199,15 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, std::int64_t to
     g.out = yv;
   if (auto ok = check(kc::gated_rms_norm(g, s), "gated_rms_norm"); !ok)
     return ok;
-  return linear(staged(yy), tokens, l.out_proj, out.as<float>());
+  return linear(staged(yy), tokens, l.out_proj, io.out, io.accumulate);
 }
 
-result<void> nemotron_h_cuda::impl::attention(const device_layer& l, std::int64_t tokens,
+result<void> nemotron_h_cuda::impl::attention(const device_layer& l, const layer_io& io,
+                                              std::int64_t tokens,
                                               const kernels::kv_page_table& table,
                                               const kernels::kv_arena_view& kv) {
   const cudaStream_t s = stream.get();
-  const gemm_input xs = staged(x.as<float>());
+  const gemm_input xs = io.in;
   if (auto ok = linear(xs, tokens, l.q, q.as<float>()); !ok)
     return ok;
   if (auto ok = linear(xs, tokens, l.k, k.as<float>()); !ok)
@@ -217,7 +232,7 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, std::int64_
       !ok)
     return ok;
   // The attention output is f32: with bf16 weights linear rounds it first.
-  return linear({o.as<float>()}, tokens, l.o, out.as<float>());
+  return linear({o.as<float>()}, tokens, l.o, io.out, io.accumulate);
 }
 
 result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
@@ -251,21 +266,31 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
     return ok;
   // The residual stream: each layer's output (`out`) is added to h by the
   // next layer's norm (`pending`), which writes that layer's GEMM input.
+  // Folded (one row, bf16, one rank): each layer's first GEMV norms h
+  // itself and its last adds onto h, so no norm kernel runs between them.
+  const bool fold = fused_norms && T == 1 && R == 1 && b.decode &&
+                    dtype == mstar::dtype::bfloat16 && tp.comm == nullptr &&
+                    hid % 8 == 0 && hid <= kc::rms_norm_linear_max_k;
+  const auto eps = static_cast<float>(c.layer_norm_epsilon);
   const float* pending = nullptr;
   for (const auto& l : layers) {
-    if (auto ok = add_norm(hh, pending, T, l.norm, xx); !ok)
+    layer_io io{staged(xx), oo, false};
+    if (fold) {
+      io = {gemm_input{nullptr, nullptr, hh, l.norm.as<const float>(), eps}, hh, true};
+    } else if (auto ok = add_norm(hh, pending, T, l.norm, xx); !ok) {
       return ok;
+    }
     result<void> mixed;
     switch (l.kind) {
       case layer_kind::mamba2:
-        mixed = mamba(l, T, b, st, dplan + L.cu, dplan + L.slots, has_d);
+        mixed = mamba(l, io, T, b, st, dplan + L.cu, dplan + L.slots, has_d);
         break;
       case layer_kind::attention:
-        mixed = attention(l, T, table, st.kv);
+        mixed = attention(l, io, T, table, st.kv);
         break;
       case layer_kind::mlp: {
         float* in = inter.as<float>();
-        mixed = linear(staged(xx), T, l.up, in);
+        mixed = linear(io.in, T, l.up, in);
         if (!mixed)
           break;
         // In place in f32; with bf16 weights straight into down's input.
@@ -280,7 +305,7 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
         mixed = check(kc::activate(a, s), "mlp activation");
         if (!mixed)
           break;
-        mixed = linear(staged(in), T, l.down, oo);
+        mixed = linear(staged(in), T, l.down, io.out, io.accumulate);
         break;
       }
       case layer_kind::moe:
@@ -288,6 +313,8 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
     }
     if (!mixed)
       return mixed;
+    if (fold)
+      continue;
     // Row-parallel projections leave each rank a partial sum.
     if (auto ok = all_reduce(oo, static_cast<std::size_t>(T * hid)); !ok)
       return ok;
@@ -299,7 +326,12 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
   // embedding lookup into h), then norm them.
   float* ll = last.as<float>();
   float* lg = logits.as<float>();
-  if (b.decode && T == R) {
+  if (fold) {
+    // h is whole: the head's GEMV norms it.
+    if (auto ok = linear({nullptr, nullptr, hh, norm_f.as<const float>(), eps}, R, lm_head, lg);
+        !ok)
+      return ok;
+  } else if (b.decode && T == R) {
     if (auto ok = add_norm(hh, pending, T, norm_f, ll); !ok)
       return ok;
   } else {
@@ -317,8 +349,10 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
     if (auto ok = add_norm(ll, nullptr, R, norm_f, ll); !ok)
       return ok;
   }
-  if (auto ok = lm_head_rows(ll, R, lg); !ok)
-    return ok;
+  if (!fold) {
+    if (auto ok = lm_head_rows(ll, R, lg); !ok)
+      return ok;
+  }
   if (!argmax)
     return {};
   return check(kc::argmax(matrix<const float>(lg, R, c.vocab_size), greedy.as<std::int32_t>(), s),

@@ -25,6 +25,14 @@ constexpr shape shapes[] = {{1, 1024, 3000, false}, {64, 512, 768, true},  {7, 3
                             {1, 2048, 1001, true},  {1, 4096, 257, false}, {8, 1032, 130, true},
                             {5, 8, 64, false}};
 
+// bf16 bits of `x`, and `x` rounded to them in place.
+std::vector<std::uint16_t> rounded_to_bf16(std::vector<float>& x) {
+  std::vector<std::uint16_t> bits(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = bf16_bits_to_float(bits[i] = float_to_bf16_bits(x[i]));
+  return bits;
+}
+
 TEST(gpu_linear, f32_linear_matches_sgemm_with_and_without_bias) {
   MSTAR_REQUIRE_GPU();
   auto blas = cuda::blas_handle::make();
@@ -69,12 +77,8 @@ TEST(gpu_linear, bf16_linear_accumulates_in_f32_to_f32_and_bf16_outputs) {
     auto x = rng.floats(static_cast<std::size_t>(s.rows * s.inner));
     auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
     const auto b = rng.floats(static_cast<std::size_t>(s.cols));
-    std::vector<std::uint16_t> xh(x.size());
-    std::vector<std::uint16_t> wh(w.size());
-    for (std::size_t i = 0; i < x.size(); ++i)
-      x[i] = bf16_bits_to_float(xh[i] = float_to_bf16_bits(x[i]));
-    for (std::size_t i = 0; i < w.size(); ++i)
-      w[i] = bf16_bits_to_float(wh[i] = float_to_bf16_bits(w[i]));
+    const auto xh = rounded_to_bf16(x);
+    const auto wh = rounded_to_bf16(w);
     std::vector<float> ref(static_cast<std::size_t>(s.rows * s.cols));
     const view<const float, 1> bv =
         s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
@@ -102,6 +106,181 @@ TEST(gpu_linear, bf16_linear_accumulates_in_f32_to_f32_and_bf16_outputs) {
     ASSERT_EQ(cuda::from_bf16(d_bf16.data(), d_wide.data(), s.rows * s.cols, nullptr), cudaSuccess);
     EXPECT_TRUE(within(d_wide.download(), ref, budget::bf16_out));
   }
+}
+
+// Accumulating (a residual taking a projection): the GEMV gives exactly the
+// plain product then `add`; cuBLAS (beta 1) the CPU's sum within budget.
+TEST(gpu_linear, bf16_linear_accumulates_onto_its_f32_output) {
+  MSTAR_REQUIRE_GPU();
+  auto blas = cuda::blas_handle::make();
+  ASSERT_TRUE(blas.has_value()) << blas.error().to_string();
+  auto rng = test::gpu::seeded(303);
+  for (const auto& s : shapes) {
+    SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.inner) + "x" +
+                 std::to_string(s.cols));
+    auto x = rng.floats(static_cast<std::size_t>(s.rows * s.inner));
+    auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
+    const auto b = rng.floats(static_cast<std::size_t>(s.cols));
+    const auto residual = rng.floats(static_cast<std::size_t>(s.rows * s.cols));
+    const auto xh = rounded_to_bf16(x);
+    const auto wh = rounded_to_bf16(w);
+    std::vector<float> ref(residual.size());
+    const view<const float, 1> bv =
+        s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
+    ASSERT_TRUE(linear({contiguous(x.data(), std::array{s.rows, s.inner}),
+                        contiguous(w.data(), std::array{s.cols, s.inner}), bv,
+                        contiguous(ref.data(), std::array{s.rows, s.cols})}));
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      ref[i] += residual[i];
+    const auto d_x = upload(xh);
+    const auto d_w = upload(wh);
+    const auto d_b = upload(b);
+    const view<const float, 1> dbv =
+        s.bias ? contiguous<const float>(d_b.data(), std::array{s.cols}) : view<const float, 1>{};
+    cuda::linear_bf16_params p{
+        contiguous<const std::uint16_t>(d_x.data(), std::array{s.rows, s.inner}),
+        contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner}), dbv};
+    // The two launches: the product, then residual + product.
+    auto d_plain = poisoned<float>(ref.size());
+    auto d_two = upload(residual);
+    p.out_f32 = contiguous(d_plain.data(), std::array{s.rows, s.cols});
+    ASSERT_EQ(cuda::linear_bf16(*blas, p, nullptr), cudaSuccess);
+    const auto two = contiguous(d_two.data(), std::array{s.rows, s.cols});
+    ASSERT_EQ(cuda::add({two, contiguous<const float>(d_plain.data(), std::array{s.rows, s.cols}),
+                         two},
+                        nullptr),
+              cudaSuccess);
+    auto d_acc = upload(residual);
+    p.out_f32 = contiguous(d_acc.data(), std::array{s.rows, s.cols});
+    p.accumulate = true;
+    ASSERT_EQ(cuda::linear_bf16(*blas, p, nullptr), cudaSuccess);
+    const auto acc = d_acc.download();
+    EXPECT_TRUE(within(acc, ref, budget::bf16_in_f32_out));
+    if (s.rows == 1 && s.inner % 8 == 0) {
+      EXPECT_EQ(acc, d_two.download()) << "the GEMV's accumulation is not add's";
+    }
+    // A bf16 output cannot accumulate.
+    auto d_bf16 = poisoned<std::uint16_t>(ref.size());
+    p.out_f32 = {};
+    p.out_bf16 = contiguous(d_bf16.data(), std::array{s.rows, s.cols});
+    EXPECT_EQ(cuda::linear_bf16(*blas, p, nullptr), cudaErrorInvalidValue);
+  }
+}
+
+// The batch-1 decode fold: RMS norm and product in one kernel equal
+// add_rms_norm (bf16 output) then linear_bf16 bit for bit, every output
+// form, and the CPU's norm then product within budget.
+TEST(gpu_linear, rms_norm_linear_equals_the_norm_then_the_product_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  auto blas = cuda::blas_handle::make();
+  ASSERT_TRUE(blas.has_value()) << blas.error().to_string();
+  auto rng = test::gpu::seeded(304);
+  // (K, N, bias): a hidden size and its widest projection, an LM head, a
+  // last block half empty (N 1001), K not a multiple of 256, K 8.
+  struct norm_shape {
+    std::int64_t inner, cols;
+    bool bias;
+  };
+  constexpr norm_shape norm_shapes[] = {{2048, 10304, false}, {2048, 32000, false},
+                                        {4096, 1001, true},   {1032, 130, true},
+                                        {8, 64, false},       {16384, 96, false}};
+  const float eps = 1e-5F;
+  for (const auto& s : norm_shapes) {
+    SCOPED_TRACE(std::to_string(s.inner) + "x" + std::to_string(s.cols));
+    const auto h = rng.floats(static_cast<std::size_t>(s.inner));
+    const auto nw = rng.floats(static_cast<std::size_t>(s.inner));
+    auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
+    const auto b = rng.floats(static_cast<std::size_t>(s.cols));
+    const auto residual = rng.floats(static_cast<std::size_t>(s.cols));
+    const auto wh = rounded_to_bf16(w);
+    // CPU: the norm, rounded to bf16, then the product.
+    std::vector<float> normed(h.size());
+    ASSERT_TRUE(rms_norm({contiguous(h.data(), std::array<std::int64_t, 2>{1, s.inner}),
+                          contiguous(nw.data(), std::array{s.inner}),
+                          contiguous(normed.data(), std::array<std::int64_t, 2>{1, s.inner}),
+                          eps}));
+    (void)rounded_to_bf16(normed);
+    std::vector<float> ref(static_cast<std::size_t>(s.cols));
+    const view<const float, 1> bv =
+        s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
+    ASSERT_TRUE(linear({contiguous(normed.data(), std::array<std::int64_t, 2>{1, s.inner}),
+                        contiguous(w.data(), std::array{s.cols, s.inner}), bv,
+                        contiguous(ref.data(), std::array<std::int64_t, 2>{1, s.cols})}));
+
+    const auto d_h = upload(h);
+    const auto d_nw = upload(nw);
+    const auto d_w = upload(wh);
+    const auto d_b = upload(b);
+    const view<const float, 1> dbv =
+        s.bias ? contiguous<const float>(d_b.data(), std::array{s.cols}) : view<const float, 1>{};
+    const auto wv = contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner});
+    const std::array<std::int64_t, 2> row{1, s.inner};
+    const std::array<std::int64_t, 2> out_row{1, s.cols};
+    // Two launches: add_rms_norm into bf16, then the product (the GEMV).
+    auto d_h2 = upload(h);
+    auto d_x16 = poisoned<std::uint16_t>(static_cast<std::size_t>(s.inner));
+    add_rms_norm_params n;
+    n.residual = contiguous(d_h2.data(), row);
+    n.weight = contiguous<const float>(d_nw.data(), std::array{s.inner});
+    n.out_bf16 = contiguous(d_x16.data(), row);
+    n.eps = eps;
+    ASSERT_EQ(cuda::add_rms_norm(n, nullptr), cudaSuccess);
+    cuda::linear_bf16_params two{contiguous<const std::uint16_t>(d_x16.data(), row), wv, dbv};
+    cuda::rms_norm_linear_bf16_params one;
+    one.x = contiguous<const float>(d_h.data(), row);
+    one.norm_weight = contiguous<const float>(d_nw.data(), std::array{s.inner});
+    one.eps = eps;
+    one.weight = wv;
+    one.bias = dbv;
+    for (const int form : {0, 1, 2}) {  // f32, bf16, f32 accumulating
+      SCOPED_TRACE(form);
+      auto d_two = form == 2 ? upload(residual) : poisoned<float>(ref.size());
+      auto d_one = form == 2 ? upload(residual) : poisoned<float>(ref.size());
+      auto d_two16 = poisoned<std::uint16_t>(ref.size());
+      auto d_one16 = poisoned<std::uint16_t>(ref.size());
+      two.accumulate = one.accumulate = form == 2;
+      if (form == 1) {
+        two.out_f32 = one.out_f32 = {};
+        two.out_bf16 = contiguous(d_two16.data(), out_row);
+        one.out_bf16 = contiguous(d_one16.data(), out_row);
+      } else {
+        two.out_bf16 = one.out_bf16 = {};
+        two.out_f32 = contiguous(d_two.data(), out_row);
+        one.out_f32 = contiguous(d_one.data(), out_row);
+      }
+      ASSERT_EQ(cuda::linear_bf16(*blas, two, nullptr), cudaSuccess);
+      ASSERT_EQ(cuda::rms_norm_linear_bf16(one, nullptr), cudaSuccess);
+      if (form == 1) {
+        EXPECT_EQ(d_one16.download(), d_two16.download());
+        continue;
+      }
+      const auto got = d_one.download();
+      EXPECT_EQ(got, d_two.download());
+      auto want = ref;
+      if (form == 2) {
+        for (std::size_t i = 0; i < want.size(); ++i)
+          want[i] += residual[i];
+      }
+      EXPECT_TRUE(within(got, want, budget::bf16_in_f32_out));
+    }
+    EXPECT_EQ(d_h.download(), h) << "the norm's input is read only";
+  }
+  // Two rows, K past the shared-memory row, K not a multiple of 8: refused.
+  auto d = poisoned<float>(40000);
+  auto d16 = poisoned<std::uint16_t>(40000);
+  cuda::rms_norm_linear_bf16_params bad;
+  const auto with_k = [&](std::int64_t rows, std::int64_t k) {
+    bad.x = contiguous<const float>(d.data(), std::array{rows, k});
+    bad.norm_weight = contiguous<const float>(d.data(), std::array{k});
+    bad.weight = contiguous<const std::uint16_t>(d16.data(), std::array<std::int64_t, 2>{2, k});
+    bad.out_f32 = contiguous(d.data(), std::array<std::int64_t, 2>{rows, 2});
+    return cuda::rms_norm_linear_bf16(bad, nullptr);
+  };
+  EXPECT_EQ(with_k(2, 64), cudaErrorInvalidValue);
+  EXPECT_EQ(with_k(1, 16392), cudaErrorInvalidValue);
+  EXPECT_EQ(with_k(1, 12), cudaErrorInvalidValue);
+  EXPECT_EQ(with_k(1, 64), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 TEST(gpu_linear, mismatched_shapes_are_refused_before_any_launch) {

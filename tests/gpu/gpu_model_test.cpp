@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <gtest/gtest.h>
 
@@ -198,6 +199,38 @@ TEST_P(gpu_model_parity, bfloat16_weights_follow_the_fixture_tokens_and_logits) 
 
 INSTANTIATE_TEST_SUITE_P(tiny, gpu_model_parity,
                          ::testing::Values("nemotron_h_tiny_hybrid", "nemotron_h_tiny_attn"));
+
+// Batch-1 decode with bf16 weights folds each norm into the GEMV after it
+// and each output projection's add into its GEMV (models/cuda: layer_io);
+// the folded kernels compute the unfolded ones' values, so every prompt run
+// alone gives the same tokens and the same logits bit for bit with the fold
+// off (MSTAR_FUSED_NORM=0, read when the model is made).
+TEST(gpu_model_fused_norms, batch_one_decode_equals_the_separate_norm_launches_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  for (const char* name : {"nemotron_h_tiny_hybrid", "nemotron_h_tiny_attn"}) {
+    SCOPED_TRACE(name);
+    const auto expected = load_expected(name);
+    ASSERT_EQ(setenv("MSTAR_FUSED_NORM", "0", 1), 0);
+    auto separate = load_on_gpu(name, mstar::dtype::bfloat16);
+    ASSERT_EQ(unsetenv("MSTAR_FUSED_NORM"), 0);
+    auto folded = load_on_gpu(name, mstar::dtype::bfloat16);
+    ASSERT_NE(separate, nullptr);
+    ASSERT_NE(folded, nullptr);
+    const auto reqs = greedy(expected);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      SCOPED_TRACE("prompt " + std::to_string(i));
+      auto a = generate(*separate, {reqs[i]}, true);
+      auto b = generate(*folded, {reqs[i]}, true);
+      ASSERT_TRUE(a.has_value()) << a.error().message();
+      ASSERT_TRUE(b.has_value()) << b.error().message();
+      EXPECT_EQ((*a)[0].generated_ids, (*b)[0].generated_ids);
+      ASSERT_EQ((*a)[0].step_logits.size(), (*b)[0].step_logits.size());
+      for (std::size_t s = 0; s < (*a)[0].step_logits.size(); ++s)
+        EXPECT_EQ((*a)[0].step_logits[s], (*b)[0].step_logits[s]) << "step " << s;
+    }
+    expect_pools_whole(*folded);
+  }
+}
 
 TEST(gpu_model_graphs, replayed_decode_graphs_match_launching_every_kernel) {
   MSTAR_REQUIRE_GPU();

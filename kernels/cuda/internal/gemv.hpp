@@ -1,6 +1,7 @@
 #pragma once
 
-// The few-row bf16 product behind linear_bf16 (kernels/cuda/gemv.cu).
+// The few-row bf16 product behind linear_bf16 and rms_norm_linear_bf16
+// (kernels/cuda/gemv.cu).
 
 #include <cuda_runtime_api.h>
 
@@ -19,5 +20,18 @@ inline constexpr int gemv_max_rows = 1;
 /// Enqueues the GEMV for `p` (gemv_bf16_fits(p) holds), bias added in the
 /// kernel; returns the launch error.
 [[nodiscard]] cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream);
+
+/// The widest row the RMS-norm form norms into shared memory (2 bytes a
+/// column; the default 48 KiB a block holds 24,576).
+inline constexpr int gemv_norm_max_k = static_cast<int>(rms_norm_linear_max_k);
+
+/// Whether the RMS-norm form takes `p`'s weight (shapes otherwise checked
+/// by rms_norm_linear_bf16): K a multiple of 8 up to gemv_norm_max_k, unit
+/// column stride, row stride and address on 16-byte boundaries.
+[[nodiscard]] bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p);
+
+/// Enqueues the RMS-norm form for `p` (gemv_rms_norm_fits(p) holds).
+[[nodiscard]] cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p,
+                                                    cudaStream_t stream);
 
 }  // namespace mstar::kernels::cuda::detail

@@ -50,6 +50,11 @@ struct device_matrix {
 struct gemm_input {
   const float* f32 = nullptr;
   const std::uint16_t* bf16 = nullptr;
+  /// Or one f32 row whose RMS norm (with `norm_weight`, `eps`) the GEMV takes
+  /// itself (kernels::cuda::rms_norm_linear_bf16): a batch-1 decode step.
+  const float* norm_of = nullptr;
+  const float* norm_weight = nullptr;
+  float eps = 0.0F;
 };
 
 // A grow-only device buffer: `reserve_buffer` drains the stream before the

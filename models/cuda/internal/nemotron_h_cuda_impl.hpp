@@ -94,6 +94,17 @@ struct nemotron_h_cuda::impl {
   std::unique_ptr<timeline> tl;  // null: not recording
   std::uint64_t timelines = 0;   // timelines started, the generations' source
 
+  /// Batch-1 decode steps with bf16 weights fold each norm into the GEMV
+  /// after it and each row-parallel projection's add into its GEMV
+  /// (`MSTAR_FUSED_NORM=0`: the separate add_rms_norm launches, for A/B).
+  bool fused_norms = true;
+  /// Where a layer's mixer reads its input (`in`) and writes its output
+  /// (`out`, added onto it when `accumulate`).
+  struct layer_io {
+    gemm_input in;
+    float* out = nullptr;
+    bool accumulate = false;
+  };
   /// Prefill steps with bf16 weights scan long rows in chunks on tensor
   /// cores (TF32); f32 weights keep the exact sequential scan.
   [[nodiscard]] bool chunked_ssd() const { return dtype != mstar::dtype::float32; }
@@ -147,8 +158,9 @@ struct nemotron_h_cuda::impl {
   /// `out_rows[t, N] = in[t, K] W^T`: f32 through cublasSgemm, or a bf16
   /// GEMM with f32 accumulation reading `in.bf16`, or `in.f32` rounded into
   /// the bf16 scratch first.
+  /// `accumulate`: `out_rows += ...` instead (bf16 weights only).
   [[nodiscard]] result<void> linear(gemm_input in, std::int64_t t, const device_matrix& w,
-                                    float* out_rows);
+                                    float* out_rows, bool accumulate = false);
   /// Where the fused kernels put a GEMM's input: `f32` with float32
   /// weights, the bf16 scratch (`xb`) with bf16 weights.
   [[nodiscard]] gemm_input staged(const float* f32) const {
@@ -177,11 +189,12 @@ struct nemotron_h_cuda::impl {
   /// vocab]: the whole head, or this rank's vocabulary part gathered with
   /// every other rank's.
   [[nodiscard]] result<void> lm_head_rows(const float* normed, std::int64_t rows, float* dest);
-  [[nodiscard]] result<void> mamba(const device_layer& l, std::int64_t tokens,
+  [[nodiscard]] result<void> mamba(const device_layer& l, const layer_io& io, std::int64_t tokens,
                                    const nemotron_h_batch& b, const nemotron_h_state& s,
                                    const std::int32_t* cu, const std::int32_t* slots,
                                    const std::uint8_t* has);
-  [[nodiscard]] result<void> attention(const device_layer& l, std::int64_t tokens,
+  [[nodiscard]] result<void> attention(const device_layer& l, const layer_io& io,
+                                       std::int64_t tokens,
                                        const kernels::kv_page_table& table,
                                        const kernels::kv_arena_view& kv);
 };
