@@ -140,9 +140,9 @@ __global__ void __launch_bounds__(gemv_threads) gemv_bf16_kernel(gemv_args a) {
           if constexpr (Norm)
             xv = normed[p];
           else
-            xv = __ldg(reinterpret_cast<const uint4*>(a.x + static_cast<std::int64_t>(m) *
-                                                                a.x_stride) +
-                       p);
+            xv = __ldg(
+                reinterpret_cast<const uint4*>(a.x + static_cast<std::int64_t>(m) * a.x_stride) +
+                p);
 #pragma unroll
           for (int r = 0; r < rows_per_warp; ++r)
             acc[r][m] = dot8(w[r][u], xv, acc[r][m]);
@@ -247,8 +247,7 @@ bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p) {
          aligned16(p.weight.data);
 }
 
-cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p,
-                                      cudaStream_t stream) {
+cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cudaStream_t stream) {
   gemv_args a{};
   a.xn = p.x.data;
   a.xn_stride = p.x.strides[1];

@@ -165,11 +165,11 @@ cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p, cu
   void* out = f32_out ? static_cast<void*>(p.out_f32.data) : static_cast<void*>(p.out_bf16.data);
   float beta = 0.0F;
   bool done = false;
-  const cudaError_t started = f32_out ? start_output(blas, p.out_f32.data, out_shape[0],
-                                                     out_shape[1], g, p.bias, stream, beta, done,
-                                                     p.accumulate)
-                                      : start_output(blas, p.out_bf16.data, out_shape[0],
-                                                     out_shape[1], g, p.bias, stream, beta, done);
+  const cudaError_t started = f32_out
+                                  ? start_output(blas, p.out_f32.data, out_shape[0], out_shape[1],
+                                                 g, p.bias, stream, beta, done, p.accumulate)
+                                  : start_output(blas, p.out_bf16.data, out_shape[0], out_shape[1],
+                                                 g, p.bias, stream, beta, done);
   if (started != cudaSuccess || done)
     return started;
   const float one = 1.0F;

@@ -148,10 +148,9 @@ result<void> nemotron_h_cuda::impl::reserve(std::int64_t tokens, std::int64_t ro
 }
 
 result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io& io,
-                                          std::int64_t tokens,
-                                          const nemotron_h_batch& b, const nemotron_h_state& st,
-                                          const std::int32_t* cu, const std::int32_t* slots_d,
-                                          const std::uint8_t* has_d) {
+                                          std::int64_t tokens, const nemotron_h_batch& b,
+                                          const nemotron_h_state& st, const std::int32_t* cu,
+                                          const std::int32_t* slots_d, const std::uint8_t* has_d) {
   const auto& c = config;
   const cudaStream_t s = stream.get();
   const std::int64_t di = c.d_inner();
@@ -269,8 +268,8 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
   // Folded (one row, bf16, one rank): each layer's first GEMV norms h
   // itself and its last adds onto h, so no norm kernel runs between them.
   const bool fold = fused_norms && T == 1 && R == 1 && b.decode &&
-                    dtype == mstar::dtype::bfloat16 && tp.comm == nullptr &&
-                    hid % 8 == 0 && hid <= kc::rms_norm_linear_max_k;
+                    dtype == mstar::dtype::bfloat16 && tp.comm == nullptr && hid % 8 == 0 &&
+                    hid <= kc::rms_norm_linear_max_k;
   const auto eps = static_cast<float>(c.layer_norm_epsilon);
   const float* pending = nullptr;
   for (const auto& l : layers) {

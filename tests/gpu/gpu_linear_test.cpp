@@ -146,10 +146,10 @@ TEST(gpu_linear, bf16_linear_accumulates_onto_its_f32_output) {
     p.out_f32 = contiguous(d_plain.data(), std::array{s.rows, s.cols});
     ASSERT_EQ(cuda::linear_bf16(*blas, p, nullptr), cudaSuccess);
     const auto two = contiguous(d_two.data(), std::array{s.rows, s.cols});
-    ASSERT_EQ(cuda::add({two, contiguous<const float>(d_plain.data(), std::array{s.rows, s.cols}),
-                         two},
-                        nullptr),
-              cudaSuccess);
+    ASSERT_EQ(
+        cuda::add({two, contiguous<const float>(d_plain.data(), std::array{s.rows, s.cols}), two},
+                  nullptr),
+        cudaSuccess);
     auto d_acc = upload(residual);
     p.out_f32 = contiguous(d_acc.data(), std::array{s.rows, s.cols});
     p.accumulate = true;
@@ -195,10 +195,10 @@ TEST(gpu_linear, rms_norm_linear_equals_the_norm_then_the_product_bit_for_bit) {
     const auto wh = rounded_to_bf16(w);
     // CPU: the norm, rounded to bf16, then the product.
     std::vector<float> normed(h.size());
-    ASSERT_TRUE(rms_norm({contiguous(h.data(), std::array<std::int64_t, 2>{1, s.inner}),
-                          contiguous(nw.data(), std::array{s.inner}),
-                          contiguous(normed.data(), std::array<std::int64_t, 2>{1, s.inner}),
-                          eps}));
+    ASSERT_TRUE(
+        rms_norm({contiguous(h.data(), std::array<std::int64_t, 2>{1, s.inner}),
+                  contiguous(nw.data(), std::array{s.inner}),
+                  contiguous(normed.data(), std::array<std::int64_t, 2>{1, s.inner}), eps}));
     (void)rounded_to_bf16(normed);
     std::vector<float> ref(static_cast<std::size_t>(s.cols));
     const view<const float, 1> bv =

@@ -194,8 +194,7 @@ struct nemotron_h_cuda::impl {
                                    const std::int32_t* cu, const std::int32_t* slots,
                                    const std::uint8_t* has);
   [[nodiscard]] result<void> attention(const device_layer& l, const layer_io& io,
-                                       std::int64_t tokens,
-                                       const kernels::kv_page_table& table,
+                                       std::int64_t tokens, const kernels::kv_page_table& table,
                                        const kernels::kv_arena_view& kv);
 };
 
