@@ -9,6 +9,8 @@
 // --suite kernels17 runs instead the shapes of bench/baselines_h200.py:
 // attention decode and causal prefill, the SSD scan and update and the causal
 // conv on Nemotron-H Mamba-2 layers (bench/gpu_bench_cases.hpp).
+// --ssd-update-variants: the SSD decode step in each of its launch shapes
+// (kernels/cuda/ssd_update.cu's table) on both Mamba-2 shapes.
 // --suite gemm: cuBLAS bf16 GEMMs (f32 accumulation) on Nemotron-H 0.56B's and
 // 8B's projections at --gemm-m tokens, TFLOP/s (bench/gpu_bench_gemm.cpp).
 #include <CLI/CLI.hpp>

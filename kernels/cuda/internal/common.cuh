@@ -25,6 +25,14 @@ __device__ __forceinline__ float from_bf16(std::uint16_t h) {
   return __uint_as_float(static_cast<std::uint32_t>(h) << 16);
 }
 
+/// acc + x . y over a float4, in fused multiply-adds (x first).
+__device__ __forceinline__ float dot4(float4 x, float4 y, float acc) {
+  acc = fmaf(x.x, y.x, acc);
+  acc = fmaf(x.y, y.y, acc);
+  acc = fmaf(x.z, y.z, acc);
+  return fmaf(x.w, y.w, acc);
+}
+
 /// Sum over groups of `Width` consecutive lanes (a power of two <= 32); every
 /// lane of the group gets the result.
 template <int Width = 32>

@@ -85,13 +85,6 @@ __device__ __forceinline__ float4 load_bc(const float* row, int c, bool vector) 
                      __ldg(row + 4 * c + 3));
 }
 
-__device__ __forceinline__ float update_dot4(float4 s, float4 c, float acc) {
-  acc = fmaf(s.x, c.x, acc);
-  acc = fmaf(s.y, c.y, acc);
-  acc = fmaf(s.z, c.z, acc);
-  return fmaf(s.w, c.w, acc);
-}
-
 // Block (x, h, b): state rows p of head h of batch row b from x * block_rows
 // on. `lanes` consecutive lanes share a row, float4 lane + j * lanes each;
 // a block has `groups` of them side by side and a thread's `Rows` rows are
@@ -178,7 +171,7 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
       v.z = fmaf(dtx, bv[j].z, decay * v.z);
       v.w = fmaf(dtx, bv[j].w, decay * v.w);
       store_update_state<Stream>(first + (m * groups * N4 + j * lanes), v);
-      acc[m] = update_dot4(v, cv[j], acc[m]);
+      acc[m] = dot4(v, cv[j], acc[m]);
     }
   }
   // Lane l of a row's lanes is left with the sums of its rows l * Rows /
