@@ -9,6 +9,8 @@
 // --suite kernels17 runs instead the shapes of bench/baselines_h200.py:
 // attention decode and causal prefill, the SSD scan and update and the causal
 // conv on Nemotron-H Mamba-2 layers (bench/gpu_bench_cases.hpp).
+// --ssd-update-variants: the SSD decode step in each of its launch shapes
+// (kernels/cuda/ssd_update.cu's table) on both Mamba-2 shapes.
 // --suite gemm: cuBLAS bf16 GEMMs (f32 accumulation) on Nemotron-H 0.56B's and
 // 8B's projections at --gemm-m tokens, TFLOP/s (bench/gpu_bench_gemm.cpp).
 #include <CLI/CLI.hpp>
@@ -171,6 +173,27 @@ std::vector<comparison> bench_delta_decode_variants(timer& t, copy_baseline& cop
   return out;
 }
 
+// Nemotron-H ~0.6B and 8B Mamba-2 layers: heads x 64, state 128, 8 groups, conv width 4.
+std::vector<gpu::mamba_shape> mamba_shapes() {
+  return {{"h64", 64, 64, 128, 8, 4}, {"h128", 128, 64, 128, 8, 4}};
+}
+
+// The SSD decode step in each of `variants` (kernels/cuda/ssd_update.cu's
+// table, the default choice first) on both Mamba-2 shapes at each batch.
+std::vector<comparison> bench_ssd_update_variants(timer& t, copy_baseline& copy,
+                                                  const std::vector<int>& batches,
+                                                  std::vector<int> variants, int rounds) {
+  variants.insert(variants.begin(), -1);
+  std::vector<comparison> out;
+  for (const auto& m : mamba_shapes()) {
+    for (const int b : batches) {
+      for (auto& c : gpu::bench_ssd_update_variants(t, copy, m, b, variants, rounds))
+        out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
 // The shapes of bench/baselines_h200.py (issue 17): decode attention at
 // `--rows`, causal prefill at `--prefill-rows` x `--prefill-context`, and on
 // each Nemotron-H Mamba-2 shape the SSD scan and conv over `--prefill-rows`
@@ -200,10 +223,7 @@ void run_kernels17(timer& t, copy_baseline& copy, const kernels17_options& o,
       results.push_back(gpu::bench_prefill_attention(t, copy, attn, rounds));
     }
   }
-  // Nemotron-H ~0.6B and 8B Mamba-2 layers: heads x 64, state 128, 8 groups, conv width 4.
-  const std::vector<gpu::mamba_shape> shapes{{"h64", 64, 64, 128, 8, 4},
-                                             {"h128", 128, 64, 128, 8, 4}};
-  for (const auto& m : shapes) {
+  for (const auto& m : mamba_shapes()) {
     for (const int rows : o.prefill_rows) {
       if (o.ssd)
         add(gpu::bench_ssd_scan(t, copy, m, rows, o.prefill_context, rounds));
@@ -290,6 +310,20 @@ int main(int argc, char** argv) {
                "Decode attention: also every K/V walk (regs, cp4, cp2) and, where the step "
                "splits, every walk and split merge (mwarp, mblock), forced in turn; the "
                "variant is in the case name");
+  std::vector<int> update_variants;
+  app.add_option("--ssd-update-variants", update_variants,
+                 "SSD update launch shapes (kernels/cuda/ssd_update.cu's table) each timed after "
+                 "the default choice on both Mamba-2 shapes (h64, h128) at every "
+                 "--ssd-update-batches size, nothing else; \"update_variant\" in each result, "
+                 "-1 the default")
+      ->check(CLI::Range(0, cuda::ssd_update_variants - 1));
+  bool all_update_variants = false;
+  app.add_flag("--ssd-update-all-variants", all_update_variants,
+               "--ssd-update-variants with every entry of the table");
+  std::vector<int> update_batches{1, 64, 256};
+  app.add_option("--ssd-update-batches", update_batches,
+                 "Decode rows of the --ssd-update-variants cases")
+      ->check(CLI::PositiveNumber);
   bool graphs = false;
   app.add_flag("--graphs", graphs,
                "Time each case's calls captured in one CUDA graph (the device's time alone, "
@@ -319,6 +353,15 @@ int main(int argc, char** argv) {
           results.push_back(gpu::bench_gemm(t, copy, g, rounds, true));
       }
     }
+    mstar::bench::report(results, as_json);
+    return 0;
+  }
+  if (all_update_variants) {
+    update_variants.resize(cuda::ssd_update_variants);
+    std::iota(update_variants.begin(), update_variants.end(), 0);
+  }
+  if (!update_variants.empty()) {
+    results = bench_ssd_update_variants(t, copy, update_batches, update_variants, rounds);
     mstar::bench::report(results, as_json);
     return 0;
   }

@@ -51,6 +51,13 @@ struct mamba_shape {
 comparison bench_ssd_update(timer& t, copy_baseline& copy, const mamba_shape& m, int batch,
                             const std::string& prefix, int rounds);
 
+/// The same step in each of `variants` (kernels/cuda/ssd_update.cu's launch
+/// shapes; -1 the one `ssd_update` takes), one after another on the same
+/// inputs and state: "ssd_update_<label>_b<batch>" with "update_variant".
+std::vector<comparison> bench_ssd_update_variants(timer& t, copy_baseline& copy,
+                                                  const mamba_shape& m, int batch,
+                                                  const std::vector<int>& variants, int rounds);
+
 /// The SSD scan over `rows` fresh rows of `tokens` tokens, final states
 /// stored: the chunked path through the workspace overload
 /// ("ssd_scan_<label>_<rows>x<tokens>", with its speedup_vs_sequential),

@@ -58,31 +58,74 @@ std::span<const T> device_span(const cuda::device_buffer& b, std::size_t n) {
 
 }  // namespace
 
+namespace {
+
+// A decode step of `batch` rows on shuffled slots of a pool of `batch`, the
+// state random (every row resumes).
+struct update_step {
+  std::size_t state_elems;
+  cuda::device_buffer state;
+  ssd_batch in;
+  std::vector<std::int32_t> slots;
+  cuda::device_buffer d_slots, y;
+  mstar::kernels::ssd_update_params p;
+
+  update_step(const mamba_shape& m, int batch)
+      : state_elems(std::size_t{1} * batch * m.heads * m.head_dim * m.state_size),
+        state(alloc(state_elems * sizeof(float))),
+        in(m, static_cast<std::size_t>(batch)),
+        slots(shuffled_slots(batch, 31)),
+        d_slots(upload(slots)),
+        y(alloc(static_cast<std::size_t>(batch) * in.xw * sizeof(float))),
+        p{in.w,
+          in.in,
+          y.as<float>(),
+          batch,
+          state.as<float>(),
+          device_span<std::int32_t>(d_slots, slots.size()),
+          {}} {
+    fill_random(state.data(), state_elems * sizeof(float), false, 19);
+  }
+
+  // The state read and written plus the step's inputs and outputs.
+  [[nodiscard]] double bytes() const {
+    return 2.0 * static_cast<double>(state_elems) * sizeof(float) +
+           static_cast<double>(p.batch) * static_cast<double>(in.row + in.xw) * sizeof(float);
+  }
+
+  void describe(comparison& c) const {
+    c.extra["state_MiB"] = static_cast<double>(state_elems) * sizeof(float) / (1 << 20);
+    c.extra["rows"] = p.batch;
+  }
+};
+
+}  // namespace
+
 comparison bench_ssd_update(timer& t, copy_baseline& copy, const mamba_shape& m, int batch,
                             const std::string& prefix, int rounds) {
-  const std::size_t state_elems = std::size_t{1} * batch * m.heads * m.head_dim * m.state_size;
-  auto state = alloc(state_elems * sizeof(float));
-  fill_random(state.data(), state_elems * sizeof(float), false, 19);
-  const ssd_batch in{m, static_cast<std::size_t>(batch)};
-  const auto slots = shuffled_slots(batch, 31);
-  const auto d_slots = upload(slots);
-  auto y = alloc(static_cast<std::size_t>(batch) * in.xw * sizeof(float));
-  const mstar::kernels::ssd_update_params p{in.w,
-                                            in.in,
-                                            y.as<float>(),
-                                            batch,
-                                            state.as<float>(),
-                                            device_span<std::int32_t>(d_slots, slots.size()),
-                                            {}};
-  const double bytes =
-      2.0 * static_cast<double>(state_elems) * sizeof(float) +
-      static_cast<double>(batch) * static_cast<double>(in.row + in.xw) * sizeof(float);
+  const update_step step{m, batch};
   auto c = measure(
-      t, copy, prefix + "_b" + std::to_string(batch), "state_bytes_per_s", bytes,
-      [&](cudaStream_t s) { return cuda::ssd_update(p, s); }, rounds);
-  c.extra["state_MiB"] = static_cast<double>(state_elems) * sizeof(float) / (1 << 20);
-  c.extra["rows"] = batch;
+      t, copy, prefix + "_b" + std::to_string(batch), "state_bytes_per_s", step.bytes(),
+      [&](cudaStream_t s) { return cuda::ssd_update(step.p, s); }, rounds);
+  step.describe(c);
   return c;
+}
+
+std::vector<comparison> bench_ssd_update_variants(timer& t, copy_baseline& copy,
+                                                  const mamba_shape& m, int batch,
+                                                  const std::vector<int>& variants, int rounds) {
+  const update_step step{m, batch};
+  std::vector<comparison> out;
+  for (const int v : variants) {
+    auto c = measure(
+        t, copy, "ssd_update_" + m.label + "_b" + std::to_string(batch), "state_bytes_per_s",
+        step.bytes(), [&](cudaStream_t s) { return cuda::ssd_update_variant(step.p, v, s); },
+        rounds);
+    step.describe(c);
+    c.extra["update_variant"] = v;
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 std::vector<comparison> bench_ssd_scan(timer& t, copy_baseline& copy, const mamba_shape& m,

@@ -81,9 +81,23 @@ inline constexpr std::int32_t ssd_default_chunked_from = 128;
 [[nodiscard]] cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace& ws,
                                           cudaStream_t stream);
 
-/// One SSD decode step per row, one block per (row, head): reads and writes
-/// each slot's state once with 16-byte accesses. Same requirements as
-/// `ssd_scan_varlen`.
+/// One SSD decode step per row: reads and writes each slot's state once
+/// with 16-byte accesses, in one of a table of launch shapes
+/// (kernels/cuda/ssd_update.cu): entry 0 a block per (row, head), the
+/// others a warp (or half a warp) per state row [n] of a (head, p), several
+/// rows a thread, for N 64 / 128 and P a multiple of their rows a block
+/// (entry 0 otherwise). Entry 0 unless `MSTAR_SSD_UPDATE_VARIANT` names
+/// another (read once a process). Same requirements as `ssd_scan_varlen`.
 [[nodiscard]] cudaError_t ssd_update(const ssd_update_params& p, cudaStream_t stream);
+
+/// Launch shapes of `ssd_update` (kernels/cuda/ssd_update.cu's table).
+inline constexpr int ssd_update_variants = 13;
+
+/// `ssd_update` launched in shape `variant` (0 .. ssd_update_variants - 1;
+/// -1: the one `ssd_update` takes): for the tests, which run every shape,
+/// and mstar-gpu-bench's sweep. Same results in every shape; an index
+/// outside the table returns cudaErrorInvalidValue.
+[[nodiscard]] cudaError_t ssd_update_variant(const ssd_update_params& p, int variant,
+                                             cudaStream_t stream);
 
 }  // namespace mstar::kernels::cuda

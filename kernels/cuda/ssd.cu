@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/ssd_scan.hpp"
+#include "kernels/cuda/internal/ssd_update.hpp"
 #include "kernels/cuda/recurrent.hpp"
 
 namespace mstar::kernels::cuda {
@@ -322,7 +323,7 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, cudaStream_t stream
   return detail::launch_ssd_scan(p, nullptr, stream);
 }
 
-cudaError_t ssd_update(const ssd_update_params& p, cudaStream_t stream) {
+cudaError_t detail::launch_ssd_update_blocks(const ssd_update_params& p, cudaStream_t stream) {
   if (p.batch == 0)
     return cudaSuccess;
   ssd_args a{};

@@ -1,10 +1,14 @@
 // The SSD scan on the GPU (kernels/cuda/recurrent.hpp) against the CPU
 // reference (kernels/ssd.hpp): outputs and the whole state block after the
 // step, by normalised error. Rows cover empty rows, short rows, fresh and
-// resumed slots, and a skipped row (slot -1), each on its own slot. The
-// causal conv's tests are in gpu_conv_test.cpp.
+// resumed slots, and a skipped row (slot -1), each on its own slot. Every
+// launch shape of the decode step (kernels/cuda/ssd_update.cu's table) is
+// checked the same way. The causal conv's tests are in gpu_conv_test.cpp.
 #include <algorithm>
 #include <gtest/gtest.h>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/ssd.hpp"
 #include "tests/gpu/gpu_support.hpp"
@@ -12,6 +16,7 @@
 namespace mstar::kernels {
 namespace {
 
+using test::gpu::normalised_error;
 using test::gpu::poisoned;
 using test::gpu::upload;
 using test::gpu::within;
@@ -106,6 +111,119 @@ TEST(gpu_recurrent, ssd_scan_and_update_match_outputs_and_state) {
       EXPECT_TRUE(within(d_state.download(), state, budget::recurrent)) << "update state";
     }
   }
+}
+
+// One decode step of `batch` rows through the CPU reference once, then
+// through every launch shape of `cuda::ssd_update_variant` (the default,
+// -1, too) from the same state: outputs and the whole state block. Row r's
+// slot is (5 r + 4) mod (batch + 3) (distinct, out of order, spare slots
+// left alone); it is skipped (-1) when (r + offset) % 5 == 1 and starts from
+// zeros when (r + offset) % 4 == 2 (with `flags`; without them every slot is
+// trusted). `aligned`: [x | B | C | dt] rows padded to a multiple of 4
+// floats, so B and C load 16 bytes at a time, with D; else 3 spare floats
+// (4-byte loads) and no D.
+void expect_every_update_variant_matches(test::random_tensors& rng, const ssd_geometry& g,
+                                         std::int32_t batch, int offset, bool flags, bool aligned) {
+  const auto h = static_cast<std::size_t>(g.heads);
+  const auto dt_bias = rng.floats(h, -1.0F, 1.0F);
+  const auto a_log = rng.floats(h, -1.0F, 1.5F);
+  const auto skip = rng.floats(h);
+  const auto d_dt_bias = upload(dt_bias);
+  const auto d_a_log = upload(a_log);
+  const auto d_skip = upload(skip);
+  const ssd_weights w{dt_bias.data(), a_log.data(), aligned ? skip.data() : nullptr,
+                      g.heads,        g.head_dim,   g.state_size,
+                      g.groups,       1e-3F,        10.0F};
+  ssd_weights dw = w;
+  dw.dt_bias = d_dt_bias.data();
+  dw.A_log = d_a_log.data();
+  dw.D = aligned ? d_skip.data() : nullptr;
+  const std::int64_t xw = std::int64_t{g.heads} * g.head_dim;
+  const std::int64_t bcw = std::int64_t{g.groups} * g.state_size;
+  const std::int64_t spare = xw + 2 * bcw + g.heads + 3;
+  const std::int64_t row = aligned ? (spare + 3) / 4 * 4 : spare;
+  const auto packed = rng.floats(static_cast<std::size_t>(batch * row), -2.0F, 2.0F);
+  const auto d_packed = upload(packed);
+  auto inputs = [&](const float* base) {
+    return ssd_inputs{base, base + xw + 2 * bcw, base + xw, base + xw + bcw, row, row, row};
+  };
+  const std::int32_t pool = batch + 3;
+  std::vector<std::int32_t> row_slots(static_cast<std::size_t>(batch));
+  std::vector<std::uint8_t> row_resume(static_cast<std::size_t>(batch));
+  for (std::int32_t r = 0; r < batch; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    row_slots[i] = (r + offset) % 5 == 1 ? -1 : (5 * r + 4) % pool;
+    row_resume[i] = (r + offset) % 4 == 2 ? 0 : 1;
+  }
+  const std::span<const std::uint8_t> has =
+      flags ? std::span<const std::uint8_t>{row_resume} : std::span<const std::uint8_t>{};
+  const auto state = rng.floats(
+      static_cast<std::size_t>(pool) * h * static_cast<std::size_t>(g.head_dim * g.state_size),
+      -0.5F, 0.5F);
+  auto ref_state = state;
+  std::vector<float> ref(static_cast<std::size_t>(batch * xw));
+  ssd_update({w, inputs(packed.data()), ref.data(), batch, ref_state.data(), row_slots, has});
+  const auto d_slots = upload(row_slots);
+  const auto d_resume = upload(row_resume);
+  double worst_out = 0.0;
+  double worst_state = 0.0;
+  for (int variant = -1; variant < cuda::ssd_update_variants; ++variant) {
+    SCOPED_TRACE("update variant " + std::to_string(variant));
+    auto d_state = upload(state);
+    auto d_y = poisoned<float>(ref.size());
+    ASSERT_EQ(cuda::ssd_update_variant(
+                  {dw, inputs(d_packed.data()), d_y.data(), batch, d_state.data(), d_slots.span(),
+                   flags ? d_resume.span() : std::span<const std::uint8_t>{}},
+                  variant, nullptr),
+              cudaSuccess);
+    const double out_err = normalised_error(d_y.download(), ref);
+    const double state_err = normalised_error(d_state.download(), ref_state);
+    EXPECT_LE(out_err, budget::recurrent) << "output";
+    EXPECT_LE(state_err, budget::recurrent) << "state";
+    worst_out = std::max(worst_out, out_err);
+    worst_state = std::max(worst_state, state_err);
+  }
+  std::cout << "[ error    ] H " << g.heads << " P " << g.head_dim << " N " << g.state_size << " G "
+            << g.groups << ", " << batch << " rows (offset " << offset << ")"
+            << (flags ? ", flags" : "") << (aligned ? ", 16-byte rows" : ", 4-byte rows")
+            << ": worst output " << worst_out << ", state " << worst_state << " over "
+            << cuda::ssd_update_variants + 1 << " shapes\n";
+}
+
+TEST(gpu_recurrent, every_ssd_update_variant_matches_outputs_and_state) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(504);
+  // The table's own shapes (P 64 / 128 with N 128, the 0.6B layer's 64
+  // heads in 8 groups, N 64, P 16: a multiple of some shapes' rows a block
+  // only) and shapes no entry but 0 takes (N 16, 24, 256; P 5, 8).
+  constexpr ssd_geometry shapes[] = {{8, 64, 128, 2}, {4, 128, 128, 2}, {64, 64, 128, 8},
+                                     {4, 32, 64, 2},  {2, 16, 64, 1},   {4, 8, 16, 2},
+                                     {3, 5, 24, 1},   {2, 64, 256, 1}};
+  // (rows, offset): one row carried, fresh and skipped; 3 rows with one
+  // skipped and one fresh; 64 rows.
+  constexpr std::pair<std::int32_t, int> batches[] = {{1, 0}, {1, 2}, {1, 1}, {3, 0}, {64, 0}};
+  for (const auto& g : shapes) {
+    for (const auto& [batch, offset] : batches) {
+      for (const bool flags : {true, false}) {
+        for (const bool aligned : {true, false}) {
+          SCOPED_TRACE("H " + std::to_string(g.heads) + " P " + std::to_string(g.head_dim) + " N " +
+                       std::to_string(g.state_size) + ", " + std::to_string(batch) +
+                       " rows, offset " + std::to_string(offset) + (flags ? ", flags" : "") +
+                       (aligned ? ", 16-byte rows" : ", 4-byte rows"));
+          expect_every_update_variant_matches(rng, g, batch, offset, flags, aligned);
+        }
+      }
+    }
+  }
+}
+
+TEST(gpu_recurrent, ssd_update_variant_outside_the_table_is_refused) {
+  MSTAR_REQUIRE_GPU();
+  const ssd_update_params p{
+      {nullptr, nullptr, nullptr, 8, 64, 128, 2}, {}, nullptr, 0, nullptr, {}, {}};
+  EXPECT_EQ(cuda::ssd_update_variant(p, cuda::ssd_update_variants, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::ssd_update_variant(p, -2, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::ssd_update_variant(p, -1, nullptr), cudaSuccess) << "an empty step";
 }
 
 // TF32 products in the chunked SSD path (a few 1e-4 of the largest value

@@ -25,6 +25,14 @@ __device__ __forceinline__ float from_bf16(std::uint16_t h) {
   return __uint_as_float(static_cast<std::uint32_t>(h) << 16);
 }
 
+/// acc + x . y over a float4, in fused multiply-adds (x first).
+__device__ __forceinline__ float dot4(float4 x, float4 y, float acc) {
+  acc = fmaf(x.x, y.x, acc);
+  acc = fmaf(x.y, y.y, acc);
+  acc = fmaf(x.z, y.z, acc);
+  return fmaf(x.w, y.w, acc);
+}
+
 /// Sum over groups of `Width` consecutive lanes (a power of two <= 32); every
 /// lane of the group gets the result.
 template <int Width = 32>
@@ -33,6 +41,34 @@ __device__ __forceinline__ float group_sum(float v) {
   for (int off = Width / 2; off > 0; off /= 2)
     v += __shfl_xor_sync(0xffffffffU, v, off, Width);
   return v;
+}
+
+/// The halving butterfly over groups of `Lanes` lanes (powers of two): `x`
+/// holds N values a lane; at each step a lane keeps half of its values (the
+/// upper half where its lane bit is set), adds its partner's copy of that
+/// half and hands over the other. Afterwards lane l of a group holds in
+/// x[i], i < max(1, N / Lanes), the group's sum of value l * N / Lanes + i
+/// (rounded down where N < Lanes: then Lanes / N lanes hold each value).
+template <int Lanes, int N>
+__device__ __forceinline__ void halving_sums(float (&x)[N], int lane) {
+  int n = N;
+#pragma unroll
+  for (int off = Lanes / 2; off > 0; off /= 2) {
+    if (n > 1) {
+      const bool upper = (lane & off) != 0;
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) {
+        if (i < n / 2) {
+          const float keep = upper ? x[i + n / 2] : x[i];
+          const float send = upper ? x[i] : x[i + n / 2];
+          x[i] = keep + __shfl_xor_sync(0xffffffffU, send, off, Lanes);
+        }
+      }
+      n /= 2;
+    } else {
+      x[0] += __shfl_xor_sync(0xffffffffU, x[0], off, Lanes);
+    }
+  }
 }
 
 /// Maximum over groups of `Width` consecutive lanes, as `group_sum`.

@@ -81,34 +81,6 @@ __device__ __forceinline__ float4 reload_shared(const float4* at) {
   return v;
 }
 
-// The halving butterfly over groups of `Lanes` lanes (powers of two): `x`
-// holds N values a lane; at each step a lane keeps half of its values (the
-// upper half where its lane bit is set), adds its partner's copy of that
-// half and hands over the other. Afterwards lane l of a group holds in
-// x[i], i < max(1, N / Lanes), the group's sum of value l * N / Lanes + i
-// (rounded down where N < Lanes: then Lanes / N lanes hold each value).
-template <int Lanes, int N>
-__device__ __forceinline__ void halving_sums(float (&x)[N], int lane) {
-  int n = N;
-#pragma unroll
-  for (int off = Lanes / 2; off > 0; off /= 2) {
-    if (n > 1) {
-      const bool upper = (lane & off) != 0;
-#pragma unroll
-      for (int i = 0; i < N / 2; ++i) {
-        if (i < n / 2) {
-          const float keep = upper ? x[i + n / 2] : x[i];
-          const float send = upper ? x[i] : x[i + n / 2];
-          x[i] = keep + __shfl_xor_sync(0xffffffffU, send, off, Lanes);
-        }
-      }
-      n /= 2;
-    } else {
-      x[0] += __shfl_xor_sync(0xffffffffU, x[0], off, Lanes);
-    }
-  }
-}
-
 // Block (x, h, r): value rows [x * rows_per_block, ...) of head h of row r;
 // `lanes` consecutive lanes share a value row, `chunks` float4 of its key
 // columns each (float4 lane + j * lanes); a thread's rows are `groups`

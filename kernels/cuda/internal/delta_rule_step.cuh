@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/internal/common.cuh"
+
 namespace mstar::kernels::cuda::detail {
 
 struct rule_args {
@@ -33,13 +35,6 @@ struct rule_args {
 struct token_scalars {
   float inv_k, inv_q, kq, decay, beta;
 };
-
-__device__ __forceinline__ float dot4(float4 x, float4 y, float acc) {
-  acc = fmaf(x.x, y.x, acc);
-  acc = fmaf(x.y, y.y, acc);
-  acc = fmaf(x.z, y.z, acc);
-  return fmaf(x.w, y.w, acc);
-}
 
 __device__ __forceinline__ void decay_beta(float a, float b, float a_coef, float bias,
                                            token_scalars& sc) {

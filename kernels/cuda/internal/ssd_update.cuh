@@ -1,0 +1,221 @@
+#pragma once
+
+// The SSD decode step with a warp (or half a warp) a state row: ssd_update's
+// table (ssd_update.cu) from entry 1 on. A decode step reads and writes each
+// row's [H][P][N] f32 state once and little else, so what bounds it is how
+// many state bytes the SMs keep in flight, as for the gated delta rule's
+// decode (internal/delta_rule_decode.cuh, whose lessons this follows):
+// - `lanes` = N / (4 cols) consecutive lanes share one state row [n] of a
+//   (head, p), each holding `cols` float4 of it (a warp a row at N 128 and
+//   one float4 a lane): a warp's load of one row is 512 contiguous bytes;
+// - each thread keeps `rows` state rows (p, p + groups, ...), all their
+//   loads issued before any is used, every one at a constant offset from one
+//   address, none predicated but on the row's has_state;
+// - B and C are the same for every p of a head (per group): a lane loads
+//   only its own float4 of each, once, not a copy a state column;
+// - x, dt and the head's scalars are asked for ahead of the slot (they do
+//   not depend on it), so only the state waits on the slot's round trip;
+// - y[p] = C . S[p] is summed over the row's lanes by the halving butterfly
+//   (common.cuh), log2(lanes) + rows - 1 shuffles for all of a thread's
+//   rows, D x[p] added by lane 0 before the sum;
+// - a register cap (`max_regs`, `__maxnreg__`) sets the warps an SM, and
+//   the state's loads and stores take cache-streaming hints or not
+//   (`stream`), which pays only where the state is far larger than L2.
+// Takes N 64 or 128 and P a multiple of the block's rows
+// (`update_shape_fits`); the launcher runs entry 0 otherwise. Only
+// ssd_update.cu includes it.
+
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/internal/common.cuh"
+
+namespace mstar::kernels::cuda::detail {
+
+/// ssd_update's operands as the kernel reads them (strides resolved).
+struct update_args {
+  const float* dt_bias;  // [H]
+  const float* A_log;    // [H]
+  const float* D;        // [H] or null
+  int heads, head_dim, state_size, heads_per_group;
+  float dt_min, dt_max;
+  const float* x;   // x[b][h][p] at b * x_stride + h * P + p
+  const float* dt;  // dt[b][h] at b * dt_stride + h
+  const float* B;   // B[b][g][n] at b * bc_stride + g * N + n
+  const float* C;   // as B
+  std::int64_t x_stride, dt_stride, bc_stride;
+  float* y;                       // [batch][H][P], dense
+  float* state;                   // [slots][H][P][N], 16-byte aligned
+  const std::int32_t* slots;      // [batch]
+  const std::uint8_t* has_state;  // [batch] or null: every row resumes
+  bool bc_vector;                 // B and C rows 16-byte aligned: float4 loads
+};
+
+/// A launch shape of `ssd_update_rows_kernel`.
+struct update_shape {
+  int cols = 1;       ///< float4 of a state row a lane holds: lanes a row = N / (4 cols), <= 32
+  int threads = 32;   ///< threads a block, a multiple of 32
+  int rows = 8;       ///< state rows (p) a thread, a power of two
+  int stream = 0;     ///< cache-streaming hints on the state's loads (bit 0) and stores (bit 1)
+  int max_regs = 72;  ///< registers a thread (`__maxnreg__`)
+};
+
+template <int Stream>
+__device__ __forceinline__ float4 load_update_state(const float4* at) {
+  if constexpr ((Stream & 1) != 0)
+    return __ldcs(at);
+  else
+    return *at;
+}
+
+template <int Stream>
+__device__ __forceinline__ void store_update_state(float4* at, float4 v) {
+  if constexpr ((Stream & 2) != 0)
+    __stcs(at, v);
+  else
+    *at = v;
+}
+
+// Chunk c (float4) of a B or C row; four scalar loads where the rows are not
+// 16-byte aligned (the flag is the same for every thread).
+__device__ __forceinline__ float4 load_bc(const float* row, int c, bool vector) {
+  if (vector)
+    return __ldg(reinterpret_cast<const float4*>(row) + c);
+  return make_float4(__ldg(row + 4 * c), __ldg(row + 4 * c + 1), __ldg(row + 4 * c + 2),
+                     __ldg(row + 4 * c + 3));
+}
+
+// Block (x, h, b): state rows p of head h of batch row b from x * block_rows
+// on. `lanes` consecutive lanes share a row, float4 lane + j * lanes each;
+// a block has `groups` of them side by side and a thread's `Rows` rows are
+// `groups` apart, so a block's rows are contiguous. The shape's fields come
+// as separate template arguments (nvcc's kernel stubs take no class-type
+// ones).
+template <int N4, int Cols, int Threads, int Rows, int Stream, int MaxRegs>
+__global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
+    ssd_update_rows_kernel(update_args a) {
+  constexpr int lanes = N4 / Cols;
+  constexpr int groups = Threads / lanes;
+  constexpr int block_rows = groups * Rows;
+  static_assert(lanes * Cols == N4 && lanes <= 32 && (lanes & (lanes - 1)) == 0);
+  static_assert(Threads % 32 == 0 && Rows > 0 && (Rows & (Rows - 1)) == 0);
+  const int b = static_cast<int>(blockIdx.z);
+  const int h = static_cast<int>(blockIdx.y);
+  const int lane = static_cast<int>(threadIdx.x) % lanes;
+  const int p0 = static_cast<int>(blockIdx.x) * block_rows + static_cast<int>(threadIdx.x) / lanes;
+  // The row's metadata first, then every input that does not depend on the
+  // slot, so that they are in flight while the slot comes back.
+  const std::int32_t slot = a.slots[b];
+  const bool carried = a.has_state == nullptr || a.has_state[b] != 0;
+  const float* x_row = a.x + b * a.x_stride + static_cast<std::int64_t>(h) * a.head_dim + p0;
+  float xs[Rows];
+#pragma unroll
+  for (int m = 0; m < Rows; ++m)
+    xs[m] = __ldg(x_row + m * groups);
+  const float raw = __ldg(a.dt + b * a.dt_stride + h) + __ldg(a.dt_bias + h);
+  const float a_log = __ldg(a.A_log + h);
+  const float skip = a.D != nullptr ? __ldg(a.D + h) : 0.0F;
+  const std::int64_t g_off =
+      b * a.bc_stride + static_cast<std::int64_t>(h / a.heads_per_group) * a.state_size;
+  float4 bv[Cols];
+  float4 cv[Cols];
+#pragma unroll
+  for (int j = 0; j < Cols; ++j) {
+    bv[j] = load_bc(a.B + g_off, lane + j * lanes, a.bc_vector);
+    cv[j] = load_bc(a.C + g_off, lane + j * lanes, a.bc_vector);
+  }
+  float* const y = a.y + (static_cast<std::int64_t>(b) * a.heads + h) * a.head_dim + p0;
+  if (slot < 0) {
+    if (lane == 0) {
+#pragma unroll
+      for (int m = 0; m < Rows; ++m)
+        y[m * groups] = 0.0F;
+    }
+    return;
+  }
+  // The thread's first float4 of its first row.
+  float4* const first = reinterpret_cast<float4*>(a.state) +
+                        ((static_cast<std::int64_t>(slot) * a.heads + h) * a.head_dim + p0) * N4 +
+                        lane;
+  // One branch (the same for the whole block) around all of the loads.
+  float4 s[Rows][Cols];
+  if (carried) {
+#pragma unroll
+    for (int m = 0; m < Rows; ++m) {
+#pragma unroll
+      for (int j = 0; j < Cols; ++j)
+        s[m][j] = load_update_state<Stream>(first + (m * groups * N4 + j * lanes));
+    }
+  } else {
+#pragma unroll
+    for (int m = 0; m < Rows; ++m) {
+#pragma unroll
+      for (int j = 0; j < Cols; ++j)
+        s[m][j] = make_float4(0.F, 0.F, 0.F, 0.F);
+    }
+  }
+  // softplus as torch takes it (threshold 20), then the clamp.
+  const float sp = raw > 20.0F ? raw : log1pf(expf(raw));
+  const float dt = fminf(fmaxf(sp, a.dt_min), a.dt_max);
+  const float decay = expf(dt * -expf(a_log));
+  float acc[Rows];
+#pragma unroll
+  for (int m = 0; m < Rows; ++m) {
+    const float dtx = dt * xs[m];
+    acc[m] = lane == 0 ? skip * xs[m] : 0.0F;
+#pragma unroll
+    for (int j = 0; j < Cols; ++j) {
+      float4& v = s[m][j];
+      v.x = fmaf(dtx, bv[j].x, decay * v.x);
+      v.y = fmaf(dtx, bv[j].y, decay * v.y);
+      v.z = fmaf(dtx, bv[j].z, decay * v.z);
+      v.w = fmaf(dtx, bv[j].w, decay * v.w);
+      store_update_state<Stream>(first + (m * groups * N4 + j * lanes), v);
+      acc[m] = dot4(v, cv[j], acc[m]);
+    }
+  }
+  // Lane l of a row's lanes is left with the sums of its rows l * Rows /
+  // lanes + i (each held by lanes / Rows lanes where Rows < lanes: the
+  // first of them writes).
+  halving_sums<lanes>(acc, lane);
+  constexpr int held = Rows >= lanes ? Rows / lanes : 1;
+  constexpr int share = Rows >= lanes ? 1 : lanes / Rows;
+  if (lane % share == 0) {
+    const int r0 = lane * Rows / lanes;
+#pragma unroll
+    for (int i = 0; i < held; ++i)
+      y[(r0 + i) * groups] = acc[i];
+  }
+}
+
+/// State rows (p) a block of shape `S` covers at N = 4 N4.
+template <int N4, update_shape S>
+constexpr int update_block_rows() {
+  return S.threads / (N4 / S.cols) * S.rows;
+}
+
+/// Launches shape `S` at N = 4 N4 where P is a multiple of its block's rows
+/// and the grid fits; false (nothing launched) otherwise.
+template <int N4, update_shape S>
+bool launch_update_rows(const update_args& a, int batch, cudaStream_t stream) {
+  constexpr int block_rows = update_block_rows<N4, S>();
+  if (a.head_dim % block_rows != 0 || a.heads > 65535 || batch > 65535)
+    return false;
+  const dim3 grid(static_cast<unsigned>(a.head_dim / block_rows), static_cast<unsigned>(a.heads),
+                  static_cast<unsigned>(batch));
+  ssd_update_rows_kernel<N4, S.cols, S.threads, S.rows, S.stream, S.max_regs>
+      <<<grid, S.threads, 0, stream>>>(a);
+  return true;
+}
+
+/// Shape `S` at the arguments' N (64 or 128); false where it does not take them.
+template <update_shape S>
+bool launch_update_shape(const update_args& a, int batch, cudaStream_t stream) {
+  if (a.state_size == 128)
+    return launch_update_rows<32, S>(a, batch, stream);
+  if (a.state_size == 64)
+    return launch_update_rows<16, S>(a, batch, stream);
+  return false;
+}
+
+}  // namespace mstar::kernels::cuda::detail

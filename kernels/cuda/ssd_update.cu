@@ -1,0 +1,141 @@
+// The SSD decode step's launch shapes (kernels/cuda/recurrent.hpp): entry 0
+// the block-per-(row, head) kernel of ssd.cu, entries 1 on the
+// warp-a-state-row kernel of internal/ssd_update.cuh.
+#include <cstdint>
+#include <cstdlib>
+#include <iterator>
+
+#include "kernels/cuda/internal/ssd_update.cuh"
+#include "kernels/cuda/internal/ssd_update.hpp"
+#include "kernels/cuda/recurrent.hpp"
+
+namespace mstar::kernels::cuda {
+namespace {
+
+using detail::update_args;
+using detail::update_shape;
+
+// Shape `S` where it takes the step (N 64 / 128, P a multiple of its rows a
+// block, the checks of entry 0 passed), else entry 0, which also answers
+// the shapes no entry takes.
+template <update_shape S>
+cudaError_t launch_shape(const ssd_update_params& p, cudaStream_t stream) {
+  const auto& w = p.w;
+  const bool valid =
+      p.batch > 0 && p.batch <= 65535 && w.num_heads > 0 && w.head_dim > 0 && w.n_groups > 0 &&
+      w.num_heads % w.n_groups == 0 && p.slot_indices.size() >= static_cast<std::size_t>(p.batch) &&
+      (p.has_state.empty() || p.has_state.size() >= static_cast<std::size_t>(p.batch)) &&
+      reinterpret_cast<std::uintptr_t>(p.state) % 16 == 0;
+  if (!valid)
+    return detail::launch_ssd_update_blocks(p, stream);
+  const std::int64_t bc_stride =
+      p.in.bc_stride != 0 ? p.in.bc_stride : std::int64_t{w.n_groups} * w.state_size;
+  const bool bc_vector = bc_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(p.in.B) % 16 == 0 &&
+                         reinterpret_cast<std::uintptr_t>(p.in.C) % 16 == 0;
+  const update_args a{w.dt_bias,
+                      w.A_log,
+                      w.D,
+                      w.num_heads,
+                      w.head_dim,
+                      w.state_size,
+                      w.num_heads / w.n_groups,
+                      w.dt_min,
+                      w.dt_max,
+                      p.in.x,
+                      p.in.dt,
+                      p.in.B,
+                      p.in.C,
+                      p.in.x_stride != 0 ? p.in.x_stride : std::int64_t{w.num_heads} * w.head_dim,
+                      p.in.dt_stride != 0 ? p.in.dt_stride : w.num_heads,
+                      bc_stride,
+                      p.y,
+                      p.state,
+                      p.slot_indices.data(),
+                      p.has_state.empty() ? nullptr : p.has_state.data(),
+                      bc_vector};
+  if (!detail::launch_update_shape<S>(a, p.batch, stream))
+    return detail::launch_ssd_update_blocks(p, stream);
+  return detail::launch_status();
+}
+
+// Its shapes: float4 a lane of each state row (1: a warp a row at N 128,
+// half a warp at N 64), threads a block, state rows a thread, streaming
+// hints (bit 0 loads, bit 1 stores), the register cap (it sets the warps
+// an SM: four 16K-register files hold 4 floor(512 / cap) warps, the cap
+// rounded up to 8; at most 32 blocks an SM).
+constexpr update_shape warp_8_cached{};
+constexpr update_shape warp_8_stream{.stream = 3};
+constexpr update_shape warp_4_cached{.rows = 4, .max_regs = 64};
+constexpr update_shape warp_4_stream{.rows = 4, .stream = 3, .max_regs = 64};
+constexpr update_shape warp_2_cached{.rows = 2, .max_regs = 64};
+constexpr update_shape warp_8_cached_64{.threads = 64};
+constexpr update_shape warp_4_stream_128{.threads = 128, .rows = 4, .stream = 3, .max_regs = 64};
+constexpr update_shape half_4_cached{.cols = 2, .rows = 4};
+constexpr update_shape warp_8_store_stream{.stream = 2};
+constexpr update_shape warp_8_cached_r64{.max_regs = 64};
+constexpr update_shape warp_16_stream{.rows = 16, .stream = 3, .max_regs = 128};
+constexpr update_shape warp_1_cached{.rows = 1, .max_regs = 48};
+
+// Entries never change meaning (older sweeps stay comparable). Few rows are
+// latency bound: many small blocks, the whole state asked for at once. Many
+// rows stream the state once: bytes in flight an SM (registers a thread
+// times warps), and streaming hints so the state does not evict the step's
+// inputs from L2.
+using update_launch = cudaError_t (*)(const ssd_update_params&, cudaStream_t);
+constexpr update_launch update_table[] = {
+    // 0: a block per (row, head), head_dim x 4 threads holding 8 float4 each (ssd.cu)
+    detail::launch_ssd_update_blocks,
+    // 1: a warp a state row, 8 rows a thread, 72 registers (28 warps an SM), cached
+    // (the delta rule's decode entry 27)
+    launch_shape<warp_8_cached>,
+    // 2: 1 with streaming loads and stores
+    launch_shape<warp_8_stream>,
+    // 3: 4 rows a thread, 64 registers (32 warps), cached
+    launch_shape<warp_4_cached>,
+    // 4: 3 with streaming loads and stores
+    launch_shape<warp_4_stream>,
+    // 5: 2 rows a thread, cached (one row of the step: 4 times 1's warps)
+    launch_shape<warp_2_cached>,
+    // 6: 1 with two warps a block
+    launch_shape<warp_8_cached_64>,
+    // 7: 4 with four warps a block
+    launch_shape<warp_4_stream_128>,
+    // 8: half a warp a row (two float4 a lane at N 128), 4 rows a thread, cached
+    launch_shape<half_4_cached>,
+    // 9: 1 with streaming stores only
+    launch_shape<warp_8_store_stream>,
+    // 10: 1 at 64 registers (32 warps)
+    launch_shape<warp_8_cached_r64>,
+    // 11: 16 rows a thread, 128 registers (16 warps, 256 B of state a thread in flight), streaming
+    launch_shape<warp_16_stream>,
+    // 12: one row a thread, 48 registers (40 warps), cached (one step row: 8 times 1's warps)
+    launch_shape<warp_1_cached>,
+};
+static_assert(std::size(update_table) == ssd_update_variants);
+
+// The entry `ssd_update` takes: MSTAR_SSD_UPDATE_VARIANT (an index) when
+// set and in the table, else entry 0 (until the table is measured).
+int update_default() {
+  static const int v = [] {
+    const char* e = std::getenv("MSTAR_SSD_UPDATE_VARIANT");
+    if (e == nullptr)
+      return 0;
+    const int i = std::atoi(e);
+    return i >= 0 && i < ssd_update_variants ? i : 0;
+  }();
+  return v;
+}
+
+}  // namespace
+
+cudaError_t ssd_update(const ssd_update_params& p, cudaStream_t stream) {
+  return update_table[update_default()](p, stream);
+}
+
+cudaError_t ssd_update_variant(const ssd_update_params& p, int variant, cudaStream_t stream) {
+  if (variant < -1 || variant >= ssd_update_variants)
+    return cudaErrorInvalidValue;
+  return update_table[variant >= 0 ? variant : update_default()](p, stream);
+}
+
+}  // namespace mstar::kernels::cuda
