@@ -29,16 +29,16 @@ struct agent::local_arena {
   memory_kind memory = memory_kind::host;
   std::unique_ptr<memory_region> region;  // null for a device arena UCX refused
   byte_buffer packed_key;
-  int device = -1;                         // device arenas: the ordinal here
-  std::optional<cuda_ipc_export> ipc;      // device arenas: the CUDA IPC export
+  int device = -1;                     // device arenas: the ordinal here
+  std::optional<cuda_ipc_export> ipc;  // device arenas: the CUDA IPC export
 };
 
 struct agent::remote_arena {
   arena_descriptor descriptor;
   attach_path path = attach_path::rma;
-  std::unique_ptr<remote_key> key;                // RMA path
-  std::optional<kernels::shm_arena> mapping;      // same-host host arena
-  std::shared_ptr<internal::ipc_mapping> ipc;     // same-host device arena
+  std::unique_ptr<remote_key> key;             // RMA path
+  std::optional<kernels::shm_arena> mapping;   // same-host host arena
+  std::shared_ptr<internal::ipc_mapping> ipc;  // same-host device arena
 };
 
 namespace {
@@ -126,34 +126,48 @@ caf::expected<local_arena_id> agent::register_arena(std::byte* base, arena_layou
   if (auto ok = layout.validate(); !ok)
     return ok.error();
   const std::lock_guard lock{mutex_};
-  auto region = memory_region::make(context_, base, layout.bytes(), memory);
   if (memory == memory_kind::host) {
+    auto region = memory_region::make(context_, base, layout.bytes(), memory);
     if (!region)
       return region.error();
     return add_local(std::move(*region), base, std::move(layout), std::move(shm_name), memory);
   }
-  // A device arena: exported for same-host peers where CUDA is built; UCX's
-  // registration kept where it succeeded (a UCX with CUDA transports).
-  std::optional<internal::device_export> exported;
+  // A device arena: exported for same-host peers where CUDA is built, and
+  // registered with UCX only where UCX moves device memory (a UCX without
+  // CUDA transports is not asked to map device memory it cannot use).
+  const auto what = "device arena '" + layout.name + "'";
+  int device = -1;
+  std::optional<cuda_ipc_export> exported;
+  caf::error export_error = failure(mstar::errc::unsupported, "this build has no CUDA");
   if (internal::cuda_built()) {
-    auto e = internal::export_device_arena(base);
-    if (!e && !region)
-      return e.error();
-    if (!e)
-      spdlog::warn("transport: device arena '{}' not exported over CUDA IPC: {}", layout.name,
-                   transport::describe(e.error()));
-    else
-      exported = std::move(*e);
+    auto d = internal::device_of(base);
+    if (!d)
+      return failure(mstar::errc::invalid_argument, what + ": " + transport::describe(d.error()));
+    device = *d;
+    if (auto e = internal::export_device_arena(base)) {
+      exported = std::move(e->ipc);
+    } else {
+      export_error = std::move(e.error());
+      spdlog::warn("transport: {} not exported over CUDA IPC: {}", what,
+                   transport::describe(export_error));
+    }
   }
-  if (!region && !exported)
-    return region.error();
-  std::unique_ptr<memory_region> kept;
-  if (region)
-    kept = std::move(*region);
-  auto id = add_local(std::move(kept), base, std::move(layout), std::move(shm_name), memory);
-  if (id && exported) {
-    locals_[*id]->device = exported->device;
-    locals_[*id]->ipc = std::move(exported->ipc);
+  std::unique_ptr<memory_region> region;
+  if (ucx_moves_device_) {
+    auto r = memory_region::make(context_, base, layout.bytes(), memory);
+    if (!r && !exported)
+      return r.error();
+    if (r)
+      region = std::move(*r);
+  } else if (!exported) {
+    return failure(mstar::errc::unsupported,
+                   what + ": UCX here has no CUDA transports and no CUDA IPC export was made (" +
+                       transport::describe(export_error) + ")");
+  }
+  auto id = add_local(std::move(region), base, std::move(layout), std::move(shm_name), memory);
+  if (id) {
+    locals_[*id]->device = device;
+    locals_[*id]->ipc = std::move(exported);
   }
   return id;
 }
@@ -187,11 +201,16 @@ caf::expected<arena_descriptor> agent::describe(local_arena_id id) const {
   if (id >= locals_.size())
     return failure(mstar::errc::not_found, "no local arena " + std::to_string(id));
   const auto& a = *locals_[id];
-  return arena_descriptor{options_.name,    address_,
-                          a.packed_key,     reinterpret_cast<std::uint64_t>(a.base),
-                          a.layout.bytes(), a.layout,
-                          a.memory,         host_identity(),
-                          a.shm_name,       static_cast<std::int64_t>(::getpid()),
+  return arena_descriptor{options_.name,
+                          address_,
+                          a.packed_key,
+                          reinterpret_cast<std::uint64_t>(a.base),
+                          a.layout.bytes(),
+                          a.layout,
+                          a.memory,
+                          host_identity(),
+                          a.shm_name,
+                          static_cast<std::int64_t>(::getpid()),
                           a.ipc};
 }
 
@@ -294,8 +313,9 @@ caf::expected<internal::arena_binding> agent::bind(direction dir, const arena_pa
   if (remote.ipc) {
     if (local.memory != memory_kind::cuda || local.device < 0)
       return failure(mstar::errc::unsupported,
-                     where + "a CUDA IPC arena copies device to device: bind a device arena "
-                             "registered with memory_kind::cuda");
+                     where +
+                         "a CUDA IPC arena copies device to device: bind a device arena "
+                         "registered with memory_kind::cuda");
     if (auto ok = internal::enable_peer_access(local.device, remote.ipc->device()); !ok)
       return ok.error();
     auto stream = ipc_streams_->stream(local.device);

@@ -196,7 +196,7 @@ class agent {
   std::map<byte_buffer, std::shared_ptr<endpoint>, address_order> peers_;
   std::vector<std::unique_ptr<remote_arena>> remotes_;
   std::unique_ptr<internal::ipc_streams> ipc_streams_;  // CUDA IPC copy streams, per device
-  bool ucx_moves_device_ = false;  // UCX reports the CUDA memory type
+  bool ucx_moves_device_ = false;                       // UCX reports the CUDA memory type
   std::vector<std::unique_ptr<internal::transfer_run>> runs_;
   mutable std::mutex mutex_;
   std::condition_variable finished_cv_;

@@ -88,8 +88,8 @@ caf::expected<std::optional<cuda_ipc_export>> cuda_ipc_from(const json& object) 
   if (auto e = first_error(handle, offset, bus))
     return e;
   if (handle->size() != cuda_ipc_handle_bytes)
-    return bad_field("cuda_ipc.handle", "is not " + std::to_string(cuda_ipc_handle_bytes) +
-                                            " bytes");
+    return bad_field("cuda_ipc.handle",
+                     "is not " + std::to_string(cuda_ipc_handle_bytes) + " bytes");
   if (bus->empty())
     return bad_field("cuda_ipc.pci_bus_id", "is empty");
   return std::optional<cuda_ipc_export>{
@@ -130,15 +130,15 @@ std::string to_json(const arena_descriptor& d) {
                     {"num_units", d.layout.num_units},
                     {"unit_bytes", d.layout.unit_bytes}};
   json out{{"owner", d.owner},
-                 {"worker_address", to_hex(d.worker_address)},
-                 {"packed_key", to_hex(d.packed_key)},
-                 {"base", d.base},
-                 {"size", d.size},
-                 {"layout", layout},
-                 {"memory", d.memory == memory_kind::cuda ? "cuda" : "host"},
-                 {"host", d.host},
-                 {"shm_name", d.shm_name},
-                 {"pid", d.pid}};
+           {"worker_address", to_hex(d.worker_address)},
+           {"packed_key", to_hex(d.packed_key)},
+           {"base", d.base},
+           {"size", d.size},
+           {"layout", layout},
+           {"memory", d.memory == memory_kind::cuda ? "cuda" : "host"},
+           {"host", d.host},
+           {"shm_name", d.shm_name},
+           {"pid", d.pid}};
   if (d.cuda_ipc) {
     out["cuda_ipc"] = json{{"handle", to_hex(d.cuda_ipc->handle)},
                            {"offset", d.cuda_ipc->offset},

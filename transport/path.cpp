@@ -24,8 +24,9 @@ caf::expected<attach_path> choose_attach_path(const arena_descriptor& d, const p
   if (!same_host)
     why = "it is on another host (CUDA IPC reaches processes of one host only)";
   else if (!d.cuda_ipc)
-    why = "its descriptor carries no CUDA IPC handle (owner built without CUDA, or its export "
-          "failed)";
+    why =
+        "its descriptor carries no CUDA IPC handle (owner built without CUDA, or its export "
+        "failed)";
   else
     why = "same-host mapping is turned off (agent_options::map_same_host_segments)";
   return failure(mstar::errc::unsupported,

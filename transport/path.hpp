@@ -23,10 +23,10 @@ enum class attach_path : std::uint8_t {
 
 /// What decides the path besides the descriptor.
 struct path_inputs {
-  std::string host;                 ///< this process's `host_identity()`
-  bool map_same_host = true;        ///< `agent_options::map_same_host_segments`
-  bool ucx_moves_device = false;    ///< UCX here reports the CUDA memory type
-  bool cuda_built = false;          ///< this build has CUDA (MSTAR_HAVE_CUDA)
+  std::string host;               ///< this process's `host_identity()`
+  bool map_same_host = true;      ///< `agent_options::map_same_host_segments`
+  bool ucx_moves_device = false;  ///< UCX here reports the CUDA memory type
+  bool cuda_built = false;        ///< this build has CUDA (MSTAR_HAVE_CUDA)
 };
 
 /// The path for `d`: same-host host arenas with a segment are mapped,

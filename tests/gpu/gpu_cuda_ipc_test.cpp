@@ -124,8 +124,8 @@ class child_process {
     // Everything exec needs is built before fork: the child only calls
     // async-signal-safe functions until exec.
     const std::string role = std::string{child_env} + "=" + std::to_string(to_child[0]) + "," +
-                              std::to_string(from_child[1]) + "," + std::to_string(pages) + "," +
-                              std::to_string(page_bytes);
+                             std::to_string(from_child[1]) + "," + std::to_string(pages) + "," +
+                             std::to_string(page_bytes);
     std::vector<std::string> env_text{role};
     for (char** e = environ; *e != nullptr; ++e) {
       if (std::strncmp(*e, child_env, std::strlen(child_env)) != 0)
@@ -305,8 +305,7 @@ TEST(DISABLED_gpu_cuda_ipc_child, serves_a_device_arena) {
     if (!sums)
       return fail(describe(sums.error()));
     // The staged device checksums are the host ones.
-    auto host_sums =
-        checksum_pages(layout, reinterpret_cast<const std::byte*>(host.data()), ids);
+    auto host_sums = checksum_pages(layout, reinterpret_cast<const std::byte*>(host.data()), ids);
     if (!host_sums || *host_sums != *sums)
       return fail("device checksums differ from the host checksums of the same bytes");
     nlohmann::json list = nlohmann::json::array();
@@ -347,7 +346,8 @@ TEST(gpu_cuda_ipc, pulls_scattered_pages_from_another_process_and_verifies_them)
   // Source page i lands on page (37 i + 11) mod 64: scattered, a permutation.
   std::vector<unit_pair> pairs;
   for (std::uint64_t i = 0; i < pages; ++i)
-    pairs.push_back({static_cast<std::int32_t>(i), static_cast<std::int32_t>((37 * i + 11) % pages)});
+    pairs.push_back(
+        {static_cast<std::int32_t>(i), static_cast<std::int32_t>((37 * i + 11) % pages)});
   auto plan = plan_pages(remote_d.layout, layout, pairs);
   ASSERT_TRUE(plan) << describe(plan.error());
   auto h = (*a)->start(direction::read, *plan, {{mine.id, *remote}}, clock::now() + 60s);

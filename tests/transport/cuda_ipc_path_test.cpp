@@ -111,8 +111,7 @@ TEST(cuda_ipc_path, same_host_device_arena_with_a_handle_goes_over_cuda_ipc) {
 }
 
 TEST(cuda_ipc_path, a_device_arena_nothing_can_reach_is_refused_saying_why) {
-  const auto refused = [](const arena_descriptor& d, const path_inputs& in,
-                          std::string_view why) {
+  const auto refused = [](const arena_descriptor& d, const path_inputs& in, std::string_view why) {
     auto p = choose_attach_path(d, in);
     ASSERT_FALSE(p) << "chose " << to_string(*p);
     EXPECT_TRUE(is(p.error(), mstar::errc::unsupported));
@@ -200,8 +199,8 @@ TEST(cuda_ipc_agent, unknown_ids_are_not_found_and_detach_forgets) {
   EXPECT_FALSE(a->path_of(0));
   EXPECT_FALSE(a->detach(0));
   std::vector<std::byte> memory(4 * 4096);
-  auto local = owner->register_arena(memory.data(), arena_layout{arena_kind::kv_pages, "kv", 1, 4,
-                                                                 4096});
+  auto local =
+      owner->register_arena(memory.data(), arena_layout{arena_kind::kv_pages, "kv", 1, 4, 4096});
   ASSERT_TRUE(local) << describe(local.error());
   auto id = a->attach(owner->describe(*local).value());
   ASSERT_TRUE(id) << describe(id.error());
@@ -211,6 +210,22 @@ TEST(cuda_ipc_agent, unknown_ids_are_not_found_and_detach_forgets) {
   EXPECT_FALSE(a->detach(*id));
   EXPECT_EQ(internal::open_ipc_mappings(), 0U);
   a.reset();
+}
+
+TEST(cuda_ipc_agent, a_device_arena_nothing_can_export_or_register_is_refused) {
+  auto a = test::make_agent("prefill-0", "tcp");
+  ASSERT_NE(a, nullptr);
+  // Host memory claimed as device memory: without CUDA nothing can export
+  // it and UCX here cannot register it; with CUDA it is not device memory.
+  std::vector<std::byte> memory(2 * 4096);
+  auto id = a->register_arena(memory.data(), arena_layout{arena_kind::kv_pages, "kv", 1, 2, 4096},
+                              {}, memory_kind::cuda);
+  ASSERT_FALSE(id);
+  const auto text = describe(id.error());
+  EXPECT_TRUE(contains(text, "device arena 'kv'")) << text;
+  if (!internal::cuda_built()) {
+    EXPECT_TRUE(contains(text, "no CUDA transports")) << text;
+  }
 }
 
 TEST(cuda_ipc_checksum, device_checksums_need_cuda_or_say_so) {

@@ -42,9 +42,8 @@ std::atomic<std::size_t> open_mappings{0};
 // unrelated check does not see this one again.
 caf::error cuda_error(cudaError_t status, std::string_view what) {
   (void)cudaGetLastError();
-  return logged(failure(errc::cuda_failure, std::string{what} + ": " +
-                                                cudaGetErrorName(status) + " (" +
-                                                cudaGetErrorString(status) + ")"));
+  return logged(failure(errc::cuda_failure, std::string{what} + ": " + cudaGetErrorName(status) +
+                                                " (" + cudaGetErrorString(status) + ")"));
 }
 
 // Makes `device` current for a scope and puts the caller's device back: the
@@ -93,8 +92,9 @@ caf::expected<std::pair<CUdeviceptr, std::size_t>> allocation_of(const void* p) 
     return reinterpret_cast<address_range_fn>(f);
   }();
   if (fn == nullptr)
-    return failure(errc::cuda_failure, "cuMemGetAddressRange: not found through "
-                                       "cudaGetDriverEntryPointByVersion");
+    return failure(errc::cuda_failure,
+                   "cuMemGetAddressRange: not found through "
+                   "cudaGetDriverEntryPointByVersion");
   CUdeviceptr base = 0;
   std::size_t size = 0;
   if (const CUresult r = fn(&base, &size, reinterpret_cast<CUdeviceptr>(p)); r != CUDA_SUCCESS)
@@ -192,22 +192,28 @@ caf::expected<std::shared_ptr<ipc_mapping>> ipc_mapping::open(const arena_descri
   // refuses with cudaErrorDeviceUninitialized / invalid context).
   if (auto st = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess);
       st != cudaSuccess)
-    return cuda_error(st, "cudaIpcOpenMemHandle of " + m->owner_ + "'s arena '" +
-                              d.layout.name + "'");
+    return cuda_error(st,
+                      "cudaIpcOpenMemHandle of " + m->owner_ + "'s arena '" + d.layout.name + "'");
   m->base_ = base;
   ++open_mappings;
   // The allocation must hold the whole arena: a wrong offset or size in a
   // descriptor must not turn into copies past the allocation.
+  // Where the driver cannot say (it should for opened handles), the check
+  // is skipped with a warning rather than refusing the path.
   auto allocation = allocation_of(base);
-  if (!allocation)
-    return allocation.error();
-  if (d.cuda_ipc->offset > allocation->second ||
-      d.size > allocation->second - d.cuda_ipc->offset)
-    return failure(mstar::errc::out_of_range,
-                   "device arena of " + m->owner_ + ": offset " +
-                       std::to_string(d.cuda_ipc->offset) + " + size " + std::to_string(d.size) +
-                       " passes its allocation of " + std::to_string(allocation->second) +
-                       " bytes");
+  if (!allocation) {
+    spdlog::warn(
+        "transport: size of {}'s opened allocation unknown ({}); offset and size "
+        "unchecked",
+        m->owner_, describe(allocation.error()));
+  } else if (d.cuda_ipc->offset > allocation->second ||
+             d.size > allocation->second - d.cuda_ipc->offset) {
+    return failure(mstar::errc::out_of_range, "device arena of " + m->owner_ + ": offset " +
+                                                  std::to_string(d.cuda_ipc->offset) + " + size " +
+                                                  std::to_string(d.size) +
+                                                  " passes its allocation of " +
+                                                  std::to_string(allocation->second) + " bytes");
+  }
   m->arena_ = static_cast<std::byte*>(base) + d.cuda_ipc->offset;
   return m;
 }

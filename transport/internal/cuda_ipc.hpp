@@ -26,8 +26,8 @@ namespace mstar::transport::internal {
 /// A local device arena as exported: its device ordinal here and what a
 /// peer needs to open it.
 struct device_export {
-  int device = -1;       ///< ordinal in this process
-  cuda_ipc_export ipc;   ///< handle, offset in the allocation, PCI bus id
+  int device = -1;      ///< ordinal in this process
+  cuda_ipc_export ipc;  ///< handle, offset in the allocation, PCI bus id
 };
 
 /// Exports the device allocation holding `base` (cudaIpcGetMemHandle of the
@@ -66,7 +66,7 @@ class ipc_mapping {
 
  private:
   ipc_mapping() = default;
-  void* base_ = nullptr;      // what cudaIpcOpenMemHandle returned
+  void* base_ = nullptr;  // what cudaIpcOpenMemHandle returned
   std::byte* arena_ = nullptr;
   int device_ = -1;
   int pidfd_ = -1;
@@ -98,8 +98,8 @@ class ipc_streams {
 /// device-to-device cudaMemcpyAsync within one device, cudaMemcpyPeerAsync
 /// between two (direct where peer access was enabled).
 [[nodiscard]] caf::expected<void> enqueue_copy(void* stream, int stream_device, std::byte* dst,
-                                               int dst_device, const std::byte* src,
-                                               int src_device, std::uint64_t bytes);
+                                               int dst_device, const std::byte* src, int src_device,
+                                               std::uint64_t bytes);
 
 /// An event recorded on a stream after a slice of copies: the slice is done
 /// when the event is. Destroying it does not wait; see `synchronize`.

@@ -123,8 +123,7 @@ void transfer_run::issue() {
       // are seen between slices), and at most the RMA byte window queued
       // on the stream (what an abort has to wait out).
       const bool window_full = (ipc_inflight_bytes_ > 0 || copied > 0) &&
-                               ipc_inflight_bytes_ + copied + r.bytes >
-                                   options_.max_inflight_bytes;
+                               ipc_inflight_bytes_ + copied + r.bytes > options_.max_inflight_bytes;
       if (copied >= options_.copy_slice_bytes || window_full)
         break;
       if (!enqueue_ipc(r, b))

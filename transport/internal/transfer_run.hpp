@@ -2,8 +2,8 @@
 
 // One transfer's state machine, driven by `agent` under its lock: issue
 // ranges (RMA, a mapped-memory copy, or a CUDA IPC copy on the agent's
-// stream) within a window, reap completions, flush, and finish; a deadline, a failed endpoint or a cancel request end
-// it early without leaving an operation that could still touch memory.
+// stream) within a window, reap completions, flush, and finish; a deadline, a failed endpoint or a
+// cancel request end it early without leaving an operation that could still touch memory.
 
 #include <deque>
 #include <memory>
