@@ -108,10 +108,12 @@ class agent {
   /// What a peer needs to reach arena `id`: send it over any control channel.
   [[nodiscard]] caf::expected<arena_descriptor> describe(local_arena_id id) const;
 
-  /// Makes a peer's arena reachable: maps its segment when it is on this
-  /// host (and mapping is allowed), else connects to its worker (one
-  /// endpoint per peer worker, reused; a closed or failed one is replaced)
-  /// and unpacks its key.
+  /// Makes a peer's arena reachable (`choose_attach_path`): maps its segment
+  /// when it is on this host (and mapping is allowed), opens its CUDA IPC
+  /// handle when it is a device arena on this host, else connects to its
+  /// worker (one endpoint per peer worker, reused; a closed or failed one is
+  /// replaced) and unpacks its key. A device arena none of these reach is
+  /// refused with `unsupported` naming why.
   [[nodiscard]] caf::expected<remote_arena_id> attach(const arena_descriptor& d);
 
   /// Whether attached arena `id` is reached through a mapped segment.

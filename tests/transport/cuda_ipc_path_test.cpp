@@ -5,6 +5,7 @@
 // (tests/gpu/gpu_cuda_ipc_test.cpp).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "tests/support/matchers.hpp"
 #include "tests/transport/support.hpp"
@@ -166,7 +167,7 @@ TEST(cuda_ipc_agent, attaching_a_same_host_device_arena_takes_the_ipc_path_or_sa
   ASSERT_NE(a, nullptr);
   auto d = device_sample();
   d.host = host_identity();
-  d.pid = ::getpid();
+  d.pid = ::getppid();  // another live process of this host
   auto id = a->attach(d);
   if (internal::cuda_built()) {
     // Built with CUDA but (here) no device or a forged handle: the IPC path
@@ -177,6 +178,13 @@ TEST(cuda_ipc_agent, attaching_a_same_host_device_arena_takes_the_ipc_path_or_sa
     EXPECT_TRUE(contains(text, "cudaIpcOpenMemHandle") || contains(text, "no device") ||
                 contains(text, "cuda"))
         << text;
+    // A process does not open its own handles.
+    auto own = d;
+    own.pid = ::getpid();
+    auto self = a->attach(own);
+    ASSERT_FALSE(self);
+    EXPECT_TRUE(contains(describe(self.error()), "belongs to this process"))
+        << describe(self.error());
   } else {
     ASSERT_FALSE(id);
     EXPECT_TRUE(is(id.error(), mstar::errc::unsupported));

@@ -165,6 +165,10 @@ caf::expected<std::shared_ptr<ipc_mapping>> ipc_mapping::open(const arena_descri
   if (!d.cuda_ipc || d.cuda_ipc->handle.size() != cuda_ipc_handle_bytes)
     return failure(mstar::errc::invalid_argument,
                    "arena of '" + d.owner + "': no CUDA IPC handle in its descriptor");
+  if (d.pid == ::getpid())
+    return failure(mstar::errc::unsupported,
+                   "device arena '" + d.layout.name + "' of '" + d.owner +
+                       "' belongs to this process: CUDA IPC opens other processes' handles only");
   std::shared_ptr<ipc_mapping> m{new ipc_mapping};
   m->owner_ = "'" + d.owner + "' (pid " + std::to_string(d.pid) + ")";
   m->pidfd_ = open_pidfd(d.pid);
