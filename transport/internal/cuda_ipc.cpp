@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/syscall.h>
@@ -161,6 +163,60 @@ caf::expected<device_export> export_device_arena(const std::byte* base) {
   return out;
 }
 
+struct opened_allocation {
+  void* base = nullptr;  // what cudaIpcOpenMemHandle returned
+  int device = -1;
+  std::string owner;
+  opened_allocation() = default;
+  opened_allocation(const opened_allocation&) = delete;
+  opened_allocation& operator=(const opened_allocation&) = delete;
+  ~opened_allocation() {
+    device_guard guard;
+    (void)guard.use(device);
+    if (auto st = cudaIpcCloseMemHandle(base); st != cudaSuccess)
+      (void)cuda_error(st, "cudaIpcCloseMemHandle of " + owner + "'s allocation");
+    --open_mappings;
+  }
+};
+
+namespace {
+
+// The allocations open in this process by owner pid and handle: the runtime
+// wants one open per handle and process, whichever agent or arena asks.
+std::mutex registry_mutex;
+std::map<std::string, std::weak_ptr<opened_allocation>> registry;
+
+caf::expected<std::shared_ptr<opened_allocation>> open_allocation(const arena_descriptor& d,
+                                                                  int device,
+                                                                  const std::string& owner) {
+  std::string key = std::to_string(d.pid) + ":";
+  key.append(reinterpret_cast<const char*>(d.cuda_ipc->handle.data()), d.cuda_ipc->handle.size());
+  const std::lock_guard lock{registry_mutex};
+  std::erase_if(registry, [](const auto& entry) { return entry.second.expired(); });
+  if (auto it = registry.find(key); it != registry.end()) {
+    if (auto live = it->second.lock())
+      return live;
+  }
+  device_guard guard;
+  if (auto err = guard.use(device))
+    return err;
+  cudaIpcMemHandle_t handle{};
+  std::memcpy(&handle, d.cuda_ipc->handle.data(), sizeof handle);
+  void* base = nullptr;
+  if (auto st = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess);
+      st != cudaSuccess)
+    return cuda_error(st, "cudaIpcOpenMemHandle of " + owner + "'s arena '" + d.layout.name + "'");
+  auto opened = std::make_shared<opened_allocation>();
+  opened->base = base;
+  opened->device = device;
+  opened->owner = owner;
+  ++open_mappings;
+  registry[key] = opened;
+  return opened;
+}
+
+}  // namespace
+
 caf::expected<std::shared_ptr<ipc_mapping>> ipc_mapping::open(const arena_descriptor& d) {
   if (!d.cuda_ipc || d.cuda_ipc->handle.size() != cuda_ipc_handle_bytes)
     return failure(mstar::errc::invalid_argument,
@@ -186,24 +242,18 @@ caf::expected<std::shared_ptr<ipc_mapping>> ipc_mapping::open(const arena_descri
                                                d.cuda_ipc->pci_bus_id +
                                                " visible here (CUDA_VISIBLE_DEVICES?)");
   }
+  auto opened = open_allocation(d, m->device_, m->owner_);
+  if (!opened)
+    return opened.error();
+  m->allocation_ = std::move(*opened);
+  void* base = m->allocation_->base;
+  // The allocation must hold the whole arena: a wrong offset or size in a
+  // descriptor must not turn into copies past the allocation. Where the
+  // driver cannot say (it should for opened handles), the check is skipped
+  // with a warning rather than refusing the path.
   device_guard guard;
   if (auto err = guard.use(m->device_))
     return err;
-  cudaIpcMemHandle_t handle{};
-  std::memcpy(&handle, d.cuda_ipc->handle.data(), sizeof handle);
-  void* base = nullptr;
-  // The exporting process itself cannot open its own handle (the runtime
-  // refuses with cudaErrorDeviceUninitialized / invalid context).
-  if (auto st = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess);
-      st != cudaSuccess)
-    return cuda_error(st,
-                      "cudaIpcOpenMemHandle of " + m->owner_ + "'s arena '" + d.layout.name + "'");
-  m->base_ = base;
-  ++open_mappings;
-  // The allocation must hold the whole arena: a wrong offset or size in a
-  // descriptor must not turn into copies past the allocation.
-  // Where the driver cannot say (it should for opened handles), the check
-  // is skipped with a warning rather than refusing the path.
   auto allocation = allocation_of(base);
   if (!allocation) {
     spdlog::warn(
@@ -223,13 +273,6 @@ caf::expected<std::shared_ptr<ipc_mapping>> ipc_mapping::open(const arena_descri
 }
 
 ipc_mapping::~ipc_mapping() {
-  if (base_ != nullptr) {
-    device_guard guard;
-    (void)guard.use(device_);
-    if (auto st = cudaIpcCloseMemHandle(base_); st != cudaSuccess)
-      (void)cuda_error(st, "cudaIpcCloseMemHandle of " + owner_ + "'s arena");
-    --open_mappings;
-  }
   if (pidfd_ >= 0)
     ::close(pidfd_);
 }
@@ -360,6 +403,8 @@ caf::expected<const std::byte*> pinned_staging::fetch(const std::byte* src, std:
 }
 
 #else  // no CUDA: every operation says so
+
+struct opened_allocation {};
 
 caf::expected<int> device_of(const void*) {
   return no_cuda("device_of");

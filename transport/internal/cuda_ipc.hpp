@@ -39,13 +39,21 @@ struct device_export {
 /// The ordinal of the device holding `p` (a device pointer).
 [[nodiscard]] caf::expected<int> device_of(const void* p);
 
-/// IPC mappings open in this process now: tests check that none leak.
+/// Peer allocations open in this process now (cudaIpcOpenMemHandle not yet
+/// closed): tests check that none leak.
 [[nodiscard]] std::size_t open_ipc_mappings() noexcept;
 
-/// A peer's device arena opened here: cudaIpcOpenMemHandle on the owner's
-/// device (found by PCI bus id), closed on destruction on that device; plus
-/// a pidfd on the owner, since an opened allocation outlives its exporter
-/// (the driver keeps it) and copies from a dead owner would still succeed.
+/// One peer allocation opened in this process (cudaIpcOpenMemHandle),
+/// shared by every arena in it and closed when the last goes: a process
+/// opens a handle once (arenas of one allocation, or one arena attached by
+/// two agents, share it).
+struct opened_allocation;
+
+/// A peer's device arena opened here: its allocation opened on the owner's
+/// device (found by PCI bus id) and closed with the last arena using it;
+/// plus a pidfd on the owner, since an opened allocation outlives its
+/// exporter (the driver keeps it) and copies from a dead owner would still
+/// succeed.
 class ipc_mapping {
  public:
   /// Opens `d.cuda_ipc`; cuda_failure naming the call, not_found when no
@@ -66,7 +74,7 @@ class ipc_mapping {
 
  private:
   ipc_mapping() = default;
-  void* base_ = nullptr;  // what cudaIpcOpenMemHandle returned
+  std::shared_ptr<opened_allocation> allocation_;
   std::byte* arena_ = nullptr;
   int device_ = -1;
   int pidfd_ = -1;
