@@ -3,7 +3,8 @@
 // starts CUDA afresh: a forked child of a process that has used CUDA may not
 // use it) registers a device arena of random pages and sends its descriptor
 // and page checksums over a pipe; the parent opens it, pulls the pages into
-// its own device arena in a scattered order, and verifies them. One GPU is
+// its own device arena in a scattered order, and verifies them; then the
+// recurrent slots of a block in the same allocation (opened once). One GPU is
 // enough: CUDA IPC between processes on one device is allowed. A second
 // case kills the child mid-transfer: the transfer fails with peer_failed and
 // the mapping is closed, nothing left open.
@@ -196,8 +197,8 @@ class child_process {
   int read_fd_ = -1;
 };
 
-std::vector<std::uint8_t> random_bytes(std::uint64_t n) {
-  std::mt19937_64 rng{seed};
+std::vector<std::uint8_t> random_bytes(std::uint64_t n, std::uint64_t salt = 0) {
+  std::mt19937_64 rng{seed + salt};
   std::vector<std::uint8_t> out(n);
   for (std::uint64_t i = 0; i + 8 <= n; i += 8) {
     const std::uint64_t word = rng();
@@ -213,10 +214,19 @@ std::vector<std::int32_t> all_pages(std::uint64_t n) {
   return ids;
 }
 
-// What the child sent: its descriptor and its pages' checksums.
+// The recurrent block the child also serves, in the same allocation right
+// after its KV arena: 2 layers of 8 slots of 16 KiB.
+arena_layout ssm_layout() {
+  return arena_layout::recurrent("ssm", 2, 8, 16 << 10);
+}
+constexpr std::uint64_t ssm_salt = 1;
+
+// What the child sent: its descriptors and their units' checksums.
 struct offer {
   arena_descriptor descriptor;
   std::vector<unit_checksum> sums;
+  arena_descriptor ssm;
+  std::vector<unit_checksum> slot_sums;
 };
 
 std::optional<offer> receive_offer(const child_process& child) {
@@ -235,9 +245,16 @@ std::optional<offer> receive_offer(const child_process& child) {
     ADD_FAILURE() << describe(d.error());
     return std::nullopt;
   }
-  offer out{std::move(*d), {}};
+  auto ssm = descriptor_from_json(message["ssm_descriptor"].get<std::string>());
+  if (!ssm) {
+    ADD_FAILURE() << describe(ssm.error());
+    return std::nullopt;
+  }
+  offer out{std::move(*d), {}, std::move(*ssm), {}};
   for (const auto& s : message["sums"])
     out.sums.push_back({s[0].get<std::int32_t>(), s[1].get<std::uint64_t>()});
+  for (const auto& s : message["slot_sums"])
+    out.slot_sums.push_back({s[0].get<std::int32_t>(), s[1].get<std::uint64_t>()});
   return out;
 }
 
@@ -267,8 +284,9 @@ bool make_arena(agent& a, const arena_layout& layout, device_arena& out) {
 }
 
 // The child: registers a device arena of random pages (starting
-// `child_offset` into its allocation, so the offset travels), sends its
-// descriptor and checksums, and serves until the parent says "done".
+// `child_offset` into its allocation, so the offset travels) and a recurrent
+// block after it in the same allocation, sends their descriptors and
+// checksums, and serves until the parent says "done".
 TEST(DISABLED_gpu_cuda_ipc_child, serves_a_device_arena) {
   const char* role = std::getenv(child_env);
   if (role == nullptr)
@@ -283,12 +301,17 @@ TEST(DISABLED_gpu_cuda_ipc_child, serves_a_device_arena) {
     ADD_FAILURE() << why;
   };
   const auto layout = pages_layout(pages, page_bytes);
+  const auto ssm = ssm_layout();
   void* allocation = nullptr;
-  if (cudaMalloc(&allocation, layout.bytes() + child_offset) != cudaSuccess)
+  if (cudaMalloc(&allocation, child_offset + layout.bytes() + ssm.bytes()) != cudaSuccess)
     return fail("cudaMalloc in the child failed");
   auto* arena = static_cast<std::byte*>(allocation) + child_offset;
+  auto* ssm_arena = arena + layout.bytes();
   const auto host = random_bytes(layout.bytes());
-  if (cudaMemcpy(arena, host.data(), host.size(), cudaMemcpyHostToDevice) != cudaSuccess)
+  const auto ssm_host = random_bytes(ssm.bytes(), ssm_salt);
+  if (cudaMemcpy(arena, host.data(), host.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemcpy(ssm_arena, ssm_host.data(), ssm_host.size(), cudaMemcpyHostToDevice) !=
+          cudaSuccess)
     return fail("cudaMemcpy in the child failed");
   {
     auto a = agent::make(agent_named("prefill-child"));
@@ -300,6 +323,17 @@ TEST(DISABLED_gpu_cuda_ipc_child, serves_a_device_arena) {
     auto d = (*a)->describe(*id);
     if (!d)
       return fail(describe(d.error()));
+    auto ssm_id = (*a)->register_arena(ssm_arena, ssm, {}, memory_kind::cuda);
+    if (!ssm_id)
+      return fail(describe(ssm_id.error()));
+    auto ssm_d = (*a)->describe(*ssm_id);
+    if (!ssm_d)
+      return fail(describe(ssm_d.error()));
+    const std::byte* ssm_bases[] = {ssm_arena};
+    const auto slot_ids = all_pages(ssm.num_units);
+    auto slot_sums = checksum_slots_device(std::span{&ssm, 1}, ssm_bases, slot_ids);
+    if (!slot_sums)
+      return fail(describe(slot_sums.error()));
     const auto ids = all_pages(pages);
     auto sums = checksum_pages_device(layout, arena, ids);
     if (!sums)
@@ -311,7 +345,14 @@ TEST(DISABLED_gpu_cuda_ipc_child, serves_a_device_arena) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& s : *sums)
       list.push_back({s.unit, s.xxh3});
-    if (!send_message(write_fd, nlohmann::json{{"descriptor", to_json(*d)}, {"sums", list}}.dump()))
+    nlohmann::json slot_list = nlohmann::json::array();
+    for (const auto& s : *slot_sums)
+      slot_list.push_back({s.unit, s.xxh3});
+    if (!send_message(write_fd, nlohmann::json{{"descriptor", to_json(*d)},
+                                               {"sums", list},
+                                               {"ssm_descriptor", to_json(*ssm_d)},
+                                               {"slot_sums", slot_list}}
+                                    .dump()))
       return fail("cannot write to the parent");
     auto reply = receive_message(read_fd, 300s);
     EXPECT_EQ(reply.value_or("(none)"), "done");
@@ -398,7 +439,28 @@ TEST(gpu_cuda_ipc, pulls_scattered_pages_from_another_process_and_verifies_them)
   auto pushed = verify_units_device(*back, bases, page0_as_1);
   EXPECT_TRUE(pushed) << describe(pushed.error());
 
+  // Recurrent slots from the block in the same allocation: opened once.
+  EXPECT_EQ(got->ssm.cuda_ipc.value_or(cuda_ipc_export{}).offset, child_offset + layout.bytes());
+  auto remote_ssm = (*a)->attach(got->ssm);
+  ASSERT_TRUE(remote_ssm) << describe(remote_ssm.error());
+  EXPECT_EQ(internal::open_ipc_mappings(), 1U) << "one allocation, opened once";
+  const auto ssm = ssm_layout();
+  device_arena my_ssm;
+  ASSERT_TRUE(make_arena(**a, ssm, my_ssm));
+  const std::vector<unit_pair> slot_pairs{{0, 5}, {3, 1}, {7, 7}, {6, 0}};
+  auto slots = plan_slots(std::span{&got->ssm.layout, 1}, std::span{&ssm, 1}, slot_pairs);
+  ASSERT_TRUE(slots) << describe(slots.error());
+  auto hs = (*a)->start(direction::read, *slots, {{my_ssm.id, *remote_ssm}}, clock::now() + 30s);
+  ASSERT_TRUE(hs) << describe(hs.error());
+  auto slots_done = (*a)->wait(*hs);
+  ASSERT_TRUE(slots_done) << describe(slots_done.error());
+  const std::byte* ssm_bases[] = {static_cast<const std::byte*>(my_ssm.memory)};
+  auto slots_ok = verify_units_device(*slots, ssm_bases, got->slot_sums);
+  EXPECT_TRUE(slots_ok) << describe(slots_ok.error());
+
   ASSERT_TRUE((*a)->detach(*remote));
+  EXPECT_EQ(internal::open_ipc_mappings(), 1U) << "the block still holds the allocation";
+  ASSERT_TRUE((*a)->detach(*remote_ssm));
   EXPECT_EQ(internal::open_ipc_mappings(), 0U);
   ASSERT_TRUE(child.send("done"));
   EXPECT_EQ(child.exit_code(60s).value_or(-1000), 0);
