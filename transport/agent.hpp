@@ -85,10 +85,11 @@ class agent {
   /// same-host peers can map it. Register once at start-up: the memory must
   /// outlive the agent.
   ///
-  /// Device memory (`memory_kind::cuda`, from cudaMalloc) is also exported
-  /// as a CUDA IPC handle for same-host peers (built with CUDA); its UCX
-  /// registration is then best effort, since a UCX without CUDA transports
-  /// may refuse it. It fails only when neither worked.
+  /// Device memory (`memory_kind::cuda`, from cudaMalloc) is exported as a
+  /// CUDA IPC handle for same-host peers (built with CUDA), and registered
+  /// with UCX only where UCX reports the CUDA memory type (best effort once
+  /// exported). It fails when neither is possible (`unsupported`) or `base`
+  /// is not device memory (invalid_argument).
   [[nodiscard]] caf::expected<local_arena_id> register_arena(
       std::byte* base, arena_layout layout, std::string shm_name = {},
       memory_kind memory = memory_kind::host);
