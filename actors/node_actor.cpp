@@ -202,6 +202,7 @@ void adopt_then_submit(self_ptr self, engine::request_spec spec, transfer_offer 
     auto& t = self->state.transfers;
     ++t.pulls;
     t.mapped_pulls += moved.mapped ? 1 : 0;
+    t.device_pulls += moved.device ? 1 : 0;
     t.bytes += moved.bytes;
     t.micros += moved.took.count();
     t.copy_micros += moved.copy.count();

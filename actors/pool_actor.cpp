@@ -21,7 +21,9 @@ std::int64_t stored_tokens(const engine::publication& pub) {
   return n;
 }
 
-// The checksums of every page and slot `offer` publishes, read from the arenas.
+// The checksums of every page and slot `offer` publishes, read from the
+// arenas (device arenas after the pool's queued kernels, through pinned
+// staging: pool_regions.hpp).
 result<void> checksums_of(engine::pool_set& set, transfer_offer& offer) {
   const auto regions = regions_of(set);
   for (const auto& [label, ps] : offer.pub.streams) {
@@ -29,18 +31,17 @@ result<void> checksums_of(engine::pool_set& set, transfer_offer& offer) {
       std::vector<resources::page_id> pages = ps.kv->pages;
       for (const auto& e : ps.kv->ends)
         pages.push_back(e.page);  // the end-key copies travel too
-      auto sums = transport::checksum_pages(regions.kv, regions.kv_base, pages);
+      auto sums = checksum_pages(regions, pages);
       if (!sums)
         return make_error(errc::internal,
                           "checksums of published pages: " + to_string(sums.error()));
       offer.kv_sums.insert(offer.kv_sums.end(), sums->begin(), sums->end());
     }
     if (ps.recurrent && !regions.blocks.empty()) {
-      std::vector<const std::byte*> bases(regions.block_bases.begin(), regions.block_bases.end());
       std::vector<std::int32_t> slots{ps.recurrent->slot};
       for (const auto& c : ps.recurrent->checkpoints)
         slots.push_back(c.slot);  // item-end checkpoints travel too
-      auto sums = transport::checksum_slots(regions.blocks, bases, slots);
+      auto sums = checksum_slots(regions, slots);
       if (!sums)
         return make_error(errc::internal,
                           "checksums of published slots: " + to_string(sums.error()));

@@ -95,6 +95,7 @@ typename Inspector::result_type inspect(Inspector& f, pool_stats_reply& x) {
 struct transfer_counters {
   std::int64_t pulls = 0;          ///< pulls that landed and verified
   std::int64_t mapped_pulls = 0;   ///< of those, through a mapped segment (same host)
+  std::int64_t device_pulls = 0;   ///< of those, device to device over CUDA IPC (same host)
   std::int64_t failed = 0;         ///< adoptions given up (the prompt recomputed)
   std::int64_t pages_fetched = 0;  ///< KV pages read from the prefill node (end-key copies too)
   std::int64_t pages_local = 0;    ///< KV pages this node already held (no copy)
@@ -108,6 +109,7 @@ struct transfer_counters {
   transfer_counters& operator+=(const transfer_counters& o) {
     pulls += o.pulls;
     mapped_pulls += o.mapped_pulls;
+    device_pulls += o.device_pulls;
     failed += o.failed;
     pages_fetched += o.pages_fetched;
     pages_local += o.pages_local;
@@ -122,9 +124,9 @@ struct transfer_counters {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, transfer_counters& x) {
-  return f(caf::meta::type_name("transfer_counters"), x.pulls, x.mapped_pulls, x.failed,
-           x.pages_fetched, x.pages_local, x.slots_fetched, x.bytes, x.micros, x.copy_micros,
-           x.verify_micros);
+  return f(caf::meta::type_name("transfer_counters"), x.pulls, x.mapped_pulls, x.device_pulls,
+           x.failed, x.pages_fetched, x.pages_local, x.slots_fetched, x.bytes, x.micros,
+           x.copy_micros, x.verify_micros);
 }
 
 /// The conductor's counters (the engine's `stats()`); a node adds its

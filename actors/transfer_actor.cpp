@@ -55,12 +55,15 @@ void maybe_delay(const pull_order& o) {
 }
 
 // A test hook: MSTAR_TEST_CORRUPT_TRANSFER=1 flips one byte of the first
-// unit that landed, as a fault in flight would (tests/launcher/).
-void maybe_corrupt(const transport::transfer_plan& plan, std::span<std::byte* const> bases) {
-  if (std::getenv("MSTAR_TEST_CORRUPT_TRANSFER") == nullptr || plan.ranges.empty())
-    return;
-  const auto& r = plan.ranges.front();
-  bases[r.arena][r.dst_offset] ^= std::byte{0x5a};
+// unit that landed, as a fault in flight would (tests/launcher/, and the GPU
+// P/D test on device memory).
+caf::expected<void> maybe_corrupt(const transport::transfer_plan& plan,
+                                  std::span<std::byte* const> bases,
+                                  std::span<kernels::arena* const> arenas,
+                                  transport::memory_kind memory) {
+  if (std::getenv("MSTAR_TEST_CORRUPT_TRANSFER") == nullptr)
+    return {};
+  return corrupt_first_unit(plan, bases, arenas, memory);
 }
 
 using micros = std::chrono::microseconds;
@@ -69,13 +72,27 @@ micros since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration_cast<micros>(std::chrono::steady_clock::now() - t0);
 }
 
+// Where one plan's bytes land here: our arenas by plan arena index and the
+// memory they are in.
+struct landing {
+  std::span<std::byte* const> bases;
+  std::span<kernels::arena* const> arenas;  ///< as `bases`; null where unknown
+  transport::memory_kind memory = transport::memory_kind::host;
+};
+
 // Moves `plan` and verifies what landed; adds to `out`.
 caf::expected<void> run(transfer_state& st, transport::transfer_plan plan,
-                        const std::vector<transport::arena_pair>& pairs,
-                        std::span<std::byte* const> bases,
+                        const std::vector<transport::arena_pair>& pairs, const landing& to,
                         const std::vector<transport::unit_checksum>& sums,
                         std::chrono::milliseconds timeout, pull_result& out) {
   const auto t0 = std::chrono::steady_clock::now();
+  // The adopted units were just allocated, and a device pool zeroes what it
+  // frees on its model's stream: the copies (on the agent's streams) must
+  // land after that.
+  if (to.memory == transport::memory_kind::cuda) {
+    if (auto ok = settle(to.arenas); !ok)
+      return ok.error();
+  }
   auto h =
       st.agent->start(transport::direction::read, plan, pairs, transport::clock::now() + timeout);
   if (!h)
@@ -84,9 +101,9 @@ caf::expected<void> run(transfer_state& st, transport::transfer_plan plan,
     return done.error();
   out.copy += since(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  maybe_corrupt(plan, bases);
-  std::vector<const std::byte*> read(bases.begin(), bases.end());
-  if (auto ok = transport::verify_units(plan, read, sums); !ok)
+  if (auto ok = maybe_corrupt(plan, to.bases, to.arenas, to.memory); !ok)
+    return ok.error();
+  if (auto ok = verify_landed(plan, to.bases, to.memory, sums); !ok)
     return ok.error();
   out.verify += since(t1);
   out.bytes += static_cast<std::int64_t>(plan.total_bytes);
@@ -107,6 +124,8 @@ caf::expected<pull_result> pull(transfer_state& st, const pull_order& o) {
     if (!id)
       return id.error();
     out.mapped = st.agent->is_mapped(*id);
+    const auto path = st.agent->path_of(*id);
+    out.device = path && *path == transport::attach_path::cuda_ipc;
     if (d.layout.kind == transport::arena_kind::kv_pages) {
       kv.emplace(*id, d.layout);
     } else {
@@ -120,8 +139,10 @@ caf::expected<pull_result> pull(transfer_state& st, const pull_order& o) {
     auto plan = transport::plan_pages(kv->second, st.regions.kv, o.pages);
     if (!plan)
       return plan.error();
-    std::byte* bases[] = {st.regions.kv_base};
-    if (auto ok = run(st, std::move(*plan), {{st.kv, kv->first}}, bases, o.kv_sums, o.timeout, out);
+    std::byte* const bases[] = {st.regions.kv_base};
+    kernels::arena* const arenas[] = {st.regions.kv_arena};
+    const landing to{bases, arenas, st.regions.kv_memory};
+    if (auto ok = run(st, std::move(*plan), {{st.kv, kv->first}}, to, o.kv_sums, o.timeout, out);
         !ok)
       return ok.error();
   }
@@ -132,9 +153,13 @@ caf::expected<pull_result> pull(transfer_state& st, const pull_order& o) {
     std::vector<transport::arena_pair> pairs;
     for (std::size_t i = 0; i < block_ids.size() && i < st.blocks.size(); ++i)
       pairs.push_back({st.blocks[i], block_ids[i]});
-    if (auto ok =
-            run(st, std::move(*plan), pairs, st.regions.block_bases, o.slot_sums, o.timeout, out);
-        !ok)
+    auto memory = blocks_memory(st.regions);
+    if (!memory)
+      return memory.error();
+    std::vector<kernels::arena*> arenas = st.regions.block_arenas;
+    arenas.resize(st.regions.block_bases.size(), nullptr);
+    const landing to{st.regions.block_bases, arenas, *memory};
+    if (auto ok = run(st, std::move(*plan), pairs, to, o.slot_sums, o.timeout, out); !ok)
       return ok.error();
   }
   out.took = since(t0);
@@ -177,8 +202,8 @@ caf::expected<transfer_actor> spawn_transfer_actor(caf::actor_system& sys, trans
     return {};
   };
   if (st->regions.kv_base != nullptr) {
-    auto id =
-        st->agent->register_arena(st->regions.kv_base, st->regions.kv, st->regions.kv_segment);
+    auto id = st->agent->register_arena(st->regions.kv_base, st->regions.kv, st->regions.kv_segment,
+                                        st->regions.kv_memory);
     if (!id)
       return id.error();
     st->kv = *id;
@@ -186,9 +211,11 @@ caf::expected<transfer_actor> spawn_transfer_actor(caf::actor_system& sys, trans
       return ok.error();
   }
   for (std::size_t i = 0; i < st->regions.blocks.size(); ++i) {
+    const auto& r = st->regions;
     auto id = st->agent->register_arena(
-        st->regions.block_bases[i], st->regions.blocks[i],
-        i < st->regions.block_segments.size() ? st->regions.block_segments[i] : std::string{});
+        r.block_bases[i], r.blocks[i],
+        i < r.block_segments.size() ? r.block_segments[i] : std::string{},
+        i < r.block_memory.size() ? r.block_memory[i] : transport::memory_kind::host);
     if (!id)
       return id.error();
     st->blocks.push_back(*id);

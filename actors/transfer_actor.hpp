@@ -5,6 +5,9 @@
 // registrations), registers the pools' arenas once at start, describes them
 // for offers, and pulls another node's published pages and slots into the
 // pages and slots this node's pools adopted, verifying each unit's checksum.
+// Pools in device memory are registered as device arenas: a same-host peer
+// opens them over CUDA IPC and copies device to device, and checksums are
+// read through pinned staging (actors/pool_regions.hpp).
 // It runs on a thread of its own (detached): waiting on the network blocks
 // no other actor. A progress thread serves other nodes' reads of ours.
 
@@ -37,6 +40,7 @@ struct pull_result {
   std::chrono::microseconds copy{0};    ///< of which moving the bytes
   std::chrono::microseconds verify{0};  ///< of which checking their checksums
   bool mapped = false;                  ///< through a mapped segment (same host)
+  bool device = false;                  ///< device to device over CUDA IPC (same host)
 };
 
 using transfer_actor =

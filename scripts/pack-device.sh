@@ -21,8 +21,17 @@ done
 # libjpeg.so.62 and libpng16.so.16: image decoding (models/vision); Ubuntu's
 # libjpeg-turbo is libjpeg.so.8. libonig.so.5 and libutf8proc.so.2: the
 # tokenizer's regexes and normalizers (Ubuntu 24.04's utf8proc is .so.3).
+# UCX 1.13 (libucp, libucs, libuct, libucm; libnuma under them) and xxhash:
+# mstar_gpu_tests links mstar::transport for the CUDA IPC tests. Their tcp
+# and shared-memory transports live in libuct itself; the modules directory
+# (ib, cma) stays behind, which the tests (tcp over lo) do not need.
+# libcaf_io and libcaf_openssl: mstar_gpu_tests links mstar::actors for the
+# P/D pair over CUDA IPC (the control plane's middleman over TLS; Ubuntu
+# 24.04 has OpenSSL 3's libssl and libcrypto itself).
 libs=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9 libcaf_core.so.0.17.6
-  libspdlog.so.1.10 libjpeg.so.62 libpng16.so.16 libonig.so.5 libutf8proc.so.2)
+  libcaf_io.so.0.17.6 libcaf_openssl.so.0.17.6
+  libspdlog.so.1.10 libjpeg.so.62 libpng16.so.16 libonig.so.5 libutf8proc.so.2
+  libucp.so.0 libucs.so.0 libuct.so.0 libucm.so.0 libnuma.so.1 libxxhash.so.0)
 stage=$(mktemp -d)
 mkdir -p "$stage/lib"
 for l in "${libs[@]}"; do cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"; done

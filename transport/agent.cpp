@@ -2,8 +2,10 @@
 
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <ucp/api/ucp.h>
 #include <unistd.h>
 
+#include "transport/internal/cuda_ipc.hpp"
 #include "transport/internal/transfer_run.hpp"
 #include "transport/shm.hpp"
 
@@ -25,15 +27,33 @@ struct agent::local_arena {
   arena_layout layout;
   std::string shm_name;
   memory_kind memory = memory_kind::host;
-  std::unique_ptr<memory_region> region;
+  std::unique_ptr<memory_region> region;  // null for a device arena UCX refused
   byte_buffer packed_key;
+  int device = -1;                     // device arenas: the ordinal here
+  std::optional<cuda_ipc_export> ipc;  // device arenas: the CUDA IPC export
 };
 
 struct agent::remote_arena {
   arena_descriptor descriptor;
-  std::unique_ptr<remote_key> key;            // RMA path
-  std::optional<kernels::shm_arena> mapping;  // same-host path
+  attach_path path = attach_path::rma;
+  std::unique_ptr<remote_key> key;             // RMA path
+  std::optional<kernels::shm_arena> mapping;   // same-host host arena
+  std::shared_ptr<internal::ipc_mapping> ipc;  // same-host device arena
 };
+
+namespace {
+
+// Whether UCX here moves device memory: Debian's UCX has no CUDA transports,
+// and an RMA path for a device arena would then fail only at transfer time.
+bool ucx_reports_cuda(const context& ctx) {
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(ctx.native(), &attr) != UCS_OK)
+    return false;
+  return (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
+}  // namespace
 
 caf::error transfer_handle::error() const {
   if (status_ == nullptr)
@@ -57,6 +77,8 @@ caf::expected<std::unique_ptr<agent>> agent::make(agent_options options) {
   if (!ctx)
     return ctx.error();
   a->context_ = std::move(*ctx);
+  a->ucx_moves_device_ = ucx_reports_cuda(*a->context_);
+  a->ipc_streams_ = std::make_unique<internal::ipc_streams>();
   auto w = worker::make(a->context_);
   if (!w)
     return w.error();
@@ -79,21 +101,22 @@ agent::~agent() {
   locals_.clear();   // registrations before the worker and context
 }
 
-caf::expected<local_arena_id> agent::add_local(caf::expected<std::unique_ptr<memory_region>> region,
-                                               arena_layout layout, std::string shm_name,
-                                               memory_kind memory) {
-  if (!region)
-    return region.error();
-  auto key = (*region)->packed_key();
-  if (!key)
-    return key.error();
+caf::expected<local_arena_id> agent::add_local(std::unique_ptr<memory_region> region,
+                                               std::byte* base, arena_layout layout,
+                                               std::string shm_name, memory_kind memory) {
   auto arena = std::make_unique<local_arena>();
-  arena->base = (*region)->base();
+  if (region != nullptr) {
+    auto key = region->packed_key();
+    if (!key)
+      return key.error();
+    arena->packed_key = std::move(*key);
+    base = region->base();
+  }
+  arena->base = base;
   arena->layout = std::move(layout);
   arena->shm_name = std::move(shm_name);
   arena->memory = memory;
-  arena->region = std::move(*region);
-  arena->packed_key = std::move(*key);
+  arena->region = std::move(region);
   locals_.push_back(std::move(arena));
   return static_cast<local_arena_id>(locals_.size() - 1);
 }
@@ -103,8 +126,50 @@ caf::expected<local_arena_id> agent::register_arena(std::byte* base, arena_layou
   if (auto ok = layout.validate(); !ok)
     return ok.error();
   const std::lock_guard lock{mutex_};
-  auto region = memory_region::make(context_, base, layout.bytes(), memory);
-  return add_local(std::move(region), std::move(layout), std::move(shm_name), memory);
+  if (memory == memory_kind::host) {
+    auto region = memory_region::make(context_, base, layout.bytes(), memory);
+    if (!region)
+      return region.error();
+    return add_local(std::move(*region), base, std::move(layout), std::move(shm_name), memory);
+  }
+  // A device arena: exported for same-host peers where CUDA is built, and
+  // registered with UCX only where UCX moves device memory (a UCX without
+  // CUDA transports is not asked to map device memory it cannot use).
+  const auto what = "device arena '" + layout.name + "'";
+  int device = -1;
+  std::optional<cuda_ipc_export> exported;
+  caf::error export_error = failure(mstar::errc::unsupported, "this build has no CUDA");
+  if (internal::cuda_built()) {
+    auto d = internal::device_of(base);
+    if (!d)
+      return failure(mstar::errc::invalid_argument, what + ": " + transport::describe(d.error()));
+    device = *d;
+    if (auto e = internal::export_device_arena(base)) {
+      exported = std::move(e->ipc);
+    } else {
+      export_error = std::move(e.error());
+      spdlog::warn("transport: {} not exported over CUDA IPC: {}", what,
+                   transport::describe(export_error));
+    }
+  }
+  std::unique_ptr<memory_region> region;
+  if (ucx_moves_device_) {
+    auto r = memory_region::make(context_, base, layout.bytes(), memory);
+    if (!r && !exported)
+      return r.error();
+    if (r)
+      region = std::move(*r);
+  } else if (!exported) {
+    return failure(mstar::errc::unsupported,
+                   what + ": UCX here has no CUDA transports and no CUDA IPC export was made (" +
+                       transport::describe(export_error) + ")");
+  }
+  auto id = add_local(std::move(region), base, std::move(layout), std::move(shm_name), memory);
+  if (id) {
+    locals_[*id]->device = device;
+    locals_[*id]->ipc = std::move(exported);
+  }
+  return id;
 }
 
 caf::expected<local_arena_id> agent::allocate_arena(arena_layout layout) {
@@ -112,7 +177,10 @@ caf::expected<local_arena_id> agent::allocate_arena(arena_layout layout) {
     return ok.error();
   const std::lock_guard lock{mutex_};
   auto region = memory_region::allocate(context_, layout.bytes());
-  return add_local(std::move(region), std::move(layout), {}, memory_kind::host);
+  if (!region)
+    return region.error();
+  auto* base = (*region)->base();
+  return add_local(std::move(*region), base, std::move(layout), {}, memory_kind::host);
 }
 
 std::byte* agent::arena_base(local_arena_id id) const {
@@ -133,11 +201,17 @@ caf::expected<arena_descriptor> agent::describe(local_arena_id id) const {
   if (id >= locals_.size())
     return failure(mstar::errc::not_found, "no local arena " + std::to_string(id));
   const auto& a = *locals_[id];
-  return arena_descriptor{options_.name,    address_,
-                          a.packed_key,     reinterpret_cast<std::uint64_t>(a.base),
-                          a.layout.bytes(), a.layout,
-                          a.memory,         host_identity(),
-                          a.shm_name,       static_cast<std::int64_t>(::getpid())};
+  return arena_descriptor{options_.name,
+                          address_,
+                          a.packed_key,
+                          reinterpret_cast<std::uint64_t>(a.base),
+                          a.layout.bytes(),
+                          a.layout,
+                          a.memory,
+                          host_identity(),
+                          a.shm_name,
+                          static_cast<std::int64_t>(::getpid()),
+                          a.ipc};
 }
 
 caf::expected<std::shared_ptr<endpoint>> agent::endpoint_to(const arena_descriptor& d) {
@@ -160,15 +234,26 @@ caf::expected<remote_arena_id> agent::attach(const arena_descriptor& d) {
     return ok.error();
   auto arena = std::make_unique<remote_arena>();
   arena->descriptor = d;
-  const bool same_host = d.host == host_identity() && !d.shm_name.empty();
-  if (options_.map_same_host_segments && same_host && d.memory == memory_kind::host) {
+  auto path = choose_attach_path(d, {.host = host_identity(),
+                                     .map_same_host = options_.map_same_host_segments,
+                                     .ucx_moves_device = ucx_moves_device_,
+                                     .cuda_built = internal::cuda_built()});
+  if (!path)
+    return path.error();
+  arena->path = *path;
+  if (*path == attach_path::mapped_segment) {
     auto mapping = open_segment(d);
     if (!mapping)
       return mapping.error();
     arena->mapping.emplace(std::move(*mapping));
+  } else if (*path == attach_path::cuda_ipc) {
+    auto mapping = internal::ipc_mapping::open(d);
+    if (!mapping)
+      return mapping.error();
+    arena->ipc = std::move(*mapping);
   }
   const std::lock_guard lock{mutex_};
-  if (!arena->mapping) {
+  if (*path == attach_path::rma) {
     auto ep = endpoint_to(d);
     if (!ep)
       return ep.error();
@@ -183,12 +268,34 @@ caf::expected<remote_arena_id> agent::attach(const arena_descriptor& d) {
 
 bool agent::is_mapped(remote_arena_id id) const {
   const std::lock_guard lock{mutex_};
-  return id < remotes_.size() && remotes_[id]->mapping.has_value();
+  return id < remotes_.size() && remotes_[id] != nullptr && remotes_[id]->mapping.has_value();
+}
+
+caf::expected<attach_path> agent::path_of(remote_arena_id id) const {
+  const std::lock_guard lock{mutex_};
+  if (id >= remotes_.size() || remotes_[id] == nullptr)
+    return failure(mstar::errc::not_found, "no attached arena " + std::to_string(id));
+  return remotes_[id]->path;
+}
+
+caf::expected<void> agent::detach(remote_arena_id id) {
+  const std::lock_guard lock{mutex_};
+  if (id >= remotes_.size() || remotes_[id] == nullptr)
+    return failure(mstar::errc::not_found, "no attached arena " + std::to_string(id));
+  // A running transfer holds a CUDA IPC mapping (shared), but uses a remote
+  // key or a mapped segment by raw handle: those wait for the runs to end.
+  if (remotes_[id]->path != attach_path::cuda_ipc && !runs_.empty())
+    return failure(mstar::errc::invalid_argument,
+                   "attached arena " + std::to_string(id) +
+                       ": transfers are running; detach it after they end");
+  remotes_[id].reset();
+  return {};
 }
 
 caf::expected<internal::arena_binding> agent::bind(direction dir, const arena_pair& pair,
                                                    const transfer_plan& plan, std::uint32_t index) {
-  if (pair.local >= locals_.size() || pair.remote >= remotes_.size())
+  if (pair.local >= locals_.size() || pair.remote >= remotes_.size() ||
+      remotes_[pair.remote] == nullptr)
     return failure(mstar::errc::not_found,
                    "plan arena " + std::to_string(index) + ": no such local or attached arena");
   const auto& local = *locals_[pair.local];
@@ -199,16 +306,35 @@ caf::expected<internal::arena_binding> agent::bind(direction dir, const arena_pa
   internal::arena_binding b;
   b.local = local.base;
   b.local_size = local.layout.bytes();
-  b.local_memh = local.region->native();
+  b.local_memh = local.region != nullptr ? local.region->native() : nullptr;
   b.remote_base = remote.descriptor.base;
   b.remote_size = remote.descriptor.size;
-  if (remote.mapping) {
+  const auto where = "plan arena " + std::to_string(index) + ": ";
+  if (remote.ipc) {
+    if (local.memory != memory_kind::cuda || local.device < 0)
+      return failure(mstar::errc::unsupported,
+                     where +
+                         "a CUDA IPC arena copies device to device: bind a device arena "
+                         "registered with memory_kind::cuda");
+    if (auto ok = internal::enable_peer_access(local.device, remote.ipc->device()); !ok)
+      return ok.error();
+    auto stream = ipc_streams_->stream(local.device);
+    if (!stream)
+      return stream.error();
+    b.ipc = remote.ipc;
+    b.local_device = local.device;
+    b.stream = *stream;
+  } else if (remote.mapping) {
     if (local.memory != memory_kind::host)
       return failure(mstar::errc::unsupported,
                      "plan arena " + std::to_string(index) +
                          ": a mapped segment copies with memcpy, into host memory only");
     b.mapped = remote.mapping->data();
   } else {
+    if (local.region == nullptr)
+      return failure(mstar::errc::unsupported,
+                     where + "our arena '" + local.layout.name +
+                         "' has no UCX registration (UCX here has no CUDA transports)");
     if (remote.key->native() == nullptr)
       return failure(errc::closed, "arena of '" + remote.descriptor.owner +
                                        "': its endpoint was closed; attach it again");

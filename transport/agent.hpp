@@ -20,6 +20,7 @@
 
 #include "kernels/shm_arena.hpp"
 #include "transport/descriptor.hpp"
+#include "transport/path.hpp"
 #include "transport/plan.hpp"
 #include "transport/transfer.hpp"
 #include "transport/ucx.hpp"
@@ -29,6 +30,7 @@ namespace mstar::transport {
 namespace internal {
 class transfer_run;
 struct arena_binding;
+class ipc_streams;
 }  // namespace internal
 
 /// How to build an `agent`.
@@ -40,7 +42,9 @@ struct agent_options {
   context_options ucx;         ///< UCX settings (transports, devices)
   transfer_options transfers;  ///< windows for every transfer
   /// Map a same-host peer's shared-memory segment and copy directly instead
-  /// of going through UCX (when its descriptor names a segment).
+  /// of going through UCX (when its descriptor names a segment); open a
+  /// same-host peer's device arena with CUDA IPC (when its descriptor
+  /// carries a handle). Off, device arenas need a UCX with CUDA transports.
   bool map_same_host_segments = true;
   /// Ask UCX to report dead peers (falls back per endpoint where the
   /// transports cannot; see `endpoint::make`). Off avoids the attempt, and
@@ -80,6 +84,12 @@ class agent {
   /// shared-memory segment the arena occupies (from its start), if any, so
   /// same-host peers can map it. Register once at start-up: the memory must
   /// outlive the agent.
+  ///
+  /// Device memory (`memory_kind::cuda`, from cudaMalloc) is exported as a
+  /// CUDA IPC handle for same-host peers (built with CUDA), and registered
+  /// with UCX only where UCX reports the CUDA memory type (best effort once
+  /// exported). It fails when neither is possible (`unsupported`) or `base`
+  /// is not device memory (invalid_argument).
   [[nodiscard]] caf::expected<local_arena_id> register_arena(
       std::byte* base, arena_layout layout, std::string shm_name = {},
       memory_kind memory = memory_kind::host);
@@ -99,21 +109,39 @@ class agent {
   /// What a peer needs to reach arena `id`: send it over any control channel.
   [[nodiscard]] caf::expected<arena_descriptor> describe(local_arena_id id) const;
 
-  /// Makes a peer's arena reachable: maps its segment when it is on this
-  /// host (and mapping is allowed), else connects to its worker (one
-  /// endpoint per peer worker, reused; a closed or failed one is replaced)
-  /// and unpacks its key.
+  /// Makes a peer's arena reachable (`choose_attach_path`): maps its segment
+  /// when it is on this host (and mapping is allowed), opens its CUDA IPC
+  /// handle when it is a device arena on this host, else connects to its
+  /// worker (one endpoint per peer worker, reused; a closed or failed one is
+  /// replaced) and unpacks its key. A device arena none of these reach is
+  /// refused with `unsupported` naming why.
   [[nodiscard]] caf::expected<remote_arena_id> attach(const arena_descriptor& d);
 
   /// Whether attached arena `id` is reached through a mapped segment.
   [[nodiscard]] bool is_mapped(remote_arena_id id) const;
+
+  /// How attached arena `id` is reached (not_found for an unknown or
+  /// detached id).
+  [[nodiscard]] caf::expected<attach_path> path_of(remote_arena_id id) const;
+
+  /// Forgets attached arena `id`: releases its key, unmaps its segment, or
+  /// closes its CUDA IPC mapping (once no running transfer holds it: a
+  /// transfer keeps the mapping it copies through). RMA and segment arenas
+  /// are refused (invalid_argument) while any transfer runs. The id is not
+  /// reused; later use is not_found.
+  [[nodiscard]] caf::expected<void> detach(remote_arena_id id);
 
   /// Starts moving `plan` (built from the same layouts as the arenas)
   /// between our and the peer's arenas, `arenas[i]` binding plan arena `i`.
   /// Every range is checked against both arenas' sizes first. The transfer
   /// ends by `deadline` whatever happens: at the deadline outstanding
   /// operations are cut off (the endpoint is force-closed) and it fails
-  /// with `timed_out`.
+  /// with `timed_out`. CUDA IPC copies cannot be cut off: an early end waits
+  /// for those already queued on the stream (at most the byte window).
+  ///
+  /// Device arenas: the caller orders its own kernels around a transfer
+  /// (nothing writes the source or touches the destination units between
+  /// `start` and the end of `wait`); the copies run on the agent's streams.
   [[nodiscard]] caf::expected<transfer_handle> start(direction dir, transfer_plan plan,
                                                      const std::vector<arena_pair>& arenas,
                                                      clock::time_point deadline);
@@ -152,7 +180,7 @@ class agent {
     }
   };
   explicit agent(agent_options options) noexcept;
-  caf::expected<local_arena_id> add_local(caf::expected<std::unique_ptr<memory_region>> region,
+  caf::expected<local_arena_id> add_local(std::unique_ptr<memory_region> region, std::byte* base,
                                           arena_layout layout, std::string shm_name,
                                           memory_kind memory);
   std::size_t progress_locked();
@@ -170,6 +198,8 @@ class agent {
   std::vector<std::unique_ptr<local_arena>> locals_;
   std::map<byte_buffer, std::shared_ptr<endpoint>, address_order> peers_;
   std::vector<std::unique_ptr<remote_arena>> remotes_;
+  std::unique_ptr<internal::ipc_streams> ipc_streams_;  // CUDA IPC copy streams, per device
+  bool ucx_moves_device_ = false;                       // UCX reports the CUDA memory type
   std::vector<std::unique_ptr<internal::transfer_run>> runs_;
   mutable std::mutex mutex_;
   std::condition_variable finished_cv_;

@@ -75,6 +75,27 @@ caf::expected<arena_layout> layout_from(const json& object) {
   return layout;
 }
 
+// The optional "cuda_ipc" object; absent is fine (older owners, host arenas).
+caf::expected<std::optional<cuda_ipc_export>> cuda_ipc_from(const json& object) {
+  const auto it = object.find("cuda_ipc");
+  if (it == object.end() || it->is_null())
+    return std::optional<cuda_ipc_export>{};
+  if (!it->is_object())
+    return bad_field("cuda_ipc", "is not an object");
+  auto handle = hex_field(*it, "handle");
+  auto offset = field<std::uint64_t>(*it, "offset");
+  auto bus = field<std::string>(*it, "pci_bus_id");
+  if (auto e = first_error(handle, offset, bus))
+    return e;
+  if (handle->size() != cuda_ipc_handle_bytes)
+    return bad_field("cuda_ipc.handle",
+                     "is not " + std::to_string(cuda_ipc_handle_bytes) + " bytes");
+  if (bus->empty())
+    return bad_field("cuda_ipc.pci_bus_id", "is empty");
+  return std::optional<cuda_ipc_export>{
+      cuda_ipc_export{std::move(*handle), *offset, std::move(*bus)}};
+}
+
 }  // namespace
 
 arena_layout arena_layout::kv(const kernels::kv_geometry& geometry, std::uint64_t num_pages) {
@@ -108,16 +129,21 @@ std::string to_json(const arena_descriptor& d) {
                     {"num_layers", d.layout.num_layers},
                     {"num_units", d.layout.num_units},
                     {"unit_bytes", d.layout.unit_bytes}};
-  const json out{{"owner", d.owner},
-                 {"worker_address", to_hex(d.worker_address)},
-                 {"packed_key", to_hex(d.packed_key)},
-                 {"base", d.base},
-                 {"size", d.size},
-                 {"layout", layout},
-                 {"memory", d.memory == memory_kind::cuda ? "cuda" : "host"},
-                 {"host", d.host},
-                 {"shm_name", d.shm_name},
-                 {"pid", d.pid}};
+  json out{{"owner", d.owner},
+           {"worker_address", to_hex(d.worker_address)},
+           {"packed_key", to_hex(d.packed_key)},
+           {"base", d.base},
+           {"size", d.size},
+           {"layout", layout},
+           {"memory", d.memory == memory_kind::cuda ? "cuda" : "host"},
+           {"host", d.host},
+           {"shm_name", d.shm_name},
+           {"pid", d.pid}};
+  if (d.cuda_ipc) {
+    out["cuda_ipc"] = json{{"handle", to_hex(d.cuda_ipc->handle)},
+                           {"offset", d.cuda_ipc->offset},
+                           {"pci_bus_id", d.cuda_ipc->pci_bus_id}};
+  }
   return out.dump();
 }
 
@@ -150,6 +176,11 @@ caf::expected<arena_descriptor> descriptor_from_json(std::string_view text) {
     return bad_field("layout", "describes more bytes than 'size' registers");
   if (address->empty())
     return bad_field("worker_address", "is empty");
+  auto ipc = cuda_ipc_from(object);
+  if (!ipc)
+    return ipc.error();
+  if (*ipc && *memory != "cuda")
+    return bad_field("cuda_ipc", "is set on a host arena ('memory' is not 'cuda')");
   d.owner = std::move(*owner);
   d.worker_address = std::move(*address);
   d.packed_key = std::move(*key);
@@ -160,6 +191,7 @@ caf::expected<arena_descriptor> descriptor_from_json(std::string_view text) {
   d.host = std::move(*host);
   d.shm_name = std::move(*shm);
   d.pid = *pid;
+  d.cuda_ipc = std::move(*ipc);
   return d;
 }
 

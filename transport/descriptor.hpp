@@ -5,7 +5,9 @@
 // reach its memory with RMA, and address pages or slots inside it.
 
 #include <caf/expected.hpp>
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -47,6 +49,22 @@ struct arena_layout {
   friend bool operator==(const arena_layout&, const arena_layout&) = default;
 };
 
+/// Bytes of a CUDA IPC memory handle (`cudaIpcMemHandle_t`, CUDA_IPC_HANDLE_SIZE),
+/// fixed here so descriptors parse in builds without CUDA.
+inline constexpr std::size_t cuda_ipc_handle_bytes = 64;
+
+/// What a same-host peer needs to open a device arena with CUDA IPC: the
+/// handle of the allocation holding it, where the arena starts in it, and
+/// which GPU it lives on by PCI bus id (device ordinals differ between
+/// processes under CUDA_VISIBLE_DEVICES; the bus id does not).
+struct cuda_ipc_export {
+  byte_buffer handle;        ///< `cudaIpcGetMemHandle` of the allocation base, 64 bytes
+  std::uint64_t offset = 0;  ///< the arena's start minus the allocation base
+  std::string pci_bus_id;    ///< the owner's device, "0000:3b:00.0" (`cudaDeviceGetPCIBusId`)
+  /// Field-wise equality.
+  friend bool operator==(const cuda_ipc_export&, const cuda_ipc_export&) = default;
+};
+
 /// A registered arena as a peer sees it. Plain data; serialise with
 /// `to_json` / `descriptor_from_json`.
 struct arena_descriptor {
@@ -60,6 +78,9 @@ struct arena_descriptor {
   std::string host;                        ///< the owner's host identity (`host_identity()`)
   std::string shm_name;                    ///< its shared-memory segment, empty when none
   std::int64_t pid = 0;                    ///< the owner's process id
+  /// A device arena's CUDA IPC export (memory `cuda` only); absent in
+  /// descriptors from owners built without CUDA, and in older ones.
+  std::optional<cuda_ipc_export> cuda_ipc;
 
   /// Field-wise equality.
   friend bool operator==(const arena_descriptor&, const arena_descriptor&) = default;

@@ -51,6 +51,8 @@ std::string_view to_string(errc code) noexcept {
       return "ucx_failure";
     case errc::closed:
       return "closed";
+    case errc::cuda_failure:
+      return "cuda_failure";
   }
   return "unknown";
 }

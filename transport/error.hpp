@@ -25,6 +25,7 @@ enum class errc : std::uint8_t {
   integrity,       ///< a checksum did not match: the message names the unit
   ucx_failure,     ///< UCX returned a status with no more specific meaning
   closed,          ///< the object was already closed or stopped
+  cuda_failure,    ///< the CUDA runtime failed (CUDA IPC path): the message names the call
 };
 
 /// The category atom every transport error carries (shared with core's codes).

@@ -380,22 +380,29 @@ int run(int argc, char** argv) {
   parts.transfer_timeout = seconds_of(d.timeouts.transfer_s);
   // The transfer agent: the pools' arenas registered with UCX, read by
   // (prefill) or reading from (decode) the other nodes. Pools in device
-  // memory have none: Debian's UCX has no CUDA transports and the checksums
-  // are computed on the host, so such a node neither publishes nor adopts
-  // (its decode peers recompute the prompt; the handoff still works).
+  // memory are registered as device arenas: a decode node on the same host
+  // opens them over CUDA IPC and copies device to device (checksums read
+  // through pinned memory). Where that cannot be (a build without CUDA, no
+  // IPC export; tensor-parallel pools, whose ranks each hold their part),
+  // the node neither publishes nor adopts: its decode peers recompute the
+  // prompt, and the handoff still works.
   std::optional<mstar::actors::transfer_actor> transfer;
-  if (run.device == "cpu") {
-    auto started = start_transfer(sys, rt, d, *self);
-    if (!started)
-      return fail(opt.node, "the transfer agent: " + sys.render(started.error()));
+  if (run.device != "cpu" && self->tensor_parallel > 1) {
+    spdlog::warn(
+        "pools on {} at tensor parallel {}: KV pages and recurrent slots do not move between "
+        "nodes (each rank holds its part); decode nodes recompute prompts",
+        run.device, self->tensor_parallel);
+  } else if (auto started = start_transfer(sys, rt, d, *self); started) {
     transfer = started->first;
     parts.transfer = started->first;
     parts.arenas = started->second;
+  } else if (run.device == "cpu") {
+    return fail(opt.node, "the transfer agent: " + sys.render(started.error()));
   } else {
     spdlog::warn(
-        "pools on {}: KV pages and recurrent slots do not move between nodes in this "
-        "build (no CUDA-capable transport); decode nodes recompute prompts",
-        run.device);
+        "pools on {}: no transfer agent ({}); KV pages and recurrent slots do not move "
+        "between nodes, decode nodes recompute prompts",
+        run.device, sys.render(started.error()));
   }
   auto node = mstar::actors::spawn_node_actor(sys, std::move(parts));
   // However main returns, these stop before the runtime and the actor

@@ -18,6 +18,8 @@ transfer_run::transfer_run(direction dir, transfer_plan plan, std::vector<arena_
     if (b.ep != nullptr &&
         std::find(endpoints_.begin(), endpoints_.end(), b.ep) == endpoints_.end())
       endpoints_.push_back(b.ep);
+    if (b.ipc != nullptr && std::find(owners_.begin(), owners_.end(), b.ipc) == owners_.end())
+      owners_.push_back(b.ipc);
   }
   inflight_.reserve(options_.max_inflight_ops);
 }
@@ -54,7 +56,7 @@ bool transfer_run::advance(clock::time_point now) {
     issue();
   if (phase_ == phase::issuing && next_ == plan_.ranges.size())
     phase_ = phase::draining;
-  if (phase_ == phase::draining && inflight_.empty())
+  if (phase_ == phase::draining && inflight_.empty() && ipc_inflight_.empty())
     start_flush();
   if (phase_ == phase::flushing)
     reap_flushes();
@@ -74,9 +76,21 @@ void transfer_run::check_endpoints() {
       return;
     }
   }
+  // An opened device allocation outlives its exporter, so copies from a dead
+  // owner would still succeed: its exit is what fails the transfer, as a
+  // dead endpoint does on the RMA path.
+  for (const auto& owner : owners_) {
+    if (!owner->owner_alive()) {
+      abort(logged(failure(errc::peer_failed, "owner " + owner->owner() +
+                                                  " of an arena opened over CUDA IPC exited "
+                                                  "during the transfer")));
+      return;
+    }
+  }
 }
 
 void transfer_run::reap() {
+  reap_ipc();
   std::uint64_t completed = 0;
   std::erase_if(inflight_, [&](inflight_op& op) {
     const ucs_status_t status = op.req.status();
@@ -101,18 +115,96 @@ void transfer_run::issue() {
     const auto& b = arenas_[r.arena];
     if (b.mapped != nullptr) {
       if (copied >= options_.copy_slice_bytes)
-        return;
+        break;
       copy(r, b);
+      copied += r.bytes;
+    } else if (b.ipc != nullptr) {
+      // A slice per round as the mapped copy has (so cancel and deadline
+      // are seen between slices), and at most the RMA byte window queued
+      // on the stream (what an abort has to wait out).
+      const bool window_full = (ipc_inflight_bytes_ > 0 || copied > 0) &&
+                               ipc_inflight_bytes_ + copied + r.bytes > options_.max_inflight_bytes;
+      if (copied >= options_.copy_slice_bytes || window_full)
+        break;
+      if (!enqueue_ipc(r, b))
+        break;
       copied += r.bytes;
     } else {
       const bool window_full =
           !inflight_.empty() && (inflight_.size() >= options_.max_inflight_ops ||
                                  inflight_bytes_ + r.bytes > options_.max_inflight_bytes);
       if (window_full)
-        return;
+        break;
       issue_rma(r, b);
     }
     ++next_;
+  }
+  close_ipc_round();
+}
+
+bool transfer_run::enqueue_ipc(const byte_range& r, const arena_binding& b) {
+  const bool read = dir_ == direction::read;
+  std::byte* dst = read ? b.local + r.dst_offset : b.ipc->data() + r.dst_offset;
+  const std::byte* src = read ? b.ipc->data() + r.src_offset : b.local + r.src_offset;
+  const int dst_device = read ? b.local_device : b.ipc->device();
+  const int src_device = read ? b.ipc->device() : b.local_device;
+  if (auto ok = enqueue_copy(b.stream, b.local_device, dst, dst_device, src, src_device, r.bytes);
+      !ok) {
+    note(std::move(ok.error()));
+    return false;
+  }
+  auto it = std::find_if(ipc_round_.begin(), ipc_round_.end(),
+                         [&](const ipc_round& x) { return x.stream == b.stream; });
+  if (it == ipc_round_.end())
+    it = ipc_round_.insert(ipc_round_.end(), ipc_round{b.stream, b.local_device, 0});
+  it->bytes += r.bytes;
+  return true;
+}
+
+void transfer_run::close_ipc_round() {
+  for (const auto& round : ipc_round_) {
+    auto event = ipc_event::record(round.stream, round.device);
+    if (!event) {
+      // The copies are queued but unmarked: wait them out here, so nothing
+      // can land after the run reports its end.
+      note(std::move(event.error()));
+      wait_ipc();
+      continue;
+    }
+    ipc_inflight_bytes_ += round.bytes;
+    ipc_inflight_.push_back({std::move(*event), round.bytes});
+  }
+  ipc_round_.clear();
+}
+
+void transfer_run::reap_ipc() {
+  std::uint64_t completed = 0;
+  std::erase_if(ipc_inflight_, [&](ipc_slice& slice) {
+    auto ready = slice.done->ready();
+    if (ready && !*ready)
+      return false;
+    if (ready)
+      completed += slice.bytes;
+    else
+      note(std::move(ready.error()));
+    ipc_inflight_bytes_ -= slice.bytes;
+    return true;
+  });
+  status_->bytes_done.fetch_add(completed);
+}
+
+void transfer_run::wait_ipc() {
+  // A queued copy cannot be cancelled: waiting for it is what guarantees it
+  // no longer touches either arena. The window bounds the wait.
+  for (const auto& slice : ipc_inflight_)
+    slice.done->synchronize();
+  if (!ipc_round_.empty()) {
+    // Enqueued without an event (its recording failed): the streams
+    // themselves are waited on through a fresh event each.
+    for (const auto& round : ipc_round_) {
+      if (auto event = ipc_event::record(round.stream, round.device))
+        (*event)->synchronize();
+    }
   }
 }
 
@@ -194,6 +286,10 @@ void transfer_run::abort(caf::error err) {
   }
   inflight_.clear();
   flushes_.clear();
+  wait_ipc();
+  ipc_inflight_.clear();
+  ipc_round_.clear();
+  ipc_inflight_bytes_ = 0;
   finish();
 }
 

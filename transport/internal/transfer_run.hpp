@@ -1,14 +1,15 @@
 #pragma once
 
 // One transfer's state machine, driven by `agent` under its lock: issue
-// ranges (RMA or a mapped-memory copy) within a window, reap completions,
-// flush, and finish; a deadline, a failed endpoint or a cancel request end
-// it early without leaving an operation that could still touch memory.
+// ranges (RMA, a mapped-memory copy, or a CUDA IPC copy on the agent's
+// stream) within a window, reap completions, flush, and finish; a deadline, a failed endpoint or a
+// cancel request end it early without leaving an operation that could still touch memory.
 
 #include <deque>
 #include <memory>
 #include <vector>
 
+#include "transport/internal/cuda_ipc.hpp"
 #include "transport/plan.hpp"
 #include "transport/transfer.hpp"
 #include "transport/ucx.hpp"
@@ -25,6 +26,12 @@ struct arena_binding {
   ucp_rkey_h rkey = nullptr;       // the peer's key (RMA)
   std::shared_ptr<endpoint> ep;    // to the peer (RMA); null when mapped
   std::byte* mapped = nullptr;     // the peer's arena mapped here, or null
+  // CUDA IPC: the peer's device arena opened here (held until the run ends,
+  // so a detach mid-transfer cannot close it under the copies), our arena's
+  // device, and the agent's stream on that device.
+  std::shared_ptr<ipc_mapping> ipc;
+  int local_device = -1;
+  void* stream = nullptr;
 };
 
 class transfer_run {
@@ -50,6 +57,17 @@ class transfer_run {
     request req;
     std::uint64_t bytes = 0;
   };
+  // Copies enqueued on one stream in one round, done when `done` is.
+  struct ipc_slice {
+    std::unique_ptr<ipc_event> done;
+    std::uint64_t bytes = 0;
+  };
+  // Bytes enqueued this round per stream, not yet behind an event.
+  struct ipc_round {
+    void* stream = nullptr;
+    int device = -1;
+    std::uint64_t bytes = 0;
+  };
 
   void note(caf::error err);
   void check_endpoints();
@@ -57,6 +75,10 @@ class transfer_run {
   void issue();
   void issue_rma(const byte_range& r, const arena_binding& b);
   void copy(const byte_range& r, const arena_binding& b);
+  bool enqueue_ipc(const byte_range& r, const arena_binding& b);
+  void close_ipc_round();
+  void reap_ipc();
+  void wait_ipc();
   void start_flush();
   void reap_flushes();
   void finish();
@@ -72,6 +94,10 @@ class transfer_run {
   std::uint64_t inflight_bytes_ = 0;
   std::vector<inflight_op> inflight_;
   std::vector<request> flushes_;
+  std::vector<std::shared_ptr<ipc_mapping>> owners_;  // distinct, of CUDA IPC bindings
+  std::vector<ipc_slice> ipc_inflight_;
+  std::vector<ipc_round> ipc_round_;
+  std::uint64_t ipc_inflight_bytes_ = 0;
   caf::error error_;
 };
 
