@@ -56,11 +56,9 @@ struct pool_regions {
 /// Waits for the work queued on the device arenas among `arenas` (host ones
 /// and nulls are skipped); the first arena's error, naming it.
 ///
-/// It synchronizes the model's stream, so it must not meet a CUDA graph
-/// capture on that stream (a worker capturing a decode graph for a new row
-/// count while another request is adopted): the synchronize would fail and
-/// the arena keep the error. Not yet ordered against captures; the GPU P/D
-/// test takes requests one at a time.
+/// It waits for the event each device arena records after its last launch
+/// (kernels/cuda/device_arena.cpp), not on the model's stream, so a worker
+/// capturing a decode graph there meanwhile is not disturbed.
 [[nodiscard]] caf::expected<void> settle(std::span<kernels::arena* const> arenas);
 
 /// The checksums of KV `pages` (host or device memory).

@@ -1,8 +1,10 @@
 // The device arena: cudaMalloc'd storage, page-op kernels on a borrowed
-// stream, a sticky first error.
+// stream, a sticky first error, an event after the last launch (what
+// `synchronize` waits for, from any thread).
 #include "kernels/cuda/device_arena.hpp"
 
 #include <algorithm>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -16,8 +18,8 @@ namespace {
 
 class device_memory_arena final : public arena {
  public:
-  device_memory_arena(device_buffer memory, cudaStream_t stream, int device)
-      : memory_(std::move(memory)), stream_(stream), device_(device) {}
+  device_memory_arena(device_buffer memory, cudaStream_t stream, int device, event done)
+      : memory_(std::move(memory)), stream_(stream), device_(device), done_(std::move(done)) {}
 
   ~device_memory_arena() override {
     // Queued kernels may still read the list buffer or write the block.
@@ -47,62 +49,62 @@ class device_memory_arena final : public arena {
       return;
     const std::span<const std::int32_t> s{*lists, n}, d{*lists + n, n};
     if (!overlap) {
-      note(cuda::copy_pages(data(), geometry, s, d, stream_), "copy_pages");
+      enqueued(cuda::copy_pages(data(), geometry, s, d, stream_), "copy_pages");
       return;
     }
     if (!reserve(staging_, n * geometry.page_bytes(), "copy_pages staging"))
       return;
-    note(cuda::copy_pages(data(), geometry, s, d, staging_.as<std::byte>(), stream_), "copy_pages");
+    enqueued(cuda::copy_pages(data(), geometry, s, d, staging_.as<std::byte>(), stream_), "copy_pages");
   }
   void copy_slots(const kv_geometry& geometry, std::int32_t src, std::int32_t dst,
                   std::size_t slots) override {
     if (ready())
-      note(cuda::copy_slots(data(), geometry, src, dst, slots, stream_), "copy_slots");
+      enqueued(cuda::copy_slots(data(), geometry, src, dst, slots, stream_), "copy_slots");
   }
   void zero_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages) override {
     if (auto lists = pages.empty() || !ready() ? std::nullopt : upload({pages}); lists) {
-      note(cuda::zero_pages(data(), geometry, {*lists, pages.size()}, stream_), "zero_pages");
+      enqueued(cuda::zero_pages(data(), geometry, {*lists, pages.size()}, stream_), "zero_pages");
     }
   }
   void pack_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages,
                   std::byte* staging) override {
     if (auto lists = pages.empty() || !ready() ? std::nullopt : upload({pages}); lists) {
-      note(cuda::pack_pages(data(), geometry, {*lists, pages.size()}, staging, stream_),
+      enqueued(cuda::pack_pages(data(), geometry, {*lists, pages.size()}, staging, stream_),
            "pack_pages");
     }
   }
   void unpack_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages,
                     const std::byte* staging) override {
     if (auto lists = pages.empty() || !ready() ? std::nullopt : upload({pages}); lists) {
-      note(cuda::unpack_pages(data(), geometry, {*lists, pages.size()}, staging, stream_),
+      enqueued(cuda::unpack_pages(data(), geometry, {*lists, pages.size()}, staging, stream_),
            "unpack_pages");
     }
   }
 
   void copy_slot(const slot_block& b, std::int32_t src, std::int32_t dst) override {
     if (src != dst && ready()) {
-      note(cuda::copy_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, src, dst,
+      enqueued(cuda::copy_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, src, dst,
                            stream_),
            "copy_slot");
     }
   }
   void zero_slot(const slot_block& b, std::int32_t slot) override {
     if (ready()) {
-      note(cuda::zero_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
+      enqueued(cuda::zero_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
                            stream_),
            "zero_slot");
     }
   }
   void pack_slot(const slot_block& b, std::int32_t slot, std::byte* staging) override {
     if (ready()) {
-      note(cuda::pack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
+      enqueued(cuda::pack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
                            staging, stream_),
            "pack_slot");
     }
   }
   void unpack_slot(const slot_block& b, std::int32_t slot, const std::byte* staging) override {
     if (ready()) {
-      note(cuda::unpack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
+      enqueued(cuda::unpack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
                              staging, stream_),
            "unpack_slot");
     }
@@ -142,18 +144,29 @@ class device_memory_arena final : public arena {
     return status();
   }
   [[nodiscard]] result<void> status() const override {
+    const std::lock_guard lock{error_mutex_};
     if (first_error_)
       return *first_error_;
     return {};
   }
+  // From any thread: the transfer actor settles a decode node's pools (freed
+  // pages are zeroed on the model's stream) before copying into them. It
+  // waits for the event recorded after this arena's last launch, never on
+  // the stream itself, where the pool's thread may be capturing a decode
+  // graph (a wait on a capturing stream ends the capture with an error).
   [[nodiscard]] result<void> synchronize() override {
-    if (ready())
-      note(cudaStreamSynchronize(stream_), "device arena synchronize");
+    if (auto ok = check(cudaSetDevice(device_), "device arena synchronize"); !ok)
+      return ok;
+    if (auto ok = done_.synchronize(); !ok)
+      return ok.error().with_context("device arena synchronize");
     return status();
   }
 
  private:
-  [[nodiscard]] bool failed() const noexcept { return first_error_.has_value(); }
+  [[nodiscard]] bool failed() const {
+    const std::lock_guard lock{error_mutex_};
+    return first_error_.has_value();
+  }
   // Before an operation: no error so far, and the arena's device current.
   // The pools call from whichever thread owns them (a pool actor's), where
   // another device, or none, may be current.
@@ -164,8 +177,22 @@ class device_memory_arena final : public arena {
     return !failed();
   }
   void note(cudaError_t err, const char* what) {
-    if (err != cudaSuccess && !first_error_)
+    if (err == cudaSuccess)
+      return;
+    const std::lock_guard lock{error_mutex_};
+    if (!first_error_)
       first_error_ = cuda_error(err, std::string{"device arena "} + what);
+  }
+  // A launch on the stream, then the event `synchronize` waits for.
+  void enqueued(cudaError_t err, const char* what) {
+    note(err, what);
+    if (err == cudaSuccess)
+      note(cudaEventRecord(done_.get(), stream_), what);
+  }
+  void keep_first(const mstar::error& e) {
+    const std::lock_guard lock{error_mutex_};
+    if (!first_error_)
+      first_error_ = e;
   }
   [[nodiscard]] result<void> in_bounds(std::size_t offset, std::size_t n) const {
     return check_range("device arena", size(), offset, n);
@@ -177,8 +204,7 @@ class device_memory_arena final : public arena {
     note(cudaStreamSynchronize(stream_), what);
     auto grown = device_buffer::make(std::max(bytes, 2 * buffer.size()));
     if (!grown) {
-      if (!first_error_)
-        first_error_ = grown.error().with_context(std::string{"device arena "} + what);
+      keep_first(grown.error().with_context(std::string{"device arena "} + what));
       return false;
     }
     buffer = std::move(*grown);
@@ -211,6 +237,9 @@ class device_memory_arena final : public arena {
   device_buffer lists_;
   device_buffer staging_;
   std::vector<std::int32_t> host_lists_;
+  event done_;  // recorded after each launch
+  // Written by the pool's thread, read by `synchronize`'s (any).
+  mutable std::mutex error_mutex_;
   std::optional<mstar::error> first_error_;
 };
 
@@ -230,8 +259,11 @@ result<std::unique_ptr<arena>> make_device_arena(std::size_t bytes, cudaStream_t
     if (auto ok = check(cudaStreamSynchronize(stream), "device arena zero"); !ok)
       return ok.error();
   }
+  auto done = event::make(/*timing=*/false);
+  if (!done)
+    return done.error().with_context("device arena");
   return std::unique_ptr<arena>(
-      std::make_unique<device_memory_arena>(std::move(*memory), stream, device));
+      std::make_unique<device_memory_arena>(std::move(*memory), stream, device, std::move(*done)));
 }
 
 arena_factory device_arena_factory(cudaStream_t stream) {
