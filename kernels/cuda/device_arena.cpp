@@ -54,7 +54,8 @@ class device_memory_arena final : public arena {
     }
     if (!reserve(staging_, n * geometry.page_bytes(), "copy_pages staging"))
       return;
-    enqueued(cuda::copy_pages(data(), geometry, s, d, staging_.as<std::byte>(), stream_), "copy_pages");
+    enqueued(cuda::copy_pages(data(), geometry, s, d, staging_.as<std::byte>(), stream_),
+             "copy_pages");
   }
   void copy_slots(const kv_geometry& geometry, std::int32_t src, std::int32_t dst,
                   std::size_t slots) override {
@@ -70,43 +71,43 @@ class device_memory_arena final : public arena {
                   std::byte* staging) override {
     if (auto lists = pages.empty() || !ready() ? std::nullopt : upload({pages}); lists) {
       enqueued(cuda::pack_pages(data(), geometry, {*lists, pages.size()}, staging, stream_),
-           "pack_pages");
+               "pack_pages");
     }
   }
   void unpack_pages(const kv_geometry& geometry, std::span<const std::int32_t> pages,
                     const std::byte* staging) override {
     if (auto lists = pages.empty() || !ready() ? std::nullopt : upload({pages}); lists) {
       enqueued(cuda::unpack_pages(data(), geometry, {*lists, pages.size()}, staging, stream_),
-           "unpack_pages");
+               "unpack_pages");
     }
   }
 
   void copy_slot(const slot_block& b, std::int32_t src, std::int32_t dst) override {
     if (src != dst && ready()) {
       enqueued(cuda::copy_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, src, dst,
-                           stream_),
-           "copy_slot");
+                               stream_),
+               "copy_slot");
     }
   }
   void zero_slot(const slot_block& b, std::int32_t slot) override {
     if (ready()) {
       enqueued(cuda::zero_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
-                           stream_),
-           "zero_slot");
+                               stream_),
+               "zero_slot");
     }
   }
   void pack_slot(const slot_block& b, std::int32_t slot, std::byte* staging) override {
     if (ready()) {
       enqueued(cuda::pack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
-                           staging, stream_),
-           "pack_slot");
+                               staging, stream_),
+               "pack_slot");
     }
   }
   void unpack_slot(const slot_block& b, std::int32_t slot, const std::byte* staging) override {
     if (ready()) {
       enqueued(cuda::unpack_slot(data() + b.offset, b.num_layers, b.max_slots, b.slot_bytes, slot,
-                             staging, stream_),
-           "unpack_slot");
+                                 staging, stream_),
+               "unpack_slot");
     }
   }
 

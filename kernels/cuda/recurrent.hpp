@@ -87,7 +87,8 @@ inline constexpr std::int32_t ssd_default_chunked_from = 128;
 /// others a warp (or half a warp) per state row [n] of a (head, p), several
 /// rows a thread, for N 64 / 128 and P a multiple of their rows a block
 /// (entry 0 otherwise). Entry 8 (half a warp a row, 4 rows a thread)
-/// unless `MSTAR_SSD_UPDATE_VARIANT` names another (read once a process). Same requirements as `ssd_scan_varlen`.
+/// unless `MSTAR_SSD_UPDATE_VARIANT` names another (read once a process). Same requirements as
+/// `ssd_scan_varlen`.
 [[nodiscard]] cudaError_t ssd_update(const ssd_update_params& p, cudaStream_t stream);
 
 /// Launch shapes of `ssd_update` (kernels/cuda/ssd_update.cu's table).
