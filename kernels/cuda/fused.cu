@@ -32,28 +32,77 @@ struct relu2_fn {
 // i + blockDim.x, ... in both passes: it adds, stores and squares them, then
 // after the block sum reads back what it stored, so no other thread's write
 // is read, and out may alias residual or delta element for element.
+// Per > 0: a row fits Per columns a thread, held in registers between the
+// passes, every load of a pass issued before any is used (the loop form
+// cannot: each store to residual may alias the next delta load, which
+// serialises them: ~8 us a call at batch 64). Same columns, same order of
+// the sum, so the same bits either way.
+template <int Per>
 __global__ void add_rms_norm_kernel(matrix<float> residual, matrix<const float> delta,
                                     const float* weight, std::int64_t weight_stride,
                                     matrix<float> out, matrix<std::uint16_t> out_bf16, float eps) {
   __shared__ float scratch[32];
   for (std::int64_t t = blockIdx.x; t < residual.rows; t += gridDim.x) {
     float sum_sq = 0.0F;
-    for (std::int64_t h = threadIdx.x; h < residual.cols; h += blockDim.x) {
-      float v = residual(t, h);
-      if (delta.data != nullptr) {
-        v = v + delta(t, h);
-        residual(t, h) = v;
+    if constexpr (Per > 0) {
+      float v[Per];
+#pragma unroll
+      for (int i = 0; i < Per; ++i) {
+        const std::int64_t h = threadIdx.x + std::int64_t{i} * blockDim.x;
+        v[i] = h < residual.cols ? residual(t, h) : 0.0F;
       }
-      sum_sq += v * v;
-    }
-    sum_sq = detail::block_sum(sum_sq, scratch);
-    const float scale = rsqrtf(sum_sq / static_cast<float>(residual.cols) + eps);
-    for (std::int64_t h = threadIdx.x; h < residual.cols; h += blockDim.x) {
-      const float o = residual(t, h) * scale * weight[h * weight_stride];
-      if (out.data != nullptr)
-        out(t, h) = o;
-      if (out_bf16.data != nullptr)
-        out_bf16(t, h) = detail::to_bf16(o);
+      if (delta.data != nullptr) {
+        float d[Per];
+#pragma unroll
+        for (int i = 0; i < Per; ++i) {
+          const std::int64_t h = threadIdx.x + std::int64_t{i} * blockDim.x;
+          d[i] = h < residual.cols ? delta(t, h) : 0.0F;
+        }
+#pragma unroll
+        for (int i = 0; i < Per; ++i) {
+          const std::int64_t h = threadIdx.x + std::int64_t{i} * blockDim.x;
+          v[i] = v[i] + d[i];
+          if (h < residual.cols)
+            residual(t, h) = v[i];
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < Per; ++i) {
+        const std::int64_t h = threadIdx.x + std::int64_t{i} * blockDim.x;
+        if (h < residual.cols)
+          sum_sq += v[i] * v[i];
+      }
+      sum_sq = detail::block_sum(sum_sq, scratch);
+      const float scale = rsqrtf(sum_sq / static_cast<float>(residual.cols) + eps);
+#pragma unroll
+      for (int i = 0; i < Per; ++i) {
+        const std::int64_t h = threadIdx.x + std::int64_t{i} * blockDim.x;
+        if (h >= residual.cols)
+          break;
+        const float o = v[i] * scale * weight[h * weight_stride];
+        if (out.data != nullptr)
+          out(t, h) = o;
+        if (out_bf16.data != nullptr)
+          out_bf16(t, h) = detail::to_bf16(o);
+      }
+    } else {
+      for (std::int64_t h = threadIdx.x; h < residual.cols; h += blockDim.x) {
+        float v = residual(t, h);
+        if (delta.data != nullptr) {
+          v = v + delta(t, h);
+          residual(t, h) = v;
+        }
+        sum_sq += v * v;
+      }
+      sum_sq = detail::block_sum(sum_sq, scratch);
+      const float scale = rsqrtf(sum_sq / static_cast<float>(residual.cols) + eps);
+      for (std::int64_t h = threadIdx.x; h < residual.cols; h += blockDim.x) {
+        const float o = residual(t, h) * scale * weight[h * weight_stride];
+        if (out.data != nullptr)
+          out(t, h) = o;
+        if (out_bf16.data != nullptr)
+          out_bf16(t, h) = detail::to_bf16(o);
+      }
     }
   }
 }
@@ -163,10 +212,20 @@ cudaError_t add_rms_norm(const add_rms_norm_params& p, cudaStream_t stream) {
   if (!p.out && !p.out_bf16)
     return cudaErrorInvalidValue;
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(shape[0], 1 << 20));
-  add_rms_norm_kernel<<<blocks, row_threads, 0, stream>>>(
-      to_matrix(p.residual), to_matrix(p.delta), p.weight.data, p.weight.strides[0],
-      to_matrix(p.out), to_matrix(p.out_bf16), p.eps);
-  return detail::launch_status();
+  const auto launch = [&](auto kernel) {
+    kernel<<<blocks, row_threads, 0, stream>>>(to_matrix(p.residual), to_matrix(p.delta),
+                                               p.weight.data, p.weight.strides[0],
+                                               to_matrix(p.out), to_matrix(p.out_bf16), p.eps);
+    return detail::launch_status();
+  };
+  const std::int64_t cols = shape[1];
+  if (cols <= 4 * row_threads)
+    return launch(add_rms_norm_kernel<4>);
+  if (cols <= 8 * row_threads)
+    return launch(add_rms_norm_kernel<8>);
+  if (cols <= 16 * row_threads)
+    return launch(add_rms_norm_kernel<16>);
+  return launch(add_rms_norm_kernel<0>);
 }
 
 cudaError_t activate(const activation_params& p, cudaStream_t stream) {

@@ -143,10 +143,9 @@ TEST(gpu_math, gated_rms_norm_matches_per_group_with_and_without_gate) {
 // rounding), equal whether or not the f32 output is written, and within the
 // bf16 budget of the CPU reference. Their f32 outputs equal the unfused
 // launchers' bit for bit (what keeps the float32 model's logits unchanged).
-TEST(gpu_math, add_rms_norm_matches_add_then_norm_with_f32_and_bf16_outputs) {
-  MSTAR_REQUIRE_GPU();
-  auto rng = test::gpu::seeded(208);
-  const std::int64_t tokens = 33, hidden = 1000, stride = 1024;
+void add_rms_norm_case(test::random_tensors& rng, std::int64_t hidden) {
+  SCOPED_TRACE("hidden " + std::to_string(hidden));
+  const std::int64_t tokens = 33, stride = hidden + 24;
   const auto residual = rng.floats(static_cast<std::size_t>(tokens * stride), -3.0F, 3.0F);
   const auto delta = rng.floats(static_cast<std::size_t>(tokens * hidden), -2.0F, 2.0F);
   const auto w = rng.floats(static_cast<std::size_t>(hidden));
@@ -218,6 +217,15 @@ TEST(gpu_math, add_rms_norm_matches_add_then_norm_with_f32_and_bf16_outputs) {
       got.insert(got.end(), back.begin() + t * stride, back.begin() + t * stride + hidden);
     EXPECT_EQ(got, out);
   }
+}
+
+TEST(gpu_math, add_rms_norm_matches_add_then_norm_with_f32_and_bf16_outputs) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(208);
+  // Rows of at most 4 / 8 / 16 columns a thread (held in registers) and wider
+  // (the loop form).
+  for (const std::int64_t hidden : {1000, 2048, 4000, 5000})
+    add_rms_norm_case(rng, hidden);
 }
 
 TEST(gpu_math, fused_launchers_refuse_no_output_and_a_self_overlapping_residual) {
