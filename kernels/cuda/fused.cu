@@ -214,8 +214,8 @@ cudaError_t add_rms_norm(const add_rms_norm_params& p, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(shape[0], 1 << 20));
   const auto launch = [&](auto kernel) {
     kernel<<<blocks, row_threads, 0, stream>>>(to_matrix(p.residual), to_matrix(p.delta),
-                                               p.weight.data, p.weight.strides[0],
-                                               to_matrix(p.out), to_matrix(p.out_bf16), p.eps);
+                                               p.weight.data, p.weight.strides[0], to_matrix(p.out),
+                                               to_matrix(p.out_bf16), p.eps);
     return detail::launch_status();
   };
   const std::int64_t cols = shape[1];
