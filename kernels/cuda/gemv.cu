@@ -15,7 +15,10 @@
 // builds its input itself: every block norms the f32 row into shared memory
 // as add_rms_norm would (same thread layout, same sums, same rounding) while
 // its first weight pieces are in flight, so no norm kernel precedes it.
+#include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <utility>
 
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/gemv.hpp"
@@ -25,8 +28,16 @@ namespace {
 
 constexpr int gemv_threads = 256;
 constexpr int warps_per_block = gemv_threads / 32;
-constexpr int rows_per_warp = 2;  // output features a warp owns
-constexpr int unroll = 8;         // 16-byte pieces of a weight row in flight per lane
+
+// A launch shape: output features a warp owns, 16-byte pieces of each of
+// their weight rows in flight a lane, and the blocks an SM the register
+// budget must allow (__launch_bounds__'s second argument; 1: no bound; three
+// made the 2 x 8 shape spill).
+struct gemv_shape {
+  int rows = 2;
+  int unroll = 8;
+  int min_blocks = 1;
+};
 
 struct gemv_args {
   const std::uint16_t* x;
@@ -69,8 +80,12 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
 
 // M: the rows the template holds (>= a.m). Norm: the RMS-norm form (M 1),
 // launched with K * 2 bytes of dynamic shared memory for the normed row.
-template <int M, bool Norm>
-__global__ void __launch_bounds__(gemv_threads) gemv_bf16_kernel(gemv_args a) {
+// Rows, Unroll, MinBlocks: a gemv_shape's fields (nvcc's host stubs take no
+// class-type template arguments).
+template <int M, bool Norm, int Rows, int Unroll, int MinBlocks>
+__global__ void __launch_bounds__(gemv_threads, MinBlocks) gemv_bf16_kernel(gemv_args a) {
+  constexpr int rows_per_warp = Rows;
+  constexpr int unroll = Unroll;
   extern __shared__ uint4 normed[];  // Norm: the input row, bf16, K / 8 pieces
   __shared__ float scratch[32];
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -93,7 +108,7 @@ __global__ void __launch_bounds__(gemv_threads) gemv_bf16_kernel(gemv_args a) {
   const uint4* wrow[rows_per_warp];
 #pragma unroll
   for (int r = 0; r < rows_per_warp; ++r) {
-    const int n = n0 + r < a.n ? n0 + r : n0;  // a missing second row rereads the first
+    const int n = n0 + r < a.n ? n0 + r : n0;  // a missing row rereads the first
     wrow[r] = reinterpret_cast<const uint4*>(a.w + static_cast<std::int64_t>(n) * a.w_stride);
   }
   uint4 w[rows_per_warp][unroll];
@@ -220,9 +235,63 @@ void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
   a.accumulate = accumulate;
 }
 
+template <gemv_shape S>
 unsigned blocks_for(int n) {
-  const std::int64_t warps = ceil_div(std::int64_t{n}, std::int64_t{rows_per_warp});
+  const std::int64_t warps = ceil_div(std::int64_t{n}, std::int64_t{S.rows});
   return static_cast<unsigned>(ceil_div(warps, std::int64_t{warps_per_block}));
+}
+
+template <gemv_shape S>
+cudaError_t launch_plain(const gemv_args& a, cudaStream_t stream) {
+  static_assert(gemv_max_rows == 1, "instantiate gemv_bf16_kernel for more rows");
+  gemv_bf16_kernel<1, false, S.rows, S.unroll, S.min_blocks>
+      <<<blocks_for<S>(a.n), gemv_threads, 0, stream>>>(a);
+  return launch_status();
+}
+
+template <gemv_shape S>
+cudaError_t launch_norm(const gemv_args& a, cudaStream_t stream) {
+  const auto smem = static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
+  gemv_bf16_kernel<1, true, S.rows, S.unroll, S.min_blocks>
+      <<<blocks_for<S>(a.n), gemv_threads, smem, stream>>>(a);
+  return launch_status();
+}
+
+// The table (entries never change meaning, so sweeps stay comparable).
+// Entry 0 is the shape measured best alone (bench/results/h200-kernels17.md,
+// session 29); the others trade weight pieces in flight a lane for warps an
+// SM (98 registers allow two blocks an SM).
+constexpr gemv_shape gemv_shapes[] = {
+    {2, 8, 1},  // 0: two features a warp, eight pieces each in flight (98 registers)
+    {2, 4, 1},  // 1: four pieces each
+    {1, 8, 1},  // 2: one feature a warp, eight pieces
+    {4, 4, 1},  // 3: four features a warp, four pieces each
+    {4, 2, 1},  // 4: four features a warp, two pieces each
+    {1, 4, 1},  // 5: one feature, four pieces
+};
+static_assert(std::size(gemv_shapes) == gemv_variants);
+
+using gemv_launch = cudaError_t (*)(const gemv_args&, cudaStream_t);
+template <std::size_t... I>
+constexpr std::array<gemv_launch, sizeof...(I)> plain_table(std::index_sequence<I...>) {
+  return {launch_plain<gemv_shapes[I]>...};
+}
+template <std::size_t... I>
+constexpr std::array<gemv_launch, sizeof...(I)> norm_table(std::index_sequence<I...>) {
+  return {launch_norm<gemv_shapes[I]>...};
+}
+constexpr auto plain_launches = plain_table(std::make_index_sequence<gemv_variants>{});
+constexpr auto norm_launches = norm_table(std::make_index_sequence<gemv_variants>{});
+
+// `variant` when in the table, else MSTAR_GEMV_VARIANT (read once) when it
+// is, else entry 0.
+int variant_of(int variant) {
+  static const int from_env = [] {
+    const char* e = std::getenv("MSTAR_GEMV_VARIANT");
+    const int i = e != nullptr ? std::atoi(e) : 0;
+    return i >= 0 && i < gemv_variants ? i : 0;
+  }();
+  return variant >= 0 && variant < gemv_variants ? variant : from_env;
 }
 
 }  // namespace
@@ -234,9 +303,7 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
-  static_assert(gemv_max_rows == 1, "instantiate gemv_bf16_kernel for more rows");
-  gemv_bf16_kernel<1, false><<<blocks_for(a.n), gemv_threads, 0, stream>>>(a);
-  return launch_status();
+  return plain_launches[static_cast<std::size_t>(variant_of(p.gemv_variant))](a, stream);
 }
 
 bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p) {
@@ -257,9 +324,7 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
-  const auto smem = static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
-  gemv_bf16_kernel<1, true><<<blocks_for(a.n), gemv_threads, smem, stream>>>(a);
-  return launch_status();
+  return norm_launches[static_cast<std::size_t>(variant_of(p.gemv_variant))](a, stream);
 }
 
 }  // namespace mstar::kernels::cuda::detail

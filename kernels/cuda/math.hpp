@@ -77,7 +77,13 @@ struct linear_bf16_params {
   /// projection): each element is `out + (product + bias)`, what `add` of
   /// the plain product's output would give. f32 output only.
   bool accumulate = false;
+  /// The GEMV's launch shape where one row takes it (0 .. gemv_variants - 1;
+  /// -1: `MSTAR_GEMV_VARIANT` when set, else entry 0): tests and sweeps.
+  int gemv_variant = -1;
 };
+
+/// Launch shapes of the one-row GEMV (kernels/cuda/gemv.cu's table).
+inline constexpr int gemv_variants = 6;
 
 /// `out = x * weight^T (+ bias)` through `cublasGemmEx` (bf16 inputs, f32
 /// compute). A bias fills `out` first (rounded to bf16 for a bf16 output)
@@ -97,6 +103,7 @@ struct rms_norm_linear_bf16_params {
   view<float, 2> out_f32{};             ///< [1, N] f32; exactly one of out_f32 / out_bf16
   view<std::uint16_t, 2> out_bf16{};    ///< [1, N] bf16
   bool accumulate = false;              ///< as linear_bf16_params::accumulate
+  int gemv_variant = -1;                ///< as linear_bf16_params::gemv_variant
 };
 
 /// `add_rms_norm` (no delta) into a bf16 row, then `linear_bf16` of it, in one

@@ -256,6 +256,21 @@ TEST(gpu_linear, rms_norm_linear_equals_the_norm_then_the_product_bit_for_bit) {
       }
       const auto got = d_one.download();
       EXPECT_EQ(got, d_two.download());
+      // Every launch shape of the GEMV: each lane walks its pieces in the
+      // same order whatever the shape, so the same bits.
+      for (int v = 0; v < cuda::gemv_variants && form == 0; ++v) {
+        SCOPED_TRACE("gemv variant " + std::to_string(v));
+        auto d_v = poisoned<float>(ref.size());
+        auto d_plain = poisoned<float>(ref.size());
+        one.out_f32 = contiguous(d_v.data(), out_row);
+        two.out_f32 = contiguous(d_plain.data(), out_row);
+        one.gemv_variant = two.gemv_variant = v;
+        ASSERT_EQ(cuda::rms_norm_linear_bf16(one, nullptr), cudaSuccess);
+        ASSERT_EQ(cuda::linear_bf16(*blas, two, nullptr), cudaSuccess);
+        EXPECT_EQ(d_v.download(), got);
+        EXPECT_EQ(d_plain.download(), got);
+        one.gemv_variant = two.gemv_variant = -1;
+      }
       auto want = ref;
       if (form == 2) {
         for (std::size_t i = 0; i < want.size(); ++i)
