@@ -33,6 +33,36 @@ std::vector<std::uint16_t> rounded_to_bf16(std::vector<float>& x) {
   return bits;
 }
 
+// One bf16 product of `shapes`: x and w drawn (in that order, then the
+// bias) and rounded to bf16, the CPU's f32 product of the rounded values,
+// and the device copies with the launch's operands.
+struct bf16_case {
+  std::vector<float> x, w, b, ref;
+  test::gpu::device_vector<std::uint16_t> d_x, d_w;
+  test::gpu::device_vector<float> d_b;
+
+  bf16_case(test::random_tensors& rng, const shape& s)
+      : x(rng.floats(static_cast<std::size_t>(s.rows * s.inner))),
+        w(rng.floats(static_cast<std::size_t>(s.cols * s.inner))),
+        b(rng.floats(static_cast<std::size_t>(s.cols))),
+        ref(static_cast<std::size_t>(s.rows * s.cols)),
+        d_x(upload(rounded_to_bf16(x))),
+        d_w(upload(rounded_to_bf16(w))),
+        d_b(upload(b)) {
+    const view<const float, 1> bv =
+        s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
+    EXPECT_TRUE(linear({contiguous(x.data(), std::array{s.rows, s.inner}),
+                        contiguous(w.data(), std::array{s.cols, s.inner}), bv,
+                        contiguous(ref.data(), std::array{s.rows, s.cols})}));
+  }
+  [[nodiscard]] cuda::linear_bf16_params params(const shape& s) const {
+    const view<const float, 1> dbv =
+        s.bias ? contiguous<const float>(d_b.data(), std::array{s.cols}) : view<const float, 1>{};
+    return {contiguous<const std::uint16_t>(d_x.data(), std::array{s.rows, s.inner}),
+            contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner}), dbv};
+  }
+};
+
 TEST(gpu_linear, f32_linear_matches_sgemm_with_and_without_bias) {
   MSTAR_REQUIRE_GPU();
   auto blas = cuda::blas_handle::make();
@@ -74,25 +104,9 @@ TEST(gpu_linear, bf16_linear_accumulates_in_f32_to_f32_and_bf16_outputs) {
   for (const auto& s : shapes) {
     SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.inner) + "x" +
                  std::to_string(s.cols));
-    auto x = rng.floats(static_cast<std::size_t>(s.rows * s.inner));
-    auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
-    const auto b = rng.floats(static_cast<std::size_t>(s.cols));
-    const auto xh = rounded_to_bf16(x);
-    const auto wh = rounded_to_bf16(w);
-    std::vector<float> ref(static_cast<std::size_t>(s.rows * s.cols));
-    const view<const float, 1> bv =
-        s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
-    ASSERT_TRUE(linear({contiguous(x.data(), std::array{s.rows, s.inner}),
-                        contiguous(w.data(), std::array{s.cols, s.inner}), bv,
-                        contiguous(ref.data(), std::array{s.rows, s.cols})}));
-    const auto d_x = upload(xh);
-    const auto d_w = upload(wh);
-    const auto d_b = upload(b);
-    const view<const float, 1> dbv =
-        s.bias ? contiguous<const float>(d_b.data(), std::array{s.cols}) : view<const float, 1>{};
-    cuda::linear_bf16_params p{
-        contiguous<const std::uint16_t>(d_x.data(), std::array{s.rows, s.inner}),
-        contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner}), dbv};
+    const bf16_case c{rng, s};
+    const auto& ref = c.ref;
+    auto p = c.params(s);
     auto d_f32 = poisoned<float>(ref.size());
     p.out_f32 = contiguous(d_f32.data(), std::array{s.rows, s.cols});
     ASSERT_EQ(cuda::linear_bf16(*blas, p, nullptr), cudaSuccess);
@@ -118,28 +132,12 @@ TEST(gpu_linear, bf16_linear_accumulates_onto_its_f32_output) {
   for (const auto& s : shapes) {
     SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.inner) + "x" +
                  std::to_string(s.cols));
-    auto x = rng.floats(static_cast<std::size_t>(s.rows * s.inner));
-    auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
-    const auto b = rng.floats(static_cast<std::size_t>(s.cols));
+    const bf16_case c{rng, s};
     const auto residual = rng.floats(static_cast<std::size_t>(s.rows * s.cols));
-    const auto xh = rounded_to_bf16(x);
-    const auto wh = rounded_to_bf16(w);
-    std::vector<float> ref(residual.size());
-    const view<const float, 1> bv =
-        s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
-    ASSERT_TRUE(linear({contiguous(x.data(), std::array{s.rows, s.inner}),
-                        contiguous(w.data(), std::array{s.cols, s.inner}), bv,
-                        contiguous(ref.data(), std::array{s.rows, s.cols})}));
+    auto ref = c.ref;
     for (std::size_t i = 0; i < ref.size(); ++i)
       ref[i] += residual[i];
-    const auto d_x = upload(xh);
-    const auto d_w = upload(wh);
-    const auto d_b = upload(b);
-    const view<const float, 1> dbv =
-        s.bias ? contiguous<const float>(d_b.data(), std::array{s.cols}) : view<const float, 1>{};
-    cuda::linear_bf16_params p{
-        contiguous<const std::uint16_t>(d_x.data(), std::array{s.rows, s.inner}),
-        contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner}), dbv};
+    auto p = c.params(s);
     // The two launches: the product, then residual + product.
     auto d_plain = poisoned<float>(ref.size());
     auto d_two = upload(residual);
