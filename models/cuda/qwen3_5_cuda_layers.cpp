@@ -20,9 +20,21 @@ using qwen_cuda::layer;
 using qwen_cuda::step_layout;
 
 result<void> qwen3_5_cuda::impl::linear(gemm_input in, std::int64_t t, const device_matrix& w,
-                                        float* out_rows) {
+                                        float* out_rows, bool accumulate) {
   const cudaStream_t s = stream.get();
+  if (in.norm_of != nullptr) {
+    kc::rms_norm_linear_bf16_params p;
+    p.x = matrix(in.norm_of, t, w.cols);
+    p.norm_weight = vector(in.norm_weight, w.cols);
+    p.eps = in.eps;
+    p.weight = matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+    p.out_f32 = matrix(out_rows, t, w.rows);
+    p.accumulate = accumulate;
+    return check(kc::rms_norm_linear_bf16(p, s), "rms_norm_linear_bf16");
+  }
   if (dtype == mstar::dtype::float32) {
+    if (accumulate)
+      return check(cudaErrorInvalidValue, "linear: accumulating needs bf16 weights");
     return check(kc::linear(blas,
                             {matrix(in.f32, t, w.cols),
                              matrix(w.buffer.as<const float>(), w.rows, w.cols),
@@ -42,6 +54,7 @@ result<void> qwen3_5_cuda::impl::linear(gemm_input in, std::int64_t t, const dev
   p.x = matrix(x16, t, w.cols);
   p.weight = matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
   p.out_f32 = matrix(out_rows, t, w.rows);
+  p.accumulate = accumulate;
   return check(kc::linear_bf16(blas, p, s), "linear_bf16");
 }
 
@@ -71,8 +84,8 @@ kernels::gated_delta_weights qwen3_5_cuda::impl::delta_shape() const {
   return w;
 }
 
-result<void> qwen3_5_cuda::impl::delta_net(const layer& l, const qwen3_5_step& st,
-                                           const step_layout& L) {
+result<void> qwen3_5_cuda::impl::delta_net(const layer& l, const layer_io& io,
+                                           const qwen3_5_step& st, const step_layout& L) {
   const auto& c = config;
   const cudaStream_t s = stream.get();
   const auto geo = c.delta_net();
@@ -82,7 +95,7 @@ result<void> qwen3_5_cuda::impl::delta_net(const layer& l, const qwen3_5_step& s
   float* pr = proj.as<float>();
   float* cv = conv.as<float>();
   float* ru = rule.as<float>();
-  if (auto ok = linear(staged(x.as<float>()), T, l.in_proj, pr); !ok)
+  if (auto ok = linear(io.in, T, l.in_proj, pr); !ok)
     return ok;
   const auto* dplan = plan.as<const std::int32_t>();
   const auto rows = st.cu.size() - 1;
@@ -129,11 +142,11 @@ result<void> qwen3_5_cuda::impl::delta_net(const layer& l, const qwen3_5_step& s
                                         static_cast<float>(c.rms_norm_eps)};
   if (auto ok = check(kc::head_gated_rms_norm(g, s), "head gated norm"); !ok)
     return ok;
-  return linear(staged(ru), T, l.out_proj, out.as<float>());
+  return linear(staged(ru), T, l.out_proj, io.out, io.accumulate);
 }
 
-result<void> qwen3_5_cuda::impl::attention(const layer& l, const qwen3_5_step& st,
-                                           const step_layout& L,
+result<void> qwen3_5_cuda::impl::attention(const layer& l, const layer_io& io,
+                                           const qwen3_5_step& st, const step_layout& L,
                                            const kernels::kv_page_table& table) {
   const auto& c = config;
   const cudaStream_t s = stream.get();
@@ -143,7 +156,7 @@ result<void> qwen3_5_cuda::impl::attention(const layer& l, const qwen3_5_step& s
   float* qq = q.as<float>();
   float* kk = k.as<float>();
   float* oo = o.as<float>();
-  const gemm_input xs = staged(x.as<float>());
+  const gemm_input xs = io.in;
   if (auto ok = linear(xs, T, l.q, qgp); !ok)
     return ok;
   if (auto ok = linear(xs, T, l.k, kk); !ok)
@@ -196,14 +209,14 @@ result<void> qwen3_5_cuda::impl::attention(const layer& l, const qwen3_5_step& s
                                       static_cast<std::int32_t>(D)};
   if (auto ok = check(kc::output_gate(g, s), "output gate"); !ok)
     return ok;
-  return linear(staged(oo), T, l.o, out.as<float>());
+  return linear(staged(oo), T, l.o, io.out, io.accumulate);
 }
 
-result<void> qwen3_5_cuda::impl::mlp(const layer& l, std::int64_t tokens) {
+result<void> qwen3_5_cuda::impl::mlp(const layer& l, const layer_io& io, std::int64_t tokens) {
   const cudaStream_t s = stream.get();
   const std::int64_t I = config.intermediate_size;
   float* gu = inter.as<float>();
-  if (auto ok = linear(staged(x.as<float>()), tokens, l.gate_up, gu); !ok)
+  if (auto ok = linear(io.in, tokens, l.gate_up, gu); !ok)
     return ok;
   // [gate | up] per token: silu(gate) * up in one pass, into `act` [tokens,
   // I] (f32 weights) or straight into the down GEMM's bf16 input.
@@ -217,7 +230,7 @@ result<void> qwen3_5_cuda::impl::mlp(const layer& l, std::int64_t tokens) {
   a.fn = kernels::activation::silu;
   if (auto ok = check(kc::activate(a, s), "swiglu"); !ok)
     return ok;
-  return linear(staged(act.as<float>()), tokens, l.down, out.as<float>());
+  return linear(staged(act.as<float>()), tokens, l.down, io.out, io.accumulate);
 }
 
 result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_layout& L,
@@ -264,23 +277,47 @@ result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_
       return ok;
     t += n;
   }
+  // The residual stream: each block's output (`out`) is added to h by the
+  // next norm (`pending`), which writes the block's GEMM input. Folded (one
+  // row, bf16 weights): each block's first GEMVs norm h themselves and its
+  // last adds onto h, so no norm kernel runs between them (and nothing writes
+  // or reads out or last). The norm weights hold 1 + w already
+  // (models/qwen3_5.cpp adds the one at load), so both forms take them as
+  // they are: the plain x * rsqrt(mean(x^2) + eps) * w.
+  const bool fold = fused_norms && T == 1 && R == 1 && st.decode &&
+                    dtype == mstar::dtype::bfloat16 && hid % 8 == 0 &&
+                    hid <= kc::rms_norm_linear_max_k;
+  const auto eps = static_cast<float>(c.rms_norm_eps);
+  const auto io_for = [&](const kc::device_buffer& norm_weight) -> layer_io {
+    if (fold)
+      return {gemm_input{nullptr, nullptr, hh, norm_weight.as<const float>(), eps}, hh, true};
+    return {staged(x.as<float>()), oo, false};
+  };
   const float* pending = nullptr;
   for (const auto& l : layers) {
-    if (auto ok = add_norm(hh, pending, T, l.in_norm, x.as<float>()); !ok)
-      return ok;
-    auto mixed =
-        l.mixer == qwen3_5_mixer::delta_net ? delta_net(l, st, L) : attention(l, st, L, table);
+    if (!fold) {
+      if (auto ok = add_norm(hh, pending, T, l.in_norm, x.as<float>()); !ok)
+        return ok;
+    }
+    const layer_io mixer_io = io_for(l.in_norm);
+    auto mixed = l.mixer == qwen3_5_mixer::delta_net ? delta_net(l, mixer_io, st, L)
+                                                     : attention(l, mixer_io, st, L, table);
     if (!mixed)
       return mixed;
-    if (auto ok = add_norm(hh, oo, T, l.mlp_norm, x.as<float>()); !ok)
+    if (!fold) {
+      if (auto ok = add_norm(hh, oo, T, l.mlp_norm, x.as<float>()); !ok)
+        return ok;
+    }
+    if (auto ok = mlp(l, io_for(l.mlp_norm), T); !ok)
       return ok;
-    if (auto ok = mlp(l, T); !ok)
-      return ok;
-    pending = oo;
+    pending = fold ? nullptr : oo;
   }
   float* ll = last.as<float>();
   float* lg = logits.as<float>();
-  if (st.decode && T == R) {
+  gemm_input head_in = staged(ll);
+  if (fold) {
+    head_in = {nullptr, nullptr, hh, norm.as<const float>(), eps};  // h is whole: the head norms it
+  } else if (st.decode && T == R) {
     if (auto ok = add_norm(hh, pending, T, norm, ll); !ok)
       return ok;
   } else {
@@ -298,7 +335,7 @@ result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_
     if (auto ok = add_norm(ll, nullptr, R, norm, ll); !ok)
       return ok;
   }
-  if (auto ok = linear(staged(ll), R, lm_head, lg); !ok)
+  if (auto ok = linear(head_in, R, lm_head, lg); !ok)
     return ok;
   if (!argmax)
     return {};

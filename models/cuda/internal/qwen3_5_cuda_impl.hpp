@@ -75,6 +75,17 @@ struct qwen3_5_cuda::impl {
   std::size_t last_drawn_rows = 0;
   const work_buffer* last_drawn = nullptr;
   std::map<std::int64_t, graph_entry> graph_by_rows;
+  /// Batch-1 decode steps with bf16 weights fold each norm into the GEMVs
+  /// after it and each block's last projection's add into its GEMV
+  /// (`MSTAR_FUSED_NORM=0`: the separate add_rms_norm launches, for A/B).
+  bool fused_norms = true;
+  /// Where a block (a layer's mixer or its MLP) reads its input (`in`) and
+  /// writes its output (`out`, added onto it when `accumulate`).
+  struct layer_io {
+    gemm_input in;
+    float* out = nullptr;
+    bool accumulate = false;
+  };
 
   ~impl();
   [[nodiscard]] result<void> check(cudaError_t err, std::string_view what) const {
@@ -95,19 +106,22 @@ struct qwen3_5_cuda::impl {
   // One step's launches (what a decode graph captures); the layers.
   [[nodiscard]] result<void> launch_step(const qwen3_5_step& st, const qwen_cuda::step_layout& L,
                                          bool argmax);
-  [[nodiscard]] result<void> delta_net(const qwen_cuda::layer& l, const qwen3_5_step& st,
-                                       const qwen_cuda::step_layout& L);
-  [[nodiscard]] result<void> attention(const qwen_cuda::layer& l, const qwen3_5_step& st,
-                                       const qwen_cuda::step_layout& L,
+  [[nodiscard]] result<void> delta_net(const qwen_cuda::layer& l, const layer_io& io,
+                                       const qwen3_5_step& st, const qwen_cuda::step_layout& L);
+  [[nodiscard]] result<void> attention(const qwen_cuda::layer& l, const layer_io& io,
+                                       const qwen3_5_step& st, const qwen_cuda::step_layout& L,
                                        const kernels::kv_page_table& table);
   // The delta nets' shape (no weights), and whether prefill steps run the
   // chunked delta rule (bf16 weights; its TF32 products would cost float32
   // weights their parity with the CPU).
   [[nodiscard]] kernels::gated_delta_weights delta_shape() const;
   [[nodiscard]] bool chunked_delta_rule() const { return dtype != mstar::dtype::float32; }
-  [[nodiscard]] result<void> mlp(const qwen_cuda::layer& l, std::int64_t tokens);
+  [[nodiscard]] result<void> mlp(const qwen_cuda::layer& l, const layer_io& io,
+                                 std::int64_t tokens);
+  // `out_rows[t, N] = in[t, K] W^T` (`+=` when `accumulate`: bf16 weights
+  // only); `in.norm_of`: one row the GEMV norms itself (bf16 weights).
   [[nodiscard]] result<void> linear(gemm_input in, std::int64_t t, const device_matrix& w,
-                                    float* out_rows);
+                                    float* out_rows, bool accumulate = false);
   [[nodiscard]] result<void> add_norm(float* residual, const float* delta, std::int64_t rows,
                                       const kernels::cuda::device_buffer& weight, float* f32_out);
   [[nodiscard]] result<void> sample(std::span<const row_sampling> rows, forward_slot& slot);
