@@ -60,14 +60,8 @@ result<void> nemotron_h_cuda::impl::linear(gemm_input in, std::int64_t t, const 
                                            float* out_rows, bool accumulate) {
   const cudaStream_t s = stream.get();
   if (in.norm_of != nullptr) {
-    kc::rms_norm_linear_bf16_params p;
-    p.x = matrix(in.norm_of, t, w.cols);
-    p.norm_weight = vector(in.norm_weight, w.cols);
-    p.eps = in.eps;
-    p.weight = matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
-    p.out_f32 = matrix(out_rows, t, w.rows);
-    p.accumulate = accumulate;
-    return check(kc::rms_norm_linear_bf16(p, s), "rms_norm_linear_bf16");
+    return check(cuda_detail::folded_linear(in, t, w, out_rows, accumulate, s),
+                 "rms_norm_linear_bf16");
   }
   if (dtype == mstar::dtype::float32) {
     if (accumulate)

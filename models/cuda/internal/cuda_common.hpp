@@ -13,6 +13,7 @@
 #include "core/dtype.hpp"
 #include "core/result.hpp"
 #include "kernels/cuda/launch.hpp"
+#include "kernels/cuda/math.hpp"
 
 namespace mstar::models::cuda_detail {
 namespace kc = kernels::cuda;
@@ -56,6 +57,23 @@ struct gemm_input {
   const float* norm_weight = nullptr;
   float eps = 0.0F;
 };
+
+// `out_rows[t, N] = rms_norm(in.norm_of) W^T`, added onto out_rows when
+// `accumulate`, in one GEMV (kernels::cuda::rms_norm_linear_bf16; bf16
+// weights, one row): both models' batch-1 fold of a norm into the
+// projection after it.
+[[nodiscard]] inline cudaError_t folded_linear(const gemm_input& in, std::int64_t t,
+                                               const device_matrix& w, float* out_rows,
+                                               bool accumulate, cudaStream_t stream) {
+  kc::rms_norm_linear_bf16_params p;
+  p.x = kernels::matrix(in.norm_of, t, w.cols);
+  p.norm_weight = kernels::vector(in.norm_weight, w.cols);
+  p.eps = in.eps;
+  p.weight = kernels::matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+  p.out_f32 = kernels::matrix(out_rows, t, w.rows);
+  p.accumulate = accumulate;
+  return kc::rms_norm_linear_bf16(p, stream);
+}
 
 // A grow-only device buffer: `reserve_buffer` drains the stream before the
 // old memory goes, so no queued kernel reads memory being freed.
