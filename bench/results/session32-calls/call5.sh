@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Session 32's fifth call: the GPU tests of what changed since the fourth (the GEMV launch-shape table, add_rms_norm
 # held in registers, Qwen3.5's batch-1 norm fold), then Nemotron-H 0.56B decode at batch 1 under every GEMV shape
-# (MSTAR_GEMV_VARIANT), at 64 / 256 rows once, and Qwen3.5 ~0.56B at batch 1 with the fold off and on.
-# After scripts/pack-device.sh mstar_gpu_tests mstar-bench-model-gpu; carry .carry.
+# (MSTAR_GEMV_VARIANT), Qwen3.5 ~0.56B at batch 1 with the fold off and on, a CUPTI profile of the 0.6B decode
+# at 1 and 64 rows (bench/h200_profile.sh nemotron-decode), then the 0.56B at 64 / 256 rows.
+# After scripts/pack-device.sh mstar_gpu_tests mstar-bench-model-gpu and bash bench/profile/build.sh;
+# carry .carry .profile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 (cd .carry && tar xJf bins.tar.xz)
@@ -20,14 +22,18 @@ for v in 0 1 2 3 4 5; do
   MSTAR_GEMV_VARIANT=$v timeout 25 "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 1 --prompt-len 32 \
     --new-tokens 128 --repeats 3 --json | grep '^{' | sed "s/^{/{\"gemv_variant\": $v, /" >>"$out/nh056-gemv.jsonl"
 done
-timeout 40 "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 64 256 --prompt-len 32 \
-  --new-tokens 128 --repeats 3 --json | grep '^{' >"$out/nh056-b64-256.jsonl"
 echo "== qwen ($((SECONDS - t0)) s)"
 python3 bench/transformers_decode.py make-checkpoint --size qwen3_5-0.5b --out "$ck/qwen" >/dev/null 2>&1; echo "checkpoint exit $?"
 for f in 0 1; do
   MSTAR_FUSED_NORM=$f timeout 30 "$bin/mstar-bench-model-gpu" --model "$ck/qwen" --batch 1 --prompt-len 32 \
     --new-tokens 128 --repeats 3 --json | grep '^{' | sed "s/^{/{\"fused\": $f, /" >>"$out/qwen-b1.jsonl"
 done
+echo "== profile ($((SECONDS - t0)) s)"
+mkdir -p "$out/profile"
+OUT=$out/profile timeout 70 bash bench/h200_profile.sh nemotron-decode 2>&1 | cut -c1-160 | head -40
+echo "== 64 / 256 rows ($((SECONDS - t0)) s)"
+timeout 40 "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 64 256 --prompt-len 32 \
+  --new-tokens 128 --repeats 3 --json | grep '^{' >"$out/nh056-b64-256.jsonl"
 rm -rf "$ck"
 python3 - "$out" <<'PY'
 import json, sys
