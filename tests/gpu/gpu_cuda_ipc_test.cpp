@@ -9,7 +9,6 @@
 // case kills the child mid-transfer: the transfer fails with peer_failed and
 // the mapping is closed, nothing left open.
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -20,20 +19,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <poll.h>
 #include <random>
 #include <string>
-#include <sys/wait.h>
-#include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "tests/gpu/gpu_support.hpp"
+#include "tests/gpu/self_child.hpp"
 #include "transport/agent.hpp"
 #include "transport/checksum.hpp"
 #include "transport/internal/cuda_ipc.hpp"
-
-extern char** environ;
 
 // A namespace of its own: the GPU tests build as unity sources, and the
 // using-directive below must not reach the files compiled after this one.
@@ -52,50 +46,16 @@ bool send_message(int fd, const std::string& text) {
   const std::uint64_t size = text.size();
   std::string framed(reinterpret_cast<const char*>(&size), sizeof size);
   framed += text;
-  const char* p = framed.data();
-  std::size_t left = framed.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-bool read_exact(int fd, char* p, std::size_t bytes, std::chrono::steady_clock::time_point until) {
-  while (bytes > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
-    if (left.count() <= 0)
-      return false;
-    pollfd pfd{fd, POLLIN, 0};
-    const int ready = ::poll(&pfd, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR)
-      continue;
-    if (ready <= 0)
-      return false;
-    const ssize_t n = ::read(fd, p, bytes);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;  // the writer closed or died
-    p += n;
-    bytes -= static_cast<std::size_t>(n);
-  }
-  return true;
+  return test::gpu::write_all(fd, framed);
 }
 
 std::optional<std::string> receive_message(int fd, std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   std::uint64_t size = 0;
-  if (!read_exact(fd, reinterpret_cast<char*>(&size), sizeof size, until))
+  if (!test::gpu::read_exact(fd, reinterpret_cast<char*>(&size), sizeof size, until))
     return std::nullopt;
   std::string text(size, '\0');
-  if (!read_exact(fd, text.data(), size, until))
+  if (!test::gpu::read_exact(fd, text.data(), size, until))
     return std::nullopt;
   return text;
 }
@@ -112,90 +72,11 @@ arena_layout pages_layout(std::uint64_t pages, std::uint64_t page_bytes) {
   return arena_layout{arena_kind::kv_pages, "kv", 1, pages, page_bytes};
 }
 
-// The child process: started by `child_process` with the pipes' fds.
-class child_process {
- public:
-  child_process(std::uint64_t pages, std::uint64_t page_bytes) {
-    int to_child[2] = {-1, -1};
-    int from_child[2] = {-1, -1};
-    if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) {
-      ADD_FAILURE() << "pipe: " << std::strerror(errno);
-      return;
-    }
-    // Everything exec needs is built before fork: the child only calls
-    // async-signal-safe functions until exec.
-    const std::string role = std::string{child_env} + "=" + std::to_string(to_child[0]) + "," +
-                             std::to_string(from_child[1]) + "," + std::to_string(pages) + "," +
-                             std::to_string(page_bytes);
-    std::vector<std::string> env_text{role};
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (std::strncmp(*e, child_env, std::strlen(child_env)) != 0)
-        env_text.emplace_back(*e);
-    }
-    std::vector<char*> envp;
-    for (auto& s : env_text)
-      envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::string exe = "/proc/self/exe";
-    std::string filter = "--gtest_filter=DISABLED_gpu_cuda_ipc_child.serves_a_device_arena";
-    std::string disabled = "--gtest_also_run_disabled_tests";
-    char* argv[] = {exe.data(), filter.data(), disabled.data(), nullptr};
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::close(to_child[1]);
-      ::close(from_child[0]);
-      ::execve("/proc/self/exe", argv, envp.data());
-      ::_exit(127);
-    }
-    ::close(to_child[0]);
-    ::close(from_child[1]);
-    write_fd_ = to_child[1];
-    read_fd_ = from_child[0];
-    if (pid_ < 0)
-      ADD_FAILURE() << "fork: " << std::strerror(errno);
-  }
-  child_process(const child_process&) = delete;
-  child_process& operator=(const child_process&) = delete;
-  ~child_process() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      (void)exit_code(10s);
-    }
-    if (write_fd_ >= 0)
-      ::close(write_fd_);
-    if (read_fd_ >= 0)
-      ::close(read_fd_);
-  }
-
-  [[nodiscard]] pid_t pid() const { return pid_; }
-  [[nodiscard]] bool send(const std::string& text) const { return send_message(write_fd_, text); }
-  [[nodiscard]] std::optional<std::string> receive(std::chrono::milliseconds timeout) const {
-    return receive_message(read_fd_, timeout);
-  }
-  void kill_now() const { ::kill(pid_, SIGKILL); }
-
-  // The child's exit status (or -signal), or nothing by `timeout`; reaps it.
-  std::optional<int> exit_code(std::chrono::milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (pid_ > 0) {
-      int status = 0;
-      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-      }
-      if (r < 0 || std::chrono::steady_clock::now() > until)
-        return std::nullopt;
-      std::this_thread::sleep_for(10ms);
-    }
-    return std::nullopt;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int write_fd_ = -1;
-  int read_fd_ = -1;
-};
+// The child process (the test below) serving `pages` of `page_bytes`.
+test::gpu::self_child start_child(std::uint64_t pages, std::uint64_t page_bytes) {
+  return {child_env, std::to_string(pages) + "," + std::to_string(page_bytes),
+          "DISABLED_gpu_cuda_ipc_child.serves_a_device_arena"};
+}
 
 std::vector<std::uint8_t> random_bytes(std::uint64_t n, std::uint64_t salt = 0) {
   std::mt19937_64 rng{seed + salt};
@@ -229,8 +110,8 @@ struct offer {
   std::vector<unit_checksum> slot_sums;
 };
 
-std::optional<offer> receive_offer(const child_process& child) {
-  auto text = child.receive(120s);
+std::optional<offer> receive_offer(const test::gpu::self_child& child) {
+  auto text = receive_message(child.read_fd(), 120s);
   if (!text) {
     ADD_FAILURE() << "the child sent no descriptor within 120 s (see its output above)";
     return std::nullopt;
@@ -283,6 +164,16 @@ bool make_arena(agent& a, const arena_layout& layout, device_arena& out) {
   return true;
 }
 
+// The child's side: registers device memory at `base` as an arena of
+// `layout` with `a` and describes it for the parent.
+caf::expected<arena_descriptor> export_arena(agent& a, std::byte* base,
+                                             const arena_layout& layout) {
+  auto id = a.register_arena(base, layout, {}, memory_kind::cuda);
+  if (!id)
+    return id.error();
+  return a.describe(*id);
+}
+
 // The child: registers a device arena of random pages (starting
 // `child_offset` into its allocation, so the offset travels) and a recurrent
 // block after it in the same allocation, sends their descriptors and
@@ -317,16 +208,10 @@ TEST(DISABLED_gpu_cuda_ipc_child, serves_a_device_arena) {
     auto a = agent::make(agent_named("prefill-child"));
     if (!a)
       return fail(describe(a.error()));
-    auto id = (*a)->register_arena(arena, layout, {}, memory_kind::cuda);
-    if (!id)
-      return fail(describe(id.error()));
-    auto d = (*a)->describe(*id);
+    auto d = export_arena(**a, arena, layout);
     if (!d)
       return fail(describe(d.error()));
-    auto ssm_id = (*a)->register_arena(ssm_arena, ssm, {}, memory_kind::cuda);
-    if (!ssm_id)
-      return fail(describe(ssm_id.error()));
-    auto ssm_d = (*a)->describe(*ssm_id);
+    auto ssm_d = export_arena(**a, ssm_arena, ssm);
     if (!ssm_d)
       return fail(describe(ssm_d.error()));
     const std::byte* ssm_bases[] = {ssm_arena};
@@ -364,7 +249,7 @@ TEST(gpu_cuda_ipc, pulls_scattered_pages_from_another_process_and_verifies_them)
   MSTAR_REQUIRE_GPU();
   constexpr std::uint64_t pages = 64;
   constexpr std::uint64_t page_bytes = 256 << 10;
-  child_process child{pages, page_bytes};
+  auto child = start_child(pages, page_bytes);
   ASSERT_GT(child.pid(), 0);
   auto got = receive_offer(child);
   ASSERT_TRUE(got);
@@ -462,7 +347,7 @@ TEST(gpu_cuda_ipc, pulls_scattered_pages_from_another_process_and_verifies_them)
   EXPECT_EQ(internal::open_ipc_mappings(), 1U) << "the block still holds the allocation";
   ASSERT_TRUE((*a)->detach(*remote_ssm));
   EXPECT_EQ(internal::open_ipc_mappings(), 0U);
-  ASSERT_TRUE(child.send("done"));
+  ASSERT_TRUE(send_message(child.write_fd(), "done"));
   EXPECT_EQ(child.exit_code(60s).value_or(-1000), 0);
 }
 
@@ -470,7 +355,7 @@ TEST(gpu_cuda_ipc, a_child_killed_mid_transfer_fails_it_and_leaves_nothing_open)
   MSTAR_REQUIRE_GPU();
   constexpr std::uint64_t pages = 256;
   constexpr std::uint64_t page_bytes = 1 << 20;
-  child_process child{pages, page_bytes};
+  auto child = start_child(pages, page_bytes);
   ASSERT_GT(child.pid(), 0);
   auto got = receive_offer(child);
   ASSERT_TRUE(got);

@@ -12,19 +12,13 @@
 // caught: the adoption is given up and the prompt recomputed, with the same
 // tokens.
 #include <caf/all.hpp>
-#include <cerrno>
 #include <chrono>
-#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <gtest/gtest.h>
 #include <optional>
-#include <poll.h>
 #include <string>
-#include <sys/wait.h>
-#include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "actors/control_plane.hpp"
@@ -37,11 +31,10 @@
 #include "tests/actors/handle_support.hpp"
 #include "tests/engine/engine_support.hpp"
 #include "tests/gpu/gpu_support.hpp"
+#include "tests/gpu/self_child.hpp"
 #include "tests/support/model_fixtures.hpp"
 #include "transport/descriptor.hpp"
 #include "transport/error.hpp"
-
-extern char** environ;
 
 // A namespace of its own: the GPU tests build as unity sources.
 namespace mstar::actors::pd_cuda_ipc_gpu_test {
@@ -58,40 +51,16 @@ constexpr const char* secret = "gpu pd test: not a real secret";
 // One line per message over a pipe end; reads bounded by a deadline.
 bool write_line(int fd, std::string text) {
   text += '\n';
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  return true;
+  return test::gpu::write_all(fd, text);
 }
 
 std::optional<std::string> read_line(int fd, std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   std::string line;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
-    if (left.count() <= 0)
-      return std::nullopt;
-    pollfd pfd{fd, POLLIN, 0};
-    const int ready = ::poll(&pfd, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR)
-      continue;
-    if (ready <= 0)
-      return std::nullopt;
     char c = 0;
-    const ssize_t n = ::read(fd, &c, 1);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return std::nullopt;  // the writer closed or died
+    if (!test::gpu::read_exact(fd, &c, 1, until))
+      return std::nullopt;
     if (c == '\n')
       return line;
     line += c;
@@ -212,57 +181,12 @@ TEST(DISABLED_gpu_pd_cuda_ipc_child, runs_a_prefill_node) {
 // This binary run again as the prefill node, with two pipes.
 class prefill_child {
  public:
-  explicit prefill_child(const std::string& model) {
-    int to_child[2] = {-1, -1};
-    int from_child[2] = {-1, -1};
-    if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) {
-      ADD_FAILURE() << "pipe: " << std::strerror(errno);
-      return;
-    }
-    // Everything exec needs is built before fork: the child only calls
-    // async-signal-safe functions until exec.
-    std::vector<std::string> env_text{std::string{child_env} + "=" + std::to_string(to_child[0]) +
-                                      "," + std::to_string(from_child[1]) + "," + model};
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (std::strncmp(*e, child_env, std::strlen(child_env)) != 0)
-        env_text.emplace_back(*e);
-    }
-    std::vector<char*> envp;
-    for (auto& s : env_text)
-      envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::string exe = "/proc/self/exe";
-    std::string filter = "--gtest_filter=DISABLED_gpu_pd_cuda_ipc_child.runs_a_prefill_node";
-    std::string disabled = "--gtest_also_run_disabled_tests";
-    char* argv[] = {exe.data(), filter.data(), disabled.data(), nullptr};
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::close(to_child[1]);
-      ::close(from_child[0]);
-      ::execve("/proc/self/exe", argv, envp.data());
-      ::_exit(127);
-    }
-    ::close(to_child[0]);
-    ::close(from_child[1]);
-    write_fd_ = to_child[1];
-    read_fd_ = from_child[0];
-    if (pid_ < 0)
-      ADD_FAILURE() << "fork: " << std::strerror(errno);
-  }
-  prefill_child(const prefill_child&) = delete;
-  prefill_child& operator=(const prefill_child&) = delete;
-  ~prefill_child() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      (void)exit_code(10s);
-    }
-    ::close(write_fd_);
-    ::close(read_fd_);
-  }
+  explicit prefill_child(const std::string& model)
+      : child_{child_env, model, "DISABLED_gpu_pd_cuda_ipc_child.runs_a_prefill_node"} {}
 
   /// The port the child's node listens on, or nothing (the failure added).
   std::optional<std::uint16_t> port() const {
-    const auto line = read_line(read_fd_, 300s);
+    const auto line = read_line(child_.read_fd(), 300s);
     if (!line) {
       ADD_FAILURE() << "the prefill child sent no port within 300 s (its output is above)";
       return std::nullopt;
@@ -275,29 +199,12 @@ class prefill_child {
   }
   /// Tells the child to stop; its exit code, or nothing by `timeout`.
   std::optional<int> stop(std::chrono::milliseconds timeout) {
-    (void)write_line(write_fd_, "done");
-    return exit_code(timeout);
+    (void)write_line(child_.write_fd(), "done");
+    return child_.exit_code(timeout);
   }
 
  private:
-  std::optional<int> exit_code(std::chrono::milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (pid_ > 0) {
-      int status = 0;
-      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      if (r < 0 || std::chrono::steady_clock::now() > until)
-        return std::nullopt;
-      std::this_thread::sleep_for(10ms);
-    }
-    return std::nullopt;
-  }
-  pid_t pid_ = -1;
-  int write_fd_ = -1;
-  int read_fd_ = -1;
+  test::gpu::self_child child_;
 };
 
 std::vector<engine::token_id> pd_prompt(int len, engine::token_id start) {
