@@ -13,7 +13,7 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 final=$out; out=$(mktemp -d); export OUT=$out
 t0=$SECONDS
 echo "== GPU tests of the changes"
-timeout 90 "$bin/mstar_gpu_tests" --gtest_filter='gpu_linear.*:gpu_math.*:gpu_model*:gpu_qwen3_5*' \
+timeout 90 "$bin/mstar_gpu_tests" --gtest_filter='gpu_linear.*:gpu_math.*:gpu_model*:gpu_qwen3_5*:*cuda_ipc*' \
   >"$out/gpu-tests.log" 2>&1; echo "exit $? ($((SECONDS - t0)) s)"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED " "$out/gpu-tests.log" | head -12
 ck=$(mktemp -d)
