@@ -1,10 +1,10 @@
 // One row times a bf16 weight matrix (kernels/cuda/math.hpp's linear_bf16 at
 // one row: a batch-1 decode step): the weights are read once, in one kernel
-// (cuBLAS adds split-K reduction kernels there). A warp owns two output
-// features: each lane streams 16-byte pieces of their weight rows (eight
-// pieces a row in flight), dots them with the same pieces of the input row
-// (read through L1), and the warp sums its lanes at the end. f32 accumulation
-// throughout. The kernel takes up to 8 input rows (M), but from 4 rows it was
+// (cuBLAS adds split-K reduction kernels there). A warp owns one or more
+// output features (a launch shape of the table below): each lane streams
+// 16-byte pieces of their weight rows (several pieces a row in flight),
+// dots them with the same pieces of the input row (read through L1), and
+// the warp sums its lanes at the end. f32 accumulation throughout. The kernel takes up to 8 input rows (M), but from 4 rows it was
 // 2-7x slower than cuBLAS (bench/results/h200-kernels17.md), so linear_bf16
 // sends it one row only (gemv_max_rows).
 //
@@ -260,7 +260,10 @@ cudaError_t launch_norm(const gemv_args& a, cudaStream_t stream) {
 // The table (entries never change meaning, so sweeps stay comparable).
 // Entry 0 is the shape measured best alone (bench/results/h200-kernels17.md,
 // session 29); the others trade weight pieces in flight a lane for warps an
-// SM (98 registers allow two blocks an SM).
+// SM (98 registers allow two blocks an SM). In the 0.56B model at batch 1
+// (session 32's fifth call) entry 5 took 0.526 ms a step where entry 0
+// took 0.577 (1: 0.551, 2: 0.564, 3: 0.570, 4: 0.588): entry 5, 45
+// registers and eight blocks an SM, is the default.
 constexpr gemv_shape gemv_shapes[] = {
     {2, 8, 1},  // 0: two features a warp, eight pieces each in flight (98 registers)
     {2, 4, 1},  // 1: four pieces each
@@ -284,12 +287,13 @@ constexpr auto plain_launches = plain_table(std::make_index_sequence<gemv_varian
 constexpr auto norm_launches = norm_table(std::make_index_sequence<gemv_variants>{});
 
 // `variant` when in the table, else MSTAR_GEMV_VARIANT (read once) when it
-// is, else entry 0.
+// is, else entry 5 (measured best in the model, above).
 int variant_of(int variant) {
   static const int from_env = [] {
+    constexpr int measured = 5;
     const char* e = std::getenv("MSTAR_GEMV_VARIANT");
-    const int i = e != nullptr ? std::atoi(e) : 0;
-    return i >= 0 && i < gemv_variants ? i : 0;
+    const int i = e != nullptr ? std::atoi(e) : measured;
+    return i >= 0 && i < gemv_variants ? i : measured;
   }();
   return variant >= 0 && variant < gemv_variants ? variant : from_env;
 }

@@ -78,7 +78,7 @@ struct linear_bf16_params {
   /// the plain product's output would give. f32 output only.
   bool accumulate = false;
   /// The GEMV's launch shape where one row takes it (0 .. gemv_variants - 1;
-  /// -1: `MSTAR_GEMV_VARIANT` when set, else entry 0): tests and sweeps.
+  /// -1: `MSTAR_GEMV_VARIANT` when set, else entry 5): tests and sweeps.
   int gemv_variant = -1;
 };
 
