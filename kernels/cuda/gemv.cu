@@ -4,9 +4,9 @@
 // output features (a launch shape of the table below): each lane streams
 // 16-byte pieces of their weight rows (several pieces a row in flight),
 // dots them with the same pieces of the input row (read through L1), and
-// the warp sums its lanes at the end. f32 accumulation throughout. The kernel takes up to 8 input rows (M), but from 4 rows it was
-// 2-7x slower than cuBLAS (bench/results/h200-kernels17.md), so linear_bf16
-// sends it one row only (gemv_max_rows).
+// the warp sums its lanes at the end. f32 accumulation throughout. The kernel takes up to 8 input
+// rows (M), but from 4 rows it was 2-7x slower than cuBLAS (bench/results/h200-kernels17.md), so
+// linear_bf16 sends it one row only (gemv_max_rows).
 //
 // Two folds for a batch-1 decode step (the step's small kernels cost ~5 us
 // each, bench/results/h200-kernels17.md): `accumulate` adds the product to
