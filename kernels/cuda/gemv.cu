@@ -29,14 +29,12 @@ namespace {
 constexpr int gemv_threads = 256;
 constexpr int warps_per_block = gemv_threads / 32;
 
-// A launch shape: output features a warp owns, 16-byte pieces of each of
-// their weight rows in flight a lane, and the blocks an SM the register
-// budget must allow (__launch_bounds__'s second argument; 1: no bound; three
-// made the 2 x 8 shape spill).
+// A launch shape: output features a warp owns and 16-byte pieces of each of
+// their weight rows in flight a lane. (Holding the 2 x 8 shape to three
+// blocks an SM through __launch_bounds__ made it spill.)
 struct gemv_shape {
   int rows = 2;
   int unroll = 8;
-  int min_blocks = 1;
 };
 
 struct gemv_args {
@@ -80,10 +78,12 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
 
 // M: the rows the template holds (>= a.m). Norm: the RMS-norm form (M 1),
 // launched with K * 2 bytes of dynamic shared memory for the normed row.
-// Rows, Unroll, MinBlocks: a gemv_shape's fields (nvcc's host stubs take no
+// Rows, Unroll: a gemv_shape's fields (nvcc's host stubs take no
 // class-type template arguments).
-template <int M, bool Norm, int Rows, int Unroll, int MinBlocks>
-__global__ void __launch_bounds__(gemv_threads, MinBlocks) gemv_bf16_kernel(gemv_args a) {
+// The bound of one block an SM is what the table was measured with (it
+// moves ptxas's register choices: without it entry 5 takes 40, not 45).
+template <int M, bool Norm, int Rows, int Unroll>
+__global__ void __launch_bounds__(gemv_threads, 1) gemv_bf16_kernel(gemv_args a) {
   constexpr int rows_per_warp = Rows;
   constexpr int unroll = Unroll;
   extern __shared__ uint4 normed[];  // Norm: the input row, bf16, K / 8 pieces
@@ -244,15 +244,14 @@ unsigned blocks_for(int n) {
 template <gemv_shape S>
 cudaError_t launch_plain(const gemv_args& a, cudaStream_t stream) {
   static_assert(gemv_max_rows == 1, "instantiate gemv_bf16_kernel for more rows");
-  gemv_bf16_kernel<1, false, S.rows, S.unroll, S.min_blocks>
-      <<<blocks_for<S>(a.n), gemv_threads, 0, stream>>>(a);
+  gemv_bf16_kernel<1, false, S.rows, S.unroll><<<blocks_for<S>(a.n), gemv_threads, 0, stream>>>(a);
   return launch_status();
 }
 
 template <gemv_shape S>
 cudaError_t launch_norm(const gemv_args& a, cudaStream_t stream) {
   const auto smem = static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
-  gemv_bf16_kernel<1, true, S.rows, S.unroll, S.min_blocks>
+  gemv_bf16_kernel<1, true, S.rows, S.unroll>
       <<<blocks_for<S>(a.n), gemv_threads, smem, stream>>>(a);
   return launch_status();
 }
@@ -265,12 +264,12 @@ cudaError_t launch_norm(const gemv_args& a, cudaStream_t stream) {
 // took 0.577 (1: 0.551, 2: 0.564, 3: 0.570, 4: 0.588): entry 5, 45
 // registers and eight blocks an SM, is the default.
 constexpr gemv_shape gemv_shapes[] = {
-    {2, 8, 1},  // 0: two features a warp, eight pieces each in flight (98 registers)
-    {2, 4, 1},  // 1: four pieces each
-    {1, 8, 1},  // 2: one feature a warp, eight pieces
-    {4, 4, 1},  // 3: four features a warp, four pieces each
-    {4, 2, 1},  // 4: four features a warp, two pieces each
-    {1, 4, 1},  // 5: one feature, four pieces
+    {2, 8},  // 0: two features a warp, eight pieces each in flight (96 registers)
+    {2, 4},  // 1: four pieces each
+    {1, 8},  // 2: one feature a warp, eight pieces
+    {4, 4},  // 3: four features a warp, four pieces each
+    {4, 2},  // 4: four features a warp, two pieces each
+    {1, 4},  // 5: one feature, four pieces
 };
 static_assert(std::size(gemv_shapes) == gemv_variants);
 

@@ -7,11 +7,9 @@
 #if MSTAR_HAVE_CUDA
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <map>
-#include <string_view>
 #include <utility>
 
 #include "kernels/cuda/device_arena.hpp"
@@ -38,8 +36,7 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
   auto p = std::make_unique<impl>();
   p->device = device;
   p->dtype = dtype;
-  const char* fused = std::getenv("MSTAR_FUSED_NORM");
-  p->fused_norms = fused == nullptr || std::string_view{fused} != "0";
+  p->fused_norms = cuda_detail::fused_norms_enabled();
   cudaDeviceProp prop{};
   if (auto ok = kc::check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"); !ok)
     return ok.error();

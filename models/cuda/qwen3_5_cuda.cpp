@@ -7,9 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <fmt/format.h>
-#include <string_view>
 #include <utility>
 
 #include "kernels/cuda/device_arena.hpp"
@@ -38,8 +36,7 @@ result<std::unique_ptr<qwen3_5_cuda>> qwen3_5_cuda::make(int device, mstar::dtyp
   p->device = device;
   p->dtype = dtype;
   p->graphs = graphs;
-  const char* fused = std::getenv("MSTAR_FUSED_NORM");
-  p->fused_norms = fused == nullptr || std::string_view{fused} != "0";
+  p->fused_norms = cuda_detail::fused_norms_enabled();
   cudaDeviceProp prop{};
   if (auto ok = kc::check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"); !ok)
     return ok.error();

@@ -6,6 +6,7 @@
 // owner. Only models/cuda/*.cpp include this, in CUDA builds.
 
 #include <cstdint>
+#include <cstdlib>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <string_view>
@@ -57,6 +58,13 @@ struct gemm_input {
   const float* norm_weight = nullptr;
   float eps = 0.0F;
 };
+
+// Whether a model made now folds its batch-1 norms into its GEMVs:
+// `MSTAR_FUSED_NORM=0` turns the fold off (A/B runs), anything else keeps it.
+[[nodiscard]] inline bool fused_norms_enabled() {
+  const char* e = std::getenv("MSTAR_FUSED_NORM");
+  return e == nullptr || std::string_view{e} != "0";
+}
 
 // `out_rows[t, N] = rms_norm(in.norm_of) W^T`, added onto out_rows when
 // `accumulate`, in one GEMV (kernels::cuda::rms_norm_linear_bf16; bf16
