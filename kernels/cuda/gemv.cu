@@ -98,7 +98,8 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
 // growing the struct past 128 bytes changed ptxas's registers for the other
 // forms (the RMS form's default shape 48 -> 52, the plain 2 x 4 64 -> 70).
 template <int M, prologue P, int V, int Rows, int Unroll, int MinBlocks>
-__global__ void __launch_bounds__(gemv_threads, MinBlocks) gemv_bf16_kernel(gemv_args a, const float* gate) {
+__global__ void __launch_bounds__(gemv_threads, MinBlocks)
+    gemv_bf16_kernel(gemv_args a, const float* gate) {
   constexpr bool Norm = P != prologue::none;
   constexpr int rows_per_warp = Rows;
   constexpr int unroll = Unroll;
@@ -146,8 +147,8 @@ __global__ void __launch_bounds__(gemv_threads, MinBlocks) gemv_bf16_kernel(gemv
     auto* row = reinterpret_cast<std::uint16_t*>(normed);
     for (int c0 = static_cast<int>(threadIdx.x) / 32 * group; c0 < a.k;
          c0 += warps_per_block * group) {
-      gated_norm_group<V>(a.xn + c0, gate != nullptr ? gate + c0 : nullptr, a.norm_w + c0,
-                          a.eps, nullptr, row + c0, lane);
+      gated_norm_group<V>(a.xn + c0, gate != nullptr ? gate + c0 : nullptr, a.norm_w + c0, a.eps,
+                          nullptr, row + c0, lane);
     }
     __syncthreads();
     if (!active)

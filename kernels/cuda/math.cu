@@ -13,8 +13,8 @@ namespace mstar::kernels::cuda {
 namespace {
 
 using detail::ceil_div;
-using detail::silu_of;
 using detail::matrix;
+using detail::silu_of;
 using detail::to_matrix;
 
 constexpr int row_threads = 256;
@@ -311,7 +311,9 @@ cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream) 
     return !v || (v.strides[1] == 1 && v.strides[0] % per == 0 &&
                   reinterpret_cast<std::uintptr_t>(v.data) % (per * sizeof(*v.data)) == 0);
   };
-  const int v4 = gated_rms_norm_warp_form() && group % 128 == 0 && group <= 1024 ? static_cast<int>(group / 128) : 0;
+  const int v4 = gated_rms_norm_warp_form() && group % 128 == 0 && group <= 1024
+                     ? static_cast<int>(group / 128)
+                     : 0;
   if ((v4 == 1 || v4 == 2 || v4 == 4 || v4 == 8) && rows_of(p.x, 4) && rows_of(p.gate, 4) &&
       rows_of(p.out, 4) && rows_of(p.out_bf16, 4) && p.weight.strides[0] == 1 &&
       reinterpret_cast<std::uintptr_t>(p.weight.data) % 16 == 0) {
