@@ -8,19 +8,23 @@
 // rows (M), but from 4 rows it was 2-7x slower than cuBLAS (bench/results/h200-kernels17.md), so
 // linear_bf16 sends it one row only (gemv_max_rows).
 //
-// Two folds for a batch-1 decode step (the step's small kernels cost ~5 us
+// Folds for a batch-1 decode step (the step's small kernels cost ~5 us
 // each, bench/results/h200-kernels17.md): `accumulate` adds the product to
 // the f32 output (a residual stream taking its row-parallel projection, so
-// no add kernel follows), and the RMS-norm form (rms_norm_linear_bf16)
-// builds its input itself: every block norms the f32 row into shared memory
-// as add_rms_norm would (same thread layout, same sums, same rounding) while
-// its first weight pieces are in flight, so no norm kernel precedes it.
+// no add kernel follows), and two forms build their input themselves while
+// each block's first weight pieces are in flight, so no norm kernel
+// precedes them: the RMS-norm form (rms_norm_linear_bf16) norms the f32 row
+// into shared memory as add_rms_norm would (same thread layout, same sums,
+// same rounding), the gated form (gated_rms_norm_linear_bf16) as
+// gated_rms_norm's warp form would (its warp body, internal/gated_norm.cuh,
+// a group a warp).
 #include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <utility>
 
 #include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/gated_norm.cuh"
 #include "kernels/cuda/internal/gemv.hpp"
 
 namespace mstar::kernels::cuda::detail {
@@ -49,13 +53,20 @@ struct gemv_args {
   std::int64_t out_stride;
   int m, n, k;
   bool accumulate;
-  // The RMS-norm form: x is unused; the input is norm(xn) * norm_w in bf16.
+  // The norm forms: x is unused; the input is norm(xn) * norm_w in bf16
+  // (the gated form: norm(xn * silu(gate)) by groups; its gate is the
+  // kernel's second argument).
   const float* xn;
-  std::int64_t xn_stride;  // along K
+  std::int64_t xn_stride;  // along K (the gated form: 1)
   const float* norm_w;
-  std::int64_t norm_w_stride;
+  std::int64_t norm_w_stride;  // the gated form: 1
   float eps;
 };
+
+// What a block does before its dots: nothing (the input row is read from
+// global memory), or norm the f32 row into shared memory (rms: one block
+// sum over the row; gated: a warp a group, see gemv_bf16_kernel).
+enum class prologue { none, rms, gated };
 
 __device__ __forceinline__ float lo_bf16(unsigned v) {
   return __uint_as_float(v << 16U);
@@ -76,14 +87,19 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
   return fmaf(hi_bf16(w.w), hi_bf16(x.w), acc);
 }
 
-// M: the rows the template holds (>= a.m). Norm: the RMS-norm form (M 1),
-// launched with K * 2 bytes of dynamic shared memory for the normed row.
-// Rows, Unroll: a gemv_shape's fields (nvcc's host stubs take no
-// class-type template arguments).
+// M: the rows the template holds (>= a.m). P: the prologue; the norm forms
+// take one row (M 1) and are launched with K * 2 bytes of dynamic shared
+// memory for the normed row. V: the gated form's group, V * 128 channels
+// (0 otherwise). Rows, Unroll: a gemv_shape's fields (nvcc's host stubs take
+// no class-type template arguments). `gate`: the gated form's gate row (null:
+// none; unit stride), beside gemv_args rather than in it: growing the struct
+// past 128 bytes changed ptxas's registers for the other forms (the RMS
+// form's default shape 48 -> 52, the plain 2 x 4 64 -> 70).
 // The bound of one block an SM is what the table was measured with (it
 // moves ptxas's register choices: without it entry 5 takes 40, not 45).
-template <int M, bool Norm, int Rows, int Unroll>
-__global__ void __launch_bounds__(gemv_threads, 1) gemv_bf16_kernel(gemv_args a) {
+template <int M, prologue P, int V, int Rows, int Unroll>
+__global__ void __launch_bounds__(gemv_threads, 1) gemv_bf16_kernel(gemv_args a, const float* gate) {
+  constexpr bool Norm = P != prologue::none;
   constexpr int rows_per_warp = Rows;
   constexpr int unroll = Unroll;
   extern __shared__ uint4 normed[];  // Norm: the input row, bf16, K / 8 pieces
@@ -123,7 +139,20 @@ __global__ void __launch_bounds__(gemv_threads, 1) gemv_bf16_kernel(gemv_args a)
   };
   if (active)
     load(lane);
-  if constexpr (Norm) {
+  if constexpr (P == prologue::gated) {
+    // Warp w norms groups w, w + 8, ... exactly as gated_rms_norm's warp
+    // form would (the same device function), into the shared row.
+    constexpr int group = V * 128;
+    auto* row = reinterpret_cast<std::uint16_t*>(normed);
+    for (int c0 = static_cast<int>(threadIdx.x) / 32 * group; c0 < a.k;
+         c0 += warps_per_block * group) {
+      gated_norm_group<V>(a.xn + c0, gate != nullptr ? gate + c0 : nullptr, a.norm_w + c0, a.eps,
+                          nullptr, row + c0, lane);
+    }
+    __syncthreads();
+    if (!active)
+      return;
+  } else if constexpr (P == prologue::rms) {
     // add_rms_norm's loop at 256 threads: thread i squares columns i, i + 256, ...
     float sum_sq = 0.0F;
     for (int h = static_cast<int>(threadIdx.x); h < a.k; h += gemv_threads) {
@@ -204,6 +233,15 @@ bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
+// The norm forms' weight: K a multiple of 8 up to gemv_norm_max_k, unit
+// column stride, row stride and address on 16-byte boundaries.
+bool norm_weight_matrix_fits(const view<const std::uint16_t, 2>& w) {
+  const std::int64_t k = w.shape[1];
+  const std::int64_t n = w.shape[0];
+  return k >= 8 && k % 8 == 0 && k <= gemv_norm_max_k && n <= (1 << 30) && w.strides[1] == 1 &&
+         (n <= 1 || w.strides[0] % 8 == 0) && aligned16(w.data);
+}
+
 }  // namespace
 
 bool gemv_bf16_fits(const linear_bf16_params& p) {
@@ -220,7 +258,7 @@ bool gemv_bf16_fits(const linear_bf16_params& p) {
 
 namespace {
 
-// The weight and output half of gemv_args, shared by both forms.
+// The weight and output half of gemv_args, shared by every form.
 void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
                   const view<const float, 1>& bias, const view<float, 2>& out_f32,
                   const view<std::uint16_t, 2>& out_bf16, bool accumulate) {
@@ -241,18 +279,13 @@ unsigned blocks_for(int n) {
   return static_cast<unsigned>(ceil_div(warps, std::int64_t{warps_per_block}));
 }
 
-template <gemv_shape S>
-cudaError_t launch_plain(const gemv_args& a, cudaStream_t stream) {
+template <prologue P, int V, gemv_shape S>
+cudaError_t launch(const gemv_args& a, const float* gate, cudaStream_t stream) {
   static_assert(gemv_max_rows == 1, "instantiate gemv_bf16_kernel for more rows");
-  gemv_bf16_kernel<1, false, S.rows, S.unroll><<<blocks_for<S>(a.n), gemv_threads, 0, stream>>>(a);
-  return launch_status();
-}
-
-template <gemv_shape S>
-cudaError_t launch_norm(const gemv_args& a, cudaStream_t stream) {
-  const auto smem = static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
-  gemv_bf16_kernel<1, true, S.rows, S.unroll>
-      <<<blocks_for<S>(a.n), gemv_threads, smem, stream>>>(a);
+  const std::size_t smem =
+      P == prologue::none ? 0 : static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
+  gemv_bf16_kernel<1, P, V, S.rows, S.unroll>
+      <<<blocks_for<S>(a.n), gemv_threads, smem, stream>>>(a, gate);
   return launch_status();
 }
 
@@ -273,28 +306,26 @@ constexpr gemv_shape gemv_shapes[] = {
 };
 static_assert(std::size(gemv_shapes) == gemv_variants);
 
-using gemv_launch = cudaError_t (*)(const gemv_args&, cudaStream_t);
-template <std::size_t... I>
-constexpr std::array<gemv_launch, sizeof...(I)> plain_table(std::index_sequence<I...>) {
-  return {launch_plain<gemv_shapes[I]>...};
+// One form's launchers, a table entry each.
+using gemv_launch = cudaError_t (*)(const gemv_args&, const float*, cudaStream_t);
+using gemv_launches = std::array<gemv_launch, gemv_variants>;
+template <prologue P, int V, std::size_t... I>
+constexpr gemv_launches table(std::index_sequence<I...>) {
+  return {launch<P, V, gemv_shapes[I]>...};
 }
-template <std::size_t... I>
-constexpr std::array<gemv_launch, sizeof...(I)> norm_table(std::index_sequence<I...>) {
-  return {launch_norm<gemv_shapes[I]>...};
-}
-constexpr auto plain_launches = plain_table(std::make_index_sequence<gemv_variants>{});
-constexpr auto norm_launches = norm_table(std::make_index_sequence<gemv_variants>{});
+template <prologue P, int V = 0>
+constexpr gemv_launches launches = table<P, V>(std::make_index_sequence<gemv_variants>{});
 
 // `variant` when in the table, else MSTAR_GEMV_VARIANT (read once) when it
 // is, else entry 5 (measured best in the model, above).
-int variant_of(int variant) {
+std::size_t variant_of(int variant) {
   static const int from_env = [] {
     constexpr int measured = 5;
     const char* e = std::getenv("MSTAR_GEMV_VARIANT");
     const int i = e != nullptr ? std::atoi(e) : measured;
     return i >= 0 && i < gemv_variants ? i : measured;
   }();
-  return variant >= 0 && variant < gemv_variants ? variant : from_env;
+  return static_cast<std::size_t>(variant >= 0 && variant < gemv_variants ? variant : from_env);
 }
 
 }  // namespace
@@ -306,15 +337,11 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
-  return plain_launches[static_cast<std::size_t>(variant_of(p.gemv_variant))](a, stream);
+  return launches<prologue::none>[variant_of(p.gemv_variant)](a, nullptr, stream);
 }
 
 bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p) {
-  const std::int64_t k = p.weight.shape[1];
-  const std::int64_t n = p.weight.shape[0];
-  return k >= 8 && k % 8 == 0 && k <= gemv_norm_max_k && n <= (1 << 30) &&
-         p.weight.strides[1] == 1 && (n <= 1 || p.weight.strides[0] % 8 == 0) &&
-         aligned16(p.weight.data);
+  return norm_weight_matrix_fits(p.weight);
 }
 
 cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cudaStream_t stream) {
@@ -327,7 +354,48 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
-  return norm_launches[static_cast<std::size_t>(variant_of(p.gemv_variant))](a, stream);
+  return launches<prologue::rms>[variant_of(p.gemv_variant)](a, nullptr, stream);
+}
+
+bool gemv_gated_rms_norm_fits(const gated_rms_norm_linear_bf16_params& p) {
+  const std::int64_t k = p.weight.shape[1];
+  const std::int64_t group = p.group_size == 0 ? k : p.group_size;
+  // gated_rms_norm's warp-form rules (math.cu), so the GEMV's input is that
+  // form's output: whole float4 rows on 16-byte boundaries, V in 1, 2, 4, 8.
+  const auto row_ok = [](const view<const float, 2>& v) {
+    return !v || (v.strides[1] == 1 && v.strides[0] % 4 == 0 && aligned16(v.data));
+  };
+  const std::int64_t v = group % 128 == 0 ? group / 128 : 0;
+  return norm_weight_matrix_fits(p.weight) && (v == 1 || v == 2 || v == 4 || v == 8) &&
+         k % group == 0 && row_ok(p.x) && row_ok(p.gate) && p.norm_weight.strides[0] == 1 &&
+         aligned16(p.norm_weight.data);
+}
+
+cudaError_t launch_gemv_gated_rms_norm_bf16(const gated_rms_norm_linear_bf16_params& p,
+                                            cudaStream_t stream) {
+  gemv_args a{};
+  a.xn = p.x.data;
+  a.xn_stride = 1;
+  a.norm_w = p.norm_weight.data;
+  a.norm_w_stride = 1;
+  a.eps = p.eps;
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate);
+  a.m = 1;
+  a.k = static_cast<int>(p.weight.shape[1]);
+  const std::size_t i = variant_of(p.gemv_variant);
+  const float* gate = p.gate ? p.gate.data : nullptr;
+  switch (p.group_size == 0 ? a.k / 128 : p.group_size / 128) {
+    case 1:
+      return launches<prologue::gated, 1>[i](a, gate, stream);
+    case 2:
+      return launches<prologue::gated, 2>[i](a, gate, stream);
+    case 4:
+      return launches<prologue::gated, 4>[i](a, gate, stream);
+    case 8:
+      return launches<prologue::gated, 8>[i](a, gate, stream);
+    default:
+      return cudaErrorInvalidValue;  // gemv_gated_rms_norm_fits refuses it
+  }
 }
 
 }  // namespace mstar::kernels::cuda::detail

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/gated_norm.cuh"
 #include "kernels/cuda/internal/host_checks.hpp"
 #include "kernels/cuda/math.hpp"
 
@@ -13,13 +14,10 @@ namespace {
 
 using detail::ceil_div;
 using detail::matrix;
+using detail::silu_of;
 using detail::to_matrix;
 
 constexpr int row_threads = 256;
-
-__device__ __forceinline__ float silu_of(float v) {
-  return v / (1.0F + expf(-v));
-}
 
 // Rows along grid y (looping past 65535), columns along grid x.
 template <class Fn>
@@ -143,13 +141,13 @@ __global__ void gated_rms_norm_kernel(matrix<const float> x, matrix<const float>
 }
 
 // gated_rms_norm's fast form: a warp per (row, group) of V * 128 contiguous
-// channels, each lane holding V float4 of x (times silu(gate)) in registers,
-// so x and the gate are read once, silu is taken once, and the sum needs no
-// barrier; the block form reads both twice and meets two barriers per item
-// (bench/results/h200-kernels17.md: 1.4 TB/s in the 0.6B prefill). Lane l
-// takes float4 j * 32 + l of its group: each load is 512 contiguous bytes.
-// Each lane reads its elements before writing them, so out may alias x or
-// gate as in the block form. Only the order of the squares' sum differs.
+// channels (internal/gated_norm.cuh), each lane holding V float4 of x (times
+// silu(gate)) in registers, so x and the gate are read once, silu is taken
+// once, and the sum needs no barrier; the block form reads both twice and
+// meets two barriers per item (bench/results/h200-kernels17.md: 1.4 TB/s in
+// the 0.6B prefill). Out may alias x or gate as in the block form. Only the
+// order of the squares' sum differs. The gated GEMV (gemv.cu) norms its
+// input row with the same warp body.
 template <int V>
 __global__ void __launch_bounds__(row_threads)
     gated_rms_norm_warp_kernel(matrix<const float> x, matrix<const float> gate, const float* weight,
@@ -163,43 +161,11 @@ __global__ void __launch_bounds__(row_threads)
        item < items; item += std::int64_t{gridDim.x} * warps_per_block) {
     const std::int64_t t = item / groups;
     const std::int64_t c0 = (item % groups) * group;
-    const auto* xr = reinterpret_cast<const float4*>(x.data + t * x.row_stride + c0);
-    const auto* gr = gate.data != nullptr
-                         ? reinterpret_cast<const float4*>(gate.data + t * gate.row_stride + c0)
-                         : nullptr;
-    float4 v[V];
-    float sum_sq = 0.0F;
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      float4 a = __ldg(xr + j * 32 + lane);
-      if (gr != nullptr) {
-        const float4 g = __ldg(gr + j * 32 + lane);
-        a.x *= silu_of(g.x);
-        a.y *= silu_of(g.y);
-        a.z *= silu_of(g.z);
-        a.w *= silu_of(g.w);
-      }
-      v[j] = a;
-      sum_sq += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
-    }
-    sum_sq = detail::group_sum(sum_sq);
-    const float scale = rsqrtf(sum_sq / static_cast<float>(group) + eps);
-    const auto* wr = reinterpret_cast<const float4*>(weight + c0);
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const int at = j * 32 + lane;
-      const float4 w = __ldg(wr + at);
-      const float4 o = make_float4(v[j].x * scale * w.x, v[j].y * scale * w.y, v[j].z * scale * w.z,
-                                   v[j].w * scale * w.w);
-      if (out.data != nullptr)
-        reinterpret_cast<float4*>(out.data + t * out.row_stride + c0)[at] = o;
-      if (out_bf16.data != nullptr) {
-        const uint2 packed = make_uint2(
-            detail::to_bf16(o.x) | static_cast<std::uint32_t>(detail::to_bf16(o.y)) << 16,
-            detail::to_bf16(o.z) | static_cast<std::uint32_t>(detail::to_bf16(o.w)) << 16);
-        reinterpret_cast<uint2*>(out_bf16.data + t * out_bf16.row_stride + c0)[at] = packed;
-      }
-    }
+    detail::gated_norm_group<V>(
+        x.data + t * x.row_stride + c0,
+        gate.data != nullptr ? gate.data + t * gate.row_stride + c0 : nullptr, weight + c0, eps,
+        out.data != nullptr ? out.data + t * out.row_stride + c0 : nullptr,
+        out_bf16.data != nullptr ? out_bf16.data + t * out_bf16.row_stride + c0 : nullptr, lane);
   }
 }
 
@@ -313,6 +279,14 @@ cudaError_t rms_norm(const rms_norm_params& p, cudaStream_t stream) {
   return detail::launch_status();
 }
 
+bool gated_rms_norm_warp_form() {
+  static const bool on = [] {
+    const char* e = std::getenv("MSTAR_GATED_NORM_WARP");
+    return e == nullptr || std::string_view(e) != "0";
+  }();
+  return on;
+}
+
 cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream) {
   if (!detail::all_ok(
           {check_view(p.x, "x", {any_extent, any_extent}),
@@ -337,12 +311,9 @@ cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream) 
     return !v || (v.strides[1] == 1 && v.strides[0] % per == 0 &&
                   reinterpret_cast<std::uintptr_t>(v.data) % (per * sizeof(*v.data)) == 0);
   };
-  // MSTAR_GATED_NORM_WARP=0 keeps the block form (A/B runs).
-  static const bool warp_form = [] {
-    const char* e = std::getenv("MSTAR_GATED_NORM_WARP");
-    return e == nullptr || std::string_view(e) != "0";
-  }();
-  const int v4 = warp_form && group % 128 == 0 && group <= 1024 ? static_cast<int>(group / 128) : 0;
+  const int v4 = gated_rms_norm_warp_form() && group % 128 == 0 && group <= 1024
+                     ? static_cast<int>(group / 128)
+                     : 0;
   if ((v4 == 1 || v4 == 2 || v4 == 4 || v4 == 8) && rows_of(p.x, 4) && rows_of(p.gate, 4) &&
       rows_of(p.out, 4) && rows_of(p.out_bf16, 4) && p.weight.strides[0] == 1 &&
       reinterpret_cast<std::uintptr_t>(p.weight.data) % 16 == 0) {

@@ -27,9 +27,17 @@ namespace mstar::kernels::cuda {
 /// for bit and the bf16 output is that value rounded as `to_bf16` rounds.
 [[nodiscard]] cudaError_t add_rms_norm(const add_rms_norm_params& p, cudaStream_t stream);
 
-/// Mamba-2's gated RMS norm, one block per (row, group); the bf16 output is
-/// the f32 value rounded as `to_bf16` rounds.
+/// Mamba-2's gated RMS norm, one block per (row, group), or a warp per
+/// (row, group) where the group is 128, 256, 512 or 1024 channels and the
+/// rows are whole float4s (the warp form; only the order of the squares' sum
+/// differs); the bf16 output is the f32 value rounded as `to_bf16` rounds.
 [[nodiscard]] cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream);
+
+/// Whether `gated_rms_norm` takes its warp form where the shapes allow it
+/// (`MSTAR_GATED_NORM_WARP=0`: never, for A/B runs; read once). The gated
+/// GEMV (`gated_rms_norm_linear_bf16`) equals `gated_rms_norm` then
+/// `linear_bf16` only where it does.
+[[nodiscard]] bool gated_rms_norm_warp_form();
 
 /// `out = x * sigmoid(x)`.
 [[nodiscard]] cudaError_t silu(const unary_params& p, cudaStream_t stream);
@@ -116,6 +124,39 @@ struct rms_norm_linear_bf16_params {
 inline constexpr std::int64_t rms_norm_linear_max_k = 16384;
 [[nodiscard]] cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p,
                                                cudaStream_t stream);
+
+/// Operands of `gated_rms_norm_linear_bf16`: Mamba-2's gated RMS norm of one
+/// f32 row (`gated_rms_norm`'s), rounded to bf16, as the product's input.
+struct gated_rms_norm_linear_bf16_params {
+  view<const float, 2> x;  ///< [1, K] f32 (the scan's y), unit stride along K
+  /// [1, K] f32 (z: may be a strided view into the in_proj output), unit
+  /// stride along K; absent: no gate.
+  view<const float, 2> gate{};
+  view<const float, 1> norm_weight;     ///< [K] f32, unit stride
+  std::int64_t group_size = 0;          ///< channels a norm group spans; 0: all K
+  float eps = 1e-6F;                    ///< added to each group's mean square
+  view<const std::uint16_t, 2> weight;  ///< [N, K] bf16, unit stride along K
+  view<const float, 1> bias{};          ///< [N] f32; absent: no bias
+  view<float, 2> out_f32{};             ///< [1, N] f32; exactly one of out_f32 / out_bf16
+  view<std::uint16_t, 2> out_bf16{};    ///< [1, N] bf16
+  bool accumulate = false;              ///< as linear_bf16_params::accumulate
+  int gemv_variant = -1;                ///< as linear_bf16_params::gemv_variant
+};
+
+/// `gated_rms_norm` into a bf16 row, then `linear_bf16` of it, in one kernel
+/// (gemv.cu: each block's warps norm the row's groups into shared memory
+/// with the warp form's own code while the first weight pieces load): the
+/// output equals the two launches' bit for bit where `gated_rms_norm` takes
+/// its warp form. A batch-1 decode step's Mamba-2 out_proj. Only shapes
+/// that form takes (a group of 128, 256, 512 or 1024 channels dividing K,
+/// x / gate / norm weight / weight rows on 16-byte boundaries, K up to
+/// `rms_norm_linear_max_k`); others return cudaErrorInvalidValue.
+[[nodiscard]] cudaError_t gated_rms_norm_linear_bf16(const gated_rms_norm_linear_bf16_params& p,
+                                                     cudaStream_t stream);
+
+/// Whether `gated_rms_norm_linear_bf16` takes `p` (checks only, launches
+/// nothing): callers choosing between it and the two launches.
+[[nodiscard]] bool gated_rms_norm_linear_bf16_fits(const gated_rms_norm_linear_bf16_params& p);
 
 /// `n` floats to bfloat16 bits, round to nearest even (the CPU arena's rule).
 [[nodiscard]] cudaError_t to_bf16(const float* in, std::uint16_t* out, std::int64_t n,

@@ -61,7 +61,7 @@ result<void> nemotron_h_cuda::impl::linear(gemm_input in, std::int64_t t, const 
   const cudaStream_t s = stream.get();
   if (in.norm_of != nullptr) {
     return check(cuda_detail::folded_linear(in, t, w, out_rows, accumulate, s),
-                 "rms_norm_linear_bf16");
+                 in.gate != nullptr ? "gated_rms_norm_linear_bf16" : "rms_norm_linear_bf16");
   }
   if (dtype == mstar::dtype::float32) {
     if (accumulate)
@@ -178,15 +178,24 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
                : kc::ssd_scan_varlen({sw, in, yy, cu_d, ssm_state, slots, has}, ws, s);
   if (auto ok = check(ssd, "ssd"); !ok)
     return ok;
+  const auto eps = static_cast<float>(c.layer_norm_epsilon);
+  // Folded (the step's GEMVs norm their own input): out_proj norms y
+  // itself where that equals the two launches below bit for bit.
+  if (io.in.norm_of != nullptr) {
+    const gemm_input gated{.norm_of = yy,
+                           .norm_weight = l.gnorm.as<const float>(),
+                           .eps = eps,
+                           .gate = zx,
+                           .gate_stride = proj,
+                           .group = c.gated_norm_group_size()};
+    if (cuda_detail::gated_fold_fits(gated, tokens, l.out_proj, io.out, io.accumulate))
+      return linear(gated, tokens, l.out_proj, io.out, io.accumulate);
+  }
   // In place in f32; with bf16 weights straight into out_proj's input.
   const kernels::view<const float, 2> z{zx, {tokens, di}, {proj, 1}};
   auto yv = matrix(yy, tokens, di);
-  kernels::gated_rms_norm_params g{yv,
-                                   z,
-                                   vector(l.gnorm.as<const float>(), di),
-                                   {},
-                                   c.gated_norm_group_size(),
-                                   static_cast<float>(c.layer_norm_epsilon)};
+  kernels::gated_rms_norm_params g{
+      yv, z, vector(l.gnorm.as<const float>(), di), {}, c.gated_norm_group_size(), eps};
   g.out_bf16 = staged_bf16(tokens, di);
   if (!g.out_bf16)
     g.out = yv;

@@ -296,6 +296,166 @@ TEST(gpu_linear, rms_norm_linear_equals_the_norm_then_the_product_bit_for_bit) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
+// Mamba-2's out_proj at batch 1: the gated norm and the product in one
+// kernel equal gated_rms_norm (bf16 output, its warp form) then linear_bf16
+// bit for bit, every output form and launch shape, the gate a strided view
+// into a wider row as Nemotron-H's z is; and the CPU's within budget.
+TEST(gpu_linear, gated_rms_norm_linear_equals_the_gated_norm_then_the_product_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  if (!cuda::gated_rms_norm_warp_form())
+    GTEST_SKIP() << "MSTAR_GATED_NORM_WARP=0: gated_rms_norm takes its block form";
+  auto blas = cuda::blas_handle::make();
+  ASSERT_TRUE(blas.has_value()) << blas.error().to_string();
+  auto rng = test::gpu::seeded(305);
+  // (K, group, N, bias): the 0.56B's out_proj (groups of 512), the 8B's
+  // (1024), groups of 128 and 256, a last block half empty (N 1001).
+  struct gated_shape {
+    std::int64_t inner, group, cols;
+    bool bias;
+  };
+  constexpr gated_shape gated_shapes[] = {{4096, 512, 2048, false}, {4096, 512, 1001, true},
+                                          {8192, 1024, 4096, true}, {1024, 128, 1001, true},
+                                          {1024, 128, 2048, false}, {2048, 256, 4096, false}};
+  const float eps = 1e-5F;
+  for (const auto& s : gated_shapes) {
+    SCOPED_TRACE(std::to_string(s.inner) + "/" + std::to_string(s.group) + "x" +
+                 std::to_string(s.cols));
+    const std::int64_t wide = 2 * s.inner + 72;  // z's row in the in_proj output
+    const auto y = rng.floats(static_cast<std::size_t>(s.inner), -2.0F, 2.0F);
+    const auto zw = rng.floats(static_cast<std::size_t>(wide), -4.0F, 4.0F);
+    const auto nw = rng.floats(static_cast<std::size_t>(s.inner));
+    auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
+    const auto b = rng.floats(static_cast<std::size_t>(s.cols));
+    const auto residual = rng.floats(static_cast<std::size_t>(s.cols));
+    const auto wh = rounded_to_bf16(w);
+    const std::array<std::int64_t, 2> row{1, s.inner};
+    const std::array<std::int64_t, 2> out_row{1, s.cols};
+    // CPU: the gated norm, rounded to bf16, then the product.
+    std::vector<float> normed(y.size());
+    ASSERT_TRUE(gated_rms_norm({contiguous(y.data(), row),
+                                {zw.data(), row, {wide, 1}},
+                                contiguous(nw.data(), std::array{s.inner}),
+                                contiguous(normed.data(), row),
+                                s.group,
+                                eps}));
+    (void)rounded_to_bf16(normed);
+    std::vector<float> ref(static_cast<std::size_t>(s.cols));
+    const view<const float, 1> bv =
+        s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
+    ASSERT_TRUE(
+        linear({contiguous(normed.data(), row), contiguous(w.data(), std::array{s.cols, s.inner}),
+                bv, contiguous(ref.data(), out_row)}));
+
+    const auto d_y = upload(y);
+    const auto d_z = upload(zw);
+    const auto d_nw = upload(nw);
+    const auto d_w = upload(wh);
+    const auto d_b = upload(b);
+    const view<const float, 1> dbv =
+        s.bias ? contiguous<const float>(d_b.data(), std::array{s.cols}) : view<const float, 1>{};
+    const view<const float, 2> zv{d_z.data(), row, {wide, 1}};
+    // Two launches: gated_rms_norm into bf16, then the product (the GEMV).
+    auto d_x16 = poisoned<std::uint16_t>(static_cast<std::size_t>(s.inner));
+    gated_rms_norm_params g{contiguous<const float>(d_y.data(), row),
+                            zv,
+                            contiguous<const float>(d_nw.data(), std::array{s.inner}),
+                            {},
+                            s.group,
+                            eps};
+    g.out_bf16 = contiguous(d_x16.data(), row);
+    ASSERT_EQ(cuda::gated_rms_norm(g, nullptr), cudaSuccess);
+    cuda::linear_bf16_params two{
+        contiguous<const std::uint16_t>(d_x16.data(), row),
+        contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner}), dbv};
+    cuda::gated_rms_norm_linear_bf16_params one;
+    one.x = contiguous<const float>(d_y.data(), row);
+    one.gate = zv;
+    one.norm_weight = contiguous<const float>(d_nw.data(), std::array{s.inner});
+    one.group_size = s.group;
+    one.eps = eps;
+    one.weight = two.weight;
+    one.bias = dbv;
+    for (const int form : {0, 1, 2}) {  // f32, bf16, f32 accumulating
+      // Every launch shape of the GEMV (-1: the default) gives the same bits.
+      for (int v = -1; v < cuda::gemv_variants; ++v) {
+        SCOPED_TRACE("form " + std::to_string(form) + " gemv variant " + std::to_string(v));
+        auto d_two = form == 2 ? upload(residual) : poisoned<float>(ref.size());
+        auto d_one = form == 2 ? upload(residual) : poisoned<float>(ref.size());
+        auto d_two16 = poisoned<std::uint16_t>(ref.size());
+        auto d_one16 = poisoned<std::uint16_t>(ref.size());
+        two.accumulate = one.accumulate = form == 2;
+        two.gemv_variant = one.gemv_variant = v;
+        two.out_f32 = form == 1 ? view<float, 2>{} : contiguous(d_two.data(), out_row);
+        one.out_f32 = form == 1 ? view<float, 2>{} : contiguous(d_one.data(), out_row);
+        two.out_bf16 = form == 1 ? contiguous(d_two16.data(), out_row) : view<std::uint16_t, 2>{};
+        one.out_bf16 = form == 1 ? contiguous(d_one16.data(), out_row) : view<std::uint16_t, 2>{};
+        ASSERT_TRUE(cuda::gated_rms_norm_linear_bf16_fits(one));
+        ASSERT_EQ(cuda::linear_bf16(*blas, two, nullptr), cudaSuccess);
+        ASSERT_EQ(cuda::gated_rms_norm_linear_bf16(one, nullptr), cudaSuccess);
+        if (form == 1) {
+          EXPECT_EQ(d_one16.download(), d_two16.download());
+          continue;
+        }
+        const auto got = d_one.download();
+        EXPECT_EQ(got, d_two.download());
+        auto want = ref;
+        for (std::size_t i = 0; i < want.size() && form == 2; ++i)
+          want[i] += residual[i];
+        EXPECT_TRUE(within(got, want, budget::bf16_in_f32_out));
+      }
+    }
+    EXPECT_EQ(d_y.download(), y) << "y is read only";
+    EXPECT_EQ(d_z.download(), zw) << "the gate is read only";
+  }
+}
+
+// Shapes the gated GEMV does not take (gated_rms_norm's block form would
+// norm them, so no fold equals it) are refused before any launch.
+TEST(gpu_linear, gated_rms_norm_linear_refuses_what_the_warp_form_does_not_take) {
+  MSTAR_REQUIRE_GPU();
+  auto d = poisoned<float>(40000);
+  auto d16 = poisoned<std::uint16_t>(40000);
+  auto out = poisoned<float>(4);  // apart from the inputs the taken cases read
+  auto out16 = poisoned<std::uint16_t>(4);
+  struct gated_case {
+    std::int64_t rows, k, group, gate_shift, gate_stride;
+    bool accumulate_bf16;
+    cudaError_t want;
+  };
+  constexpr gated_case cases[] = {
+      {1, 1024, 128, 0, 1024, false, cudaSuccess},               // taken
+      {1, 1024, 0, 0, 1024, false, cudaSuccess},                 // one group of 1024
+      {2, 1024, 128, 0, 1024, false, cudaErrorInvalidValue},     // two rows
+      {1, 1536, 384, 0, 1536, false, cudaErrorInvalidValue},     // a group of 384
+      {1, 1024, 64, 0, 1024, false, cudaErrorInvalidValue},      // a group of 64
+      {1, 2048, 2048, 0, 2048, false, cudaErrorInvalidValue},    // a group past 1024
+      {1, 1536, 1024, 0, 1536, false, cudaErrorInvalidValue},    // K not whole groups
+      {1, 17408, 1024, 0, 17408, false, cudaErrorInvalidValue},  // K past the shared row
+      {1, 1024, 128, 1, 1024, false, cudaErrorInvalidValue},     // gate off 16 bytes
+      {1, 1024, 128, 0, 1026, false, cudaErrorInvalidValue},     // gate rows off float4s
+      {1, 1024, 128, 0, 1024, true, cudaErrorInvalidValue},      // bf16 out accumulating
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE("k " + std::to_string(c.k) + " group " + std::to_string(c.group) + " rows " +
+                 std::to_string(c.rows) + " gate +" + std::to_string(c.gate_shift) + " stride " +
+                 std::to_string(c.gate_stride));
+    cuda::gated_rms_norm_linear_bf16_params p;
+    p.x = contiguous<const float>(d.data(), std::array{c.rows, c.k});
+    p.gate = {d.data() + c.gate_shift, {c.rows, c.k}, {c.gate_stride, 1}};
+    p.norm_weight = contiguous<const float>(d.data(), std::array{c.k});
+    p.group_size = c.group;
+    p.weight = contiguous<const std::uint16_t>(d16.data(), std::array<std::int64_t, 2>{2, c.k});
+    if (c.accumulate_bf16)
+      p.out_bf16 = contiguous(out16.data(), std::array<std::int64_t, 2>{c.rows, 2});
+    else
+      p.out_f32 = contiguous(out.data(), std::array<std::int64_t, 2>{c.rows, 2});
+    p.accumulate = c.accumulate_bf16;
+    EXPECT_EQ(cuda::gated_rms_norm_linear_bf16_fits(p), c.want == cudaSuccess);
+    EXPECT_EQ(cuda::gated_rms_norm_linear_bf16(p, nullptr), c.want);
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 TEST(gpu_linear, mismatched_shapes_are_refused_before_any_launch) {
   MSTAR_REQUIRE_GPU();
   auto blas = cuda::blas_handle::make();

@@ -14,8 +14,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <gtest/gtest.h>
+#include <string>
 
 #include "engine/local_engine.hpp"
+#include "kernels/cuda/math.hpp"
 #include "models/nemotron_h.hpp"
 #include "models/safetensors.hpp"
 #include "tests/engine/lockstep.hpp"
@@ -221,6 +223,78 @@ TEST(gpu_model_fused_norms, batch_one_decode_equals_the_separate_norm_launches_b
       SCOPED_TRACE("prompt " + std::to_string(i));
       auto a = generate(*separate, {reqs[i]}, true);
       auto b = generate(*folded, {reqs[i]}, true);
+      ASSERT_TRUE(a.has_value()) << a.error().message();
+      ASSERT_TRUE(b.has_value()) << b.error().message();
+      EXPECT_EQ((*a)[0].generated_ids, (*b)[0].generated_ids);
+      ASSERT_EQ((*a)[0].step_logits.size(), (*b)[0].step_logits.size());
+      for (std::size_t s = 0; s < (*a)[0].step_logits.size(); ++s)
+        EXPECT_EQ((*a)[0].step_logits[s], (*b)[0].step_logits[s]) << "step " << s;
+    }
+    expect_pools_whole(*folded);
+  }
+}
+
+// The tiny fixtures' gated-norm groups are 64 channels, which
+// gated_rms_norm's warp form does not take, so their Mamba-2 out_proj keeps
+// its two launches folded or not. These random-weight shapes have groups of
+// 256 and 128 (in_proj rows a whole number of float4s), so the folded step
+// also norms y inside out_proj's GEMV (gated_rms_norm_linear_bf16).
+nemotron_h_config gated_fold_config(std::int64_t n_groups) {
+  nemotron_h_config c;
+  c.vocab_size = 512;
+  c.hidden_size = 128;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 4;
+  c.head_dim = 16;
+  c.intermediate_size = 256;
+  c.mamba_num_heads = 32;
+  c.mamba_head_dim = 16;  // d_inner 512
+  c.ssm_state_size = 16;
+  c.n_groups = n_groups;
+  c.chunk_size = 8;
+  for (const char ch : std::string{"M*M-M*-"}) {
+    c.layers.push_back(ch == 'M'   ? layer_kind::mamba2
+                       : ch == '*' ? layer_kind::attention
+                                   : layer_kind::mlp);
+  }
+  return c;
+}
+
+std::unique_ptr<local_engine> random_on_gpu(const nemotron_h_config& c) {
+  run_options run;
+  run.device = "cuda";
+  run.dtype = mstar::dtype::bfloat16;
+  auto model = nemotron_h_model::random(c, 7, run);
+  EXPECT_TRUE(model.has_value()) << model.error().message();
+  if (!model)
+    return nullptr;
+  auto e = local_engine::make(std::move(*model), engine::engine_config{});
+  EXPECT_TRUE(e.has_value()) << e.error().message();
+  return e ? std::move(*e) : nullptr;
+}
+
+TEST(gpu_model_fused_norms, batch_one_decode_folds_the_gated_norm_bit_for_bit_in_groups_of_128) {
+  MSTAR_REQUIRE_GPU();
+  if (!kernels::cuda::gated_rms_norm_warp_form())
+    GTEST_SKIP() << "MSTAR_GATED_NORM_WARP=0: the gated norm is never folded";
+  for (const std::int64_t n_groups : {2, 4}) {
+    const auto config = gated_fold_config(n_groups);
+    SCOPED_TRACE("groups of " + std::to_string(config.gated_norm_group_size()));
+    ASSERT_EQ(setenv("MSTAR_FUSED_NORM", "0", 1), 0);
+    auto separate = random_on_gpu(config);
+    ASSERT_EQ(unsetenv("MSTAR_FUSED_NORM"), 0);
+    auto folded = random_on_gpu(config);
+    ASSERT_NE(separate, nullptr);
+    ASSERT_NE(folded, nullptr);
+    for (const std::size_t length : {std::size_t{5}, std::size_t{17}}) {
+      SCOPED_TRACE("prompt of " + std::to_string(length));
+      request_spec r;
+      for (std::size_t i = 0; i < length; ++i)
+        r.prompt.push_back(static_cast<resources::token_id>(3 + (i * 37) % 250));
+      r.stop.max_tokens = 8;
+      r.stop.ignore_eos = true;
+      auto a = generate(*separate, {r}, true);
+      auto b = generate(*folded, {r}, true);
       ASSERT_TRUE(a.has_value()) << a.error().message();
       ASSERT_TRUE(b.has_value()) << b.error().message();
       EXPECT_EQ((*a)[0].generated_ids, (*b)[0].generated_ids);

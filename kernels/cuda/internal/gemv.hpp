@@ -1,7 +1,7 @@
 #pragma once
 
-// The few-row bf16 product behind linear_bf16 and rms_norm_linear_bf16
-// (kernels/cuda/gemv.cu).
+// The few-row bf16 product behind linear_bf16, rms_norm_linear_bf16 and
+// gated_rms_norm_linear_bf16 (kernels/cuda/gemv.cu).
 
 #include <cuda_runtime_api.h>
 
@@ -21,7 +21,7 @@ inline constexpr int gemv_max_rows = 1;
 /// kernel; returns the launch error.
 [[nodiscard]] cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream);
 
-/// The widest row the RMS-norm form norms into shared memory (2 bytes a
+/// The widest row the norm forms norm into shared memory (2 bytes a
 /// column; the default 48 KiB a block holds 24,576).
 inline constexpr int gemv_norm_max_k = static_cast<int>(rms_norm_linear_max_k);
 
@@ -33,5 +33,17 @@ inline constexpr int gemv_norm_max_k = static_cast<int>(rms_norm_linear_max_k);
 /// Enqueues the RMS-norm form for `p` (gemv_rms_norm_fits(p) holds).
 [[nodiscard]] cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p,
                                                     cudaStream_t stream);
+
+/// Whether the gated form takes `p` (shapes otherwise checked by
+/// gated_rms_norm_linear_bf16): the weight as gemv_rms_norm_fits wants it,
+/// and what gated_rms_norm's warp form wants (math.cu), so the product's
+/// input is that form's output: a group of 128, 256, 512 or 1024 channels
+/// dividing K, x / gate rows of unit column stride, row strides a multiple
+/// of 4 and addresses on 16-byte boundaries, norm weight likewise.
+[[nodiscard]] bool gemv_gated_rms_norm_fits(const gated_rms_norm_linear_bf16_params& p);
+
+/// Enqueues the gated form for `p` (gemv_gated_rms_norm_fits(p) holds).
+[[nodiscard]] cudaError_t launch_gemv_gated_rms_norm_bf16(
+    const gated_rms_norm_linear_bf16_params& p, cudaStream_t stream);
 
 }  // namespace mstar::kernels::cuda::detail

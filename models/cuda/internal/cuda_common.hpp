@@ -57,6 +57,13 @@ struct gemm_input {
   const float* norm_of = nullptr;
   const float* norm_weight = nullptr;
   float eps = 0.0F;
+  /// With `norm_of`: Mamba-2's gated norm of it instead, `norm_of *
+  /// silu(gate)` normed over groups of `group` channels
+  /// (kernels::cuda::gated_rms_norm_linear_bf16); the gate's rows lie
+  /// `gate_stride` floats apart (a view into the in_proj output).
+  const float* gate = nullptr;
+  std::int64_t gate_stride = 0;
+  std::int64_t group = 0;
 };
 
 // Whether a model made now folds its batch-1 norms into its GEMVs:
@@ -66,13 +73,44 @@ struct gemm_input {
   return e == nullptr || std::string_view{e} != "0";
 }
 
-// `out_rows[t, N] = rms_norm(in.norm_of) W^T`, added onto out_rows when
-// `accumulate`, in one GEMV (kernels::cuda::rms_norm_linear_bf16; bf16
+// The gated fold's operands: `in` (a gate set) as gated_rms_norm_linear_bf16 reads them.
+[[nodiscard]] inline kc::gated_rms_norm_linear_bf16_params gated_linear_params(
+    const gemm_input& in, std::int64_t t, const device_matrix& w, float* out_rows,
+    bool accumulate) {
+  kc::gated_rms_norm_linear_bf16_params p;
+  p.x = kernels::matrix(in.norm_of, t, w.cols);
+  p.gate = {in.gate, {t, w.cols}, {in.gate_stride, 1}};
+  p.norm_weight = kernels::vector(in.norm_weight, w.cols);
+  p.group_size = in.group;
+  p.eps = in.eps;
+  p.weight = kernels::matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+  p.out_f32 = kernels::matrix(out_rows, t, w.rows);
+  p.accumulate = accumulate;
+  return p;
+}
+
+// Whether folded_linear takes the gated `in` and computes what
+// gated_rms_norm then the GEMM computes, bit for bit: gated_rms_norm takes
+// its warp form (whose code the GEMV shares) and the GEMV takes the shapes.
+// Elsewhere the caller launches the two.
+[[nodiscard]] inline bool gated_fold_fits(const gemm_input& in, std::int64_t t,
+                                          const device_matrix& w, float* out_rows,
+                                          bool accumulate) {
+  return kc::gated_rms_norm_warp_form() &&
+         kc::gated_rms_norm_linear_bf16_fits(gated_linear_params(in, t, w, out_rows, accumulate));
+}
+
+// `out_rows[t, N] = rms_norm(in.norm_of) W^T` (with `in.gate`: the gated
+// norm), added onto out_rows when `accumulate`, in one GEMV
+// (kernels::cuda::rms_norm_linear_bf16 / gated_rms_norm_linear_bf16; bf16
 // weights, one row): both models' batch-1 fold of a norm into the
 // projection after it.
 [[nodiscard]] inline cudaError_t folded_linear(const gemm_input& in, std::int64_t t,
                                                const device_matrix& w, float* out_rows,
                                                bool accumulate, cudaStream_t stream) {
+  if (in.gate != nullptr)
+    return kc::gated_rms_norm_linear_bf16(gated_linear_params(in, t, w, out_rows, accumulate),
+                                          stream);
   kc::rms_norm_linear_bf16_params p;
   p.x = kernels::matrix(in.norm_of, t, w.cols);
   p.norm_weight = kernels::vector(in.norm_weight, w.cols);
