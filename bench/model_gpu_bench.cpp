@@ -34,6 +34,7 @@
 #include "actors/runtime.hpp"
 #include "bench/model_gpu_roofline.hpp"
 #include "engine/local_engine.hpp"
+#include "kernels/cuda/math.hpp"
 #include "kernels/device.hpp"
 #include "models/load.hpp"
 #include "models/nemotron_h.hpp"
@@ -311,6 +312,7 @@ int main(int argc, char** argv) {
                           {"tN_s", tns},
                           {"dtype", dtype},
                           {"cuda_graphs", !no_graphs},
+                          {"chained_launches", mstar::kernels::cuda::chained_launches()},
                           {"through", through},
                           {"schedule", schedule},
                           {"tokens_digest", fmt::format("{:016x}", digest)},

@@ -30,6 +30,7 @@ __device__ __forceinline__ void store_head(std::byte* dst, const float* src, int
 // K and V elements across the threads.
 template <bool Bf16>
 __global__ void append_kernel(append_args a) {
+  detail::chain_start();
   const int tokens = detail::step_tokens(a.table);
   const int ps = a.arena.page_size;
   const int elems = a.kv_heads * a.head_dim;
@@ -75,9 +76,9 @@ cudaError_t append_kv(const append_kv_params& p, cudaStream_t stream) {
       a.table.decode ? bound : std::min<std::int64_t>(bound, std::int64_t{detail::sm_count()} * 8));
   const int threads = std::min(256, std::max(32, a.kv_heads * a.head_dim));
   if (p.arena.geometry.dtype == mstar::dtype::bfloat16)
-    append_kernel<true><<<blocks, threads, 0, stream>>>(a);
+    detail::launch_chained(append_kernel<true>, blocks, threads, 0, stream, a);
   else
-    append_kernel<false><<<blocks, threads, 0, stream>>>(a);
+    detail::launch_chained(append_kernel<false>, blocks, threads, 0, stream, a);
   return detail::launch_status();
 }
 

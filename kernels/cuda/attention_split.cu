@@ -34,6 +34,7 @@ constexpr int split_waves = 2;
 template <class KV, int D, int GC, int Stages>
 __global__ void __launch_bounds__(128, detail::fast_min_blocks<true, GC, Stages>)
     attend_split(attn_args a, split_args s) {
+  detail::chain_start();
   using L = layout<KV, D>;
   constexpr int E = L::elems;
   __shared__ detail::block_smem<KV, D, GC, Stages> smem;
@@ -207,16 +208,17 @@ cudaError_t launch_split(attn_args a, const split_args& s, attention_merge merge
                          cudaStream_t stream) {
   a.chunks = detail::ceil_div(a.group, GC);
   const std::int64_t blocks = std::int64_t{a.table.rows} * a.kv_heads * a.chunks * s.splits;
-  attend_split<KV, D, GC, Stages><<<grid_of(blocks), 128, 0, stream>>>(a, s);
+  detail::launch_chained(attend_split<KV, D, GC, Stages>, grid_of(blocks), 128, 0, stream, a, s);
   if (const cudaError_t err = detail::launch_status(); err != cudaSuccess)
     return err;
   const std::int64_t items = std::int64_t{a.table.rows} * a.q_heads;
   if (merge == attention_merge::warp) {
     constexpr int warps = detail::merge_warps;
-    detail::merge_splits_warp<<<grid_of(detail::ceil_div(items, warps)), warps * 32, 0, stream>>>(
-        a, s, D);
+    detail::launch_chained(detail::merge_splits_warp, grid_of(detail::ceil_div(items, warps)),
+                           warps * 32, 0, stream, a, s, D);
   } else {
-    detail::merge_splits_block<D><<<grid_of(items), detail::merge_threads, 0, stream>>>(a, s);
+    detail::launch_chained(detail::merge_splits_block<D>, grid_of(items), detail::merge_threads, 0,
+                           stream, a, s);
   }
   return detail::launch_status();
 }

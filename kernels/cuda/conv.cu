@@ -222,8 +222,8 @@ cudaError_t causal_conv_update(const causal_conv_update_params& p, cudaStream_t 
     constexpr int per_block = detail::conv::step_threads * V;
     const dim3 grid{static_cast<unsigned>(ceil_div(a.channels, per_block)),
                     static_cast<unsigned>(std::min(p.batch, 65535))};
-    detail::conv::conv_step_kernel<V, W>
-        <<<grid, detail::conv::step_threads, 0, stream>>>(a, p.batch);
+    detail::launch_chained(detail::conv::conv_step_kernel<V, W>, grid, detail::conv::step_threads,
+                           0, stream, a, p.batch);
   });
   if (!fast) {
     conv_update_kernel<<<flat_grid(std::int64_t{p.batch} * p.w.channels), threads, 0, stream>>>(

@@ -88,6 +88,7 @@ constexpr int tile = rule_threads / 2;  // tokens whose scalars a prefill block 
 // Stream: cache-streaming hints on the state's loads (bit 0) and stores (bit 1).
 template <int Lanes, bool Decode, int Threads = rule_threads, int RowsPerThread = 2, int Stream = 0>
 __global__ void __launch_bounds__(Threads, 512 / Threads) gated_delta_rule_kernel(rule_args p) {
+  detail::chain_start();
   // A decode thread may keep several value rows (more state loads in flight).
   constexpr int rows_per_thread = Decode ? RowsPerThread : 1;
   constexpr int rows_per_block = Threads / Lanes * rows_per_thread;
@@ -245,8 +246,8 @@ void launch_decode(const rule_args& a, int rows, cudaStream_t stream) {
   const int rows_per_block = Threads / Lanes * RowsPerThread;
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(a.v_dim, rows_per_block)),
                   static_cast<unsigned>(a.hv), static_cast<unsigned>(rows));
-  gated_delta_rule_kernel<Lanes, true, Threads, RowsPerThread, Stream>
-      <<<grid, Threads, 0, stream>>>(a);
+  detail::launch_chained(gated_delta_rule_kernel<Lanes, true, Threads, RowsPerThread, Stream>, grid,
+                         Threads, 0, stream, a);
 }
 
 // The reduced-register kernel (internal/delta_rule_decode.cuh) in shape `S`
@@ -396,7 +397,7 @@ cudaError_t launch_rule(const rule_args& a, int rows, bool decode, int variant,
   }
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(a.v_dim, rule_threads / Lanes)),
                   static_cast<unsigned>(a.hv), static_cast<unsigned>(rows));
-  gated_delta_rule_kernel<Lanes, false><<<grid, rule_threads, 0, stream>>>(a);
+  detail::launch_chained(gated_delta_rule_kernel<Lanes, false>, grid, rule_threads, 0, stream, a);
   return detail::launch_status();
 }
 
@@ -406,6 +407,7 @@ bool aligned16(const void* ptr) {
 
 // One warp per (token, head).
 __global__ void head_gated_rms_norm_kernel(head_gated_rms_norm_params p, std::int64_t gate_stride) {
+  detail::chain_start();
   const std::int64_t warps = std::int64_t{gridDim.x} * (blockDim.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (std::int64_t w = std::int64_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32;
@@ -431,6 +433,7 @@ __global__ void head_gated_rms_norm_kernel(head_gated_rms_norm_params p, std::in
 }
 
 __global__ void output_gate_kernel(output_gate_params p) {
+  detail::chain_start();
   const std::int64_t n = p.tokens * p.heads * p.head_dim;
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
@@ -458,6 +461,7 @@ struct mrope_args {
 
 // Thread (t, i) rotates pair (i, i + half) of every head of token t.
 __global__ void mrope_kernel(mrope_args a) {
+  detail::chain_start();
   for (std::int64_t t = blockIdx.y; t < a.tokens; t += gridDim.y) {
     for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < a.half;
          i += std::int64_t{gridDim.x} * blockDim.x) {
@@ -565,8 +569,8 @@ cudaError_t head_gated_rms_norm(const head_gated_rms_norm_params& p, cudaStream_
   const std::int64_t gate_stride =
       p.gate_stride != 0 ? p.gate_stride : std::int64_t{p.heads} * p.head_dim;
   constexpr int threads = 256;
-  head_gated_rms_norm_kernel<<<blocks_for(p.tokens * p.heads * 32, threads), threads, 0, stream>>>(
-      p, gate_stride);
+  detail::launch_chained(head_gated_rms_norm_kernel, blocks_for(p.tokens * p.heads * 32, threads),
+                         threads, 0, stream, p, gate_stride);
   return detail::launch_status();
 }
 
@@ -578,8 +582,8 @@ cudaError_t output_gate(const output_gate_params& p, cudaStream_t stream) {
   if (p.tokens == 0)
     return cudaSuccess;
   constexpr int threads = 256;
-  output_gate_kernel<<<blocks_for(p.tokens * p.heads * p.head_dim, threads), threads, 0, stream>>>(
-      p);
+  detail::launch_chained(output_gate_kernel, blocks_for(p.tokens * p.heads * p.head_dim, threads),
+                         threads, 0, stream, p);
   return detail::launch_status();
 }
 
@@ -600,7 +604,7 @@ cudaError_t mrope(const mrope_params& p, cudaStream_t stream) {
                p.sections[1],    p.sections[2]};
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(half, 64)),
                   static_cast<unsigned>(std::min<std::int64_t>(p.x.shape[0], 65535)));
-  mrope_kernel<<<grid, 64, 0, stream>>>(a);
+  detail::launch_chained(mrope_kernel, grid, 64, 0, stream, a);
   return detail::launch_status();
 }
 

@@ -41,6 +41,7 @@ template <int Per>
 __global__ void add_rms_norm_kernel(matrix<float> residual, matrix<const float> delta,
                                     const float* weight, std::int64_t weight_stride,
                                     matrix<float> out, matrix<std::uint16_t> out_bf16, float eps) {
+  detail::chain_start();
   __shared__ float scratch[32];
   for (std::int64_t t = blockIdx.x; t < residual.rows; t += gridDim.x) {
     float sum_sq = 0.0F;
@@ -112,6 +113,7 @@ __global__ void add_rms_norm_kernel(matrix<float> residual, matrix<const float> 
 template <class Fn>
 __global__ void activate_kernel(matrix<const float> x, matrix<const float> up, matrix<float> out,
                                 matrix<std::uint16_t> out_bf16, Fn fn) {
+  detail::chain_start();
   for (std::int64_t t = blockIdx.y; t < x.rows; t += gridDim.y) {
     for (std::int64_t d = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; d < x.cols;
          d += std::int64_t{gridDim.x} * blockDim.x) {
@@ -131,6 +133,7 @@ __global__ void activate_kernel(matrix<const float> x, matrix<const float> up, m
 template <class Fn>
 __global__ void activate_quads_kernel(matrix<const float> x, matrix<const float> up,
                                       matrix<float> out, matrix<std::uint16_t> out_bf16, Fn fn) {
+  detail::chain_start();
   const std::int64_t quads = x.cols / 4;
   const std::int64_t n = x.rows * quads;
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
@@ -185,14 +188,15 @@ cudaError_t launch_activate(const activation_params& p, Fn fn, cudaStream_t stre
       quad_ready(p.out_bf16)) {
     const auto blocks =
         static_cast<unsigned>(std::min<std::int64_t>(ceil_div(rows * cols / 4, row_threads), 8192));
-    activate_quads_kernel<<<blocks, row_threads, 0, stream>>>(
-        to_matrix(p.x), to_matrix(p.up), to_matrix(p.out), to_matrix(p.out_bf16), fn);
+    detail::launch_chained(activate_quads_kernel<Fn>, blocks, row_threads, 0, stream,
+                           to_matrix(p.x), to_matrix(p.up), to_matrix(p.out), to_matrix(p.out_bf16),
+                           fn);
     return detail::launch_status();
   }
   const auto x = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(cols, row_threads), 1024));
   const auto y = static_cast<unsigned>(std::min<std::int64_t>(rows, 65535));
-  activate_kernel<<<dim3{x, y}, row_threads, 0, stream>>>(
-      to_matrix(p.x), to_matrix(p.up), to_matrix(p.out), to_matrix(p.out_bf16), fn);
+  detail::launch_chained(activate_kernel<Fn>, dim3{x, y}, row_threads, 0, stream, to_matrix(p.x),
+                         to_matrix(p.up), to_matrix(p.out), to_matrix(p.out_bf16), fn);
   return detail::launch_status();
 }
 
@@ -213,9 +217,9 @@ cudaError_t add_rms_norm(const add_rms_norm_params& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(shape[0], 1 << 20));
   const auto launch = [&](auto kernel) {
-    kernel<<<blocks, row_threads, 0, stream>>>(to_matrix(p.residual), to_matrix(p.delta),
-                                               p.weight.data, p.weight.strides[0], to_matrix(p.out),
-                                               to_matrix(p.out_bf16), p.eps);
+    detail::launch_chained(kernel, blocks, row_threads, 0, stream, to_matrix(p.residual),
+                           to_matrix(p.delta), p.weight.data, p.weight.strides[0], to_matrix(p.out),
+                           to_matrix(p.out_bf16), p.eps);
     return detail::launch_status();
   };
   const std::int64_t cols = shape[1];

@@ -53,6 +53,7 @@ struct gemv_args {
   std::int64_t out_stride;
   int m, n, k;
   bool accumulate;
+  bool prefetch;  // chained: ask L2 for the weight pieces past the first load
   // The norm forms: x is unused; the input is norm(xn) * norm_w in bf16
   // (the gated form: norm(xn * silu(gate)) by groups; its gate is the
   // kernel's second argument).
@@ -98,7 +99,8 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
 // The bound of one block an SM is what the table was measured with (it
 // moves ptxas's register choices: without it entry 5 takes 40, not 45).
 template <int M, prologue P, int V, int Rows, int Unroll>
-__global__ void __launch_bounds__(gemv_threads, 1) gemv_bf16_kernel(gemv_args a, const float* gate) {
+__global__ void __launch_bounds__(gemv_threads, 1)
+    gemv_bf16_kernel(gemv_args a, const float* gate) {
   constexpr bool Norm = P != prologue::none;
   constexpr int rows_per_warp = Rows;
   constexpr int unroll = Unroll;
@@ -111,8 +113,7 @@ __global__ void __launch_bounds__(gemv_threads, 1) gemv_bf16_kernel(gemv_args a,
   // A warp past the last feature still helps norm the row (every thread
   // takes part in the block sum) and leaves after.
   const bool active = n0 < a.n;
-  if (!Norm && !active)
-    return;
+  chain_release();
   const int pieces = a.k / 8;
   float acc[rows_per_warp][M];
 #pragma unroll
@@ -137,8 +138,21 @@ __global__ void __launch_bounds__(gemv_threads, 1) gemv_bf16_kernel(gemv_args a,
         w[r][u] = p < pieces ? __ldcs(wrow[r] + p) : make_uint4(0U, 0U, 0U, 0U);
     }
   };
-  if (active)
+  if (active) {
     load(lane);
+    // Chained: the rest of the rows' pieces asked of L2 while the kernel
+    // before drains (the weights are no kernel's output).
+    if (a.prefetch) {
+      for (int p = lane + 32 * unroll; p < pieces; p += 32) {
+#pragma unroll
+        for (int r = 0; r < rows_per_warp; ++r)
+          prefetch_l2(wrow[r] + p);
+      }
+    }
+  }
+  chain_wait();
+  if (!Norm && !active)
+    return;
   if constexpr (P == prologue::gated) {
     // Warp w norms groups w, w + 8, ... exactly as gated_rms_norm's warp
     // form would (the same device function), into the shared row.
@@ -284,8 +298,10 @@ cudaError_t launch(const gemv_args& a, const float* gate, cudaStream_t stream) {
   static_assert(gemv_max_rows == 1, "instantiate gemv_bf16_kernel for more rows");
   const std::size_t smem =
       P == prologue::none ? 0 : static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
-  gemv_bf16_kernel<1, P, V, S.rows, S.unroll>
-      <<<blocks_for<S>(a.n), gemv_threads, smem, stream>>>(a, gate);
+  gemv_args chained = a;
+  chained.prefetch = chained_launches_on();
+  launch_chained(gemv_bf16_kernel<1, P, V, S.rows, S.unroll>, blocks_for<S>(a.n), gemv_threads,
+                 smem, stream, chained, gate);
   return launch_status();
 }
 

@@ -88,6 +88,7 @@ cudaError_t launch_binary(const binary_params& p, Fn fn, cudaStream_t stream) {
 
 __global__ void embedding_kernel(const std::int32_t* ids, std::int64_t ids_stride,
                                  matrix<const float> table, matrix<float> out) {
+  detail::chain_start();
   for (std::int64_t t = blockIdx.x; t < out.rows; t += gridDim.x) {
     const std::int32_t id = ids[t * ids_stride];
     const bool valid = id >= 0 && id < table.rows;
@@ -98,6 +99,7 @@ __global__ void embedding_kernel(const std::int32_t* ids, std::int64_t ids_strid
 
 __global__ void rms_norm_kernel(matrix<const float> x, const float* weight,
                                 std::int64_t weight_stride, matrix<float> out, float eps) {
+  detail::chain_start();
   __shared__ float scratch[32];
   for (std::int64_t t = blockIdx.x; t < x.rows; t += gridDim.x) {
     float sum_sq = 0.0F;
@@ -117,6 +119,7 @@ __global__ void gated_rms_norm_kernel(matrix<const float> x, matrix<const float>
                                       const float* weight, std::int64_t weight_stride,
                                       matrix<float> out, matrix<std::uint16_t> out_bf16,
                                       std::int64_t group, float eps) {
+  detail::chain_start();
   __shared__ float scratch[32];
   const std::int64_t groups = x.cols / group;
   for (std::int64_t b = blockIdx.x; b < x.rows * groups; b += gridDim.x) {
@@ -153,6 +156,7 @@ __global__ void __launch_bounds__(row_threads)
     gated_rms_norm_warp_kernel(matrix<const float> x, matrix<const float> gate, const float* weight,
                                matrix<float> out, matrix<std::uint16_t> out_bf16,
                                std::int64_t groups, float eps) {
+  detail::chain_start();
   constexpr int group = V * 128;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const std::int64_t warps_per_block = blockDim.x / 32;
@@ -202,6 +206,7 @@ struct rope_args {
 
 // Thread (t, i) rotates pair i of every head of token t.
 __global__ void rope_kernel(rope_args a) {
+  detail::chain_start();
   const std::int64_t half = a.rotary / 2;
   for (std::int64_t t = blockIdx.y; t < a.tokens; t += gridDim.y) {
     for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < half;
@@ -230,6 +235,7 @@ __global__ void rope_kernel(rope_args a) {
 }
 
 __global__ void to_bf16_kernel(const float* in, std::uint16_t* out, std::int64_t n) {
+  detail::chain_start();
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
     out[i] = detail::to_bf16(in[i]);
@@ -261,8 +267,8 @@ cudaError_t embedding(const embedding_params& p, cudaStream_t stream) {
   }
   if (p.out.numel() == 0)
     return cudaSuccess;
-  embedding_kernel<<<row_blocks(p.ids.shape[0]), row_threads, 0, stream>>>(
-      p.ids.data, p.ids.strides[0], to_matrix(p.table), to_matrix(p.out));
+  detail::launch_chained(embedding_kernel, row_blocks(p.ids.shape[0]), row_threads, 0, stream,
+                         p.ids.data, p.ids.strides[0], to_matrix(p.table), to_matrix(p.out));
   return detail::launch_status();
 }
 
@@ -274,8 +280,9 @@ cudaError_t rms_norm(const rms_norm_params& p, cudaStream_t stream) {
   }
   if (p.x.numel() == 0)
     return cudaSuccess;
-  rms_norm_kernel<<<row_blocks(p.x.shape[0]), row_threads, 0, stream>>>(
-      to_matrix(p.x), p.weight.data, p.weight.strides[0], to_matrix(p.out), p.eps);
+  detail::launch_chained(rms_norm_kernel, row_blocks(p.x.shape[0]), row_threads, 0, stream,
+                         to_matrix(p.x), p.weight.data, p.weight.strides[0], to_matrix(p.out),
+                         p.eps);
   return detail::launch_status();
 }
 
@@ -321,9 +328,9 @@ cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream) 
     const auto blocks =
         static_cast<unsigned>(std::min<std::int64_t>(ceil_div(items, warps), 1 << 20));
     const auto launch = [&](auto kernel) {
-      kernel<<<blocks, row_threads, 0, stream>>>(to_matrix(p.x), to_matrix(p.gate), p.weight.data,
-                                                 to_matrix(p.out), to_matrix(p.out_bf16), groups,
-                                                 p.eps);
+      detail::launch_chained(kernel, blocks, row_threads, 0, stream, to_matrix(p.x),
+                             to_matrix(p.gate), p.weight.data, to_matrix(p.out),
+                             to_matrix(p.out_bf16), groups, p.eps);
     };
     switch (v4) {
       case 1:
@@ -341,9 +348,9 @@ cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream) 
     }
     return detail::launch_status();
   }
-  gated_rms_norm_kernel<<<row_blocks(items), row_threads, 0, stream>>>(
-      to_matrix(p.x), to_matrix(p.gate), p.weight.data, p.weight.strides[0], to_matrix(p.out),
-      to_matrix(p.out_bf16), group, p.eps);
+  detail::launch_chained(gated_rms_norm_kernel, row_blocks(items), row_threads, 0, stream,
+                         to_matrix(p.x), to_matrix(p.gate), p.weight.data, p.weight.strides[0],
+                         to_matrix(p.out), to_matrix(p.out_bf16), group, p.eps);
   return detail::launch_status();
 }
 
@@ -404,14 +411,14 @@ cudaError_t rope(const rope_params& p, cudaStream_t stream) {
   constexpr int threads = 64;
   const dim3 grid{static_cast<unsigned>(ceil_div(rotary / 2, threads)),
                   static_cast<unsigned>(std::min<std::int64_t>(p.x.shape[0], 65535))};
-  rope_kernel<<<grid, threads, 0, stream>>>(a);
+  detail::launch_chained(rope_kernel, grid, threads, 0, stream, a);
   return detail::launch_status();
 }
 
 cudaError_t to_bf16(const float* in, std::uint16_t* out, std::int64_t n, cudaStream_t stream) {
   if (n <= 0)
     return n == 0 ? cudaSuccess : cudaErrorInvalidValue;
-  to_bf16_kernel<<<flat_blocks(n), row_threads, 0, stream>>>(in, out, n);
+  detail::launch_chained(to_bf16_kernel, flat_blocks(n), row_threads, 0, stream, in, out, n);
   return detail::launch_status();
 }
 

@@ -39,6 +39,16 @@ namespace mstar::kernels::cuda {
 /// `linear_bf16` only where it does.
 [[nodiscard]] bool gated_rms_norm_warp_form();
 
+/// Whether the decode step's kernels launch chained (programmatic
+/// dependent launch on sm_90 and later: the next kernel's blocks start, and
+/// a GEMV streams its first weights, while the one before drains;
+/// internal/common.cuh says what a chained kernel owes). Bit for bit the
+/// same results either way. `MSTAR_PDL=0` turns it off (A/B runs; read at
+/// the first launch); `set_chained_launches` overrides it for the launches
+/// after (tests). A CUDA graph keeps what its capture saw.
+[[nodiscard]] bool chained_launches();
+void set_chained_launches(bool on);
+
 /// `out = x * sigmoid(x)`.
 [[nodiscard]] cudaError_t silu(const unary_params& p, cudaStream_t stream);
 

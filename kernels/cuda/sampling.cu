@@ -39,6 +39,7 @@ __device__ bool settings_ok(float temperature, std::int32_t top_k, float top_p) 
 }
 
 __global__ void argmax_kernel(detail::matrix<const float> logits, std::int32_t* out) {
+  detail::chain_start();
   __shared__ detail::select_scratch scratch;
   for (std::int64_t r = blockIdx.x; r < logits.rows; r += gridDim.x) {
     const row_view row{logits.data + r * logits.row_stride, logits.col_stride, logits.cols};
@@ -49,6 +50,7 @@ __global__ void argmax_kernel(detail::matrix<const float> logits, std::int32_t* 
 }
 
 __global__ void sample_kernel(sample_batch_params p) {
+  detail::chain_start();
   __shared__ detail::select_scratch scratch;
   const detail::matrix<const float> logits{p.logits.data, p.logits.shape[0], p.logits.shape[1],
                                            p.logits.strides[0], p.logits.strides[1]};
@@ -100,6 +102,7 @@ __global__ void sample_kernel(sample_batch_params p) {
 }
 
 __global__ void loopback_kernel(loopback_params p) {
+  detail::chain_start();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < p.n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     p.ids[p.pairs[2 * i]] = p.drawn[p.pairs[2 * i + 1]];
@@ -119,7 +122,8 @@ cudaError_t sample(const sample_batch_params& p, cudaStream_t stream) {
   }
   if (p.logits.shape[0] == 0)
     return cudaSuccess;
-  sample_kernel<<<row_grid(p.logits.shape[0]), detail::select_threads, 0, stream>>>(p);
+  detail::launch_chained(sample_kernel, row_grid(p.logits.shape[0]), detail::select_threads, 0,
+                         stream, p);
   return detail::launch_status();
 }
 
@@ -130,8 +134,8 @@ cudaError_t argmax(view<const float, 2> logits, std::int32_t* out, cudaStream_t 
   }
   if (logits.shape[0] == 0)
     return cudaSuccess;
-  argmax_kernel<<<row_grid(logits.shape[0]), detail::select_threads, 0, stream>>>(
-      detail::to_matrix(logits), out);
+  detail::launch_chained(argmax_kernel, row_grid(logits.shape[0]), detail::select_threads, 0,
+                         stream, detail::to_matrix(logits), out);
   return detail::launch_status();
 }
 
@@ -144,7 +148,7 @@ cudaError_t loopback_ids(const loopback_params& p, cudaStream_t stream) {
   constexpr unsigned threads = 128;
   const auto blocks =
       static_cast<unsigned>(std::min<std::int64_t>((p.n + threads - 1) / threads, 64));
-  loopback_kernel<<<blocks, threads, 0, stream>>>(p);
+  detail::launch_chained(loopback_kernel, blocks, threads, 0, stream, p);
   return detail::launch_status();
 }
 

@@ -306,6 +306,62 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_gated_norm_bit_for_bit_in
   }
 }
 
+// Chained launches (kernels::cuda::chained_launches: each decode kernel may
+// start while the one before drains, a GEMV streaming its first weights)
+// change when kernels start, never what they compute: the same requests,
+// one at a time and together, give the same tokens and logits bit for bit
+// with every launch plain. Graphs are captured in the engine's first steps,
+// so each engine runs whole under one setting.
+TEST(gpu_model_chained, decode_with_chained_launches_equals_plain_launches_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  const bool before = kernels::cuda::chained_launches();
+  const auto config = gated_fold_config(4);
+  std::vector<request_spec> reqs;
+  for (const std::size_t length : {std::size_t{5}, std::size_t{17}, std::size_t{9}}) {
+    request_spec r;
+    for (std::size_t i = 0; i < length; ++i)
+      r.prompt.push_back(static_cast<resources::token_id>(3 + (i * 37 + length) % 250));
+    r.stop.max_tokens = static_cast<std::int32_t>(4 + length % 5);
+    r.stop.ignore_eos = true;
+    reqs.push_back(r);
+  }
+  const auto run_all = [&](bool chained) {
+    kernels::cuda::set_chained_launches(chained);
+    std::vector<std::vector<generated>> out;
+    auto e = random_on_gpu(config);
+    EXPECT_NE(e, nullptr);
+    if (e == nullptr)
+      return out;
+    for (const auto& r : reqs) {
+      auto one = generate(*e, {r}, true);
+      EXPECT_TRUE(one.has_value()) << one.error().message();
+      if (one)
+        out.push_back(std::move(*one));
+    }
+    auto together = generate(*e, reqs, true);
+    EXPECT_TRUE(together.has_value()) << together.error().message();
+    if (together)
+      out.push_back(std::move(*together));
+    expect_pools_whole(*e);
+    return out;
+  };
+  const auto plain = run_all(false);
+  const auto chained = run_all(true);
+  kernels::cuda::set_chained_launches(before);
+  ASSERT_EQ(plain.size(), reqs.size() + 1);
+  ASSERT_EQ(chained.size(), plain.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    SCOPED_TRACE(i < reqs.size() ? "prompt " + std::to_string(i) : std::string{"together"});
+    ASSERT_EQ(plain[i].size(), chained[i].size());
+    for (std::size_t j = 0; j < plain[i].size(); ++j) {
+      EXPECT_EQ(plain[i][j].generated_ids, chained[i][j].generated_ids);
+      ASSERT_EQ(plain[i][j].step_logits.size(), chained[i][j].step_logits.size());
+      for (std::size_t s = 0; s < plain[i][j].step_logits.size(); ++s)
+        EXPECT_EQ(plain[i][j].step_logits[s], chained[i][j].step_logits[s]) << "step " << s;
+    }
+  }
+}
+
 TEST(gpu_model_graphs, replayed_decode_graphs_match_launching_every_kernel) {
   MSTAR_REQUIRE_GPU();
   const auto expected = load_expected("nemotron_h_tiny_hybrid");

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/local_engine.hpp"
+#include "kernels/cuda/math.hpp"
 #include "models/load.hpp"
 #include "models/safetensors.hpp"
 #include "tests/engine/image_cases.hpp"
@@ -290,6 +291,47 @@ TEST(gpu_qwen3_5_fused_norms, batch_one_decode_equals_the_separate_norm_launches
     }
     expect_qwen_pools_whole(*separate);
     expect_qwen_pools_whole(*folded);
+  }
+}
+
+// Chained launches (kernels::cuda::chained_launches) change when the
+// delta-rule decode step's kernels start, never what they compute: each
+// prompt alone and all together give the same tokens and logits bit for
+// bit with every launch plain (bf16 weights: the batch-1 GEMVs chain too).
+// Each engine runs whole under one setting (graphs keep their capture's).
+TEST(gpu_qwen3_5_chained, decode_with_chained_launches_equals_plain_launches_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  const bool before = kernels::cuda::chained_launches();
+  const auto expected = load_expected("qwen3_5_tiny_text");
+  const auto reqs = greedy(expected, true);
+  const auto run_all = [&](bool chained) {
+    kernels::cuda::set_chained_launches(chained);
+    std::vector<completion> out;
+    auto e = qwen_on_gpu("qwen3_5_tiny_text", mstar::dtype::bfloat16);
+    EXPECT_NE(e, nullptr);
+    if (e == nullptr)
+      return out;
+    for (const auto& r : reqs) {
+      auto one = run(*e, {r});
+      EXPECT_EQ(one.size(), 1U);
+      out.insert(out.end(), one.begin(), one.end());
+    }
+    auto together = run(*e, reqs);
+    out.insert(out.end(), together.begin(), together.end());
+    expect_qwen_pools_whole(*e);
+    return out;
+  };
+  const auto plain = run_all(false);
+  const auto chained = run_all(true);
+  kernels::cuda::set_chained_launches(before);
+  ASSERT_EQ(plain.size(), 2 * reqs.size());
+  ASSERT_EQ(chained.size(), plain.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    SCOPED_TRACE("completion " + std::to_string(i));
+    EXPECT_EQ(plain[i].tokens[0], chained[i].tokens[0]);
+    ASSERT_EQ(plain[i].logits[0].size(), chained[i].logits[0].size());
+    for (std::size_t s = 0; s < plain[i].logits[0].size(); ++s)
+      EXPECT_EQ(plain[i].logits[0][s], chained[i].logits[0][s]) << "step " << s;
   }
 }
 

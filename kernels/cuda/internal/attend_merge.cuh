@@ -48,6 +48,7 @@ inline constexpr int merge_warps = 4;
 /// by one for its elements: `used` dependent rounds of L2 reads.
 __global__ void __launch_bounds__(merge_warps * 32)
     merge_splits_warp(attn_args a, split_args s, int head_dim) {
+  chain_start();
   __shared__ float s_weight[merge_warps][max_splits];
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -94,6 +95,7 @@ inline constexpr int merge_threads = 128;
 /// on 64.
 template <int D>
 __global__ void __launch_bounds__(merge_threads) merge_splits_block(attn_args a, split_args s) {
+  chain_start();
   static_assert(max_splits == merge_threads, "one thread weighs one partial");
   constexpr int warps = merge_threads / 32;
   constexpr int per_lane = D / 32;  // 2, 4 or 8

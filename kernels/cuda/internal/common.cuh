@@ -3,6 +3,7 @@
 // Helpers shared by the CUDA kernels: bf16 bits, warp reductions, a strided
 // float matrix for device code, launch bookkeeping. Only .cu files include it.
 
+#include <cstddef>
 #include <cstdint>
 #include <cuda_runtime.h>
 
@@ -137,6 +138,9 @@ __host__ __device__ constexpr A ceil_div(A a, B b) {
   return static_cast<A>((a + static_cast<A>(b) - 1) / static_cast<A>(b));
 }
 
+/// kernels::cuda::chained_launches() without the header it lives in.
+bool chained_launches_on();
+
 /// Multiprocessors of the current device (cached per device after the first
 /// call); 132 if the runtime cannot say.
 int sm_count();
@@ -144,6 +148,67 @@ int sm_count();
 /// The error of the launch just made (or an earlier sticky one).
 inline cudaError_t launch_status() {
   return cudaGetLastError();
+}
+
+// Chained launches (programmatic dependent launch, sm_90 and later): a
+// kernel launched through `launch_chained` may start while the kernel
+// before it on the stream is still finishing, once every block of that one
+// has called `chain_release` (or left). Until `chain_wait` returns it must
+// neither read what earlier kernels wrote nor write what they read; what
+// no kernel of the stream writes (weights, parameters) it may read before,
+// which is the point: a GEMV streams its first weight pieces while the
+// kernel before it drains. Every chained kernel calls `chain_wait` in
+// every thread that goes on past it, and at least one thread of the grid
+// always does, so the grid never completes before the one it chained on
+// (a later plain launch orders after both). On older devices, and for a
+// plain launch, both are no-ops.
+
+/// Let the next chained kernel on the stream start launching its blocks.
+__device__ __forceinline__ void chain_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/// Wait until the kernels before this one on the stream have completed and
+/// their writes are visible.
+__device__ __forceinline__ void chain_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/// Both at a kernel's start: for one that reads nothing before its wait.
+__device__ __forceinline__ void chain_start() {
+  chain_release();
+  chain_wait();
+}
+
+/// Ask the L2 cache for the 128-byte line at `p` (no register written):
+/// a chained GEMV's weights past the pieces it loads before `chain_wait`.
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+/// `kernel<<<grid, block, smem, stream>>>(args...)`, chained on the kernel
+/// before it when `chained_launches()` (kernels/cuda/math.hpp) says so; like
+/// `<<<...>>>` it leaves a failure for `launch_status`. The kernel must call
+/// `chain_wait` as above; `chain_release` early lets the kernel after it
+/// chain on it.
+template <class... Params, class... Args>
+void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
+                    cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute chain[1];
+  chain[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  chain[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = chain;
+  config.numAttrs = chained_launches_on() ? 1 : 0;
+  static_cast<void>(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
 }
 
 /// The row r of a packed batch holding token t: the last r with

@@ -250,10 +250,12 @@ __global__ void __launch_bounds__(tile_threads, 3)
 template <int V, int W>
 __global__ void __launch_bounds__(step_threads) conv_step_kernel(args a, int batch) {
   constexpr int keep = W - 1;
+  chain_release();
   const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x) * V;
   if (c >= a.channels)
-    return;
-  const taps<V, W> tp(a, c);
+    return;                   // channel 0's thread always goes on to chain_wait
+  const taps<V, W> tp(a, c);  // weights: read before the wait (chained launch)
+  chain_wait();
   for (int b = static_cast<int>(blockIdx.y); b < batch; b += static_cast<int>(gridDim.y)) {
     lanes<V> window[W];
     window[keep] = load_x<V>(a.x + static_cast<std::int64_t>(b) * a.x_stride + c);

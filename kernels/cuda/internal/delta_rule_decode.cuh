@@ -92,6 +92,7 @@ template <int KLanes, int Cols, int Threads, int Rows, int Stream, bool SharedQk
           int MaxRegs, bool Pdl>
 __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 0 ? MaxRegs : 128)
     gated_delta_decode_kernel(rule_args p) {
+  chain_start();
   constexpr int lanes = decode_lanes(KLanes, Cols);
   constexpr int chunks = 4 * KLanes / lanes;
   constexpr int groups = Threads / lanes;
@@ -337,7 +338,7 @@ void launch_decode_shape(const rule_args& a, int rows, cudaStream_t stream) {
     // (launch_status).
     static_cast<void>(cudaLaunchKernelEx(&config, kernel, a));
   } else {
-    kernel<<<grid, S.threads, 0, stream>>>(a);
+    launch_chained(kernel, grid, S.threads, 0, stream, a);
   }
 }
 

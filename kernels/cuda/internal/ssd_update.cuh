@@ -103,6 +103,13 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
   const int h = static_cast<int>(blockIdx.y);
   const int lane = static_cast<int>(threadIdx.x) % lanes;
   const int p0 = static_cast<int>(blockIdx.x) * block_rows + static_cast<int>(threadIdx.x) / lanes;
+  chain_release();
+  // The head's parameters before the wait (a chained launch: no kernel
+  // writes them).
+  const float dt_bias = __ldg(a.dt_bias + h);
+  const float a_log = __ldg(a.A_log + h);
+  const float skip = a.D != nullptr ? __ldg(a.D + h) : 0.0F;
+  chain_wait();
   // The row's metadata first, then every input that does not depend on the
   // slot, so that they are in flight while the slot comes back.
   const std::int32_t slot = a.slots[b];
@@ -112,9 +119,7 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
 #pragma unroll
   for (int m = 0; m < Rows; ++m)
     xs[m] = __ldg(x_row + m * groups);
-  const float raw = __ldg(a.dt + b * a.dt_stride + h) + __ldg(a.dt_bias + h);
-  const float a_log = __ldg(a.A_log + h);
-  const float skip = a.D != nullptr ? __ldg(a.D + h) : 0.0F;
+  const float raw = __ldg(a.dt + b * a.dt_stride + h) + dt_bias;
   const std::int64_t g_off =
       b * a.bc_stride + static_cast<std::int64_t>(h / a.heads_per_group) * a.state_size;
   float4 bv[Cols];
@@ -203,8 +208,8 @@ bool launch_update_rows(const update_args& a, int batch, cudaStream_t stream) {
     return false;
   const dim3 grid(static_cast<unsigned>(a.head_dim / block_rows), static_cast<unsigned>(a.heads),
                   static_cast<unsigned>(batch));
-  ssd_update_rows_kernel<N4, S.cols, S.threads, S.rows, S.stream, S.max_regs>
-      <<<grid, S.threads, 0, stream>>>(a);
+  launch_chained(ssd_update_rows_kernel<N4, S.cols, S.threads, S.rows, S.stream, S.max_regs>, grid,
+                 S.threads, 0, stream, a);
   return true;
 }
 

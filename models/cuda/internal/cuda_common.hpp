@@ -92,10 +92,14 @@ struct gemm_input {
 // Whether folded_linear takes the gated `in` and computes what
 // gated_rms_norm then the GEMM computes, bit for bit: gated_rms_norm takes
 // its warp form (whose code the GEMV shares) and the GEMV takes the shapes.
-// Elsewhere the caller launches the two.
+// Elsewhere the caller launches the two. `MSTAR_GATED_FOLD=0` keeps the two
+// launches (A/B runs; read once a call, like the kernels' own switches).
 [[nodiscard]] inline bool gated_fold_fits(const gemm_input& in, std::int64_t t,
                                           const device_matrix& w, float* out_rows,
                                           bool accumulate) {
+  const char* e = std::getenv("MSTAR_GATED_FOLD");
+  if (e != nullptr && std::string_view{e} == "0")
+    return false;
   return kc::gated_rms_norm_warp_form() &&
          kc::gated_rms_norm_linear_bf16_fits(gated_linear_params(in, t, w, out_rows, accumulate));
 }
