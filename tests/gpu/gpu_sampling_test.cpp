@@ -2,6 +2,7 @@
 // `sample` (kernels/sampling.hpp): the same token for every row, seed and
 // counter, greedy and sampled, with top-k and top-p cuts, masked (-inf)
 // entries and ties; -1 exactly where the CPU returns an error.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include "kernels/sampling.hpp"
@@ -73,6 +74,14 @@ std::vector<float> tied_logits(test::random_tensors& rng, std::size_t n) {
   return out;
 }
 
+// Greedy settings (temperature 0) for `rows` rows: the CPU's argmax.
+settings greedy_settings(std::int64_t rows) {
+  const auto n = static_cast<std::size_t>(rows);
+  return settings{std::vector<float>(n, 0.0F), std::vector<std::int32_t>(n, 0),
+                  std::vector<float>(n, 1.0F), std::vector<std::uint64_t>(n, 0),
+                  std::vector<std::uint64_t>(n, 0)};
+}
+
 TEST(gpu_sampling, argmax_matches_the_cpu_with_ties_masks_and_bad_rows) {
   MSTAR_REQUIRE_GPU();
   auto rng = test::gpu::seeded(601);
@@ -82,9 +91,7 @@ TEST(gpu_sampling, argmax_matches_the_cpu_with_ties_masks_and_bad_rows) {
   logits[static_cast<std::size_t>(3 * vocab + 1)] = std::numeric_limits<float>::infinity();
   for (std::int64_t i = 0; i < vocab; ++i)
     logits[static_cast<std::size_t>(4 * vocab + i)] = -std::numeric_limits<float>::infinity();
-  settings greedy{std::vector<float>(rows, 0.0F), std::vector<std::int32_t>(rows, 0),
-                  std::vector<float>(rows, 1.0F), std::vector<std::uint64_t>(rows, 0),
-                  std::vector<std::uint64_t>(rows, 0)};
+  const settings greedy = greedy_settings(rows);
   const auto ref = cpu_samples(logits, vocab, greedy);
   EXPECT_EQ(ref[2], -1);
   EXPECT_EQ(ref[4], -1);
@@ -95,6 +102,115 @@ TEST(gpu_sampling, argmax_matches_the_cpu_with_ties_masks_and_bad_rows) {
             cudaSuccess);
   EXPECT_EQ(d_out.download(), ref);
   EXPECT_EQ(gpu_samples(logits, vocab, greedy), ref);
+}
+
+// Where a [rows, cols] matrix lies in a buffer of `size` floats: element
+// (r, c) at offset + r * row_stride + c * col_stride.
+struct layout {
+  const char* name;
+  std::int64_t offset, row_stride, col_stride, size;
+};
+
+// Packed rows (aligned only where cols is a multiple of 4), rows padded to
+// 16 bytes (float4 loads with a few single ones at a row's end), the same
+// one float off (single loads at unit stride), every second column and the
+// transpose (strided loads).
+std::vector<layout> argmax_layouts(std::int64_t rows, std::int64_t cols) {
+  const std::int64_t padded = (cols + 3) / 4 * 4 + 4;
+  return {{"packed", 0, cols, 1, rows * cols},
+          {"padded rows", 0, padded, 1, rows * padded},
+          {"misaligned start", 1, padded, 1, 1 + rows * padded},
+          {"every second column", 0, 2 * cols, 2, rows * 2 * cols},
+          {"transposed", 0, 1, rows, rows * cols}};
+}
+
+// kernels/cuda/sampling.cu's pieces of a row, one a block of a cluster of 8:
+// piece k starts at k * piece_of(cols), clamped to the last entry.
+std::int64_t piece_start(std::int64_t cols, std::int64_t k) {
+  const std::int64_t piece = ((cols + 7) / 8 + 3) / 4 * 4;
+  return std::min(cols - 1, k * piece);
+}
+
+// Row `kind` of `cols` entries: the tie-heavy logits with, by kind, the
+// same maximum in several pieces, a NaN or +inf only in the last piece, no
+// finite entry, the maximum at the last entry or at both ends, a +0 / -0
+// tie, or one finite entry in the last piece.
+constexpr int argmax_row_kinds = 9;
+std::vector<float> argmax_row(test::random_tensors& rng, std::int64_t cols, int kind) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  auto row = tied_logits(rng, static_cast<std::size_t>(cols));
+  const auto at = [&row](std::int64_t i) -> float& { return row[static_cast<std::size_t>(i)]; };
+  const auto piece = [cols](std::int64_t k) { return piece_start(cols, k); };
+  const auto last = cols - 1;
+  if (kind == 4 || kind == 7 || kind == 8)
+    std::fill(row.begin(), row.end(), -inf);
+  switch (kind) {
+    case 1:  // ties across pieces: the lowest id, the last of piece 2, wins
+      for (const std::int64_t i : {piece(7), piece(5) + 3, piece(3), piece(3) - 1})
+        at(std::clamp<std::int64_t>(i, 0, last)) = 9.0F;
+      break;
+    case 2:
+      at(piece(1)) = 9.0F;
+      at(last) = std::numeric_limits<float>::quiet_NaN();
+      break;
+    case 3:
+      at(std::min(last, piece(7) + 1)) = inf;
+      break;
+    case 5:
+      at(last) = 9.0F;
+      break;
+    case 6:
+      at(0) = 9.0F;
+      at(last) = 9.0F;
+      break;
+    case 7:
+      at(piece(6)) = -0.0F;
+      at(std::min(last, piece(1) + 1)) = 0.0F;
+      break;
+    case 8:
+      at(piece(7)) = -5.0F;
+      break;
+    default:  // 0: tied_logits alone; 4: every entry -inf
+      break;
+  }
+  return row;
+}
+
+TEST(gpu_sampling, argmax_over_clusters_and_single_blocks_matches_the_cpu_in_every_layout) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(604);
+  // Fewer than 64 rows take a cluster of 8 blocks a row, 70 a block a row.
+  for (const std::int64_t rows : {1, 3, 10, 70}) {
+    for (const std::int64_t cols : {131072, 4099, 1000, 7, 1}) {
+      std::vector<float> logical;  // [rows, cols], packed
+      for (std::int64_t r = 0; r < rows; ++r) {
+        // Shifted by `rows`, so one and three rows take other kinds than row 0's.
+        const auto row = argmax_row(rng, cols, static_cast<int>((r + rows) % argmax_row_kinds));
+        logical.insert(logical.end(), row.begin(), row.end());
+      }
+      const auto ref = cpu_samples(logical, cols, greedy_settings(rows));
+      if (cols == 131072 && rows == 1) {
+        EXPECT_EQ(ref[0], 3 * 16384 - 1);  // kind 1: the tie crosses pieces as meant
+      }
+      for (const auto& l : argmax_layouts(rows, cols)) {
+        // Entries outside the matrix are NaN: a read of one turns its row to -1.
+        std::vector<float> buffer(static_cast<std::size_t>(l.size),
+                                  std::numeric_limits<float>::quiet_NaN());
+        for (std::int64_t r = 0; r < rows; ++r) {
+          for (std::int64_t c = 0; c < cols; ++c) {
+            buffer[static_cast<std::size_t>(l.offset + r * l.row_stride + c * l.col_stride)] =
+                logical[static_cast<std::size_t>(r * cols + c)];
+          }
+        }
+        const auto d_buffer = upload(buffer);
+        auto d_out = poisoned<std::int32_t>(static_cast<std::size_t>(rows), 0x7f);
+        const view<const float, 2> v{
+            d_buffer.data() + l.offset, {rows, cols}, {l.row_stride, l.col_stride}};
+        ASSERT_EQ(cuda::argmax(v, d_out.data(), nullptr), cudaSuccess);
+        EXPECT_EQ(d_out.download(), ref) << rows << " x " << cols << ", " << l.name;
+      }
+    }
+  }
 }
 
 TEST(gpu_sampling, sampled_tokens_match_the_cpu_for_every_setting_seed_and_counter) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cuda_runtime.h>
+#include <utility>
 
 #include "kernels/tensor_view.hpp"
 
@@ -194,21 +195,40 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
 /// before it when `chained_launches()` (kernels/cuda/math.hpp) says so; like
 /// `<<<...>>>` it leaves a failure for `launch_status`. The kernel must call
 /// `chain_wait` as above; `chain_release` early lets the kernel after it
-/// chain on it.
+/// chain on it. With `cluster` > 1 (sm_90 and later) the blocks run in
+/// thread-block clusters of `cluster` along x (grid.x a multiple of it).
 template <class... Params, class... Args>
-void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
-                    cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute chain[1];
-  chain[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  chain[0].val.programmaticStreamSerializationAllowed = 1;
+void launch_chained_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster,
+                             std::size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attrs[2];
+  unsigned n = 0;
+  if (chained_launches_on()) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (cluster > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = cluster;
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = chain;
-  config.numAttrs = chained_launches_on() ? 1 : 0;
+  config.attrs = attrs;
+  config.numAttrs = n;
   static_cast<void>(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+/// `launch_chained_clusters` without clusters.
+template <class... Params, class... Args>
+void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
+                    cudaStream_t stream, Args&&... args) {
+  launch_chained_clusters(kernel, grid, block, 1, smem, stream, std::forward<Args>(args)...);
 }
 
 /// The row r of a packed batch holding token t: the last r with

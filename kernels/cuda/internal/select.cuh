@@ -87,9 +87,31 @@ __device__ __forceinline__ block_stats shfl(const block_stats& s, int off) {
   return o;
 }
 
+/// No entries: what `merge` leaves unchanged.
+__device__ __forceinline__ block_stats no_stats() {
+  return block_stats{false, 0, -INFINITY, 0x7fffffff};
+}
+
+/// Merges every thread's stats over the block; thread 0 gets the block's
+/// (the others partial ones). `slots`: shared, one a warp, free again after
+/// the caller's next barrier.
+__device__ inline block_stats block_merge(block_stats mine, block_stats* slots) {
+  for (int off = 16; off > 0; off /= 2)
+    mine = merge(mine, shfl(mine, off));
+  if (threadIdx.x % 32 == 0)
+    slots[threadIdx.x / 32] = mine;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    mine = threadIdx.x < blockDim.x / 32 ? slots[threadIdx.x] : no_stats();
+    for (int off = 16; off > 0; off /= 2)
+      mine = merge(mine, shfl(mine, off));
+  }
+  return mine;
+}
+
 /// NaN/+inf, finite count, max and its lowest id, for the whole block.
 __device__ inline block_stats row_stats(const row_view& row, select_scratch& s) {
-  block_stats mine{false, 0, -INFINITY, 0x7fffffff};
+  block_stats mine = no_stats();
   for (std::int64_t i = threadIdx.x; i < row.n; i += blockDim.x) {
     const float l = row[i];
     mine.bad = mine.bad || isnan(l) || l == INFINITY;
@@ -98,21 +120,96 @@ __device__ inline block_stats row_stats(const row_view& row, select_scratch& s) 
       mine = merge(mine, block_stats{false, 0, l, static_cast<std::int32_t>(i)});
     }
   }
-  for (int off = 16; off > 0; off /= 2)
-    mine = merge(mine, shfl(mine, off));
-  if (threadIdx.x % 32 == 0)
-    s.warp_stats[threadIdx.x / 32] = mine;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    block_stats all = s.warp_stats[0];
-    for (unsigned w = 1; w < blockDim.x / 32; ++w)
-      all = merge(all, s.warp_stats[w]);
-    s.stats = all;
-  }
+  mine = block_merge(mine, s.warp_stats);
+  if (threadIdx.x == 0)
+    s.stats = mine;
   __syncthreads();
   const block_stats out = s.stats;
   __syncthreads();
   return out;
+}
+
+/// Entry `l` at `id` into one thread's stats. A thread takes its entries in
+/// increasing id order, so a strict > keeps the lowest id of a tie.
+__device__ __forceinline__ void take(block_stats& st, float l, std::int64_t id) {
+  st.bad = st.bad || isnan(l) || l == INFINITY;
+  if (isfinite(l)) {
+    ++st.finite;
+    if (l > st.max) {
+      st.max = l;
+      st.argmax = static_cast<std::int32_t>(id);
+    }
+  }
+}
+
+/// This thread's stats over entries [begin, end) of `row`, one entry at a
+/// time, `Loads` loads in flight (-inf, which changes nothing, past the end).
+template <int Loads>
+__device__ __forceinline__ block_stats scan_entries(const row_view& row, std::int64_t begin,
+                                                    std::int64_t end) {
+  block_stats st = no_stats();
+  const std::int64_t step = blockDim.x;
+  for (std::int64_t base = begin + threadIdx.x; base < end; base += step * Loads) {
+    float v[Loads];
+#pragma unroll
+    for (int u = 0; u < Loads; ++u) {
+      const std::int64_t i = base + u * step;
+      v[u] = i < end ? __ldg(row.data + i * row.stride) : -INFINITY;
+    }
+#pragma unroll
+    for (int u = 0; u < Loads; ++u)
+      take(st, v[u], base + u * step);
+  }
+  return st;
+}
+
+/// This thread's stats over the `quads` float4s at `p` (16-byte aligned,
+/// unit stride), whose first entry has id `first`; `Loads` float4s in
+/// flight.
+template <int Loads>
+__device__ __forceinline__ block_stats scan_quads(const float* p, std::int64_t first,
+                                                  std::int64_t quads) {
+  const auto* q = reinterpret_cast<const float4*>(p);
+  block_stats st = no_stats();
+  const std::int64_t step = blockDim.x;
+  for (std::int64_t base = threadIdx.x; base < quads; base += step * Loads) {
+    float4 v[Loads];
+#pragma unroll
+    for (int u = 0; u < Loads; ++u) {
+      const std::int64_t k = base + u * step;
+      v[u] = k < quads ? __ldg(q + k) : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+    }
+#pragma unroll
+    for (int u = 0; u < Loads; ++u) {
+      const std::int64_t id = first + 4 * (base + u * step);
+      take(st, v[u].x, id);
+      take(st, v[u].y, id + 1);
+      take(st, v[u].z, id + 2);
+      take(st, v[u].w, id + 3);
+    }
+  }
+  return st;
+}
+
+/// The block's stats over entries [begin, end) of `row`, in thread 0 (as
+/// `block_merge`): float4 loads where the range starts 16-byte aligned at
+/// unit stride (its last few entries one at a time), single ones otherwise.
+/// 64 KiB (float4s) or 32 KiB in flight a block: a block or two draw about
+/// an SM's share of the memory bandwidth.
+__device__ inline block_stats range_stats(const row_view& row, std::int64_t begin, std::int64_t end,
+                                          block_stats* slots) {
+  constexpr int quad_loads = 8;
+  constexpr int entry_loads = 16;
+  const float* p = row.data + begin * row.stride;
+  block_stats st;
+  if (row.stride == 1 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0) {
+    const std::int64_t quads = (end - begin) / 4;
+    st = merge(scan_quads<quad_loads>(p, begin, quads),
+               scan_entries<1>(row, begin + 4 * quads, end));
+  } else {
+    st = scan_entries<entry_loads>(row, begin, end);
+  }
+  return block_merge(st, slots);
 }
 
 /// Sum over the block of f64 values; every thread gets it.
