@@ -13,6 +13,7 @@
 // (kernels/cuda/ssd_update.cu's table) on both Mamba-2 shapes.
 // --suite gemm: cuBLAS bf16 GEMMs (f32 accumulation) on Nemotron-H 0.56B's and
 // 8B's projections at --gemm-m tokens, TFLOP/s (bench/gpu_bench_gemm.cpp).
+// --suite argmax: greedy sampling's argmax at --argmax-rows rows.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -64,6 +65,23 @@ std::vector<comparison> bench_pages(timer& t, copy_baseline& copy, int pages, in
       },
       rounds));
   return out;
+}
+
+// Greedy sampling's argmax (kernels/cuda/sampling.hpp) over `rows` rows of
+// `vocab` random f32 logits ("argmax_b<rows>"): below 64 rows a cluster of
+// blocks a row, a block a row above. Bytes counted: the logits read once;
+// back to back a few rows stay in L2, as a decode step's fresh logits do.
+comparison bench_argmax(timer& t, copy_baseline& copy, int rows, std::int64_t vocab, int rounds) {
+  const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(vocab);
+  auto logits = alloc(n * sizeof(float));
+  fill_random(logits.data(), n * sizeof(float), false, 43);
+  auto out = alloc(static_cast<std::size_t>(rows) * sizeof(std::int32_t));
+  const auto v = mstar::kernels::contiguous<const float, 2>(logits.as<const float>(),
+                                                            {std::int64_t{rows}, vocab});
+  return measure(
+      t, copy, "argmax_b" + std::to_string(rows), "bytes_per_s",
+      static_cast<double>(n * sizeof(float)),
+      [&](cudaStream_t s) { return cuda::argmax(v, out.as<std::int32_t>(), s); }, rounds);
 }
 
 // Qwen3.5's gated delta rule (kernels/cuda/delta_rule.hpp) on
@@ -267,9 +285,16 @@ int main(int argc, char** argv) {
   app.add_option("--suite", suite,
                  "all (delta rule, decode attention, SSD update, pages), delta-rule, or the "
                  "shapes of bench/baselines_h200.py: kernels17 (attention, ssd and conv), "
-                 "attention, ssd, conv; gemm (cuBLAS bf16 on Nemotron-H's projections)")
-      ->check(
-          CLI::IsMember({"all", "delta-rule", "kernels17", "attention", "ssd", "conv", "gemm"}));
+                 "attention, ssd, conv; gemm (cuBLAS bf16 on Nemotron-H's projections); "
+                 "argmax (greedy sampling over --argmax-rows x --argmax-vocab)")
+      ->check(CLI::IsMember(
+          {"all", "delta-rule", "kernels17", "attention", "ssd", "conv", "gemm", "argmax"}));
+  std::vector<int> argmax_rows{1, 2, 8, 32, 63, 64, 128};
+  app.add_option("--argmax-rows", argmax_rows, "argmax: rows, one case each")
+      ->check(CLI::PositiveNumber);
+  std::int64_t argmax_vocab = 131072;  // Nemotron-H's vocabulary
+  app.add_option("--argmax-vocab", argmax_vocab, "argmax: logits a row")
+      ->check(CLI::PositiveNumber);
   std::vector<std::int64_t> gemm_m{1, 64, 256, 2048, 16384};
   app.add_option("--gemm-m", gemm_m, "gemm: tokens (rows of the activations), one case each")
       ->check(CLI::PositiveNumber);
@@ -353,6 +378,12 @@ int main(int argc, char** argv) {
           results.push_back(gpu::bench_gemm(t, copy, g, rounds, true));
       }
     }
+    mstar::bench::report(results, as_json);
+    return 0;
+  }
+  if (suite == "argmax") {
+    for (const int rows : argmax_rows)
+      results.push_back(bench_argmax(t, copy, rows, argmax_vocab, rounds));
     mstar::bench::report(results, as_json);
     return 0;
   }
