@@ -21,6 +21,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "kernels/cuda/internal/common.cuh"
@@ -53,7 +54,8 @@ struct gemv_args {
   std::int64_t out_stride;
   int m, n, k;
   bool accumulate;
-  bool prefetch;  // chained: ask L2 for the weight pieces past the first load
+  bool prefetch;      // chained: ask L2 for the weight pieces past the first load
+  bool release_late;  // chained: release the next kernel after the dots, not at the start
   // The norm forms: x is unused; the input is norm(xn) * norm_w in bf16
   // (the gated form: norm(xn * silu(gate)) by groups; its gate is the
   // kernel's second argument).
@@ -113,7 +115,8 @@ __global__ void __launch_bounds__(gemv_threads, 1)
   // A warp past the last feature still helps norm the row (every thread
   // takes part in the block sum) and leaves after.
   const bool active = n0 < a.n;
-  chain_release();
+  if (!a.release_late)
+    chain_release();
   const int pieces = a.k / 8;
   float acc[rows_per_warp][M];
 #pragma unroll
@@ -212,6 +215,8 @@ __global__ void __launch_bounds__(gemv_threads, 1)
       break;
     load(p0);
   }
+  if (a.release_late)
+    chain_release();
 #pragma unroll
   for (int r = 0; r < rows_per_warp; ++r) {
 #pragma unroll
@@ -293,13 +298,33 @@ unsigned blocks_for(int n) {
   return static_cast<unsigned>(ceil_div(warps, std::int64_t{warps_per_block}));
 }
 
+// What a chained GEMV does before its wait (MSTAR_GEMV_CHAIN, read once;
+// A/B runs): `loads` (the default) releases the next kernel at its start
+// and loads its first weight pieces; `prefetch` also asks L2 for the rest
+// of its rows; `late` loads the first pieces but releases the next kernel
+// only after its dots.
+enum class chain_mode { loads, prefetch, late };
+
+chain_mode gemv_chain_mode() {
+  static const chain_mode mode = [] {
+    const char* e = std::getenv("MSTAR_GEMV_CHAIN");
+    const std::string_view v = e != nullptr ? e : "";
+    return v == "prefetch" ? chain_mode::prefetch
+           : v == "late"   ? chain_mode::late
+                           : chain_mode::loads;
+  }();
+  return mode;
+}
+
 template <prologue P, int V, gemv_shape S>
 cudaError_t launch(const gemv_args& a, const float* gate, cudaStream_t stream) {
   static_assert(gemv_max_rows == 1, "instantiate gemv_bf16_kernel for more rows");
   const std::size_t smem =
       P == prologue::none ? 0 : static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
   gemv_args chained = a;
-  chained.prefetch = chained_launches_on();
+  const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
+  chained.prefetch = mode == chain_mode::prefetch;
+  chained.release_late = mode == chain_mode::late;
   launch_chained(gemv_bf16_kernel<1, P, V, S.rows, S.unroll>, blocks_for<S>(a.n), gemv_threads,
                  smem, stream, chained, gate);
   return launch_status();
