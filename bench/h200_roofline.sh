@@ -6,6 +6,8 @@
 #                        (bench/make_checkpoint.py): decode at batch 1/64/256,
 #                        each line with roofline_decode (bytes per step over the
 #                        copy bandwidth, FLOPs over the GEMM peak, same run)
+#   nh056-decode-overlap.jsonl  the same on the overlap schedule (step N+1 built
+#                        while N runs: the host's gap between steps hidden)
 #   nh056-prefill.jsonl  the same, 2,048-token prompts at batch 1 and 8
 #                        (roofline_prefill)
 #   nh8b.log             the 8B shape: the time make_checkpoint.py takes
@@ -25,9 +27,11 @@ echo "== nemotron_h-0.56b"
 python3 "$root/bench/make_checkpoint.py" --size nemotron_h-0.56b --out "$ck/nh056" | tail -1
 timeout 150 "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 1 64 256 --prompt-len 32 \
   --new-tokens 128 --repeats 3 --json >"$out/nh056-decode.jsonl"
+timeout 150 "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 1 64 256 --prompt-len 32 \
+  --new-tokens 128 --repeats 3 --schedule overlap --json >"$out/nh056-decode-overlap.jsonl"
 timeout 120 "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 1 8 --prompt-len 2048 \
   --new-tokens 2 --repeats 3 --json >"$out/nh056-prefill.jsonl"
-python3 - "$out/nh056-decode.jsonl" "$out/nh056-prefill.jsonl" <<'PY'
+python3 - "$out/nh056-decode.jsonl" "$out/nh056-decode-overlap.jsonl" "$out/nh056-prefill.jsonl" <<'PY'
 import json, sys
 for f in sys.argv[1:]:
     for l in open(f):

@@ -298,20 +298,25 @@ unsigned blocks_for(int n) {
   return static_cast<unsigned>(ceil_div(warps, std::int64_t{warps_per_block}));
 }
 
-// What a chained GEMV does before its wait (MSTAR_GEMV_CHAIN, read once;
-// A/B runs): `loads` (the default) releases the next kernel at its start
-// and loads its first weight pieces; `prefetch` also asks L2 for the rest
-// of its rows; `late` loads the first pieces but releases the next kernel
-// only after its dots.
-enum class chain_mode { loads, prefetch, late };
+// What a chained GEMV does around its wait (MSTAR_GEMV_CHAIN, read once;
+// A/B runs): every mode loads its first weight pieces before the wait;
+// `late` (the default) releases the next kernel only after its dots,
+// `loads` at its start, `prefetch` at its start and asks L2 for the rest of
+// its rows too. On the H200 (bench/results/h200-kernels17.md, session 33,
+// batch-1 step, ms): 0.56B Nemotron-H late 0.477 / loads 0.483 / prefetch
+// 0.565 / plain launches 0.504; the 8B shape 4.784 / 4.896 / 5.588 / 4.935;
+// Qwen3.5 0.5B 0.752 / 0.755 / 0.764 / 0.802. Released early, the next
+// GEMV's waiting blocks hold SM slots while this one still streams;
+// prefetched rows are evicted before they are used.
+enum class chain_mode { late, loads, prefetch };
 
 chain_mode gemv_chain_mode() {
   static const chain_mode mode = [] {
     const char* e = std::getenv("MSTAR_GEMV_CHAIN");
     const std::string_view v = e != nullptr ? e : "";
     return v == "prefetch" ? chain_mode::prefetch
-           : v == "late"   ? chain_mode::late
-                           : chain_mode::loads;
+           : v == "loads"  ? chain_mode::loads
+                           : chain_mode::late;
   }();
   return mode;
 }
@@ -322,6 +327,7 @@ cudaError_t launch(const gemv_args& a, const float* gate, cudaStream_t stream) {
   const std::size_t smem =
       P == prologue::none ? 0 : static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
   gemv_args chained = a;
+  // Plain launches: neither flag (chain_release is then a no-op anyway).
   const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
   chained.prefetch = mode == chain_mode::prefetch;
   chained.release_late = mode == chain_mode::late;

@@ -43,12 +43,15 @@ __device__ bool settings_ok(float temperature, std::int32_t top_k, float top_p) 
 // size) where there are too few rows for a block each to keep the memory
 // busy: one 512-thread block scanning a 131,072-entry row alone took 17.6 us
 // on the H200, the cluster's 8 blocks each scan an eighth and merge through
-// distributed shared memory. From `argmax_cluster_rows` rows a block a row
-// keeps half the H200's 132 SMs streaming, 64 KiB in flight each, about the
-// ~4 MiB HBM needs to run at full rate: the clusters' two barriers no
-// longer buy anything.
+// distributed shared memory (5.2 us at 1 row, 6.3 at 8, 13.8 at 63; a
+// block a row 20.5 us at 64 rows and 24.0 at 128: `mstar-gpu-bench --suite
+// argmax`, bench/results/h200-argmax-20261203i.jsonl). Below
+// `argmax_cluster_rows` rows the clusters' waves (two blocks of 512 an SM)
+// are estimated to stay under a block a row's time, which levels off near
+// the copy rate (0.66 of it at 128 rows); the crossover between 64 and 128
+// rows is not measured.
 constexpr unsigned argmax_cluster = 8;
-constexpr std::int64_t argmax_cluster_rows = 64;
+constexpr std::int64_t argmax_cluster_rows = 96;
 
 // Whether every architecture this file is built for has clusters (the
 // default build is sm_90 only); a build with older code keeps a block a row.

@@ -179,8 +179,9 @@ std::vector<float> argmax_row(test::random_tensors& rng, std::int64_t cols, int 
 TEST(gpu_sampling, argmax_over_clusters_and_single_blocks_matches_the_cpu_in_every_layout) {
   MSTAR_REQUIRE_GPU();
   auto rng = test::gpu::seeded(604);
-  // Fewer than 64 rows take a cluster of 8 blocks a row, 70 a block a row.
-  for (const std::int64_t rows : {1, 3, 10, 70}) {
+  // Fewer than 96 rows take a cluster of 8 blocks a row (70 included), 100 a
+  // block a row.
+  for (const std::int64_t rows : {1, 3, 10, 70, 100}) {
     for (const std::int64_t cols : {131072, 4099, 1000, 7, 1}) {
       std::vector<float> logical;  // [rows, cols], packed
       for (std::int64_t r = 0; r < rows; ++r) {

@@ -14,6 +14,14 @@ echo "== GPU tests"
 timeout 120 "$bin/mstar_gpu_tests" --gtest_filter='gpu_sampling*:*chained*:gpu_model*:gpu_linear.*' \
   >"$out/gpu-tests.log" 2>&1; echo "exit $? ($((SECONDS - t0)) s)"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED " "$out/gpu-tests.log" | head -12
+timeout 60 "$bin/mstar-gpu-bench" --suite argmax --json >"$out/argmax.jsonl" 2>&1
+python3 - "$out/argmax.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        r = json.loads(l)
+        print(r.get("case"), {k: round(v, 3) for k, v in r.items() if isinstance(v, float)})
+PY
 ck=$(mktemp -d)
 python3 bench/make_checkpoint.py --size nemotron_h-0.56b --out "$ck/nh056" | tail -1 | cut -c1-60
 python3 bench/transformers_decode.py make-checkpoint --size qwen3_5-0.5b --out "$ck/qwen" >/dev/null 2>&1
