@@ -3,11 +3,13 @@
 #   gemm.jsonl           mstar-gpu-bench --suite gemm: cuBLAS bf16 GEMM TFLOP/s
 #                        on the 0.56B / 8B projection shapes (the peak reference)
 #   nh056-decode.jsonl   mstar-bench-model-gpu on a random Nemotron-H 0.56B
-#                        (bench/make_checkpoint.py): decode at batch 1/64/256,
-#                        each line with roofline_decode (bytes per step over the
-#                        copy bandwidth, FLOPs over the GEMM peak, same run)
-#   nh056-decode-overlap.jsonl  the same on the overlap schedule (step N+1 built
-#                        while N runs: the host's gap between steps hidden)
+#                        (bench/make_checkpoint.py): decode at batch 1/64/256 on
+#                        the engine's own schedule (overlap on a GPU: step N+1
+#                        built while N runs), each line with roofline_decode
+#                        (bytes per step over the copy bandwidth, FLOPs over the
+#                        GEMM peak, same run)
+#   nh056-decode-sync.jsonl  the same on the sync schedule (the host's gap
+#                        between steps in every step)
 #   nh056-prefill.jsonl  the same, 2,048-token prompts at batch 1 and 8
 #                        (roofline_prefill)
 #   nh8b.log             the 8B shape: the time make_checkpoint.py takes
@@ -28,10 +30,10 @@ python3 "$root/bench/make_checkpoint.py" --size nemotron_h-0.56b --out "$ck/nh05
 timeout 150 "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 1 64 256 --prompt-len 32 \
   --new-tokens 128 --repeats 3 --json >"$out/nh056-decode.jsonl"
 timeout 150 "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 1 64 256 --prompt-len 32 \
-  --new-tokens 128 --repeats 3 --schedule overlap --json >"$out/nh056-decode-overlap.jsonl"
+  --new-tokens 128 --repeats 3 --schedule sync --json >"$out/nh056-decode-sync.jsonl"
 timeout 120 "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 1 8 --prompt-len 2048 \
   --new-tokens 2 --repeats 3 --json >"$out/nh056-prefill.jsonl"
-python3 - "$out/nh056-decode.jsonl" "$out/nh056-decode-overlap.jsonl" "$out/nh056-prefill.jsonl" <<'PY'
+python3 - "$out/nh056-decode.jsonl" "$out/nh056-decode-sync.jsonl" "$out/nh056-prefill.jsonl" <<'PY'
 import json, sys
 for f in sys.argv[1:]:
     for l in open(f):

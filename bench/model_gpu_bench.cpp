@@ -10,8 +10,9 @@
 // For Nemotron-H it also reads the device's own clock: a CUDA event before each forward's
 // upload and after its download gives how long the device sat idle between
 // consecutive decode steps (the host's step: scheduling, the pools, sampling
-// bookkeeping) and how long it was busy. `--schedule sync|overlap` picks the
-// engine's schedule (issue 14's comparison; bench/h200_engine.sh runs both).
+// bookkeeping) and how long it was busy. `--schedule sync|overlap` overrides the
+// engine's own schedule for the model (overlap on a GPU; issue 14's comparison,
+// bench/h200_engine.sh runs both).
 //
 // On CUDA it also sets each batch's steps against the roofline measured in
 // the same process (bench/model_gpu_roofline.hpp, issue 17): the mean decode
@@ -131,7 +132,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 7;
   bool json = false, no_graphs = false;
   std::string through = "direct";
-  std::string schedule = "sync";
+  std::string schedule = "default";
   int roofline_rounds = 5;
   app.add_option("--model", model_dir, "Checkpoint folder")->required();
   app.add_option("--device", device, "cuda, cuda:N or cpu")->capture_default_str();
@@ -149,8 +150,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"direct", "actors"}))
       ->capture_default_str();
   app.add_option("--schedule", schedule,
-                 "sync (step N+1 built after N: the engine's default) or overlap (while N runs)")
-      ->check(CLI::IsMember({"sync", "overlap"}))
+                 "sync (step N+1 built after N), overlap (while N runs) or default (the engine's "
+                 "own choice for the model: overlap on a GPU, sync on the CPU)")
+      ->check(CLI::IsMember({"sync", "overlap", "default"}))
       ->capture_default_str();
   app.add_option("--roofline-rounds", roofline_rounds,
                  "Rounds of the copy and GEMM ceilings timed per batch size (CUDA; 0: no "
@@ -191,13 +193,16 @@ int main(int argc, char** argv) {
   // Every prompt of a batch in one prefill step, every row in each decode step.
   config.scheduler.max_batched_tokens = std::max(most * prompt_len, most);
   config.scheduler.max_running = most;
-  config.schedule = *mstar::engine::parse_schedule_mode(schedule);
+  if (schedule != "default")
+    config.schedule = *mstar::engine::parse_schedule_mode(schedule);
   auto model = load_causal_lm(model_dir, run);
   if (!model) {
     std::fprintf(stderr, "mstar-bench-model-gpu: %s\n", model.error().message().c_str());
     return 1;
   }
   causal_lm& m = **model;
+  if (schedule == "default")  // what the JSON and the table report: the schedule that ran
+    schedule = std::string{mstar::engine::to_string(mstar::engine::default_schedule(m))};
   std::optional<mstar::bench::gpu::roofline_meter> meter;
   if (cuda_index(device) >= 0 && roofline_rounds > 0) {
     auto costs = cost_model_of(model_dir, run.dtype);
