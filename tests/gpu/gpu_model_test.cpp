@@ -77,6 +77,15 @@ result<std::vector<generated>> generate(local_engine& e, std::vector<request_spe
   return out;
 }
 
+// Two runs of one request that must agree bit for bit: the same tokens and
+// every step's logits equal.
+void expect_same_bits(const generated& a, const generated& b) {
+  EXPECT_EQ(a.generated_ids, b.generated_ids);
+  ASSERT_EQ(a.step_logits.size(), b.step_logits.size());
+  for (std::size_t s = 0; s < a.step_logits.size(); ++s)
+    EXPECT_EQ(a.step_logits[s], b.step_logits[s]) << "step " << s;
+}
+
 std::unique_ptr<local_engine> load_on_gpu(const std::string& name, mstar::dtype dtype,
                                           pool_options pools = {}, bool graphs = true) {
   run_options run;
@@ -225,10 +234,7 @@ TEST(gpu_model_fused_norms, batch_one_decode_equals_the_separate_norm_launches_b
       auto b = generate(*folded, {reqs[i]}, true);
       ASSERT_TRUE(a.has_value()) << a.error().message();
       ASSERT_TRUE(b.has_value()) << b.error().message();
-      EXPECT_EQ((*a)[0].generated_ids, (*b)[0].generated_ids);
-      ASSERT_EQ((*a)[0].step_logits.size(), (*b)[0].step_logits.size());
-      for (std::size_t s = 0; s < (*a)[0].step_logits.size(); ++s)
-        EXPECT_EQ((*a)[0].step_logits[s], (*b)[0].step_logits[s]) << "step " << s;
+      expect_same_bits((*a)[0], (*b)[0]);
     }
     expect_pools_whole(*folded);
   }
@@ -297,10 +303,7 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_gated_norm_bit_for_bit_in
       auto b = generate(*folded, {r}, true);
       ASSERT_TRUE(a.has_value()) << a.error().message();
       ASSERT_TRUE(b.has_value()) << b.error().message();
-      EXPECT_EQ((*a)[0].generated_ids, (*b)[0].generated_ids);
-      ASSERT_EQ((*a)[0].step_logits.size(), (*b)[0].step_logits.size());
-      for (std::size_t s = 0; s < (*a)[0].step_logits.size(); ++s)
-        EXPECT_EQ((*a)[0].step_logits[s], (*b)[0].step_logits[s]) << "step " << s;
+      expect_same_bits((*a)[0], (*b)[0]);
     }
     expect_pools_whole(*folded);
   }
@@ -353,12 +356,8 @@ TEST(gpu_model_chained, decode_with_chained_launches_equals_plain_launches_bit_f
   for (std::size_t i = 0; i < plain.size(); ++i) {
     SCOPED_TRACE(i < reqs.size() ? "prompt " + std::to_string(i) : std::string{"together"});
     ASSERT_EQ(plain[i].size(), chained[i].size());
-    for (std::size_t j = 0; j < plain[i].size(); ++j) {
-      EXPECT_EQ(plain[i][j].generated_ids, chained[i][j].generated_ids);
-      ASSERT_EQ(plain[i][j].step_logits.size(), chained[i][j].step_logits.size());
-      for (std::size_t s = 0; s < plain[i][j].step_logits.size(); ++s)
-        EXPECT_EQ(plain[i][j].step_logits[s], chained[i][j].step_logits[s]) << "step " << s;
-    }
+    for (std::size_t j = 0; j < plain[i].size(); ++j)
+      expect_same_bits(plain[i][j], chained[i][j]);
   }
 }
 
