@@ -106,7 +106,12 @@ inline constexpr int gemv_variants = 6;
 /// `out = x * weight^T (+ bias)` through `cublasGemmEx` (bf16 inputs, f32
 /// compute). A bias fills `out` first (rounded to bf16 for a bf16 output)
 /// and the GEMM accumulates onto it; without one the GEMM writes `out`. One
-/// row takes a GEMV kernel instead (gemv.cu; `MSTAR_GEMV=0`: cuBLAS).
+/// row takes a GEMV kernel instead (gemv.cu; `MSTAR_GEMV=0`: cuBLAS). With
+/// chained launches (`chained_launches`) the GEMV reads its first weight
+/// pieces before the kernel before it on the stream has finished: `weight`
+/// must not be that kernel's output (model weights, uploaded at load, never
+/// are; a weight made by a kernel wants a plain launch or a stream sync
+/// between). The same holds for the two norm forms below.
 [[nodiscard]] cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p,
                                       cudaStream_t stream);
 
