@@ -54,8 +54,9 @@ struct gemv_args {
   std::int64_t out_stride;
   int m, n, k;
   bool accumulate;
-  bool prefetch;      // chained: ask L2 for the weight pieces past the first load
-  bool release_late;  // chained: release the next kernel after the dots, not at the start
+  bool prefetch;       // chained: ask L2 for the weight pieces past the first load
+  bool release_late;   // chained: release the next kernel after the dots, not at the start
+  bool weight_static;  // the weights are no kernel's output: loaded before the wait
   // The norm forms: x is unused; the input is norm(xn) * norm_w in bf16
   // (the gated form: norm(xn * silu(gate)) by groups; its gate is the
   // kernel's second argument).
@@ -141,6 +142,8 @@ __global__ void __launch_bounds__(gemv_threads, 1)
         w[r][u] = p < pieces ? __ldcs(wrow[r] + p) : make_uint4(0U, 0U, 0U, 0U);
     }
   };
+  if (!a.weight_static)
+    chain_wait();
   if (active) {
     load(lane);
     // Chained: the rest of the rows' pieces asked of L2 while the kernel
@@ -280,7 +283,7 @@ namespace {
 // The weight and output half of gemv_args, shared by every form.
 void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
                   const view<const float, 1>& bias, const view<float, 2>& out_f32,
-                  const view<std::uint16_t, 2>& out_bf16, bool accumulate) {
+                  const view<std::uint16_t, 2>& out_bf16, bool accumulate, bool weight_static) {
   a.w = weight.data;
   a.w_stride = weight.shape[0] > 1 ? weight.strides[0] : 0;
   a.bias = bias ? bias.data : nullptr;
@@ -290,6 +293,7 @@ void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
   a.out_stride = out_f32 ? out_f32.strides[0] : out_bf16.strides[0];
   a.n = static_cast<int>(weight.shape[0]);
   a.accumulate = accumulate;
+  a.weight_static = weight_static;
 }
 
 template <gemv_shape S>
@@ -381,7 +385,7 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   gemv_args a{};
   a.x = p.x.data;
   a.x_stride = p.x.shape[0] > 1 ? p.x.strides[0] : 0;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
   return launches<prologue::none>[variant_of(p.gemv_variant)](a, nullptr, stream);
@@ -398,7 +402,7 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   a.norm_w = p.norm_weight.data;
   a.norm_w_stride = p.norm_weight.strides[0];
   a.eps = p.eps;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   return launches<prologue::rms>[variant_of(p.gemv_variant)](a, nullptr, stream);
@@ -426,7 +430,7 @@ cudaError_t launch_gemv_gated_rms_norm_bf16(const gated_rms_norm_linear_bf16_par
   a.norm_w = p.norm_weight.data;
   a.norm_w_stride = 1;
   a.eps = p.eps;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const std::size_t i = variant_of(p.gemv_variant);

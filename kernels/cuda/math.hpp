@@ -98,6 +98,11 @@ struct linear_bf16_params {
   /// The GEMV's launch shape where one row takes it (0 .. gemv_variants - 1;
   /// -1: `MSTAR_GEMV_VARIANT` when set, else entry 5): tests and sweeps.
   int gemv_variant = -1;
+  /// `weight` is no kernel's output on this stream (a model's weights,
+  /// uploaded at load): a chained GEMV (`chained_launches`) may then read
+  /// its first pieces before the kernel before it has finished. False: it
+  /// waits for that kernel first, as a plain launch would.
+  bool weight_static = false;
 };
 
 /// Launch shapes of the one-row GEMV (kernels/cuda/gemv.cu's table).
@@ -106,12 +111,9 @@ inline constexpr int gemv_variants = 6;
 /// `out = x * weight^T (+ bias)` through `cublasGemmEx` (bf16 inputs, f32
 /// compute). A bias fills `out` first (rounded to bf16 for a bf16 output)
 /// and the GEMM accumulates onto it; without one the GEMM writes `out`. One
-/// row takes a GEMV kernel instead (gemv.cu; `MSTAR_GEMV=0`: cuBLAS). With
-/// chained launches (`chained_launches`) the GEMV reads its first weight
-/// pieces before the kernel before it on the stream has finished: `weight`
-/// must not be that kernel's output (model weights, uploaded at load, never
-/// are; a weight made by a kernel wants a plain launch or a stream sync
-/// between). The same holds for the two norm forms below.
+/// row takes a GEMV kernel instead (gemv.cu; `MSTAR_GEMV=0`: cuBLAS), which
+/// with chained launches reads its first weight pieces early only where
+/// `weight_static` says it may.
 [[nodiscard]] cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p,
                                       cudaStream_t stream);
 
@@ -127,6 +129,7 @@ struct rms_norm_linear_bf16_params {
   view<std::uint16_t, 2> out_bf16{};    ///< [1, N] bf16
   bool accumulate = false;              ///< as linear_bf16_params::accumulate
   int gemv_variant = -1;                ///< as linear_bf16_params::gemv_variant
+  bool weight_static = false;           ///< as linear_bf16_params::weight_static
 };
 
 /// `add_rms_norm` (no delta) into a bf16 row, then `linear_bf16` of it, in one
@@ -156,6 +159,7 @@ struct gated_rms_norm_linear_bf16_params {
   view<std::uint16_t, 2> out_bf16{};    ///< [1, N] bf16
   bool accumulate = false;              ///< as linear_bf16_params::accumulate
   int gemv_variant = -1;                ///< as linear_bf16_params::gemv_variant
+  bool weight_static = false;           ///< as linear_bf16_params::weight_static
 };
 
 /// `gated_rms_norm` into a bf16 row, then `linear_bf16` of it, in one kernel

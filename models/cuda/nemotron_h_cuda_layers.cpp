@@ -84,6 +84,7 @@ result<void> nemotron_h_cuda::impl::linear(gemm_input in, std::int64_t t, const 
   kc::linear_bf16_params p;
   p.x = matrix(x16, t, w.cols);
   p.weight = matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+  p.weight_static = true;  // model weights: uploaded at load
   p.out_f32 = matrix(out_rows, t, w.rows);
   p.accumulate = accumulate;
   return check(kc::linear_bf16(blas, p, s), "linear_bf16");

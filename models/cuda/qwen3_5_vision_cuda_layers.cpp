@@ -39,6 +39,7 @@ result<void> qwen3_5_vision_cuda::impl::linear(const float* in, std::int64_t t,
   kc::linear_bf16_params p;
   p.x = matrix<const std::uint16_t>(x16, t, l.cols);
   p.weight = matrix(l.w.as<const std::uint16_t>(), l.rows, l.cols);
+  p.weight_static = true;  // model weights: uploaded at load
   p.bias = bias;
   p.out_f32 = matrix(out_rows, t, l.rows);
   return check(kc::linear_bf16(blas, p, s), "vision linear_bf16");

@@ -84,6 +84,7 @@ struct gemm_input {
   p.group_size = in.group;
   p.eps = in.eps;
   p.weight = kernels::matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+  p.weight_static = true;  // model weights: uploaded at load
   p.out_f32 = kernels::matrix(out_rows, t, w.rows);
   p.accumulate = accumulate;
   return p;
@@ -120,6 +121,7 @@ struct gemm_input {
   p.norm_weight = kernels::vector(in.norm_weight, w.cols);
   p.eps = in.eps;
   p.weight = kernels::matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+  p.weight_static = true;  // model weights: uploaded at load
   p.out_f32 = kernels::matrix(out_rows, t, w.rows);
   p.accumulate = accumulate;
   return kc::rms_norm_linear_bf16(p, stream);
