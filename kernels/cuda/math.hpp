@@ -43,7 +43,11 @@ namespace mstar::kernels::cuda {
 /// dependent launch on sm_90 and later: the next kernel's blocks start, and
 /// a GEMV streams its first weights, while the one before drains;
 /// internal/common.cuh says what a chained kernel owes). Bit for bit the
-/// same results either way. `MSTAR_PDL=0` turns it off (A/B runs; read at
+/// same results either way. Before the wait a chained kernel reads only
+/// what its params call weights (the causal conv's taps and bias, the SSD
+/// update's dt_bias / A_log / D, a GEMV's weight where `weight_static`):
+/// those must be no kernel's output on the stream, as a model's weights are
+/// not. `MSTAR_PDL=0` turns it off (A/B runs; read at
 /// the first launch); `set_chained_launches` overrides it for the launches
 /// after (tests). A CUDA graph keeps what its capture saw.
 [[nodiscard]] bool chained_launches();
