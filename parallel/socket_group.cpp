@@ -77,6 +77,7 @@ struct joiner {
 struct socket_group_listener::state {
   socket_group_options options;
   internal::listening_socket listener;
+  std::string address;           ///< what listener was bound to; kept after it closes
   std::vector<unique_fd> links;  ///< links[r]: rank r, once it joined
   int joined = 0;
   std::string last_refusal;
@@ -186,15 +187,14 @@ socket_group_listener& socket_group_listener::operator=(socket_group_listener&&)
 socket_group_listener::~socket_group_listener() = default;
 
 const std::string& socket_group_listener::address() const noexcept {
-  return state_->listener.address.text;
+  return state_->address;
 }
 
 result<std::unique_ptr<communicator>> socket_group_listener::accept_all() {
   auto& s = *state_;
   if (s.used) {
-    return make_error(
-        errc::invalid_argument,
-        fmt::format("socket group at {}: accept_all was already called", s.listener.address.text));
+    return make_error(errc::invalid_argument,
+                      fmt::format("socket group at {}: accept_all was already called", s.address));
   }
   s.used = true;
   const auto until = std::chrono::steady_clock::now() + s.options.timeout;
@@ -236,6 +236,7 @@ result<socket_group_listener> socket_group::listen(const socket_group_options& o
   auto s = std::make_unique<socket_group_listener::state>();
   s->options = options;
   s->listener = std::move(*listener);
+  s->address = s->listener.address.text;
   s->links.resize(static_cast<std::size_t>(options.size));
   return socket_group_listener(std::move(s));
 }

@@ -43,7 +43,8 @@ class socket_group_listener {
   ~socket_group_listener();
 
   /// The address bound, in the options' form, with the port the kernel
-  /// chose when the options asked for port 0.
+  /// chose when the options asked for port 0. Stays valid after
+  /// accept_all; read it before handing accept_all to another thread.
   [[nodiscard]] const std::string& address() const noexcept;
 
   /// Waits, at most the options' timeout, until ranks 1..size-1 have each
