@@ -48,6 +48,8 @@ class hub final : public socket_rank {
       in[q].body = payload_from(c, q);
     if (auto ok = receive_all(c, in, until); !ok)
       return ok;
+    if (auto ok = no_goodbyes(c); !ok)
+      return ok;
     combine(c);
     for (std::size_t q = 1; q < links_.size(); ++q) {
       const auto answer = answer_for(c, static_cast<int>(q));
@@ -130,6 +132,31 @@ class hub final : public socket_rank {
           return ok;
       }
     }
+  }
+
+  // A peer that gave up on this call (it waited longer than its timeout for
+  // this rank) has said goodbye after its frame: fail the call here too
+  // rather than answer a rank that no longer listens. Best effort: a goodbye
+  // still on its way is read by the next call.
+  result<void> no_goodbyes(const call& c) {
+    for (std::size_t q = 1; q < links_.size(); ++q) {
+      pollfd p{links_[q].fd.get(), POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0)
+        continue;
+      inbound extra;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      while (!extra.done && std::chrono::steady_clock::now() < until) {
+        if (auto ok = pump(c, static_cast<int>(q), extra); !ok)
+          return ok;
+        p.revents = 0;
+        (void)::poll(&p, 1, millis_left(until));
+      }
+      return broke(
+          fmt::format("tensor parallel {}: rank {} sent more than its call before rank 0 "
+                      "answered",
+                      op_name(c.kind), q));
+    }
+    return {};
   }
 
   // Reads what peer q has sent; checks its frame as soon as it is whole.
