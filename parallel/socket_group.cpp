@@ -152,7 +152,7 @@ struct socket_group_listener::state {
       for (const auto& j : pending)
         fds.push_back({j.fd.get(), POLLIN, 0});
       const int n = ::poll(fds.data(), fds.size(), internal::millis_left(until));
-      if (n == 0 && std::chrono::steady_clock::now() >= until)
+      if (n <= 0 && std::chrono::steady_clock::now() >= until)
         return false;
       std::vector<bool> finished(pending.size(), false);
       for (std::size_t i = 1; n > 0 && i < fds.size(); ++i) {

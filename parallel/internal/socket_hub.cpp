@@ -123,7 +123,7 @@ class hub final : public socket_rank {
       if (fds.empty())
         return {};
       const int n = ::poll(fds.data(), fds.size(), millis_left(until));
-      if (n == 0 && std::chrono::steady_clock::now() >= until)
+      if (n <= 0 && std::chrono::steady_clock::now() >= until)
         return late(c, static_cast<int>(who.front()));
       for (std::size_t i = 0; n > 0 && i < fds.size(); ++i) {
         if (fds[i].revents == 0)

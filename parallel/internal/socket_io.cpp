@@ -121,9 +121,9 @@ short wait_for(int fd, short events, deadline until) {
     const int n = ::poll(&p, 1, millis_left(until));
     if (n > 0)
       return p.revents;
-    if (n == 0 && std::chrono::steady_clock::now() >= until)
+    if (std::chrono::steady_clock::now() >= until)
       return 0;
-    // EINTR, or poll rounded the time left down to 0 early: go round.
+    // EINTR, or poll woke a moment early: go round.
   }
 }
 
