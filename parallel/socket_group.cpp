@@ -199,7 +199,7 @@ result<std::unique_ptr<communicator>> socket_group_listener::accept_all() {
   s.used = true;
   const auto until = std::chrono::steady_clock::now() + s.options.timeout;
   const bool formed = s.gather(until);
-  s.listener = {};  // nobody else may join: close it and remove a Unix path
+  s.listener.close();  // nobody else may join; a Unix socket's path goes too
   if (!formed) {
     int missing = 1;
     while (s.links[static_cast<std::size_t>(missing)])

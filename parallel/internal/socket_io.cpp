@@ -162,10 +162,20 @@ result<socket_address> parse_address(std::string_view text, std::string_view fie
   return bad_address(field, text, "is neither unix:PATH nor tcp:HOST:PORT");
 }
 
-listening_socket::~listening_socket() {
+listening_socket& listening_socket::operator=(listening_socket&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd = std::move(o.fd);
+    address = std::move(o.address);
+  }
+  return *this;
+}
+
+void listening_socket::close() noexcept {
   // Only the socket that bound the path removes it: a moved-from one holds no fd.
   if (fd && address.is_path)
     ::unlink(reinterpret_cast<const sockaddr_un*>(&address.storage)->sun_path);
+  fd.reset();
 }
 
 result<listening_socket> listen_at(const socket_address& where) {

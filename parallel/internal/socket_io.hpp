@@ -61,8 +61,11 @@ struct socket_address {
 struct listening_socket {
   listening_socket() = default;
   listening_socket(listening_socket&&) noexcept = default;
-  listening_socket& operator=(listening_socket&&) noexcept = default;
-  ~listening_socket();
+  listening_socket& operator=(listening_socket&& o) noexcept;
+  ~listening_socket() { close(); }
+
+  /// Stops listening and removes a Unix socket's path.
+  void close() noexcept;
 
   unique_fd fd;
   socket_address address;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <gtest/gtest.h>
@@ -276,6 +277,20 @@ TEST(socket_group, a_group_of_one_needs_nobody) {
   std::vector<float> d{-0.0F, 2.0F};
   ASSERT_TRUE(ranks[0]->all_reduce_sum(d).has_value());
   EXPECT_EQ(d, (std::vector<float>{0.0F, 2.0F}));
+}
+
+TEST(socket_group, a_unix_socket_path_is_new_and_removed_once_the_group_forms) {
+  const sg_temp_dir dir;
+  const std::string path = dir.path() + "/group.sock";
+  { std::ofstream squatter(dir.path() + "/taken"); }
+  auto taken = socket_group::listen(sg_options("unix:" + dir.path() + "/taken", 0, 2));
+  ASSERT_FALSE(taken.has_value());
+  EXPECT_EQ(taken.error().code(), errc::io_error);
+  EXPECT_TRUE(sg_has(taken.error().message(), "cannot bind at unix:" + dir.path() + "/taken"))
+      << taken.error().message();
+  auto ranks = sg_form("unix:" + path, 2);
+  ASSERT_EQ(ranks.size(), 2U);
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 TEST(socket_group, strangers_are_refused_and_the_real_ranks_still_form) {
