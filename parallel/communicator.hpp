@@ -3,7 +3,8 @@
 // The collectives a tensor-parallel model needs between its ranks, and
 // nothing about how the bytes move: models/ calls this interface; an
 // in-process group over threads (local_group.hpp) implements it for tests and
-// CPU runs over host memory, and a NCCL group, one rank per GPU
+// CPU runs over host memory, a socket group (socket_group.hpp) for ranks in
+// separate processes over host memory, and a NCCL group, one rank per GPU
 // (nccl_group.hpp), over device memory.
 
 #include <chrono>
@@ -25,7 +26,7 @@ namespace mstar::parallel {
 ///
 /// Every rank must call the same collectives in the same order with the same
 /// counts (the step protocol runs identically on every rank); the in-process
-/// group reports a mismatch as an error, NCCL cannot see one (it ends in the
+/// and socket groups report a mismatch as an error, NCCL cannot see one (it ends in the
 /// timeout at best). Every call is bounded by the group's timeout: a peer
 /// that never arrives, or that left the group (its communicator destroyed, or
 /// `abort` called), fails the call with errc::internal naming the operation
