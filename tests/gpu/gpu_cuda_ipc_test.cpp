@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "tests/gpu/gpu_support.hpp"
-#include "tests/gpu/self_child.hpp"
+#include "tests/support/self_child.hpp"
 #include "transport/agent.hpp"
 #include "transport/checksum.hpp"
 #include "transport/internal/cuda_ipc.hpp"
@@ -46,16 +46,16 @@ bool send_message(int fd, const std::string& text) {
   const std::uint64_t size = text.size();
   std::string framed(reinterpret_cast<const char*>(&size), sizeof size);
   framed += text;
-  return test::gpu::write_all(fd, framed);
+  return test::write_all(fd, framed);
 }
 
 std::optional<std::string> receive_message(int fd, std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   std::uint64_t size = 0;
-  if (!test::gpu::read_exact(fd, reinterpret_cast<char*>(&size), sizeof size, until))
+  if (!test::read_exact(fd, reinterpret_cast<char*>(&size), sizeof size, until))
     return std::nullopt;
   std::string text(size, '\0');
-  if (!test::gpu::read_exact(fd, text.data(), size, until))
+  if (!test::read_exact(fd, text.data(), size, until))
     return std::nullopt;
   return text;
 }
@@ -73,7 +73,7 @@ arena_layout pages_layout(std::uint64_t pages, std::uint64_t page_bytes) {
 }
 
 // The child process (the test below) serving `pages` of `page_bytes`.
-test::gpu::self_child start_child(std::uint64_t pages, std::uint64_t page_bytes) {
+test::self_child start_child(std::uint64_t pages, std::uint64_t page_bytes) {
   return {child_env, std::to_string(pages) + "," + std::to_string(page_bytes),
           "DISABLED_gpu_cuda_ipc_child.serves_a_device_arena"};
 }
@@ -110,7 +110,7 @@ struct offer {
   std::vector<unit_checksum> slot_sums;
 };
 
-std::optional<offer> receive_offer(const test::gpu::self_child& child) {
+std::optional<offer> receive_offer(const test::self_child& child) {
   auto text = receive_message(child.read_fd(), 120s);
   if (!text) {
     ADD_FAILURE() << "the child sent no descriptor within 120 s (see its output above)";

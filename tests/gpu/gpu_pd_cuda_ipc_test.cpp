@@ -31,8 +31,8 @@
 #include "tests/actors/handle_support.hpp"
 #include "tests/engine/engine_support.hpp"
 #include "tests/gpu/gpu_support.hpp"
-#include "tests/gpu/self_child.hpp"
 #include "tests/support/model_fixtures.hpp"
+#include "tests/support/self_child.hpp"
 #include "transport/descriptor.hpp"
 #include "transport/error.hpp"
 
@@ -51,7 +51,7 @@ constexpr const char* secret = "gpu pd test: not a real secret";
 // One line per message over a pipe end; reads bounded by a deadline.
 bool write_line(int fd, std::string text) {
   text += '\n';
-  return test::gpu::write_all(fd, text);
+  return test::write_all(fd, text);
 }
 
 std::optional<std::string> read_line(int fd, std::chrono::milliseconds timeout) {
@@ -59,7 +59,7 @@ std::optional<std::string> read_line(int fd, std::chrono::milliseconds timeout) 
   std::string line;
   for (;;) {
     char c = 0;
-    if (!test::gpu::read_exact(fd, &c, 1, until))
+    if (!test::read_exact(fd, &c, 1, until))
       return std::nullopt;
     if (c == '\n')
       return line;
@@ -204,7 +204,7 @@ class prefill_child {
   }
 
  private:
-  test::gpu::self_child child_;
+  test::self_child child_;
 };
 
 std::vector<engine::token_id> pd_prompt(int len, engine::token_id start) {

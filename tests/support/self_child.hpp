@@ -1,10 +1,11 @@
 #pragma once
 
-// Shared by the two-process GPU tests (gpu_cuda_ipc_test.cpp,
-// gpu_pd_cuda_ipc_test.cpp): this test binary run again as a child process,
-// so the child starts CUDA afresh (a forked child of a process that has used
-// CUDA may not use it), with two pipes between the pair and a deadline on
-// every read and wait.
+// Shared by the tests that need a second process (the two-process GPU tests
+// gpu_cuda_ipc_test.cpp and gpu_pd_cuda_ipc_test.cpp, tensor-parallel ranks
+// as processes): this test binary run again as a child process, so the
+// child starts afresh (a forked child of a process that has used CUDA, or
+// started threads, may not go on as it was), with two pipes between the
+// pair and a deadline on every read and wait.
 
 #include <cerrno>
 #include <chrono>
@@ -23,7 +24,7 @@
 
 extern char** environ;
 
-namespace mstar::test::gpu {
+namespace mstar::test {
 
 /// Writes all of `bytes` to `fd`; false when the reader has gone. Each test
 /// frames its own messages on top (length-prefixed, or a line each).
@@ -159,4 +160,4 @@ class self_child {
   int read_fd_ = -1;
 };
 
-}  // namespace mstar::test::gpu
+}  // namespace mstar::test
