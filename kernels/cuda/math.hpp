@@ -121,12 +121,9 @@ inline constexpr int gemv_variants = 6;
 [[nodiscard]] cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p,
                                       cudaStream_t stream);
 
-/// Operands of `rms_norm_linear_bf16`: one f32 row, its RMS norm rounded to
-/// bf16 as the product's input.
-struct rms_norm_linear_bf16_params {
-  view<const float, 2> x;               ///< [1, K] f32 (a residual stream row)
-  view<const float, 1> norm_weight;     ///< [K] f32
-  float eps = 1e-6F;                    ///< added to the mean square before the root
+/// What the GEMV's norm forms multiply their normed row by and where the
+/// product goes: linear_bf16_params' fields of the same names.
+struct gemv_product_params {
   view<const std::uint16_t, 2> weight;  ///< [N, K] bf16, unit stride along K, K a multiple of 8
   view<const float, 1> bias{};          ///< [N] f32; absent: no bias
   view<float, 2> out_f32{};             ///< [1, N] f32; exactly one of out_f32 / out_bf16
@@ -134,6 +131,14 @@ struct rms_norm_linear_bf16_params {
   bool accumulate = false;              ///< as linear_bf16_params::accumulate
   int gemv_variant = -1;                ///< as linear_bf16_params::gemv_variant
   bool weight_static = false;           ///< as linear_bf16_params::weight_static
+};
+
+/// Operands of `rms_norm_linear_bf16`: one f32 row, its RMS norm rounded to
+/// bf16 as the product's input.
+struct rms_norm_linear_bf16_params : gemv_product_params {
+  view<const float, 2> x;            ///< [1, K] f32 (a residual stream row)
+  view<const float, 1> norm_weight;  ///< [K] f32
+  float eps = 1e-6F;                 ///< added to the mean square before the root
 };
 
 /// `add_rms_norm` (no delta) into a bf16 row, then `linear_bf16` of it, in one
@@ -148,22 +153,16 @@ inline constexpr std::int64_t rms_norm_linear_max_k = 16384;
                                                cudaStream_t stream);
 
 /// Operands of `gated_rms_norm_linear_bf16`: Mamba-2's gated RMS norm of one
-/// f32 row (`gated_rms_norm`'s), rounded to bf16, as the product's input.
-struct gated_rms_norm_linear_bf16_params {
+/// f32 row (`gated_rms_norm`'s), rounded to bf16, as the product's input
+/// (the weight's rows on 16-byte boundaries).
+struct gated_rms_norm_linear_bf16_params : gemv_product_params {
   view<const float, 2> x;  ///< [1, K] f32 (the scan's y), unit stride along K
   /// [1, K] f32 (z: may be a strided view into the in_proj output), unit
   /// stride along K; absent: no gate.
   view<const float, 2> gate{};
-  view<const float, 1> norm_weight;     ///< [K] f32, unit stride
-  std::int64_t group_size = 0;          ///< channels a norm group spans; 0: all K
-  float eps = 1e-6F;                    ///< added to each group's mean square
-  view<const std::uint16_t, 2> weight;  ///< [N, K] bf16, unit stride along K
-  view<const float, 1> bias{};          ///< [N] f32; absent: no bias
-  view<float, 2> out_f32{};             ///< [1, N] f32; exactly one of out_f32 / out_bf16
-  view<std::uint16_t, 2> out_bf16{};    ///< [1, N] bf16
-  bool accumulate = false;              ///< as linear_bf16_params::accumulate
-  int gemv_variant = -1;                ///< as linear_bf16_params::gemv_variant
-  bool weight_static = false;           ///< as linear_bf16_params::weight_static
+  view<const float, 1> norm_weight;  ///< [K] f32, unit stride
+  std::int64_t group_size = 0;       ///< channels a norm group spans; 0: all K
+  float eps = 1e-6F;                 ///< added to each group's mean square
 };
 
 /// `gated_rms_norm` into a bf16 row, then `linear_bf16` of it, in one kernel
