@@ -105,8 +105,8 @@ struct rank_zero {
     }
     dir = tmpl;
     const std::string token = "tp-test-" + std::to_string(::getpid());
-    auto listener = parallel::socket_group::listen(
-        {"unix:" + (dir / "group.sock").string(), 0, 2, token, 30s});
+    auto listener =
+        parallel::socket_group::listen({"unix:" + (dir / "group.sock").string(), 0, 2, token, 30s});
     if (!listener) {
       ADD_FAILURE() << listener.error().message();
       return;

@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/parallel/group_support.hpp"
+
 namespace mstar::parallel {
 namespace {
 
@@ -17,18 +19,6 @@ std::vector<std::unique_ptr<communicator>> group_of(int n, std::chrono::millisec
   auto g = local_group::make(n, t);
   EXPECT_TRUE(g.has_value()) << g.error().message();
   return g ? std::move(*g) : std::vector<std::unique_ptr<communicator>>{};
-}
-
-// Runs body(rank) on one thread per rank and joins them.
-void on_every_rank(std::vector<std::unique_ptr<communicator>>& ranks,
-                   const std::function<void(communicator&)>& body) {
-  std::vector<std::thread> threads;
-  for (auto& r : ranks) {
-    communicator* c = r.get();
-    threads.emplace_back([c, &body] { body(*c); });
-  }
-  for (auto& t : threads)
-    t.join();
 }
 
 TEST(local_group, all_reduce_sum_leaves_the_same_sum_on_every_rank) {

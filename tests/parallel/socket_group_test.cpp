@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "parallel/local_group.hpp"
+#include "tests/parallel/group_support.hpp"
 
 namespace mstar::parallel {
 namespace {
@@ -95,16 +96,6 @@ ranks_t sg_form(const std::string& address, int n, std::chrono::milliseconds tim
   return ranks;
 }
 
-void sg_on_every_rank(ranks_t& ranks, const std::function<void(communicator&)>& body) {
-  std::vector<std::thread> threads;
-  for (auto& r : ranks) {
-    communicator* c = r.get();
-    threads.emplace_back([c, &body] { body(*c); });
-  }
-  for (auto& t : threads)
-    t.join();
-}
-
 // Random floats over many magnitudes, signs and a few negative zeros, so a
 // sum in another order would differ in the last bits.
 std::vector<std::vector<float>> sg_random_rows(int n, std::size_t count, unsigned seed) {
@@ -144,12 +135,12 @@ TEST_P(socket_group_collectives, all_reduce_sum_gives_the_in_process_groups_bits
   auto theirs = rows;
   auto ranks = form();
   ASSERT_EQ(ranks.size(), static_cast<std::size_t>(n));
-  sg_on_every_rank(ranks, [&mine](communicator& c) {
+  on_every_rank(ranks, [&mine](communicator& c) {
     ASSERT_TRUE(c.all_reduce_sum(mine[static_cast<std::size_t>(c.rank())]).has_value());
   });
   auto local = local_group::make(n);
   ASSERT_TRUE(local.has_value());
-  sg_on_every_rank(*local, [&theirs](communicator& c) {
+  on_every_rank(*local, [&theirs](communicator& c) {
     ASSERT_TRUE(c.all_reduce_sum(theirs[static_cast<std::size_t>(c.rank())]).has_value());
   });
   for (int r = 0; r < n; ++r) {
@@ -168,7 +159,7 @@ TEST_P(socket_group_collectives, all_gather_and_broadcast_from_a_non_zero_root) 
   std::vector<std::vector<float>> out(static_cast<std::size_t>(n),
                                       std::vector<float>(2 * static_cast<std::size_t>(n), -1.0F));
   std::vector<std::vector<std::byte>> bytes(static_cast<std::size_t>(n), std::vector<std::byte>(5));
-  sg_on_every_rank(ranks, [&](communicator& c) {
+  on_every_rank(ranks, [&](communicator& c) {
     const auto r = static_cast<std::size_t>(c.rank());
     const std::vector<float> in{static_cast<float>(r), 10.0F + static_cast<float>(r)};
     ASSERT_TRUE(c.all_gather(in, out[r]).has_value());
@@ -190,7 +181,7 @@ TEST_P(socket_group_collectives, all_gather_and_broadcast_from_a_non_zero_root) 
 TEST_P(socket_group_collectives, many_collectives_in_a_row_stay_in_step) {
   auto ranks = form();
   ASSERT_EQ(ranks.size(), static_cast<std::size_t>(GetParam().ranks));
-  sg_on_every_rank(ranks, [](communicator& c) {
+  on_every_rank(ranks, [](communicator& c) {
     const auto n = static_cast<float>(c.size());
     for (int step = 0; step < 200; ++step) {
       std::vector<float> d{1.0F, static_cast<float>(step)};
@@ -211,7 +202,7 @@ TEST_P(socket_group_collectives, megabytes_go_through_in_pieces) {
   ASSERT_EQ(ranks.size(), static_cast<std::size_t>(n));
   std::vector<std::vector<float>> sums(static_cast<std::size_t>(n));
   std::vector<std::vector<float>> gathered(static_cast<std::size_t>(n));
-  sg_on_every_rank(ranks, [&](communicator& c) {
+  on_every_rank(ranks, [&](communicator& c) {
     const auto r = static_cast<std::size_t>(c.rank());
     auto& d = sums[r];
     d.resize(count);
@@ -337,7 +328,7 @@ TEST(socket_group, strangers_are_refused_and_the_real_ranks_still_form) {
   auto two = rank2.get();
   ASSERT_TRUE(two.has_value()) << two.error().message();
   ranks[2] = std::move(*two);
-  sg_on_every_rank(ranks, [](communicator& c) {
+  on_every_rank(ranks, [](communicator& c) {
     std::vector<float> d{static_cast<float>(c.rank())};
     ASSERT_TRUE(c.all_reduce_sum(d).has_value());
     EXPECT_EQ(d[0], 3.0F);
@@ -362,7 +353,7 @@ TEST(socket_group, ranks_out_of_step_all_get_an_error_naming_both_calls) {
   auto ranks = sg_form("tcp:127.0.0.1:0", 3);
   ASSERT_EQ(ranks.size(), 3U);
   std::vector<std::string> errors(3);
-  sg_on_every_rank(ranks, [&errors](communicator& c) {
+  on_every_rank(ranks, [&errors](communicator& c) {
     std::vector<float> d(c.rank() == 2 ? 5 : 4, 1.0F);
     auto ok = c.all_reduce_sum(d);
     ASSERT_FALSE(ok.has_value());
@@ -386,7 +377,7 @@ TEST(socket_group, different_collectives_are_named_on_every_rank) {
   auto ranks = sg_form("unix:" + dir.path() + "/group.sock", 2);
   ASSERT_EQ(ranks.size(), 2U);
   std::vector<std::string> errors(2);
-  sg_on_every_rank(ranks, [&errors](communicator& c) {
+  on_every_rank(ranks, [&errors](communicator& c) {
     std::vector<float> d(3, 1.0F), out(6);
     auto ok = c.rank() == 0 ? c.all_reduce_sum(d) : c.all_gather(d, out);
     ASSERT_FALSE(ok.has_value());
