@@ -18,6 +18,11 @@
 // same rounding), the gated form (gated_rms_norm_linear_bf16) as
 // gated_rms_norm's warp form would (its warp body, internal/gated_norm.cuh,
 // a group a warp).
+//
+// Chained launches (programmatic dependent launch, internal/common.cuh):
+// the first weight pieces load before the wait for the kernel before, where
+// the caller marks the weights static; the kernel after is released once
+// the dots are done (`MSTAR_GEMV_CHAIN`, gemv_chain_mode below).
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -142,12 +147,14 @@ __global__ void __launch_bounds__(gemv_threads, 1)
         w[r][u] = p < pieces ? __ldcs(wrow[r] + p) : make_uint4(0U, 0U, 0U, 0U);
     }
   };
+  // Chained launches (internal/common.cuh): static weights (no kernel's
+  // output) stream in while the kernel before drains; everything else, and
+  // weights a kernel may have written, after the wait.
   if (!a.weight_static)
     chain_wait();
   if (active) {
     load(lane);
-    // Chained: the rest of the rows' pieces asked of L2 while the kernel
-    // before drains (the weights are no kernel's output).
+    // `prefetch` mode: the rest of the rows' pieces asked of L2 too.
     if (a.prefetch) {
       for (int p = lane + 32 * unroll; p < pieces; p += 32) {
 #pragma unroll
