@@ -40,6 +40,9 @@
 #include "models/load.hpp"
 #include "models/nemotron_h.hpp"
 #include "models/step_cost.hpp"
+#ifdef MSTAR_HAVE_NCCL
+#include "parallel/nccl_group.hpp"
+#endif
 
 namespace {
 
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
   std::string through = "direct";
   std::string schedule = "default";
   int roofline_rounds = 5;
+  int tensor_parallel = 1;
   app.add_option("--model", model_dir, "Checkpoint folder")->required();
   app.add_option("--device", device, "cuda, cuda:N or cpu")->capture_default_str();
   app.add_option("--dtype", dtype, "bfloat16 or float32")->capture_default_str();
@@ -159,6 +163,12 @@ int main(int argc, char** argv) {
                  "roofline)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--tensor-parallel", tensor_parallel,
+                 "Ranks of the model (Nemotron-H): threads of this process, rank r on cuda:r "
+                 "with that many GPUs (NCCL between them where built with it), else sharing "
+                 "the device; the roofline is left out above 1 (a rank reads its part)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (new_tokens < 2 || repeats < 1 || prompt_len < 1) {
     std::fprintf(stderr,
@@ -179,6 +189,12 @@ int main(int argc, char** argv) {
   run_options run;
   run.device = device;
   run.cuda_graphs = !no_graphs;
+  run.tensor_parallel_ranks = tensor_parallel;
+#ifdef MSTAR_HAVE_NCCL
+  run.tensor_parallel_groups = mstar::parallel::nccl_group_maker();
+#endif
+  if (tensor_parallel > 1)
+    roofline_rounds = 0;
   run.dtype = dtype == "float32" ? mstar::dtype::float32 : mstar::dtype::bfloat16;
   if (dtype != "float32" && dtype != "bfloat16") {
     std::fprintf(stderr, "mstar-bench-model-gpu: --dtype '%s' is not bfloat16 or float32\n",
@@ -318,6 +334,7 @@ int main(int argc, char** argv) {
                           {"dtype", dtype},
                           {"cuda_graphs", !no_graphs},
                           {"chained_launches", mstar::kernels::cuda::chained_launches()},
+                          {"tensor_parallel", tensor_parallel},
                           {"through", through},
                           {"schedule", schedule},
                           {"tokens_digest", fmt::format("{:016x}", digest)},

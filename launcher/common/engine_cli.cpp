@@ -106,9 +106,9 @@ void add_engine_options(CLI::App& app, engine_cli& opt) {
                "On CUDA, launch every kernel of a decode step instead of replaying a graph");
   app.add_option("--tensor-parallel", opt.tensor_parallel,
                  "Split the model across N ranks in this process (Nemotron-H; threads, one "
-                 "scheduler and one set of pools for all, collectives through host memory). "
-                 "--device cuda with N GPUs puts rank r on cuda:r, otherwise the ranks share "
-                 "the device")
+                 "scheduler and one set of pools for all). --device cuda with N GPUs puts rank "
+                 "r on cuda:r, collectives over NCCL where built with it; otherwise the ranks "
+                 "share the device, collectives through host memory")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
 }
