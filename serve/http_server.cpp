@@ -16,7 +16,12 @@ using namespace internal;
 struct http_server::impl {
   net::io_context ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
-  tcp::acceptor acceptor{ioc};
+  // The acceptor's handlers run on a strand of their own, and `stop` closes
+  // it through the same strand: with several threads running `ioc`, a close
+  // posted to `ioc` raced the handler that starts the next accept (seen by
+  // ThreadSanitizer in http_images.a_model_without_a_vision_tower_refuses_image_parts).
+  net::strand<net::io_context::executor_type> accept_strand{net::make_strand(ioc)};
+  tcp::acceptor acceptor{accept_strand};
   std::shared_ptr<server_state> state = std::make_shared<server_state>();
   std::vector<std::thread> threads;
   std::uint16_t port = 0;
@@ -109,7 +114,7 @@ void http_server::stop() {
     auto& svc = *p.state->svc;
     p.state->stopping = true;
     svc.drain();
-    net::post(p.ioc, [&p] {
+    net::post(p.accept_strand, [&p] {
       beast::error_code ignored;
       p.acceptor.close(ignored);
     });
