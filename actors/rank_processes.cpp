@@ -207,9 +207,8 @@ class rank_link {
       auto got = ranks::read_frame(fd_.get(), ranks::after(timeout_), peer_);
       if (!got) {
         if (!closing_.load()) {
-          fail(make_error(errc::internal,
-                          fmt::format("{}: its process left (stream: {})", peer_,
-                                      got.error().message())));
+          fail(make_error(errc::internal, fmt::format("{}: its process left (stream: {})", peer_,
+                                                      got.error().message())));
         }
         return;
       }
@@ -219,8 +218,8 @@ class rank_link {
         case op::reply_error: {
           std::lock_guard lock(state_mutex_);
           if (pending_.empty()) {
-            failure_ = failure_.value_or(make_error(
-                errc::internal, fmt::format("{}: a reply nobody asked for", peer_)));
+            failure_ = failure_.value_or(
+                make_error(errc::internal, fmt::format("{}: a reply nobody asked for", peer_)));
             return;
           }
           pending_.front().set_value(std::move(*got));
@@ -270,8 +269,8 @@ class remote_arena final : public kernels::arena {
 
   void copy_pages(const kernels::kv_geometry& geometry, std::span<const std::int32_t> src,
                   std::span<const std::int32_t> dst) override {
-    ranks::page_move m{id_, ranks::to_wire(geometry), {src.begin(), src.end()},
-                       {dst.begin(), dst.end()}};
+    ranks::page_move m{
+        id_, ranks::to_wire(geometry), {src.begin(), src.end()}, {dst.begin(), dst.end()}};
     (void)link_->send(op::copy_pages, ranks::encode(m));
   }
   void copy_slots(const kernels::kv_geometry& geometry, std::int32_t src, std::int32_t dst,
@@ -286,8 +285,7 @@ class remote_arena final : public kernels::arena {
   }
   // Transfers of tensor-parallel pools are refused by the replicated arena
   // before they reach a member; one that got here anyway fails the arena.
-  void pack_pages(const kernels::kv_geometry&, std::span<const std::int32_t>,
-                  std::byte*) override {
+  void pack_pages(const kernels::kv_geometry&, std::span<const std::int32_t>, std::byte*) override {
     refused_ = true;
   }
   void unpack_pages(const kernels::kv_geometry&, std::span<const std::int32_t>,
@@ -308,9 +306,9 @@ class remote_arena final : public kernels::arena {
   }
 
   [[nodiscard]] result<void> read(std::size_t, std::span<std::byte>) const override {
-    return make_error(errc::unsupported,
-                      fmt::format("tensor-parallel rank {}'s pool memory is in its own process",
-                                  link_->rank()));
+    return make_error(
+        errc::unsupported,
+        fmt::format("tensor-parallel rank {}'s pool memory is in its own process", link_->rank()));
   }
   [[nodiscard]] result<void> write(std::size_t offset, std::span<const std::byte> in) override {
     if (auto ok = kernels::check_range("remote arena", bytes_, offset, in.size()); !ok)
@@ -368,9 +366,7 @@ class process_ranks_lm final : public models::causal_lm {
 
   [[nodiscard]] const models::tokenizer* tok() const noexcept override { return local_->tok(); }
   [[nodiscard]] std::int64_t vocab_size() const noexcept override { return local_->vocab_size(); }
-  [[nodiscard]] std::int64_t max_context() const noexcept override {
-    return local_->max_context();
-  }
+  [[nodiscard]] std::int64_t max_context() const noexcept override { return local_->max_context(); }
   [[nodiscard]] std::span<const std::int64_t> eos_token_ids() const noexcept override {
     return local_->eos_token_ids();
   }
@@ -383,9 +379,9 @@ class process_ranks_lm final : public models::causal_lm {
   [[nodiscard]] std::optional<models::vision_facts> vision() const noexcept override {
     return local_->vision();
   }
-  [[nodiscard]] result<void> place_images(std::vector<resources::token_id>& prompt,
-                                          std::span<const models::image_input> images)
-      const override {
+  [[nodiscard]] result<void> place_images(
+      std::vector<resources::token_id>& prompt,
+      std::span<const models::image_input> images) const override {
     return local_->place_images(prompt, images);
   }
   [[nodiscard]] std::vector<models::image_span> image_spans(
@@ -423,8 +419,8 @@ class process_ranks_lm final : public models::causal_lm {
     const auto payload = ranks::encode(opts);
     std::vector<kernels::arena_factory> members{spec->memory};
     for (const auto& link : links_) {
-      auto got = expect_reply(link->call(op::pools, payload), op::reply_text, link->rank(),
-                              op::pools);
+      auto got =
+          expect_reply(link->call(op::pools, payload), op::reply_text, link->rank(), op::pools);
       if (!got)
         return got.error();
       auto theirs = ranks::decode<std::string>(got->payload, "pools reply");
@@ -436,20 +432,19 @@ class process_ranks_lm final : public models::causal_lm {
                                       "rank {}: {}; rank 0: {}",
                                       link->rank(), link->rank(), *theirs, ours));
       }
-      members.push_back(
-          [link](std::size_t bytes) -> result<std::unique_ptr<kernels::arena>> {
-            ranks::arena_made_request req{link->next_arena_id(), bytes};
-            auto made = expect_reply(link->call(op::make_arena, ranks::encode(req)),
-                                     op::reply_text, link->rank(), op::make_arena);
-            if (!made)
-              return made.error();
-            auto kind = ranks::decode<std::string>(made->payload, "make_arena reply");
-            if (!kind)
-              return kind.error();
-            return std::unique_ptr<kernels::arena>(std::make_unique<remote_arena>(
-                link, req.id, bytes,
-                *kind == "device" ? kernels::memory_kind::device : kernels::memory_kind::host));
-          });
+      members.push_back([link](std::size_t bytes) -> result<std::unique_ptr<kernels::arena>> {
+        ranks::arena_made_request req{link->next_arena_id(), bytes};
+        auto made = expect_reply(link->call(op::make_arena, ranks::encode(req)), op::reply_text,
+                                 link->rank(), op::make_arena);
+        if (!made)
+          return made.error();
+        auto kind = ranks::decode<std::string>(made->payload, "make_arena reply");
+        if (!kind)
+          return kind.error();
+        return std::unique_ptr<kernels::arena>(std::make_unique<remote_arena>(
+            link, req.id, bytes,
+            *kind == "device" ? kernels::memory_kind::device : kernels::memory_kind::host));
+      });
     }
     // Rank 0's fingerprint names its part ("tp 0/N"); these pools hold
     // every rank's, as tensor_parallel_lm's do.
@@ -471,8 +466,7 @@ class process_ranks_lm final : public models::causal_lm {
     return local_->bind(kv, recurrent);
   }
 
-  void begin_sequence(const resources::request_id& rid,
-                      std::span<const resources::token_id> prompt,
+  void begin_sequence(const resources::request_id& rid, std::span<const resources::token_id> prompt,
                       std::span<const models::image_input> images) override {
     ranks::sequence_begin m{rid, {prompt.begin(), prompt.end()}, {images.begin(), images.end()}};
     broadcast(op::begin_sequence, ranks::encode(m));
@@ -608,9 +602,9 @@ rank_conductor::~rank_conductor() = default;
 
 result<rank_conductor> rank_conductor::listen(const rank_process_options& options) {
   if (options.ranks < 2) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("tensor-parallel ranks: {} (at least 2 for rank processes)",
-                                  options.ranks));
+    return make_error(
+        errc::invalid_argument,
+        fmt::format("tensor-parallel ranks: {} (at least 2 for rank processes)", options.ranks));
   }
   if (options.timeout.count() <= 0)
     return make_error(errc::invalid_argument, "tensor-parallel rank timeout: not positive");
@@ -692,11 +686,12 @@ result<std::unique_ptr<models::causal_lm>> rank_conductor::accept_all(
       int missing = 1;
       while (joined[static_cast<std::size_t>(missing)])
         ++missing;
-      return make_error(errc::internal,
-                        fmt::format("tensor-parallel rank {} did not join the conductor at {} "
-                                    "within {} ms{}",
-                                    missing, address(), o.timeout.count(),
-                                    last_refusal.empty() ? "" : " (refused: " + last_refusal + ")"));
+      return make_error(
+          errc::internal,
+          fmt::format("tensor-parallel rank {} did not join the conductor at {} "
+                      "within {} ms{}",
+                      missing, address(), o.timeout.count(),
+                      last_refusal.empty() ? "" : " (refused: " + last_refusal + ")"));
     }
     auto fd = io::accept_one(s.listener);
     if (!fd)
@@ -725,8 +720,9 @@ result<std::unique_ptr<models::causal_lm>> rank_conductor::accept_all(
     return refuse_all(hosted.error().with_context("forming the tensor-parallel data group"));
   for (std::size_t r = 1; r < joined.size(); ++r) {
     ranks::welcome_wire w{{}, hosted->join_text};
-    if (auto ok = ranks::write_frame(joined[r].get(), op::welcome, ranks::encode(w),
-                                     ranks::after(o.timeout), fmt::format("tensor-parallel rank {}", r));
+    if (auto ok =
+            ranks::write_frame(joined[r].get(), op::welcome, ranks::encode(w),
+                               ranks::after(o.timeout), fmt::format("tensor-parallel rank {}", r));
         !ok) {
       return ok.error();
     }
@@ -747,10 +743,9 @@ result<std::unique_ptr<models::causal_lm>> rank_conductor::accept_all(
   // Each follower says it loaded (its weight count) or why not.
   std::int64_t follower_parameters = 0;
   for (std::size_t r = 1; r < joined.size(); ++r) {
-    auto ready =
-        expect_reply(ranks::read_frame(joined[r].get(), ranks::after(o.timeout),
-                                       fmt::format("tensor-parallel rank {}", r)),
-                     op::reply_text, static_cast<int>(r), op::welcome);
+    auto ready = expect_reply(ranks::read_frame(joined[r].get(), ranks::after(o.timeout),
+                                                fmt::format("tensor-parallel rank {}", r)),
+                              op::reply_text, static_cast<int>(r), op::welcome);
     if (!ready)
       return ready.error();
     auto n = ranks::decode<std::int64_t>(ready->payload, "ready");
@@ -760,8 +755,8 @@ result<std::unique_ptr<models::causal_lm>> rank_conductor::accept_all(
   }
   std::vector<std::shared_ptr<rank_link>> links;
   for (std::size_t r = 1; r < joined.size(); ++r) {
-    links.push_back(std::make_shared<rank_link>(static_cast<int>(r), std::move(joined[r]),
-                                                o.timeout));
+    links.push_back(
+        std::make_shared<rank_link>(static_cast<int>(r), std::move(joined[r]), o.timeout));
     links.back()->start_reader();
   }
   return std::unique_ptr<models::causal_lm>(std::make_unique<process_ranks_lm>(
@@ -893,7 +888,8 @@ struct follower {
     if (call.kv)
       plans.kv = std::make_shared<const resources::kv_plan>(std::move(*call.kv));
     if (call.recurrent)
-      plans.recurrent = std::make_shared<const resources::recurrent_plan>(std::move(*call.recurrent));
+      plans.recurrent =
+          std::make_shared<const resources::recurrent_plan>(std::move(*call.recurrent));
     return plans;
   }
 
@@ -1057,8 +1053,8 @@ result<void> serve_as_follower(const follower_options& o, const models::run_opti
     auto frame = ranks::read_frame(f.fd, ranks::after(o.timeout), peer);
     if (!frame) {
       f.comm->abort("the conductor left");
-      return make_error(errc::cancelled,
-                        fmt::format("tensor-parallel rank {}: {}", o.rank, frame.error().message()));
+      return make_error(errc::cancelled, fmt::format("tensor-parallel rank {}: {}", o.rank,
+                                                     frame.error().message()));
     }
     switch (frame->kind) {
       case op::shutdown:
@@ -1081,9 +1077,9 @@ result<void> serve_as_follower(const follower_options& o, const models::run_opti
         if (auto ok = f.apply(*frame); !ok) {
           // The data group first, so rank 0 stops waiting in a collective;
           // then the conductor hears the cause.
-          const auto e = make_error(ok.error().code(),
-                                    fmt::format("{}: {}", ranks::to_string(frame->kind),
-                                                ok.error().message()));
+          const auto e = make_error(
+              ok.error().code(),
+              fmt::format("{}: {}", ranks::to_string(frame->kind), ok.error().message()));
           f.comm->abort(fmt::format("rank {} failed: {}", o.rank, e.message()));
           auto wire = ranks::to_wire(e);
           (void)answer(f.fd, op::failed, ranks::encode(wire), o.timeout);

@@ -139,8 +139,9 @@ result<frame> read_frame(int fd, parallel::internal::deadline until, const std::
   frame_header h;
   std::memcpy(&h, head.data(), sizeof h);
   if (h.magic != magic) {
-    return make_error(errc::parse_error,
-                      fmt::format("reading from {}: not a rank stream (magic {:#x})", peer, h.magic));
+    return make_error(
+        errc::parse_error,
+        fmt::format("reading from {}: not a rank stream (magic {:#x})", peer, h.magic));
   }
   if (h.op < static_cast<std::uint8_t>(op::hello) || h.op > static_cast<std::uint8_t>(op::failed)) {
     return make_error(errc::parse_error, fmt::format("reading from {}: unknown op {}", peer, h.op));

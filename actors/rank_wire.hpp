@@ -20,15 +20,14 @@
 // fails at once).
 
 #include <array>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <caf/binary_deserializer.hpp>
-#include <caf/binary_serializer.hpp>
 
 #include "actors/serialization.hpp"
 #include "core/result.hpp"
@@ -257,8 +256,8 @@ typename Inspector::result_type inspect(Inspector& f, step_call& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, geometry_wire& x) {
-  return f(caf::meta::type_name("geometry"), x.page_size, x.num_layers, x.num_kv_heads,
-           x.head_dim, x.dtype);
+  return f(caf::meta::type_name("geometry"), x.page_size, x.num_layers, x.num_kv_heads, x.head_dim,
+           x.dtype);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, page_move& x) {

@@ -203,10 +203,10 @@ TEST(rank_processes, a_killed_follower_fails_the_nodes_requests_naming_it) {
   ASSERT_TRUE(last.finished.has_value());
   EXPECT_EQ(*last.finished, engine::finish_reason::error);
   EXPECT_NE(last.error.find("rank 1"), std::string::npos) << last.error;
-  std::printf("killed follower: the request failed %.0f ms later: %s\n",
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count(),
-              last.error.c_str());
+  std::printf(
+      "killed follower: the request failed %.0f ms later: %s\n",
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+      last.error.c_str());
   // Later requests fail too, with the same cause, rather than hang.
   auto again = (*rt)->submit(test::greedy_request({5, 6}, 4));
   auto after = test::read_all(again, 20s);
@@ -221,9 +221,9 @@ TEST(rank_processes, a_follower_with_the_wrong_token_is_refused_with_the_reason)
   ASSERT_TRUE(c.has_value()) << c.error().message();
   std::optional<error> follower_error;
   std::thread stranger([&] {
-    auto served = serve_as_follower({c->address(), 1, 2, "wrong", 2s}, models::run_options{},
-                                    socket_rank_groups(dir.socket("g.sock"), "wrong", 2s),
-                                    fixture_loader());
+    auto served =
+        serve_as_follower({c->address(), 1, 2, "wrong", 2s}, models::run_options{},
+                          socket_rank_groups(dir.socket("g.sock"), "wrong", 2s), fixture_loader());
     if (!served)
       follower_error = served.error();
   });
@@ -247,13 +247,14 @@ TEST(rank_processes, pools_that_differ_between_ranks_refuse_the_runtime_naming_b
   std::optional<error> follower_error;
   std::thread follower([&] {
     // Rank 1 loads another model: its pools' shape is not rank 0's.
-    auto served = serve_as_follower({c->address(), 1, 2, "t", 10s}, models::run_options{},
-                                    socket_rank_groups(group, "t", 10s), fixture_loader("random:wide"));
+    auto served =
+        serve_as_follower({c->address(), 1, 2, "t", 10s}, models::run_options{},
+                          socket_rank_groups(group, "t", 10s), fixture_loader("random:wide"));
     if (!served)
       follower_error = served.error();
   });
-  auto m = c->accept_all(models::run_options{}, socket_rank_groups(group, "t", 10s),
-                         fixture_loader());
+  auto m =
+      c->accept_all(models::run_options{}, socket_rank_groups(group, "t", 10s), fixture_loader());
   ASSERT_TRUE(m.has_value()) << m.error().message();
   auto rt = runtime::start(std::move(*m), engine::engine_config{}, 2);
   ASSERT_FALSE(rt.has_value());
