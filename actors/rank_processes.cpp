@@ -204,11 +204,11 @@ class rank_link {
       const int ready = ::poll(&pfd, 1, 100);
       if (ready <= 0)
         continue;  // nothing yet (or EINTR): look at closing_ again
-      auto got = ranks::read_frame(fd_.get(), ranks::after(timeout_), peer_);
+      auto got = ranks::read_frame(fd_.get(), ranks::after(timeout_), "its stream");
       if (!got) {
         if (!closing_.load()) {
-          fail(make_error(errc::internal, fmt::format("{}: its process left (stream: {})", peer_,
-                                                      got.error().message())));
+          fail(make_error(errc::internal,
+                          fmt::format("{} left the node ({})", peer_, got.error().message())));
         }
         return;
       }
@@ -543,6 +543,11 @@ class process_ranks_lm final : public models::causal_lm {
   template <class T>
   result<T> settle(result<T> got) {
     if (!got) {
+      // A follower that died broke rank 0's collective; its stream says so
+      // within moments, and names the cause better than the collective.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds{500};
+      while (!broken() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds{5});
       {
         std::lock_guard lock(failure_mutex_);
         if (!failure_) {

@@ -65,8 +65,8 @@ void read_auth(map_reader& in, const fs::path& base, auth_config& out) {
 }
 
 void read_node(map_reader& in, node_config& out) {
-  in.expect_keys({"name", "role", "host", "control_port", "device", "tensor_parallel", "pools",
-                  "engine", "ssh"});
+  in.expect_keys({"name", "role", "host", "control_port", "device", "tensor_parallel",
+                  "tensor_parallel_mode", "pools", "engine", "ssh"});
   in.require("name");
   in.string("name", out.name);
   check_name(in, "name", out.name);
@@ -84,8 +84,14 @@ void read_node(map_reader& in, node_config& out) {
   in.string("device", out.device);
   check_device(in, "device", out.device);
   in.integer("tensor_parallel", out.tensor_parallel, 1, 64);
-  // A node's ranks run in its process (models/tensor_parallel_lm.hpp); their
-  // pools cannot yet be published to or adopted from another node.
+  in.string("tensor_parallel_mode", out.tensor_parallel_mode);
+  if (!in.failed() && out.tensor_parallel_mode != "threads" &&
+      out.tensor_parallel_mode != "processes") {
+    in.fail(errc::invalid_argument, "tensor_parallel_mode",
+            fmt::format("'{}' is not one of threads, processes", out.tensor_parallel_mode));
+  }
+  // A node's ranks each hold their part of the pools, which cannot yet be
+  // published to or adopted from another node.
   if (!in.failed() && out.tensor_parallel > 1 && out.role != role::both)
     in.fail(errc::unsupported, "tensor_parallel",
             fmt::format("{} ranks on a {} node are not supported yet: tensor-parallel pools do "

@@ -114,11 +114,14 @@ struct node_config {
   std::string host = "127.0.0.1";  ///< where the control port listens
   std::uint16_t control_port = 0;  ///< the CAF control plane; never 0 after parsing
   std::string device;              ///< cpu, cuda or cuda:N; the top-level one when unset
-  /// Ranks the node's model is split across (issue 18): one process per GPU
-  /// of the host, started by mstar-launch, collectives over NCCL. Parsed and
-  /// checked (1-64); anything above 1 is refused until the NCCL communicator
-  /// exists, so no file asks for ranks a node would not start.
+  /// Ranks the node's model is split across (Nemotron-H; 1-64; role both
+  /// only): see `tensor_parallel_mode` for where they run.
   std::int32_t tensor_parallel = 1;
+  /// Where the ranks run: "threads" (the default: in the node's process,
+  /// models/tensor_parallel_lm.hpp) or "processes" (rank 0 in the node's
+  /// process, each other rank a process the node starts from its own binary,
+  /// actors/rank_processes.hpp).
+  std::string tensor_parallel_mode = "threads";
   pool_overrides pools;
   engine_overrides engine;
   std::string ssh;  ///< "user@host" for mstar-launch; empty: started on this host

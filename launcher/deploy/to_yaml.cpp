@@ -33,6 +33,8 @@ void emit_node(YAML::Emitter& out, const node_config& node) {
   out << YAML::Key << "device" << YAML::Value << node.device;
   if (node.tensor_parallel != 1)
     out << YAML::Key << "tensor_parallel" << YAML::Value << node.tensor_parallel;
+  if (node.tensor_parallel_mode != "threads")
+    out << YAML::Key << "tensor_parallel_mode" << YAML::Value << node.tensor_parallel_mode;
   if (node.pools != pool_overrides{}) {
     out << YAML::Key << "pools" << YAML::Value << YAML::BeginMap;
     emit_if(out, "kv_pages", node.pools.kv_pages);

@@ -9,13 +9,17 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <cctype>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fmt/format.h>
 #include <optional>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -23,6 +27,7 @@
 #include "actors/deployment.hpp"
 #include "actors/deployment_certs.hpp"
 #include "actors/node_actor.hpp"
+#include "actors/rank_processes.hpp"
 #include "actors/runtime.hpp"
 #include "actors/transfer_actor.hpp"
 #include "launcher/common/chat.hpp"
@@ -32,6 +37,7 @@
 #include "launcher/common/served.hpp"
 #include "launcher/deploy/credentials.hpp"
 #include "launcher/deploy/deploy_config.hpp"
+#include "launcher/node/rank_processes.hpp"
 #include "models/load.hpp"
 #include "models/tensor_parallel_lm.hpp"
 #include "serve/deployment_port.hpp"
@@ -50,6 +56,8 @@ struct options {
   int port = -1;      ///< overrides the file's HTTP port (front node)
   std::string served_name;
   bool quiet = false;
+  int rank = 0;           ///< >= 1: this process is that tensor-parallel rank of the node
+  std::string conductor;  ///< the node's conductor stream (with --rank)
 };
 
 int fail(const std::string& node, const std::string& message) {
@@ -245,7 +253,100 @@ class rejoiner {
   std::thread thread_;
 };
 
+/// Set when a follower rank process exited while the node served: the node
+/// then exits 1 (mstar-launch restarts it).
+std::atomic<int> rank_lost{0};
+
+/// The folder of a node's rank sockets, removed with the node.
+struct rank_dir {
+  std::filesystem::path path;
+  rank_dir() = default;
+  explicit rank_dir(std::filesystem::path p) : path(std::move(p)) {}
+  rank_dir(const rank_dir&) = delete;
+  rank_dir& operator=(const rank_dir&) = delete;
+  ~rank_dir() {
+    std::error_code ec;
+    if (!path.empty())
+      std::filesystem::remove_all(path, ec);
+  }
+};
+
+/// Rank 0 of `tensor_parallel_mode: processes`: listens on a Unix socket in
+/// a fresh folder, starts ranks 1..N-1 from this binary, forms the ranks'
+/// data group and loads rank 0 while they load theirs; the conductor's model.
+mstar::result<std::unique_ptr<mstar::models::causal_lm>> start_rank_processes(
+    const std::vector<std::string>& self_argv, const deploy::node_config& self,
+    const mstar::models::run_options& run, const std::string& model_dir,
+    std::chrono::milliseconds timeout, std::unique_ptr<mstar::launcher::rank_followers>& followers,
+    std::optional<rank_dir>& dir) {
+  auto token = mstar::launcher::random_token();
+  if (!token)
+    return token.error();
+  std::string tmpl = (std::filesystem::temp_directory_path() / "mstar-ranks-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr)
+    return mstar::make_error(mstar::errc::io_error, tmpl + ": " + std::strerror(errno));
+  dir.emplace(tmpl);
+  const int ranks = self.tensor_parallel;
+  auto conductor = mstar::actors::rank_conductor::listen(
+      {"unix:" + (dir->path / "conductor.sock").string(), ranks, *token, timeout});
+  if (!conductor)
+    return conductor.error();
+  auto started =
+      mstar::launcher::rank_followers::start(self_argv, ranks, conductor->address(), *token);
+  if (!started)
+    return started.error();
+  followers = std::move(*started);
+  for (std::size_t i = 0; i < followers->pids().size(); ++i)
+    spdlog::info("started tensor-parallel rank {} (pid {})", i + 1, followers->pids()[i]);
+  mstar::models::run_options mine = run;
+  mine.device = mstar::models::rank_devices(run.device, ranks).front();
+  mine.tensor_parallel_ranks = 1;
+  mine.tensor_parallel_groups = nullptr;
+  return conductor->accept_all(
+      mine, mstar::launcher::node_rank_groups(run.device, dir->path, *token, timeout),
+      [&model_dir](const mstar::models::run_options& r) {
+        return mstar::models::load_causal_lm(model_dir, r);
+      });
+}
+
+/// A follower rank process (`--rank R`): loads its part of the model and
+/// does what the node's conductor says until it says stop. The launcher's
+/// SIGINT / SIGTERM reach the node's whole process group: a follower leaves
+/// when its conductor tells it (or dies with it), not on its own.
+int serve_rank(const options& opt, const deploy::deployment_config& d,
+               const deploy::node_config& self, const std::string& model_dir) {
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGTERM, SIG_IGN);
+  const std::string name = fmt::format("{} rank {}", opt.node, opt.rank);
+  if (self.tensor_parallel <= opt.rank || self.tensor_parallel_mode != "processes") {
+    return fail(
+        name, fmt::format("node {} has no rank {} process (tensor_parallel {}, mode {})", self.name,
+                          opt.rank, self.tensor_parallel, self.tensor_parallel_mode));
+  }
+  const char* token = std::getenv(mstar::launcher::rank_token_env);
+  if (token == nullptr)
+    return fail(name, fmt::format("{} is not set", mstar::launcher::rank_token_env));
+  const std::string device = self.device.empty() ? d.device : self.device;
+  mstar::models::run_options run;
+  run.device = mstar::models::rank_devices(device, self.tensor_parallel)
+                   .at(static_cast<std::size_t>(opt.rank));
+  const auto timeout = seconds_of(d.timeouts.join_s);
+  spdlog::info("rank {} of {} on {}, conductor {}", opt.rank, self.tensor_parallel, run.device,
+               opt.conductor);
+  auto served = mstar::actors::serve_as_follower(
+      {opt.conductor, opt.rank, self.tensor_parallel, token, timeout}, run,
+      mstar::launcher::node_rank_groups(device, {}, token, timeout),
+      [&model_dir](const mstar::models::run_options& r) {
+        return mstar::models::load_causal_lm(model_dir, r);
+      });
+  if (!served)
+    return fail(name, served.error().message());
+  spdlog::info("the conductor is done: leaving");
+  return 0;
+}
+
 int run(int argc, char** argv) {
+  const std::vector<std::string> self_argv(argv, argv + argc);
   CLI::App app{
       "mstar-node: one node of a prefill/decode deployment described by a YAML file "
       "(launcher/deploy/README.md). mstar-launch starts every node; run this by hand to start "
@@ -259,14 +360,26 @@ int run(int argc, char** argv) {
   app.add_option("--served-model-name", opt.served_name,
                  "The model name clients send (default: the folder's name)");
   app.add_flag("--no-request-log", opt.quiet, "No log line per request");
+  app.add_option("--rank", opt.rank,
+                 "Run as this tensor-parallel rank (1..N-1) of the node, serving its conductor "
+                 "(the node starts these itself for tensor_parallel_mode: processes; the token "
+                 "comes in MSTAR_RANK_TOKEN)")
+      ->check(CLI::Range(1, 63));
+  app.add_option("--conductor", opt.conductor,
+                 "With --rank: the node's conductor stream address (unix:PATH or tcp:HOST:PORT)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  if (opt.rank > 0 && opt.conductor.empty()) {
+    std::fprintf(stderr, "mstar-node: --rank needs --conductor\n");
+    return 2;
+  }
   spdlog::set_default_logger(spdlog::stderr_color_mt("mstar-node"));
-  spdlog::set_pattern(fmt::format("%Y-%m-%d %H:%M:%S.%e %^%l%$ [{}] %v", opt.node));
+  spdlog::set_pattern(fmt::format("%Y-%m-%d %H:%M:%S.%e %^%l%$ [{}{}] %v", opt.node,
+                                  opt.rank > 0 ? fmt::format(" rank {}", opt.rank) : ""));
 
   auto config = deploy::load_deployment(opt.config);
   if (!config) {
@@ -288,6 +401,8 @@ int run(int argc, char** argv) {
     d.http.port = static_cast<std::uint16_t>(opt.port);
   const bool front = d.front == self->name;
   const std::string model_dir = d.model.empty() ? MSTAR_EMBEDDED_MODEL_DIR : d.model.string();
+  if (opt.rank > 0)
+    return serve_rank(opt, d, *self, model_dir);
 
   // Signals are taken by sigwait (or the HTTP server) only.
   sigset_t signals;
@@ -342,9 +457,28 @@ int run(int argc, char** argv) {
                self->tensor_parallel > 1
                    ? fmt::format(" at tensor parallel {}", self->tensor_parallel)
                    : std::string{});
-  auto loaded = mstar::models::load_causal_lm(model_dir, run);
+  // With tensor_parallel_mode: processes, this process is rank 0 and the
+  // conductor; the other ranks are processes it starts and watches (a rank
+  // that exits stops the node, which mstar-launch then restarts whole).
+  std::unique_ptr<mstar::launcher::rank_followers> followers;
+  std::optional<rank_dir> ranks_dir;
+  auto loaded = [&]() -> mstar::result<std::unique_ptr<mstar::models::causal_lm>> {
+    if (self->tensor_parallel <= 1 || self->tensor_parallel_mode != "processes")
+      return mstar::models::load_causal_lm(model_dir, run);
+    return start_rank_processes(self_argv, *self, run, model_dir, seconds_of(d.timeouts.join_s),
+                                followers, ranks_dir);
+  }();
   if (!loaded)
     return fail(opt.node, loaded.error().message());
+  if (followers) {
+    followers->watch([](int rank, int status) {
+      spdlog::error("tensor-parallel rank {} exited ({}): the node stops", rank,
+                    WIFSIGNALED(status) ? fmt::format("signal {}", WTERMSIG(status))
+                                        : fmt::format("status {}", WEXITSTATUS(status)));
+      rank_lost = 1;
+      ::kill(::getpid(), SIGTERM);
+    });
+  }
   auto chat = mstar::launcher::load_chat(model_dir, (*loaded)->tok());
   auto engine = engine_of(d, *self);
   mstar::launcher::memory_fit fit;
@@ -422,7 +556,7 @@ int run(int argc, char** argv) {
     wait_for_signal();
     spdlog::info("stopping");
     rt.stop();
-    return 0;
+    return rank_lost != 0 ? 1 : 0;
   }
 
   // The front node: the router over every node, then HTTP.
@@ -494,7 +628,7 @@ int run(int argc, char** argv) {
     (*server)->stop();
   spdlog::info("stopping");
   rt.stop();
-  return 0;
+  return rank_lost != 0 ? 1 : 0;
 }
 
 }  // namespace

@@ -236,6 +236,20 @@ TEST(deploy_config, tensor_parallel_ranks_only_on_nodes_whose_pools_stay_home) {
       "/srv/deploy");
   ASSERT_TRUE(both.has_value()) << both.error().message();
   EXPECT_EQ(both->nodes[1].tensor_parallel, 2);
+  EXPECT_EQ(both->nodes[1].tensor_parallel_mode, "threads");  // the default
+  const auto processes =
+      parse_deployment(replaced(minimal, "role: decode,",
+                                "role: both, tensor_parallel: 2, tensor_parallel_mode: processes,"),
+                       "/srv/deploy");
+  ASSERT_TRUE(processes.has_value()) << processes.error().message();
+  EXPECT_EQ(processes->nodes[1].tensor_parallel_mode, "processes");
+  const auto again = parse_deployment(to_yaml(*processes), "/srv/deploy");
+  ASSERT_TRUE(again.has_value()) << again.error().message();
+  EXPECT_EQ(again->nodes, processes->nodes);  // (an inline secret is never printed)
+  EXPECT_TRUE(
+      fails_with(replaced(minimal, "role: decode,",
+                          "role: both, tensor_parallel: 2, tensor_parallel_mode: forks,"),
+                 {"nodes[1].tensor_parallel_mode: 'forks' is not one of threads, processes"}));
   EXPECT_TRUE(fails_with(
       replaced(minimal, "role: decode,", "role: decode, device: cuda, tensor_parallel: 2,"),
       {"nodes[1].tensor_parallel: 2 ranks on a decode node are not supported yet",

@@ -453,8 +453,10 @@ def pd_local():
     return out.get("note")
 
 
-def local(tensor_parallel=1):
+def local(tensor_parallel=1, mode=None, after=None):
     extra = f", tensor_parallel: {tensor_parallel}" if tensor_parallel > 1 else ""
+    if mode:
+        extra += f", tensor_parallel_mode: {mode}"
 
     def yaml(ports):
         return f"""deployment: local
@@ -471,14 +473,60 @@ nodes:
         if tensor_parallel > 1:
             check(f"at tensor parallel {tensor_parallel}" in launch.log(),
                   "node-0 did not log its tensor-parallel ranks")
+        if after:
+            return after(launch, base)
 
-    with_launch(yaml, body, nports=2)
+    return with_launch(yaml, body, nports=2)
 
 
 def local_tensor_parallel():
     """A `both` node of two in-process tensor-parallel ranks (one scheduler and
     one set of pools driving both) serves mstar-run's greedy text."""
     local(tensor_parallel=2)
+
+
+def local_rank_processes():
+    """A `both` node of two tensor-parallel ranks as processes (rank 0 the
+    node's conductor, rank 1 a process it starts): mstar-run's greedy text;
+    then kill -9 of the rank-1 process mid-stream: the request ends with an
+    error naming the rank, the node stops, mstar-launch restarts it and the
+    restarted node (two fresh rank processes) serves the same text again."""
+
+    def after(launch, base):
+        pids = re.findall(r"started tensor-parallel rank 1 \(pid (\d+)\)", launch.log())
+        check(len(pids) == 1, f"node-0 did not log one rank-1 process: {pids}")
+        killed = {}
+
+        def on_chunk(n):
+            if n >= 4 and not killed:
+                os.kill(int(pids[0]), signal.SIGKILL)
+                killed["at"] = time.monotonic()
+
+        text, finish, err = stream(base, LONG_PROMPT, LONG_TOKENS, on_chunk, timeout=60,
+                                   ignore_eos=True)
+        ended = time.monotonic()
+        check(killed, f"the stream ended before 4 chunks (text {text!r}, error {err})")
+        check(err is not None and "rank 1" in str(err),
+              f"after kill -9 of rank 1 the stream ended without an error naming it: "
+              f"finish {finish!r}, error {err!r}")
+        wait_until(lambda: len(re.findall(r"started tensor-parallel rank 1 \(pid",
+                                          launch.log())) >= 2 and
+                   "node-0: ready" in launch.log().split("exited")[-1],
+                   30, "node-0 restarted with new rank processes")
+        wait_until(lambda: _serves(base), 30, "the restarted node to serve")
+        assert_greedy_equal(base, streaming=False)
+        return (f"the stream failed {1000 * (ended - killed['at']):.0f} ms after the kill "
+                f"({str(err)[:120]!r}); the node restarted and served again")
+
+    return local(tensor_parallel=2, mode="processes", after=after)
+
+
+def _serves(base):
+    try:
+        complete(base, "Hi", 1)
+        return True
+    except Exception:  # noqa: BLE001 - not yet
+        return False
 
 
 def kill_decode():
@@ -1007,7 +1055,8 @@ def pd_images():
 
 
 SCENARIOS = [("pd-local", pd_local), ("local", local),
-             ("local-tensor-parallel", local_tensor_parallel), ("kill-decode", kill_decode),
+             ("local-tensor-parallel", local_tensor_parallel),
+             ("local-rank-processes", local_rank_processes), ("kill-decode", kill_decode),
              ("tls", tls_mode), ("rogue-peer", rogue_peer), ("bad-yaml", bad_yaml),
              ("never-joins", never_joins), ("kill-decode-mid-transfer", kill_decode_mid_transfer),
              ("kill-prefill", kill_prefill), ("corrupt-transfer", corrupt_transfer),

@@ -1,0 +1,185 @@
+// A node's follower rank processes: started, watched, reaped
+// (launcher/node/rank_processes.hpp).
+#include "launcher/node/rank_processes.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "models/tensor_parallel_lm.hpp"
+#ifdef MSTAR_HAVE_NCCL
+#include "parallel/nccl_group.hpp"
+#endif
+
+extern char** environ;
+
+namespace mstar::launcher {
+
+#ifdef MSTAR_HAVE_NCCL
+namespace {
+
+// NCCL between the ranks' GPUs: rank 0 makes the id (its process hosts
+// NCCL's bootstrap root) and the followers join with it as hex.
+actors::rank_group_factory nccl_rank_groups(const std::string& device,
+                                            std::chrono::milliseconds timeout) {
+  auto device_of = [device](int rank, int ranks) -> result<int> {
+    const auto devices = models::rank_devices(device, ranks);
+    return models::parse_device(devices[static_cast<std::size_t>(rank)]);
+  };
+  actors::rank_group_factory f;
+  f.host = [device_of, timeout](int ranks) -> result<actors::rank_group_factory::hosted> {
+    auto id = parallel::nccl_group::make_unique_id();
+    if (!id)
+      return id.error();
+    auto gpu = device_of(0, ranks);
+    if (!gpu)
+      return gpu.error();
+    actors::rank_group_factory::hosted h;
+    h.join_text = id->to_hex();
+    h.complete = [id = *id, gpu = *gpu, ranks,
+                  timeout]() -> result<actors::rank_group_factory::communicator_ptr> {
+      auto comm = parallel::nccl_group::create(0, ranks, id, gpu, timeout);
+      if (!comm)
+        return comm.error();
+      return actors::rank_group_factory::communicator_ptr(std::move(*comm));
+    };
+    return h;
+  };
+  f.join = [device_of, timeout](const std::string& text, int rank,
+                                int ranks) -> result<actors::rank_group_factory::communicator_ptr> {
+    auto id = parallel::nccl_unique_id::from_hex(text);
+    if (!id)
+      return id.error();
+    auto gpu = device_of(rank, ranks);
+    if (!gpu)
+      return gpu.error();
+    auto comm = parallel::nccl_group::create(rank, ranks, *id, *gpu, timeout);
+    if (!comm)
+      return comm.error();
+    return actors::rank_group_factory::communicator_ptr(std::move(*comm));
+  };
+  return f;
+}
+
+}  // namespace
+#endif
+
+actors::rank_group_factory node_rank_groups(const std::string& device,
+                                            const std::filesystem::path& dir,
+                                            const std::string& token,
+                                            std::chrono::milliseconds timeout) {
+#ifdef MSTAR_HAVE_NCCL
+  if (device.starts_with("cuda"))
+    return nccl_rank_groups(device, timeout);
+#endif
+  return actors::socket_rank_groups("unix:" + (dir / "group.sock").string(), token, timeout);
+}
+
+result<std::string> random_token() {
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return make_error(errc::io_error, std::string{"/dev/urandom: "} + std::strerror(errno));
+  unsigned char bytes[16];
+  const ssize_t n = ::read(fd, bytes, sizeof bytes);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof bytes))
+    return make_error(errc::io_error, "/dev/urandom: short read");
+  std::string out;
+  for (unsigned char b : bytes)
+    out += fmt::format("{:02x}", b);
+  return out;
+}
+
+result<std::unique_ptr<rank_followers>> rank_followers::start(const std::vector<std::string>& argv,
+                                                              int ranks,
+                                                              const std::string& conductor,
+                                                              const std::string& token) {
+  std::unique_ptr<rank_followers> f(new rank_followers());
+  const std::string token_entry = std::string{rank_token_env} + "=" + token;
+  for (int r = 1; r < ranks; ++r) {
+    // Everything exec needs is built before fork: the child calls only
+    // async-signal-safe functions until exec.
+    std::vector<std::string> words = argv;
+    words.insert(words.end(), {"--rank", std::to_string(r), "--conductor", conductor});
+    std::vector<char*> args;
+    for (auto& w : words)
+      args.push_back(w.data());
+    args.push_back(nullptr);
+    std::vector<std::string> env_text{token_entry};
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, rank_token_env, std::strlen(rank_token_env)) != 0)
+        env_text.emplace_back(*e);
+    }
+    std::vector<char*> envp;
+    for (auto& s : env_text)
+      envp.push_back(s.data());
+    envp.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const auto why = std::strerror(errno);
+      for (const pid_t p : f->pids_)
+        ::kill(p, SIGKILL);
+      return make_error(errc::io_error,
+                        fmt::format("starting tensor-parallel rank {}: fork: {}", r, why));
+    }
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the conductor
+      if (::getppid() != parent)
+        ::_exit(127);
+      ::execve("/proc/self/exe", args.data(), envp.data());
+      ::_exit(127);
+    }
+    f->pids_.push_back(pid);
+  }
+  return f;
+}
+
+void rank_followers::watch(std::function<void(int rank, int status)> on_exit) {
+  watcher_ = std::thread([this, on_exit = std::move(on_exit)] {
+    while (!stopping_.load()) {
+      for (std::size_t i = 0; i < pids_.size(); ++i) {
+        if (pids_[i] <= 0)
+          continue;
+        int status = 0;
+        if (::waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
+          pids_[i] = -1;
+          if (!stopping_.load())
+            on_exit(static_cast<int>(i) + 1, status);
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds{100});
+    }
+  });
+}
+
+rank_followers::~rank_followers() {
+  stopping_ = true;
+  if (watcher_.joinable())
+    watcher_.join();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+  for (auto& pid : pids_) {
+    while (pid > 0) {
+      int status = 0;
+      const pid_t r = ::waitpid(pid, &status, WNOHANG);
+      if (r == pid || r < 0) {
+        pid = -1;
+        break;
+      }
+      if (std::chrono::steady_clock::now() > until) {
+        ::kill(pid, SIGKILL);
+        (void)::waitpid(pid, &status, 0);
+        pid = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
+  }
+}
+
+}  // namespace mstar::launcher
