@@ -19,7 +19,6 @@
 #include "actors/rank_wire.hpp"
 #include "engine/pool_set.hpp"
 #include "kernels/replicated_arena.hpp"
-#include "parallel/socket_group.hpp"
 
 namespace mstar::actors {
 
@@ -47,34 +46,6 @@ std::string pool_shape(const models::pool_spec& spec) {
     out += "; no recurrent pool";
   }
   return out;
-}
-
-rank_group_factory socket_rank_groups(std::string address, std::string token,
-                                      std::chrono::milliseconds timeout) {
-  rank_group_factory f;
-  f.host = [address, token, timeout](int ranks) -> result<rank_group_factory::hosted> {
-    auto listener = parallel::socket_group::listen({address, 0, ranks, token, timeout});
-    if (!listener)
-      return listener.error();
-    auto shared = std::make_shared<parallel::socket_group_listener>(std::move(*listener));
-    rank_group_factory::hosted h;
-    h.join_text = shared->address();
-    h.complete = [shared]() -> result<rank_group_factory::communicator_ptr> {
-      auto comm = shared->accept_all();
-      if (!comm)
-        return comm.error();
-      return rank_group_factory::communicator_ptr(std::move(*comm));
-    };
-    return h;
-  };
-  f.join = [token, timeout](const std::string& text, int rank,
-                            int ranks) -> result<rank_group_factory::communicator_ptr> {
-    auto comm = parallel::socket_group::join({text, rank, ranks, token, timeout});
-    if (!comm)
-      return comm.error();
-    return rank_group_factory::communicator_ptr(std::move(*comm));
-  };
-  return f;
 }
 
 namespace {

@@ -37,25 +37,10 @@
 
 namespace mstar::actors {
 
-/// How the ranks' data group (the forward's collectives) is formed.
-struct rank_group_factory {
-  using communicator_ptr = std::shared_ptr<parallel::communicator>;
-  /// Rank 0's side begun: the text the followers join with, and what
-  /// completes rank 0's membership once they do.
-  struct hosted {
-    std::string join_text;
-    std::function<result<communicator_ptr>()> complete;
-  };
-  std::function<result<hosted>(int ranks)> host;
-  /// Rank `rank` (>= 1) of `ranks` joins with rank 0's text.
-  std::function<result<communicator_ptr>(const std::string& join_text, int rank, int ranks)> join;
-};
-
-/// A socket group (parallel/socket_group.hpp): rank 0 listens at `address`
-/// (`tcp:HOST:0` for any port, `unix:PATH`), every rank brings `token`,
-/// forming and each collective bounded by `timeout`.
-[[nodiscard]] rank_group_factory socket_rank_groups(std::string address, std::string token,
-                                                    std::chrono::milliseconds timeout);
+/// How the ranks' data group (the forward's collectives) is formed:
+/// parallel::socket_process_groups (host memory) or
+/// parallel::nccl_process_groups (GPUs).
+using rank_group_factory = parallel::process_group_factory;
 
 /// Loads one rank of the model with `run.tensor_parallel` its communicator.
 using rank_loader =

@@ -87,6 +87,23 @@ using rank_joiner = std::function<result<std::shared_ptr<communicator>>(int rank
 using group_maker = std::function<result<std::optional<rank_joiner>>(
     int ranks, std::span<const std::string> devices, std::chrono::milliseconds timeout)>;
 
+/// How ranks in separate processes form a group: rank 0 hosts it (`host`
+/// gives the text the other ranks join with, and what completes rank 0's
+/// membership once they have), every other rank joins with that text
+/// (`join`). A conductor passes the text to its followers
+/// (actors/rank_processes.hpp); socket_group.hpp and nccl_group.hpp make one.
+struct process_group_factory {
+  using communicator_ptr = std::shared_ptr<communicator>;
+  struct hosted {
+    std::string join_text;
+    std::function<result<communicator_ptr>()> complete;
+  };
+  /// Rank 0's side of a group of `ranks`, begun.
+  std::function<result<hosted>(int ranks)> host;
+  /// Rank `rank` (>= 1) of `ranks` joins with rank 0's text.
+  std::function<result<communicator_ptr>(const std::string& join_text, int rank, int ranks)> join;
+};
+
 /// The error a collective returns when rank `peer` did not arrive at `op`
 /// within `timeout` (seen from `rank`): errc::internal naming all three.
 [[nodiscard]] error peer_timeout(std::string_view op, int rank, int peer,

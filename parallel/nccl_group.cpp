@@ -363,4 +363,42 @@ group_maker nccl_group_maker() {
   };
 }
 
+process_group_factory nccl_process_groups(
+    std::function<result<int>(int rank, int ranks)> cuda_device_of,
+    std::chrono::milliseconds timeout) {
+  process_group_factory f;
+  f.host = [cuda_device_of, timeout](int ranks) -> result<process_group_factory::hosted> {
+    auto id = nccl_group::make_unique_id();
+    if (!id)
+      return id.error();
+    auto gpu = cuda_device_of(0, ranks);
+    if (!gpu)
+      return gpu.error();
+    process_group_factory::hosted h;
+    h.join_text = id->to_hex();
+    h.complete = [id = *id, gpu = *gpu, ranks,
+                  timeout]() -> result<process_group_factory::communicator_ptr> {
+      auto comm = nccl_group::create(0, ranks, id, gpu, timeout);
+      if (!comm)
+        return comm.error();
+      return process_group_factory::communicator_ptr(std::move(*comm));
+    };
+    return h;
+  };
+  f.join = [cuda_device_of, timeout](const std::string& text, int rank,
+                                     int ranks) -> result<process_group_factory::communicator_ptr> {
+    auto id = nccl_unique_id::from_hex(text);
+    if (!id)
+      return id.error();
+    auto gpu = cuda_device_of(rank, ranks);
+    if (!gpu)
+      return gpu.error();
+    auto comm = nccl_group::create(rank, ranks, *id, *gpu, timeout);
+    if (!comm)
+      return comm.error();
+    return process_group_factory::communicator_ptr(std::move(*comm));
+  };
+  return f;
+}
+
 }  // namespace mstar::parallel

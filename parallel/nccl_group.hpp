@@ -28,6 +28,13 @@ namespace mstar::parallel {
 /// on one device). The error of ncclGetUniqueId when it fails.
 [[nodiscard]] group_maker nccl_group_maker();
 
+/// NCCL groups for ranks in separate processes: rank 0 makes the id (its
+/// process hosts NCCL's bootstrap root) and the others join with it as hex;
+/// rank r runs on CUDA device `cuda_device_of(r, ranks)`.
+[[nodiscard]] process_group_factory nccl_process_groups(
+    std::function<result<int>(int rank, int ranks)> cuda_device_of,
+    std::chrono::milliseconds timeout);
+
 /// One rank of a NCCL communicator, bound to one CUDA device.
 ///
 /// Every span passed to a collective is DEVICE memory on that device (the

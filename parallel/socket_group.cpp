@@ -298,4 +298,32 @@ result<std::unique_ptr<communicator>> socket_group::join(const socket_group_opti
   return internal::make_spoke(std::move(*fd), options.rank, options.size, options.timeout);
 }
 
+process_group_factory socket_process_groups(std::string address, std::string token,
+                                            std::chrono::milliseconds timeout) {
+  process_group_factory f;
+  f.host = [address, token, timeout](int ranks) -> result<process_group_factory::hosted> {
+    auto listener = socket_group::listen({address, 0, ranks, token, timeout});
+    if (!listener)
+      return listener.error();
+    auto shared = std::make_shared<socket_group_listener>(std::move(*listener));
+    process_group_factory::hosted h;
+    h.join_text = shared->address();
+    h.complete = [shared]() -> result<process_group_factory::communicator_ptr> {
+      auto comm = shared->accept_all();
+      if (!comm)
+        return comm.error();
+      return process_group_factory::communicator_ptr(std::move(*comm));
+    };
+    return h;
+  };
+  f.join = [token, timeout](const std::string& text, int rank,
+                            int ranks) -> result<process_group_factory::communicator_ptr> {
+    auto comm = socket_group::join({text, rank, ranks, token, timeout});
+    if (!comm)
+      return comm.error();
+    return process_group_factory::communicator_ptr(std::move(*comm));
+  };
+  return f;
+}
+
 }  // namespace mstar::parallel

@@ -106,4 +106,10 @@ class socket_group {
       const socket_group_options& options);
 };
 
+/// Socket groups for ranks in separate processes: rank 0 listens at
+/// `address` (`tcp:HOST:0` for any port, `unix:PATH`), every rank brings
+/// `token`, forming and each collective bounded by `timeout`.
+[[nodiscard]] process_group_factory socket_process_groups(std::string address, std::string token,
+                                                          std::chrono::milliseconds timeout);
+
 }  // namespace mstar::parallel

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "models/tensor_parallel_lm.hpp"
+#include "parallel/socket_group.hpp"
 #ifdef MSTAR_HAVE_NCCL
 #include "parallel/nccl_group.hpp"
 #endif
@@ -20,64 +21,21 @@ extern char** environ;
 
 namespace mstar::launcher {
 
-#ifdef MSTAR_HAVE_NCCL
-namespace {
-
-// NCCL between the ranks' GPUs: rank 0 makes the id (its process hosts
-// NCCL's bootstrap root) and the followers join with it as hex.
-actors::rank_group_factory nccl_rank_groups(const std::string& device,
-                                            std::chrono::milliseconds timeout) {
-  auto device_of = [device](int rank, int ranks) -> result<int> {
-    const auto devices = models::rank_devices(device, ranks);
-    return models::parse_device(devices[static_cast<std::size_t>(rank)]);
-  };
-  actors::rank_group_factory f;
-  f.host = [device_of, timeout](int ranks) -> result<actors::rank_group_factory::hosted> {
-    auto id = parallel::nccl_group::make_unique_id();
-    if (!id)
-      return id.error();
-    auto gpu = device_of(0, ranks);
-    if (!gpu)
-      return gpu.error();
-    actors::rank_group_factory::hosted h;
-    h.join_text = id->to_hex();
-    h.complete = [id = *id, gpu = *gpu, ranks,
-                  timeout]() -> result<actors::rank_group_factory::communicator_ptr> {
-      auto comm = parallel::nccl_group::create(0, ranks, id, gpu, timeout);
-      if (!comm)
-        return comm.error();
-      return actors::rank_group_factory::communicator_ptr(std::move(*comm));
-    };
-    return h;
-  };
-  f.join = [device_of, timeout](const std::string& text, int rank,
-                                int ranks) -> result<actors::rank_group_factory::communicator_ptr> {
-    auto id = parallel::nccl_unique_id::from_hex(text);
-    if (!id)
-      return id.error();
-    auto gpu = device_of(rank, ranks);
-    if (!gpu)
-      return gpu.error();
-    auto comm = parallel::nccl_group::create(rank, ranks, *id, *gpu, timeout);
-    if (!comm)
-      return comm.error();
-    return actors::rank_group_factory::communicator_ptr(std::move(*comm));
-  };
-  return f;
-}
-
-}  // namespace
-#endif
-
 actors::rank_group_factory node_rank_groups(const std::string& device,
                                             const std::filesystem::path& dir,
                                             const std::string& token,
                                             std::chrono::milliseconds timeout) {
 #ifdef MSTAR_HAVE_NCCL
-  if (device.starts_with("cuda"))
-    return nccl_rank_groups(device, timeout);
+  if (device.starts_with("cuda")) {
+    return parallel::nccl_process_groups(
+        [device](int rank, int ranks) {
+          return models::parse_device(
+              models::rank_devices(device, ranks)[static_cast<std::size_t>(rank)]);
+        },
+        timeout);
+  }
 #endif
-  return actors::socket_rank_groups("unix:" + (dir / "group.sock").string(), token, timeout);
+  return parallel::socket_process_groups("unix:" + (dir / "group.sock").string(), token, timeout);
 }
 
 result<std::string> random_token() {

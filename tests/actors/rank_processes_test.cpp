@@ -16,6 +16,7 @@
 #include "actors/rank_wire.hpp"
 #include "actors/runtime.hpp"
 #include "models/load.hpp"
+#include "parallel/socket_group.hpp"
 #include "tests/actors/handle_support.hpp"
 #include "tests/engine/engine_support.hpp"
 #include "tests/engine/tensor_parallel_support.hpp"
@@ -82,8 +83,9 @@ TEST(rank_processes, DISABLED_follower) {
   const std::string conductor = payload.substr(0, a);
   const std::string group = payload.substr(a + 1, b - a - 1);
   const std::string token = payload.substr(b + 1);
-  auto served = serve_as_follower({conductor, 1, 2, token, 30s}, models::run_options{},
-                                  socket_rank_groups(group, token, 30s), fixture_loader());
+  auto served =
+      serve_as_follower({conductor, 1, 2, token, 30s}, models::run_options{},
+                        parallel::socket_process_groups(group, token, 30s), fixture_loader());
   (void)test::write_all(write_fd, (served ? std::string{"ok"} : served.error().message()) + "\n");
   ASSERT_TRUE(served.has_value()) << served.error().message();
 }
@@ -105,8 +107,8 @@ struct conductor_side {
     const auto group = dir.socket("group.sock");
     child = std::make_unique<test::self_child>(child_env, c->address() + "|" + group + "|" + token,
                                                child_test);
-    auto m = c->accept_all(models::run_options{}, socket_rank_groups(group, token, 30s),
-                           fixture_loader());
+    auto m = c->accept_all(models::run_options{},
+                           parallel::socket_process_groups(group, token, 30s), fixture_loader());
     if (!m) {
       ADD_FAILURE() << m.error().message();
       return;
@@ -221,14 +223,15 @@ TEST(rank_processes, a_follower_with_the_wrong_token_is_refused_with_the_reason)
   ASSERT_TRUE(c.has_value()) << c.error().message();
   std::optional<error> follower_error;
   std::thread stranger([&] {
-    auto served =
-        serve_as_follower({c->address(), 1, 2, "wrong", 2s}, models::run_options{},
-                          socket_rank_groups(dir.socket("g.sock"), "wrong", 2s), fixture_loader());
+    auto served = serve_as_follower(
+        {c->address(), 1, 2, "wrong", 2s}, models::run_options{},
+        parallel::socket_process_groups(dir.socket("g.sock"), "wrong", 2s), fixture_loader());
     if (!served)
       follower_error = served.error();
   });
   auto m = c->accept_all(models::run_options{},
-                         socket_rank_groups(dir.socket("g.sock"), "right", 2s), fixture_loader());
+                         parallel::socket_process_groups(dir.socket("g.sock"), "right", 2s),
+                         fixture_loader());
   stranger.join();
   ASSERT_FALSE(m.has_value());
   EXPECT_NE(m.error().message().find("rank 1 did not join"), std::string::npos)
@@ -247,14 +250,14 @@ TEST(rank_processes, pools_that_differ_between_ranks_refuse_the_runtime_naming_b
   std::optional<error> follower_error;
   std::thread follower([&] {
     // Rank 1 loads another model: its pools' shape is not rank 0's.
-    auto served =
-        serve_as_follower({c->address(), 1, 2, "t", 10s}, models::run_options{},
-                          socket_rank_groups(group, "t", 10s), fixture_loader("random:wide"));
+    auto served = serve_as_follower({c->address(), 1, 2, "t", 10s}, models::run_options{},
+                                    parallel::socket_process_groups(group, "t", 10s),
+                                    fixture_loader("random:wide"));
     if (!served)
       follower_error = served.error();
   });
-  auto m =
-      c->accept_all(models::run_options{}, socket_rank_groups(group, "t", 10s), fixture_loader());
+  auto m = c->accept_all(models::run_options{}, parallel::socket_process_groups(group, "t", 10s),
+                         fixture_loader());
   ASSERT_TRUE(m.has_value()) << m.error().message();
   auto rt = runtime::start(std::move(*m), engine::engine_config{}, 2);
   ASSERT_FALSE(rt.has_value());
