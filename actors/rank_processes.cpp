@@ -755,8 +755,11 @@ struct follower {
   std::deque<std::uint64_t> tickets;
 
   ~follower() {
-    model.reset();  // bound to the pools' memory
+    // As local_engine: the pools' device arenas first (they run on the
+    // model backend's stream), the model's backend last.
     pools.reset();
+    unclaimed.clear();
+    model.reset();
   }
 
   result<kernels::arena*> arena_of(std::uint32_t id) {
