@@ -26,13 +26,19 @@ constexpr int cb_jobs = tiles * (tiles + 1) / 2;  // tiles on and below the diag
 
 // Block (table entry c, group g), blockIdx.x = c G + g, as chunk_cb_kernel:
 // C and B copied whole (zeros past the row's end), then warp tiles (i, j),
-// j <= i, of C B^T over N into `cb`.
+// j <= i, of C B^T over N into `cb`. When launched chained it reads only
+// the inputs and the table (made before the sequential scan, a plain
+// launch) and writes what only chunk_output, launched after it, reads: it
+// waits for the kernel before it at its end only.
 template <int N>
 __global__ void __launch_bounds__(threads) chunk_cb_staged(chunk_args a) {
   constexpr int ld_n = N + 4;  // rows read along k: 4 mod 32 spreads g over the banks
+  chain_release();
   const int c = static_cast<int>(blockIdx.x) / a.groups;
-  if (c >= *a.n_chunks)
+  if (c >= *a.n_chunks) {
+    chain_wait();
     return;
+  }
   const int g = static_cast<int>(blockIdx.x) % a.groups;
   const chunk_span sp = span_of(a, c);
   const int tid = static_cast<int>(threadIdx.x);
@@ -80,6 +86,7 @@ __global__ void __launch_bounds__(threads) chunk_cb_staged(chunk_args a) {
       tf32::store_c<chunk>(o + nt * 8, v);
     }
   }
+  chain_wait();
 }
 
 // Shared memory of a staged chunk_state block, in floats: G_t and w_t
@@ -199,13 +206,16 @@ cudaError_t allow_smem(Kernel kernel, std::size_t bytes) {
 }
 
 template <int N>
-cudaError_t launch_cb_for(const chunk_args& a, cudaStream_t stream) {
+cudaError_t launch_cb_for(const chunk_args& a, bool chained, cudaStream_t stream) {
   constexpr std::size_t bytes = sizeof(float) * 2 * chunk * (N + 4);
   static const cudaError_t attr = allow_smem(chunk_cb_staged<N>, bytes);
   if (attr != cudaSuccess)
     return attr;
   const auto blocks = static_cast<unsigned>(std::int64_t{a.capacity} * a.groups);
-  chunk_cb_staged<N><<<blocks, threads, bytes, stream>>>(a);
+  if (chained)
+    launch_chained(chunk_cb_staged<N>, dim3(blocks), dim3(threads), bytes, stream, a);
+  else
+    chunk_cb_staged<N><<<blocks, threads, bytes, stream>>>(a);
   return launch_status();
 }
 
@@ -222,8 +232,9 @@ cudaError_t launch_state_for(const chunk_args& a, cudaStream_t stream) {
 
 }  // namespace
 
-cudaError_t launch_cb_staged(const chunk_args& a, cudaStream_t stream) {
-  return a.state_size == 64 ? launch_cb_for<64>(a, stream) : launch_cb_for<128>(a, stream);
+cudaError_t launch_cb_staged(const chunk_args& a, bool chained, cudaStream_t stream) {
+  return a.state_size == 64 ? launch_cb_for<64>(a, chained, stream)
+                            : launch_cb_for<128>(a, chained, stream);
 }
 
 cudaError_t launch_own_states_staged(const chunk_args& a, cudaStream_t stream) {

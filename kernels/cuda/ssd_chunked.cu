@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/cuda/internal/chunk_table.cuh"
 #include "kernels/cuda/internal/common.cuh"
@@ -86,6 +87,19 @@ chunk_layout layout_for(const ssd_weights& w, std::int64_t tokens, std::int64_t 
   l.total = l.states + align256(sizeof(float) * entries * static_cast<std::size_t>(w.head_dim) *
                                 static_cast<std::size_t>(w.state_size));
   return l;
+}
+
+// MSTAR_SSD_VARIANT=0: the four launches of session 31 (C B^T, the own
+// states, the walk, the outputs; plain launches), for A/B measurements;
+// anything else (the default) the states walked in one kernel
+// (ssd_chunk_walk.cu) and C B^T, the walk and the outputs launched chained
+// (MSTAR_PDL=0 turns the chaining off alone).
+bool walked() {
+  static const bool v = [] {
+    const char* e = std::getenv("MSTAR_SSD_VARIANT");
+    return e == nullptr || std::atoi(e) != 0;
+  }();
+  return v;
 }
 
 bool aligned16(const void* p, std::int64_t stride) {
@@ -155,17 +169,28 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
   a.gammas = reinterpret_cast<float*>(base + l.gammas);
   a.cb = reinterpret_cast<float*>(base + l.cb);
   a.states = reinterpret_cast<float*>(base + l.states);
+  // The table and the sequential scan are plain launches: every kernel
+  // after them may read the table before it waits on the one before it.
   chunk_table_kernel<<<1, 32, 0, stream>>>(a);
   if (const cudaError_t err = detail::launch_ssd_scan(p, a.row_first, stream); err != cudaSuccess) {
     return err;
   }
-  if (const cudaError_t err = launch_cb_staged(a, stream); err != cudaSuccess)
+  if (!walked()) {
+    if (const cudaError_t err = launch_cb_staged(a, false, stream); err != cudaSuccess)
+      return err;
+    if (const cudaError_t err = launch_own_states_staged(a, stream); err != cudaSuccess)
+      return err;
+    if (const cudaError_t err = launch_state_pass(a, stream); err != cudaSuccess)
+      return err;
+    return launch_outputs_staged(a, false, stream);
+  }
+  // The walk first: its blocks live for a row's chunks, and C B^T's short
+  // blocks fill the GPU as the walk's last ones drain.
+  if (const cudaError_t err = launch_state_walk(a, stream); err != cudaSuccess)
     return err;
-  if (const cudaError_t err = launch_own_states_staged(a, stream); err != cudaSuccess)
+  if (const cudaError_t err = launch_cb_staged(a, true, stream); err != cudaSuccess)
     return err;
-  if (const cudaError_t err = launch_state_pass(a, stream); err != cudaSuccess)
-    return err;
-  return launch_outputs_staged(a, stream);
+  return launch_outputs_staged(a, true, stream);
 }
 
 }  // namespace mstar::kernels::cuda

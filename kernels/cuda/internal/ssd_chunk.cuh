@@ -3,7 +3,8 @@
 // Shared by the chunked SSD kernels (ssd_chunked.cu: the math, the chunk
 // table, the workspace, the launcher; ssd_chunk_staged.cu: C B^T per group
 // and the chunks' own end states; ssd_chunk_recurrence.cu: the walk that
-// passes states between chunks; ssd_chunk_staged_output.cu: the outputs): the chunk
+// passes states between chunks; ssd_chunk_walk.cu: both in one kernel;
+// ssd_chunk_staged_output.cu: the outputs): the chunk
 // geometry, the kernels' arguments, the decays of a chunk, the warps' tiles
 // (their TF32 products: internal/mma_tf32.cuh). Only .cu files include it.
 
@@ -170,9 +171,18 @@ struct state_tiles {
 /// a block per (chunk, head), from `cb` and the start states. Every operand
 /// is copied to shared memory by cp.async at once
 /// (internal/ssd_chunk_stage.cuh); leading dimensions read down a column
-/// are padded for no bank conflicts.
-[[nodiscard]] cudaError_t launch_cb_staged(const chunk_args& a, cudaStream_t stream);
+/// are padded for no bank conflicts. `chained`: launched through
+/// `launch_chained` (internal/common.cuh), else plainly.
+[[nodiscard]] cudaError_t launch_cb_staged(const chunk_args& a, bool chained, cudaStream_t stream);
 [[nodiscard]] cudaError_t launch_own_states_staged(const chunk_args& a, cudaStream_t stream);
-[[nodiscard]] cudaError_t launch_outputs_staged(const chunk_args& a, cudaStream_t stream);
+[[nodiscard]] cudaError_t launch_outputs_staged(const chunk_args& a, bool chained,
+                                                cudaStream_t stream);
+
+/// The own states and the walk in one kernel (ssd_chunk_walk.cu): a block
+/// per (row, head, tile of the [P][N] state) walks the row's chunks with
+/// the state in its accumulators, leaving each chunk's start state in
+/// `states` (`gammas` not written) and the row's last state in its slot.
+/// Launched chained; needs only the table (made before a plain launch).
+[[nodiscard]] cudaError_t launch_state_walk(const chunk_args& a, cudaStream_t stream);
 
 }  // namespace mstar::kernels::cuda::detail::ssd_chunked
