@@ -246,8 +246,7 @@ cudaError_t launch_for(const chunk_args& a, bool chained, cudaStream_t stream) {
 cudaError_t launch_outputs_staged(const chunk_args& a, bool chained, cudaStream_t stream) {
   const bool wide = cols_for(a.head_dim) == 64;
   if (a.state_size == 64) {
-    return wide ? launch_for<64, 64>(a, chained, stream)
-                : launch_for<64, 32>(a, chained, stream);
+    return wide ? launch_for<64, 64>(a, chained, stream) : launch_for<64, 32>(a, chained, stream);
   }
   return wide ? launch_for<128, 64>(a, chained, stream) : launch_for<128, 32>(a, chained, stream);
 }
