@@ -127,8 +127,8 @@ __global__ void __launch_bounds__(threads) state_walk(chunk_args a) {
     const int n = min(chunk, len - j * chunk);
     stage_rows<chunk, Pc, S::ld_x>(smem + s * S::stage + S::xs, x_at + t * a.x_stride, a.x_stride,
                                    n, a.vec);
-    stage_rows<chunk, Nc, S::ld_b>(smem + s * S::stage + S::bs, b_at + t * a.bc_stride,
-                                   a.bc_stride, n, a.vec);
+    stage_rows<chunk, Nc, S::ld_b>(smem + s * S::stage + S::bs, b_at + t * a.bc_stride, a.bc_stride,
+                                   n, a.vec);
     cp_async_commit();
   };
   // Thread t < chunk: token t's raw dt in chunk j (0 past the row's end).
@@ -227,9 +227,8 @@ __global__ void __launch_bounds__(threads) state_walk(chunk_args a) {
 template <int N, int Pc, int Nc>
 cudaError_t launch_walk_for(const chunk_args& a, cudaStream_t stream) {
   constexpr std::size_t bytes = walk_smem<Pc, Nc>::bytes;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(state_walk<N, Pc, Nc>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(bytes));
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      state_walk<N, Pc, Nc>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (attr != cudaSuccess)
     return attr;
   const dim3 grid(static_cast<unsigned>(a.head_dim / Pc * (N / Nc)), static_cast<unsigned>(a.heads),
@@ -254,8 +253,7 @@ cudaError_t launch_walk_pc(const chunk_args& a, cudaStream_t stream) {
 }  // namespace
 
 cudaError_t launch_state_walk(const chunk_args& a, cudaStream_t stream) {
-  return cols_for(a.head_dim) == 64 ? launch_walk_pc<64>(a, stream)
-                                    : launch_walk_pc<32>(a, stream);
+  return cols_for(a.head_dim) == 64 ? launch_walk_pc<64>(a, stream) : launch_walk_pc<32>(a, stream);
 }
 
 }  // namespace mstar::kernels::cuda::detail::ssd_chunked
