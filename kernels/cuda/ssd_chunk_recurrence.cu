@@ -1,7 +1,8 @@
-// The chunked SSD scan's only sequential part (kernels/cuda/ssd_chunked.cu
-// has the math): after every chunk's own end state (ssd_chunk_staged.cu), a
-// walk per (row, head) that passes the state from chunk to chunk,
-// elementwise.
+// The chunked SSD scan's only sequential part in MSTAR_SSD_VARIANT=0's
+// path (kernels/cuda/ssd_chunked.cu has the math; by default
+// ssd_chunk_walk.cu makes the states and walks them in one kernel): after
+// every chunk's own end state (ssd_chunk_staged.cu), a walk per (row,
+// head) that passes the state from chunk to chunk, elementwise.
 #include <cstddef>
 #include <cstdint>
 

@@ -110,6 +110,8 @@ struct state_smem {
 // the first x slice are copied before the decays are made; the A fragment
 // (x^T, k = token) is multiplied by w as it is loaded (the same f32
 // product the old kernel stored, then rounded to TF32 the same way).
+// MSTAR_SSD_VARIANT=0's path only (ssd_chunk_walk.cu makes these products
+// by default, onto the running state).
 template <int N, int Cols>
 __global__ void __launch_bounds__(threads) chunk_state_staged(chunk_args a) {
   using S = state_smem<N, Cols>;

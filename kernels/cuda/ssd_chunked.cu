@@ -11,17 +11,28 @@
 //   M_ti = (C_t . B_i) e^{G_t - G_i} dt_i   (lower triangle with diagonal),
 // and the chunk's last state h_C = e^{G_C} h0 + S,
 //   S = sum_i e^{G_C - G_i} dt_i x_i B_i^T   (the chunk's own, from zero).
-// Four launches after the table (mamba-ssm's structure, with C B^T apart):
-// `chunk_cb` (ssd_chunk_staged.cu) makes C B^T once per (chunk, group), the
-// tiles on and below the diagonal, since B and C are per group; `chunk_state`
-// (ssd_chunk_staged.cu) makes every (chunk, head)'s S and e^{G_C} in
-// parallel; `state_pass` (ssd_chunk_recurrence.cu) walks each (row, head)'s chunks in order,
-// elementwise on the [P][N] state, h = e^{G_C} h + S, leaving each chunk's
-// h0 in place of its S and the last h in the slot; `chunk_output`
-// (ssd_chunk_staged_output.cu) then makes every output in parallel, per (chunk,
-// head): (e^{G_t} C_t) h0^T, then M x with M formed from the group's C B^T
-// as it is staged, + D x. Its warps pair 16-token tile rows i and 7 - i,
-// so each one's causal product is 9 tiles long.
+// Three launches after the table and the sequential scan (for the rows
+// left to it), chained (internal/common.cuh's programmatic dependent
+// launch: each starts as the one before drains): `state_walk`
+// (ssd_chunk_walk.cu), a block per (row, head, tile of the [P][N] state),
+// walks the row's chunks in order with the state in its tensor-core
+// accumulators, h = e^{G_C} h + S, S made from the chunk's x and B as it
+// goes, leaving each chunk's start state h0 in the workspace and the last
+// h in the slot; `chunk_cb` (ssd_chunk_staged.cu) makes C B^T once per
+// (chunk, group), the tiles on and below the diagonal, since B and C are
+// per group; `chunk_output` (ssd_chunk_staged_output.cu) then makes every
+// output in parallel, per (chunk, head): (e^{G_t} C_t) h0^T, then M x with
+// M formed from the group's C B^T as it is staged, + D x. Its warps pair
+// 16-token tile rows i and 7 - i, so each one's causal product is 9 tiles
+// long. MSTAR_SSD_VARIANT=0 runs session 31's four plain launches
+// instead (mamba-ssm's structure): chunk_cb; `chunk_state`
+// (ssd_chunk_staged.cu), every (chunk, head)'s S and e^{G_C} in parallel
+// into the workspace; `state_pass` (ssd_chunk_recurrence.cu), an
+// elementwise walk of each (row, head)'s chunks leaving h0 over each S;
+// chunk_output. The walk in one kernel writes the per-chunk states once
+// and reads them once (chunk_output) where that path wrote, read,
+// rewrote and read them: 512 MiB less traffic at 8 x 2,048 tokens, 64
+// heads of 64, N 128 (kernels/cuda/README.md).
 // Tokens past a row's end inside its last chunk have dt 0 (so G stays flat
 // and they add nothing) and zero inputs.
 #include <algorithm>
