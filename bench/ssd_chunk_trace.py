@@ -25,7 +25,11 @@ with rows of 4 floats' alignment and of 16 bytes': every shared float a
 copy writes is written once, and every fragment load is conflict-free
 (the most distinct addresses in one bank over a warp's 32 loads; the old
 kernels' 4 mod 32 rows read down a column are two-way). Keep it in step
-with the kernels when their tiles or layouts change.
+with the kernels when their tiles or layouts change. Last, the default
+path (ssd_chunk_walk.cu's state_walk, at both of its state-column widths,
+chunk_cb_sliced's C B^T 64 columns a copy, the staged outputs): each
+chunk's start state written once, the walk's accumulators after every
+chunk against numpy's e^{G_C} h + (x w)^T B over the same staged operands.
 
   python3 bench/ssd_chunk_trace.py      (needs numpy; about 40 s)
 """
@@ -387,37 +391,49 @@ def stage_rows(b, sm, dst, src, stride, n, rows, cols, ld, vec, seen):
             seen[dst + t * ld + c + k] += 1
 
 
-def chunk_cb_staged(b, table, span, cb, cb_w, vec):
-    """chunk_cb_staged: C and B by stage_rows, then chunk_cb's tiles."""
-    N, ld_n = b.N, b.N + 4
+def chunk_cb_staged(b, table, span, cb, cb_w, vec, k_slice=0):
+    """chunk_cb_staged: C and B by stage_rows, then chunk_cb's tiles. With
+    k_slice (chunk_cb_sliced), C and B copied k_slice state columns at a
+    time into rows of k_slice + 4, each job's accumulators kept across the
+    slices."""
+    N = b.N
+    K = k_slice or N
+    ld_n = K + 4
+    jobs = TILES * (TILES + 1) // 2
     for c in range(len(table)):
         for g in range(b.G):
             t0, n = span(c)
-            sm = np.full(2 * CHUNK * ld_n, np.nan)
-            seen = np.zeros(len(sm), dtype=int)
             cs, bs = 0, CHUNK * ld_n
             at = t0 * b.row + g * N
-            stage_rows(b, sm, cs, b.co + at, b.row, n, CHUNK, N, ld_n, vec, seen)
-            stage_rows(b, sm, bs, b.bo + at, b.row, n, CHUNK, N, ld_n, vec, seen)
-            assert seen.reshape(2 * CHUNK, ld_n)[:, :N].min() == 1 and seen.max() == 1
             out = (c * b.G + g) * CHUNK * CHUNK
-            for job in range(TILES * (TILES + 1) // 2):
+            acc = np.zeros((jobs, 2, 2, 32, 4))
+            for k0 in range(0, N, K):
+                sm = np.full(2 * CHUNK * ld_n, np.nan)
+                seen = np.zeros(len(sm), dtype=int)
+                stage_rows(b, sm, cs, b.co + at + k0, b.row, n, CHUNK, K, ld_n, vec, seen)
+                stage_rows(b, sm, bs, b.bo + at + k0, b.row, n, CHUNK, K, ld_n, vec, seen)
+                assert seen.reshape(2 * CHUNK, ld_n)[:, :K].min() == 1 and seen.max() == 1
+                for job in range(jobs):
+                    ti = 0
+                    while (ti + 1) * (ti + 2) // 2 <= job:
+                        ti += 1
+                    tj = job - ti * (ti + 1) // 2
+                    ca = a_base(cs + ti * 16 * ld_n, ld_n, 1)
+                    bb = b_base(bs + tj * 16 * ld_n, 1, ld_n)
+                    for kk in range(0, K, 16):
+                        for e in range(2):
+                            fa = load_a(sm, ca + kk + 8 * e, ld_n, 1)
+                            for nt in range(2):
+                                fb = load_b(sm, bb + nt * 8 * ld_n + kk + 8 * e, 1, ld_n)
+                                mma(acc[job, nt, e], fa, fb)
+            for job in range(jobs):
                 ti = 0
                 while (ti + 1) * (ti + 2) // 2 <= job:
                     ti += 1
                 tj = job - ti * (ti + 1) // 2
-                ca = a_base(cs + ti * 16 * ld_n, ld_n, 1)
-                bb = b_base(bs + tj * 16 * ld_n, 1, ld_n)
-                acc = np.zeros((2, 2, 32, 4))
-                for k0 in range(0, N, 16):
-                    for e in range(2):
-                        fa = load_a(sm, ca + k0 + 8 * e, ld_n, 1)
-                        for nt in range(2):
-                            fb = load_b(sm, bb + nt * 8 * ld_n + k0 + 8 * e, 1, ld_n)
-                            mma(acc[nt, e], fa, fb)
                 o = c_base(out + ti * 16 * CHUNK + tj * 16, CHUNK)
                 for nt in range(2):
-                    store_c(cb, cb_w, o + nt * 8, CHUNK, acc[nt, 0] + acc[nt, 1])
+                    store_c(cb, cb_w, o + nt * 8, CHUNK, acc[job, nt, 0] + acc[job, nt, 1])
 
 
 def chunk_state_staged(b, table, span, states, states_w, gammas, vec):
@@ -712,10 +728,10 @@ def run(lens, H, P, N, G, seed, staged=False, aligned=False, walk=0):
     state = b.state.copy()
     BANKS["worst"] = 1
     if walk:
-        # state_walk with tiles of `walk` state columns, between the staged
-        # C B^T and outputs.
+        # The default path: state_walk with tiles of `walk` state columns,
+        # chunk_cb_sliced, the staged outputs.
         vec = b.row % 4 == 0
-        chunk_cb_staged(b, table, span, cb, cb_w, vec)
+        chunk_cb_staged(b, table, span, cb, cb_w, vec, k_slice=64)
         state_walk(b, row_first, states, states_w, state, vec, walk)
         chunk_output_staged(b, table, span, cb, states, y, y_w, vec)
     elif staged:

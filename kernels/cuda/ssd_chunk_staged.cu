@@ -89,6 +89,93 @@ __global__ void __launch_bounds__(threads) chunk_cb_staged(chunk_args a) {
   chain_wait();
 }
 
+// C B^T as chunk_cb_staged, with C and B copied 64 state columns at a time
+// and each warp's tiles (jobs warp, warp + 8, ...: 5 at most) accumulated
+// over the slices: 68 KB of shared memory at N 128 where chunk_cb_staged
+// takes 132, so a block runs beside a state walk block (ssd_chunk_walk.cu,
+// 145 KB with 64 state columns) and two or three fit an SM. The default
+// path's: launched chained after the walk, it reads only the inputs and
+// the table and writes what only chunk_output (launched after it) reads.
+template <int N>
+__global__ void __launch_bounds__(threads, 2) chunk_cb_sliced(chunk_args a) {
+  constexpr int K = 64;
+  constexpr int ld = K + 4;  // as chunk_cb_staged's: 4 mod 32
+  constexpr int per_warp = (cb_jobs + warps - 1) / warps;
+  static_assert(N % K == 0);
+  chain_release();
+  const int c = static_cast<int>(blockIdx.x) / a.groups;
+  if (c >= *a.n_chunks) {
+    chain_wait();
+    return;
+  }
+  const int g = static_cast<int>(blockIdx.x) % a.groups;
+  const chunk_span sp = span_of(a, c);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  extern __shared__ __align__(128) float smem[];
+  float* cs = smem;             // [chunk][ld]
+  float* bs = cs + chunk * ld;  // [chunk][ld]
+  const std::int64_t at = sp.t0 * a.bc_stride + std::int64_t{g} * N;
+  const tf32::lane_at ln(tid % 32);
+  float acc[per_warp][2][2][4] = {};
+  for (int k0 = 0; k0 < N; k0 += K) {
+    if (k0 > 0)
+      __syncthreads();  // every warp done with the last slice
+    stage_rows<chunk, K, ld>(cs, a.C + at + k0, a.bc_stride, sp.n, a.vec);
+    stage_rows<chunk, K, ld>(bs, a.B + at + k0, a.bc_stride, sp.n, a.vec);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < per_warp; ++i) {
+      const int job = warp + i * warps;
+      if (job < cb_jobs) {
+        int ti = 0;
+        while ((ti + 1) * (ti + 2) / 2 <= job)
+          ++ti;
+        const int tj = job - ti * (ti + 1) / 2;
+        const float* ca = tf32::a_base<ld, 1>(cs + ti * 16 * ld, ln);
+        const float* bb = tf32::b_base<1, ld>(bs + tj * 16 * ld, ln);
+#pragma unroll
+        for (int kk = 0; kk < K; kk += 16) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            std::uint32_t fa[4];
+            tf32::load_a<ld, 1>(fa, ca + kk + 8 * e);
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+              std::uint32_t fb[2];
+              tf32::load_b<1, ld>(fb, bb + nt * 8 * ld + kk + 8 * e);
+              tf32::mma(acc[i][nt][e], fa, fb);
+            }
+          }
+        }
+      }
+    }
+  }
+  float* out = a.cb + (std::int64_t{c} * a.groups + g) * chunk * chunk;
+#pragma unroll
+  for (int i = 0; i < per_warp; ++i) {
+    const int job = warp + i * warps;
+    if (job < cb_jobs) {
+      int ti = 0;
+      while ((ti + 1) * (ti + 2) / 2 <= job)
+        ++ti;
+      const int tj = job - ti * (ti + 1) / 2;
+      float* o = tf32::c_base<chunk>(out + ti * 16 * chunk + tj * 16, ln);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        float v[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          v[j] = acc[i][nt][0][j] + acc[i][nt][1][j];
+        tf32::store_c<chunk>(o + nt * 8, v);
+      }
+    }
+  }
+  chain_wait();
+}
+
 // Shared memory of a staged chunk_state block, in floats: G_t and w_t
 // [chunk] each, B [chunk][N + 8], the raw x slice [chunk][Cols + 8].
 template <int N, int Cols>
@@ -221,6 +308,17 @@ cudaError_t launch_cb_for(const chunk_args& a, bool chained, cudaStream_t stream
   return launch_status();
 }
 
+template <int N>
+cudaError_t launch_cb_sliced_for(const chunk_args& a, cudaStream_t stream) {
+  constexpr std::size_t bytes = sizeof(float) * 2 * chunk * (64 + 4);
+  static const cudaError_t attr = allow_smem(chunk_cb_sliced<N>, bytes);
+  if (attr != cudaSuccess)
+    return attr;
+  const auto blocks = static_cast<unsigned>(std::int64_t{a.capacity} * a.groups);
+  launch_chained(chunk_cb_sliced<N>, dim3(blocks), dim3(threads), bytes, stream, a);
+  return launch_status();
+}
+
 template <int N, int Cols>
 cudaError_t launch_state_for(const chunk_args& a, cudaStream_t stream) {
   constexpr std::size_t bytes = state_smem<N, Cols>::bytes;
@@ -237,6 +335,11 @@ cudaError_t launch_state_for(const chunk_args& a, cudaStream_t stream) {
 cudaError_t launch_cb_staged(const chunk_args& a, bool chained, cudaStream_t stream) {
   return a.state_size == 64 ? launch_cb_for<64>(a, chained, stream)
                             : launch_cb_for<128>(a, chained, stream);
+}
+
+cudaError_t launch_cb_sliced(const chunk_args& a, cudaStream_t stream) {
+  return a.state_size == 64 ? launch_cb_sliced_for<64>(a, stream)
+                            : launch_cb_sliced_for<128>(a, stream);
 }
 
 cudaError_t launch_own_states_staged(const chunk_args& a, cudaStream_t stream) {

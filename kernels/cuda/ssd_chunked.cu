@@ -196,10 +196,11 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
     return launch_outputs_staged(a, false, stream);
   }
   // The walk first: its blocks live for a row's chunks, and C B^T's short
-  // blocks fill the GPU as the walk's last ones drain.
+  // blocks fill the GPU beside them (when the walk takes 64 state columns
+  // a block) or as its last ones drain.
   if (const cudaError_t err = launch_state_walk(a, stream); err != cudaSuccess)
     return err;
-  if (const cudaError_t err = launch_cb_staged(a, true, stream); err != cudaSuccess)
+  if (const cudaError_t err = launch_cb_sliced(a, stream); err != cudaSuccess)
     return err;
   return launch_outputs_staged(a, true, stream);
 }

@@ -175,6 +175,11 @@ struct state_tiles {
 /// `launch_chained` (internal/common.cuh), else plainly.
 [[nodiscard]] cudaError_t launch_cb_staged(const chunk_args& a, bool chained, cudaStream_t stream);
 [[nodiscard]] cudaError_t launch_own_states_staged(const chunk_args& a, cudaStream_t stream);
+
+/// C B^T as launch_cb_staged's, with C and B copied 64 state columns at a
+/// time (less shared memory: it runs beside the state walk); launched
+/// chained.
+[[nodiscard]] cudaError_t launch_cb_sliced(const chunk_args& a, cudaStream_t stream);
 [[nodiscard]] cudaError_t launch_outputs_staged(const chunk_args& a, bool chained,
                                                 cudaStream_t stream);
 
