@@ -53,7 +53,10 @@ using namespace detail::ssd_chunked;
 
 // One warp: every row's chunk count, a prefix sum, the (row, chunk) table.
 // A row that would overflow the table (a wrong `tokens`) stays sequential.
+// Launched chained in the default path: it waits before it writes what the
+// kernels before it (a previous call's) read.
 __global__ void chunk_table_kernel(chunk_args p) {
+  detail::chain_start();
   detail::fill_chunk_table<chunk>(p);
 }
 
@@ -180,13 +183,20 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
   a.gammas = reinterpret_cast<float*>(base + l.gammas);
   a.cb = reinterpret_cast<float*>(base + l.cb);
   a.states = reinterpret_cast<float*>(base + l.states);
-  // The table and the sequential scan are plain launches: every kernel
-  // after them may read the table before it waits on the one before it.
-  chunk_table_kernel<<<1, 32, 0, stream>>>(a);
-  if (const cudaError_t err = detail::launch_ssd_scan(p, a.row_first, stream); err != cudaSuccess) {
+  // The sequential scan's blocks wait for the table and let the kernel
+  // after them start only as they end (chained or not), so every kernel
+  // after it may read the table (and the inputs, which the kernels before
+  // the table made) before it waits on the one before it.
+  const bool chained = walked();
+  if (chained)
+    detail::launch_chained(chunk_table_kernel, dim3(1), dim3(32), 0, stream, a);
+  else
+    chunk_table_kernel<<<1, 32, 0, stream>>>(a);
+  if (const cudaError_t err = detail::launch_ssd_scan(p, a.row_first, stream, chained);
+      err != cudaSuccess) {
     return err;
   }
-  if (!walked()) {
+  if (!chained) {
     if (const cudaError_t err = launch_cb_staged(a, false, stream); err != cudaSuccess)
       return err;
     if (const cudaError_t err = launch_own_states_staged(a, stream); err != cudaSuccess)
