@@ -33,9 +33,9 @@ constexpr int cb_jobs = tiles * (tiles + 1) / 2;  // tiles on and below the diag
 template <int N>
 __global__ void __launch_bounds__(threads) chunk_cb_staged(chunk_args a) {
   constexpr int ld_n = N + 4;  // rows read along k: 4 mod 32 spreads g over the banks
-  chain_release();
+  chained_entry(a);
   const int c = static_cast<int>(blockIdx.x) / a.groups;
-  if (c >= *a.n_chunks) {
+  if (c >= __ldcg(a.n_chunks)) {
     chain_wait();
     return;
   }
@@ -102,9 +102,9 @@ __global__ void __launch_bounds__(threads, 2) chunk_cb_sliced(chunk_args a) {
   constexpr int ld = K + 4;  // as chunk_cb_staged's: 4 mod 32
   constexpr int per_warp = (cb_jobs + warps - 1) / warps;
   static_assert(N % K == 0);
-  chain_release();
+  chained_entry(a);
   const int c = static_cast<int>(blockIdx.x) / a.groups;
-  if (c >= *a.n_chunks) {
+  if (c >= __ldcg(a.n_chunks)) {
     chain_wait();
     return;
   }

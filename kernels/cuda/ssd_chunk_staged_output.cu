@@ -49,8 +49,10 @@ __global__ void __launch_bounds__(threads, 2) chunk_output_staged(chunk_args a) 
   using S = staged_out_smem<N, Cols>;
   using W = out_tiles<Cols>;
   constexpr int nt = 2 * W::col_tiles;
+  if (!a.vec)
+    chain_wait();  // as chained_entry: C copied 4 bytes at a time
   const int c = static_cast<int>(blockIdx.x) / a.heads;
-  if (c >= *a.n_chunks) {
+  if (c >= __ldcg(a.n_chunks)) {
     chain_wait();
     return;
   }

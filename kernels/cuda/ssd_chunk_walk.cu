@@ -89,18 +89,19 @@ __device__ __forceinline__ void walk_decays(const chunk_args& a, float raw, int 
 // N / Nc, the row tile fastest), y = h, z = r; warp tiles as state_tiles.
 // The slot's state (zeros when has_state is 0) is the first chunk's start.
 // Launched chained (internal/common.cuh): it reads only the inputs, the
-// table (made before the sequential scan, a plain launch before this one)
-// and the slot of its own row, and writes what nothing launched before it
-// in this call reads, so it waits for the kernel before it only at its end.
+// table (finished before the sequential scan's blocks, which it chains on,
+// went past their wait) and the slot of its own row, all from L2
+// (chained_entry), and writes what nothing launched before it in this
+// call reads, so it waits for the kernel before it only at its end.
 template <int N, int Pc, int Nc>
 __global__ void __launch_bounds__(threads) state_walk(chunk_args a) {
   using S = walk_smem<Pc, Nc>;
   using W = state_tiles<Nc, Pc>;
   constexpr int nt = 2 * W::col_tiles;
   constexpr int ks = nt <= 2 ? 2 : 1;
-  chain_release();
+  chained_entry(a);
   const int r = static_cast<int>(blockIdx.z);
-  const int first = a.row_first[r];
+  const int first = __ldcg(a.row_first + r);
   if (first < 0) {
     chain_wait();
     return;
@@ -111,8 +112,8 @@ __global__ void __launch_bounds__(threads) state_walk(chunk_args a) {
   const int n0 = static_cast<int>(blockIdx.x) / p_tiles * Nc;
   const int g = h / a.heads_per_group;
   const int P = a.head_dim;
-  const std::int64_t row0 = a.cu[r];
-  const int len = static_cast<int>(a.cu[r + 1] - row0);
+  const std::int64_t row0 = __ldcg(a.cu + r);
+  const int len = static_cast<int>(__ldcg(a.cu + r + 1) - row0);
   const int nc = (len + chunk - 1) / chunk;
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
@@ -134,7 +135,7 @@ __global__ void __launch_bounds__(threads) state_walk(chunk_args a) {
   // Thread t < chunk: token t's raw dt in chunk j (0 past the row's end).
   auto raw_dt = [&](int j) {
     const int t = j * chunk + tid;
-    return tid < chunk && t < len ? dt_at[std::int64_t{t} * a.dt_stride] : 0.0F;
+    return tid < chunk && t < len ? __ldcg(dt_at + std::int64_t{t} * a.dt_stride) : 0.0F;
   };
   const float neg_a = -expf(a.A_log[h]);
   stage(0);
@@ -147,12 +148,19 @@ __global__ void __launch_bounds__(threads) state_walk(chunk_args a) {
   // The lane's first state entry: row p0 + 16 rt + g, column n0 + 16 c0 + 2 q.
   const std::int64_t lane_off = std::int64_t{p0 + rt * 16 + ln.g} * N + n0 + c0 * 16 + 2 * ln.q;
   const std::int64_t head_elems = std::int64_t{P} * N;
+  const std::int64_t slot = __ldcg(a.slots + r);
   float acc[nt][ks][4] = {};
-  if (a.has_state[r] != 0) {
-    const float* from = a.state + (std::int64_t{a.slots[r]} * a.heads + h) * head_elems + lane_off;
+  if (__ldcg(a.has_state + r) != 0) {
+    const float* from = a.state + (slot * a.heads + h) * head_elems + lane_off;
 #pragma unroll
-    for (int j = 0; j < nt; ++j)
-      tf32::load_c<N>(acc[j][0], from + j * 8);
+    for (int j = 0; j < nt; ++j) {
+      const float2 lo = __ldcg(reinterpret_cast<const float2*>(from + j * 8));
+      const float2 hi = __ldcg(reinterpret_cast<const float2*>(from + j * 8 + 8 * N));
+      acc[j][0][0] = lo.x;
+      acc[j][0][1] = lo.y;
+      acc[j][0][2] = hi.x;
+      acc[j][0][3] = hi.y;
+    }
   }
   for (int j = 0; j < nc; ++j) {
     const int s = j & 1;
@@ -217,7 +225,7 @@ __global__ void __launch_bounds__(threads) state_walk(chunk_args a) {
         dt_next = raw_dt(j + 2);
     }
   }
-  float* to = a.state + (std::int64_t{a.slots[r]} * a.heads + h) * head_elems + lane_off;
+  float* to = a.state + (slot * a.heads + h) * head_elems + lane_off;
 #pragma unroll
   for (int jj = 0; jj < nt; ++jj)
     tf32::store_c<N>(to + jj * 8, acc[jj][0]);

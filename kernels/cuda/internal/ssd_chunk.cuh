@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/internal/common.cuh"
+
 namespace mstar::kernels::cuda::detail::ssd_chunked {
 
 /// The one chunk size (tokens). 128 over 64: the per-chunk states are
@@ -69,10 +71,26 @@ struct chunk_span {
   int n;
 };
 
+/// Read through L2 (ld.global.cg): the chained kernels read the table
+/// before they wait on the kernel before them (see `chained_entry`).
 __device__ __forceinline__ chunk_span span_of(const chunk_args& a, int c) {
-  const int2 e = a.table[c];
-  const std::int64_t t0 = a.cu[e.x] + std::int64_t{e.y} * chunk;
-  return {t0, min(chunk, static_cast<int>(a.cu[e.x + 1] - t0))};
+  const int2 e = __ldcg(a.table + c);
+  const std::int64_t t0 = __ldcg(a.cu + e.x) + std::int64_t{e.y} * chunk;
+  return {t0, min(chunk, static_cast<int>(__ldcg(a.cu + e.x + 1) - t0))};
+}
+
+/// The start of a kernel launched chained in the default path
+/// (ssd_chunked.cu): lets the next kernel start launching, and waits at
+/// once on the one before it when x, B and C rows are not 16-byte aligned.
+/// Such a kernel reads before its wait only what kernels finished before
+/// the one it chains on wrote (the inputs, the table), the bulk by
+/// cp.async.cg and the rest by ld.global.cg, both from L2, where those
+/// writes are; rows copied 4 bytes at a time go through L1 (cp.async.ca),
+/// which may hold lines of an earlier call's, so those wait first.
+__device__ __forceinline__ void chained_entry(const chunk_args& a) {
+  chain_release();
+  if (!a.vec)
+    chain_wait();
 }
 
 /// dt as the sequential kernel computes it: softplus (torch's threshold 20)
