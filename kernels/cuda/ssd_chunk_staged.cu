@@ -96,6 +96,10 @@ __global__ void __launch_bounds__(threads) chunk_cb_staged(chunk_args a) {
 // 145 KB with 64 state columns) and two or three fit an SM. The default
 // path's: launched chained after the walk, it reads only the inputs and
 // the table and writes what only chunk_output (launched after it) reads.
+// So only the grid's last block waits on the walk (at its end): enough
+// that the grid never completes before the walk, while every other block
+// leaves as soon as it is done instead of holding its place on the SM
+// until the walk ends.
 template <int N>
 __global__ void __launch_bounds__(threads, 2) chunk_cb_sliced(chunk_args a) {
   constexpr int K = 64;
@@ -103,9 +107,11 @@ __global__ void __launch_bounds__(threads, 2) chunk_cb_sliced(chunk_args a) {
   constexpr int per_warp = (cb_jobs + warps - 1) / warps;
   static_assert(N % K == 0);
   chained_entry(a);
+  const bool waits = blockIdx.x + 1 == gridDim.x;
   const int c = static_cast<int>(blockIdx.x) / a.groups;
   if (c >= __ldcg(a.n_chunks)) {
-    chain_wait();
+    if (waits)
+      chain_wait();
     return;
   }
   const int g = static_cast<int>(blockIdx.x) % a.groups;
@@ -173,7 +179,8 @@ __global__ void __launch_bounds__(threads, 2) chunk_cb_sliced(chunk_args a) {
       }
     }
   }
-  chain_wait();
+  if (waits)
+    chain_wait();
 }
 
 // Shared memory of a staged chunk_state block, in floats: G_t and w_t
