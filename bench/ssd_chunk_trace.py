@@ -420,12 +420,14 @@ def chunk_cb_staged(b, table, span, cb, cb_w, vec, k_slice=0):
                     tj = job - ti * (ti + 1) // 2
                     ca = a_base(cs + ti * 16 * ld_n, ld_n, 1)
                     bb = b_base(bs + tj * 16 * ld_n, 1, ld_n)
-                    for kk in range(0, K, 16):
-                        for e in range(2):
-                            fa = load_a(sm, ca + kk + 8 * e, ld_n, 1)
-                            for nt in range(2):
-                                fb = load_b(sm, bb + nt * 8 * ld_n + kk + 8 * e, 1, ld_n)
-                                mma(acc[job, nt, e], fa, fb)
+                    # chunk_cb_sliced: one accumulator a column tile (e 0);
+                    # chunk_cb_staged: even and odd k steps apart.
+                    for kk in range(0, K, 8):
+                        e = 0 if k_slice else (kk // 8) % 2
+                        fa = load_a(sm, ca + kk, ld_n, 1)
+                        for nt in range(2):
+                            fb = load_b(sm, bb + nt * 8 * ld_n + kk, 1, ld_n)
+                            mma(acc[job, nt, e], fa, fb)
             for job in range(jobs):
                 ti = 0
                 while (ti + 1) * (ti + 2) // 2 <= job:

@@ -123,7 +123,20 @@ __global__ void __launch_bounds__(threads, 2) chunk_cb_sliced(chunk_args a) {
   float* bs = cs + chunk * ld;  // [chunk][ld]
   const std::int64_t at = sp.t0 * a.bc_stride + std::int64_t{g} * N;
   const tf32::lane_at ln(tid % 32);
-  float acc[per_warp][2][2][4] = {};
+  // The warp's jobs (tile row ti, tile column tj <= ti); past the last, -1.
+  int ti[per_warp], tj[per_warp];
+#pragma unroll
+  for (int i = 0; i < per_warp; ++i) {
+    const int job = warp + i * warps;
+    int r = 0;
+    while ((r + 1) * (r + 2) / 2 <= job)
+      ++r;
+    ti[i] = job < cb_jobs ? r : -1;
+    tj[i] = job - r * (r + 1) / 2;
+  }
+  // Every job's accumulators live across the slices; each k step feeds
+  // all of them (up to 10 independent products in flight).
+  float acc[per_warp][2][4] = {};
   for (int k0 = 0; k0 < N; k0 += K) {
     if (k0 > 0)
       __syncthreads();  // every warp done with the last slice
@@ -132,28 +145,19 @@ __global__ void __launch_bounds__(threads, 2) chunk_cb_sliced(chunk_args a) {
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
+#pragma unroll 2
+    for (int kk = 0; kk < K; kk += 8) {
 #pragma unroll
-    for (int i = 0; i < per_warp; ++i) {
-      const int job = warp + i * warps;
-      if (job < cb_jobs) {
-        int ti = 0;
-        while ((ti + 1) * (ti + 2) / 2 <= job)
-          ++ti;
-        const int tj = job - ti * (ti + 1) / 2;
-        const float* ca = tf32::a_base<ld, 1>(cs + ti * 16 * ld, ln);
-        const float* bb = tf32::b_base<1, ld>(bs + tj * 16 * ld, ln);
+      for (int i = 0; i < per_warp; ++i) {
+        if (ti[i] >= 0) {
+          std::uint32_t fa[4];
+          tf32::load_a<ld, 1>(fa, tf32::a_base<ld, 1>(cs + ti[i] * 16 * ld, ln) + kk);
 #pragma unroll
-        for (int kk = 0; kk < K; kk += 16) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            std::uint32_t fa[4];
-            tf32::load_a<ld, 1>(fa, ca + kk + 8 * e);
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-              std::uint32_t fb[2];
-              tf32::load_b<1, ld>(fb, bb + nt * 8 * ld + kk + 8 * e);
-              tf32::mma(acc[i][nt][e], fa, fb);
-            }
+          for (int nt = 0; nt < 2; ++nt) {
+            std::uint32_t fb[2];
+            tf32::load_b<1, ld>(fb,
+                                tf32::b_base<1, ld>(bs + tj[i] * 16 * ld, ln) + nt * 8 * ld + kk);
+            tf32::mma(acc[i][nt], fa, fb);
           }
         }
       }
@@ -162,21 +166,11 @@ __global__ void __launch_bounds__(threads, 2) chunk_cb_sliced(chunk_args a) {
   float* out = a.cb + (std::int64_t{c} * a.groups + g) * chunk * chunk;
 #pragma unroll
   for (int i = 0; i < per_warp; ++i) {
-    const int job = warp + i * warps;
-    if (job < cb_jobs) {
-      int ti = 0;
-      while ((ti + 1) * (ti + 2) / 2 <= job)
-        ++ti;
-      const int tj = job - ti * (ti + 1) / 2;
-      float* o = tf32::c_base<chunk>(out + ti * 16 * chunk + tj * 16, ln);
+    if (ti[i] >= 0) {
+      float* o = tf32::c_base<chunk>(out + ti[i] * 16 * chunk + tj[i] * 16, ln);
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        float v[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          v[j] = acc[i][nt][0][j] + acc[i][nt][1][j];
-        tf32::store_c<chunk>(o + nt * 8, v);
-      }
+      for (int nt = 0; nt < 2; ++nt)
+        tf32::store_c<chunk>(o + nt * 8, acc[i][nt]);
     }
   }
   if (waits)
