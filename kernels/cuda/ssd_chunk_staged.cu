@@ -198,17 +198,22 @@ struct state_smem {
 // the first x slice are copied before the decays are made; the A fragment
 // (x^T, k = token) is multiplied by w as it is loaded (the same f32
 // product the old kernel stored, then rounded to TF32 the same way).
-// MSTAR_SSD_VARIANT=0's path only (ssd_chunk_walk.cu makes these products
-// by default, onto the running state).
+// MSTAR_SSD_VARIANT 0 and 2 only (ssd_chunk_walk.cu makes these products
+// by default, onto the running state). Launched chained (variant 2) it
+// reads only the inputs and the table and writes what nothing launched
+// before it in the call reads: it waits at its end.
 template <int N, int Cols>
 __global__ void __launch_bounds__(threads) chunk_state_staged(chunk_args a) {
   using S = state_smem<N, Cols>;
   using W = state_tiles<N, Cols>;
   constexpr int nt = 2 * W::col_tiles;
   constexpr int ks = nt <= 2 ? 2 : 1;
+  chained_entry(a);
   const int c = static_cast<int>(blockIdx.x) / a.heads;
-  if (c >= *a.n_chunks)
+  if (c >= __ldcg(a.n_chunks)) {
+    chain_wait();
     return;
+  }
   const int h = static_cast<int>(blockIdx.x) % a.heads;
   const chunk_span sp = span_of(a, c);
   const int n = sp.n;
@@ -287,6 +292,7 @@ __global__ void __launch_bounds__(threads) chunk_state_staged(chunk_args a) {
       cp_async_commit();
     }
   }
+  chain_wait();
 }
 
 template <class Kernel>
@@ -321,13 +327,16 @@ cudaError_t launch_cb_sliced_for(const chunk_args& a, cudaStream_t stream) {
 }
 
 template <int N, int Cols>
-cudaError_t launch_state_for(const chunk_args& a, cudaStream_t stream) {
+cudaError_t launch_state_for(const chunk_args& a, bool chained, cudaStream_t stream) {
   constexpr std::size_t bytes = state_smem<N, Cols>::bytes;
   static const cudaError_t attr = allow_smem(chunk_state_staged<N, Cols>, bytes);
   if (attr != cudaSuccess)
     return attr;
   const auto blocks = static_cast<unsigned>(std::int64_t{a.capacity} * a.heads);
-  chunk_state_staged<N, Cols><<<blocks, threads, bytes, stream>>>(a);
+  if (chained)
+    launch_chained(chunk_state_staged<N, Cols>, dim3(blocks), dim3(threads), bytes, stream, a);
+  else
+    chunk_state_staged<N, Cols><<<blocks, threads, bytes, stream>>>(a);
   return launch_status();
 }
 
@@ -343,11 +352,14 @@ cudaError_t launch_cb_sliced(const chunk_args& a, cudaStream_t stream) {
                             : launch_cb_sliced_for<128>(a, stream);
 }
 
-cudaError_t launch_own_states_staged(const chunk_args& a, cudaStream_t stream) {
+cudaError_t launch_own_states_staged(const chunk_args& a, bool chained, cudaStream_t stream) {
   const bool wide = cols_for(a.head_dim) == 64;
-  if (a.state_size == 64)
-    return wide ? launch_state_for<64, 64>(a, stream) : launch_state_for<64, 32>(a, stream);
-  return wide ? launch_state_for<128, 64>(a, stream) : launch_state_for<128, 32>(a, stream);
+  if (a.state_size == 64) {
+    return wide ? launch_state_for<64, 64>(a, chained, stream)
+                : launch_state_for<64, 32>(a, chained, stream);
+  }
+  return wide ? launch_state_for<128, 64>(a, chained, stream)
+              : launch_state_for<128, 32>(a, chained, stream);
 }
 
 }  // namespace mstar::kernels::cuda::detail::ssd_chunked

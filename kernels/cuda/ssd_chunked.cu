@@ -103,15 +103,17 @@ chunk_layout layout_for(const ssd_weights& w, std::int64_t tokens, std::int64_t 
   return l;
 }
 
-// MSTAR_SSD_VARIANT=0: the four launches of session 31 (C B^T, the own
-// states, the walk, the outputs; plain launches), for A/B measurements;
-// anything else (the default) the states walked in one kernel
-// (ssd_chunk_walk.cu) and C B^T, the walk and the outputs launched chained
-// (MSTAR_PDL=0 turns the chaining off alone).
-bool walked() {
-  static const bool v = [] {
+// MSTAR_SSD_VARIANT, for A/B measurements: 0 the four launches of session
+// 31 (C B^T, the own states, the elementwise walk, the outputs; plain
+// launches); 2 the same kernels launched chained (C B^T copied 64 state
+// columns at a time); anything else (the default, 1) the states walked in
+// one kernel (ssd_chunk_walk.cu), every launch chained. MSTAR_PDL=0 turns
+// the chaining off alone.
+int variant() {
+  static const int v = [] {
     const char* e = std::getenv("MSTAR_SSD_VARIANT");
-    return e == nullptr || std::atoi(e) != 0;
+    const int n = e == nullptr ? 1 : std::atoi(e);
+    return n == 0 || n == 2 ? n : 1;
   }();
   return v;
 }
@@ -187,7 +189,8 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
   // after them start only as they end (chained or not), so every kernel
   // after it may read the table (and the inputs, which the kernels before
   // the table made) before it waits on the one before it.
-  const bool chained = walked();
+  const int v = variant();
+  const bool chained = v != 0;
   if (chained)
     detail::launch_chained(chunk_table_kernel, dim3(1), dim3(32), 0, stream, a);
   else
@@ -196,14 +199,25 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
       err != cudaSuccess) {
     return err;
   }
-  if (!chained) {
+  if (v == 0) {
     if (const cudaError_t err = launch_cb_staged(a, false, stream); err != cudaSuccess)
       return err;
-    if (const cudaError_t err = launch_own_states_staged(a, stream); err != cudaSuccess)
+    if (const cudaError_t err = launch_own_states_staged(a, false, stream); err != cudaSuccess)
       return err;
-    if (const cudaError_t err = launch_state_pass(a, stream); err != cudaSuccess)
+    if (const cudaError_t err = launch_state_pass(a, false, stream); err != cudaSuccess)
       return err;
     return launch_outputs_staged(a, false, stream);
+  }
+  if (v == 2) {
+    // The own states first (C B^T's blocks fill the GPU as they drain),
+    // the walk waits at its start.
+    if (const cudaError_t err = launch_own_states_staged(a, true, stream); err != cudaSuccess)
+      return err;
+    if (const cudaError_t err = launch_cb_sliced(a, stream); err != cudaSuccess)
+      return err;
+    if (const cudaError_t err = launch_state_pass(a, true, stream); err != cudaSuccess)
+      return err;
+    return launch_outputs_staged(a, true, stream);
   }
   // The walk first: its blocks live for a row's chunks, and C B^T's short
   // blocks fill the GPU beside them (when the walk takes 64 state columns

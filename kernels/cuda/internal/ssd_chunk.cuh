@@ -96,7 +96,7 @@ __device__ __forceinline__ void chained_entry(const chunk_args& a) {
 /// dt as the sequential kernel computes it: softplus (torch's threshold 20)
 /// of raw + bias, then the clamp.
 __device__ __forceinline__ float dt_of(const chunk_args& a, std::int64_t t, int h) {
-  const float v = a.dt[t * a.dt_stride + h] + a.dt_bias[h];
+  const float v = __ldcg(a.dt + t * a.dt_stride + h) + a.dt_bias[h];
   const float sp = v > 20.0F ? v : log1pf(expf(v));
   return fminf(fmaxf(sp, a.dt_min), a.dt_max);
 }
@@ -181,7 +181,7 @@ struct state_tiles {
 /// 4 state entries of a (row, head), leaving each chunk's start state in
 /// `states` and the row's last state in its slot. Rows the table does not
 /// hold are left alone.
-[[nodiscard]] cudaError_t launch_state_pass(const chunk_args& a, cudaStream_t stream);
+[[nodiscard]] cudaError_t launch_state_pass(const chunk_args& a, bool chained, cudaStream_t stream);
 
 /// The chunk kernels (ssd_chunk_staged.cu, ssd_chunk_staged_output.cu): C
 /// B^T per (chunk, group) into `cb` (needs only the table); every (chunk,
@@ -192,7 +192,8 @@ struct state_tiles {
 /// are padded for no bank conflicts. `chained`: launched through
 /// `launch_chained` (internal/common.cuh), else plainly.
 [[nodiscard]] cudaError_t launch_cb_staged(const chunk_args& a, bool chained, cudaStream_t stream);
-[[nodiscard]] cudaError_t launch_own_states_staged(const chunk_args& a, cudaStream_t stream);
+[[nodiscard]] cudaError_t launch_own_states_staged(const chunk_args& a, bool chained,
+                                                   cudaStream_t stream);
 
 /// C B^T as launch_cb_staged's, with C and B copied 64 state columns at a
 /// time (less shared memory: it runs beside the state walk); launched
