@@ -25,7 +25,11 @@ with rows of 4 floats' alignment and of 16 bytes': every shared float a
 copy writes is written once, and every fragment load is conflict-free
 (the most distinct addresses in one bank over a warp's 32 loads; the old
 kernels' 4 mod 32 rows read down a column are two-way). Keep it in step
-with the kernels when their tiles or layouts change.
+with the kernels when their tiles or layouts change. Last, the default
+path (ssd_chunk_walk.cu's state_walk, at both of its state-column widths,
+chunk_cb_sliced's C B^T 64 columns a copy, the staged outputs): each
+chunk's start state written once, the walk's accumulators after every
+chunk against numpy's e^{G_C} h + (x w)^T B over the same staged operands.
 
   python3 bench/ssd_chunk_trace.py      (needs numpy; about 40 s)
 """
@@ -387,37 +391,51 @@ def stage_rows(b, sm, dst, src, stride, n, rows, cols, ld, vec, seen):
             seen[dst + t * ld + c + k] += 1
 
 
-def chunk_cb_staged(b, table, span, cb, cb_w, vec):
-    """chunk_cb_staged: C and B by stage_rows, then chunk_cb's tiles."""
-    N, ld_n = b.N, b.N + 4
+def chunk_cb_staged(b, table, span, cb, cb_w, vec, k_slice=0):
+    """chunk_cb_staged: C and B by stage_rows, then chunk_cb's tiles. With
+    k_slice (chunk_cb_sliced), C and B copied k_slice state columns at a
+    time into rows of k_slice + 4, each job's accumulators kept across the
+    slices."""
+    N = b.N
+    K = k_slice or N
+    ld_n = K + 4
+    jobs = TILES * (TILES + 1) // 2
     for c in range(len(table)):
         for g in range(b.G):
             t0, n = span(c)
-            sm = np.full(2 * CHUNK * ld_n, np.nan)
-            seen = np.zeros(len(sm), dtype=int)
             cs, bs = 0, CHUNK * ld_n
             at = t0 * b.row + g * N
-            stage_rows(b, sm, cs, b.co + at, b.row, n, CHUNK, N, ld_n, vec, seen)
-            stage_rows(b, sm, bs, b.bo + at, b.row, n, CHUNK, N, ld_n, vec, seen)
-            assert seen.reshape(2 * CHUNK, ld_n)[:, :N].min() == 1 and seen.max() == 1
             out = (c * b.G + g) * CHUNK * CHUNK
-            for job in range(TILES * (TILES + 1) // 2):
+            acc = np.zeros((jobs, 2, 2, 32, 4))
+            for k0 in range(0, N, K):
+                sm = np.full(2 * CHUNK * ld_n, np.nan)
+                seen = np.zeros(len(sm), dtype=int)
+                stage_rows(b, sm, cs, b.co + at + k0, b.row, n, CHUNK, K, ld_n, vec, seen)
+                stage_rows(b, sm, bs, b.bo + at + k0, b.row, n, CHUNK, K, ld_n, vec, seen)
+                assert seen.reshape(2 * CHUNK, ld_n)[:, :K].min() == 1 and seen.max() == 1
+                for job in range(jobs):
+                    ti = 0
+                    while (ti + 1) * (ti + 2) // 2 <= job:
+                        ti += 1
+                    tj = job - ti * (ti + 1) // 2
+                    ca = a_base(cs + ti * 16 * ld_n, ld_n, 1)
+                    bb = b_base(bs + tj * 16 * ld_n, 1, ld_n)
+                    # chunk_cb_sliced: one accumulator a column tile (e 0);
+                    # chunk_cb_staged: even and odd k steps apart.
+                    for kk in range(0, K, 8):
+                        e = 0 if k_slice else (kk // 8) % 2
+                        fa = load_a(sm, ca + kk, ld_n, 1)
+                        for nt in range(2):
+                            fb = load_b(sm, bb + nt * 8 * ld_n + kk, 1, ld_n)
+                            mma(acc[job, nt, e], fa, fb)
+            for job in range(jobs):
                 ti = 0
                 while (ti + 1) * (ti + 2) // 2 <= job:
                     ti += 1
                 tj = job - ti * (ti + 1) // 2
-                ca = a_base(cs + ti * 16 * ld_n, ld_n, 1)
-                bb = b_base(bs + tj * 16 * ld_n, 1, ld_n)
-                acc = np.zeros((2, 2, 32, 4))
-                for k0 in range(0, N, 16):
-                    for e in range(2):
-                        fa = load_a(sm, ca + k0 + 8 * e, ld_n, 1)
-                        for nt in range(2):
-                            fb = load_b(sm, bb + nt * 8 * ld_n + k0 + 8 * e, 1, ld_n)
-                            mma(acc[nt, e], fa, fb)
                 o = c_base(out + ti * 16 * CHUNK + tj * 16, CHUNK)
                 for nt in range(2):
-                    store_c(cb, cb_w, o + nt * 8, CHUNK, acc[nt, 0] + acc[nt, 1])
+                    store_c(cb, cb_w, o + nt * 8, CHUNK, acc[job, nt, 0] + acc[job, nt, 1])
 
 
 def chunk_state_staged(b, table, span, states, states_w, gammas, vec):
@@ -474,6 +492,117 @@ def chunk_state_staged(b, table, span, states, states_w, gammas, vec):
                 bmat = sm[bs:bs + CHUNK * ld_n].reshape(CHUNK, ld_n)[:, :N]
                 got = states[out + p0 * N:out + (p0 + cols) * N].reshape(cols, N)
                 close(got, (xmat * wts[:, None]).T @ bmat)
+
+
+def state_walk(b, row_first, states, states_w, state, vec, nc_tile):
+    """state_walk (ssd_chunk_walk.cu): a block per (row, head, [Pc][Nc]
+    tile) walks the row's chunks, two shared stages of x's and B's slices
+    (rows padded to 8 mod 32) filled by stage_rows, w_t and e^{G_C} from
+    the block's own scan, the state in the warps' accumulators: each
+    chunk's start state stored from them, then scaled by e^{G_C}, then the
+    chunk's (x w)^T B accumulated onto it; the last state to the slot."""
+    H, P, N, pc = b.H, b.P, b.N, b.cols
+    ld_x, ld_b = pc + 8, nc_tile + 8
+    stage = CHUNK * (ld_x + ld_b)
+    wts_at = 2 * stage
+    rt_n = pc // 16
+    nts = 2 * ((nc_tile // 16) * rt_n // WARPS)
+    ks = 2 if nts <= 2 else 1
+    for r, length in enumerate(b.lens):
+        nc = (length + CHUNK - 1) // CHUNK
+        t_row = b.cu[r]
+        for h in range(H):
+            g = h // (H // b.G)
+            for tile in range(P // pc * (N // nc_tile)):
+                p0, n0 = tile % (P // pc) * pc, tile // (P // pc) * nc_tile
+                sm = np.full(wts_at + 2 * CHUNK + 2, np.nan)
+                # acc[w][j][e]: warp w's accumulators; the state starts as the slot's
+                acc = np.zeros((WARPS, nts, ks, 32, 4))
+                for w in range(WARPS):
+                    rt, c0 = w % rt_n, (w // rt_n) * (nts // 2)
+                    for j in range(nts):
+                        rows = p0 + rt * 16 + LG
+                        cols = n0 + c0 * 16 + j * 8 + 2 * LQ
+                        sv = state[r, h]
+                        acc[w, j, 0] = np.stack([sv[rows, cols], sv[rows, cols + 1],
+                                                 sv[rows + 8, cols], sv[rows + 8, cols + 1]], 1)
+
+                def fill(j):
+                    s = j & 1
+                    n = min(CHUNK, length - j * CHUNK)
+                    seen = np.zeros(len(sm), dtype=int)
+                    sm[s * stage:(s + 1) * stage] = np.nan
+                    t0 = t_row + j * CHUNK
+                    stage_rows(b, sm, s * stage, b.xo + t0 * b.row + h * P + p0, b.row, n,
+                               CHUNK, pc, ld_x, vec, seen)
+                    stage_rows(b, sm, s * stage + CHUNK * ld_x, b.bo + t0 * b.row + g * N + n0,
+                               b.row, n, CHUNK, nc_tile, ld_b, vec, seen)
+                    assert seen.max() == 1
+                    cum, dts = b.decays(t0, n, h)
+                    sm[wts_at + s * CHUNK:wts_at + (s + 1) * CHUNK] = dts * np.exp(cum[-1] - cum)
+                    sm[wts_at + 2 * CHUNK + s] = np.exp(cum[-1])
+
+                fill(0)
+                for j in range(nc):
+                    s = j & 1
+                    if j + 1 < nc:
+                        fill(j + 1)
+                    entry = row_first[r] + j
+                    gc = sm[wts_at + 2 * CHUNK + s]
+                    n = min(CHUNK, length - j * CHUNK)
+                    k_end = (n + 7) // 8 * 8
+                    xs, bs = s * stage, s * stage + CHUNK * ld_x
+                    want = np.zeros((pc, nc_tile))
+                    for w in range(WARPS):
+                        rt, c0 = w % rt_n, (w // rt_n) * (nts // 2)
+                        o = c_base((entry * H + h) * P * N + (p0 + rt * 16) * N + n0 + c0 * 16, N)
+                        for jj in range(nts):
+                            store_c(states, states_w, o + jj * 8, N, acc[w, jj, 0])
+                            acc[w, jj, 0] *= gc
+                        xa = a_base(xs + rt * 16, 1, ld_x)
+                        bb = b_base(bs + c0 * 16, ld_b, 1)
+                        wq = wts_at + s * CHUNK + LQ
+                        for k0 in range(0, k_end, 8 * ks):
+                            for e in range(ks):
+                                k = k0 + 8 * e
+                                if e == 0 or k < k_end:
+                                    xp = xa + k * ld_x
+                                    track(xp, xp + 8, xp + 4 * ld_x, xp + 4 * ld_x + 8)
+                                    w0, w1 = sm[wq + k], sm[wq + k + 4]
+                                    fa = np.stack([sm[xp] * w0, sm[xp + 8] * w0,
+                                                   sm[xp + 4 * ld_x] * w1,
+                                                   sm[xp + 4 * ld_x + 8] * w1], 1)
+                                    for jj in range(nts):
+                                        fb = load_b(sm, bb + k * ld_b + jj * 8, ld_b, 1)
+                                        mma(acc[w, jj, e], fa, fb)
+                        for jj in range(nts):
+                            for e in range(1, ks):
+                                acc[w, jj, 0] += acc[w, jj, e]
+                                acc[w, jj, e] = 0.0
+                    # The chunk's products against numpy's over the same staged operands.
+                    xmat = sm[xs:xs + CHUNK * ld_x].reshape(CHUNK, ld_x)[:, :pc]
+                    bmat = sm[bs:bs + CHUNK * ld_b].reshape(CHUNK, ld_b)[:, :nc_tile]
+                    wv = sm[wts_at + s * CHUNK:wts_at + (s + 1) * CHUNK]
+                    start = states[(entry * H + h) * P * N:(entry * H + h + 1) * P * N]
+                    start = start.reshape(P, N)[p0:p0 + pc, n0:n0 + nc_tile]
+                    want = gc * start + (xmat[:k_end] * wv[:k_end, None]).T @ bmat[:k_end]
+                    got = np.zeros((pc, nc_tile))
+                    for w in range(WARPS):
+                        rt, c0 = w % rt_n, (w // rt_n) * (nts // 2)
+                        for jj in range(nts):
+                            rows = rt * 16 + LG
+                            cols = c0 * 16 + jj * 8 + 2 * LQ
+                            got[rows, cols], got[rows, cols + 1] = acc[w, jj, 0][:, 0], acc[w, jj, 0][:, 1]
+                            got[rows + 8, cols], got[rows + 8, cols + 1] = acc[w, jj, 0][:, 2], acc[w, jj, 0][:, 3]
+                    close(got, want)
+                for w in range(WARPS):
+                    rt, c0 = w % rt_n, (w // rt_n) * (nts // 2)
+                    for jj in range(nts):
+                        rows = p0 + rt * 16 + LG
+                        cols = n0 + c0 * 16 + jj * 8 + 2 * LQ
+                        a = acc[w, jj, 0]
+                        state[r, h][rows, cols], state[r, h][rows, cols + 1] = a[:, 0], a[:, 1]
+                        state[r, h][rows + 8, cols], state[r, h][rows + 8, cols + 1] = a[:, 2], a[:, 3]
 
 
 def chunk_output_staged(b, table, span, cb, states, y, y_w, vec):
@@ -580,7 +709,7 @@ def chunk_output_staged(b, table, span, cb, states, y, y_w, vec):
                 close(got, want[:n])
 
 
-def run(lens, H, P, N, G, seed, staged=False, aligned=False):
+def run(lens, H, P, N, G, seed, staged=False, aligned=False, walk=0):
     b = Batch(lens, H, P, N, G, seed, aligned)
     table, row_first = [], []
     for r, length in enumerate(lens):
@@ -600,7 +729,14 @@ def run(lens, H, P, N, G, seed, staged=False, aligned=False):
     cb_w, states_w, y_w = (np.zeros(len(v), dtype=int) for v in (cb, states, y))
     state = b.state.copy()
     BANKS["worst"] = 1
-    if staged:
+    if walk:
+        # The default path: state_walk with tiles of `walk` state columns,
+        # chunk_cb_sliced, the staged outputs.
+        vec = b.row % 4 == 0
+        chunk_cb_staged(b, table, span, cb, cb_w, vec, k_slice=64)
+        state_walk(b, row_first, states, states_w, state, vec, walk)
+        chunk_output_staged(b, table, span, cb, states, y, y_w, vec)
+    elif staged:
         # The staged kernels copy 16 bytes at a time only from aligned rows.
         vec = b.row % 4 == 0
         chunk_cb_staged(b, table, span, cb, cb_w, vec)
@@ -622,12 +758,13 @@ def run(lens, H, P, N, G, seed, staged=False, aligned=False):
     ref_y, ref_s = sequential(b)
     ey = np.abs(y - ref_y).max() / np.abs(ref_y).max()
     es = np.abs(state - ref_s).max() / np.abs(ref_s).max()
-    print(f"{'staged' if staged else 'old'} ({'16' if b.row % 4 == 0 else '4'}-byte rows) "
+    kind = f"walk Nc {walk}" if walk else "staged" if staged else "old"
+    print(f"{kind} ({'16' if b.row % 4 == 0 else '4'}-byte rows) "
           f"rows {lens} H {H} P {P} N {N} G {G}: NaN outputs {np.isnan(y).sum()}, "
           f"states {np.isnan(state).sum()}; every output once: {once}; "
           f"error {ey:.1e}, state {es:.1e}; worst fragment bank conflict {BANKS['worst']}-way")
     # The staged kernels' fragment loads are conflict-free.
-    return once and ey < 1e-9 and es < 1e-9 and (not staged or BANKS["worst"] == 1)
+    return once and ey < 1e-9 and es < 1e-9 and (not (staged or walk) or BANKS["worst"] == 1)
 
 
 def main():
@@ -643,6 +780,14 @@ def main():
         ok &= run([300], 2, 128, 128, 1, 3, True, aligned)
         ok &= run([77, 140], 2, 96, 128, 1, 4, True, aligned)
         ok &= run([150, 7, 127], 4, 64, 64, 2, 5, True, aligned)
+    for aligned in (True, False):
+        ok &= run([200], 4, 64, 128, 2, 1, aligned=aligned, walk=128)
+        ok &= run([200], 4, 64, 128, 2, 1, aligned=aligned, walk=64)
+        ok &= run([129, 5, 256], 2, 32, 64, 1, 2, aligned=aligned, walk=64)
+        ok &= run([300], 2, 128, 128, 1, 3, aligned=aligned, walk=128)
+        ok &= run([77, 140], 2, 96, 128, 1, 4, aligned=aligned, walk=64)
+        ok &= run([77, 140], 2, 96, 128, 1, 4, aligned=aligned, walk=128)
+        ok &= run([150, 7, 127], 4, 64, 64, 2, 5, aligned=aligned, walk=64)
     print("all match" if ok else "MISMATCH")
 
 

@@ -126,9 +126,13 @@ constexpr int update_max_threads = 1024;
 
 // Block (head, row): rows along y. Tokens [begin, end) of the row. Rows
 // with chunked[r] >= 0 belong to the chunked path (chunked null: none).
+// The chunked path may launch it chained on its chunk table: it waits for
+// that before anything (a no-op in a plain launch) and never lets the
+// kernel after it start early, so that one starts with the table done.
 template <int K4>
 __global__ void __launch_bounds__(scan_max_threads)
     ssd_scan_kernel(ssd_args a, const std::int32_t* cu, const std::int32_t* chunked) {
+  detail::chain_wait();
   const int h = static_cast<int>(blockIdx.x);
   const int r = static_cast<int>(blockIdx.y);
   if (chunked != nullptr && chunked[r] >= 0)
@@ -281,9 +285,13 @@ cudaError_t dispatch(int k4, Args&&... args) {
 template <int K4>
 struct launch_scan {
   cudaError_t operator()(const ssd_args& a, const std::int32_t* cu, const std::int32_t* chunked,
-                         int rows, cudaStream_t st) {
+                         int rows, bool chained, cudaStream_t st) {
     const dim3 grid{static_cast<unsigned>(a.heads), static_cast<unsigned>(rows)};
-    ssd_scan_kernel<K4><<<grid, block_threads(a), 0, st>>>(a, cu, chunked);
+    if (chained)
+      detail::launch_chained(ssd_scan_kernel<K4>, grid, dim3(block_threads(a)), 0, st, a, cu,
+                             chunked);
+    else
+      ssd_scan_kernel<K4><<<grid, block_threads(a), 0, st>>>(a, cu, chunked);
     return detail::launch_status();
   }
 };
@@ -302,7 +310,7 @@ struct launch_update {
 namespace detail {
 
 cudaError_t launch_ssd_scan(const ssd_scan_varlen_params& p, const std::int32_t* chunked_rows,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, bool chained) {
   if (p.cu_seqlens.size() < 2)
     return cudaSuccess;
   const int rows = static_cast<int>(p.cu_seqlens.size()) - 1;
@@ -314,7 +322,7 @@ cudaError_t launch_ssd_scan(const ssd_scan_varlen_params& p, const std::int32_t*
       p.has_state.size() < static_cast<std::size_t>(rows)) {
     return cudaErrorInvalidValue;
   }
-  return dispatch<launch_scan>(k4, a, p.cu_seqlens.data(), chunked_rows, rows, stream);
+  return dispatch<launch_scan>(k4, a, p.cu_seqlens.data(), chunked_rows, rows, chained, stream);
 }
 
 }  // namespace detail

@@ -1,7 +1,8 @@
-// The chunked SSD scan's only sequential part (kernels/cuda/ssd_chunked.cu
-// has the math): after every chunk's own end state (ssd_chunk_staged.cu), a
-// walk per (row, head) that passes the state from chunk to chunk,
-// elementwise.
+// The chunked SSD scan's only sequential part in MSTAR_SSD_VARIANT=0's
+// path (kernels/cuda/ssd_chunked.cu has the math; by default
+// ssd_chunk_walk.cu makes the states and walks them in one kernel): after
+// every chunk's own end state (ssd_chunk_staged.cu), a walk per (row,
+// head) that passes the state from chunk to chunk, elementwise.
 #include <cstddef>
 #include <cstdint>
 
@@ -18,6 +19,7 @@ namespace {
 // start_c written over S_c; the walk starts from the slot (zeros when
 // has_state is 0) and leaves the last h there. Loads run two chunks ahead.
 __global__ void __launch_bounds__(threads) state_pass_kernel(chunk_args a) {
+  chain_start();  // (variant 2's chained launch) reads the own states first
   const int r = static_cast<int>(blockIdx.z);
   const int first = a.row_first[r];
   if (first < 0)
@@ -54,11 +56,14 @@ __global__ void __launch_bounds__(threads) state_pass_kernel(chunk_args a) {
 
 }  // namespace
 
-cudaError_t launch_state_pass(const chunk_args& a, cudaStream_t stream) {
+cudaError_t launch_state_pass(const chunk_args& a, bool chained, cudaStream_t stream) {
   const std::int64_t quads = std::int64_t{a.head_dim} * a.state_size / 4;
   const dim3 grid(static_cast<unsigned>((quads + threads - 1) / threads),
                   static_cast<unsigned>(a.heads), static_cast<unsigned>(a.rows));
-  state_pass_kernel<<<grid, threads, 0, stream>>>(a);
+  if (chained)
+    launch_chained(state_pass_kernel, grid, dim3(threads), 0, stream, a);
+  else
+    state_pass_kernel<<<grid, threads, 0, stream>>>(a);
   return launch_status();
 }
 

@@ -6,7 +6,9 @@
 //   phase 2: acc += M x, M_ts = (C_t . B_s) e^{G_t - G_s} dt_s;
 //   y = acc + D x.
 // Every operand comes by cp.async (internal/ssd_chunk_stage.cuh): C and
-// the start state issued before the decays are made, the group's C B^T
+// the start state issued before the decays are made (C, and x's lines
+// asked of L2, before the wait on the kernels before this one when it is
+// launched chained; the rest after it), the group's C B^T
 // tiles and x as soon as phase 1 is done with the space (the lines of x
 // and C B^T asked of L2 at the start), and M is formed in place over the
 // copied C B^T. x's rows are padded to 8 mod 32 floats (read down a column
@@ -47,9 +49,13 @@ __global__ void __launch_bounds__(threads, 2) chunk_output_staged(chunk_args a) 
   using S = staged_out_smem<N, Cols>;
   using W = out_tiles<Cols>;
   constexpr int nt = 2 * W::col_tiles;
+  if (!a.vec)
+    chain_wait();  // as chained_entry: C copied 4 bytes at a time
   const int c = static_cast<int>(blockIdx.x) / a.heads;
-  if (c >= *a.n_chunks)
+  if (c >= __ldcg(a.n_chunks)) {
+    chain_wait();
     return;
+  }
   const int h = static_cast<int>(blockIdx.x) % a.heads;
   const chunk_span sp = span_of(a, c);
   const int n = sp.n;
@@ -68,19 +74,24 @@ __global__ void __launch_bounds__(threads, 2) chunk_output_staged(chunk_args a) 
   const float* cb = a.cb + (std::int64_t{c} * a.groups + g) * chunk * chunk;
   const float* start = a.states + (std::int64_t{c} * a.heads + h) * P * N;
   const float* x0 = a.x + sp.t0 * a.x_stride + std::int64_t{h} * P;
-  auto stage_phase1 = [&](int p0) {
-    stage_rows<chunk, N, S::ld_n>(big, c_rows, a.bc_stride, n, a.vec);
+  auto stage_c = [&] { stage_rows<chunk, N, S::ld_n>(big, c_rows, a.bc_stride, n, a.vec); };
+  auto stage_start = [&](int p0) {
     stage_rows<Cols, N, S::ld_n>(second, start + std::int64_t{p0} * N, N, Cols, true);
-    cp_async_commit();
   };
-  stage_phase1(0);
-  // Phase 2's lines into L2 meanwhile: x's rows (P floats each) and the
-  // C B^T rows' tiles on and below the diagonal (4 lines a row at most).
+  // Before the wait on the kernels before this one (a no-op unless launched
+  // chained): what only the inputs and the table give, C and x's lines
+  // into L2 (P floats a row). Then the start state, C B^T's lines (the
+  // tiles on and below the diagonal, 4 lines a row at most: line l = i % 4
+  // of token row t = i / 4 holds tile columns 2 l and 2 l + 1, wanted when
+  // 2 l <= t / 16), and the decays while they land.
+  stage_c();
+  cp_async_commit();
   for (int i = tid; i < n * (P / 32); i += threads)
     prefetch_l2(x0 + (i / (P / 32)) * a.x_stride + 32 * (i % (P / 32)));
+  chain_wait();
+  stage_start(0);
+  cp_async_commit();
   for (int i = tid; i < chunk * 4; i += threads) {
-    // Line l = i % 4 of token row t = i / 4 holds tile columns 2 l and
-    // 2 l + 1: wanted when 2 l <= t / 16.
     if (i % 4 <= i / 128)
       prefetch_l2(cb + (i / 4) * chunk + 32 * (i % 4));
   }
@@ -209,13 +220,15 @@ __global__ void __launch_bounds__(threads, 2) chunk_output_staged(chunk_args a) 
     }
     if (p0 + Cols < P) {
       __syncthreads();  // the next slice restages everything
-      stage_phase1(p0 + Cols);
+      stage_c();
+      stage_start(p0 + Cols);
+      cp_async_commit();
     }
   }
 }
 
 template <int N, int Cols>
-cudaError_t launch_for(const chunk_args& a, cudaStream_t stream) {
+cudaError_t launch_for(const chunk_args& a, bool chained, cudaStream_t stream) {
   constexpr std::size_t bytes = staged_out_smem<N, Cols>::bytes;
   static const cudaError_t attr =
       cudaFuncSetAttribute(chunk_output_staged<N, Cols>,
@@ -223,17 +236,21 @@ cudaError_t launch_for(const chunk_args& a, cudaStream_t stream) {
   if (attr != cudaSuccess)
     return attr;
   const auto blocks = static_cast<unsigned>(std::int64_t{a.capacity} * a.heads);
-  chunk_output_staged<N, Cols><<<blocks, threads, bytes, stream>>>(a);
+  if (chained)
+    launch_chained(chunk_output_staged<N, Cols>, dim3(blocks), dim3(threads), bytes, stream, a);
+  else
+    chunk_output_staged<N, Cols><<<blocks, threads, bytes, stream>>>(a);
   return launch_status();
 }
 
 }  // namespace
 
-cudaError_t launch_outputs_staged(const chunk_args& a, cudaStream_t stream) {
+cudaError_t launch_outputs_staged(const chunk_args& a, bool chained, cudaStream_t stream) {
   const bool wide = cols_for(a.head_dim) == 64;
-  if (a.state_size == 64)
-    return wide ? launch_for<64, 64>(a, stream) : launch_for<64, 32>(a, stream);
-  return wide ? launch_for<128, 64>(a, stream) : launch_for<128, 32>(a, stream);
+  if (a.state_size == 64) {
+    return wide ? launch_for<64, 64>(a, chained, stream) : launch_for<64, 32>(a, chained, stream);
+  }
+  return wide ? launch_for<128, 64>(a, chained, stream) : launch_for<128, 32>(a, chained, stream);
 }
 
 }  // namespace mstar::kernels::cuda::detail::ssd_chunked

@@ -11,22 +11,34 @@
 //   M_ti = (C_t . B_i) e^{G_t - G_i} dt_i   (lower triangle with diagonal),
 // and the chunk's last state h_C = e^{G_C} h0 + S,
 //   S = sum_i e^{G_C - G_i} dt_i x_i B_i^T   (the chunk's own, from zero).
-// Four launches after the table (mamba-ssm's structure, with C B^T apart):
-// `chunk_cb` (ssd_chunk_staged.cu) makes C B^T once per (chunk, group), the
-// tiles on and below the diagonal, since B and C are per group; `chunk_state`
-// (ssd_chunk_staged.cu) makes every (chunk, head)'s S and e^{G_C} in
-// parallel; `state_pass` (ssd_chunk_recurrence.cu) walks each (row, head)'s chunks in order,
-// elementwise on the [P][N] state, h = e^{G_C} h + S, leaving each chunk's
-// h0 in place of its S and the last h in the slot; `chunk_output`
-// (ssd_chunk_staged_output.cu) then makes every output in parallel, per (chunk,
-// head): (e^{G_t} C_t) h0^T, then M x with M formed from the group's C B^T
-// as it is staged, + D x. Its warps pair 16-token tile rows i and 7 - i,
-// so each one's causal product is 9 tiles long.
+// Three launches after the table and the sequential scan (for the rows
+// left to it), chained (internal/common.cuh's programmatic dependent
+// launch: each starts as the one before drains): `state_walk`
+// (ssd_chunk_walk.cu), a block per (row, head, tile of the [P][N] state),
+// walks the row's chunks in order with the state in its tensor-core
+// accumulators, h = e^{G_C} h + S, S made from the chunk's x and B as it
+// goes, leaving each chunk's start state h0 in the workspace and the last
+// h in the slot; `chunk_cb` (ssd_chunk_staged.cu) makes C B^T once per
+// (chunk, group), the tiles on and below the diagonal, since B and C are
+// per group; `chunk_output` (ssd_chunk_staged_output.cu) then makes every
+// output in parallel, per (chunk, head): (e^{G_t} C_t) h0^T, then M x with
+// M formed from the group's C B^T as it is staged, + D x. Its warps pair
+// 16-token tile rows i and 7 - i, so each one's causal product is 9 tiles
+// long. MSTAR_SSD_VARIANT=0 runs session 31's four plain launches
+// instead (mamba-ssm's structure): chunk_cb; `chunk_state`
+// (ssd_chunk_staged.cu), every (chunk, head)'s S and e^{G_C} in parallel
+// into the workspace; `state_pass` (ssd_chunk_recurrence.cu), an
+// elementwise walk of each (row, head)'s chunks leaving h0 over each S;
+// chunk_output. The walk in one kernel writes the per-chunk states once
+// and reads them once (chunk_output) where that path wrote, read,
+// rewrote and read them: 512 MiB less traffic at 8 x 2,048 tokens, 64
+// heads of 64, N 128 (kernels/cuda/README.md).
 // Tokens past a row's end inside its last chunk have dt 0 (so G stays flat
 // and they add nothing) and zero inputs.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/cuda/internal/chunk_table.cuh"
 #include "kernels/cuda/internal/common.cuh"
@@ -41,7 +53,10 @@ using namespace detail::ssd_chunked;
 
 // One warp: every row's chunk count, a prefix sum, the (row, chunk) table.
 // A row that would overflow the table (a wrong `tokens`) stays sequential.
+// Launched chained in the default path: it waits before it writes what the
+// kernels before it (a previous call's) read.
 __global__ void chunk_table_kernel(chunk_args p) {
+  detail::chain_start();
   detail::fill_chunk_table<chunk>(p);
 }
 
@@ -86,6 +101,21 @@ chunk_layout layout_for(const ssd_weights& w, std::int64_t tokens, std::int64_t 
   l.total = l.states + align256(sizeof(float) * entries * static_cast<std::size_t>(w.head_dim) *
                                 static_cast<std::size_t>(w.state_size));
   return l;
+}
+
+// MSTAR_SSD_VARIANT, for A/B measurements: 0 the four launches of session
+// 31 (C B^T, the own states, the elementwise walk, the outputs; plain
+// launches); 2 the same kernels launched chained (C B^T copied 64 state
+// columns at a time); anything else (the default, 1) the states walked in
+// one kernel (ssd_chunk_walk.cu), every launch chained. MSTAR_PDL=0 turns
+// the chaining off alone.
+int variant() {
+  static const int v = [] {
+    const char* e = std::getenv("MSTAR_SSD_VARIANT");
+    const int n = e == nullptr ? 1 : std::atoi(e);
+    return n == 0 || n == 2 ? n : 1;
+  }();
+  return v;
 }
 
 bool aligned16(const void* p, std::int64_t stride) {
@@ -155,17 +185,48 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
   a.gammas = reinterpret_cast<float*>(base + l.gammas);
   a.cb = reinterpret_cast<float*>(base + l.cb);
   a.states = reinterpret_cast<float*>(base + l.states);
-  chunk_table_kernel<<<1, 32, 0, stream>>>(a);
-  if (const cudaError_t err = detail::launch_ssd_scan(p, a.row_first, stream); err != cudaSuccess) {
+  // The sequential scan's blocks wait for the table and let the kernel
+  // after them start only as they end (chained or not), so every kernel
+  // after it may read the table (and the inputs, which the kernels before
+  // the table made) before it waits on the one before it.
+  const int v = variant();
+  const bool chained = v != 0;
+  if (chained)
+    detail::launch_chained(chunk_table_kernel, dim3(1), dim3(32), 0, stream, a);
+  else
+    chunk_table_kernel<<<1, 32, 0, stream>>>(a);
+  if (const cudaError_t err = detail::launch_ssd_scan(p, a.row_first, stream, chained);
+      err != cudaSuccess) {
     return err;
   }
-  if (const cudaError_t err = launch_cb_staged(a, stream); err != cudaSuccess)
+  if (v == 0) {
+    if (const cudaError_t err = launch_cb_staged(a, false, stream); err != cudaSuccess)
+      return err;
+    if (const cudaError_t err = launch_own_states_staged(a, false, stream); err != cudaSuccess)
+      return err;
+    if (const cudaError_t err = launch_state_pass(a, false, stream); err != cudaSuccess)
+      return err;
+    return launch_outputs_staged(a, false, stream);
+  }
+  if (v == 2) {
+    // The own states first (C B^T's blocks fill the GPU as they drain),
+    // the walk waits at its start.
+    if (const cudaError_t err = launch_own_states_staged(a, true, stream); err != cudaSuccess)
+      return err;
+    if (const cudaError_t err = launch_cb_sliced(a, stream); err != cudaSuccess)
+      return err;
+    if (const cudaError_t err = launch_state_pass(a, true, stream); err != cudaSuccess)
+      return err;
+    return launch_outputs_staged(a, true, stream);
+  }
+  // The walk first: its blocks live for a row's chunks, and C B^T's short
+  // blocks fill the GPU beside them (when the walk takes 64 state columns
+  // a block) or as its last ones drain.
+  if (const cudaError_t err = launch_state_walk(a, stream); err != cudaSuccess)
     return err;
-  if (const cudaError_t err = launch_own_states_staged(a, stream); err != cudaSuccess)
+  if (const cudaError_t err = launch_cb_sliced(a, stream); err != cudaSuccess)
     return err;
-  if (const cudaError_t err = launch_state_pass(a, stream); err != cudaSuccess)
-    return err;
-  return launch_outputs_staged(a, stream);
+  return launch_outputs_staged(a, true, stream);
 }
 
 }  // namespace mstar::kernels::cuda

@@ -295,10 +295,12 @@ TEST(gpu_recurrent, ssd_chunked_scan_matches_alone_and_in_mixed_batches) {
   // The Nemotron-H fixtures' shapes (the last two have no chunked path, so
   // the overload scans), N 64, and a 0.6B / 8B-like layer: 64 or 128 heads
   // of 64, state 128, 8 groups; head dims of two 64-column and three
-  // 32-column slices.
-  constexpr ssd_geometry shapes[] = {{8, 64, 128, 2},  {4, 8, 16, 2},    {3, 5, 24, 1},
-                                     {4, 32, 64, 2},   {64, 64, 128, 8}, {128, 64, 128, 8},
-                                     {4, 128, 128, 2}, {2, 96, 64, 1}};
+  // 32-column slices, each at N 64 and 128 (the state walk's tiles of 64
+  // and 32 rows at each of its widths: at N 128, 64 columns for one row,
+  // 128 for the mixed batch).
+  constexpr ssd_geometry shapes[] = {
+      {8, 64, 128, 2},   {4, 8, 16, 2},    {3, 5, 24, 1},  {4, 32, 64, 2},  {64, 64, 128, 8},
+      {128, 64, 128, 8}, {4, 128, 128, 2}, {2, 96, 64, 1}, {4, 96, 128, 2}, {2, 128, 64, 1}};
   for (const auto& g : shapes) {
     const bool chunked =
         cuda::ssd_scan_workspace_bytes(

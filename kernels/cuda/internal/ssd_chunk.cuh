@@ -3,12 +3,15 @@
 // Shared by the chunked SSD kernels (ssd_chunked.cu: the math, the chunk
 // table, the workspace, the launcher; ssd_chunk_staged.cu: C B^T per group
 // and the chunks' own end states; ssd_chunk_recurrence.cu: the walk that
-// passes states between chunks; ssd_chunk_staged_output.cu: the outputs): the chunk
+// passes states between chunks; ssd_chunk_walk.cu: both in one kernel;
+// ssd_chunk_staged_output.cu: the outputs): the chunk
 // geometry, the kernels' arguments, the decays of a chunk, the warps' tiles
 // (their TF32 products: internal/mma_tf32.cuh). Only .cu files include it.
 
 #include <cstdint>
 #include <cuda_runtime.h>
+
+#include "kernels/cuda/internal/common.cuh"
 
 namespace mstar::kernels::cuda::detail::ssd_chunked {
 
@@ -68,16 +71,32 @@ struct chunk_span {
   int n;
 };
 
+/// Read through L2 (ld.global.cg): the chained kernels read the table
+/// before they wait on the kernel before them (see `chained_entry`).
 __device__ __forceinline__ chunk_span span_of(const chunk_args& a, int c) {
-  const int2 e = a.table[c];
-  const std::int64_t t0 = a.cu[e.x] + std::int64_t{e.y} * chunk;
-  return {t0, min(chunk, static_cast<int>(a.cu[e.x + 1] - t0))};
+  const int2 e = __ldcg(a.table + c);
+  const std::int64_t t0 = __ldcg(a.cu + e.x) + std::int64_t{e.y} * chunk;
+  return {t0, min(chunk, static_cast<int>(__ldcg(a.cu + e.x + 1) - t0))};
+}
+
+/// The start of a kernel launched chained in the default path
+/// (ssd_chunked.cu): lets the next kernel start launching, and waits at
+/// once on the one before it when x, B and C rows are not 16-byte aligned.
+/// Such a kernel reads before its wait only what kernels finished before
+/// the one it chains on wrote (the inputs, the table), the bulk by
+/// cp.async.cg and the rest by ld.global.cg, both from L2, where those
+/// writes are; rows copied 4 bytes at a time go through L1 (cp.async.ca),
+/// which may hold lines of an earlier call's, so those wait first.
+__device__ __forceinline__ void chained_entry(const chunk_args& a) {
+  chain_release();
+  if (!a.vec)
+    chain_wait();
 }
 
 /// dt as the sequential kernel computes it: softplus (torch's threshold 20)
 /// of raw + bias, then the clamp.
 __device__ __forceinline__ float dt_of(const chunk_args& a, std::int64_t t, int h) {
-  const float v = a.dt[t * a.dt_stride + h] + a.dt_bias[h];
+  const float v = __ldcg(a.dt + t * a.dt_stride + h) + a.dt_bias[h];
   const float sp = v > 20.0F ? v : log1pf(expf(v));
   return fminf(fmaxf(sp, a.dt_min), a.dt_max);
 }
@@ -162,7 +181,7 @@ struct state_tiles {
 /// 4 state entries of a (row, head), leaving each chunk's start state in
 /// `states` and the row's last state in its slot. Rows the table does not
 /// hold are left alone.
-[[nodiscard]] cudaError_t launch_state_pass(const chunk_args& a, cudaStream_t stream);
+[[nodiscard]] cudaError_t launch_state_pass(const chunk_args& a, bool chained, cudaStream_t stream);
 
 /// The chunk kernels (ssd_chunk_staged.cu, ssd_chunk_staged_output.cu): C
 /// B^T per (chunk, group) into `cb` (needs only the table); every (chunk,
@@ -170,9 +189,24 @@ struct state_tiles {
 /// a block per (chunk, head), from `cb` and the start states. Every operand
 /// is copied to shared memory by cp.async at once
 /// (internal/ssd_chunk_stage.cuh); leading dimensions read down a column
-/// are padded for no bank conflicts.
-[[nodiscard]] cudaError_t launch_cb_staged(const chunk_args& a, cudaStream_t stream);
-[[nodiscard]] cudaError_t launch_own_states_staged(const chunk_args& a, cudaStream_t stream);
-[[nodiscard]] cudaError_t launch_outputs_staged(const chunk_args& a, cudaStream_t stream);
+/// are padded for no bank conflicts. `chained`: launched through
+/// `launch_chained` (internal/common.cuh), else plainly.
+[[nodiscard]] cudaError_t launch_cb_staged(const chunk_args& a, bool chained, cudaStream_t stream);
+[[nodiscard]] cudaError_t launch_own_states_staged(const chunk_args& a, bool chained,
+                                                   cudaStream_t stream);
+
+/// C B^T as launch_cb_staged's, with C and B copied 64 state columns at a
+/// time (less shared memory: it runs beside the state walk); launched
+/// chained.
+[[nodiscard]] cudaError_t launch_cb_sliced(const chunk_args& a, cudaStream_t stream);
+[[nodiscard]] cudaError_t launch_outputs_staged(const chunk_args& a, bool chained,
+                                                cudaStream_t stream);
+
+/// The own states and the walk in one kernel (ssd_chunk_walk.cu): a block
+/// per (row, head, tile of the [P][N] state) walks the row's chunks with
+/// the state in its accumulators, leaving each chunk's start state in
+/// `states` (`gammas` not written) and the row's last state in its slot.
+/// Launched chained; needs only the table (made before a plain launch).
+[[nodiscard]] cudaError_t launch_state_walk(const chunk_args& a, cudaStream_t stream);
 
 }  // namespace mstar::kernels::cuda::detail::ssd_chunked
