@@ -231,7 +231,8 @@ TEST_P(gpu_attention_walk, one_long_row_repeats_bit_for_bit) {
 INSTANTIATE_TEST_SUITE_P(every_walk, gpu_attention_walk,
                          ::testing::Values(cuda::attention_walk::registers,
                                            cuda::attention_walk::pipeline4,
-                                           cuda::attention_walk::pipeline2),
+                                           cuda::attention_walk::pipeline2,
+                                           cuda::attention_walk::mma),
                          [](const auto& param) {
                            return std::string{cuda::to_string(param.param)};
                          });
@@ -272,7 +273,8 @@ TEST_P(gpu_attention_split_variant, fewer_chunks_from_less_workspace_match_the_c
 INSTANTIATE_TEST_SUITE_P(every_walk_and_merge, gpu_attention_split_variant,
                          ::testing::Combine(::testing::Values(cuda::attention_walk::registers,
                                                               cuda::attention_walk::pipeline4,
-                                                              cuda::attention_walk::pipeline2),
+                                                              cuda::attention_walk::pipeline2,
+                                                              cuda::attention_walk::mma),
                                             ::testing::Values(cuda::attention_merge::warp,
                                                               cuda::attention_merge::block)),
                          [](const auto& param) {
