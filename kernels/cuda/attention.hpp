@@ -81,8 +81,8 @@ attention_variant set_attention_variant(attention_variant v);
 
 /// The walk and merge a launch of `p` would take now (`split`: the
 /// workspace overload's kernels, else the one-pass kernel's), both resolved
-/// (never automatic; `mma` only where that kernel takes `p`). The merge is reported even where the launch would not
-/// split. Host only.
+/// (never automatic; `mma` only where that kernel takes `p`). The merge is
+/// reported even where the launch would not split. Host only.
 [[nodiscard]] attention_variant paged_attention_variant(const paged_attention_params& p,
                                                         bool split);
 

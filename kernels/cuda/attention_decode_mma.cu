@@ -248,9 +248,9 @@ __device__ __forceinline__ void consume_tile(const std::uint16_t* stage, std::ui
       w.o[i][t][3] *= alpha[1];
     }
     std::uint32_t va[4];
-    ldmatrix_x4_trans(va, v_addr + 2U * static_cast<std::uint32_t>(
-                                            ((lane / 16) * 8 + lane % 8) * S::stride + i * 16 +
-                                            (lane / 8 % 2) * 8));
+    ldmatrix_x4_trans(
+        va, v_addr + 2U * static_cast<std::uint32_t>(((lane / 16) * 8 + lane % 8) * S::stride +
+                                                     i * 16 + (lane / 8 % 2) * 8));
 #pragma unroll
     for (int t = 0; t < nt; ++t)
       mma_bf16(w.o[i][t], va, pb[t][0], pb[t][1]);
@@ -313,8 +313,7 @@ __device__ __forceinline__ void walk_mma(const attn_args& a, std::uint16_t* wsm,
       next = page_of(j + st);
     }
     cp_async_commit();
-    consume_tile<D, GC>(wsm + j % st * S::stage_elems, wsm + st * S::stage_elems, start(j), end,
-                        w);
+    consume_tile<D, GC>(wsm + j % st * S::stage_elems, wsm + st * S::stage_elems, start(j), end, w);
   }
   cp_async_wait<0>();  // only empty groups remain; keeps the invariant plain
 }
@@ -522,20 +521,18 @@ bool with_shape(int head_dim, int group, Fn&& fn) {
 
 int decode_mma_resident(int head_dim, int group) {
   int n = 1;
-  static_cast<void>(
-      with_shape(head_dim, group, [&]<int D, int GC>() { n = resident<D, GC>(); }));
+  static_cast<void>(with_shape(head_dim, group, [&]<int D, int GC>() { n = resident<D, GC>(); }));
   return n;
 }
 
-cudaError_t launch_decode_mma(attn_args a, int head_dim, const split_args* s,
-                              cudaStream_t stream) {
+cudaError_t launch_decode_mma(attn_args a, int head_dim, const split_args* s, cudaStream_t stream) {
   split_args one{};
   one.splits = 1;
   one.step = decode_mma_step;
   const split_args& use = s != nullptr ? *s : one;
   cudaError_t err = cudaErrorInvalidValue;
-  static_cast<void>(with_shape(head_dim, a.group,
-                               [&]<int D, int GC>() { err = launch<D, GC>(a, use, stream); }));
+  static_cast<void>(
+      with_shape(head_dim, a.group, [&]<int D, int GC>() { err = launch<D, GC>(a, use, stream); }));
   return err;
 }
 

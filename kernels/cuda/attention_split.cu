@@ -237,8 +237,8 @@ cudaError_t launch_split(attn_args a, const split_args& s, attention_merge merge
 }
 
 // The tensor-core split kernel, then the merge.
-cudaError_t launch_split_mma(const attn_args& a, int head_dim, split_args s,
-                             attention_merge merge, cudaStream_t stream) {
+cudaError_t launch_split_mma(const attn_args& a, int head_dim, split_args s, attention_merge merge,
+                             cudaStream_t stream) {
   s.step = detail::decode_mma_step;
   if (const cudaError_t err = detail::launch_decode_mma(a, head_dim, &s, stream);
       err != cudaSuccess) {
