@@ -21,11 +21,12 @@ split. Keep it in step with the kernel when its tiles or layouts change.
   python3 bench/decode_attention_mma_trace.py   (needs numpy; about a minute)
 """
 
+import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attention_prefill_trace import bf16, ldmatrix_x4, mma  # noqa: E402
 
 WARPS, TILE, STEP = 4, 16, 64

@@ -322,8 +322,8 @@ __device__ __forceinline__ void walk_mma(const attn_args& a, std::uint16_t* wsm,
 // m) once per (h, d) as merge_slots (attend.cuh) does. Every thread of the
 // block calls it; three barriers (the scratch overlays the stages).
 template <int D, int GC, class Sink>
-__device__ __forceinline__ void merge_warps(std::uint16_t* smem, int valid, warp_state<D, GC>& w,
-                                            Sink&& sink) {
+__device__ __forceinline__ void merge_warp_states(std::uint16_t* smem, int valid,
+                                                  warp_state<D, GC>& w, Sink&& sink) {
   using S = mma_shape<D, GC>;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -427,7 +427,7 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
     if (split) {
       const std::size_t part =
           (static_cast<std::size_t>(qa.token) * a.q_heads + h0) * s.splits + chunk;
-      merge_warps<D, GC>(smem, valid, st, [&](int h, int d, float o, float sum, float top) {
+      merge_warp_states<D, GC>(smem, valid, st, [&](int h, int d, float o, float sum, float top) {
         const std::size_t at = part + static_cast<std::size_t>(h) * s.splits;
         s.acc[at * D + d] = o;
         if (d == 0) {
@@ -436,7 +436,7 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
         }
       });
     } else {
-      merge_warps<D, GC>(smem, valid, st, [&](int h, int d, float o, float sum, float) {
+      merge_warp_states<D, GC>(smem, valid, st, [&](int h, int d, float o, float sum, float) {
         a.out[(static_cast<std::size_t>(qa.token) * a.q_heads + h0 + h) * D + d] = o / sum;
       });
     }
