@@ -99,9 +99,9 @@ comparison time_split(timer& t, copy_baseline& copy,
   return c;
 }
 
-constexpr cuda::attention_walk all_walks[] = {cuda::attention_walk::registers,
-                                              cuda::attention_walk::pipeline4,
-                                              cuda::attention_walk::pipeline2};
+constexpr cuda::attention_walk all_walks[] = {
+    cuda::attention_walk::registers, cuda::attention_walk::pipeline4,
+    cuda::attention_walk::pipeline2, cuda::attention_walk::mma};
 constexpr cuda::attention_merge all_merges[] = {cuda::attention_merge::warp,
                                                 cuda::attention_merge::block};
 

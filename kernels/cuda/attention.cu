@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/internal/attend_decode_mma.cuh"
 #include "kernels/cuda/internal/attend_prefill.cuh"
 #include "kernels/cuda/internal/attend_tiles.cuh"
 #include "kernels/cuda/internal/attend_variant.hpp"
@@ -131,6 +132,7 @@ cudaError_t launch_fast(const attn_args& a, std::int64_t token_bound, cudaStream
       attend_fast<KV, D, GC, 2><<<grid, 128, 0, stream>>>(a);
       break;
     case attention_walk::automatic:  // walk_for resolves it: unreachable
+    case attention_walk::mma:        // a step the tensor-core kernel does not take
     case attention_walk::registers:
       attend_fast<KV, D, GC, 0><<<grid, 128, 0, stream>>>(a);
       break;
@@ -185,6 +187,8 @@ cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream
     return cudaSuccess;
   if (detail::prefill_takes(p))
     return detail::launch_prefill(a, p.arena.geometry.head_dim, bound, stream);
+  if (detail::walk_of(p, false) == attention_walk::mma)
+    return detail::launch_decode_mma(a, p.arena.geometry.head_dim, nullptr, stream);
   if (p.arena.geometry.dtype == mstar::dtype::bfloat16)
     return launch_attention<std::uint16_t>(a, p.arena.geometry.head_dim, bound, stream);
   return launch_attention<float>(a, p.arena.geometry.head_dim, bound, stream);

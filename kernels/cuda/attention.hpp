@@ -43,13 +43,20 @@ namespace mstar::kernels::cuda {
 [[nodiscard]] cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream);
 
 /// How the fast CUDA-core kernels (one-pass and split, head_dim 64 / 128 /
-/// 256) bring K and V in. Every walk gives each slot of lanes the same
-/// positions, so results agree to f32 rounding of the same sums.
+/// 256) bring K and V in. The CUDA-core walks give each slot of lanes the
+/// same positions, so their results agree to f32 rounding of the same sums.
 enum class attention_walk : std::int8_t {
-  automatic = -1,  ///< MSTAR_ATTN_DECODE_WALK (0, 1, 2) if set, else the default rule
+  automatic = -1,  ///< MSTAR_ATTN_DECODE_WALK (0, 1, 2, 3) if set, else the default rule
   registers = 0,   ///< the next step's K/V loaded into registers while this one is consumed
   pipeline4 = 1,   ///< 4 KiB K and V tiles by cp.async through 4 shared stages (3 in flight)
   pipeline2 = 2,   ///< the same through 2 stages (1 in flight; 16 KiB a block)
+  /// Decode steps on bf16 arenas with head_dim 64 / 128 / 256 (arena
+  /// 16-byte, q 8-byte aligned): the tensor-core kernel (4 warps, each its
+  /// own 16-position tiles through 3 cp.async stages, S^T = K Q^T and O^T =
+  /// V^T P^T on mma.sync with q and P as bf16 high + low parts, f32 online
+  /// softmax); every other launch takes `registers`. Results agree with
+  /// the CUDA-core walks to ~1e-5 normalised, not to f32 rounding.
+  mma = 3,
 };
 
 /// How the split path merges each row's partials.
@@ -74,12 +81,12 @@ attention_variant set_attention_variant(attention_variant v);
 
 /// The walk and merge a launch of `p` would take now (`split`: the
 /// workspace overload's kernels, else the one-pass kernel's), both resolved
-/// (never automatic). The merge is reported even where the launch would not
-/// split. Host only.
+/// (never automatic; `mma` only where that kernel takes `p`). The merge is
+/// reported even where the launch would not split. Host only.
 [[nodiscard]] attention_variant paged_attention_variant(const paged_attention_params& p,
                                                         bool split);
 
-/// Short names for labels: "regs", "cp4", "cp2" ("auto").
+/// Short names for labels: "regs", "cp4", "cp2", "mma" ("auto").
 [[nodiscard]] const char* to_string(attention_walk w);
 /// "mwarp", "mblock" ("auto").
 [[nodiscard]] const char* to_string(attention_merge m);

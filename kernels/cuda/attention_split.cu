@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/internal/attend_decode_mma.cuh"
 #include "kernels/cuda/internal/attend_merge.cuh"
 #include "kernels/cuda/internal/attend_tiles.cuh"
 #include "kernels/cuda/internal/attend_variant.hpp"
@@ -113,6 +114,7 @@ template <class Fn>
         fn.template operator()<KV, D, GC, 2>();
         break;
       case attention_walk::automatic:  // resolved by walk_for: unreachable
+      case attention_walk::mma:        // the tensor-core kernel's shapes go elsewhere
       case attention_walk::registers:
         fn.template operator()<KV, D, GC, 0>();
         break;
@@ -154,9 +156,10 @@ struct split_plan {
   }
 };
 
-// The walk of the split kernel for this step.
+// The walk of the split kernel for this step (`mma` only where the
+// tensor-core kernel takes it).
 attention_walk split_walk(const paged_attention_params& p) {
-  return detail::walk_for(true, p.table.is_decode(), p.table.num_rows());
+  return detail::walk_of(p, true);
 }
 
 // The split rule, from host-known sizes only: with B = rows * Hkv * head
@@ -179,13 +182,16 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_w
   const int d = p.arena.geometry.head_dim;
   int resident = 0;
   int heads_per_block = 0;
-  const bool fast = with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group, walk,
-                               [&]<class KV, int D, int GC, int Stages>() {
-                                 resident = resident_blocks<KV, D, GC, Stages>();
-                                 heads_per_block = GC;
-                               });
-  if (!fast)
+  if (walk == attention_walk::mma) {  // split_walk checked that the kernel takes p
+    resident = detail::decode_mma_resident(d, a.group);
+    heads_per_block = detail::decode_mma_heads(a.group);
+  } else if (!with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group, walk,
+                         [&]<class KV, int D, int GC, int Stages>() {
+                           resident = resident_blocks<KV, D, GC, Stages>();
+                           heads_per_block = GC;
+                         })) {
     return plan;
+  }
   const std::int64_t rows = a.table.rows;
   const std::int64_t blocks = rows * a.kv_heads * detail::ceil_div(a.group, heads_per_block);
   const std::int64_t wave = std::int64_t{resident} * std::max(num_sms, 1);
@@ -203,14 +209,10 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_w
   return plan;
 }
 
-template <class KV, int D, int GC, int Stages>
-cudaError_t launch_split(attn_args a, const split_args& s, attention_merge merge,
+// The merge of the partials `s` of step `a` into a.out.
+template <int D>
+cudaError_t launch_merge(const attn_args& a, const split_args& s, attention_merge merge,
                          cudaStream_t stream) {
-  a.chunks = detail::ceil_div(a.group, GC);
-  const std::int64_t blocks = std::int64_t{a.table.rows} * a.kv_heads * a.chunks * s.splits;
-  detail::launch_chained(attend_split<KV, D, GC, Stages>, grid_of(blocks), 128, 0, stream, a, s);
-  if (const cudaError_t err = detail::launch_status(); err != cudaSuccess)
-    return err;
   const std::int64_t items = std::int64_t{a.table.rows} * a.q_heads;
   if (merge == attention_merge::warp) {
     constexpr int warps = detail::merge_warps;
@@ -221,6 +223,37 @@ cudaError_t launch_split(attn_args a, const split_args& s, attention_merge merge
                            stream, a, s);
   }
   return detail::launch_status();
+}
+
+template <class KV, int D, int GC, int Stages>
+cudaError_t launch_split(attn_args a, const split_args& s, attention_merge merge,
+                         cudaStream_t stream) {
+  a.chunks = detail::ceil_div(a.group, GC);
+  const std::int64_t blocks = std::int64_t{a.table.rows} * a.kv_heads * a.chunks * s.splits;
+  detail::launch_chained(attend_split<KV, D, GC, Stages>, grid_of(blocks), 128, 0, stream, a, s);
+  if (const cudaError_t err = detail::launch_status(); err != cudaSuccess)
+    return err;
+  return launch_merge<D>(a, s, merge, stream);
+}
+
+// The tensor-core split kernel, then the merge.
+cudaError_t launch_split_mma(const attn_args& a, int head_dim, split_args s, attention_merge merge,
+                             cudaStream_t stream) {
+  s.step = detail::decode_mma_step;
+  if (const cudaError_t err = detail::launch_decode_mma(a, head_dim, &s, stream);
+      err != cudaSuccess) {
+    return err;
+  }
+  switch (head_dim) {
+    case 64:
+      return launch_merge<64>(a, s, merge, stream);
+    case 128:
+      return launch_merge<128>(a, s, merge, stream);
+    case 256:
+      return launch_merge<256>(a, s, merge, stream);
+    default:
+      return cudaErrorInvalidValue;  // unreachable: the kernel refused it first
+  }
 }
 
 int sms_or_current(int num_sms) {
@@ -261,6 +294,8 @@ cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
   s.l = s.m + parts;
   s.splits = plan.splits;
   const attention_merge merge = detail::merge_for(a.table.rows);
+  if (walk == attention_walk::mma)
+    return launch_split_mma(a, d, s, merge, stream);
   cudaError_t err = cudaSuccess;
   const bool fast = with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group, walk,
                                [&]<class KV, int D, int GC, int Stages>() {

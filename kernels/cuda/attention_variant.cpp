@@ -1,6 +1,7 @@
 // The walk and merge of the fast paged-attention kernels: a process-wide
 // override (tests, benches), then the environment, then the default rule.
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 
 #include "kernels/cuda/attention.hpp"
@@ -21,7 +22,7 @@ int env_choice(const char* name, int count) {
 }
 
 attention_walk env_walk() {
-  static const auto w = static_cast<attention_walk>(env_choice("MSTAR_ATTN_DECODE_WALK", 3));
+  static const auto w = static_cast<attention_walk>(env_choice("MSTAR_ATTN_DECODE_WALK", 4));
   return w;
 }
 
@@ -58,6 +59,22 @@ attention_walk walk_for(bool split, bool decode, std::int64_t rows) {
   return default_walk(split, decode, rows);
 }
 
+bool decode_mma_takes(const paged_attention_params& p) {
+  const kv_geometry& g = p.arena.geometry;
+  const auto aligned = [](const void* ptr, std::uintptr_t to) {
+    return reinterpret_cast<std::uintptr_t>(ptr) % to == 0;
+  };
+  return p.table.is_decode() && g.dtype == mstar::dtype::bfloat16 &&
+         (g.head_dim == 64 || g.head_dim == 128 || g.head_dim == 256) && g.num_kv_heads > 0 &&
+         p.num_qo_heads > 0 && p.num_qo_heads % g.num_kv_heads == 0 && aligned(p.arena.base, 16) &&
+         aligned(p.q, 8);
+}
+
+attention_walk walk_of(const paged_attention_params& p, bool split) {
+  const attention_walk w = walk_for(split, p.table.is_decode(), p.table.num_rows());
+  return w == attention_walk::mma && !decode_mma_takes(p) ? attention_walk::registers : w;
+}
+
 attention_merge merge_for(std::int64_t rows) {
   static_cast<void>(rows);
   if (const auto m = merge_override.load(std::memory_order_relaxed);
@@ -75,8 +92,7 @@ attention_variant set_attention_variant(attention_variant v) {
 }
 
 attention_variant paged_attention_variant(const paged_attention_params& p, bool split) {
-  const std::int64_t rows = p.table.num_rows();
-  return {detail::walk_for(split, p.table.is_decode(), rows), detail::merge_for(rows)};
+  return {detail::walk_of(p, split), detail::merge_for(p.table.num_rows())};
 }
 
 const char* to_string(attention_walk w) {
@@ -89,6 +105,8 @@ const char* to_string(attention_walk w) {
       return "cp4";
     case attention_walk::pipeline2:
       return "cp2";
+    case attention_walk::mma:
+      return "mma";
   }
   return "?";
 }

@@ -5,9 +5,12 @@
 // that fill, split and pad the four-head chunks, every fast head_dim and
 // two that take the generic kernel, prefill and decode, f32 and bf16 arenas;
 // the split-KV decode path the same way, with its workspace poisoned too.
-// Every walk of the fast kernels and every split merge (cuda::
-// attention_variant) runs the decode, prefill and split cases forced in
-// turn (gpu_attention_walk, gpu_attention_split_variant).
+// Every walk of the fast kernels (the tensor-core `mma` one included: it
+// keeps the f32 budget) and every split merge (cuda::attention_variant) runs
+// the decode, prefill and split cases forced in turn (gpu_attention_walk,
+// gpu_attention_split_variant); where a walk does not take a case (mma: f32
+// arenas, prefill, generic head_dims) the case runs the walk it falls back
+// to, printed as the variant.
 #include <gtest/gtest.h>
 #include <random>
 #include <string>
@@ -58,9 +61,11 @@ std::vector<attn_case> prefill_cases() {
 }
 
 // The one-pass decode cases: GQA groups that fill, split and pad the
-// four-head chunks, every fast head_dim, pages smaller than the tiled
-// walk's tile (d128 bf16 page 4: 16 positions over 4 pages; d64 bf16 page
-// 8: 32 over 4) and one generic head_dim.
+// four-head chunks (and the tensor-core kernel's four / eight: groups 1 to
+// 16), every fast head_dim, pages smaller than the tiled walks' tiles (d128
+// bf16 page 4: 16 positions over 4 pages; d64 bf16 page 8: 32 over 4; page
+// 5, which no tile is a multiple of) and one generic head_dim. Lengths are
+// random: most end inside a tile and a page.
 std::vector<attn_case> decode_cases() {
   using mstar::dtype;
   return {
@@ -73,6 +78,8 @@ std::vector<attn_case> decode_cases() {
       {"d128 bf16 page 4", 4, 2, 4, 128, dtype::bfloat16, decode_rows(7, 9, 300), true},
       {"d64 bf16 page 8", 8, 2, 16, 64, dtype::bfloat16, decode_rows(8, 9, 300), true},
       {"d256 bf16 group 1", 16, 2, 2, 256, dtype::bfloat16, decode_rows(9, 9, 300), true},
+      {"d128 bf16 group 16", 16, 2, 32, 128, dtype::bfloat16, decode_rows(10, 9, 300), true},
+      {"d128 bf16 page 5", 5, 2, 8, 128, dtype::bfloat16, decode_rows(11, 9, 300), true},
   };
 }
 
@@ -100,8 +107,9 @@ std::vector<row_spec> split_rows(std::uint64_t seed, std::int32_t page_size, int
   return rows;
 }
 
-// The split cases: GQA shapes, every fast head_dim, f32 and bf16, page
-// sizes 8 / 16 / 32, rows of one token, page edges and random lengths.
+// The split cases: GQA shapes (groups 1 to 16), every fast head_dim, f32
+// and bf16, page sizes 5 / 8 / 16 / 32, rows of one token, page edges and
+// random lengths.
 std::vector<attn_case> split_cases() {
   using mstar::dtype;
   return {
@@ -113,6 +121,8 @@ std::vector<attn_case> split_cases() {
       {"d256 f32 group 2", 16, 2, 4, 256, dtype::float32, split_rows(16, 16, 5, 1500), true},
       {"d256 bf16 group 1", 8, 3, 3, 256, dtype::bfloat16, split_rows(17, 8, 5, 1500), true},
       {"d64 bf16 group 8", 16, 1, 8, 64, dtype::bfloat16, split_rows(18, 16, 5, 1500), true},
+      {"d128 bf16 group 16", 16, 2, 32, 128, dtype::bfloat16, split_rows(19, 16, 5, 1500), true},
+      {"d64 bf16 page 5", 5, 2, 8, 64, dtype::bfloat16, split_rows(20, 5, 5, 1500), true},
   };
 }
 
@@ -199,6 +209,32 @@ TEST(gpu_attention, variant_override_takes_precedence_and_is_put_back) {
   static_cast<void>(cuda::set_attention_variant(before));
 }
 
+TEST(gpu_attention, mma_walk_runs_only_where_the_tensor_core_kernel_takes_the_step) {
+  // Host only: sizes and pointers, nothing dereferenced.
+  const std::vector<std::int32_t> two{0, 1};
+  const std::vector<std::int32_t> one{0};
+  alignas(16) static std::byte arena[16];
+  alignas(16) static float q[4];
+  const kv_page_table decode{two, two, one, one, one, one};
+  const kv_page_table prefill{two, two, one, one, {}, {}};
+  const kv_geometry bf16{16, 1, 2, 128, mstar::dtype::bfloat16};
+  const variant_scope forced{{cuda::attention_walk::mma, cuda::attention_merge::automatic}};
+  auto walk = [&](const kv_page_table& t, kv_geometry g, const float* qp, bool split) {
+    const paged_attention_params p{{arena, g}, 0, t, qp, nullptr, 8, 0.0F};
+    return cuda::paged_attention_variant(p, split).walk;
+  };
+  EXPECT_EQ(walk(decode, bf16, q, false), cuda::attention_walk::mma);
+  EXPECT_EQ(walk(decode, bf16, q, true), cuda::attention_walk::mma);
+  kv_geometry f32 = bf16;
+  f32.dtype = mstar::dtype::float32;
+  kv_geometry d80 = bf16;
+  d80.head_dim = 80;
+  EXPECT_EQ(walk(decode, f32, q, true), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(decode, d80, q, true), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(prefill, bf16, q, false), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(decode, bf16, q + 1, false), cuda::attention_walk::registers);  // q 4-byte aligned
+}
+
 // Every walk, forced, on the one-pass decode and prefill cases.
 class gpu_attention_walk : public ::testing::TestWithParam<cuda::attention_walk> {};
 
@@ -228,13 +264,11 @@ TEST_P(gpu_attention_walk, one_long_row_repeats_bit_for_bit) {
     run_case(c, ++seed, {false, 1, true, true});
 }
 
-INSTANTIATE_TEST_SUITE_P(every_walk, gpu_attention_walk,
-                         ::testing::Values(cuda::attention_walk::registers,
-                                           cuda::attention_walk::pipeline4,
-                                           cuda::attention_walk::pipeline2),
-                         [](const auto& param) {
-                           return std::string{cuda::to_string(param.param)};
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    every_walk, gpu_attention_walk,
+    ::testing::Values(cuda::attention_walk::registers, cuda::attention_walk::pipeline4,
+                      cuda::attention_walk::pipeline2, cuda::attention_walk::mma),
+    [](const auto& param) { return std::string{cuda::to_string(param.param)}; });
 
 // Every (walk, merge), forced, on the split cases.
 class gpu_attention_split_variant
@@ -272,7 +306,8 @@ TEST_P(gpu_attention_split_variant, fewer_chunks_from_less_workspace_match_the_c
 INSTANTIATE_TEST_SUITE_P(every_walk_and_merge, gpu_attention_split_variant,
                          ::testing::Combine(::testing::Values(cuda::attention_walk::registers,
                                                               cuda::attention_walk::pipeline4,
-                                                              cuda::attention_walk::pipeline2),
+                                                              cuda::attention_walk::pipeline2,
+                                                              cuda::attention_walk::mma),
                                             ::testing::Values(cuda::attention_merge::warp,
                                                               cuda::attention_merge::block)),
                          [](const auto& param) {

@@ -19,4 +19,14 @@ namespace mstar::kernels::cuda::detail {
 /// The merge of a split launch, as walk_for. Never automatic.
 [[nodiscard]] attention_merge merge_for(std::int64_t rows);
 
+/// Whether the tensor-core decode kernel (attention_walk::mma,
+/// attention_decode_mma.cu) takes `p`: decode arrays present, a bf16 arena,
+/// head_dim 64, 128 or 256, whole GQA groups, the arena 16-byte and q
+/// 8-byte aligned. Host sizes and pointers only.
+[[nodiscard]] bool decode_mma_takes(const paged_attention_params& p);
+
+/// walk_for, with `mma` turned into `registers` where that kernel does not
+/// take `p`: the walk a launch of `p` runs.
+[[nodiscard]] attention_walk walk_of(const paged_attention_params& p, bool split);
+
 }  // namespace mstar::kernels::cuda::detail

@@ -1,9 +1,10 @@
 #pragma once
 
 // BF16 tensor-core pieces of the prefill attention (attention_prefill.cu;
-// bench/attention_prefill_trace.py emulates the lanes): ldmatrix fragment
-// loads, mma.sync m16n8k16 with f32 accumulate, f32 -> bf16 packing, and
-// the softmax's exp2. Only .cu files include it.
+// bench/attention_prefill_trace.py emulates the lanes) and the decode one
+// (attention_decode_mma.cu): ldmatrix fragment loads, mma.sync m16n8k16
+// with f32 accumulate, f32 -> bf16 packing, and the softmax's exp2. Only
+// .cu files include it.
 //
 // Per lane, g = lane / 4 and q = lane % 4 (PTX ISA, "mma.m16n8k16" .bf16;
 // each register holds two consecutive elements, the lower index low):
@@ -31,6 +32,15 @@ __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t
 __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+/// Two 8x8 b16 matrices, each transposed (lanes 0 .. 15 give the row
+/// addresses; the others' are ignored).
+__device__ __forceinline__ void ldmatrix_x2_trans(std::uint32_t (&r)[2], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
                : "r"(addr)
                : "memory");
 }

@@ -1,0 +1,44 @@
+#pragma once
+
+// The split-KV decode path's partials (attention_split.cu): where they live
+// and which ones a row writes. Shared by the kernels that write them (the
+// CUDA-core split kernel, attention_decode_mma.cu's tensor-core one) and
+// the merges that read them (attend_merge.cuh); it defines no kernels.
+
+#include "kernels/cuda/internal/attend.cuh"
+
+namespace mstar::kernels::cuda::detail {
+
+/// At most this many chunks per row (also the merges' weight caches).
+inline constexpr int max_splits = 128;
+/// Fewest positions per chunk: below this the partials' traffic (GC * (D +
+/// 2) floats written and read back per block) grows past ~1/4 of the K/V
+/// read. A multiple of every CUDA-core layout's step (4 to 32); the
+/// tensor-core kernel's step (64) rounds it up.
+inline constexpr int min_chunk = 32;
+
+/// Where the partials live: workspace = acc, then m, then l.
+struct split_args {
+  float* acc;  // [T][Hq][splits][D] unnormalised outputs
+  float* m;    // [T][Hq][splits] maxima (exp2 domain)
+  float* l;    // [T][Hq][splits] softmax sums relative to m
+  int splits;
+  int step;  // the attend kernel's positions per block step: chunks are multiples of it
+};
+
+/// Positions per chunk of a row with `positions` positions: an equal share,
+/// at least min_chunk, rounded up to whole block steps (the tiled walk's
+/// tiles). Chunks at or past ceil(positions / chunk) are empty. The attend
+/// and merge kernels call this with the same arguments, so they agree on
+/// which partials exist.
+__device__ __forceinline__ int chunk_length(int positions, const split_args& s) {
+  const int share = max(ceil_div(positions, s.splits), min_chunk);
+  return ceil_div(share, s.step) * s.step;
+}
+
+/// Partials a row writes (0 for a row without positions).
+__device__ __forceinline__ int used_chunks(int positions, const split_args& s) {
+  return positions > 0 ? ceil_div(positions, chunk_length(positions, s)) : 0;
+}
+
+}  // namespace mstar::kernels::cuda::detail
