@@ -502,7 +502,9 @@ def local_rank_processes():
                 os.kill(int(pids[0]), signal.SIGKILL)
                 killed["at"] = time.monotonic()
 
-        text, finish, err = stream(base, LONG_PROMPT, LONG_TOKENS, on_chunk, timeout=60,
+        # Long enough (3,000 tokens of the 4,096-token model) that the stream
+        # is still running when a slow client has read its fourth chunk.
+        text, finish, err = stream(base, LONG_PROMPT, 3000, on_chunk, timeout=120,
                                    ignore_eos=True)
         ended = time.monotonic()
         check(killed, f"the stream ended before 4 chunks (text {text!r}, error {err})")
