@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <gtest/gtest.h>
+#include <thread>
 #include <vector>
 
 #include "actors/runtime.hpp"
@@ -31,6 +32,25 @@ inline std::vector<engine::token_id> tokens_of(const std::vector<engine::delta>&
   for (const auto& d : ds)
     out.insert(out.end(), d.tokens.begin(), d.tokens.end());
   return out;
+}
+
+/// Each of `specs` submitted to `rt` by one of `threads` threads (request i
+/// by thread i % threads, in order), read to its end: each request's tokens.
+inline std::vector<std::vector<engine::token_id>> tokens_from_threads(
+    actors::runtime& rt, const std::vector<engine::request_spec>& specs, std::size_t threads) {
+  std::vector<std::vector<engine::token_id>> got(specs.size());
+  std::vector<std::thread> running;
+  for (std::size_t t = 0; t < threads; ++t) {
+    running.emplace_back([&, t] {
+      for (std::size_t i = t; i < specs.size(); i += threads) {
+        auto h = rt.submit(specs[i]);
+        got[i] = tokens_of(read_all(h));
+      }
+    });
+  }
+  for (auto& th : running)
+    th.join();
+  return got;
 }
 
 /// The runtime's pools hold nothing but what they keep for themselves (one

@@ -68,21 +68,15 @@ struct temp_dir {
 // The follower's body in the child: "<conductor>|<group>|<token>" from the
 // parent; its outcome a line on the pipe ("ok", or the error).
 TEST(rank_processes, DISABLED_follower) {
-  const char* env = std::getenv(child_env);
-  if (env == nullptr)
+  const auto role = test::child_side_of(child_env);
+  if (!role)
     GTEST_SKIP() << "the rank-process tests' child; run by them only";
-  const std::string text{env};
-  const auto c1 = text.find(',');
-  const auto c2 = text.find(',', c1 + 1);
-  ASSERT_NE(c2, std::string::npos) << text;
-  const int write_fd = std::stoi(text.substr(c1 + 1, c2 - c1 - 1));
-  const std::string payload = text.substr(c2 + 1);
-  const auto a = payload.find('|');
-  const auto b = payload.find('|', a + 1);
-  ASSERT_NE(b, std::string::npos) << payload;
-  const std::string conductor = payload.substr(0, a);
-  const std::string group = payload.substr(a + 1, b - a - 1);
-  const std::string token = payload.substr(b + 1);
+  const auto parts = test::split_role(role->payload);
+  ASSERT_EQ(parts.size(), 3U) << role->payload;
+  const std::string& conductor = parts[0];
+  const std::string& group = parts[1];
+  const std::string& token = parts[2];
+  const int write_fd = role->write_fd;
   auto served =
       serve_as_follower({conductor, 1, 2, token, 30s}, models::run_options{},
                         parallel::socket_process_groups(group, token, 30s), fixture_loader());
@@ -117,14 +111,7 @@ struct conductor_side {
   }
 
   // The follower's report line, or what went wrong reading it.
-  [[nodiscard]] std::string report() const {
-    std::string line;
-    const auto until = std::chrono::steady_clock::now() + 60s;
-    char ch = 0;
-    while (test::read_exact(child->read_fd(), &ch, 1, until) && ch != '\n')
-      line.push_back(ch);
-    return line;
-  }
+  [[nodiscard]] std::string report() const { return test::read_line(child->read_fd(), 60s); }
 };
 
 std::vector<engine::request_spec> mixed_requests() {
@@ -149,20 +136,9 @@ std::vector<std::vector<engine::token_id>> serve(std::unique_ptr<models::causal_
   config.pools.max_slots = 4;
   auto rt = runtime::start(std::move(model), config, 2);
   EXPECT_TRUE(rt.has_value()) << rt.error().message();
-  std::vector<std::vector<engine::token_id>> got(specs.size());
   if (!rt)
-    return got;
-  std::vector<std::thread> threads;
-  for (std::size_t t = 0; t < 3; ++t) {
-    threads.emplace_back([&, t] {
-      for (std::size_t i = t; i < specs.size(); i += 3) {
-        auto h = (*rt)->submit(specs[i]);
-        got[i] = test::tokens_of(test::read_all(h));
-      }
-    });
-  }
-  for (auto& th : threads)
-    th.join();
+    return std::vector<std::vector<engine::token_id>>(specs.size());
+  auto got = test::tokens_from_threads(**rt, specs, 3);
   test::expect_pools_empty(**rt);
   return got;
 }

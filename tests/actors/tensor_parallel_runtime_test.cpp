@@ -33,20 +33,9 @@ std::vector<std::vector<engine::token_id>> tokens_from(std::unique_ptr<models::c
   config.pools.max_slots = 4;  // fewer than the requests: they come and go
   auto rt = runtime::start(std::move(model), config, 2);
   EXPECT_TRUE(rt.has_value()) << rt.error().message();
-  std::vector<std::vector<engine::token_id>> got(specs.size());
   if (!rt)
-    return got;
-  std::vector<std::thread> threads;
-  for (std::size_t t = 0; t < 3; ++t) {
-    threads.emplace_back([&, t] {
-      for (std::size_t i = t; i < specs.size(); i += 3) {
-        auto h = (*rt)->submit(specs[i]);
-        got[i] = test::tokens_of(test::read_all(h));
-      }
-    });
-  }
-  for (auto& th : threads)
-    th.join();
+    return std::vector<std::vector<engine::token_id>>(specs.size());
+  auto got = test::tokens_from_threads(**rt, specs, 3);
   test::expect_pools_empty(**rt);
   return got;
 }

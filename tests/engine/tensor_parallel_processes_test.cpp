@@ -52,16 +52,12 @@ std::optional<child_role> parse_role(const std::string& payload) {
 // The child's body: rank 1 of a group of two, its report a line on the pipe
 // ("ok", or what failed).
 TEST(tensor_parallel_processes, DISABLED_rank_one) {
-  const char* env = std::getenv(child_env);
-  if (env == nullptr)
+  const auto side = child_side_of(child_env);
+  if (!side)
     GTEST_SKIP() << "the rank-process tests' child; run by them only";
-  const std::string text{env};
-  const auto c1 = text.find(',');
-  const auto c2 = text.find(',', c1 + 1);
-  ASSERT_NE(c2, std::string::npos) << text;
-  const int write_fd = std::stoi(text.substr(c1 + 1, c2 - c1 - 1));
-  const auto role = parse_role(text.substr(c2 + 1));
-  ASSERT_TRUE(role.has_value()) << text;
+  const int write_fd = side->write_fd;
+  const auto role = parse_role(side->payload);
+  ASSERT_TRUE(role.has_value()) << side->payload;
   const auto report = [&](const std::string& line) { (void)write_all(write_fd, line + "\n"); };
   auto comm = parallel::socket_group::join({role->address, 1, 2, role->token, 30s});
   if (!comm) {
@@ -129,14 +125,7 @@ struct rank_zero {
   }
 
   // The child's report line, or what went wrong reading it.
-  [[nodiscard]] std::string report() const {
-    std::string line;
-    const auto until = std::chrono::steady_clock::now() + 60s;
-    char ch = 0;
-    while (read_exact(child->read_fd(), &ch, 1, until) && ch != '\n')
-      line.push_back(ch);
-    return line;
-  }
+  [[nodiscard]] std::string report() const { return read_line(child->read_fd(), 60s); }
 };
 
 TEST(tensor_parallel_processes, two_rank_processes_over_a_unix_socket_match_one_rank) {

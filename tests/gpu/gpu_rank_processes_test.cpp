@@ -62,20 +62,12 @@ actors::rank_group_factory groups(const std::string& kind, const std::string& ad
 
 // The follower in the child: "<conductor>|<group kind>|<group address>|<token>".
 TEST(gpu_rank_processes, DISABLED_follower) {
-  const char* env = std::getenv(child_env);
-  if (env == nullptr)
+  const auto role = child_side_of(child_env);
+  if (!role)
     GTEST_SKIP() << "the GPU rank-process tests' child; run by them only";
-  const std::string text{env};
-  const auto c1 = text.find(',');
-  const auto c2 = text.find(',', c1 + 1);
-  ASSERT_NE(c2, std::string::npos) << text;
-  const int write_fd = std::stoi(text.substr(c1 + 1, c2 - c1 - 1));
-  std::vector<std::string> parts;
-  std::string rest = text.substr(c2 + 1);
-  for (std::size_t at; (at = rest.find('|')) != std::string::npos; rest = rest.substr(at + 1))
-    parts.push_back(rest.substr(0, at));
-  parts.push_back(rest);
-  ASSERT_EQ(parts.size(), 4U) << text;
+  const auto parts = split_role(role->payload);
+  ASSERT_EQ(parts.size(), 4U) << role->payload;
+  const int write_fd = role->write_fd;
   auto served = actors::serve_as_follower({parts[0], 1, 2, parts[3], 60s}, rank_run(1),
                                           groups(parts[1], parts[2], parts[3]), loader());
   (void)write_all(write_fd, (served ? std::string{"ok"} : served.error().message()) + "\n");
@@ -92,20 +84,9 @@ std::vector<std::vector<engine::token_id>> serve(std::unique_ptr<models::causal_
   config.pools.max_slots = 3;  // fewer than the requests: they come and go
   auto rt = actors::runtime::start(std::move(model), config, 2);
   EXPECT_TRUE(rt.has_value()) << rt.error().message();
-  std::vector<std::vector<engine::token_id>> got(specs.size());
   if (!rt)
-    return got;
-  std::vector<std::thread> threads;
-  for (std::size_t t = 0; t < 2; ++t) {
-    threads.emplace_back([&, t] {
-      for (std::size_t i = t; i < specs.size(); i += 2) {
-        auto h = (*rt)->submit(specs[i]);
-        got[i] = tokens_of(read_all(h));
-      }
-    });
-  }
-  for (auto& th : threads)
-    th.join();
+    return std::vector<std::vector<engine::token_id>>(specs.size());
+  auto got = tokens_from_threads(**rt, specs, 2);
   expect_pools_empty(**rt);
   return got;
 }
@@ -126,11 +107,7 @@ void expect_rank_processes_match_one_rank(const std::string& kind) {
   auto model = c->accept_all(rank_run(0), groups(kind, group, token), loader());
   ASSERT_TRUE(model.has_value()) << model.error().message();
   const auto split = serve(std::move(*model));
-  std::string line;
-  char ch = 0;
-  while (read_exact(child.read_fd(), &ch, 1, std::chrono::steady_clock::now() + 60s) && ch != '\n')
-    line.push_back(ch);
-  EXPECT_EQ(line, "ok");
+  EXPECT_EQ(read_line(child.read_fd(), 60s), "ok");
   EXPECT_EQ(child.exit_code(30s), std::optional<int>{0});
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);

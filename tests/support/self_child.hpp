@@ -11,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <gtest/gtest.h>
 #include <optional>
@@ -67,6 +68,49 @@ namespace mstar::test {
     bytes -= static_cast<std::size_t>(n);
   }
   return true;
+}
+
+/// What a child finds in `env_name` (set by self_child below): its ends of
+/// the two pipes and its role's payload; nullopt when the variable is unset
+/// (the test runs as itself, not as a child) or not in that form.
+struct child_side {
+  int read_fd = -1;
+  int write_fd = -1;
+  std::string payload;
+};
+
+[[nodiscard]] inline std::optional<child_side> child_side_of(const char* env_name) {
+  const char* env = std::getenv(env_name);
+  if (env == nullptr)
+    return std::nullopt;
+  const std::string text{env};
+  const auto c1 = text.find(',');
+  const auto c2 = c1 == std::string::npos ? c1 : text.find(',', c1 + 1);
+  if (c2 == std::string::npos)
+    return std::nullopt;
+  return child_side{std::atoi(text.substr(0, c1).c_str()),
+                    std::atoi(text.substr(c1 + 1, c2 - c1 - 1).c_str()), text.substr(c2 + 1)};
+}
+
+/// `text` split at every `sep`.
+[[nodiscard]] inline std::vector<std::string> split_role(const std::string& text, char sep = '|') {
+  std::vector<std::string> parts;
+  std::size_t from = 0;
+  for (std::size_t at; (at = text.find(sep, from)) != std::string::npos; from = at + 1)
+    parts.push_back(text.substr(from, at - from));
+  parts.push_back(text.substr(from));
+  return parts;
+}
+
+/// A line from the child (up to '\n', without it), or what came before a
+/// deadline `timeout` away or the child's end.
+[[nodiscard]] inline std::string read_line(int fd, std::chrono::milliseconds timeout) {
+  std::string line;
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  char ch = 0;
+  while (read_exact(fd, &ch, 1, until) && ch != '\n')
+    line.push_back(ch);
+  return line;
 }
 
 /// This test binary run again (`/proc/self/exe`) as a child process that runs
