@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 18 on the two-GPU machine (device kind nvidia-h200-x2), results under $OUT:
 #   gpu-tests.log    mstar_gpu_tests' tests that want two GPUs (tensor parallel over NCCL,
-#                    the NCCL group, P/D over CUDA IPC) and the one-GPU ones beside them
+#                    ranks as processes over NCCL, the NCCL group, P/D over CUDA IPC) and
+#                    the one-GPU ones beside them
 #   allreduce.jsonl  mstar-bench-allreduce: the NCCL group's all-reduce at Nemotron-H's
 #                    sizes (nccl-tests' algorithm / bus bandwidth) against a GPU 0 -> 1 peer
 #                    copy of the same bytes timed in the same run
@@ -16,7 +17,7 @@ source "$(dirname "$0")/device_env.sh"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0  # multicast can take the host's GPUs out of service
 nvidia-smi -L
 echo "== GPU tests"
-timeout 300 "$bin/mstar_gpu_tests" --gtest_filter='gpu_tensor_parallel.*:gpu_nccl.*:*cuda_ipc*' \
+timeout 300 "$bin/mstar_gpu_tests" --gtest_filter='gpu_tensor_parallel.*:gpu_nccl.*:gpu_rank_processes.*:*cuda_ipc*' \
   >"$out/gpu-tests.log" 2>&1
 echo "exit $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED " "$out/gpu-tests.log" | head -20
