@@ -5,16 +5,17 @@
 # then `mstar-gpu-bench --suite ssd --graphs --rounds 7 --json` (ssd.jsonl,
 # us per call printed). `sanitize`: compute-sanitizer memcheck and racecheck
 # over the chunked SSD test (sanitizer-*.log). `variants`: the chunked SSD
-# test under every MSTAR_SSD_VARIANT (0-5 and unset: gpu-tests-v*.log).
-# `variants-bench`: `--suite ssd --graphs --rounds 5` under each
-# (ssd-v*.jsonl), then a table of the scans' us per call.
+# test under every MSTAR_SSD_VARIANT (0-6 and unset: gpu-tests-v*.log).
+# `variants-bench [V...]`: `--suite ssd --graphs --rounds 5` under each
+# of V (default: unset, 1, 3, 4, 5, 6, 0, 2; ssd-v*.jsonl), then a table
+# of the scans' us per call.
 # Needs scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench (.carry).
-#   bash bench/h200_ssd.sh [sanitize | variants | variants-bench]
+#   bash bench/h200_ssd.sh [sanitize | variants | variants-bench [V...]]
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/env.txt"
 if [[ ${1:-} == variants ]]; then
-  for v in default 0 1 2 3 4 5; do
+  for v in default 0 1 2 3 4 5 6; do
     env=(); [[ $v != default ]] && env=(MSTAR_SSD_VARIANT=$v)
     env "${env[@]}" timeout 80 "$bin/mstar_gpu_tests" --gtest_filter='gpu_recurrent.ssd_chunked*' \
       >"$out/gpu-tests-v$v.log" 2>&1
@@ -25,15 +26,18 @@ if [[ ${1:-} == variants ]]; then
   exit 0
 fi
 if [[ ${1:-} == variants-bench ]]; then
-  for v in default 1 3 4 5 0 2; do
+  shift
+  names=("$@")
+  [[ ${#names[@]} -eq 0 ]] && names=(default 1 3 4 5 6 0 2)
+  for v in "${names[@]}"; do
     env=(); [[ $v != default ]] && env=(MSTAR_SSD_VARIANT=$v)
     env "${env[@]}" timeout 80 "$bin/mstar-gpu-bench" --suite ssd --graphs --rounds 5 --json \
       2>/dev/null | grep '^{' >"$out/ssd-v$v.jsonl"
   done
-  python3 - "$out" <<'PY'
+  python3 - "$out" "${names[@]}" <<'PY'
 import json, sys
 out, rows = sys.argv[1], {}
-names = ["default", "1", "3", "4", "5", "0", "2"]
+names = sys.argv[2:]
 for v in names:
     for line in open(f"{out}/ssd-v{v}.jsonl"):
         r = json.loads(line)

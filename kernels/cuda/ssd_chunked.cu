@@ -91,13 +91,14 @@ bool chunkable(const ssd_weights& w) {
 // a row at a time, two shared stages, every launch chained; 3 as 1 with
 // each row's chunks walked in two halves at once (chunk_args::segs); 4 the
 // halves with one shared stage (two blocks an SM) and the next chunk but
-// one asked of L2; 5 as 1 with that L2 prefetch. Unset (or anything else):
-// by shape (`by_shape`). MSTAR_PDL=0 turns the chaining off alone.
+// one asked of L2; 5 as 1 with that L2 prefetch; 6 as 3 with it. Unset (or
+// anything else): by shape (`by_shape`). MSTAR_PDL=0 turns the chaining
+// off alone.
 int variant_env() {
   static const int v = [] {
     const char* e = std::getenv("MSTAR_SSD_VARIANT");
     const int n = e == nullptr ? -1 : std::atoi(e);
-    return n >= 0 && n <= 5 ? n : -1;
+    return n >= 0 && n <= 6 ? n : -1;
   }();
   return v;
 }
@@ -125,7 +126,7 @@ int variant_for(const ssd_weights& w, std::int64_t rows) {
 // capacity = ceil(T / chunk) + min(R, ceil(T / chunked_from)) table entries
 // (a row's last chunk may be partial); per entry and group a [chunk][chunk]
 // f32 C B^T, per entry and head one decay and a [P][N] f32 state; with the
-// walk in halves (variants 3 and 4) per row and head a [P][N] f32 state.
+// walk in halves (variants 3, 4 and 6) per row and head a [P][N] f32 state.
 chunk_layout layout_for(const ssd_weights& w, std::int64_t tokens, std::int64_t rows,
                         std::int32_t chunked_from) {
   chunk_layout l;
@@ -149,7 +150,7 @@ chunk_layout layout_for(const ssd_weights& w, std::int64_t tokens, std::int64_t 
                                 static_cast<std::size_t>(w.state_size));
   l.ends = l.total;
   l.with_ends = l.total;
-  if (const int v = variant_for(w, rows); v == 3 || v == 4) {
+  if (const int v = variant_for(w, rows); v == 3 || v == 4 || v == 6) {
     l.with_ends +=
         align256(sizeof(float) * static_cast<std::size_t>(rows * w.num_heads) *
                  static_cast<std::size_t>(w.head_dim) * static_cast<std::size_t>(w.state_size));
@@ -232,7 +233,7 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
   a.ends = nullptr;
   a.walk_prefetch = false;
   int v = variant_for(w, rows);
-  if (v == 3 || v == 4) {
+  if (v == 3 || v == 4 || v == 6) {
     // The halves' ends have room only in a workspace sized for them (one
     // sized for more rows may not have it): else one walk a row.
     if (ws.bytes >= l.with_ends) {
@@ -242,7 +243,7 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
       v = 1;
     }
   }
-  a.walk_prefetch = v == 4 || v == 5;
+  a.walk_prefetch = v == 4 || v == 5 || v == 6;
   const bool chained = v != 0;
   if (chained)
     detail::launch_chained(chunk_table_kernel, dim3(1), dim3(32), 0, stream, a);

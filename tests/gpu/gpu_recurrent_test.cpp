@@ -343,7 +343,7 @@ TEST(gpu_recurrent, ssd_chunked_scan_matches_alone_and_in_mixed_batches) {
 
 // Slow decays (A_log in [-7, -5): about e^-0.5 over a chunk of 128
 // tokens, where the test above decays by e^-100 or so): a state carries
-// over whole chunks, so the walk in halves (MSTAR_SSD_VARIANT 3 and 4, by
+// over whole chunks, so the walk in halves (MSTAR_SSD_VARIANT 3, 4, 6, by
 // default one row of up to 128 heads) shows if chunk_output's fix-ups of
 // the second half (+ gamma_c H, the slot from its end) are wrong; they
 // vanish under fast decays. Every path runs it (the variant is chosen by
