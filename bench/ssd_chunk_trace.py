@@ -30,6 +30,11 @@ path (ssd_chunk_walk.cu's state_walk, at both of its state-column widths,
 chunk_cb_sliced's C B^T 64 columns a copy, the staged outputs): each
 chunk's start state written once, the walk's accumulators after every
 chunk against numpy's e^{G_C} h + (x w)^T B over the same staged operands.
+Then the walk in halves of each row (MSTAR_SSD_VARIANT 3, 4, 6: the second
+half from zero, chunk_output adding gamma_c H to its start states and
+writing the slot), with two shared stages and with one, under slow decays
+(A_log in [-7, -5): the fix-ups' decays near e^-0.5 a chunk, not e^-100,
+so a wrong one shows).
 
   python3 bench/ssd_chunk_trace.py      (needs numpy; about 40 s)
 """
