@@ -105,8 +105,10 @@ __device__ __forceinline__ void walk_decays(const chunk_args& a, float raw, int 
 // on, went past their wait) and the slot of its own row, all from L2
 // (chained_entry), and writes what nothing launched before it in this
 // call reads, so it waits for the kernel before it only at its end.
+// With one stage two blocks share an SM: at most 128 registers (ptxas
+// without the bound chose 80 and spilled 4 bytes).
 template <int N, int Pc, int Nc, int Stages>
-__global__ void __launch_bounds__(threads) state_walk(chunk_args a) {
+__global__ void __launch_bounds__(threads, Stages == 1 ? 2 : 0) state_walk(chunk_args a) {
   using S = walk_smem<Pc, Nc, Stages>;
   using W = state_tiles<Nc, Pc>;
   constexpr int nt = 2 * W::col_tiles;
