@@ -30,6 +30,11 @@ path (ssd_chunk_walk.cu's state_walk, at both of its state-column widths,
 chunk_cb_sliced's C B^T 64 columns a copy, the staged outputs): each
 chunk's start state written once, the walk's accumulators after every
 chunk against numpy's e^{G_C} h + (x w)^T B over the same staged operands.
+Then the walk in halves of each row (MSTAR_SSD_VARIANT 3, 4, 6: the second
+half from zero, chunk_output adding gamma_c H to its start states and
+writing the slot), with two shared stages and with one, under slow decays
+(A_log in [-7, -5): the fix-ups' decays near e^-0.5 a chunk, not e^-100,
+so a wrong one shows).
 
   python3 bench/ssd_chunk_trace.py      (needs numpy; about 40 s)
 """
@@ -140,7 +145,7 @@ class Batch:
     """Inputs as tests/gpu/gpu_recurrent_test.cpp packs them: rows of
     [x | B | C | dt | 3 spare]."""
 
-    def __init__(self, lens, H, P, N, G, seed, aligned=False):
+    def __init__(self, lens, H, P, N, G, seed, aligned=False, a_log=(-1, 1.5)):
         rng = np.random.default_rng(seed)
         self.lens, self.H, self.P, self.N, self.G = lens, H, P, N, G
         self.cols = 64 if P % 64 == 0 else 32
@@ -153,7 +158,7 @@ class Batch:
         self.packed = rng.uniform(-2, 2, self.T * self.row)
         self.xo, self.bo, self.co, self.dto = 0, self.xw, self.xw + bcw, self.xw + 2 * bcw
         self.dt_bias = rng.uniform(-1, 1, H)
-        self.A_log = rng.uniform(-1, 1.5, H)
+        self.A_log = rng.uniform(a_log[0], a_log[1], H)
         self.D = rng.uniform(-1, 1, H)
         self.state = rng.uniform(-0.5, 0.5, (len(lens), H, P, N))
 
@@ -494,70 +499,94 @@ def chunk_state_staged(b, table, span, states, states_w, gammas, vec):
                 close(got, (xmat * wts[:, None]).T @ bmat)
 
 
-def state_walk(b, row_first, states, states_w, state, vec, nc_tile):
+def state_walk(b, row_first, states, states_w, state, vec, nc_tile, segs=1, stages=2,
+               gammas=None, ends=None):
     """state_walk (ssd_chunk_walk.cu): a block per (row, head, [Pc][Nc]
-    tile) walks the row's chunks, two shared stages of x's and B's slices
-    (rows padded to 8 mod 32) filled by stage_rows, w_t and e^{G_C} from
-    the block's own scan, the state in the warps' accumulators: each
+    tile) walks the row's chunks, two shared stages (or one) of x's and B's
+    slices (rows padded to 8 mod 32) filled by stage_rows, w_t and e^{G_C}
+    from the block's own scan, the state in the warps' accumulators: each
     chunk's start state stored from them, then scaled by e^{G_C}, then the
-    chunk's (x w)^T B accumulated onto it; the last state to the slot."""
+    chunk's (x w)^T B accumulated onto them; the last state to the slot.
+    With segs 2 a row of two chunks or more is two blocks' halves: [0, m)
+    from the slot's state, its end as chunk m's start; [m, nc) from zero,
+    chunk m's start not written, gamma (its decay from m) at the others'
+    entries, its whole decay at m's and its end in `ends`."""
     H, P, N, pc = b.H, b.P, b.N, b.cols
     ld_x, ld_b = pc + 8, nc_tile + 8
     stage = CHUNK * (ld_x + ld_b)
-    wts_at = 2 * stage
+    wts_at = stages * stage
     rt_n = pc // 16
     nts = 2 * ((nc_tile // 16) * rt_n // WARPS)
     ks = 2 if nts <= 2 else 1
     for r, length in enumerate(b.lens):
         nc = (length + CHUNK - 1) // CHUNK
+        split = segs == 2 and nc >= 2
+        m = (nc + 1) // 2 if split else nc
         t_row = b.cu[r]
-        for h in range(H):
+        # The second half first: it reads nothing the first half writes (the
+        # blocks of a row run in any order).
+        for h, seg in ((h, seg) for h in range(H) for seg in ((1, 0) if split else (0,))):
             g = h // (H // b.G)
+            j0, j1 = (0, m) if seg == 0 else (m, nc)
             for tile in range(P // pc * (N // nc_tile)):
                 p0, n0 = tile % (P // pc) * pc, tile // (P // pc) * nc_tile
                 sm = np.full(wts_at + 2 * CHUNK + 2, np.nan)
                 # acc[w][j][e]: warp w's accumulators; the state starts as the slot's
+                # (the second half's from zero)
                 acc = np.zeros((WARPS, nts, ks, 32, 4))
                 for w in range(WARPS):
                     rt, c0 = w % rt_n, (w // rt_n) * (nts // 2)
                     for j in range(nts):
                         rows = p0 + rt * 16 + LG
                         cols = n0 + c0 * 16 + j * 8 + 2 * LQ
-                        sv = state[r, h]
+                        sv = state[r, h] if seg == 0 else np.zeros((P, N))
                         acc[w, j, 0] = np.stack([sv[rows, cols], sv[rows, cols + 1],
                                                  sv[rows + 8, cols], sv[rows + 8, cols + 1]], 1)
 
                 def fill(j):
-                    s = j & 1
+                    s, sx = j & 1, (j & 1 if stages == 2 else 0)
                     n = min(CHUNK, length - j * CHUNK)
                     seen = np.zeros(len(sm), dtype=int)
-                    sm[s * stage:(s + 1) * stage] = np.nan
+                    sm[sx * stage:(sx + 1) * stage] = np.nan
                     t0 = t_row + j * CHUNK
-                    stage_rows(b, sm, s * stage, b.xo + t0 * b.row + h * P + p0, b.row, n,
+                    stage_rows(b, sm, sx * stage, b.xo + t0 * b.row + h * P + p0, b.row, n,
                                CHUNK, pc, ld_x, vec, seen)
-                    stage_rows(b, sm, s * stage + CHUNK * ld_x, b.bo + t0 * b.row + g * N + n0,
+                    stage_rows(b, sm, sx * stage + CHUNK * ld_x, b.bo + t0 * b.row + g * N + n0,
                                b.row, n, CHUNK, nc_tile, ld_b, vec, seen)
                     assert seen.max() == 1
                     cum, dts = b.decays(t0, n, h)
                     sm[wts_at + s * CHUNK:wts_at + (s + 1) * CHUNK] = dts * np.exp(cum[-1] - cum)
                     sm[wts_at + 2 * CHUNK + s] = np.exp(cum[-1])
 
-                fill(0)
-                for j in range(nc):
-                    s = j & 1
-                    if j + 1 < nc:
+                if stages == 2:
+                    fill(j0)
+                decay = 1.0
+                for j in range(j0, j1):
+                    s, sx = j & 1, (j & 1 if stages == 2 else 0)
+                    if stages == 1:
+                        fill(j)  # the one stage, after chunk j - 1's products
+                    elif j + 1 < j1:
                         fill(j + 1)
                     entry = row_first[r] + j
                     gc = sm[wts_at + 2 * CHUNK + s]
+                    if seg == 1 and j > j0 and tile == 0:
+                        gammas[entry * H + h] = decay
+                    decay *= gc
                     n = min(CHUNK, length - j * CHUNK)
                     k_end = (n + 7) // 8 * 8
-                    xs, bs = s * stage, s * stage + CHUNK * ld_x
-                    want = np.zeros((pc, nc_tile))
+                    xs, bs = sx * stage, sx * stage + CHUNK * ld_x
+                    prev = np.zeros((pc, nc_tile))
                     for w in range(WARPS):
                         rt, c0 = w % rt_n, (w // rt_n) * (nts // 2)
                         o = c_base((entry * H + h) * P * N + (p0 + rt * 16) * N + n0 + c0 * 16, N)
                         for jj in range(nts):
-                            store_c(states, states_w, o + jj * 8, N, acc[w, jj, 0])
+                            if seg == 0 or j > j0:
+                                store_c(states, states_w, o + jj * 8, N, acc[w, jj, 0])
+                            rows = rt * 16 + LG
+                            cols = c0 * 16 + jj * 8 + 2 * LQ
+                            a = acc[w, jj, 0]
+                            prev[rows, cols], prev[rows, cols + 1] = a[:, 0], a[:, 1]
+                            prev[rows + 8, cols], prev[rows + 8, cols + 1] = a[:, 2], a[:, 3]
                             acc[w, jj, 0] *= gc
                         xa = a_base(xs + rt * 16, 1, ld_x)
                         bb = b_base(bs + c0 * 16, ld_b, 1)
@@ -583,9 +612,10 @@ def state_walk(b, row_first, states, states_w, state, vec, nc_tile):
                     xmat = sm[xs:xs + CHUNK * ld_x].reshape(CHUNK, ld_x)[:, :pc]
                     bmat = sm[bs:bs + CHUNK * ld_b].reshape(CHUNK, ld_b)[:, :nc_tile]
                     wv = sm[wts_at + s * CHUNK:wts_at + (s + 1) * CHUNK]
-                    start = states[(entry * H + h) * P * N:(entry * H + h + 1) * P * N]
-                    start = start.reshape(P, N)[p0:p0 + pc, n0:n0 + nc_tile]
-                    want = gc * start + (xmat[:k_end] * wv[:k_end, None]).T @ bmat[:k_end]
+                    if seg == 0 or j > j0:
+                        start = states[(entry * H + h) * P * N:(entry * H + h + 1) * P * N]
+                        close(start.reshape(P, N)[p0:p0 + pc, n0:n0 + nc_tile], prev)
+                    want = gc * prev + (xmat[:k_end] * wv[:k_end, None]).T @ bmat[:k_end]
                     got = np.zeros((pc, nc_tile))
                     for w in range(WARPS):
                         rt, c0 = w % rt_n, (w // rt_n) * (nts // 2)
@@ -595,21 +625,34 @@ def state_walk(b, row_first, states, states_w, state, vec, nc_tile):
                             got[rows, cols], got[rows, cols + 1] = acc[w, jj, 0][:, 0], acc[w, jj, 0][:, 1]
                             got[rows + 8, cols], got[rows + 8, cols + 1] = acc[w, jj, 0][:, 2], acc[w, jj, 0][:, 3]
                     close(got, want)
+                # The end: the first half's as chunk m's start (counted as its write),
+                # the second's to `ends` and its whole decay at chunk m's gamma.
+                if split and seg == 1 and tile == 0:
+                    gammas[(row_first[r] + m) * H + h] = decay
                 for w in range(WARPS):
                     rt, c0 = w % rt_n, (w // rt_n) * (nts // 2)
                     for jj in range(nts):
                         rows = p0 + rt * 16 + LG
                         cols = n0 + c0 * 16 + jj * 8 + 2 * LQ
                         a = acc[w, jj, 0]
-                        state[r, h][rows, cols], state[r, h][rows, cols + 1] = a[:, 0], a[:, 1]
-                        state[r, h][rows + 8, cols], state[r, h][rows + 8, cols + 1] = a[:, 2], a[:, 3]
+                        if split and seg == 0:
+                            o = c_base(((row_first[r] + m) * H + h) * P * N + (p0 + rt * 16) * N
+                                       + n0 + c0 * 16, N)
+                            store_c(states, states_w, o + jj * 8, N, a)
+                            continue
+                        to = ends[r, h] if split else state[r, h]
+                        to[rows, cols], to[rows, cols + 1] = a[:, 0], a[:, 1]
+                        to[rows + 8, cols], to[rows + 8, cols + 1] = a[:, 2], a[:, 3]
 
 
-def chunk_output_staged(b, table, span, cb, states, y, y_w, vec):
+def chunk_output_staged(b, table, span, cb, states, y, y_w, vec, halves=None):
     """chunk_output_staged: raw C and the start state by stage_rows, the
     e^{G_t} on the fragments after phase 1, the C B^T tiles on and below
     the diagonal copied (cp_async16) into `big`, M formed there in place,
-    x rows padded to 8 mod 32."""
+    x rows padded to 8 mod 32. `halves` = (row_first, gammas, ends, state)
+    when the walk took rows in halves: past the second half's first chunk
+    m the staged start gets gamma_c H (H chunk m's start), and chunk m's
+    block writes the slot, the half's end plus its decay times H."""
     H, P, N, cols = b.H, b.P, b.N, b.cols
     ld_n, ld_x = N + 4, cols + 8
     big = 3 * CHUNK
@@ -639,6 +682,28 @@ def chunk_output_staged(b, table, span, cb, states, y, y_w, vec):
                     sm[second + p * ld_n + col:second + p * ld_n + col + 4] = states[src:src + 4]
                     seen[second + p * ld_n + col:second + p * ld_n + col + 4] += 1
                 assert seen.max() == 1
+                if halves is not None:
+                    row_first, gammas, ends, state = halves
+                    r, k = table[c]
+                    nc = (b.lens[r] + CHUNK - 1) // CHUNK
+                    m = (nc + 1) // 2
+                    if nc >= 2 and k >= m:
+                        scale = gammas[c * H + h]
+                        hs = ((row_first[r] + m) * H + h) * P * N
+                        fixed = np.zeros(cols * N // 4, dtype=int)
+                        # Thread tid: float4 tid + 256 i of the slice, i < cols N / 1024.
+                        for i in range(cols * N // 4):
+                            at = 4 * i
+                            p, col = at // N, at % N
+                            st = sm[second + p * ld_n + col:second + p * ld_n + col + 4]
+                            if k > m:
+                                st += scale * states[hs + p0 * N + at:hs + p0 * N + at + 4]
+                            else:
+                                v = ends[r, h].reshape(-1)[p0 * N + at:p0 * N + at + 4]
+                                state[r, h].reshape(-1)[p0 * N + at:p0 * N + at + 4] = \
+                                    v + scale * st
+                            fixed[i] += 1
+                        assert (fixed == 1).all() and (cols * N // 4) % 256 == 0
                 for w in range(WARPS):
                     rows, c0 = tiles_of(w)
                     hb = b_base(second + c0 * 16 * ld_n, 1, ld_n)
@@ -709,8 +774,10 @@ def chunk_output_staged(b, table, span, cb, states, y, y_w, vec):
                 close(got, want[:n])
 
 
-def run(lens, H, P, N, G, seed, staged=False, aligned=False, walk=0):
-    b = Batch(lens, H, P, N, G, seed, aligned)
+def run(lens, H, P, N, G, seed, staged=False, aligned=False, walk=0, segs=1, stages=2):
+    # The halves' fix-ups carry whole chunks' decays: slow ones (about e^-0.5
+    # a chunk) keep them far from zero, so that a wrong one shows.
+    b = Batch(lens, H, P, N, G, seed, aligned, (-7, -5) if segs == 2 else (-1, 1.5))
     table, row_first = [], []
     for r, length in enumerate(lens):
         row_first.append(len(table))
@@ -733,9 +800,11 @@ def run(lens, H, P, N, G, seed, staged=False, aligned=False, walk=0):
         # The default path: state_walk with tiles of `walk` state columns,
         # chunk_cb_sliced, the staged outputs.
         vec = b.row % 4 == 0
+        ends = np.full(state.shape, np.nan)
         chunk_cb_staged(b, table, span, cb, cb_w, vec, k_slice=64)
-        state_walk(b, row_first, states, states_w, state, vec, walk)
-        chunk_output_staged(b, table, span, cb, states, y, y_w, vec)
+        state_walk(b, row_first, states, states_w, state, vec, walk, segs, stages, gammas, ends)
+        chunk_output_staged(b, table, span, cb, states, y, y_w, vec,
+                            (row_first, gammas, ends, state) if segs == 2 else None)
     elif staged:
         # The staged kernels copy 16 bytes at a time only from aligned rows.
         vec = b.row % 4 == 0
@@ -758,7 +827,11 @@ def run(lens, H, P, N, G, seed, staged=False, aligned=False, walk=0):
     ref_y, ref_s = sequential(b)
     ey = np.abs(y - ref_y).max() / np.abs(ref_y).max()
     es = np.abs(state - ref_s).max() / np.abs(ref_s).max()
-    kind = f"walk Nc {walk}" if walk else "staged" if staged else "old"
+    kind = (f"walk Nc {walk}" + (f" in halves, {stages} stage(s)" if segs == 2 else "")
+            if walk else "staged" if staged else "old")
+    if segs == 2:
+        used = gammas[~np.isnan(gammas)]
+        kind += f" (gammas {used.min():.2f}..{used.max():.2f})"
     print(f"{kind} ({'16' if b.row % 4 == 0 else '4'}-byte rows) "
           f"rows {lens} H {H} P {P} N {N} G {G}: NaN outputs {np.isnan(y).sum()}, "
           f"states {np.isnan(state).sum()}; every output once: {once}; "
@@ -788,6 +861,12 @@ def main():
         ok &= run([77, 140], 2, 96, 128, 1, 4, aligned=aligned, walk=64)
         ok &= run([77, 140], 2, 96, 128, 1, 4, aligned=aligned, walk=128)
         ok &= run([150, 7, 127], 4, 64, 64, 2, 5, aligned=aligned, walk=64)
+    # The walk in halves (MSTAR_SSD_VARIANT 3 and 4): rows of 1-5 chunks
+    # (m = 1..3, the second half 1-2 chunks), both stage counts, slow decays.
+    for stages in (2, 1):
+        ok &= run([600, 129], 2, 64, 128, 1, 6, aligned=True, walk=128, segs=2, stages=stages)
+        ok &= run([520, 7, 300], 2, 32, 64, 1, 7, aligned=False, walk=64, segs=2, stages=stages)
+        ok &= run([77, 400], 2, 96, 128, 1, 8, aligned=True, walk=64, segs=2, stages=stages)
     print("all match" if ok else "MISMATCH")
 
 

@@ -12,7 +12,10 @@
 // tiles and x as soon as phase 1 is done with the space (the lines of x
 // and C B^T asked of L2 at the start), and M is formed in place over the
 // copied C B^T. x's rows are padded to 8 mod 32 floats (read down a column
-// by the B fragments: conflict-free, where 4 mod 32 was two-way).
+// by the B fragments: conflict-free, where 4 mod 32 was two-way). After a
+// walk in halves (chunk_args::segs) the second half's start states are
+// completed here as they are staged (+ gamma_c H, by register loads from
+// L2 in the shared rows), and its first chunk's blocks write the slot.
 #include <cstddef>
 #include <cstdint>
 
@@ -88,7 +91,37 @@ __global__ void __launch_bounds__(threads, 2) chunk_output_staged(chunk_args a) 
   cp_async_commit();
   for (int i = tid; i < n * (P / 32); i += threads)
     prefetch_l2(x0 + (i / (P / 32)) * a.x_stride + 32 * (i % (P / 32)));
+  // A row walked in halves (chunk_args::segs, two chunks or more): past
+  // the second half's first chunk m, the start state staged is the half's
+  // own, short of gamma_c H, H chunk m's start (`fix` = H, `fix_scale` =
+  // gamma_c); at chunk m itself, H is what is staged, and the block makes
+  // the row's last state, the half's end plus its whole decay times H
+  // (`fix` = the end, `fix_scale` = the decay, `slot_to` = the slot).
+  const float* fix = nullptr;
+  float fix_scale = 0.0F;
+  float* slot_to = nullptr;
+  int k_fix = -1;
+  std::int64_t fix_entry = 0;
+  if (a.segs == 2) {
+    const int2 e = __ldcg(a.table + c);
+    const int len = static_cast<int>(__ldcg(a.cu + e.x + 1) - __ldcg(a.cu + e.x));
+    const int nc = (len + chunk - 1) / chunk;
+    const int m = (nc + 1) / 2;
+    if (nc >= 2 && e.y >= m) {
+      k_fix = e.y - m;
+      fix_entry = std::int64_t{__ldcg(a.row_first + e.x)} + m;
+      if (k_fix == 0) {
+        const std::int64_t slot = __ldcg(a.slots + e.x);
+        slot_to = a.state + (slot * a.heads + h) * P * N;
+        fix = a.ends + (std::int64_t{e.x} * a.heads + h) * P * N;
+      }
+    }
+  }
   chain_wait();
+  if (k_fix > 0)
+    fix = a.states + (fix_entry * a.heads + h) * P * N;
+  if (k_fix >= 0)
+    fix_scale = __ldcg(a.gammas + std::int64_t{c} * a.heads + h);
   stage_start(0);
   cp_async_commit();
   for (int i = tid; i < chunk * 4; i += threads) {
@@ -107,6 +140,44 @@ __global__ void __launch_bounds__(threads, 2) chunk_output_staged(chunk_args a) 
   const tf32::lane_at ln(tid % 32);
   const int lcol = c0 * 16 + 2 * ln.q;
   for (int p0 = 0; p0 < P; p0 += Cols) {
+    if (fix != nullptr) {
+      // `fix`'s rows of this slice, 4 float4 a thread at a time (the first
+      // asked for before the wait on the staged rows), then h0 += gamma_c H,
+      // or the slot = end + decay H.
+      constexpr int per = Cols * N / 4 / threads;
+      constexpr int batch = per < 4 ? per : 4;
+      static_assert(per * 4 * threads == Cols * N && per % batch == 0);
+#pragma unroll 1
+      for (int i0 = 0; i0 < per; i0 += batch) {
+        float4 v[batch];
+#pragma unroll
+        for (int i = 0; i < batch; ++i) {
+          const int at = 4 * (tid + (i0 + i) * threads);
+          v[i] = __ldcg(reinterpret_cast<const float4*>(fix + std::int64_t{p0} * N + at));
+        }
+        if (i0 == 0) {
+          cp_async_wait<0>();
+          __syncthreads();
+        }
+#pragma unroll
+        for (int i = 0; i < batch; ++i) {
+          const int at = 4 * (tid + (i0 + i) * threads);
+          float4* st = reinterpret_cast<float4*>(second + at / N * S::ld_n + at % N);
+          float4 o = *st;
+          if (slot_to == nullptr) {
+            o.x += fix_scale * v[i].x;
+            o.y += fix_scale * v[i].y;
+            o.z += fix_scale * v[i].z;
+            o.w += fix_scale * v[i].w;
+            *st = o;
+          } else {
+            o = make_float4(v[i].x + fix_scale * o.x, v[i].y + fix_scale * o.y,
+                            v[i].z + fix_scale * o.z, v[i].w + fix_scale * o.w);
+            *reinterpret_cast<float4*>(slot_to + std::int64_t{p0} * N + at) = o;
+          }
+        }
+      }
+    }
     float acc[2][nt][4] = {};
     cp_async_wait<0>();
     __syncthreads();  // C, the start state (and eg the first time)

@@ -24,7 +24,13 @@
 // output in parallel, per (chunk, head): (e^{G_t} C_t) h0^T, then M x with
 // M formed from the group's C B^T as it is staged, + D x. Its warps pair
 // 16-token tile rows i and 7 - i, so each one's causal product is 9 tiles
-// long. MSTAR_SSD_VARIANT=0 runs session 31's four plain launches
+// long. With few (row, head)s (one row of 64 or 128 heads), where the
+// walk would leave most of the GPU idle behind a row's serial chunks, it
+// takes each row in two halves at once (chunk_args::segs; the second from
+// zero, chunk_output adding what it lacks, gamma_c H, to its start states
+// as it stages them): 8 serial steps at 2,048 tokens where there were 16.
+// MSTAR_SSD_VARIANT (below) picks a path for A/B measurements; =0 runs
+// session 31's four plain launches
 // instead (mamba-ssm's structure): chunk_cb; `chunk_state`
 // (ssd_chunk_staged.cu), every (chunk, head)'s S and e^{G_C} in parallel
 // into the workspace; `state_pass` (ssd_chunk_recurrence.cu), an
@@ -60,10 +66,12 @@ __global__ void chunk_table_kernel(chunk_args p) {
   detail::fill_chunk_table<chunk>(p);
 }
 
-// Byte offsets of the workspace's parts.
+// Byte offsets of the workspace's parts; `ends` (the state walk's second
+// halves' end states, [R][H][P][N]) after `total`, up to `with_ends`.
 struct chunk_layout {
   int capacity = 0;
   std::size_t row_first = 0, n_chunks = 0, table = 0, gammas = 0, cb = 0, states = 0, total = 0;
+  std::size_t ends = 0, with_ends = 0;
 };
 
 std::size_t align256(std::size_t x) {
@@ -76,9 +84,49 @@ bool chunkable(const ssd_weights& w) {
          w.num_heads % w.n_groups == 0;
 }
 
+// MSTAR_SSD_VARIANT, for A/B measurements: 0 the four launches of session
+// 31 (C B^T, the own states, the elementwise walk, the outputs; plain
+// launches); 2 the same kernels launched chained (C B^T copied 64 state
+// columns at a time); 1 the states walked in one kernel (ssd_chunk_walk.cu)
+// a row at a time, two shared stages, every launch chained; 3 as 1 with
+// each row's chunks walked in two halves at once (chunk_args::segs); 4 the
+// halves with one shared stage (two blocks an SM) and the next chunk but
+// one asked of L2; 5 as 1 with that L2 prefetch; 6 as 3 with it. Unset (or
+// anything else): by shape (`by_shape`). MSTAR_PDL=0 turns the chaining
+// off alone.
+int variant_env() {
+  static const int v = [] {
+    const char* e = std::getenv("MSTAR_SSD_VARIANT");
+    const int n = e == nullptr ? -1 : std::atoi(e);
+    return n >= 0 && n <= 6 ? n : -1;
+  }();
+  return v;
+}
+
+// The default: with b = R H (P / Pc) walk blocks of full state width
+// (Pc = cols_for(P)), a row at a time the walk is 16 serial steps at 2,048
+// tokens on b SMs; where twice b still fits one wave at a block an SM
+// (one row of 64 heads of 64: 128 blocks on the H200's 132 SMs), 3; where
+// it fits at two an SM (128 heads), 4; else 1 (the GPU is full anyway).
+int by_shape(const ssd_weights& w, std::int64_t rows) {
+  const std::int64_t b = rows * w.num_heads * (w.head_dim / cols_for(w.head_dim));
+  const std::int64_t sms = detail::sm_count();
+  if (2 * b <= walk_blocks_per_sm(2) * sms)
+    return 3;
+  if (2 * b <= walk_blocks_per_sm(1) * sms)
+    return 4;
+  return 1;
+}
+
+int variant_for(const ssd_weights& w, std::int64_t rows) {
+  const int v = variant_env();
+  return v >= 0 ? v : by_shape(w, rows);
+}
+
 // capacity = ceil(T / chunk) + min(R, ceil(T / chunked_from)) table entries
 // (a row's last chunk may be partial); per entry and group a [chunk][chunk]
-// f32 C B^T, per entry and head one decay and a [P][N] f32 state.
+// f32 C B^T, per entry and head one decay and a [P][N] f32 state; with the
+// walk in halves (variants 3, 4 and 6) per row and head a [P][N] f32 state.
 chunk_layout layout_for(const ssd_weights& w, std::int64_t tokens, std::int64_t rows,
                         std::int32_t chunked_from) {
   chunk_layout l;
@@ -100,22 +148,14 @@ chunk_layout layout_for(const ssd_weights& w, std::int64_t tokens, std::int64_t 
                         static_cast<std::size_t>(w.n_groups) * chunk * chunk;
   l.total = l.states + align256(sizeof(float) * entries * static_cast<std::size_t>(w.head_dim) *
                                 static_cast<std::size_t>(w.state_size));
+  l.ends = l.total;
+  l.with_ends = l.total;
+  if (const int v = variant_for(w, rows); v == 3 || v == 4 || v == 6) {
+    l.with_ends +=
+        align256(sizeof(float) * static_cast<std::size_t>(rows * w.num_heads) *
+                 static_cast<std::size_t>(w.head_dim) * static_cast<std::size_t>(w.state_size));
+  }
   return l;
-}
-
-// MSTAR_SSD_VARIANT, for A/B measurements: 0 the four launches of session
-// 31 (C B^T, the own states, the elementwise walk, the outputs; plain
-// launches); 2 the same kernels launched chained (C B^T copied 64 state
-// columns at a time); anything else (the default, 1) the states walked in
-// one kernel (ssd_chunk_walk.cu), every launch chained. MSTAR_PDL=0 turns
-// the chaining off alone.
-int variant() {
-  static const int v = [] {
-    const char* e = std::getenv("MSTAR_SSD_VARIANT");
-    const int n = e == nullptr ? 1 : std::atoi(e);
-    return n == 0 || n == 2 ? n : 1;
-  }();
-  return v;
 }
 
 bool aligned16(const void* p, std::int64_t stride) {
@@ -132,7 +172,7 @@ std::size_t ssd_scan_workspace_bytes(const ssd_weights& w, std::int64_t tokens, 
                                      std::int32_t chunked_from) {
   if (!chunkable(w))
     return 0;
-  return layout_for(w, tokens, rows, threshold(chunked_from)).total;
+  return layout_for(w, tokens, rows, threshold(chunked_from)).with_ends;
 }
 
 cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace& ws,
@@ -189,7 +229,21 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
   // after them start only as they end (chained or not), so every kernel
   // after it may read the table (and the inputs, which the kernels before
   // the table made) before it waits on the one before it.
-  const int v = variant();
+  a.segs = 1;
+  a.ends = nullptr;
+  a.walk_prefetch = false;
+  int v = variant_for(w, rows);
+  if (v == 3 || v == 4 || v == 6) {
+    // The halves' ends have room only in a workspace sized for them (one
+    // sized for more rows may not have it): else one walk a row.
+    if (ws.bytes >= l.with_ends) {
+      a.segs = 2;
+      a.ends = reinterpret_cast<float*>(base + l.ends);
+    } else {
+      v = 1;
+    }
+  }
+  a.walk_prefetch = v == 4 || v == 5 || v == 6;
   const bool chained = v != 0;
   if (chained)
     detail::launch_chained(chunk_table_kernel, dim3(1), dim3(32), 0, stream, a);
@@ -222,7 +276,7 @@ cudaError_t ssd_scan_varlen(const ssd_scan_varlen_params& p, const ssd_workspace
   // The walk first: its blocks live for a row's chunks, and C B^T's short
   // blocks fill the GPU beside them (when the walk takes 64 state columns
   // a block) or as its last ones drain.
-  if (const cudaError_t err = launch_state_walk(a, stream); err != cudaSuccess)
+  if (const cudaError_t err = launch_state_walk(a, v == 4 ? 1 : 2, stream); err != cudaSuccess)
     return err;
   if (const cudaError_t err = launch_cb_sliced(a, stream); err != cudaSuccess)
     return err;

@@ -235,15 +235,16 @@ constexpr double ssd_chunked_budget = 3e-3;
 // passes them: column slices of [x | B | C | dt | 3 spare] rows, or with
 // `aligned` the rows padded to a multiple of 4 floats (as the model's and
 // the bench's: the staged kernels then copy x, B and C 16 bytes at a time,
-// else 4).
+// else 4). A_log is drawn from [a_log_lo, a_log_hi).
 void expect_ssd_chunked_matches(test::random_tensors& rng, const ssd_geometry& g,
                                 const std::vector<std::int32_t>& row_lengths,
                                 const std::vector<std::int32_t>& row_slots,
                                 const std::vector<std::uint8_t>& row_resume,
-                                std::int32_t chunked_from, double budget, bool aligned = false) {
+                                std::int32_t chunked_from, double budget, bool aligned = false,
+                                float a_log_lo = -1.0F, float a_log_hi = 1.5F) {
   const auto h = static_cast<std::size_t>(g.heads);
   const auto dt_bias = rng.floats(h, -1.0F, 1.0F);
-  const auto a_log = rng.floats(h, -1.0F, 1.5F);
+  const auto a_log = rng.floats(h, a_log_lo, a_log_hi);
   const auto skip = rng.floats(h);
   const auto d_dt_bias = upload(dt_bias);
   const auto d_a_log = upload(a_log);
@@ -336,6 +337,43 @@ TEST(gpu_recurrent, ssd_chunked_scan_matches_alone_and_in_mixed_batches) {
                      (aligned ? ", 16-byte rows" : ", 4-byte rows"));
         expect_ssd_chunked_matches(rng, g, lens, mixed_slots, mixed_resume, from, budget, aligned);
       }
+    }
+  }
+}
+
+// Slow decays (A_log in [-7, -5): about e^-0.5 over a chunk of 128
+// tokens, where the test above decays by e^-100 or so): a state carries
+// over whole chunks, so the walk in halves (MSTAR_SSD_VARIANT 3, 4, 6, by
+// default one row of up to 128 heads) shows if chunk_output's fix-ups of
+// the second half (+ gamma_c H, the slot from its end) are wrong; they
+// vanish under fast decays. Every path runs it (the variant is chosen by
+// the environment or by the shape).
+TEST(gpu_recurrent, ssd_chunked_scan_matches_with_slow_decays) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(509);
+  constexpr ssd_geometry shapes[] = {
+      {8, 64, 128, 2}, {4, 32, 64, 2}, {4, 96, 128, 2}, {64, 64, 128, 8}, {128, 64, 128, 8}};
+  for (const auto& g : shapes) {
+    SCOPED_TRACE("H " + std::to_string(g.heads) + " P " + std::to_string(g.head_dim) + " N " +
+                 std::to_string(g.state_size) + " G " + std::to_string(g.groups));
+    const bool wide = g.heads >= 64;
+    for (const std::int32_t len : {129, 300, 520, 1000, 2048}) {
+      if (wide && len > 1000)
+        continue;
+      for (const std::uint8_t resumed : {1, 0}) {
+        SCOPED_TRACE("one row of " + std::to_string(len) +
+                     (resumed != 0 ? ", resumed" : ", fresh"));
+        expect_ssd_chunked_matches(rng, g, {len}, {1}, {resumed}, 1, ssd_chunked_budget, true,
+                                   -7.0F, -5.0F);
+      }
+    }
+    if (!wide) {
+      const std::vector<std::int32_t> lens{1000, 129, 0, 520, 64, 2048};
+      const std::vector<std::int32_t> slow_slots{2, 0, 5, 1, 3, 4};
+      const std::vector<std::uint8_t> slow_resume{1, 0, 1, 1, 0, 1};
+      SCOPED_TRACE("mixed batch");
+      expect_ssd_chunked_matches(rng, g, lens, slow_slots, slow_resume, 1, ssd_chunked_budget,
+                                 false, -7.0F, -5.0F);
     }
   }
 }

@@ -63,6 +63,20 @@ struct chunk_args {
   // [capacity][H][P][N]: the chunk's own end state (zero start), replaced by
   // the walk with the state at the chunk's start.
   float* states;
+  // 2: the state walk takes a row of two chunks or more in two halves at
+  // once (ssd_chunk_walk.cu), chunks [0, m) from the slot's state and
+  // [m, nc) from zero, m = ceil(nc / 2); the second half's start states
+  // are then its own, and chunk_output adds gamma_c H, H the first half's
+  // end (the true start of chunk m, in `states`), gamma_c = `gammas`[c]
+  // the second half's decay from chunk m to c; at chunk m's entry
+  // `gammas` holds the whole second half's decay, and chunk_output writes
+  // the slot from `ends` + it times H. 1: one walk a row.
+  int segs;
+  // [R][H][P][N] (segs 2): the second half's end state from zero.
+  float* ends;
+  // The state walk asks L2 for chunk j + 2's x and B rows while it
+  // multiplies chunk j (always with one shared stage).
+  bool walk_prefetch;
 };
 
 /// The chunk of table entry c: its first token and its real tokens.
@@ -205,8 +219,19 @@ struct state_tiles {
 /// The own states and the walk in one kernel (ssd_chunk_walk.cu): a block
 /// per (row, head, tile of the [P][N] state) walks the row's chunks with
 /// the state in its accumulators, leaving each chunk's start state in
-/// `states` (`gammas` not written) and the row's last state in its slot.
-/// Launched chained; needs only the table (made before a plain launch).
-[[nodiscard]] cudaError_t launch_state_walk(const chunk_args& a, cudaStream_t stream);
+/// `states` and the row's last state in its slot; with `a.segs` 2, a block
+/// per half of the row (chunk_args::segs: `gammas` written, the second
+/// half's start states its own, its end in `ends`, chunk_output completes
+/// both). `stages`: 2 shared stages (the next chunk's operands copied
+/// while this one is multiplied; a block an SM at N 128) or 1 (two blocks
+/// an SM). Launched chained; needs only the table (made before a plain
+/// launch).
+[[nodiscard]] cudaError_t launch_state_walk(const chunk_args& a, int stages, cudaStream_t stream);
+
+/// Blocks of the state walk an SM holds at N 128 with full-width tiles:
+/// 1 with two shared stages, 2 with one.
+constexpr int walk_blocks_per_sm(int stages) {
+  return 3 - stages;
+}
 
 }  // namespace mstar::kernels::cuda::detail::ssd_chunked
