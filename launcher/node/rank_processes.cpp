@@ -21,7 +21,7 @@ extern char** environ;
 
 namespace mstar::launcher {
 
-actors::rank_group_factory node_rank_groups(const std::string& device,
+actors::rank_group_factory node_rank_groups([[maybe_unused]] const std::string& device,
                                             const std::filesystem::path& dir,
                                             const std::string& token,
                                             std::chrono::milliseconds timeout) {
