@@ -292,9 +292,14 @@ std::pair<pool_regions, std::shared_ptr<const void>> runtime::pool_memory() cons
     r = merged(std::move(r), regions_of(*parts_->kv));
   if (parts_->rec)
     r = merged(std::move(r), regions_of(*parts_->rec));
-  auto keep = std::make_shared<
-      std::pair<std::shared_ptr<engine::pool_set>, std::shared_ptr<engine::pool_set>>>(parts_->kv,
-                                                                                       parts_->rec);
+  // The model too, released after the pools (members go in reverse order):
+  // device arenas free on its backend's stream, and the holder (a transfer
+  // actor) may be the last one to let go of them.
+  struct kept {
+    std::shared_ptr<const models::causal_lm> model;
+    std::shared_ptr<engine::pool_set> kv, rec;
+  };
+  auto keep = std::make_shared<kept>(kept{model_, parts_->kv, parts_->rec});
   return {std::move(r), std::move(keep)};
 }
 
