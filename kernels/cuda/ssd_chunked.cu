@@ -104,18 +104,17 @@ int variant_env() {
 }
 
 // The default: with b = R H (P / Pc) walk blocks of full state width
-// (Pc = cols_for(P)), a row at a time the walk is 16 serial steps at 2,048
-// tokens on b SMs; where twice b still fits one wave at a block an SM
-// (one row of 64 heads of 64: 128 blocks on the H200's 132 SMs), 3; where
-// it fits at two an SM (128 heads), 4; else 1 (the GPU is full anyway).
+// (Pc = cols_for(P)), 4 (the halves, one stage, two blocks an SM) up to 1,024
+// blocks, else 1. Measured on the H200 (session 34, fourth call, one binary,
+// us): 4 was the fastest path at every bench shape, 151.3 / 967.1 / 258.8 /
+// 1845.2 at h64 1x2048 / h64 8x2048 / h128 1x2048 / h128 8x2048, where 3
+// took 153.5 / 1042.0 / 276.6 / 1991.9 and 1 168.9 / 1005.8 / 267.4 /
+// 1917.7. Past 1,024 blocks (8 rows of 128 heads) the halves' end states
+// ([R][H][P][N] f32 in the workspace) grow with R while the GPU is full
+// anyway; 1 there is unmeasured against 4.
 int by_shape(const ssd_weights& w, std::int64_t rows) {
   const std::int64_t b = rows * w.num_heads * (w.head_dim / cols_for(w.head_dim));
-  const std::int64_t sms = detail::sm_count();
-  if (2 * b <= walk_blocks_per_sm(2) * sms)
-    return 3;
-  if (2 * b <= walk_blocks_per_sm(1) * sms)
-    return 4;
-  return 1;
+  return b <= 1024 ? 4 : 1;
 }
 
 int variant_for(const ssd_weights& w, std::int64_t rows) {
