@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <poll.h>
+#include <string_view>
 #include <sys/socket.h>
 #include <thread>
 #include <vector>
@@ -51,19 +52,20 @@ std::string pool_shape(const models::pool_spec& spec) {
 namespace {
 
 // A reply frame's error, or the frame when it is of `want`.
-result<ranks::frame> expect_reply(result<ranks::frame> got, op want, int rank, op asked) {
+// `asked` names the request in errors (an op's name, or "loading").
+result<ranks::frame> expect_reply(result<ranks::frame> got, op want, int rank,
+                                  std::string_view asked) {
   if (!got)
     return got.error();
   if (got->kind == op::reply_error) {
     auto e = ranks::decode<ranks::error_wire>(got->payload, "reply_error");
     const auto inner = e ? ranks::from_wire(*e) : e.error();
-    return make_error(inner.code(), fmt::format("tensor-parallel rank {}: {}: {}", rank,
-                                                ranks::to_string(asked), inner.message()));
+    return make_error(inner.code(),
+                      fmt::format("tensor-parallel rank {}: {}: {}", rank, asked, inner.message()));
   }
   if (got->kind != want) {
-    return make_error(errc::internal,
-                      fmt::format("tensor-parallel rank {}: answered {} with {}", rank,
-                                  ranks::to_string(asked), ranks::to_string(got->kind)));
+    return make_error(errc::internal, fmt::format("tensor-parallel rank {}: answered {} with {}",
+                                                  rank, asked, ranks::to_string(got->kind)));
   }
   return got;
 }
@@ -301,7 +303,7 @@ class remote_arena final : public kernels::arena {
   [[nodiscard]] result<void> synchronize() override {
     std::uint32_t id = id_;
     auto got = expect_reply(link_->call(op::synchronize, ranks::encode(id)), op::reply_ok,
-                            link_->rank(), op::synchronize);
+                            link_->rank(), ranks::to_string(op::synchronize));
     if (!got)
       return got.error();
     return status();
@@ -390,8 +392,8 @@ class process_ranks_lm final : public models::causal_lm {
     const auto payload = ranks::encode(opts);
     std::vector<kernels::arena_factory> members{spec->memory};
     for (const auto& link : links_) {
-      auto got =
-          expect_reply(link->call(op::pools, payload), op::reply_text, link->rank(), op::pools);
+      auto got = expect_reply(link->call(op::pools, payload), op::reply_text, link->rank(),
+                              ranks::to_string(op::pools));
       if (!got)
         return got.error();
       auto theirs = ranks::decode<std::string>(got->payload, "pools reply");
@@ -406,7 +408,7 @@ class process_ranks_lm final : public models::causal_lm {
       members.push_back([link](std::size_t bytes) -> result<std::unique_ptr<kernels::arena>> {
         ranks::arena_made_request req{link->next_arena_id(), bytes};
         auto made = expect_reply(link->call(op::make_arena, ranks::encode(req)), op::reply_text,
-                                 link->rank(), op::make_arena);
+                                 link->rank(), ranks::to_string(op::make_arena));
         if (!made)
           return made.error();
         auto kind = ranks::decode<std::string>(made->payload, "make_arena reply");
@@ -429,7 +431,8 @@ class process_ranks_lm final : public models::causal_lm {
     if (auto b = broken())
       return *b;
     for (const auto& link : links_) {
-      if (auto got = expect_reply(link->call(op::bind, {}), op::reply_ok, link->rank(), op::bind);
+      if (auto got = expect_reply(link->call(op::bind, {}), op::reply_ok, link->rank(),
+                                  ranks::to_string(op::bind));
           !got) {
         return got.error();
       }
@@ -652,11 +655,9 @@ result<std::unique_ptr<models::causal_lm>> rank_conductor::accept_all(
   int waiting = o.ranks - 1;
   std::string last_refusal;
   while (waiting > 0) {
-    pollfd pfd{s.listener.fd.get(), POLLIN, 0};
-    const int left = io::millis_left(until);
-    if (left <= 0 || ::poll(&pfd, 1, std::min(left, 100)) < 0) {
-      if (io::millis_left(until) > 0)
-        continue;  // EINTR
+    if (const int left = io::millis_left(until); left > 0) {
+      pollfd pfd{s.listener.fd.get(), POLLIN, 0};
+      (void)::poll(&pfd, 1, std::min(left, 100));  // EINTR or nothing yet: accept_one says
     }
     if (io::millis_left(until) <= 0) {
       int missing = 1;
@@ -721,7 +722,7 @@ result<std::unique_ptr<models::causal_lm>> rank_conductor::accept_all(
   for (std::size_t r = 1; r < joined.size(); ++r) {
     auto ready = expect_reply(ranks::read_frame(joined[r].get(), ranks::after(o.timeout),
                                                 fmt::format("tensor-parallel rank {}", r)),
-                              op::reply_text, static_cast<int>(r), op::welcome);
+                              op::reply_text, static_cast<int>(r), "loading");
     if (!ready)
       return ready.error();
     auto n = ranks::decode<std::int64_t>(ready->payload, "ready");
