@@ -14,7 +14,8 @@
 #                        (roofline_prefill)
 #   nh8b.log             the 8B shape: the time make_checkpoint.py takes
 #                        (goal: under 2 minutes), mstar-run's start-up memory
-#                        report at 8,192 tokens of context, decode at batch 1/64
+#                        report at 8,192 tokens of context, decode at batch
+#                        1/64/256, prefill of 2,048-token prompts at batch 1/8
 # Needs scripts/pack-device.sh mstar-gpu-bench mstar-bench-model-gpu mstar-run
 # (.carry, binaries unpacked under .carry/bin).
 #   bash bench/h200_roofline.sh [--no-8b]
@@ -52,6 +53,8 @@ echo "make_checkpoint 8b: $((($(date +%s%N) - start) / 1000000)) ms" | tee -a "$
 timeout 120 "$bin/mstar-run" --model "$ck/nh8b" --device cuda --context 8192 \
   --prompt-ids 5,17,301,42 --max-tokens 4 2>&1 | grep -iE "memory|pages|slots|weights|requests|error" \
   | head -12 | tee -a "$out/nh8b.log"
-timeout 200 "$bin/mstar-bench-model-gpu" --model "$ck/nh8b" --batch 1 64 --prompt-len 32 \
+timeout 200 "$bin/mstar-bench-model-gpu" --model "$ck/nh8b" --batch 1 64 256 --prompt-len 32 \
   --new-tokens 64 --repeats 2 --json 2>&1 | tee -a "$out/nh8b.log" | grep '^{' | cut -c1-600
+timeout 200 "$bin/mstar-bench-model-gpu" --model "$ck/nh8b" --batch 1 8 --prompt-len 2048 \
+  --new-tokens 2 --repeats 2 --json 2>&1 | tee -a "$out/nh8b.log" | grep '^{' | cut -c1-600
 rm -rf "$ck"
