@@ -252,27 +252,7 @@ __global__ void __launch_bounds__(threads) chunk_state_staged(chunk_args a) {
     cp_async_wait<0>();
     __syncthreads();  // the copies and w_t
     float acc[nt][ks][4] = {};
-#pragma unroll 2
-    for (int k0 = 0; k0 < k_end; k0 += 8 * ks) {
-#pragma unroll
-      for (int e = 0; e < ks; ++e) {
-        const int k = k0 + 8 * e;
-        if (e == 0 || k < k_end) {
-          const float* xp = xa + k * S::ld_x;
-          const float w0 = wq[k];
-          const float w1 = wq[k + 4];
-          const std::uint32_t fa[4] = {tf32::bits(xp[0] * w0), tf32::bits(xp[8] * w0),
-                                       tf32::bits(xp[4 * S::ld_x] * w1),
-                                       tf32::bits(xp[4 * S::ld_x + 8] * w1)};
-#pragma unroll
-          for (int j = 0; j < nt; ++j) {
-            std::uint32_t fb[2];
-            tf32::load_b<S::ld_n, 1>(fb, bb + k * S::ld_n + j * 8);
-            tf32::mma(acc[j][e], fa, fb);
-          }
-        }
-      }
-    }
+    weighted_xt_b<S::ld_x, S::ld_n>(xa, bb, wq, k_end, acc);
     float* o = tf32::c_base<N>(out + std::int64_t{p0 + rt * 16} * N + c0 * 16, ln);
 #pragma unroll
     for (int j = 0; j < nt; ++j) {

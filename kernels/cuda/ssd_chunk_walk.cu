@@ -245,27 +245,7 @@ __global__ void __launch_bounds__(threads, Stages == 1 ? 2 : 0) state_walk(chunk
     const float* bb = tf32::b_base<S::ld_b, 1>(bs + c0 * 16, ln);
     const float* wq = smem + S::wts + s * chunk + ln.q;
     const int k_end = (min(chunk, len - j * chunk) + 7) / 8 * 8;
-#pragma unroll 2
-    for (int k0 = 0; k0 < k_end; k0 += 8 * ks) {
-#pragma unroll
-      for (int e = 0; e < ks; ++e) {
-        const int k = k0 + 8 * e;
-        if (e == 0 || k < k_end) {
-          const float* xp = xa + k * S::ld_x;
-          const float w0 = wq[k];
-          const float w1 = wq[k + 4];
-          const std::uint32_t fa[4] = {tf32::bits(xp[0] * w0), tf32::bits(xp[8] * w0),
-                                       tf32::bits(xp[4 * S::ld_x] * w1),
-                                       tf32::bits(xp[4 * S::ld_x + 8] * w1)};
-#pragma unroll
-          for (int jj = 0; jj < nt; ++jj) {
-            std::uint32_t fb[2];
-            tf32::load_b<S::ld_b, 1>(fb, bb + k * S::ld_b + jj * 8);
-            tf32::mma(acc[jj][e], fa, fb);
-          }
-        }
-      }
-    }
+    weighted_xt_b<S::ld_x, S::ld_b>(xa, bb, wq, k_end, acc);
 #pragma unroll
     for (int jj = 0; jj < nt; ++jj) {
 #pragma unroll

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/internal/cp_async.cuh"
+#include "kernels/cuda/internal/mma_tf32.cuh"
 #include "kernels/cuda/internal/ssd_chunk.cuh"
 
 namespace mstar::kernels::cuda::detail::ssd_chunked {
@@ -56,6 +57,40 @@ __device__ __forceinline__ void stage_rows(float* dst, const float* src, std::in
       const bool real = t < n;
       cp_async4(base + static_cast<std::uint32_t>(sizeof(float) * (t * Ld + c)),
                 src + (real ? t * stride : 0) + c, real ? 4 : 0);
+    }
+  }
+}
+
+/// acc[j][e] += A B over k in [0, k_end) (a multiple of 8) for one warp's
+/// 16-row tile and NT 8-column tiles, A(m, k) = x[k][m] w_k (the token's
+/// weight folded in as the fragment is loaded: the f32 product, then TF32
+/// rounding) and B(k, n) = B[k][n]; `xa` and `bb` are the lane's fragment
+/// bases (tf32::a_base / b_base over rows of LdX and LdB floats), `wq` the
+/// token weights at the lane's q. KS accumulators a column tile take
+/// consecutive k steps so the mma's do not wait on one another; the caller
+/// sums them. The state kernels of ssd_chunk_staged.cu and
+/// ssd_chunk_walk.cu make their (x w)^T B products here.
+template <int LdX, int LdB, int NT, int KS>
+__device__ __forceinline__ void weighted_xt_b(const float* xa, const float* bb, const float* wq,
+                                              int k_end, float (&acc)[NT][KS][4]) {
+#pragma unroll 2
+  for (int k0 = 0; k0 < k_end; k0 += 8 * KS) {
+#pragma unroll
+    for (int e = 0; e < KS; ++e) {
+      const int k = k0 + 8 * e;
+      if (e == 0 || k < k_end) {
+        const float* xp = xa + k * LdX;
+        const float w0 = wq[k];
+        const float w1 = wq[k + 4];
+        const std::uint32_t fa[4] = {tf32::bits(xp[0] * w0), tf32::bits(xp[8] * w0),
+                                     tf32::bits(xp[4 * LdX] * w1), tf32::bits(xp[4 * LdX + 8] * w1)};
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          std::uint32_t fb[2];
+          tf32::load_b<LdB, 1>(fb, bb + k * LdB + j * 8);
+          tf32::mma(acc[j][e], fa, fb);
+        }
+      }
     }
   }
 }
