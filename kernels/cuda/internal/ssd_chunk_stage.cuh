@@ -83,7 +83,8 @@ __device__ __forceinline__ void weighted_xt_b(const float* xa, const float* bb, 
         const float w0 = wq[k];
         const float w1 = wq[k + 4];
         const std::uint32_t fa[4] = {tf32::bits(xp[0] * w0), tf32::bits(xp[8] * w0),
-                                     tf32::bits(xp[4 * LdX] * w1), tf32::bits(xp[4 * LdX + 8] * w1)};
+                                     tf32::bits(xp[4 * LdX] * w1),
+                                     tf32::bits(xp[4 * LdX + 8] * w1)};
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           std::uint32_t fb[2];
