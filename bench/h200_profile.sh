@@ -9,6 +9,9 @@
 #   qwen-decode     the same checkpoint, batch 64 decode
 #   nemotron-*      Nemotron-H ~0.6B ("600m"), the same two shapes
 #   nemotron-decode1  the same, batch 1 alone (256 tokens: the decode steps dominate)
+#   nh056-decode64  issue 17's Nemotron-H 0.56B (bench/make_checkpoint.py), batch 64 alone
+#   ssd-1row        mstar-gpu-bench --suite ssd at one 2,048-token row (h64 and h128; the
+#                   sequential scan's cases too), as graphs
 # and, where the machine has them, which of ncu / nsys / compute-sanitizer exist.
 #   bash bench/h200_profile.sh [CASE...]   (default: all)
 set -uo pipefail
@@ -64,6 +67,14 @@ for c in "${cases[@]}"; do
     nemotron-decode1)
       profile nemotron-decode1 "$bin/mstar-bench-model-gpu" --model "$(checkpoint 600m)" \
         --batch 1 --new-tokens 256 --repeats 2 --json ;;
+    nh056-decode64)
+      [[ -d $ckpt_dir/nh056 ]] || python3 "$root/bench/make_checkpoint.py" --size nemotron_h-0.56b \
+        --out "$ckpt_dir/nh056" >>"$out/profile-env.txt" 2>&1
+      profile nh056-decode64 "$bin/mstar-bench-model-gpu" --model "$ckpt_dir/nh056" \
+        --batch 64 --prompt-len 32 --new-tokens 128 --repeats 2 --json ;;
+    ssd-1row)
+      profile ssd-1row "$bin/mstar-gpu-bench" --suite ssd --prefill-rows 1 --graphs --rounds 5 \
+        --json ;;
     *) echo "h200_profile.sh: unknown case '$c'" >&2; exit 2 ;;
   esac
 done
