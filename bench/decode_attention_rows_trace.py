@@ -18,7 +18,8 @@ consumed (which every warp must be done with). Each copy is one run of
 consecutive slots of one page (whole rows) or one token (a block with some
 of the kv heads), its source bytes the arena's run. Counts: every (row,
 query head, position) is consumed exactly once over a row's chunks. The
-online softmax per slot and the slots' butterfly merge run in float64, then
+online softmax per slot (rescaled only on a new maximum) and the slots'
+butterfly merge run in float64, then
 the split partials merge as attend_merge.cuh does; every output must match
 plain softmax(q k^T * scale) v to 1e-12. The grid is also cut to a few
 blocks (a block takes many items: the ring's phases carry over items).
@@ -235,12 +236,14 @@ def run(case, splits, grid_cap=None):
                                 qh = case.q[r, h0 + h] * scale_log2 if h < valid else 0 * kvec
                                 sc = float(qh @ kvec)
                                 m = st_m[warp, s, h]
-                                top = max(m, sc)
-                                alpha = 2.0 ** (m - top) if m != -np.inf else 0.0
-                                p = 2.0 ** (sc - top)
-                                st_m[warp, s, h] = top
-                                st_l[warp, s, h] = st_l[warp, s, h] * alpha + p
-                                st_acc[warp, s, h] = st_acc[warp, s, h] * alpha + p * vvec
+                                if sc > m:  # rescaled only on a new maximum
+                                    alpha = 2.0 ** (m - sc) if m != -np.inf else 0.0
+                                    st_m[warp, s, h] = sc
+                                    st_l[warp, s, h] *= alpha
+                                    st_acc[warp, s, h] *= alpha
+                                p = 2.0 ** (sc - st_m[warp, s, h])
+                                st_l[warp, s, h] += p
+                                st_acc[warp, s, h] += p * vvec
                                 if h < valid:
                                     seen[r, h0 + h, t] += 1
                 busy[k] = None  # the block barrier: every warp is done with it
@@ -296,6 +299,47 @@ def run(case, splits, grid_cap=None):
             assert err < 1e-12, (case.name, r, h, err)
 
 
+def slot_sums_replay(lanes, gc, rng):
+    """slot_sums (common.cuh's halving_sums, then the broadcasts) over a
+    warp's 32 lanes: every lane must end with its slot's GC sums."""
+    x = rng.standard_normal((32, gc))
+    want = x.reshape(32 // lanes, lanes, gc).sum(axis=1)
+    lane = np.arange(32)
+
+    def shfl_xor(v, off):  # __shfl_xor_sync(.., off, width = lanes)
+        return v[lane ^ off]
+
+    if gc == 1:
+        v = x[:, 0].copy()
+        off = lanes // 2
+        while off:
+            v = v + shfl_xor(v, off)
+            off //= 2
+        got = v[:, None]
+    else:
+        x = x.copy()
+        n = gc
+        off = lanes // 2
+        while off:
+            if n > 1:
+                upper = (lane & off) != 0
+                new = x.copy()
+                for i in range(gc // 2):
+                    if i < n // 2:
+                        keep = np.where(upper, x[:, i + n // 2], x[:, i])
+                        send = np.where(upper, x[:, i], x[:, i + n // 2])
+                        new[:, i] = keep + shfl_xor(send, off)
+                x = new
+                n //= 2
+            else:
+                x[:, 0] = x[:, 0] + shfl_xor(x[:, 0], off)
+            off //= 2
+        mine = x[:, 0]
+        base = lane // lanes * lanes  # the width segment's first lane
+        got = np.stack([mine[base + h * (lanes // gc)] for h in range(gc)], axis=1)
+    assert np.allclose(got, want[lane // lanes], rtol=0, atol=1e-12), (lanes, gc)
+
+
 def lengths(rng, count, max_len, ps):
     fixed = [1, ps - 1 + 1, 4 * ps - 1 + 1, ps + 1]
     return fixed + list(rng.integers(1, max_len + 1, count))
@@ -303,6 +347,10 @@ def lengths(rng, count, max_len, ps):
 
 def main():
     rng = np.random.default_rng(7)
+    for lanes in (8, 16, 32):
+        for gc in (1, 2, 4):
+            slot_sums_replay(lanes, gc, rng)
+    print("slot_sums: every lane holds its slot's sums (8 / 16 / 32 lanes, 1 / 2 / 4 heads)")
     shapes = [  # name, page size, kv heads, q heads, head_dim, max length
         ("d128 group 4", 16, 8, 32, 128, 300),
         ("d128 group 8", 16, 4, 32, 128, 300),
