@@ -344,8 +344,8 @@ __global__ void __launch_bounds__(rows_max_threads, 2)
       const unsigned k = stage_of(j);
       // The stage's fills so far: this is its ((filled + j) / stages)-th.
       mbar_wait(smem_addr(&full[k]), ((filled + static_cast<unsigned>(j)) / rows_stages) & 1U);
-      consume_stage<D, GC>(smem + k * stage_bytes, row_bytes, g.tile, head_off,
-                           begin + j * g.tile, end, st);
+      consume_stage<D, GC>(smem + k * stage_bytes, row_bytes, g.tile, head_off, begin + j * g.tile,
+                           end, st);
       __syncthreads();  // every warp is done with stage k before it is refilled
       if (warp == 0 && j + rows_stages < tiles)
         issue(j + rows_stages);
@@ -420,8 +420,7 @@ int resident(const decode_rows_shape& shape) {
 }
 
 template <int D, int GC>
-cudaError_t launch(attn_args a, const decode_rows_shape& shape, split_args s,
-                   cudaStream_t stream) {
+cudaError_t launch(attn_args a, const decode_rows_shape& shape, split_args s, cudaStream_t stream) {
   if (const cudaError_t err = prepare<D, GC>(); err != cudaSuccess)
     return err;
   a.chunks = ceil_div(a.group, GC);
@@ -512,9 +511,8 @@ cudaError_t launch_decode_rows(attn_args a, int head_dim, const split_args* s,
   if (use.step != shape.tile)
     return cudaErrorInvalidValue;  // the merge would cut other chunks
   cudaError_t err = cudaErrorInvalidValue;
-  static_cast<void>(with_shape(head_dim, a.group, [&]<int D, int GC>() {
-    err = launch<D, GC>(a, shape, use, stream);
-  }));
+  static_cast<void>(with_shape(
+      head_dim, a.group, [&]<int D, int GC>() { err = launch<D, GC>(a, shape, use, stream); }));
   return err;
 }
 
