@@ -25,7 +25,8 @@ plain softmax(q k^T * scale) v to 1e-12. The grid is also cut to a few
 blocks (a block takes many items: the ring's phases carry over items).
 Shapes: the rows walk's decode and split test cases (groups 1 / 3 / 4 / 8 /
 16 / 32, page sizes 4 / 5 / 8 / 16 / 32, head_dim 64 / 128 / 256) and the
-bench's b1 / b256 shapes, at 1, 2, 7 and 64 splits. Keep it in step with
+bench's b1 / b256 shapes, at 1, 2, 7 and 64 splits, and with the rings
+MSTAR_ATTN_ROWS_STAGES / _STAGE_KIB allow (2 x 16 KiB, 4 x 48 KiB). Keep it in step with
 the kernel.
 
   python3 bench/decode_attention_rows_trace.py      (needs numpy)
@@ -51,7 +52,7 @@ def heads_per_warp(group):
     return 1 if group == 1 else (2 if group == 2 else 4)
 
 
-def shape_of(kv_heads, group, d):
+def shape_of(kv_heads, group, d, stages=STAGES, budget=STAGE_BUDGET):
     chunks = ceil_div(group, heads_per_warp(group))
     if chunks > MAX_WARPS or d not in (64, 128, 256):
         return None
@@ -60,10 +61,10 @@ def shape_of(kv_heads, group, d):
         kv -= 1
     per_step = 32 // min(d // 8, 32)
     row_bytes = kv * d * 2
-    tile = STAGE_BUDGET // (2 * row_bytes) // per_step * per_step
+    tile = budget // (2 * row_bytes) // per_step * per_step
     tile = max(per_step, min(tile, MAX_TILE))
-    return dict(kv=kv, warps=kv * chunks, tile=tile, chunks=chunks,
-                smem=STAGES * 2 * tile * row_bytes, per_step=per_step,
+    return dict(kv=kv, warps=kv * chunks, tile=tile, chunks=chunks, stages=stages,
+                smem=stages * 2 * tile * row_bytes, per_step=per_step,
                 lanes=min(d // 8, 32))
 
 
@@ -118,15 +119,16 @@ class Case:
         return p @ v / p.sum()
 
 
-def run(case, splits, grid_cap=None):
-    sh = shape_of(case.hkv, case.group, case.d)
+def run(case, splits, grid_cap=None, ring=(STAGES, STAGE_BUDGET)):
+    sh = shape_of(case.hkv, case.group, case.d, *ring)
+    stages = sh["stages"]
     assert sh is not None, case.name
     kv_pb, tile, chunks = sh["kv"], sh["tile"], sh["chunks"]
     gc = heads_per_warp(case.group)
     lanes, per_step = sh["lanes"], sh["per_step"]
     head_bytes = case.d * 2
     row_bytes = kv_pb * head_bytes
-    assert row_bytes % 16 == 0 and sh["smem"] <= STAGES * STAGE_BUDGET
+    assert row_bytes % 16 == 0 and sh["smem"] <= 192 * 1024
     stage_units = 2 * tile * kv_pb
     whole = kv_pb == case.hkv
     kv_blocks = case.hkv // kv_pb
@@ -140,10 +142,10 @@ def run(case, splits, grid_cap=None):
     part = {}  # (row, head, chunk) -> (m, l, acc)
     out = {}
     for b in range(grid):
-        smem = np.full((STAGES * stage_units, case.d), np.nan)
-        fills_issued = [0] * STAGES  # fills started on each stage's barrier
-        fills_done = [0] * STAGES    # phases completed (copies land at issue here)
-        busy = [None] * STAGES       # the global tile a stage holds, until consumed
+        smem = np.full((stages * stage_units, case.d), np.nan)
+        fills_issued = [0] * stages  # fills started on each stage's barrier
+        fills_done = [0] * stages    # phases completed (copies land at issue here)
+        busy = [None] * stages       # the global tile a stage holds, until consumed
         filled = 0
         for w in range(b, total, grid):
             chunk = w % splits
@@ -164,10 +166,10 @@ def run(case, splits, grid_cap=None):
             def issue(j):
                 t0 = begin + j * tile
                 n = min(tile, end - t0)
-                k = (filled + j) % STAGES
+                k = (filled + j) % stages
                 assert busy[k] is None, "a stage refilled before every warp was done with it"
                 busy[k] = filled + j
-                assert (filled + j) // STAGES == fills_issued[k], "fills out of order"
+                assert (filled + j) // stages == fills_issued[k], "fills out of order"
                 fills_issued[k] += 1
                 expect = 2 * n * row_bytes
                 assert expect < (1 << 20)
@@ -198,7 +200,7 @@ def run(case, splits, grid_cap=None):
                 assert got == expect, "the armed bytes differ from the copies"
                 fills_done[k] += 1  # the phase completes once they land
 
-            for j in range(min(STAGES, tiles)):
+            for j in range(min(stages, tiles)):
                 issue(j)
             # Every warp's state: [warp][slot][head] -> m, l, acc.
             nslots = 32 // lanes
@@ -207,11 +209,11 @@ def run(case, splits, grid_cap=None):
             st_acc = np.zeros((sh["warps"], nslots, gc, case.d))
             for j in range(tiles):
                 gt = filled + j
-                k = gt % STAGES
-                parity = (gt // STAGES) & 1
+                k = gt % stages
+                parity = (gt // stages) & 1
                 # try_wait.parity P passes iff the completed phases' count has
                 # the other parity; it must pass exactly when this fill landed.
-                assert fills_issued[k] == gt // STAGES + 1, "waiting on a tile not issued"
+                assert fills_issued[k] == gt // stages + 1, "waiting on a tile not issued"
                 assert (fills_done[k] & 1) != parity
                 assert busy[k] == gt
                 t0 = begin + j * tile
@@ -247,8 +249,8 @@ def run(case, splits, grid_cap=None):
                                 if h < valid:
                                     seen[r, h0 + h, t] += 1
                 busy[k] = None  # the block barrier: every warp is done with it
-                if j + STAGES < tiles:
-                    issue(j + STAGES)
+                if j + stages < tiles:
+                    issue(j + stages)
             filled += tiles
             # The slots' butterfly (xor offsets lanes .. 16): slot s and s ^ x.
             for warp in range(sh["warps"]):
@@ -374,7 +376,11 @@ def main():
             run(case, splits)
             count += 1
         run(case, 7, grid_cap=3)
-        count += 1
+        # The environment's rings: 2 stages of 16 KiB, 4 of 48 KiB.
+        for ring in ((2, 16 * 1024), (4, 48 * 1024)):
+            run(case, 2, ring=ring)
+            run(case, 5, grid_cap=2, ring=ring)
+        count += 5
         print(f"{name}: kv/block {sh['kv']} warps {sh['warps']} tile {sh['tile']} "
               f"smem {sh['smem']} ok")
     # The bench's shapes (fewer positions: the indexing does not depend on them).

@@ -26,7 +26,8 @@
 // halving butterfly (not one per head), and the running sums are rescaled
 // only when a head's maximum grows.
 //
-// The ring: `rows_stages` stages of `tile` positions (K then V, tile x
+// The ring: `stages` stages (3; MSTAR_ATTN_ROWS_STAGES and
+// MSTAR_ATTN_ROWS_STAGE_KIB tune it) of `tile` positions (K then V, tile x
 // kv_per_block x head_bytes each), one mbarrier a stage. Warp 0 issues a
 // stage: lane 0 arms the barrier with the stage's bytes (arrive.expect_tx),
 // then each lane that starts a run (the tile's first position, or a page's
@@ -37,14 +38,15 @@
 // consumed: 3 stages of 32 KiB (16 KiB K + 16 KiB V) are 96 KiB a block, 2
 // blocks an SM, 128 KiB of K/V in flight an SM (Little's law at ~4.5 TB/s
 // and ~1.5 us asks ~50 KiB an SM). Positions past the range's end are
-// never copied: their stale shared bytes are read but scored -inf and their
-// V skipped, never multiplied in. bench/decode_attention_rows_trace.py
+// never copied: their stale shared bytes are read but scored -inf and
+// their V skipped, never multiplied in. bench/decode_attention_rows_trace.py
 // replays the copies and the ring on the host.
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -55,11 +57,16 @@
 namespace mstar::kernels::cuda::detail {
 namespace {
 
+// The ring's default stages and stage budget (K + V bytes a stage, at
+// most); MSTAR_ATTN_ROWS_STAGES (2 to 4) and MSTAR_ATTN_ROWS_STAGE_KIB (8
+// to 64, stages x KiB at most 192) override them, read once: tuning on
+// the device without a rebuild.
 constexpr int rows_stages = 3;
-constexpr int rows_stage_budget = 32 * 1024;  // K + V bytes a stage, at most
+constexpr int rows_stage_budget = 32 * 1024;
+constexpr int rows_max_stages = 4;
 constexpr int rows_max_tile = 64;
 constexpr int rows_max_threads = decode_rows_max_warps * 32;
-constexpr std::size_t rows_max_smem = std::size_t{rows_stages} * rows_stage_budget;
+constexpr std::size_t rows_max_smem = std::size_t{192} * 1024;
 
 // Lanes a position takes (16 bytes of bf16 each) and positions a warp step.
 template <int D>
@@ -74,6 +81,7 @@ struct rows_layout {
 struct rows_geom {
   int kv_per_block;
   int tile;
+  int stages;
 };
 
 __device__ __forceinline__ void mbar_init(std::uint32_t bar, std::uint32_t count) {
@@ -272,14 +280,14 @@ __global__ void __launch_bounds__(rows_max_threads, 2)
     attend_decode_rows(attn_args a, split_args s, rows_geom g) {
   chain_start();
   using L = rows_layout<D>;
-  __shared__ alignas(8) std::uint64_t full[rows_stages];
+  __shared__ alignas(8) std::uint64_t full[rows_max_stages];
   extern __shared__ uint4 rows_smem[];
   auto* smem = reinterpret_cast<std::byte*>(rows_smem);
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   if (threadIdx.x == 0) {
 #pragma unroll
-    for (int k = 0; k < rows_stages; ++k)
+    for (int k = 0; k < rows_max_stages; ++k)
       mbar_init(smem_addr(&full[k]), 1);
     mbar_init_fence();
   }
@@ -312,7 +320,8 @@ __global__ void __launch_bounds__(rows_max_threads, 2)
       continue;
     const int kv0 = kb * g.kv_per_block;
     const int tiles = ceil_div(end - begin, g.tile);
-    auto stage_of = [&](int j) { return (filled + static_cast<unsigned>(j)) % rows_stages; };
+    const auto stages = static_cast<unsigned>(g.stages);
+    auto stage_of = [&](int j) { return (filled + static_cast<unsigned>(j)) % stages; };
     auto issue = [&](int j) {
       const int t0 = begin + j * g.tile;
       const unsigned k = stage_of(j);
@@ -322,7 +331,7 @@ __global__ void __launch_bounds__(rows_max_threads, 2)
     // Every stage is free: the last item ended with a block barrier after
     // its last consume.
     if (warp == 0) {
-      for (int j = 0; j < min(rows_stages, tiles); ++j)
+      for (int j = 0; j < min(g.stages, tiles); ++j)
         issue(j);
     }
     const int h0 = (kv0 + hk) * a.group + hc * GC;
@@ -343,12 +352,12 @@ __global__ void __launch_bounds__(rows_max_threads, 2)
     for (int j = 0; j < tiles; ++j) {
       const unsigned k = stage_of(j);
       // The stage's fills so far: this is its ((filled + j) / stages)-th.
-      mbar_wait(smem_addr(&full[k]), ((filled + static_cast<unsigned>(j)) / rows_stages) & 1U);
+      mbar_wait(smem_addr(&full[k]), ((filled + static_cast<unsigned>(j)) / stages) & 1U);
       consume_stage<D, GC>(smem + k * stage_bytes, row_bytes, g.tile, head_off, begin + j * g.tile,
                            end, st);
       __syncthreads();  // every warp is done with stage k before it is refilled
-      if (warp == 0 && j + rows_stages < tiles)
-        issue(j + rows_stages);
+      if (warp == 0 && j + g.stages < tiles)
+        issue(j + g.stages);
     }
     filled += static_cast<unsigned>(tiles);
     merge_slots_warp<D, GC>(st);
@@ -429,7 +438,8 @@ cudaError_t launch(attn_args a, const decode_rows_shape& shape, split_args s, cu
   const auto grid =
       static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, (std::int64_t{1} << 31) - 1));
   launch_chained(attend_decode_rows<D, GC>, grid, static_cast<unsigned>(shape.warps * 32),
-                 shape.smem_bytes, stream, a, s, rows_geom{shape.kv_per_block, shape.tile});
+                 shape.smem_bytes, stream, a, s,
+                 rows_geom{shape.kv_per_block, shape.tile, shape.stages});
   return launch_status();
 }
 
@@ -470,6 +480,27 @@ bool with_shape(int head_dim, int group, Fn&& fn) {
   }
 }
 
+// The ring's stages and stage budget in bytes: the defaults, or both
+// environment variables where each is set, in range and the product fits.
+struct ring_config {
+  int stages = rows_stages;
+  int budget = rows_stage_budget;
+};
+
+ring_config ring_from_env() {
+  ring_config r;
+  const char* s = std::getenv("MSTAR_ATTN_ROWS_STAGES");
+  const char* k = std::getenv("MSTAR_ATTN_ROWS_STAGE_KIB");
+  const int stages = s != nullptr ? std::atoi(s) : rows_stages;
+  const int kib = k != nullptr ? std::atoi(k) : rows_stage_budget / 1024;
+  if (stages >= 2 && stages <= rows_max_stages && kib >= 8 && kib <= 64 &&
+      static_cast<std::size_t>(stages) * kib * 1024 <= rows_max_smem) {
+    r.stages = stages;
+    r.budget = kib * 1024;
+  }
+  return r;
+}
+
 }  // namespace
 
 bool decode_rows_shape_of(int kv_heads, int group, int head_dim, decode_rows_shape& out) {
@@ -483,12 +514,15 @@ bool decode_rows_shape_of(int kv_heads, int group, int head_dim, decode_rows_sha
     --kv;
   const int per_step = 32 / std::min(head_dim / 8, 32);
   const int row_bytes = kv * head_dim * 2;
-  int tile = rows_stage_budget / (2 * row_bytes) / per_step * per_step;
+  static const ring_config ring = ring_from_env();
+  int tile = ring.budget / (2 * row_bytes) / per_step * per_step;
   tile = std::clamp(tile, per_step, rows_max_tile);
   out.kv_per_block = kv;
   out.warps = kv * chunks;
   out.tile = tile;
-  out.smem_bytes = std::size_t{rows_stages} * 2 * static_cast<std::size_t>(tile) * row_bytes;
+  out.stages = ring.stages;
+  out.smem_bytes = static_cast<std::size_t>(ring.stages) * 2 * static_cast<std::size_t>(tile) *
+                   static_cast<std::size_t>(row_bytes);
   return true;
 }
 

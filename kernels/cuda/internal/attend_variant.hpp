@@ -34,12 +34,13 @@ inline constexpr int decode_rows_max_warps = 8;
 /// heads a block (all of them where the GQA chunks allow: then a page's
 /// tokens are one contiguous run of the arena), `warps` = kv_per_block x
 /// query-head chunks a block, `tile` positions a shared stage (a multiple
-/// of the positions a warp takes per step) and the block's dynamic shared
-/// memory.
+/// of the positions a warp takes per step), `stages` of the ring and the
+/// block's dynamic shared memory.
 struct decode_rows_shape {
   int kv_per_block = 0;
   int warps = 0;
   int tile = 0;
+  int stages = 0;
   std::size_t smem_bytes = 0;
   [[nodiscard]] int blocks_per_row(int kv_heads) const { return kv_heads / kv_per_block; }
 };
