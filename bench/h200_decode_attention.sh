@@ -2,7 +2,7 @@
 # The paged decode attention's variants on an H200 (the device machine),
 # results under $OUT:
 #   gpu-tests.log     mstar_gpu_tests --gtest_filter='*attention*': every walk
-#                     (regs, cp4, cp2, mma) and split merge (mwarp, mblock) forced
+#                     (regs, cp4, cp2, mma, rows) and split merge (mwarp, mblock) forced
 #                     against the CPU reference
 #   variants.jsonl    mstar-gpu-bench --suite attention --attn-variants
 #                     --graphs at 1..256 rows of 2,048 positions (bf16, 32 q /
@@ -30,7 +30,7 @@ grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|tests ran|normalised error" "$out
   | sort | uniq -c | sort -rn | head -20
 if command -v cuobjdump >/dev/null; then
   cuobjdump --dump-resource-usage "$bin/mstar-gpu-bench" 2>&1 \
-    | grep -A1 -E "attend_(fast|split|decode_mma)|merge_splits" >"$out/resource-usage.txt"
+    | grep -A1 -E "attend_(fast|split|decode_mma|decode_rows)|merge_splits" >"$out/resource-usage.txt"
 fi
 rows=(1 2 4 8 16 32 64 128 256)
 echo "== variants"
@@ -38,7 +38,7 @@ timeout 300 "$bin/mstar-gpu-bench" --suite attention --rows "${rows[@]}" --prefi
   --attn-variants --graphs --rounds 7 --json >"$out/variants.jsonl"
 echo "exit $?"
 echo "== environment"
-for v in "0 0" "1 1" "2 1" "3 1"; do
+for v in "0 0" "1 1" "2 1" "3 1" "4 1"; do
   set -- $v
   MSTAR_ATTN_DECODE_WALK=$1 MSTAR_ATTN_SPLIT_MERGE=$2 timeout 100 "$bin/mstar-gpu-bench" \
     --suite attention --rows 1 64 --prefill-rows 1 --graphs --rounds 5 --json \

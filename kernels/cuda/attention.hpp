@@ -46,7 +46,7 @@ namespace mstar::kernels::cuda {
 /// 256) bring K and V in. The CUDA-core walks give each slot of lanes the
 /// same positions, so their results agree to f32 rounding of the same sums.
 enum class attention_walk : std::int8_t {
-  automatic = -1,  ///< MSTAR_ATTN_DECODE_WALK (0, 1, 2, 3) if set, else the default rule
+  automatic = -1,  ///< MSTAR_ATTN_DECODE_WALK (0 to 4) if set, else the default rule
   registers = 0,   ///< the next step's K/V loaded into registers while this one is consumed
   pipeline4 = 1,   ///< 4 KiB K and V tiles by cp.async through 4 shared stages (3 in flight)
   pipeline2 = 2,   ///< the same through 2 stages (1 in flight; 16 KiB a block)
@@ -57,6 +57,16 @@ enum class attention_walk : std::int8_t {
   /// softmax); every other launch takes `registers`. Results agree with
   /// the CUDA-core walks to ~1e-5 normalised, not to f32 rounding.
   mma = 3,
+  /// Decode steps on bf16 arenas with head_dim 64 / 128 / 256 (arena
+  /// 16-byte aligned, whole GQA groups of at most 32 heads): a block per
+  /// (row, kv heads, split) takes every kv head of a token at once (up to
+  /// 8 warps, one per kv head and chunk of 4 query heads), copying each
+  /// page's contiguous K and V runs into a 3-stage shared ring with bulk
+  /// copies (cp.async.bulk on an mbarrier), so reads are long and
+  /// sequential; CUDA-core f32 math as the other walks (results agree to
+  /// f32 rounding of a different order of sums). Every other launch takes
+  /// `registers`.
+  rows = 4,
 };
 
 /// How the split path merges each row's partials.
@@ -86,7 +96,7 @@ attention_variant set_attention_variant(attention_variant v);
 [[nodiscard]] attention_variant paged_attention_variant(const paged_attention_params& p,
                                                         bool split);
 
-/// Short names for labels: "regs", "cp4", "cp2", "mma" ("auto").
+/// Short names for labels: "regs", "cp4", "cp2", "mma", "rows" ("auto").
 [[nodiscard]] const char* to_string(attention_walk w);
 /// "mwarp", "mblock" ("auto").
 [[nodiscard]] const char* to_string(attention_merge m);

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/internal/attend_decode_mma.cuh"
+#include "kernels/cuda/internal/attend_decode_rows.cuh"
 #include "kernels/cuda/internal/attend_merge.cuh"
 #include "kernels/cuda/internal/attend_tiles.cuh"
 #include "kernels/cuda/internal/attend_variant.hpp"
@@ -115,6 +116,7 @@ template <class Fn>
         break;
       case attention_walk::automatic:  // resolved by walk_for: unreachable
       case attention_walk::mma:        // the tensor-core kernel's shapes go elsewhere
+      case attention_walk::rows:       // and the whole-row kernel's
       case attention_walk::registers:
         fn.template operator()<KV, D, GC, 0>();
         break;
@@ -181,19 +183,26 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_w
     return plan;
   const int d = p.arena.geometry.head_dim;
   int resident = 0;
-  int heads_per_block = 0;
+  std::int64_t per_row = 0;  // one-pass blocks a row
+  detail::decode_rows_shape rows_shape;
   if (walk == attention_walk::mma) {  // split_walk checked that the kernel takes p
     resident = detail::decode_mma_resident(d, a.group);
-    heads_per_block = detail::decode_mma_heads(a.group);
+    per_row =
+        std::int64_t{a.kv_heads} * detail::ceil_div(a.group, detail::decode_mma_heads(a.group));
+  } else if (walk == attention_walk::rows) {  // likewise
+    if (!detail::decode_rows_shape_of(a.kv_heads, a.group, d, rows_shape))
+      return plan;  // unreachable: split_walk checked
+    resident = detail::decode_rows_resident(d, a.group, rows_shape);
+    per_row = rows_shape.blocks_per_row(a.kv_heads);
   } else if (!with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group, walk,
                          [&]<class KV, int D, int GC, int Stages>() {
                            resident = resident_blocks<KV, D, GC, Stages>();
-                           heads_per_block = GC;
+                           per_row = std::int64_t{a.kv_heads} * detail::ceil_div(a.group, GC);
                          })) {
     return plan;
   }
   const std::int64_t rows = a.table.rows;
-  const std::int64_t blocks = rows * a.kv_heads * detail::ceil_div(a.group, heads_per_block);
+  const std::int64_t blocks = rows * per_row;
   const std::int64_t wave = std::int64_t{resident} * std::max(num_sms, 1);
   if (2 * blocks > wave)
     return plan;
@@ -256,6 +265,29 @@ cudaError_t launch_split_mma(const attn_args& a, int head_dim, split_args s, att
   }
 }
 
+// The whole-row split kernel (chunks in whole stages), then the merge.
+cudaError_t launch_split_rows(const attn_args& a, int head_dim, split_args s, attention_merge merge,
+                              cudaStream_t stream) {
+  detail::decode_rows_shape shape;
+  if (!detail::decode_rows_shape_of(a.kv_heads, a.group, head_dim, shape))
+    return cudaErrorInvalidValue;  // unreachable: split_walk checked
+  s.step = shape.tile;
+  if (const cudaError_t err = detail::launch_decode_rows(a, head_dim, &s, stream);
+      err != cudaSuccess) {
+    return err;
+  }
+  switch (head_dim) {
+    case 64:
+      return launch_merge<64>(a, s, merge, stream);
+    case 128:
+      return launch_merge<128>(a, s, merge, stream);
+    case 256:
+      return launch_merge<256>(a, s, merge, stream);
+    default:
+      return cudaErrorInvalidValue;  // unreachable: the shape refused it first
+  }
+}
+
 int sms_or_current(int num_sms) {
   return num_sms > 0 ? num_sms : detail::sm_count();
 }
@@ -296,6 +328,8 @@ cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
   const attention_merge merge = detail::merge_for(a.table.rows);
   if (walk == attention_walk::mma)
     return launch_split_mma(a, d, s, merge, stream);
+  if (walk == attention_walk::rows)
+    return launch_split_rows(a, d, s, merge, stream);
   cudaError_t err = cudaSuccess;
   const bool fast = with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group, walk,
                                [&]<class KV, int D, int GC, int Stages>() {

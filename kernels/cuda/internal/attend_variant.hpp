@@ -4,6 +4,7 @@
 // attention.hpp's attention_variant; attention_variant.cpp): attention.cu
 // and attention_split.cu ask once per launch.
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/attention.hpp"
@@ -25,8 +26,39 @@ namespace mstar::kernels::cuda::detail {
 /// 8-byte aligned. Host sizes and pointers only.
 [[nodiscard]] bool decode_mma_takes(const paged_attention_params& p);
 
-/// walk_for, with `mma` turned into `registers` where that kernel does not
-/// take `p`: the walk a launch of `p` runs.
+/// Most warps a block of the kernel runs (one per (kv head, chunk of query
+/// heads) it takes).
+inline constexpr int decode_rows_max_warps = 8;
+
+/// How the kernel cuts a step of one shape: `kv_per_block` consecutive kv
+/// heads a block (all of them where the GQA chunks allow: then a page's
+/// tokens are one contiguous run of the arena), `warps` = kv_per_block x
+/// query-head chunks a block, `tile` positions a shared stage (a multiple
+/// of the positions a warp takes per step), `stages` of the ring and the
+/// block's dynamic shared memory.
+struct decode_rows_shape {
+  int kv_per_block = 0;
+  int warps = 0;
+  int tile = 0;
+  int stages = 0;
+  std::size_t smem_bytes = 0;
+  [[nodiscard]] int blocks_per_row(int kv_heads) const { return kv_heads / kv_per_block; }
+};
+
+/// The shape for (kv heads, GQA group, head_dim) on a bf16 arena; false
+/// where the kernel does not take it (head_dim other than 64 / 128 / 256,
+/// more than decode_rows_max_warps query-head chunks a kv head).
+[[nodiscard]] bool decode_rows_shape_of(int kv_heads, int group, int head_dim,
+                                        decode_rows_shape& out);
+
+/// Whether the whole-token-row decode kernel (attention_walk::rows,
+/// attention_decode_rows.cu) takes `p`: decode arrays present, a bf16
+/// arena, head_dim 64, 128 or 256, whole GQA groups of at most 32 heads,
+/// the arena 16-byte aligned. Host sizes and pointers only.
+[[nodiscard]] bool decode_rows_takes(const paged_attention_params& p);
+
+/// walk_for, with `mma` or `rows` turned into `registers` where that
+/// kernel does not take `p`: the walk a launch of `p` runs.
 [[nodiscard]] attention_walk walk_of(const paged_attention_params& p, bool split);
 
 }  // namespace mstar::kernels::cuda::detail
