@@ -185,8 +185,11 @@ cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream
   const std::int64_t bound = detail::token_bound(p.table, p.arena.geometry.page_size);
   if (a.table.rows <= 0 || bound <= 0)
     return cudaSuccess;
-  if (detail::prefill_takes(p))
+  if (detail::prefill_takes(p)) {
+    if (detail::prefill_for() == attention_prefill::wgmma && detail::prefill_wgmma_takes(p))
+      return detail::launch_prefill_wgmma(a, p.arena.geometry.head_dim, bound, stream);
     return detail::launch_prefill(a, p.arena.geometry.head_dim, bound, stream);
+  }
   if (detail::walk_of(p, false) == attention_walk::mma)
     return detail::launch_decode_mma(a, p.arena.geometry.head_dim, nullptr, stream);
   if (p.arena.geometry.dtype == mstar::dtype::bfloat16)

@@ -91,6 +91,32 @@ attention_variant set_attention_variant(attention_variant v);
 /// "mwarp", "mblock" ("auto").
 [[nodiscard]] const char* to_string(attention_merge m);
 
+/// Which tensor-core kernel runs the steps `paged_attention` gives the
+/// prefill path (no decode arrays, bf16 arena, head_dim 64 / 128 / 256).
+enum class attention_prefill : std::int8_t {
+  automatic = -1,  ///< MSTAR_ATTN_PREFILL ("mma", "wgmma") if set, else `mma`
+  mma = 0,         ///< mma.sync m16n8k16, 4 warps a block (attention_prefill.cu)
+  /// Hopper's warpgroup MMA (attention_prefill_wgmma.cu, sm_90a): two
+  /// warpgroups a block, 64 M rows each, K / V tiles of 128 positions, S
+  /// and P V on wgmma (P from registers). head_dim 64 / 128 on a compute
+  /// 9.0 device; every other prefill launch takes `mma`. Same numerics
+  /// (q and P as bf16, f32 softmax); sums in another order.
+  wgmma = 1,
+};
+
+/// Sets the process-wide override of the prefill kernel (tests, benches);
+/// returns the previous override. Resolved at each launch, as
+/// set_attention_variant. Thread-safe; not meant for serving.
+attention_prefill set_attention_prefill(attention_prefill k);
+
+/// The prefill kernel a launch of `p` would take now: `mma` or `wgmma`
+/// where that kernel takes `p` (never automatic). Meaningful only for steps
+/// the prefill path takes. Host only (asks the current device once).
+[[nodiscard]] attention_prefill paged_attention_prefill(const paged_attention_params& p);
+
+/// "mma", "wgmma" ("auto").
+[[nodiscard]] const char* to_string(attention_prefill k);
+
 /// Chunks per row the split-KV decode path would cut this step into on a
 /// device with `num_sms` multiprocessors (0: the current device's); 1 when
 /// it would not split. Host sizes only: rows (qo_indptr.size() - 1), pages
