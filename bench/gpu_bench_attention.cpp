@@ -167,13 +167,14 @@ std::vector<comparison> bench_prefill_attention(timer& t, copy_baseline& copy,
     c.extra["context"] = a.context;
     c.extra["TFLOP_per_s"] = flops / (c.extra["us_per_call"] * 1e-6) / 1e12;
     c.extra["tokens_per_s"] = tokens / (c.extra["us_per_call"] * 1e-6);
-    c.extra["wgmma"] = std::string{kernel} == "wgmma" ? 1.0 : 0.0;
+    c.extra["wgmma"] = std::string{kernel} != "mma" ? 1.0 : 0.0;
     results.push_back(std::move(c));
   };
   one(name);
   const cuda::attention_prefill before =
       cuda::set_attention_prefill(cuda::attention_prefill::automatic);
-  for (const auto k : {cuda::attention_prefill::mma, cuda::attention_prefill::wgmma}) {
+  for (const auto k : {cuda::attention_prefill::mma, cuda::attention_prefill::wgmma,
+                       cuda::attention_prefill::wgmma_serial}) {
     static_cast<void>(cuda::set_attention_prefill(k));
     one(name + "_" + cuda::to_string(k));
   }

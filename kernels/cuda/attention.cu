@@ -186,8 +186,11 @@ cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream
   if (a.table.rows <= 0 || bound <= 0)
     return cudaSuccess;
   if (detail::prefill_takes(p)) {
-    if (detail::prefill_for() == attention_prefill::wgmma && detail::prefill_wgmma_takes(p))
-      return detail::launch_prefill_wgmma(a, p.arena.geometry.head_dim, bound, stream);
+    const attention_prefill k = detail::prefill_for();
+    if (k != attention_prefill::mma && detail::prefill_wgmma_takes(p)) {
+      return detail::launch_prefill_wgmma(a, p.arena.geometry.head_dim,
+                                          k == attention_prefill::wgmma, bound, stream);
+    }
     return detail::launch_prefill(a, p.arena.geometry.head_dim, bound, stream);
   }
   if (detail::walk_of(p, false) == attention_walk::mma)

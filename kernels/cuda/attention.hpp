@@ -94,14 +94,18 @@ attention_variant set_attention_variant(attention_variant v);
 /// Which tensor-core kernel runs the steps `paged_attention` gives the
 /// prefill path (no decode arrays, bf16 arena, head_dim 64 / 128 / 256).
 enum class attention_prefill : std::int8_t {
-  automatic = -1,  ///< MSTAR_ATTN_PREFILL ("mma", "wgmma") if set, else `mma`
+  automatic = -1,  ///< MSTAR_ATTN_PREFILL ("mma", "wgmma", "wgmma_serial") if set, else `mma`
   mma = 0,         ///< mma.sync m16n8k16, 4 warps a block (attention_prefill.cu)
   /// Hopper's warpgroup MMA (attention_prefill_wgmma.cu, sm_90a): two
   /// warpgroups a block, 64 M rows each, K / V tiles of 128 positions, S
   /// and P V on wgmma (P from registers). head_dim 64 / 128 on a compute
   /// 9.0 device; every other prefill launch takes `mma`. Same numerics
-  /// (q and P as bf16, f32 softmax); sums in another order.
+  /// (q and P as bf16, f32 softmax); sums in another order. Three K / V
+  /// stages: each tile's P V runs on under the next tile's S.
   wgmma = 1,
+  /// `wgmma` with two stages and every wgmma group waited at once (the
+  /// simpler schedule, to compare and to fall back on).
+  wgmma_serial = 2,
 };
 
 /// Sets the process-wide override of the prefill kernel (tests, benches);
@@ -109,12 +113,12 @@ enum class attention_prefill : std::int8_t {
 /// set_attention_variant. Thread-safe; not meant for serving.
 attention_prefill set_attention_prefill(attention_prefill k);
 
-/// The prefill kernel a launch of `p` would take now: `mma` or `wgmma`
-/// where that kernel takes `p` (never automatic). Meaningful only for steps
+/// The prefill kernel a launch of `p` would take now: `mma`, or a wgmma
+/// one where that kernel takes `p` (never automatic). Meaningful only for steps
 /// the prefill path takes. Host only (asks the current device once).
 [[nodiscard]] attention_prefill paged_attention_prefill(const paged_attention_params& p);
 
-/// "mma", "wgmma" ("auto").
+/// "mma", "wgmma", "wgmma_serial" ("auto").
 [[nodiscard]] const char* to_string(attention_prefill k);
 
 /// Chunks per row the split-KV decode path would cut this step into on a

@@ -50,10 +50,12 @@ namespace {
 constexpr int wg_groups = 2;  // warpgroups a block
 constexpr int wg_threads = wg_groups * 128;
 
-// Tile shape and shared memory of one block: Q, then two K and two V
-// tiles, each 1,024-byte aligned (the swizzle atoms); the base is aligned
-// by hand, hence the spare 1,024 bytes.
-template <int D>
+// Tile shape and shared memory of one block: Q, then `stages` K and
+// `stages` V tiles, each 1,024-byte aligned (the swizzle atoms); the base
+// is aligned by hand, hence the spare 1,024 bytes. `Defer`: P V left in
+// flight until the next tile's S is done, which takes a third buffer (225
+// KiB at D 128).
+template <int D, bool Defer>
 struct wg_shape {
   static constexpr int group_m = 64;                  // M rows a warpgroup
   static constexpr int tile_m = wg_groups * group_m;  // M rows an item
@@ -61,7 +63,8 @@ struct wg_shape {
   static constexpr int chunks = D / 8;                // 16-byte chunks a head vector
   static constexpr std::uint32_t q_bytes = tile_m * D * 2;
   static constexpr std::uint32_t kv_bytes = bn * D * 2;  // one K (or V) tile
-  static constexpr std::size_t smem_bytes = q_bytes + 4 * kv_bytes + 1024;
+  static constexpr int stages = Defer ? 3 : 2;
+  static constexpr std::size_t smem_bytes = q_bytes + 2 * stages * kv_bytes + 1024;
   static_assert(D % 64 == 0, "whole 128-byte swizzle rows");
   static_assert(bn * chunks % wg_threads == 0 && tile_m * chunks % wg_threads == 0);
   static_assert(wg_threads % chunks == 0);  // a thread keeps its column chunk
@@ -80,7 +83,7 @@ __device__ __forceinline__ std::uint32_t swizzled(int r, int c) {
 template <int D>
 __device__ __forceinline__ void load_kv_tile_wg(const attn_args& a, const row_info& ri, int kvh,
                                                 int t0, std::uint32_t dk, std::uint32_t dv) {
-  using S = wg_shape<D>;
+  using S = wg_shape<D, false>;
   constexpr int step = wg_threads / S::chunks;  // positions between a thread's chunks
   const int ps = a.arena.page_size;
   const int row0 = static_cast<int>(threadIdx.x) / S::chunks;
@@ -118,7 +121,7 @@ __device__ __forceinline__ void load_kv_tile_wg(const attn_args& a, const row_in
 template <int D>
 __device__ __forceinline__ void stage_q_wg(const attn_args& a, const row_info& ri, int kvh, int f0,
                                            int m_rows, std::byte* sq) {
-  using S = wg_shape<D>;
+  using S = wg_shape<D, false>;
   const int group = a.group;
   const float sign = a.scale_log2 < 0.0F ? -1.0F : 1.0F;
 #pragma unroll
@@ -156,7 +159,7 @@ struct group_rows {
 template <int D>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 8][4], const std::uint32_t (&pa)[8][4],
                                          std::uint32_t v_addr) {
-  constexpr int bn = wg_shape<D>::bn;
+  constexpr int bn = wg_shape<D, false>::bn;
 #pragma unroll
   for (int kk = 0; kk < bn / 16; ++kk) {
     // K step kk: positions 16kk .. 16kk + 15, two 8-row groups 1,024 bytes
@@ -171,13 +174,15 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 8][4], const std::uint32
 
 // One warpgroup's 64 M rows against one K / V tile: S = Q K^T, online
 // softmax, O += P V. `q_addr`: the warpgroup's first Q row (a column block
-// of Q is tile_m rows); `place.fw`: the warp's first M row.
-template <int D>
+// of Q is tile_m rows); `place.fw`: the warp's first M row. `Defer`: the P
+// V of the previous tile may still be in flight on entry (the wait for S
+// completes it before O is touched), and this tile's is left in flight.
+template <int D, bool Defer>
 __device__ __forceinline__ void attend_tile_wg(std::uint32_t q_addr, std::uint32_t k_addr,
                                                std::uint32_t v_addr, int t0, bool masked,
                                                const row_place& place, float scale,
                                                group_rows<D>& w) {
-  using S = wg_shape<D>;
+  using S = wg_shape<D, false>;
   constexpr int bn = S::bn;
   static_assert(bn == 128, "S is issued as m64n128");
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -200,8 +205,9 @@ __device__ __forceinline__ void attend_tile_wg(std::uint32_t q_addr, std::uint32
     wgmma_ss_n128(s, qd, kd, kc > 0);
   }
   wgmma_commit();
-  wgmma_wait<0>();
+  wgmma_wait<0>();  // S, and the previous tile's P V where deferred
   wgmma_pin(s);
+  wgmma_pin(w.o);
 
   float alpha[2];
   const int f = place.fw + lane / 4;  // the lane's rows f, f + 8
@@ -230,8 +236,10 @@ __device__ __forceinline__ void attend_tile_wg(std::uint32_t q_addr, std::uint32
   wgmma_fence();
   issue_pv<D>(w.o, pa, v_addr);
   wgmma_commit();
-  wgmma_wait<0>();
-  wgmma_pin(w.o);
+  if constexpr (!Defer) {
+    wgmma_wait<0>();
+    wgmma_pin(w.o);
+  }
 }
 
 // Writes the warp's normalised output rows (first M row fw), skipping M
@@ -260,17 +268,17 @@ __device__ __forceinline__ void store_rows_wg(const attn_args& a, const row_info
   }
 }
 
-template <int D>
+template <int D, bool Defer>
 __global__ void __launch_bounds__(wg_threads, 1) attend_prefill_wgmma(attn_args a) {
-  using S = wg_shape<D>;
+  using S = wg_shape<D, Defer>;
   constexpr int bn = S::bn;
   constexpr int tile_m = S::tile_m;
   extern __shared__ uint4 wg_smem[];
   const std::uint32_t raw = smem_addr(wg_smem);
   const std::uint32_t base = (raw + 1023U) & ~1023U;  // swizzle atoms 1,024-byte aligned
   std::byte* const sq = reinterpret_cast<std::byte*>(wg_smem) + (base - raw);
-  const std::uint32_t k0 = base + S::q_bytes;     // K tiles: k0, k0 + kv_bytes
-  const std::uint32_t v0 = k0 + 2 * S::kv_bytes;  // V tiles: v0, v0 + kv_bytes
+  const std::uint32_t k0 = base + S::q_bytes;             // K tiles: k0 + i kv_bytes
+  const std::uint32_t v0 = k0 + S::stages * S::kv_bytes;  // V tiles: v0 + i kv_bytes
   const int wg = static_cast<int>(threadIdx.x) / 128;
   const int warp = static_cast<int>(threadIdx.x) / 32 % 4;  // in the warpgroup
   const int rows = a.table.rows;
@@ -314,33 +322,40 @@ __global__ void __launch_bounds__(wg_threads, 1) attend_prefill_wgmma(attn_args 
       w.l[h] = 0.0F;
     }
     for (int kt = 0; kt < n_kt; ++kt) {
-      const std::uint32_t buf = static_cast<std::uint32_t>(kt & 1) * S::kv_bytes;
+      const std::uint32_t buf = static_cast<std::uint32_t>(kt % S::stages) * S::kv_bytes;
+      const std::uint32_t next = static_cast<std::uint32_t>((kt + 1) % S::stages) * S::kv_bytes;
       cp_async_wait<0>();          // this thread's copies of tile kt (the only ones in flight)
       fence_proxy_async_shared();  // its copies and Q stores, to the wgmma's async proxy
       // Tile kt (and Q) visible to every warpgroup, and every warpgroup has
-      // waited out its wgmmas on tile kt - 1: that buffer is free.
+      // waited out its wgmmas on tile kt - 1 (two stages) or kt - 2 (three:
+      // tile kt - 1's P V may still run): buffer `next` is free.
       __syncthreads();
       if (kt + 1 < n_kt) {
-        load_kv_tile_wg<D>(a, ri, kvh, (kt + 1) * bn, k0 + (S::kv_bytes - buf),
-                           v0 + (S::kv_bytes - buf));
+        load_kv_tile_wg<D>(a, ri, kvh, (kt + 1) * bn, k0 + next, v0 + next);
         cp_async_commit();
       }
       const int t0 = kt * bn;
       if (t0 <= gmax) {
-        attend_tile_wg<D>(q_addr, k0 + buf, v0 + buf, t0, t0 + bn - 1 > gmin, place,
-                          fabsf(a.scale_log2), w);
+        attend_tile_wg<D, Defer>(q_addr, k0 + buf, v0 + buf, t0, t0 + bn - 1 > gmin, place,
+                                 fabsf(a.scale_log2), w);
+      } else if constexpr (Defer) {
+        // Done before the other warpgroup: the last P V must finish before
+        // the next barrier hands its buffer to tile kt + 2.
+        wgmma_wait<0>();
       }
     }
+    wgmma_wait<0>();  // the last P V where deferred
+    wgmma_pin(w.o);
     if (place.fw < m_rows)
       store_rows_wg<D>(a, ri, kvh, place.fw, m_rows, w);
     __syncthreads();  // every warpgroup done with Q and the last K / V tile
   }
 }
 
-template <int D>
+template <int D, bool Defer>
 cudaError_t launch_prefill_wgmma_d(const attn_args& a, std::int64_t token_bound,
                                    cudaStream_t stream) {
-  using S = wg_shape<D>;
+  using S = wg_shape<D, Defer>;
   // Raise the dynamic shared memory limit once per device.
   constexpr int max_devices = 64;
   static std::array<std::atomic<bool>, max_devices> raised{};
@@ -350,7 +365,8 @@ cudaError_t launch_prefill_wgmma_d(const attn_args& a, std::int64_t token_bound,
     return err;
   const bool cached = device >= 0 && device < max_devices;
   if (!cached || !raised[static_cast<std::size_t>(device)].load(std::memory_order_relaxed)) {
-    err = cudaFuncSetAttribute(attend_prefill_wgmma<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    err = cudaFuncSetAttribute(attend_prefill_wgmma<D, Defer>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(S::smem_bytes));
     if (err != cudaSuccess)
       return err;
@@ -362,7 +378,7 @@ cudaError_t launch_prefill_wgmma_d(const attn_args& a, std::int64_t token_bound,
   const std::int64_t items = (token_bound * a.group / S::tile_m + a.table.rows + 1) * a.kv_heads;
   const std::int64_t cap = std::int64_t{sm_count()} * 32;
   const auto grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, cap)));
-  attend_prefill_wgmma<D><<<grid, wg_threads, S::smem_bytes, stream>>>(a);
+  attend_prefill_wgmma<D, Defer><<<grid, wg_threads, S::smem_bytes, stream>>>(a);
   return launch_status();
 }
 
@@ -399,13 +415,15 @@ bool prefill_wgmma_takes(const paged_attention_params& p) {
   return prefill_takes(p) && (d == 64 || d == 128) && device_is_sm90();
 }
 
-cudaError_t launch_prefill_wgmma(const attn_args& a, int head_dim, std::int64_t token_bound,
-                                 cudaStream_t stream) {
+cudaError_t launch_prefill_wgmma(const attn_args& a, int head_dim, bool defer,
+                                 std::int64_t token_bound, cudaStream_t stream) {
   switch (head_dim) {
     case 64:
-      return launch_prefill_wgmma_d<64>(a, token_bound, stream);
+      return defer ? launch_prefill_wgmma_d<64, true>(a, token_bound, stream)
+                   : launch_prefill_wgmma_d<64, false>(a, token_bound, stream);
     case 128:
-      return launch_prefill_wgmma_d<128>(a, token_bound, stream);
+      return defer ? launch_prefill_wgmma_d<128, true>(a, token_bound, stream)
+                   : launch_prefill_wgmma_d<128, false>(a, token_bound, stream);
     default:
       return cudaErrorInvalidValue;
   }

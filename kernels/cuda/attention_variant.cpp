@@ -34,12 +34,15 @@ attention_merge env_merge() {
   return m;
 }
 
-// MSTAR_ATTN_PREFILL: "mma" or "wgmma"; anything else is automatic.
+// MSTAR_ATTN_PREFILL: "mma", "wgmma" or "wgmma_serial"; anything else is
+// automatic.
 attention_prefill env_prefill() {
   static const attention_prefill k = [] {
     const char* e = std::getenv("MSTAR_ATTN_PREFILL");
     if (e != nullptr && std::strcmp(e, "wgmma") == 0)
       return attention_prefill::wgmma;
+    if (e != nullptr && std::strcmp(e, "wgmma_serial") == 0)
+      return attention_prefill::wgmma_serial;
     if (e != nullptr && std::strcmp(e, "mma") == 0)
       return attention_prefill::mma;
     return attention_prefill::automatic;
@@ -126,8 +129,8 @@ attention_prefill set_attention_prefill(attention_prefill k) {
 
 attention_prefill paged_attention_prefill(const paged_attention_params& p) {
   const attention_prefill k = detail::prefill_for();
-  return k == attention_prefill::wgmma && !detail::prefill_wgmma_takes(p) ? attention_prefill::mma
-                                                                          : k;
+  return k != attention_prefill::mma && !detail::prefill_wgmma_takes(p) ? attention_prefill::mma
+                                                                        : k;
 }
 
 const char* to_string(attention_prefill k) {
@@ -138,6 +141,8 @@ const char* to_string(attention_prefill k) {
       return "mma";
     case attention_prefill::wgmma:
       return "wgmma";
+    case attention_prefill::wgmma_serial:
+      return "wgmma_serial";
   }
   return "?";
 }

@@ -23,8 +23,11 @@ cudaError_t launch_prefill(const attn_args& a, int head_dim, std::int64_t token_
                            cudaStream_t stream);
 
 /// Launches the warpgroup-MMA prefill kernel for `a` (from `p`, which
-/// `prefill_wgmma_takes`), as launch_prefill.
-cudaError_t launch_prefill_wgmma(const attn_args& a, int head_dim, std::int64_t token_bound,
-                                 cudaStream_t stream);
+/// `prefill_wgmma_takes`), as launch_prefill; `defer`: three K / V stages
+/// with each tile's P V left in flight under the next tile's S
+/// (attention_prefill::wgmma), else two stages, every wgmma waited at once
+/// (wgmma_serial).
+cudaError_t launch_prefill_wgmma(const attn_args& a, int head_dim, bool defer,
+                                 std::int64_t token_bound, cudaStream_t stream);
 
 }  // namespace mstar::kernels::cuda::detail
