@@ -1,7 +1,8 @@
 // The prefill attention of attention_prefill.cu on Hopper's warpgroup MMA
 // (wgmma.mma_async; this file alone builds for sm_90a), taken instead of it
-// where `attention_prefill::wgmma` is chosen (set_attention_prefill or
-// MSTAR_ATTN_PREFILL=wgmma) for head_dim 64 / 128 on a compute 9.0 device
+// where `attention_prefill::wgmma` or `wgmma_serial` is chosen
+// (set_attention_prefill, or MSTAR_ATTN_PREFILL=wgmma / wgmma_serial) for
+// head_dim 64 / 128 on a compute 9.0 device
 // (see `prefill_wgmma_takes`). The items, the masks and the softmax are that
 // kernel's (internal/prefill_rows.cuh): work item (row, tile of 128 M rows,
 // kv head), M row f = (token f / group, head kvh * group + f % group).
@@ -14,9 +15,9 @@
 // is D / 64 column blocks of R rows x 128 bytes, 16-byte chunk c of row r at
 // chunk c ^ (r % 8). Paged K / V rows (one kv head of one position, 256
 // bytes at D 128, `token_bytes` apart) are gathered with cp.async 16 bytes
-// at a time straight to their swizzled places, two stages; Q is written
-// with plain stores. Each writer fences its writes to the async proxy before
-// the barrier that publishes them.
+// at a time straight to their swizzled places; Q is written with plain
+// stores. Each writer fences its writes to the async proxy before the
+// barrier that publishes them.
 //
 // Per K tile each warpgroup issues S = Q K^T as D / 16 wgmma m64n128k16
 // from two shared descriptors (K-major A and B), waits, runs the online
@@ -24,13 +25,20 @@
 // kernel, so `online_softmax` serves unchanged), packs P to bf16 in
 // registers (the accumulator's n tiles 2kk, 2kk + 1 are the A fragment of k
 // step kk), rescales O where a maximum rose, and issues O += P V as 8
-// wgmma m64nDk16 with A from registers and V MN-major (imm-trans-b 1), then
-// waits before the next barrier lets the copy of tile kt + 2 overwrite this
-// buffer. One barrier per K tile as in the mma.sync kernel: after it tile
-// kt is visible, and every warpgroup is done with tile kt - 1, whose buffer
-// takes tile kt + 1 under tile kt's compute. Warpgroups whose rows all lie
-// before a K tile skip it (the test is uniform over the warpgroup, as
-// wgmma needs).
+// wgmma m64nDk16 with A from registers and V MN-major (imm-trans-b 1). One
+// barrier per K tile as in the mma.sync kernel: after it tile kt is
+// visible, and the copy of tile kt + 1 starts into a buffer no warpgroup
+// still reads. `wgmma_serial` (Defer false): two K / V buffers, P V waited
+// at the end of its tile, so at barrier kt every wgmma on tile kt - 1 is
+// done. `wgmma` (Defer true): three buffers, P V left in flight until the
+// next tile's S wait (which completes both), so P V runs on through the
+// barrier and the next copy's issue; at barrier kt tile kt - 1's P
+// V may still read buffer (kt - 1) % 3, never the (kt + 1) % 3 being
+// filled, and a warpgroup that skips a tile waits out its last P V there.
+// Warpgroups whose rows all lie before a K tile skip it (the test is
+// uniform over the warpgroup, as wgmma needs).
+// bench/attention_prefill_wgmma_trace.py replays the layouts, descriptors,
+// fragments and buffer reuse on the host.
 
 #include <algorithm>
 #include <array>
