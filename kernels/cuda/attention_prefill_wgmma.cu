@@ -160,6 +160,20 @@ struct group_rows {
   float o[D / 8][4];
   float m[2];
   float l[2];
+  // P of the last tile: the A operand of a P V that may still run, so held
+  // (pinned) until the wait that completes it, never reused before.
+  std::uint32_t pa[8][4];
+
+  // After a wait that completes every wgmma group: O and P are settled.
+  __device__ __forceinline__ void settle() {
+    wgmma_pin(o);
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        asm volatile("" : "+r"(pa[kk][j])::"memory");
+    }
+  }
 };
 
 // O += P V for one warpgroup: 64 x D, from the packed P fragments and the V
@@ -215,13 +229,13 @@ __device__ __forceinline__ void attend_tile_wg(std::uint32_t q_addr, std::uint32
   wgmma_commit();
   wgmma_wait<0>();  // S, and the previous tile's P V where deferred
   wgmma_pin(s);
-  wgmma_pin(w.o);
+  w.settle();
 
   float alpha[2];
   const int f = place.fw + lane / 4;  // the lane's rows f, f + 8
   online_softmax<bn>(s, t0, masked, masked ? place.pos_of(f) : 0, masked ? place.pos_of(f + 8) : 0,
                      scale, w.m, w.l, alpha);
-  std::uint32_t pa[bn / 16][4];
+  auto& pa = w.pa;
 #pragma unroll
   for (int kk = 0; kk < bn / 16; ++kk) {
     pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
@@ -246,7 +260,7 @@ __device__ __forceinline__ void attend_tile_wg(std::uint32_t q_addr, std::uint32
   wgmma_commit();
   if constexpr (!Defer) {
     wgmma_wait<0>();
-    wgmma_pin(w.o);
+    w.settle();
   }
 }
 
@@ -329,6 +343,12 @@ __global__ void __launch_bounds__(wg_threads, 1) attend_prefill_wgmma(attn_args 
       w.m[h] = -INFINITY;
       w.l[h] = 0.0F;
     }
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        w.pa[kk][j] = 0U;
+    }
     for (int kt = 0; kt < n_kt; ++kt) {
       const std::uint32_t buf = static_cast<std::uint32_t>(kt % S::stages) * S::kv_bytes;
       const std::uint32_t next = static_cast<std::uint32_t>((kt + 1) % S::stages) * S::kv_bytes;
@@ -350,10 +370,11 @@ __global__ void __launch_bounds__(wg_threads, 1) attend_prefill_wgmma(attn_args 
         // Done before the other warpgroup: the last P V must finish before
         // the next barrier hands its buffer to tile kt + 2.
         wgmma_wait<0>();
+        w.settle();
       }
     }
     wgmma_wait<0>();  // the last P V where deferred
-    wgmma_pin(w.o);
+    w.settle();
     if (place.fw < m_rows)
       store_rows_wg<D>(a, ri, kvh, place.fw, m_rows, w);
     __syncthreads();  // every warpgroup done with Q and the last K / V tile
