@@ -32,6 +32,8 @@ namespace mstar::kernels::cuda {
 /// rounded to bf16 (and so are the softmax weights before P V): results
 /// differ slightly from the f32-q kernel (tests: 2e-2 normalised budget).
 /// A row of few tokens costs one warp's tensor-core work per key tile.
+/// `attention_prefill` picks a warpgroup-MMA form of that kernel instead
+/// (sm_90a; head_dim 64 / 128).
 /// Decode steps, f32 arenas and other head_dims keep the CUDA-core kernel:
 /// one block of 128 threads per (query token, kv head, group of up to four
 /// query heads of that kv head), each K/V vector read once for the group,
