@@ -238,7 +238,7 @@ void run_kernels17(timer& t, copy_baseline& copy, const kernels17_options& o,
     attn.context = o.prefill_context;
     for (const int rows : o.prefill_rows) {
       attn.rows = rows;
-      results.push_back(gpu::bench_prefill_attention(t, copy, attn, rounds));
+      add(gpu::bench_prefill_attention(t, copy, attn, rounds));
     }
   }
   for (const auto& m : mamba_shapes()) {

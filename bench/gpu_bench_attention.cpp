@@ -146,8 +146,8 @@ std::vector<comparison> bench_decode_attention(timer& t, copy_baseline& copy,
   return results;
 }
 
-comparison bench_prefill_attention(timer& t, copy_baseline& copy, const attention_case& a,
-                                   int rounds) {
+std::vector<comparison> bench_prefill_attention(timer& t, copy_baseline& copy,
+                                                const attention_case& a, int rounds) {
   const paged_rows pr{a, a.context};
   const auto p = pr.params(a, false);
   const double tokens = static_cast<double>(a.rows) * a.context;
@@ -155,14 +155,31 @@ comparison bench_prefill_attention(timer& t, copy_baseline& copy, const attentio
                        2.0 * tokens * a.q_heads * a.head_dim * sizeof(float);
   const double flops = 4.0 * a.head_dim * a.q_heads * a.rows *
                        (static_cast<double>(a.context) * (a.context + 1) / 2.0);
-  auto c = measure(
-      t, copy, "prefill_attention_" + std::to_string(a.rows) + "x" + std::to_string(a.context),
-      "bytes_per_s", bytes, [&](cudaStream_t s) { return cuda::paged_attention(p, s); }, rounds);
-  c.extra["rows"] = a.rows;
-  c.extra["context"] = a.context;
-  c.extra["TFLOP_per_s"] = flops / (c.extra["us_per_call"] * 1e-6) / 1e12;
-  c.extra["tokens_per_s"] = tokens / (c.extra["us_per_call"] * 1e-6);
-  return c;
+  const std::string name =
+      "prefill_attention_" + std::to_string(a.rows) + "x" + std::to_string(a.context);
+  std::vector<comparison> results;
+  const auto one = [&](const std::string& label) {
+    const char* kernel = cuda::to_string(cuda::paged_attention_prefill(p));
+    auto c = measure(
+        t, copy, label, "bytes_per_s", bytes,
+        [&](cudaStream_t s) { return cuda::paged_attention(p, s); }, rounds);
+    c.extra["rows"] = a.rows;
+    c.extra["context"] = a.context;
+    c.extra["TFLOP_per_s"] = flops / (c.extra["us_per_call"] * 1e-6) / 1e12;
+    c.extra["tokens_per_s"] = tokens / (c.extra["us_per_call"] * 1e-6);
+    c.extra["wgmma"] = std::string{kernel} != "mma" ? 1.0 : 0.0;
+    results.push_back(std::move(c));
+  };
+  one(name);
+  const cuda::attention_prefill before =
+      cuda::set_attention_prefill(cuda::attention_prefill::automatic);
+  for (const auto k : {cuda::attention_prefill::mma, cuda::attention_prefill::wgmma,
+                       cuda::attention_prefill::wgmma_serial}) {
+    static_cast<void>(cuda::set_attention_prefill(k));
+    one(name + "_" + cuda::to_string(k));
+  }
+  static_cast<void>(cuda::set_attention_prefill(before));
+  return results;
 }
 
 }  // namespace mstar::bench::gpu

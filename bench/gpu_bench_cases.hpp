@@ -34,8 +34,12 @@ std::vector<comparison> bench_decode_attention(timer& t, copy_baseline& copy,
 /// token attending its row's pages ("prefill_attention_<rows>x<context>").
 /// Bytes counted: K/V read once, q read and out written; TFLOP_per_s counts
 /// the causal half of QK^T and PV (4 * D * Hq * rows * L (L + 1) / 2).
-comparison bench_prefill_attention(timer& t, copy_baseline& copy, const attention_case& a,
-                                   int rounds);
+/// The kernel the launch resolves to first (MSTAR_ATTN_PREFILL or the
+/// default), then each prefill kernel forced in turn ("..._mma",
+/// "..._wgmma", "..._wgmma_serial"; those fall back to mma where they do not
+/// take the step: the "wgmma" field, 1 or 0, says which ran).
+std::vector<comparison> bench_prefill_attention(timer& t, copy_baseline& copy,
+                                                const attention_case& a, int rounds);
 
 /// A Nemotron-H Mamba-2 layer's mixer geometry; the conv runs over
 /// [x | B | C], heads * head_dim + 2 * groups * state_size channels.

@@ -187,8 +187,14 @@ cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream
   const std::int64_t bound = detail::token_bound(p.table, p.arena.geometry.page_size);
   if (a.table.rows <= 0 || bound <= 0)
     return cudaSuccess;
-  if (detail::prefill_takes(p))
+  if (detail::prefill_takes(p)) {
+    const attention_prefill k = detail::prefill_for();
+    if (k != attention_prefill::mma && detail::prefill_wgmma_takes(p)) {
+      return detail::launch_prefill_wgmma(a, p.arena.geometry.head_dim,
+                                          k == attention_prefill::wgmma, bound, stream);
+    }
     return detail::launch_prefill(a, p.arena.geometry.head_dim, bound, stream);
+  }
   const attention_walk walk = detail::walk_of(p, false);
   if (walk == attention_walk::mma)
     return detail::launch_decode_mma(a, p.arena.geometry.head_dim, nullptr, stream);

@@ -32,6 +32,8 @@ namespace mstar::kernels::cuda {
 /// rounded to bf16 (and so are the softmax weights before P V): results
 /// differ slightly from the f32-q kernel (tests: 2e-2 normalised budget).
 /// A row of few tokens costs one warp's tensor-core work per key tile.
+/// `attention_prefill` picks a warpgroup-MMA form of that kernel instead
+/// (sm_90a; head_dim 64 / 128).
 /// Decode steps, f32 arenas and other head_dims keep the CUDA-core kernel:
 /// one block of 128 threads per (query token, kv head, group of up to four
 /// query heads of that kv head), each K/V vector read once for the group,
@@ -100,6 +102,36 @@ attention_variant set_attention_variant(attention_variant v);
 [[nodiscard]] const char* to_string(attention_walk w);
 /// "mwarp", "mblock" ("auto").
 [[nodiscard]] const char* to_string(attention_merge m);
+
+/// Which tensor-core kernel runs the steps `paged_attention` gives the
+/// prefill path (no decode arrays, bf16 arena, head_dim 64 / 128 / 256).
+enum class attention_prefill : std::int8_t {
+  automatic = -1,  ///< MSTAR_ATTN_PREFILL ("mma", "wgmma", "wgmma_serial") if set, else `mma`
+  mma = 0,         ///< mma.sync m16n8k16, 4 warps a block (attention_prefill.cu)
+  /// Hopper's warpgroup MMA (attention_prefill_wgmma.cu, sm_90a): two
+  /// warpgroups a block, 64 M rows each, K / V tiles of 128 positions, S
+  /// and P V on wgmma (P from registers). head_dim 64 / 128 on a compute
+  /// 9.0 device; every other prefill launch takes `mma`. Same numerics
+  /// (q and P as bf16, f32 softmax); sums in another order. Three K / V
+  /// stages: each tile's P V runs on under the next tile's S.
+  wgmma = 1,
+  /// `wgmma` with two stages and every wgmma group waited at once (the
+  /// simpler schedule, to compare and to fall back on).
+  wgmma_serial = 2,
+};
+
+/// Sets the process-wide override of the prefill kernel (tests, benches);
+/// returns the previous override. Resolved at each launch, as
+/// set_attention_variant. Thread-safe; not meant for serving.
+attention_prefill set_attention_prefill(attention_prefill k);
+
+/// The prefill kernel a launch of `p` would take now: `mma`, or a wgmma
+/// one where that kernel takes `p` (never automatic). Meaningful only for steps
+/// the prefill path takes. Host only (asks the current device once).
+[[nodiscard]] attention_prefill paged_attention_prefill(const paged_attention_params& p);
+
+/// "mma", "wgmma", "wgmma_serial" ("auto").
+[[nodiscard]] const char* to_string(attention_prefill k);
 
 /// Chunks per row the split-KV decode path would cut this step into on a
 /// device with `num_sms` multiprocessors (0: the current device's); 1 when

@@ -46,6 +46,7 @@
 #include "kernels/cuda/internal/attend_prefill.cuh"
 #include "kernels/cuda/internal/cp_async.cuh"
 #include "kernels/cuda/internal/mma_bf16.cuh"
+#include "kernels/cuda/internal/prefill_rows.cuh"
 
 namespace mstar::kernels::cuda::detail {
 namespace {
@@ -72,28 +73,6 @@ struct prefill_shape {
   static_assert(prefill_threads % chunks == 0);  // a thread keeps its column chunk
   static_assert(bn % 16 == 0 && D % 16 == 0);
 };
-
-// First virtual tile of row r (r = rows: the total).
-template <int TileM>
-__device__ __forceinline__ long long tile_base(const std::int32_t* qo, int r, int group) {
-  return static_cast<long long>(qo[r]) * group / TileM + r;
-}
-
-// The row owning virtual tile k: the last r < rows with tile_base(r) <= k.
-template <int TileM>
-__device__ __forceinline__ int row_of_tile(const std::int32_t* qo, int rows, int group,
-                                           long long k) {
-  int lo = 0;
-  int hi = rows;  // answer in [lo, hi)
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (tile_base<TileM>(qo, mid, group) <= k)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  return lo;
-}
 
 // Starts the copy of K and V at positions t0 .. t0 + bn - 1 of the row into
 // one buffer pair; positions at or past `length` are zero-filled. A thread
@@ -163,57 +142,6 @@ __device__ __forceinline__ void stage_q(const attn_args& a, const row_info& ri, 
   }
 }
 
-// Online softmax of one m16 tile's scores `s` (bn columns from t0) in place:
-// when `masked`, positions past the lane's rows' p0 / p1 become -inf; the
-// maxima are taken on the raw scores and scaled once (`scale` > 0, so the
-// order is the scaled one); the weights 2^(s scale - max) come from one FMA
-// each. Raises the running maxima m (exp2 domain), folds the weights into
-// the running sums l and returns each half's output rescale in alpha. Lane
-// (g = lane / 4, q = lane % 4) holds rows g (e < 2) and g + 8 (e >= 2),
-// columns 2q, 2q + 1 of each 8-wide n tile.
-template <int Bn>
-__device__ __forceinline__ void online_softmax(float (&s)[Bn / 8][4], int t0, bool masked, int p0,
-                                               int p1, float scale, float (&m)[2], float (&l)[2],
-                                               float (&alpha)[2]) {
-  if (masked) {  // warp-uniform: only the diagonal tiles pay for the compares
-    const int c0 = t0 + 2 * (static_cast<int>(threadIdx.x) % 4);
-#pragma unroll
-    for (int n = 0; n < Bn / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (c0 + n * 8 + (e & 1) > (e < 2 ? p0 : p1))
-          s[n][e] = -INFINITY;
-      }
-    }
-  }
-  float top[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int n = 0; n < Bn / 8; ++n) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      top[e / 2] = fmaxf(top[e / 2], s[n][e]);
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffU, top[h], 1));
-    top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffU, top[h], 2));
-    const float mx = fmaxf(m[h], top[h] * scale);
-    const float ref = mx == -INFINITY ? 0.0F : mx;  // nothing seen yet: keep zeros
-    alpha[h] = exp2_ftz(m[h] - ref);
-    m[h] = mx;
-    float sum = 0.0F;
-#pragma unroll
-    for (int n = 0; n < Bn / 8; ++n) {
-#pragma unroll
-      for (int e = 2 * h; e < 2 * h + 2; ++e) {
-        s[n][e] = exp2_ftz(fmaf(s[n][e], scale, -ref));
-        sum += s[n][e];
-      }
-    }
-    l[h] = l[h] * alpha[h] + sum;  // this lane's columns; the quad sums at the end
-  }
-}
-
 // Running state of one warp's M rows: output, maxima and sums per m16 tile,
 // in the accumulator layout (see online_softmax).
 template <int D>
@@ -222,19 +150,6 @@ struct warp_rows {
   float o[mt][D / 8][4];
   float m[mt][2];
   float l[mt][2];
-};
-
-// Where a warp's M rows sit in their row: M row f (of the row's m_rows)
-// is at absolute position prefix + min(f, m_rows - 1) / group (rows past the
-// last clamp to it). Only masked tiles ask, so the lane's positions are not
-// held in registers across the K loop.
-struct row_place {
-  int prefix;
-  int m_rows;
-  int group;
-  int fw;  // the warp's first M row
-
-  __device__ __forceinline__ int pos_of(int f) const { return prefix + min(f, m_rows - 1) / group; }
 };
 
 // One warp's M rows against one K / V tile: S = Q K^T, online softmax,

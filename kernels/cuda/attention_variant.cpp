@@ -1,8 +1,10 @@
-// The walk and merge of the fast paged-attention kernels: a process-wide
-// override (tests, benches), then the environment, then the default rule.
+// The walk and merge of the fast paged-attention kernels, and the prefill
+// kernel: a process-wide override (tests, benches), then the environment,
+// then the default rule.
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/internal/attend_variant.hpp"
@@ -12,6 +14,7 @@ namespace {
 
 std::atomic<attention_walk> walk_override{attention_walk::automatic};
 std::atomic<attention_merge> merge_override{attention_merge::automatic};
+std::atomic<attention_prefill> prefill_override{attention_prefill::automatic};
 
 // `name`'s value as 0 .. count - 1, else -1 (unset or not a choice).
 int env_choice(const char* name, int count) {
@@ -29,6 +32,22 @@ attention_walk env_walk() {
 attention_merge env_merge() {
   static const auto m = static_cast<attention_merge>(env_choice("MSTAR_ATTN_SPLIT_MERGE", 2));
   return m;
+}
+
+// MSTAR_ATTN_PREFILL: "mma", "wgmma" or "wgmma_serial"; anything else is
+// automatic.
+attention_prefill env_prefill() {
+  static const attention_prefill k = [] {
+    const char* e = std::getenv("MSTAR_ATTN_PREFILL");
+    if (e != nullptr && std::strcmp(e, "wgmma") == 0)
+      return attention_prefill::wgmma;
+    if (e != nullptr && std::strcmp(e, "wgmma_serial") == 0)
+      return attention_prefill::wgmma_serial;
+    if (e != nullptr && std::strcmp(e, "mma") == 0)
+      return attention_prefill::mma;
+    return attention_prefill::automatic;
+  }();
+  return k;
 }
 
 // The default walk: registers everywhere. H200, bf16 pages, 32 q / 8 kv
@@ -88,6 +107,15 @@ attention_walk walk_of(const paged_attention_params& p, bool split) {
   return w;
 }
 
+attention_prefill prefill_for() {
+  if (const auto k = prefill_override.load(std::memory_order_relaxed);
+      k != attention_prefill::automatic)
+    return k;
+  if (const auto k = env_prefill(); k != attention_prefill::automatic)
+    return k;
+  return attention_prefill::mma;
+}
+
 attention_merge merge_for(std::int64_t rows) {
   static_cast<void>(rows);
   if (const auto m = merge_override.load(std::memory_order_relaxed);
@@ -106,6 +134,30 @@ attention_variant set_attention_variant(attention_variant v) {
 
 attention_variant paged_attention_variant(const paged_attention_params& p, bool split) {
   return {detail::walk_of(p, split), detail::merge_for(p.table.num_rows())};
+}
+
+attention_prefill set_attention_prefill(attention_prefill k) {
+  return prefill_override.exchange(k);
+}
+
+attention_prefill paged_attention_prefill(const paged_attention_params& p) {
+  const attention_prefill k = detail::prefill_for();
+  return k != attention_prefill::mma && !detail::prefill_wgmma_takes(p) ? attention_prefill::mma
+                                                                        : k;
+}
+
+const char* to_string(attention_prefill k) {
+  switch (k) {
+    case attention_prefill::automatic:
+      return "auto";
+    case attention_prefill::mma:
+      return "mma";
+    case attention_prefill::wgmma:
+      return "wgmma";
+    case attention_prefill::wgmma_serial:
+      return "wgmma_serial";
+  }
+  return "?";
 }
 
 const char* to_string(attention_walk w) {

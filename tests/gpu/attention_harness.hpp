@@ -106,6 +106,19 @@ class variant_scope {
   cuda::attention_variant previous_;
 };
 
+// Forces the prefill kernel (cuda::attention_prefill) for its lifetime,
+// then puts back the override it found.
+class prefill_scope {
+ public:
+  explicit prefill_scope(cuda::attention_prefill k) : previous_(cuda::set_attention_prefill(k)) {}
+  ~prefill_scope() { static_cast<void>(cuda::set_attention_prefill(previous_)); }
+  prefill_scope(const prefill_scope&) = delete;
+  prefill_scope& operator=(const prefill_scope&) = delete;
+
+ private:
+  cuda::attention_prefill previous_;
+};
+
 // The split overload on a NaN-poisoned workspace (a partial the merge reads
 // without its kernel writing it shows as a NaN output).
 inline void run_split(const paged_attention_params& p, launch_mode mode) {
@@ -130,6 +143,10 @@ inline void run_launch(const paged_attention_params& p, launch_mode mode) {
   std::cout << "[ variant  ] " << cuda::to_string(v.walk);
   if (mode.split)
     std::cout << ' ' << cuda::to_string(v.merge);
+  const int d = p.arena.geometry.head_dim;
+  if (!p.table.is_decode() && p.arena.geometry.dtype == mstar::dtype::bfloat16 &&
+      (d == 64 || d == 128 || d == 256))
+    std::cout << " prefill " << cuda::to_string(cuda::paged_attention_prefill(p));
   std::cout << '\n';
   if (mode.split)
     ASSERT_NO_FATAL_FAILURE(run_split(p, mode));

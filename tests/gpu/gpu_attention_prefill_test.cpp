@@ -6,8 +6,13 @@
 // 1 / 4 / 8 and 6 (a token's heads split over two query tiles), page sizes
 // 16 and 64 (key tiles straddling pages, partial last pages). The budget is
 // `budget::attention_bf16_q` (q and the softmax weights rounded to bf16).
+// Every case runs on each prefill kernel (`attention_prefill`: mma.sync,
+// and wgmma / wgmma_serial where they take the case: head_dim 64 / 128 on a
+// compute 9.0 device; the others fall back to mma.sync and the log's
+// "prefill" says so).
 #include <gtest/gtest.h>
 #include <random>
+#include <string>
 
 #include "tests/gpu/attention_harness.hpp"
 #include "tests/gpu/gpu_support.hpp"
@@ -16,6 +21,7 @@ namespace mstar::kernels {
 namespace {
 
 using test_attention::attn_case;
+using test_attention::prefill_scope;
 using test_attention::row_spec;
 using test_attention::run_case;
 using test_attention::takes_tensor_cores;
@@ -48,8 +54,12 @@ void run_all(const attn_case* cases, std::size_t count, std::uint64_t seed) {
   }
 }
 
-TEST(gpu_attention_prefill, one_long_prompt_matches_the_cpu) {
+// The prefill kernel each test forces (its parameter).
+class gpu_attention_prefill : public ::testing::TestWithParam<cuda::attention_prefill> {};
+
+TEST_P(gpu_attention_prefill, one_long_prompt_matches_the_cpu) {
   MSTAR_REQUIRE_GPU();
+  const prefill_scope kernel{GetParam()};
   using mstar::dtype;
   const attn_case cases[] = {
       {"1x2048 d128 group 4 ps16", 16, 2, 8, 128, dtype::bfloat16, {{0, 2048}}, false},
@@ -59,8 +69,9 @@ TEST(gpu_attention_prefill, one_long_prompt_matches_the_cpu) {
   run_all(cases, std::size(cases), 600);
 }
 
-TEST(gpu_attention_prefill, long_rows_mixed_with_short_ones_match_the_cpu) {
+TEST_P(gpu_attention_prefill, long_rows_mixed_with_short_ones_match_the_cpu) {
   MSTAR_REQUIRE_GPU();
+  const prefill_scope kernel{GetParam()};
   using mstar::dtype;
   const attn_case cases[] = {
       {"8x300 + 12 short d128 group 4 ps16", 16, 2, 8, 128, dtype::bfloat16,
@@ -77,8 +88,9 @@ TEST(gpu_attention_prefill, long_rows_mixed_with_short_ones_match_the_cpu) {
   run_all(cases, std::size(cases), 620);
 }
 
-TEST(gpu_attention_prefill, rows_resuming_after_a_cached_prefix_match_the_cpu) {
+TEST_P(gpu_attention_prefill, rows_resuming_after_a_cached_prefix_match_the_cpu) {
   MSTAR_REQUIRE_GPU();
+  const prefill_scope kernel{GetParam()};
   using mstar::dtype;
   const attn_case cases[] = {
       {"resume d64 group 4 ps16", 16, 2, 8, 64, dtype::bfloat16, resume_rows, false},
@@ -89,6 +101,14 @@ TEST(gpu_attention_prefill, rows_resuming_after_a_cached_prefix_match_the_cpu) {
   };
   run_all(cases, std::size(cases), 640);
 }
+
+INSTANTIATE_TEST_SUITE_P(kernels, gpu_attention_prefill,
+                         ::testing::Values(cuda::attention_prefill::mma,
+                                           cuda::attention_prefill::wgmma,
+                                           cuda::attention_prefill::wgmma_serial),
+                         [](const ::testing::TestParamInfo<cuda::attention_prefill>& param_info) {
+                           return std::string{cuda::to_string(param_info.param)};
+                         });
 
 }  // namespace
 }  // namespace mstar::kernels

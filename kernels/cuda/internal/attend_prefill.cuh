@@ -1,8 +1,8 @@
 #pragma once
 
-// The tensor-core prefill path of paged attention (attention_prefill.cu),
-// called by the one-pass launcher in attention.cu for steps without the
-// decode arrays.
+// The tensor-core prefill paths of paged attention (attention_prefill.cu on
+// mma.sync, attention_prefill_wgmma.cu on Hopper's warpgroup MMA), called by
+// the one-pass launcher in attention.cu for steps without the decode arrays.
 
 #include <cstdint>
 #include <cuda_runtime_api.h>
@@ -21,5 +21,13 @@ bool prefill_takes(const paged_attention_params& p);
 /// tokens (`token_bound(p.table, page_size)`).
 cudaError_t launch_prefill(const attn_args& a, int head_dim, std::int64_t token_bound,
                            cudaStream_t stream);
+
+/// Launches the warpgroup-MMA prefill kernel for `a` (from `p`, which
+/// `prefill_wgmma_takes`), as launch_prefill; `defer`: three K / V stages
+/// with each tile's P V left in flight under the next tile's S
+/// (attention_prefill::wgmma), else two stages, every wgmma waited at once
+/// (wgmma_serial).
+cudaError_t launch_prefill_wgmma(const attn_args& a, int head_dim, bool defer,
+                                 std::int64_t token_bound, cudaStream_t stream);
 
 }  // namespace mstar::kernels::cuda::detail

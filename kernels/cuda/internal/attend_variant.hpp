@@ -26,6 +26,16 @@ namespace mstar::kernels::cuda::detail {
 /// 8-byte aligned. Host sizes and pointers only.
 [[nodiscard]] bool decode_mma_takes(const paged_attention_params& p);
 
+/// The prefill kernel the override, else MSTAR_ATTN_PREFILL, else the
+/// default (`mma`) names; never automatic. Whether that kernel takes the
+/// step is the caller's question (`prefill_wgmma_takes`).
+[[nodiscard]] attention_prefill prefill_for();
+
+/// Whether the warpgroup-MMA prefill kernel (attention_prefill_wgmma.cu,
+/// sm_90a) can take step `p`: `prefill_takes`, head_dim 64 or 128, and the
+/// current device of compute capability 9.0 (asked once per device).
+[[nodiscard]] bool prefill_wgmma_takes(const paged_attention_params& p);
+
 /// Most warps a block of the kernel runs (one per (kv head, chunk of query
 /// heads) it takes).
 inline constexpr int decode_rows_max_warps = 8;
