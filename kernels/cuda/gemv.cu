@@ -127,11 +127,12 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
 // M: the rows the template holds (>= a.m). P: the prologue; the norm forms
 // take one row (M 1) and are launched with K * 2 bytes of dynamic shared
 // memory for the normed row. V: the gated form's group, V * 128 channels;
-// the activation form's act_fn (0 otherwise). Rows, Unroll: a gemv_shape's fields (nvcc's host stubs take
-// no class-type template arguments). `gate`: the gated form's gate row (null:
-// none; unit stride), beside gemv_args rather than in it: growing the struct
-// past 128 bytes changed ptxas's registers for the other forms (the RMS
-// form's default shape 48 -> 52, the plain 2 x 4 64 -> 70).
+// the activation form's act_fn (0 otherwise). Rows, Unroll: a gemv_shape's
+// fields (nvcc's host stubs take no class-type template arguments). `gate`:
+// the gated form's gate row (null: none; unit stride; the activation form's
+// up row), beside gemv_args rather than in it: growing the struct past 128
+// bytes changed ptxas's registers for the other forms (the RMS form's
+// default shape 48 -> 52, the plain 2 x 4 64 -> 70).
 // The bound of one block an SM is what the table was measured with (it
 // moves ptxas's register choices: without it entry 5 takes 40, not 45).
 template <int M, prologue P, int V, int Rows, int Unroll>

@@ -378,8 +378,7 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
   }
   if (!argmax)
     return {};
-  return check(kc::argmax(matrix<const float>(lg, R, c.vocab_size), draws_to, s),
-               "argmax");
+  return check(kc::argmax(matrix<const float>(lg, R, c.vocab_size), draws_to, s), "argmax");
 }
 
 result<void> nemotron_h_cuda::impl::sample(std::span<const row_sampling> rows, forward_slot& slot) {

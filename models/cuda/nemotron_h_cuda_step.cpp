@@ -208,8 +208,8 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
     if (auto ok = p.reserve_buffer(slot.drawn, R * sizeof(std::int32_t), direct); !ok)
       return ok;
   }
-  p.draws_to = direct && (draws || graph) ? slot.drawn.as<std::int32_t>()
-                                          : p.greedy.as<std::int32_t>();
+  p.draws_to =
+      direct && (draws || graph) ? slot.drawn.as<std::int32_t>() : p.greedy.as<std::int32_t>();
   if (kp != nullptr) {
     // The split workspace depends on the table's sizes only: the host plan's
     // spans, laid out as the device reads them, carry them.
@@ -298,8 +298,8 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
     if (auto ok = impl::reserve_pinned(slot.ids, bytes); !ok)
       return ok;
     if (!direct) {
-      if (auto ok = p.check(cudaMemcpyAsync(slot.drawn.buffer.data(), p.greedy.buffer.data(),
-                                            bytes, cudaMemcpyDeviceToDevice, s),
+      if (auto ok = p.check(cudaMemcpyAsync(slot.drawn.buffer.data(), p.greedy.buffer.data(), bytes,
+                                            cudaMemcpyDeviceToDevice, s),
                             "sampled ids copy");
           !ok)
         return ok;

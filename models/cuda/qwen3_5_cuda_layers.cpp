@@ -353,8 +353,7 @@ result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_
     return ok;
   if (!argmax)
     return {};
-  return check(kc::argmax(matrix<const float>(lg, R, c.vocab_size), draws_to, s),
-               "argmax");
+  return check(kc::argmax(matrix<const float>(lg, R, c.vocab_size), draws_to, s), "argmax");
 }
 
 result<void> qwen3_5_cuda::impl::sample(std::span<const row_sampling> rows, forward_slot& slot) {

@@ -173,8 +173,7 @@ result<void> qwen3_5_cuda::impl::enqueue(std::size_t index, const qwen3_5_step& 
     if (auto ok = reserve_buffer(slot.drawn, R * sizeof(std::int32_t), direct); !ok)
       return ok;
   }
-  draws_to =
-      direct && (draws || graph) ? slot.drawn.as<std::int32_t>() : greedy.as<std::int32_t>();
+  draws_to = direct && (draws || graph) ? slot.drawn.as<std::int32_t>() : greedy.as<std::int32_t>();
   if (!st.decode && chunked_delta_rule()) {
     const std::size_t bytes = kc::gated_delta_rule_workspace_bytes(
         delta_shape(), static_cast<std::int64_t>(T), static_cast<std::int64_t>(R));
