@@ -21,7 +21,7 @@ using test::gpu::within;
 namespace budget = test::gpu::budget;
 
 // `x` rounded to bf16 in place, and its bits.
-std::vector<std::uint16_t> rounded_to_bf16(std::vector<float>& x) {
+std::vector<std::uint16_t> round_to_bf16_bits(std::vector<float>& x) {
   std::vector<std::uint16_t> bits(x.size());
   for (std::size_t i = 0; i < x.size(); ++i)
     x[i] = bf16_bits_to_float(bits[i] = float_to_bf16_bits(x[i]));
@@ -65,7 +65,7 @@ TEST(gpu_linear, activation_linear_equals_activate_then_the_product_bit_for_bit)
       auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
       const auto b = rng.floats(static_cast<std::size_t>(s.cols));
       const auto residual = rng.floats(static_cast<std::size_t>(s.cols));
-      const auto wh = rounded_to_bf16(w);
+      const auto wh = round_to_bf16_bits(w);
       // CPU: the activation (or the row as it is), rounded to bf16, then the product.
       std::vector<float> in(gu.begin(), gu.begin() + s.inner);
       if (c.fn) {
@@ -75,7 +75,7 @@ TEST(gpu_linear, activation_linear_equals_activate_then_the_product_bit_for_bit)
           a.up = contiguous<const float>(gu.data() + s.inner, row);
         ASSERT_TRUE(activate(a));
       }
-      (void)rounded_to_bf16(in);
+      (void)round_to_bf16_bits(in);
       std::vector<float> ref(static_cast<std::size_t>(s.cols));
       const view<const float, 1> bv =
           s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};

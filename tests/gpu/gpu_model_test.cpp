@@ -318,11 +318,13 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_activation_and_the_roundi
   MSTAR_REQUIRE_GPU();
   const auto config = gated_fold_config(4);  // MLP and attention layers
   const auto made_with = [&](const char* off) {
-    if (off != nullptr)
+    if (off != nullptr) {
       EXPECT_EQ(setenv(off, "0", 1), 0);
+    }
     auto e = random_on_gpu(config);
-    if (off != nullptr)
+    if (off != nullptr) {
       EXPECT_EQ(unsetenv(off), 0);
+    }
     return e;
   };
   auto folded = made_with(nullptr);
