@@ -4,7 +4,6 @@
 // linear_bf16, bit for bit; and against the CPU's activation then sgemm of
 // the rounded values within the bf16 budget.
 #include <gtest/gtest.h>
-
 #include <optional>
 #include <string>
 
@@ -47,8 +46,11 @@ struct fold_shape {
   std::int64_t inner, cols;
   bool bias;
 };
-constexpr fold_shape fold_shapes[] = {{4096, 1024, false}, {1024, 1001, true}, {3072, 2048, false},
-                                      {16384, 96, false},  {8, 64, true}};
+constexpr fold_shape fold_shapes[] = {{4096, 1024, false},
+                                      {1024, 1001, true},
+                                      {3072, 2048, false},
+                                      {16384, 96, false},
+                                      {8, 64, true}};
 
 TEST(gpu_linear, activation_linear_equals_activate_then_the_product_bit_for_bit) {
   MSTAR_REQUIRE_GPU();
@@ -79,10 +81,9 @@ TEST(gpu_linear, activation_linear_equals_activate_then_the_product_bit_for_bit)
       std::vector<float> ref(static_cast<std::size_t>(s.cols));
       const view<const float, 1> bv =
           s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
-      ASSERT_TRUE(
-          linear({contiguous<const float>(in.data(), row),
-                  contiguous<const float>(w.data(), std::array{s.cols, s.inner}), bv,
-                  contiguous(ref.data(), out_row)}));
+      ASSERT_TRUE(linear({contiguous<const float>(in.data(), row),
+                          contiguous<const float>(w.data(), std::array{s.cols, s.inner}), bv,
+                          contiguous(ref.data(), out_row)}));
 
       const auto d_gu = upload(gu);
       const auto d_w = upload(wh);
