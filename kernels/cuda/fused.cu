@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/internal/activation.cuh"
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/host_checks.hpp"
 #include "kernels/cuda/math.hpp"
@@ -20,13 +21,9 @@ using detail::to_matrix;
 // math.cu's block size for row kernels: the sum of squares depends on it.
 constexpr int row_threads = 256;
 
-// math.cu's expressions, for equal bits.
-struct silu_fn {
-  __device__ float operator()(float v) const { return v / (1.0F + expf(-v)); }
-};
-struct relu2_fn {
-  __device__ float operator()(float v) const { return v > 0.0F ? v * v : 0.0F; }
-};
+// math.cu's expressions (internal/activation.cuh), for equal bits.
+using detail::relu2_fn;
+using detail::silu_fn;
 
 // One block per row (looping past the grid). Thread i owns columns i,
 // i + blockDim.x, ... in both passes: it adds, stores and squares them, then
@@ -140,21 +137,18 @@ __global__ void activate_quads_kernel(matrix<const float> x, matrix<const float>
        i += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int64_t t = i / quads;
     const std::int64_t d = 4 * (i % quads);
-    float4 v = *reinterpret_cast<const float4*>(x.data + t * x.row_stride + d);
-    v = make_float4(fn(v.x), fn(v.y), fn(v.z), fn(v.w));
-    if (up.data != nullptr) {
-      const float4 u = *reinterpret_cast<const float4*>(up.data + t * up.row_stride + d);
-      v = make_float4(v.x * u.x, v.y * u.y, v.z * u.z, v.w * u.w);
-    }
+    // The activation GEMV (gemv.cu) builds its input with the same two
+    // helpers, so its row is this kernel's bf16 output bit for bit.
+    const float4 v = detail::activated_quad(
+        *reinterpret_cast<const float4*>(x.data + t * x.row_stride + d),
+        up.data != nullptr ? reinterpret_cast<const float4*>(up.data + t * up.row_stride + d)
+                           : nullptr,
+        fn);
     if (out.data != nullptr)
       *reinterpret_cast<float4*>(out.data + t * out.row_stride + d) = v;
-    if (out_bf16.data != nullptr) {
-      const uint2 packed{static_cast<unsigned>(detail::to_bf16(v.x)) |
-                             (static_cast<unsigned>(detail::to_bf16(v.y)) << 16U),
-                         static_cast<unsigned>(detail::to_bf16(v.z)) |
-                             (static_cast<unsigned>(detail::to_bf16(v.w)) << 16U)};
-      *reinterpret_cast<uint2*>(out_bf16.data + t * out_bf16.row_stride + d) = packed;
-    }
+    if (out_bf16.data != nullptr)
+      *reinterpret_cast<uint2*>(out_bf16.data + t * out_bf16.row_stride + d) =
+          detail::pack_bf16_quad(v);
   }
 }
 

@@ -17,7 +17,10 @@
 // into shared memory as add_rms_norm would (same thread layout, same sums,
 // same rounding), the gated form (gated_rms_norm_linear_bf16) as
 // gated_rms_norm's warp form would (its warp body, internal/gated_norm.cuh,
-// a group a warp).
+// a group a warp). A third form takes an f32 row as it is or activated
+// (activation_linear_bf16): the block rounds it, or activate's bf16 output
+// of it (internal/activation.cuh, the same quads), into shared memory, so
+// neither to_bf16 nor the MLP's activation kernel precedes the product.
 //
 // Chained launches (programmatic dependent launch, internal/common.cuh):
 // the first weight pieces load before the wait for the kernel before, where
@@ -29,6 +32,7 @@
 #include <string_view>
 #include <utility>
 
+#include "kernels/cuda/internal/activation.cuh"
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/gated_norm.cuh"
 #include "kernels/cuda/internal/gemv.hpp"
@@ -64,7 +68,8 @@ struct gemv_args {
   bool weight_static;  // the weights are no kernel's output: loaded before the wait
   // The norm forms: x is unused; the input is norm(xn) * norm_w in bf16
   // (the gated form: norm(xn * silu(gate)) by groups; its gate is the
-  // kernel's second argument).
+  // kernel's second argument). The activation form: fn(xn) (times the
+  // second argument, `up`, where not null) in bf16; norm_w and eps unused.
   const float* xn;
   std::int64_t xn_stride;  // along K (the gated form: 1)
   const float* norm_w;
@@ -74,8 +79,31 @@ struct gemv_args {
 
 // What a block does before its dots: nothing (the input row is read from
 // global memory), or norm the f32 row into shared memory (rms: one block
-// sum over the row; gated: a warp a group, see gemv_bf16_kernel).
-enum class prologue { none, rms, gated };
+// sum over the row; gated: a warp a group, see gemv_bf16_kernel), or round
+// it there, activated or not (act: a quad a thread).
+enum class prologue { none, rms, gated, act };
+
+// The activation form's function (its V): the row as it is, relu2, silu.
+enum act_fn : int { act_none = 0, act_relu2 = 1, act_silu = 2 };
+
+// activate's quads of the f32 row `x` (times `up`'s where not null) into
+// `row`, bf16, by the whole block: thread i takes quads i, i + 256, ...
+template <int V>
+__device__ __forceinline__ void activate_row(const float* x, const float* up, uint2* row, int k) {
+  const auto* xq = reinterpret_cast<const float4*>(x);
+  const auto* uq = reinterpret_cast<const float4*>(up);
+  for (int q = static_cast<int>(threadIdx.x); q < k / 4; q += gemv_threads) {
+    const float4* u = up != nullptr ? uq + q : nullptr;
+    float4 v;
+    if constexpr (V == act_relu2)
+      v = activated_quad(xq[q], u, relu2_fn{});
+    else if constexpr (V == act_silu)
+      v = activated_quad(xq[q], u, silu_fn{});
+    else
+      v = activated_quad(xq[q], u, identity_fn{});
+    row[q] = pack_bf16_quad(v);
+  }
+}
 
 __device__ __forceinline__ float lo_bf16(unsigned v) {
   return __uint_as_float(v << 16U);
@@ -98,12 +126,13 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
 
 // M: the rows the template holds (>= a.m). P: the prologue; the norm forms
 // take one row (M 1) and are launched with K * 2 bytes of dynamic shared
-// memory for the normed row. V: the gated form's group, V * 128 channels
-// (0 otherwise). Rows, Unroll: a gemv_shape's fields (nvcc's host stubs take
-// no class-type template arguments). `gate`: the gated form's gate row (null:
-// none; unit stride), beside gemv_args rather than in it: growing the struct
-// past 128 bytes changed ptxas's registers for the other forms (the RMS
-// form's default shape 48 -> 52, the plain 2 x 4 64 -> 70).
+// memory for the normed row. V: the gated form's group, V * 128 channels;
+// the activation form's act_fn (0 otherwise). Rows, Unroll: a gemv_shape's
+// fields (nvcc's host stubs take no class-type template arguments). `gate`:
+// the gated form's gate row (null: none; unit stride; the activation form's
+// up row), beside gemv_args rather than in it: growing the struct past 128
+// bytes changed ptxas's registers for the other forms (the RMS form's
+// default shape 48 -> 52, the plain 2 x 4 64 -> 70).
 // The bound of one block an SM is what the table was measured with (it
 // moves ptxas's register choices: without it entry 5 takes 40, not 45).
 template <int M, prologue P, int V, int Rows, int Unroll>
@@ -176,6 +205,11 @@ __global__ void __launch_bounds__(gemv_threads, 1)
       gated_norm_group<V>(a.xn + c0, gate != nullptr ? gate + c0 : nullptr, a.norm_w + c0, a.eps,
                           nullptr, row + c0, lane);
     }
+    __syncthreads();
+    if (!active)
+      return;
+  } else if constexpr (P == prologue::act) {
+    activate_row<V>(a.xn, gate, reinterpret_cast<uint2*>(normed), a.k);
     __syncthreads();
     if (!active)
       return;
@@ -454,6 +488,37 @@ cudaError_t launch_gemv_gated_rms_norm_bf16(const gated_rms_norm_linear_bf16_par
     default:
       return cudaErrorInvalidValue;  // gemv_gated_rms_norm_fits refuses it
   }
+}
+
+bool gemv_activation_fits(const activation_linear_bf16_params& p) {
+  // activate's quad form's rules (fused.cu), so the GEMV's input is its
+  // output: whole float4 rows on 16-byte boundaries.
+  const auto row_ok = [](const view<const float, 2>& v) {
+    return !v || (v.strides[1] == 1 && aligned16(v.data));
+  };
+  return norm_weight_matrix_fits(p.weight) && row_ok(p.x) && row_ok(p.up) &&
+         (p.fn.has_value() || !p.up);
+}
+
+cudaError_t launch_gemv_activation_bf16(const activation_linear_bf16_params& p,
+                                        cudaStream_t stream) {
+  gemv_args a{};
+  a.xn = p.x.data;
+  a.xn_stride = 1;
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
+  a.m = 1;
+  a.k = static_cast<int>(p.weight.shape[1]);
+  const std::size_t i = variant_of(p.gemv_variant);
+  const float* up = p.up ? p.up.data : nullptr;
+  if (!p.fn)
+    return launches<prologue::act, act_none>[i](a, nullptr, stream);
+  switch (*p.fn) {
+    case activation::relu2:
+      return launches<prologue::act, act_relu2>[i](a, up, stream);
+    case activation::silu:
+      return launches<prologue::act, act_silu>[i](a, up, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace mstar::kernels::cuda::detail

@@ -227,4 +227,29 @@ cudaError_t gated_rms_norm_linear_bf16(const gated_rms_norm_linear_bf16_params& 
   return detail::launch_gemv_gated_rms_norm_bf16(p, stream);
 }
 
+bool activation_linear_bf16_fits(const activation_linear_bf16_params& p) {
+  const bool f32_out = static_cast<bool>(p.out_f32);
+  if (f32_out == static_cast<bool>(p.out_bf16) || (p.accumulate && !f32_out))
+    return false;
+  const std::int64_t k = p.weight.shape[1];
+  const std::array<std::int64_t, 2> out_shape{1, p.weight.shape[0]};
+  return detail::all_ok(
+             {check_view(p.x, "x", {1, k}),
+              check_view(p.up, "up", p.up ? std::array<std::int64_t, 2>{1, k} : p.up.shape),
+              check_view(p.weight, "weight", {any_extent, any_extent}),
+              check_view(p.bias, "bias", p.bias ? std::array{p.weight.shape[0]} : p.bias.shape),
+              f32_out ? check_view(p.out_f32, "out", out_shape)
+                      : check_view(p.out_bf16, "out", out_shape)}) &&
+         (f32_out ? blas_operand_ok(p.out_f32) : blas_operand_ok(p.out_bf16)) &&
+         detail::gemv_activation_fits(p);
+}
+
+cudaError_t activation_linear_bf16(const activation_linear_bf16_params& p, cudaStream_t stream) {
+  if (!activation_linear_bf16_fits(p))
+    return cudaErrorInvalidValue;
+  if (p.weight.shape[0] == 0)
+    return cudaSuccess;
+  return detail::launch_gemv_activation_bf16(p, stream);
+}
+
 }  // namespace mstar::kernels::cuda

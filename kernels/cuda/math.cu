@@ -47,12 +47,8 @@ dim3 grid_2d(std::int64_t rows, std::int64_t cols) {
   return {x, y};
 }
 
-struct silu_fn {
-  __device__ float operator()(float v) const { return silu_of(v); }
-};
-struct relu2_fn {
-  __device__ float operator()(float v) const { return v > 0.0F ? v * v : 0.0F; }
-};
+using detail::relu2_fn;  // internal/activation.cuh: activate's and the GEMV's too
+using detail::silu_fn;
 struct add_fn {
   __device__ float operator()(float a, float b) const { return a + b; }
 };

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cuda_runtime_api.h>
+#include <optional>
 
 #include "kernels/cuda/runtime.hpp"
 #include "kernels/math.hpp"
@@ -179,6 +180,34 @@ struct gated_rms_norm_linear_bf16_params : gemv_product_params {
 /// Whether `gated_rms_norm_linear_bf16` takes `p` (checks only, launches
 /// nothing): callers choosing between it and the two launches.
 [[nodiscard]] bool gated_rms_norm_linear_bf16_fits(const gated_rms_norm_linear_bf16_params& p);
+
+/// Operands of `activation_linear_bf16`: one f32 row, activated as
+/// `activate` activates it (or as it is), rounded to bf16 as the product's
+/// input.
+struct activation_linear_bf16_params : gemv_product_params {
+  view<const float, 2> x;  ///< [1, K] f32, unit stride along K, on a 16-byte boundary
+  /// The function `activate` applies; absent: none (the input is `to_bf16`
+  /// of x, what `linear` of an f32 row with bf16 weights reads).
+  std::optional<activation> fn{};
+  /// [1, K] f32 like x; present (with `fn` only): the input is `fn(x) * up`,
+  /// as `activate` with `up` gives it.
+  view<const float, 2> up{};
+};
+
+/// `activate` (or `to_bf16`, `fn` absent) into a bf16 row, then
+/// `linear_bf16` of it, in one kernel (gemv.cu: every block builds the row
+/// in shared memory with activate's own quad code once its first weight
+/// pieces are in flight): the output equals the two launches' bit for bit
+/// where `linear_bf16` takes its GEMV. A batch-1 decode step's MLP down
+/// projection, or a projection of an f32 row (attention's output). One row,
+/// K a multiple of 8 up to `rms_norm_linear_max_k`, x / up / weight rows on
+/// 16-byte boundaries; other shapes return cudaErrorInvalidValue.
+[[nodiscard]] cudaError_t activation_linear_bf16(const activation_linear_bf16_params& p,
+                                                 cudaStream_t stream);
+
+/// Whether `activation_linear_bf16` takes `p` (checks only, launches
+/// nothing): callers choosing between it and the two launches.
+[[nodiscard]] bool activation_linear_bf16_fits(const activation_linear_bf16_params& p);
 
 /// `n` floats to bfloat16 bits, round to nearest even (the CPU arena's rule).
 [[nodiscard]] cudaError_t to_bf16(const float* in, std::uint16_t* out, std::int64_t n,

@@ -63,6 +63,16 @@ result<void> nemotron_h_cuda::impl::linear(gemm_input in, std::int64_t t, const 
     return check(cuda_detail::folded_linear(in, t, w, out_rows, accumulate, s),
                  in.gate != nullptr ? "gated_rms_norm_linear_bf16" : "rms_norm_linear_bf16");
   }
+  if (in.fold_f32 && dtype == mstar::dtype::bfloat16) {
+    if (cuda_detail::f32_fold_fits(in, t, w, out_rows, accumulate)) {
+      return check(kc::activation_linear_bf16(
+                       cuda_detail::activation_linear_params(in, t, w, out_rows, accumulate), s),
+                   "activation_linear_bf16");
+    }
+    // Unfolded, the row as it is rounds below; an activation cannot be left out.
+    if (in.act)
+      return check(cudaErrorInvalidValue, "linear: an activation fold that does not fit");
+  }
   if (dtype == mstar::dtype::float32) {
     if (accumulate)
       return check(cudaErrorInvalidValue, "linear: accumulating needs bf16 weights");
@@ -234,8 +244,11 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, const layer
                       "paged_attention");
       !ok)
     return ok;
-  // The attention output is f32: with bf16 weights linear rounds it first.
-  return linear({o.as<float>()}, tokens, l.o, io.out, io.accumulate);
+  // The attention output is f32: with bf16 weights linear rounds it first,
+  // or, folded, the GEMV rounds it into its own input.
+  const gemm_input attended{.f32 = o.as<float>(),
+                            .fold_f32 = io.in.norm_of != nullptr && f32_folds.bf16};
+  return linear(attended, tokens, l.o, io.out, io.accumulate);
 }
 
 result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
@@ -296,13 +309,20 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
         mixed = linear(io.in, T, l.up, in);
         if (!mixed)
           break;
+        const auto fn =
+            c.mlp_hidden_act == "silu" ? kernels::activation::silu : kernels::activation::relu2;
+        // Folded: down's GEMV activates its input row itself, where that
+        // equals the two launches below bit for bit.
+        if (fold && f32_folds.act) {
+          const gemm_input activated{.f32 = in, .fold_f32 = true, .act = fn};
+          if (cuda_detail::f32_fold_fits(activated, T, l.down, io.out, io.accumulate)) {
+            mixed = linear(activated, T, l.down, io.out, io.accumulate);
+            break;
+          }
+        }
         // In place in f32; with bf16 weights straight into down's input.
         auto iv = matrix(in, T, c.intermediate_size);
-        kernels::activation_params a{
-            iv,
-            {},
-            staged_bf16(T, c.intermediate_size),
-            c.mlp_hidden_act == "silu" ? kernels::activation::silu : kernels::activation::relu2};
+        kernels::activation_params a{iv, {}, staged_bf16(T, c.intermediate_size), fn};
         if (!a.out_bf16)
           a.out = iv;
         mixed = check(kc::activate(a, s), "mlp activation");
@@ -358,8 +378,7 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
   }
   if (!argmax)
     return {};
-  return check(kc::argmax(matrix<const float>(lg, R, c.vocab_size), greedy.as<std::int32_t>(), s),
-               "argmax");
+  return check(kc::argmax(matrix<const float>(lg, R, c.vocab_size), draws_to, s), "argmax");
 }
 
 result<void> nemotron_h_cuda::impl::sample(std::span<const row_sampling> rows, forward_slot& slot) {
@@ -403,7 +422,7 @@ result<void> nemotron_h_cuda::impl::sample(std::span<const row_sampling> rows, f
   p.top_k = reinterpret_cast<const std::int32_t*>(df + 2 * R);
   p.seed = du;
   p.counter = du + R;
-  p.out = greedy.as<std::int32_t>();
+  p.out = draws_to;
   return check(kc::sample(p, s), "sample");
 }
 

@@ -200,11 +200,16 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
     if (auto ok = p.reserve_buffer(p.ssd_scratch, bytes, false); !ok)
       return ok;
   }
-  if (draws) {
-    // Not read by graphs: the copy after sampling writes it.
-    if (auto ok = p.reserve_buffer(slot.drawn, R * sizeof(std::int32_t), false); !ok)
+  // Direct draws: the graph's argmax writes the slot's `drawn` (a graph a
+  // slot), so moving it retires the graphs. Otherwise the copy after
+  // sampling writes it, and no graph reads it.
+  const bool direct = p.direct_draws;
+  if (draws || (direct && graph)) {
+    if (auto ok = p.reserve_buffer(slot.drawn, R * sizeof(std::int32_t), direct); !ok)
       return ok;
   }
+  p.draws_to =
+      direct && (draws || graph) ? slot.drawn.as<std::int32_t>() : p.greedy.as<std::int32_t>();
   if (kp != nullptr) {
     // The split workspace depends on the table's sizes only: the host plan's
     // spans, laid out as the device reads them, carry them.
@@ -251,7 +256,8 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
   } else {
     if (p.buffers_generation != before)
       graphs_cache_->by_rows.clear();  // buffers moved: every graph is stale
-    auto& entry = graphs_cache_->by_rows[static_cast<std::int64_t>(R)];
+    const auto key = cuda_detail::graph_key(R, index, p.forwards.size(), direct);
+    auto& entry = graphs_cache_->by_rows[key];
     if (!entry.exec || entry.buffers != p.buffers_generation) {
       if (auto ok = p.check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
                             "decode graph capture");
@@ -285,17 +291,19 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
       if (auto ok = p.sample(sampling, slot); !ok)
         return ok;
     }
-    // The draws leave `greedy` for the slot's own copy (the next forward's
-    // loopback reads it, whatever that forward's reserve does to `greedy`),
-    // then cross to pinned memory.
+    // The draws are in the slot's own `drawn` (direct) or leave `greedy`
+    // for it (the next forward's loopback reads it, whatever that forward's
+    // reserve does to `greedy`), then cross to pinned memory.
     const auto bytes = R * sizeof(std::int32_t);
     if (auto ok = impl::reserve_pinned(slot.ids, bytes); !ok)
       return ok;
-    if (auto ok = p.check(cudaMemcpyAsync(slot.drawn.buffer.data(), p.greedy.buffer.data(), bytes,
-                                          cudaMemcpyDeviceToDevice, s),
-                          "sampled ids copy");
-        !ok)
-      return ok;
+    if (!direct) {
+      if (auto ok = p.check(cudaMemcpyAsync(slot.drawn.buffer.data(), p.greedy.buffer.data(), bytes,
+                                            cudaMemcpyDeviceToDevice, s),
+                            "sampled ids copy");
+          !ok)
+        return ok;
+    }
     if (auto ok = p.check(cudaMemcpyAsync(slot.ids.data(), slot.drawn.buffer.data(), bytes,
                                           cudaMemcpyDeviceToHost, s),
                           "sampled ids download");

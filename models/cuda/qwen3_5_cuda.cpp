@@ -37,6 +37,8 @@ result<std::unique_ptr<qwen3_5_cuda>> qwen3_5_cuda::make(int device, mstar::dtyp
   p->dtype = dtype;
   p->graphs = graphs;
   p->fused_norms = cuda_detail::fused_norms_enabled();
+  p->f32_folds = cuda_detail::f32_folds_enabled();
+  p->direct_draws = cuda_detail::direct_draws_enabled();
   cudaDeviceProp prop{};
   if (auto ok = kc::check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"); !ok)
     return ok.error();

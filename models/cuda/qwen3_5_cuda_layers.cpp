@@ -26,6 +26,16 @@ result<void> qwen3_5_cuda::impl::linear(gemm_input in, std::int64_t t, const dev
     return check(cuda_detail::folded_linear(in, t, w, out_rows, accumulate, s),
                  "rms_norm_linear_bf16");
   }
+  if (in.fold_f32 && dtype == mstar::dtype::bfloat16) {
+    if (cuda_detail::f32_fold_fits(in, t, w, out_rows, accumulate)) {
+      return check(kc::activation_linear_bf16(
+                       cuda_detail::activation_linear_params(in, t, w, out_rows, accumulate), s),
+                   "activation_linear_bf16");
+    }
+    // Unfolded, the row as it is rounds below; an activation cannot be left out.
+    if (in.act)
+      return check(cudaErrorInvalidValue, "linear: an activation fold that does not fit");
+  }
   if (dtype == mstar::dtype::float32) {
     if (accumulate)
       return check(cudaErrorInvalidValue, "linear: accumulating needs bf16 weights");
@@ -213,6 +223,15 @@ result<void> qwen3_5_cuda::impl::mlp(const layer& l, const layer_io& io, std::in
   float* gu = inter.as<float>();
   if (auto ok = linear(io.in, tokens, l.gate_up, gu); !ok)
     return ok;
+  // Folded (the step's GEMVs norm their own input): down's GEMV takes
+  // silu(gate) * up itself, where that equals the two launches below bit
+  // for bit.
+  if (io.in.norm_of != nullptr && f32_folds.act) {
+    const gemm_input activated{
+        .f32 = gu, .fold_f32 = true, .act = kernels::activation::silu, .up = gu + I};
+    if (cuda_detail::f32_fold_fits(activated, tokens, l.down, io.out, io.accumulate))
+      return linear(activated, tokens, l.down, io.out, io.accumulate);
+  }
   // [gate | up] per token: silu(gate) * up in one pass, into `act` [tokens,
   // I] (f32 weights) or straight into the down GEMM's bf16 input.
   kernels::activation_params a;
@@ -334,8 +353,7 @@ result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_
     return ok;
   if (!argmax)
     return {};
-  return check(kc::argmax(matrix<const float>(lg, R, c.vocab_size), greedy.as<std::int32_t>(), s),
-               "argmax");
+  return check(kc::argmax(matrix<const float>(lg, R, c.vocab_size), draws_to, s), "argmax");
 }
 
 result<void> qwen3_5_cuda::impl::sample(std::span<const row_sampling> rows, forward_slot& slot) {
@@ -376,7 +394,7 @@ result<void> qwen3_5_cuda::impl::sample(std::span<const row_sampling> rows, forw
   p.top_k = reinterpret_cast<const std::int32_t*>(df + 2 * R);
   p.seed = du;
   p.counter = du + R;
-  p.out = greedy.as<std::int32_t>();
+  p.out = draws_to;
   return check(kc::sample(p, s), "sample");
 }
 

@@ -165,10 +165,15 @@ result<void> qwen3_5_cuda::impl::enqueue(std::size_t index, const qwen3_5_step& 
   const std::uint64_t before = buffers_generation;
   if (auto ok = reserve(static_cast<std::int64_t>(T), static_cast<std::int64_t>(R), L.total); !ok)
     return ok;
-  if (draws) {
-    if (auto ok = reserve_buffer(slot.drawn, R * sizeof(std::int32_t), false); !ok)
+  // Direct draws: the graph's argmax writes the slot's `drawn` (a graph a
+  // slot), so moving it retires the graphs. Otherwise the copy after
+  // sampling writes it, and no graph reads it.
+  const bool direct = direct_draws;
+  if (draws || (direct && graph)) {
+    if (auto ok = reserve_buffer(slot.drawn, R * sizeof(std::int32_t), direct); !ok)
       return ok;
   }
+  draws_to = direct && (draws || graph) ? slot.drawn.as<std::int32_t>() : greedy.as<std::int32_t>();
   if (!st.decode && chunked_delta_rule()) {
     const std::size_t bytes = kc::gated_delta_rule_workspace_bytes(
         delta_shape(), static_cast<std::int64_t>(T), static_cast<std::int64_t>(R));
@@ -209,7 +214,8 @@ result<void> qwen3_5_cuda::impl::enqueue(std::size_t index, const qwen3_5_step& 
   } else {
     if (buffers_generation != before)
       graph_by_rows.clear();  // buffers moved: every graph is stale
-    auto& entry = graph_by_rows[static_cast<std::int64_t>(R)];
+    const auto key = cuda_detail::graph_key(R, index, forwards.size(), direct);
+    auto& entry = graph_by_rows[key];
     if (!entry.exec || entry.buffers != buffers_generation) {
       if (auto ok = check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
                           "decode graph capture");
@@ -246,11 +252,13 @@ result<void> qwen3_5_cuda::impl::enqueue(std::size_t index, const qwen3_5_step& 
     const auto bytes = R * sizeof(std::int32_t);
     if (auto ok = reserve_pinned(slot.ids, bytes); !ok)
       return ok;
-    if (auto ok = check(cudaMemcpyAsync(slot.drawn.buffer.data(), greedy.buffer.data(), bytes,
-                                        cudaMemcpyDeviceToDevice, s),
-                        "sampled ids copy");
-        !ok)
-      return ok;
+    if (!direct) {  // otherwise the draws are in `drawn` already
+      if (auto ok = check(cudaMemcpyAsync(slot.drawn.buffer.data(), greedy.buffer.data(), bytes,
+                                          cudaMemcpyDeviceToDevice, s),
+                          "sampled ids copy");
+          !ok)
+        return ok;
+    }
     if (auto ok = check(cudaMemcpyAsync(slot.ids.data(), slot.drawn.buffer.data(), bytes,
                                         cudaMemcpyDeviceToHost, s),
                         "sampled ids download");

@@ -309,6 +309,48 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_gated_norm_bit_for_bit_in
   }
 }
 
+// A batch-1 step also folds the MLP's activation (relu2) and the
+// attention output's rounding to bf16 into the GEMV after them
+// (cuda_common.hpp's f32_folds: activation_linear_bf16). With either fold
+// alone turned off (MSTAR_ACT_FOLD=0, MSTAR_BF16_FOLD=0, read when the
+// model is made) every prompt gives the same tokens and logits bit for bit.
+TEST(gpu_model_fused_norms, batch_one_decode_folds_the_activation_and_the_rounding_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  const auto config = gated_fold_config(4);  // MLP and attention layers
+  const auto made_with = [&](const char* off) {
+    if (off != nullptr) {
+      EXPECT_EQ(setenv(off, "0", 1), 0);
+    }
+    auto e = random_on_gpu(config);
+    if (off != nullptr) {
+      EXPECT_EQ(unsetenv(off), 0);
+    }
+    return e;
+  };
+  auto folded = made_with(nullptr);
+  ASSERT_NE(folded, nullptr);
+  for (const char* off : {"MSTAR_ACT_FOLD", "MSTAR_BF16_FOLD"}) {
+    SCOPED_TRACE(std::string{off} + "=0");
+    auto separate = made_with(off);
+    ASSERT_NE(separate, nullptr);
+    for (const std::size_t length : {std::size_t{5}, std::size_t{17}}) {
+      SCOPED_TRACE("prompt of " + std::to_string(length));
+      request_spec r;
+      for (std::size_t i = 0; i < length; ++i)
+        r.prompt.push_back(static_cast<resources::token_id>(3 + (i * 29) % 250));
+      r.stop.max_tokens = 8;
+      r.stop.ignore_eos = true;
+      auto a = generate(*separate, {r}, true);
+      auto b = generate(*folded, {r}, true);
+      ASSERT_TRUE(a.has_value()) << a.error().message();
+      ASSERT_TRUE(b.has_value()) << b.error().message();
+      expect_same_bits((*a)[0], (*b)[0]);
+    }
+    expect_pools_whole(*separate);
+  }
+  expect_pools_whole(*folded);
+}
+
 // Chained launches (kernels::cuda::chained_launches: each decode kernel may
 // start while the one before drains, a GEMV streaming its first weights)
 // change when kernels start, never what they compute: the same requests,
@@ -589,6 +631,54 @@ TEST(gpu_model_launch, pipelined_steps_with_loopback_draw_the_blocking_tokens) {
     }
     expect_pools_whole(*blocking);
     expect_pools_whole(*pipelined);
+  }
+}
+
+// Direct draws (cuda_common.hpp's direct_draws_enabled: argmax and the
+// sampler write each forward's slot, a decode graph a (rows, slot), no copy
+// after the step) draw the ids the copied draws do (MSTAR_DIRECT_DRAWS=0,
+// read when the model is made): greedy and sampled rows, one request at a
+// time and all together (graphs of several row counts for both slots),
+// and pipelined steps whose loopback reads the slot the step before wrote.
+TEST(gpu_model_launch, direct_draws_equal_the_copied_draws) {
+  MSTAR_REQUIRE_GPU();
+  const auto expected = load_expected("nemotron_h_tiny_hybrid");
+  ASSERT_GE(expected.size(), 2U);
+  auto reqs = greedy(expected);
+  for (std::size_t i = 0; i < reqs.size(); i += 2) {
+    reqs[i].sampling.temperature = 0.8F;
+    reqs[i].sampling.top_k = 20;
+    reqs[i].sampling.seed = 2000 + i;
+  }
+  for (const bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "graphs" : "eager");
+    ASSERT_EQ(setenv("MSTAR_DIRECT_DRAWS", "0", 1), 0);
+    auto copied = load_on_gpu("nemotron_h_tiny_hybrid", mstar::dtype::bfloat16, {}, graphs);
+    ASSERT_EQ(unsetenv("MSTAR_DIRECT_DRAWS"), 0);
+    auto direct = load_on_gpu("nemotron_h_tiny_hybrid", mstar::dtype::bfloat16, {}, graphs);
+    ASSERT_NE(copied, nullptr);
+    ASSERT_NE(direct, nullptr);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      auto a = generate(*copied, {reqs[i]});
+      auto b = generate(*direct, {reqs[i]});
+      ASSERT_TRUE(a.has_value()) << a.error().message();
+      ASSERT_TRUE(b.has_value()) << b.error().message();
+      EXPECT_EQ((*a)[0].generated_ids, (*b)[0].generated_ids) << "prompt " << i;
+    }
+    auto a = generate(*copied, reqs);
+    auto b = generate(*direct, reqs);
+    ASSERT_TRUE(a.has_value()) << a.error().message();
+    ASSERT_TRUE(b.has_value()) << b.error().message();
+    for (std::size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ((*a)[i].generated_ids, (*b)[i].generated_ids) << "together, prompt " << i;
+    constexpr int steps = 6;
+    auto pa = decode_directly(*copied, expected, steps, true);
+    auto pb = decode_directly(*direct, expected, steps, true);
+    ASSERT_TRUE(pa.has_value()) << pa.error().message();
+    ASSERT_TRUE(pb.has_value()) << pb.error().message();
+    EXPECT_EQ(*pa, *pb);
+    expect_pools_whole(*copied);
+    expect_pools_whole(*direct);
   }
 }
 

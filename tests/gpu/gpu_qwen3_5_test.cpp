@@ -294,6 +294,39 @@ TEST(gpu_qwen3_5_fused_norms, batch_one_decode_equals_the_separate_norm_launches
   }
 }
 
+// Direct draws (cuda_common.hpp's direct_draws_enabled: argmax writes each
+// forward's slot, a decode graph a (rows, slot), no copy after the step)
+// draw the ids the copied draws do (MSTAR_DIRECT_DRAWS=0, read when the
+// model is made), one request at a time and all together.
+TEST(gpu_qwen3_5_launch, direct_draws_equal_the_copied_draws) {
+  MSTAR_REQUIRE_GPU();
+  const auto expected = load_expected("qwen3_5_tiny_text");
+  ASSERT_EQ(setenv("MSTAR_DIRECT_DRAWS", "0", 1), 0);
+  auto copied = qwen_on_gpu("qwen3_5_tiny_text", mstar::dtype::bfloat16);
+  ASSERT_EQ(unsetenv("MSTAR_DIRECT_DRAWS"), 0);
+  auto direct = qwen_on_gpu("qwen3_5_tiny_text", mstar::dtype::bfloat16);
+  ASSERT_NE(copied, nullptr);
+  ASSERT_NE(direct, nullptr);
+  const auto reqs = greedy(expected, false);
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE("prompt " + std::to_string(i));
+    const auto a = run(*copied, {reqs[i]});
+    const auto b = run(*direct, {reqs[i]});
+    ASSERT_EQ(a.size(), 1U);
+    ASSERT_EQ(b.size(), 1U);
+    EXPECT_EQ(a[0].tokens[0], b[0].tokens[0]);
+    EXPECT_EQ(b[0].tokens[0].size(), expected[i].generated.size());
+  }
+  const auto a = run(*copied, reqs);
+  const auto b = run(*direct, reqs);
+  ASSERT_EQ(a.size(), reqs.size());
+  ASSERT_EQ(b.size(), reqs.size());
+  for (std::size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(a[i].tokens[0], b[i].tokens[0]) << "together, prompt " << i;
+  expect_qwen_pools_whole(*copied);
+  expect_qwen_pools_whole(*direct);
+}
+
 // Chained launches (kernels::cuda::chained_launches) change when the
 // delta-rule decode step's kernels start, never what they compute: each
 // prompt alone and all together give the same tokens and logits bit for

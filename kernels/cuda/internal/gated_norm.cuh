@@ -10,14 +10,10 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/internal/activation.cuh"
 #include "kernels/cuda/internal/common.cuh"
 
 namespace mstar::kernels::cuda::detail {
-
-/// `v * sigmoid(v)` as every CUDA kernel of ours takes it (the gate's silu).
-__device__ __forceinline__ float silu_of(float v) {
-  return v / (1.0F + expf(-v));
-}
 
 /// The group of `V * 128` channels at `x` (times silu of `gate`'s, unless
 /// `gate` is null), RMS-normed over the group and scaled by `weight`, into

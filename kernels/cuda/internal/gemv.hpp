@@ -1,7 +1,7 @@
 #pragma once
 
-// The few-row bf16 product behind linear_bf16, rms_norm_linear_bf16 and
-// gated_rms_norm_linear_bf16 (kernels/cuda/gemv.cu).
+// The few-row bf16 product behind linear_bf16, rms_norm_linear_bf16,
+// gated_rms_norm_linear_bf16 and activation_linear_bf16 (kernels/cuda/gemv.cu).
 
 #include <cuda_runtime_api.h>
 
@@ -45,5 +45,16 @@ inline constexpr int gemv_norm_max_k = static_cast<int>(rms_norm_linear_max_k);
 /// Enqueues the gated form for `p` (gemv_gated_rms_norm_fits(p) holds).
 [[nodiscard]] cudaError_t launch_gemv_gated_rms_norm_bf16(
     const gated_rms_norm_linear_bf16_params& p, cudaStream_t stream);
+
+/// Whether the activation form takes `p` (shapes otherwise checked by
+/// activation_linear_bf16): the weight as gemv_rms_norm_fits wants it, and
+/// what activate's quad form wants (fused.cu), so the product's input is
+/// that form's output: x / up rows of unit column stride on 16-byte
+/// boundaries; `up` only with a function.
+[[nodiscard]] bool gemv_activation_fits(const activation_linear_bf16_params& p);
+
+/// Enqueues the activation form for `p` (gemv_activation_fits(p) holds).
+[[nodiscard]] cudaError_t launch_gemv_activation_bf16(const activation_linear_bf16_params& p,
+                                                      cudaStream_t stream);
 
 }  // namespace mstar::kernels::cuda::detail

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <optional>
 #include <string_view>
 
 #include "core/dtype.hpp"
@@ -64,6 +65,13 @@ struct gemm_input {
   const float* gate = nullptr;
   std::int64_t gate_stride = 0;
   std::int64_t group = 0;
+  /// With `f32`, bf16 weights and one row (a folded batch-1 step): the GEMV
+  /// rounds the f32 row into its input itself, activated by `act` where set
+  /// (times `up`'s row then), instead of a to_bf16 / activate launch before
+  /// it (kernels::cuda::activation_linear_bf16).
+  bool fold_f32 = false;
+  std::optional<kernels::activation> act{};
+  const float* up = nullptr;
 };
 
 // Whether a model made now folds its batch-1 norms into its GEMVs:
@@ -71,6 +79,68 @@ struct gemm_input {
 [[nodiscard]] inline bool fused_norms_enabled() {
   const char* e = std::getenv("MSTAR_FUSED_NORM");
   return e == nullptr || std::string_view{e} != "0";
+}
+
+// Whether a model made now has its argmax / sampling write each forward's
+// draws straight into the forward's slot (`drawn`), where the download and
+// the next forward's loopback read them, so no device-to-device copy runs
+// after each step (a copy-engine operation between two chained graphs).
+// `MSTAR_DIRECT_DRAWS=0`: they go to the shared buffer and are copied
+// (A/B runs). Direct, a decode graph is captured per (rows, slot).
+[[nodiscard]] inline bool direct_draws_enabled() {
+  const char* e = std::getenv("MSTAR_DIRECT_DRAWS");
+  return e == nullptr || std::string_view{e} != "0";
+}
+
+// The decode graph for `rows` rows launched from forward slot `slot` of
+// `slots`: one a row count, or one a (row count, slot) with direct draws
+// (each slot's graph writes its own `drawn`).
+[[nodiscard]] inline std::int64_t graph_key(std::size_t rows, std::size_t slot, std::size_t slots,
+                                            bool direct) {
+  return static_cast<std::int64_t>(direct ? rows * slots + slot : rows);
+}
+
+// Whether a model made now folds, in its batch-1 steps, an f32 row's
+// activation (`act`: the MLP's; `MSTAR_ACT_FOLD=0` turns it off) or its
+// rounding to bf16 (`bf16`: attention's output; `MSTAR_BF16_FOLD=0`) into
+// the GEMV that takes the row; off, the activate / to_bf16 launch runs
+// before it (A/B runs).
+struct f32_folds {
+  bool act = true;
+  bool bf16 = true;
+};
+[[nodiscard]] inline f32_folds f32_folds_enabled() {
+  const auto on = [](const char* name) {
+    const char* e = std::getenv(name);
+    return e == nullptr || std::string_view{e} != "0";
+  };
+  return {on("MSTAR_ACT_FOLD"), on("MSTAR_BF16_FOLD")};
+}
+
+// The f32 fold's operands: `in` (fold_f32 set) as activation_linear_bf16 reads them.
+[[nodiscard]] inline kc::activation_linear_bf16_params activation_linear_params(
+    const gemm_input& in, std::int64_t t, const device_matrix& w, float* out_rows,
+    bool accumulate) {
+  kc::activation_linear_bf16_params p;
+  p.x = kernels::matrix(in.f32, t, w.cols);
+  p.fn = in.act;
+  if (in.up != nullptr)
+    p.up = kernels::matrix(in.up, t, w.cols);
+  p.weight = kernels::matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+  p.weight_static = true;  // model weights: uploaded at load
+  p.out_f32 = kernels::matrix(out_rows, t, w.rows);
+  p.accumulate = accumulate;
+  return p;
+}
+
+// Whether the f32 fold takes `in` (fold_f32 set, bf16 weights) and computes
+// what activate (or to_bf16) then the GEMV computes, bit for bit: one row,
+// shapes activate's quad form and the GEMV take. Elsewhere the caller
+// launches the two.
+[[nodiscard]] inline bool f32_fold_fits(const gemm_input& in, std::int64_t t,
+                                        const device_matrix& w, float* out_rows, bool accumulate) {
+  return in.fold_f32 && in.f32 != nullptr &&
+         kc::activation_linear_bf16_fits(activation_linear_params(in, t, w, out_rows, accumulate));
 }
 
 // The gated fold's operands: `in` (a gate set) as gated_rms_norm_linear_bf16 reads them.
@@ -147,7 +217,8 @@ struct graph_exec_deleter {
 // the pinned plan and sampling settings its uploads read, the pinned ids or
 // logits its downloads write (valid once `done` completed), and a device
 // copy of its draws for the next forward's loopback rows (the greedy buffer
-// may move when that forward reserves, the copy does not).
+// may move when that forward reserves, the copy does not; with direct
+// draws the forward's argmax or sampling writes it, nothing is copied).
 struct forward_slot {
   kc::pinned_buffer plan, settings, ids, logits;
   work_buffer drawn;

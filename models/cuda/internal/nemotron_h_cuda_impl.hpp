@@ -98,6 +98,15 @@ struct nemotron_h_cuda::impl {
   /// after it and each row-parallel projection's add into its GEMV
   /// (`MSTAR_FUSED_NORM=0`: the separate add_rms_norm launches, for A/B).
   bool fused_norms = true;
+  /// In those steps, the MLP's activation and attention output's rounding
+  /// fold into the GEMV after them (cuda_common.hpp's f32_folds).
+  cuda_detail::f32_folds f32_folds;
+  /// Argmax and sampling write a forward's draws into its slot's `drawn`
+  /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
+  bool direct_draws = true;
+  /// Where the forward being enqueued has its argmax / sampling write its
+  /// draws: its slot's `drawn` (direct draws) or `greedy`.
+  std::int32_t* draws_to = nullptr;
   /// Where a layer's mixer reads its input (`in`) and writes its output
   /// (`out`, added onto it when `accumulate`).
   struct layer_io {
@@ -139,11 +148,11 @@ struct nemotron_h_cuda::impl {
     b = std::move(*grown);
     return {};
   }
-  /// Draws each row's token from `logits` into `greedy` with the rows'
+  /// Draws each row's token from `logits` into `draws_to` with the rows'
   /// settings, uploaded as arrays from the slot's pinned `settings` first.
   [[nodiscard]] result<void> sample(std::span<const row_sampling> rows, forward_slot& slot);
-  /// Every launch of one step from the uploaded plan, argmax included when
-  /// asked: what a decode graph captures.
+  /// Every launch of one step from the uploaded plan, argmax (into
+  /// `draws_to`) included when asked: what a decode graph captures.
   [[nodiscard]] result<void> launch_step(const nemotron_h_batch& b, const nemotron_h_state& st,
                                          const step_layout& layout, bool argmax);
 
@@ -203,6 +212,7 @@ struct nemotron_h_cuda::graph_cache {
     std::unique_ptr<CUgraphExec_st, cuda_detail::graph_exec_deleter> exec;
     std::uint64_t buffers = 0;  // the work buffers' generation it was captured against
   };
+  // Keyed by cuda_detail::graph_key.
   std::map<std::int64_t, entry> by_rows;
 };
 

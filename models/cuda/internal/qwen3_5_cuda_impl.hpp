@@ -74,11 +74,21 @@ struct qwen3_5_cuda::impl {
   std::size_t outstanding = 0;
   std::size_t last_drawn_rows = 0;
   const work_buffer* last_drawn = nullptr;
+  // Keyed by cuda_detail::graph_key.
   std::map<std::int64_t, graph_entry> graph_by_rows;
   /// Batch-1 decode steps with bf16 weights fold each norm into the GEMVs
   /// after it and each block's last projection's add into its GEMV
   /// (`MSTAR_FUSED_NORM=0`: the separate add_rms_norm launches, for A/B).
   bool fused_norms = true;
+  /// In those steps, the MLP's SwiGLU folds into the down GEMV
+  /// (cuda_common.hpp's f32_folds; the attention output is bf16 already).
+  cuda_detail::f32_folds f32_folds;
+  /// Argmax and sampling write a forward's draws into its slot's `drawn`
+  /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
+  bool direct_draws = true;
+  /// Where the forward being enqueued has its argmax / sampling write its
+  /// draws: its slot's `drawn` (direct draws) or `greedy`.
+  std::int32_t* draws_to = nullptr;
   /// Where a block (a layer's mixer or its MLP) reads its input (`in`) and
   /// writes its output (`out`, added onto it when `accumulate`).
   struct layer_io {
