@@ -26,7 +26,7 @@ blocks (a block takes many items: the ring's phases carry over items).
 Shapes: the rows walk's decode and split test cases (groups 1 / 3 / 4 / 8 /
 16 / 32, page sizes 4 / 5 / 8 / 16 / 32, head_dim 64 / 128 / 256) and the
 bench's b1 / b256 shapes, at 1, 2, 7 and 64 splits, and with the rings
-MSTAR_ATTN_ROWS_STAGES / _STAGE_KIB allow (2 x 16 KiB, 4 x 48 KiB). Keep it in step with
+MSTAR_ATTN_ROWS_STAGES / _STAGE_KIB allow (2 x 16 KiB, 4 x 48 KiB, 3 x 32 KiB). Keep it in step with
 the kernel.
 
   python3 bench/decode_attention_rows_trace.py      (needs numpy)
@@ -36,8 +36,8 @@ import math
 
 import numpy as np
 
-STAGES = 3
-STAGE_BUDGET = 32 * 1024
+STAGES = 2
+STAGE_BUDGET = 48 * 1024
 MAX_TILE = 64
 MAX_WARPS = 8
 MIN_CHUNK = 32
@@ -376,11 +376,11 @@ def main():
             run(case, splits)
             count += 1
         run(case, 7, grid_cap=3)
-        # The environment's rings: 2 stages of 16 KiB, 4 of 48 KiB.
-        for ring in ((2, 16 * 1024), (4, 48 * 1024)):
+        # The environment's rings: 2 stages of 16 KiB, 4 of 48 KiB, 3 of 32 KiB.
+        for ring in ((2, 16 * 1024), (4, 48 * 1024), (3, 32 * 1024)):
             run(case, 2, ring=ring)
             run(case, 5, grid_cap=2, ring=ring)
-        count += 5
+        count += 7
         print(f"{name}: kv/block {sh['kv']} warps {sh['warps']} tile {sh['tile']} "
               f"smem {sh['smem']} ok")
     # The bench's shapes (fewer positions: the indexing does not depend on them).

@@ -26,7 +26,7 @@
 // halving butterfly (not one per head), and the running sums are rescaled
 // only when a head's maximum grows.
 //
-// The ring: `stages` stages (3; MSTAR_ATTN_ROWS_STAGES and
+// The ring: `stages` stages (2; MSTAR_ATTN_ROWS_STAGES and
 // MSTAR_ATTN_ROWS_STAGE_KIB tune it) of `tile` positions (K then V, tile x
 // kv_per_block x head_bytes each), one mbarrier a stage. Warp 0 issues a
 // stage: lane 0 arms the barrier with the stage's bytes (arrive.expect_tx),
@@ -35,9 +35,13 @@
 // of the block's tile count / stages), consumes, and a block barrier after
 // the consume guarantees no warp still reads the stage when warp 0 refills
 // it with tile j + stages. So stages - 1 tiles are in flight while one is
-// consumed: 3 stages of 32 KiB (16 KiB K + 16 KiB V) are 96 KiB a block, 2
-// blocks an SM, 128 KiB of K/V in flight an SM (Little's law at ~4.5 TB/s
-// and ~1.5 us asks ~50 KiB an SM). Positions past the range's end are
+// consumed: 2 stages of 48 KiB (24 KiB K + 24 KiB V) are 96 KiB a block, 2
+// blocks an SM, 96 KiB of K/V in flight an SM (Little's law at ~4.5 TB/s
+// and ~1.5 us asks ~50 KiB an SM). Measured on the H200 (session 35, second
+// call; 2,048 positions, 32 / 8 heads, D 128), us at 64 rows split / 256
+// rows: 2 x 48 KiB 173.4 / 594.5, 3 x 32 180.7 / 643.1, 3 x 64 242.4 /
+// 893.8, 4 x 32 279.4 / 1053.2, 4 x 48 257.9 / 955.5: two blocks an SM
+// and fewer, larger tiles pay; more bytes in flight alone does not. Positions past the range's end are
 // never copied: their stale shared bytes are read but scored -inf and
 // their V skipped, never multiplied in. bench/decode_attention_rows_trace.py
 // replays the copies and the ring on the host.
@@ -61,8 +65,8 @@ namespace {
 // most); MSTAR_ATTN_ROWS_STAGES (2 to 4) and MSTAR_ATTN_ROWS_STAGE_KIB (8
 // to 64, stages x KiB at most 192) override them, read once: tuning on
 // the device without a rebuild.
-constexpr int rows_stages = 3;
-constexpr int rows_stage_budget = 32 * 1024;
+constexpr int rows_stages = 2;
+constexpr int rows_stage_budget = 48 * 1024;
 constexpr int rows_max_stages = 4;
 constexpr int rows_max_tile = 64;
 constexpr int rows_max_threads = decode_rows_max_warps * 32;
