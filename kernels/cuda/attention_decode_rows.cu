@@ -41,10 +41,9 @@
 // call; 2,048 positions, 32 / 8 heads, D 128), us at 64 rows split / 256
 // rows: 2 x 48 KiB 173.4 / 594.5, 3 x 32 180.7 / 643.1, 3 x 64 242.4 /
 // 893.8, 4 x 32 279.4 / 1053.2, 4 x 48 257.9 / 955.5: two blocks an SM
-// and fewer, larger tiles pay; more bytes in flight alone does not. Positions past the range's end are
-// never copied: their stale shared bytes are read but scored -inf and
-// their V skipped, never multiplied in. bench/decode_attention_rows_trace.py
-// replays the copies and the ring on the host.
+// and fewer, larger tiles pay; more bytes in flight alone does not. Positions past the range's end
+// are never copied: their stale shared bytes are read but scored -inf and their V skipped, never
+// multiplied in. bench/decode_attention_rows_trace.py replays the copies and the ring on the host.
 
 #include <algorithm>
 #include <array>
