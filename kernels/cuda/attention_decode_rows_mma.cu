@@ -142,8 +142,8 @@ __device__ __forceinline__ void issue_stage(const attn_args& a, const rm_geom& g
     const int r = v ? i - g.tile : i;
     const int t = t0 + min(r, n - 1);
     const std::int32_t page = __ldg(a.table.kv_indices + first_page + t / ps);
-    bulk_copy(stage + static_cast<std::uint32_t>(i) * stride, a.arena.at(v ? 1 : 0, page, t % ps, kv0),
-              row_bytes, bar);
+    bulk_copy(stage + static_cast<std::uint32_t>(i) * stride,
+              a.arena.at(v ? 1 : 0, page, t % ps, kv0), row_bytes, bar);
   }
 }
 
@@ -190,7 +190,7 @@ __device__ __forceinline__ void consume_stage(std::uint32_t k_base, std::uint32_
     top = fmaxf(top, __shfl_xor_sync(0xffffffffU, top, 2));
     const float mx = fmaxf(w.m, top);
     const float ref = mx == -INFINITY ? 0.0F : mx;  // nothing seen yet: weights 0
-    if (__any_sync(0xffffffffU, mx > w.m)) {  // some head's maximum grew: rescale
+    if (__any_sync(0xffffffffU, mx > w.m)) {        // some head's maximum grew: rescale
       const float alpha = exp2_ftz(w.m - ref);
       w.l *= alpha;
       const float a0 = __shfl_sync(0xffffffffU, alpha, src0);
@@ -347,8 +347,8 @@ __global__ void __launch_bounds__(rm_max_threads, 2)
     filled += static_cast<unsigned>(tiles);
     // Recomputed rather than kept live over the walk (registers).
     const int token = query_of(a, a.table.rows, w / per_row).token;
-    const std::size_t head0 = static_cast<std::size_t>(token) * a.q_heads +
-                              (kv0 + hk) * a.group + hc * GC;
+    const std::size_t head0 =
+        static_cast<std::size_t>(token) * a.q_heads + (kv0 + hk) * a.group + hc * GC;
     if (split) {
       finish_warp<D, GC>(st, valid, [&](int h, int d, float o, float l, float m) {
         const std::size_t at = (head0 + h) * s.splits + chunk;
@@ -398,9 +398,8 @@ int resident(const decode_rows_shape& shape) {
   }
   int n = 0;
   if (prepare<D, GC>() != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attend_decode_rows_mma<D, GC>,
-                                                    shape.warps * 32,
-                                                    shape.smem_bytes) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &n, attend_decode_rows_mma<D, GC>, shape.warps * 32, shape.smem_bytes) != cudaSuccess ||
       n <= 0) {
     cudaGetLastError();
     return 1;
@@ -489,9 +488,8 @@ cudaError_t launch_decode_rows_mma(attn_args a, int head_dim, const split_args* 
   if (use.step != shape.tile)
     return cudaErrorInvalidValue;  // the merge would cut other chunks
   cudaError_t err = cudaErrorInvalidValue;
-  static_cast<void>(with_shape(head_dim, a.group, [&]<int D, int GC>() {
-    err = launch<D, GC>(a, shape, use, stream);
-  }));
+  static_cast<void>(with_shape(
+      head_dim, a.group, [&]<int D, int GC>() { err = launch<D, GC>(a, shape, use, stream); }));
   return err;
 }
 

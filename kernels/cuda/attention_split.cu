@@ -170,6 +170,7 @@ attention_walk split_walk(const paged_attention_params& p) {
 // groups one-pass blocks and W = resident split blocks (of `walk`'s kernel)
 // per SM * num_sms,
 //   splits = min(2W / B, pages * page_size / (rows * min_chunk), max_splits),
+// (min_chunk: decode_rows_mma_min_chunk for the rows_mma kernel),
 // no split below 2 (rows short on average: pages * page_size / rows bounds
 // the mean length from above), and none when the one-pass grid fills more
 // than half a wave (B > W / 2): measured on an H200 at 64 rows x 2,048
@@ -214,8 +215,10 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_w
   if (2 * blocks > wave)
     return plan;
   const std::int64_t by_grid = split_waves * wave / blocks;
+  const int fewest = walk == attention_walk::rows_mma ? detail::decode_rows_mma_min_chunk
+                                                      : min_chunk;  // launch_split_rows_mma's
   const std::int64_t by_length = static_cast<std::int64_t>(p.table.kv_indices.size()) *
-                                 p.arena.geometry.page_size / (rows * min_chunk);
+                                 p.arena.geometry.page_size / (rows * fewest);
   const std::int64_t splits = std::min({by_grid, by_length, std::int64_t{max_splits}});
   if (splits < 2)
     return plan;
@@ -303,6 +306,7 @@ cudaError_t launch_split_rows_mma(const attn_args& a, int head_dim, split_args s
   if (!detail::decode_rows_mma_shape_of(a.kv_heads, a.group, head_dim, shape))
     return cudaErrorInvalidValue;  // unreachable: split_walk checked
   s.step = shape.tile;
+  s.min_length = detail::decode_rows_mma_min_chunk;
   if (const cudaError_t err = detail::launch_decode_rows_mma(a, head_dim, &s, stream);
       err != cudaSuccess) {
     return err;

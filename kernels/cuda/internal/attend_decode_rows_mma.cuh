@@ -12,6 +12,14 @@
 
 namespace mstar::kernels::cuda::detail {
 
+/// Fewest positions a split chunk of this kernel takes (split_args::
+/// min_length), where the others take min_chunk: a block takes every kv
+/// head of its positions, so its partials (32 heads x (D + 2) floats at 8
+/// kv heads x group 4) stay ~1/4 of its K/V reads at 16 positions, and a
+/// single row of 2,048 positions fills 128 blocks instead of 64. A guess
+/// from that arithmetic, not yet measured against 32.
+inline constexpr int decode_rows_mma_min_chunk = 16;
+
 /// Resident blocks per SM of the kernel at this shape on the current
 /// device (the occupancy calculator, cached); 1 if the runtime cannot say.
 [[nodiscard]] int decode_rows_mma_resident(int head_dim, int group, const decode_rows_shape& shape);
