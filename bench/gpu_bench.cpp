@@ -332,7 +332,8 @@ int main(int argc, char** argv) {
                  "One-row prefill lengths timed chunked and scanned (the threshold)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--attn-variants", k17.attn_variants,
-               "Decode attention: also every K/V walk (regs, cp4, cp2, mma) and, where the step "
+               "Decode attention: also every K/V walk (regs, cp4, cp2, mma, rows, rows_mma) and, "
+               "where the step "
                "splits, every walk and split merge (mwarp, mblock), forced in turn; the "
                "variant is in the case name");
   std::vector<int> update_variants;

@@ -101,7 +101,8 @@ comparison time_split(timer& t, copy_baseline& copy,
 
 constexpr cuda::attention_walk all_walks[] = {
     cuda::attention_walk::registers, cuda::attention_walk::pipeline4,
-    cuda::attention_walk::pipeline2, cuda::attention_walk::mma, cuda::attention_walk::rows};
+    cuda::attention_walk::pipeline2, cuda::attention_walk::mma,
+    cuda::attention_walk::rows,      cuda::attention_walk::rows_mma};
 constexpr cuda::attention_merge all_merges[] = {cuda::attention_merge::warp,
                                                 cuda::attention_merge::block};
 

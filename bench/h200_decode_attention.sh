@@ -38,7 +38,7 @@ timeout 300 "$bin/mstar-gpu-bench" --suite attention --rows "${rows[@]}" --prefi
   --attn-variants --graphs --rounds 7 --json >"$out/variants.jsonl"
 echo "exit $?"
 echo "== environment"
-for v in "0 0" "1 1" "2 1" "3 1" "4 1"; do
+for v in "0 0" "1 1" "2 1" "3 1" "4 1" "5 1"; do
   set -- $v
   MSTAR_ATTN_DECODE_WALK=$1 MSTAR_ATTN_SPLIT_MERGE=$2 timeout 100 "$bin/mstar-gpu-bench" \
     --suite attention --rows 1 64 --prefill-rows 1 --graphs --rounds 5 --json \

@@ -4,6 +4,7 @@
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/internal/attend_decode_mma.cuh"
 #include "kernels/cuda/internal/attend_decode_rows.cuh"
+#include "kernels/cuda/internal/attend_decode_rows_mma.cuh"
 #include "kernels/cuda/internal/attend_prefill.cuh"
 #include "kernels/cuda/internal/attend_tiles.cuh"
 #include "kernels/cuda/internal/attend_variant.hpp"
@@ -135,6 +136,7 @@ cudaError_t launch_fast(const attn_args& a, std::int64_t token_bound, cudaStream
     case attention_walk::automatic:  // walk_for resolves it: unreachable
     case attention_walk::mma:        // a step the tensor-core kernel does not take
     case attention_walk::rows:       // a step the whole-row kernel does not take
+    case attention_walk::rows_mma:   // nor its tensor-core form
     case attention_walk::registers:
       attend_fast<KV, D, GC, 0><<<grid, 128, 0, stream>>>(a);
       break;
@@ -200,6 +202,8 @@ cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream
     return detail::launch_decode_mma(a, p.arena.geometry.head_dim, nullptr, stream);
   if (walk == attention_walk::rows)
     return detail::launch_decode_rows(a, p.arena.geometry.head_dim, nullptr, stream);
+  if (walk == attention_walk::rows_mma)
+    return detail::launch_decode_rows_mma(a, p.arena.geometry.head_dim, nullptr, stream);
   if (p.arena.geometry.dtype == mstar::dtype::bfloat16)
     return launch_attention<std::uint16_t>(a, p.arena.geometry.head_dim, bound, stream);
   return launch_attention<float>(a, p.arena.geometry.head_dim, bound, stream);

@@ -48,7 +48,7 @@ namespace mstar::kernels::cuda {
 /// 256) bring K and V in. The CUDA-core walks give each slot of lanes the
 /// same positions, so their results agree to f32 rounding of the same sums.
 enum class attention_walk : std::int8_t {
-  /// MSTAR_ATTN_DECODE_WALK (0 to 4) if set, else the default rule: `rows`
+  /// MSTAR_ATTN_DECODE_WALK (0 to 5) if set, else the default rule: `rows`
   /// for decode steps of 64 rows and more, `registers` otherwise
   automatic = -1,
   registers = 0,  ///< the next step's K/V loaded into registers while this one is consumed
@@ -71,6 +71,15 @@ enum class attention_walk : std::int8_t {
   /// f32 rounding of a different order of sums). Every other launch takes
   /// `registers`.
   rows = 4,
+  /// Decode steps on bf16 arenas with head_dim 64 / 128 (arena 16-byte, q
+  /// 8-byte aligned, whole GQA groups of at most 64 heads): the blocks of
+  /// `rows` (every kv head of a token, a 3-stage bulk-copy ring, one copy
+  /// a position into rows padded against bank conflicts), consumed on
+  /// tensor cores (S = Q K^T and O^T = V^T P^T on mma.sync from ldmatrix,
+  /// q and P as bf16 high + low parts, f32 online softmax), agreeing with
+  /// the CUDA-core walks as `mma` does. Every other launch takes
+  /// `registers`.
+  rows_mma = 5,
 };
 
 /// How the split path merges each row's partials.

@@ -94,11 +94,6 @@ struct warp_state {
   float l[2];                         // this lane's share of the running sums
 };
 
-// The bf16 pair nearest (x, y) minus `hi` (their bf16 pair), as bf16.
-__device__ __forceinline__ std::uint32_t bf16_rest(float x, float y, std::uint32_t hi) {
-  return pack_bf16(x - __uint_as_float(hi << 16), y - __uint_as_float(hi & 0xffff0000U));
-}
-
 // The lane's Q^T B fragments: column c of n tile t is head (8t + c) % GC
 // (zeros past `valid`), high part below GC, low part from GC; b0 holds
 // dims 16k + 2q, + 1 and b1 those + 8 (q scaled into the exp2 domain).

@@ -9,6 +9,7 @@
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/internal/attend_decode_mma.cuh"
 #include "kernels/cuda/internal/attend_decode_rows.cuh"
+#include "kernels/cuda/internal/attend_decode_rows_mma.cuh"
 #include "kernels/cuda/internal/attend_merge.cuh"
 #include "kernels/cuda/internal/attend_tiles.cuh"
 #include "kernels/cuda/internal/attend_variant.hpp"
@@ -117,6 +118,7 @@ template <class Fn>
       case attention_walk::automatic:  // resolved by walk_for: unreachable
       case attention_walk::mma:        // the tensor-core kernel's shapes go elsewhere
       case attention_walk::rows:       // and the whole-row kernel's
+      case attention_walk::rows_mma:   // and its tensor-core form's
       case attention_walk::registers:
         fn.template operator()<KV, D, GC, 0>();
         break;
@@ -168,6 +170,7 @@ attention_walk split_walk(const paged_attention_params& p) {
 // groups one-pass blocks and W = resident split blocks (of `walk`'s kernel)
 // per SM * num_sms,
 //   splits = min(2W / B, pages * page_size / (rows * min_chunk), max_splits),
+// (min_chunk: decode_rows_mma_min_chunk for the rows_mma kernel),
 // no split below 2 (rows short on average: pages * page_size / rows bounds
 // the mean length from above), and none when the one-pass grid fills more
 // than half a wave (B > W / 2): measured on an H200 at 64 rows x 2,048
@@ -194,6 +197,11 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_w
       return plan;  // unreachable: split_walk checked
     resident = detail::decode_rows_resident(d, a.group, rows_shape);
     per_row = rows_shape.blocks_per_row(a.kv_heads);
+  } else if (walk == attention_walk::rows_mma) {  // likewise
+    if (!detail::decode_rows_mma_shape_of(a.kv_heads, a.group, d, rows_shape))
+      return plan;  // unreachable: split_walk checked
+    resident = detail::decode_rows_mma_resident(d, a.group, rows_shape);
+    per_row = rows_shape.blocks_per_row(a.kv_heads);
   } else if (!with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group, walk,
                          [&]<class KV, int D, int GC, int Stages>() {
                            resident = resident_blocks<KV, D, GC, Stages>();
@@ -207,8 +215,10 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_w
   if (2 * blocks > wave)
     return plan;
   const std::int64_t by_grid = split_waves * wave / blocks;
+  const int fewest = walk == attention_walk::rows_mma ? detail::decode_rows_mma_min_chunk
+                                                      : min_chunk;  // launch_split_rows_mma's
   const std::int64_t by_length = static_cast<std::int64_t>(p.table.kv_indices.size()) *
-                                 p.arena.geometry.page_size / (rows * min_chunk);
+                                 p.arena.geometry.page_size / (rows * fewest);
   const std::int64_t splits = std::min({by_grid, by_length, std::int64_t{max_splits}});
   if (splits < 2)
     return plan;
@@ -288,6 +298,24 @@ cudaError_t launch_split_rows(const attn_args& a, int head_dim, split_args s, at
   }
 }
 
+// The tensor-core whole-row split kernel (chunks in whole stages), then
+// the merge.
+cudaError_t launch_split_rows_mma(const attn_args& a, int head_dim, split_args s,
+                                  attention_merge merge, cudaStream_t stream) {
+  detail::decode_rows_shape shape;
+  if (!detail::decode_rows_mma_shape_of(a.kv_heads, a.group, head_dim, shape))
+    return cudaErrorInvalidValue;  // unreachable: split_walk checked
+  s.step = shape.tile;
+  s.min_length = detail::decode_rows_mma_min_chunk;
+  if (const cudaError_t err = detail::launch_decode_rows_mma(a, head_dim, &s, stream);
+      err != cudaSuccess) {
+    return err;
+  }
+  if (head_dim == 64)
+    return launch_merge<64>(a, s, merge, stream);
+  return launch_merge<128>(a, s, merge, stream);  // the shape took 64 or 128 only
+}
+
 int sms_or_current(int num_sms) {
   return num_sms > 0 ? num_sms : detail::sm_count();
 }
@@ -330,6 +358,8 @@ cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
     return launch_split_mma(a, d, s, merge, stream);
   if (walk == attention_walk::rows)
     return launch_split_rows(a, d, s, merge, stream);
+  if (walk == attention_walk::rows_mma)
+    return launch_split_rows_mma(a, d, s, merge, stream);
   cudaError_t err = cudaSuccess;
   const bool fast = with_shape(p.arena.geometry.dtype == mstar::dtype::bfloat16, d, a.group, walk,
                                [&]<class KV, int D, int GC, int Stages>() {

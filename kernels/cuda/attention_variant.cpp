@@ -25,7 +25,7 @@ int env_choice(const char* name, int count) {
 }
 
 attention_walk env_walk() {
-  static const auto w = static_cast<attention_walk>(env_choice("MSTAR_ATTN_DECODE_WALK", 5));
+  static const auto w = static_cast<attention_walk>(env_choice("MSTAR_ATTN_DECODE_WALK", 6));
   return w;
 }
 
@@ -99,11 +99,24 @@ bool decode_rows_takes(const paged_attention_params& p) {
          decode_rows_shape_of(g.num_kv_heads, p.num_qo_heads / g.num_kv_heads, g.head_dim, shape);
 }
 
+bool decode_rows_mma_takes(const paged_attention_params& p) {
+  const kv_geometry& g = p.arena.geometry;
+  decode_rows_shape shape;
+  return p.table.is_decode() && g.dtype == mstar::dtype::bfloat16 && g.num_kv_heads > 0 &&
+         p.num_qo_heads > 0 && p.num_qo_heads % g.num_kv_heads == 0 &&
+         reinterpret_cast<std::uintptr_t>(p.arena.base) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(p.q) % 8 == 0 &&
+         decode_rows_mma_shape_of(g.num_kv_heads, p.num_qo_heads / g.num_kv_heads, g.head_dim,
+                                  shape);
+}
+
 attention_walk walk_of(const paged_attention_params& p, bool split) {
   const attention_walk w = walk_for(split, p.table.is_decode(), p.table.num_rows());
   if (w == attention_walk::mma && !decode_mma_takes(p))
     return attention_walk::registers;
   if (w == attention_walk::rows && !decode_rows_takes(p))
+    return attention_walk::registers;
+  if (w == attention_walk::rows_mma && !decode_rows_mma_takes(p))
     return attention_walk::registers;
   return w;
 }
@@ -179,6 +192,8 @@ const char* to_string(attention_walk w) {
       return "mma";
     case attention_walk::rows:
       return "rows";
+    case attention_walk::rows_mma:
+      return "rows_mma";
   }
   return "?";
 }

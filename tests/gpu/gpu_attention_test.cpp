@@ -292,6 +292,36 @@ TEST(gpu_attention, default_walk_is_the_whole_row_one_from_64_decode_rows) {
   EXPECT_EQ(walk(256, f32), cuda::attention_walk::registers);  // the kernel takes bf16 only
 }
 
+TEST(gpu_attention, rows_mma_walk_runs_only_where_its_kernel_takes_the_step) {
+  // Host only: sizes and pointers, nothing dereferenced.
+  const std::vector<std::int32_t> two{0, 1};
+  const std::vector<std::int32_t> one{0};
+  alignas(16) static std::byte arena[32];
+  alignas(16) static float q[4];
+  const kv_page_table decode{two, two, one, one, one, one};
+  const kv_page_table prefill{two, two, one, one, {}, {}};
+  const kv_geometry bf16{16, 1, 2, 128, mstar::dtype::bfloat16};
+  const variant_scope forced{{cuda::attention_walk::rows_mma, cuda::attention_merge::automatic}};
+  auto walk = [&](const kv_page_table& t, kv_geometry g, std::byte* base, const float* qp,
+                  int q_heads, bool split) {
+    const paged_attention_params p{{base, g}, 0, t, qp, nullptr, q_heads, 0.0F};
+    return cuda::paged_attention_variant(p, split).walk;
+  };
+  EXPECT_EQ(walk(decode, bf16, arena, q, 8, false), cuda::attention_walk::rows_mma);
+  EXPECT_EQ(walk(decode, bf16, arena, q, 8, true), cuda::attention_walk::rows_mma);
+  EXPECT_EQ(walk(decode, bf16, arena, q, 128, true), cuda::attention_walk::rows_mma);  // group 64
+  kv_geometry f32 = bf16;
+  f32.dtype = mstar::dtype::float32;
+  kv_geometry d256 = bf16;
+  d256.head_dim = 256;
+  EXPECT_EQ(walk(decode, f32, arena, q, 8, true), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(decode, d256, arena, q, 8, true), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(decode, bf16, arena, q, 132, true), cuda::attention_walk::registers);  // 66
+  EXPECT_EQ(walk(prefill, bf16, arena, q, 8, false), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(decode, bf16, arena + 8, q, 8, false), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(decode, bf16, arena, q + 1, 8, false), cuda::attention_walk::registers);
+}
+
 // Every walk, forced, on the one-pass decode and prefill cases.
 class gpu_attention_walk : public ::testing::TestWithParam<cuda::attention_walk> {};
 
@@ -321,14 +351,12 @@ TEST_P(gpu_attention_walk, one_long_row_repeats_bit_for_bit) {
     run_case(c, ++seed, {false, 1, true, true});
 }
 
-INSTANTIATE_TEST_SUITE_P(every_walk, gpu_attention_walk,
-                         ::testing::Values(cuda::attention_walk::registers,
-                                           cuda::attention_walk::pipeline4,
-                                           cuda::attention_walk::pipeline2,
-                                           cuda::attention_walk::mma, cuda::attention_walk::rows),
-                         [](const auto& param) {
-                           return std::string{cuda::to_string(param.param)};
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    every_walk, gpu_attention_walk,
+    ::testing::Values(cuda::attention_walk::registers, cuda::attention_walk::pipeline4,
+                      cuda::attention_walk::pipeline2, cuda::attention_walk::mma,
+                      cuda::attention_walk::rows, cuda::attention_walk::rows_mma),
+    [](const auto& param) { return std::string{cuda::to_string(param.param)}; });
 
 // Every (walk, merge), forced, on the split cases.
 class gpu_attention_split_variant
@@ -363,18 +391,17 @@ TEST_P(gpu_attention_split_variant, fewer_chunks_from_less_workspace_match_the_c
   run_case(c, 781, {true, 3, true});
 }
 
-INSTANTIATE_TEST_SUITE_P(every_walk_and_merge, gpu_attention_split_variant,
-                         ::testing::Combine(::testing::Values(cuda::attention_walk::registers,
-                                                              cuda::attention_walk::pipeline4,
-                                                              cuda::attention_walk::pipeline2,
-                                                              cuda::attention_walk::mma,
-                                                              cuda::attention_walk::rows),
-                                            ::testing::Values(cuda::attention_merge::warp,
-                                                              cuda::attention_merge::block)),
-                         [](const auto& param) {
-                           return std::string{cuda::to_string(std::get<0>(param.param))} + "_" +
-                                  cuda::to_string(std::get<1>(param.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    every_walk_and_merge, gpu_attention_split_variant,
+    ::testing::Combine(
+        ::testing::Values(cuda::attention_walk::registers, cuda::attention_walk::pipeline4,
+                          cuda::attention_walk::pipeline2, cuda::attention_walk::mma,
+                          cuda::attention_walk::rows, cuda::attention_walk::rows_mma),
+        ::testing::Values(cuda::attention_merge::warp, cuda::attention_merge::block)),
+    [](const auto& param) {
+      return std::string{cuda::to_string(std::get<0>(param.param))} + "_" +
+             cuda::to_string(std::get<1>(param.param));
+    });
 
 }  // namespace
 }  // namespace mstar::kernels

@@ -23,7 +23,8 @@ struct split_args {
   float* m;    // [T][Hq][splits] maxima (exp2 domain)
   float* l;    // [T][Hq][splits] softmax sums relative to m
   int splits;
-  int step;  // the attend kernel's positions per block step: chunks are multiples of it
+  int step;            // the attend kernel's positions per block step: chunks are multiples of it
+  int min_length = 0;  // fewest positions a chunk; 0: min_chunk
 };
 
 /// Positions per chunk of a row with `positions` positions: an equal share,
@@ -32,7 +33,7 @@ struct split_args {
 /// and merge kernels call this with the same arguments, so they agree on
 /// which partials exist.
 __device__ __forceinline__ int chunk_length(int positions, const split_args& s) {
-  const int share = max(ceil_div(positions, s.splits), min_chunk);
+  const int share = max(ceil_div(positions, s.splits), s.min_length > 0 ? s.min_length : min_chunk);
   return ceil_div(share, s.step) * s.step;
 }
 

@@ -67,7 +67,21 @@ struct decode_rows_shape {
 /// the arena 16-byte aligned. Host sizes and pointers only.
 [[nodiscard]] bool decode_rows_takes(const paged_attention_params& p);
 
-/// walk_for, with `mma` or `rows` turned into `registers` where that
+/// The shape of the tensor-core whole-row kernel (attention_walk::rows_mma,
+/// attention_decode_rows_mma.cu) for (kv heads, GQA group, head_dim): as
+/// decode_rows_shape_of with query-head chunks of decode_mma_heads (4 or
+/// 8), head_dim 64 or 128, 3 stages of a multiple of 8 positions whose
+/// shared rows are padded by 16 bytes; false where it does not take it.
+[[nodiscard]] bool decode_rows_mma_shape_of(int kv_heads, int group, int head_dim,
+                                            decode_rows_shape& out);
+
+/// Whether the tensor-core whole-row kernel takes `p`: decode arrays
+/// present, a bf16 arena, head_dim 64 or 128, whole GQA groups of at most
+/// 64 heads, the arena 16-byte and q 8-byte aligned. Host sizes and
+/// pointers only.
+[[nodiscard]] bool decode_rows_mma_takes(const paged_attention_params& p);
+
+/// walk_for, with `mma`, `rows` or `rows_mma` turned into `registers` where that
 /// kernel does not take `p`: the walk a launch of `p` runs.
 [[nodiscard]] attention_walk walk_of(const paged_attention_params& p, bool split);
 

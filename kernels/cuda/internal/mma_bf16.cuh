@@ -62,6 +62,23 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   return r;
 }
 
+/// The bf16 pair nearest (x, y) minus `hi` (their bf16 pair, pack_bf16's),
+/// as bf16: with `hi` a high + low split of (x, y) keeping ~16 mantissa bits.
+__device__ __forceinline__ std::uint32_t bf16_rest(float x, float y, std::uint32_t hi) {
+  return pack_bf16(x - __uint_as_float(hi << 16), y - __uint_as_float(hi & 0xffff0000U));
+}
+
+/// c += a b: a 16x8 bf16 (row), b 8x8 bf16 (col), c 16x8 f32 (m16n8k8:
+/// a0 (g, 2q..), a1 (g + 8, 2q..), b0 (2q.., g), c as m16n8k16's).
+__device__ __forceinline__ void mma_bf16_k8(float (&c)[4], std::uint32_t a0, std::uint32_t a1,
+                                            std::uint32_t b0) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(b0));
+}
+
 /// 2^x, results below 2^-126 flushed to zero (weights that small vanish
 /// next to the row's largest, 1); one MUFU.EX2 without exp2f's rescaling.
 __device__ __forceinline__ float exp2_ftz(float x) {
