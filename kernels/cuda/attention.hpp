@@ -106,7 +106,8 @@ attention_variant set_attention_variant(attention_variant v);
 /// Which tensor-core kernel runs the steps `paged_attention` gives the
 /// prefill path (no decode arrays, bf16 arena, head_dim 64 / 128 / 256).
 enum class attention_prefill : std::int8_t {
-  automatic = -1,  ///< MSTAR_ATTN_PREFILL ("mma", "wgmma", "wgmma_serial") if set, else `mma`
+  automatic = -1,  ///< MSTAR_ATTN_PREFILL ("mma", "wgmma", "wgmma_serial", "wgmma_ws") if set,
+                   ///< else `mma`
   mma = 0,         ///< mma.sync m16n8k16, 4 warps a block (attention_prefill.cu)
   /// Hopper's warpgroup MMA (attention_prefill_wgmma.cu, sm_90a): two
   /// warpgroups a block, 64 M rows each, K / V tiles of 128 positions, S
@@ -118,6 +119,11 @@ enum class attention_prefill : std::int8_t {
   /// `wgmma` with two stages and every wgmma group waited at once (the
   /// simpler schedule, to compare and to fall back on).
   wgmma_serial = 2,
+  /// `wgmma` warp-specialised (attention_prefill_wgmma_ws.cu): a third
+  /// warpgroup gathers the K / V tiles into three stages handed over by
+  /// mbarriers, the two consumer warpgroups (registers raised to 232 by
+  /// setmaxnreg) only compute. Same takes and numerics as `wgmma`.
+  wgmma_ws = 3,
 };
 
 /// Sets the process-wide override of the prefill kernel (tests, benches);
@@ -130,7 +136,7 @@ attention_prefill set_attention_prefill(attention_prefill k);
 /// the prefill path takes. Host only (asks the current device once).
 [[nodiscard]] attention_prefill paged_attention_prefill(const paged_attention_params& p);
 
-/// "mma", "wgmma", "wgmma_serial" ("auto").
+/// "mma", "wgmma", "wgmma_serial", "wgmma_ws" ("auto").
 [[nodiscard]] const char* to_string(attention_prefill k);
 
 /// Chunks per row the split-KV decode path would cut this step into on a

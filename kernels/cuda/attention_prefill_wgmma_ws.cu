@@ -1,0 +1,280 @@
+// The wgmma prefill attention with warp specialisation
+// (`attention_prefill::wgmma_ws`, MSTAR_ATTN_PREFILL=wgmma_ws; sm_90a, head_dim
+// 64 / 128 on a compute 9.0 device, as attention_prefill_wgmma.cu). Items,
+// masks, layouts and the consumer's per-tile work are that kernel's `wgmma`
+// schedule (internal/prefill_wgmma.cuh); what changes is who copies and how
+// the stages are handed over.
+//
+// A block is three warpgroups: 0 and 1 consume (64 M rows each, as before),
+// 2 produces. The producer gives up registers (setmaxnreg down to 40 a
+// thread) so the consumers can take 232 instead of the 255 the
+// all-in-one kernel caps them at. The producer gathers every K / V tile of
+// the block's items in order, one stream over items, into `stages` (3)
+// swizzled stages, 128 threads x cp.async 16 bytes; it never waits for the
+// consumers' softmax, only for a stage to come free. Per stage two
+// mbarriers:
+//   full[s]  (128 arrivals: each producer thread, once its own copies of
+//            the tile have landed and it has fenced them to the async proxy:
+//            the writer-fences-then-publishes order of the block-barrier
+//            kernel);
+//   empty[s] (8 arrivals: each consumer warp, once every wgmma that read the
+//            stage is complete).
+// Tile number `it` (counted over the block's items) sits in stage it %
+// stages; the n-th use of a stage (n = it / stages) waits full's phase of
+// parity n & 1, and the producer, before refilling it, empty's phase of
+// parity (n - 1) & 1. The producer publishes tile it only after issuing
+// tile it + 1 (one cp.async group in flight behind the one it waits), so
+// a copy's latency overlaps the next one's issue.
+//
+// Consumers run `wgmma`'s deferred schedule: tile j's P V stays in flight
+// until tile j + 1's S wait, and right after that wait the warpgroup frees
+// tile j's stage; a warpgroup whose rows all lie before a tile (the
+// causal tail of warpgroup 0) waits the tile's full phase and frees it at
+// once, so every phase gets its 8 arrivals in order. Fully masked tiles
+// past the item's last row are never copied; only tiles reaching past a
+// warpgroup's first row mask. Each consumer warpgroup writes its own 64 Q
+// rows (named barrier 1 + warpgroup around it: the previous item's wgmmas
+// done before, the rows visible after), so the two never wait for each
+// other. bench/attention_prefill_wgmma_trace.py replays the protocol.
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+
+#include "kernels/cuda/internal/attend_prefill.cuh"
+#include "kernels/cuda/internal/attend_variant.hpp"
+#include "kernels/cuda/internal/cp_async.cuh"
+#include "kernels/cuda/internal/mbarrier.cuh"
+#include "kernels/cuda/internal/prefill_rows.cuh"
+#include "kernels/cuda/internal/prefill_wgmma.cuh"
+#include "kernels/cuda/internal/wgmma.cuh"
+
+namespace mstar::kernels::cuda::detail {
+namespace {
+
+constexpr int ws_threads = wg_threads + 128;  // two consumer warpgroups, one producer
+constexpr int ws_consumer_warps = wg_threads / 32;
+constexpr int ws_producer_regs = 40;
+constexpr int ws_consumer_regs = 232;
+static_assert(128 * ws_producer_regs + wg_threads * ws_consumer_regs <= 65536,
+              "the register file of one block");
+
+// Shared memory: wgmma's three-stage layout, then full[stages] and
+// empty[stages] (8 bytes each).
+template <int D>
+struct ws_shape {
+  using S = wg_shape<D, true>;
+  static constexpr std::size_t smem_bytes = S::smem_bytes + 16 * S::stages;
+  static_assert(smem_bytes <= 227 * 1024, "one block an SM");
+};
+
+// One item of the block-uniform walk, as both roles see it.
+struct ws_item {
+  int kvh;
+  int f0;    // first M row of the item in its row
+  int m_rows;
+  int n_kt;  // K / V tiles up to the item's last row
+  row_info ri;
+};
+
+// The item numbered `item` (block-uniform), or false for an item with
+// nothing to do (a row's spare tile, or a row without pages for its tokens).
+template <int D>
+__device__ __forceinline__ bool ws_item_at(const attn_args& a, long long tiles, long long item,
+                                           ws_item& it) {
+  using S = wg_shape<D, true>;
+  const int rows = a.table.rows;
+  it.kvh = static_cast<int>(item % a.kv_heads);
+  const long long k = tiles - 1 - item / a.kv_heads;  // heaviest first
+  const int r = row_of_tile<S::tile_m>(a.table.qo, rows, a.group, k);
+  it.ri = row_at(a.table, a.arena.page_size, r);
+  it.m_rows = it.ri.new_tokens * a.group;
+  it.f0 = static_cast<int>(k - tile_base<S::tile_m>(a.table.qo, r, a.group)) * S::tile_m;
+  if (it.f0 >= it.m_rows || it.ri.length < it.ri.new_tokens)
+    return false;
+  const row_place place{it.ri.length - it.ri.new_tokens, it.m_rows, a.group, it.f0};
+  it.n_kt = place.pos_of(it.f0 + S::tile_m - 1) / S::bn + 1;
+  return true;
+}
+
+// The producer warpgroup: every tile of every item of the block into the
+// stage ring. `tid`: 0 .. 127.
+template <int D>
+__device__ void ws_produce(const attn_args& a, long long tiles, std::uint32_t k0, std::uint32_t v0,
+                           std::uint32_t full0, std::uint32_t empty0, int tid) {
+  using S = wg_shape<D, true>;
+  const long long total = tiles * a.kv_heads;
+  int it = 0;                // tiles issued so far
+  std::uint32_t pending = 0;  // full barrier of the tile issued last, unpublished
+  for (long long item = blockIdx.x; item < total; item += gridDim.x) {
+    ws_item w{};
+    if (!ws_item_at<D>(a, tiles, item, w))
+      continue;
+    for (int kt = 0; kt < w.n_kt; ++kt, ++it) {
+      const int stage = it % S::stages;
+      const int use = it / S::stages;
+      if (use > 0)
+        mbar_wait(empty0 + 8 * stage, static_cast<std::uint32_t>(use - 1) & 1U);
+      const std::uint32_t off = static_cast<std::uint32_t>(stage) * S::kv_bytes;
+      load_kv_tile_wg<D, 128>(a, w.ri, w.kvh, kt * S::bn, k0 + off, v0 + off, tid);
+      cp_async_commit();
+      if (pending != 0) {
+        cp_async_wait<1>();  // the tile before this one has landed
+        fence_proxy_async_shared();
+        mbar_arrive(pending);
+      }
+      pending = full0 + 8 * stage;
+    }
+  }
+  if (pending != 0) {
+    cp_async_wait<0>();
+    fence_proxy_async_shared();
+    mbar_arrive(pending);
+  }
+}
+
+// One consumer warpgroup (`wg` 0 or 1) over the block's items.
+template <int D>
+__device__ void ws_consume(const attn_args& a, long long tiles, std::byte* sq, std::uint32_t base,
+                           std::uint32_t k0, std::uint32_t v0, std::uint32_t full0,
+                           std::uint32_t empty0, int wg) {
+  using S = wg_shape<D, true>;
+  constexpr int bn = S::bn;
+  const int tid = static_cast<int>(threadIdx.x) % 128;
+  const int warp = tid / 32;
+  const bool leader = static_cast<int>(threadIdx.x) % 32 == 0;
+  const std::uint32_t q_addr = base + wg * S::group_m * 128;  // the warpgroup's rows
+  const long long total = tiles * a.kv_heads;
+  const float scale = fabsf(a.scale_log2);
+  // Each consumer warp frees a stage once its wgmmas on it are complete.
+  const auto release = [&](int stage) {
+    __syncwarp();
+    if (leader)
+      mbar_arrive(empty0 + 8 * stage);
+  };
+  int it = 0;
+  for (long long item = blockIdx.x; item < total; item += gridDim.x) {
+    ws_item w{};
+    if (!ws_item_at<D>(a, tiles, item, w))
+      continue;
+    const int fg = w.f0 + wg * S::group_m;  // the warpgroup's first M row
+    const row_place place{w.ri.length - w.ri.new_tokens, w.m_rows, a.group, fg + warp * 16};
+    const int gmin = place.pos_of(fg);
+    const int gmax = fg < w.m_rows ? place.pos_of(fg + S::group_m - 1) : -1;
+
+    // The warpgroup's previous wgmmas are complete (waited at the last
+    // item's end) in every warp before any overwrites its Q rows.
+    named_bar_sync(1 + wg, 128);
+    stage_q_wg<D, S::group_m, 128>(a, w.ri, w.kvh, w.f0, w.m_rows, sq, wg * S::group_m, tid);
+    fence_proxy_async_shared();
+    named_bar_sync(1 + wg, 128);
+
+    group_rows<D> rows;
+    rows.start();
+    int held = -1;  // the stage whose P V may still run
+    for (int kt = 0; kt < w.n_kt; ++kt, ++it) {
+      const int stage = it % S::stages;
+      mbar_wait(full0 + 8 * stage, static_cast<std::uint32_t>(it / S::stages) & 1U);
+      const std::uint32_t off = static_cast<std::uint32_t>(stage) * S::kv_bytes;
+      const int t0 = kt * bn;
+      if (t0 <= gmax) {
+        attend_tile_wg<D, true>(q_addr, k0 + off, v0 + off, t0, t0 + bn - 1 > gmin, place, scale,
+                                rows, [&] {
+                                  if (held >= 0)
+                                    release(held);
+                                });
+        held = stage;
+      } else {
+        wgmma_wait<0>();
+        rows.settle();
+        if (held >= 0)
+          release(held);
+        held = -1;
+        release(stage);
+      }
+    }
+    wgmma_wait<0>();  // the last P V
+    rows.settle();
+    if (held >= 0)
+      release(held);
+    if (place.fw < w.m_rows)
+      store_rows_wg<D>(a, w.ri, w.kvh, place.fw, w.m_rows, rows);
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(ws_threads, 1) attend_prefill_wgmma_ws(attn_args a) {
+  using S = wg_shape<D, true>;
+  extern __shared__ uint4 ws_smem[];
+  const std::uint32_t raw = smem_addr(ws_smem);
+  const std::uint32_t base = (raw + 1023U) & ~1023U;  // swizzle atoms 1,024-byte aligned
+  std::byte* const sq = reinterpret_cast<std::byte*>(ws_smem) + (base - raw);
+  const std::uint32_t k0 = base + S::q_bytes;             // K tiles: k0 + i kv_bytes
+  const std::uint32_t v0 = k0 + S::stages * S::kv_bytes;  // V tiles: v0 + i kv_bytes
+  const std::uint32_t full0 = v0 + S::stages * S::kv_bytes;
+  const std::uint32_t empty0 = full0 + 8 * S::stages;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S::stages; ++s) {
+      mbar_init(full0 + 8 * s, 128);
+      mbar_init(empty0 + 8 * s, ws_consumer_warps);
+    }
+  }
+  __syncthreads();  // the barriers initialised; the last block-wide barrier
+  const long long tiles = tile_base<S::tile_m>(a.table.qo, a.table.rows, a.group);
+  const int wg = static_cast<int>(threadIdx.x) / 128;
+  if (wg == wg_groups) {
+    setmaxnreg_dec<ws_producer_regs>();
+    ws_produce<D>(a, tiles, k0, v0, full0, empty0, static_cast<int>(threadIdx.x) - wg_threads);
+    return;
+  }
+  setmaxnreg_inc<ws_consumer_regs>();
+  ws_consume<D>(a, tiles, sq, base, k0, v0, full0, empty0, wg);
+}
+
+template <int D>
+cudaError_t launch_prefill_wgmma_ws_d(const attn_args& a, std::int64_t token_bound,
+                                      cudaStream_t stream) {
+  using S = wg_shape<D, true>;
+  constexpr std::size_t smem = ws_shape<D>::smem_bytes;
+  // Raise the dynamic shared memory limit once per device.
+  constexpr int max_devices = 64;
+  static std::array<std::atomic<bool>, max_devices> raised{};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess)
+    return err;
+  const bool cached = device >= 0 && device < max_devices;
+  if (!cached || !raised[static_cast<std::size_t>(device)].load(std::memory_order_relaxed)) {
+    err = cudaFuncSetAttribute(attend_prefill_wgmma_ws<D>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem));
+    if (err != cudaSuccess)
+      return err;
+    if (cached)
+      raised[static_cast<std::size_t>(device)].store(true, std::memory_order_relaxed);
+  }
+  // The items as the other kernels bound them; blocks past the device-side
+  // count exit at once, the rest stride.
+  const std::int64_t items = (token_bound * a.group / S::tile_m + a.table.rows + 1) * a.kv_heads;
+  const std::int64_t cap = std::int64_t{sm_count()} * 32;
+  const auto grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, cap)));
+  attend_prefill_wgmma_ws<D><<<grid, ws_threads, smem, stream>>>(a);
+  return launch_status();
+}
+
+}  // namespace
+
+cudaError_t launch_prefill_wgmma_ws(const attn_args& a, int head_dim, std::int64_t token_bound,
+                                    cudaStream_t stream) {
+  switch (head_dim) {
+    case 64:
+      return launch_prefill_wgmma_ws_d<64>(a, token_bound, stream);
+    case 128:
+      return launch_prefill_wgmma_ws_d<128>(a, token_bound, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace mstar::kernels::cuda::detail

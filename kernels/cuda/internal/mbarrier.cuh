@@ -1,0 +1,71 @@
+#pragma once
+
+// Shared-memory barriers for the warp-specialised wgmma prefill
+// (attention_prefill_wgmma_ws.cu, sm_90a): mbarriers (a phase completes when
+// its expected arrivals are in; waiters name the parity of the phase they
+// wait out), named barriers over part of a block, and the warpgroup register
+// reallocation (setmaxnreg) that hands a producer's registers to the
+// consumers. Only sm_90a .cu files include it; on other targets the sm_90a
+// wrappers trap, as internal/wgmma.cuh's.
+
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/internal/wgmma.cuh"
+
+namespace mstar::kernels::cuda::detail {
+
+/// Sets up the mbarrier at shared address `bar` to expect `count` arrivals a
+/// phase. One thread; a block barrier before any other thread uses it.
+__device__ __forceinline__ void mbar_init(std::uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+/// Arrives once (release: this thread's earlier writes are visible to a
+/// thread whose wait sees the phase complete).
+__device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+/// Waits (acquire) until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
+  std::uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+/// Named barrier `id` (1 .. 15; 0 is __syncthreads') over `count` threads,
+/// whole warps.
+__device__ __forceinline__ void named_bar_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+/// Lowers this warpgroup's registers a thread to N (every warp of the
+/// warpgroup executes it).
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if MSTAR_WGMMA_DEVICE
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#else
+  __trap();
+#endif
+}
+
+/// Raises this warpgroup's registers a thread to N, waiting until the pool
+/// has them (released by setmaxnreg_dec elsewhere in the block).
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if MSTAR_WGMMA_DEVICE
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#else
+  __trap();
+#endif
+}
+
+}  // namespace mstar::kernels::cuda::detail
