@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(wg_threads, 1) attend_prefill_wgmma(attn_args 
       const int t0 = kt * bn;
       if (t0 <= gmax) {
         attend_tile_wg<D, Defer>(q_addr, k0 + buf, v0 + buf, t0, t0 + bn - 1 > gmin, place,
-                                 fabsf(a.scale_log2), w, [] {});
+                                 fabsf(a.scale_log2), w);
       } else if constexpr (Defer) {
         // Done before the other warpgroup: the last P V must finish before
         // the next barrier hands its buffer to tile kt + 2.

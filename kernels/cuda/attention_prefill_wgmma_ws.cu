@@ -6,9 +6,9 @@
 // the stages are handed over.
 //
 // A block is three warpgroups: 0 and 1 consume (64 M rows each, as before),
-// 2 produces. The producer gives up registers (setmaxnreg down to 40 a
-// thread) so the consumers can take 232 instead of the 255 the
-// all-in-one kernel caps them at. The producer gathers every K / V tile of
+// 2 produces. The producer gives up registers (setmaxnreg down to 24 a
+// thread) so the consumers can take 240 (the block launches with 168 a
+// thread). The producer gathers every K / V tile of
 // the block's items in order, one stream over items, into `stages` (3)
 // swizzled stages, 128 threads x cp.async 16 bytes; it never waits for the
 // consumers' softmax, only for a stage to come free. Per stage two
@@ -26,13 +26,17 @@
 // tile it + 1 (one cp.async group in flight behind the one it waits), so
 // a copy's latency overlaps the next one's issue.
 //
-// Consumers run `wgmma`'s deferred schedule: tile j's P V stays in flight
-// until tile j + 1's S wait, and right after that wait the warpgroup frees
-// tile j's stage; a warpgroup whose rows all lie before a tile (the
-// causal tail of warpgroup 0) waits the tile's full phase and frees it at
-// once, so every phase gets its 8 arrivals in order. Fully masked tiles
-// past the item's last row are never copied; only tiles reaching past a
-// warpgroup's first row mask. Each consumer warpgroup writes its own 64 Q
+// Consumers overlap the softmax with the tensor cores inside a warpgroup
+// (FlashAttention-3's order): for tile j it issues S(j), then P V of tile
+// j - 1 behind it, waits S(j) alone (wgmma_wait<1>), runs the softmax of j
+// while P V(j - 1) runs, then waits that (freeing tile j - 1's stage),
+// rescales O and packs P(j) for the next round; the warpgroup's last tile
+// issues its P V at once and waits it. Registers: S / P (64), O (64) and
+// P(j - 1) (32) live together, as in `wgmma`. A warpgroup whose rows all
+// lie before a tile (the causal tail of warpgroup 0) waits the tile's full
+// phase and frees it unread at once, so every phase gets its 8 arrivals in
+// order. Fully masked tiles past the item's last row are never copied;
+// only tiles reaching past a warpgroup's first row mask. Each consumer warpgroup writes its own 64 Q
 // rows (named barrier 1 + warpgroup around it: the previous item's wgmmas
 // done before, the rows visible after), so the two never wait for each
 // other. bench/attention_prefill_wgmma_trace.py replays the protocol.
@@ -55,10 +59,17 @@ namespace {
 
 constexpr int ws_threads = wg_threads + 128;  // two consumer warpgroups, one producer
 constexpr int ws_consumer_warps = wg_threads / 32;
-constexpr int ws_producer_regs = 40;
-constexpr int ws_consumer_regs = 232;
-static_assert(128 * ws_producer_regs + wg_threads * ws_consumer_regs <= 65536,
-              "the register file of one block");
+constexpr int ws_producer_regs = 24;
+constexpr int ws_consumer_regs = 240;
+// setmaxnreg.inc takes only what .dec gave back: the block launches with 168
+// a thread (65,536 / 384, to a multiple of 8) and the consumers' raise must
+// fit in what the producer frees. 24 / 240: the consumers spill nothing at
+// D 128 (at 232 they spill 12 bytes); the producer spills 28 bytes of its
+// loop state.
+constexpr int ws_launch_regs = 168;
+static_assert(128 * ws_producer_regs + wg_threads * ws_consumer_regs <=
+                  ws_threads * ws_launch_regs,
+              "the registers the block launched with");
 
 // Shared memory: wgmma's three-stage layout, then full[stages] and
 // empty[stages] (8 bytes each).
@@ -172,32 +183,51 @@ __device__ void ws_consume(const attn_args& a, long long tiles, std::byte* sq, s
 
     group_rows<D> rows;
     rows.start();
-    int held = -1;  // the stage whose P V may still run
+    float sc[16][4];  // S of the tile being attended, then its P (f32)
+    // Tiles 0 .. last_kt are the warpgroup's (none when it has no rows).
+    const int last_kt = gmax < 0 ? -1 : min(w.n_kt - 1, gmax / bn);
+    int held = -1;  // the stage of the tile whose P V is issued next, or in flight
     for (int kt = 0; kt < w.n_kt; ++kt, ++it) {
       const int stage = it % S::stages;
       mbar_wait(full0 + 8 * stage, static_cast<std::uint32_t>(it / S::stages) & 1U);
+      if (kt > last_kt) {  // after its rows: free the stage unread
+        release(stage);
+        continue;
+      }
       const std::uint32_t off = static_cast<std::uint32_t>(stage) * S::kv_bytes;
       const int t0 = kt * bn;
-      if (t0 <= gmax) {
-        attend_tile_wg<D, true>(q_addr, k0 + off, v0 + off, t0, t0 + bn - 1 > gmin, place, scale,
-                                rows, [&] {
-                                  if (held >= 0)
-                                    release(held);
-                                });
-        held = stage;
+      float alpha[2];
+      issue_s<D>(sc, q_addr, k0 + off);
+      if (held >= 0) {
+        // Tile kt - 1's P V behind this S (the fence in issue_s covers its
+        // registers): the softmax of kt runs while it does.
+        issue_pv<D>(rows.o, rows.pa, v0 + static_cast<std::uint32_t>(held) * S::kv_bytes);
+        wgmma_commit();
+        wgmma_wait<1>();  // S of kt
       } else {
         wgmma_wait<0>();
+      }
+      wgmma_pin(sc);
+      softmax_wg<D>(sc, t0, t0 + bn - 1 > gmin, place, scale, rows, alpha);
+      if (held >= 0) {
+        wgmma_wait<0>();  // tile kt - 1's P V: O and P settled, its stage free
         rows.settle();
-        if (held >= 0)
-          release(held);
-        held = -1;
+        release(held);
+      }
+      rescale_o<D>(rows.o, alpha);
+      pack_p(sc, rows.pa);
+      held = stage;
+      if (kt == last_kt) {  // the warpgroup's last tile: its P V now
+        wgmma_pin(rows.o);
+        wgmma_fence();
+        issue_pv<D>(rows.o, rows.pa, v0 + off);
+        wgmma_commit();
+        wgmma_wait<0>();
+        rows.settle();
         release(stage);
+        held = -1;
       }
     }
-    wgmma_wait<0>();  // the last P V
-    rows.settle();
-    if (held >= 0)
-      release(held);
     if (place.fw < w.m_rows)
       store_rows_wg<D>(a, w.ri, w.kvh, place.fw, w.m_rows, rows);
   }

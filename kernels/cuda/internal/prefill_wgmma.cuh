@@ -185,24 +185,16 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 8][4], const std::uint32
   }
 }
 
-// One warpgroup's 64 M rows against one K / V tile: S = Q K^T, online
-// softmax, O += P V. `q_addr`: the warpgroup's first Q row (a column block
-// of Q is tile_m rows); `place.fw`: the warp's first M row. `Defer`: the P
-// V of the previous tile may still be in flight on entry (the wait for S
-// completes it before O is touched), and this tile's is left in flight.
-// `settled()` runs right after that wait (every earlier wgmma of the
-// warpgroup done: the warp-specialised kernel frees the previous tile's
-// stage there).
-template <int D, bool Defer, class Settled>
-__device__ __forceinline__ void attend_tile_wg(std::uint32_t q_addr, std::uint32_t k_addr,
-                                               std::uint32_t v_addr, int t0, bool masked,
-                                               const row_place& place, float scale,
-                                               group_rows<D>& w, Settled&& settled) {
+// Issues S = Q K^T (64 x bn, f32, into `s`, zeroed here) for one warpgroup
+// as one committed group, behind a wgmma fence (which also covers wgmmas
+// issued after it on registers written before it). `q_addr`: the
+// warpgroup's first Q row (a column block of Q is tile_m rows).
+template <int D>
+__device__ __forceinline__ void issue_s(float (&s)[16][4], std::uint32_t q_addr,
+                                        std::uint32_t k_addr) {
   using S = wg_shape<D, false>;
   constexpr int bn = S::bn;
   static_assert(bn == 128, "S is issued as m64n128");
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  float s[bn / 8][4];
 #pragma unroll
   for (int n = 0; n < bn / 8; ++n) {
 #pragma unroll
@@ -221,37 +213,71 @@ __device__ __forceinline__ void attend_tile_wg(std::uint32_t q_addr, std::uint32
     wgmma_ss_n128(s, qd, kd, kc > 0);
   }
   wgmma_commit();
-  wgmma_wait<0>();  // S, and the previous tile's P V where deferred
-  wgmma_pin(s);
-  w.settle();
-  settled();
+}
 
-  float alpha[2];
-  const int f = place.fw + lane / 4;  // the lane's rows f, f + 8
+// The online softmax of a completed S (tile from t0; `masked`: it reaches
+// past the warpgroup's first row) for the lane's rows; `place.fw`: the
+// warp's first M row. P stays in `s` as f32.
+template <int D>
+__device__ __forceinline__ void softmax_wg(float (&s)[16][4], int t0, bool masked,
+                                           const row_place& place, float scale, group_rows<D>& w,
+                                           float (&alpha)[2]) {
+  constexpr int bn = wg_shape<D, false>::bn;
+  const int f = place.fw + static_cast<int>(threadIdx.x) % 32 / 4;  // the lane's rows f, f + 8
   online_softmax<bn>(s, t0, masked, masked ? place.pos_of(f) : 0, masked ? place.pos_of(f + 8) : 0,
                      scale, w.m, w.l, alpha);
-  auto& pa = w.pa;
+}
+
+// P (f32 in `s`) packed to bf16 as the A fragments of P V: the
+// accumulator's n tiles 2kk, 2kk + 1 are k step kk.
+__device__ __forceinline__ void pack_p(const float (&s)[16][4], std::uint32_t (&pa)[8][4]) {
 #pragma unroll
-  for (int kk = 0; kk < bn / 16; ++kk) {
+  for (int kk = 0; kk < 8; ++kk) {
     pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
     pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
     pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
     pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
   }
-  // Rescale only where some row of the warp raised its maximum (past the
-  // first tiles most leave every maximum where it was).
+}
+
+// O *= alpha by rows, only where some row of the warp raised its maximum
+// (past the first tiles most leave every maximum where it was).
+template <int D>
+__device__ __forceinline__ void rescale_o(float (&o)[D / 8][4], const float (&alpha)[2]) {
   if (!__all_sync(0xffffffffU, alpha[0] == 1.0F && alpha[1] == 1.0F)) {
 #pragma unroll
     for (int dn = 0; dn < D / 8; ++dn) {
-      w.o[dn][0] *= alpha[0];
-      w.o[dn][1] *= alpha[0];
-      w.o[dn][2] *= alpha[1];
-      w.o[dn][3] *= alpha[1];
+      o[dn][0] *= alpha[0];
+      o[dn][1] *= alpha[0];
+      o[dn][2] *= alpha[1];
+      o[dn][3] *= alpha[1];
     }
   }
+}
+
+// One warpgroup's 64 M rows against one K / V tile: S = Q K^T, online
+// softmax, O += P V. `q_addr`: the warpgroup's first Q row; `place.fw`:
+// the warp's first M row. `Defer`: the P V of the previous tile may still
+// be in flight on entry (the wait for S completes it before O is touched),
+// and this tile's is left in flight.
+template <int D, bool Defer>
+__device__ __forceinline__ void attend_tile_wg(std::uint32_t q_addr, std::uint32_t k_addr,
+                                               std::uint32_t v_addr, int t0, bool masked,
+                                               const row_place& place, float scale,
+                                               group_rows<D>& w) {
+  float s[16][4];
+  issue_s<D>(s, q_addr, k_addr);
+  wgmma_wait<0>();  // S, and the previous tile's P V where deferred
+  wgmma_pin(s);
+  w.settle();
+
+  float alpha[2];
+  softmax_wg<D>(s, t0, masked, place, scale, w, alpha);
+  pack_p(s, w.pa);
+  rescale_o<D>(w.o, alpha);
   wgmma_pin(w.o);
   wgmma_fence();
-  issue_pv<D>(w.o, pa, v_addr);
+  issue_pv<D>(w.o, w.pa, v_addr);
   wgmma_commit();
   if constexpr (!Defer) {
     wgmma_wait<0>();
