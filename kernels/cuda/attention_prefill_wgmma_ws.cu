@@ -1,5 +1,6 @@
 // The wgmma prefill attention with warp specialisation
-// (`attention_prefill::wgmma_ws`, MSTAR_ATTN_PREFILL=wgmma_ws; sm_90a, head_dim
+// (`attention_prefill::wgmma_ws` / `wgmma_ws_pp`, MSTAR_ATTN_PREFILL=wgmma_ws /
+// wgmma_ws_pp; sm_90a, head_dim
 // 64 / 128 on a compute 9.0 device, as attention_prefill_wgmma.cu). Items,
 // masks, layouts and the consumer's per-tile work are that kernel's `wgmma`
 // schedule (internal/prefill_wgmma.cuh); what changes is who copies and how
@@ -36,10 +37,14 @@
 // lie before a tile (the causal tail of warpgroup 0) waits the tile's full
 // phase and frees it unread at once, so every phase gets its 8 arrivals in
 // order. Fully masked tiles past the item's last row are never copied;
-// only tiles reaching past a warpgroup's first row mask. Each consumer warpgroup writes its own 64 Q
-// rows (named barrier 1 + warpgroup around it: the previous item's wgmmas
-// done before, the rows visible after), so the two never wait for each
-// other. bench/attention_prefill_wgmma_trace.py replays the protocol.
+// only tiles reaching past a warpgroup's first row mask. Each consumer
+// warpgroup writes its own 64 Q rows (named barrier 1 + warpgroup around
+// it: the previous item's wgmmas done before, the rows visible after).
+// `wgmma_ws` lets the two consumers issue whenever they are ready;
+// `wgmma_ws_pp` makes them take turns (ping-pong on named barriers 3 and 4,
+// see ws_consume), so one's softmax runs under the other's GEMMs rather
+// than both contending at once. bench/attention_prefill_wgmma_ws_trace.py
+// replays the protocol.
 
 #include <algorithm>
 #include <array>
@@ -145,8 +150,19 @@ __device__ void ws_produce(const attn_args& a, long long tiles, std::uint32_t k0
   }
 }
 
-// One consumer warpgroup (`wg` 0 or 1) over the block's items.
-template <int D>
+// Named barriers: 1 + wg a consumer warpgroup's own (Q staging), 3 + wg
+// its turn to issue (ping-pong).
+constexpr int ws_turn_bar = 3;
+
+// One consumer warpgroup (`wg` 0 or 1) over the block's items. `PingPong`:
+// the two take turns issuing their tiles' wgmmas (warpgroup 0 first), so
+// one's softmax tends to run under the other's GEMMs: before its issue a
+// warpgroup syncs on its turn barrier (its 128 threads and the other's 128
+// arrivals), after it arrives on the other's. Both take a turn on every
+// tile of every item, skipped tiles too, so the counts pair up: warpgroup
+// 1 arrives once ahead at the start, warpgroup 0 syncs once more at the
+// end.
+template <int D, bool PingPong>
 __device__ void ws_consume(const attn_args& a, long long tiles, std::byte* sq, std::uint32_t base,
                            std::uint32_t k0, std::uint32_t v0, std::uint32_t full0,
                            std::uint32_t empty0, int wg) {
@@ -164,6 +180,16 @@ __device__ void ws_consume(const attn_args& a, long long tiles, std::byte* sq, s
     if (leader)
       mbar_arrive(empty0 + 8 * stage);
   };
+  const auto my_turn = [&] {
+    if constexpr (PingPong)
+      named_bar_sync(ws_turn_bar + wg, 256);
+  };
+  const auto your_turn = [&] {
+    if constexpr (PingPong)
+      named_bar_arrive(ws_turn_bar + 1 - wg, 256);
+  };
+  if (wg == 1)
+    your_turn();  // warpgroup 0 goes first
   int it = 0;
   for (long long item = blockIdx.x; item < total; item += gridDim.x) {
     ws_item w{};
@@ -192,17 +218,23 @@ __device__ void ws_consume(const attn_args& a, long long tiles, std::byte* sq, s
       mbar_wait(full0 + 8 * stage, static_cast<std::uint32_t>(it / S::stages) & 1U);
       if (kt > last_kt) {  // after its rows: free the stage unread
         release(stage);
+        my_turn();
+        your_turn();
         continue;
       }
       const std::uint32_t off = static_cast<std::uint32_t>(stage) * S::kv_bytes;
       const int t0 = kt * bn;
       float alpha[2];
+      my_turn();
       issue_s<D>(sc, q_addr, k0 + off);
       if (held >= 0) {
         // Tile kt - 1's P V behind this S (the fence in issue_s covers its
         // registers): the softmax of kt runs while it does.
         issue_pv<D>(rows.o, rows.pa, v0 + static_cast<std::uint32_t>(held) * S::kv_bytes);
         wgmma_commit();
+      }
+      your_turn();
+      if (held >= 0) {
         wgmma_wait<1>();  // S of kt
       } else {
         wgmma_wait<0>();
@@ -231,9 +263,11 @@ __device__ void ws_consume(const attn_args& a, long long tiles, std::byte* sq, s
     if (place.fw < w.m_rows)
       store_rows_wg<D>(a, w.ri, w.kvh, place.fw, w.m_rows, rows);
   }
+  if (wg == 0)
+    my_turn();  // warpgroup 1's last arrival
 }
 
-template <int D>
+template <int D, bool PingPong>
 __global__ void __launch_bounds__(ws_threads, 1) attend_prefill_wgmma_ws(attn_args a) {
   using S = wg_shape<D, true>;
   extern __shared__ uint4 ws_smem[];
@@ -259,10 +293,10 @@ __global__ void __launch_bounds__(ws_threads, 1) attend_prefill_wgmma_ws(attn_ar
     return;
   }
   setmaxnreg_inc<ws_consumer_regs>();
-  ws_consume<D>(a, tiles, sq, base, k0, v0, full0, empty0, wg);
+  ws_consume<D, PingPong>(a, tiles, sq, base, k0, v0, full0, empty0, wg);
 }
 
-template <int D>
+template <int D, bool PingPong>
 cudaError_t launch_prefill_wgmma_ws_d(const attn_args& a, std::int64_t token_bound,
                                       cudaStream_t stream) {
   using S = wg_shape<D, true>;
@@ -276,7 +310,7 @@ cudaError_t launch_prefill_wgmma_ws_d(const attn_args& a, std::int64_t token_bou
     return err;
   const bool cached = device >= 0 && device < max_devices;
   if (!cached || !raised[static_cast<std::size_t>(device)].load(std::memory_order_relaxed)) {
-    err = cudaFuncSetAttribute(attend_prefill_wgmma_ws<D>,
+    err = cudaFuncSetAttribute(attend_prefill_wgmma_ws<D, PingPong>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(smem));
     if (err != cudaSuccess)
@@ -289,19 +323,21 @@ cudaError_t launch_prefill_wgmma_ws_d(const attn_args& a, std::int64_t token_bou
   const std::int64_t items = (token_bound * a.group / S::tile_m + a.table.rows + 1) * a.kv_heads;
   const std::int64_t cap = std::int64_t{sm_count()} * 32;
   const auto grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, cap)));
-  attend_prefill_wgmma_ws<D><<<grid, ws_threads, smem, stream>>>(a);
+  attend_prefill_wgmma_ws<D, PingPong><<<grid, ws_threads, smem, stream>>>(a);
   return launch_status();
 }
 
 }  // namespace
 
-cudaError_t launch_prefill_wgmma_ws(const attn_args& a, int head_dim, std::int64_t token_bound,
-                                    cudaStream_t stream) {
+cudaError_t launch_prefill_wgmma_ws(const attn_args& a, int head_dim, bool ping_pong,
+                                    std::int64_t token_bound, cudaStream_t stream) {
   switch (head_dim) {
     case 64:
-      return launch_prefill_wgmma_ws_d<64>(a, token_bound, stream);
+      return ping_pong ? launch_prefill_wgmma_ws_d<64, true>(a, token_bound, stream)
+                       : launch_prefill_wgmma_ws_d<64, false>(a, token_bound, stream);
     case 128:
-      return launch_prefill_wgmma_ws_d<128>(a, token_bound, stream);
+      return ping_pong ? launch_prefill_wgmma_ws_d<128, true>(a, token_bound, stream)
+                       : launch_prefill_wgmma_ws_d<128, false>(a, token_bound, stream);
     default:
       return cudaErrorInvalidValue;
   }

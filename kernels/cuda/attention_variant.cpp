@@ -34,7 +34,8 @@ attention_merge env_merge() {
   return m;
 }
 
-// MSTAR_ATTN_PREFILL: "mma", "wgmma", "wgmma_serial" or "wgmma_ws"; anything else is
+// MSTAR_ATTN_PREFILL: "mma", "wgmma", "wgmma_serial", "wgmma_ws" or "wgmma_ws_pp";
+// anything else is
 // automatic.
 attention_prefill env_prefill() {
   static const attention_prefill k = [] {
@@ -45,6 +46,8 @@ attention_prefill env_prefill() {
       return attention_prefill::wgmma_serial;
     if (e != nullptr && std::strcmp(e, "wgmma_ws") == 0)
       return attention_prefill::wgmma_ws;
+    if (e != nullptr && std::strcmp(e, "wgmma_ws_pp") == 0)
+      return attention_prefill::wgmma_ws_pp;
     if (e != nullptr && std::strcmp(e, "mma") == 0)
       return attention_prefill::mma;
     return attention_prefill::automatic;
@@ -160,6 +163,8 @@ const char* to_string(attention_prefill k) {
       return "wgmma_serial";
     case attention_prefill::wgmma_ws:
       return "wgmma_ws";
+    case attention_prefill::wgmma_ws_pp:
+      return "wgmma_ws_pp";
   }
   return "?";
 }

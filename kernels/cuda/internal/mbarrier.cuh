@@ -46,6 +46,12 @@ __device__ __forceinline__ void named_bar_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+/// Arrives on named barrier `id` over `count` threads without waiting (a
+/// producer's half of a named-barrier handshake).
+__device__ __forceinline__ void named_bar_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
 /// Lowers this warpgroup's registers a thread to N (every warp of the
 /// warpgroup executes it).
 template <int N>
