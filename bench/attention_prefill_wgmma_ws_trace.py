@@ -57,7 +57,21 @@ class mbarrier:
         return (self.phase & 1) != parity
 
 
-def run_block(c, block, blocks, out, writes, rng):
+class named_barrier:
+    """bar.sync / bar.arrive over `count` threads, whole warpgroups here:
+    the generation ends when `count` threads have arrived, synced or not."""
+
+    def __init__(self, count):
+        self.count, self.arrived, self.generation = count, 0, 0
+
+    def arrive(self, threads=128):
+        self.arrived += threads
+        assert self.arrived <= self.count
+        if self.arrived == self.count:
+            self.arrived, self.generation = 0, self.generation + 1
+
+
+def run_block(c, block, blocks, out, writes, rng, ping_pong):
     d = c.d
     chunks = d // 8
     q_bytes, kv_bytes = TILE_M * d * 2, BN * d * 2
@@ -66,6 +80,7 @@ def run_block(c, block, blocks, out, writes, rng):
     v0 = k0 + STAGES * kv_bytes
     full = [mbarrier(PRODUCER_THREADS) for _ in range(STAGES)]
     empty = [mbarrier(CONSUMER_WARPS) for _ in range(STAGES)]
+    turn = [named_barrier(256) for _ in range(2)]  # named barriers 3, 4
     tiles = tile_base(c, len(c.rows), TILE_M)
     total = tiles * c.kvh
 
@@ -122,7 +137,7 @@ def run_block(c, block, blocks, out, writes, rng):
             for kt in range(w["n_kt"]):
                 stage, use = it % STAGES, it // STAGES
                 if use > 0:
-                    yield ("wait", empty[stage], (use - 1) & 1)
+                    yield wait_phase(empty[stage], (use - 1) & 1)
                 copies = kv_writes(w, kt * BN, stage)
                 for addr, _ in copies:  # in flight: undefined until waited
                     put(addr, np.full(8, np.nan))
@@ -218,11 +233,28 @@ def run_block(c, block, blocks, out, writes, rng):
                 g["o"][w, :, :, 0:2] *= alphas[w, 0][None, :, None]
                 g["o"][w, :, :, 2:4] *= alphas[w, 1][None, :, None]
 
+    def wait_phase(bar, parity):
+        return lambda: bar.passed(parity)
+
+    def my_turn(wg):
+        """bar.sync 3 + wg, 256: arrive, then wait out the generation."""
+        if ping_pong:
+            bar = turn[wg]
+            gen = bar.generation
+            bar.arrive()
+            yield lambda: bar.generation > gen
+
+    def your_turn(wg):
+        if ping_pong:
+            turn[1 - wg].arrive()
+
     def release(stage):
         empty[stage].arrive(4)  # the warpgroup's 4 warps
 
     def consumer(wg):
         it = 0
+        if wg == 1:
+            your_turn(wg)  # warpgroup 0 goes first
         scale = abs(c.scale_log2)
         for w in items():
             fg = w["f0"] + wg * GROUP_M
@@ -242,17 +274,21 @@ def run_block(c, block, blocks, out, writes, rng):
             q_addr = wg * GROUP_M * 128
             for kt in range(w["n_kt"]):
                 stage = it % STAGES
-                yield ("wait", full[stage], (it // STAGES) & 1)
+                yield wait_phase(full[stage], (it // STAGES) & 1)
                 it += 1
                 if kt > last_kt:
                     release(stage)
+                    yield from my_turn(wg)
+                    your_turn(wg)
                     continue
                 t0 = kt * BN
                 k_addr, v_addr = k0 + stage * kv_bytes, v0 + stage * kv_bytes
+                yield from my_turn(wg)
                 s_issue = s_op(q_addr, k_addr)  # issue_s
                 if held is not None:
                     pv_v, pv_pa = v0 + held * kv_bytes, pa
                     pv_issue = pv_op(pv_v, pv_pa)
+                your_turn(wg)
                 yield None
                 agree(s_issue, s_op(q_addr, k_addr), f"S of tile {kt}")  # wait<1> / wait<0>
                 s = deal(s_issue.astype(np.float32))
@@ -293,34 +329,34 @@ def run_block(c, block, blocks, out, writes, rng):
                                 g["o"][wp, dn, lane, 2 * h:2 * h + 2] / tot[lane]
                         if lane % 4 == 0:
                             writes[token, head] += 1
+        if wg == 0:
+            yield from my_turn(wg)  # warpgroup 1's last arrival
 
     # The scheduler: any coroutine that can move, picked at random.
     actors = {"producer": producer(), "wg0": consumer(0), "wg1": consumer(1)}
-    blocked = {name: None for name in actors}
+    blocked = {name: None for name in actors}  # a wait's condition, or None
     while actors:
-        ready = [n for n in actors if blocked[n] is None or blocked[n][0].passed(blocked[n][1])]
-        assert ready, f"deadlock: {[(n, blocked[n][0].phase, blocked[n][1]) for n in actors]}"
+        ready = [n for n in actors if blocked[n] is None or blocked[n]()]
+        assert ready, f"deadlock, blocked: {sorted(actors)}"
         name = rng.choice(ready)
-        blocked[name] = None
         try:
-            step = next(actors[name])
+            blocked[name] = next(actors[name])
         except StopIteration:
             del actors[name]
-            continue
-        if step is not None:
-            blocked[name] = (step[1], step[2])
     for s in range(STAGES):  # every phase completed: no arrival left over
         assert full[s].pending == full[s].expected and empty[s].pending == empty[s].expected
+    assert all(b.arrived == 0 for b in turn), "a turn arrival left over"
 
 
-def check(c, blocks, seed):
+def check(c, blocks, seed, ping_pong):
     out = np.full((int(c.qo[-1]), c.q_heads, c.d), np.nan)
     writes = np.zeros(out.shape[:2], int)
     rng = random.Random(seed)
     for b in range(blocks):
-        run_block(c, b, blocks, out, writes, rng)
+        run_block(c, b, blocks, out, writes, rng, ping_pong)
     ref = reference(c)
-    name = f"{c.name} (wgmma_ws, {blocks} block{'s' if blocks > 1 else ''}, schedule {seed})"
+    kernel = "wgmma_ws_pp" if ping_pong else "wgmma_ws"
+    name = f"{c.name} ({kernel}, {blocks} block{'s' if blocks > 1 else ''}, schedule {seed})"
     assert np.all(writes == 1), f"{name}: writes {np.unique(writes)}"
     assert not np.isnan(out).any(), f"{name}: NaN output"
     err = np.abs(out - ref).max() / np.abs(ref).max()
@@ -344,4 +380,5 @@ if __name__ == "__main__":
     for seed, spec in enumerate(CASES, 1):
         if len(sys.argv) < 2 or sys.argv[1] in spec[0]:
             for blocks, schedule in ((1, seed), (2, 100 + seed)):
-                check(case(*spec[:6], seed, *spec[6:]), blocks, schedule)
+                for ping_pong in (False, True):
+                    check(case(*spec[:6], seed, *spec[6:]), blocks, schedule, ping_pong)

@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(wg_threads, 1) attend_prefill_wgmma(attn_args 
       __syncthreads();
       if (kt + 1 < n_kt) {
         load_kv_tile_wg<D, wg_threads>(a, ri, kvh, (kt + 1) * bn, k0 + next, v0 + next,
-                                        static_cast<int>(threadIdx.x));
+                                       static_cast<int>(threadIdx.x));
         cp_async_commit();
       }
       const int t0 = kt * bn;

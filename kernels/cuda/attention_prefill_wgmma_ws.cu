@@ -72,8 +72,7 @@ constexpr int ws_consumer_regs = 240;
 // D 128 (at 232 they spill 12 bytes); the producer spills 28 bytes of its
 // loop state.
 constexpr int ws_launch_regs = 168;
-static_assert(128 * ws_producer_regs + wg_threads * ws_consumer_regs <=
-                  ws_threads * ws_launch_regs,
+static_assert(128 * ws_producer_regs + wg_threads * ws_consumer_regs <= ws_threads * ws_launch_regs,
               "the registers the block launched with");
 
 // Shared memory: wgmma's three-stage layout, then full[stages] and
@@ -88,7 +87,7 @@ struct ws_shape {
 // One item of the block-uniform walk, as both roles see it.
 struct ws_item {
   int kvh;
-  int f0;    // first M row of the item in its row
+  int f0;  // first M row of the item in its row
   int m_rows;
   int n_kt;  // K / V tiles up to the item's last row
   row_info ri;
@@ -121,7 +120,7 @@ __device__ void ws_produce(const attn_args& a, long long tiles, std::uint32_t k0
                            std::uint32_t full0, std::uint32_t empty0, int tid) {
   using S = wg_shape<D, true>;
   const long long total = tiles * a.kv_heads;
-  int it = 0;                // tiles issued so far
+  int it = 0;                 // tiles issued so far
   std::uint32_t pending = 0;  // full barrier of the tile issued last, unpublished
   for (long long item = blockIdx.x; item < total; item += gridDim.x) {
     ws_item w{};
@@ -311,8 +310,7 @@ cudaError_t launch_prefill_wgmma_ws_d(const attn_args& a, std::int64_t token_bou
   const bool cached = device >= 0 && device < max_devices;
   if (!cached || !raised[static_cast<std::size_t>(device)].load(std::memory_order_relaxed)) {
     err = cudaFuncSetAttribute(attend_prefill_wgmma_ws<D, PingPong>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(smem));
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess)
       return err;
     if (cached)
