@@ -176,8 +176,7 @@ __device__ void ws_consume(const attn_args& a, long long tiles, std::byte* sq, s
   // Each consumer warp frees a stage once its wgmmas on it are complete.
   const auto release = [&](int stage) {
     __syncwarp();
-    if (leader)
-      mbar_arrive(empty0 + 8 * stage);
+    mbar_arrive_if(empty0 + 8 * stage, leader);
   };
   const auto my_turn = [&] {
     if constexpr (PingPong)
@@ -209,56 +208,67 @@ __device__ void ws_consume(const attn_args& a, long long tiles, std::byte* sq, s
     group_rows<D> rows;
     rows.start();
     float sc[16][4];  // S of the tile being attended, then its P (f32)
-    // Tiles 0 .. last_kt are the warpgroup's (none when it has no rows).
+    float alpha[2];
+    // Tiles 0 .. last_kt are the warpgroup's (none when it has no rows);
+    // tile kt of the item is the block's tile it + kt. One wgmma issue site
+    // a role (S alone, S with the previous P V, the last P V) and no branch
+    // inside the loop around them: with the first and last tiles as
+    // branches inside one loop, ptxas serialised every wgmma (C7513, non
+    // wgmma instructions defining their registers).
     const int last_kt = gmax < 0 ? -1 : min(w.n_kt - 1, gmax / bn);
-    int held = -1;  // the stage of the tile whose P V is issued next, or in flight
-    for (int kt = 0; kt < w.n_kt; ++kt, ++it) {
-      const int stage = it % S::stages;
-      mbar_wait(full0 + 8 * stage, static_cast<std::uint32_t>(it / S::stages) & 1U);
-      if (kt > last_kt) {  // after its rows: free the stage unread
-        release(stage);
-        my_turn();
-        your_turn();
-        continue;
-      }
-      const std::uint32_t off = static_cast<std::uint32_t>(stage) * S::kv_bytes;
-      const int t0 = kt * bn;
-      float alpha[2];
+    const auto stage_of = [&](int kt) { return (it + kt) % S::stages; };
+    const auto wait_full = [&](int kt) {
+      mbar_wait(full0 + 8 * stage_of(kt), static_cast<std::uint32_t>((it + kt) / S::stages) & 1U);
+    };
+    const auto k_at = [&](int kt) {
+      return k0 + static_cast<std::uint32_t>(stage_of(kt)) * S::kv_bytes;
+    };
+    const auto v_at = [&](int kt) {
+      return v0 + static_cast<std::uint32_t>(stage_of(kt)) * S::kv_bytes;
+    };
+    if (last_kt >= 0) {
+      wait_full(0);  // tile 0: S alone (O is zero, nothing to rescale)
       my_turn();
-      issue_s<D>(sc, q_addr, k0 + off);
-      if (held >= 0) {
+      issue_s<D>(sc, q_addr, k_at(0));
+      your_turn();
+      wgmma_wait<0>();
+      wgmma_pin(sc);
+      softmax_wg<D>(sc, 0, bn - 1 > gmin, place, scale, rows, alpha);
+      pack_p(sc, rows.pa);
+      for (int kt = 1; kt <= last_kt; ++kt) {
+        wait_full(kt);
+        my_turn();
         // Tile kt - 1's P V behind this S (the fence in issue_s covers its
         // registers): the softmax of kt runs while it does.
-        issue_pv<D>(rows.o, rows.pa, v0 + static_cast<std::uint32_t>(held) * S::kv_bytes);
+        issue_s<D>(sc, q_addr, k_at(kt));
+        issue_pv<D>(rows.o, rows.pa, v_at(kt - 1));
         wgmma_commit();
-      }
-      your_turn();
-      if (held >= 0) {
+        your_turn();
         wgmma_wait<1>();  // S of kt
-      } else {
-        wgmma_wait<0>();
-      }
-      wgmma_pin(sc);
-      softmax_wg<D>(sc, t0, t0 + bn - 1 > gmin, place, scale, rows, alpha);
-      if (held >= 0) {
+        wgmma_pin(sc);
+        const int t0 = kt * bn;
+        softmax_wg<D>(sc, t0, t0 + bn - 1 > gmin, place, scale, rows, alpha);
         wgmma_wait<0>();  // tile kt - 1's P V: O and P settled, its stage free
         rows.settle();
-        release(held);
+        release(stage_of(kt - 1));
+        rescale_o<D>(rows.o, alpha);
+        pack_p(sc, rows.pa);
       }
-      rescale_o<D>(rows.o, alpha);
-      pack_p(sc, rows.pa);
-      held = stage;
-      if (kt == last_kt) {  // the warpgroup's last tile: its P V now
-        wgmma_pin(rows.o);
-        wgmma_fence();
-        issue_pv<D>(rows.o, rows.pa, v0 + off);
-        wgmma_commit();
-        wgmma_wait<0>();
-        rows.settle();
-        release(stage);
-        held = -1;
-      }
+      wgmma_pin(rows.o);  // the last tile's P V
+      wgmma_fence();
+      issue_pv<D>(rows.o, rows.pa, v_at(last_kt));
+      wgmma_commit();
+      wgmma_wait<0>();
+      rows.settle();
+      release(stage_of(last_kt));
     }
+    for (int kt = last_kt + 1; kt < w.n_kt; ++kt) {  // after its rows: free them unread
+      wait_full(kt);
+      release(stage_of(kt));
+      my_turn();
+      your_turn();
+    }
+    it += w.n_kt;
     if (place.fw < w.m_rows)
       store_rows_wg<D>(a, w.ri, w.kvh, place.fw, w.m_rows, rows);
   }
@@ -285,7 +295,10 @@ __global__ void __launch_bounds__(ws_threads, 1) attend_prefill_wgmma_ws(attn_ar
   }
   __syncthreads();  // the barriers initialised; the last block-wide barrier
   const long long tiles = tile_base<S::tile_m>(a.table.qo, a.table.rows, a.group);
-  const int wg = static_cast<int>(threadIdx.x) / 128;
+  // Warp-uniform to the compiler (a shuffle from lane 0), so the role
+  // branches and what derives from `wg` are no divergent paths to it
+  // (wgmmas on a divergent path get serialised: ptxas C7520).
+  const int wg = __shfl_sync(0xffffffffU, static_cast<int>(threadIdx.x) / 128, 0);
   if (wg == wg_groups) {
     setmaxnreg_dec<ws_producer_regs>();
     ws_produce<D>(a, tiles, k0, v0, full0, empty0, static_cast<int>(threadIdx.x) - wg_threads);

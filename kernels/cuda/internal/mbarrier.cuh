@@ -27,17 +27,27 @@ __device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
-/// Waits (acquire) until the phase of parity `parity` has completed.
+/// Waits (acquire) until the phase of parity `parity` has completed. The
+/// retry loop is inside the asm (labels scoped by its braces), so the
+/// compiler sees no data-dependent loop: a divergent path around later
+/// wgmmas would make ptxas serialise them.
 __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
-  std::uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (done == 0);
+  asm volatile(
+      "{\n.reg .pred p;\nmstar_mbar_wait:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra mstar_mbar_wait;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+/// mbar_arrive where `pred` holds, as one predicated instruction (no branch
+/// for the compiler to call divergent).
+__device__ __forceinline__ void mbar_arrive_if(std::uint32_t bar, bool pred) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n"
+      "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
+      "r"(static_cast<int>(pred))
+      : "memory");
 }
 
 /// Named barrier `id` (1 .. 15; 0 is __syncthreads') over `count` threads,
