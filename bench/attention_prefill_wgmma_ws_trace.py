@@ -270,47 +270,60 @@ def run_block(c, block, blocks, out, writes, rng, ping_pong):
             g = dict(o=np.zeros((4, d // 8, 32, 4), np.float32),
                      m=np.full((4, 2, 32), -np.inf, np.float32), l=np.zeros((4, 2, 32), np.float32))
             last_kt = -1 if gmax < 0 else min(w["n_kt"] - 1, gmax // BN)
-            held, pa = None, None
             q_addr = wg * GROUP_M * 128
-            for kt in range(w["n_kt"]):
-                stage = it % STAGES
-                yield wait_phase(full[stage], (it // STAGES) & 1)
-                it += 1
-                if kt > last_kt:
-                    release(stage)
-                    yield from my_turn(wg)
-                    your_turn(wg)
-                    continue
-                t0 = kt * BN
-                k_addr, v_addr = k0 + stage * kv_bytes, v0 + stage * kv_bytes
+            place = (prefix, m_rows, c.group, fg)
+
+            def stage_of(kt):
+                return (it + kt) % STAGES
+
+            def wait_full(kt):
+                return wait_phase(full[stage_of(kt)], ((it + kt) // STAGES) & 1)
+
+            def k_at(kt):
+                return k0 + stage_of(kt) * kv_bytes
+
+            def v_at(kt):
+                return v0 + stage_of(kt) * kv_bytes
+
+            if last_kt >= 0:
+                yield wait_full(0)  # tile 0: S alone
                 yield from my_turn(wg)
-                s_issue = s_op(q_addr, k_addr)  # issue_s
-                if held is not None:
-                    pv_v, pv_pa = v0 + held * kv_bytes, pa
-                    pv_issue = pv_op(pv_v, pv_pa)
+                s_issue = s_op(q_addr, k_at(0))
                 your_turn(wg)
                 yield None
-                agree(s_issue, s_op(q_addr, k_addr), f"S of tile {kt}")  # wait<1> / wait<0>
-                s = deal(s_issue.astype(np.float32))
-                s, alphas = softmax(g, s, t0, t0 + BN - 1 > gmin, (prefix, m_rows, c.group, fg),
-                                    scale)
-                yield None
-                if held is not None:  # wait<0>: tile kt - 1's P V
-                    pv_wait = pv_op(pv_v, pv_pa)
+                agree(s_issue, s_op(q_addr, k_at(0)), "S of tile 0")  # wait<0>
+                s, _ = softmax(g, deal(s_issue.astype(np.float32)), 0, BN - 1 > gmin, place, scale)
+                pa = pack(s)
+                for kt in range(1, last_kt + 1):
+                    yield wait_full(kt)
+                    yield from my_turn(wg)
+                    s_issue = s_op(q_addr, k_at(kt))  # issue_s, then P V of kt - 1
+                    pv_issue = pv_op(v_at(kt - 1), pa)
+                    your_turn(wg)
+                    yield None
+                    agree(s_issue, s_op(q_addr, k_at(kt)), f"S of tile {kt}")  # wait<1>
+                    t0 = kt * BN
+                    s, alphas = softmax(g, deal(s_issue.astype(np.float32)), t0, t0 + BN - 1 > gmin,
+                                        place, scale)
+                    yield None
+                    pv_wait = pv_op(v_at(kt - 1), pa)  # wait<0>
                     agree(pv_issue, pv_wait, f"P V of tile {kt - 1}")
                     g["o"] += deal(pv_wait)
-                    release(held)
-                rescale(g, alphas)
-                pa = pack(s)
-                held = stage
-                if kt == last_kt:
-                    pv_issue = pv_op(v_addr, pa)
-                    yield None
-                    pv_wait = pv_op(v_addr, pa)
-                    agree(pv_issue, pv_wait, f"P V of tile {kt}")
-                    g["o"] += deal(pv_wait)
-                    release(stage)
-                    held = None
+                    release(stage_of(kt - 1))
+                    rescale(g, alphas)
+                    pa = pack(s)
+                pv_issue = pv_op(v_at(last_kt), pa)  # the last tile's P V
+                yield None
+                pv_wait = pv_op(v_at(last_kt), pa)
+                agree(pv_issue, pv_wait, f"P V of tile {last_kt}")
+                g["o"] += deal(pv_wait)
+                release(stage_of(last_kt))
+            for kt in range(last_kt + 1, w["n_kt"]):  # after its rows: freed unread
+                yield wait_full(kt)
+                release(stage_of(kt))
+                yield from my_turn(wg)
+                your_turn(wg)
+            it += w["n_kt"]
             for wp in range(4):
                 fw = fg + 16 * wp
                 if fw >= m_rows:
