@@ -93,12 +93,24 @@ struct ws_item {
   row_info ri;
 };
 
-// The item numbered `item` (block-uniform), or false for an item with
-// nothing to do (a row's spare tile, or a row without pages for its tokens).
+// The block's n-th item on the persistent grid (a block an SM): rounds of
+// gridDim.x items, every other round dealt to the blocks in reverse, so the
+// heaviest-first items even out (block 0 takes the heaviest of even rounds
+// and the lightest of odd ones). Producer and consumers walk the same list.
+__device__ __forceinline__ long long ws_nth_item(long long n) {
+  const long long g = gridDim.x;
+  return n * g + (n % 2 == 0 ? blockIdx.x : g - 1 - blockIdx.x);
+}
+
+// The item numbered `item` (block-uniform), or false for one with nothing
+// to do (past the last, a row's spare tile, a row without pages for its
+// tokens).
 template <int D>
 __device__ __forceinline__ bool ws_item_at(const attn_args& a, long long tiles, long long item,
-                                           ws_item& it) {
+                                           long long total, ws_item& it) {
   using S = wg_shape<D, true>;
+  if (item >= total)
+    return false;
   const int rows = a.table.rows;
   it.kvh = static_cast<int>(item % a.kv_heads);
   const long long k = tiles - 1 - item / a.kv_heads;  // heaviest first
@@ -122,9 +134,9 @@ __device__ void ws_produce(const attn_args& a, long long tiles, std::uint32_t k0
   const long long total = tiles * a.kv_heads;
   int it = 0;                 // tiles issued so far
   std::uint32_t pending = 0;  // full barrier of the tile issued last, unpublished
-  for (long long item = blockIdx.x; item < total; item += gridDim.x) {
+  for (long long n = 0; n * gridDim.x < total; ++n) {
     ws_item w{};
-    if (!ws_item_at<D>(a, tiles, item, w))
+    if (!ws_item_at<D>(a, tiles, ws_nth_item(n), total, w))
       continue;
     for (int kt = 0; kt < w.n_kt; ++kt, ++it) {
       const int stage = it % S::stages;
@@ -189,9 +201,9 @@ __device__ void ws_consume(const attn_args& a, long long tiles, std::byte* sq, s
   if (wg == 1)
     your_turn();  // warpgroup 0 goes first
   int it = 0;
-  for (long long item = blockIdx.x; item < total; item += gridDim.x) {
+  for (long long n = 0; n * gridDim.x < total; ++n) {
     ws_item w{};
-    if (!ws_item_at<D>(a, tiles, item, w))
+    if (!ws_item_at<D>(a, tiles, ws_nth_item(n), total, w))
       continue;
     const int fg = w.f0 + wg * S::group_m;  // the warpgroup's first M row
     const row_place place{w.ri.length - w.ri.new_tokens, w.m_rows, a.group, fg + warp * 16};
@@ -329,11 +341,13 @@ cudaError_t launch_prefill_wgmma_ws_d(const attn_args& a, std::int64_t token_bou
     if (cached)
       raised[static_cast<std::size_t>(device)].store(true, std::memory_order_relaxed);
   }
-  // The items as the other kernels bound them; blocks past the device-side
-  // count exit at once, the rest stride.
+  // Persistent: a block an SM (shared memory and registers allow no
+  // second), fewer where the items' bound (as the other kernels') is
+  // smaller; each block streams its items' tiles through one stage ring,
+  // so the next item's first tiles load under the current one's last.
   const std::int64_t items = (token_bound * a.group / S::tile_m + a.table.rows + 1) * a.kv_heads;
-  const std::int64_t cap = std::int64_t{sm_count()} * 32;
-  const auto grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, cap)));
+  const auto grid =
+      static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(items, sm_count())));
   attend_prefill_wgmma_ws<D, PingPong><<<grid, ws_threads, smem, stream>>>(a);
   return launch_status();
 }
