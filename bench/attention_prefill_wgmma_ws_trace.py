@@ -112,17 +112,29 @@ def run_block(c, block, blocks, out, writes, rng, ping_pong):
                 yield w
 
     def kv_writes(w, t0, stage):
-        """The producer's 128 threads' copies of one tile: (address, 8 values)."""
+        """The producer's 128 threads' copies of one tile (load_kv_tile_ws):
+        (address, 8 values)."""
         step = PRODUCER_THREADS // chunks
         dk, dv = k0 + stage * kv_bytes, v0 + stage * kv_bytes
+        first, length = c.kv_indptr[w["r"]], c.length(w["r"])
+        slot0 = t0 // c.ps
+        shuffled = (t0 + BN - 1) // c.ps - slot0 < 32
+        # lane j's page index: that of page slot slot0 + j, 0 past the row's
+        lane_page = [int(c.kv_indices[first + slot0 + j]) if (slot0 + j) * c.ps < length else 0
+                     for j in range(32)]
         res = []
         for tid in range(PRODUCER_THREADS):
             row0, chunk = tid // chunks, tid % chunks
             page_slot, in_page = (t0 + row0) // c.ps, (t0 + row0) % c.ps
+            if shuffled:
+                page_slot -= slot0  # relative, the shuffle's source lane
             for i in range(BN // step):
                 row = row0 + i * step
-                if t0 + row < c.length(w["r"]):
-                    page = c.kv_indices[c.kv_indptr[w["r"]] + page_slot]
+                # every lane shuffles, in or past the row
+                page = lane_page[page_slot & 31] if shuffled else None
+                if t0 + row < length:
+                    if not shuffled:
+                        page = c.kv_indices[first + page_slot]
                     kx = c.arena[0, page, in_page, w["kvh"], chunk * 8:chunk * 8 + 8]
                     vx = c.arena[1, page, in_page, w["kvh"], chunk * 8:chunk * 8 + 8]
                 else:

@@ -125,6 +125,57 @@ __device__ __forceinline__ bool ws_item_at(const attn_args& a, long long tiles, 
   return true;
 }
 
+// The producer's copy of one tile (load_kv_tile_wg's thread-to-chunk map,
+// 128 threads): each warp reads the tile's page indices once, lane j that
+// of page slot t0 / ps + j (one coalesced load), and hands them out by
+// shuffles, instead of a dependent load per position and thread that a
+// producer at 24 registers could not keep in flight. A tile spanning more
+// than 32 page slots (pages under 5 positions) reads them per position.
+template <int D>
+__device__ __forceinline__ void load_kv_tile_ws(const attn_args& a, const row_info& ri, int kvh,
+                                                int t0, std::uint32_t dk, std::uint32_t dv,
+                                                int tid) {
+  using S = wg_shape<D, true>;
+  constexpr int step = 128 / S::chunks;  // positions between a thread's chunks
+  const int ps = a.arena.page_size;
+  const int slot0 = t0 / ps;
+  if ((t0 + S::bn - 1) / ps - slot0 >= 32) {  // uniform over the launch's tiles of a row
+    load_kv_tile_wg<D, 128>(a, ri, kvh, t0, dk, dv, tid);
+    return;
+  }
+  const int lane = tid % 32;
+  std::int32_t lane_page = 0;
+  if ((slot0 + lane) * ps < ri.length)  // slots holding a position of the row
+    lane_page = a.table.kv_indices[ri.first_page + slot0 + lane];
+  const int row0 = tid / S::chunks;
+  const int chunk = tid % S::chunks;
+  int page_slot = (t0 + row0) / ps - slot0;  // relative to slot0
+  int in_page = (t0 + row0) % ps;
+  const std::byte* head = a.arena.at(0, 0, 0, kvh) + chunk * 16;  // K at page 0, slot 0
+#pragma unroll
+  for (int i = 0; i < S::bn / step; ++i) {
+    const int row = row0 + i * step;
+    const std::int32_t page = __shfl_sync(0xffffffffU, lane_page, page_slot & 31);
+    const std::byte* ks = a.arena.base;
+    const std::byte* vs = a.arena.base;
+    int bytes = 0;
+    if (t0 + row < ri.length) {
+      ks = head + static_cast<std::size_t>(page) * a.arena.page_bytes +
+           static_cast<std::size_t>(in_page) * a.arena.token_bytes;  // arena.at(0, ...)
+      vs = ks + a.arena.half_bytes;                                  // arena.at(1, ...)
+      bytes = 16;
+    }
+    const std::uint32_t off = swizzled<S::bn>(row, chunk);
+    cp_async16(dk + off, ks, bytes);
+    cp_async16(dv + off, vs, bytes);
+    in_page += step;
+    while (in_page >= ps) {
+      in_page -= ps;
+      ++page_slot;
+    }
+  }
+}
+
 // The producer warpgroup: every tile of every item of the block into the
 // stage ring. `tid`: 0 .. 127.
 template <int D>
@@ -144,7 +195,7 @@ __device__ void ws_produce(const attn_args& a, long long tiles, std::uint32_t k0
       if (use > 0)
         mbar_wait(empty0 + 8 * stage, static_cast<std::uint32_t>(use - 1) & 1U);
       const std::uint32_t off = static_cast<std::uint32_t>(stage) * S::kv_bytes;
-      load_kv_tile_wg<D, 128>(a, w.ri, w.kvh, kt * S::bn, k0 + off, v0 + off, tid);
+      load_kv_tile_ws<D>(a, w.ri, w.kvh, kt * S::bn, k0 + off, v0 + off, tid);
       cp_async_commit();
       if (pending != 0) {
         cp_async_wait<1>();  // the tile before this one has landed
