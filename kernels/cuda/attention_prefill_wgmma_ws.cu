@@ -1,18 +1,20 @@
 // The wgmma prefill attention with warp specialisation
-// (`attention_prefill::wgmma_ws` / `wgmma_ws_pp`, MSTAR_ATTN_PREFILL=wgmma_ws /
-// wgmma_ws_pp; sm_90a, head_dim
-// 64 / 128 on a compute 9.0 device, as attention_prefill_wgmma.cu). Items,
-// masks, layouts and the consumer's per-tile work are that kernel's `wgmma`
-// schedule (internal/prefill_wgmma.cuh); what changes is who copies and how
-// the stages are handed over.
+// (`attention_prefill::wgmma_ws` / `wgmma_ws_pp`, MSTAR_ATTN_PREFILL=wgmma_ws
+// / wgmma_ws_pp; sm_90a, head_dim 64 / 128 on a compute 9.0 device, as
+// attention_prefill_wgmma.cu). Items, masks, layouts and the consumer's
+// per-tile math are that kernel's (internal/prefill_wgmma.cuh); what
+// changes is who copies, how the stages are handed over, and the order of
+// the wgmmas.
 //
 // A block is three warpgroups: 0 and 1 consume (64 M rows each, as before),
 // 2 produces. The producer gives up registers (setmaxnreg down to 24 a
 // thread) so the consumers can take 240 (the block launches with 168 a
-// thread). The producer gathers every K / V tile of
-// the block's items in order, one stream over items, into `stages` (3)
-// swizzled stages, 128 threads x cp.async 16 bytes; it never waits for the
-// consumers' softmax, only for a stage to come free. Per stage two
+// thread). The grid is persistent (a block an SM) and each block's items
+// form one stream: the producer gathers every K / V tile of them in order
+// into `stages` (3) swizzled stages, 128 threads x cp.async 16 bytes (a
+// warp reads a tile's page indices once and shuffles them out), never
+// waiting on the consumers' softmax, only for a stage to come free, so the
+// next item's first tiles load under the current one's last. Per stage two
 // mbarriers:
 //   full[s]  (128 arrivals: each producer thread, once its own copies of
 //            the tile have landed and it has fenced them to the async proxy:
@@ -68,9 +70,9 @@ constexpr int ws_producer_regs = 24;
 constexpr int ws_consumer_regs = 240;
 // setmaxnreg.inc takes only what .dec gave back: the block launches with 168
 // a thread (65,536 / 384, to a multiple of 8) and the consumers' raise must
-// fit in what the producer frees. 24 / 240: the consumers spill nothing at
-// D 128 (at 232 they spill 12 bytes); the producer spills 28 bytes of its
-// loop state.
+// fit in what the producer frees. 24 / 240: the consumers spill nothing
+// (at 232 they spill at D 128); the producer spills a few words of its
+// loop state (ptxas, D 128: 36 bytes stored, 68 loaded).
 constexpr int ws_launch_regs = 168;
 static_assert(128 * ws_producer_regs + wg_threads * ws_consumer_regs <= ws_threads * ws_launch_regs,
               "the registers the block launched with");

@@ -7,8 +7,9 @@
 // 16 and 64 (key tiles straddling pages, partial last pages). The budget is
 // `budget::attention_bf16_q` (q and the softmax weights rounded to bf16).
 // Every case runs on each prefill kernel (`attention_prefill`: mma.sync,
-// and wgmma / wgmma_serial / wgmma_ws / wgmma_ws_pp where they take the case: head_dim 64 / 128 on
-// a compute 9.0 device; the others fall back to mma.sync and the log's "prefill" says so).
+// and wgmma / wgmma_serial / wgmma_ws / wgmma_ws_pp where they take the
+// case: head_dim 64 / 128 on a compute 9.0 device; the others fall back to
+// mma.sync and the log's "prefill" says so).
 #include <gtest/gtest.h>
 #include <random>
 #include <string>
