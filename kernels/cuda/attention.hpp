@@ -121,7 +121,7 @@ enum class attention_prefill : std::int8_t {
   wgmma_serial = 2,
   /// `wgmma` warp-specialised (attention_prefill_wgmma_ws.cu): a third
   /// warpgroup gathers the K / V tiles into three stages handed over by
-  /// mbarriers, the two consumer warpgroups (registers raised to 240 by
+  /// mbarriers, the two consumer warpgroups (registers raised to 232 by
   /// setmaxnreg) only compute. Same takes and numerics as `wgmma`.
   wgmma_ws = 3,
   /// `wgmma_ws` with the consumer warpgroups taking turns to issue their

@@ -7,8 +7,8 @@
 // the wgmmas.
 //
 // A block is three warpgroups: 0 and 1 consume (64 M rows each, as before),
-// 2 produces. The producer gives up registers (setmaxnreg down to 24 a
-// thread) so the consumers can take 240 (the block launches with 168 a
+// 2 produces. The producer gives up registers (setmaxnreg down to 40 a
+// thread) so the consumers can take 232 (the block launches with 168 a
 // thread). The grid is persistent (a block an SM) and each block's items
 // form one stream: the producer gathers every K / V tile of them in order
 // into `stages` (3) swizzled stages, 128 threads x cp.async 16 bytes (a
@@ -66,13 +66,13 @@ namespace {
 
 constexpr int ws_threads = wg_threads + 128;  // two consumer warpgroups, one producer
 constexpr int ws_consumer_warps = wg_threads / 32;
-constexpr int ws_producer_regs = 24;
-constexpr int ws_consumer_regs = 240;
+constexpr int ws_producer_regs = 40;
+constexpr int ws_consumer_regs = 232;
 // setmaxnreg.inc takes only what .dec gave back: the block launches with 168
 // a thread (65,536 / 384, to a multiple of 8) and the consumers' raise must
-// fit in what the producer frees. 24 / 240: the consumers spill nothing
-// (at 232 they spill at D 128); the producer spills a few words of its
-// loop state (ptxas, D 128: 36 bytes stored, 68 loaded).
+// fit in what the producer frees (128 x 40 + 256 x 232 = 384 x 168).
+// ptxas spills nothing at 40 / 232; at 24 / 240 the producer spilled (D
+// 128: 36 bytes stored, 68 loaded), at 56 / 224 the consumers.
 constexpr int ws_launch_regs = 168;
 static_assert(128 * ws_producer_regs + wg_threads * ws_consumer_regs <= ws_threads * ws_launch_regs,
               "the registers the block launched with");
