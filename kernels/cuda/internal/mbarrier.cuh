@@ -30,12 +30,19 @@ __device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
 /// Waits (acquire) until the phase of parity `parity` has completed. The
 /// retry loop is inside the asm (labels scoped by its braces), so the
 /// compiler sees no data-dependent loop: a divergent path around later
-/// wgmmas would make ptxas serialise them.
+/// wgmmas would make ptxas serialise them. After 2^26 failed polls (far
+/// past any wait of a working pipeline, which lasts microseconds) it traps:
+/// a protocol deadlock fails the launch instead of hanging the device.
 __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
   asm volatile(
-      "{\n.reg .pred p;\nmstar_mbar_wait:\n"
+      "{\n.reg .pred p;\n.reg .u32 n;\nmov.u32 n, 0;\nmstar_mbar_wait:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra mstar_mbar_wait;\n}\n" ::"r"(bar),
+      "@p bra mstar_mbar_done;\n"
+      "add.u32 n, n, 1;\n"
+      "setp.lt.u32 p, n, 67108864;\n"
+      "@p bra mstar_mbar_wait;\n"
+      "trap;\n"
+      "mstar_mbar_done:\n}\n" ::"r"(bar),
       "r"(parity)
       : "memory");
 }
