@@ -66,7 +66,8 @@ std::vector<comparison> bench_ssd_update_variants(timer& t, copy_baseline& copy,
 /// The SSD scan over `rows` fresh rows of `tokens` tokens, final states
 /// stored: the chunked path through the workspace overload
 /// ("ssd_scan_<label>_<rows>x<tokens>", with its speedup_vs_sequential),
-/// then the sequential scan ("..._sequential"). Bytes counted: inputs read,
+/// then the sequential scan ("..._sequential"), and for rows shorter than
+/// the default threshold every row chunked ("..._chunked"). Bytes counted: inputs read,
 /// y written, the final states written.
 std::vector<comparison> bench_ssd_scan(timer& t, copy_baseline& copy, const mamba_shape& m,
                                        int rows, int tokens, int rounds);

@@ -162,6 +162,17 @@ std::vector<comparison> bench_ssd_scan(timer& t, copy_baseline& copy, const mamb
   out.push_back(measure(
       t, copy, name + "_sequential", "bytes_per_s", bytes,
       [&](cudaStream_t s) { return cuda::ssd_scan_varlen(p, s); }, rounds));
+  // Rows shorter than the default threshold also every row chunked: where
+  // chunks start to pay for short rows, and for many of them.
+  const std::size_t all_bytes = cuda::ssd_scan_workspace_bytes(in.w, T, rows, 1);
+  auto all_ws =
+      alloc(std::max<std::size_t>(tokens < cuda::ssd_default_chunked_from ? all_bytes : 0, 256));
+  if (tokens < cuda::ssd_default_chunked_from && all_bytes > 0) {
+    const cuda::ssd_workspace every_row{all_ws.data(), all_bytes, T, 1};
+    out.push_back(measure(
+        t, copy, name + "_chunked", "bytes_per_s", bytes,
+        [&](cudaStream_t s) { return cuda::ssd_scan_varlen(p, every_row, s); }, rounds));
+  }
   for (auto& c : out) {
     c.extra["rows"] = rows;
     c.extra["tokens_per_row"] = tokens;

@@ -48,10 +48,12 @@ namespace mstar::kernels::cuda {
 /// 256) bring K and V in. The CUDA-core walks give each slot of lanes the
 /// same positions, so their results agree to f32 rounding of the same sums.
 enum class attention_walk : std::int8_t {
-  automatic = -1,  ///< MSTAR_ATTN_DECODE_WALK (0 to 4) if set, else the default rule
-  registers = 0,   ///< the next step's K/V loaded into registers while this one is consumed
-  pipeline4 = 1,   ///< 4 KiB K and V tiles by cp.async through 4 shared stages (3 in flight)
-  pipeline2 = 2,   ///< the same through 2 stages (1 in flight; 16 KiB a block)
+  /// MSTAR_ATTN_DECODE_WALK (0 to 4) if set, else the default rule: `rows`
+  /// for decode steps of 64 rows and more, `registers` otherwise
+  automatic = -1,
+  registers = 0,  ///< the next step's K/V loaded into registers while this one is consumed
+  pipeline4 = 1,  ///< 4 KiB K and V tiles by cp.async through 4 shared stages (3 in flight)
+  pipeline2 = 2,  ///< the same through 2 stages (1 in flight; 16 KiB a block)
   /// Decode steps on bf16 arenas with head_dim 64 / 128 / 256 (arena
   /// 16-byte, q 8-byte aligned): the tensor-core kernel (4 warps, each its
   /// own 16-position tiles through 3 cp.async stages, S^T = K Q^T and O^T =
@@ -63,7 +65,7 @@ enum class attention_walk : std::int8_t {
   /// 16-byte aligned, whole GQA groups of at most 32 heads): a block per
   /// (row, kv heads, split) takes every kv head of a token at once (up to
   /// 8 warps, one per kv head and chunk of 4 query heads), copying each
-  /// page's contiguous K and V runs into a 3-stage shared ring with bulk
+  /// page's contiguous K and V runs into a 2-stage shared ring with bulk
   /// copies (cp.async.bulk on an mbarrier), so reads are long and
   /// sequential; CUDA-core f32 math as the other walks (results agree to
   /// f32 rounding of a different order of sums). Every other launch takes
@@ -106,9 +108,11 @@ attention_variant set_attention_variant(attention_variant v);
 /// Which tensor-core kernel runs the steps `paged_attention` gives the
 /// prefill path (no decode arrays, bf16 arena, head_dim 64 / 128 / 256).
 enum class attention_prefill : std::int8_t {
-  automatic = -1,  ///< MSTAR_ATTN_PREFILL ("mma", "wgmma", "wgmma_serial", "wgmma_ws",
-                   ///< "wgmma_ws_pp") if set, else `mma`
-  mma = 0,         ///< mma.sync m16n8k16, 4 warps a block (attention_prefill.cu)
+  /// MSTAR_ATTN_PREFILL ("mma", "wgmma", "wgmma_serial", "wgmma_ws",
+  /// "wgmma_ws_pp") if set, else `wgmma` (which falls back to `mma` where
+  /// it does not take the step)
+  automatic = -1,
+  mma = 0,  ///< mma.sync m16n8k16, 4 warps a block (attention_prefill.cu)
   /// Hopper's warpgroup MMA (attention_prefill_wgmma.cu, sm_90a): two
   /// warpgroups a block, 64 M rows each, K / V tiles of 128 positions, S
   /// and P V on wgmma (P from registers). head_dim 64 / 128 on a compute

@@ -34,9 +34,8 @@ attention_merge env_merge() {
   return m;
 }
 
-// MSTAR_ATTN_PREFILL: "mma", "wgmma", "wgmma_serial", "wgmma_ws" or "wgmma_ws_pp";
-// anything else is
-// automatic.
+// MSTAR_ATTN_PREFILL: "mma", "wgmma", "wgmma_serial", "wgmma_ws" or
+// "wgmma_ws_pp"; anything else is automatic.
 attention_prefill env_prefill() {
   static const attention_prefill k = [] {
     const char* e = std::getenv("MSTAR_ATTN_PREFILL");
@@ -55,20 +54,21 @@ attention_prefill env_prefill() {
   return k;
 }
 
-// The default walk: registers everywhere. H200, bf16 pages, 32 q / 8 kv
-// heads, D 128, 2,048 positions a row, CUDA graphs, us a call: the 4-stage
-// pipeline (capped at 4 / 5 / 6 blocks) lost in every case that isolates
-// it: one pass 107.7 -> 113.5 (1 row), 113.1 -> 115.0 (16), 188.8 -> 217.5
-// (64), 728 -> 845 (256); split at 16 rows (8 chunks, the merge a small
-// part) 68.0 -> 70.2. Split at 1 row went 32.5 -> 13.5 with the block merge
-// too: 64 partials a row, which the warp merge reads one round trip per
-// partial. bench/h200_decode_attention.sh times every walk and merge from 1
-// to 256 rows; a rule by kernel and rows goes here.
+// The default walk: the whole-token-row walk (rows, attention_decode_rows.cu)
+// for decode steps of 64 rows and more, else registers. H200, bf16 pages,
+// 32 q / 8 kv heads, D 128, 2,048 positions a row, CUDA graphs, us a call
+// (session 35, second call): 64 rows 173.4 (rows, split, its 2 x 48 KiB
+// ring) against 188.8 (registers), 256 rows 594.5 against 726.3; at 16 rows
+// level (61.7 / 61.0) and at 1 row behind (18.9 / 11.9). Before it the
+// 4-stage pipeline lost in every case that isolates it: one pass 107.7 ->
+// 113.5 (1 row), 113.1 -> 115.0 (16), 188.8 -> 217.5 (64), 728 -> 845
+// (256); split at 1 row went 32.5 -> 13.5 with the block merge too: 64
+// partials a row, which the warp merge reads one round trip per partial.
+// bench/h200_decode_attention.sh times every walk and merge from 1 to 256
+// rows.
 attention_walk default_walk(bool split, bool decode, std::int64_t rows) {
   static_cast<void>(split);
-  static_cast<void>(decode);
-  static_cast<void>(rows);
-  return attention_walk::registers;
+  return decode && rows >= 64 ? attention_walk::rows : attention_walk::registers;
 }
 
 }  // namespace
@@ -118,7 +118,11 @@ attention_prefill prefill_for() {
     return k;
   if (const auto k = env_prefill(); k != attention_prefill::automatic)
     return k;
-  return attention_prefill::mma;
+  // The warpgroup-MMA kernel where it takes the step (sm_90a, head_dim 64 /
+  // 128): H200, 2,048-token causal rows, 32 q / 8 kv heads, D 128, us a
+  // call (session 35, second call): 147.0 against mma.sync's 163.1 at one
+  // row, 1144.8 against 1289.0 at eight, every prefill test passing on it.
+  return attention_prefill::wgmma;
 }
 
 attention_merge merge_for(std::int64_t rows) {

@@ -51,8 +51,13 @@ struct ssd_workspace {
 };
 
 /// Rows this long or longer run chunked when the workspace does not say.
-/// Not yet tuned on the H200 (bench: `mstar-gpu-bench --suite ssd`).
-inline constexpr std::int32_t ssd_default_chunked_from = 128;
+/// H200, 64 heads of 64, N 128, us (session 35, third call; `mstar-gpu-bench
+/// --suite ssd --prefill-rows 1 8 64 256 --prefill-context L`, sequential /
+/// every row chunked): 1 x 16 16.6 / 31.0, 1 x 32 31.4 / 31.5, 1 x 64 60.8 /
+/// 32.8, 8 x 32 122.6 / 67.1, 64 x 32 1017.8 / 472.4 (a batch of 32-token
+/// prompts), 64 x 16 536.9 / 455.8; 128 heads alike. From 32 tokens a row
+/// the chunks are never slower; at 16 a lone row is twice as fast scanned.
+inline constexpr std::int32_t ssd_default_chunked_from = 32;
 
 /// Workspace the chunked path needs for a batch of `tokens` tokens in `rows`
 /// rows (0 when the shape has no chunked path: then the overload below is

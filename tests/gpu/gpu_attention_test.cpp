@@ -11,7 +11,9 @@
 // gpu_attention_split_variant); where a walk does not take a case (mma: f32
 // arenas, prefill, generic head_dims) the case runs the walk it falls back
 // to, printed as the variant.
+#include <cstdlib>
 #include <gtest/gtest.h>
+#include <numeric>
 #include <random>
 #include <string>
 #include <tuple>
@@ -261,6 +263,33 @@ TEST(gpu_attention, rows_walk_runs_only_where_the_whole_row_kernel_takes_the_ste
   EXPECT_EQ(walk(decode, bf16, arena, 66, true), cuda::attention_walk::registers);  // group 33
   EXPECT_EQ(walk(prefill, bf16, arena, 8, false), cuda::attention_walk::registers);
   EXPECT_EQ(walk(decode, bf16, arena + 8, 8, false), cuda::attention_walk::registers);
+}
+
+TEST(gpu_attention, default_walk_is_the_whole_row_one_from_64_decode_rows) {
+  // Host only: sizes and pointers, nothing dereferenced. No override, and
+  // the environment's MSTAR_ATTN_DECODE_WALK unset (else it decides).
+  if (std::getenv("MSTAR_ATTN_DECODE_WALK") != nullptr)
+    GTEST_SKIP() << "MSTAR_ATTN_DECODE_WALK is set";
+  alignas(16) static std::byte arena[32];
+  alignas(16) static float q[4];
+  const kv_geometry bf16{16, 1, 2, 128, mstar::dtype::bfloat16};
+  const variant_scope automatic{{}};
+  auto walk = [&](int rows, kv_geometry g) {
+    std::vector<std::int32_t> indptr(static_cast<std::size_t>(rows) + 1);
+    std::iota(indptr.begin(), indptr.end(), 0);
+    const std::vector<std::int32_t> ones(static_cast<std::size_t>(rows), 1);
+    const std::vector<std::int32_t> zeros(static_cast<std::size_t>(rows), 0);
+    const kv_page_table t{indptr, indptr, zeros, ones, zeros, zeros};
+    const paged_attention_params p{{arena, g}, 0, t, q, nullptr, 8, 0.0F};
+    return cuda::paged_attention_variant(p, true).walk;
+  };
+  EXPECT_EQ(walk(1, bf16), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(63, bf16), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(64, bf16), cuda::attention_walk::rows);
+  EXPECT_EQ(walk(256, bf16), cuda::attention_walk::rows);
+  kv_geometry f32 = bf16;
+  f32.dtype = mstar::dtype::float32;
+  EXPECT_EQ(walk(256, f32), cuda::attention_walk::registers);  // the kernel takes bf16 only
 }
 
 // Every walk, forced, on the one-pass decode and prefill cases.
