@@ -4,7 +4,7 @@ table: per case our time, the fastest baseline that ran (library / backend,
 dtype, eager or CUDA-graph replay) and the ratio baseline us / our us (>= 1:
 ours at least as fast). decode_attention_split_b<rows> joins
 decode_attention_b<rows>, prefill_attention_<rows>x<L>_<kernel> (a prefill
-kernel forced: mma, wgmma, wgmma_serial) prefill_attention_<rows>x<L>. Then
+kernel forced: mma, wgmma, wgmma_serial, wgmma_ws, wgmma_ws_pp) prefill_attention_<rows>x<L>. Then
 every baseline row, the refusals and notes.
 
   python3 bench/kernels_table.py OURS.jsonl BASELINES.jsonl [> kernels-table.md]
@@ -55,7 +55,7 @@ def main():
         if "us_per_call" not in o:
             continue
         case = o["case"]
-        joined = re.sub(r"^(prefill_attention_\d+x\d+)_(mma|wgmma|wgmma_serial)$", r"\1", case)
+        joined = re.sub(r"^(prefill_attention_\d+x\d+)_(mma|wgmma|wgmma_serial|wgmma_ws|wgmma_ws_pp)$", r"\1", case)
         cands = by_case.get(joined.replace("_split_b", "_b"), [])
         us = o["us_per_call"]
         if not cands:
