@@ -48,8 +48,8 @@ namespace mstar::kernels::cuda {
 /// 256) bring K and V in. The CUDA-core walks give each slot of lanes the
 /// same positions, so their results agree to f32 rounding of the same sums.
 enum class attention_walk : std::int8_t {
-  /// MSTAR_ATTN_DECODE_WALK (0 to 5) if set, else the default rule: `rows`
-  /// for decode steps of 64 rows and more, `registers` otherwise
+  /// MSTAR_ATTN_DECODE_WALK (0 to 5) if set, else the default rule:
+  /// `rows_mma` for decode steps of 16 rows and more, `registers` otherwise
   automatic = -1,
   registers = 0,  ///< the next step's K/V loaded into registers while this one is consumed
   pipeline4 = 1,  ///< 4 KiB K and V tiles by cp.async through 4 shared stages (3 in flight)

@@ -54,12 +54,16 @@ attention_prefill env_prefill() {
   return k;
 }
 
-// The default walk: the whole-token-row walk (rows, attention_decode_rows.cu)
-// for decode steps of 64 rows and more, else registers. H200, bf16 pages,
-// 32 q / 8 kv heads, D 128, 2,048 positions a row, CUDA graphs, us a call
-// (session 35, second call): 64 rows 173.4 (rows, split, its 2 x 48 KiB
-// ring) against 188.8 (registers), 256 rows 594.5 against 726.3; at 16 rows
-// level (61.7 / 61.0) and at 1 row behind (18.9 / 11.9). Before it the
+// The default walk: the whole-token-row walk on tensor cores (rows_mma,
+// attention_decode_rows_mma.cu) for decode steps of 16 rows and more, else
+// registers. H200, bf16 pages, 32 q / 8 kv heads, D 128, 2,048 positions a
+// row, CUDA graphs, us a call (session 35, fourth call; split with the
+// block merge where it splits): rows_mma 14.0 / 50.8 / 149.9 / 523.7 at 1 /
+// 16 / 64 / 256 rows, rows (CUDA cores, 2 x 48 KiB ring) 18.9 / 61.2 /
+// 173.7 / 595.7, registers 12.0 / 61.2 / 173.8 (rows by then) / 596.1
+// (the same); second call, registers alone at 64 / 256 rows: 188.8 /
+// 726.3. Where rows_mma does not take a step (head_dim 256, groups past
+// 64, f32 arenas) walk_of falls back to registers. Before these the
 // 4-stage pipeline lost in every case that isolates it: one pass 107.7 ->
 // 113.5 (1 row), 113.1 -> 115.0 (16), 188.8 -> 217.5 (64), 728 -> 845
 // (256); split at 1 row went 32.5 -> 13.5 with the block merge too: 64
@@ -68,7 +72,7 @@ attention_prefill env_prefill() {
 // rows.
 attention_walk default_walk(bool split, bool decode, std::int64_t rows) {
   static_cast<void>(split);
-  return decode && rows >= 64 ? attention_walk::rows : attention_walk::registers;
+  return decode && rows >= 16 ? attention_walk::rows_mma : attention_walk::registers;
 }
 
 }  // namespace

@@ -265,7 +265,7 @@ TEST(gpu_attention, rows_walk_runs_only_where_the_whole_row_kernel_takes_the_ste
   EXPECT_EQ(walk(decode, bf16, arena + 8, 8, false), cuda::attention_walk::registers);
 }
 
-TEST(gpu_attention, default_walk_is_the_whole_row_one_from_64_decode_rows) {
+TEST(gpu_attention, default_walk_is_the_whole_row_tensor_core_one_from_16_decode_rows) {
   // Host only: sizes and pointers, nothing dereferenced. No override, and
   // the environment's MSTAR_ATTN_DECODE_WALK unset (else it decides).
   if (std::getenv("MSTAR_ATTN_DECODE_WALK") != nullptr)
@@ -284,9 +284,12 @@ TEST(gpu_attention, default_walk_is_the_whole_row_one_from_64_decode_rows) {
     return cuda::paged_attention_variant(p, true).walk;
   };
   EXPECT_EQ(walk(1, bf16), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(63, bf16), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(64, bf16), cuda::attention_walk::rows);
-  EXPECT_EQ(walk(256, bf16), cuda::attention_walk::rows);
+  EXPECT_EQ(walk(15, bf16), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(16, bf16), cuda::attention_walk::rows_mma);
+  EXPECT_EQ(walk(256, bf16), cuda::attention_walk::rows_mma);
+  kv_geometry d256 = bf16;
+  d256.head_dim = 256;
+  EXPECT_EQ(walk(256, d256), cuda::attention_walk::registers);  // rows_mma takes D 64 / 128
   kv_geometry f32 = bf16;
   f32.dtype = mstar::dtype::float32;
   EXPECT_EQ(walk(256, f32), cuda::attention_walk::registers);  // the kernel takes bf16 only
