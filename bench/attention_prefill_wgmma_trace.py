@@ -24,8 +24,8 @@ NaN, float64 attention within 1e-2 normalised.
 
 import numpy as np
 
-from attention_prefill_trace import LG, LQ, RESUME, bf16, case, quad_reduce, reference
-from attention_prefill_trace import row_of_tile, tile_base
+from attention_prefill_trace import LG, LQ, RESUME, bf16, case, expect_output, quad_reduce
+from attention_prefill_trace import reference, tile_base, tile_item, write_rows
 
 THREADS = 256
 GROUP_M, TILE_M, BN = 64, 128, 128
@@ -189,15 +189,10 @@ def run(c, defer):
 
     tiles = tile_base(c, len(c.rows), TILE_M)
     for item in range(tiles * c.kvh):
-        kvh = item % c.kvh
-        k = tiles - 1 - item // c.kvh
-        r = row_of_tile(c, TILE_M, k)
-        new, length = c.rows[r][1], c.length(r)
-        m_rows = new * c.group
-        f0 = (k - tile_base(c, r, TILE_M)) * TILE_M
-        if f0 >= m_rows or length < new:
+        placed = tile_item(c, TILE_M, tiles, item)
+        if placed is None:
             continue
-        prefix = length - new
+        kvh, r, m_rows, f0, prefix = placed
 
         def pos_of(f):
             return prefix + min(f, m_rows - 1) // c.group
@@ -231,22 +226,8 @@ def run(c, defer):
                 g["pending"] = None
             for w in range(4):
                 fw = g["fg"] + 16 * w
-                if fw >= m_rows:
-                    continue
-                for h in range(2):
-                    total = quad_reduce(g["l"][w, h], np.sum)
-                    f = fw + LG + 8 * h
-                    for lane in range(32):
-                        if f[lane] >= m_rows:
-                            continue
-                        token = int(c.qo[r]) + f[lane] // c.group
-                        head = kvh * c.group + f[lane] % c.group
-                        for dn in range(d // 8):
-                            col = dn * 8 + 2 * (lane % 4)
-                            out[token, head, col:col + 2] = \
-                                g["o"][w, dn, lane, 2 * h:2 * h + 2] / total[lane]
-                        if lane % 4 == 0:
-                            writes[token, head] += 1
+                if fw < m_rows:
+                    write_rows(c, r, kvh, fw, g["o"][w], g["l"][w], m_rows, out, writes)
     return out, writes
 
 
@@ -254,11 +235,7 @@ def check(c, defer):
     out, writes = run(c, defer)
     ref = reference(c)
     name = f"{c.name} ({'wgmma' if defer else 'wgmma_serial'})"
-    assert np.all(writes == 1), f"{name}: writes {np.unique(writes)}"
-    assert not np.isnan(out).any(), f"{name}: NaN output"
-    err = np.abs(out - ref).max() / np.abs(ref).max()
-    assert err < 1e-2, f"{name}: normalised error {err}"
-    print(f"{name}: ok, normalised error {err:.2e}")
+    expect_output(name, out, writes, ref)
 
 
 CASES = [
