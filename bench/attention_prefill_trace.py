@@ -140,6 +140,15 @@ def tile_item(c, tile_m, tiles, item):
     return kvh, r, m_rows, f0, length - new
 
 
+def tile_items(c, tile_m):
+    """The grid's items in order (tile_item), those that hold rows."""
+    tiles = tile_base(c, len(c.rows), tile_m)
+    for item in range(tiles * c.kvh):
+        placed = tile_item(c, tile_m, tiles, item)
+        if placed is not None:
+            yield placed
+
+
 def write_rows(c, r, kvh, fw, o, l, m_rows, out, writes):
     """The epilogue of 16 M rows from `fw` of row r, KV head kvh: the O
     fragments `o` [d/8, 32, 4] over the quad-summed `l` [2, 32] into `out`,
@@ -212,12 +221,7 @@ def run(c):
                     x = bf16(sign * c.q[token, head, col:col + 8])
                 smem[sq + row * stride + col:sq + row * stride + col + 8] = x
 
-    tiles = tile_base(c, len(c.rows), tile_m)
-    for item in range(tiles * c.kvh):
-        placed = tile_item(c, tile_m, tiles, item)
-        if placed is None:
-            continue
-        kvh, r, m_rows, f0, prefix = placed
+    for kvh, r, m_rows, f0, prefix in tile_items(c, tile_m):
 
         def pos_of(f):
             return prefix + min(f, m_rows - 1) // c.group

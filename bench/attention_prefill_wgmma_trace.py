@@ -25,7 +25,7 @@ NaN, float64 attention within 1e-2 normalised.
 import numpy as np
 
 from attention_prefill_trace import LG, LQ, RESUME, bf16, case, expect_output, quad_reduce
-from attention_prefill_trace import reference, tile_base, tile_item, write_rows
+from attention_prefill_trace import reference, tile_items, write_rows
 
 THREADS = 256
 GROUP_M, TILE_M, BN = 64, 128, 128
@@ -86,6 +86,34 @@ def gather_a(pa):
     return a
 
 
+def warp_softmax(g, s, w, t0, masked, place, scale):
+    """online_softmax on warp w's rows of the dealt S tile `s` (in place: P,
+    unnormalised), masked past each row's position where `masked`; updates
+    the warpgroup's running max g["m"] and sum g["l"] and returns the
+    rescale of its O, alpha [2, 32]."""
+    prefix, m_rows, group, fg = place
+    f = fg + 16 * w + LG
+    p = [prefix + np.minimum(f + 8 * h, m_rows - 1) // group for h in range(2)]
+    if masked:
+        for n in range(BN // 8):
+            for e in range(4):
+                col = t0 + 2 * LQ + n * 8 + (e & 1)
+                s[w, n, :, e] = np.where(col > p[e // 2], -np.inf, s[w, n, :, e])
+    alpha = np.empty((2, 32), np.float32)
+    for h in range(2):
+        top = quad_reduce(s[w, :, :, 2 * h:2 * h + 2].max(axis=(0, 2)), np.max)
+        m = g["m"][w, h]
+        mx = np.maximum(m, top * np.float32(scale))
+        ref = np.where(mx == -np.inf, 0, mx).astype(np.float32)
+        alpha[h] = np.exp2(m - ref)
+        g["m"][w, h] = mx
+        arg = (s[w, :, :, 2 * h:2 * h + 2].astype(np.float64) * scale -
+               ref[None, :, None]).astype(np.float32)
+        s[w, :, :, 2 * h:2 * h + 2] = np.exp2(arg)
+        g["l"][w, h] = g["l"][w, h] * alpha[h] + s[w, :, :, 2 * h:2 * h + 2].sum(axis=(0, 2))
+    return alpha
+
+
 def run(c, defer):
     d = c.d
     chunks, stages = d // 8, 3 if defer else 2
@@ -142,7 +170,6 @@ def run(c, defer):
         g["o"] += deal(o)
 
     def attend_tile(g, q_addr, k_addr, v_addr, t0, masked, place, scale):
-        prefix, m_rows, group, fg = place
         s = np.zeros((64, BN))
         for kc in range(d // 16):
             in_row = (kc % 4) * 32
@@ -155,25 +182,7 @@ def run(c, defer):
         s = deal(s.astype(np.float32))
         pa = np.empty((4, BN // 16, 4, 32, 2), np.float32)
         for w in range(4):
-            f = fg + 16 * w + LG
-            p = [prefix + np.minimum(f + 8 * h, m_rows - 1) // group for h in range(2)]
-            if masked:
-                for n in range(BN // 8):
-                    for e in range(4):
-                        col = t0 + 2 * LQ + n * 8 + (e & 1)
-                        s[w, n, :, e] = np.where(col > p[e // 2], -np.inf, s[w, n, :, e])
-            alpha = np.empty((2, 32), np.float32)
-            for h in range(2):
-                top = quad_reduce(s[w, :, :, 2 * h:2 * h + 2].max(axis=(0, 2)), np.max)
-                m = g["m"][w, h]
-                mx = np.maximum(m, top * np.float32(scale))
-                ref = np.where(mx == -np.inf, 0, mx).astype(np.float32)
-                alpha[h] = np.exp2(m - ref)
-                g["m"][w, h] = mx
-                arg = (s[w, :, :, 2 * h:2 * h + 2].astype(np.float64) * scale -
-                       ref[None, :, None]).astype(np.float32)
-                s[w, :, :, 2 * h:2 * h + 2] = np.exp2(arg)
-                g["l"][w, h] = g["l"][w, h] * alpha[h] + s[w, :, :, 2 * h:2 * h + 2].sum(axis=(0, 2))
+            alpha = warp_softmax(g, s, w, t0, masked, place, scale)
             for kk in range(BN // 16):
                 pa[w, kk, 0] = bf16(s[w, 2 * kk][:, 0:2])
                 pa[w, kk, 1] = bf16(s[w, 2 * kk][:, 2:4])
@@ -187,12 +196,7 @@ def run(c, defer):
         else:
             issue_pv(g, v_addr, pa)
 
-    tiles = tile_base(c, len(c.rows), TILE_M)
-    for item in range(tiles * c.kvh):
-        placed = tile_item(c, TILE_M, tiles, item)
-        if placed is None:
-            continue
-        kvh, r, m_rows, f0, prefix = placed
+    for kvh, r, m_rows, f0, prefix in tile_items(c, TILE_M):
 
         def pos_of(f):
             return prefix + min(f, m_rows - 1) // c.group

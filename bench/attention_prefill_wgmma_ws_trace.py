@@ -32,10 +32,11 @@ import random
 
 import numpy as np
 
-from attention_prefill_trace import LG, LQ, bf16, case, expect_output, quad_reduce, reference
-from attention_prefill_trace import tile_base, tile_item, write_rows
+from attention_prefill_trace import bf16, case, expect_output, reference, tile_base, tile_item
+from attention_prefill_trace import write_rows
 from attention_prefill_wgmma_trace import BN, CASES, GROUP_M, TILE_M, deal, gather_a
-from attention_prefill_wgmma_trace import read_k_major, read_mn_major, swizzled, wgmma_desc
+from attention_prefill_wgmma_trace import read_k_major, read_mn_major, swizzled, warp_softmax
+from attention_prefill_wgmma_trace import wgmma_desc
 
 STAGES = 3
 PRODUCER_THREADS = 128
@@ -206,27 +207,9 @@ def run_block(c, block, blocks, out, writes, rng, ping_pong):
 
     def softmax(g, s, t0, masked, place, scale):
         """online_softmax per warp on the dealt S; returns (P dealt, alpha)."""
-        prefix, m_rows, group, fg = place
         alphas = np.empty((4, 2, 32), np.float32)
         for w in range(4):
-            f = fg + 16 * w + LG
-            p = [prefix + np.minimum(f + 8 * h, m_rows - 1) // group for h in range(2)]
-            if masked:
-                for n in range(BN // 8):
-                    for e in range(4):
-                        col = t0 + 2 * LQ + n * 8 + (e & 1)
-                        s[w, n, :, e] = np.where(col > p[e // 2], -np.inf, s[w, n, :, e])
-            for h in range(2):
-                top = quad_reduce(s[w, :, :, 2 * h:2 * h + 2].max(axis=(0, 2)), np.max)
-                m = g["m"][w, h]
-                mx = np.maximum(m, top * np.float32(scale))
-                ref = np.where(mx == -np.inf, 0, mx).astype(np.float32)
-                alphas[w, h] = np.exp2(m - ref)
-                g["m"][w, h] = mx
-                arg = (s[w, :, :, 2 * h:2 * h + 2].astype(np.float64) * scale -
-                       ref[None, :, None]).astype(np.float32)
-                s[w, :, :, 2 * h:2 * h + 2] = np.exp2(arg)
-                g["l"][w, h] = g["l"][w, h] * alphas[w, h] + s[w, :, :, 2 * h:2 * h + 2].sum(axis=(0, 2))
+            alphas[w] = warp_softmax(g, s, w, t0, masked, place, scale)
         return s, alphas
 
     def pack(s):
