@@ -140,6 +140,18 @@ def tile_item(c, tile_m, tiles, item):
     return kvh, r, m_rows, f0, length - new
 
 
+def kv_chunk(c, r, kvh, t, page_slot, in_page, col):
+    """K and V at position t of row r (in page slot `page_slot`, at
+    `in_page`), columns col..col + 8, as load_kv_tile copies them: zeros
+    past the row."""
+    if t < c.length(r):
+        page = c.kv_indices[c.kv_indptr[r] + page_slot]
+        return (c.arena[0, page, in_page, kvh, col:col + 8],
+                c.arena[1, page, in_page, kvh, col:col + 8])
+    zeros = np.zeros(8, np.float32)
+    return zeros, zeros
+
+
 def tile_items(c, tile_m):
     """The grid's items in order (tile_item), those that hold rows."""
     tiles = tile_base(c, len(c.rows), tile_m)
@@ -194,12 +206,7 @@ def run(c):
             page_slot, in_page = (t0 + row0) // c.ps, (t0 + row0) % c.ps
             for i in range(bn // step):
                 row = row0 + i * step
-                if t0 + row < c.length(r):
-                    page = c.kv_indices[c.kv_indptr[r] + page_slot]
-                    kx = c.arena[0, page, in_page, kvh, col:col + 8]
-                    vx = c.arena[1, page, in_page, kvh, col:col + 8]
-                else:
-                    kx = vx = np.zeros(8, np.float32)
+                kx, vx = kv_chunk(c, r, kvh, t0 + row, page_slot, in_page, col)
                 smem[dk + row * stride + col:dk + row * stride + col + 8] = kx
                 smem[dv + row * stride + col:dv + row * stride + col + 8] = vx
                 in_page += step

@@ -25,7 +25,7 @@ NaN, float64 attention within 1e-2 normalised.
 import numpy as np
 
 from attention_prefill_trace import LG, LQ, RESUME, bf16, case, expect_output, quad_reduce
-from attention_prefill_trace import reference, tile_items, write_rows
+from attention_prefill_trace import kv_chunk, reference, tile_items, write_rows
 
 THREADS = 256
 GROUP_M, TILE_M, BN = 64, 128, 128
@@ -86,6 +86,19 @@ def gather_a(pa):
     return a
 
 
+def qk_tile(smem, d, q_addr, k_addr):
+    """S = Q K^T ([64][BN], float64) as the wgmmas read it from `smem` now:
+    a consumer warpgroup's 64 rows of Q at q_addr, the BN rows of K at
+    k_addr, d // 16 k-steps through the swizzled tiles' descriptors."""
+    s = np.zeros((64, BN))
+    for kc in range(d // 16):
+        in_row = (kc % 4) * 32
+        qd = wgmma_desc(q_addr + (kc // 4) * TILE_M * 128 + in_row, 16, 1024)
+        kd = wgmma_desc(k_addr + (kc // 4) * BN * 128 + in_row, 16, 1024)
+        s += read_k_major(smem, qd, 64) @ read_k_major(smem, kd, BN).T
+    return s
+
+
 def warp_softmax(g, s, w, t0, masked, place, scale):
     """online_softmax on warp w's rows of the dealt S tile `s` (in place: P,
     unnormalised), masked past each row's position where `masked`; updates
@@ -135,12 +148,7 @@ def run(c, defer):
             page_slot, in_page = (t0 + row0) // c.ps, (t0 + row0) % c.ps
             for i in range(BN // step):
                 row = row0 + i * step
-                if t0 + row < c.length(r):
-                    page = c.kv_indices[c.kv_indptr[r] + page_slot]
-                    kx = c.arena[0, page, in_page, kvh, col:col + 8]
-                    vx = c.arena[1, page, in_page, kvh, col:col + 8]
-                else:
-                    kx = vx = np.zeros(8, np.float32)
+                kx, vx = kv_chunk(c, r, kvh, t0 + row, page_slot, in_page, col)
                 put(dk + swizzled(BN, row, chunk), kx)
                 put(dv + swizzled(BN, row, chunk), vx)
                 in_page += step
@@ -170,12 +178,7 @@ def run(c, defer):
         g["o"] += deal(o)
 
     def attend_tile(g, q_addr, k_addr, v_addr, t0, masked, place, scale):
-        s = np.zeros((64, BN))
-        for kc in range(d // 16):
-            in_row = (kc % 4) * 32
-            qd = wgmma_desc(q_addr + (kc // 4) * TILE_M * 128 + in_row, 16, 1024)
-            kd = wgmma_desc(k_addr + (kc // 4) * BN * 128 + in_row, 16, 1024)
-            s += read_k_major(smem, qd, 64) @ read_k_major(smem, kd, BN).T
+        s = qk_tile(smem, d, q_addr, k_addr)
         if g["pending"] is not None:  # the wait for S completes the deferred P V
             issue_pv(g, *g["pending"])
             g["pending"] = None

@@ -35,8 +35,8 @@ import numpy as np
 from attention_prefill_trace import bf16, case, expect_output, reference, tile_base, tile_item
 from attention_prefill_trace import write_rows
 from attention_prefill_wgmma_trace import BN, CASES, GROUP_M, TILE_M, deal, gather_a
-from attention_prefill_wgmma_trace import read_k_major, read_mn_major, swizzled, warp_softmax
-from attention_prefill_wgmma_trace import wgmma_desc
+from attention_prefill_wgmma_trace import qk_tile, read_mn_major, swizzled
+from attention_prefill_wgmma_trace import warp_softmax, wgmma_desc
 
 STAGES = 3
 PRODUCER_THREADS = 128
@@ -186,13 +186,7 @@ def run_block(c, block, blocks, out, writes, rng, ping_pong):
 
     def s_op(q_addr, k_addr):
         """S = Q K^T as the wgmmas read it now ([64][BN], float64)."""
-        s = np.zeros((64, BN))
-        for kc in range(d // 16):
-            in_row = (kc % 4) * 32
-            qd = wgmma_desc(q_addr + (kc // 4) * TILE_M * 128 + in_row, 16, 1024)
-            kd = wgmma_desc(k_addr + (kc // 4) * BN * 128 + in_row, 16, 1024)
-            s += read_k_major(smem, qd, 64) @ read_k_major(smem, kd, BN).T
-        return s
+        return qk_tile(smem, d, q_addr, k_addr)
 
     def pv_op(v_addr, pa):
         o = np.zeros((64, d))
