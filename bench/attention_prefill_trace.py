@@ -125,6 +125,70 @@ def row_of_tile(c, tile_m, k):
     return lo
 
 
+def tile_item(c, tile_m, tiles, item):
+    """Grid item `item` of `tiles` M tiles per KV head (heads fastest, the
+    last tiles first): (kvh, r, m_rows, f0, prefix), or None where the tile
+    holds no row of its step row."""
+    kvh = item % c.kvh
+    k = tiles - 1 - item // c.kvh
+    r = row_of_tile(c, tile_m, k)
+    new, length = c.rows[r][1], c.length(r)
+    m_rows = new * c.group
+    f0 = (k - tile_base(c, r, tile_m)) * tile_m
+    if f0 >= m_rows or length < new:
+        return None
+    return kvh, r, m_rows, f0, length - new
+
+
+def kv_chunk(c, r, kvh, t, page_slot, in_page, col):
+    """K and V at position t of row r (in page slot `page_slot`, at
+    `in_page`), columns col..col + 8, as load_kv_tile copies them: zeros
+    past the row."""
+    if t < c.length(r):
+        page = c.kv_indices[c.kv_indptr[r] + page_slot]
+        return (c.arena[0, page, in_page, kvh, col:col + 8],
+                c.arena[1, page, in_page, kvh, col:col + 8])
+    zeros = np.zeros(8, np.float32)
+    return zeros, zeros
+
+
+def tile_items(c, tile_m):
+    """The grid's items in order (tile_item), those that hold rows."""
+    tiles = tile_base(c, len(c.rows), tile_m)
+    for item in range(tiles * c.kvh):
+        placed = tile_item(c, tile_m, tiles, item)
+        if placed is not None:
+            yield placed
+
+
+def write_rows(c, r, kvh, fw, o, l, m_rows, out, writes):
+    """The epilogue of 16 M rows from `fw` of row r, KV head kvh: the O
+    fragments `o` [d/8, 32, 4] over the quad-summed `l` [2, 32] into `out`,
+    each (token, head) written counted in `writes`."""
+    for h in range(2):
+        total = quad_reduce(l[h], np.sum)
+        f = fw + LG + 8 * h
+        for lane in range(32):
+            if f[lane] >= m_rows:
+                continue
+            token = int(c.qo[r]) + f[lane] // c.group
+            head = kvh * c.group + f[lane] % c.group
+            for dn in range(o.shape[0]):
+                col = dn * 8 + 2 * (lane % 4)
+                out[token, head, col:col + 2] = o[dn, lane, 2 * h:2 * h + 2] / total[lane]
+            if lane % 4 == 0:
+                writes[token, head] += 1
+
+
+def expect_output(name, out, writes, ref):
+    """Every output written once, none NaN, within 1e-2 normalised of `ref`."""
+    assert np.all(writes == 1), f"{name}: writes {np.unique(writes)}"
+    assert not np.isnan(out).any(), f"{name}: NaN output"
+    err = np.abs(out - ref).max() / np.abs(ref).max()
+    assert err < 1e-2, f"{name}: normalised error {err}"
+    print(f"{name}: ok, normalised error {err:.2e}")
+
+
 def run(c):
     d, S = c.d, shape(c.d)
     mt, bn, tile_m, stride, chunks = S["mt"], S["bn"], S["tile_m"], S["stride"], S["chunks"]
@@ -142,12 +206,7 @@ def run(c):
             page_slot, in_page = (t0 + row0) // c.ps, (t0 + row0) % c.ps
             for i in range(bn // step):
                 row = row0 + i * step
-                if t0 + row < c.length(r):
-                    page = c.kv_indices[c.kv_indptr[r] + page_slot]
-                    kx = c.arena[0, page, in_page, kvh, col:col + 8]
-                    vx = c.arena[1, page, in_page, kvh, col:col + 8]
-                else:
-                    kx = vx = np.zeros(8, np.float32)
+                kx, vx = kv_chunk(c, r, kvh, t0 + row, page_slot, in_page, col)
                 smem[dk + row * stride + col:dk + row * stride + col + 8] = kx
                 smem[dv + row * stride + col:dv + row * stride + col + 8] = vx
                 in_page += step
@@ -169,17 +228,7 @@ def run(c):
                     x = bf16(sign * c.q[token, head, col:col + 8])
                 smem[sq + row * stride + col:sq + row * stride + col + 8] = x
 
-    tiles = tile_base(c, len(c.rows), tile_m)
-    for item in range(tiles * c.kvh):
-        kvh = item % c.kvh
-        k = tiles - 1 - item // c.kvh
-        r = row_of_tile(c, tile_m, k)
-        new, length = c.rows[r][1], c.length(r)
-        m_rows = new * c.group
-        f0 = (k - tile_base(c, r, tile_m)) * tile_m
-        if f0 >= m_rows or length < new:
-            continue
-        prefix = length - new
+    for kvh, r, m_rows, f0, prefix in tile_items(c, tile_m):
 
         def pos_of(f):
             return prefix + min(f, m_rows - 1) // c.group
@@ -217,19 +266,7 @@ def run(c):
             if fw >= m_rows:
                 continue
             for i in range(mt):
-                for h in range(2):
-                    s = quad_reduce(l[i, h], np.sum)
-                    f = fw + i * 16 + LG + 8 * h
-                    for lane in range(32):
-                        if f[lane] >= m_rows:
-                            continue
-                        token = int(c.qo[r]) + f[lane] // c.group
-                        head = kvh * c.group + f[lane] % c.group
-                        for dn in range(d // 8):
-                            col = dn * 8 + 2 * (lane % 4)
-                            out[token, head, col:col + 2] = o[i, dn, lane, 2 * h:2 * h + 2] / s[lane]
-                        if lane % 4 == 0:
-                            writes[token, head] += 1
+                write_rows(c, r, kvh, fw + i * 16, o[i], l[i], m_rows, out, writes)
     return out, writes, taken
 
 
@@ -322,17 +359,13 @@ def reference(c):
 def check(c):
     out, writes, taken = run(c)
     ref = reference(c)
-    assert np.all(writes == 1), f"{c.name}: writes {np.unique(writes)}"
-    assert not np.isnan(out).any(), f"{c.name}: NaN output"
     for r, (prefix, new) in enumerate(c.rows):
         for kvh in range(c.kvh):
             for f in range(new * c.group):
                 for t in range(prefix + f // c.group + 1):
                     assert taken.pop((r, kvh, f, t), 0) == 1, f"{c.name}: ({r} {kvh} {f} {t})"
     assert not taken, f"{c.name}: positions past the query taken: {list(taken)[:5]}"
-    err = np.abs(out - ref).max() / np.abs(ref).max()
-    assert err < 1e-2, f"{c.name}: normalised error {err}"
-    print(f"{c.name}: ok, normalised error {err:.2e}")
+    expect_output(c.name, out, writes, ref)
 
 
 RESUME = [(500, 100), (64, 64), (1000, 1), (37, 70), (16, 0), (127, 129), (5, 65)]

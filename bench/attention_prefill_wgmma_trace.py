@@ -24,8 +24,8 @@ NaN, float64 attention within 1e-2 normalised.
 
 import numpy as np
 
-from attention_prefill_trace import LG, LQ, RESUME, bf16, case, quad_reduce, reference
-from attention_prefill_trace import row_of_tile, tile_base
+from attention_prefill_trace import LG, LQ, RESUME, bf16, case, expect_output, quad_reduce
+from attention_prefill_trace import kv_chunk, reference, tile_items, write_rows
 
 THREADS = 256
 GROUP_M, TILE_M, BN = 64, 128, 128
@@ -86,6 +86,47 @@ def gather_a(pa):
     return a
 
 
+def qk_tile(smem, d, q_addr, k_addr):
+    """S = Q K^T ([64][BN], float64) as the wgmmas read it from `smem` now:
+    a consumer warpgroup's 64 rows of Q at q_addr, the BN rows of K at
+    k_addr, d // 16 k-steps through the swizzled tiles' descriptors."""
+    s = np.zeros((64, BN))
+    for kc in range(d // 16):
+        in_row = (kc % 4) * 32
+        qd = wgmma_desc(q_addr + (kc // 4) * TILE_M * 128 + in_row, 16, 1024)
+        kd = wgmma_desc(k_addr + (kc // 4) * BN * 128 + in_row, 16, 1024)
+        s += read_k_major(smem, qd, 64) @ read_k_major(smem, kd, BN).T
+    return s
+
+
+def warp_softmax(g, s, w, t0, masked, place, scale):
+    """online_softmax on warp w's rows of the dealt S tile `s` (in place: P,
+    unnormalised), masked past each row's position where `masked`; updates
+    the warpgroup's running max g["m"] and sum g["l"] and returns the
+    rescale of its O, alpha [2, 32]."""
+    prefix, m_rows, group, fg = place
+    f = fg + 16 * w + LG
+    p = [prefix + np.minimum(f + 8 * h, m_rows - 1) // group for h in range(2)]
+    if masked:
+        for n in range(BN // 8):
+            for e in range(4):
+                col = t0 + 2 * LQ + n * 8 + (e & 1)
+                s[w, n, :, e] = np.where(col > p[e // 2], -np.inf, s[w, n, :, e])
+    alpha = np.empty((2, 32), np.float32)
+    for h in range(2):
+        top = quad_reduce(s[w, :, :, 2 * h:2 * h + 2].max(axis=(0, 2)), np.max)
+        m = g["m"][w, h]
+        mx = np.maximum(m, top * np.float32(scale))
+        ref = np.where(mx == -np.inf, 0, mx).astype(np.float32)
+        alpha[h] = np.exp2(m - ref)
+        g["m"][w, h] = mx
+        arg = (s[w, :, :, 2 * h:2 * h + 2].astype(np.float64) * scale -
+               ref[None, :, None]).astype(np.float32)
+        s[w, :, :, 2 * h:2 * h + 2] = np.exp2(arg)
+        g["l"][w, h] = g["l"][w, h] * alpha[h] + s[w, :, :, 2 * h:2 * h + 2].sum(axis=(0, 2))
+    return alpha
+
+
 def run(c, defer):
     d = c.d
     chunks, stages = d // 8, 3 if defer else 2
@@ -107,12 +148,7 @@ def run(c, defer):
             page_slot, in_page = (t0 + row0) // c.ps, (t0 + row0) % c.ps
             for i in range(BN // step):
                 row = row0 + i * step
-                if t0 + row < c.length(r):
-                    page = c.kv_indices[c.kv_indptr[r] + page_slot]
-                    kx = c.arena[0, page, in_page, kvh, col:col + 8]
-                    vx = c.arena[1, page, in_page, kvh, col:col + 8]
-                else:
-                    kx = vx = np.zeros(8, np.float32)
+                kx, vx = kv_chunk(c, r, kvh, t0 + row, page_slot, in_page, col)
                 put(dk + swizzled(BN, row, chunk), kx)
                 put(dv + swizzled(BN, row, chunk), vx)
                 in_page += step
@@ -142,38 +178,14 @@ def run(c, defer):
         g["o"] += deal(o)
 
     def attend_tile(g, q_addr, k_addr, v_addr, t0, masked, place, scale):
-        prefix, m_rows, group, fg = place
-        s = np.zeros((64, BN))
-        for kc in range(d // 16):
-            in_row = (kc % 4) * 32
-            qd = wgmma_desc(q_addr + (kc // 4) * TILE_M * 128 + in_row, 16, 1024)
-            kd = wgmma_desc(k_addr + (kc // 4) * BN * 128 + in_row, 16, 1024)
-            s += read_k_major(smem, qd, 64) @ read_k_major(smem, kd, BN).T
+        s = qk_tile(smem, d, q_addr, k_addr)
         if g["pending"] is not None:  # the wait for S completes the deferred P V
             issue_pv(g, *g["pending"])
             g["pending"] = None
         s = deal(s.astype(np.float32))
         pa = np.empty((4, BN // 16, 4, 32, 2), np.float32)
         for w in range(4):
-            f = fg + 16 * w + LG
-            p = [prefix + np.minimum(f + 8 * h, m_rows - 1) // group for h in range(2)]
-            if masked:
-                for n in range(BN // 8):
-                    for e in range(4):
-                        col = t0 + 2 * LQ + n * 8 + (e & 1)
-                        s[w, n, :, e] = np.where(col > p[e // 2], -np.inf, s[w, n, :, e])
-            alpha = np.empty((2, 32), np.float32)
-            for h in range(2):
-                top = quad_reduce(s[w, :, :, 2 * h:2 * h + 2].max(axis=(0, 2)), np.max)
-                m = g["m"][w, h]
-                mx = np.maximum(m, top * np.float32(scale))
-                ref = np.where(mx == -np.inf, 0, mx).astype(np.float32)
-                alpha[h] = np.exp2(m - ref)
-                g["m"][w, h] = mx
-                arg = (s[w, :, :, 2 * h:2 * h + 2].astype(np.float64) * scale -
-                       ref[None, :, None]).astype(np.float32)
-                s[w, :, :, 2 * h:2 * h + 2] = np.exp2(arg)
-                g["l"][w, h] = g["l"][w, h] * alpha[h] + s[w, :, :, 2 * h:2 * h + 2].sum(axis=(0, 2))
+            alpha = warp_softmax(g, s, w, t0, masked, place, scale)
             for kk in range(BN // 16):
                 pa[w, kk, 0] = bf16(s[w, 2 * kk][:, 0:2])
                 pa[w, kk, 1] = bf16(s[w, 2 * kk][:, 2:4])
@@ -187,17 +199,7 @@ def run(c, defer):
         else:
             issue_pv(g, v_addr, pa)
 
-    tiles = tile_base(c, len(c.rows), TILE_M)
-    for item in range(tiles * c.kvh):
-        kvh = item % c.kvh
-        k = tiles - 1 - item // c.kvh
-        r = row_of_tile(c, TILE_M, k)
-        new, length = c.rows[r][1], c.length(r)
-        m_rows = new * c.group
-        f0 = (k - tile_base(c, r, TILE_M)) * TILE_M
-        if f0 >= m_rows or length < new:
-            continue
-        prefix = length - new
+    for kvh, r, m_rows, f0, prefix in tile_items(c, TILE_M):
 
         def pos_of(f):
             return prefix + min(f, m_rows - 1) // c.group
@@ -231,22 +233,8 @@ def run(c, defer):
                 g["pending"] = None
             for w in range(4):
                 fw = g["fg"] + 16 * w
-                if fw >= m_rows:
-                    continue
-                for h in range(2):
-                    total = quad_reduce(g["l"][w, h], np.sum)
-                    f = fw + LG + 8 * h
-                    for lane in range(32):
-                        if f[lane] >= m_rows:
-                            continue
-                        token = int(c.qo[r]) + f[lane] // c.group
-                        head = kvh * c.group + f[lane] % c.group
-                        for dn in range(d // 8):
-                            col = dn * 8 + 2 * (lane % 4)
-                            out[token, head, col:col + 2] = \
-                                g["o"][w, dn, lane, 2 * h:2 * h + 2] / total[lane]
-                        if lane % 4 == 0:
-                            writes[token, head] += 1
+                if fw < m_rows:
+                    write_rows(c, r, kvh, fw, g["o"][w], g["l"][w], m_rows, out, writes)
     return out, writes
 
 
@@ -254,11 +242,7 @@ def check(c, defer):
     out, writes = run(c, defer)
     ref = reference(c)
     name = f"{c.name} ({'wgmma' if defer else 'wgmma_serial'})"
-    assert np.all(writes == 1), f"{name}: writes {np.unique(writes)}"
-    assert not np.isnan(out).any(), f"{name}: NaN output"
-    err = np.abs(out - ref).max() / np.abs(ref).max()
-    assert err < 1e-2, f"{name}: normalised error {err}"
-    print(f"{name}: ok, normalised error {err:.2e}")
+    expect_output(name, out, writes, ref)
 
 
 CASES = [

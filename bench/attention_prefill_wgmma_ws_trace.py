@@ -32,10 +32,11 @@ import random
 
 import numpy as np
 
-from attention_prefill_trace import LG, LQ, RESUME, bf16, case, quad_reduce, reference
-from attention_prefill_trace import row_of_tile, tile_base
-from attention_prefill_wgmma_trace import BN, GROUP_M, TILE_M, deal, gather_a, read_k_major
-from attention_prefill_wgmma_trace import read_mn_major, swizzled, wgmma_desc
+from attention_prefill_trace import bf16, case, expect_output, reference, tile_base, tile_item
+from attention_prefill_trace import write_rows
+from attention_prefill_wgmma_trace import BN, CASES, GROUP_M, TILE_M, deal, gather_a
+from attention_prefill_wgmma_trace import qk_tile, read_mn_major, swizzled
+from attention_prefill_wgmma_trace import warp_softmax, wgmma_desc
 
 STAGES = 3
 PRODUCER_THREADS = 128
@@ -89,15 +90,10 @@ def run_block(c, block, blocks, out, writes, rng, ping_pong):
         smem[addr // 2:addr // 2 + 8] = x
 
     def item_at(item):
-        kvh = item % c.kvh
-        k = tiles - 1 - item // c.kvh
-        r = row_of_tile(c, TILE_M, k)
-        new, length = c.rows[r][1], c.length(r)
-        m_rows = new * c.group
-        f0 = (k - tile_base(c, r, TILE_M)) * TILE_M
-        if f0 >= m_rows or length < new:
+        placed = tile_item(c, TILE_M, tiles, item)
+        if placed is None:
             return None
-        prefix = length - new
+        kvh, r, m_rows, f0, prefix = placed
         n_kt = (prefix + min(f0 + TILE_M - 1, m_rows - 1) // c.group) // BN + 1
         return dict(kvh=kvh, r=r, m_rows=m_rows, f0=f0, prefix=prefix, n_kt=n_kt)
 
@@ -190,13 +186,7 @@ def run_block(c, block, blocks, out, writes, rng, ping_pong):
 
     def s_op(q_addr, k_addr):
         """S = Q K^T as the wgmmas read it now ([64][BN], float64)."""
-        s = np.zeros((64, BN))
-        for kc in range(d // 16):
-            in_row = (kc % 4) * 32
-            qd = wgmma_desc(q_addr + (kc // 4) * TILE_M * 128 + in_row, 16, 1024)
-            kd = wgmma_desc(k_addr + (kc // 4) * BN * 128 + in_row, 16, 1024)
-            s += read_k_major(smem, qd, 64) @ read_k_major(smem, kd, BN).T
-        return s
+        return qk_tile(smem, d, q_addr, k_addr)
 
     def pv_op(v_addr, pa):
         o = np.zeros((64, d))
@@ -211,27 +201,9 @@ def run_block(c, block, blocks, out, writes, rng, ping_pong):
 
     def softmax(g, s, t0, masked, place, scale):
         """online_softmax per warp on the dealt S; returns (P dealt, alpha)."""
-        prefix, m_rows, group, fg = place
         alphas = np.empty((4, 2, 32), np.float32)
         for w in range(4):
-            f = fg + 16 * w + LG
-            p = [prefix + np.minimum(f + 8 * h, m_rows - 1) // group for h in range(2)]
-            if masked:
-                for n in range(BN // 8):
-                    for e in range(4):
-                        col = t0 + 2 * LQ + n * 8 + (e & 1)
-                        s[w, n, :, e] = np.where(col > p[e // 2], -np.inf, s[w, n, :, e])
-            for h in range(2):
-                top = quad_reduce(s[w, :, :, 2 * h:2 * h + 2].max(axis=(0, 2)), np.max)
-                m = g["m"][w, h]
-                mx = np.maximum(m, top * np.float32(scale))
-                ref = np.where(mx == -np.inf, 0, mx).astype(np.float32)
-                alphas[w, h] = np.exp2(m - ref)
-                g["m"][w, h] = mx
-                arg = (s[w, :, :, 2 * h:2 * h + 2].astype(np.float64) * scale -
-                       ref[None, :, None]).astype(np.float32)
-                s[w, :, :, 2 * h:2 * h + 2] = np.exp2(arg)
-                g["l"][w, h] = g["l"][w, h] * alphas[w, h] + s[w, :, :, 2 * h:2 * h + 2].sum(axis=(0, 2))
+            alphas[w] = warp_softmax(g, s, w, t0, masked, place, scale)
         return s, alphas
 
     def pack(s):
@@ -343,22 +315,8 @@ def run_block(c, block, blocks, out, writes, rng, ping_pong):
             it += w["n_kt"]
             for wp in range(4):
                 fw = fg + 16 * wp
-                if fw >= m_rows:
-                    continue
-                for h in range(2):
-                    tot = quad_reduce(g["l"][wp, h], np.sum)
-                    f = fw + LG + 8 * h
-                    for lane in range(32):
-                        if f[lane] >= m_rows:
-                            continue
-                        token = int(c.qo[w["r"]]) + f[lane] // c.group
-                        head = w["kvh"] * c.group + f[lane] % c.group
-                        for dn in range(d // 8):
-                            col = dn * 8 + 2 * (lane % 4)
-                            out[token, head, col:col + 2] = \
-                                g["o"][wp, dn, lane, 2 * h:2 * h + 2] / tot[lane]
-                        if lane % 4 == 0:
-                            writes[token, head] += 1
+                if fw < m_rows:
+                    write_rows(c, w["r"], w["kvh"], fw, g["o"][wp], g["l"][wp], m_rows, out, writes)
         if wg == 0:
             yield from my_turn(wg)  # warpgroup 1's last arrival
 
@@ -387,21 +345,8 @@ def check(c, blocks, seed, ping_pong):
     ref = reference(c)
     kernel = "wgmma_ws_pp" if ping_pong else "wgmma_ws"
     name = f"{c.name} ({kernel}, {blocks} block{'s' if blocks > 1 else ''}, schedule {seed})"
-    assert np.all(writes == 1), f"{name}: writes {np.unique(writes)}"
-    assert not np.isnan(out).any(), f"{name}: NaN output"
-    err = np.abs(out - ref).max() / np.abs(ref).max()
-    assert err < 1e-2, f"{name}: normalised error {err}"
-    print(f"{name}: ok, normalised error {err:.2e}")
+    expect_output(name, out, writes, ref)
 
-
-CASES = [
-    ("d128 group 4 ps16 1x300", 128, 4, 1, 16, [(0, 300)]),
-    ("d64 group 1 ps64 mixed", 64, 1, 2, 64, [(0, 200), (3, 1), (0, 70), (199, 5)]),
-    ("d128 group 6 ps16 resume", 128, 6, 1, 16, RESUME[1:]),
-    ("d64 group 8 ps16 resume", 64, 8, 1, 16, RESUME),
-    ("d64 group 2 ps5 negative scale", 64, 2, 2, 5, [(3, 40), (0, 17), (11, 1)], -0.2),
-    ("d128 group 1 ps3", 128, 1, 1, 3, [(20, 270)]),
-]
 
 if __name__ == "__main__":
     import sys

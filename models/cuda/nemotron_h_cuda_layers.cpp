@@ -58,46 +58,9 @@ result<device_matrix> nemotron_h_cuda::impl::weights(const std::vector<float>& w
 
 result<void> nemotron_h_cuda::impl::linear(gemm_input in, std::int64_t t, const device_matrix& w,
                                            float* out_rows, bool accumulate) {
-  const cudaStream_t s = stream.get();
-  if (in.norm_of != nullptr) {
-    return check(cuda_detail::folded_linear(in, t, w, out_rows, accumulate, s),
-                 in.gate != nullptr ? "gated_rms_norm_linear_bf16" : "rms_norm_linear_bf16");
-  }
-  if (in.fold_f32 && dtype == mstar::dtype::bfloat16) {
-    if (cuda_detail::f32_fold_fits(in, t, w, out_rows, accumulate)) {
-      return check(kc::activation_linear_bf16(
-                       cuda_detail::activation_linear_params(in, t, w, out_rows, accumulate), s),
-                   "activation_linear_bf16");
-    }
-    // Unfolded, the row as it is rounds below; an activation cannot be left out.
-    if (in.act)
-      return check(cudaErrorInvalidValue, "linear: an activation fold that does not fit");
-  }
-  if (dtype == mstar::dtype::float32) {
-    if (accumulate)
-      return check(cudaErrorInvalidValue, "linear: accumulating needs bf16 weights");
-    return check(kc::linear(blas,
-                            {matrix(in.f32, t, w.cols),
-                             matrix(w.buffer.as<const float>(), w.rows, w.cols),
-                             {},
-                             matrix(out_rows, t, w.rows)},
-                            s),
-                 "linear");
-  }
-  const std::uint16_t* x16 = in.bf16;
-  if (x16 == nullptr) {
-    auto* xb16 = xb.as<std::uint16_t>();
-    if (auto ok = check(kc::to_bf16(in.f32, xb16, t * w.cols, s), "to_bf16"); !ok)
-      return ok;
-    x16 = xb16;
-  }
-  kc::linear_bf16_params p;
-  p.x = matrix(x16, t, w.cols);
-  p.weight = matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
-  p.weight_static = true;  // model weights: uploaded at load
-  p.out_f32 = matrix(out_rows, t, w.rows);
-  p.accumulate = accumulate;
-  return check(kc::linear_bf16(blas, p, s), "linear_bf16");
+  const auto r =
+      cuda_detail::launch_linear(blas, dtype, xb, in, t, w, out_rows, accumulate, stream.get());
+  return check(r.err, r.what);
 }
 
 result<void> nemotron_h_cuda::impl::add_norm(float* residual, const float* delta, std::int64_t rows,

@@ -9,6 +9,7 @@
 
 #include "core/dtype.hpp"
 #include "kernels/math.hpp"
+#include "tests/gpu/gemv_fold_harness.hpp"
 #include "tests/gpu/gpu_support.hpp"
 
 namespace mstar::kernels {
@@ -16,16 +17,8 @@ namespace {
 
 using test::gpu::poisoned;
 using test::gpu::upload;
-using test::gpu::within;
-namespace budget = test::gpu::budget;
-
-// `x` rounded to bf16 in place, and its bits.
-std::vector<std::uint16_t> round_to_bf16_bits(std::vector<float>& x) {
-  std::vector<std::uint16_t> bits(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i)
-    x[i] = bf16_bits_to_float(bits[i] = float_to_bf16_bits(x[i]));
-  return bits;
-}
+using test_gemv::bias_or_none;
+using test_gemv::rounded_to_bf16;
 
 // What the fold replaces: no function (attention's output rounded), relu2
 // (Nemotron-H's MLP), silu, and silu times an up row (Qwen3.5's SwiGLU, up
@@ -61,13 +54,12 @@ TEST(gpu_linear, activation_linear_equals_activate_then_the_product_bit_for_bit)
     for (const auto& c : fold_cases) {
       SCOPED_TRACE(std::to_string(s.inner) + "x" + std::to_string(s.cols) + " " + c.name);
       const std::array<std::int64_t, 2> row{1, s.inner};
-      const std::array<std::int64_t, 2> out_row{1, s.cols};
       // [gate | up]: half the values negative, so relu2 clips some.
       const auto gu = rng.floats(static_cast<std::size_t>(2 * s.inner), -4.0F, 4.0F);
       auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
       const auto b = rng.floats(static_cast<std::size_t>(s.cols));
       const auto residual = rng.floats(static_cast<std::size_t>(s.cols));
-      const auto wh = round_to_bf16_bits(w);
+      const auto wh = rounded_to_bf16(w);
       // CPU: the activation (or the row as it is), rounded to bf16, then the product.
       std::vector<float> in(gu.begin(), gu.begin() + s.inner);
       if (c.fn) {
@@ -77,19 +69,13 @@ TEST(gpu_linear, activation_linear_equals_activate_then_the_product_bit_for_bit)
           a.up = contiguous<const float>(gu.data() + s.inner, row);
         ASSERT_TRUE(activate(a));
       }
-      (void)round_to_bf16_bits(in);
-      std::vector<float> ref(static_cast<std::size_t>(s.cols));
-      const view<const float, 1> bv =
-          s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
-      ASSERT_TRUE(linear({contiguous<const float>(in.data(), row),
-                          contiguous<const float>(w.data(), std::array{s.cols, s.inner}), bv,
-                          contiguous(ref.data(), out_row)}));
+      (void)rounded_to_bf16(in);
+      const auto ref = test_gemv::cpu_row_product(in, w, b, s.bias, s.inner, s.cols);
 
       const auto d_gu = upload(gu);
       const auto d_w = upload(wh);
       const auto d_b = upload(b);
-      const view<const float, 1> dbv =
-          s.bias ? contiguous<const float>(d_b.data(), std::array{s.cols}) : view<const float, 1>{};
+      const auto dbv = bias_or_none(d_b.data(), s.bias, s.cols);
       const auto x = contiguous<const float>(d_gu.data(), row);
       const auto up = contiguous<const float>(d_gu.data() + s.inner, row);
       // Two launches: activate (or to_bf16) into bf16, then the product (the GEMV).
@@ -112,35 +98,8 @@ TEST(gpu_linear, activation_linear_equals_activate_then_the_product_bit_for_bit)
         one.up = up;
       one.weight = two.weight;
       one.bias = dbv;
-      for (const int form : {0, 1, 2}) {  // f32, bf16, f32 accumulating
-        // Every launch shape of the GEMV (-1: the default) gives the same bits.
-        for (int v = -1; v < cuda::gemv_variants; ++v) {
-          SCOPED_TRACE("form " + std::to_string(form) + " gemv variant " + std::to_string(v));
-          auto d_two = form == 2 ? upload(residual) : poisoned<float>(ref.size());
-          auto d_one = form == 2 ? upload(residual) : poisoned<float>(ref.size());
-          auto d_two16 = poisoned<std::uint16_t>(ref.size());
-          auto d_one16 = poisoned<std::uint16_t>(ref.size());
-          two.accumulate = one.accumulate = form == 2;
-          two.gemv_variant = one.gemv_variant = v;
-          two.out_f32 = form == 1 ? view<float, 2>{} : contiguous(d_two.data(), out_row);
-          one.out_f32 = form == 1 ? view<float, 2>{} : contiguous(d_one.data(), out_row);
-          two.out_bf16 = form == 1 ? contiguous(d_two16.data(), out_row) : view<std::uint16_t, 2>{};
-          one.out_bf16 = form == 1 ? contiguous(d_one16.data(), out_row) : view<std::uint16_t, 2>{};
-          ASSERT_TRUE(cuda::activation_linear_bf16_fits(one));
-          ASSERT_EQ(cuda::linear_bf16(*blas, two, nullptr), cudaSuccess);
-          ASSERT_EQ(cuda::activation_linear_bf16(one, nullptr), cudaSuccess);
-          if (form == 1) {
-            EXPECT_EQ(d_one16.download(), d_two16.download());
-            continue;
-          }
-          const auto got = d_one.download();
-          EXPECT_EQ(got, d_two.download());
-          auto want = ref;
-          for (std::size_t i = 0; i < want.size() && form == 2; ++i)
-            want[i] += residual[i];
-          EXPECT_TRUE(within(got, want, budget::bf16_in_f32_out));
-        }
-      }
+      test_gemv::expect_fold_equals_two_launches(*blas, two, one, cuda::activation_linear_bf16_fits,
+                                                 cuda::activation_linear_bf16, ref, residual);
       EXPECT_EQ(d_gu.download(), gu) << "the input row is read only";
     }
   }
@@ -151,10 +110,7 @@ TEST(gpu_linear, activation_linear_equals_activate_then_the_product_bit_for_bit)
 // before any launch.
 TEST(gpu_linear, activation_linear_refuses_what_it_does_not_take) {
   MSTAR_REQUIRE_GPU();
-  auto d = poisoned<float>(40000);
-  auto d16 = poisoned<std::uint16_t>(40000);
-  auto out = poisoned<float>(4);  // apart from the inputs the taken cases read
-  auto out16 = poisoned<std::uint16_t>(4);
+  test_gemv::refusal_buffers buf;
   struct refused_case {
     std::int64_t rows, k, x_shift, up_shift;
     bool fn, up, accumulate_bf16;
@@ -175,19 +131,14 @@ TEST(gpu_linear, activation_linear_refuses_what_it_does_not_take) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     cuda::activation_linear_bf16_params p;
-    p.x = contiguous<const float>(d.data() + c.x_shift, std::array{c.rows, c.k});
+    p.x = contiguous<const float>(buf.in.data() + c.x_shift, std::array{c.rows, c.k});
     if (c.fn)
       p.fn = activation::relu2;
     if (c.up)
-      p.up = contiguous<const float>(d.data() + c.up_shift, std::array{c.rows, c.k});
-    p.weight = contiguous<const std::uint16_t>(d16.data(), std::array<std::int64_t, 2>{2, c.k});
-    if (c.accumulate_bf16)
-      p.out_bf16 = contiguous(out16.data(), std::array<std::int64_t, 2>{c.rows, 2});
-    else
-      p.out_f32 = contiguous(out.data(), std::array<std::int64_t, 2>{c.rows, 2});
-    p.accumulate = c.accumulate_bf16;
-    EXPECT_EQ(cuda::activation_linear_bf16_fits(p), c.want == cudaSuccess);
-    EXPECT_EQ(cuda::activation_linear_bf16(p, nullptr), c.want);
+      p.up = contiguous<const float>(buf.in.data() + c.up_shift, std::array{c.rows, c.k});
+    buf.set_weight_and_output(p, c.rows, c.k, c.accumulate_bf16);
+    test_gemv::expect_taken_as(p, c.want, cuda::activation_linear_bf16_fits,
+                               cuda::activation_linear_bf16);
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }

@@ -211,58 +211,72 @@ TEST(gpu_attention, variant_override_takes_precedence_and_is_put_back) {
   static_cast<void>(cuda::set_attention_variant(before));
 }
 
+// The host-only walk tests' step: one decode row and one prefill row over
+// two pages of a bf16 arena (two KV heads, D 128), at addresses every walk
+// takes. The tests change one thing at a time and ask which walk
+// paged_attention would take; nothing is dereferenced, so the arena and q
+// are only addresses.
+struct walk_probe {
+  std::vector<std::int32_t> two{0, 1};
+  std::vector<std::int32_t> one{0};
+  kv_page_table decode{two, two, one, one, one, one};
+  kv_page_table prefill{two, two, one, one, {}, {}};
+  kv_geometry bf16{16, 1, 2, 128, mstar::dtype::bfloat16};
+  alignas(16) std::byte arena[32]{};
+  alignas(16) float q[4]{};
+
+  walk_probe() = default;
+  walk_probe(const walk_probe&) = delete;  // the tables view `two` and `one`
+  walk_probe& operator=(const walk_probe&) = delete;
+
+  // The walk of a launch over `t` (the caller's variant_scope forcing one
+  // or none), the arena at `base` with geometry `g`, q at `qp`.
+  [[nodiscard]] static cuda::attention_walk walk(const kv_page_table& t, kv_geometry g,
+                                                 std::byte* base, const float* qp, int q_heads,
+                                                 bool split) {
+    const paged_attention_params p{{base, g}, 0, t, qp, nullptr, q_heads, 0.0F};
+    return cuda::paged_attention_variant(p, split).walk;
+  }
+};
+
 TEST(gpu_attention, mma_walk_runs_only_where_the_tensor_core_kernel_takes_the_step) {
-  // Host only: sizes and pointers, nothing dereferenced.
-  const std::vector<std::int32_t> two{0, 1};
-  const std::vector<std::int32_t> one{0};
-  alignas(16) static std::byte arena[16];
-  alignas(16) static float q[4];
-  const kv_page_table decode{two, two, one, one, one, one};
-  const kv_page_table prefill{two, two, one, one, {}, {}};
-  const kv_geometry bf16{16, 1, 2, 128, mstar::dtype::bfloat16};
+  walk_probe w;
   const variant_scope forced{{cuda::attention_walk::mma, cuda::attention_merge::automatic}};
   auto walk = [&](const kv_page_table& t, kv_geometry g, const float* qp, bool split) {
-    const paged_attention_params p{{arena, g}, 0, t, qp, nullptr, 8, 0.0F};
-    return cuda::paged_attention_variant(p, split).walk;
+    return w.walk(t, g, w.arena, qp, 8, split);
   };
-  EXPECT_EQ(walk(decode, bf16, q, false), cuda::attention_walk::mma);
-  EXPECT_EQ(walk(decode, bf16, q, true), cuda::attention_walk::mma);
-  kv_geometry f32 = bf16;
+  EXPECT_EQ(walk(w.decode, w.bf16, w.q, false), cuda::attention_walk::mma);
+  EXPECT_EQ(walk(w.decode, w.bf16, w.q, true), cuda::attention_walk::mma);
+  kv_geometry f32 = w.bf16;
   f32.dtype = mstar::dtype::float32;
-  kv_geometry d80 = bf16;
+  kv_geometry d80 = w.bf16;
   d80.head_dim = 80;
-  EXPECT_EQ(walk(decode, f32, q, true), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(decode, d80, q, true), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(prefill, bf16, q, false), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(decode, bf16, q + 1, false), cuda::attention_walk::registers);  // q 4-byte aligned
+  EXPECT_EQ(walk(w.decode, f32, w.q, true), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(w.decode, d80, w.q, true), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(w.prefill, w.bf16, w.q, false), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(w.decode, w.bf16, w.q + 1, false),
+            cuda::attention_walk::registers);  // q 4-byte aligned
 }
 
 TEST(gpu_attention, rows_walk_runs_only_where_the_whole_row_kernel_takes_the_step) {
-  // Host only: sizes and pointers, nothing dereferenced.
-  const std::vector<std::int32_t> two{0, 1};
-  const std::vector<std::int32_t> one{0};
-  alignas(16) static std::byte arena[32];
-  alignas(16) static float q[4];
-  const kv_page_table decode{two, two, one, one, one, one};
-  const kv_page_table prefill{two, two, one, one, {}, {}};
-  const kv_geometry bf16{16, 1, 2, 128, mstar::dtype::bfloat16};
+  walk_probe w;
   const variant_scope forced{{cuda::attention_walk::rows, cuda::attention_merge::automatic}};
   auto walk = [&](const kv_page_table& t, kv_geometry g, std::byte* base, int q_heads, bool split) {
-    const paged_attention_params p{{base, g}, 0, t, q, nullptr, q_heads, 0.0F};
-    return cuda::paged_attention_variant(p, split).walk;
+    return w.walk(t, g, base, w.q, q_heads, split);
   };
-  EXPECT_EQ(walk(decode, bf16, arena, 8, false), cuda::attention_walk::rows);
-  EXPECT_EQ(walk(decode, bf16, arena, 8, true), cuda::attention_walk::rows);
-  EXPECT_EQ(walk(decode, bf16, arena, 64, true), cuda::attention_walk::rows);  // group 32
-  kv_geometry f32 = bf16;
+  EXPECT_EQ(walk(w.decode, w.bf16, w.arena, 8, false), cuda::attention_walk::rows);
+  EXPECT_EQ(walk(w.decode, w.bf16, w.arena, 8, true), cuda::attention_walk::rows);
+  EXPECT_EQ(walk(w.decode, w.bf16, w.arena, 64, true), cuda::attention_walk::rows);  // group 32
+  kv_geometry f32 = w.bf16;
   f32.dtype = mstar::dtype::float32;
-  kv_geometry d80 = bf16;
+  kv_geometry d80 = w.bf16;
   d80.head_dim = 80;
-  EXPECT_EQ(walk(decode, f32, arena, 8, true), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(decode, d80, arena, 8, true), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(decode, bf16, arena, 66, true), cuda::attention_walk::registers);  // group 33
-  EXPECT_EQ(walk(prefill, bf16, arena, 8, false), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(decode, bf16, arena + 8, 8, false), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(w.decode, f32, w.arena, 8, true), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(w.decode, d80, w.arena, 8, true), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(w.decode, w.bf16, w.arena, 66, true),
+            cuda::attention_walk::registers);  // group 33
+  EXPECT_EQ(walk(w.prefill, w.bf16, w.arena, 8, false), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(w.decode, w.bf16, w.arena + 8, 8, false), cuda::attention_walk::registers);
 }
 
 TEST(gpu_attention, default_walk_is_the_whole_row_tensor_core_one_from_16_decode_rows) {
@@ -270,9 +284,7 @@ TEST(gpu_attention, default_walk_is_the_whole_row_tensor_core_one_from_16_decode
   // the environment's MSTAR_ATTN_DECODE_WALK unset (else it decides).
   if (std::getenv("MSTAR_ATTN_DECODE_WALK") != nullptr)
     GTEST_SKIP() << "MSTAR_ATTN_DECODE_WALK is set";
-  alignas(16) static std::byte arena[32];
-  alignas(16) static float q[4];
-  const kv_geometry bf16{16, 1, 2, 128, mstar::dtype::bfloat16};
+  walk_probe w;
   const variant_scope automatic{{}};
   auto walk = [&](int rows, kv_geometry g) {
     std::vector<std::int32_t> indptr(static_cast<std::size_t>(rows) + 1);
@@ -280,49 +292,39 @@ TEST(gpu_attention, default_walk_is_the_whole_row_tensor_core_one_from_16_decode
     const std::vector<std::int32_t> ones(static_cast<std::size_t>(rows), 1);
     const std::vector<std::int32_t> zeros(static_cast<std::size_t>(rows), 0);
     const kv_page_table t{indptr, indptr, zeros, ones, zeros, zeros};
-    const paged_attention_params p{{arena, g}, 0, t, q, nullptr, 8, 0.0F};
-    return cuda::paged_attention_variant(p, true).walk;
+    return w.walk(t, g, w.arena, w.q, 8, true);
   };
-  EXPECT_EQ(walk(1, bf16), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(15, bf16), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(16, bf16), cuda::attention_walk::rows_mma);
-  EXPECT_EQ(walk(256, bf16), cuda::attention_walk::rows_mma);
-  kv_geometry d256 = bf16;
+  EXPECT_EQ(walk(1, w.bf16), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(15, w.bf16), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(16, w.bf16), cuda::attention_walk::rows_mma);
+  EXPECT_EQ(walk(256, w.bf16), cuda::attention_walk::rows_mma);
+  kv_geometry d256 = w.bf16;
   d256.head_dim = 256;
   EXPECT_EQ(walk(256, d256), cuda::attention_walk::registers);  // rows_mma takes D 64 / 128
-  kv_geometry f32 = bf16;
+  kv_geometry f32 = w.bf16;
   f32.dtype = mstar::dtype::float32;
   EXPECT_EQ(walk(256, f32), cuda::attention_walk::registers);  // the kernel takes bf16 only
 }
 
 TEST(gpu_attention, rows_mma_walk_runs_only_where_its_kernel_takes_the_step) {
-  // Host only: sizes and pointers, nothing dereferenced.
-  const std::vector<std::int32_t> two{0, 1};
-  const std::vector<std::int32_t> one{0};
-  alignas(16) static std::byte arena[32];
-  alignas(16) static float q[4];
-  const kv_page_table decode{two, two, one, one, one, one};
-  const kv_page_table prefill{two, two, one, one, {}, {}};
-  const kv_geometry bf16{16, 1, 2, 128, mstar::dtype::bfloat16};
+  walk_probe w;
   const variant_scope forced{{cuda::attention_walk::rows_mma, cuda::attention_merge::automatic}};
-  auto walk = [&](const kv_page_table& t, kv_geometry g, std::byte* base, const float* qp,
-                  int q_heads, bool split) {
-    const paged_attention_params p{{base, g}, 0, t, qp, nullptr, q_heads, 0.0F};
-    return cuda::paged_attention_variant(p, split).walk;
-  };
-  EXPECT_EQ(walk(decode, bf16, arena, q, 8, false), cuda::attention_walk::rows_mma);
-  EXPECT_EQ(walk(decode, bf16, arena, q, 8, true), cuda::attention_walk::rows_mma);
-  EXPECT_EQ(walk(decode, bf16, arena, q, 128, true), cuda::attention_walk::rows_mma);  // group 64
-  kv_geometry f32 = bf16;
+  const auto walk = walk_probe::walk;
+  EXPECT_EQ(walk(w.decode, w.bf16, w.arena, w.q, 8, false), cuda::attention_walk::rows_mma);
+  EXPECT_EQ(walk(w.decode, w.bf16, w.arena, w.q, 8, true), cuda::attention_walk::rows_mma);
+  EXPECT_EQ(walk(w.decode, w.bf16, w.arena, w.q, 128, true),
+            cuda::attention_walk::rows_mma);  // group 64
+  kv_geometry f32 = w.bf16;
   f32.dtype = mstar::dtype::float32;
-  kv_geometry d256 = bf16;
+  kv_geometry d256 = w.bf16;
   d256.head_dim = 256;
-  EXPECT_EQ(walk(decode, f32, arena, q, 8, true), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(decode, d256, arena, q, 8, true), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(decode, bf16, arena, q, 132, true), cuda::attention_walk::registers);  // 66
-  EXPECT_EQ(walk(prefill, bf16, arena, q, 8, false), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(decode, bf16, arena + 8, q, 8, false), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(decode, bf16, arena, q + 1, 8, false), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(w.decode, f32, w.arena, w.q, 8, true), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(w.decode, d256, w.arena, w.q, 8, true), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(w.decode, w.bf16, w.arena, w.q, 132, true),
+            cuda::attention_walk::registers);  // 66
+  EXPECT_EQ(walk(w.prefill, w.bf16, w.arena, w.q, 8, false), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(w.decode, w.bf16, w.arena + 8, w.q, 8, false), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(w.decode, w.bf16, w.arena, w.q + 1, 8, false), cuda::attention_walk::registers);
 }
 
 // Every walk, forced, on the one-pass decode and prefill cases.

@@ -5,6 +5,7 @@
 
 #include "core/dtype.hpp"
 #include "kernels/math.hpp"
+#include "tests/gpu/gemv_fold_harness.hpp"
 #include "tests/gpu/gpu_support.hpp"
 
 namespace mstar::kernels {
@@ -14,6 +15,8 @@ using test::gpu::poisoned;
 using test::gpu::upload;
 using test::gpu::within;
 namespace budget = test::gpu::budget;
+using test_gemv::bias_or_none;
+using test_gemv::rounded_to_bf16;
 
 struct shape {
   std::int64_t rows, inner, cols;
@@ -24,14 +27,6 @@ struct shape {
 constexpr shape shapes[] = {{1, 1024, 3000, false}, {64, 512, 768, true},  {7, 33, 65, true},
                             {1, 2048, 1001, true},  {1, 4096, 257, false}, {8, 1032, 130, true},
                             {5, 8, 64, false}};
-
-// bf16 bits of `x`, and `x` rounded to them in place.
-std::vector<std::uint16_t> rounded_to_bf16(std::vector<float>& x) {
-  std::vector<std::uint16_t> bits(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i)
-    x[i] = bf16_bits_to_float(bits[i] = float_to_bf16_bits(x[i]));
-  return bits;
-}
 
 // One bf16 product of `shapes`: x and w drawn (in that order, then the
 // bias) and rounded to bf16, the CPU's f32 product of the rounded values,
@@ -49,15 +44,13 @@ struct bf16_case {
         d_x(upload(rounded_to_bf16(x))),
         d_w(upload(rounded_to_bf16(w))),
         d_b(upload(b)) {
-    const view<const float, 1> bv =
-        s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
+    const auto bv = bias_or_none(b.data(), s.bias, s.cols);
     EXPECT_TRUE(linear({contiguous(x.data(), std::array{s.rows, s.inner}),
                         contiguous(w.data(), std::array{s.cols, s.inner}), bv,
                         contiguous(ref.data(), std::array{s.rows, s.cols})}));
   }
   [[nodiscard]] cuda::linear_bf16_params params(const shape& s) const {
-    const view<const float, 1> dbv =
-        s.bias ? contiguous<const float>(d_b.data(), std::array{s.cols}) : view<const float, 1>{};
+    const auto dbv = bias_or_none(d_b.data(), s.bias, s.cols);
     return {contiguous<const std::uint16_t>(d_x.data(), std::array{s.rows, s.inner}),
             contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner}), dbv};
   }
@@ -75,8 +68,7 @@ TEST(gpu_linear, f32_linear_matches_sgemm_with_and_without_bias) {
     const auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
     const auto b = rng.floats(static_cast<std::size_t>(s.cols));
     std::vector<float> ref(static_cast<std::size_t>(s.rows * s.cols));
-    const view<const float, 1> bv =
-        s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
+    const auto bv = bias_or_none(b.data(), s.bias, s.cols);
     ASSERT_TRUE(linear({contiguous(x.data(), std::array{s.rows, s.inner}),
                         contiguous(w.data(), std::array{s.cols, s.inner}), bv,
                         contiguous(ref.data(), std::array{s.rows, s.cols})}));
@@ -84,8 +76,7 @@ TEST(gpu_linear, f32_linear_matches_sgemm_with_and_without_bias) {
     const auto d_w = upload(w);
     const auto d_b = upload(b);
     auto d_out = poisoned<float>(ref.size());
-    const view<const float, 1> dbv =
-        s.bias ? contiguous<const float>(d_b.data(), std::array{s.cols}) : view<const float, 1>{};
+    const auto dbv = bias_or_none(d_b.data(), s.bias, s.cols);
     ASSERT_EQ(cuda::linear(*blas,
                            {contiguous<const float>(d_x.data(), std::array{s.rows, s.inner}),
                             contiguous<const float>(d_w.data(), std::array{s.cols, s.inner}), dbv,
@@ -199,8 +190,7 @@ TEST(gpu_linear, rms_norm_linear_equals_the_norm_then_the_product_bit_for_bit) {
                   contiguous(normed.data(), std::array<std::int64_t, 2>{1, s.inner}), eps}));
     (void)rounded_to_bf16(normed);
     std::vector<float> ref(static_cast<std::size_t>(s.cols));
-    const view<const float, 1> bv =
-        s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
+    const auto bv = bias_or_none(b.data(), s.bias, s.cols);
     ASSERT_TRUE(linear({contiguous(normed.data(), std::array<std::int64_t, 2>{1, s.inner}),
                         contiguous(w.data(), std::array{s.cols, s.inner}), bv,
                         contiguous(ref.data(), std::array<std::int64_t, 2>{1, s.cols})}));
@@ -209,8 +199,7 @@ TEST(gpu_linear, rms_norm_linear_equals_the_norm_then_the_product_bit_for_bit) {
     const auto d_nw = upload(nw);
     const auto d_w = upload(wh);
     const auto d_b = upload(b);
-    const view<const float, 1> dbv =
-        s.bias ? contiguous<const float>(d_b.data(), std::array{s.cols}) : view<const float, 1>{};
+    const auto dbv = bias_or_none(d_b.data(), s.bias, s.cols);
     const auto wv = contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner});
     const std::array<std::int64_t, 2> row{1, s.inner};
     const std::array<std::int64_t, 2> out_row{1, s.cols};
@@ -329,7 +318,6 @@ TEST(gpu_linear, gated_rms_norm_linear_equals_the_gated_norm_then_the_product_bi
     const auto residual = rng.floats(static_cast<std::size_t>(s.cols));
     const auto wh = rounded_to_bf16(w);
     const std::array<std::int64_t, 2> row{1, s.inner};
-    const std::array<std::int64_t, 2> out_row{1, s.cols};
     // CPU: the gated norm, rounded to bf16, then the product.
     std::vector<float> normed(y.size());
     ASSERT_TRUE(gated_rms_norm({contiguous(y.data(), row),
@@ -339,20 +327,14 @@ TEST(gpu_linear, gated_rms_norm_linear_equals_the_gated_norm_then_the_product_bi
                                 s.group,
                                 eps}));
     (void)rounded_to_bf16(normed);
-    std::vector<float> ref(static_cast<std::size_t>(s.cols));
-    const view<const float, 1> bv =
-        s.bias ? contiguous(b.data(), std::array{s.cols}) : view<const float, 1>{};
-    ASSERT_TRUE(
-        linear({contiguous(normed.data(), row), contiguous(w.data(), std::array{s.cols, s.inner}),
-                bv, contiguous(ref.data(), out_row)}));
+    const auto ref = test_gemv::cpu_row_product(normed, w, b, s.bias, s.inner, s.cols);
 
     const auto d_y = upload(y);
     const auto d_z = upload(zw);
     const auto d_nw = upload(nw);
     const auto d_w = upload(wh);
     const auto d_b = upload(b);
-    const view<const float, 1> dbv =
-        s.bias ? contiguous<const float>(d_b.data(), std::array{s.cols}) : view<const float, 1>{};
+    const auto dbv = bias_or_none(d_b.data(), s.bias, s.cols);
     const view<const float, 2> zv{d_z.data(), row, {wide, 1}};
     // Two launches: gated_rms_norm into bf16, then the product (the GEMV).
     auto d_x16 = poisoned<std::uint16_t>(static_cast<std::size_t>(s.inner));
@@ -375,35 +357,9 @@ TEST(gpu_linear, gated_rms_norm_linear_equals_the_gated_norm_then_the_product_bi
     one.eps = eps;
     one.weight = two.weight;
     one.bias = dbv;
-    for (const int form : {0, 1, 2}) {  // f32, bf16, f32 accumulating
-      // Every launch shape of the GEMV (-1: the default) gives the same bits.
-      for (int v = -1; v < cuda::gemv_variants; ++v) {
-        SCOPED_TRACE("form " + std::to_string(form) + " gemv variant " + std::to_string(v));
-        auto d_two = form == 2 ? upload(residual) : poisoned<float>(ref.size());
-        auto d_one = form == 2 ? upload(residual) : poisoned<float>(ref.size());
-        auto d_two16 = poisoned<std::uint16_t>(ref.size());
-        auto d_one16 = poisoned<std::uint16_t>(ref.size());
-        two.accumulate = one.accumulate = form == 2;
-        two.gemv_variant = one.gemv_variant = v;
-        two.out_f32 = form == 1 ? view<float, 2>{} : contiguous(d_two.data(), out_row);
-        one.out_f32 = form == 1 ? view<float, 2>{} : contiguous(d_one.data(), out_row);
-        two.out_bf16 = form == 1 ? contiguous(d_two16.data(), out_row) : view<std::uint16_t, 2>{};
-        one.out_bf16 = form == 1 ? contiguous(d_one16.data(), out_row) : view<std::uint16_t, 2>{};
-        ASSERT_TRUE(cuda::gated_rms_norm_linear_bf16_fits(one));
-        ASSERT_EQ(cuda::linear_bf16(*blas, two, nullptr), cudaSuccess);
-        ASSERT_EQ(cuda::gated_rms_norm_linear_bf16(one, nullptr), cudaSuccess);
-        if (form == 1) {
-          EXPECT_EQ(d_one16.download(), d_two16.download());
-          continue;
-        }
-        const auto got = d_one.download();
-        EXPECT_EQ(got, d_two.download());
-        auto want = ref;
-        for (std::size_t i = 0; i < want.size() && form == 2; ++i)
-          want[i] += residual[i];
-        EXPECT_TRUE(within(got, want, budget::bf16_in_f32_out));
-      }
-    }
+    test_gemv::expect_fold_equals_two_launches(*blas, two, one,
+                                               cuda::gated_rms_norm_linear_bf16_fits,
+                                               cuda::gated_rms_norm_linear_bf16, ref, residual);
     EXPECT_EQ(d_y.download(), y) << "y is read only";
     EXPECT_EQ(d_z.download(), zw) << "the gate is read only";
   }
@@ -413,10 +369,7 @@ TEST(gpu_linear, gated_rms_norm_linear_equals_the_gated_norm_then_the_product_bi
 // norm them, so no fold equals it) are refused before any launch.
 TEST(gpu_linear, gated_rms_norm_linear_refuses_what_the_warp_form_does_not_take) {
   MSTAR_REQUIRE_GPU();
-  auto d = poisoned<float>(40000);
-  auto d16 = poisoned<std::uint16_t>(40000);
-  auto out = poisoned<float>(4);  // apart from the inputs the taken cases read
-  auto out16 = poisoned<std::uint16_t>(4);
+  test_gemv::refusal_buffers buf;
   struct gated_case {
     std::int64_t rows, k, group, gate_shift, gate_stride;
     bool accumulate_bf16;
@@ -440,18 +393,13 @@ TEST(gpu_linear, gated_rms_norm_linear_refuses_what_the_warp_form_does_not_take)
                  std::to_string(c.rows) + " gate +" + std::to_string(c.gate_shift) + " stride " +
                  std::to_string(c.gate_stride));
     cuda::gated_rms_norm_linear_bf16_params p;
-    p.x = contiguous<const float>(d.data(), std::array{c.rows, c.k});
-    p.gate = {d.data() + c.gate_shift, {c.rows, c.k}, {c.gate_stride, 1}};
-    p.norm_weight = contiguous<const float>(d.data(), std::array{c.k});
+    p.x = contiguous<const float>(buf.in.data(), std::array{c.rows, c.k});
+    p.gate = {buf.in.data() + c.gate_shift, {c.rows, c.k}, {c.gate_stride, 1}};
+    p.norm_weight = contiguous<const float>(buf.in.data(), std::array{c.k});
     p.group_size = c.group;
-    p.weight = contiguous<const std::uint16_t>(d16.data(), std::array<std::int64_t, 2>{2, c.k});
-    if (c.accumulate_bf16)
-      p.out_bf16 = contiguous(out16.data(), std::array<std::int64_t, 2>{c.rows, 2});
-    else
-      p.out_f32 = contiguous(out.data(), std::array<std::int64_t, 2>{c.rows, 2});
-    p.accumulate = c.accumulate_bf16;
-    EXPECT_EQ(cuda::gated_rms_norm_linear_bf16_fits(p), c.want == cudaSuccess);
-    EXPECT_EQ(cuda::gated_rms_norm_linear_bf16(p, nullptr), c.want);
+    buf.set_weight_and_output(p, c.rows, c.k, c.accumulate_bf16);
+    test_gemv::expect_taken_as(p, c.want, cuda::gated_rms_norm_linear_bf16_fits,
+                               cuda::gated_rms_norm_linear_bf16);
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }

@@ -279,6 +279,26 @@ std::unique_ptr<local_engine> random_on_gpu(const nemotron_h_config& c) {
   return e ? std::move(*e) : nullptr;
 }
 
+// Prompts of 5 and 17 tokens (token i: 3 + i * step mod 250), eight
+// tokens each: `separate` and `folded` give the same tokens and logits bit
+// for bit.
+void expect_same_prompts_bit_for_bit(local_engine& separate, local_engine& folded,
+                                     std::size_t step) {
+  for (const std::size_t length : {std::size_t{5}, std::size_t{17}}) {
+    SCOPED_TRACE("prompt of " + std::to_string(length));
+    request_spec r;
+    for (std::size_t i = 0; i < length; ++i)
+      r.prompt.push_back(static_cast<resources::token_id>(3 + (i * step) % 250));
+    r.stop.max_tokens = 8;
+    r.stop.ignore_eos = true;
+    auto a = generate(separate, {r}, true);
+    auto b = generate(folded, {r}, true);
+    ASSERT_TRUE(a.has_value()) << a.error().message();
+    ASSERT_TRUE(b.has_value()) << b.error().message();
+    expect_same_bits((*a)[0], (*b)[0]);
+  }
+}
+
 TEST(gpu_model_fused_norms, batch_one_decode_folds_the_gated_norm_bit_for_bit_in_groups_of_128) {
   MSTAR_REQUIRE_GPU();
   if (!kernels::cuda::gated_rms_norm_warp_form())
@@ -292,19 +312,7 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_gated_norm_bit_for_bit_in
     auto folded = random_on_gpu(config);
     ASSERT_NE(separate, nullptr);
     ASSERT_NE(folded, nullptr);
-    for (const std::size_t length : {std::size_t{5}, std::size_t{17}}) {
-      SCOPED_TRACE("prompt of " + std::to_string(length));
-      request_spec r;
-      for (std::size_t i = 0; i < length; ++i)
-        r.prompt.push_back(static_cast<resources::token_id>(3 + (i * 37) % 250));
-      r.stop.max_tokens = 8;
-      r.stop.ignore_eos = true;
-      auto a = generate(*separate, {r}, true);
-      auto b = generate(*folded, {r}, true);
-      ASSERT_TRUE(a.has_value()) << a.error().message();
-      ASSERT_TRUE(b.has_value()) << b.error().message();
-      expect_same_bits((*a)[0], (*b)[0]);
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*separate, *folded, 37));
     expect_pools_whole(*folded);
   }
 }
@@ -333,19 +341,7 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_activation_and_the_roundi
     SCOPED_TRACE(std::string{off} + "=0");
     auto separate = made_with(off);
     ASSERT_NE(separate, nullptr);
-    for (const std::size_t length : {std::size_t{5}, std::size_t{17}}) {
-      SCOPED_TRACE("prompt of " + std::to_string(length));
-      request_spec r;
-      for (std::size_t i = 0; i < length; ++i)
-        r.prompt.push_back(static_cast<resources::token_id>(3 + (i * 29) % 250));
-      r.stop.max_tokens = 8;
-      r.stop.ignore_eos = true;
-      auto a = generate(*separate, {r}, true);
-      auto b = generate(*folded, {r}, true);
-      ASSERT_TRUE(a.has_value()) << a.error().message();
-      ASSERT_TRUE(b.has_value()) << b.error().message();
-      expect_same_bits((*a)[0], (*b)[0]);
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*separate, *folded, 29));
     expect_pools_whole(*separate);
   }
   expect_pools_whole(*folded);

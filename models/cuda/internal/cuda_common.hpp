@@ -117,6 +117,18 @@ struct f32_folds {
   return {on("MSTAR_ACT_FOLD"), on("MSTAR_BF16_FOLD")};
 }
 
+// The GEMV's weight and output operands as every model projection sets
+// them: `w` bf16 and uploaded at load, `out_rows` [t, N] f32, added onto
+// when `accumulate`.
+template <class Params>
+void set_weight_and_output(Params& p, std::int64_t t, const device_matrix& w, float* out_rows,
+                           bool accumulate) {
+  p.weight = kernels::matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+  p.weight_static = true;  // model weights: uploaded at load
+  p.out_f32 = kernels::matrix(out_rows, t, w.rows);
+  p.accumulate = accumulate;
+}
+
 // The f32 fold's operands: `in` (fold_f32 set) as activation_linear_bf16 reads them.
 [[nodiscard]] inline kc::activation_linear_bf16_params activation_linear_params(
     const gemm_input& in, std::int64_t t, const device_matrix& w, float* out_rows,
@@ -126,10 +138,7 @@ struct f32_folds {
   p.fn = in.act;
   if (in.up != nullptr)
     p.up = kernels::matrix(in.up, t, w.cols);
-  p.weight = kernels::matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
-  p.weight_static = true;  // model weights: uploaded at load
-  p.out_f32 = kernels::matrix(out_rows, t, w.rows);
-  p.accumulate = accumulate;
+  set_weight_and_output(p, t, w, out_rows, accumulate);
   return p;
 }
 
@@ -153,10 +162,7 @@ struct f32_folds {
   p.norm_weight = kernels::vector(in.norm_weight, w.cols);
   p.group_size = in.group;
   p.eps = in.eps;
-  p.weight = kernels::matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
-  p.weight_static = true;  // model weights: uploaded at load
-  p.out_f32 = kernels::matrix(out_rows, t, w.rows);
-  p.accumulate = accumulate;
+  set_weight_and_output(p, t, w, out_rows, accumulate);
   return p;
 }
 
@@ -190,10 +196,7 @@ struct f32_folds {
   p.x = kernels::matrix(in.norm_of, t, w.cols);
   p.norm_weight = kernels::vector(in.norm_weight, w.cols);
   p.eps = in.eps;
-  p.weight = kernels::matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
-  p.weight_static = true;  // model weights: uploaded at load
-  p.out_f32 = kernels::matrix(out_rows, t, w.rows);
-  p.accumulate = accumulate;
+  set_weight_and_output(p, t, w, out_rows, accumulate);
   return kc::rms_norm_linear_bf16(p, stream);
 }
 
@@ -206,6 +209,61 @@ struct work_buffer {
     return buffer.as<T>();
   }
 };
+
+// A launch's outcome and what it was, for the caller's `check` (which adds
+// the model's name): the first launch that failed, else the last one.
+struct launch_outcome {
+  cudaError_t err = cudaSuccess;
+  std::string_view what;
+};
+
+// `out_rows[t, N] = in[t, K] W^T` (`+=` when `accumulate`: bf16 weights
+// only), as both models launch it: a norm folded into the GEMV
+// (`in.norm_of`), an f32 row's activation or rounding folded where that
+// fits (`in.fold_f32`), cublasSgemm with f32 weights, or the bf16 product
+// reading `in.bf16`, or `in.f32` rounded into the bf16 scratch `xb` first.
+[[nodiscard]] inline launch_outcome launch_linear(kc::blas_handle& blas, mstar::dtype dtype,
+                                                  const work_buffer& xb, const gemm_input& in,
+                                                  std::int64_t t, const device_matrix& w,
+                                                  float* out_rows, bool accumulate,
+                                                  cudaStream_t s) {
+  if (in.norm_of != nullptr) {
+    return {folded_linear(in, t, w, out_rows, accumulate, s),
+            in.gate != nullptr ? "gated_rms_norm_linear_bf16" : "rms_norm_linear_bf16"};
+  }
+  if (in.fold_f32 && dtype == mstar::dtype::bfloat16) {
+    if (f32_fold_fits(in, t, w, out_rows, accumulate)) {
+      return {
+          kc::activation_linear_bf16(activation_linear_params(in, t, w, out_rows, accumulate), s),
+          "activation_linear_bf16"};
+    }
+    // Unfolded, the row as it is rounds below; an activation cannot be left out.
+    if (in.act)
+      return {cudaErrorInvalidValue, "linear: an activation fold that does not fit"};
+  }
+  if (dtype == mstar::dtype::float32) {
+    if (accumulate)
+      return {cudaErrorInvalidValue, "linear: accumulating needs bf16 weights"};
+    return {kc::linear(blas,
+                       {kernels::matrix(in.f32, t, w.cols),
+                        kernels::matrix(w.buffer.as<const float>(), w.rows, w.cols),
+                        {},
+                        kernels::matrix(out_rows, t, w.rows)},
+                       s),
+            "linear"};
+  }
+  const std::uint16_t* x16 = in.bf16;
+  if (x16 == nullptr) {
+    auto* xb16 = xb.as<std::uint16_t>();
+    if (const cudaError_t err = kc::to_bf16(in.f32, xb16, t * w.cols, s); err != cudaSuccess)
+      return {err, "to_bf16"};
+    x16 = xb16;
+  }
+  kc::linear_bf16_params p;
+  p.x = kernels::matrix(x16, t, w.cols);
+  set_weight_and_output(p, t, w, out_rows, accumulate);
+  return {kc::linear_bf16(blas, p, s), "linear_bf16"};
+}
 
 // An instantiated graph, destroyed with its owner.
 struct graph_exec_deleter {
