@@ -21,6 +21,38 @@ inline constexpr int decode_mma_step = 64;
   return group <= 4 ? 4 : 8;
 }
 
+/// Calls fn.template operator()<D, GC>() for the instantiation of a
+/// tensor-core decode kernel (this one, attention_decode_rows_mma.cu's)
+/// that takes (head_dim, group): GC = decode_mma_heads(group), D = 64, 128
+/// or, where MaxD allows, 256; false for a head_dim it does not take. Host
+/// code shared by the two launchers, so they pick instantiations alike.
+template <int MaxD, class Fn>
+bool with_decode_mma_shape(int head_dim, int group, Fn&& fn) {
+  auto by_group = [&]<int D>() {
+    if (decode_mma_heads(group) == 4)
+      fn.template operator()<D, 4>();
+    else
+      fn.template operator()<D, 8>();
+  };
+  switch (head_dim) {
+    case 64:
+      by_group.template operator()<64>();
+      return true;
+    case 128:
+      by_group.template operator()<128>();
+      return true;
+    case 256:
+      if constexpr (MaxD >= 256) {
+        by_group.template operator()<256>();
+        return true;
+      } else {
+        return false;
+      }
+    default:
+      return false;
+  }
+}
+
 /// Resident blocks per SM of the split kernel for (head_dim, group) on the
 /// current device (the occupancy calculator, once per instantiation); 1 if
 /// the runtime cannot say. head_dim 64, 128 or 256.
