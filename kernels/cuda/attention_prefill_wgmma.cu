@@ -199,16 +199,9 @@ bool prefill_wgmma_takes(const paged_attention_params& p) {
 
 cudaError_t launch_prefill_wgmma(const attn_args& a, int head_dim, bool defer,
                                  std::int64_t token_bound, cudaStream_t stream) {
-  switch (head_dim) {
-    case 64:
-      return defer ? launch_prefill_wgmma_d<64, true>(a, token_bound, stream)
-                   : launch_prefill_wgmma_d<64, false>(a, token_bound, stream);
-    case 128:
-      return defer ? launch_prefill_wgmma_d<128, true>(a, token_bound, stream)
-                   : launch_prefill_wgmma_d<128, false>(a, token_bound, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_wg_shape(head_dim, defer, [&]<int D, bool Defer>() {
+    return launch_prefill_wgmma_d<D, Defer>(a, token_bound, stream);
+  });
 }
 
 }  // namespace mstar::kernels::cuda::detail

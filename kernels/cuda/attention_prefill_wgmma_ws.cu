@@ -394,16 +394,9 @@ cudaError_t launch_prefill_wgmma_ws_d(const attn_args& a, std::int64_t token_bou
 
 cudaError_t launch_prefill_wgmma_ws(const attn_args& a, int head_dim, bool ping_pong,
                                     std::int64_t token_bound, cudaStream_t stream) {
-  switch (head_dim) {
-    case 64:
-      return ping_pong ? launch_prefill_wgmma_ws_d<64, true>(a, token_bound, stream)
-                       : launch_prefill_wgmma_ws_d<64, false>(a, token_bound, stream);
-    case 128:
-      return ping_pong ? launch_prefill_wgmma_ws_d<128, true>(a, token_bound, stream)
-                       : launch_prefill_wgmma_ws_d<128, false>(a, token_bound, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_wg_shape(head_dim, ping_pong, [&]<int D, bool PingPong>() {
+    return launch_prefill_wgmma_ws_d<D, PingPong>(a, token_bound, stream);
+  });
 }
 
 }  // namespace mstar::kernels::cuda::detail

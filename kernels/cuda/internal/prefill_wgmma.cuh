@@ -311,4 +311,21 @@ __device__ __forceinline__ void store_rows_wg(const attn_args& a, const row_info
   }
 }
 
+// Returns launch.template operator()<D, Flag>() for head_dim 64 or 128
+// and the launcher's flag (`Defer`, `PingPong`); cudaErrorInvalidValue for
+// another head_dim. Host code: the two launchers' shared dispatch.
+template <class Launch>
+cudaError_t with_wg_shape(int head_dim, bool flag, Launch&& launch) {
+  switch (head_dim) {
+    case 64:
+      return flag ? launch.template operator()<64, true>()
+                  : launch.template operator()<64, false>();
+    case 128:
+      return flag ? launch.template operator()<128, true>()
+                  : launch.template operator()<128, false>();
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace mstar::kernels::cuda::detail
