@@ -103,11 +103,7 @@ __device__ __forceinline__ void load_kv_tile(const attn_args& a, const row_info&
     }
     cp_async16(smem_addr(dk + row * S::stride + col), ks, bytes);
     cp_async16(smem_addr(dv + row * S::stride + col), vs, bytes);
-    in_page += step;
-    while (in_page >= ps) {  // once at most unless pages are shorter than `step`
-      in_page -= ps;
-      ++page_slot;
-    }
+    next_slot(page_slot, in_page, step, ps);
   }
 }
 

@@ -169,11 +169,7 @@ __device__ __forceinline__ void load_kv_tile_ws(const attn_args& a, const row_in
     const std::uint32_t off = swizzled<S::bn>(row, chunk);
     cp_async16(dk + off, ks, bytes);
     cp_async16(dv + off, vs, bytes);
-    in_page += step;
-    while (in_page >= ps) {
-      in_page -= ps;
-      ++page_slot;
-    }
+    next_slot(page_slot, in_page, step, ps);
   }
 }
 
