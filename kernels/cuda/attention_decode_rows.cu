@@ -365,7 +365,7 @@ constexpr int heads_per_warp(int group) {
 // shape; false for a head_dim it does not take.
 template <class Fn>
 bool with_shape(int head_dim, int group, Fn&& fn) {
-  auto by_group = [&]<int D>() {
+  return with_head_dim<256>(head_dim, [&]<int D>() {
     switch (heads_per_warp(group)) {
       case 1:
         fn.template operator()<D, 1>();
@@ -377,20 +377,7 @@ bool with_shape(int head_dim, int group, Fn&& fn) {
         fn.template operator()<D, 4>();
         break;
     }
-  };
-  switch (head_dim) {
-    case 64:
-      by_group.template operator()<64>();
-      return true;
-    case 128:
-      by_group.template operator()<128>();
-      return true;
-    case 256:
-      by_group.template operator()<256>();
-      return true;
-    default:
-      return false;
-  }
+  });
 }
 
 // The ring's stages and stage budget in bytes: the defaults, or both

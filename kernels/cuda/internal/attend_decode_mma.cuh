@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/internal/attend_split.cuh"
+#include "kernels/cuda/internal/launch_setup.cuh"
 
 namespace mstar::kernels::cuda::detail {
 
@@ -28,29 +29,12 @@ inline constexpr int decode_mma_step = 64;
 /// code shared by the two launchers, so they pick instantiations alike.
 template <int MaxD, class Fn>
 bool with_decode_mma_shape(int head_dim, int group, Fn&& fn) {
-  auto by_group = [&]<int D>() {
+  return with_head_dim<MaxD>(head_dim, [&]<int D>() {
     if (decode_mma_heads(group) == 4)
       fn.template operator()<D, 4>();
     else
       fn.template operator()<D, 8>();
-  };
-  switch (head_dim) {
-    case 64:
-      by_group.template operator()<64>();
-      return true;
-    case 128:
-      by_group.template operator()<128>();
-      return true;
-    case 256:
-      if constexpr (MaxD >= 256) {
-        by_group.template operator()<256>();
-        return true;
-      } else {
-        return false;
-      }
-    default:
-      return false;
-  }
+  });
 }
 
 /// Resident blocks per SM of the split kernel for (head_dim, group) on the

@@ -1,10 +1,11 @@
 #pragma once
 
 // Host-side setup the attention launchers share (attention_decode_*.cu,
-// attention_prefill*.cu): raising a kernel's dynamic shared memory limit
-// once per device, its resident blocks per SM cached by launch shape, the
-// grid clamp and the one-pass stand-in for split arguments. Host code
-// only: it generates no device code.
+// attention_prefill*.cu, attention_split.cu): raising a kernel's dynamic
+// shared memory limit once per device, its resident blocks per SM cached
+// by launch shape, the head_dim dispatch, the grid clamp and the one-pass
+// stand-in for split arguments. Host code only: it generates no device
+// code.
 
 #include <algorithm>
 #include <array>
@@ -67,6 +68,30 @@ int resident_blocks(std::size_t smem_limit, int threads, std::size_t smem) {
   const std::lock_guard<std::mutex> hold{lock};
   cache[key] = n;
   return n;
+}
+
+/// Calls fn.template operator()<D>() for head_dim D of 64, 128 and, where
+/// MaxD allows, 256; false for another head_dim. The decode launchers'
+/// head_dim dispatch: each instantiates its kernel for the D it takes only.
+template <int MaxD, class Fn>
+bool with_head_dim(int head_dim, Fn&& fn) {
+  switch (head_dim) {
+    case 64:
+      fn.template operator()<64>();
+      return true;
+    case 128:
+      fn.template operator()<128>();
+      return true;
+    case 256:
+      if constexpr (MaxD >= 256) {
+        fn.template operator()<256>();
+        return true;
+      } else {
+        return false;
+      }
+    default:
+      return false;
+  }
 }
 
 /// `blocks` as a grid size: at least 1, at most `cap` (by default the
