@@ -33,12 +33,11 @@
 // an SM. bench/decode_attention_mma_trace.py replays the lanes on the host.
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cmath>
 
 #include "kernels/cuda/internal/attend_decode_mma.cuh"
 #include "kernels/cuda/internal/cp_async.cuh"
+#include "kernels/cuda/internal/launch_setup.cuh"
 #include "kernels/cuda/internal/mma_bf16.cuh"
 
 namespace mstar::kernels::cuda::detail {
@@ -438,96 +437,34 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
   }
 }
 
-// Raises the kernel's dynamic shared memory limit, once per device.
-template <int D, int GC>
-cudaError_t prepare() {
-  constexpr int max_devices = 64;
-  static std::array<std::atomic<bool>, max_devices> raised{};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess)
-    return err;
-  const bool cached = device >= 0 && device < max_devices;
-  if (cached && raised[static_cast<std::size_t>(device)].load(std::memory_order_relaxed))
-    return cudaSuccess;
-  err = cudaFuncSetAttribute(attend_decode_mma<D, GC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(mma_shape<D, GC>::smem_bytes));
-  if (err == cudaSuccess && cached)
-    raised[static_cast<std::size_t>(device)].store(true, std::memory_order_relaxed);
-  return err;
-}
-
-template <int D, int GC>
-int resident() {
-  static std::atomic<int> cached{0};
-  int n = cached.load(std::memory_order_relaxed);
-  if (n > 0)
-    return n;
-  if (prepare<D, GC>() != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attend_decode_mma<D, GC>, mma_threads,
-                                                    mma_shape<D, GC>::smem_bytes) != cudaSuccess ||
-      n <= 0) {
-    cudaGetLastError();
-    return 1;
-  }
-  cached.store(n, std::memory_order_relaxed);
-  return n;
-}
-
 template <int D, int GC>
 cudaError_t launch(attn_args a, split_args s, cudaStream_t stream) {
-  if (const cudaError_t err = prepare<D, GC>(); err != cudaSuccess)
+  using S = mma_shape<D, GC>;
+  if (const cudaError_t err = raise_smem_limit<attend_decode_mma<D, GC>>(S::smem_bytes);
+      err != cudaSuccess)
     return err;
   a.chunks = ceil_div(a.group, GC);
-  const std::int64_t blocks = std::int64_t{a.table.rows} * a.kv_heads * a.chunks * s.splits;
-  const auto grid =
-      static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, (std::int64_t{1} << 31) - 1));
-  launch_chained(attend_decode_mma<D, GC>, grid, mma_threads, mma_shape<D, GC>::smem_bytes, stream,
-                 a, s);
+  const unsigned grid = grid_of(std::int64_t{a.table.rows} * a.kv_heads * a.chunks * s.splits);
+  launch_chained(attend_decode_mma<D, GC>, grid, mma_threads, S::smem_bytes, stream, a, s);
   return launch_status();
-}
-
-// Calls fn.template operator()<D, GC>() for the instantiation of this
-// shape; false for a head_dim it does not take.
-template <class Fn>
-bool with_shape(int head_dim, int group, Fn&& fn) {
-  auto by_group = [&]<int D>() {
-    if (decode_mma_heads(group) == 4)
-      fn.template operator()<D, 4>();
-    else
-      fn.template operator()<D, 8>();
-  };
-  switch (head_dim) {
-    case 64:
-      by_group.template operator()<64>();
-      return true;
-    case 128:
-      by_group.template operator()<128>();
-      return true;
-    case 256:
-      by_group.template operator()<256>();
-      return true;
-    default:
-      return false;
-  }
 }
 
 }  // namespace
 
 int decode_mma_resident(int head_dim, int group) {
   int n = 1;
-  static_cast<void>(with_shape(head_dim, group, [&]<int D, int GC>() { n = resident<D, GC>(); }));
+  static_cast<void>(with_decode_mma_shape<256>(head_dim, group, [&]<int D, int GC>() {
+    constexpr std::size_t smem = mma_shape<D, GC>::smem_bytes;
+    n = resident_blocks<attend_decode_mma<D, GC>>(smem, mma_threads, smem);
+  }));
   return n;
 }
 
 cudaError_t launch_decode_mma(attn_args a, int head_dim, const split_args* s, cudaStream_t stream) {
-  split_args one{};
-  one.splits = 1;
-  one.step = decode_mma_step;
-  const split_args& use = s != nullptr ? *s : one;
+  const split_args use = split_or_one(s, decode_mma_step);
   cudaError_t err = cudaErrorInvalidValue;
-  static_cast<void>(
-      with_shape(head_dim, a.group, [&]<int D, int GC>() { err = launch<D, GC>(a, use, stream); }));
+  static_cast<void>(with_decode_mma_shape<256>(
+      head_dim, a.group, [&]<int D, int GC>() { err = launch<D, GC>(a, use, stream); }));
   return err;
 }
 

@@ -46,17 +46,14 @@
 // multiplied in. bench/decode_attention_rows_trace.py replays the copies and the ring on the host.
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <utility>
 
 #include "kernels/cuda/internal/attend_decode_rows.cuh"
 #include "kernels/cuda/internal/bulk_copy.cuh"
 #include "kernels/cuda/internal/cp_async.cuh"
+#include "kernels/cuda/internal/launch_setup.cuh"
 
 namespace mstar::kernels::cuda::detail {
 namespace {
@@ -345,57 +342,14 @@ __global__ void __launch_bounds__(rows_max_threads, 2)
   }
 }
 
-// Raises the kernel's dynamic shared memory limit, once per device.
-template <int D, int GC>
-cudaError_t prepare() {
-  constexpr int max_devices = 64;
-  static std::array<std::atomic<bool>, max_devices> raised{};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess)
-    return err;
-  const bool cached = device >= 0 && device < max_devices;
-  if (cached && raised[static_cast<std::size_t>(device)].load(std::memory_order_relaxed))
-    return cudaSuccess;
-  err = cudaFuncSetAttribute(attend_decode_rows<D, GC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(rows_max_smem));
-  if (err == cudaSuccess && cached)
-    raised[static_cast<std::size_t>(device)].store(true, std::memory_order_relaxed);
-  return err;
-}
-
-template <int D, int GC>
-int resident(const decode_rows_shape& shape) {
-  static std::mutex lock;
-  static std::map<std::pair<int, std::size_t>, int> cache;
-  const std::pair<int, std::size_t> key{shape.warps, shape.smem_bytes};
-  {
-    const std::lock_guard<std::mutex> hold{lock};
-    if (const auto it = cache.find(key); it != cache.end())
-      return it->second;
-  }
-  int n = 0;
-  if (prepare<D, GC>() != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attend_decode_rows<D, GC>, shape.warps * 32,
-                                                    shape.smem_bytes) != cudaSuccess ||
-      n <= 0) {
-    cudaGetLastError();
-    return 1;
-  }
-  const std::lock_guard<std::mutex> hold{lock};
-  cache[key] = n;
-  return n;
-}
-
 template <int D, int GC>
 cudaError_t launch(attn_args a, const decode_rows_shape& shape, split_args s, cudaStream_t stream) {
-  if (const cudaError_t err = prepare<D, GC>(); err != cudaSuccess)
+  if (const cudaError_t err = raise_smem_limit<attend_decode_rows<D, GC>>(rows_max_smem);
+      err != cudaSuccess)
     return err;
   a.chunks = ceil_div(a.group, GC);
-  const std::int64_t blocks =
-      std::int64_t{a.table.rows} * shape.blocks_per_row(a.kv_heads) * s.splits;
-  const auto grid =
-      static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, (std::int64_t{1} << 31) - 1));
+  const unsigned grid =
+      grid_of(std::int64_t{a.table.rows} * shape.blocks_per_row(a.kv_heads) * s.splits);
   launch_chained(attend_decode_rows<D, GC>, grid, static_cast<unsigned>(shape.warps * 32),
                  shape.smem_bytes, stream, a, s,
                  rows_geom{shape.kv_per_block, shape.tile, shape.stages});
@@ -411,7 +365,7 @@ constexpr int heads_per_warp(int group) {
 // shape; false for a head_dim it does not take.
 template <class Fn>
 bool with_shape(int head_dim, int group, Fn&& fn) {
-  auto by_group = [&]<int D>() {
+  return with_head_dim<256>(head_dim, [&]<int D>() {
     switch (heads_per_warp(group)) {
       case 1:
         fn.template operator()<D, 1>();
@@ -423,20 +377,7 @@ bool with_shape(int head_dim, int group, Fn&& fn) {
         fn.template operator()<D, 4>();
         break;
     }
-  };
-  switch (head_dim) {
-    case 64:
-      by_group.template operator()<64>();
-      return true;
-    case 128:
-      by_group.template operator()<128>();
-      return true;
-    case 256:
-      by_group.template operator()<256>();
-      return true;
-    default:
-      return false;
-  }
+  });
 }
 
 // The ring's stages and stage budget in bytes: the defaults, or both
@@ -487,8 +428,10 @@ bool decode_rows_shape_of(int kv_heads, int group, int head_dim, decode_rows_sha
 
 int decode_rows_resident(int head_dim, int group, const decode_rows_shape& shape) {
   int n = 1;
-  static_cast<void>(
-      with_shape(head_dim, group, [&]<int D, int GC>() { n = resident<D, GC>(shape); }));
+  static_cast<void>(with_shape(head_dim, group, [&]<int D, int GC>() {
+    n = resident_blocks<attend_decode_rows<D, GC>>(rows_max_smem, shape.warps * 32,
+                                                   shape.smem_bytes);
+  }));
   return n;
 }
 
@@ -497,10 +440,7 @@ cudaError_t launch_decode_rows(attn_args a, int head_dim, const split_args* s,
   decode_rows_shape shape;
   if (!decode_rows_shape_of(a.kv_heads, a.group, head_dim, shape))
     return cudaErrorInvalidValue;
-  split_args one{};
-  one.splits = 1;
-  one.step = shape.tile;
-  const split_args& use = s != nullptr ? *s : one;
+  const split_args use = split_or_one(s, shape.tile);
   if (use.step != shape.tile)
     return cudaErrorInvalidValue;  // the merge would cut other chunks
   cudaError_t err = cudaErrorInvalidValue;

@@ -39,12 +39,11 @@
 // indexing (items, fragments, masks) on the host.
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cmath>
 
 #include "kernels/cuda/internal/attend_prefill.cuh"
 #include "kernels/cuda/internal/cp_async.cuh"
+#include "kernels/cuda/internal/launch_setup.cuh"
 #include "kernels/cuda/internal/mma_bf16.cuh"
 #include "kernels/cuda/internal/prefill_rows.cuh"
 
@@ -104,11 +103,7 @@ __device__ __forceinline__ void load_kv_tile(const attn_args& a, const row_info&
     }
     cp_async16(smem_addr(dk + row * S::stride + col), ks, bytes);
     cp_async16(smem_addr(dv + row * S::stride + col), vs, bytes);
-    in_page += step;
-    while (in_page >= ps) {  // once at most unless pages are shorter than `step`
-      in_page -= ps;
-      ++page_slot;
-    }
+    next_slot(page_slot, in_page, step, ps);
   }
 }
 
@@ -354,28 +349,14 @@ __global__ void __launch_bounds__(prefill_threads) attend_prefill(attn_args a) {
 template <int D>
 cudaError_t launch_prefill_d(const attn_args& a, std::int64_t token_bound, cudaStream_t stream) {
   using S = prefill_shape<D>;
-  // Raise the dynamic shared memory limit once per device.
-  constexpr int max_devices = 64;
-  static std::array<std::atomic<bool>, max_devices> raised{};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess)
+  if (const cudaError_t err = raise_smem_limit<attend_prefill<D>>(S::smem_bytes);
+      err != cudaSuccess)
     return err;
-  const bool cached = device >= 0 && device < max_devices;
-  if (!cached || !raised[static_cast<std::size_t>(device)].load(std::memory_order_relaxed)) {
-    err = cudaFuncSetAttribute(attend_prefill<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(S::smem_bytes));
-    if (err != cudaSuccess)
-      return err;
-    if (cached)
-      raised[static_cast<std::size_t>(device)].store(true, std::memory_order_relaxed);
-  }
   // Items bound: virtual tiles <= bound * group / tile_m + rows, per kv
   // head.
   // Blocks past the device-side count exit at once; the rest stride.
   const std::int64_t items = (token_bound * a.group / S::tile_m + a.table.rows + 1) * a.kv_heads;
-  const std::int64_t cap = std::int64_t{sm_count()} * 32;
-  const auto grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, cap)));
+  const unsigned grid = grid_of(items, std::int64_t{sm_count()} * 32);
   attend_prefill<D><<<grid, prefill_threads, S::smem_bytes, stream>>>(a);
   return launch_status();
 }

@@ -48,6 +48,7 @@
 #include "kernels/cuda/internal/attend_prefill.cuh"
 #include "kernels/cuda/internal/attend_variant.hpp"
 #include "kernels/cuda/internal/cp_async.cuh"
+#include "kernels/cuda/internal/launch_setup.cuh"
 #include "kernels/cuda/internal/mma_bf16.cuh"
 #include "kernels/cuda/internal/prefill_rows.cuh"
 #include "kernels/cuda/internal/prefill_wgmma.cuh"
@@ -152,28 +153,13 @@ template <int D, bool Defer>
 cudaError_t launch_prefill_wgmma_d(const attn_args& a, std::int64_t token_bound,
                                    cudaStream_t stream) {
   using S = wg_shape<D, Defer>;
-  // Raise the dynamic shared memory limit once per device.
-  constexpr int max_devices = 64;
-  static std::array<std::atomic<bool>, max_devices> raised{};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess)
+  if (const cudaError_t err = raise_smem_limit<attend_prefill_wgmma<D, Defer>>(S::smem_bytes);
+      err != cudaSuccess)
     return err;
-  const bool cached = device >= 0 && device < max_devices;
-  if (!cached || !raised[static_cast<std::size_t>(device)].load(std::memory_order_relaxed)) {
-    err = cudaFuncSetAttribute(attend_prefill_wgmma<D, Defer>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(S::smem_bytes));
-    if (err != cudaSuccess)
-      return err;
-    if (cached)
-      raised[static_cast<std::size_t>(device)].store(true, std::memory_order_relaxed);
-  }
   // Items bound as the mma.sync kernel's; blocks past the device-side count
   // exit at once, the rest stride.
   const std::int64_t items = (token_bound * a.group / S::tile_m + a.table.rows + 1) * a.kv_heads;
-  const std::int64_t cap = std::int64_t{sm_count()} * 32;
-  const auto grid = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(items, cap)));
+  const unsigned grid = grid_of(items, std::int64_t{sm_count()} * 32);
   attend_prefill_wgmma<D, Defer><<<grid, wg_threads, S::smem_bytes, stream>>>(a);
   return launch_status();
 }
@@ -213,16 +199,9 @@ bool prefill_wgmma_takes(const paged_attention_params& p) {
 
 cudaError_t launch_prefill_wgmma(const attn_args& a, int head_dim, bool defer,
                                  std::int64_t token_bound, cudaStream_t stream) {
-  switch (head_dim) {
-    case 64:
-      return defer ? launch_prefill_wgmma_d<64, true>(a, token_bound, stream)
-                   : launch_prefill_wgmma_d<64, false>(a, token_bound, stream);
-    case 128:
-      return defer ? launch_prefill_wgmma_d<128, true>(a, token_bound, stream)
-                   : launch_prefill_wgmma_d<128, false>(a, token_bound, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_wg_shape(head_dim, defer, [&]<int D, bool Defer>() {
+    return launch_prefill_wgmma_d<D, Defer>(a, token_bound, stream);
+  });
 }
 
 }  // namespace mstar::kernels::cuda::detail

@@ -49,13 +49,12 @@
 // replays the protocol.
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cmath>
 
 #include "kernels/cuda/internal/attend_prefill.cuh"
 #include "kernels/cuda/internal/attend_variant.hpp"
 #include "kernels/cuda/internal/cp_async.cuh"
+#include "kernels/cuda/internal/launch_setup.cuh"
 #include "kernels/cuda/internal/mbarrier.cuh"
 #include "kernels/cuda/internal/prefill_rows.cuh"
 #include "kernels/cuda/internal/prefill_wgmma.cuh"
@@ -170,11 +169,7 @@ __device__ __forceinline__ void load_kv_tile_ws(const attn_args& a, const row_in
     const std::uint32_t off = swizzled<S::bn>(row, chunk);
     cp_async16(dk + off, ks, bytes);
     cp_async16(dv + off, vs, bytes);
-    in_page += step;
-    while (in_page >= ps) {
-      in_page -= ps;
-      ++page_slot;
-    }
+    next_slot(page_slot, in_page, step, ps);
   }
 }
 
@@ -378,29 +373,15 @@ cudaError_t launch_prefill_wgmma_ws_d(const attn_args& a, std::int64_t token_bou
                                       cudaStream_t stream) {
   using S = wg_shape<D, true>;
   constexpr std::size_t smem = ws_shape<D>::smem_bytes;
-  // Raise the dynamic shared memory limit once per device.
-  constexpr int max_devices = 64;
-  static std::array<std::atomic<bool>, max_devices> raised{};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess)
+  if (const cudaError_t err = raise_smem_limit<attend_prefill_wgmma_ws<D, PingPong>>(smem);
+      err != cudaSuccess)
     return err;
-  const bool cached = device >= 0 && device < max_devices;
-  if (!cached || !raised[static_cast<std::size_t>(device)].load(std::memory_order_relaxed)) {
-    err = cudaFuncSetAttribute(attend_prefill_wgmma_ws<D, PingPong>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (err != cudaSuccess)
-      return err;
-    if (cached)
-      raised[static_cast<std::size_t>(device)].store(true, std::memory_order_relaxed);
-  }
   // Persistent: a block an SM (shared memory and registers allow no
   // second), fewer where the items' bound (as the other kernels') is
   // smaller; each block streams its items' tiles through one stage ring,
   // so the next item's first tiles load under the current one's last.
   const std::int64_t items = (token_bound * a.group / S::tile_m + a.table.rows + 1) * a.kv_heads;
-  const auto grid =
-      static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(items, sm_count())));
+  const unsigned grid = grid_of(items, sm_count());
   attend_prefill_wgmma_ws<D, PingPong><<<grid, ws_threads, smem, stream>>>(a);
   return launch_status();
 }
@@ -409,16 +390,9 @@ cudaError_t launch_prefill_wgmma_ws_d(const attn_args& a, std::int64_t token_bou
 
 cudaError_t launch_prefill_wgmma_ws(const attn_args& a, int head_dim, bool ping_pong,
                                     std::int64_t token_bound, cudaStream_t stream) {
-  switch (head_dim) {
-    case 64:
-      return ping_pong ? launch_prefill_wgmma_ws_d<64, true>(a, token_bound, stream)
-                       : launch_prefill_wgmma_ws_d<64, false>(a, token_bound, stream);
-    case 128:
-      return ping_pong ? launch_prefill_wgmma_ws_d<128, true>(a, token_bound, stream)
-                       : launch_prefill_wgmma_ws_d<128, false>(a, token_bound, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_wg_shape(head_dim, ping_pong, [&]<int D, bool PingPong>() {
+    return launch_prefill_wgmma_ws_d<D, PingPong>(a, token_bound, stream);
+  });
 }
 
 }  // namespace mstar::kernels::cuda::detail

@@ -13,6 +13,7 @@
 #include "kernels/cuda/internal/attend_merge.cuh"
 #include "kernels/cuda/internal/attend_tiles.cuh"
 #include "kernels/cuda/internal/attend_variant.hpp"
+#include "kernels/cuda/internal/launch_setup.cuh"
 
 namespace mstar::kernels::cuda {
 namespace {
@@ -79,9 +80,7 @@ __global__ void __launch_bounds__(128, detail::fast_min_blocks<true, GC, Stages>
   }
 }
 
-unsigned grid_of(std::int64_t blocks) {
-  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, (std::int64_t{1} << 31) - 1));
-}
+using detail::grid_of;
 
 // Resident blocks per SM of one split kernel (the occupancy calculator,
 // asked once per instantiation: devices of one kind assumed); 4 if the
@@ -244,6 +243,22 @@ cudaError_t launch_merge(const attn_args& a, const split_args& s, attention_merg
   return detail::launch_status();
 }
 
+// launch_merge at `head_dim` (64, 128 or 256), for the split kernels that
+// took it first: they refuse any other, so the default is unreachable.
+cudaError_t launch_merge_for(const attn_args& a, int head_dim, const split_args& s,
+                             attention_merge merge, cudaStream_t stream) {
+  switch (head_dim) {
+    case 64:
+      return launch_merge<64>(a, s, merge, stream);
+    case 128:
+      return launch_merge<128>(a, s, merge, stream);
+    case 256:
+      return launch_merge<256>(a, s, merge, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
 template <class KV, int D, int GC, int Stages>
 cudaError_t launch_split(attn_args a, const split_args& s, attention_merge merge,
                          cudaStream_t stream) {
@@ -263,16 +278,7 @@ cudaError_t launch_split_mma(const attn_args& a, int head_dim, split_args s, att
       err != cudaSuccess) {
     return err;
   }
-  switch (head_dim) {
-    case 64:
-      return launch_merge<64>(a, s, merge, stream);
-    case 128:
-      return launch_merge<128>(a, s, merge, stream);
-    case 256:
-      return launch_merge<256>(a, s, merge, stream);
-    default:
-      return cudaErrorInvalidValue;  // unreachable: the kernel refused it first
-  }
+  return launch_merge_for(a, head_dim, s, merge, stream);
 }
 
 // The whole-row split kernel (chunks in whole stages), then the merge.
@@ -286,16 +292,7 @@ cudaError_t launch_split_rows(const attn_args& a, int head_dim, split_args s, at
       err != cudaSuccess) {
     return err;
   }
-  switch (head_dim) {
-    case 64:
-      return launch_merge<64>(a, s, merge, stream);
-    case 128:
-      return launch_merge<128>(a, s, merge, stream);
-    case 256:
-      return launch_merge<256>(a, s, merge, stream);
-    default:
-      return cudaErrorInvalidValue;  // unreachable: the shape refused it first
-  }
+  return launch_merge_for(a, head_dim, s, merge, stream);
 }
 
 // The tensor-core whole-row split kernel (chunks in whole stages), then

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/internal/attend_split.cuh"
+#include "kernels/cuda/internal/launch_setup.cuh"
 
 namespace mstar::kernels::cuda::detail {
 
@@ -19,6 +20,21 @@ inline constexpr int decode_mma_step = 64;
 /// padded) or 8 (larger groups, in chunks of 8).
 [[nodiscard]] constexpr int decode_mma_heads(int group) {
   return group <= 4 ? 4 : 8;
+}
+
+/// Calls fn.template operator()<D, GC>() for the instantiation of a
+/// tensor-core decode kernel (this one, attention_decode_rows_mma.cu's)
+/// that takes (head_dim, group): GC = decode_mma_heads(group), D = 64, 128
+/// or, where MaxD allows, 256; false for a head_dim it does not take. Host
+/// code shared by the two launchers, so they pick instantiations alike.
+template <int MaxD, class Fn>
+bool with_decode_mma_shape(int head_dim, int group, Fn&& fn) {
+  return with_head_dim<MaxD>(head_dim, [&]<int D>() {
+    if (decode_mma_heads(group) == 4)
+      fn.template operator()<D, 4>();
+    else
+      fn.template operator()<D, 8>();
+  });
 }
 
 /// Resident blocks per SM of the split kernel for (head_dim, group) on the

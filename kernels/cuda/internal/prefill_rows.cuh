@@ -101,4 +101,15 @@ struct row_place {
   __device__ __forceinline__ int pos_of(int f) const { return prefix + min(f, m_rows - 1) / group; }
 };
 
+// Moves a thread's place in the row's pages (page_slot, in_page: page
+// size `ps`) on by `step` positions: the step between the positions one
+// thread copies in the three prefill kernels' K / V tile loads.
+__device__ __forceinline__ void next_slot(int& page_slot, int& in_page, int step, int ps) {
+  in_page += step;
+  while (in_page >= ps) {  // once at most unless pages are shorter than `step`
+    in_page -= ps;
+    ++page_slot;
+  }
+}
+
 }  // namespace mstar::kernels::cuda::detail

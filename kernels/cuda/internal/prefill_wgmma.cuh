@@ -83,11 +83,7 @@ __device__ __forceinline__ void load_kv_tile_wg(const attn_args& a, const row_in
     const std::uint32_t off = swizzled<S::bn>(row, chunk);
     cp_async16(dk + off, ks, bytes);
     cp_async16(dv + off, vs, bytes);
-    in_page += step;
-    while (in_page >= ps) {  // once at most unless pages are shorter than `step`
-      in_page -= ps;
-      ++page_slot;
-    }
+    next_slot(page_slot, in_page, step, ps);
   }
 }
 
@@ -308,6 +304,23 @@ __device__ __forceinline__ void store_rows_wg(const attn_args& a, const row_info
       *reinterpret_cast<float2*>(op + dn * 8 + 2 * (lane % 4)) =
           make_float2(w.o[dn][2 * h] * inv, w.o[dn][2 * h + 1] * inv);
     }
+  }
+}
+
+// Returns launch.template operator()<D, Flag>() for head_dim 64 or 128
+// and the launcher's flag (`Defer`, `PingPong`); cudaErrorInvalidValue for
+// another head_dim. Host code: the two launchers' shared dispatch.
+template <class Launch>
+cudaError_t with_wg_shape(int head_dim, bool flag, Launch&& launch) {
+  switch (head_dim) {
+    case 64:
+      return flag ? launch.template operator()<64, true>()
+                  : launch.template operator()<64, false>();
+    case 128:
+      return flag ? launch.template operator()<128, true>()
+                  : launch.template operator()<128, false>();
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
