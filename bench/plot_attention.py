@@ -15,25 +15,14 @@ Only bf16 baselines count; per case the fastest of them is taken. Prints
 each series' times and ratios.
 """
 import argparse
-import json
 import pathlib
 import re
 import sys
 
+from plot_variants import read as lines  # JSON lines of a bench or baseline run
+
 DECODE = re.compile(r"^decode_attention_(?P<variant>.*?)_?b(?P<rows>\d+)$")
 PREFILL = re.compile(r"^prefill_attention_(?P<shape>\d+x\d+)(?:_(?P<kernel>.+))?$")
-
-
-def lines(path: pathlib.Path) -> list[dict]:
-    out = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.startswith("{"):
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            sys.exit(f"{path}:{n}: not JSON ({e})")
-    return out
 
 
 def best_baselines(rows: list[dict]) -> dict[str, tuple[float, str]]:
