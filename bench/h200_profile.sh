@@ -10,6 +10,7 @@
 #   nemotron-*      Nemotron-H ~0.6B ("600m"), the same two shapes
 #   nemotron-decode1  the same, batch 1 alone (256 tokens: the decode steps dominate)
 #   nh056-decode64  issue 17's Nemotron-H 0.56B (bench/make_checkpoint.py), batch 64 alone
+#   nh056-decode1   the same checkpoint, batch 1 alone (256 new tokens)
 #   ssd-1row        mstar-gpu-bench --suite ssd at one 2,048-token row (h64 and h128; the
 #                   sequential scan's cases too), as graphs
 # and, where the machine has them, which of ncu / nsys / compute-sanitizer exist.
@@ -47,6 +48,11 @@ checkpoint() {  # SIZE: a random checkpoint of bench/transformers_decode.py's SI
     --out "$ckpt_dir/$1" >>"$out/profile-env.txt" 2>&1
   echo "$ckpt_dir/$1"
 }
+nh056() {  # issue 17's 0.56B checkpoint (bench/make_checkpoint.py), made once
+  [[ -d $ckpt_dir/nh056 ]] || python3 "$root/bench/make_checkpoint.py" --size nemotron_h-0.56b \
+    --out "$ckpt_dir/nh056" >>"$out/profile-env.txt" 2>&1
+  echo "$ckpt_dir/nh056"
+}
 for c in "${cases[@]}"; do
   case $c in
     delta-rule)
@@ -68,10 +74,11 @@ for c in "${cases[@]}"; do
       profile nemotron-decode1 "$bin/mstar-bench-model-gpu" --model "$(checkpoint 600m)" \
         --batch 1 --new-tokens 256 --repeats 2 --json ;;
     nh056-decode64)
-      [[ -d $ckpt_dir/nh056 ]] || python3 "$root/bench/make_checkpoint.py" --size nemotron_h-0.56b \
-        --out "$ckpt_dir/nh056" >>"$out/profile-env.txt" 2>&1
-      profile nh056-decode64 "$bin/mstar-bench-model-gpu" --model "$ckpt_dir/nh056" \
+      profile nh056-decode64 "$bin/mstar-bench-model-gpu" --model "$(nh056)" \
         --batch 64 --prompt-len 32 --new-tokens 128 --repeats 2 --json ;;
+    nh056-decode1)
+      profile nh056-decode1 "$bin/mstar-bench-model-gpu" --model "$(nh056)" \
+        --batch 1 --prompt-len 32 --new-tokens 256 --repeats 2 --json ;;
     ssd-1row)
       profile ssd-1row "$bin/mstar-gpu-bench" --suite ssd --prefill-rows 1 --graphs --rounds 5 \
         --json ;;
