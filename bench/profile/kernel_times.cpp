@@ -42,11 +42,20 @@ std::string short_name(const char* mangled) {
   for (auto at = s.find("(anonymous namespace)::"); at != std::string::npos;
        at = s.find("(anonymous namespace)::"))
     s.erase(at, 23);
-  // Drop the parameter list; keep the template arguments (they name the variant).
-  const auto paren = s.find('(');
-  if (paren != std::string::npos && paren > 0)
-    s.resize(paren);
-  for (const char* prefix : {"void ", "mstar::kernels::cuda::"}) {
+  // Drop the parameter list; keep the template arguments (they name the
+  // variant), casts in them included: "(prologue)2" is inside the brackets.
+  int depth = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '<')
+      ++depth;
+    else if (s[i] == '>')
+      --depth;
+    else if (s[i] == '(' && depth == 0 && i > 0) {
+      s.resize(i);
+      break;
+    }
+  }
+  for (const char* prefix : {"void ", "mstar::kernels::cuda::detail::", "mstar::kernels::cuda::"}) {
     for (auto at = s.find(prefix); at != std::string::npos; at = s.find(prefix))
       s.erase(at, std::char_traits<char>::length(prefix));
   }
