@@ -3,7 +3,9 @@
 # $OUT: bench/profile/kernel_times.cpp (a CUPTI injection library, built here
 # by bench/profile/build.sh and carried in .profile/) records every kernel of
 # a benchmark process; one table per case (<case>.txt, <case>.jsonl, the
-# bench's <case>.log), all in $OUT/profile.tgz (the device returns 8 files):
+# bench's <case>.log; decode cases also the last steps' timeline and where
+# its time went, bench/profile/timeline.py: <case>.steps.txt), all in
+# $OUT/profile.tgz (the device returns 8 files):
 #   delta-rule      mstar-gpu-bench --delta-rule-only (decode b64, prefill 4096)
 #   qwen-prefill    Qwen3.5 ~0.56B (bf16), 8 x 2048-token prompts, one step
 #   qwen-decode     the same checkpoint, batch 64 decode
@@ -38,9 +40,15 @@ profile() {  # NAME COMMAND...: the command under the injection library
   local name=$1
   shift
   CUDA_INJECTION64_PATH=$inject MSTAR_KERNEL_PROFILE=$work/$name.txt \
-    MSTAR_KERNEL_PROFILE_JSON=$work/$name.jsonl "$@" >"$work/$name.log" 2>&1
+    MSTAR_KERNEL_PROFILE_JSON=$work/$name.jsonl MSTAR_KERNEL_TIMELINE=$work/$name.timeline.jsonl \
+    "$@" >"$work/$name.log" 2>&1
   echo "== $name (exit $?)"
   head -14 "$work/$name.txt" 2>/dev/null | cut -c1-150 || tail -5 "$work/$name.log"
+  # Decode cases: the last steps as they ran (chained kernels overlapping).
+  if [[ $name == *decode* ]]; then
+    python3 "$root/bench/profile/timeline.py" "$work/$name.timeline.jsonl" >"$work/$name.steps.txt" 2>&1
+    head -24 "$work/$name.steps.txt" | cut -c1-150
+  fi
 }
 ckpt_dir=$(mktemp -d)
 checkpoint() {  # SIZE: a random checkpoint of bench/transformers_decode.py's SIZES, made once

@@ -3,7 +3,11 @@
 // and every memcpy / memset with its device start and end, and at exit
 // writes one line per kernel name (calls, total, mean, share of the summed
 // kernel time) to $MSTAR_KERNEL_PROFILE (default stderr), biggest first, and
-// with $MSTAR_KERNEL_PROFILE_JSON set, the same as JSON lines. For the
+// with $MSTAR_KERNEL_PROFILE_JSON set, the same as JSON lines. With
+// $MSTAR_KERNEL_TIMELINE set, the last $MSTAR_KERNEL_TIMELINE_N (default
+// 600) kernels too, one JSON line each in start order (name, start and end
+// in ns from the first of them): a decode step's kernels as they ran, with
+// chained launches overlapping (bench/profile/timeline.py reads them). For the
 // per-kernel time shares of a benchmark run on a machine without Nsight:
 //   bash bench/profile/build.sh            # needs CUPTI's headers (pip wheel)
 //   CUDA_INJECTION64_PATH=$PWD/.profile/libmstar_kernel_times.so
@@ -30,6 +34,27 @@ std::map<std::string, totals>& by_name() {
   static auto* m = new std::map<std::string, totals>;  // outlives atexit handlers
   return *m;
 }
+
+struct span {
+  std::string name;
+  std::uint64_t start = 0, end = 0;
+};
+
+// The last timeline_n() kernels seen, a ring (CUPTI hands buffers over in
+// completion order, so the ring is sorted by start before it is written).
+std::size_t timeline_n() {
+  static const std::size_t n = [] {
+    const char* e = std::getenv("MSTAR_KERNEL_TIMELINE_N");
+    const long v = e != nullptr ? std::atol(e) : 600;
+    return static_cast<std::size_t>(v > 0 ? v : 600);
+  }();
+  return n;
+}
+std::vector<span>& ring() {
+  static auto* r = new std::vector<span>;
+  return *r;
+}
+std::size_t ring_next = 0;
 
 std::string short_name(const char* mangled) {
   if (mangled == nullptr)
@@ -82,7 +107,18 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
         rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-      add(short_name(k->name), k->start, k->end);
+      std::string name = short_name(k->name);
+      static const bool timeline = std::getenv("MSTAR_KERNEL_TIMELINE") != nullptr;
+      if (timeline) {
+        std::lock_guard lock(guard);
+        auto& r = ring();
+        if (r.size() < timeline_n())
+          r.push_back({name, k->start, k->end});
+        else
+          r[ring_next] = {name, k->start, k->end};
+        ring_next = (ring_next + 1) % timeline_n();
+      }
+      add(name, k->start, k->end);
     } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
       static const char* kinds[] = {"?",    "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
@@ -97,8 +133,42 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   std::free(buffer);
 }
 
+std::string json_escaped(const std::string& name) {
+  std::string escaped;
+  for (const char c : name) {
+    if (c == '"' || c == '\\')
+      escaped += '\\';
+    escaped += c;
+  }
+  return escaped;
+}
+
+void write_timeline(const char* path) {
+  std::vector<span> r;
+  {
+    std::lock_guard lock(guard);
+    r = ring();
+  }
+  std::sort(r.begin(), r.end(), [](const span& a, const span& b) { return a.start < b.start; });
+  std::FILE* f = std::fopen(path, "w");
+  if (f == nullptr || r.empty()) {
+    if (f != nullptr)
+      std::fclose(f);
+    return;
+  }
+  const std::uint64_t t0 = r.front().start;
+  for (const span& s : r) {
+    std::fprintf(f, "{\"kernel\": \"%s\", \"start_ns\": %llu, \"end_ns\": %llu}\n",
+                 json_escaped(s.name).c_str(), static_cast<unsigned long long>(s.start - t0),
+                 static_cast<unsigned long long>(s.end - t0));
+  }
+  std::fclose(f);
+}
+
 void report() {
   cuptiActivityFlushAll(1);
+  if (const char* path = std::getenv("MSTAR_KERNEL_TIMELINE"))
+    write_timeline(path);
   std::vector<std::pair<std::string, totals>> rows;
   std::uint64_t kernel_ns = 0;
   {
@@ -129,15 +199,9 @@ void report() {
   if (const char* json = std::getenv("MSTAR_KERNEL_PROFILE_JSON")) {
     if (std::FILE* j = std::fopen(json, "w")) {
       for (const auto& [name, t] : rows) {
-        std::string escaped;
-        for (const char c : name) {
-          if (c == '"' || c == '\\')
-            escaped += '\\';
-          escaped += c;
-        }
         std::fprintf(
             j, "{\"kernel\": \"%s\", \"calls\": %llu, \"total_us\": %.3f, \"share\": %.6f}\n",
-            escaped.c_str(), static_cast<unsigned long long>(t.calls),
+            json_escaped(name).c_str(), static_cast<unsigned long long>(t.calls),
             static_cast<double>(t.ns) / 1e3,
             kernel_ns > 0 ? static_cast<double>(t.ns) / static_cast<double>(kernel_ns) : 0.0);
       }
