@@ -165,6 +165,14 @@ attention_walk split_walk(const paged_attention_params& p) {
   return detail::walk_of(p, true);
 }
 
+// Fewest positions a chunk of `walk`'s split kernel: its own minimum
+// (min_chunk; decode_rows_mma_min_chunk for rows_mma), or the A/B override.
+int min_length_of(attention_walk walk) {
+  if (const int n = detail::split_min_chunk_override(); n > 0)
+    return n;
+  return walk == attention_walk::rows_mma ? detail::decode_rows_mma_min_chunk : min_chunk;
+}
+
 // The split rule, from host-known sizes only: with B = rows * Hkv * head
 // groups one-pass blocks and W = resident split blocks (of `walk`'s kernel)
 // per SM * num_sms,
@@ -214,8 +222,7 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_w
   if (2 * blocks > wave)
     return plan;
   const std::int64_t by_grid = split_waves * wave / blocks;
-  const int fewest = walk == attention_walk::rows_mma ? detail::decode_rows_mma_min_chunk
-                                                      : min_chunk;  // launch_split_rows_mma's
+  const int fewest = min_length_of(walk);
   const std::int64_t by_length = static_cast<std::int64_t>(p.table.kv_indices.size()) *
                                  p.arena.geometry.page_size / (rows * fewest);
   const std::int64_t splits = std::min({by_grid, by_length, std::int64_t{max_splits}});
@@ -303,7 +310,7 @@ cudaError_t launch_split_rows_mma(const attn_args& a, int head_dim, split_args s
   if (!detail::decode_rows_mma_shape_of(a.kv_heads, a.group, head_dim, shape))
     return cudaErrorInvalidValue;  // unreachable: split_walk checked
   s.step = shape.tile;
-  s.min_length = detail::decode_rows_mma_min_chunk;
+  s.min_length = min_length_of(attention_walk::rows_mma);
   if (const cudaError_t err = detail::launch_decode_rows_mma(a, head_dim, &s, stream);
       err != cudaSuccess) {
     return err;
@@ -350,6 +357,7 @@ cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
   s.m = s.acc + parts * static_cast<std::size_t>(d);
   s.l = s.m + parts;
   s.splits = plan.splits;
+  s.min_length = detail::split_min_chunk_override();  // 0: min_chunk (rows_mma: its own, below)
   const attention_merge merge = detail::merge_for(a.table.rows);
   if (walk == attention_walk::mma)
     return launch_split_mma(a, d, s, merge, stream);

@@ -142,6 +142,15 @@ attention_prefill prefill_for() {
   return attention_prefill::wgmma;
 }
 
+int split_min_chunk_override() {
+  static const int n = [] {
+    const char* e = std::getenv("MSTAR_ATTN_SPLIT_MIN_CHUNK");
+    const long v = e != nullptr ? std::strtol(e, nullptr, 10) : 0;
+    return v > 0 && v <= 1 << 20 ? static_cast<int>(v) : 0;
+  }();
+  return n;
+}
+
 attention_merge merge_for(std::int64_t rows) {
   static_cast<void>(rows);
   if (const auto m = merge_override.load(std::memory_order_relaxed);

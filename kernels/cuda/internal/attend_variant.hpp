@@ -17,6 +17,11 @@ namespace mstar::kernels::cuda::detail {
 /// automatic.
 [[nodiscard]] attention_walk walk_for(bool split, bool decode, std::int64_t rows);
 
+/// MSTAR_ATTN_SPLIT_MIN_CHUNK (read once): the fewest positions a split
+/// chunk takes, for every walk (A/B runs of the split rule); 0 where unset
+/// or not a positive number (each walk's own minimum then).
+[[nodiscard]] int split_min_chunk_override();
+
 /// The merge of a split launch, as walk_for. Never automatic.
 [[nodiscard]] attention_merge merge_for(std::int64_t rows);
 
