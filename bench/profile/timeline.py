@@ -32,6 +32,12 @@ def main():
         if cur is not None:
             cur.append(s)
     steps = steps[1:-1]  # the first and last may be cut by the ring's ends
+    # Only the steps of the commonest kernel sequence (the decode steps; a
+    # prompt's step between them has another).
+    sig = collections.Counter(tuple(s["kernel"] for s in st) for st in steps)
+    if sig:
+        common = sig.most_common(1)[0][0]
+        steps = [st for st in steps if tuple(s["kernel"] for s in st) == common]
     if not steps:
         sys.exit(f"timeline.py: fewer than three '{args.step_start}' kernels in {args.timeline}")
     dur = collections.defaultdict(float)

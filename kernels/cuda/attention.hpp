@@ -49,7 +49,8 @@ namespace mstar::kernels::cuda {
 /// same positions, so their results agree to f32 rounding of the same sums.
 enum class attention_walk : std::int8_t {
   /// MSTAR_ATTN_DECODE_WALK (0 to 5) if set, else the default rule:
-  /// `rows_mma` for decode steps of 16 rows and more, `registers` otherwise
+  /// `rows_mma` for decode steps of 16 rows and more, `mma` below (each where
+  /// it takes the step, else `registers`), `registers` for prefill
   automatic = -1,
   registers = 0,  ///< the next step's K/V loaded into registers while this one is consumed
   pipeline4 = 1,  ///< 4 KiB K and V tiles by cp.async through 4 shared stages (3 in flight)

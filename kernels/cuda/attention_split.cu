@@ -166,18 +166,21 @@ attention_walk split_walk(const paged_attention_params& p) {
 }
 
 // Fewest positions a chunk of `walk`'s split kernel: its own minimum
-// (min_chunk; decode_rows_mma_min_chunk for rows_mma), or the A/B override.
+// (min_chunk; the tensor-core walks' constants), or the A/B override.
 int min_length_of(attention_walk walk) {
   if (const int n = detail::split_min_chunk_override(); n > 0)
     return n;
-  return walk == attention_walk::rows_mma ? detail::decode_rows_mma_min_chunk : min_chunk;
+  if (walk == attention_walk::rows_mma)
+    return detail::decode_rows_mma_min_chunk;
+  return walk == attention_walk::mma ? detail::decode_mma_min_chunk : min_chunk;
 }
 
 // The split rule, from host-known sizes only: with B = rows * Hkv * head
 // groups one-pass blocks and W = resident split blocks (of `walk`'s kernel)
 // per SM * num_sms,
-//   splits = min(2W / B, pages * page_size / (rows * min_chunk), max_splits),
-// (min_chunk: decode_rows_mma_min_chunk for the rows_mma kernel),
+//   splits = min(waves * W / B, pages * page_size / (rows * fewest), max_splits),
+// (waves 2, fewest min_chunk; the tensor-core walks' own: min_length_of,
+// decode_mma_split_waves),
 // no split below 2 (rows short on average: pages * page_size / rows bounds
 // the mean length from above), and none when the one-pass grid fills more
 // than half a wave (B > W / 2): measured on an H200 at 64 rows x 2,048
@@ -221,7 +224,8 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_w
   const std::int64_t wave = std::int64_t{resident} * std::max(num_sms, 1);
   if (2 * blocks > wave)
     return plan;
-  const std::int64_t by_grid = split_waves * wave / blocks;
+  const int waves = walk == attention_walk::mma ? detail::decode_mma_split_waves : split_waves;
+  const std::int64_t by_grid = waves * wave / blocks;
   const int fewest = min_length_of(walk);
   const std::int64_t by_length = static_cast<std::int64_t>(p.table.kv_indices.size()) *
                                  p.arena.geometry.page_size / (rows * fewest);
@@ -281,6 +285,7 @@ cudaError_t launch_split(attn_args a, const split_args& s, attention_merge merge
 cudaError_t launch_split_mma(const attn_args& a, int head_dim, split_args s, attention_merge merge,
                              cudaStream_t stream) {
   s.step = detail::decode_mma_step;
+  s.min_length = min_length_of(attention_walk::mma);
   if (const cudaError_t err = detail::launch_decode_mma(a, head_dim, &s, stream);
       err != cudaSuccess) {
     return err;

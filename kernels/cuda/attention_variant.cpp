@@ -55,24 +55,28 @@ attention_prefill env_prefill() {
 }
 
 // The default walk: the whole-token-row walk on tensor cores (rows_mma,
-// attention_decode_rows_mma.cu) for decode steps of 16 rows and more, else
-// registers. H200, bf16 pages, 32 q / 8 kv heads, D 128, 2,048 positions a
-// row, CUDA graphs, us a call (session 35, fourth call; split with the
-// block merge where it splits): rows_mma 14.0 / 50.8 / 149.9 / 523.7 at 1 /
-// 16 / 64 / 256 rows, rows (CUDA cores, 2 x 48 KiB ring) 18.9 / 61.2 /
-// 173.7 / 595.7, registers 12.0 / 61.2 / 173.8 (rows by then) / 596.1
-// (the same); second call, registers alone at 64 / 256 rows: 188.8 /
-// 726.3. Where rows_mma does not take a step (head_dim 256, groups past
-// 64, f32 arenas) walk_of falls back to registers. Before these the
-// 4-stage pipeline lost in every case that isolates it: one pass 107.7 ->
-// 113.5 (1 row), 113.1 -> 115.0 (16), 188.8 -> 217.5 (64), 728 -> 845
-// (256); split at 1 row went 32.5 -> 13.5 with the block merge too: 64
-// partials a row, which the warp merge reads one round trip per partial.
-// bench/h200_decode_attention.sh times every walk and merge from 1 to 256
-// rows.
+// attention_decode_rows_mma.cu) for decode steps of 16 rows and more, the
+// tensor-core walk (mma, attention_decode_mma.cu) below, each split by its
+// own rule (attention_split.cu). H200, bf16 pages, 32 q / 8 kv heads, D
+// 128, 2,048 positions a row, CUDA graphs, us a call (session 36, second
+// call, the split minimums swept): mma split into 128-position chunks 9.4
+// at one row and 18.0-18.3 at four (registers, 32-position chunks, the
+// default before: 12.0 / 25.2); rows_mma in 128-position chunks 45.2 at 16
+// rows (50.1 in 16-position ones). Session 35, fourth call, at 64 / 256
+// rows (no split there): rows_mma 149.9 / 523.7, rows (CUDA cores, 2 x 48
+// KiB ring) 173.7 / 595.7, registers 188.8 / 726.3. Where a walk does not
+// take a step (head_dim 256 for rows_mma, groups past 64, f32 arenas)
+// walk_of falls back to registers. The 4-stage pipeline lost in every case
+// that isolates it: one pass 107.7 -> 113.5 (1 row), 113.1 -> 115.0 (16),
+// 188.8 -> 217.5 (64), 728 -> 845 (256); split at 1 row went 32.5 -> 13.5
+// with the block merge too: 64 partials a row, which the warp merge reads
+// one round trip per partial. bench/h200_decode_attention.sh times every
+// walk and merge from 1 to 256 rows.
 attention_walk default_walk(bool split, bool decode, std::int64_t rows) {
   static_cast<void>(split);
-  return decode && rows >= 16 ? attention_walk::rows_mma : attention_walk::registers;
+  if (!decode)
+    return attention_walk::registers;
+  return rows >= 16 ? attention_walk::rows_mma : attention_walk::mma;
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
   p->fused_norms = cuda_detail::fused_norms_enabled();
   p->f32_folds = cuda_detail::f32_folds_enabled();
   p->direct_draws = cuda_detail::direct_draws_enabled();
+  p->fused_qkv = cuda_detail::fused_qkv_enabled();
   cudaDeviceProp prop{};
   if (auto ok = kc::check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"); !ok)
     return ok.error();
@@ -103,9 +104,17 @@ result<void> nemotron_h_cuda::upload(const nemotron_h_config& config,
         MSTAR_UP(d.out_proj, p.weights(l.out_proj, hid, c.d_inner()));
         break;
       case layer_kind::attention:
-        MSTAR_UP(d.q, p.weights(l.q, qd, hid));
-        MSTAR_UP(d.k, p.weights(l.k, kvd, hid));
-        MSTAR_UP(d.v, p.weights(l.v, kvd, hid));
+      {
+        std::vector<float> qkv;
+        qkv.reserve(l.q.size() + l.k.size() + l.v.size());
+        for (const std::vector<float>* part : {&l.q, &l.k, &l.v})
+          qkv.insert(qkv.end(), part->begin(), part->end());
+        MSTAR_UP(d.qkv, p.weights(qkv, qd + 2 * kvd, hid));
+        const std::size_t elem = mstar::size_of(p.dtype);
+        d.q = cuda_detail::rows_of(d.qkv, 0, qd, elem);
+        d.k = cuda_detail::rows_of(d.qkv, qd, kvd, elem);
+        d.v = cuda_detail::rows_of(d.qkv, qd + kvd, kvd, elem);
+      }
         MSTAR_UP(d.o, p.weights(l.o, hid, qd));
         break;
       case layer_kind::mlp:

@@ -97,7 +97,7 @@ result<void> nemotron_h_cuda::impl::reserve(std::int64_t tokens, std::int64_t ro
       {&zxbcdt, T * static_cast<std::size_t>(c.in_proj_size()) * f},
       {&xbc, T * static_cast<std::size_t>(c.conv_dim()) * f},
       {&y, T * static_cast<std::size_t>(c.d_inner()) * f},
-      {&q, T * qd * f},
+      {&q, std::max(T * qd, qd + 2 * kvd) * f},  // one token: the fused [q | k | v] row
       {&k, T * kvd * f},
       {&v, T * kvd * f},
       {&o, T * qd * f},
@@ -184,15 +184,24 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, const layer
                                               const kernels::kv_arena_view& kv) {
   const cudaStream_t s = stream.get();
   const gemm_input xs = io.in;
-  if (auto ok = linear(xs, tokens, l.q, q.as<float>()); !ok)
-    return ok;
-  if (auto ok = linear(xs, tokens, l.k, k.as<float>()); !ok)
-    return ok;
-  if (auto ok = linear(xs, tokens, l.v, v.as<float>()); !ok)
-    return ok;
-  if (auto ok = check(kc::append_kv({kv, l.sub_index, table, k.as<float>(), v.as<float>()}, s),
-                      "append_kv");
-      !ok)
+  // One token: q, k and v in one product, a row [q | k | v] in `q` (sized
+  // for it); more: three products into their own rows.
+  float* kp = k.as<float>();
+  float* vp = v.as<float>();
+  if (tokens == 1 && fused_qkv) {
+    if (auto ok = linear(xs, tokens, l.qkv, q.as<float>()); !ok)
+      return ok;
+    kp = q.as<float>() + l.q.rows;
+    vp = kp + l.k.rows;
+  } else {
+    if (auto ok = linear(xs, tokens, l.q, q.as<float>()); !ok)
+      return ok;
+    if (auto ok = linear(xs, tokens, l.k, kp); !ok)
+      return ok;
+    if (auto ok = linear(xs, tokens, l.v, vp); !ok)
+      return ok;
+  }
+  if (auto ok = check(kc::append_kv({kv, l.sub_index, table, kp, vp}, s), "append_kv"); !ok)
     return ok;
   // Small decode batches over long contexts split each row's positions
   // over several blocks (the workspace is sized per step, before any launch).

@@ -279,7 +279,7 @@ TEST(gpu_attention, rows_walk_runs_only_where_the_whole_row_kernel_takes_the_ste
   EXPECT_EQ(walk(w.decode, w.bf16, w.arena + 8, 8, false), cuda::attention_walk::registers);
 }
 
-TEST(gpu_attention, default_walk_is_the_whole_row_tensor_core_one_from_16_decode_rows) {
+TEST(gpu_attention, default_walk_is_on_tensor_cores_whole_rows_from_16_decode_rows) {
   // Host only: sizes and pointers, nothing dereferenced. No override, and
   // the environment's MSTAR_ATTN_DECODE_WALK unset (else it decides).
   if (std::getenv("MSTAR_ATTN_DECODE_WALK") != nullptr)
@@ -294,16 +294,18 @@ TEST(gpu_attention, default_walk_is_the_whole_row_tensor_core_one_from_16_decode
     const kv_page_table t{indptr, indptr, zeros, ones, zeros, zeros};
     return w.walk(t, g, w.arena, w.q, 8, true);
   };
-  EXPECT_EQ(walk(1, w.bf16), cuda::attention_walk::registers);
-  EXPECT_EQ(walk(15, w.bf16), cuda::attention_walk::registers);
+  EXPECT_EQ(walk(1, w.bf16), cuda::attention_walk::mma);
+  EXPECT_EQ(walk(15, w.bf16), cuda::attention_walk::mma);
   EXPECT_EQ(walk(16, w.bf16), cuda::attention_walk::rows_mma);
   EXPECT_EQ(walk(256, w.bf16), cuda::attention_walk::rows_mma);
   kv_geometry d256 = w.bf16;
   d256.head_dim = 256;
+  EXPECT_EQ(walk(1, d256), cuda::attention_walk::mma);  // the mma walk takes D 256
   EXPECT_EQ(walk(256, d256), cuda::attention_walk::registers);  // rows_mma takes D 64 / 128
   kv_geometry f32 = w.bf16;
   f32.dtype = mstar::dtype::float32;
-  EXPECT_EQ(walk(256, f32), cuda::attention_walk::registers);  // the kernel takes bf16 only
+  EXPECT_EQ(walk(1, f32), cuda::attention_walk::registers);  // both kernels take bf16 only
+  EXPECT_EQ(walk(256, f32), cuda::attention_walk::registers);
 }
 
 TEST(gpu_attention, rows_mma_walk_runs_only_where_its_kernel_takes_the_step) {

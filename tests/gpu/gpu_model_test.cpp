@@ -347,6 +347,24 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_activation_and_the_roundi
   expect_pools_whole(*folded);
 }
 
+// A one-token step projects q, k and v in one product over their
+// concatenated rows (nemotron_h_cuda's qkv); each output row is the same
+// dot as in its own product, so with MSTAR_QKV_FUSED=0 (three products,
+// read when the model is made) every prompt gives the same tokens and
+// logits bit for bit.
+TEST(gpu_model_fused_qkv, one_token_steps_project_qkv_in_one_product_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  const auto config = gated_fold_config(4);  // attention layers among the others
+  ASSERT_EQ(setenv("MSTAR_QKV_FUSED", "0", 1), 0);
+  auto separate = random_on_gpu(config);
+  ASSERT_EQ(unsetenv("MSTAR_QKV_FUSED"), 0);
+  auto fused = random_on_gpu(config);
+  ASSERT_NE(separate, nullptr);
+  ASSERT_NE(fused, nullptr);
+  ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*separate, *fused, 31));
+  expect_pools_whole(*fused);
+}
+
 // Chained launches (kernels::cuda::chained_launches: each decode kernel may
 // start while the one before drains, a GEMV streaming its first weights)
 // change when kernels start, never what they compute: the same requests,

@@ -16,6 +16,17 @@ namespace mstar::kernels::cuda::detail {
 /// chunks are multiples of it (split_args::step).
 inline constexpr int decode_mma_step = 64;
 
+/// Fewest positions a split chunk of the kernel takes (split_args::
+/// min_length; min_chunk, 32, rounds up to one step), and the waves of
+/// resident blocks its split aims for (the CUDA-core walks: 2). Measured
+/// on the H200 (session 36, second call; 2,048 positions, 32 q / 8 kv
+/// heads, D 128, graphs, us a call at 32 / 128 / 256 / 512 positions at
+/// least): 1 row 13.0 / **9.4** / 15.7 / 23.8, 4 rows 20.9 / 20.9 / 18.3 /
+/// **18.0** (16 / 16 / 8 / 4 splits: one wave's blocks won there), 16 rows
+/// 62.8 whatever the chunk (whole-row walk's 45.2 there).
+inline constexpr int decode_mma_min_chunk = 128;
+inline constexpr int decode_mma_split_waves = 1;
+
 /// Query heads one block takes for GQA group `group`: 4 (groups up to 4,
 /// padded) or 8 (larger groups, in chunks of 8).
 [[nodiscard]] constexpr int decode_mma_heads(int group) {

@@ -13,13 +13,15 @@
 namespace mstar::kernels::cuda::detail {
 
 /// Fewest positions a split chunk of this kernel takes (split_args::
-/// min_length), where the others take min_chunk: a block takes every kv
-/// head of its positions, so its partials (32 heads x (D + 2) floats at 8
-/// kv heads x group 4) stay ~1/4 of its K/V reads at 16 positions, and a
-/// single row of 2,048 positions fills 128 blocks instead of 64. A guess
-/// from that arithmetic, not measured against 32 (at one row the walk
-/// took 14.0 us against the register walk's 12.0 on the H200, session 35).
-inline constexpr int decode_rows_mma_min_chunk = 16;
+/// min_length), where the CUDA-core walks take min_chunk: a block takes
+/// every kv head of its positions, so a chunk carries 32 heads x (D + 2)
+/// floats of partials at 8 kv heads x group 4. Measured on the H200
+/// (session 36, second call; 2,048 positions, 32 q / 8 kv heads, D 128,
+/// graphs, us a call at 16 / 64 / 128 / 256 positions at least): 16 rows
+/// 50.1 / 50.5 / **45.2** / 56.7, 4 rows 23.8 / 20.9 / 28.5 / 50.6, 1 row
+/// 14.2 / 20.0 / 28.4 / 50.4. The kernel is the default from 16 rows, so
+/// 128; below 16 rows the tensor-core walk of attend_decode_mma.cuh runs.
+inline constexpr int decode_rows_mma_min_chunk = 128;
 
 /// Resident blocks per SM of the kernel at this shape on the current
 /// device (the occupancy calculator, cached); 1 if the runtime cannot say.

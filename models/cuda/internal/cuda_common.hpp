@@ -42,11 +42,29 @@ namespace kc = kernels::cuda;
   return kc::check(cudaSetDevice(device), "cudaSetDevice");
 }
 
-// A device matrix [rows, cols] in the weights' dtype.
+// A device matrix [rows, cols] in the weights' dtype: its own buffer, or
+// (`borrowed`) a run of another matrix's rows, valid while that one lives.
 struct device_matrix {
   kc::device_buffer buffer;
   std::int64_t rows = 0, cols = 0;
+  const void* borrowed = nullptr;
+
+  template <class T>
+  [[nodiscard]] const T* as() const noexcept {
+    return borrowed != nullptr ? static_cast<const T*>(borrowed) : buffer.as<const T>();
+  }
 };
+
+// Rows [first, first + count) of `m`, whose elements are `elem` bytes, as a
+// matrix that borrows them.
+[[nodiscard]] inline device_matrix rows_of(const device_matrix& m, std::int64_t first,
+                                           std::int64_t count, std::size_t elem) {
+  device_matrix v;
+  v.rows = count;
+  v.cols = m.cols;
+  v.borrowed = m.as<std::byte>() + static_cast<std::size_t>(first * m.cols) * elem;
+  return v;
+}
 
 // A GEMM's input rows: float32, or already bfloat16 (written there by the
 // fused kernel before the GEMM). bf16 rows are read only with bf16 weights.
@@ -92,6 +110,14 @@ struct gemm_input {
   return e == nullptr || std::string_view{e} != "0";
 }
 
+// Whether a model made now projects a one-token step's q, k and v in one
+// product over their concatenated rows (`MSTAR_QKV_FUSED=0`: three, for
+// A/B runs; the weights are concatenated either way).
+[[nodiscard]] inline bool fused_qkv_enabled() {
+  const char* e = std::getenv("MSTAR_QKV_FUSED");
+  return e == nullptr || std::string_view{e} != "0";
+}
+
 // The decode graph for `rows` rows launched from forward slot `slot` of
 // `slots`: one a row count, or one a (row count, slot) with direct draws
 // (each slot's graph writes its own `drawn`).
@@ -123,7 +149,7 @@ struct f32_folds {
 template <class Params>
 void set_weight_and_output(Params& p, std::int64_t t, const device_matrix& w, float* out_rows,
                            bool accumulate) {
-  p.weight = kernels::matrix(w.buffer.as<const std::uint16_t>(), w.rows, w.cols);
+  p.weight = kernels::matrix(w.as<std::uint16_t>(), w.rows, w.cols);
   p.weight_static = true;  // model weights: uploaded at load
   p.out_f32 = kernels::matrix(out_rows, t, w.rows);
   p.accumulate = accumulate;
@@ -246,7 +272,7 @@ struct launch_outcome {
       return {cudaErrorInvalidValue, "linear: accumulating needs bf16 weights"};
     return {kc::linear(blas,
                        {kernels::matrix(in.f32, t, w.cols),
-                        kernels::matrix(w.buffer.as<const float>(), w.rows, w.cols),
+                        kernels::matrix(w.as<float>(), w.rows, w.cols),
                         {},
                         kernels::matrix(out_rows, t, w.rows)},
                        s),

@@ -25,6 +25,10 @@ struct device_layer {
   std::int32_t sub_index = 0;
   kc::device_buffer norm, conv_w, conv_b, dt_bias, a_log, d, gnorm;  // f32
   device_matrix in_proj, out_proj, q, k, v, o, up, down;
+  // Attention: q, k and v borrow their rows of one matrix, so a one-token
+  // step projects all three in one product (a GEMV reads the weights once
+  // in one launch where three launches each paid their ramp and tail).
+  device_matrix qkv;
 };
 
 // Where each index array of a step sits in the plan buffer (int32 units).
@@ -104,6 +108,8 @@ struct nemotron_h_cuda::impl {
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
+  /// One-token steps project q, k and v in one product (fused_qkv_enabled).
+  bool fused_qkv = true;
   /// Where the forward being enqueued has its argmax / sampling write its
   /// draws: its slot's `drawn` (direct draws) or `greedy`.
   std::int32_t* draws_to = nullptr;
