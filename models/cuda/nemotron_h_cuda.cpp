@@ -103,8 +103,7 @@ result<void> nemotron_h_cuda::upload(const nemotron_h_config& config,
         MSTAR_UP(d.gnorm, p.floats(l.gnorm));
         MSTAR_UP(d.out_proj, p.weights(l.out_proj, hid, c.d_inner()));
         break;
-      case layer_kind::attention:
-      {
+      case layer_kind::attention: {
         std::vector<float> qkv;
         qkv.reserve(l.q.size() + l.k.size() + l.v.size());
         for (const std::vector<float>* part : {&l.q, &l.k, &l.v})

@@ -300,7 +300,7 @@ TEST(gpu_attention, default_walk_is_on_tensor_cores_whole_rows_from_16_decode_ro
   EXPECT_EQ(walk(256, w.bf16), cuda::attention_walk::rows_mma);
   kv_geometry d256 = w.bf16;
   d256.head_dim = 256;
-  EXPECT_EQ(walk(1, d256), cuda::attention_walk::mma);  // the mma walk takes D 256
+  EXPECT_EQ(walk(1, d256), cuda::attention_walk::mma);          // the mma walk takes D 256
   EXPECT_EQ(walk(256, d256), cuda::attention_walk::registers);  // rows_mma takes D 64 / 128
   kv_geometry f32 = w.bf16;
   f32.dtype = mstar::dtype::float32;
