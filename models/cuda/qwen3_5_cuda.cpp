@@ -38,6 +38,7 @@ result<std::unique_ptr<qwen3_5_cuda>> qwen3_5_cuda::make(int device, mstar::dtyp
   p->graphs = graphs;
   p->fused_norms = cuda_detail::fused_norms_enabled();
   p->f32_folds = cuda_detail::f32_folds_enabled();
+  p->fused_qkv = cuda_detail::fused_qkv_enabled();
   p->direct_draws = cuda_detail::direct_draws_enabled();
   cudaDeviceProp prop{};
   if (auto ok = kc::check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties"); !ok)
@@ -154,9 +155,15 @@ result<void> qwen3_5_cuda::impl::upload(const qwen3_5_config& c, const qwen3_5_h
       MSTAR_UP(d.gnorm, floats(l.gnorm));
       MSTAR_UP(d.out_proj, weights(l.out_proj, hid, vd));
     } else {
-      MSTAR_UP(d.q, weights(l.q, 2 * qd, hid));
-      MSTAR_UP(d.k, weights(l.k, kvd, hid));
-      MSTAR_UP(d.v, weights(l.v, kvd, hid));
+      std::vector<float> qkv;
+      qkv.reserve(l.q.size() + l.k.size() + l.v.size());
+      for (const std::vector<float>* part : {&l.q, &l.k, &l.v})
+        qkv.insert(qkv.end(), part->begin(), part->end());
+      MSTAR_UP(d.qkv, weights(qkv, 2 * qd + 2 * kvd, hid));
+      const std::size_t elem = mstar::size_of(dtype);
+      d.q = cuda_detail::rows_of(d.qkv, 0, 2 * qd, elem);
+      d.k = cuda_detail::rows_of(d.qkv, 2 * qd, kvd, elem);
+      d.v = cuda_detail::rows_of(d.qkv, 2 * qd + kvd, kvd, elem);
       MSTAR_UP(d.o, weights(l.o, hid, qd));
       MSTAR_UP(d.q_norm, floats(l.q_norm));
       MSTAR_UP(d.k_norm, floats(l.k_norm));
@@ -214,7 +221,7 @@ result<void> qwen3_5_cuda::impl::reserve(std::int64_t tokens, std::int64_t rows,
       {&proj, T * z(proj_n) * f},
       {&conv, T * z(cd) * f},
       {&rule, T * z(vd) * f},
-      {&qg, T * z(2 * qd) * f},
+      {&qg, std::max(T * z(2 * qd), z(2 * qd + 2 * kvd)) * f},  // one token: [q | k | v]
       {&q, T * z(qd) * f},
       {&k, T * z(kvd) * f},
       {&v, T * z(kvd) * f},

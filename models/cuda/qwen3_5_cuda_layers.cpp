@@ -123,14 +123,24 @@ result<void> qwen3_5_cuda::impl::attention(const layer& l, const layer_io& io,
   float* qgp = qg.as<float>();
   float* qq = q.as<float>();
   float* kk = k.as<float>();
+  float* vv = v.as<float>();
   float* oo = o.as<float>();
   const gemm_input xs = io.in;
-  if (auto ok = linear(xs, T, l.q, qgp); !ok)
-    return ok;
-  if (auto ok = linear(xs, T, l.k, kk); !ok)
-    return ok;
-  if (auto ok = linear(xs, T, l.v, v.as<float>()); !ok)
-    return ok;
+  // One token: q (with its gate), k and v in one product, a row [q | k |
+  // v] in `qg` (sized for it); more: three products into their own rows.
+  if (T == 1 && fused_qkv) {
+    if (auto ok = linear(xs, T, l.qkv, qgp); !ok)
+      return ok;
+    kk = qgp + l.q.rows;
+    vv = kk + l.k.rows;
+  } else {
+    if (auto ok = linear(xs, T, l.q, qgp); !ok)
+      return ok;
+    if (auto ok = linear(xs, T, l.k, kk); !ok)
+      return ok;
+    if (auto ok = linear(xs, T, l.v, vv); !ok)
+      return ok;
+  }
   const auto eps = static_cast<float>(c.rms_norm_eps);
   // The queries sit in the first D of each head's 2 D projection columns:
   // the norm reads them strided and writes them packed.
@@ -156,9 +166,7 @@ result<void> qwen3_5_cuda::impl::attention(const layer& l, const layer_io& io,
     if (auto ok = check(kc::mrope(rp, s), "mrope"); !ok)
       return ok;
   }
-  if (auto ok =
-          check(kc::append_kv({st.kv, l.sub_index, table, kk, v.as<float>()}, s), "append_kv");
-      !ok)
+  if (auto ok = check(kc::append_kv({st.kv, l.sub_index, table, kk, vv}, s), "append_kv"); !ok)
     return ok;
   const kernels::paged_attention_params ap{
       st.kv, l.sub_index, table, qq, oo, static_cast<std::int32_t>(Hq), 0.0F};

@@ -262,36 +262,39 @@ INSTANTIATE_TEST_SUITE_P(qwen3_5, gpu_qwen3_5_parity,
 // when they are drawn on the device (decode graphs, loopback rows).
 TEST(gpu_qwen3_5_fused_norms, batch_one_decode_equals_the_separate_norm_launches_bit_for_bit) {
   MSTAR_REQUIRE_GPU();
-  for (const char* name : {"qwen3_5_tiny", "qwen3_5_tiny_text"}) {
-    SCOPED_TRACE(name);
-    const auto expected = load_expected(name);
-    ASSERT_EQ(setenv("MSTAR_FUSED_NORM", "0", 1), 0);
-    auto separate = qwen_on_gpu(name, mstar::dtype::bfloat16);
-    ASSERT_EQ(unsetenv("MSTAR_FUSED_NORM"), 0);
-    auto folded = qwen_on_gpu(name, mstar::dtype::bfloat16);
-    ASSERT_NE(separate, nullptr);
-    ASSERT_NE(folded, nullptr);
-    for (const bool keep_logits : {true, false}) {
-      const auto reqs = greedy(expected, keep_logits);
-      for (std::size_t i = 0; i < reqs.size(); ++i) {
-        SCOPED_TRACE("prompt " + std::to_string(i) + (keep_logits ? ", logits" : ", drawn"));
-        const auto a = run(*separate, {reqs[i]});
-        const auto b = run(*folded, {reqs[i]});
-        ASSERT_EQ(a.size(), 1U);
-        ASSERT_EQ(b.size(), 1U);
-        EXPECT_EQ(a[0].tokens[0], b[0].tokens[0]);
-        EXPECT_EQ(b[0].tokens[0].size(), expected[i].generated.size());
-        if (!keep_logits)
-          continue;
-        ASSERT_EQ(a[0].logits[0].size(), b[0].logits[0].size());
-        ASSERT_EQ(b[0].logits[0].size(), expected[i].generated.size());
-        for (std::size_t s = 0; s < a[0].logits[0].size(); ++s)
-          EXPECT_EQ(a[0].logits[0][s], b[0].logits[0][s]) << "step " << s;
+  // Also one product for q, k and v at one token (MSTAR_QKV_FUSED=0: three):
+  // each output row is the same dot either way.
+  for (const char* off : {"MSTAR_FUSED_NORM", "MSTAR_QKV_FUSED"})
+    for (const char* name : {"qwen3_5_tiny", "qwen3_5_tiny_text"}) {
+      SCOPED_TRACE(std::string{name} + ", " + off + "=0");
+      const auto expected = load_expected(name);
+      ASSERT_EQ(setenv(off, "0", 1), 0);
+      auto separate = qwen_on_gpu(name, mstar::dtype::bfloat16);
+      ASSERT_EQ(unsetenv(off), 0);
+      auto folded = qwen_on_gpu(name, mstar::dtype::bfloat16);
+      ASSERT_NE(separate, nullptr);
+      ASSERT_NE(folded, nullptr);
+      for (const bool keep_logits : {true, false}) {
+        const auto reqs = greedy(expected, keep_logits);
+        for (std::size_t i = 0; i < reqs.size(); ++i) {
+          SCOPED_TRACE("prompt " + std::to_string(i) + (keep_logits ? ", logits" : ", drawn"));
+          const auto a = run(*separate, {reqs[i]});
+          const auto b = run(*folded, {reqs[i]});
+          ASSERT_EQ(a.size(), 1U);
+          ASSERT_EQ(b.size(), 1U);
+          EXPECT_EQ(a[0].tokens[0], b[0].tokens[0]);
+          EXPECT_EQ(b[0].tokens[0].size(), expected[i].generated.size());
+          if (!keep_logits)
+            continue;
+          ASSERT_EQ(a[0].logits[0].size(), b[0].logits[0].size());
+          ASSERT_EQ(b[0].logits[0].size(), expected[i].generated.size());
+          for (std::size_t s = 0; s < a[0].logits[0].size(); ++s)
+            EXPECT_EQ(a[0].logits[0][s], b[0].logits[0][s]) << "step " << s;
+        }
       }
+      expect_qwen_pools_whole(*separate);
+      expect_qwen_pools_whole(*folded);
     }
-    expect_qwen_pools_whole(*separate);
-    expect_qwen_pools_whole(*folded);
-  }
 }
 
 // Direct draws (cuda_common.hpp's direct_draws_enabled: argmax writes each

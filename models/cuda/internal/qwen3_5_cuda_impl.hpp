@@ -27,6 +27,9 @@ struct layer {
   kc::device_buffer conv_w, dt_bias, a_log, gnorm;             // f32
   kc::device_buffer q_norm, k_norm;                            // f32 [D]
   device_matrix in_proj, out_proj, q, k, v, o, gate_up, down;  // gate_up: [2 inter, hidden]
+  // Attention: q (with its gate), k and v borrow their rows of one matrix,
+  // so a one-token step projects all three in one product.
+  device_matrix qkv;
 };
 
 // Where each index array of a step sits in the plan buffer (int32 units);
@@ -86,6 +89,8 @@ struct qwen3_5_cuda::impl {
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
+  /// One-token steps project q, k and v in one product (fused_qkv_enabled).
+  bool fused_qkv = true;
   /// Where the forward being enqueued has its argmax / sampling write its
   /// draws: its slot's `drawn` (direct draws) or `greedy`.
   std::int32_t* draws_to = nullptr;
