@@ -379,24 +379,26 @@ def import_flashinfer(torch, args, out, build=False):
             mod = original(name, sources, extra_cflags, list(extra_cuda_cflags or []) + fix,
                            extra_ldflags, extra_include_paths)
             import shutil
-            shutil.copy2(os.path.join(core.FLASHINFER_JIT_DIR, name, f"{name}.so"),
-                         os.path.join(ops, f"{name}.so"))
+            dest = os.path.join(ops, f"{name}.so")  # whole or absent, should a timeout strike
+            shutil.copy2(os.path.join(core.FLASHINFER_JIT_DIR, name, f"{name}.so"), dest + ".part")
+            os.replace(dest + ".part", dest)
             where[name] = ops
             return mod
         dirs = [ops] + ([os.path.abspath(args.flashinfer_prebuilt)]
                         if args.flashinfer_prebuilt else [])
+        why = []
         for d in dirs:
             so = os.path.join(d, f"{name}.so")
-            if os.path.exists(so):
-                made = fi_build_info(d).get("torch")
-                if made != torch.__version__:  # another libtorch ABI: do not load
-                    raise RuntimeError(f"{so} was built against torch {made}, this is "
-                                       f"{torch.__version__}")
+            made = fi_build_info(d).get("torch")
+            if not os.path.exists(so):
+                why.append(f"none in {d}")
+            elif made != torch.__version__:  # another libtorch ABI: not loaded
+                why.append(f"{d}'s built against torch {made}, this is {torch.__version__}")
+            else:
                 torch.ops.load_library(so)  # registers torch.ops.<name> (TORCH_LIBRARY)
                 where[name] = d
                 return getattr(torch.ops, name)
-        raise FileNotFoundError(f"module {name} not built (no {name}.so in {', '.join(dirs)}; "
-                                f"--build flashinfer makes it)")
+        raise FileNotFoundError(f"{'; '.join(why)} (--build flashinfer makes it): {name}")
 
     # Every flashinfer module that imported the loader by name.
     for mod in list(sys.modules.values()):

@@ -41,5 +41,5 @@ export PATH=/usr/local/cuda/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} MA
   --flashinfer-src "$work/flashinfer_python-0.2.5" --flashinfer-cache "$work/cache" 2>&1 |
   grep -v -e 'warning #20280-D' -e '^Remark' -e '^$'
 rm -f "$whl"/flashinfer-0.2.5-ops-*.tar.xz
-tar cJf "$whl/flashinfer-0.2.5-ops-torch$torch_version.tar.xz" -C "$work/cache" ops
+tar cJf "$whl/flashinfer-0.2.5-ops-torch${torch_version/+/-}.tar.xz" -C "$work/cache" ops
 ls -la "$whl"
