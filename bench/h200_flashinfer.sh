@@ -3,7 +3,7 @@
 # one device call of under 10 minutes, results under $OUT:
 #   flashinfer-build.log  bench/baselines_h200.py --build flashinfer: its four
 #                         JIT modules compiled for sm_90a on the device's CPUs
-#                         (MAX_JOBS 8) in the background, bounded 420 s, while
+#                         (MAX_JOBS 8, FI_JOBS) in the background, bounded 420 s, while
 #                         the GPU runs the rest; FI_BUILD=0 skips it
 #   ours.jsonl            mstar-gpu-bench --suite attention --rows 1 4 16 64
 #                         256 --prefill-rows 1 8 --graphs --rounds 5
@@ -44,8 +44,8 @@ shapes=(--rows 1 4 16 64 256 --prefill-rows 1 8 --rounds 5)
 } | tee "$out/env.txt"
 build=
 if [[ ${FI_BUILD:-1} != 0 ]]; then
-  step "FlashInfer build in the background (MAX_JOBS 8, at most 420 s)"
-  MAX_JOBS=8 timeout 420 python3 "$root/bench/baselines_h200.py" --json --build flashinfer \
+  step "FlashInfer build in the background (MAX_JOBS ${FI_JOBS:-8}, at most 420 s)"
+  MAX_JOBS=${FI_JOBS:-8} timeout 420 python3 "$root/bench/baselines_h200.py" --json --build flashinfer \
     "${fi_args[@]}" >"$out/flashinfer-build.log" 2>&1 &
   build=$!
 fi
@@ -70,6 +70,6 @@ python3 "$root/bench/kernels_table.py" "$out/ours.jsonl" "$out/baselines.jsonl" 
 cat "$out/kernels-table.md"
 if python3 -c 'import matplotlib' 2>/dev/null; then
   python3 "$root/bench/plot_attention.py" "$out/ours.jsonl" "$out/baselines.jsonl" \
-    --out "$out/attention.png" | tail -3
+    --out "$out/attention.png" 2>&1 | tail -3
 fi
 step "done"

@@ -52,7 +52,7 @@ MAX_JOBS=4 timeout 300 python3 "$root/bench/baselines_h200.py" --build causal-co
 build=$!
 # So do FlashInfer's modules (decode, fa2 and fa3 prefill, page; fa3 the
 # longest, ~170 s of one core here).
-MAX_JOBS=8 timeout 420 python3 "$root/bench/baselines_h200.py" --json --build flashinfer \
+MAX_JOBS=${FI_JOBS:-8} timeout 420 python3 "$root/bench/baselines_h200.py" --json --build flashinfer \
   "${fi_args[@]}" >"$out/flashinfer-build.log" 2>&1 &
 fi_build=$!
 echo "== mstar-gpu-bench --suite kernels17"
