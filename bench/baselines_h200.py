@@ -11,6 +11,19 @@ names so bench/h200_kernels.sh can join the two:
   backend refuses that, through K/V repeated to the 32 query heads beforehand
   (materialised, outside the timed call): "gqa" says which. A backend
   refusing both is reported as refused, with its reason.
+- the same case names, library "flashinfer" (--parts flashinfer): FlashInfer
+  0.2.5's paged kernels on bf16 K/V pages of --page-size (16, ours) tokens
+  scattered over a [pages, 2, page, Hkv, D] NHD cache. Decode through
+  BatchDecodeWithPagedKVCacheWrapper with use_tensor_cores False (backend
+  "cuda_cores", its decode kernel) and True ("fa2_tensor_cores", its fa2
+  prefill kernel); causal prefill through BatchPrefillWithPagedKVCacheWrapper
+  with backend fa2 and fa3 ("auto_picks": what 'auto' takes on the device).
+  plan() outside the timing; the graph mode captures the wrapper built with
+  use_cuda_graph=True ("graph_form"). Each output checked once against f32
+  SDPA on the K/V its pages hold ("max_abs_err"; over 0.05 refuses the
+  case). Its JIT modules are compiled by --build flashinfer (no GPU needed)
+  into --flashinfer-cache, or carried prebuilt (--flashinfer-prebuilt); the
+  timing run compiles nothing (see import_flashinfer).
 - ssd_scan_<shape>_<rows>x<L>, ssd_update_<shape>_b<batch>: mamba-ssm's
   Triton kernels, mamba_chunk_scan_combined (chunk 128, dt softplus, D,
   dt_bias, final states returned) and selective_state_update (state f32,
@@ -40,10 +53,13 @@ interleaved with a 1 GiB device-to-device copy (bytes read + written per
 second, the drift check). One JSON object per line (--json): bench
 "baseline", case, library, backend, mode, dtype, us_per_call,
 copy_GB_per_s, and GB_per_s / TFLOP_per_s / tokens_per_s where they apply;
-refusals as {"case", "library", "backend", "refused"}; notes as {"note"}.
+refusals as {"case", "library", "backend", "refused"}; notes as {"note"};
+--build flashinfer's modules as {"flashinfer_build", "ok", "seconds"}.
 
-  python3 bench/baselines_h200.py [--json] [--parts attention,ssd,conv]
-      [--mamba-src DIR] [--causal-conv1d-src DIR] [--build causal-conv1d]
+  python3 bench/baselines_h200.py [--json] [--parts attention,ssd,conv,flashinfer]
+      [--mamba-src DIR] [--causal-conv1d-src DIR] [--flashinfer-src DIR]
+      [--flashinfer-cache DIR] [--flashinfer-prebuilt DIR]
+      [--build causal-conv1d|flashinfer]
 """
 
 import argparse
@@ -63,7 +79,7 @@ def parse_args():
     ap.add_argument("--json", action="store_true", help="one JSON object per line")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median)")
     ap.add_argument("--parts", default="attention,ssd,conv",
-                    help="comma-separated: attention, ssd, conv")
+                    help="comma-separated: attention, ssd, conv, flashinfer")
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 16, 64, 256],
                     help="decode attention rows")
     ap.add_argument("--context", type=int, default=2048, help="decode attention context")
@@ -73,10 +89,19 @@ def parse_args():
     ap.add_argument("--modes", default="eager,graph", help="eager, graph or both")
     ap.add_argument("--mamba-src", help="unpacked mamba-ssm source tree (holds mamba_ssm/)")
     ap.add_argument("--causal-conv1d-src", help="unpacked causal-conv1d source tree")
-    ap.add_argument("--build", choices=["causal-conv1d"],
-                    help="only compile causal-conv1d's extension (sm_90) into --ext-dir")
+    ap.add_argument("--build", choices=["causal-conv1d", "flashinfer"],
+                    help="only compile causal-conv1d's extension (sm_90) into --ext-dir, or "
+                         "FlashInfer's modules (sm_90a) into --flashinfer-cache; no GPU needed")
     ap.add_argument("--ext-dir", default="/tmp/causal_conv1d_build",
                     help="where causal-conv1d's extension is (or gets) built")
+    ap.add_argument("--page-size", type=int, default=16, help="FlashInfer's KV page (ours: 16)")
+    ap.add_argument("--flashinfer-src", help="unpacked flashinfer-python sdist (holds flashinfer/)")
+    ap.add_argument("--flashinfer-cache", default="/tmp/flashinfer_build",
+                    help="FlashInfer's build folder: --build writes ops/<module>.so there, "
+                         "the timing run loads them from there")
+    ap.add_argument("--flashinfer-prebuilt",
+                    help="a folder of FlashInfer module .so files built elsewhere (same torch, "
+                         "CUDA major, sm_90a), loaded where --flashinfer-cache has none")
     return ap.parse_args()
 
 
@@ -89,6 +114,10 @@ class Out:
             print(json.dumps(r), flush=True)
         elif "note" in r:
             print(f"note: {r['note']}", flush=True)
+        elif "flashinfer_build" in r:
+            how = "ok" if r["ok"] else f"FAILED: {r['error']}"
+            print(f"flashinfer build {r['flashinfer_build']:12s} {r['seconds']:7.1f} s  {how}",
+                  flush=True)
         elif "refused" in r:
             print(f"{r['case']:28s} {r['library']}/{r['backend']}: refused: {r['refused']}",
                   flush=True)
@@ -162,10 +191,13 @@ class Runner:
     def copy(self):
         self.dst.copy_(self.src)
 
-    def run(self, case, fn, fields, bytes_moved=None, flops=None, tokens=None):
+    def run(self, case, fn, fields, bytes_moved=None, flops=None, tokens=None, graph_fn=None):
+        """graph_fn: what to capture for the graph mode where it is not fn
+        (a library's CUDA-graph form of the call); its lines say
+        "graph_form": true."""
         fns = {"eager": fn}
         if "graph" in self.modes:
-            fns["graph"] = graphed(self.torch, fn)
+            fns["graph"] = graphed(self.torch, graph_fn or fn)
         for mode in self.modes:
             f = fns.get(mode)
             if f is None:
@@ -174,6 +206,8 @@ class Runner:
             r = {"bench": "baseline", "case": case, **fields, "mode": mode,
                  "us_per_call": ms * 1e3,
                  "copy_GB_per_s": self.copy_bytes / (cms * 1e-3) / 1e9}
+            if mode == "graph" and graph_fn is not None:
+                r["graph_form"] = True
             if bytes_moved is not None:
                 r["GB_per_s"] = bytes_moved / (ms * 1e-3) / 1e9
                 r["ratio_to_copy"] = r["GB_per_s"] / r["copy_GB_per_s"]
@@ -256,6 +290,333 @@ def attention(torch, run, args):
         flops = 4.0 * D * HQ * rows * L * (L + 1) / 2
         one_case(f"prefill_attention_{rows}x{L}", q, k, v, True, flops, kv_bytes, rows * L)
         del q, k, v
+    torch.cuda.empty_cache()
+
+
+# ---- attention: FlashInfer's paged kernels ----
+
+# FlashInfer (flashinfer-python) 0.2.5 from its source archive: the 2.5 MB
+# sdist with 3rdparty/cutlass, pure Python plus CUDA sources its jit/ package
+# compiles on first use with torch.utils.cpp_extension (ninja, nvcc). Only the
+# four modules these cases load are built, each for one dtype (bf16 q, K/V
+# and out, int32 page indices), head_dim 128, no RoPE, sliding window or soft
+# cap, for sm_90a: label -> (generator, its arguments) in flashinfer.jit.
+FI_VERSION = "0.2.5"
+FI_ARCH = "9.0a"  # TORCH_CUDA_ARCH_LIST: sm_90a, which the fa3 kernels need
+FI_TOL = 0.05  # max abs error against SDPA that fails a case (outputs are O(0.5))
+FI_QSCALE = 8.0  # q in [-8, 8): logits of std ~2.7, a peaked softmax (see fi_check)
+
+
+def fi_modules(torch):
+    bf16 = torch.bfloat16
+    common = (bf16, bf16, bf16, torch.int32, D, D, 0, False, False)
+    return [("decode", "gen_batch_decode_module", common),
+            ("prefill_fa2", "gen_batch_prefill_module", ("fa2", *common, False)),
+            ("page", None, ()),  # flashinfer.page: the fa3 run's page-to-token offsets
+            ("prefill_fa3", "gen_batch_prefill_module", ("fa3", *common, False))]
+
+
+def nvcc_version(torch):
+    import re
+    import subprocess
+    from torch.utils.cpp_extension import CUDA_HOME
+    nvcc = os.path.join(CUDA_HOME, "bin", "nvcc") if CUDA_HOME else "nvcc"
+    text = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"release (\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def import_flashinfer(torch, args, out, build=False):
+    """Imports flashinfer from the unpacked sdist (--flashinfer-src) with its
+    module loader replaced: building (build), the modules compile as
+    flashinfer would, with the patch below, and each .so is copied to
+    <cache>/ops; timing, each module is loaded from <cache>/ops or
+    --flashinfer-prebuilt, nothing compiled (a missing one refuses its cases).
+    Returns (flashinfer, where each loaded module came from)."""
+    src = os.path.abspath(args.flashinfer_src)
+    pkg = os.path.join(src, "flashinfer")
+    if not os.path.isdir(pkg):
+        raise RuntimeError(f"--flashinfer-src {src}: no flashinfer/ folder")
+    # The sdist maps flashinfer.data to its root and flashinfer.data.cutlass
+    # to 3rdparty/cutlass (pyproject's package-dir); jit/env.py looks for the
+    # headers and sources there. Links, as its editable install makes them
+    # (custom_backend.py), made before the import (jit/core.py would create
+    # an empty data/csrc).
+    data = os.path.join(pkg, "data")
+    os.makedirs(data, exist_ok=True)
+    for name, target in (("csrc", "csrc"), ("include", "include"),
+                         ("cutlass", "3rdparty/cutlass"), ("tvm_binding", "tvm_binding")):
+        link = os.path.join(data, name)
+        if not os.path.lexists(link):
+            os.symlink(os.path.join(src, target), link)
+    cache = os.path.abspath(args.flashinfer_cache)
+    ops = os.path.join(cache, "ops")
+    os.makedirs(ops, exist_ok=True)
+    # Generated sources and ninja build folders go under the cache, not $HOME;
+    # the arch list also stops jit/env.py and cpp_extension asking a GPU.
+    os.environ["FLASHINFER_WORKSPACE_BASE"] = os.path.join(cache, "workspace")
+    os.environ["TORCH_CUDA_ARCH_LIST"] = FI_ARCH
+    sys.path.insert(0, src)
+    import flashinfer
+    import flashinfer.jit.core as core
+    if flashinfer.__version__ != FI_VERSION:
+        out.emit({"bench": "baseline", "note": f"flashinfer {flashinfer.__version__} from {src}, "
+                                               f"not the {FI_VERSION} this was written for"})
+    original = core.load_cuda_ops
+    # Patch 1: CUDA 12.8+ nvcc defaults to -static-global-template-stub=true,
+    # which makes each translation unit's __global__ template instances
+    # internal; flashinfer instantiates its kernels in one file
+    # (batch_*_kernel*.cu) and launches them from another (batch_*.cu), so
+    # the link fails ("undefined hidden symbol ...Kernel<...>"). The flag
+    # turned off restores the earlier behaviour (later flashinfer versions
+    # pass it themselves).
+    fix = ["-static-global-template-stub=false"] if nvcc_version(torch) >= (12, 8) else []
+    where = {}
+
+    def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
+             extra_include_paths=None):
+        if build:
+            mod = original(name, sources, extra_cflags, list(extra_cuda_cflags or []) + fix,
+                           extra_ldflags, extra_include_paths)
+            import shutil
+            dest = os.path.join(ops, f"{name}.so")  # whole or absent, should a timeout strike
+            shutil.copy2(os.path.join(core.FLASHINFER_JIT_DIR, name, f"{name}.so"), dest + ".part")
+            os.replace(dest + ".part", dest)
+            where[name] = ops
+            return mod
+        dirs = [ops] + ([os.path.abspath(args.flashinfer_prebuilt)]
+                        if args.flashinfer_prebuilt else [])
+        why = []
+        for d in dirs:
+            so = os.path.join(d, f"{name}.so")
+            made = fi_build_info(d).get("torch")
+            if not os.path.exists(so):
+                why.append(f"none in {d}")
+            elif made != torch.__version__:  # another libtorch ABI: not loaded
+                why.append(f"{d}'s built against torch {made}, this is {torch.__version__}")
+            else:
+                torch.ops.load_library(so)  # registers torch.ops.<name> (TORCH_LIBRARY)
+                where[name] = d
+                return getattr(torch.ops, name)
+        raise FileNotFoundError(f"{'; '.join(why)} (--build flashinfer makes it): {name}")
+
+    # Every flashinfer module that imported the loader by name.
+    for mod in list(sys.modules.values()):
+        if (getattr(mod, "__name__", "").startswith("flashinfer")
+                and getattr(mod, "load_cuda_ops", None) is original):
+            mod.load_cuda_ops = load
+    return flashinfer, where
+
+
+def fi_build_info(ops):
+    """<ops>/build.json: what the modules there were built with."""
+    try:
+        with open(os.path.join(ops, "build.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def build_flashinfer(torch, args, out):
+    """Compiles the modules of fi_modules in turn (no GPU needed), each one's
+    seconds and outcome a line; a failure does not stop the next. Records in
+    <cache>/ops/build.json the torch, CUDA and nvcc versions (a module loads
+    only under the torch it was built with) and each module's seconds."""
+    import time
+    fi, where = import_flashinfer(torch, args, out, build=True)
+    import flashinfer.jit as jit
+    import flashinfer.page as page
+    out.emit({"bench": "baseline", "note": f"flashinfer {fi.__version__}: building for sm_90a "
+              f"with nvcc {'.'.join(map(str, nvcc_version(torch)))}, torch {torch.__version__}, "
+              f"MAX_JOBS {os.environ.get('MAX_JOBS', 'unset')}, into "
+              f"{os.path.join(os.path.abspath(args.flashinfer_cache), 'ops')}"})
+    ops = os.path.join(os.path.abspath(args.flashinfer_cache), "ops")
+    info = {"flashinfer": fi.__version__, "torch": torch.__version__, "cuda": torch.version.cuda,
+            "nvcc": ".".join(map(str, nvcc_version(torch))), "arch": FI_ARCH,
+            "max_jobs": os.environ.get("MAX_JOBS"), "modules": {}}
+    failed = 0
+    for label, gen, gen_args in fi_modules(torch):
+        t0 = time.time()
+        try:
+            if gen is None:
+                page._page_module = None
+                page.get_page_module()
+            else:
+                getattr(jit, gen)(*gen_args)
+            ok, err = True, None
+        except Exception as e:  # noqa: BLE001 - the next module may still build
+            ok, err = False, " ".join(str(e).split())[-600:]
+            failed += 1
+        r = {"flashinfer_build": label, "ok": ok, "seconds": round(time.time() - t0, 1),
+             **({"error": err} if err else {})}
+        info["modules"][label] = r
+        with open(os.path.join(ops, "build.json"), "w") as f:
+            json.dump(info, f, indent=1)
+        out.emit({"bench": "baseline", **r})
+    return failed
+
+
+def fi_paged(torch, gen, rows, L, page_size):
+    """rows rows of L cached tokens on page_size-token pages scattered over
+    a [pages, 2, page_size, Hkv, D] bf16 NHD cache (FlashInfer's one-tensor
+    layout): (cache, indptr, indices, last_page_len), int32, on the GPU."""
+    per_row = (L + page_size - 1) // page_size
+    pages = rows * per_row
+    cache = ((torch.rand(pages, 2, page_size, HKV, D, device="cuda", generator=gen) * 2 - 1)
+             .to(torch.bfloat16))
+    indices = torch.randperm(pages, device="cuda", generator=gen).to(torch.int32)
+    indptr = torch.arange(rows + 1, device="cuda", dtype=torch.int32) * per_row
+    last = torch.full((rows,), L - (per_row - 1) * page_size, device="cuda", dtype=torch.int32)
+    return cache, indptr, indices, last
+
+
+def fi_check(torch, got, q, cache, indices, per_row, L, causal):
+    """Max abs difference between a FlashInfer output ([tokens, Hq, D], bf16)
+    and f32 SDPA (math backend, GQA) on the same q and the K/V its pages hold,
+    a row at a time. q is scaled so the softmax is peaked (a few keys carry
+    each output, |out| ~ 0.5): a wrong mask, head group or page gives errors
+    of that order, bf16 rounding a few 1e-3."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    rows = indices.numel() // per_row
+    per_q = q.shape[0] // rows
+    err = 0.0
+    for r in range(rows):
+        kv = cache[indices[r * per_row:(r + 1) * per_row].long()]  # [pages, 2, P, Hkv, D]
+        kv = kv.float().transpose(0, 1).reshape(2, -1, HKV, D)[:, :L].permute(0, 2, 1, 3)
+        qr = q[r * per_q:(r + 1) * per_q].float().transpose(0, 1)[None]  # [1, Hq, n, D]
+        with sdpa_kernel(SDPBackend.MATH):
+            ref = F.scaled_dot_product_attention(qr, kv[0][None], kv[1][None],
+                                                 is_causal=causal, enable_gqa=True)
+        diff = (got[r * per_q:(r + 1) * per_q].float().transpose(0, 1)[None] - ref).abs().max()
+        err = max(err, float(diff))
+    return err
+
+
+def flashinfer_attention(torch, run, args, out):
+    """BatchDecodeWithPagedKVCacheWrapper (use_tensor_cores False and True)
+    and BatchPrefillWithPagedKVCacheWrapper (causal; fa2 and fa3) on the
+    decode and prefill shapes, pages of --page-size tokens, NHD. plan() once
+    outside the timing; eager: run() into a preallocated out; graph: the
+    wrapper built with use_cuda_graph=True (fixed index buffers), its run()
+    captured. Each output checked once against SDPA (fi_check)."""
+    try:
+        fi, where = import_flashinfer(torch, args, out)
+        from flashinfer.utils import determine_attention_backend
+    except Exception as e:  # noqa: BLE001 - every case refused with the reason
+        for rows in args.rows:
+            run.refused(f"decode_attention_b{rows}", "flashinfer", "import", e)
+        for rows in args.prefill_rows:
+            run.refused(f"prefill_attention_{rows}x{args.prefill_context}", "flashinfer",
+                        "import", e)
+        return
+    bf16 = torch.bfloat16
+    dev = torch.device("cuda")
+    auto = determine_attention_backend(dev, 0, False, False, bf16, bf16)
+    out.emit({"bench": "baseline", "note": f"flashinfer {fi.__version__} from "
+              f"{os.path.abspath(args.flashinfer_src)}; prefill backend 'auto' picks {auto} here"})
+    gen = torch.Generator(device="cuda").manual_seed(31)
+    P = args.page_size
+
+    def workspace():
+        return torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
+
+    def attempt(case, backend, body):
+        try:
+            body()
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - a refusal, never the whole script
+            run.refused(case, "flashinfer", backend, f"{type(e).__name__}: {e}")
+
+    def checked(fns, q, cache, indices, per_row, L, causal):
+        """Runs each (fn, out) once and checks out; the worst error, or raises."""
+        worst = 0.0
+        for fn, o in fns:
+            o.fill_(float("nan"))
+            fn()
+            torch.cuda.synchronize()
+            worst = max(worst, fi_check(torch, o, q, cache, indices, per_row, L, causal))
+        if not worst <= FI_TOL:  # NaN fails too
+            raise RuntimeError(f"output differs from SDPA: max abs error {worst:.3g} > {FI_TOL}")
+        return worst
+
+    L = args.context
+    for rows in args.rows:
+        case = f"decode_attention_b{rows}"
+        cache, indptr, indices, last = fi_paged(torch, gen, rows, L, P)
+        per_row = indices.numel() // rows
+        q = ((torch.rand(rows, HQ, D, device="cuda", generator=gen) * 2 - 1) * FI_QSCALE).to(bf16)
+        kv_bytes = 2.0 * rows * L * HKV * D * 2
+        flops = 4.0 * D * HQ * rows * L
+        for tc in (False, True):
+            backend = "fa2_tensor_cores" if tc else "cuda_cores"
+
+            def body(tc=tc, backend=backend):
+                plan = (indptr, indices, last, HQ, HKV, D, P)
+                kw = {"q_data_type": bf16, "kv_data_type": bf16}
+                w = fi.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD", use_tensor_cores=tc)
+                w.plan(*plan, **kw)
+                wg = fi.BatchDecodeWithPagedKVCacheWrapper(
+                    workspace(), "NHD", use_cuda_graph=True, use_tensor_cores=tc,
+                    paged_kv_indptr_buffer=indptr.clone(), paged_kv_indices_buffer=indices.clone(),
+                    paged_kv_last_page_len_buffer=last.clone())
+                wg.plan(*plan, **kw)
+                o, og = torch.empty_like(q), torch.empty_like(q)
+
+                def fn():
+                    return w.run(q, cache, out=o)
+
+                def gfn():
+                    return wg.run(q, cache, out=og)
+
+                err = checked([(fn, o), (gfn, og)], q, cache, indices, per_row, L, False)
+                fields = {"library": "flashinfer", "backend": backend, "use_tensor_cores": tc,
+                          "dtype": "bfloat16", "rows": rows, "context": L, "page_size": P,
+                          "layout": "NHD", "max_abs_err": err}
+                run.run(case, fn, fields, bytes_moved=kv_bytes, flops=flops, tokens=rows,
+                        graph_fn=gfn)
+
+            attempt(case, backend, body)
+    L = args.prefill_context
+    for rows in args.prefill_rows:
+        case = f"prefill_attention_{rows}x{L}"
+        cache, indptr, indices, last = fi_paged(torch, gen, rows, L, P)
+        per_row = indices.numel() // rows
+        q = ((torch.rand(rows * L, HQ, D, device="cuda", generator=gen) * 2 - 1)
+             * FI_QSCALE).to(bf16)
+        qo = torch.arange(rows + 1, device="cuda", dtype=torch.int32) * L
+        kv_bytes = 2.0 * rows * L * HKV * D * 2 + 2.0 * rows * L * HQ * D * 2
+        flops = 4.0 * D * HQ * rows * L * (L + 1) / 2
+        for backend in ("fa2", "fa3"):
+
+            def body(backend=backend):
+                plan = (qo, indptr, indices, last, HQ, HKV, D, P)
+                kw = {"causal": True, "q_data_type": bf16, "kv_data_type": bf16}
+                w = fi.BatchPrefillWithPagedKVCacheWrapper(workspace(), "NHD", backend=backend)
+                w.plan(*plan, **kw)
+                wg = fi.BatchPrefillWithPagedKVCacheWrapper(
+                    workspace(), "NHD", use_cuda_graph=True, qo_indptr_buf=qo.clone(),
+                    paged_kv_indptr_buf=indptr.clone(), paged_kv_indices_buf=indices.clone(),
+                    paged_kv_last_page_len_buf=last.clone(), backend=backend)
+                wg.plan(*plan, **kw)
+                o, og = torch.empty_like(q), torch.empty_like(q)
+
+                def fn():
+                    return w.run(q, cache, out=o)
+
+                def gfn():
+                    return wg.run(q, cache, out=og)
+
+                err = checked([(fn, o), (gfn, og)], q, cache, indices, per_row, L, True)
+                fields = {"library": "flashinfer", "backend": backend, "auto_picks": auto,
+                          "dtype": "bfloat16", "rows": rows, "context": L, "page_size": P,
+                          "layout": "NHD", "max_abs_err": err}
+                run.run(case, fn, fields, bytes_moved=kv_bytes, flops=flops, tokens=rows * L,
+                        graph_fn=gfn)
+
+            attempt(case, backend, body)
+    for name, d in sorted(where.items()):
+        out.emit({"bench": "baseline", "note": f"flashinfer module {name} loaded from {d}"})
     torch.cuda.empty_cache()
 
 
@@ -492,17 +853,25 @@ def main():
             sys.exit("--build causal-conv1d needs --causal-conv1d-src")
         build_cc1d(torch, args.causal_conv1d_src, args.ext_dir, out)
         return
+    if args.build == "flashinfer":
+        if not args.flashinfer_src:
+            sys.exit("--build flashinfer needs --flashinfer-src")
+        sys.exit(1 if build_flashinfer(torch, args, out) else 0)
+    parts = set(args.parts.split(","))
+    if "flashinfer" in parts and not args.flashinfer_src:
+        sys.exit("--parts flashinfer needs --flashinfer-src")
     if not torch.cuda.is_available():
         sys.exit("baselines_h200: no CUDA device")
     import triton
     out.emit({"bench": "baseline", "note": f"torch {torch.__version__}, triton "
               f"{triton.__version__}, {torch.cuda.get_device_name()}, cudnn "
               f"{torch.backends.cudnn.version()}"})
-    parts = set(args.parts.split(","))
     run = Runner(torch, args, out)
     with torch.inference_mode():
         if "attention" in parts:
             attention(torch, run, args)
+        if "flashinfer" in parts:
+            flashinfer_attention(torch, run, args, out)
         if "ssd" in parts:
             chunk_scan, state_update = import_mamba(args.mamba_src, out)
             if chunk_scan is not None:

@@ -2,10 +2,12 @@
 bench/baselines_h200.py --json (the baselines) by case name into a Markdown
 table: per case our time, the fastest baseline that ran (library / backend,
 dtype, eager or CUDA-graph replay) and the ratio baseline us / our us (>= 1:
-ours at least as fast). decode_attention_split_b<rows> joins
+ours at least as fast), and beside it the fastest FlashInfer line alone and
+its ratio the same way (FlashInfer us / our us) where the case has one. decode_attention_split_b<rows> joins
 decode_attention_b<rows>, prefill_attention_<rows>x<L>_<kernel> (a prefill
 kernel forced: mma, wgmma, wgmma_serial, wgmma_ws, wgmma_ws_pp) prefill_attention_<rows>x<L>. Then
-every baseline row, the refusals and notes.
+every baseline row, the refusals, FlashInfer's build (per module: seconds, ok)
+and the notes.
 
   python3 bench/kernels_table.py OURS.jsonl BASELINES.jsonl [> kernels-table.md]
 """
@@ -49,8 +51,8 @@ def main():
     by_case = {}
     for b in timed:
         by_case.setdefault(b["case"], []).append(b)
-    print("| case | ours us | baseline us (which) | ratio |")
-    print("| --- | ---: | --- | ---: |")
+    print("| case | ours us | baseline us (which) | ratio | flashinfer us (which) | ratio |")
+    print("| --- | ---: | --- | ---: | --- | ---: |")
     for o in ours:
         if "us_per_call" not in o:
             continue
@@ -59,11 +61,15 @@ def main():
         cands = by_case.get(joined.replace("_split_b", "_b"), [])
         us = o["us_per_call"]
         if not cands:
-            print(f"| {case} | {us:.1f} | none ran | |")
+            print(f"| {case} | {us:.1f} | none ran | | | |")
             continue
         best = min(cands, key=lambda b: b["us_per_call"])
+        fi = [b for b in cands if b["library"] == "flashinfer"]
+        fbest = min(fi, key=lambda b: b["us_per_call"]) if fi else None
+        fcols = (f"{fbest['us_per_call']:.1f} ({which(fbest)}) | {fbest['us_per_call'] / us:.2f}"
+                 if fbest else " | ")
         print(f"| {case} | {us:.1f} | {best['us_per_call']:.1f} ({which(best)}) | "
-              f"{best['us_per_call'] / us:.2f} |")
+              f"{best['us_per_call'] / us:.2f} | {fcols} |")
     copy_ours = sorted(o["copy_GB_per_s"] for o in ours if "copy_GB_per_s" in o)
     copy_base = sorted(b["copy_GB_per_s"] for b in timed)
     if copy_ours and copy_base:
@@ -78,6 +84,12 @@ def main():
         ratio = f"{b['us_per_call'] / o['us_per_call']:.2f}" if o else ""
         print(f"| {b['case']} | {ous} | {rate(o) if o else ''} | {which(b)} | "
               f"{b['us_per_call']:.1f} | {rate(b)} | {ratio} |")
+    built = [b for b in base if "flashinfer_build" in b]
+    if built:
+        print("\nFlashInfer build:\n")
+        for b in built:
+            how = "ok" if b["ok"] else f"failed: {b.get('error', '')}"
+            print(f"- {b['flashinfer_build']}: {b['seconds']} s, {how}")
     refused = [b for b in base if "refused" in b]
     if refused:
         print("\nRefused:\n")

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
-"""Plots paged attention on the H200 against PyTorch SDPA from the same
-shapes: decode (microseconds per call against rows, a line per walk of
-`mstar-gpu-bench --suite attention --attn-variants`, the fastest SDPA
-backend as a graph dashed) and prefill (a bar per kernel and prompt count,
-SDPA's best beside them), each with a panel of SDPA's time over ours.
+"""Plots paged attention on the H200 against PyTorch SDPA and FlashInfer
+from the same shapes: decode (microseconds per call against rows, a line per
+walk of `mstar-gpu-bench --suite attention --attn-variants`, the fastest
+SDPA backend dashed, FlashInfer's fastest dash-dotted) and prefill (a bar
+per kernel and prompt count, SDPA's and FlashInfer's best beside them),
+each with a panel of the baseline's time over ours (SDPA's per walk or
+kernel; FlashInfer's for the run's default decode and, hatched, per kernel).
 
     python3 bench/plot_attention.py OURS.jsonl BASELINES.jsonl [--out PNG]
 
 OURS: mstar-gpu-bench --json lines (`case`, `rows`, `us_per_call`);
 decode cases are decode_attention[_split]_<walk>[_<merge>]_b<rows>, prefill
 cases prefill_attention_<n>x<len>[_<kernel>]. BASELINES:
-bench/baselines_h200.py lines (`library`, `backend`, `mode`, `dtype`).
-Only bf16 baselines count; per case the fastest of them is taken. Prints
-each series' times and ratios.
+bench/baselines_h200.py lines (`library`, `backend`, `mode`, `dtype`):
+torch_sdpa and flashinfer, each on its own. Only bf16 baselines count; per
+case and library the fastest of them is taken. Prints each series' times
+and ratios.
 """
 import argparse
 import pathlib
@@ -25,10 +28,10 @@ DECODE = re.compile(r"^decode_attention_(?P<variant>.*?)_?b(?P<rows>\d+)$")
 PREFILL = re.compile(r"^prefill_attention_(?P<shape>\d+x\d+)(?:_(?P<kernel>.+))?$")
 
 
-def best_baselines(rows: list[dict]) -> dict[str, tuple[float, str]]:
+def best_baselines(rows: list[dict], library: str) -> dict[str, tuple[float, str]]:
     best: dict[str, tuple[float, str]] = {}
     for r in rows:
-        if r.get("dtype") != "bfloat16" or "us_per_call" not in r:
+        if r.get("dtype") != "bfloat16" or "us_per_call" not in r or r.get("library") != library:
             continue
         label = f"{r.get('library')} {r.get('backend')} ({r.get('mode')})"
         case = r["case"]
@@ -44,7 +47,9 @@ def main() -> None:
     ap.add_argument("--out", type=pathlib.Path)
     a = ap.parse_args()
     ours = lines(a.ours)
-    base = best_baselines(lines(a.baselines))
+    base_lines = lines(a.baselines)
+    base = best_baselines(base_lines, "torch_sdpa")
+    fib = best_baselines(base_lines, "flashinfer")
     if not ours:
         sys.exit(f"{a.ours}: no results")
 
@@ -77,7 +82,8 @@ def main() -> None:
         shown["split"] = decode["split"]
     rows_all = sorted({r for s in decode.values() for r in s})
     sdpa = {r: base[f"decode_attention_b{r}"] for r in rows_all if f"decode_attention_b{r}" in base}
-    print("decode, us a call (SDPA's time / ours):")
+    fdec = {r: fib[f"decode_attention_b{r}"] for r in rows_all if f"decode_attention_b{r}" in fib}
+    print("decode, us a call (SDPA's time / ours" + (", FlashInfer's / ours" if fdec else "") + "):")
     for v, s in sorted(shown.items()):
         xs = sorted(s)
         thick = v == "split"
@@ -85,38 +91,66 @@ def main() -> None:
                       label="the run's default" if thick else v)
         ratios = [(x, sdpa[x][0] / s[x]) for x in xs if x in sdpa]
         ax[1][0].plot([x for x, _ in ratios], [q for _, q in ratios], marker="o", lw=3 if thick else 1.2)
-        print(f"  {v:32s}", "  ".join(f"b{x} {s[x]:8.2f} ({sdpa[x][0] / s[x]:.2f})" if x in sdpa
-                                       else f"b{x} {s[x]:8.2f}" for x in xs))
+        if thick and fdec:
+            fr = [(x, fdec[x][0] / s[x]) for x in xs if x in fdec]
+            ax[1][0].plot([x for x, _ in fr], [q for _, q in fr], "k-.", marker="s", lw=2,
+                          label="FlashInfer / the run's default")
+        print(f"  {v:32s}", "  ".join(
+            f"b{x} {s[x]:8.2f}" + (f" ({sdpa[x][0] / s[x]:.2f}" if x in sdpa else " (-")
+            + (f", {fdec[x][0] / s[x]:.2f})" if x in fdec else ")") for x in xs))
     if sdpa:
         xs = sorted(sdpa)
         ax[0][0].plot(xs, [sdpa[x][0] for x in xs], "k--", lw=2, label=f"SDPA best: {sdpa[xs[-1]][1]}")
+    if fdec:
+        xs = sorted(fdec)
+        ax[0][0].plot(xs, [fdec[x][0] for x in xs], "k-.", lw=2,
+                      label=f"FlashInfer best: {fdec[xs[-1]][1]}")
+        for x in xs:
+            print(f"  flashinfer b{x}: {fdec[x][0]:8.2f} us ({fdec[x][1]})")
     ax[0][0].set(xscale="log", yscale="log", xlabel="rows", ylabel="us a call",
                  title="decode attention, 2,048 positions, 32 q / 8 kv heads, D 128, bf16")
     ax[0][0].legend(fontsize=7)
     ax[1][0].axhline(1.0, color="k", ls="--", lw=1)
-    ax[1][0].set(xscale="log", xlabel="rows", ylabel="SDPA / ours")
+    ax[1][0].set(xscale="log", xlabel="rows", ylabel="baseline / ours")
+    if fdec:
+        ax[1][0].legend(fontsize=7)
 
     shapes = sorted({s for k in prefill.values() for s in k}, key=lambda s: int(s.split("x")[0]))
     kernels = sorted(prefill)
-    width = 0.8 / (len(kernels) + 1)
-    print("prefill, us a call (SDPA's time / ours):")
+    width = 0.8 / (len(kernels) + 2)
+    print("prefill, us a call (SDPA's time / ours, FlashInfer's / ours):")
+
+    def over(best: dict, k: str) -> list[float]:
+        return [best[f"prefill_attention_{s}"][0] / prefill[k][s] if f"prefill_attention_{s}" in best
+                and s in prefill[k] else 0.0 for s in shapes]
+
     for i, k in enumerate(kernels):
         ys = [prefill[k].get(s, 0.0) for s in shapes]
-        ax[0][1].bar([j + i * width for j in range(len(shapes))], ys, width, label=k)
-        ratios = [base[f"prefill_attention_{s}"][0] / prefill[k][s] if f"prefill_attention_{s}" in base
-                  and s in prefill[k] else 0.0 for s in shapes]
-        ax[1][1].bar([j + i * width for j in range(len(shapes))], ratios, width)
-        print(f"  {k:16s}", "  ".join(f"{s} {prefill[k][s]:9.2f} ({q:.2f})" for s, q in zip(shapes, ratios)
-                                      if s in prefill[k]))
+        ax[0][1].bar([j + i * width for j in range(len(shapes))], ys, width, label=k, color=f"C{i}")
+        ratios, fratios = over(base, k), over(fib, k)
+        ax[1][1].bar([j + i * width for j in range(len(shapes))], ratios, width / 2, color=f"C{i}")
+        if fib:
+            ax[1][1].bar([j + i * width + width / 2 for j in range(len(shapes))], fratios, width / 2,
+                         hatch="//", fill=False, edgecolor=f"C{i}")
+        print(f"  {k:16s}", "  ".join(f"{s} {prefill[k][s]:9.2f} ({q:.2f}, {fq:.2f})"
+                                      for s, q, fq in zip(shapes, ratios, fratios) if s in prefill[k]))
     sd = [base.get(f"prefill_attention_{s}", (0.0, ""))[0] for s in shapes]
     ax[0][1].bar([j + len(kernels) * width for j in range(len(shapes))], sd, width, color="k",
                  label="SDPA best")
+    fd = [fib.get(f"prefill_attention_{s}", (0.0, ""))[0] for s in shapes]
+    if fib:
+        ax[0][1].bar([j + (len(kernels) + 1) * width for j in range(len(shapes))], fd, width,
+                     color="0.5", label="FlashInfer best")
+        for s in shapes:
+            if f"prefill_attention_{s}" in fib:
+                print(f"  flashinfer {s}: {fib[f'prefill_attention_{s}'][0]:9.2f} us "
+                      f"({fib[f'prefill_attention_{s}'][1]})")
     ax[0][1].set_xticks([j + 0.4 for j in range(len(shapes))], shapes)
     ax[0][1].set(ylabel="us a call", title="prefill attention, causal, 2,048 tokens a row")
     ax[0][1].legend(fontsize=7)
     ax[1][1].axhline(1.0, color="k", ls="--", lw=1)
     ax[1][1].set_xticks([j + 0.4 for j in range(len(shapes))], shapes)
-    ax[1][1].set(ylabel="SDPA / ours")
+    ax[1][1].set(ylabel="SDPA / ours (hatched: FlashInfer / ours)")
     fig.tight_layout()
     out = a.out or a.ours.with_suffix(".png")
     fig.savefig(out, dpi=110)
