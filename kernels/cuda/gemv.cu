@@ -298,9 +298,9 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
       }
     }
     __syncthreads();
+    // The group's warp 0 (acc already its own sums) adds warps 1 .. Split - 1's.
     if (warp_in_block % Split != 0 || !active)
       return;
-    // The group's warp 0 (acc already its own sums) adds warps 1 .. Split - 1's.
 #pragma unroll
     for (int s = 1; s < Split; ++s) {
 #pragma unroll

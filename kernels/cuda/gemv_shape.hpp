@@ -99,8 +99,8 @@ inline constexpr int gemv_narrow_blocks_per_sm = 4;
 /// MSTAR_GEMV_SPLIT=0) and the product is narrow, else the default. A
 /// function of the product's shape alone, so the folded forms and the plain
 /// GEMV after a separate norm take the same entry (the same bits).
-[[nodiscard]] constexpr int gemv_pick(int requested, int forced, int split_variant,
-                                      std::int64_t n, std::int64_t k, int num_sms) {
+[[nodiscard]] constexpr int gemv_pick(int requested, int forced, int split_variant, std::int64_t n,
+                                      std::int64_t k, int num_sms) {
   const auto in_table = [](int v) { return v >= 0 && v < gemv_variants; };
   if (in_table(requested))
     return requested;

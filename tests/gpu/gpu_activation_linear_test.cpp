@@ -41,7 +41,7 @@ struct fold_shape {
   bool bias;
 };
 constexpr fold_shape fold_shapes[] = {{4096, 1024, false}, {1024, 1001, true}, {3072, 2048, false},
-                                      {8192, 2048, false}, {16384, 96, false},  {8, 64, true}};
+                                      {8192, 2048, false}, {16384, 96, false}, {8, 64, true}};
 
 TEST(gpu_linear, activation_linear_equals_activate_then_the_product_bit_for_bit) {
   MSTAR_REQUIRE_GPU();

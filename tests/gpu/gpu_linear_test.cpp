@@ -172,9 +172,9 @@ TEST(gpu_linear, every_gemv_shape_is_deterministic_and_equal_within_its_split) {
   auto blas = cuda::blas_handle::make();
   ASSERT_TRUE(blas.has_value()) << blas.error().to_string();
   auto rng = test::gpu::seeded(307);
-  constexpr shape awkward[] = {{1, 8, 3, false},      {1, 1032, 130, true},  {1, 8200, 17, false},
-                               {1, 2048, 1001, true}, {1, 4096, 2048, false}, {1, 8192, 2048, true},
-                               {1, 2048, 10304, false}};
+  constexpr shape awkward[] = {
+      {1, 8, 3, false},       {1, 1032, 130, true},  {1, 8200, 17, false},   {1, 2048, 1001, true},
+      {1, 4096, 2048, false}, {1, 8192, 2048, true}, {1, 2048, 10304, false}};
   for (const auto& s : awkward) {
     SCOPED_TRACE(std::to_string(s.inner) + "x" + std::to_string(s.cols));
     const bf16_case c{rng, s};

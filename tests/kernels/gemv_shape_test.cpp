@@ -73,8 +73,8 @@ std::string walk_gemv(const gemv_shape& s, int n, int k) {
             }
           }
           if (used != in_flight)
-            return "block " + std::to_string(block) + " warp " + std::to_string(warp) +
-                   " lane " + std::to_string(lane) + ": a batch used other pieces than it loaded";
+            return "block " + std::to_string(block) + " warp " + std::to_string(warp) + " lane " +
+                   std::to_string(lane) + ": a batch used other pieces than it loaded";
           p0 += stride * s.unroll;
           if (p0 >= pieces)
             break;
@@ -134,8 +134,7 @@ TEST(gemv_shape, narrow_products_take_the_split_entry_on_the_h200s_132_sms) {
   EXPECT_EQ(gemv_pick(-1, -1, gemv_split_variant, 2048, 4096, 16), gemv_default_variant);
   // K too short to give each lane of the split warps a piece.
   const int stride = gemv_shapes[gemv_split_variant].piece_stride();
-  EXPECT_EQ(gemv_pick(-1, -1, gemv_split_variant, 2048, 8 * stride - 8, sms),
-            gemv_default_variant);
+  EXPECT_EQ(gemv_pick(-1, -1, gemv_split_variant, 2048, 8 * stride - 8, sms), gemv_default_variant);
   EXPECT_EQ(gemv_pick(-1, -1, gemv_split_variant, 2048, 8 * stride, sms), gemv_split_variant);
 }
 
@@ -145,8 +144,7 @@ TEST(gemv_shape, a_requested_or_forced_entry_wins_and_the_rule_can_be_turned_off
   EXPECT_EQ(gemv_pick(3, 9, gemv_split_variant, 2048, 4096, sms), 3);
   EXPECT_EQ(gemv_pick(-1, 2, gemv_split_variant, 2048, 4096, sms), 2);
   EXPECT_EQ(gemv_pick(gemv_variants, 2, gemv_split_variant, 2048, 4096, sms), 2);
-  EXPECT_EQ(gemv_pick(-1, gemv_variants, gemv_split_variant, 2048, 4096, sms),
-            gemv_split_variant);
+  EXPECT_EQ(gemv_pick(-1, gemv_variants, gemv_split_variant, 2048, 4096, sms), gemv_split_variant);
   // MSTAR_GEMV_SPLIT=0 (-1 here): entry 5 for every shape.
   EXPECT_EQ(gemv_pick(-1, -1, -1, 2048, 4096, sms), gemv_default_variant);
   // Another split entry for narrow products; an entry that does not split
