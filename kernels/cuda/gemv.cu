@@ -469,7 +469,8 @@ int env_int(const char* name, int otherwise) {
 }
 
 // MSTAR_GEMV_VARIANT (read once): an entry every launch without its own
-// gemv_variant takes; -1 when unset or not an entry.
+// gemv_variant takes; -1 when unset or not a number (gemv_pick passes over
+// a number outside the table too).
 int forced_variant() {
   static const int v = env_int("MSTAR_GEMV_VARIANT", -1);
   return v;
