@@ -199,8 +199,9 @@ TEST(gpu_linear, every_gemv_shape_is_deterministic_and_equal_within_its_split) {
         same_split = got;
       EXPECT_EQ(got, same_split) << "not the bits of the first entry of split "
                                  << cuda::gemv_shapes[v].split;
-      if (v == picked)
+      if (v == picked) {
         EXPECT_EQ(got, by_default) << "the default is not gemv_variant_for's entry";
+      }
     }
   }
 }
@@ -315,8 +316,9 @@ TEST(gpu_linear, rms_norm_linear_equals_the_norm_then_the_product_bit_for_bit) {
         if (same_split.empty())
           same_split = at_v;
         EXPECT_EQ(at_v, same_split);
-        if (v == picked)
+        if (v == picked) {
           EXPECT_EQ(at_v, got) << "the default is not gemv_variant_for's entry";
+        }
         EXPECT_TRUE(within(at_v, ref, budget::bf16_in_f32_out));
         one.gemv_variant = two.gemv_variant = -1;
       }
