@@ -13,6 +13,8 @@
 // (kernels/cuda/ssd_update.cu's table) on both Mamba-2 shapes.
 // --suite gemm: cuBLAS bf16 GEMMs (f32 accumulation) on Nemotron-H 0.56B's and
 // 8B's projections at --gemm-m tokens, TFLOP/s (bench/gpu_bench_gemm.cpp).
+// --suite gemv: the one-row GEMV, plain and folded, on the same projections
+// at each --gemv-variants launch shape (bench/gpu_bench_gemv.cpp).
 // --suite argmax: greedy sampling's argmax at --argmax-rows rows.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -22,6 +24,7 @@
 
 #include "bench/gpu_bench_cases.hpp"
 #include "bench/gpu_bench_support.hpp"
+#include "kernels/cuda/gemv_shape.hpp"
 #include "kernels/device.hpp"
 
 namespace {
@@ -286,9 +289,15 @@ int main(int argc, char** argv) {
                  "all (delta rule, decode attention, SSD update, pages), delta-rule, or the "
                  "shapes of bench/baselines_h200.py: kernels17 (attention, ssd and conv), "
                  "attention, ssd, conv; gemm (cuBLAS bf16 on Nemotron-H's projections); "
+                 "gemv (the one-row GEMV on them, plain and folded, at --gemv-variants); "
                  "argmax (greedy sampling over --argmax-rows x --argmax-vocab)")
-      ->check(CLI::IsMember(
-          {"all", "delta-rule", "kernels17", "attention", "ssd", "conv", "gemm", "argmax"}));
+      ->check(CLI::IsMember({"all", "delta-rule", "kernels17", "attention", "ssd", "conv", "gemm",
+                             "gemv", "argmax"}));
+  std::vector<int> gemv_variants;
+  app.add_option("--gemv-variants", gemv_variants,
+                 "gemv: launch shapes (kernels/cuda/gemv_shape.hpp's table), -1 the default; "
+                 "default: -1 then every entry")
+      ->check(CLI::Range(-1, cuda::gemv_variants - 1));
   std::vector<int> argmax_rows{1, 2, 8, 32, 63, 64, 128};
   app.add_option("--argmax-rows", argmax_rows, "argmax: rows, one case each")
       ->check(CLI::PositiveNumber);
@@ -379,6 +388,15 @@ int main(int argc, char** argv) {
           results.push_back(gpu::bench_gemm(t, copy, g, rounds, true));
       }
     }
+    mstar::bench::report(results, as_json);
+    return 0;
+  }
+  if (suite == "gemv") {
+    if (gemv_variants.empty()) {
+      gemv_variants.resize(cuda::gemv_variants + 1);
+      std::iota(gemv_variants.begin(), gemv_variants.end(), -1);
+    }
+    results = gpu::bench_gemv_shapes(t, copy, gemv_variants, rounds);
     mstar::bench::report(results, as_json);
     return 0;
   }

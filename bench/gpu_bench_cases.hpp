@@ -114,4 +114,13 @@ comparison bench_gemm(timer& t, copy_baseline& copy, const gemm_case& g, int rou
 /// in_proj and out_proj, MLP up and down, LM head), m left 0.
 std::vector<gemm_case> nemotron_h_projections();
 
+/// `--suite gemv` (bench/gpu_bench_gemv.cpp): the one-row GEMV on each of
+/// nemotron_h_projections(), plain and in the fold the model runs before it
+/// (RMS norm, gated norm, relu2), at each of `variants` (gemv_shape.hpp's
+/// entries; -1 the default): cases "gemv_<form>_<label>_v<entry or default>",
+/// bytes (weight, input row, output) per second against the copy, the entry
+/// taken, its split and grid among the extras.
+std::vector<comparison> bench_gemv_shapes(timer& t, copy_baseline& copy,
+                                          const std::vector<int>& variants, int rounds);
+
 }  // namespace mstar::bench::gpu

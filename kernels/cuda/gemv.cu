@@ -1,10 +1,15 @@
 // One row times a bf16 weight matrix (kernels/cuda/math.hpp's linear_bf16 at
 // one row: a batch-1 decode step): the weights are read once, in one kernel
 // (cuBLAS adds split-K reduction kernels there). A warp owns one or more
-// output features (a launch shape of the table below): each lane streams
-// 16-byte pieces of their weight rows (several pieces a row in flight),
-// dots them with the same pieces of the input row (read through L1), and
-// the warp sums its lanes at the end. f32 accumulation throughout. The kernel takes up to 8 input
+// output features (a launch shape of gemv_shape.hpp's table): each lane
+// streams 16-byte pieces of their weight rows (several pieces a row in
+// flight), dots them with the same pieces of the input row (read through
+// L1), and the warp sums its lanes at the end. Narrow products (few output
+// features for the SMs) take shapes in which several warps of a block share
+// a feature's K and add their sums through shared memory in a fixed order,
+// so more warps stream, and more of each row is in flight, at once (the
+// split-K of cuBLAS inside one block, no second kernel). f32 accumulation
+// throughout. The kernel takes up to 8 input
 // rows (M), but from 4 rows it was 2-7x slower than cuBLAS (bench/results/h200-kernels17.md), so
 // linear_bf16 sends it one row only (gemv_max_rows).
 //
@@ -32,6 +37,7 @@
 #include <string_view>
 #include <utility>
 
+#include "kernels/cuda/gemv_shape.hpp"
 #include "kernels/cuda/internal/activation.cuh"
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/gated_norm.cuh"
@@ -40,16 +46,9 @@
 namespace mstar::kernels::cuda::detail {
 namespace {
 
-constexpr int gemv_threads = 256;
-constexpr int warps_per_block = gemv_threads / 32;
-
-// A launch shape: output features a warp owns and 16-byte pieces of each of
-// their weight rows in flight a lane. (Holding the 2 x 8 shape to three
-// blocks an SM through __launch_bounds__ made it spill.)
-struct gemv_shape {
-  int rows = 2;
-  int unroll = 8;
-};
+// add_rms_norm's block: the RMS form sums its squares over this many
+// threads' columns whatever its own block, so its norm is add_rms_norm's.
+constexpr int rms_sum_threads = 256;
 
 struct gemv_args {
   const std::uint16_t* x;
@@ -87,12 +86,13 @@ enum class prologue { none, rms, gated, act };
 enum act_fn : int { act_none = 0, act_relu2 = 1, act_silu = 2 };
 
 // activate's quads of the f32 row `x` (times `up`'s where not null) into
-// `row`, bf16, by the whole block: thread i takes quads i, i + 256, ...
-template <int V>
+// `row`, bf16, by the whole block of `Threads`: thread i takes quads i,
+// i + Threads, ...
+template <int V, int Threads>
 __device__ __forceinline__ void activate_row(const float* x, const float* up, uint2* row, int k) {
   const auto* xq = reinterpret_cast<const float4*>(x);
   const auto* uq = reinterpret_cast<const float4*>(up);
-  for (int q = static_cast<int>(threadIdx.x); q < k / 4; q += gemv_threads) {
+  for (int q = static_cast<int>(threadIdx.x); q < k / 4; q += Threads) {
     const float4* u = up != nullptr ? uq + q : nullptr;
     float4 v;
     if constexpr (V == act_relu2)
@@ -127,28 +127,44 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
 // M: the rows the template holds (>= a.m). P: the prologue; the norm forms
 // take one row (M 1) and are launched with K * 2 bytes of dynamic shared
 // memory for the normed row. V: the gated form's group, V * 128 channels;
-// the activation form's act_fn (0 otherwise). Rows, Unroll: a gemv_shape's
-// fields (nvcc's host stubs take no class-type template arguments). `gate`:
+// the activation form's act_fn (0 otherwise). Rows, Unroll, Split, Warps: a
+// gemv_shape's fields (nvcc's host stubs take no class-type template
+// arguments); MinBlocks: __launch_bounds__'s blocks an SM. `gate`:
 // the gated form's gate row (null: none; unit stride; the activation form's
 // up row), beside gemv_args rather than in it: growing the struct past 128
 // bytes changed ptxas's registers for the other forms (the RMS form's
 // default shape 48 -> 52, the plain 2 x 4 64 -> 70).
-// The bound of one block an SM is what the table was measured with (it
+// The bound of one block an SM is what entries 0-5 were measured with (it
 // moves ptxas's register choices: without it entry 5 takes 40, not 45).
-template <int M, prologue P, int V, int Rows, int Unroll>
-__global__ void __launch_bounds__(gemv_threads, 1)
+//
+// Split > 1: warp s (threadIdx / 32 % Split) of each group of Split warps
+// takes pieces s * 32 + lane, then every 32 * Split on, of the group's
+// features; each warp sums its lanes, lane 0 leaves the sum in `partial`,
+// and after one barrier the group's warp 0 adds the Split sums in the order
+// s = 0, 1, ... and writes the output. No warp leaves before that barrier
+// (a group past the last feature loads nothing and adds zeros), so every
+// thread of the block reaches it.
+template <int M, prologue P, int V, int Rows, int Unroll, int Split, int Warps, int MinBlocks>
+__global__ void __launch_bounds__(Warps * 32, MinBlocks)
     gemv_bf16_kernel(gemv_args a, const float* gate) {
+  constexpr gemv_shape shape{Rows, Unroll, Split, Warps};
+  constexpr int threads = shape.threads();
   constexpr bool Norm = P != prologue::none;
   constexpr int rows_per_warp = Rows;
   constexpr int unroll = Unroll;
+  constexpr int stride = shape.piece_stride();
+  static_assert(Warps % Split == 0 && threads <= 1024 && threads >= rms_sum_threads);
   extern __shared__ uint4 normed[];  // Norm: the input row, bf16, K / 8 pieces
   __shared__ float scratch[32];
+  // Split > 1: each warp's sums, [warp][row][m].
+  __shared__ float partial[Split > 1 ? Warps * Rows * M : 1];
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int warp =
-      static_cast<int>(blockIdx.x) * warps_per_block + static_cast<int>(threadIdx.x) / 32;
-  const int n0 = warp * rows_per_warp;
+  const int warp_in_block = static_cast<int>(threadIdx.x) / 32;
+  const int n0 = shape.first_feature(static_cast<int>(blockIdx.x), warp_in_block);
+  const int first = shape.first_piece(warp_in_block, lane);
   // A warp past the last feature still helps norm the row (every thread
-  // takes part in the block sum) and leaves after.
+  // takes part in the block sum) and leaves after (Split > 1: after the
+  // barrier of the sums).
   const bool active = n0 < a.n;
   if (!a.release_late)
     chain_release();
@@ -170,7 +186,7 @@ __global__ void __launch_bounds__(gemv_threads, 1)
   const auto load = [&](int p0) {
 #pragma unroll
     for (int u = 0; u < unroll; ++u) {
-      const int p = p0 + 32 * u;
+      const int p = p0 + stride * u;
 #pragma unroll
       for (int r = 0; r < rows_per_warp; ++r)
         w[r][u] = p < pieces ? __ldcs(wrow[r] + p) : make_uint4(0U, 0U, 0U, 0U);
@@ -182,10 +198,10 @@ __global__ void __launch_bounds__(gemv_threads, 1)
   if (!a.weight_static)
     chain_wait();
   if (active) {
-    load(lane);
+    load(first);
     // `prefetch` mode: the rest of the rows' pieces asked of L2 too.
     if (a.prefetch) {
-      for (int p = lane + 32 * unroll; p < pieces; p += 32) {
+      for (int p = first + stride * unroll; p < pieces; p += stride) {
 #pragma unroll
         for (int r = 0; r < rows_per_warp; ++r)
           prefetch_l2(wrow[r] + p);
@@ -193,49 +209,53 @@ __global__ void __launch_bounds__(gemv_threads, 1)
     }
   }
   chain_wait();
-  if (!Norm && !active)
+  // Split 1: a warp past the last feature has nothing left to do; with
+  // Split > 1 it goes on to the barrier of the sums.
+  if (!Norm && !active && Split == 1)
     return;
   if constexpr (P == prologue::gated) {
-    // Warp w norms groups w, w + 8, ... exactly as gated_rms_norm's warp
+    // Warp w norms groups w, w + Warps, ... exactly as gated_rms_norm's warp
     // form would (the same device function), into the shared row.
     constexpr int group = V * 128;
     auto* row = reinterpret_cast<std::uint16_t*>(normed);
-    for (int c0 = static_cast<int>(threadIdx.x) / 32 * group; c0 < a.k;
-         c0 += warps_per_block * group) {
+    for (int c0 = warp_in_block * group; c0 < a.k; c0 += Warps * group) {
       gated_norm_group<V>(a.xn + c0, gate != nullptr ? gate + c0 : nullptr, a.norm_w + c0, a.eps,
                           nullptr, row + c0, lane);
     }
     __syncthreads();
-    if (!active)
-      return;
   } else if constexpr (P == prologue::act) {
-    activate_row<V>(a.xn, gate, reinterpret_cast<uint2*>(normed), a.k);
+    activate_row<V, threads>(a.xn, gate, reinterpret_cast<uint2*>(normed), a.k);
     __syncthreads();
-    if (!active)
-      return;
   } else if constexpr (P == prologue::rms) {
-    // add_rms_norm's loop at 256 threads: thread i squares columns i, i + 256, ...
+    // add_rms_norm's loop at 256 threads: thread i squares columns i, i +
+    // 256, ... A bigger block's other threads add +0, which changes no bit
+    // of block_sum's butterfly (their warps' and lanes' zeros join sums
+    // that are already whole), so the scale is add_rms_norm's.
     float sum_sq = 0.0F;
-    for (int h = static_cast<int>(threadIdx.x); h < a.k; h += gemv_threads) {
-      const float v = a.xn[static_cast<std::int64_t>(h) * a.xn_stride];
-      sum_sq += v * v;
+    if (threads == rms_sum_threads || static_cast<int>(threadIdx.x) < rms_sum_threads) {
+      for (int h = static_cast<int>(threadIdx.x); h < a.k; h += rms_sum_threads) {
+        const float v = a.xn[static_cast<std::int64_t>(h) * a.xn_stride];
+        sum_sq += v * v;
+      }
     }
     sum_sq = block_sum(sum_sq, scratch);
     const float scale = rsqrtf(sum_sq / static_cast<float>(a.k) + a.eps);
     auto* row = reinterpret_cast<std::uint16_t*>(normed);
-    for (int h = static_cast<int>(threadIdx.x); h < a.k; h += gemv_threads) {
+    for (int h = static_cast<int>(threadIdx.x); h < a.k; h += threads) {
       const float o = a.xn[static_cast<std::int64_t>(h) * a.xn_stride] * scale *
                       a.norm_w[static_cast<std::int64_t>(h) * a.norm_w_stride];
       row[h] = to_bf16(o);
     }
     __syncthreads();
-    if (!active)
-      return;
   }
-  for (int p0 = lane;;) {
+  if (Norm && !active && Split == 1)
+    return;
+  // Past here, with Split 1, every warp is active; with Split > 1 an
+  // inactive warp skips its dots and keeps zero sums.
+  for (int p0 = first; active;) {
 #pragma unroll
     for (int u = 0; u < unroll; ++u) {
-      const int p = p0 + 32 * u;
+      const int p = p0 + stride * u;
       if (p >= pieces)
         break;
 #pragma unroll
@@ -254,7 +274,7 @@ __global__ void __launch_bounds__(gemv_threads, 1)
         }
       }
     }
-    p0 += 32 * unroll;
+    p0 += stride * unroll;
     if (p0 >= pieces)
       break;
     load(p0);
@@ -266,6 +286,30 @@ __global__ void __launch_bounds__(gemv_threads, 1)
 #pragma unroll
     for (int m = 0; m < M; ++m)
       acc[r][m] = group_sum<32>(acc[r][m]);
+  }
+  if constexpr (Split > 1) {
+    float* mine = partial + warp_in_block * Rows * M;
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < rows_per_warp; ++r) {
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+          mine[r * M + m] = acc[r][m];
+      }
+    }
+    __syncthreads();
+    // The group's warp 0 (acc already its own sums) adds warps 1 .. Split - 1's.
+    if (warp_in_block % Split != 0 || !active)
+      return;
+#pragma unroll
+    for (int s = 1; s < Split; ++s) {
+#pragma unroll
+      for (int r = 0; r < rows_per_warp; ++r) {
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+          acc[r][m] += mine[s * Rows * M + r * M + m];
+      }
+    }
   }
   if (lane != 0)
     return;
@@ -337,10 +381,18 @@ void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
   a.weight_static = weight_static;
 }
 
-template <gemv_shape S>
-unsigned blocks_for(int n) {
-  const std::int64_t warps = ceil_div(std::int64_t{n}, std::int64_t{S.rows});
-  return static_cast<unsigned>(ceil_div(warps, std::int64_t{warps_per_block}));
+// __launch_bounds__'s blocks an SM: entries 0-5 one (as measured); split
+// entries as many as keep registers at 64 or fewer (two 512-thread blocks
+// an SM), except where the gated form's group (4 V registers a lane) and
+// the weight pieces loaded before it (4 a piece) pass 40 registers
+// together (V 8; V 4 at eight pieces): under the cap ptxas spilled them
+// (16-128 bytes), so those keep one block's bound.
+constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
+  if (s.split == 1)
+    return 1;
+  if (p == prologue::gated && 4 * v + 4 * s.unroll * s.rows > 40)
+    return 1;
+  return 1024 / s.threads();
 }
 
 // What a chained GEMV does around its wait (MSTAR_GEMV_CHAIN, read once;
@@ -376,27 +428,25 @@ cudaError_t launch(const gemv_args& a, const float* gate, cudaStream_t stream) {
   const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
   chained.prefetch = mode == chain_mode::prefetch;
   chained.release_late = mode == chain_mode::late;
-  launch_chained(gemv_bf16_kernel<1, P, V, S.rows, S.unroll>, blocks_for<S>(a.n), gemv_threads,
-                 smem, stream, chained, gate);
+  launch_chained(gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V)>,
+                 static_cast<unsigned>(S.blocks(a.n)), static_cast<unsigned>(S.threads()), smem,
+                 stream, chained, gate);
   return launch_status();
 }
 
-// The table (entries never change meaning, so sweeps stay comparable).
-// Entry 0 is the shape measured best alone (bench/results/h200-kernels17.md,
-// session 29); the others trade weight pieces in flight a lane for warps an
-// SM (98 registers allow two blocks an SM). In the 0.56B model at batch 1
-// (session 32's fifth call) entry 5 took 0.526 ms a step where entry 0
-// took 0.577 (1: 0.551, 2: 0.564, 3: 0.570, 4: 0.588): entry 5, 45
-// registers and eight blocks an SM, is the default.
-constexpr gemv_shape gemv_shapes[] = {
-    {2, 8},  // 0: two features a warp, eight pieces each in flight (96 registers)
-    {2, 4},  // 1: four pieces each
-    {1, 8},  // 2: one feature a warp, eight pieces
-    {4, 4},  // 3: four features a warp, four pieces each
-    {4, 2},  // 4: four features a warp, two pieces each
-    {1, 4},  // 5: one feature, four pieces
-};
-static_assert(std::size(gemv_shapes) == gemv_variants);
+// The table (gemv_shape.hpp; entries never change meaning, so sweeps stay
+// comparable). Entry 0 is the shape measured best alone
+// (bench/results/h200-kernels17.md, session 29); entries 1-5 trade weight
+// pieces in flight a lane for warps an SM (98 registers allow two blocks an
+// SM). In the 0.56B model at batch 1 (session 32's fifth call) entry 5 took
+// 0.526 ms a step where entry 0 took 0.577 (1: 0.551, 2: 0.564, 3: 0.570,
+// 4: 0.588): entry 5 (45 registers then) is the default. Entries 6-11 split
+// each feature's K over 2-8 warps for narrow products (N 2,048 in the 0.56B
+// model: 256 blocks of entry 5 on 132 SMs, its gated form at 23.7% achieved
+// occupancy under Nsight Compute, 1.16 TB/s); gemv_split_variant is the
+// first guess of which one, unmeasured (bench/h200_gemv_split.sh).
+static_assert(gemv_shapes[gemv_default_variant].split == 1);
+static_assert(gemv_shapes[gemv_split_variant].split > 1);
 
 // One form's launchers, a table entry each.
 using gemv_launch = cudaError_t (*)(const gemv_args&, const float*, cudaStream_t);
@@ -408,16 +458,39 @@ constexpr gemv_launches table(std::index_sequence<I...>) {
 template <prologue P, int V = 0>
 constexpr gemv_launches launches = table<P, V>(std::make_index_sequence<gemv_variants>{});
 
-// `variant` when in the table, else MSTAR_GEMV_VARIANT (read once) when it
-// is, else entry 5 (measured best in the model, above).
-std::size_t variant_of(int variant) {
-  static const int from_env = [] {
-    constexpr int measured = 5;
-    const char* e = std::getenv("MSTAR_GEMV_VARIANT");
-    const int i = e != nullptr ? std::atoi(e) : measured;
-    return i >= 0 && i < gemv_variants ? i : measured;
+// `name` as a whole decimal number, else `otherwise` (unset, empty, other text).
+int env_int(const char* name, int otherwise) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0')
+    return otherwise;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  return *end == '\0' && v >= -1 && v < 1000 ? static_cast<int>(v) : otherwise;
+}
+
+// MSTAR_GEMV_VARIANT (read once): an entry every launch without its own
+// gemv_variant takes; -1 when unset or not a number (gemv_pick passes over
+// a number outside the table too).
+int forced_variant() {
+  static const int v = env_int("MSTAR_GEMV_VARIANT", -1);
+  return v;
+}
+
+// MSTAR_GEMV_SPLIT (read once): 0 turns the narrow rule off (A/B runs), a
+// split entry's number makes narrow products take that entry (sweeps),
+// anything else (or unset) leaves gemv_split_variant.
+int split_variant() {
+  static const int v = [] {
+    const int e = env_int("MSTAR_GEMV_SPLIT", gemv_split_variant);
+    if (e == 0)
+      return -1;
+    return e > 0 && e < gemv_variants && gemv_shapes[e].split > 1 ? e : gemv_split_variant;
   }();
-  return static_cast<std::size_t>(variant >= 0 && variant < gemv_variants ? variant : from_env);
+  return v;
+}
+
+std::size_t variant_of(int requested, std::int64_t n, std::int64_t k) {
+  return static_cast<std::size_t>(gemv_variant_for(requested, n, k));
 }
 
 }  // namespace
@@ -429,7 +502,7 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
-  return launches<prologue::none>[variant_of(p.gemv_variant)](a, nullptr, stream);
+  return launches<prologue::none>[variant_of(p.gemv_variant, a.n, a.k)](a, nullptr, stream);
 }
 
 bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p) {
@@ -446,7 +519,7 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
-  return launches<prologue::rms>[variant_of(p.gemv_variant)](a, nullptr, stream);
+  return launches<prologue::rms>[variant_of(p.gemv_variant, a.n, a.k)](a, nullptr, stream);
 }
 
 bool gemv_gated_rms_norm_fits(const gated_rms_norm_linear_bf16_params& p) {
@@ -474,7 +547,7 @@ cudaError_t launch_gemv_gated_rms_norm_bf16(const gated_rms_norm_linear_bf16_par
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
-  const std::size_t i = variant_of(p.gemv_variant);
+  const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
   const float* gate = p.gate ? p.gate.data : nullptr;
   switch (p.group_size == 0 ? a.k / 128 : p.group_size / 128) {
     case 1:
@@ -508,7 +581,7 @@ cudaError_t launch_gemv_activation_bf16(const activation_linear_bf16_params& p,
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
-  const std::size_t i = variant_of(p.gemv_variant);
+  const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
   const float* up = p.up ? p.up.data : nullptr;
   if (!p.fn)
     return launches<prologue::act, act_none>[i](a, nullptr, stream);
@@ -522,3 +595,12 @@ cudaError_t launch_gemv_activation_bf16(const activation_linear_bf16_params& p,
 }
 
 }  // namespace mstar::kernels::cuda::detail
+
+namespace mstar::kernels::cuda {
+
+int gemv_variant_for(int requested, std::int64_t n, std::int64_t k) {
+  return gemv_pick(requested, detail::forced_variant(), detail::split_variant(), n, k,
+                   detail::sm_count());
+}
+
+}  // namespace mstar::kernels::cuda

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <optional>
 
+#include "kernels/cuda/gemv_shape.hpp"
 #include "kernels/cuda/runtime.hpp"
 #include "kernels/math.hpp"
 
@@ -101,7 +102,7 @@ struct linear_bf16_params {
   /// the plain product's output would give. f32 output only.
   bool accumulate = false;
   /// The GEMV's launch shape where one row takes it (0 .. gemv_variants - 1;
-  /// -1: `MSTAR_GEMV_VARIANT` when set, else entry 5): tests and sweeps.
+  /// -1: the default, gemv_variant_for): tests and sweeps.
   int gemv_variant = -1;
   /// `weight` is no kernel's output on this stream (a model's weights,
   /// uploaded at load): a chained GEMV (`chained_launches`) may then read
@@ -110,8 +111,15 @@ struct linear_bf16_params {
   bool weight_static = false;
 };
 
-/// Launch shapes of the one-row GEMV (kernels/cuda/gemv.cu's table).
-inline constexpr int gemv_variants = 6;
+/// The launch shape (gemv_shape.hpp's table) a one-row bf16 product of N
+/// `n` and K `k` takes at `requested` (linear_bf16_params::gemv_variant):
+/// `requested` when in the table, else `MSTAR_GEMV_VARIANT` when it names
+/// an entry, else a split entry where the product is narrow for the current
+/// device (gemv_narrow; `MSTAR_GEMV_SPLIT=0` turns that off, a split
+/// entry's number picks it), else entry 5. Every GEMV form asks it with its
+/// weight's shape, so a fold and the plain GEMV after its separate launch
+/// take the same entry.
+[[nodiscard]] int gemv_variant_for(int requested, std::int64_t n, std::int64_t k);
 
 /// `out = x * weight^T (+ bias)` through `cublasGemmEx` (bf16 inputs, f32
 /// compute). A bias fills `out` first (rounded to bf16 for a bf16 output)

@@ -46,9 +46,12 @@ inline std::vector<float> cpu_row_product(const std::vector<float>& in, const st
 // In every output form (f32, bf16, f32 accumulating onto `residual`) and
 // every launch shape of the GEMV (-1: the default), the fold `one` (which
 // `fits` takes and `launch` runs) writes what the product `two` after the
-// separate launch writes, bit for bit; in f32, the CPU's `ref` (plus the
-// residual when accumulating) within the bf16 budget. `two.x` already holds
-// the separate launch's bf16 row; both outputs are set here.
+// separate launch writes, bit for bit, and the same bits when run again; in
+// f32, the CPU's `ref` (plus the residual when accumulating) within the
+// bf16 budget. Shapes of different splits (gemv_shape.hpp: warps a feature)
+// add in different orders, so only the budget ties them to each other.
+// `two.x` already holds the separate launch's bf16 row; both outputs are
+// set here.
 template <class Fold>
 void expect_fold_equals_two_launches(const cuda::blas_handle& blas, cuda::linear_bf16_params two,
                                      Fold one, bool (*fits)(const Fold&),
@@ -80,6 +83,12 @@ void expect_fold_equals_two_launches(const cuda::blas_handle& blas, cuda::linear
       }
       const auto got = d_one.download();
       EXPECT_EQ(got, d_two.download());
+      if (form == 0) {  // run to run: the warps' sums meet in a fixed order
+        auto d_again = poisoned<float>(ref.size());
+        one.out_f32 = contiguous(d_again.data(), out_row);
+        ASSERT_EQ(launch(one, nullptr), cudaSuccess);
+        EXPECT_EQ(d_again.download(), got);
+      }
       auto want = ref;
       for (std::size_t i = 0; i < want.size() && form == 2; ++i)
         want[i] += residual[i];

@@ -156,6 +156,56 @@ TEST(gpu_linear, bf16_linear_accumulates_onto_its_f32_output) {
   }
 }
 
+// Every launch shape of the one-row GEMV (gemv_shape.hpp's table) on
+// products whose tails the split shapes cut unevenly: K 8 (one piece: one
+// lane of one warp has work), K of 129 and 1,025 pieces (a piece over a
+// whole number of warps' strides), odd N (a last block's warps past the
+// last feature), and the 0.56B's
+// narrow out_proj and MLP down projection. Each entry gives the same bits
+// run to run and the CPU's product within the bf16 budget; entries of one
+// split (warps a feature) the same bits as each other, since each lane
+// walks its pieces and the warps' sums meet in the same order; entries of
+// different splits add in different orders and are tied only by the
+// budget. The default (-1) gives gemv_variant_for's entry's bits.
+TEST(gpu_linear, every_gemv_shape_is_deterministic_and_equal_within_its_split) {
+  MSTAR_REQUIRE_GPU();
+  auto blas = cuda::blas_handle::make();
+  ASSERT_TRUE(blas.has_value()) << blas.error().to_string();
+  auto rng = test::gpu::seeded(307);
+  constexpr shape awkward[] = {
+      {1, 8, 3, false},       {1, 1032, 130, true},  {1, 8200, 17, false},   {1, 2048, 1001, true},
+      {1, 4096, 2048, false}, {1, 8192, 2048, true}, {1, 2048, 10304, false}};
+  for (const auto& s : awkward) {
+    SCOPED_TRACE(std::to_string(s.inner) + "x" + std::to_string(s.cols));
+    const bf16_case c{rng, s};
+    auto p = c.params(s);
+    const auto run = [&](int v) {
+      auto d_out = poisoned<float>(c.ref.size());
+      p.out_f32 = contiguous(d_out.data(), std::array{s.rows, s.cols});
+      p.gemv_variant = v;
+      EXPECT_EQ(cuda::linear_bf16(*blas, p, nullptr), cudaSuccess);
+      return d_out.download();
+    };
+    const auto by_default = run(-1);
+    const int picked = cuda::gemv_variant_for(-1, s.cols, s.inner);
+    std::array<std::vector<float>, 33> by_split;  // the first entry's output of each split
+    for (int v = 0; v < cuda::gemv_variants; ++v) {
+      SCOPED_TRACE("gemv variant " + std::to_string(v));
+      const auto got = run(v);
+      EXPECT_EQ(run(v), got) << "not the same bits run to run";
+      EXPECT_TRUE(within(got, c.ref, budget::bf16_in_f32_out));
+      auto& same_split = by_split.at(static_cast<std::size_t>(cuda::gemv_shapes[v].split));
+      if (same_split.empty())
+        same_split = got;
+      EXPECT_EQ(got, same_split) << "not the bits of the first entry of split "
+                                 << cuda::gemv_shapes[v].split;
+      if (v == picked) {
+        EXPECT_EQ(got, by_default) << "the default is not gemv_variant_for's entry";
+      }
+    }
+  }
+}
+
 // The batch-1 decode fold: RMS norm and product in one kernel equal
 // add_rms_norm (bf16 output) then linear_bf16 bit for bit, every output
 // form, and the CPU's norm then product within budget.
@@ -243,8 +293,14 @@ TEST(gpu_linear, rms_norm_linear_equals_the_norm_then_the_product_bit_for_bit) {
       }
       const auto got = d_one.download();
       EXPECT_EQ(got, d_two.download());
-      // Every launch shape of the GEMV: each lane walks its pieces in the
-      // same order whatever the shape, so the same bits.
+      // Every launch shape of the GEMV, the fold and the plain GEMV at the
+      // same entry bit for bit. Entries of one split (warps a feature,
+      // gemv_shape.hpp) walk each lane's pieces and add the warps' sums in
+      // the same order, so they give the same bits; entries of another
+      // split add in another order and meet the CPU's product only within
+      // the budget. The default takes gemv_variant_for's entry.
+      const int picked = cuda::gemv_variant_for(-1, s.cols, s.inner);
+      std::array<std::vector<float>, 33> by_split;  // the first entry's output of each split
       for (int v = 0; v < cuda::gemv_variants && form == 0; ++v) {
         SCOPED_TRACE("gemv variant " + std::to_string(v));
         auto d_v = poisoned<float>(ref.size());
@@ -254,8 +310,16 @@ TEST(gpu_linear, rms_norm_linear_equals_the_norm_then_the_product_bit_for_bit) {
         one.gemv_variant = two.gemv_variant = v;
         ASSERT_EQ(cuda::rms_norm_linear_bf16(one, nullptr), cudaSuccess);
         ASSERT_EQ(cuda::linear_bf16(*blas, two, nullptr), cudaSuccess);
-        EXPECT_EQ(d_v.download(), got);
-        EXPECT_EQ(d_plain.download(), got);
+        const auto at_v = d_v.download();
+        EXPECT_EQ(d_plain.download(), at_v);
+        auto& same_split = by_split.at(static_cast<std::size_t>(cuda::gemv_shapes[v].split));
+        if (same_split.empty())
+          same_split = at_v;
+        EXPECT_EQ(at_v, same_split);
+        if (v == picked) {
+          EXPECT_EQ(at_v, got) << "the default is not gemv_variant_for's entry";
+        }
+        EXPECT_TRUE(within(at_v, ref, budget::bf16_in_f32_out));
         one.gemv_variant = two.gemv_variant = -1;
       }
       auto want = ref;
