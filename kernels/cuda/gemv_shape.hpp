@@ -76,10 +76,14 @@ inline constexpr int gemv_default_variant = 5;
 inline constexpr int gemv_split_variant = 6;
 
 /// Blocks an SM below which the default entry's grid counts as narrow:
-/// under four of its 256-thread blocks an SM, at most half an SM's 64 warp
-/// slots stream (and hold bytes in flight), whatever the registers allow
-/// (entry 5 takes 46-84 by form, three to five blocks an SM).
-inline constexpr int gemv_narrow_blocks_per_sm = 4;
+/// under two of its 256-thread blocks an SM, at most a quarter of an SM's
+/// 64 warp slots stream (and hold bytes in flight). Measured on the H200
+/// (session 36, fourth call; batch-1 steps, entry 6 for narrow products):
+/// the 0.56B Nemotron-H (N 2,048: 256 blocks) 0.4382 / 0.4400 ms against
+/// 0.4512 / 0.4491 with the rule off; the 8B shape (N 4,096: 512 blocks,
+/// under the four an SM first tried) 4.905 against 4.743 ms, so products
+/// of two blocks an SM and more keep entry 5.
+inline constexpr int gemv_narrow_blocks_per_sm = 2;
 
 /// Whether an [n, k] product is narrow on a device of `num_sms`
 /// multiprocessors: the default entry's grid is under

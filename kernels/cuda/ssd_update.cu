@@ -15,16 +15,6 @@ namespace {
 using detail::update_args;
 using detail::update_shape;
 
-// Whether the kernel asks L2 for its state rows before its chained wait
-// (MSTAR_SSD_PREFETCH=0: not, for A/B runs; read once).
-bool state_prefetch() {
-  static const bool on = [] {
-    const char* e = std::getenv("MSTAR_SSD_PREFETCH");
-    return e == nullptr || e[0] != '0';
-  }();
-  return on;
-}
-
 // Shape `S` where it takes the step (N 64 / 128, P a multiple of its rows a
 // block, the checks of entry 0 passed), else entry 0, which also answers
 // the shapes no entry takes.
@@ -62,8 +52,7 @@ cudaError_t launch_shape(const ssd_update_params& p, cudaStream_t stream) {
                       p.state,
                       p.slot_indices.data(),
                       p.has_state.empty() ? nullptr : p.has_state.data(),
-                      bc_vector,
-                      state_prefetch()};
+                      bc_vector};
   if (!detail::launch_update_shape<S>(a, p.batch, stream))
     return detail::launch_ssd_update_blocks(p, stream);
   return detail::launch_status();

@@ -119,17 +119,17 @@ TEST(gemv_shape, every_entry_dots_each_piece_of_each_feature_once_whatever_the_t
 
 TEST(gemv_shape, narrow_products_take_the_split_entry_on_the_h200s_132_sms) {
   constexpr int sms = 132;
-  // The 0.56B Nemotron-H's narrow products (entry 5: 256 blocks) and the
-  // 8B's (512, under 4 x 132), then the wide ones.
+  // The 0.56B Nemotron-H's narrow products (entry 5: 256 blocks, under 2 x
+  // 132), then the 8B's (512 blocks, where the split lost) and the wide ones.
   EXPECT_EQ(gemv_pick(-1, -1, gemv_split_variant, 2048, 4096, sms), gemv_split_variant);
   EXPECT_EQ(gemv_pick(-1, -1, gemv_split_variant, 2048, 8192, sms), gemv_split_variant);
-  EXPECT_EQ(gemv_pick(-1, -1, gemv_split_variant, 4096, 21504, sms), gemv_split_variant);
+  EXPECT_EQ(gemv_pick(-1, -1, gemv_split_variant, 4096, 21504, sms), gemv_default_variant);
   for (const std::int64_t n : {8192, 10304, 18560, 32000}) {
     EXPECT_EQ(gemv_pick(-1, -1, gemv_split_variant, n, 2048, sms), gemv_default_variant) << n;
   }
-  // The edge is the default grid's blocks, not N: 527 blocks narrow, 528 not.
-  EXPECT_TRUE(gemv_narrow(527 * 8, 4096, sms));
-  EXPECT_FALSE(gemv_narrow(528 * 8, 4096, sms));
+  // The edge is the default grid's blocks, not N: 263 blocks narrow, 264 not.
+  EXPECT_TRUE(gemv_narrow(263 * 8, 4096, sms));
+  EXPECT_FALSE(gemv_narrow(264 * 8, 4096, sms));
   // The same N on a device of 16 SMs fills it.
   EXPECT_EQ(gemv_pick(-1, -1, gemv_split_variant, 2048, 4096, 16), gemv_default_variant);
   // K too short to give each lane of the split warps a piece.

@@ -49,7 +49,6 @@ struct update_args {
   const std::int32_t* slots;      // [batch]
   const std::uint8_t* has_state;  // [batch] or null: every row resumes
   bool bc_vector;                 // B and C rows 16-byte aligned: float4 loads
-  bool prefetch;                  // ask L2 for the state before the chained wait
 };
 
 /// A launch shape of `ssd_update_rows_kernel`.
@@ -110,26 +109,6 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
   const float dt_bias = __ldg(a.dt_bias + h);
   const float a_log = __ldg(a.A_log + h);
   const float skip = a.D != nullptr ? __ldg(a.D + h) : 0.0F;
-  // The state rows asked of L2 while the kernel before drains: at a few
-  // rows the step waits on their DRAM reads, which no other kernel of the
-  // step overlaps (the layer's state is cold after its weights streamed).
-  // Only a hint: the slot is the step's plan (uploaded, no kernel writes
-  // it), and a prefetch of a line another kernel is still writing is
-  // harmless (L2 is where the write lands too); the values are read after
-  // the wait.
-  if (const std::int32_t slot_hint = a.prefetch ? a.slots[b] : -1; slot_hint >= 0) {
-    const float4* at =
-        reinterpret_cast<const float4*>(a.state) +
-        ((static_cast<std::int64_t>(slot_hint) * a.heads + h) * a.head_dim + p0) * N4 + lane;
-#pragma unroll
-    for (int m = 0; m < Rows; ++m) {
-#pragma unroll
-      for (int j = 0; j < Cols; ++j) {
-        if ((lane + j * lanes) % 8 == 0)  // one request a 128-byte line
-          prefetch_l2(at + (m * groups * N4 + j * lanes));
-      }
-    }
-  }
   chain_wait();
   // The row's metadata first, then every input that does not depend on the
   // slot, so that they are in flight while the slot comes back.
