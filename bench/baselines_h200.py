@@ -544,6 +544,23 @@ def flashinfer_attention(torch, run, args, out):
             raise RuntimeError(f"output differs from SDPA: max abs error {worst:.3g} > {FI_TOL}")
         return worst
 
+    def time_wrappers(case, w, wg, q, cache, indices, per_row, L, causal, fields, kv_bytes,
+                      flops, tokens):
+        """Checks then times a planned wrapper's run() (eager) and its CUDA-graph
+        twin's (captured), each into its own preallocated output."""
+        o, og = torch.empty_like(q), torch.empty_like(q)
+
+        def fn():
+            return w.run(q, cache, out=o)
+
+        def gfn():
+            return wg.run(q, cache, out=og)
+
+        err = checked([(fn, o), (gfn, og)], q, cache, indices, per_row, L, causal)
+        fields = {"library": "flashinfer", **fields, "dtype": "bfloat16", "context": L,
+                  "page_size": P, "layout": "NHD", "max_abs_err": err}
+        run.run(case, fn, fields, bytes_moved=kv_bytes, flops=flops, tokens=tokens, graph_fn=gfn)
+
     L = args.context
     for rows in args.rows:
         case = f"decode_attention_b{rows}"
@@ -565,20 +582,9 @@ def flashinfer_attention(torch, run, args, out):
                     paged_kv_indptr_buffer=indptr.clone(), paged_kv_indices_buffer=indices.clone(),
                     paged_kv_last_page_len_buffer=last.clone())
                 wg.plan(*plan, **kw)
-                o, og = torch.empty_like(q), torch.empty_like(q)
-
-                def fn():
-                    return w.run(q, cache, out=o)
-
-                def gfn():
-                    return wg.run(q, cache, out=og)
-
-                err = checked([(fn, o), (gfn, og)], q, cache, indices, per_row, L, False)
-                fields = {"library": "flashinfer", "backend": backend, "use_tensor_cores": tc,
-                          "dtype": "bfloat16", "rows": rows, "context": L, "page_size": P,
-                          "layout": "NHD", "max_abs_err": err}
-                run.run(case, fn, fields, bytes_moved=kv_bytes, flops=flops, tokens=rows,
-                        graph_fn=gfn)
+                time_wrappers(case, w, wg, q, cache, indices, per_row, L, False,
+                              {"backend": backend, "use_tensor_cores": tc, "rows": rows},
+                              kv_bytes, flops, rows)
 
             attempt(case, backend, body)
     L = args.prefill_context
@@ -603,20 +609,9 @@ def flashinfer_attention(torch, run, args, out):
                     paged_kv_indptr_buf=indptr.clone(), paged_kv_indices_buf=indices.clone(),
                     paged_kv_last_page_len_buf=last.clone(), backend=backend)
                 wg.plan(*plan, **kw)
-                o, og = torch.empty_like(q), torch.empty_like(q)
-
-                def fn():
-                    return w.run(q, cache, out=o)
-
-                def gfn():
-                    return wg.run(q, cache, out=og)
-
-                err = checked([(fn, o), (gfn, og)], q, cache, indices, per_row, L, True)
-                fields = {"library": "flashinfer", "backend": backend, "auto_picks": auto,
-                          "dtype": "bfloat16", "rows": rows, "context": L, "page_size": P,
-                          "layout": "NHD", "max_abs_err": err}
-                run.run(case, fn, fields, bytes_moved=kv_bytes, flops=flops, tokens=rows * L,
-                        graph_fn=gfn)
+                time_wrappers(case, w, wg, q, cache, indices, per_row, L, True,
+                              {"backend": backend, "auto_picks": auto, "rows": rows},
+                              kv_bytes, flops, rows * L)
 
             attempt(case, backend, body)
     for name, d in sorted(where.items()):

@@ -279,6 +279,15 @@ std::unique_ptr<local_engine> random_on_gpu(const nemotron_h_config& c) {
   return e ? std::move(*e) : nullptr;
 }
 
+// random_on_gpu with `off`=0 in the environment while the model is made
+// (where it reads its A/B switches), unset after.
+std::unique_ptr<local_engine> random_on_gpu_without(const nemotron_h_config& c, const char* off) {
+  EXPECT_EQ(setenv(off, "0", 1), 0);
+  auto e = random_on_gpu(c);
+  EXPECT_EQ(unsetenv(off), 0);
+  return e;
+}
+
 // Prompts of 5 and 17 tokens (token i: 3 + i * step mod 250), eight
 // tokens each: `separate` and `folded` give the same tokens and logits bit
 // for bit.
@@ -306,9 +315,7 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_gated_norm_bit_for_bit_in
   for (const std::int64_t n_groups : {2, 4}) {
     const auto config = gated_fold_config(n_groups);
     SCOPED_TRACE("groups of " + std::to_string(config.gated_norm_group_size()));
-    ASSERT_EQ(setenv("MSTAR_FUSED_NORM", "0", 1), 0);
-    auto separate = random_on_gpu(config);
-    ASSERT_EQ(unsetenv("MSTAR_FUSED_NORM"), 0);
+    auto separate = random_on_gpu_without(config, "MSTAR_FUSED_NORM");
     auto folded = random_on_gpu(config);
     ASSERT_NE(separate, nullptr);
     ASSERT_NE(folded, nullptr);
@@ -325,21 +332,11 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_gated_norm_bit_for_bit_in
 TEST(gpu_model_fused_norms, batch_one_decode_folds_the_activation_and_the_rounding_bit_for_bit) {
   MSTAR_REQUIRE_GPU();
   const auto config = gated_fold_config(4);  // MLP and attention layers
-  const auto made_with = [&](const char* off) {
-    if (off != nullptr) {
-      EXPECT_EQ(setenv(off, "0", 1), 0);
-    }
-    auto e = random_on_gpu(config);
-    if (off != nullptr) {
-      EXPECT_EQ(unsetenv(off), 0);
-    }
-    return e;
-  };
-  auto folded = made_with(nullptr);
+  auto folded = random_on_gpu(config);
   ASSERT_NE(folded, nullptr);
   for (const char* off : {"MSTAR_ACT_FOLD", "MSTAR_BF16_FOLD"}) {
     SCOPED_TRACE(std::string{off} + "=0");
-    auto separate = made_with(off);
+    auto separate = random_on_gpu_without(config, off);
     ASSERT_NE(separate, nullptr);
     ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*separate, *folded, 29));
     expect_pools_whole(*separate);
@@ -355,9 +352,7 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_activation_and_the_roundi
 TEST(gpu_model_fused_qkv, one_token_steps_project_qkv_in_one_product_bit_for_bit) {
   MSTAR_REQUIRE_GPU();
   const auto config = gated_fold_config(4);  // attention layers among the others
-  ASSERT_EQ(setenv("MSTAR_QKV_FUSED", "0", 1), 0);
-  auto separate = random_on_gpu(config);
-  ASSERT_EQ(unsetenv("MSTAR_QKV_FUSED"), 0);
+  auto separate = random_on_gpu_without(config, "MSTAR_QKV_FUSED");
   auto fused = random_on_gpu(config);
   ASSERT_NE(separate, nullptr);
   ASSERT_NE(fused, nullptr);
