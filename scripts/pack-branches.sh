@@ -32,5 +32,7 @@ for spec in "$@"; do
   strip -o "$root/.carry/bin/mstar_gpu_tests-$tag" "$wt/build/tests/mstar_gpu_tests"
   strip -o "$root/.carry/bin/mstar-gpu-bench-$tag" "$wt/build/bench/mstar-gpu-bench"
 done
-(cd "$root/.carry" && tar cJf bins.tar.xz bin && rm -rf bin)
+# xz -9e: its 64 MiB dictionary spans the binaries, which share most of
+# their code (scripts/pack-device.sh's PACK_XZ): about half of tar's -6.
+(cd "$root/.carry" && rm -f bins.tar.xz && tar cf - bin | xz -9e -T2 >bins.tar.xz && rm -rf bin)
 du -sh "$root/.carry"
