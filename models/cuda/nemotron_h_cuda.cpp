@@ -103,17 +103,15 @@ result<void> nemotron_h_cuda::upload(const nemotron_h_config& config,
         MSTAR_UP(d.gnorm, p.floats(l.gnorm));
         MSTAR_UP(d.out_proj, p.weights(l.out_proj, hid, c.d_inner()));
         break;
-      case layer_kind::attention: {
-        std::vector<float> qkv;
-        qkv.reserve(l.q.size() + l.k.size() + l.v.size());
-        for (const std::vector<float>* part : {&l.q, &l.k, &l.v})
-          qkv.insert(qkv.end(), part->begin(), part->end());
-        MSTAR_UP(d.qkv, p.weights(qkv, qd + 2 * kvd, hid));
-        const std::size_t elem = mstar::size_of(p.dtype);
-        d.q = cuda_detail::rows_of(d.qkv, 0, qd, elem);
-        d.k = cuda_detail::rows_of(d.qkv, qd, kvd, elem);
-        d.v = cuda_detail::rows_of(d.qkv, qd + kvd, kvd, elem);
-      }
+      case layer_kind::attention:
+        if (auto ok = cuda_detail::upload_qkv(
+                l.q, l.k, l.v, qd, kvd, p.dtype,
+                [&](const std::vector<float>& stacked, std::int64_t rows) {
+                  return p.weights(stacked, rows, hid);
+                },
+                d.qkv, d.q, d.k, d.v);
+            !ok)
+          return ok;
         MSTAR_UP(d.o, p.weights(l.o, hid, qd));
         break;
       case layer_kind::mlp:

@@ -155,15 +155,15 @@ result<void> qwen3_5_cuda::impl::upload(const qwen3_5_config& c, const qwen3_5_h
       MSTAR_UP(d.gnorm, floats(l.gnorm));
       MSTAR_UP(d.out_proj, weights(l.out_proj, hid, vd));
     } else {
-      std::vector<float> qkv;
-      qkv.reserve(l.q.size() + l.k.size() + l.v.size());
-      for (const std::vector<float>* part : {&l.q, &l.k, &l.v})
-        qkv.insert(qkv.end(), part->begin(), part->end());
-      MSTAR_UP(d.qkv, weights(qkv, 2 * qd + 2 * kvd, hid));
-      const std::size_t elem = mstar::size_of(dtype);
-      d.q = cuda_detail::rows_of(d.qkv, 0, 2 * qd, elem);
-      d.k = cuda_detail::rows_of(d.qkv, 2 * qd, kvd, elem);
-      d.v = cuda_detail::rows_of(d.qkv, 2 * qd + kvd, kvd, elem);
+      // q's rows hold each head's query and gate (2 qd).
+      if (auto ok = cuda_detail::upload_qkv(
+              l.q, l.k, l.v, 2 * qd, kvd, dtype,
+              [&](const std::vector<float>& stacked, std::int64_t rows) {
+                return weights(stacked, rows, hid);
+              },
+              d.qkv, d.q, d.k, d.v);
+          !ok)
+        return ok;
       MSTAR_UP(d.o, weights(l.o, hid, qd));
       MSTAR_UP(d.q_norm, floats(l.q_norm));
       MSTAR_UP(d.k_norm, floats(l.k_norm));

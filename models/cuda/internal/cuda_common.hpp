@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <optional>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/result.hpp"
@@ -64,6 +66,30 @@ struct device_matrix {
   v.cols = m.cols;
   v.borrowed = m.as<std::byte>() + static_cast<std::size_t>(first * m.cols) * elem;
   return v;
+}
+
+// Attention's q, k and v as one matrix [q_rows + 2 kv_rows, K] (host
+// weights stacked in that order, uploaded by `upload`), each borrowing its
+// rows of it, so a one-token step projects all three in one product.
+template <class Upload>
+[[nodiscard]] result<void> upload_qkv(const std::vector<float>& q, const std::vector<float>& k,
+                                      const std::vector<float>& v, std::int64_t q_rows,
+                                      std::int64_t kv_rows, mstar::dtype dtype, Upload&& upload,
+                                      device_matrix& qkv, device_matrix& dq, device_matrix& dk,
+                                      device_matrix& dv) {
+  std::vector<float> stacked;
+  stacked.reserve(q.size() + k.size() + v.size());
+  for (const std::vector<float>* part : {&q, &k, &v})
+    stacked.insert(stacked.end(), part->begin(), part->end());
+  auto up = upload(stacked, q_rows + 2 * kv_rows);
+  if (!up)
+    return up.error();
+  qkv = std::move(*up);
+  const std::size_t elem = mstar::size_of(dtype);
+  dq = rows_of(qkv, 0, q_rows, elem);
+  dk = rows_of(qkv, q_rows, kv_rows, elem);
+  dv = rows_of(qkv, q_rows + kv_rows, kv_rows, elem);
+  return {};
 }
 
 // A GEMM's input rows: float32, or already bfloat16 (written there by the
