@@ -7,6 +7,8 @@
 # headline lines printed. Each case is bounded (SECONDS_EACH, default 90).
 #   prefill-wgmma   the warpgroup-MMA causal prefill attention, 8 x 2,048 tokens
 #   decode-rows16   the tensor-core whole-row decode walk at 16 rows of 2,048
+#   decode-rows64   the same walk at 64 rows of 2,048 (0.90 of FlashInfer there)
+#   decode-mma4     the tensor-core split walk at 4 rows of 2,048 and its merge (0.88)
 #   decode-regs1    the register walk at one row of 2,048 (split) and its merge
 #   ssd-chunks      the chunked SSD scan's kernels at one row of 2,048 (h64, h128)
 #   gemv            the one-row GEMVs of the 0.56B's batch-1 step (plain and folded)
@@ -37,6 +39,10 @@ for c in "${cases[@]}"; do
       profile prefill-wgmma 'attend_prefill_wgmma' 1 $(gpu_bench --suite attention --rows 1 --prefill-rows 8) ;;
     decode-rows16)
       MSTAR_ATTN_DECODE_WALK=5 profile decode-rows16 'rows_mma' 2 $(gpu_bench --suite attention --rows 16 --prefill-rows 1) ;;
+    decode-rows64)
+      MSTAR_ATTN_DECODE_WALK=5 profile decode-rows64 'rows_mma' 2 $(gpu_bench --suite attention --rows 64 --prefill-rows 1) ;;
+    decode-mma4)
+      profile decode-mma4 'decode|merge' 3 $(gpu_bench --suite attention --rows 4 --prefill-rows 1) ;;
     decode-regs1)
       profile decode-regs1 'decode|merge' 3 $(gpu_bench --suite attention --rows 1 --prefill-rows 1) ;;
     ssd-chunks)
