@@ -16,6 +16,10 @@ jobs=$(nproc)
 fail() {
   echo >&2
   echo "run-tests: FAILED: $*" >&2
+  # A build step that fails without a compiler message (CI once saw llvm-ar
+  # stop while writing an archive, its message cut from the log) is most
+  # often a full disk: say how much was left.
+  echo "run-tests: free disk where the trees are: $(df -h --output=avail . | tail -1 | tr -d ' ')" >&2
   exit 1
 }
 
@@ -46,6 +50,9 @@ timed() {
 }
 
 scripts/install-deps.sh || fail "installing packages"
+# The four trees take about 3 GB (build/ 0.8, build-fuzz/ 0.7, build-asan/
+# 0.5 GB measured on a clean clone, 2026-12-04, plus TSan's).
+echo "run-tests: free disk at the start: $(df -h --output=avail . | tail -1 | tr -d ' ')"
 
 echo "== formatting (scripts/check-format.sh)"
 scripts/check-format.sh || fail "formatting: run the clang-format command above"
