@@ -359,8 +359,12 @@ void launch_gated_warp(const gated_rms_norm_params& p, int variant, std::int64_t
   const int warps = variant == 1   ? row_threads / 32
                     : variant == 2 ? warps_for_sms(items)
                                    : 1 << (variant - 3);
-  const auto blocks =
-      static_cast<unsigned>(std::min<std::int64_t>(ceil_div(items, warps), 1 << 20));
+  // Form 1 as it was; the others a grid of at most 2,048 threads an SM (a
+  // wave at full occupancy), looping past it: a prefill's items reuse the
+  // warps, each loading its next item's weight while it stores the current.
+  const std::int64_t cap = variant == 1 ? std::int64_t{1} << 20
+                                        : std::int64_t{detail::sm_count()} * (2048 / (32 * warps));
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(items, warps), cap));
   detail::launch_chained(
       variant == 1 ? gated_rms_norm_warp_kernel<V> : gated_rms_norm_warp2_kernel<V>, blocks,
       warps * 32, 0, stream, to_matrix(p.x), to_matrix(p.gate), p.weight.data, to_matrix(p.out),
