@@ -148,7 +148,7 @@ std::vector<small_shape> nemotron_h_small_shapes();
 struct small_options {
   std::vector<int> rows{1, 64, 256};
   std::vector<int> gated_forms{1, 2, 3, 4, 5, 6};
-  std::vector<int> add_forms{1, 2, 3};
+  std::vector<int> add_forms{1, 2, 3, 4};
   std::vector<small_temperature> temperatures{small_temperature::hot, small_temperature::cold,
                                               small_temperature::cold_weights};
   std::size_t cold_mib = 0;

@@ -5,8 +5,8 @@
 // in blocks of 1 / 2 / 4 / 8 warps; 0 the block form) on the Mamba-2 mixer's
 // y and z (z the first columns of in_proj's output rows), bf16 out, as the
 // bf16 model runs it; add_rms_norm (add_rms_norm_variant: 1 the default, 2
-// the weight loaded before the chained wait, 3 a row over a cluster of two
-// blocks) with a delta, bf16 out. Three operand temperatures:
+// the weight loaded before the chained wait, 3 / 4 a row over a cluster of
+// two / four blocks) with a delta, bf16 out. Three operand temperatures:
 //   hot           the same operands every call (L2-resident after the first)
 //   cold          a rotating set of operand copies (weights too) whose
 //                 touched bytes pass --cold-mib (default twice the L2); a

@@ -6,7 +6,7 @@
 #   gpu-tests.log  mstar_gpu_tests filtered to these kernels: the later forms
 #                  equal form 1 bit for bit (gpu_norm_variants.*), the
 #                  kernels against the CPU, the gated and plain norm folds
-#   gpu-tests-v2v3.log  the same with the later forms as the defaults
+#   gpu-tests-v2v4.log  the same with the later forms as the defaults
 #   small.jsonl    mstar-gpu-bench --suite small, graphs: Nemotron-H 0.56B
 #                  ("h2048") and 8B ("h4096") widths at 1 / 64 / 256 rows,
 #                  hot, cold and cold-weight operands (us a call, GB/s)
@@ -14,7 +14,7 @@
 #   nh056.jsonl    (with mstar-bench-model-gpu packed) the 0.56B
 #                  (bench/make_checkpoint.py) decoding at batch 64 under each
 #                  MSTAR_GATED_NORM_WARP x MSTAR_ADD_NORM_VARIANT pair, v1/v1
-#                  first and last (drift), each run bounded at 40 s
+#                  first and last (drift), each run bounded at 30 s
 # and prints per case each form's time beside form 1's; per model run, the
 # step and its roofline bandwidth fraction.
 # Needs scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench
@@ -30,11 +30,11 @@ echo "exit $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran|Failure|differs" "$out/gpu-tests.log" | head -40
 # The folds and the models' norms with the later forms as the defaults:
 # still equal to the separate launches bit for bit.
-echo "== GPU tests, MSTAR_GATED_NORM_WARP=v2 MSTAR_ADD_NORM_VARIANT=v3"
-MSTAR_GATED_NORM_WARP=v2 MSTAR_ADD_NORM_VARIANT=v3 timeout 240 "$bin/mstar_gpu_tests" \
-  --gtest_filter="$filter" >"$out/gpu-tests-v2v3.log" 2>&1
+echo "== GPU tests, MSTAR_GATED_NORM_WARP=v2 MSTAR_ADD_NORM_VARIANT=v4"
+MSTAR_GATED_NORM_WARP=v2 MSTAR_ADD_NORM_VARIANT=v4 timeout 240 "$bin/mstar_gpu_tests" \
+  --gtest_filter="$filter" >"$out/gpu-tests-v2v4.log" 2>&1
 echo "exit $?"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran|Failure|differs" "$out/gpu-tests-v2v3.log" | head -40
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran|Failure|differs" "$out/gpu-tests-v2v4.log" | head -40
 summary() {
   python3 - "$1" <<'PY'
 import json, sys
@@ -62,8 +62,8 @@ if [[ -x $bin/mstar-bench-model-gpu ]]; then
   echo "== nemotron_h-0.56b, batch 64"
   ck=$(mktemp -d)
   python3 "$root/bench/make_checkpoint.py" --size nemotron_h-0.56b --out "$ck/nh056" >/dev/null
-  for pair in v1/v1 v2/v1 v1/v2 v1/v3 v2/v2 v2/v3 v1/v1; do
-    MSTAR_GATED_NORM_WARP=${pair%/*} MSTAR_ADD_NORM_VARIANT=${pair#*/} timeout 40 \
+  for pair in v1/v1 v2/v1 v1/v2 v1/v3 v1/v4 v2/v3 v2/v4 v1/v1; do
+    MSTAR_GATED_NORM_WARP=${pair%/*} MSTAR_ADD_NORM_VARIANT=${pair#*/} timeout 30 \
       "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 64 --prompt-len 32 \
       --new-tokens 128 --repeats 3 --json | grep '^{' | sed -e "s#^{#{\"forms\": \"$pair\", #"
   done >"$out/nh056.jsonl"

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
+#include <type_traits>
 
 #include "kernels/cuda/internal/activation.cuh"
 #include "kernels/cuda/internal/common.cuh"
@@ -159,15 +160,17 @@ __global__ void add_rms_norm_early_kernel(matrix<float> residual, matrix<const f
   }
 }
 
-// block_sum over a row's 256 threads split over a cluster of two 128-thread
-// blocks (thread j of rank r is the layout's thread r * 128 + j): each warp
-// sums its lanes, the eight warps' sums meet in distributed shared memory,
-// and every warp adds them as block_reduce adds its scratch (lane l < 8 the
-// layout's warp l, the rest 0, the same butterfly), so the same bits. Ends
-// with a cluster barrier: no block leaves, or refills `slots`, while the
-// other reads it.
+// block_sum over a row's 256 threads split over a cluster of Split blocks
+// of 256 / Split threads (thread j of rank r is the layout's thread
+// r * 256 / Split + j): each warp sums its lanes, the eight warps' sums meet
+// in distributed shared memory, and every warp adds them as block_reduce
+// adds its scratch (lane l < 8 the layout's warp l, the rest 0, the same
+// butterfly), so the same bits. Ends with a cluster barrier: no block
+// leaves, or refills `slots`, while another reads it.
+template <int Split>
 __device__ __forceinline__ float cluster_row_sum(float v, float* slots) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr unsigned warps = 8U / Split;  // a block's
   const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   const unsigned lane = threadIdx.x % 32U;
   v = detail::group_sum(v);
@@ -176,7 +179,7 @@ __device__ __forceinline__ float cluster_row_sum(float v, float* slots) {
   cluster.sync();
   float total = 0.0F;
   if (lane < 8U)
-    total = cluster.map_shared_rank(slots, lane / 4U)[lane % 4U];
+    total = cluster.map_shared_rank(slots, lane / warps)[lane % warps];
   total = detail::group_sum(total);
   cluster.sync();
   return total;
@@ -185,24 +188,26 @@ __device__ __forceinline__ float cluster_row_sum(float v, float* slots) {
 #endif
 }
 
-// Form 3: form 2 with each row over a cluster of two 128-thread blocks
-// along x (grid (2, rows), looping over rows past the grid), thread for
-// thread the 256-thread layout of forms 1 and 2.
-template <int Per>
-__global__ void __launch_bounds__(128)
-    add_rms_norm_pair_kernel(matrix<float> residual, matrix<const float> delta, const float* weight,
-                             std::int64_t weight_stride, matrix<float> out,
-                             matrix<std::uint16_t> out_bf16, float eps) {
-  const int first = static_cast<int>(blockIdx.x * 128U + threadIdx.x);
+// Forms 3 and 4: form 2 with each row over a cluster of Split (2, 4) blocks
+// of 256 / Split threads along x (grid (Split, rows), looping over rows past
+// the grid), thread for thread the 256-thread layout of forms 1 and 2.
+template <int Per, int Split>
+__global__ void __launch_bounds__(256 / Split)
+    add_rms_norm_split_kernel(matrix<float> residual, matrix<const float> delta,
+                              const float* weight, std::int64_t weight_stride, matrix<float> out,
+                              matrix<std::uint16_t> out_bf16, float eps) {
+  constexpr int threads = 256 / Split;
+  static_assert(threads % 32 == 0);
+  const int first = static_cast<int>(blockIdx.x * threads + threadIdx.x);
   constexpr int stride = 256;
   float w[Per];
   load_weight_columns<Per>(weight, weight_stride, residual.cols, first, stride, w);
   detail::chain_start();
-  __shared__ float slots[4];
+  __shared__ float slots[threads / 32];
   for (std::int64_t t = blockIdx.y; t < residual.rows; t += gridDim.y) {
     add_norm_row<Per>(
         residual, delta, t, first, stride, [&](int i, std::int64_t) { return w[i]; },
-        [&](float v) { return cluster_row_sum(v, slots); }, out, out_bf16, eps);
+        [&](float v) { return cluster_row_sum<Split>(v, slots); }, out, out_bf16, eps);
   }
 }
 
@@ -296,7 +301,7 @@ cudaError_t launch_activate(const activation_params& p, Fn fn, cudaStream_t stre
 }
 
 // The form add_rms_norm takes: MSTAR_ADD_NORM_VARIANT "v1" (or unset) 1,
-// "v2" 2, "v3" 3; read once.
+// "v2" 2, "v3" 3, "v4" 4; read once.
 int add_norm_default() {
   static const int v = [] {
     const char* e = std::getenv("MSTAR_ADD_NORM_VARIANT");
@@ -305,6 +310,8 @@ int add_norm_default() {
       return 2;
     if (s == "v3" || s == "3")
       return 3;
+    if (s == "v4" || s == "4")
+      return 4;
     return 1;
   }();
   return v;
@@ -351,33 +358,33 @@ cudaError_t add_rms_norm_variant(const add_rms_norm_params& p, int variant, cuda
                            to_matrix(p.out_bf16), p.eps);
     return detail::launch_status();
   };
-  const auto launch_pairs = [&](auto kernel) {
-    const dim3 grid{2, static_cast<unsigned>(std::min<std::int64_t>(shape[0], 65535))};
-    detail::launch_chained_clusters(
-        kernel, grid, row_threads / 2, 2, 0, stream, to_matrix(p.residual), to_matrix(p.delta),
-        p.weight.data, p.weight.strides[0], to_matrix(p.out), to_matrix(p.out_bf16), p.eps);
+  const auto launch_split = [&](auto kernel, unsigned split) {
+    const dim3 grid{split, static_cast<unsigned>(std::min<std::int64_t>(shape[0], 65535))};
+    detail::launch_chained_clusters(kernel, grid, row_threads / split, split, 0, stream,
+                                    to_matrix(p.residual), to_matrix(p.delta), p.weight.data,
+                                    p.weight.strides[0], to_matrix(p.out), to_matrix(p.out_bf16),
+                                    p.eps);
     return detail::launch_status();
   };
-  // Form 2 and 3 take every row of up to 16 columns a thread; 3 only where
-  // clusters are built.
-  const auto pick = [&](auto plain, auto early, auto pairs) {
+  // Forms 2-4 take every row of up to 16 columns a thread; 3 and 4 only
+  // where clusters are built (else form 2).
+  const auto pick = [&](auto per) {
+    constexpr int Per = decltype(per)::value;
     if (variant == 3 && clusters_built())
-      return launch_pairs(pairs);
+      return launch_split(add_rms_norm_split_kernel<Per, 2>, 2);
+    if (variant == 4 && clusters_built())
+      return launch_split(add_rms_norm_split_kernel<Per, 4>, 4);
     if (variant >= 2)
-      return launch(early);
-    return launch(plain);
+      return launch(add_rms_norm_early_kernel<Per>);
+    return launch(add_rms_norm_kernel<Per>);
   };
   const std::int64_t cols = shape[1];
-  if (cols <= 4 * row_threads) {
-    return pick(add_rms_norm_kernel<4>, add_rms_norm_early_kernel<4>, add_rms_norm_pair_kernel<4>);
-  }
-  if (cols <= 8 * row_threads) {
-    return pick(add_rms_norm_kernel<8>, add_rms_norm_early_kernel<8>, add_rms_norm_pair_kernel<8>);
-  }
-  if (cols <= 16 * row_threads) {
-    return pick(add_rms_norm_kernel<16>, add_rms_norm_early_kernel<16>,
-                add_rms_norm_pair_kernel<16>);
-  }
+  if (cols <= 4 * row_threads)
+    return pick(std::integral_constant<int, 4>{});
+  if (cols <= 8 * row_threads)
+    return pick(std::integral_constant<int, 8>{});
+  if (cols <= 16 * row_threads)
+    return pick(std::integral_constant<int, 16>{});
   return launch(add_rms_norm_kernel<0>);
 }
 

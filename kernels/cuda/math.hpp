@@ -33,18 +33,19 @@ namespace mstar::kernels::cuda {
 /// Forms of `add_rms_norm` (fused.cu), all the same bits: 1 the block-a-row
 /// kernel (the default); 2 it with the thread's weight columns loaded once,
 /// before the chained wait (rows of up to 16 columns a thread, the rest run
-/// 1); 3 that with each row split over a cluster of two 128-thread blocks,
-/// thread for thread the 256 threads of form 1, the eight warps' sums
-/// exchanged through distributed shared memory and added in form 1's order
-/// (rows of up to 16 columns a thread, the rest run 1). Entry 0 is unused.
-inline constexpr int add_rms_norm_variants = 4;
+/// 1); 3 and 4 that with each row split over a cluster of two 128-thread
+/// (four 64-thread) blocks, thread for thread the 256 threads of form 1, the
+/// eight warps' sums exchanged through distributed shared memory and added
+/// in form 1's order (rows of up to 16 columns a thread, the rest run 1).
+/// Entry 0 is unused.
+inline constexpr int add_rms_norm_variants = 5;
 
 /// `add_rms_norm` in form `variant` (1 .. add_rms_norm_variants - 1; -1:
 /// the one `add_rms_norm` takes, `MSTAR_ADD_NORM_VARIANT`: unset or `v1`
-/// form 1, `v2` form 2, `v3` form 3; read once): for the tests and
+/// form 1, `v2` to `v4` that form; read once): for the tests and
 /// mstar-gpu-bench's `--suite small`. Another index returns
-/// cudaErrorInvalidValue. Forms 2 and 3 read `weight` before the chained
-/// wait, so it must be no kernel's output on the stream (`chained_launches`).
+/// cudaErrorInvalidValue. Forms 2-4 read `weight` before the chained wait,
+/// so it must be no kernel's output on the stream (`chained_launches`).
 [[nodiscard]] cudaError_t add_rms_norm_variant(const add_rms_norm_params& p, int variant,
                                                cudaStream_t stream);
 

@@ -1,5 +1,5 @@
 // The norms' later forms (kernels/cuda/math.hpp: gated_rms_norm_variant
-// 2-6, add_rms_norm_variant 2-3) against form 1, the default, byte for
+// 2-6, add_rms_norm_variant 2-4) against form 1, the default, byte for
 // byte: same products, same order of the sums, so the same bits, at the
 // Nemotron-H decode shapes (0.56B and 8B, 1 / 64 / 256 rows) and awkward
 // ones (rows that leave a block part full, groups of 128 and 256, a grid
@@ -353,7 +353,7 @@ TEST(gpu_norm_variants, add_rms_norm_forms_equal_the_first_at_awkward_shapes) {
       expect_add_forms_equal(rng, {rows, hidden, hidden, true, true, true, on::delta});
     }
   }
-  // More rows than the cluster form's grid (65,535 along y): its rows loop.
+  // More rows than the cluster forms' grid (65,535 along y): their rows loop.
   expect_add_forms_equal(rng, {65600, 256, 256, true, false, true});
 }
 
