@@ -16,6 +16,9 @@
 // --suite gemv: the one-row GEMV, plain and folded, on the same projections
 // at each --gemv-variants launch shape (bench/gpu_bench_gemv.cpp).
 // --suite argmax: greedy sampling's argmax at --argmax-rows rows.
+// --suite small: the gated RMS norm and add_rms_norm in each of their forms
+// at Nemotron-H's widths and --small-rows rows, hot and cold operands
+// (bench/gpu_bench_small.cpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -290,9 +293,21 @@ int main(int argc, char** argv) {
                  "shapes of bench/baselines_h200.py: kernels17 (attention, ssd and conv), "
                  "attention, ssd, conv; gemm (cuBLAS bf16 on Nemotron-H's projections); "
                  "gemv (the one-row GEMV on them, plain and folded, at --gemv-variants); "
-                 "argmax (greedy sampling over --argmax-rows x --argmax-vocab)")
+                 "argmax (greedy sampling over --argmax-rows x --argmax-vocab); small (the "
+                 "gated RMS norm and add_rms_norm in each form, hot and cold)")
       ->check(CLI::IsMember({"all", "delta-rule", "kernels17", "attention", "ssd", "conv", "gemm",
-                             "gemv", "argmax"}));
+                             "gemv", "argmax", "small"}));
+  gpu::small_options small;
+  app.add_option("--small-rows", small.rows, "small: rows, one case each")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--small-gated-forms", small.gated_forms,
+                 "small: gated norm forms (math.hpp's gated_rms_norm_variant table)")
+      ->check(CLI::Range(0, cuda::gated_rms_norm_variants - 1));
+  app.add_option("--small-add-forms", small.add_forms,
+                 "small: add_rms_norm forms (math.hpp's add_rms_norm_variant table)")
+      ->check(CLI::Range(1, cuda::add_rms_norm_variants - 1));
+  app.add_option("--cold-mib", small.cold_mib,
+                 "small: bytes the cold operands' copies pass (MiB; 0: twice the L2)");
   std::vector<int> gemv_variants;
   app.add_option("--gemv-variants", gemv_variants,
                  "gemv: launch shapes (kernels/cuda/gemv_shape.hpp's table), -1 the default; "
@@ -397,6 +412,11 @@ int main(int argc, char** argv) {
       std::iota(gemv_variants.begin(), gemv_variants.end(), -1);
     }
     results = gpu::bench_gemv_shapes(t, copy, gemv_variants, rounds);
+    mstar::bench::report(results, as_json);
+    return 0;
+  }
+  if (suite == "small") {
+    results = gpu::bench_small(t, copy, small, rounds);
     mstar::bench::report(results, as_json);
     return 0;
   }

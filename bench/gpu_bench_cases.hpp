@@ -123,4 +123,43 @@ std::vector<gemm_case> nemotron_h_projections();
 std::vector<comparison> bench_gemv_shapes(timer& t, copy_baseline& copy,
                                           const std::vector<int>& variants, int rounds);
 
+/// `--suite small`'s operand temperatures (bench/gpu_bench_small.cpp): the
+/// same operands every call; a rotating set of copies past the L2; the
+/// activations the same and the norm weights rotating (a decode step's).
+enum class small_temperature { hot, cold, cold_weights };
+
+/// A model's widths for the small kernels: the residual stream (add_rms_norm)
+/// and the Mamba-2 mixer's gated norm (y and z, z the first columns of
+/// in_proj's rows).
+struct small_shape {
+  std::string label;            ///< in the case names: "h2048", "h4096"
+  std::int64_t hidden;          ///< add_rms_norm's row
+  std::int64_t mamba_channels;  ///< heads * head_dim: the gated norm's row
+  std::int64_t groups;          ///< n_groups: the gated norm's groups a row
+  std::int64_t in_proj_width;   ///< z's row stride
+};
+
+/// Nemotron-H 0.56B's ("h2048") and 8B's ("h4096") widths.
+std::vector<small_shape> nemotron_h_small_shapes();
+
+/// What `--suite small` runs: forms of each kernel (math.hpp's
+/// gated_rms_norm_variant and add_rms_norm_variant tables), rows, and
+/// temperatures; `cold_mib` 0: twice the device's L2.
+struct small_options {
+  std::vector<int> rows{1, 64, 256};
+  std::vector<int> gated_forms{1, 2, 3, 4, 5, 6};
+  std::vector<int> add_forms{1, 2, 3, 4};
+  std::vector<small_temperature> temperatures{small_temperature::hot, small_temperature::cold,
+                                              small_temperature::cold_weights};
+  std::size_t cold_mib = 0;
+};
+
+/// `--suite small`: the gated RMS norm ("gated_norm_<label>_b<rows>_<temperature>_f<form>")
+/// and add_rms_norm ("add_rms_norm_...") on each of nemotron_h_small_shapes()
+/// at each row count, temperature and form: bytes (operands read and written
+/// once) per second against the copy; rows, form and the copies rotated among
+/// the extras.
+std::vector<comparison> bench_small(timer& t, copy_baseline& copy, const small_options& o,
+                                    int rounds);
+
 }  // namespace mstar::bench::gpu

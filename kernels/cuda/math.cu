@@ -169,6 +169,40 @@ __global__ void __launch_bounds__(row_threads)
   }
 }
 
+// The warp form with every load of a warp's item in flight before any use
+// (internal/gated_norm.cuh's gated_norm_group_loaded: the same products and
+// sum, so the same bits) and its first item's weight quads loaded before the
+// chained wait: the weight is no kernel's output (math.hpp, chained_launches),
+// so they overlap the previous kernel's tail. The launcher sizes blocks so
+// the items spread over every SM (warps_for_sms).
+template <int V>
+__global__ void __launch_bounds__(row_threads)
+    gated_rms_norm_warp2_kernel(matrix<const float> x, matrix<const float> gate,
+                                const float* weight, matrix<float> out,
+                                matrix<std::uint16_t> out_bf16, std::int64_t groups, float eps) {
+  constexpr int group = V * 128;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const std::int64_t warps_per_block = blockDim.x / 32;
+  const std::int64_t items = x.rows * groups;
+  const std::int64_t step = std::int64_t{gridDim.x} * warps_per_block;
+  std::int64_t item = std::int64_t{blockIdx.x} * warps_per_block + threadIdx.x / 32;
+  float4 w[V];
+  if (item < items)
+    detail::load_group_quads<V>(weight + (item % groups) * group, lane, w);
+  detail::chain_start();
+  for (; item < items; item += step) {
+    const std::int64_t t = item / groups;
+    const std::int64_t c0 = (item % groups) * group;
+    detail::gated_norm_group_loaded<V>(
+        x.data + t * x.row_stride + c0,
+        gate.data != nullptr ? gate.data + t * gate.row_stride + c0 : nullptr, w, eps,
+        out.data != nullptr ? out.data + t * out.row_stride + c0 : nullptr,
+        out_bf16.data != nullptr ? out_bf16.data + t * out_bf16.row_stride + c0 : nullptr, lane);
+    if (item + step < items)
+      detail::load_group_quads<V>(weight + ((item + step) % groups) * group, lane, w);
+  }
+}
+
 __global__ void softmax_kernel(matrix<const float> x, matrix<float> out) {
   __shared__ float scratch[32];
   for (std::int64_t t = blockIdx.x; t < x.rows; t += gridDim.x) {
@@ -282,15 +316,77 @@ cudaError_t rms_norm(const rms_norm_params& p, cudaStream_t stream) {
   return detail::launch_status();
 }
 
-bool gated_rms_norm_warp_form() {
-  static const bool on = [] {
+namespace {
+
+// The form `gated_rms_norm` takes (gated_rms_norm_variant's table):
+// MSTAR_GATED_NORM_WARP "0" the block kernel, unset or "v1" the warp
+// kernel, "v2" the loaded-warp kernel, a table index ("0" .. "6") that
+// entry; read once.
+int gated_norm_default() {
+  static const int v = [] {
     const char* e = std::getenv("MSTAR_GATED_NORM_WARP");
-    return e == nullptr || std::string_view(e) != "0";
+    constexpr int today = 1;
+    if (e == nullptr)
+      return today;
+    const std::string_view s{e};
+    if (s == "v1")
+      return 1;
+    if (s == "v2")
+      return 2;
+    if (s.size() == 1 && s[0] >= '0' && s[0] < '0' + gated_rms_norm_variants)
+      return s[0] - '0';
+    return today;
   }();
-  return on;
+  return v;
+}
+
+// Warps a block for `items` warp items: the most (up to a block of
+// row_threads) that still leaves a block for every SM, so a 64-row decode
+// step's 512 items (0.56B: 8 groups a row) run 256 blocks of 2 warps on 132
+// SMs, not 64 of 8.
+int warps_for_sms(std::int64_t items) {
+  const int sms = detail::sm_count();
+  int warps = row_threads / 32;
+  while (warps > 1 && ceil_div(items, warps) < sms)
+    warps /= 2;
+  return warps;
+}
+
+template <int V>
+void launch_gated_warp(const gated_rms_norm_params& p, int variant, std::int64_t groups,
+                       cudaStream_t stream) {
+  const std::int64_t items = p.x.shape[0] * groups;
+  const int warps = variant == 1   ? row_threads / 32
+                    : variant == 2 ? warps_for_sms(items)
+                                   : 1 << (variant - 3);
+  // Form 1 as it was; the others a grid of at most 2,048 threads an SM (a
+  // wave at full occupancy), looping past it: a prefill's items reuse the
+  // warps, each loading its next item's weight while it stores the current.
+  const std::int64_t cap = variant == 1 ? std::int64_t{1} << 20
+                                        : std::int64_t{detail::sm_count()} * (2048 / (32 * warps));
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(items, warps), cap));
+  detail::launch_chained(
+      variant == 1 ? gated_rms_norm_warp_kernel<V> : gated_rms_norm_warp2_kernel<V>, blocks,
+      warps * 32, 0, stream, to_matrix(p.x), to_matrix(p.gate), p.weight.data, to_matrix(p.out),
+      to_matrix(p.out_bf16), groups, p.eps);
+}
+
+}  // namespace
+
+bool gated_rms_norm_warp_form() {
+  return gated_norm_default() != 0;
 }
 
 cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream) {
+  return gated_rms_norm_variant(p, -1, stream);
+}
+
+cudaError_t gated_rms_norm_variant(const gated_rms_norm_params& p, int variant,
+                                   cudaStream_t stream) {
+  if (variant < -1 || variant >= gated_rms_norm_variants)
+    return cudaErrorInvalidValue;
+  if (variant < 0)
+    variant = gated_norm_default();
   if (!detail::all_ok(
           {check_view(p.x, "x", {any_extent, any_extent}),
            check_view(p.gate, "gate", p.gate ? p.x.shape : p.gate.shape),
@@ -308,38 +404,29 @@ cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream) 
     return cudaSuccess;
   const std::int64_t groups = channels / group;
   const std::int64_t items = p.x.shape[0] * groups;
-  // The warp form wants contiguous rows of whole float4s (uint2s for bf16)
+  // The warp forms want contiguous rows of whole float4s (uint2s for bf16)
   // at 16- (8-) byte aligned addresses and a group of 128..1024 channels.
   const auto rows_of = [](const auto& v, std::int64_t per) {
     return !v || (v.strides[1] == 1 && v.strides[0] % per == 0 &&
                   reinterpret_cast<std::uintptr_t>(v.data) % (per * sizeof(*v.data)) == 0);
   };
-  const int v4 = gated_rms_norm_warp_form() && group % 128 == 0 && group <= 1024
-                     ? static_cast<int>(group / 128)
-                     : 0;
+  const int v4 =
+      variant != 0 && group % 128 == 0 && group <= 1024 ? static_cast<int>(group / 128) : 0;
   if ((v4 == 1 || v4 == 2 || v4 == 4 || v4 == 8) && rows_of(p.x, 4) && rows_of(p.gate, 4) &&
       rows_of(p.out, 4) && rows_of(p.out_bf16, 4) && p.weight.strides[0] == 1 &&
       reinterpret_cast<std::uintptr_t>(p.weight.data) % 16 == 0) {
-    constexpr int warps = row_threads / 32;
-    const auto blocks =
-        static_cast<unsigned>(std::min<std::int64_t>(ceil_div(items, warps), 1 << 20));
-    const auto launch = [&](auto kernel) {
-      detail::launch_chained(kernel, blocks, row_threads, 0, stream, to_matrix(p.x),
-                             to_matrix(p.gate), p.weight.data, to_matrix(p.out),
-                             to_matrix(p.out_bf16), groups, p.eps);
-    };
     switch (v4) {
       case 1:
-        launch(gated_rms_norm_warp_kernel<1>);
+        launch_gated_warp<1>(p, variant, groups, stream);
         break;
       case 2:
-        launch(gated_rms_norm_warp_kernel<2>);
+        launch_gated_warp<2>(p, variant, groups, stream);
         break;
       case 4:
-        launch(gated_rms_norm_warp_kernel<4>);
+        launch_gated_warp<4>(p, variant, groups, stream);
         break;
       default:
-        launch(gated_rms_norm_warp_kernel<8>);
+        launch_gated_warp<8>(p, variant, groups, stream);
         break;
     }
     return detail::launch_status();

@@ -27,15 +27,55 @@ namespace mstar::kernels::cuda {
 /// one kernel (fused.cu): one block per row, the sum of squares taken as
 /// `rms_norm` takes it, so the f32 output equals `add` then `rms_norm` bit
 /// for bit and the bf16 output is that value rounded as `to_bf16` rounds.
+/// The form is `MSTAR_ADD_NORM_VARIANT`'s (`add_rms_norm_variant`).
 [[nodiscard]] cudaError_t add_rms_norm(const add_rms_norm_params& p, cudaStream_t stream);
+
+/// Forms of `add_rms_norm` (fused.cu), all the same bits: 1 the block-a-row
+/// kernel (the default); 2 it with the thread's weight columns loaded once,
+/// before the chained wait (rows of up to 16 columns a thread, the rest run
+/// 1); 3 and 4 that with each row split over a cluster of two 128-thread
+/// (four 64-thread) blocks, thread for thread the 256 threads of form 1, the
+/// eight warps' sums exchanged through distributed shared memory and added
+/// in form 1's order (rows of up to 16 columns a thread, the rest run 1).
+/// Entry 0 is unused.
+inline constexpr int add_rms_norm_variants = 5;
+
+/// `add_rms_norm` in form `variant` (1 .. add_rms_norm_variants - 1; -1:
+/// the one `add_rms_norm` takes, `MSTAR_ADD_NORM_VARIANT`: unset or `v1`
+/// form 1, `v2` to `v4` that form; read once): for the tests and
+/// mstar-gpu-bench's `--suite small`. Another index returns
+/// cudaErrorInvalidValue. Forms 2-4 read `weight` before the chained wait,
+/// so it must be no kernel's output on the stream (`chained_launches`).
+[[nodiscard]] cudaError_t add_rms_norm_variant(const add_rms_norm_params& p, int variant,
+                                               cudaStream_t stream);
 
 /// Mamba-2's gated RMS norm, one block per (row, group), or a warp per
 /// (row, group) where the group is 128, 256, 512 or 1024 channels and the
 /// rows are whole float4s (the warp form; only the order of the squares' sum
 /// differs); the bf16 output is the f32 value rounded as `to_bf16` rounds.
+/// The form is `MSTAR_GATED_NORM_WARP`'s (`gated_rms_norm_variant`).
 [[nodiscard]] cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream);
 
-/// Whether `gated_rms_norm` takes its warp form where the shapes allow it
+/// Forms of `gated_rms_norm` (math.cu): 0 the block kernel; 1 the warp
+/// kernel in blocks of 8 warps (the default); 2 the loaded-warp kernel (all
+/// of a warp's x and gate loads in flight before the first product, its
+/// weight loaded before the chained wait), in blocks of as many warps (up to
+/// 8) as leave a block for every SM; 3, 4, 5, 6 that kernel in blocks of 1,
+/// 2, 4, 8 warps. Entries 1-6 give the same bits; shapes the warp forms do
+/// not take run entry 0.
+inline constexpr int gated_rms_norm_variants = 7;
+
+/// `gated_rms_norm` in form `variant` (0 .. gated_rms_norm_variants - 1;
+/// -1: the one `gated_rms_norm` takes, `MSTAR_GATED_NORM_WARP`: unset or
+/// `v1` entry 1, `v2` entry 2, a single digit that entry; read once): for
+/// the tests and mstar-gpu-bench's `--suite small`. An index outside the
+/// table returns cudaErrorInvalidValue. Forms 2-6 read `weight` before the
+/// chained wait, so it must be no kernel's output on the stream
+/// (`chained_launches`), as a model's norm weights are not.
+[[nodiscard]] cudaError_t gated_rms_norm_variant(const gated_rms_norm_params& p, int variant,
+                                                 cudaStream_t stream);
+
+/// Whether `gated_rms_norm` takes a warp form where the shapes allow it
 /// (`MSTAR_GATED_NORM_WARP=0`: never, for A/B runs; read once). The gated
 /// GEMV (`gated_rms_norm_linear_bf16`) equals `gated_rms_norm` then
 /// `linear_bf16` only where it does.
@@ -47,7 +87,9 @@ namespace mstar::kernels::cuda {
 /// internal/common.cuh says what a chained kernel owes). Bit for bit the
 /// same results either way. Before the wait a chained kernel reads only
 /// what its params call weights (the causal conv's taps and bias, the SSD
-/// update's dt_bias / A_log / D, a GEMV's weight where `weight_static`):
+/// update's dt_bias / A_log / D, a GEMV's weight where `weight_static`, the
+/// norms' weights in `gated_rms_norm_variant` / `add_rms_norm_variant`'s
+/// later forms):
 /// those must be no kernel's output on the stream, as a model's weights are
 /// not. `MSTAR_PDL=0` turns it off (A/B runs; read at
 /// the first launch); `set_chained_launches` overrides it for the launches
