@@ -50,14 +50,15 @@ constexpr int mma_threads = mma_warps * 32;
 constexpr int mma_tile = 16;  // positions a warp takes per step: the mma's M
 static_assert(mma_warps * mma_tile == decode_mma_step);
 
-// The fused merge (attention_merge::fused) with 32 floats of partials in
-// flight a lane (16 at D 256, where they spilled): the walk's registers are
-// free by then.
+// The fused merge (attention_merge::fused) with 64 floats of partials in
+// flight a lane at D 128 (16 partials: a row of 64 partials in 4 rounds),
+// 32 at D 64 (4 blocks an SM cap it at 128 registers) and 16 at D 256: the
+// walk's registers are free by then.
 template <int D>
 __device__ __forceinline__ void mma_fused_merge(const attn_args& a, const split_args& s, int token,
                                                 int positions, int h0, int heads) {
   constexpr int e = merge_elems<D>;
-  fused_merge<D, e, D == 256 ? 4 : 32 / e>(a, s, token, positions, h0, heads);
+  fused_merge<D, e, D == 256 ? 4 : (D == 128 ? 16 : 32 / e)>(a, s, token, positions, h0, heads);
 }
 
 // Tile shape and shared memory of one block, in one place: per warp its
