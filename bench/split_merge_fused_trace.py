@@ -117,9 +117,10 @@ def fused_merge(m, l, acc, used, d, e_pass, batch):
 
 
 def check_arithmetic(rng):
-    # (E, Batch) of mma / rows_mma (32 floats in flight, 16 at D 256 for
-    # mma) and the register walk (2, 4).
-    shapes = {64: [(2, 16), (2, 4)], 128: [(4, 16), (4, 8), (2, 4)], 256: [(4, 8), (4, 4), (2, 4)]}
+    # (E, Batch) of mma (D 64 / 128 / 256: (2, 16), (4, 16), (4, 4)),
+    # rows_mma ((2, 16), (4, 8)) and the register walk ((2, 4)), and one more.
+    shapes = {64: [(2, 16), (2, 4)], 128: [(4, 16), (4, 8), (2, 4)],
+              256: [(4, 8), (4, 4), (2, 4)]}
     n = 0
     for d, forms in shapes.items():
         for used in (0, 1, 2, 3, 4, 5, 31, 32, 33, 64, 100, 128):
