@@ -158,8 +158,9 @@ TEST_P(gpu_attention_fused_merge, equals_the_block_merge_bit_for_bit_over_repeat
     const cuda::attention_variant v = cuda::paged_attention_variant(step.params, true);
     std::cout << "[ variant  ] " << cuda::to_string(v.walk) << ' ' << cuda::to_string(v.merge)
               << ", " << splits << " splits\n";
-    if (v.walk != cuda::attention_walk::rows)
+    if (v.walk != cuda::attention_walk::rows) {
       EXPECT_EQ(v.merge, cuda::attention_merge::fused);
+    }
     for (int run = 0; run < 3; ++run) {
       step.poison(nullptr);
       ASSERT_EQ(step.launch(nullptr), cudaSuccess);
