@@ -144,16 +144,20 @@ TEST_P(gpu_attention_fused_merge, equals_the_block_merge_bit_for_bit_over_repeat
   std::uint64_t seed = 900;
   for (const auto& c : fused_cases()) {
     SCOPED_TRACE(c.name);
-    const device_step step{c, ++seed};
-    const int splits = cuda::paged_attention_splits(step.params);
-    ASSERT_GE(splits, 2) << "the case must split";
+    std::unique_ptr<const device_step> made;
+    int splits = 0;
     std::vector<float> block;
     {
+      // The plan and workspace are the walk's; the merge does not change them.
       const variant_scope forced{{walk, cuda::attention_merge::block}};
-      step.poison(nullptr);
-      ASSERT_EQ(step.launch(nullptr), cudaSuccess);
-      block = step.out.download();
+      made = std::make_unique<const device_step>(c, ++seed);
+      splits = cuda::paged_attention_splits(made->params);
+      ASSERT_GE(splits, 2) << "the case must split";
+      made->poison(nullptr);
+      ASSERT_EQ(made->launch(nullptr), cudaSuccess);
+      block = made->out.download();
     }
+    const device_step& step = *made;
     const variant_scope forced{{walk, cuda::attention_merge::fused}};
     const cuda::attention_variant v = cuda::paged_attention_variant(step.params, true);
     std::cout << "[ variant  ] " << cuda::to_string(v.walk) << ' ' << cuda::to_string(v.merge)
