@@ -87,6 +87,9 @@ comparison time_split(timer& t, copy_baseline& copy,
                       double kv_bytes, int rounds) {
   const std::size_t ws_bytes = cuda::paged_attention_workspace_bytes(p);
   auto workspace = alloc(std::max<std::size_t>(ws_bytes, 16));
+  // Its merge counters start at zero, as a model's workspace does.
+  check(cuda::clear_paged_attention_workspace(workspace.data(), ws_bytes, nullptr),
+        "split workspace");
   auto c = measure(
       t, copy, name, "kv_bytes_read_per_s", kv_bytes,
       [&](cudaStream_t s) { return cuda::paged_attention(p, workspace.data(), ws_bytes, s); },
@@ -103,8 +106,8 @@ constexpr cuda::attention_walk all_walks[] = {
     cuda::attention_walk::registers, cuda::attention_walk::pipeline4,
     cuda::attention_walk::pipeline2, cuda::attention_walk::mma,
     cuda::attention_walk::rows,      cuda::attention_walk::rows_mma};
-constexpr cuda::attention_merge all_merges[] = {cuda::attention_merge::warp,
-                                                cuda::attention_merge::block};
+constexpr cuda::attention_merge all_merges[] = {
+    cuda::attention_merge::warp, cuda::attention_merge::block, cuda::attention_merge::fused};
 
 }  // namespace
 

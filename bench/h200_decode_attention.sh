@@ -2,7 +2,7 @@
 # The paged decode attention's variants on an H200 (the device machine),
 # results under $OUT:
 #   gpu-tests.log     mstar_gpu_tests --gtest_filter='*attention*': every walk
-#                     (regs, cp4, cp2, mma, rows) and split merge (mwarp, mblock) forced
+#                     (regs, cp4, cp2, mma, rows, rows_mma) and split merge (mwarp, mblock, mfused) forced
 #                     against the CPU reference
 #   variants.jsonl    mstar-gpu-bench --suite attention --attn-variants
 #                     --graphs at 1..256 rows of 2,048 positions (bf16, 32 q /

@@ -85,9 +85,17 @@ enum class attention_walk : std::int8_t {
 
 /// How the split path merges each row's partials.
 enum class attention_merge : std::int8_t {
-  automatic = -1,  ///< MSTAR_ATTN_SPLIT_MERGE (0, 1) if set, else `block`
+  automatic = -1,  ///< MSTAR_ATTN_SPLIT_MERGE (0, 1, 2) if set, else `block`
   warp = 0,        ///< a warp per (row, query head), reading the partials one by one
   block = 1,       ///< a block per (row, query head), 4 warps over the partials, vector loads
+  /// No merge kernel: each split block, its partials written, counts itself
+  /// in on its item's counter (the workspace's first
+  /// paged_attention_counter_bytes), and the last of an item's blocks merges
+  /// its query heads, a warp a head, with `block`'s sums in `block`'s order
+  /// (the same bits). The `mma`, `rows_mma` and `registers` split walks;
+  /// the others, and steps of more than paged_attention_counter_bytes / 4
+  /// tokens x query heads, take `block`.
+  fused = 2,
 };
 
 /// A choice of walk and merge; `automatic` fields defer to the environment
@@ -105,14 +113,15 @@ attention_variant set_attention_variant(attention_variant v);
 
 /// The walk and merge a launch of `p` would take now (`split`: the
 /// workspace overload's kernels, else the one-pass kernel's), both resolved
-/// (never automatic; `mma` only where that kernel takes `p`). The merge is
-/// reported even where the launch would not split. Host only.
+/// (never automatic; `mma` only where that kernel takes `p`; `fused` only
+/// where it takes `p`, else `block`). The merge is reported even where the
+/// launch would not split. Host only.
 [[nodiscard]] attention_variant paged_attention_variant(const paged_attention_params& p,
                                                         bool split);
 
 /// Short names for labels: "regs", "cp4", "cp2", "mma", "rows" ("auto").
 [[nodiscard]] const char* to_string(attention_walk w);
-/// "mwarp", "mblock" ("auto").
+/// "mwarp", "mblock", "mfused" ("auto").
 [[nodiscard]] const char* to_string(attention_merge m);
 
 /// Which tensor-core kernel runs the steps `paged_attention` gives the
@@ -163,28 +172,46 @@ attention_prefill set_attention_prefill(attention_prefill k);
 /// (kv_indices.size()), page_size, heads and head_dim. It splits decode steps
 /// (decode arrays present) with head_dim 64, 128 or 256 whose one-pass grid
 /// fills at most half a wave of the device and whose rows average (at most
-/// pages * page_size / rows) at least 64 positions.
+/// pages * page_size / rows) at least 64 positions. MSTAR_ATTN_SPLITS=N
+/// (read once; A/B runs) asks for N chunks a row wherever the rows are long
+/// enough for them, half a wave or not (1: never split).
 [[nodiscard]] int paged_attention_splits(const paged_attention_params& p, int num_sms = 0);
 
+/// Bytes at the start of every split workspace that hold the fused merge's
+/// arrival counters (attention_merge::fused): they must be zero before the
+/// workspace's first split launch (clear_paged_attention_workspace, once
+/// after allocating it), and every launch leaves them zero (the other
+/// merges never touch them).
+inline constexpr std::size_t paged_attention_counter_bytes = std::size_t{32} * 1024;
+
 /// Bytes of workspace the split path needs for this step: 0 when it would
-/// not split, else rows * num_qo_heads * splits * (head_dim + 2) floats.
-/// Cheap (no device access beyond a cached occupancy query); size the
-/// workspace once for the largest step and pass it every time.
+/// not split, else paged_attention_counter_bytes + rows * num_qo_heads *
+/// splits * (head_dim + 2) floats. Cheap (no device access beyond a cached
+/// occupancy query); size the workspace once for the largest step and pass
+/// it every time (its counters zeroed once).
 [[nodiscard]] std::size_t paged_attention_workspace_bytes(const paged_attention_params& p,
                                                           int num_sms = 0);
+
+/// Zeroes the counters of a freshly allocated split workspace of `bytes`
+/// (its first paged_attention_counter_bytes, or all of a smaller one) on
+/// `stream`: once, before the workspace's first split launch. Asynchronous.
+[[nodiscard]] cudaError_t clear_paged_attention_workspace(void* workspace, std::size_t bytes,
+                                                          cudaStream_t stream);
 
 /// `paged_attention` with split-KV ("flash-decoding") for decode steps that
 /// leave the device idle: each row's positions are cut into chunks, a block
 /// per (row, kv head, head group, chunk) writes a partial (max, sum,
-/// unnormalised output) into `workspace`, and a second kernel merges each
-/// row's partials (`attention_merge`; both add them in a fixed order).
+/// unnormalised output) into `workspace`, and a second kernel (or, with
+/// attention_merge::fused, each item's last split block) merges each row's
+/// partials (`attention_merge`; every merge adds them in a fixed order).
 /// Chunks are an equal share of the row (at least 32 positions), so chunks
 /// past a short row's end do nothing and are left out of the merge. Splits
 /// into as many chunks as `workspace_bytes` allows, up to
 /// `paged_attention_splits`; with too little workspace for two, or a step
 /// that would not split, runs the one-pass kernel (`workspace` untouched).
 /// `workspace`: device memory, 16-byte aligned (else cudaErrorInvalidValue),
-/// not shared with a concurrent launch. Results match the one-pass kernel to
+/// its counters zeroed once (clear_paged_attention_workspace), not shared
+/// with a concurrent launch. Results match the one-pass kernel to
 /// f32 rounding.
 [[nodiscard]] cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
                                           std::size_t workspace_bytes, cudaStream_t stream);

@@ -1,6 +1,7 @@
 // Tensor-core decode attention (attention_walk::mma): decode steps on bf16
 // arenas with head_dim 64, 128 or 256, one pass or split-KV (the split
-// path's merge kernels read its partials).
+// path's merge kernels read its partials, or its blocks merge them
+// themselves: attention_merge::fused, attend_merge_math.cuh).
 //
 // Work item: (row, kv head, chunk of GC query heads of its group, split),
 // a block of 4 warps each. The product is turned around so that positions
@@ -36,6 +37,7 @@
 #include <cmath>
 
 #include "kernels/cuda/internal/attend_decode_mma.cuh"
+#include "kernels/cuda/internal/attend_merge_math.cuh"
 #include "kernels/cuda/internal/cp_async.cuh"
 #include "kernels/cuda/internal/launch_setup.cuh"
 #include "kernels/cuda/internal/mma_bf16.cuh"
@@ -47,6 +49,17 @@ constexpr int mma_warps = 4;
 constexpr int mma_threads = mma_warps * 32;
 constexpr int mma_tile = 16;  // positions a warp takes per step: the mma's M
 static_assert(mma_warps * mma_tile == decode_mma_step);
+
+// The fused merge (attention_merge::fused) with 64 floats of partials in
+// flight a lane at D 128 (16 partials: a row of 64 partials in 4 rounds),
+// 32 at D 64 (4 blocks an SM cap it at 128 registers) and 16 at D 256: the
+// walk's registers are free by then.
+template <int D>
+__device__ __forceinline__ void mma_fused_merge(const attn_args& a, const split_args& s, int token,
+                                                int positions, int h0, int heads) {
+  constexpr int e = merge_elems<D>;
+  fused_merge<D, e, D == 256 ? 4 : (D == 128 ? 16 : 32 / e)>(a, s, token, positions, h0, heads);
+}
 
 // Tile shape and shared memory of one block, in one place: per warp its
 // stages (K then V, `stride` bf16 a row) and its P^T tile ([n tile][16
@@ -384,8 +397,11 @@ __device__ __forceinline__ void merge_warp_states(std::uint16_t* smem, int valid
 
 // Block per (row, kv head, chunk of GC heads, split): with s.acc null one
 // pass over the row, writing a.out; else the split's chunk of the row
-// (chunk_length), writing its partials (nothing for a chunk past the end).
-template <int D, int GC>
+// (chunk_length), writing its partials (nothing for a chunk past the end),
+// and with `Fused` (s.counters set) the item's last block merges them
+// (fused_merge): an instantiation of its own, so the others keep their
+// registers.
+template <int D, int GC, bool Fused>
 __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
     attend_decode_mma(attn_args a, split_args s) {
   chain_start();
@@ -409,8 +425,14 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
     if (split) {
       const int length = chunk_length(qa.positions, s);
       begin = chunk * length;
-      if (begin >= qa.positions)
+      if (begin >= qa.positions) {
+        if constexpr (Fused) {
+          if (chunk == 0)  // a row without positions
+            mma_fused_merge<D>(a, s, qa.token, qa.positions, kvh * a.group + head_chunk * GC,
+                               min(GC, a.group - head_chunk * GC));
+        }
         continue;
+      }
       end = min(begin + length, qa.positions);
     }
     const int h0 = kvh * a.group + head_chunk * GC;
@@ -429,6 +451,8 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
           s.l[at] = sum;
         }
       });
+      if constexpr (Fused)
+        mma_fused_merge<D>(a, s, qa.token, qa.positions, h0, valid);
     } else {
       merge_warp_states<D, GC>(smem, valid, st, [&](int h, int d, float o, float sum, float) {
         a.out[(static_cast<std::size_t>(qa.token) * a.q_heads + h0 + h) * D + d] = o / sum;
@@ -437,16 +461,23 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
   }
 }
 
-template <int D, int GC>
-cudaError_t launch(attn_args a, split_args s, cudaStream_t stream) {
+// `Kernel` (an instantiation of attend_decode_mma<D, GC, ...>) over the step.
+template <auto Kernel, int D, int GC>
+cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream) {
   using S = mma_shape<D, GC>;
-  if (const cudaError_t err = raise_smem_limit<attend_decode_mma<D, GC>>(S::smem_bytes);
-      err != cudaSuccess)
+  if (const cudaError_t err = raise_smem_limit<Kernel>(S::smem_bytes); err != cudaSuccess)
     return err;
   a.chunks = ceil_div(a.group, GC);
   const unsigned grid = grid_of(std::int64_t{a.table.rows} * a.kv_heads * a.chunks * s.splits);
-  launch_chained(attend_decode_mma<D, GC>, grid, mma_threads, S::smem_bytes, stream, a, s);
+  launch_chained(Kernel, grid, mma_threads, S::smem_bytes, stream, a, s);
   return launch_status();
+}
+
+template <int D, int GC>
+cudaError_t launch(const attn_args& a, const split_args& s, cudaStream_t stream) {
+  if (s.counters != nullptr)
+    return launch_kernel<attend_decode_mma<D, GC, true>, D, GC>(a, s, stream);
+  return launch_kernel<attend_decode_mma<D, GC, false>, D, GC>(a, s, stream);
 }
 
 }  // namespace
@@ -455,7 +486,7 @@ int decode_mma_resident(int head_dim, int group) {
   int n = 1;
   static_cast<void>(with_decode_mma_shape<256>(head_dim, group, [&]<int D, int GC>() {
     constexpr std::size_t smem = mma_shape<D, GC>::smem_bytes;
-    n = resident_blocks<attend_decode_mma<D, GC>>(smem, mma_threads, smem);
+    n = resident_blocks<attend_decode_mma<D, GC, false>>(smem, mma_threads, smem);
   }));
   return n;
 }

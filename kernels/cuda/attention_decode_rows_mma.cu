@@ -1,6 +1,7 @@
 // Whole-token-row decode attention on tensor cores (attention_walk::rows_mma):
 // decode steps on bf16 arenas with head_dim 64 or 128, one pass or split-KV
-// (the split path's merge kernels read its partials).
+// (the split path's merge kernels read its partials, or its blocks merge
+// them themselves: attention_merge::fused, attend_merge_math.cuh).
 //
 // Why: the rows walk (attention_decode_rows.cu) brings every kv head of a
 // token in with bulk copies, but consumes on CUDA cores: ~100 warp
@@ -54,6 +55,7 @@
 
 #include "kernels/cuda/internal/attend_decode_mma.cuh"
 #include "kernels/cuda/internal/attend_decode_rows_mma.cuh"
+#include "kernels/cuda/internal/attend_merge_math.cuh"
 #include "kernels/cuda/internal/bulk_copy.cuh"
 #include "kernels/cuda/internal/cp_async.cuh"
 #include "kernels/cuda/internal/launch_setup.cuh"
@@ -69,6 +71,15 @@ constexpr int rm_max_tile = 64;
 constexpr int rm_pad = 16;  // bytes after each shared row
 constexpr int rm_max_threads = decode_rows_max_warps * 32;
 constexpr std::size_t rm_max_smem = std::size_t{192} * 1024;
+
+// The fused merge (attention_merge::fused) with 32 floats of partials in
+// flight a lane: the walk's registers are free by then.
+template <int D>
+__device__ __forceinline__ void rm_fused_merge(const attn_args& a, const split_args& s, int token,
+                                               int positions, int h0, int heads) {
+  constexpr int e = merge_elems<D>;
+  fused_merge<D, e, 32 / e>(a, s, token, positions, h0, heads);
+}
 
 // What every block of a launch knows about its shape.
 struct rm_geom {
@@ -269,8 +280,11 @@ __device__ __forceinline__ void finish_warp(rm_warp<D, GC>& w, int valid, Sink&&
 // Block per (row, block of kv heads, split): with s.acc null one pass over
 // the row, writing a.out; else the split's chunk of the row (chunk_length,
 // s.step == g.tile), writing its partials (nothing for a chunk past the
-// end). blockDim.x = 32 x kv_per_block x a.chunks.
-template <int D, int GC>
+// end), and with `Fused` (s.counters set) the item's last block merges the
+// block's kv_per_block x group query heads (fused_merge; an instantiation
+// of its own, so the others keep their registers). blockDim.x = 32 x
+// kv_per_block x a.chunks.
+template <int D, int GC, bool Fused>
 __global__ void __launch_bounds__(rm_max_threads, 2)
     attend_decode_rows_mma(attn_args a, split_args s, rm_geom g) {
   chain_start();
@@ -308,8 +322,14 @@ __global__ void __launch_bounds__(rm_max_threads, 2)
       begin = chunk * length;
       end = min(begin + length, qa.positions);
     }
-    if (begin >= end)
+    if (begin >= end) {
+      if constexpr (Fused) {
+        if (chunk == 0)  // a row without positions
+          rm_fused_merge<D>(a, s, qa.token, qa.positions, kb * g.kv_per_block * a.group,
+                            g.kv_per_block * a.group);
+      }
       continue;
+    }
     const int kv0 = kb * g.kv_per_block;
     const int tiles = ceil_div(end - begin, g.tile);
     const auto stages = static_cast<unsigned>(g.stages);
@@ -355,6 +375,10 @@ __global__ void __launch_bounds__(rm_max_threads, 2)
           s.l[at] = l;
         }
       });
+      if constexpr (Fused) {
+        const query_at qb = query_of(a, a.table.rows, w / per_row);
+        rm_fused_merge<D>(a, s, qb.token, qb.positions, kv0 * a.group, g.kv_per_block * a.group);
+      }
     } else {
       finish_warp<D, GC>(st, valid, [&](int h, int d, float o, float l, float) {
         a.out[(head0 + h) * D + d] = o / l;
@@ -363,18 +387,27 @@ __global__ void __launch_bounds__(rm_max_threads, 2)
   }
 }
 
-template <int D, int GC>
-cudaError_t launch(attn_args a, const decode_rows_shape& shape, split_args s, cudaStream_t stream) {
-  if (const cudaError_t err = raise_smem_limit<attend_decode_rows_mma<D, GC>>(rm_max_smem);
-      err != cudaSuccess)
+// `Kernel` (an instantiation of attend_decode_rows_mma<D, GC, ...>) over
+// the step.
+template <auto Kernel, int GC>
+cudaError_t launch_kernel(attn_args a, const decode_rows_shape& shape, const split_args& s,
+                          cudaStream_t stream) {
+  if (const cudaError_t err = raise_smem_limit<Kernel>(rm_max_smem); err != cudaSuccess)
     return err;
   a.chunks = ceil_div(a.group, GC);
   const unsigned grid =
       grid_of(std::int64_t{a.table.rows} * shape.blocks_per_row(a.kv_heads) * s.splits);
-  launch_chained(attend_decode_rows_mma<D, GC>, grid, static_cast<unsigned>(shape.warps * 32),
-                 shape.smem_bytes, stream, a, s,
-                 rm_geom{shape.kv_per_block, shape.tile, shape.stages});
+  launch_chained(Kernel, grid, static_cast<unsigned>(shape.warps * 32), shape.smem_bytes, stream, a,
+                 s, rm_geom{shape.kv_per_block, shape.tile, shape.stages});
   return launch_status();
+}
+
+template <int D, int GC>
+cudaError_t launch(const attn_args& a, const decode_rows_shape& shape, const split_args& s,
+                   cudaStream_t stream) {
+  if (s.counters != nullptr)
+    return launch_kernel<attend_decode_rows_mma<D, GC, true>, GC>(a, shape, s, stream);
+  return launch_kernel<attend_decode_rows_mma<D, GC, false>, GC>(a, shape, s, stream);
 }
 
 }  // namespace
@@ -403,8 +436,8 @@ bool decode_rows_mma_shape_of(int kv_heads, int group, int head_dim, decode_rows
 int decode_rows_mma_resident(int head_dim, int group, const decode_rows_shape& shape) {
   int n = 1;
   static_cast<void>(with_decode_mma_shape<128>(head_dim, group, [&]<int D, int GC>() {
-    n = resident_blocks<attend_decode_rows_mma<D, GC>>(rm_max_smem, shape.warps * 32,
-                                                       shape.smem_bytes);
+    n = resident_blocks<attend_decode_rows_mma<D, GC, false>>(rm_max_smem, shape.warps * 32,
+                                                              shape.smem_bytes);
   }));
   return n;
 }

@@ -1,9 +1,11 @@
 // Split-KV ("flash-decoding") paged attention for decode steps: each row's
 // positions are cut into up to `splits` chunks, one block per (row, kv head,
 // group of query heads, chunk) writes an unnormalised partial (max, sum,
-// output) into the caller's workspace, and a second kernel merges them.
+// output) into the caller's workspace, and a second kernel merges them (or,
+// attention_merge::fused, each item's last block: attend_merge_math.cuh).
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/attention.hpp"
@@ -11,6 +13,7 @@
 #include "kernels/cuda/internal/attend_decode_rows.cuh"
 #include "kernels/cuda/internal/attend_decode_rows_mma.cuh"
 #include "kernels/cuda/internal/attend_merge.cuh"
+#include "kernels/cuda/internal/attend_merge_math.cuh"
 #include "kernels/cuda/internal/attend_tiles.cuh"
 #include "kernels/cuda/internal/attend_variant.hpp"
 #include "kernels/cuda/internal/launch_setup.cuh"
@@ -27,17 +30,35 @@ using detail::max_splits;
 using detail::min_chunk;
 using detail::split_args;
 
+static_assert(detail::max_split_override == max_splits);
+static_assert(paged_attention_counter_bytes % 16 == 0,
+              "the partials after it stay 16-byte aligned");
+
 // Blocks aimed for, in waves of resident blocks over the whole device.
 constexpr int split_waves = 2;
+
+// The fused merge (attention_merge::fused) in passes of 2 elements with 4
+// partials in flight a lane: the least the register walk's caps (72 at one
+// head a block) hold; its fused instantiations still spill 8-52 bytes
+// (ptxas, nvcc 13.0), the others are unchanged.
+template <int D>
+__device__ __forceinline__ void split_fused_merge(const attn_args& a, const split_args& s,
+                                                  int token, int positions, int h0, int heads) {
+  detail::fused_merge<D, 2, 4>(a, s, token, positions, h0, heads);
+}
 
 // Block per (row, kv head, group of GC query heads, chunk of positions):
 // attend_fast's walk (`Stages`: 0 registers, else the tile pipeline's
 // stages) over the chunk's positions only, the slots merged into one
 // partial per head. A chunk past the row's end does nothing and writes
-// nothing. Registers capped by detail::fast_min_blocks.
-template <class KV, int D, int GC, int Stages>
+// nothing. With `Fused` (s.counters set; the register walk only) the
+// item's last block merges its heads (fused_merge): an instantiation of
+// its own, so the others keep their registers. Registers capped by
+// detail::fast_min_blocks.
+template <class KV, int D, int GC, int Stages, bool Fused = false>
 __global__ void __launch_bounds__(128, detail::fast_min_blocks<true, GC, Stages>)
     attend_split(attn_args a, split_args s) {
+  static_assert(!Fused || Stages == 0);
   detail::chain_start();
   using L = layout<KV, D>;
   constexpr int E = L::elems;
@@ -54,11 +75,16 @@ __global__ void __launch_bounds__(128, detail::fast_min_blocks<true, GC, Stages>
     const query_at qa = query_of(a, a.table.rows, w / per_row);
     const int length = detail::chunk_length(qa.positions, s);
     const int begin = split * length;
-    if (begin >= qa.positions)
-      continue;  // the whole block: w is uniform
-    const int end = min(begin + length, qa.positions);
     const int h0 = kvh * a.group + head_chunk * GC;
     const int valid = a.group - head_chunk * GC;
+    if (begin >= qa.positions) {  // the whole block: w is uniform
+      if constexpr (Fused) {
+        if (split == 0)  // a row without positions
+          split_fused_merge<D>(a, s, qa.token, qa.positions, h0, min(GC, valid));
+      }
+      continue;
+    }
+    const int end = min(begin + length, qa.positions);
     float q[GC][E];
     float acc[GC][E];
     float m[GC];
@@ -77,6 +103,11 @@ __global__ void __launch_bounds__(128, detail::fast_min_blocks<true, GC, Stages>
             s.l[at] = sum;
           }
         });
+    if constexpr (Fused) {
+      // Recomputed rather than kept live over the walk (registers).
+      const query_at qb = query_of(a, a.table.rows, w / per_row);
+      split_fused_merge<D>(a, s, qb.token, qb.positions, h0, min(GC, valid));
+    }
   }
 }
 
@@ -150,12 +181,22 @@ template <class Fn>
 }
 
 // How a decode step splits: `splits` chunks per row (1: it does not), and
-// the workspace each chunk index costs over the whole step.
+// the workspace each chunk index costs over the whole step (after the
+// counters every split workspace starts with).
 struct split_plan {
   int splits = 1;
   std::size_t per_split_bytes = 0;  // rows * Hq * (D + 2) floats
   [[nodiscard]] std::size_t bytes() const {
-    return splits > 1 ? static_cast<std::size_t>(splits) * per_split_bytes : 0;
+    return splits > 1
+               ? paged_attention_counter_bytes + static_cast<std::size_t>(splits) * per_split_bytes
+               : 0;
+  }
+  // Chunks a workspace of `workspace_bytes` holds (at most max_splits).
+  [[nodiscard]] int fitting(std::size_t workspace_bytes) const {
+    if (workspace_bytes <= paged_attention_counter_bytes || per_split_bytes == 0)
+      return 0;
+    return static_cast<int>(std::min<std::size_t>(
+        max_splits, (workspace_bytes - paged_attention_counter_bytes) / per_split_bytes));
   }
 };
 
@@ -185,7 +226,8 @@ int min_length_of(attention_walk walk) {
 // the mean length from above), and none when the one-pass grid fills more
 // than half a wave (B > W / 2): measured on an H200 at 64 rows x 2,048
 // positions (B = 512, W = 528), 2 splits ran at 0.60 of copy bandwidth
-// against the one pass's 0.66.
+// against the one pass's 0.66. MSTAR_ATTN_SPLITS=N (A/B runs) replaces
+// the grid's part, half-wave test included: min(N, by length, max_splits).
 split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_walk walk) {
   split_plan plan;
   attn_args a{};
@@ -222,10 +264,11 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_w
   const std::int64_t rows = a.table.rows;
   const std::int64_t blocks = rows * per_row;
   const std::int64_t wave = std::int64_t{resident} * std::max(num_sms, 1);
-  if (2 * blocks > wave)
+  const int forced = detail::split_count_override();
+  if (forced == 0 && 2 * blocks > wave)
     return plan;
   const int waves = walk == attention_walk::mma ? detail::decode_mma_split_waves : split_waves;
-  const std::int64_t by_grid = waves * wave / blocks;
+  const std::int64_t by_grid = forced > 0 ? forced : waves * wave / blocks;
   const int fewest = min_length_of(walk);
   const std::int64_t by_length = static_cast<std::int64_t>(p.table.kv_indices.size()) *
                                  p.arena.geometry.page_size / (rows * fewest);
@@ -239,9 +282,12 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_w
 }
 
 // The merge of the partials `s` of step `a` into a.out.
+// Nothing where the split kernel merged them itself (s.counters set).
 template <int D>
 cudaError_t launch_merge(const attn_args& a, const split_args& s, attention_merge merge,
                          cudaStream_t stream) {
+  if (s.counters != nullptr)
+    return cudaSuccess;
   const std::int64_t items = std::int64_t{a.table.rows} * a.q_heads;
   if (merge == attention_merge::warp) {
     constexpr int warps = detail::merge_warps;
@@ -275,6 +321,13 @@ cudaError_t launch_split(attn_args a, const split_args& s, attention_merge merge
                          cudaStream_t stream) {
   a.chunks = detail::ceil_div(a.group, GC);
   const std::int64_t blocks = std::int64_t{a.table.rows} * a.kv_heads * a.chunks * s.splits;
+  if constexpr (Stages == 0) {
+    if (s.counters != nullptr) {
+      detail::launch_chained(attend_split<KV, D, GC, 0, true>, grid_of(blocks), 128, 0, stream, a,
+                             s);
+      return detail::launch_status();  // merged
+    }
+  }
   detail::launch_chained(attend_split<KV, D, GC, Stages>, grid_of(blocks), 128, 0, stream, a, s);
   if (const cudaError_t err = detail::launch_status(); err != cudaSuccess)
     return err;
@@ -331,6 +384,17 @@ int sms_or_current(int num_sms) {
 
 }  // namespace
 
+namespace detail {
+
+bool fused_merge_takes(const paged_attention_params& p, attention_walk walk) {
+  const std::int64_t heads = std::int64_t{p.table.num_rows()} * p.num_qo_heads;
+  const bool walk_takes = walk == attention_walk::mma || walk == attention_walk::rows_mma ||
+                          walk == attention_walk::registers;
+  return walk_takes && heads <= split_counters;
+}
+
+}  // namespace detail
+
 int paged_attention_splits(const paged_attention_params& p, int num_sms) {
   return plan_splits(p, sms_or_current(num_sms), split_walk(p)).splits;
 }
@@ -339,14 +403,19 @@ std::size_t paged_attention_workspace_bytes(const paged_attention_params& p, int
   return plan_splits(p, sms_or_current(num_sms), split_walk(p)).bytes();
 }
 
+cudaError_t clear_paged_attention_workspace(void* workspace, std::size_t bytes,
+                                            cudaStream_t stream) {
+  if (workspace == nullptr || bytes == 0)
+    return cudaSuccess;
+  return cudaMemsetAsync(workspace, 0, std::min(bytes, paged_attention_counter_bytes), stream);
+}
+
 cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
                             std::size_t workspace_bytes, cudaStream_t stream) {
   const attention_walk walk = split_walk(p);
   split_plan plan = plan_splits(p, detail::sm_count(), walk);
-  if (plan.splits > 1 && workspace_bytes < plan.bytes()) {
-    plan.splits =
-        static_cast<int>(std::min<std::size_t>(max_splits, workspace_bytes / plan.per_split_bytes));
-  }
+  if (plan.splits > 1 && workspace_bytes < plan.bytes())
+    plan.splits = plan.fitting(workspace_bytes);
   if (plan.splits < 2 || workspace == nullptr)
     return paged_attention(p, stream);
   if (reinterpret_cast<std::uintptr_t>(workspace) % 16 != 0)
@@ -358,12 +427,19 @@ cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
   const std::size_t parts =
       static_cast<std::size_t>(a.table.rows) * static_cast<std::size_t>(a.q_heads) * plan.splits;
   split_args s{};
-  s.acc = static_cast<float*>(workspace);
+  s.acc =
+      reinterpret_cast<float*>(static_cast<std::byte*>(workspace) + paged_attention_counter_bytes);
   s.m = s.acc + parts * static_cast<std::size_t>(d);
   s.l = s.m + parts;
   s.splits = plan.splits;
   s.min_length = detail::split_min_chunk_override();  // 0: min_chunk (rows_mma: its own, below)
-  const attention_merge merge = detail::merge_for(a.table.rows);
+  attention_merge merge = detail::merge_for(a.table.rows);
+  if (merge == attention_merge::fused) {
+    if (detail::fused_merge_takes(p, walk))
+      s.counters = static_cast<unsigned*>(workspace);
+    else
+      merge = attention_merge::block;
+  }
   if (walk == attention_walk::mma)
     return launch_split_mma(a, d, s, merge, stream);
   if (walk == attention_walk::rows)

@@ -30,7 +30,7 @@ attention_walk env_walk() {
 }
 
 attention_merge env_merge() {
-  static const auto m = static_cast<attention_merge>(env_choice("MSTAR_ATTN_SPLIT_MERGE", 2));
+  static const auto m = static_cast<attention_merge>(env_choice("MSTAR_ATTN_SPLIT_MERGE", 3));
   return m;
 }
 
@@ -155,6 +155,15 @@ int split_min_chunk_override() {
   return n;
 }
 
+int split_count_override() {
+  static const int n = [] {
+    const char* e = std::getenv("MSTAR_ATTN_SPLITS");
+    const long v = e != nullptr ? std::strtol(e, nullptr, 10) : 0;
+    return v > 0 && v <= max_split_override ? static_cast<int>(v) : 0;
+  }();
+  return n;
+}
+
 attention_merge merge_for(std::int64_t rows) {
   static_cast<void>(rows);
   if (const auto m = merge_override.load(std::memory_order_relaxed);
@@ -172,7 +181,11 @@ attention_variant set_attention_variant(attention_variant v) {
 }
 
 attention_variant paged_attention_variant(const paged_attention_params& p, bool split) {
-  return {detail::walk_of(p, split), detail::merge_for(p.table.num_rows())};
+  const attention_walk walk = detail::walk_of(p, split);
+  attention_merge merge = detail::merge_for(p.table.num_rows());
+  if (merge == attention_merge::fused && !detail::fused_merge_takes(p, detail::walk_of(p, true)))
+    merge = attention_merge::block;
+  return {walk, merge};
 }
 
 attention_prefill set_attention_prefill(attention_prefill k) {
@@ -231,6 +244,8 @@ const char* to_string(attention_merge m) {
       return "mwarp";
     case attention_merge::block:
       return "mblock";
+    case attention_merge::fused:
+      return "mfused";
   }
   return "?";
 }

@@ -220,8 +220,17 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
                                        host(L.lpl, R),    host(L.dp, L.n_dp), host(L.dop, L.n_dp)};
     const kernels::paged_attention_params probe{
         st.kv, 0, sizes, nullptr, nullptr, static_cast<std::int32_t>(c.num_attention_heads), 0.0F};
+    const void* had = p.split.buffer.data();
     if (auto ok = p.reserve_buffer(p.split, kc::paged_attention_workspace_bytes(probe)); !ok)
       return ok;
+    // A fresh workspace's merge counters start at zero (the kernels keep them so).
+    if (p.split.buffer.data() != had) {
+      if (auto ok = p.check(
+              kc::clear_paged_attention_workspace(p.split.buffer.data(), p.split.buffer.size(), s),
+              "split workspace");
+          !ok)
+        return ok;
+    }
   }
   slot.timed = 0;
   if (p.tl) {

@@ -189,8 +189,17 @@ result<void> qwen3_5_cuda::impl::enqueue(std::size_t index, const qwen3_5_step& 
     const kernels::paged_attention_params probe{
         st.kv, 0, sizes, nullptr, nullptr, static_cast<std::int32_t>(config.num_attention_heads),
         0.0F};
+    const void* had = split.buffer.data();
     if (auto ok = reserve_buffer(split, kc::paged_attention_workspace_bytes(probe)); !ok)
       return ok;
+    // A fresh workspace's merge counters start at zero (the kernels keep them so).
+    if (split.buffer.data() != had) {
+      if (auto ok = check(
+              kc::clear_paged_attention_workspace(split.buffer.data(), split.buffer.size(), s),
+              "split workspace");
+          !ok)
+        return ok;
+    }
   }
   const std::size_t used = L.kvi + (kp != nullptr ? kp->kv_indices.size() : 0);
   auto* dplan = plan.as<std::int32_t>();

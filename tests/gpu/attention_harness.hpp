@@ -120,7 +120,8 @@ class prefill_scope {
 };
 
 // The split overload on a NaN-poisoned workspace (a partial the merge reads
-// without its kernel writing it shows as a NaN output).
+// without its kernel writing it shows as a NaN output), its merge counters
+// zeroed as a caller's first use does.
 inline void run_split(const paged_attention_params& p, launch_mode mode) {
   const int splits = cuda::paged_attention_splits(p);
   const std::size_t bytes = cuda::paged_attention_workspace_bytes(p);
@@ -134,6 +135,8 @@ inline void run_split(const paged_attention_params& p, launch_mode mode) {
     ASSERT_EQ(bytes, 0U);
   }
   auto workspace = poisoned<float>(std::max<std::size_t>(bytes / sizeof(float), 1));
+  ASSERT_EQ(cuda::clear_paged_attention_workspace(workspace.data(), workspace.bytes(), nullptr),
+            cudaSuccess);
   ASSERT_EQ(cuda::paged_attention(p, workspace.data(), bytes / mode.divisor, nullptr), cudaSuccess);
 }
 

@@ -400,11 +400,13 @@ TEST_P(gpu_attention_split_variant, fewer_chunks_from_less_workspace_match_the_c
 
 INSTANTIATE_TEST_SUITE_P(
     every_walk_and_merge, gpu_attention_split_variant,
-    ::testing::Combine(
-        ::testing::Values(cuda::attention_walk::registers, cuda::attention_walk::pipeline4,
-                          cuda::attention_walk::pipeline2, cuda::attention_walk::mma,
-                          cuda::attention_walk::rows, cuda::attention_walk::rows_mma),
-        ::testing::Values(cuda::attention_merge::warp, cuda::attention_merge::block)),
+    ::testing::Combine(::testing::Values(cuda::attention_walk::registers,
+                                         cuda::attention_walk::pipeline4,
+                                         cuda::attention_walk::pipeline2, cuda::attention_walk::mma,
+                                         cuda::attention_walk::rows,
+                                         cuda::attention_walk::rows_mma),
+                       ::testing::Values(cuda::attention_merge::warp, cuda::attention_merge::block,
+                                         cuda::attention_merge::fused)),
     [](const auto& param) {
       return std::string{cuda::to_string(std::get<0>(param.param))} + "_" +
              cuda::to_string(std::get<1>(param.param));

@@ -2,10 +2,11 @@
 
 // The two kernels that merge the split-KV decode path's partials
 // (attend_split.cuh) into the output (attention_merge::warp,
-// attention_merge::block). It defines kernels: only attention_split.cu
-// includes it.
+// attention_merge::block; attend_merge_math.cuh the block merge's sums,
+// which the split kernels' fused merge shares). It defines kernels: only
+// attention_split.cu includes it.
 
-#include "kernels/cuda/internal/attend_split.cuh"
+#include "kernels/cuda/internal/attend_merge_math.cuh"
 
 namespace mstar::kernels::cuda::detail {
 
@@ -61,12 +62,14 @@ inline constexpr int merge_threads = 128;
 /// vector loads in flight, and the warps' sums are added in warp order: the
 /// order is fixed, so results repeat bit for bit. At one row of 64 partials
 /// a warp waits on 4 rounds of L2 reads, where the warp merge's lanes wait
-/// on 64.
+/// on 64. The arithmetic is attend_merge_math.cuh's, which the fused merge
+/// repeats.
 template <int D>
 __global__ void __launch_bounds__(merge_threads) merge_splits_block(attn_args a, split_args s) {
   chain_start();
   static_assert(max_splits == merge_threads, "one thread weighs one partial");
   constexpr int warps = merge_threads / 32;
+  static_assert(warps == merge_sums, "a warp an output sum");
   constexpr int per_lane = D / 32;  // 2, 4 or 8
   __shared__ float s_weight[max_splits];
   __shared__ float s_red[warps][D];
@@ -81,11 +84,15 @@ __global__ void __launch_bounds__(merge_threads) merge_splits_block(attn_args a,
     const int used = used_chunks(qa.positions, s);
     const std::size_t part = (static_cast<std::size_t>(qa.token) * a.q_heads + h) * s.splits;
     const float mi = i < used ? s.m[part + i] : -INFINITY;
-    const float top = block_max(mi, s_scratch);
-    const float f = mi == -INFINITY ? 0.0F : exp2f(mi - top);  // unused partials weigh 0
+    const float top = block_max(mi, s_scratch);  // ends with a barrier: s_scratch is free
+    const float f = merge_weight(mi, top);       // unused partials weigh 0
     s_weight[i] = f;
-    const float sum = block_sum(i < used ? s.l[part + i] * f : 0.0F, s_scratch);
-    // block_sum's barriers publish s_weight.
+    const float warp_sum = group_sum(i < used ? s.l[part + i] * f : 0.0F);
+    if (lane == 0)
+      s_scratch[warp] = warp_sum;
+    __syncthreads();  // publishes s_weight and the warp sums
+    const float by_warp[warps] = {s_scratch[0], s_scratch[1], s_scratch[2], s_scratch[3]};
+    const float sum = merge_denominator(by_warp);
     float o[per_lane] = {};
 #pragma unroll 4
     for (int k = warp; k < used; k += warps) {
@@ -99,9 +106,7 @@ __global__ void __launch_bounds__(merge_threads) merge_splits_block(attn_args a,
       } else {
         *reinterpret_cast<float2*>(v) = *reinterpret_cast<const float2*>(src);
       }
-#pragma unroll
-      for (int e = 0; e < per_lane; ++e)
-        o[e] += wk * v[e];
+      merge_add(o, wk, v);
     }
 #pragma unroll
     for (int e = 0; e < per_lane; ++e)
@@ -109,13 +114,10 @@ __global__ void __launch_bounds__(merge_threads) merge_splits_block(attn_args a,
     __syncthreads();
     float* out = a.out + (static_cast<std::size_t>(qa.token) * a.q_heads + h) * D;
     for (int d = i; d < D; d += merge_threads) {
-      float r = 0.0F;
-#pragma unroll
-      for (int k = 0; k < warps; ++k)
-        r += s_red[k][d];
-      out[d] = r / sum;  // a row without positions: 0 / 0, as the one-pass kernel
+      const float by_sum[warps] = {s_red[0][d], s_red[1][d], s_red[2][d], s_red[3][d]};
+      out[d] = merge_result(by_sum, sum);
     }
-    __syncthreads();  // s_red and s_weight are read before the next item writes them
+    __syncthreads();  // s_red, s_weight and s_scratch are read before the next item writes them
   }
 }
 

@@ -5,6 +5,7 @@
 // CUDA-core split kernel, attention_decode_mma.cu's tensor-core one) and
 // the merges that read them (attend_merge.cuh); it defines no kernels.
 
+#include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/internal/attend.cuh"
 
 namespace mstar::kernels::cuda::detail {
@@ -17,7 +18,14 @@ inline constexpr int max_splits = 128;
 /// tensor-core kernel's step (64) rounds it up.
 inline constexpr int min_chunk = 32;
 
-/// Where the partials live: workspace = acc, then m, then l.
+/// Arrival counters at the start of every split workspace
+/// (paged_attention_counter_bytes): the fused merge's, one per (token,
+/// first query head of a split block's item), so steps of up to this many
+/// tokens x query heads can take it.
+inline constexpr int split_counters =
+    static_cast<int>(paged_attention_counter_bytes / sizeof(unsigned));
+
+/// Where the partials live: workspace = the counters, then acc, m and l.
 struct split_args {
   float* acc;  // [T][Hq][splits][D] unnormalised outputs
   float* m;    // [T][Hq][splits] maxima (exp2 domain)
@@ -25,6 +33,10 @@ struct split_args {
   int splits;
   int step;            // the attend kernel's positions per block step: chunks are multiples of it
   int min_length = 0;  // fewest positions a chunk; 0: min_chunk
+  /// [T * Hq] arrivals, zero between launches (attention_merge::fused: the
+  /// split kernel's last block of an item merges it); null: a merge kernel
+  /// follows.
+  unsigned* counters = nullptr;
 };
 
 /// Positions per chunk of a row with `positions` positions: an equal share,

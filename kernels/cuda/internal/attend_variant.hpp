@@ -22,8 +22,24 @@ namespace mstar::kernels::cuda::detail {
 /// or not a positive number (each walk's own minimum then).
 [[nodiscard]] int split_min_chunk_override();
 
-/// The merge of a split launch, as walk_for. Never automatic.
+/// Most chunks MSTAR_ATTN_SPLITS may ask for (the split path's max_splits).
+inline constexpr int max_split_override = 128;
+
+/// MSTAR_ATTN_SPLITS (read once): the chunks a row the split rule takes
+/// wherever the rows are long enough for them (by length and max_splits),
+/// in place of its grid rule and half-wave test (A/B runs; 1: never split);
+/// 0 where unset or not a number from 1 to max_split_override.
+[[nodiscard]] int split_count_override();
+
+/// The merge of a split launch, as walk_for. Never automatic; `fused`
+/// where set, even for a launch that takes `block` instead
+/// (fused_merge_takes).
 [[nodiscard]] attention_merge merge_for(std::int64_t rows);
+
+/// Whether attention_merge::fused takes split launch `p` of `walk`: the
+/// `mma`, `rows_mma` and `registers` walks, steps of at most split_counters
+/// (attend_split.cuh) tokens x query heads. Host sizes only.
+[[nodiscard]] bool fused_merge_takes(const paged_attention_params& p, attention_walk walk);
 
 /// Whether the tensor-core decode kernel (attention_walk::mma,
 /// attention_decode_mma.cu) takes `p`: decode arrays present, a bf16 arena,
