@@ -317,17 +317,6 @@ int add_norm_default() {
   return v;
 }
 
-// Whether every architecture this file is built for has clusters (the
-// default build is sm_90 only): form 3 runs form 2 otherwise.
-constexpr bool clusters_built() {
-  constexpr int archs[] = {__CUDA_ARCH_LIST__};
-  for (const int a : archs) {
-    if (a < 900)
-      return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 cudaError_t add_rms_norm(const add_rms_norm_params& p, cudaStream_t stream) {
@@ -370,9 +359,9 @@ cudaError_t add_rms_norm_variant(const add_rms_norm_params& p, int variant, cuda
   // where clusters are built (else form 2).
   const auto pick = [&](auto per) {
     constexpr int Per = decltype(per)::value;
-    if (variant == 3 && clusters_built())
+    if (variant == 3 && detail::clusters_built())
       return launch_split(add_rms_norm_split_kernel<Per, 2>, 2);
-    if (variant == 4 && clusters_built())
+    if (variant == 4 && detail::clusters_built())
       return launch_split(add_rms_norm_split_kernel<Per, 4>, 4);
     if (variant >= 2)
       return launch(add_rms_norm_early_kernel<Per>);

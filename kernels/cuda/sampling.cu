@@ -53,17 +53,6 @@ __device__ bool settings_ok(float temperature, std::int32_t top_k, float top_p) 
 constexpr unsigned argmax_cluster = 8;
 constexpr std::int64_t argmax_cluster_rows = 96;
 
-// Whether every architecture this file is built for has clusters (the
-// default build is sm_90 only); a build with older code keeps a block a row.
-constexpr bool clusters_built() {
-  constexpr int archs[] = {__CUDA_ARCH_LIST__};
-  for (const int a : archs) {
-    if (a < 900)
-      return false;
-  }
-  return true;
-}
-
 // Rank 0's merge of every block's stats of the cluster, in rank 0's thread
 // 0 (the others keep theirs). `part`: this block's slot, read by rank 0.
 __device__ block_stats cluster_merge(block_stats st, block_stats& part) {
@@ -194,7 +183,7 @@ cudaError_t argmax(view<const float, 2> logits, std::int32_t* out, cudaStream_t 
     return cudaSuccess;
   const std::int64_t rows = logits.shape[0];
   const auto grid_rows = static_cast<unsigned>(std::min<std::int64_t>(rows, 65535));
-  if (clusters_built() && rows < argmax_cluster_rows) {
+  if (detail::clusters_built() && rows < argmax_cluster_rows) {
     detail::launch_chained_clusters(argmax_kernel, dim3(argmax_cluster, grid_rows),
                                     detail::select_threads, argmax_cluster, 0, stream,
                                     detail::to_matrix(logits), out);

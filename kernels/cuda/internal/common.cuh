@@ -246,4 +246,16 @@ __device__ __forceinline__ int row_of_token(const std::int32_t* indptr, int rows
   return lo;
 }
 
+/// Whether every architecture the including file is built for has thread
+/// block clusters (sm_90 and later; the default build is sm_90 only): a
+/// launcher with a cluster form takes another where this is false.
+constexpr bool clusters_built() {
+  constexpr int archs[] = {__CUDA_ARCH_LIST__};
+  for (const int a : archs) {
+    if (a < 900)
+      return false;
+  }
+  return true;
+}
+
 }  // namespace mstar::kernels::cuda::detail
