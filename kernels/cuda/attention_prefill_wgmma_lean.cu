@@ -11,12 +11,13 @@
 //     warps whose rows reach into the tile;
 //   - the gather: a thread copies one 16-byte chunk of every `step`-th
 //     position of a tile (step = 256 / (D / 8): 16 at D 128, 32 at D 64).
-//     With pages of at most `step` positions (`Fixed`), the thread's place
-//     in a page is the same for every position it copies, so it is folded
+//     With pages of 16 positions (`Ps` 16, the common size, a compile-time
+//     constant) a tile covers 8 fixed page slots and the thread's place in
+//     a page is the same for every position it copies, so it is folded
 //     into the thread's K and V bases once per item, and each copy is one
-//     block-table load (page slot = the tile's first + i * step / page
-//     size) and one multiply-add a tensor; larger pages take the place in
-//     the page from shift and mask. Position checks are only in the tile
+//     block-table load (a constant offset from the tile's first slot) and
+//     one multiply-add a tensor; other power-of-two page sizes (`Ps` 0)
+//     take slot and place from shift and mask. Position checks are only in the tile
 //     that reaches the row's end (`Edge`).
 // Shared memory: `wgmma`'s three-stage layout, then a 1,024-byte atom of
 // bf16 ones (written once, read by the row-sum wgmmas).
@@ -47,7 +48,7 @@ struct lean_shape {
 };
 
 // One thread's part of the gather of one item: its K and V bases (page 0,
-// its chunk, its place in a page where `Fixed`), the row's page slots, the
+// its chunk, its place in a page where `Ps` > 0), the row's page slots, the
 // arena's page stride (fits 32 bits: the host checks) and the first
 // position it copies in a tile, less t0.
 struct lean_gather {
@@ -63,15 +64,17 @@ struct lean_gather {
 // V tile into the stage at dk / dv (`soff`: its first chunk's swizzled
 // offset; step is a multiple of 8, so each next one is step rows on).
 // `Edge`: positions at or past `length` are zero-filled.
-template <int D, bool Fixed, bool Edge>
+template <int D, int Ps, bool Edge>
 __device__ __forceinline__ void load_tile_lean(const lean_gather& g, int lps, int t0, int length,
                                                std::uint32_t dk, std::uint32_t dv,
                                                std::uint32_t soff) {
   using L = lean_shape<D>;
   constexpr int step = L::step;
   const int pos0 = t0 + g.row0;
+  // Ps > 0: pages of Ps <= step positions (lps = log2 Ps), the place in
+  // the page folded into the bases, page slots step / Ps apart.
+  static_assert(Ps == 0 || (Ps <= step && step % Ps == 0));
   const std::int32_t* slot = g.pages + (pos0 >> lps);
-  const int slot_step = Fixed ? step >> lps : 0;
 #pragma unroll
   for (int i = 0; i < L::S::bn / step; ++i) {
     const int pos = pos0 + i * step;
@@ -81,8 +84,8 @@ __device__ __forceinline__ void load_tile_lean(const lean_gather& g, int lps, in
     if (!Edge || pos < length) {
       std::uint32_t page;
       std::uint32_t in_page = 0;
-      if constexpr (Fixed) {
-        page = static_cast<std::uint32_t>(slot[i * slot_step]);
+      if constexpr (Ps > 0) {
+        page = static_cast<std::uint32_t>(slot[i * (step / Ps)]);
       } else {
         page = static_cast<std::uint32_t>(g.pages[pos >> lps]);
         in_page = static_cast<std::uint32_t>(pos & ((1 << lps) - 1)) * g.token_bytes;
@@ -99,18 +102,18 @@ __device__ __forceinline__ void load_tile_lean(const lean_gather& g, int lps, in
   }
 }
 
-template <int D, bool Fixed>
+template <int D, int Ps>
 __device__ __forceinline__ void load_tile_lean_any(const lean_gather& g, int lps, int t0,
                                                    int length, std::uint32_t dk, std::uint32_t dv,
                                                    std::uint32_t soff) {
   constexpr int bn = lean_shape<D>::S::bn;
   if (t0 + bn <= length)
-    load_tile_lean<D, Fixed, false>(g, lps, t0, length, dk, dv, soff);
+    load_tile_lean<D, Ps, false>(g, lps, t0, length, dk, dv, soff);
   else
-    load_tile_lean<D, Fixed, true>(g, lps, t0, length, dk, dv, soff);
+    load_tile_lean<D, Ps, true>(g, lps, t0, length, dk, dv, soff);
 }
 
-template <int D, bool Fixed>
+template <int D, int Ps>
 __global__ void __launch_bounds__(wg_threads, 1) attend_prefill_wgmma_lean(attn_args a, int lps) {
   using L = lean_shape<D>;
   using S = typename L::S;
@@ -124,8 +127,10 @@ __global__ void __launch_bounds__(wg_threads, 1) attend_prefill_wgmma_lean(attn_
   const std::uint32_t v0 = k0 + S::stages * S::kv_bytes;  // V tiles: v0 + i kv_bytes
   const std::uint32_t ones = v0 + S::stages * S::kv_bytes;
   const int tid = static_cast<int>(threadIdx.x);
-  const int wg = tid / 128;
-  const int warp = tid / 32 % 4;  // in the warpgroup
+  // Through a shuffle from lane 0, so the compiler sees them warp-uniform
+  // and keeps the descriptors built from them in uniform registers.
+  const int wg = __shfl_sync(0xffffffffU, tid / 128, 0);
+  const int warp = __shfl_sync(0xffffffffU, tid / 32 % 4, 0);  // in the warpgroup
   // The ones atom (bf16 1.0 = 0x3F80), published by the first tile's
   // barrier behind this thread's proxy fence.
   reinterpret_cast<std::uint32_t*>(sq + (ones - base))[tid] = 0x3F803F80U;
@@ -133,9 +138,8 @@ __global__ void __launch_bounds__(wg_threads, 1) attend_prefill_wgmma_lean(attn_
   const int row0 = tid / S::chunks;
   const int chunk = tid % S::chunks;
   const std::uint32_t soff = swizzled<bn>(row0, chunk);
-  const int ps = 1 << lps;
   const std::uint32_t in_page =
-      Fixed ? static_cast<std::uint32_t>((row0 & (ps - 1)) * a.arena.token_bytes) : 0U;
+      Ps > 0 ? static_cast<std::uint32_t>((row0 & (Ps - 1)) * a.arena.token_bytes) : 0U;
   const int rows = a.table.rows;
   const long long tiles = tile_base<tile_m>(a.table.qo, rows, a.group);
   const long long total = tiles * a.kv_heads;
@@ -163,7 +167,7 @@ __global__ void __launch_bounds__(wg_threads, 1) attend_prefill_wgmma_lean(attn_
 
     // The previous item ended at a barrier after its last wgmma wait: every
     // buffer is free.
-    load_tile_lean_any<D, Fixed>(g, lps, 0, ri.length, k0, v0, soff);
+    load_tile_lean_any<D, Ps>(g, lps, 0, ri.length, k0, v0, soff);
     cp_async_commit();
     stage_q_wg<D, tile_m, wg_threads>(a, ri, kvh, f0, m_rows, sq, 0, tid);
 
@@ -184,7 +188,7 @@ __global__ void __launch_bounds__(wg_threads, 1) attend_prefill_wgmma_lean(attn_
       // run): buffer `next` is free.
       __syncthreads();
       if (kt + 1 < n_kt) {
-        load_tile_lean_any<D, Fixed>(g, lps, (kt + 1) * bn, ri.length, k0 + next, v0 + next, soff);
+        load_tile_lean_any<D, Ps>(g, lps, (kt + 1) * bn, ri.length, k0 + next, v0 + next, soff);
         cp_async_commit();
       }
       const int t0 = kt * bn;
@@ -205,18 +209,18 @@ __global__ void __launch_bounds__(wg_threads, 1) attend_prefill_wgmma_lean(attn_
   }
 }
 
-template <int D, bool Fixed>
+template <int D, int Ps>
 cudaError_t launch_lean_d(const attn_args& a, int lps, std::int64_t token_bound,
                           cudaStream_t stream) {
   using L = lean_shape<D>;
-  if (const cudaError_t err = raise_smem_limit<attend_prefill_wgmma_lean<D, Fixed>>(L::smem_bytes);
+  if (const cudaError_t err = raise_smem_limit<attend_prefill_wgmma_lean<D, Ps>>(L::smem_bytes);
       err != cudaSuccess)
     return err;
   // Items bound as `wgmma`'s; blocks past the device-side count exit at
   // once, the rest stride.
   const std::int64_t items = (token_bound * a.group / L::S::tile_m + a.table.rows + 1) * a.kv_heads;
   const unsigned grid = grid_of(items, std::int64_t{sm_count()} * 32);
-  attend_prefill_wgmma_lean<D, Fixed><<<grid, wg_threads, L::smem_bytes, stream>>>(a, lps);
+  attend_prefill_wgmma_lean<D, Ps><<<grid, wg_threads, L::smem_bytes, stream>>>(a, lps);
   return launch_status();
 }
 
@@ -247,13 +251,11 @@ cudaError_t launch_prefill_wgmma_lean(const attn_args& a, int head_dim, std::int
     return cudaErrorInvalidValue;
   switch (head_dim) {
     case 64:
-      return a.arena.page_size <= lean_shape<64>::step
-                 ? launch_lean_d<64, true>(a, lps, token_bound, stream)
-                 : launch_lean_d<64, false>(a, lps, token_bound, stream);
+      return a.arena.page_size == 16 ? launch_lean_d<64, 16>(a, lps, token_bound, stream)
+                                     : launch_lean_d<64, 0>(a, lps, token_bound, stream);
     case 128:
-      return a.arena.page_size <= lean_shape<128>::step
-                 ? launch_lean_d<128, true>(a, lps, token_bound, stream)
-                 : launch_lean_d<128, false>(a, lps, token_bound, stream);
+      return a.arena.page_size == 16 ? launch_lean_d<128, 16>(a, lps, token_bound, stream)
+                                     : launch_lean_d<128, 0>(a, lps, token_bound, stream);
     default:
       return cudaErrorInvalidValue;
   }

@@ -38,27 +38,31 @@ namespace mstar::kernels::cuda::detail {
 // the reference moves: weights stay at most 2^8, far inside f32 and bf16.
 constexpr float lean_margin = 8.0F;
 
-// A descriptor as its two 32-bit words; at(bytes) is the descriptor of the
-// operand `bytes` further on (bytes a multiple of 16, the sum still a
-// shared address under 256 KiB: see the top of this file).
+// Every operand here has SBO 1,024 (8-row groups of a 128-byte swizzle
+// atom) and the 128-byte swizzle, so a descriptor's high word is this
+// constant (a compile-time one, which the compiler keeps in a uniform
+// register); the low word holds the address and the LBO.
+constexpr std::uint32_t lean_desc_hi = (1024U >> 4) | 1U << 30;
+
+// A descriptor's low word; at(bytes) is the descriptor of the operand
+// `bytes` further on (bytes a multiple of 16, the sum still a shared
+// address under 256 KiB: see the top of this file).
 struct lean_desc {
   std::uint32_t lo;
-  std::uint32_t hi;
 
   __device__ __forceinline__ std::uint64_t at(std::uint32_t bytes) const {
-    std::uint64_t d = 0;
-    asm("mov.b64 %0, {%1, %2};\n" : "=l"(d) : "r"(lo + (bytes >> 4)), "r"(hi));
-    return d;
+    return static_cast<std::uint64_t>(lo + (bytes >> 4)) | static_cast<std::uint64_t>(lean_desc_hi)
+                                                               << 32;
   }
   __device__ __forceinline__ lean_desc plus(std::uint32_t bytes) const {
-    return {lo + (bytes >> 4), hi};
+    return {lo + (bytes >> 4)};
   }
 };
 
-__device__ __forceinline__ lean_desc lean_desc_of(std::uint32_t addr, std::uint32_t lbo,
-                                                  std::uint32_t sbo) {
-  const std::uint64_t d = wgmma_desc(addr, lbo, sbo);
-  return {static_cast<std::uint32_t>(d), static_cast<std::uint32_t>(d >> 32)};
+// The descriptor of a 128-byte-swizzled operand at `addr` with SBO 1,024
+// (wgmma_desc's packing).
+__device__ __forceinline__ lean_desc lean_desc_of(std::uint32_t addr, std::uint32_t lbo) {
+  return {static_cast<std::uint32_t>(wgmma_desc(addr, lbo, 1024))};
 }
 
 // One warpgroup's running rows: O, the row sums (64 x 8 accumulator: every
@@ -120,8 +124,8 @@ __device__ __forceinline__ lean_descs lean_descs_of(std::uint32_t q_addr, std::u
   // K-major Q and K: 8-row groups 1,024 bytes apart (LBO unused: 16);
   // MN-major V: 64-wide column blocks bn * 128 bytes apart, 8-row groups
   // 1,024.
-  return {lean_desc_of(q_addr, 16, 1024), lean_desc_of(k0, 16, 1024),
-          lean_desc_of(v0, bn * 128, 1024), wgmma_desc(ones, 16, 1024)};
+  return {lean_desc_of(q_addr, 16), lean_desc_of(k0, 16), lean_desc_of(v0, bn * 128),
+          lean_desc_of(ones, 16).at(0)};
 }
 
 // S = Q K^T (64 x bn) for one warpgroup as one committed group; `k`: the
