@@ -169,6 +169,8 @@ std::vector<comparison> bench_prefill_attention(timer& t, copy_baseline& copy,
     c.extra["TFLOP_per_s"] = flops / (c.extra["us_per_call"] * 1e-6) / 1e12;
     c.extra["tokens_per_s"] = tokens / (c.extra["us_per_call"] * 1e-6);
     c.extra["wgmma"] = std::string{kernel} != "mma" ? 1.0 : 0.0;
+    // The kind that ran, as attention_prefill's value (5: wgmma_lean).
+    c.extra["prefill_kind"] = static_cast<double>(cuda::paged_attention_prefill(p));
     results.push_back(std::move(c));
   };
   one(name);
