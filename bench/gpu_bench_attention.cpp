@@ -172,6 +172,8 @@ std::vector<comparison> bench_prefill_attention(timer& t, copy_baseline& copy,
     c.extra["TFLOP_per_s"] = flops / (c.extra["us_per_call"] * 1e-6) / 1e12;
     c.extra["tokens_per_s"] = tokens / (c.extra["us_per_call"] * 1e-6);
     c.extra["wgmma"] = std::string{kernel} != "mma" ? 1.0 : 0.0;
+    // The kind that ran, as attention_prefill's value (5: wgmma_lean).
+    c.extra["prefill_kind"] = static_cast<double>(cuda::paged_attention_prefill(p));
     results.push_back(std::move(c));
   };
   one(name);
@@ -179,7 +181,7 @@ std::vector<comparison> bench_prefill_attention(timer& t, copy_baseline& copy,
       cuda::set_attention_prefill(cuda::attention_prefill::automatic);
   for (const auto k : {cuda::attention_prefill::mma, cuda::attention_prefill::wgmma,
                        cuda::attention_prefill::wgmma_serial, cuda::attention_prefill::wgmma_ws,
-                       cuda::attention_prefill::wgmma_ws_pp}) {
+                       cuda::attention_prefill::wgmma_ws_pp, cuda::attention_prefill::wgmma_lean}) {
     static_cast<void>(cuda::set_attention_prefill(k));
     one(name + "_" + cuda::to_string(k));
   }

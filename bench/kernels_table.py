@@ -5,7 +5,7 @@ dtype, eager or CUDA-graph replay) and the ratio baseline us / our us (>= 1:
 ours at least as fast), and beside it the fastest FlashInfer line alone and
 its ratio the same way (FlashInfer us / our us) where the case has one. decode_attention_split_b<rows> joins
 decode_attention_b<rows>, prefill_attention_<rows>x<L>_<kernel> (a prefill
-kernel forced: mma, wgmma, wgmma_serial, wgmma_ws, wgmma_ws_pp) prefill_attention_<rows>x<L>. Then
+kernel forced: mma, wgmma, wgmma_serial, wgmma_ws, wgmma_ws_pp, wgmma_lean) prefill_attention_<rows>x<L>. Then
 every baseline row, the refusals, FlashInfer's build (per module: seconds, ok)
 and the notes.
 
@@ -57,7 +57,7 @@ def main():
         if "us_per_call" not in o:
             continue
         case = o["case"]
-        joined = re.sub(r"^(prefill_attention_\d+x\d+)_(mma|wgmma|wgmma_serial|wgmma_ws|wgmma_ws_pp)$", r"\1", case)
+        joined = re.sub(r"^(prefill_attention_\d+x\d+)_(mma|wgmma|wgmma_serial|wgmma_ws|wgmma_ws_pp|wgmma_lean)$", r"\1", case)
         cands = by_case.get(joined.replace("_split_b", "_b"), [])
         us = o["us_per_call"]
         if not cands:

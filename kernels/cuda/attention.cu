@@ -196,9 +196,12 @@ cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream
       return detail::launch_prefill_wgmma_ws(a, p.arena.geometry.head_dim,
                                              k == attention_prefill::wgmma_ws_pp, bound, stream);
     }
+    if (k == attention_prefill::wgmma_lean && detail::prefill_wgmma_lean_takes(p))
+      return detail::launch_prefill_wgmma_lean(a, p.arena.geometry.head_dim, bound, stream);
     if (k != attention_prefill::mma && detail::prefill_wgmma_takes(p)) {
-      return detail::launch_prefill_wgmma(a, p.arena.geometry.head_dim,
-                                          k == attention_prefill::wgmma, bound, stream);
+      // wgmma_lean where only `wgmma` takes the step runs `wgmma`.
+      const bool defer = k == attention_prefill::wgmma || k == attention_prefill::wgmma_lean;
+      return detail::launch_prefill_wgmma(a, p.arena.geometry.head_dim, defer, bound, stream);
     }
     return detail::launch_prefill(a, p.arena.geometry.head_dim, bound, stream);
   }

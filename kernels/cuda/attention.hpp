@@ -128,8 +128,8 @@ attention_variant set_attention_variant(attention_variant v);
 /// prefill path (no decode arrays, bf16 arena, head_dim 64 / 128 / 256).
 enum class attention_prefill : std::int8_t {
   /// MSTAR_ATTN_PREFILL ("mma", "wgmma", "wgmma_serial", "wgmma_ws",
-  /// "wgmma_ws_pp") if set, else `wgmma` (which falls back to `mma` where
-  /// it does not take the step)
+  /// "wgmma_ws_pp", "wgmma_lean") if set, else `wgmma` (which falls back
+  /// to `mma` where it does not take the step)
   automatic = -1,
   mma = 0,  ///< mma.sync m16n8k16, 4 warps a block (attention_prefill.cu)
   /// Hopper's warpgroup MMA (attention_prefill_wgmma.cu, sm_90a): two
@@ -151,6 +151,15 @@ enum class attention_prefill : std::int8_t {
   /// wgmmas (ping-pong on named barriers), so one's softmax runs under the
   /// other's GEMMs.
   wgmma_ws_pp = 4,
+  /// `wgmma`'s blocks, stages and schedule with a leaner per-tile
+  /// consumer (attention_prefill_wgmma_lean.cu): descriptors added to,
+  /// not rebuilt; row sums of P on the tensor cores (P times ones, so the
+  /// normaliser sums the bf16 weights P V used); the running maxima
+  /// moved only when a tile passes them by more than 2^8 (exact final
+  /// normalisation); page addresses per thread and tile from one
+  /// block-table load a position. Pages of a power-of-two size (else
+  /// `wgmma` runs the step); same numerics otherwise.
+  wgmma_lean = 5,
 };
 
 /// Sets the process-wide override of the prefill kernel (tests, benches);
@@ -159,11 +168,13 @@ enum class attention_prefill : std::int8_t {
 attention_prefill set_attention_prefill(attention_prefill k);
 
 /// The prefill kernel a launch of `p` would take now: `mma`, or a wgmma
-/// one where that kernel takes `p` (never automatic). Meaningful only for steps
+/// one where that kernel takes `p` (`wgmma` for `wgmma_lean` where only
+/// that one does; never automatic). Meaningful only for steps
 /// the prefill path takes. Host only (asks the current device once).
 [[nodiscard]] attention_prefill paged_attention_prefill(const paged_attention_params& p);
 
-/// "mma", "wgmma", "wgmma_serial", "wgmma_ws", "wgmma_ws_pp" ("auto").
+/// "mma", "wgmma", "wgmma_serial", "wgmma_ws", "wgmma_ws_pp",
+/// "wgmma_lean" ("auto").
 [[nodiscard]] const char* to_string(attention_prefill k);
 
 /// Chunks per row the split-KV decode path would cut this step into on a

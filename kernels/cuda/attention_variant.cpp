@@ -34,8 +34,8 @@ attention_merge env_merge() {
   return m;
 }
 
-// MSTAR_ATTN_PREFILL: "mma", "wgmma", "wgmma_serial", "wgmma_ws" or
-// "wgmma_ws_pp"; anything else is automatic.
+// MSTAR_ATTN_PREFILL: "mma", "wgmma", "wgmma_serial", "wgmma_ws",
+// "wgmma_ws_pp" or "wgmma_lean"; anything else is automatic.
 attention_prefill env_prefill() {
   static const attention_prefill k = [] {
     const char* e = std::getenv("MSTAR_ATTN_PREFILL");
@@ -47,6 +47,8 @@ attention_prefill env_prefill() {
       return attention_prefill::wgmma_ws;
     if (e != nullptr && std::strcmp(e, "wgmma_ws_pp") == 0)
       return attention_prefill::wgmma_ws_pp;
+    if (e != nullptr && std::strcmp(e, "wgmma_lean") == 0)
+      return attention_prefill::wgmma_lean;
     if (e != nullptr && std::strcmp(e, "mma") == 0)
       return attention_prefill::mma;
     return attention_prefill::automatic;
@@ -194,8 +196,11 @@ attention_prefill set_attention_prefill(attention_prefill k) {
 
 attention_prefill paged_attention_prefill(const paged_attention_params& p) {
   const attention_prefill k = detail::prefill_for();
-  return k != attention_prefill::mma && !detail::prefill_wgmma_takes(p) ? attention_prefill::mma
-                                                                        : k;
+  if (k == attention_prefill::mma || !detail::prefill_wgmma_takes(p))
+    return attention_prefill::mma;
+  if (k == attention_prefill::wgmma_lean && !detail::prefill_wgmma_lean_takes(p))
+    return attention_prefill::wgmma;
+  return k;
 }
 
 const char* to_string(attention_prefill k) {
@@ -212,6 +217,8 @@ const char* to_string(attention_prefill k) {
       return "wgmma_ws";
     case attention_prefill::wgmma_ws_pp:
       return "wgmma_ws_pp";
+    case attention_prefill::wgmma_lean:
+      return "wgmma_lean";
   }
   return "?";
 }

@@ -7,9 +7,9 @@
 // 16 and 64 (key tiles straddling pages, partial last pages). The budget is
 // `budget::attention_bf16_q` (q and the softmax weights rounded to bf16).
 // Every case runs on each prefill kernel (`attention_prefill`: mma.sync,
-// and wgmma / wgmma_serial / wgmma_ws / wgmma_ws_pp where they take the
-// case: head_dim 64 / 128 on a compute 9.0 device; the others fall back to
-// mma.sync and the log's "prefill" says so).
+// and wgmma / wgmma_serial / wgmma_ws / wgmma_ws_pp / wgmma_lean where they
+// take the case: head_dim 64 / 128 on a compute 9.0 device; the others fall
+// back to mma.sync and the log's "prefill" says so).
 #include <gtest/gtest.h>
 #include <random>
 #include <string>
@@ -102,15 +102,31 @@ TEST_P(gpu_attention_prefill, rows_resuming_after_a_cached_prefix_match_the_cpu)
   run_all(cases, std::size(cases), 640);
 }
 
-INSTANTIATE_TEST_SUITE_P(kernels, gpu_attention_prefill,
-                         ::testing::Values(cuda::attention_prefill::mma,
-                                           cuda::attention_prefill::wgmma,
-                                           cuda::attention_prefill::wgmma_serial,
-                                           cuda::attention_prefill::wgmma_ws,
-                                           cuda::attention_prefill::wgmma_ws_pp),
-                         [](const ::testing::TestParamInfo<cuda::attention_prefill>& param_info) {
-                           return std::string{cuda::to_string(param_info.param)};
-                         });
+// wgmma_lean's other gathers: page sizes 8 and 32 / 256 (slot and place
+// in the page by shift and mask; 256: a tile inside one page) and 48 (not
+// a power of two: `wgmma` runs it, as paged_attention_prefill reports).
+TEST(gpu_attention_prefill_lean, other_page_sizes_match_the_cpu) {
+  MSTAR_REQUIRE_GPU();
+  const prefill_scope kernel{cuda::attention_prefill::wgmma_lean};
+  using mstar::dtype;
+  const attn_case cases[] = {
+      {"resume d128 group 4 ps8", 8, 2, 8, 128, dtype::bfloat16, resume_rows, false},
+      {"resume d64 group 1 ps32", 32, 2, 2, 64, dtype::bfloat16, resume_rows, false},
+      {"8x300 + 12 short d128 group 6 ps256", 256, 1, 6, 128, dtype::bfloat16,
+       mixed_rows(7, 8, 300, 12), false},
+      {"resume d128 group 2 ps48 (wgmma)", 48, 2, 4, 128, dtype::bfloat16, resume_rows, false},
+  };
+  run_all(cases, std::size(cases), 660);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    kernels, gpu_attention_prefill,
+    ::testing::Values(cuda::attention_prefill::mma, cuda::attention_prefill::wgmma,
+                      cuda::attention_prefill::wgmma_serial, cuda::attention_prefill::wgmma_ws,
+                      cuda::attention_prefill::wgmma_ws_pp, cuda::attention_prefill::wgmma_lean),
+    [](const ::testing::TestParamInfo<cuda::attention_prefill>& param_info) {
+      return std::string{cuda::to_string(param_info.param)};
+    });
 
 }  // namespace
 }  // namespace mstar::kernels

@@ -30,6 +30,12 @@ cudaError_t launch_prefill(const attn_args& a, int head_dim, std::int64_t token_
 cudaError_t launch_prefill_wgmma(const attn_args& a, int head_dim, bool defer,
                                  std::int64_t token_bound, cudaStream_t stream);
 
+/// Launches the lean-consumer warpgroup-MMA prefill kernel
+/// (attention_prefill::wgmma_lean, attention_prefill_wgmma_lean.cu) for `a`
+/// (from `p`, which `prefill_wgmma_lean_takes`), as launch_prefill_wgmma.
+cudaError_t launch_prefill_wgmma_lean(const attn_args& a, int head_dim, std::int64_t token_bound,
+                                      cudaStream_t stream);
+
 /// Launches the warp-specialised warpgroup-MMA prefill kernel for `a`, as
 /// launch_prefill_wgmma; `ping_pong`: the consumer warpgroups take turns
 /// issuing (attention_prefill::wgmma_ws_pp), else each issues when ready

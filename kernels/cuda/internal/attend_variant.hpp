@@ -57,6 +57,12 @@ inline constexpr int max_split_override = 128;
 /// current device of compute capability 9.0 (asked once per device).
 [[nodiscard]] bool prefill_wgmma_takes(const paged_attention_params& p);
 
+/// Whether the lean-consumer wgmma prefill kernel
+/// (attention_prefill_wgmma_lean.cu) can take step `p`:
+/// `prefill_wgmma_takes`, a power-of-two page size, and a page of the
+/// arena (every layer's K and V) under 2 GiB.
+[[nodiscard]] bool prefill_wgmma_lean_takes(const paged_attention_params& p);
+
 /// Most warps a block of the kernel runs (one per (kv head, chunk of query
 /// heads) it takes).
 inline constexpr int decode_rows_max_warps = 8;

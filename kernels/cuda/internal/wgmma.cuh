@@ -175,4 +175,55 @@ __device__ __forceinline__ void wgmma_rs_n64_mn(float (&d)[8][4], const std::uin
 #endif
 }
 
+/// d (64 x 128) = A B, d written only (no accumulator read, so nothing to
+/// zero first): A 64 x 16 K-major and B 16 x 128 K-major from shared
+/// memory descriptors. The first k step of an S tile.
+__device__ __forceinline__ void wgmma_ss_n128_first(float (&d)[16][4], std::uint64_t a,
+                                                    std::uint64_t b) {
+#if MSTAR_WGMMA_DEVICE
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, "
+      "%9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, "
+      "%27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, "
+      "%45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, "
+      "%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]),
+        "=f"(d[1][2]), "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]),
+        "=f"(d[3][0]), "=f"(d[3][1]), "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]),
+        "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]), "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]),
+        "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]), "=f"(d[7][0]), "=f"(d[7][1]),
+        "=f"(d[7][2]), "=f"(d[7][3]), "=f"(d[8][0]), "=f"(d[8][1]), "=f"(d[8][2]), "=f"(d[8][3]),
+        "=f"(d[9][0]), "=f"(d[9][1]), "=f"(d[9][2]), "=f"(d[9][3]), "=f"(d[10][0]), "=f"(d[10][1]),
+        "=f"(d[10][2]), "=f"(d[10][3]), "=f"(d[11][0]), "=f"(d[11][1]), "=f"(d[11][2]),
+        "=f"(d[11][3]), "=f"(d[12][0]), "=f"(d[12][1]), "=f"(d[12][2]), "=f"(d[12][3]),
+        "=f"(d[13][0]), "=f"(d[13][1]), "=f"(d[13][2]), "=f"(d[13][3]), "=f"(d[14][0]),
+        "=f"(d[14][1]), "=f"(d[14][2]), "=f"(d[14][3]), "=f"(d[15][0]), "=f"(d[15][1]),
+        "=f"(d[15][2]), "=f"(d[15][3])
+      : "l"(a), "l"(b)
+      : "memory");
+#else
+  static_cast<void>(a);
+  static_cast<void>(b);
+  __trap();
+#endif
+}
+
+/// d (64 x 8) += A B: A 64 x 16 bf16 from registers (as wgmma_rs_n128_mn),
+/// B 16 x 8 K-major from a shared memory descriptor (imm-trans-b 0). With B
+/// all ones every column of d gathers the row sums of A.
+__device__ __forceinline__ void wgmma_rs_n8(float (&d)[1][4], const std::uint32_t (&a)[4],
+                                            std::uint64_t b) {
+#if MSTAR_WGMMA_DEVICE
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "%8, 1, 1, 1, 0;\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
 }  // namespace mstar::kernels::cuda::detail
