@@ -8,6 +8,8 @@ at ps 16); the path the fewest instructions long among those that issue
 edge).
 
   cuobjdump -sass OBJ > k.sass
+  (the build machine's CUDA has no cuobjdump: `pip download --no-deps
+  nvidia-cuda-cuobjdump` and unzip the wheel; its nvidia/cu13/bin has it)
   python3 bench/sass_tile_loop.py k.sass NAME_PART HGMMAS LDGSTS
 e.g. attend_prefill_wgmma_leanILi128ELi16E 24 16 (D 128: 8 S + 8 P V + 8
 row-sum wgmmas, 16 copies), attend_prefill_wgmmaILi128ELb1E 16 16.
