@@ -300,19 +300,22 @@ cudaError_t launch_activate(const activation_params& p, Fn fn, cudaStream_t stre
   return detail::launch_status();
 }
 
-// The form add_rms_norm takes: MSTAR_ADD_NORM_VARIANT "v1" (or unset) 1,
-// "v2" 2, "v3" 3, "v4" 4; read once.
+// The form add_rms_norm takes: MSTAR_ADD_NORM_VARIANT "v1" 1, unset or
+// "v2" 2, "v3" 3, "v4" 4; read once. Form 2 since 2026-12-04 (H200,
+// bench/h200_small.sh: 1.2-3.5x form 1's time as graphs at 1 / 64 / 256
+// rows, ahead of the cluster forms 3 and 4; the 0.56B at 64 rows 0.6305 of
+// the roofline against form 1's 0.6171).
 int add_norm_default() {
   static const int v = [] {
     const char* e = std::getenv("MSTAR_ADD_NORM_VARIANT");
     const std::string_view s = e != nullptr ? e : "";
-    if (s == "v2" || s == "2")
-      return 2;
+    if (s == "v1" || s == "1")
+      return 1;
     if (s == "v3" || s == "3")
       return 3;
     if (s == "v4" || s == "4")
       return 4;
-    return 1;
+    return 2;
   }();
   return v;
 }

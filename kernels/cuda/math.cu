@@ -319,13 +319,14 @@ cudaError_t rms_norm(const rms_norm_params& p, cudaStream_t stream) {
 namespace {
 
 // The form `gated_rms_norm` takes (gated_rms_norm_variant's table):
-// MSTAR_GATED_NORM_WARP "0" the block kernel, unset or "v1" the warp
-// kernel, "v2" the loaded-warp kernel, a table index ("0" .. "6") that
-// entry; read once.
+// MSTAR_GATED_NORM_WARP "0" the block kernel, "v1" the warp kernel, unset
+// or "v2" the loaded-warp kernel, a table index ("0" .. "6") that entry;
+// read once. v2 since 2026-12-04 (H200, bench/h200_small.sh: 1.3-2.6x form
+// 1's time at the 0.56B and 8B widths, 1 / 64 / 256 rows, graphs).
 int gated_norm_default() {
   static const int v = [] {
     const char* e = std::getenv("MSTAR_GATED_NORM_WARP");
-    constexpr int today = 1;
+    constexpr int today = 2;
     if (e == nullptr)
       return today;
     const std::string_view s{e};

@@ -31,7 +31,7 @@ namespace mstar::kernels::cuda {
 [[nodiscard]] cudaError_t add_rms_norm(const add_rms_norm_params& p, cudaStream_t stream);
 
 /// Forms of `add_rms_norm` (fused.cu), all the same bits: 1 the block-a-row
-/// kernel (the default); 2 it with the thread's weight columns loaded once,
+/// kernel; 2 (the default) it with the thread's weight columns loaded once,
 /// before the chained wait (rows of up to 16 columns a thread, the rest run
 /// 1); 3 and 4 that with each row split over a cluster of two 128-thread
 /// (four 64-thread) blocks, thread for thread the 256 threads of form 1, the
@@ -41,8 +41,8 @@ namespace mstar::kernels::cuda {
 inline constexpr int add_rms_norm_variants = 5;
 
 /// `add_rms_norm` in form `variant` (1 .. add_rms_norm_variants - 1; -1:
-/// the one `add_rms_norm` takes, `MSTAR_ADD_NORM_VARIANT`: unset or `v1`
-/// form 1, `v2` to `v4` that form; read once): for the tests and
+/// the one `add_rms_norm` takes, `MSTAR_ADD_NORM_VARIANT`: `v1` form 1,
+/// unset or `v2` form 2, `v3` / `v4` that form; read once): for the tests and
 /// mstar-gpu-bench's `--suite small`. Another index returns
 /// cudaErrorInvalidValue. Forms 2-4 read `weight` before the chained wait,
 /// so it must be no kernel's output on the stream (`chained_launches`).
@@ -57,7 +57,7 @@ inline constexpr int add_rms_norm_variants = 5;
 [[nodiscard]] cudaError_t gated_rms_norm(const gated_rms_norm_params& p, cudaStream_t stream);
 
 /// Forms of `gated_rms_norm` (math.cu): 0 the block kernel; 1 the warp
-/// kernel in blocks of 8 warps (the default); 2 the loaded-warp kernel (all
+/// kernel in blocks of 8 warps; 2 (the default) the loaded-warp kernel (all
 /// of a warp's x and gate loads in flight before the first product, its
 /// weight loaded before the chained wait), in blocks of as many warps (up to
 /// 8) as leave a block for every SM; 3, 4, 5, 6 that kernel in blocks of 1,
@@ -66,8 +66,8 @@ inline constexpr int add_rms_norm_variants = 5;
 inline constexpr int gated_rms_norm_variants = 7;
 
 /// `gated_rms_norm` in form `variant` (0 .. gated_rms_norm_variants - 1;
-/// -1: the one `gated_rms_norm` takes, `MSTAR_GATED_NORM_WARP`: unset or
-/// `v1` entry 1, `v2` entry 2, a single digit that entry; read once): for
+/// -1: the one `gated_rms_norm` takes, `MSTAR_GATED_NORM_WARP`: `v1`
+/// entry 1, unset or `v2` entry 2, a single digit that entry; read once): for
 /// the tests and mstar-gpu-bench's `--suite small`. An index outside the
 /// table returns cudaErrorInvalidValue. Forms 2-6 read `weight` before the
 /// chained wait, so it must be no kernel's output on the stream

@@ -36,15 +36,17 @@ using test_attention::owned_table;
 using test_attention::row_spec;
 using test_attention::variant_scope;
 
-// `count` decode rows: one position, 5 (inside one chunk), 129, then random
-// lengths in [1, max_len].
+// `count` decode rows: max_len positions (so that even 3 rows are long
+// enough on average for the tensor-core walks' 128-position chunks to split:
+// the rule's by-length bound), one position, 5 (inside one chunk), 129, then
+// random lengths in [1, max_len].
 std::vector<row_spec> ragged_rows(std::uint64_t seed, int count, int max_len) {
   std::vector<row_spec> rows;
-  const int fixed[] = {1, 5, 129};
+  const int fixed[] = {max_len, 1, 5, 129};
   std::mt19937_64 engine{seed};
   std::uniform_int_distribution<int> len{1, max_len};
   for (int i = 0; i < count; ++i)
-    rows.push_back({(i < 3 ? fixed[i] : len(engine)) - 1, 1});
+    rows.push_back({(i < 4 ? fixed[i] : len(engine)) - 1, 1});
   return rows;
 }
 
