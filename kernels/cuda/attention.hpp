@@ -85,9 +85,11 @@ enum class attention_walk : std::int8_t {
 
 /// How the split path merges each row's partials.
 enum class attention_merge : std::int8_t {
-  automatic = -1,  ///< MSTAR_ATTN_SPLIT_MERGE (0, 1, 2) if set, else `block`
-  warp = 0,        ///< a warp per (row, query head), reading the partials one by one
-  block = 1,       ///< a block per (row, query head), 4 warps over the partials, vector loads
+  /// MSTAR_ATTN_SPLIT_MERGE (0, 1, 2) if set, else `fused` for the mma walk
+  /// at 2+ rows, `block` elsewhere
+  automatic = -1,
+  warp = 0,   ///< a warp per (row, query head), reading the partials one by one
+  block = 1,  ///< a block per (row, query head), 4 warps over the partials, vector loads
   /// No merge kernel: each split block, its partials written, counts itself
   /// in on its item's counter (the workspace's first
   /// paged_attention_counter_bytes), and the last of an item's blocks merges
@@ -128,8 +130,8 @@ attention_variant set_attention_variant(attention_variant v);
 /// prefill path (no decode arrays, bf16 arena, head_dim 64 / 128 / 256).
 enum class attention_prefill : std::int8_t {
   /// MSTAR_ATTN_PREFILL ("mma", "wgmma", "wgmma_serial", "wgmma_ws",
-  /// "wgmma_ws_pp", "wgmma_lean") if set, else `wgmma` (which falls back
-  /// to `mma` where it does not take the step)
+  /// "wgmma_ws_pp", "wgmma_lean") if set, else `wgmma_lean` (which falls
+  /// back to `wgmma`, then `mma`, where it does not take the step)
   automatic = -1,
   mma = 0,  ///< mma.sync m16n8k16, 4 warps a block (attention_prefill.cu)
   /// Hopper's warpgroup MMA (attention_prefill_wgmma.cu, sm_90a): two

@@ -141,11 +141,14 @@ attention_prefill prefill_for() {
     return k;
   if (const auto k = env_prefill(); k != attention_prefill::automatic)
     return k;
-  // The warpgroup-MMA kernel where it takes the step (sm_90a, head_dim 64 /
-  // 128): H200, 2,048-token causal rows, 32 q / 8 kv heads, D 128, us a
-  // call (session 35, second call): 147.0 against mma.sync's 163.1 at one
-  // row, 1144.8 against 1289.0 at eight, every prefill test passing on it.
-  return attention_prefill::wgmma;
+  // The lean-consumer warpgroup-MMA kernel where it takes the step (sm_90a,
+  // head_dim 64 / 128; paged_attention_prefill falls back to wgmma, then
+  // mma): H200, 2,048-token causal rows, 32 q / 8 kv heads, D 128, us a
+  // call (2026-12-04, bench/h200_prefill_lean.sh): 114.5 against wgmma's
+  // 147.2 at one row, 896.8 against 1151.8 at eight, every prefill test
+  // passing on it (wgmma against mma.sync's, session 35: 147.0 / 163.1 and
+  // 1144.8 / 1289.0).
+  return attention_prefill::wgmma_lean;
 }
 
 int split_min_chunk_override() {
@@ -166,13 +169,19 @@ int split_count_override() {
   return n;
 }
 
-attention_merge merge_for(std::int64_t rows) {
-  static_cast<void>(rows);
+attention_merge merge_for(std::int64_t rows, attention_walk walk) {
   if (const auto m = merge_override.load(std::memory_order_relaxed);
       m != attention_merge::automatic)
     return m;
   if (const auto m = env_merge(); m != attention_merge::automatic)
     return m;
+  // The fused merge where it won on an H200 (bench/h200_split_merge.sh,
+  // 2026-12-04: 2,048 positions, 32 q / 8 kv heads, D 128, graphs, us a call,
+  // block / fused): the mma walk at 4 rows 18.52 / 17.72 and 8 rows 34.77 /
+  // 34.05; it lost at one row (9.87 / 11.35, 16 splits of one item) and on
+  // rows_mma at 16 and 32 rows (46.21 / 50.09, 84.04 / 88.73).
+  if (walk == attention_walk::mma && rows >= 2)
+    return attention_merge::fused;
   return attention_merge::block;
 }
 
@@ -184,8 +193,9 @@ attention_variant set_attention_variant(attention_variant v) {
 
 attention_variant paged_attention_variant(const paged_attention_params& p, bool split) {
   const attention_walk walk = detail::walk_of(p, split);
-  attention_merge merge = detail::merge_for(p.table.num_rows());
-  if (merge == attention_merge::fused && !detail::fused_merge_takes(p, detail::walk_of(p, true)))
+  const attention_walk split_walk = detail::walk_of(p, true);
+  attention_merge merge = detail::merge_for(p.table.num_rows(), split_walk);
+  if (merge == attention_merge::fused && !detail::fused_merge_takes(p, split_walk))
     merge = attention_merge::block;
   return {walk, merge};
 }

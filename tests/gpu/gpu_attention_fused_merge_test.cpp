@@ -8,6 +8,7 @@
 // graph replayed twice, each on a re-poisoned output and partials, must
 // give the same bits and leave the arrival counters at zero.
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <gtest/gtest.h>
 #include <memory>
@@ -222,6 +223,19 @@ TEST(gpu_attention_fused_merge_host, takes_the_block_merge_where_it_cannot_fuse)
   {
     const variant_scope forced{{cuda::attention_walk::mma, cuda::attention_merge::fused}};
     EXPECT_EQ(cuda::paged_attention_variant(p, true).merge, cuda::attention_merge::fused);
+  }
+  // The default rule (MSTAR_ATTN_SPLIT_MERGE unset): fused for the mma walk
+  // at 2+ rows, where it won on the H200, the block merge for the others.
+  if (std::getenv("MSTAR_ATTN_SPLIT_MERGE") == nullptr) {
+    {
+      const variant_scope forced{{cuda::attention_walk::mma, cuda::attention_merge::automatic}};
+      EXPECT_EQ(cuda::paged_attention_variant(p, true).merge, cuda::attention_merge::fused);
+    }
+    {
+      const variant_scope forced{
+          {cuda::attention_walk::rows_mma, cuda::attention_merge::automatic}};
+      EXPECT_EQ(cuda::paged_attention_variant(p, true).merge, cuda::attention_merge::block);
+    }
   }
   EXPECT_STREQ(cuda::to_string(cuda::attention_merge::fused), "mfused");
 }

@@ -31,10 +31,11 @@ inline constexpr int max_split_override = 128;
 /// 0 where unset or not a number from 1 to max_split_override.
 [[nodiscard]] int split_count_override();
 
-/// The merge of a split launch, as walk_for. Never automatic; `fused`
-/// where set, even for a launch that takes `block` instead
-/// (fused_merge_takes).
-[[nodiscard]] attention_merge merge_for(std::int64_t rows);
+/// The merge of a split launch of `rows` rows by `walk`, as walk_for: the
+/// override, then MSTAR_ATTN_SPLIT_MERGE, then `fused` for the mma walk at
+/// 2+ rows and `block` elsewhere. Never automatic; `fused` even for a launch
+/// that takes `block` instead (fused_merge_takes).
+[[nodiscard]] attention_merge merge_for(std::int64_t rows, attention_walk walk);
 
 /// Whether attention_merge::fused takes split launch `p` of `walk`: the
 /// `mma`, `rows_mma` and `registers` walks, steps of at most split_counters
