@@ -85,10 +85,14 @@ timed "build build-asan/" \
   scripts/build.sh build-asan -DMSTAR_SANITIZE=ON -DMSTAR_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -DCMAKE_CXX_COMPILER=clang++ -DMSTAR_BUILD_BENCH=OFF ||
   fail "building build-asan/"
+# Left out here: the 100M-parameter tensor-parallel check (139 s of float
+# products at -O0 under ASan, 12 s in build/, where it runs); the same code
+# paths run under the sanitizers in two_ranks_of_the_embedded_model (6 s).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   timed "tests in build-asan/" \
-  ctest --test-dir build-asan --output-on-failure --no-tests=error -j "$jobs" ||
+  ctest --test-dir build-asan --output-on-failure --no-tests=error -j "$jobs" \
+  -E '^tensor_parallel\.two_ranks_of_a_100m_random_model_match_one_rank$' ||
   fail "tests in build-asan/ (sanitizers)"
 
 # Only the binaries labelled `tsan` (tests/CMakeLists.txt: mstar_add_test_binary
