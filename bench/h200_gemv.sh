@@ -47,8 +47,8 @@ for l in open(sys.argv[1]):
         continue
     r = json.loads(l)
     roof = r.get("roofline_decode", {})
-    print(f"{r['model']:12s} gemv={r['gemv']} batch {r['batch']:3d} step {r.get('step_ms', 0):7.3f} ms"
-          f"  {r.get('decode_tokens_per_s', 0):9.0f} tok/s  bw {roof.get('bandwidth_fraction', 0):.3f}"
+    print(f"{r['model']:12s} gemv={r['gemv']} batch {r['batch']:3d} step {r.get('step_ms') or 0:7.3f} ms"
+          f"  {r.get('decode_tokens_per_s') or 0:9.0f} tok/s  bw {roof.get('bandwidth_fraction', 0):.3f}"
           f"  t1 {min(r.get('t1_s', [0])) * 1e3:8.2f} ms  digest {r.get('tokens_digest')}")
 PY
 rm -rf "$ck"

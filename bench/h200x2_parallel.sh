@@ -39,6 +39,6 @@ import json, sys
 for l in open(sys.argv[1]):
     r = json.loads(l)
     print("tp", r.get("tensor_parallel"), "batch", r["batch"], "prompt", r["prompt_len"],
-          "decode tok/s %.1f" % r["decode_tokens_per_s"], "step_ms %.3f" % r["step_ms"],
+          "decode tok/s %.1f" % (r["decode_tokens_per_s"] or 0), "step_ms %.3f" % (r["step_ms"] or 0),
           "t1_s", r.get("t1_s"))
 PY

@@ -300,8 +300,13 @@ int main(int argc, char** argv) {
     const double step_ms = 1e3 * b / rate;
     const auto [idle_median, idle_p90] = median_p90(idle_us);
     const auto [busy_median, busy_p90] = median_p90(busy_us);
+    // The decode figures time the run of new_tokens against the one of a
+    // single token; with fewer than 3 new tokens that difference is one
+    // decode step inside the prefill's spread (a prefill-only run), and the
+    // figures are left out (null) rather than reported from noise.
+    const bool decode_timed = new_tokens >= 3;
     nlohmann::json decode_roof, prefill_roof;
-    if (meter) {
+    if (meter && decode_timed) {
       const auto decode = mean_decode_cost(meter->model(), b, prompt_len, new_tokens);
       decode_roof = meter->figures("decode", decode, b, step_ms * 1e-3);
       if (busy_median > 0) {
@@ -312,6 +317,8 @@ int main(int argc, char** argv) {
         decode_roof["device_busy_ms"] = busy_median * 1e-3;
         decode_roof["bandwidth_fraction_device_busy"] = busy.bandwidth_fraction;
       }
+    }
+    if (meter) {
       std::vector<double> t1_sorted = t1s;
       const double prefill_s =
           prefill_us.empty() ? median_p90(t1_sorted).first : median_p90(prefill_us).first * 1e-6;
@@ -320,45 +327,52 @@ int main(int argc, char** argv) {
       prefill_roof["time_source"] = prefill_us.empty() ? "generate_1_token_wall" : "device_busy";
     }
     if (json) {
-      nlohmann::json line{{"name", "mstar_decode"},
-                          {"batch", b},
-                          {"prompt_len", prompt_len},
-                          {"new_tokens", new_tokens},
-                          {"decode_tokens_per_s", rate},
-                          {"step_ms", step_ms},
-                          {"decode_tokens_per_s_steps_only", inner_rate},
-                          {"stat", "median"},
-                          {"repeats", repeats},
-                          {"t1_s", t1s},
-                          {"tN_s", tns},
-                          {"dtype", dtype},
-                          {"cuda_graphs", !no_graphs},
-                          {"chained_launches", mstar::kernels::cuda::chained_launches()},
-                          {"tensor_parallel", tensor_parallel},
-                          {"through", through},
-                          {"schedule", schedule},
-                          {"tokens_digest", fmt::format("{:016x}", digest)},
-                          {"device_steps", idle_us.size()},
-                          {"idle_gap_us_median", idle_median},
-                          {"idle_gap_us_p90", idle_p90},
-                          {"device_busy_us_median", busy_median},
-                          {"device_busy_us_p90", busy_p90},
-                          {"device", m.device_name()},
-                          {"params", m.num_parameters()}};
+      nlohmann::json line{
+          {"name", "mstar_decode"},
+          {"batch", b},
+          {"prompt_len", prompt_len},
+          {"new_tokens", new_tokens},
+          {"decode_tokens_per_s", decode_timed ? nlohmann::json(rate) : nullptr},
+          {"step_ms", decode_timed ? nlohmann::json(step_ms) : nullptr},
+          {"decode_tokens_per_s_steps_only", decode_timed ? nlohmann::json(inner_rate) : nullptr},
+          {"stat", "median"},
+          {"repeats", repeats},
+          {"t1_s", t1s},
+          {"tN_s", tns},
+          {"dtype", dtype},
+          {"cuda_graphs", !no_graphs},
+          {"chained_launches", mstar::kernels::cuda::chained_launches()},
+          {"tensor_parallel", tensor_parallel},
+          {"through", through},
+          {"schedule", schedule},
+          {"tokens_digest", fmt::format("{:016x}", digest)},
+          {"device_steps", idle_us.size()},
+          {"idle_gap_us_median", idle_median},
+          {"idle_gap_us_p90", idle_p90},
+          {"device_busy_us_median", busy_median},
+          {"device_busy_us_p90", busy_p90},
+          {"device", m.device_name()},
+          {"params", m.num_parameters()}};
       if (meter) {
-        line["roofline_decode"] = decode_roof;
+        if (decode_timed)
+          line["roofline_decode"] = decode_roof;
         line["roofline_prefill"] = prefill_roof;
       }
       std::cout << line.dump() << std::endl;
     } else {
-      std::printf(
-          "batch %3d: %10.1f decode tokens/s (%.1f over the decode steps alone), %.3f ms "
-          "per step; device idle between steps %.1f us (median, p90 %.1f), busy %.1f us "
-          "(%s)\n",
-          b, rate, inner_rate, step_ms, idle_median, idle_p90, busy_median, schedule.c_str());
+      if (decode_timed) {
+        std::printf(
+            "batch %3d: %10.1f decode tokens/s (%.1f over the decode steps alone), %.3f ms "
+            "per step; device idle between steps %.1f us (median, p90 %.1f), busy %.1f us "
+            "(%s)\n",
+            b, rate, inner_rate, step_ms, idle_median, idle_p90, busy_median, schedule.c_str());
+      } else {
+        std::printf("batch %3d: decode not timed (--new-tokens %d: fewer than 3)\n", b, new_tokens);
+      }
       if (meter) {
-        std::printf("%s\n%s (%s)\n", meter->line(decode_roof).c_str(),
-                    meter->line(prefill_roof).c_str(),
+        if (decode_timed)
+          std::printf("%s\n", meter->line(decode_roof).c_str());
+        std::printf("%s (%s)\n", meter->line(prefill_roof).c_str(),
                     prefill_roof["time_source"].get<std::string>().c_str());
       }
     }
