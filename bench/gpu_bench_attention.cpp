@@ -179,9 +179,9 @@ std::vector<comparison> bench_prefill_attention(timer& t, copy_baseline& copy,
   one(name);
   const cuda::attention_prefill before =
       cuda::set_attention_prefill(cuda::attention_prefill::automatic);
-  for (const auto k : {cuda::attention_prefill::mma, cuda::attention_prefill::wgmma,
-                       cuda::attention_prefill::wgmma_serial, cuda::attention_prefill::wgmma_ws,
-                       cuda::attention_prefill::wgmma_ws_pp, cuda::attention_prefill::wgmma_lean}) {
+  for (const auto k :
+       {cuda::attention_prefill::mma, cuda::attention_prefill::wgmma,
+        cuda::attention_prefill::wgmma_serial, cuda::attention_prefill::wgmma_lean}) {
     static_cast<void>(cuda::set_attention_prefill(k));
     one(name + "_" + cuda::to_string(k));
   }

@@ -36,8 +36,7 @@ std::vector<comparison> bench_decode_attention(timer& t, copy_baseline& copy,
 /// the causal half of QK^T and PV (4 * D * Hq * rows * L (L + 1) / 2).
 /// The kernel the launch resolves to first (MSTAR_ATTN_PREFILL or the
 /// default), then each prefill kernel forced in turn ("..._mma",
-/// "..._wgmma", "..._wgmma_serial", "..._wgmma_ws",
-/// "..._wgmma_ws_pp", "..._wgmma_lean"; those fall back to mma where they
+/// "..._wgmma", "..._wgmma_serial", "..._wgmma_lean"; those fall back to mma where they
 /// do not take the step: the "wgmma" field, 1 or 0, says which ran, and
 /// "prefill_kind" the attention_prefill value that ran).
 std::vector<comparison> bench_prefill_attention(timer& t, copy_baseline& copy,

@@ -5,7 +5,7 @@ dtype, eager or CUDA-graph replay) and the ratio baseline us / our us (>= 1:
 ours at least as fast), and beside it the fastest FlashInfer line alone and
 its ratio the same way (FlashInfer us / our us) where the case has one. decode_attention_split_b<rows> joins
 decode_attention_b<rows>, prefill_attention_<rows>x<L>_<kernel> (a prefill
-kernel forced: mma, wgmma, wgmma_serial, wgmma_ws, wgmma_ws_pp, wgmma_lean) prefill_attention_<rows>x<L>. Then
+kernel forced: mma, wgmma, wgmma_serial, wgmma_lean; wgmma_ws / wgmma_ws_pp in runs before session 38) prefill_attention_<rows>x<L>. Then
 every baseline row, the refusals, FlashInfer's build (per module: seconds, ok)
 and the notes.
 

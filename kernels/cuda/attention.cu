@@ -191,11 +191,6 @@ cudaError_t paged_attention(const paged_attention_params& p, cudaStream_t stream
     return cudaSuccess;
   if (detail::prefill_takes(p)) {
     const attention_prefill k = detail::prefill_for();
-    const bool ws = k == attention_prefill::wgmma_ws || k == attention_prefill::wgmma_ws_pp;
-    if (ws && detail::prefill_wgmma_takes(p)) {
-      return detail::launch_prefill_wgmma_ws(a, p.arena.geometry.head_dim,
-                                             k == attention_prefill::wgmma_ws_pp, bound, stream);
-    }
     if (k == attention_prefill::wgmma_lean && detail::prefill_wgmma_lean_takes(p))
       return detail::launch_prefill_wgmma_lean(a, p.arena.geometry.head_dim, bound, stream);
     if (k != attention_prefill::mma && detail::prefill_wgmma_takes(p)) {

@@ -129,9 +129,9 @@ attention_variant set_attention_variant(attention_variant v);
 /// Which tensor-core kernel runs the steps `paged_attention` gives the
 /// prefill path (no decode arrays, bf16 arena, head_dim 64 / 128 / 256).
 enum class attention_prefill : std::int8_t {
-  /// MSTAR_ATTN_PREFILL ("mma", "wgmma", "wgmma_serial", "wgmma_ws",
-  /// "wgmma_ws_pp", "wgmma_lean") if set, else `wgmma_lean` (which falls
-  /// back to `wgmma`, then `mma`, where it does not take the step)
+  /// MSTAR_ATTN_PREFILL ("mma", "wgmma", "wgmma_serial", "wgmma_lean") if
+  /// set, else `wgmma_lean` (which falls back to `wgmma`, then `mma`, where
+  /// it does not take the step)
   automatic = -1,
   mma = 0,  ///< mma.sync m16n8k16, 4 warps a block (attention_prefill.cu)
   /// Hopper's warpgroup MMA (attention_prefill_wgmma.cu, sm_90a): two
@@ -144,15 +144,9 @@ enum class attention_prefill : std::int8_t {
   /// `wgmma` with two stages and every wgmma group waited at once (the
   /// simpler schedule, to compare and to fall back on).
   wgmma_serial = 2,
-  /// `wgmma` warp-specialised (attention_prefill_wgmma_ws.cu): a third
-  /// warpgroup gathers the K / V tiles into three stages handed over by
-  /// mbarriers, the two consumer warpgroups (registers raised to 232 by
-  /// setmaxnreg) only compute. Same takes and numerics as `wgmma`.
-  wgmma_ws = 3,
-  /// `wgmma_ws` with the consumer warpgroups taking turns to issue their
-  /// wgmmas (ping-pong on named barriers), so one's softmax runs under the
-  /// other's GEMMs.
-  wgmma_ws_pp = 4,
+  // 3 and 4 were a warp-specialised `wgmma` and its ping-pong schedule,
+  // removed in session 38: slower than `wgmma` on the H200 in sessions 35
+  // and 38 (1,366 / 1,341 against 1,153 us at 8 x 2,048 tokens).
   /// `wgmma`'s blocks, stages and schedule with a leaner per-tile
   /// consumer (attention_prefill_wgmma_lean.cu): descriptors added to,
   /// not rebuilt; row sums of P on the tensor cores (P times ones, so the
@@ -175,8 +169,7 @@ attention_prefill set_attention_prefill(attention_prefill k);
 /// the prefill path takes. Host only (asks the current device once).
 [[nodiscard]] attention_prefill paged_attention_prefill(const paged_attention_params& p);
 
-/// "mma", "wgmma", "wgmma_serial", "wgmma_ws", "wgmma_ws_pp",
-/// "wgmma_lean" ("auto").
+/// "mma", "wgmma", "wgmma_serial", "wgmma_lean" ("auto").
 [[nodiscard]] const char* to_string(attention_prefill k);
 
 /// Chunks per row the split-KV decode path would cut this step into on a

@@ -34,8 +34,8 @@ attention_merge env_merge() {
   return m;
 }
 
-// MSTAR_ATTN_PREFILL: "mma", "wgmma", "wgmma_serial", "wgmma_ws",
-// "wgmma_ws_pp" or "wgmma_lean"; anything else is automatic.
+// MSTAR_ATTN_PREFILL: "mma", "wgmma", "wgmma_serial" or "wgmma_lean";
+// anything else is automatic.
 attention_prefill env_prefill() {
   static const attention_prefill k = [] {
     const char* e = std::getenv("MSTAR_ATTN_PREFILL");
@@ -43,10 +43,6 @@ attention_prefill env_prefill() {
       return attention_prefill::wgmma;
     if (e != nullptr && std::strcmp(e, "wgmma_serial") == 0)
       return attention_prefill::wgmma_serial;
-    if (e != nullptr && std::strcmp(e, "wgmma_ws") == 0)
-      return attention_prefill::wgmma_ws;
-    if (e != nullptr && std::strcmp(e, "wgmma_ws_pp") == 0)
-      return attention_prefill::wgmma_ws_pp;
     if (e != nullptr && std::strcmp(e, "wgmma_lean") == 0)
       return attention_prefill::wgmma_lean;
     if (e != nullptr && std::strcmp(e, "mma") == 0)
@@ -223,10 +219,6 @@ const char* to_string(attention_prefill k) {
       return "wgmma";
     case attention_prefill::wgmma_serial:
       return "wgmma_serial";
-    case attention_prefill::wgmma_ws:
-      return "wgmma_ws";
-    case attention_prefill::wgmma_ws_pp:
-      return "wgmma_ws_pp";
     case attention_prefill::wgmma_lean:
       return "wgmma_lean";
   }

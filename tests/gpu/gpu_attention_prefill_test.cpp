@@ -7,7 +7,7 @@
 // 16 and 64 (key tiles straddling pages, partial last pages). The budget is
 // `budget::attention_bf16_q` (q and the softmax weights rounded to bf16).
 // Every case runs on each prefill kernel (`attention_prefill`: mma.sync,
-// and wgmma / wgmma_serial / wgmma_ws / wgmma_ws_pp / wgmma_lean where they
+// and wgmma / wgmma_serial / wgmma_lean where they
 // take the case: head_dim 64 / 128 on a compute 9.0 device; the others fall
 // back to mma.sync and the log's "prefill" says so).
 #include <gtest/gtest.h>
@@ -119,14 +119,14 @@ TEST(gpu_attention_prefill_lean, other_page_sizes_match_the_cpu) {
   run_all(cases, std::size(cases), 660);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    kernels, gpu_attention_prefill,
-    ::testing::Values(cuda::attention_prefill::mma, cuda::attention_prefill::wgmma,
-                      cuda::attention_prefill::wgmma_serial, cuda::attention_prefill::wgmma_ws,
-                      cuda::attention_prefill::wgmma_ws_pp, cuda::attention_prefill::wgmma_lean),
-    [](const ::testing::TestParamInfo<cuda::attention_prefill>& param_info) {
-      return std::string{cuda::to_string(param_info.param)};
-    });
+INSTANTIATE_TEST_SUITE_P(kernels, gpu_attention_prefill,
+                         ::testing::Values(cuda::attention_prefill::mma,
+                                           cuda::attention_prefill::wgmma,
+                                           cuda::attention_prefill::wgmma_serial,
+                                           cuda::attention_prefill::wgmma_lean),
+                         [](const ::testing::TestParamInfo<cuda::attention_prefill>& param_info) {
+                           return std::string{cuda::to_string(param_info.param)};
+                         });
 
 }  // namespace
 }  // namespace mstar::kernels

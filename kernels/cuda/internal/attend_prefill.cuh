@@ -36,11 +36,4 @@ cudaError_t launch_prefill_wgmma(const attn_args& a, int head_dim, bool defer,
 cudaError_t launch_prefill_wgmma_lean(const attn_args& a, int head_dim, std::int64_t token_bound,
                                       cudaStream_t stream);
 
-/// Launches the warp-specialised warpgroup-MMA prefill kernel for `a`, as
-/// launch_prefill_wgmma; `ping_pong`: the consumer warpgroups take turns
-/// issuing (attention_prefill::wgmma_ws_pp), else each issues when ready
-/// (wgmma_ws).
-cudaError_t launch_prefill_wgmma_ws(const attn_args& a, int head_dim, bool ping_pong,
-                                    std::int64_t token_bound, cudaStream_t stream);
-
 }  // namespace mstar::kernels::cuda::detail

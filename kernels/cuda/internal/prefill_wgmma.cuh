@@ -1,9 +1,8 @@
 #pragma once
 
-// The warpgroup-MMA pieces the two wgmma prefill kernels share
-// (attention_prefill_wgmma.cu: every warpgroup computes and copies;
-// attention_prefill_wgmma_ws.cu: a producer warpgroup copies for two
-// consumer warpgroups): the tile shape, the 128-byte swizzle, one consumer
+// The warpgroup-MMA pieces of the wgmma prefill kernels
+// (attention_prefill_wgmma.cu, and the lean consumer's
+// attention_prefill_wgmma_lean.cu): the tile shape, the 128-byte swizzle, one consumer
 // warpgroup's running rows, its S = Q K^T / online softmax / O += P V on
 // one K / V tile, and its output store. Layouts and schedule are explained
 // at the top of attention_prefill_wgmma.cu. Only sm_90a .cu files include it.
@@ -308,8 +307,8 @@ __device__ __forceinline__ void store_rows_wg(const attn_args& a, const row_info
 }
 
 // Returns launch.template operator()<D, Flag>() for head_dim 64 or 128
-// and the launcher's flag (`Defer`, `PingPong`); cudaErrorInvalidValue for
-// another head_dim. Host code: the two launchers' shared dispatch.
+// and the launcher's flag (`Defer`); cudaErrorInvalidValue for another
+// head_dim. Host code: launch_prefill_wgmma's dispatch.
 template <class Launch>
 cudaError_t with_wg_shape(int head_dim, bool flag, Launch&& launch) {
   switch (head_dim) {
