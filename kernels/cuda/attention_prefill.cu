@@ -286,14 +286,13 @@ __global__ void __launch_bounds__(prefill_threads) attend_prefill(attn_args a) {
   const long long total = tiles * a.kv_heads;
   for (long long item = blockIdx.x; item < total; item += gridDim.x) {
     // Block-uniform: every `continue` and barrier below is taken by all.
-    const int kvh = static_cast<int>(item % a.kv_heads);
-    const long long k = tiles - 1 - item / a.kv_heads;
-    const int r = row_of_tile<tile_m>(a.table.qo, rows, a.group, k);
-    const row_info ri = row_at(a.table, a.arena.page_size, r);
-    const int m_rows = ri.new_tokens * a.group;
-    const int f0 = static_cast<int>(k - tile_base<tile_m>(a.table.qo, r, a.group)) * tile_m;
-    if (f0 >= m_rows || ri.length < ri.new_tokens)
+    prefill_item it;
+    if (!prefill_item_of<tile_m>(a, tiles, item, it))
       continue;  // the row's spare tile, or a row without pages for its tokens
+    const int kvh = it.kvh;
+    const row_info& ri = it.ri;
+    const int m_rows = it.m_rows;
+    const int f0 = it.f0;
     const int fw = f0 + warp * S::warp_m;  // this warp's first M row
     const row_place place{ri.length - ri.new_tokens, m_rows, a.group, fw};
     const int n_kt = place.pos_of(f0 + tile_m - 1) / bn + 1;

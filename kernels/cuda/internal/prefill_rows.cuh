@@ -1,9 +1,10 @@
 #pragma once
 
-// The pieces the two tensor-core prefill kernels share (attention_prefill.cu
-// on mma.sync, attention_prefill_wgmma.cu on Hopper's warpgroup MMA): the
-// scan-free enumeration of (row, M tile) items, where an M row sits in its
-// row, and the online softmax of one m16 tile's accumulators (the two
+// The pieces the tensor-core prefill kernels share (attention_prefill.cu on
+// mma.sync, attention_prefill_wgmma.cu and attention_prefill_wgmma_lean.cu
+// on Hopper's warpgroup MMA): the scan-free enumeration of (row, M tile)
+// items and the decoding of one, where an M row sits in its row, and the
+// online softmax of one m16 tile's accumulators (the two
 // kernels' S accumulators share the m16n8 lane layout). Only .cu files
 // include it.
 
@@ -11,7 +12,9 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/internal/attend.cuh"
 #include "kernels/cuda/internal/mma_bf16.cuh"
+#include "kernels/cuda/internal/paged.cuh"
 
 namespace mstar::kernels::cuda::detail {
 
@@ -35,6 +38,31 @@ __device__ __forceinline__ int row_of_tile(const std::int32_t* qo, int rows, int
       hi = mid;
   }
   return lo;
+}
+
+// One work item of a prefill kernel: M tile k of kv head kvh, items
+// counted kv head fastest and tiles from the last (each row's heaviest
+// tiles first).
+struct prefill_item {
+  int kvh;      // the kv head
+  row_info ri;  // the tile's row
+  int m_rows;   // the row's M rows: its new tokens x the group
+  int f0;       // the tile's first M row in its row
+};
+
+// Decodes work item `item` of `tiles` M tiles x a.kv_heads into `it`;
+// false where the item has nothing to do (the row's spare tile, or a row
+// without pages for its tokens). Block-uniform.
+template <int TileM>
+__device__ __forceinline__ bool prefill_item_of(const attn_args& a, long long tiles, long long item,
+                                                prefill_item& it) {
+  it.kvh = static_cast<int>(item % a.kv_heads);
+  const long long k = tiles - 1 - item / a.kv_heads;
+  const int r = row_of_tile<TileM>(a.table.qo, a.table.rows, a.group, k);
+  it.ri = row_at(a.table, a.arena.page_size, r);
+  it.m_rows = it.ri.new_tokens * a.group;
+  it.f0 = static_cast<int>(k - tile_base<TileM>(a.table.qo, r, a.group)) * TileM;
+  return it.f0 < it.m_rows && it.ri.length >= it.ri.new_tokens;
 }
 
 // Online softmax of one m16 tile's scores `s` (bn columns from t0) in place:
