@@ -4,10 +4,18 @@
 # "native", which fails on machines without a GPU (CI builds CUDA code there).
 
 set(MSTAR_CUDA_ENABLED OFF)
+option(MSTAR_CUDA_PTX_ONLY "Compile device code to PTX only (machines without a GPU)" OFF)
 string(TOUPPER "${MSTAR_CUDA}" _mstar_cuda)
 if(_mstar_cuda STREQUAL "ON" OR _mstar_cuda STREQUAL "AUTO")
   include(CheckLanguage)
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  if(MSTAR_CUDA_PTX_ONLY)
+    # PTX alone (no ptxas, no SASS): the device code is still parsed,
+    # instantiated and lowered, so a compile error still fails the build,
+    # in about 0.7 of the time (attention_split.cu: 21.4 s against 29.8 s).
+    # For machines without a GPU, which never run the kernels
+    # (scripts/run-tests.sh sets it there); never for one that does.
+    set(CMAKE_CUDA_ARCHITECTURES 90-virtual)
+  elseif(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()
   check_language(CUDA)

@@ -8,6 +8,13 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
+# A tree scripts/run-tests.sh configured on this GPU-less machine holds PTX
+# only (MSTAR_CUDA_PTX_ONLY): the device would JIT every kernel. Rebuild it
+# for sm_90 first.
+if grep -q '^MSTAR_CUDA_PTX_ONLY:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  echo "pack-device: $build builds PTX only; run: cmake -S $root -B $build -DMSTAR_CUDA_PTX_ONLY=OFF" >&2
+  exit 1
+fi
 targets=(mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu mstar-run)
 if (($#)); then targets=("$@"); fi
 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
