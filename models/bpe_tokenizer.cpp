@@ -5,8 +5,6 @@
 namespace mstar::models {
 namespace {
 
-constexpr std::string_view replacement = "\xEF\xBF\xBD";  // U+FFFD
-
 void encode_piece(const bpe_tokenizer::state& s, std::string_view piece,
                   std::vector<token_id>& out) {
   if (s.ignore_merges) {
@@ -96,7 +94,7 @@ std::string bpe_tokenizer::decode(std::span<const token_id> ids, bool skip_speci
   for (const token_id id : ids) {
     const bool known = id < state_->id_kind.size() && state_->id_kind[id] != state::kind::none;
     if (!known) {
-      out.append(replacement);
+      out.append(utf8_replacement);
     } else if (!(skip_special && state_->id_kind[id] == state::kind::special)) {
       out.append(state_->id_text[id]);
     }

@@ -10,8 +10,6 @@
 namespace mstar::models {
 namespace {
 
-constexpr std::string_view replacement = "\xEF\xBF\xBD";  // U+FFFD
-
 // The byte tokenizer a config's `mstar_tokenizer` declares.
 result<std::unique_ptr<tokenizer>> declared_tokenizer(const nlohmann::json& config,
                                                       const std::string& label) {
@@ -84,7 +82,7 @@ std::string byte_tokenizer::decode(std::span<const token_id> ids, bool skip_spec
     if (value >= offset_ && value < offset_ + 256) {
       out.push_back(static_cast<char>(value - offset_));
     } else if (!(skip_special && value < offset_)) {
-      out.append(replacement);
+      out.append(utf8_replacement);
     }
   }
   return out;

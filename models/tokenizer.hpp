@@ -13,6 +13,10 @@
 
 namespace mstar::models {
 
+/// U+FFFD REPLACEMENT CHARACTER in UTF-8: what decoding writes for a token
+/// (or byte run) that is not valid UTF-8 on its own.
+inline constexpr std::string_view utf8_replacement = "\xEF\xBF\xBD";
+
 /// A token id; the same width page keys encode (`resources::token_id`).
 using token_id = std::uint32_t;
 
