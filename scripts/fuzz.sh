@@ -32,8 +32,11 @@ for f in "${fuzzers[@]}"; do
   targets+=("mstar-fuzz-${name//_/-}")
 done
 # MSTAR_FUZZ_OPT=-O0 builds faster and fuzzes slower (CI's short runs).
+# lld where it is installed (scripts/install-deps.sh installs it): faster links.
+linker=
+command -v ld.lld >/dev/null && linker=lld
 scripts/build.sh build-fuzz -DMSTAR_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
-  -DMSTAR_FUZZ_OPT="${MSTAR_FUZZ_OPT:--O1}" -- "${targets[@]}"
+  -DMSTAR_FUZZ_OPT="${MSTAR_FUZZ_OPT:--O1}" -DMSTAR_LINKER="$linker" -- "${targets[@]}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=()

@@ -14,6 +14,7 @@ packages=(
   libpng-dev libjpeg62-turbo-dev # image decoding (models/vision/)
   clang-format # 14 on Debian 12, what scripts/check-format.sh checks with
   clang libclang-rt-14-dev # libFuzzer for the HTTP fuzz target (tests/fuzz/)
+  lld # the sanitizer and fuzz trees link with it (MSTAR_LINKER=lld)
   curl python3 python3-venv # the server's client tests (curl, the openai package)
 )
 

@@ -10,6 +10,7 @@ and chat requests with images (the tiny Qwen3.5 fixture) across the P/D
 processes against the same requests on one colocated node.
 
     python3 pd_processes_test.py BUILD [scenario ...]
+    python3 pd_processes_test.py --list
 
 BUILD is the build folder (binaries in BUILD/launcher); PD_TEST_VERBOSE=1
 prints each deployment's log after a passing scenario too. Standard library
@@ -1069,6 +1070,14 @@ def main():
     global BIN
     if len(sys.argv) < 2:
         sys.exit(__doc__)
+    if sys.argv[1] == "--list":
+        # tests/CMakeLists.txt registers one ctest test per scenario from this.
+        print(";".join(name for name, _ in SCENARIOS))
+        return
+    known = {name for name, _ in SCENARIOS}
+    unknown = [name for name in sys.argv[2:] if name not in known]
+    if unknown:
+        sys.exit(f"unknown scenario(s) {', '.join(unknown)}; the scenarios: {', '.join(sorted(known))}")
     BIN = os.path.join(os.path.abspath(sys.argv[1]), "launcher")
     for b in ("mstar-launch", "mstar-node", "mstar-run"):
         if not os.access(os.path.join(BIN, b), os.X_OK):
