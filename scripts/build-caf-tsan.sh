@@ -16,10 +16,13 @@ set -euo pipefail
 dir=$1
 cxx=${2:-clang++}
 lib=$dir/lib/libcaf_core.so.0.17.6
-if [[ -f $lib ]]; then
+# DIR/compiler names the compiler that built DIR's library: a tree built by
+# another one (GCC, before stop 39) is built again, not reused.
+if [[ -f $lib && $(cat "$dir/compiler" 2>/dev/null) == "$cxx" ]]; then
   echo "$lib"
   exit 0
 fi
+rm -rf "$dir/build" "$dir/lib" "$dir/compiler"
 url=http://deb.debian.org/debian/pool/main/a/actor-framework/actor-framework_0.17.6.orig.tar.gz
 sha=e2bf5bd243f08bb7d8adde197cfe3e6d71314ed3378fe0692f8932f4c3b3928c
 mkdir -p "$dir"
@@ -55,4 +58,5 @@ cmake --build "$dir/build" -j "${MSTAR_JOBS:-$(nproc)}" --target libcaf_core_sha
 }
 cp -P "$dir"/build/lib/libcaf_core.so* "$dir/lib/" 2>/dev/null || true
 [[ -f $lib ]] || { echo "build-caf-tsan: $lib was not built" >&2; exit 1; }
+echo "$cxx" >"$dir/compiler"
 echo "$lib"

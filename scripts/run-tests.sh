@@ -90,7 +90,7 @@ timed "fuzz" env MSTAR_FUZZ_OPT=-O0 scripts/fuzz.sh 10 3 || fail "the fuzzers (s
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/, clang)"
 # -gline-tables-only: reports keep file and line; without the type info of
 # full -g, conductor_actor.cpp compiled in 16.1 s against 18.8 s. lld links
-# (MSTAR_LINKER): ld.bfd spent ~12 CPU-s on each large ASan binary.
+# (MSTAR_LINKER): ASan's mstar-node in 2.8 CPU-s against ld.bfd's 12.0.
 timed "build build-asan/" \
   scripts/build.sh build-asan -DMSTAR_SANITIZE=ON -DMSTAR_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -DCMAKE_CXX_COMPILER=clang++ -DMSTAR_BUILD_BENCH=OFF \
