@@ -219,7 +219,7 @@ result<value> do_format(interpreter& in, const value& v, call_args& args) {
   return value{std::move(out).value()};
 }
 
-constexpr filter_entry entries[] = {
+constexpr filter_entry text_entries[] = {
     {"trim", do_trim},
     {"upper", text_only<upper>},
     {"lower", text_only<lower>},
@@ -240,7 +240,7 @@ constexpr filter_entry entries[] = {
 }  // namespace
 
 std::span<const filter_entry> text_filters() {
-  return entries;
+  return text_entries;
 }
 
 }  // namespace mstar::models::jinja::internal

@@ -5,9 +5,10 @@
 #include "serve/internal/data_url.hpp"
 
 namespace mstar::serve::internal {
-namespace {
 
 using json = nlohmann::ordered_json;
+
+namespace {
 
 // The bytes of one image_url part's data URL.
 api_result<image_part> image_bytes(const json& part, const std::string& at) {
