@@ -1,5 +1,7 @@
 #include "actors/node_actor.hpp"
 
+#include <chrono>
+#include <cstdlib>
 #include <map>
 #include <spdlog/spdlog.h>
 
@@ -23,6 +25,7 @@ struct prefill_entry {
   caf::typed_response_promise<handoff> reply;
   handoff out;
   bool held = false;  ///< the conductor left its pool state to us
+  bool hold_done = false;  ///< MSTAR_TEST_PREFILL_HOLD_MS already held it
 };
 
 /// Where a decoded request's deltas go, with the router's ticket for them.
@@ -130,12 +133,32 @@ void publish_then_reply(self_ptr self, prefill_entry entry, const engine::reques
   release_in_pools(self, rid);
 }
 
+// A test hook: MSTAR_TEST_PREFILL_HOLD_MS=N holds every finished prefill N
+// ms before it is published and answered (and logs it), so a test can kill
+// a prefill node while the router still waits for it; 0 when unset.
+std::chrono::milliseconds prefill_hold() {
+  static const auto ms = [] {
+    const char* v = std::getenv("MSTAR_TEST_PREFILL_HOLD_MS");
+    return std::chrono::milliseconds(v == nullptr ? 0 : std::strtol(v, nullptr, 10));
+  }();
+  return ms;
+}
+
 void relay(self_ptr self, engine::delta d) {
   auto& st = self->state;
   if (auto it = st.prefills.find(d.id); it != st.prefills.end()) {
     const bool last = d.finished.has_value();
     const bool capped = d.finished == engine::finish_reason::length;
     const auto rid = d.id;
+    if (last && it->second.held && capped && !it->second.hold_done &&
+        prefill_hold().count() > 0) {
+      it->second.hold_done = true;
+      spdlog::info("request {}: prefill done, held {} ms before its handoff "
+                   "(MSTAR_TEST_PREFILL_HOLD_MS)",
+                   rid, prefill_hold().count());
+      self->delayed_send(self, prefill_hold(), relay_atom_v, std::move(d));
+      return;
+    }
     it->second.out.deltas.push_back(std::move(d));
     if (!last)
       return;
