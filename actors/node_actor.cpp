@@ -24,7 +24,7 @@ class relay_sink final : public delta_sink {
 struct prefill_entry {
   caf::typed_response_promise<handoff> reply;
   handoff out;
-  bool held = false;  ///< the conductor left its pool state to us
+  bool held = false;       ///< the conductor left its pool state to us
   bool hold_done = false;  ///< MSTAR_TEST_PREFILL_HOLD_MS already held it
 };
 
@@ -150,12 +150,12 @@ void relay(self_ptr self, engine::delta d) {
     const bool last = d.finished.has_value();
     const bool capped = d.finished == engine::finish_reason::length;
     const auto rid = d.id;
-    if (last && it->second.held && capped && !it->second.hold_done &&
-        prefill_hold().count() > 0) {
+    if (last && it->second.held && capped && !it->second.hold_done && prefill_hold().count() > 0) {
       it->second.hold_done = true;
-      spdlog::info("request {}: prefill done, held {} ms before its handoff "
-                   "(MSTAR_TEST_PREFILL_HOLD_MS)",
-                   rid, prefill_hold().count());
+      spdlog::info(
+          "request {}: prefill done, held {} ms before its handoff "
+          "(MSTAR_TEST_PREFILL_HOLD_MS)",
+          rid, prefill_hold().count());
       self->delayed_send(self, prefill_hold(), relay_atom_v, std::move(d));
       return;
     }
