@@ -123,7 +123,8 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 # compiled our sources in about 0.6 of GCC's -O1 time (session.cpp 20.8
 # against 33.2 CPU-s; clang at -O1 took 45; the tree ~760 CPU-s against
 # GCC's 1,147), and the tests ran in 77 s against 73. CAF is built by the
-# same compiler (clang links its TSan runtime into the executable) at -O1.
+# same compiler (clang links its TSan runtime into the executable), at -O0
+# in unity batches (scripts/build-caf-tsan.sh says what that saves).
 echo "== ThreadSanitizer, tests labelled tsan (build-tsan/)"
 export UCX_MEM_EVENTS=n
 timed "CAF core with ThreadSanitizer (build-tsan-caf/)" \
