@@ -4,8 +4,9 @@
 killed mid-request, tls mode, a peer without the credential, bad files and a
 node that never joins; then the faults of the transfer between them: a decode
 node killed while it pulls (and the prefill node's lease freeing what it
-published), a prefill node killed while it prefills or while its pages are
-pulled, a corrupted transfer, a decode node adopting its own cached pages,
+published), a prefill node killed before its handoff (its finished prefill
+held by MSTAR_TEST_PREFILL_HOLD_MS) or while its pages are pulled, a
+corrupted transfer, a decode node adopting its own cached pages,
 and chat requests with images (the tiny Qwen3.5 fixture) across the P/D
 processes against the same requests on one colocated node.
 
