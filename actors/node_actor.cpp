@@ -133,9 +133,10 @@ void publish_then_reply(self_ptr self, prefill_entry entry, const engine::reques
   release_in_pools(self, rid);
 }
 
-// A test hook: MSTAR_TEST_PREFILL_HOLD_MS=N holds every finished prefill N
-// ms before it is published and answered (and logs it), so a test can kill
-// a prefill node while the router still waits for it; 0 when unset.
+// A test hook: MSTAR_TEST_PREFILL_HOLD_MS=N holds every prefill that ends in
+// a handoff (held state, ended by the one-token cap) N ms before it is
+// published and answered, and logs it, so a test can kill a prefill node
+// while the router still waits for it; 0 when unset.
 std::chrono::milliseconds prefill_hold() {
   static const auto ms = [] {
     const char* v = std::getenv("MSTAR_TEST_PREFILL_HOLD_MS");
