@@ -6,7 +6,8 @@ step to the kernel whose end the device was waiting for: walking the
 kernels in start order, kernel i is charged end_i - max(end of those before)
 when positive ("exposed"), and a start after every earlier end leaves an
 idle gap. Prints, per kernel name, calls a step, mean duration and mean
-exposed time a step, and the steps' mean span, exposed sum and idle time.
+exposed time a step, the idle time a step before it (gaps the device spent
+waiting for that kernel to start), and the steps' mean span and idle time.
   python3 bench/profile/timeline.py TIMELINE.jsonl [--step-start NAME] [--json]
 """
 
@@ -43,12 +44,14 @@ def main():
     dur = collections.defaultdict(float)
     exposed = collections.defaultdict(float)
     calls = collections.defaultdict(int)
+    idle_before = collections.defaultdict(float)  # gaps, by the kernel that started after each
     span_total = idle_total = 0.0
     for st in steps:
         horizon = st[0]["start_ns"]
         for s in st:
             if s["start_ns"] > horizon:
                 idle_total += s["start_ns"] - horizon
+                idle_before[s["kernel"]] += s["start_ns"] - horizon
             e = max(0, s["end_ns"] - max(horizon, s["start_ns"]))
             exposed[s["kernel"]] += e
             dur[s["kernel"]] += s["end_ns"] - s["start_ns"]
@@ -61,15 +64,17 @@ def main():
         for k in rows:
             print(json.dumps({"kernel": k, "calls_per_step": calls[k] / n,
                               "mean_us": dur[k] / calls[k] / 1e3,
-                              "exposed_us_per_step": exposed[k] / n / 1e3}))
+                              "exposed_us_per_step": exposed[k] / n / 1e3,
+                              "idle_before_us_per_step": idle_before[k] / n / 1e3}))
         print(json.dumps({"steps": n, "span_us": span_total / n / 1e3,
                           "idle_us": idle_total / n / 1e3}))
         return
     print(f"{n} steps: span {span_total / n / 1e3:.1f} us a step, idle {idle_total / n / 1e3:.1f} us")
-    print(f"{'exposed us':>10s} {'share':>6s} {'calls':>6s} {'mean us':>8s}  kernel")
+    print(f"{'exposed us':>10s} {'share':>6s} {'calls':>6s} {'mean us':>8s} {'idle bef':>8s}  kernel")
     for k in rows:
         print(f"{exposed[k] / n / 1e3:10.2f} {100 * exposed[k] / span_total:5.1f}% "
-              f"{calls[k] / n:6.1f} {dur[k] / calls[k] / 1e3:8.2f}  {k[:110]}")
+              f"{calls[k] / n:6.1f} {dur[k] / calls[k] / 1e3:8.2f} {idle_before[k] / n / 1e3:8.2f}"
+              f"  {k[:110]}")
 
 
 if __name__ == "__main__":

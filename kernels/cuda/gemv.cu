@@ -40,6 +40,7 @@
 #include "kernels/cuda/gemv_shape.hpp"
 #include "kernels/cuda/internal/activation.cuh"
 #include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/conv_fast.cuh"
 #include "kernels/cuda/internal/gated_norm.cuh"
 #include "kernels/cuda/internal/gemv.hpp"
 
@@ -75,6 +76,94 @@ struct gemv_args {
   std::int64_t norm_w_stride;  // the gated form: 1
   float eps;
 };
+
+// The RMS form's conv fold (conv_step_fold; the form's V 1): lane 0 of the
+// warp that owns output feature `first + c` (a split group's first warp)
+// also runs channel c's conv step on that output, as conv_step_kernel
+// (internal/conv_fast.cuh) would: the same sums in the same order, the same
+// finish. Null `state`: no fold.
+struct conv_fold {
+  const float* weight;  // [C][W]
+  const float* bias;    // [C] or null
+  float* out;           // [C]
+  float* state;         // [slots][C][W - 1]
+  const std::int32_t* slots;
+  const std::uint8_t* has_state;  // null: the slot resumes
+  int first, channels, width;
+  bool silu;
+};
+
+// The RMS form's embedding fold (embedding_fold; its V's bit 1): the row is
+// table[ids[0]] (all NaN for an id outside [0, rows), as embedding_kernel
+// writes it), and block 0 also writes it to `out` (the residual stream).
+struct embed_fold {
+  const std::int32_t* ids;  // [1]
+  const float* table;       // [rows][K]
+  std::int64_t rows;
+  float* out;  // [K]
+};
+
+// What the RMS form takes beside gemv_args (its V: bit 0 the conv fold,
+// bit 1 the embedding fold); the other forms get it empty.
+struct rms_folds {
+  conv_fold conv;
+  embed_fold embed;
+};
+
+// What a channel's step needs, read while the dots run: its taps and bias
+// (zeros past the width) and its window (zeros where the row starts fresh).
+struct conv_lane {
+  float tap[gemv_conv_max_width];
+  float win[gemv_conv_max_width];
+  float bias;
+};
+
+__device__ __forceinline__ conv_lane conv_read(const conv_fold& f, int c, std::int32_t slot) {
+  conv_lane l{};
+  const int keep = f.width - 1;
+#pragma unroll
+  for (int j = 0; j < gemv_conv_max_width; ++j)
+    l.tap[j] = j < f.width ? __ldg(f.weight + static_cast<std::int64_t>(c) * f.width + j) : 0.0F;
+  l.bias = f.bias != nullptr ? __ldg(f.bias + c) : 0.0F;
+  if (slot >= 0) {
+    const bool resume = f.has_state == nullptr || f.has_state[0] != 0;
+    const float* st = f.state + (static_cast<std::int64_t>(slot) * f.channels + c) * keep;
+#pragma unroll
+    for (int j = 0; j + 1 < gemv_conv_max_width; ++j) {
+      const float old = j < keep ? st[j] : 0.0F;
+      l.win[j] = resume ? old : 0.0F;
+    }
+  }
+  return l;
+}
+
+// Channel c's output from the window and this step's input x, then the
+// window shifted by one: conv_step_kernel's taps.apply and its state store.
+__device__ __forceinline__ void conv_step(const conv_fold& f, int c, std::int32_t slot,
+                                          const conv_lane& l, float x) {
+  if (slot < 0) {
+    f.out[c] = 0.0F;
+    return;
+  }
+  const int keep = f.width - 1;
+  float y = l.bias;
+#pragma unroll
+  for (int j = 0; j < gemv_conv_max_width; ++j) {
+    if (j < keep)
+      y += l.tap[j] * l.win[j];
+    else if (j == keep)
+      y += l.tap[j] * x;
+  }
+  f.out[c] = conv::finish(f.silu, y);
+  float* st = f.state + (static_cast<std::int64_t>(slot) * f.channels + c) * keep;
+#pragma unroll
+  for (int j = 0; j + 1 < gemv_conv_max_width; ++j) {
+    if (j + 1 < keep)
+      st[j] = l.win[j + 1];
+    else if (j + 1 == keep)
+      st[j] = x;
+  }
+}
 
 // What a block does before its dots: nothing (the input row is read from
 // global memory), or norm the f32 row into shared memory (rms: one block
@@ -146,10 +235,14 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
 // thread of the block reaches it.
 template <int M, prologue P, int V, int Rows, int Unroll, int Split, int Warps, int MinBlocks>
 __global__ void __launch_bounds__(Warps * 32, MinBlocks)
-    gemv_bf16_kernel(gemv_args a, const float* gate) {
+    gemv_bf16_kernel(gemv_args a, const float* gate, rms_folds folds) {
   constexpr gemv_shape shape{Rows, Unroll, Split, Warps};
   constexpr int threads = shape.threads();
   constexpr bool Norm = P != prologue::none;
+  constexpr bool Conv = P == prologue::rms && (V & 1) != 0;   // the conv fold
+  constexpr bool Embed = P == prologue::rms && (V & 2) != 0;  // the embedding fold
+  static_assert(!Conv || M == 1);
+  const conv_fold& cf = folds.conv;
   constexpr int rows_per_warp = Rows;
   constexpr int unroll = Unroll;
   constexpr int stride = shape.piece_stride();
@@ -209,6 +302,20 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
     }
   }
   chain_wait();
+  // The conv fold: the channels' taps and windows load now, under the dots.
+  conv_lane conv[Conv ? rows_per_warp : 1];
+  std::int32_t conv_slot = -1;
+  if constexpr (Conv) {
+    if (lane == 0 && active && warp_in_block % Split == 0) {
+      conv_slot = cf.slots[0];
+#pragma unroll
+      for (int r = 0; r < rows_per_warp; ++r) {
+        const int c = n0 + r - cf.first;
+        if (c >= 0 && c < cf.channels)
+          conv[r] = conv_read(cf, c, conv_slot);
+      }
+    }
+  }
   // Split 1: a warp past the last feature has nothing left to do; with
   // Split > 1 it goes on to the barrier of the sums.
   if (!Norm && !active && Split == 1)
@@ -231,10 +338,23 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
     // 256, ... A bigger block's other threads add +0, which changes no bit
     // of block_sum's butterfly (their warps' and lanes' zeros join sums
     // that are already whole), so the scale is add_rms_norm's.
+    // The embedding fold reads the row from the table (NaN for a bad id).
+    const float* src = a.xn;
+    std::int64_t src_stride = a.xn_stride;
+    bool bad_id = false;
+    if constexpr (Embed) {
+      const std::int32_t id = folds.embed.ids[0];
+      bad_id = id < 0 || id >= folds.embed.rows;
+      src = folds.embed.table + (bad_id ? 0 : static_cast<std::int64_t>(id) * a.k);
+      src_stride = 1;
+    }
+    const auto value = [&](int h) {
+      return bad_id ? __int_as_float(0x7fc00000) : src[static_cast<std::int64_t>(h) * src_stride];
+    };
     float sum_sq = 0.0F;
     if (threads == rms_sum_threads || static_cast<int>(threadIdx.x) < rms_sum_threads) {
       for (int h = static_cast<int>(threadIdx.x); h < a.k; h += rms_sum_threads) {
-        const float v = a.xn[static_cast<std::int64_t>(h) * a.xn_stride];
+        const float v = value(h);
         sum_sq += v * v;
       }
     }
@@ -242,8 +362,10 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
     const float scale = rsqrtf(sum_sq / static_cast<float>(a.k) + a.eps);
     auto* row = reinterpret_cast<std::uint16_t*>(normed);
     for (int h = static_cast<int>(threadIdx.x); h < a.k; h += threads) {
-      const float o = a.xn[static_cast<std::int64_t>(h) * a.xn_stride] * scale *
-                      a.norm_w[static_cast<std::int64_t>(h) * a.norm_w_stride];
+      const float v = value(h);
+      if (Embed && blockIdx.x == 0)
+        folds.embed.out[h] = v;
+      const float o = v * scale * a.norm_w[static_cast<std::int64_t>(h) * a.norm_w_stride];
       row[h] = to_bf16(o);
     }
     __syncthreads();
@@ -327,6 +449,11 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
       if (a.out_f32 != nullptr) {
         // Accumulating: the residual plus the product's output, as `add` would.
         a.out_f32[at] = a.accumulate ? a.out_f32[at] + (acc[r][m] + b) : acc[r][m] + b;
+        if constexpr (Conv) {
+          const int c = n - cf.first;  // not accumulating (rms_norm_linear_bf16 checked)
+          if (c >= 0 && c < cf.channels)
+            conv_step(cf, c, conv_slot, conv[r], acc[r][m] + b);
+        }
       } else {
         // As cuBLAS with a bias filled in first: the bias rounded to bf16.
         const float bb = a.bias != nullptr ? from_bf16(to_bf16(b)) : 0.0F;
@@ -419,7 +546,8 @@ chain_mode gemv_chain_mode() {
 }
 
 template <prologue P, int V, gemv_shape S>
-cudaError_t launch(const gemv_args& a, const float* gate, cudaStream_t stream) {
+cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds,
+                   cudaStream_t stream) {
   static_assert(gemv_max_rows == 1, "instantiate gemv_bf16_kernel for more rows");
   const std::size_t smem =
       P == prologue::none ? 0 : static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
@@ -430,7 +558,7 @@ cudaError_t launch(const gemv_args& a, const float* gate, cudaStream_t stream) {
   chained.release_late = mode == chain_mode::late;
   launch_chained(gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V)>,
                  static_cast<unsigned>(S.blocks(a.n)), static_cast<unsigned>(S.threads()), smem,
-                 stream, chained, gate);
+                 stream, chained, gate, folds);
   return launch_status();
 }
 
@@ -449,7 +577,7 @@ static_assert(gemv_shapes[gemv_default_variant].split == 1);
 static_assert(gemv_shapes[gemv_split_variant].split > 1);
 
 // One form's launchers, a table entry each.
-using gemv_launch = cudaError_t (*)(const gemv_args&, const float*, cudaStream_t);
+using gemv_launch = cudaError_t (*)(const gemv_args&, const float*, const rms_folds&, cudaStream_t);
 using gemv_launches = std::array<gemv_launch, gemv_variants>;
 template <prologue P, int V, std::size_t... I>
 constexpr gemv_launches table(std::index_sequence<I...>) {
@@ -502,7 +630,7 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
-  return launches<prologue::none>[variant_of(p.gemv_variant, a.n, a.k)](a, nullptr, stream);
+  return launches<prologue::none>[variant_of(p.gemv_variant, a.n, a.k)](a, nullptr, {}, stream);
 }
 
 bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p) {
@@ -519,7 +647,35 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
-  return launches<prologue::rms>[variant_of(p.gemv_variant, a.n, a.k)](a, nullptr, stream);
+  const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
+  rms_folds folds{};
+  if (p.conv) {
+    const conv_step_fold& c = *p.conv;
+    folds.conv = {c.w.weight,
+                  c.w.bias,
+                  c.out,
+                  c.state,
+                  c.slot_indices.data(),
+                  c.has_state.empty() ? nullptr : c.has_state.data(),
+                  static_cast<int>(c.first),
+                  c.w.channels,
+                  c.w.width,
+                  c.w.silu};
+  }
+  if (p.embed) {
+    const embedding_fold& e = *p.embed;
+    folds.embed = {e.ids.data, e.table.data, e.table.shape[0], e.out};
+  }
+  switch ((p.conv ? 1 : 0) | (p.embed ? 2 : 0)) {
+    case 1:
+      return launches<prologue::rms, 1>[i](a, nullptr, folds, stream);
+    case 2:
+      return launches<prologue::rms, 2>[i](a, nullptr, folds, stream);
+    case 3:
+      return launches<prologue::rms, 3>[i](a, nullptr, folds, stream);
+    default:
+      return launches<prologue::rms>[i](a, nullptr, folds, stream);
+  }
 }
 
 bool gemv_gated_rms_norm_fits(const gated_rms_norm_linear_bf16_params& p) {
@@ -551,13 +707,13 @@ cudaError_t launch_gemv_gated_rms_norm_bf16(const gated_rms_norm_linear_bf16_par
   const float* gate = p.gate ? p.gate.data : nullptr;
   switch (p.group_size == 0 ? a.k / 128 : p.group_size / 128) {
     case 1:
-      return launches<prologue::gated, 1>[i](a, gate, stream);
+      return launches<prologue::gated, 1>[i](a, gate, {}, stream);
     case 2:
-      return launches<prologue::gated, 2>[i](a, gate, stream);
+      return launches<prologue::gated, 2>[i](a, gate, {}, stream);
     case 4:
-      return launches<prologue::gated, 4>[i](a, gate, stream);
+      return launches<prologue::gated, 4>[i](a, gate, {}, stream);
     case 8:
-      return launches<prologue::gated, 8>[i](a, gate, stream);
+      return launches<prologue::gated, 8>[i](a, gate, {}, stream);
     default:
       return cudaErrorInvalidValue;  // gemv_gated_rms_norm_fits refuses it
   }
@@ -584,12 +740,12 @@ cudaError_t launch_gemv_activation_bf16(const activation_linear_bf16_params& p,
   const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
   const float* up = p.up ? p.up.data : nullptr;
   if (!p.fn)
-    return launches<prologue::act, act_none>[i](a, nullptr, stream);
+    return launches<prologue::act, act_none>[i](a, nullptr, {}, stream);
   switch (*p.fn) {
     case activation::relu2:
-      return launches<prologue::act, act_relu2>[i](a, up, stream);
+      return launches<prologue::act, act_relu2>[i](a, up, {}, stream);
     case activation::silu:
-      return launches<prologue::act, act_silu>[i](a, up, stream);
+      return launches<prologue::act, act_silu>[i](a, up, {}, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -179,9 +179,38 @@ cudaError_t linear_bf16(const blas_handle& blas, const linear_bf16_params& p, cu
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+namespace {
+
+// The conv fold's rules (conv_step_fold): a conv of width 2..4 on a run of
+// the product's f32 outputs, not accumulated, with somewhere to write.
+bool conv_fold_fits(const rms_norm_linear_bf16_params& p) {
+  if (!p.conv)
+    return true;
+  const conv_step_fold& c = *p.conv;
+  return p.out_f32 && !p.accumulate && c.w.weight != nullptr && c.w.channels > 0 &&
+         c.w.width >= 2 && c.w.width <= detail::gemv_conv_max_width && c.first >= 0 &&
+         c.first + c.w.channels <= p.weight.shape[0] && c.out != nullptr && c.state != nullptr &&
+         !c.slot_indices.empty();
+}
+
+// The embedding fold's rules (embedding_fold): a token, a table of K-wide
+// contiguous rows, and a row to write.
+bool embed_fold_fits(const rms_norm_linear_bf16_params& p) {
+  if (!p.embed)
+    return true;
+  const embedding_fold& e = *p.embed;
+  const std::int64_t k = p.weight.shape[1];
+  return e.ids.data != nullptr && e.ids.shape[0] >= 1 && e.table.data != nullptr &&
+         e.table.shape[0] >= 1 && e.table.shape[1] == k && e.table.strides[1] == 1 &&
+         (e.table.shape[0] == 1 || e.table.strides[0] == k) && e.out != nullptr;
+}
+
+}  // namespace
+
 cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p, cudaStream_t stream) {
   const bool f32_out = static_cast<bool>(p.out_f32);
-  if (f32_out == static_cast<bool>(p.out_bf16) || (p.accumulate && !f32_out))
+  if (f32_out == static_cast<bool>(p.out_bf16) || (p.accumulate && !f32_out) ||
+      !conv_fold_fits(p) || !embed_fold_fits(p))
     return cudaErrorInvalidValue;
   const std::int64_t k = p.weight.shape[1];
   const std::array<std::int64_t, 2> out_shape{1, p.weight.shape[0]};

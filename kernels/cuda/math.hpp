@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <optional>
 
+#include "kernels/conv.hpp"
 #include "kernels/cuda/gemv_shape.hpp"
 #include "kernels/cuda/runtime.hpp"
 #include "kernels/math.hpp"
@@ -184,12 +185,42 @@ struct gemv_product_params {
   bool weight_static = false;           ///< as linear_bf16_params::weight_static
 };
 
+/// A causal conv's decode step folded into `rms_norm_linear_bf16`'s output
+/// (Mamba-2's in_proj then its conv at one decode row): output features
+/// [first, first + w.channels) are also the conv's inputs, so the product
+/// is followed by what `causal_conv_update` with those features as its x
+/// (batch 1) computes, bit for bit: `out` gets the conv's outputs and the
+/// slot's window shifts in place. Widths 2..4, f32 product output, not
+/// accumulating.
+inline constexpr int conv_step_fold_max_width = 4;
+struct conv_step_fold {
+  conv_weights w;                              ///< as causal_conv_update_params::w
+  std::int64_t first = 0;                      ///< the output feature of channel 0
+  float* out = nullptr;                        ///< [1, C] f32; must not alias the product's output
+  float* state = nullptr;                      ///< [max_slots][C][W-1] f32, updated in place
+  std::span<const std::int32_t> slot_indices;  ///< [>= 1]: the row's slot, or -1 to skip it
+  std::span<const std::uint8_t> has_state;     ///< [>= 1] or empty, as causal_conv_update's
+};
+
+/// An embedding lookup folded into `rms_norm_linear_bf16`'s input (a batch-1
+/// decode step's first layer): the row normed is `table[ids[0]]`, not `x`
+/// (x keeps only its shape), and the kernel also writes it to `out` (the
+/// residual stream), as `embedding` would: an id outside [0, V) gives a row
+/// of NaN. `out` must not overlap the product's output.
+struct embedding_fold {
+  view<const std::int32_t, 1> ids;  ///< [>= 1] int32: the row's token
+  view<const float, 2> table;       ///< [V, K] f32, rows contiguous
+  float* out = nullptr;             ///< [1, K] f32: the looked-up row
+};
+
 /// Operands of `rms_norm_linear_bf16`: one f32 row, its RMS norm rounded to
 /// bf16 as the product's input.
 struct rms_norm_linear_bf16_params : gemv_product_params {
-  view<const float, 2> x;            ///< [1, K] f32 (a residual stream row)
-  view<const float, 1> norm_weight;  ///< [K] f32
-  float eps = 1e-6F;                 ///< added to the mean square before the root
+  view<const float, 2> x;               ///< [1, K] f32 (a residual stream row)
+  view<const float, 1> norm_weight;     ///< [K] f32
+  float eps = 1e-6F;                    ///< added to the mean square before the root
+  std::optional<conv_step_fold> conv;   ///< a conv step on part of the output (above)
+  std::optional<embedding_fold> embed;  ///< the row looked up, not read from x (above)
 };
 
 /// `add_rms_norm` (no delta) into a bf16 row, then `linear_bf16` of it, in one
@@ -198,7 +229,10 @@ struct rms_norm_linear_bf16_params : gemv_product_params {
 /// bit (the sum of squares is taken over the same 256-thread layout). A
 /// batch-1 decode step's norm and the projection after it. One row only, K
 /// a multiple of 8 up to `rms_norm_linear_max_k`; other shapes return
-/// cudaErrorInvalidValue.
+/// cudaErrorInvalidValue. With `conv`, the same kernel also runs the conv
+/// step on its outputs (`conv_step_fold`), with `embed` it looks its row up
+/// itself (`embedding_fold`): no conv launch after it, no embedding launch
+/// before it. A fold that does not fit returns cudaErrorInvalidValue too.
 inline constexpr std::int64_t rms_norm_linear_max_k = 16384;
 [[nodiscard]] cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p,
                                                cudaStream_t stream);

@@ -126,8 +126,6 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
   float* zx = zxbcdt.as<float>();
   float* xc = xbc.as<float>();
   float* yy = y.as<float>();
-  if (auto ok = linear(io.in, tokens, l.in_proj, zx); !ok)
-    return ok;
   const auto rows = static_cast<std::int32_t>(b.cu.size() - 1);
   const std::span<const std::int32_t> slots{slots_d, static_cast<std::size_t>(rows)};
   const std::span<const std::uint8_t> has{has_d, static_cast<std::size_t>(rows)};
@@ -136,11 +134,24 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
       c, l.conv_w.as<const float>(), l.conv_b.size() == 0 ? nullptr : l.conv_b.as<const float>());
   float* conv_state = st.conv_state[static_cast<std::size_t>(l.sub_index)];
   float* ssm_state = st.ssm_state[static_cast<std::size_t>(l.sub_index)];
-  const cudaError_t conv =
-      b.decode ? kc::causal_conv_update({cw, zx + di, proj, xc, rows, conv_state, slots, has}, s)
-               : kc::causal_conv_varlen({cw, zx + di, proj, xc, cu_d, conv_state, slots, has}, s);
-  if (auto ok = check(conv, "causal conv"); !ok)
-    return ok;
+  // A folded batch-1 decode step: the conv step runs in in_proj's GEMV, on
+  // the xBC features it has just written (no conv launch).
+  if (b.decode && rows == 1 && tokens == 1 && conv_fold && io.in.norm_of != nullptr &&
+      io.in.gate == nullptr && cw.width <= kc::conv_step_fold_max_width) {
+    const kc::conv_step_fold fold{cw, di, xc, conv_state, slots, has};
+    if (auto ok = check(cuda_detail::folded_linear(io.in, tokens, l.in_proj, zx, false, s, fold),
+                        "rms_norm_linear_bf16 with the conv step");
+        !ok)
+      return ok;
+  } else {
+    if (auto ok = linear(io.in, tokens, l.in_proj, zx); !ok)
+      return ok;
+    const cudaError_t conv =
+        b.decode ? kc::causal_conv_update({cw, zx + di, proj, xc, rows, conv_state, slots, has}, s)
+                 : kc::causal_conv_varlen({cw, zx + di, proj, xc, cu_d, conv_state, slots, has}, s);
+    if (auto ok = check(conv, "causal conv"); !ok)
+      return ok;
+  }
   const auto sw = internal::ssd_weights_of(c, l.dt_bias.as<const float>(),
                                            l.a_log.as<const float>(), l.d.as<const float>());
   const auto in = internal::ssd_inputs_of(c, xc, zx);
@@ -245,26 +256,36 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
   float* hh = h.as<float>();
   float* xx = x.as<float>();
   float* oo = out.as<float>();
-  if (auto ok = check(kc::embedding({vector(dplan + L.ids, T),
-                                     matrix(embeddings.as<const float>(), c.vocab_size, hid),
-                                     matrix(hh, T, hid)},
-                                    s),
-                      "embedding");
-      !ok)
-    return ok;
   // The residual stream: each layer's output (`out`) is added to h by the
   // next layer's norm (`pending`), which writes that layer's GEMM input.
   // Folded (one row, bf16, one rank): each layer's first GEMV norms h
-  // itself and its last adds onto h, so no norm kernel runs between them.
+  // itself and its last adds onto h, so no norm kernel runs between them;
+  // the first layer's GEMVs look the token up too (embed_fold).
   const bool fold = fused_norms && T == 1 && R == 1 && b.decode &&
                     dtype == mstar::dtype::bfloat16 && tp.comm == nullptr && hid % 8 == 0 &&
                     hid <= kc::rms_norm_linear_max_k;
+  const bool lookup_folded = fold && embed_fold && !layers.empty();
+  if (!lookup_folded) {
+    if (auto ok = check(kc::embedding({vector(dplan + L.ids, T),
+                                       matrix(embeddings.as<const float>(), c.vocab_size, hid),
+                                       matrix(hh, T, hid)},
+                                      s),
+                        "embedding");
+        !ok)
+      return ok;
+  }
   const auto eps = static_cast<float>(c.layer_norm_epsilon);
   const float* pending = nullptr;
   for (const auto& l : layers) {
     layer_io io{staged(xx), oo, false};
     if (fold) {
       io = {gemm_input{nullptr, nullptr, hh, l.norm.as<const float>(), eps}, hh, true};
+      if (lookup_folded && &l == &layers.front()) {
+        io.in.embed_ids = dplan + L.ids;
+        io.in.embed_table = embeddings.as<const float>();
+        io.in.embed_rows = c.vocab_size;
+        io.in.embed_out = hh;
+      }
     } else if (auto ok = add_norm(hh, pending, T, l.norm, xx); !ok) {
       return ok;
     }

@@ -1,9 +1,13 @@
 // Linear layers through cuBLAS (kernels/cuda/math.hpp) against the CPU's
 // BLAS sgemm (kernels/math.hpp): f32, and bf16 inputs with f32 accumulation
 // (the reference multiplies the same bf16-rounded values in f32).
+#include <cmath>
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include "core/dtype.hpp"
+#include "kernels/conv.hpp"
+#include "kernels/cuda/recurrent.hpp"
 #include "kernels/math.hpp"
 #include "tests/gpu/gemv_fold_harness.hpp"
 #include "tests/gpu/gpu_support.hpp"
@@ -346,6 +350,260 @@ TEST(gpu_linear, rms_norm_linear_equals_the_norm_then_the_product_bit_for_bit) {
   EXPECT_EQ(with_k(1, 16392), cudaErrorInvalidValue);
   EXPECT_EQ(with_k(1, 12), cudaErrorInvalidValue);
   EXPECT_EQ(with_k(1, 64), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// Mamba-2's in_proj at batch 1 with its conv step folded in
+// (conv_step_fold): one kernel equals rms_norm_linear_bf16 then
+// causal_conv_update on the xBC features bit for bit (the product, the
+// conv's outputs, every slot's window), at every launch shape, for a row
+// that resumes, one that starts fresh, one with no has_state flags and one
+// whose slot is -1; and the CPU's conv of the product within budget.
+TEST(gpu_linear, rms_norm_linear_with_the_conv_step_equals_the_two_launches_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(307);
+  struct conv_shape {
+    std::int64_t inner, cols, first;
+    std::int32_t channels, width;
+    bool bias, silu;
+  };
+  // The 0.56B's in_proj (xBC: features 4,096 .. 10,239 of 10,304); a run at
+  // an odd feature (the two-launch conv then takes its one-channel form);
+  // widths 3 and 2, a run up to the last feature, no SiLU.
+  constexpr conv_shape conv_shapes[] = {{2048, 10304, 4096, 6144, 4, true, true},
+                                        {64, 203, 37, 101, 3, false, true},
+                                        {256, 130, 2, 128, 2, true, false}};
+  constexpr std::int32_t slots_total = 3;
+  const float eps = 1e-5F;
+  for (const auto& s : conv_shapes) {
+    SCOPED_TRACE(std::to_string(s.inner) + "x" + std::to_string(s.cols) + " conv at " +
+                 std::to_string(s.first) + " W " + std::to_string(s.width));
+    const auto h = rng.floats(static_cast<std::size_t>(s.inner));
+    const auto nw = rng.floats(static_cast<std::size_t>(s.inner));
+    auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
+    const auto b = rng.floats(static_cast<std::size_t>(s.cols));
+    const auto cw = rng.floats(static_cast<std::size_t>(s.channels * s.width));
+    const auto cb = rng.floats(static_cast<std::size_t>(s.channels));
+    const auto state0 =
+        rng.floats(static_cast<std::size_t>(slots_total * s.channels * (s.width - 1)));
+    const auto d_h = upload(h);
+    const auto d_nw = upload(nw);
+    const auto d_w = upload(rounded_to_bf16(w));
+    const auto d_b = upload(b);
+    const auto d_cw = upload(cw);
+    const auto d_cb = upload(cb);
+    const std::array<std::int64_t, 2> out_row{1, s.cols};
+    cuda::rms_norm_linear_bf16_params base;
+    base.x = contiguous<const float>(d_h.data(), std::array<std::int64_t, 2>{1, s.inner});
+    base.norm_weight = contiguous<const float>(d_nw.data(), std::array{s.inner});
+    base.eps = eps;
+    base.weight = contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner});
+    base.bias = bias_or_none(d_b.data(), true, s.cols);
+    const conv_weights dev_w{d_cw.data(), s.bias ? d_cb.data() : nullptr, s.channels, s.width,
+                             s.silu};
+    const conv_weights host_w{cw.data(), s.bias ? cb.data() : nullptr, s.channels, s.width, s.silu};
+    struct row_case {
+      std::int32_t slot;
+      std::uint8_t has;
+      bool flags;
+    };
+    constexpr row_case rows[] = {{2, 1, true}, {1, 0, true}, {0, 1, false}, {-1, 1, true}};
+    for (const auto& rc : rows) {
+      SCOPED_TRACE("slot " + std::to_string(rc.slot) + " has " + std::to_string(rc.has) +
+                   (rc.flags ? "" : " (no flags)"));
+      const std::vector<std::int32_t> slot{rc.slot};
+      const std::vector<std::uint8_t> has{rc.has};
+      const auto d_slot = upload(slot);
+      const auto d_has = upload(has);
+      const auto has_span = rc.flags ? d_has.span() : std::span<const std::uint8_t>{};
+      for (int v = -1; v < cuda::gemv_variants; ++v) {
+        SCOPED_TRACE("gemv variant " + std::to_string(v));
+        auto d_out2 = poisoned<float>(static_cast<std::size_t>(s.cols));
+        auto d_conv2 = poisoned<float>(static_cast<std::size_t>(s.channels));
+        auto d_state2 = upload(state0);
+        auto two = base;
+        two.gemv_variant = v;
+        two.out_f32 = contiguous(d_out2.data(), out_row);
+        ASSERT_EQ(cuda::rms_norm_linear_bf16(two, nullptr), cudaSuccess);
+        ASSERT_EQ(cuda::causal_conv_update({dev_w, d_out2.data() + s.first, s.cols, d_conv2.data(),
+                                            1, d_state2.data(), d_slot.span(), has_span},
+                                           nullptr),
+                  cudaSuccess);
+        auto d_out1 = poisoned<float>(static_cast<std::size_t>(s.cols));
+        auto d_conv1 = poisoned<float>(static_cast<std::size_t>(s.channels));
+        auto d_state1 = upload(state0);
+        auto one = base;
+        one.gemv_variant = v;
+        one.out_f32 = contiguous(d_out1.data(), out_row);
+        one.conv = cuda::conv_step_fold{dev_w,           s.first,       d_conv1.data(),
+                                        d_state1.data(), d_slot.span(), has_span};
+        ASSERT_EQ(cuda::rms_norm_linear_bf16(one, nullptr), cudaSuccess);
+        const auto product = d_out1.download();
+        const auto conv_out = d_conv1.download();
+        const auto state = d_state1.download();
+        EXPECT_EQ(product, d_out2.download()) << "the product";
+        EXPECT_EQ(conv_out, d_conv2.download()) << "the conv's outputs";
+        EXPECT_EQ(state, d_state2.download()) << "the slots' windows";
+        if (v != -1)
+          continue;
+        // The CPU's conv step over the product's xBC features.
+        auto host_state = state0;
+        std::vector<float> ref(static_cast<std::size_t>(s.channels));
+        causal_conv_update(
+            {host_w, product.data() + s.first, s.cols, ref.data(), 1, host_state.data(), slot,
+             rc.flags ? std::span<const std::uint8_t>{has} : std::span<const std::uint8_t>{}});
+        EXPECT_TRUE(within(conv_out, ref, budget::recurrent)) << "against the CPU's conv";
+        EXPECT_EQ(state, host_state) << "the CPU's windows";
+      }
+    }
+  }
+}
+
+// A batch-1 step's first layer looks its token up in the GEMV
+// (embedding_fold): one kernel equals embedding then rms_norm_linear_bf16
+// bit for bit (the product and the looked-up row), alone and with the conv
+// fold, at every launch shape; an id outside the table gives what
+// embedding gives, a row of NaN (and NaN products).
+TEST(gpu_linear, rms_norm_linear_with_the_lookup_equals_embedding_then_the_product_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(311);
+  struct lookup_shape {
+    std::int64_t vocab, inner, cols;
+  };
+  constexpr lookup_shape lookup_shapes[] = {{300, 2048, 10304}, {17, 64, 203}};
+  const float eps = 1e-5F;
+  for (const auto& s : lookup_shapes) {
+    SCOPED_TRACE(std::to_string(s.vocab) + " x " + std::to_string(s.inner) + " -> " +
+                 std::to_string(s.cols));
+    const auto table = rng.floats(static_cast<std::size_t>(s.vocab * s.inner), -2.0F, 2.0F);
+    const auto nw = rng.floats(static_cast<std::size_t>(s.inner));
+    const auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
+    const auto cw = rng.floats(static_cast<std::size_t>(64 * 4));
+    const auto state0 = rng.floats(static_cast<std::size_t>(64 * 3));
+    const auto d_table = upload(table);
+    const auto d_nw = upload(nw);
+    auto w_bf16 = w;
+    const auto d_w = upload(rounded_to_bf16(w_bf16));
+    const auto d_cw = upload(cw);
+    const std::vector<std::int32_t> slot{0};
+    const auto d_slot = upload(slot);
+    const std::array<std::int64_t, 2> row{1, s.inner};
+    const std::array<std::int64_t, 2> out_row{1, s.cols};
+    const auto table_v = contiguous<const float>(d_table.data(), std::array{s.vocab, s.inner});
+    for (const std::int32_t id :
+         {std::int32_t{0}, static_cast<std::int32_t>(s.vocab - 1), std::int32_t{5},
+          std::int32_t{-1}, static_cast<std::int32_t>(s.vocab)}) {
+      SCOPED_TRACE("id " + std::to_string(id));
+      const auto d_id = upload(std::vector<std::int32_t>{id});
+      for (const bool with_conv : {false, true}) {
+        SCOPED_TRACE(with_conv ? "with the conv fold" : "alone");
+        for (int v = -1; v < cuda::gemv_variants; ++v) {
+          SCOPED_TRACE("gemv variant " + std::to_string(v));
+          // Two launches: embedding into h, then the product of h.
+          auto d_h2 = poisoned<float>(static_cast<std::size_t>(s.inner));
+          auto d_out2 = poisoned<float>(static_cast<std::size_t>(s.cols));
+          auto d_conv2 = poisoned<float>(64);
+          auto d_state2 = upload(state0);
+          ASSERT_EQ(cuda::embedding({contiguous<const std::int32_t>(d_id.data(), std::array{1L}),
+                                     table_v, contiguous(d_h2.data(), row)},
+                                    nullptr),
+                    cudaSuccess);
+          cuda::rms_norm_linear_bf16_params p;
+          p.x = contiguous<const float>(d_h2.data(), row);
+          p.norm_weight = contiguous<const float>(d_nw.data(), std::array{s.inner});
+          p.eps = eps;
+          p.weight = contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner});
+          p.gemv_variant = v;
+          p.out_f32 = contiguous(d_out2.data(), out_row);
+          const conv_weights cwv{d_cw.data(), nullptr, 64, 4, true};
+          if (with_conv)
+            p.conv =
+                cuda::conv_step_fold{cwv, 3, d_conv2.data(), d_state2.data(), d_slot.span(), {}};
+          ASSERT_EQ(cuda::rms_norm_linear_bf16(p, nullptr), cudaSuccess);
+          // One: the lookup folded in; x names only the shape (poisoned memory).
+          auto d_h1 = poisoned<float>(static_cast<std::size_t>(s.inner));
+          auto d_out1 = poisoned<float>(static_cast<std::size_t>(s.cols));
+          auto d_conv1 = poisoned<float>(64);
+          auto d_state1 = upload(state0);
+          p.x = contiguous<const float>(d_h1.data(), row);
+          p.out_f32 = contiguous(d_out1.data(), out_row);
+          if (with_conv)
+            p.conv =
+                cuda::conv_step_fold{cwv, 3, d_conv1.data(), d_state1.data(), d_slot.span(), {}};
+          p.embed = cuda::embedding_fold{
+              contiguous<const std::int32_t>(d_id.data(), std::array{1L}), table_v, d_h1.data()};
+          ASSERT_EQ(cuda::rms_norm_linear_bf16(p, nullptr), cudaSuccess);
+          const auto h1 = d_h1.download();
+          const auto out1 = d_out1.download();
+          EXPECT_EQ(std::memcmp(h1.data(), d_h2.download().data(), h1.size() * sizeof(float)), 0)
+              << "the looked-up row";
+          EXPECT_EQ(std::memcmp(out1.data(), d_out2.download().data(), out1.size() * sizeof(float)),
+                    0)
+              << "the product";
+          if (with_conv) {
+            const auto c1 = d_conv1.download();
+            EXPECT_EQ(std::memcmp(c1.data(), d_conv2.download().data(), c1.size() * sizeof(float)),
+                      0)
+                << "the conv's outputs";
+            const auto st1 = d_state1.download();
+            EXPECT_EQ(
+                std::memcmp(st1.data(), d_state2.download().data(), st1.size() * sizeof(float)), 0)
+                << "the window";
+          }
+          const bool bad = id < 0 || id >= s.vocab;
+          EXPECT_EQ(std::isnan(h1[0]), bad);
+          EXPECT_EQ(std::isnan(out1[0]), bad);
+          if (!bad) {
+            EXPECT_EQ(h1[1], table[static_cast<std::size_t>(id * s.inner + 1)]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A conv fold the kernel does not take is refused before any launch.
+TEST(gpu_linear, rms_norm_linear_refuses_a_conv_fold_it_does_not_take) {
+  MSTAR_REQUIRE_GPU();
+  auto f = poisoned<float>(4096);
+  auto w16 = poisoned<std::uint16_t>(4096);
+  const std::vector<std::int32_t> slot{0};
+  const auto d_slot = upload(slot);
+  struct fold_case {
+    std::int64_t first;
+    std::int32_t channels, width;
+    bool bf16_out, accumulate, no_slots;
+    cudaError_t want;
+  };
+  constexpr fold_case cases[] = {
+      {8, 16, 4, false, false, false, cudaSuccess},             // taken
+      {8, 16, 5, false, false, false, cudaErrorInvalidValue},   // width past 4
+      {8, 16, 1, false, false, false, cudaErrorInvalidValue},   // width 1
+      {20, 16, 4, false, false, false, cudaErrorInvalidValue},  // the run past N (32)
+      {-1, 16, 4, false, false, false, cudaErrorInvalidValue},  // before feature 0
+      {8, 16, 4, true, false, false, cudaErrorInvalidValue},    // a bf16 product
+      {8, 16, 4, false, true, false, cudaErrorInvalidValue},    // accumulating
+      {8, 16, 4, false, false, true, cudaErrorInvalidValue},    // no slot index
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE("first " + std::to_string(c.first) + " W " + std::to_string(c.width));
+    cuda::rms_norm_linear_bf16_params p;
+    p.x = contiguous<const float>(f.data(), std::array<std::int64_t, 2>{1, 64});
+    p.norm_weight = contiguous<const float>(f.data(), std::array<std::int64_t, 1>{64});
+    p.weight = contiguous<const std::uint16_t>(w16.data(), std::array<std::int64_t, 2>{32, 64});
+    if (c.bf16_out)
+      p.out_bf16 = contiguous(w16.data() + 2048, std::array<std::int64_t, 2>{1, 32});
+    else
+      p.out_f32 = contiguous(f.data() + 1024, std::array<std::int64_t, 2>{1, 32});
+    p.accumulate = c.accumulate;
+    p.conv = cuda::conv_step_fold{{f.data() + 2048, nullptr, c.channels, c.width, true},
+                                  c.first,
+                                  f.data() + 3072,
+                                  f.data() + 3584,
+                                  c.no_slots ? std::span<const std::int32_t>{} : d_slot.span(),
+                                  {}};
+    EXPECT_EQ(cuda::rms_norm_linear_bf16(p, nullptr), c.want);
+  }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 

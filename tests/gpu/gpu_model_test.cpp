@@ -326,15 +326,20 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_gated_norm_bit_for_bit_in
 
 // A batch-1 step also folds the MLP's activation (relu2) and the
 // attention output's rounding to bf16 into the GEMV after them
-// (cuda_common.hpp's f32_folds: activation_linear_bf16). With either fold
-// alone turned off (MSTAR_ACT_FOLD=0, MSTAR_BF16_FOLD=0, read when the
-// model is made) every prompt gives the same tokens and logits bit for bit.
-TEST(gpu_model_fused_norms, batch_one_decode_folds_the_activation_and_the_rounding_bit_for_bit) {
+// (cuda_common.hpp's f32_folds: activation_linear_bf16), each Mamba-2
+// layer's conv step into its in_proj GEMV (conv_fold_enabled) and the
+// token's lookup into the first layer's GEMVs (embed_fold_enabled). With
+// any one fold turned off (MSTAR_ACT_FOLD=0, MSTAR_BF16_FOLD=0,
+// MSTAR_CONV_FOLD=0, MSTAR_EMBED_FOLD=0, read when the model is made)
+// every prompt gives the same tokens and logits bit for bit.
+TEST(gpu_model_fused_norms,
+     batch_one_decode_folds_activation_rounding_conv_and_lookup_bit_for_bit) {
   MSTAR_REQUIRE_GPU();
   const auto config = gated_fold_config(4);  // MLP and attention layers
   auto folded = random_on_gpu(config);
   ASSERT_NE(folded, nullptr);
-  for (const char* off : {"MSTAR_ACT_FOLD", "MSTAR_BF16_FOLD"}) {
+  for (const char* off :
+       {"MSTAR_ACT_FOLD", "MSTAR_BF16_FOLD", "MSTAR_CONV_FOLD", "MSTAR_EMBED_FOLD"}) {
     SCOPED_TRACE(std::string{off} + "=0");
     auto separate = random_on_gpu_without(config, off);
     ASSERT_NE(separate, nullptr);

@@ -2,7 +2,8 @@
 
 // The causal conv's fast kernels (conv.cu): widths 2..4, V = 4 channels per
 // lane with 16-byte accesses where the launcher found every array aligned,
-// else V = 1. Only conv.cu includes this.
+// else V = 1. conv.cu includes this, and gemv.cu for `finish` (its conv
+// fold computes what conv_step_kernel does).
 //
 // Prefill: a warp item is (chunk of `chunk_tokens` tokens of one row, group
 // of 32 V channels). Row r owns the virtual chunks [b(r), b(r + 1)),

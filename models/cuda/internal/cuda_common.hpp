@@ -116,12 +116,38 @@ struct gemm_input {
   bool fold_f32 = false;
   std::optional<kernels::activation> act{};
   const float* up = nullptr;
+  /// With `norm_of` (not `gate`): the row is the embedding `embed_table`
+  /// [embed_rows, K] of token `*embed_ids`, which the GEMV looks up and
+  /// writes to `embed_out` (`norm_of`'s memory) itself
+  /// (kernels::cuda::embedding_fold): a batch-1 step's first layer, with no
+  /// embedding launch before it.
+  const std::int32_t* embed_ids = nullptr;
+  const float* embed_table = nullptr;
+  std::int64_t embed_rows = 0;
+  float* embed_out = nullptr;
 };
 
 // Whether a model made now folds its batch-1 norms into its GEMVs:
 // `MSTAR_FUSED_NORM=0` turns the fold off (A/B runs), anything else keeps it.
 [[nodiscard]] inline bool fused_norms_enabled() {
   const char* e = std::getenv("MSTAR_FUSED_NORM");
+  return e == nullptr || std::string_view{e} != "0";
+}
+
+// Whether a model made now folds, in its batch-1 steps, each Mamba-2 layer's
+// causal conv step into the in_proj GEMV before it
+// (kernels::cuda::conv_step_fold): `MSTAR_CONV_FOLD=0` keeps the conv's own
+// launch (A/B runs).
+[[nodiscard]] inline bool conv_fold_enabled() {
+  const char* e = std::getenv("MSTAR_CONV_FOLD");
+  return e == nullptr || std::string_view{e} != "0";
+}
+
+// Whether a model made now looks its batch-1 steps' token up in the first
+// layer's GEMVs (kernels::cuda::embedding_fold) instead of an embedding
+// launch: `MSTAR_EMBED_FOLD=0` keeps the launch (A/B runs).
+[[nodiscard]] inline bool embed_fold_enabled() {
+  const char* e = std::getenv("MSTAR_EMBED_FOLD");
   return e == nullptr || std::string_view{e} != "0";
 }
 
@@ -238,16 +264,28 @@ void set_weight_and_output(Params& p, std::int64_t t, const device_matrix& w, fl
 // (kernels::cuda::rms_norm_linear_bf16 / gated_rms_norm_linear_bf16; bf16
 // weights, one row): both models' batch-1 fold of a norm into the
 // projection after it.
+// With `conv` (the RMS form only), the kernel also runs that conv step on
+// its outputs.
 [[nodiscard]] inline cudaError_t folded_linear(const gemm_input& in, std::int64_t t,
                                                const device_matrix& w, float* out_rows,
-                                               bool accumulate, cudaStream_t stream) {
-  if (in.gate != nullptr)
+                                               bool accumulate, cudaStream_t stream,
+                                               std::optional<kc::conv_step_fold> conv = {}) {
+  if (in.gate != nullptr) {
+    if (conv || in.embed_ids != nullptr)
+      return cudaErrorInvalidValue;
     return kc::gated_rms_norm_linear_bf16(gated_linear_params(in, t, w, out_rows, accumulate),
                                           stream);
+  }
   kc::rms_norm_linear_bf16_params p;
   p.x = kernels::matrix(in.norm_of, t, w.cols);
   p.norm_weight = kernels::vector(in.norm_weight, w.cols);
   p.eps = in.eps;
+  p.conv = conv;
+  if (in.embed_ids != nullptr) {
+    p.embed =
+        kc::embedding_fold{kernels::vector(in.embed_ids, 1),
+                           kernels::matrix(in.embed_table, in.embed_rows, w.cols), in.embed_out};
+  }
   set_weight_and_output(p, t, w, out_rows, accumulate);
   return kc::rms_norm_linear_bf16(p, stream);
 }

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Session 42's first call: two folds into the batch-1 step's GEMVs: each Mamba-2 layer's conv
+# step into its in_proj (kernels::cuda::conv_step_fold, MSTAR_CONV_FOLD) and the token's lookup
+# into the first layer's (embedding_fold, MSTAR_EMBED_FOLD). Their kernel and model tests, the
+# 0.56B at batch 1 / 4 with both on, each off, both off (alternated), the step's timeline with
+# both on and both off (CUPTI, the carried .profile/libmstar_kernel_times.so;
+# bench/profile/timeline.py), then the 8B at batch 1 while time is left. Everything under $OUT/call1.tgz. After PACK_XZ=1 scripts/pack-device.sh
+# mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu; carry .carry and .profile.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+(cd .carry && tar xJf bins.tar.xz)
+source bench/device_env.sh
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+final=$out
+w=$(mktemp -d)
+t0=$SECONDS
+left() { echo $((540 - (SECONDS - t0))); }
+echo "== GPU tests: linear, conv, the model's folds"
+timeout 200 "$bin/mstar_gpu_tests" \
+  --gtest_filter='gpu_linear.*:gpu_model_fused_norms.*:gpu_model_fused_qkv.*:gpu_model_chained.*:gpu_conv*' \
+  >"$w/tests.log" 2>&1
+echo "exit $? ($((SECONDS - t0)) s)"
+grep -E "^\[==========\] [0-9]+ tests|^\[  PASSED  \] [0-9]+ tests|^\[  FAILED|^\[  SKIPPED \] [0-9]" "$w/tests.log"
+ck=$(mktemp -d)
+python3 bench/make_checkpoint.py --size nemotron_h-0.56b --out "$ck/nh056" >/dev/null 2>&1
+summary() {  # MODE FILE
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+for l in open(sys.argv[2]):
+    if l.startswith("{"):
+        r = json.loads(l); d = r["roofline_decode"]
+        print(f"{sys.argv[1]:9} b{r['batch']:<3} step {r['step_ms']*1000:7.1f} us  roofline {d['bandwidth_fraction']:.3f}  digest {r['tokens_digest']}")
+PY
+}
+echo "== 0.56B batch 1 / 4 ($((SECONDS - t0)) s)"
+envs_of() {  # MODE: the switches it sets
+  case $1 in
+    both) echo "MSTAR_CONV_FOLD=1 MSTAR_EMBED_FOLD=1" ;;
+    noconv) echo "MSTAR_CONV_FOLD=0 MSTAR_EMBED_FOLD=1" ;;
+    noembed) echo "MSTAR_CONV_FOLD=1 MSTAR_EMBED_FOLD=0" ;;
+    none) echo "MSTAR_CONV_FOLD=0 MSTAR_EMBED_FOLD=0" ;;
+  esac
+}
+for rep in 1 2; do
+  for mode in both noconv noembed none; do
+    f=$w/nh056-$mode-$rep.jsonl
+    env $(envs_of $mode) timeout 60 "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 1 4 \
+      --prompt-len 32 --new-tokens 128 --repeats 3 --json >"$f" 2>"$f.err"
+    summary "$mode" "$f"
+  done
+done
+echo "== timelines ($((SECONDS - t0)) s)"
+cupti=$(python3 - <<'PY'
+import glob, site, os
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    for f in glob.glob(os.path.join(d, "nvidia", "*", "lib", "libcupti.so.13*")):
+        print(os.path.dirname(f)); raise SystemExit
+PY
+)
+for mode in both none; do
+  (($(left) > 120)) || break
+  n=nh056-decode1-$mode
+  env $(envs_of $mode) LD_LIBRARY_PATH=$cupti:$LD_LIBRARY_PATH \
+    CUDA_INJECTION64_PATH=$root/.profile/libmstar_kernel_times.so MSTAR_KERNEL_PROFILE=$w/$n.txt \
+    MSTAR_KERNEL_TIMELINE=$w/$n.timeline.jsonl timeout 90 "$bin/mstar-bench-model-gpu" \
+    --model "$ck/nh056" --batch 1 --prompt-len 32 --new-tokens 256 --repeats 2 --json >"$w/$n.log" 2>&1
+  echo "-- $n (exit $?)"
+  python3 bench/profile/timeline.py "$w/$n.timeline.jsonl" --step-start loopback_kernel \
+    >"$w/$n.steps.txt" 2>&1
+  head -22 "$w/$n.steps.txt" | cut -c1-120
+done
+echo "== 8B batch 1 ($((SECONDS - t0)) s; $(left) s left)"
+if (($(left) > 200)); then
+  python3 bench/make_checkpoint.py --size nemotron_h-8b --out "$ck/nh8b" >/dev/null 2>&1
+  for rep in 1 2; do
+    for mode in both none; do
+      (($(left) > 40)) || break
+      f=$w/nh8b-$mode-$rep.jsonl
+      env $(envs_of $mode) timeout "$(left)" "$bin/mstar-bench-model-gpu" --model "$ck/nh8b" \
+        --batch 1 --prompt-len 32 --new-tokens 64 --repeats 2 --json >"$f" 2>"$f.err"
+      summary "$mode" "$f"
+    done
+  done
+fi
+rm -rf "$ck"
+rm -f "$w"/*.timeline.jsonl.gz
+gzip -f "$w"/*.timeline.jsonl 2>/dev/null
+tar czf "$final/call1.tgz" -C "$w" .
+echo "== done ($((SECONDS - t0)) s)"
