@@ -237,13 +237,29 @@ result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_
   }
   float* hh = h.as<float>();
   float* oo = out.as<float>();
-  if (auto ok = check(kc::embedding({vector(dplan + L.ids, T),
-                                     matrix(embeddings.as<const float>(), c.vocab_size, hid),
-                                     matrix(hh, T, hid)},
-                                    s),
-                      "embedding");
-      !ok)
-    return ok;
+  // The residual stream: each block's output (`out`) is added to h by the
+  // next norm (`pending`), which writes the block's GEMM input. Folded (one
+  // row, bf16 weights): each block's first GEMVs norm h themselves and its
+  // last adds onto h, so no norm kernel runs between them (and nothing writes
+  // or reads out or last); the first block's first GEMV looks the token up
+  // too (embed_fold), unless an image row replaces it. The norm weights hold
+  // 1 + w already (models/qwen3_5.cpp adds the one at load), so both forms
+  // take them as they are: the plain x * rsqrt(mean(x^2) + eps) * w.
+  const bool fold = fused_norms && T == 1 && R == 1 && st.decode &&
+                    dtype == mstar::dtype::bfloat16 && hid % 8 == 0 &&
+                    hid <= kc::rms_norm_linear_max_k;
+  const bool lookup_folded = fold && embed_fold && !layers.empty() &&
+                             std::all_of(st.embed_rows.begin(), st.embed_rows.end(),
+                                         [](const float* e) { return e == nullptr; });
+  if (!lookup_folded) {
+    if (auto ok = check(kc::embedding({vector(dplan + L.ids, T),
+                                       matrix(embeddings.as<const float>(), c.vocab_size, hid),
+                                       matrix(hh, T, hid)},
+                                      s),
+                        "embedding");
+        !ok)
+      return ok;
+  }
   // Image tokens take the vision tower's rows (host memory), a run of
   // consecutive rows per copy.
   for (std::size_t t = 0; t < st.embed_rows.size();) {
@@ -262,16 +278,6 @@ result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_
       return ok;
     t += n;
   }
-  // The residual stream: each block's output (`out`) is added to h by the
-  // next norm (`pending`), which writes the block's GEMM input. Folded (one
-  // row, bf16 weights): each block's first GEMVs norm h themselves and its
-  // last adds onto h, so no norm kernel runs between them (and nothing writes
-  // or reads out or last). The norm weights hold 1 + w already
-  // (models/qwen3_5.cpp adds the one at load), so both forms take them as
-  // they are: the plain x * rsqrt(mean(x^2) + eps) * w.
-  const bool fold = fused_norms && T == 1 && R == 1 && st.decode &&
-                    dtype == mstar::dtype::bfloat16 && hid % 8 == 0 &&
-                    hid <= kc::rms_norm_linear_max_k;
   const auto eps = static_cast<float>(c.rms_norm_eps);
   const auto io_for = [&](const kc::device_buffer& norm_weight) -> layer_io {
     if (fold)
@@ -284,7 +290,13 @@ result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_
       if (auto ok = add_norm(hh, pending, T, l.in_norm, x.as<float>()); !ok)
         return ok;
     }
-    const layer_io mixer_io = io_for(l.in_norm);
+    layer_io mixer_io = io_for(l.in_norm);
+    if (lookup_folded && &l == &layers.front()) {
+      mixer_io.in.embed_ids = dplan + L.ids;
+      mixer_io.in.embed_table = embeddings.as<const float>();
+      mixer_io.in.embed_rows = c.vocab_size;
+      mixer_io.in.embed_out = hh;
+    }
     auto mixed = l.mixer == qwen3_5_mixer::delta_net ? delta_net(l, mixer_io, st, L)
                                                      : attention(l, mixer_io, st, L, table);
     if (!mixed)

@@ -477,13 +477,12 @@ TEST(gpu_linear, rms_norm_linear_with_the_lookup_equals_embedding_then_the_produ
                  std::to_string(s.cols));
     const auto table = rng.floats(static_cast<std::size_t>(s.vocab * s.inner), -2.0F, 2.0F);
     const auto nw = rng.floats(static_cast<std::size_t>(s.inner));
-    const auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
+    auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
     const auto cw = rng.floats(static_cast<std::size_t>(64 * 4));
     const auto state0 = rng.floats(static_cast<std::size_t>(64 * 3));
     const auto d_table = upload(table);
     const auto d_nw = upload(nw);
-    auto w_bf16 = w;
-    const auto d_w = upload(rounded_to_bf16(w_bf16));
+    const auto d_w = upload(rounded_to_bf16(w));
     const auto d_cw = upload(cw);
     const std::vector<std::int32_t> slot{0};
     const auto d_slot = upload(slot);

@@ -263,8 +263,9 @@ INSTANTIATE_TEST_SUITE_P(qwen3_5, gpu_qwen3_5_parity,
 TEST(gpu_qwen3_5_fused_norms, batch_one_decode_equals_the_separate_norm_launches_bit_for_bit) {
   MSTAR_REQUIRE_GPU();
   // Also one product for q, k and v at one token (MSTAR_QKV_FUSED=0: three):
-  // each output row is the same dot either way.
-  for (const char* off : {"MSTAR_FUSED_NORM", "MSTAR_QKV_FUSED"})
+  // each output row is the same dot either way; and the token looked up in
+  // the first block's GEMV (MSTAR_EMBED_FOLD=0: an embedding launch).
+  for (const char* off : {"MSTAR_FUSED_NORM", "MSTAR_QKV_FUSED", "MSTAR_EMBED_FOLD"})
     for (const char* name : {"qwen3_5_tiny", "qwen3_5_tiny_text"}) {
       SCOPED_TRACE(std::string{name} + ", " + off + "=0");
       const auto expected = load_expected(name);

@@ -4,7 +4,8 @@
 # into the first layer's (embedding_fold, MSTAR_EMBED_FOLD). Their kernel and model tests, the
 # 0.56B at batch 1 / 4 with both on, each off, both off (alternated), the step's timeline with
 # both on and both off (CUPTI, the carried .profile/libmstar_kernel_times.so;
-# bench/profile/timeline.py), then the 8B at batch 1 while time is left. Everything under $OUT/call1.tgz. After PACK_XZ=1 scripts/pack-device.sh
+# bench/profile/timeline.py), then the 8B at batch 1 and Qwen3.5 0.5B at batch 1 (the lookup
+# fold only) while time is left. Everything under $OUT/call1.tgz. After PACK_XZ=1 scripts/pack-device.sh
 # mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu; carry .carry and .profile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,7 @@ t0=$SECONDS
 left() { echo $((540 - (SECONDS - t0))); }
 echo "== GPU tests: linear, conv, the model's folds"
 timeout 200 "$bin/mstar_gpu_tests" \
-  --gtest_filter='gpu_linear.*:gpu_model_fused_norms.*:gpu_model_fused_qkv.*:gpu_model_chained.*:gpu_conv*' \
+  --gtest_filter='gpu_linear.*:gpu_model_fused_norms.*:gpu_model_fused_qkv.*:gpu_model_chained.*:gpu_conv*:gpu_qwen3_5_fused_norms.*' \
   >"$w/tests.log" 2>&1
 echo "exit $? ($((SECONDS - t0)) s)"
 grep -E "^\[==========\] [0-9]+ tests|^\[  PASSED  \] [0-9]+ tests|^\[  FAILED|^\[  SKIPPED \] [0-9]" "$w/tests.log"
@@ -79,6 +80,21 @@ if (($(left) > 200)); then
       env $(envs_of $mode) timeout "$(left)" "$bin/mstar-bench-model-gpu" --model "$ck/nh8b" \
         --batch 1 --prompt-len 32 --new-tokens 64 --repeats 2 --json >"$f" 2>"$f.err"
       summary "$mode" "$f"
+    done
+  done
+fi
+echo "== Qwen3.5 0.5B batch 1 ($((SECONDS - t0)) s; $(left) s left)"
+if (($(left) > 100)); then
+  rm -rf "$ck/nh8b"
+  python3 bench/transformers_decode.py make-checkpoint --size qwen3_5-0.5b --out "$ck/qwen" \
+    >/dev/null 2>&1
+  for rep in 1 2; do
+    for mode in 1 0; do
+      (($(left) > 30)) || break
+      f=$w/qwen-embed$mode-$rep.jsonl
+      MSTAR_EMBED_FOLD=$mode timeout "$(left)" "$bin/mstar-bench-model-gpu" --model "$ck/qwen" \
+        --batch 1 --prompt-len 32 --new-tokens 128 --repeats 3 --json >"$f" 2>"$f.err"
+      summary "embed=$mode" "$f"
     done
   done
 fi
