@@ -288,6 +288,18 @@ std::unique_ptr<local_engine> random_on_gpu_without(const nemotron_h_config& c, 
   return e;
 }
 
+// random_on_gpu with each of `on`=1 in the environment while the model is
+// made (the opt-in folds), unset after.
+std::unique_ptr<local_engine> random_on_gpu_with(const nemotron_h_config& c,
+                                                 std::initializer_list<const char*> on) {
+  for (const char* name : on)
+    EXPECT_EQ(setenv(name, "1", 1), 0);
+  auto e = random_on_gpu(c);
+  for (const char* name : on)
+    EXPECT_EQ(unsetenv(name), 0);
+  return e;
+}
+
 // Prompts of 5 and 17 tokens (token i: 3 + i * step mod 250), eight
 // tokens each: `separate` and `folded` give the same tokens and logits bit
 // for bit.
@@ -328,15 +340,16 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_gated_norm_bit_for_bit_in
 // attention output's rounding to bf16 into the GEMV after them
 // (cuda_common.hpp's f32_folds: activation_linear_bf16), each Mamba-2
 // layer's conv step into its in_proj GEMV (conv_fold_enabled) and the
-// token's lookup into the first layer's GEMVs (embed_fold_enabled). With
-// any one fold turned off (MSTAR_ACT_FOLD=0, MSTAR_BF16_FOLD=0,
+// token's lookup into the first layer's GEMVs (embed_fold_enabled; these
+// two opt-in, MSTAR_CONV_FOLD=1 and MSTAR_EMBED_FOLD=1, set for `folded`).
+// With any one fold turned off (MSTAR_ACT_FOLD=0, MSTAR_BF16_FOLD=0,
 // MSTAR_CONV_FOLD=0, MSTAR_EMBED_FOLD=0, read when the model is made)
 // every prompt gives the same tokens and logits bit for bit.
 TEST(gpu_model_fused_norms,
      batch_one_decode_folds_activation_rounding_conv_and_lookup_bit_for_bit) {
   MSTAR_REQUIRE_GPU();
   const auto config = gated_fold_config(4);  // MLP and attention layers
-  auto folded = random_on_gpu(config);
+  auto folded = random_on_gpu_with(config, {"MSTAR_CONV_FOLD", "MSTAR_EMBED_FOLD"});
   ASSERT_NE(folded, nullptr);
   for (const char* off :
        {"MSTAR_ACT_FOLD", "MSTAR_BF16_FOLD", "MSTAR_CONV_FOLD", "MSTAR_EMBED_FOLD"}) {

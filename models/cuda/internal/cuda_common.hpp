@@ -136,19 +136,21 @@ struct gemm_input {
 
 // Whether a model made now folds, in its batch-1 steps, each Mamba-2 layer's
 // causal conv step into the in_proj GEMV before it
-// (kernels::cuda::conv_step_fold): `MSTAR_CONV_FOLD=0` keeps the conv's own
-// launch (A/B runs).
+// (kernels::cuda::conv_step_fold): only with `MSTAR_CONV_FOLD=1`. Off by
+// default until a device run has passed its tests and measured it (written
+// in session 42, when no device was lent; bench/results/session42-calls/).
 [[nodiscard]] inline bool conv_fold_enabled() {
   const char* e = std::getenv("MSTAR_CONV_FOLD");
-  return e == nullptr || std::string_view{e} != "0";
+  return e != nullptr && std::string_view{e} == "1";
 }
 
 // Whether a model made now looks its batch-1 steps' token up in the first
 // layer's GEMVs (kernels::cuda::embedding_fold) instead of an embedding
-// launch: `MSTAR_EMBED_FOLD=0` keeps the launch (A/B runs).
+// launch: only with `MSTAR_EMBED_FOLD=1`, off by default for the reason
+// conv_fold_enabled gives.
 [[nodiscard]] inline bool embed_fold_enabled() {
   const char* e = std::getenv("MSTAR_EMBED_FOLD");
-  return e == nullptr || std::string_view{e} != "0";
+  return e != nullptr && std::string_view{e} == "1";
 }
 
 // Whether a model made now has its argmax / sampling write each forward's

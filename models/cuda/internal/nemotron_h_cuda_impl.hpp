@@ -106,11 +106,11 @@ struct nemotron_h_cuda::impl {
   /// fold into the GEMV after them (cuda_common.hpp's f32_folds).
   cuda_detail::f32_folds f32_folds;
   /// In those steps, each Mamba-2 layer's conv step runs in its in_proj
-  /// GEMV (cuda_common.hpp's conv_fold_enabled).
-  bool conv_fold = true;
+  /// GEMV (cuda_common.hpp's conv_fold_enabled: opt-in for now).
+  bool conv_fold = false;
   /// In those steps, the first layer's GEMVs look the token up themselves
-  /// (cuda_common.hpp's embed_fold_enabled).
-  bool embed_fold = true;
+  /// (cuda_common.hpp's embed_fold_enabled: opt-in for now).
+  bool embed_fold = false;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;

@@ -87,8 +87,8 @@ struct qwen3_5_cuda::impl {
   /// (cuda_common.hpp's f32_folds; the attention output is bf16 already).
   cuda_detail::f32_folds f32_folds;
   /// In those steps, the first block's first GEMV looks the token up itself
-  /// (cuda_common.hpp's embed_fold_enabled).
-  bool embed_fold = true;
+  /// (cuda_common.hpp's embed_fold_enabled: opt-in for now).
+  bool embed_fold = false;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
