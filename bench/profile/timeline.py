@@ -7,7 +7,9 @@ kernels in start order, kernel i is charged end_i - max(end of those before)
 when positive ("exposed"), and a start after every earlier end leaves an
 idle gap. Prints, per kernel name, calls a step, mean duration and mean
 exposed time a step, the idle time a step before it (gaps the device spent
-waiting for that kernel to start), and the steps' mean span and idle time.
+waiting for that kernel to start), the steps' mean span and idle time, and
+the mean gap between one step's last kernel and the next one's first (steps
+that followed each other in the timeline; a graph boundary).
   python3 bench/profile/timeline.py TIMELINE.jsonl [--step-start NAME] [--json]
 """
 
@@ -36,9 +38,16 @@ def main():
     # Only the steps of the commonest kernel sequence (the decode steps; a
     # prompt's step between them has another).
     sig = collections.Counter(tuple(s["kernel"] for s in st) for st in steps)
+    # The gap from a step's last end to the next step's first start (a graph
+    # boundary, where no chained launch overlaps), over pairs of such steps
+    # that follow each other.
+    between = []
     if sig:
         common = sig.most_common(1)[0][0]
-        steps = [st for st in steps if tuple(s["kernel"] for s in st) == common]
+        kept = [tuple(s["kernel"] for s in st) == common for st in steps]
+        between = [b[0]["start_ns"] - max(s["end_ns"] for s in a)
+                   for a, b, ka, kb in zip(steps, steps[1:], kept, kept[1:]) if ka and kb]
+        steps = [st for st, k in zip(steps, kept) if k]
     if not steps:
         sys.exit(f"timeline.py: fewer than three '{args.step_start}' kernels in {args.timeline}")
     dur = collections.defaultdict(float)
@@ -67,9 +76,11 @@ def main():
                               "exposed_us_per_step": exposed[k] / n / 1e3,
                               "idle_before_us_per_step": idle_before[k] / n / 1e3}))
         print(json.dumps({"steps": n, "span_us": span_total / n / 1e3,
-                          "idle_us": idle_total / n / 1e3}))
+                          "idle_us": idle_total / n / 1e3,
+                          "between_steps_us": sum(between) / len(between) / 1e3 if between else None}))
         return
-    print(f"{n} steps: span {span_total / n / 1e3:.1f} us a step, idle {idle_total / n / 1e3:.1f} us")
+    gap = f", {sum(between) / len(between) / 1e3:.1f} us between steps" if between else ""
+    print(f"{n} steps: span {span_total / n / 1e3:.1f} us a step, idle {idle_total / n / 1e3:.1f} us{gap}")
     print(f"{'exposed us':>10s} {'share':>6s} {'calls':>6s} {'mean us':>8s} {'idle bef':>8s}  kernel")
     for k in rows:
         print(f"{exposed[k] / n / 1e3:10.2f} {100 * exposed[k] / span_total:5.1f}% "
