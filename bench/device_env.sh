@@ -31,3 +31,28 @@ run_gpu_tests() {
     return 1
   fi
 }
+
+# Prints one line a run of mstar-bench-model-gpu --json output FILE, labelled
+# LABEL: the decode step, its roofline fraction and the tokens' digest (the
+# one-call A/B scripts under bench/results/*-calls/ print these).
+model_summary() {  # LABEL FILE
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+for l in open(sys.argv[2]):
+    if l.startswith("{"):
+        r = json.loads(l); d = r["roofline_decode"]
+        print(f"{sys.argv[1]:9} p{r['prompt_len']:<5} b{r['batch']:<3} step {r['step_ms']*1000:7.1f} us"
+              f"  roofline {d['bandwidth_fraction']:.3f}  digest {r['tokens_digest']}")
+PY
+}
+
+# The folder of the CUPTI 13 library the device's torch brings (for the
+# bench/profile injection library), or nothing.
+cupti_lib_dir() {
+  python3 - <<'PY'
+import glob, site, os
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    for f in glob.glob(os.path.join(d, "nvidia", "*", "lib", "libcupti.so.13*")):
+        print(os.path.dirname(f)); raise SystemExit
+PY
+}

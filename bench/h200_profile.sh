@@ -21,13 +21,7 @@ set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 inject=$root/.profile/libmstar_kernel_times.so
-cupti=$(python3 - <<'PY'
-import glob, site, os
-for d in site.getsitepackages() + [site.getusersitepackages()]:
-    for f in glob.glob(os.path.join(d, "nvidia", "*", "lib", "libcupti.so.13*")):
-        print(os.path.dirname(f)); raise SystemExit
-PY
-)
+cupti=$(cupti_lib_dir)
 [[ -n $cupti ]] && export LD_LIBRARY_PATH=$cupti:$LD_LIBRARY_PATH
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "libcupti: ${cupti:-not found}"

@@ -24,15 +24,6 @@ echo "exit $? ($((SECONDS - t0)) s)"
 grep -E "^\[==========\] [0-9]+ tests|^\[  PASSED  \] [0-9]+ tests|^\[  FAILED|^\[  SKIPPED \] [0-9]" "$w/tests.log"
 ck=$(mktemp -d)
 python3 bench/make_checkpoint.py --size nemotron_h-0.56b --out "$ck/nh056" >/dev/null 2>&1
-summary() {  # MODE FILE
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-for l in open(sys.argv[2]):
-    if l.startswith("{"):
-        r = json.loads(l); d = r["roofline_decode"]
-        print(f"{sys.argv[1]:9} b{r['batch']:<3} step {r['step_ms']*1000:7.1f} us  roofline {d['bandwidth_fraction']:.3f}  digest {r['tokens_digest']}")
-PY
-}
 echo "== 0.56B batch 1 / 4 ($((SECONDS - t0)) s)"
 envs_of() {  # MODE: the switches it sets
   case $1 in
@@ -47,17 +38,11 @@ for rep in 1 2; do
     f=$w/nh056-$mode-$rep.jsonl
     env $(envs_of $mode) timeout 60 "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 1 4 \
       --prompt-len 32 --new-tokens 128 --repeats 3 --json >"$f" 2>"$f.err"
-    summary "$mode" "$f"
+    model_summary "$mode" "$f"
   done
 done
 echo "== timelines ($((SECONDS - t0)) s)"
-cupti=$(python3 - <<'PY'
-import glob, site, os
-for d in site.getsitepackages() + [site.getusersitepackages()]:
-    for f in glob.glob(os.path.join(d, "nvidia", "*", "lib", "libcupti.so.13*")):
-        print(os.path.dirname(f)); raise SystemExit
-PY
-)
+cupti=$(cupti_lib_dir)
 for mode in both none; do
   (($(left) > 120)) || break
   n=nh056-decode1-$mode
@@ -79,7 +64,7 @@ if (($(left) > 200)); then
       f=$w/nh8b-$mode-$rep.jsonl
       env $(envs_of $mode) timeout "$(left)" "$bin/mstar-bench-model-gpu" --model "$ck/nh8b" \
         --batch 1 --prompt-len 32 --new-tokens 64 --repeats 2 --json >"$f" 2>"$f.err"
-      summary "$mode" "$f"
+      model_summary "$mode" "$f"
     done
   done
 fi
@@ -94,7 +79,7 @@ if (($(left) > 100)); then
       f=$w/qwen-embed$mode-$rep.jsonl
       MSTAR_EMBED_FOLD=$mode timeout "$(left)" "$bin/mstar-bench-model-gpu" --model "$ck/qwen" \
         --batch 1 --prompt-len 32 --new-tokens 128 --repeats 3 --json >"$f" 2>"$f.err"
-      summary "embed=$mode" "$f"
+      model_summary "embed=$mode" "$f"
     done
   done
 fi
