@@ -81,7 +81,7 @@ struct gemv_args {
 // warp that owns output feature `first + c` (a split group's first warp)
 // also runs channel c's conv step on that output, as conv_step_kernel
 // (internal/conv_fast.cuh) would: the same sums in the same order, the same
-// finish. Null `state`: no fold.
+// finish. Instantiations without the bit never read it.
 struct conv_fold {
   const float* weight;  // [C][W]
   const float* bias;    // [C] or null

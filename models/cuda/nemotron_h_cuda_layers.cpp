@@ -266,10 +266,8 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
                     hid <= kc::rms_norm_linear_max_k;
   const bool lookup_folded = fold && embed_fold && !layers.empty();
   if (!lookup_folded) {
-    if (auto ok = check(kc::embedding({vector(dplan + L.ids, T),
-                                       matrix(embeddings.as<const float>(), c.vocab_size, hid),
-                                       matrix(hh, T, hid)},
-                                      s),
+    if (auto ok = check(cuda_detail::token_lookup(dplan + L.ids, T, embeddings.as<const float>(),
+                                                  c.vocab_size, hid, hh, s),
                         "embedding");
         !ok)
       return ok;
@@ -281,10 +279,8 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
     if (fold) {
       io = {gemm_input{nullptr, nullptr, hh, l.norm.as<const float>(), eps}, hh, true};
       if (lookup_folded && &l == &layers.front()) {
-        io.in.embed_ids = dplan + L.ids;
-        io.in.embed_table = embeddings.as<const float>();
-        io.in.embed_rows = c.vocab_size;
-        io.in.embed_out = hh;
+        cuda_detail::fold_token_lookup(io.in, dplan + L.ids, embeddings.as<const float>(),
+                                       c.vocab_size, hh);
       }
     } else if (auto ok = add_norm(hh, pending, T, l.norm, xx); !ok) {
       return ok;

@@ -252,10 +252,8 @@ result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_
                              std::all_of(st.embed_rows.begin(), st.embed_rows.end(),
                                          [](const float* e) { return e == nullptr; });
   if (!lookup_folded) {
-    if (auto ok = check(kc::embedding({vector(dplan + L.ids, T),
-                                       matrix(embeddings.as<const float>(), c.vocab_size, hid),
-                                       matrix(hh, T, hid)},
-                                      s),
+    if (auto ok = check(cuda_detail::token_lookup(dplan + L.ids, T, embeddings.as<const float>(),
+                                                  c.vocab_size, hid, hh, s),
                         "embedding");
         !ok)
       return ok;
@@ -292,10 +290,8 @@ result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_
     }
     layer_io mixer_io = io_for(l.in_norm);
     if (lookup_folded && &l == &layers.front()) {
-      mixer_io.in.embed_ids = dplan + L.ids;
-      mixer_io.in.embed_table = embeddings.as<const float>();
-      mixer_io.in.embed_rows = c.vocab_size;
-      mixer_io.in.embed_out = hh;
+      cuda_detail::fold_token_lookup(mixer_io.in, dplan + L.ids, embeddings.as<const float>(),
+                                     c.vocab_size, hh);
     }
     auto mixed = l.mixer == qwen3_5_mixer::delta_net ? delta_net(l, mixer_io, st, L)
                                                      : attention(l, mixer_io, st, L, table);

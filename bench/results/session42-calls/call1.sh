@@ -5,7 +5,8 @@
 # 0.56B at batch 1 / 4 with both on, each off, both off (alternated), the step's timeline with
 # both on and both off (CUPTI, the carried .profile/libmstar_kernel_times.so;
 # bench/profile/timeline.py), then the 8B at batch 1 and Qwen3.5 0.5B at batch 1 (the lookup
-# fold only) while time is left. Everything under $OUT/call1.tgz. After PACK_XZ=1 scripts/pack-device.sh
+# fold only) while time is left; compute-sanitizer memcheck and racecheck over the folds' kernel
+# tests first. Everything under $OUT/call1.tgz. After PACK_XZ=1 scripts/pack-device.sh
 # mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu; carry .carry and .profile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,14 @@ timeout 200 "$bin/mstar_gpu_tests" \
   >"$w/tests.log" 2>&1
 echo "exit $? ($((SECONDS - t0)) s)"
 grep -E "^\[==========\] [0-9]+ tests|^\[  PASSED  \] [0-9]+ tests|^\[  FAILED|^\[  SKIPPED \] [0-9]" "$w/tests.log"
+cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+if [[ -n $cs ]]; then
+  for tool in memcheck racecheck; do
+    timeout 120 "$cs" --tool $tool --error-exitcode 9 "$bin/mstar_gpu_tests" \
+      --gtest_filter='gpu_linear.rms_norm_linear_with_*' >"$w/$tool.log" 2>&1
+    echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY' "$w/$tool.log" | tail -1))"
+  done
+fi
 ck=$(mktemp -d)
 python3 bench/make_checkpoint.py --size nemotron_h-0.56b --out "$ck/nh056" >/dev/null 2>&1
 echo "== 0.56B batch 1 / 4 ($((SECONDS - t0)) s)"

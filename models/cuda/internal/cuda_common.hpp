@@ -153,6 +153,26 @@ struct gemm_input {
   return e != nullptr && std::string_view{e} == "1";
 }
 
+// A step's token lookup, `h[t] = table[ids[t]]` ([vocab, hid] f32 rows), as
+// both models launch it where it is not folded.
+[[nodiscard]] inline cudaError_t token_lookup(const std::int32_t* ids, std::int64_t t,
+                                              const float* table, std::int64_t vocab,
+                                              std::int64_t hid, float* h, cudaStream_t stream) {
+  return kc::embedding(
+      {kernels::vector(ids, t), kernels::matrix(table, vocab, hid), kernels::matrix(h, t, hid)},
+      stream);
+}
+
+// The same lookup folded into the first layer's GEMV input `in` (its
+// norm_of is h): embed_fold_enabled's batch-1 steps.
+inline void fold_token_lookup(gemm_input& in, const std::int32_t* ids, const float* table,
+                              std::int64_t vocab, float* h) {
+  in.embed_ids = ids;
+  in.embed_table = table;
+  in.embed_rows = vocab;
+  in.embed_out = h;
+}
+
 // Whether a model made now has its argmax / sampling write each forward's
 // draws straight into the forward's slot (`drawn`), where the download and
 // the next forward's loopback read them, so no device-to-device copy runs
