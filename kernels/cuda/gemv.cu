@@ -104,7 +104,8 @@ struct embed_fold {
 };
 
 // What the RMS form takes beside gemv_args (its V: bit 0 the conv fold,
-// bit 1 the embedding fold); the other forms get it empty.
+// bit 1 the embedding fold; bits 2 and 3 the activation epilogue, which
+// needs nothing here); the other forms get it empty.
 struct rms_folds {
   conv_fold conv;
   embed_fold embed;
@@ -241,6 +242,10 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   constexpr bool Norm = P != prologue::none;
   constexpr bool Conv = P == prologue::rms && (V & 1) != 0;   // the conv fold
   constexpr bool Embed = P == prologue::rms && (V & 2) != 0;  // the embedding fold
+  // The activation epilogue (bits 2 and 3: relu2, silu): the bf16 output is
+  // fn(product + bias) in f32, rounded as activate's bf16 output is.
+  constexpr bool Act = P == prologue::rms && (V & 12) != 0;
+  static_assert((V & 12) != 12, "one activation");
   static_assert(!Conv || M == 1);
   const conv_fold& cf = folds.conv;
   constexpr int rows_per_warp = Rows;
@@ -454,6 +459,10 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
           if (c >= 0 && c < cf.channels)
             conv_step(cf, c, conv_slot, conv[r], acc[r][m] + b);
         }
+      } else if constexpr (Act) {
+        // The f32 output's value (bias unrounded), then activate's bf16 output of it.
+        const float v = acc[r][m] + b;
+        a.out_bf16[at] = to_bf16((V & 4) != 0 ? relu2_of(v) : silu_of(v));
       } else {
         // As cuBLAS with a bias filled in first: the bias rounded to bf16.
         const float bb = a.bias != nullptr ? from_bf16(to_bf16(b)) : 0.0F;
@@ -666,15 +675,22 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
     const embedding_fold& e = *p.embed;
     folds.embed = {e.ids.data, e.table.data, e.table.shape[0], e.out};
   }
-  switch ((p.conv ? 1 : 0) | (p.embed ? 2 : 0)) {
+  const int act = !p.out_activation ? 0 : *p.out_activation == activation::relu2 ? 4 : 8;
+  switch ((p.conv ? 1 : 0) | (p.embed ? 2 : 0) | act) {
     case 1:
       return launches<prologue::rms, 1>[i](a, nullptr, folds, stream);
     case 2:
       return launches<prologue::rms, 2>[i](a, nullptr, folds, stream);
     case 3:
       return launches<prologue::rms, 3>[i](a, nullptr, folds, stream);
-    default:
+    case 4:
+      return launches<prologue::rms, 4>[i](a, nullptr, folds, stream);
+    case 8:
+      return launches<prologue::rms, 8>[i](a, nullptr, folds, stream);
+    case 0:
       return launches<prologue::rms>[i](a, nullptr, folds, stream);
+    default:
+      return cudaErrorInvalidValue;  // rms_norm_linear_bf16 refuses the mix
   }
 }
 

@@ -205,12 +205,18 @@ bool embed_fold_fits(const rms_norm_linear_bf16_params& p) {
          (e.table.shape[0] == 1 || e.table.strides[0] == k) && e.out != nullptr;
 }
 
+// The activation epilogue's rules (out_activation): a bf16 output, no other
+// fold beside it.
+bool activation_epilogue_fits(const rms_norm_linear_bf16_params& p) {
+  return !p.out_activation || (p.out_bf16 && !p.conv && !p.embed);
+}
+
 }  // namespace
 
 cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p, cudaStream_t stream) {
   const bool f32_out = static_cast<bool>(p.out_f32);
   if (f32_out == static_cast<bool>(p.out_bf16) || (p.accumulate && !f32_out) ||
-      !conv_fold_fits(p) || !embed_fold_fits(p))
+      !conv_fold_fits(p) || !embed_fold_fits(p) || !activation_epilogue_fits(p))
     return cudaErrorInvalidValue;
   const std::int64_t k = p.weight.shape[1];
   const std::array<std::int64_t, 2> out_shape{1, p.weight.shape[0]};

@@ -221,6 +221,11 @@ struct rms_norm_linear_bf16_params : gemv_product_params {
   float eps = 1e-6F;                    ///< added to the mean square before the root
   std::optional<conv_step_fold> conv;   ///< a conv step on part of the output (above)
   std::optional<embedding_fold> embed;  ///< the row looked up, not read from x (above)
+  /// The output activated (an MLP's up projection feeding its down one): each
+  /// bf16 output is `fn(product + bias)` in f32, rounded as `activate`'s bf16
+  /// output is, so it equals the f32 product then `activate` bit for bit.
+  /// bf16 output only, not accumulating, neither `conv` nor `embed`.
+  std::optional<activation> out_activation;
 };
 
 /// `add_rms_norm` (no delta) into a bf16 row, then `linear_bf16` of it, in one

@@ -136,8 +136,8 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
   float* ssm_state = st.ssm_state[static_cast<std::size_t>(l.sub_index)];
   // A folded batch-1 decode step: the conv step runs in in_proj's GEMV, on
   // the xBC features it has just written (no conv launch).
-  if (b.decode && rows == 1 && tokens == 1 && conv_fold && io.in.norm_of != nullptr &&
-      io.in.gate == nullptr && cw.width <= kc::conv_step_fold_max_width) {
+  if (cuda_detail::conv_fold_takes(conv_fold, b.decode, static_cast<std::size_t>(rows), tokens,
+                                   io.in, cw)) {
     const kc::conv_step_fold fold{cw, di, xc, conv_state, slots, has};
     if (auto ok = check(cuda_detail::folded_linear(io.in, tokens, l.in_proj, zx, false, s, fold),
                         "rms_norm_linear_bf16 with the conv step");
@@ -295,11 +295,21 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
         break;
       case layer_kind::mlp: {
         float* in = inter.as<float>();
+        const auto fn =
+            c.mlp_hidden_act == "silu" ? kernels::activation::silu : kernels::activation::relu2;
+        // Folded, with the activation in up's epilogue: up writes the bf16
+        // row down reads (a plain GEMV), no f32 row between them.
+        if (fold && mlp_epilogue && io.in.embed_ids == nullptr) {
+          auto* act = xb.as<std::uint16_t>();
+          mixed = check(cuda_detail::activated_folded_linear(io.in, T, l.up, fn, act, s),
+                        "rms_norm_linear_bf16 with the activation");
+          if (mixed)
+            mixed = linear(gemm_input{.bf16 = act}, T, l.down, io.out, io.accumulate);
+          break;
+        }
         mixed = linear(io.in, T, l.up, in);
         if (!mixed)
           break;
-        const auto fn =
-            c.mlp_hidden_act == "silu" ? kernels::activation::silu : kernels::activation::relu2;
         // Folded: down's GEMV activates its input row itself, where that
         // equals the two launches below bit for bit.
         if (fold && f32_folds.act) {

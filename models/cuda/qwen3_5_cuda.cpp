@@ -39,6 +39,7 @@ result<std::unique_ptr<qwen3_5_cuda>> qwen3_5_cuda::make(int device, mstar::dtyp
   p->fused_norms = cuda_detail::fused_norms_enabled();
   p->f32_folds = cuda_detail::f32_folds_enabled();
   p->embed_fold = cuda_detail::embed_fold_enabled();
+  p->conv_fold = cuda_detail::conv_fold_enabled();
   p->fused_qkv = cuda_detail::fused_qkv_enabled();
   p->direct_draws = cuda_detail::direct_draws_enabled();
   cudaDeviceProp prop{};

@@ -561,6 +561,84 @@ TEST(gpu_linear, rms_norm_linear_with_the_lookup_equals_embedding_then_the_produ
   }
 }
 
+// An MLP's up projection with its activation in the epilogue
+// (out_activation): the bf16 output equals the f32 product then activate's
+// bf16 output bit for bit, relu2 and silu, with and without a bias, at every
+// launch shape; the shapes it does not take are refused.
+TEST(gpu_linear, rms_norm_linear_with_the_activation_equals_the_product_then_activate_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(313);
+  struct act_shape {
+    std::int64_t inner, cols;
+    bool bias;
+  };
+  // The 0.56B's MLP up projection (2,048 -> 8,192), a last block half empty.
+  constexpr act_shape act_shapes[] = {{2048, 8192, false}, {64, 1001, true}};
+  for (const auto& s : act_shapes) {
+    SCOPED_TRACE(std::to_string(s.inner) + "x" + std::to_string(s.cols) + (s.bias ? " bias" : ""));
+    const auto h = rng.floats(static_cast<std::size_t>(s.inner));
+    const auto nw = rng.floats(static_cast<std::size_t>(s.inner));
+    auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
+    const auto b = rng.floats(static_cast<std::size_t>(s.cols));
+    const auto d_h = upload(h);
+    const auto d_nw = upload(nw);
+    const auto d_w = upload(rounded_to_bf16(w));
+    const auto d_b = upload(b);
+    const std::array<std::int64_t, 2> out_row{1, s.cols};
+    cuda::rms_norm_linear_bf16_params p;
+    p.x = contiguous<const float>(d_h.data(), std::array<std::int64_t, 2>{1, s.inner});
+    p.norm_weight = contiguous<const float>(d_nw.data(), std::array{s.inner});
+    p.eps = 1e-5F;
+    p.weight = contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner});
+    p.bias = bias_or_none(d_b.data(), s.bias, s.cols);
+    for (const auto fn : {activation::relu2, activation::silu}) {
+      SCOPED_TRACE(fn == activation::relu2 ? "relu2" : "silu");
+      for (int v = -1; v < cuda::gemv_variants; ++v) {
+        SCOPED_TRACE("gemv variant " + std::to_string(v));
+        // Two launches: the f32 product, then activate into bf16.
+        auto d_f32 = poisoned<float>(static_cast<std::size_t>(s.cols));
+        auto d_two = poisoned<std::uint16_t>(static_cast<std::size_t>(s.cols));
+        auto two = p;
+        two.gemv_variant = v;
+        two.out_f32 = contiguous(d_f32.data(), out_row);
+        ASSERT_EQ(cuda::rms_norm_linear_bf16(two, nullptr), cudaSuccess);
+        activation_params a{contiguous<const float>(d_f32.data(), out_row),
+                            {},
+                            contiguous(d_two.data(), out_row),
+                            fn};
+        ASSERT_EQ(cuda::activate(a, nullptr), cudaSuccess);
+        // One: the activation in the epilogue.
+        auto d_one = poisoned<std::uint16_t>(static_cast<std::size_t>(s.cols));
+        auto one = p;
+        one.gemv_variant = v;
+        one.out_bf16 = contiguous(d_one.data(), out_row);
+        one.out_activation = fn;
+        ASSERT_EQ(cuda::rms_norm_linear_bf16(one, nullptr), cudaSuccess);
+        EXPECT_EQ(d_one.download(), d_two.download());
+      }
+    }
+    // Refused: an f32 output, accumulating, beside the conv or lookup fold.
+    auto d_f32 = poisoned<float>(static_cast<std::size_t>(s.cols));
+    auto d_16 = poisoned<std::uint16_t>(static_cast<std::size_t>(s.cols));
+    const std::vector<std::int32_t> ids{0};
+    const auto d_ids = upload(ids);
+    auto bad = p;
+    bad.out_activation = activation::relu2;
+    bad.out_f32 = contiguous(d_f32.data(), out_row);
+    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "f32 output";
+    bad.accumulate = true;
+    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "accumulating";
+    bad.accumulate = false;
+    bad.out_f32 = {};
+    bad.out_bf16 = contiguous(d_16.data(), out_row);
+    bad.embed = cuda::embedding_fold{contiguous<const std::int32_t>(d_ids.data(), std::array{1L}),
+                                     contiguous<const float>(d_h.data(), std::array{1L, s.inner}),
+                                     d_f32.data()};
+    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "with the lookup";
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 // A conv fold the kernel does not take is refused before any launch.
 TEST(gpu_linear, rms_norm_linear_refuses_a_conv_fold_it_does_not_take) {
   MSTAR_REQUIRE_GPU();

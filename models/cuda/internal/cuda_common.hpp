@@ -153,6 +153,47 @@ struct gemm_input {
   return e != nullptr && std::string_view{e} == "1";
 }
 
+// Whether a recurrent layer's in_proj takes its conv step in (conv_step_fold)
+// in this step: the fold is on, one decode row of one token, the projection's
+// norm folded (not the gated form) and a conv width the fold takes.
+[[nodiscard]] inline bool conv_fold_takes(bool enabled, bool decode, std::size_t rows,
+                                          std::int64_t tokens, const gemm_input& in,
+                                          const kernels::conv_weights& w) {
+  return enabled && decode && rows == 1 && tokens == 1 && in.norm_of != nullptr &&
+         in.gate == nullptr && w.width <= kc::conv_step_fold_max_width;
+}
+
+// Whether a model made now runs, in its batch-1 steps, the MLP's activation
+// in the up projection's GEMV epilogue (kernels::cuda::
+// rms_norm_linear_bf16_params::out_activation), so the down projection is a
+// plain GEMV of that bf16 row: only with `MSTAR_MLP_EPILOGUE=1`, off by
+// default for the reason conv_fold_enabled gives.
+[[nodiscard]] inline bool mlp_epilogue_enabled() {
+  const char* e = std::getenv("MSTAR_MLP_EPILOGUE");
+  return e != nullptr && std::string_view{e} == "1";
+}
+
+// `out_bf16[t, N] = fn(rms_norm(in.norm_of) W^T)`, rounded to bf16 as
+// activate rounds it (the RMS form's activation epilogue; bf16 weights, one
+// row): an MLP's up projection writing its down projection's input.
+[[nodiscard]] inline cudaError_t activated_folded_linear(const gemm_input& in, std::int64_t t,
+                                                         const device_matrix& w,
+                                                         kernels::activation fn,
+                                                         std::uint16_t* out_bf16,
+                                                         cudaStream_t stream) {
+  if (in.norm_of == nullptr || in.gate != nullptr || in.embed_ids != nullptr)
+    return cudaErrorInvalidValue;
+  kc::rms_norm_linear_bf16_params p;
+  p.x = kernels::matrix(in.norm_of, t, w.cols);
+  p.norm_weight = kernels::vector(in.norm_weight, w.cols);
+  p.eps = in.eps;
+  p.weight = kernels::matrix(w.as<std::uint16_t>(), w.rows, w.cols);
+  p.weight_static = true;  // model weights: uploaded at load
+  p.out_bf16 = kernels::matrix(out_bf16, t, w.rows);
+  p.out_activation = fn;
+  return kc::rms_norm_linear_bf16(p, stream);
+}
+
 // A step's token lookup, `h[t] = table[ids[t]]` ([vocab, hid] f32 rows), as
 // both models launch it where it is not folded.
 [[nodiscard]] inline cudaError_t token_lookup(const std::int32_t* ids, std::int64_t t,

@@ -111,6 +111,9 @@ struct nemotron_h_cuda::impl {
   /// In those steps, the first layer's GEMVs look the token up themselves
   /// (cuda_common.hpp's embed_fold_enabled: opt-in for now).
   bool embed_fold = false;
+  /// In those steps, the MLP's activation runs in its up GEMV's epilogue
+  /// (cuda_common.hpp's mlp_epilogue_enabled: opt-in for now).
+  bool mlp_epilogue = false;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;

@@ -89,6 +89,9 @@ struct qwen3_5_cuda::impl {
   /// In those steps, the first block's first GEMV looks the token up itself
   /// (cuda_common.hpp's embed_fold_enabled: opt-in for now).
   bool embed_fold = false;
+  /// In those steps, each delta-net layer's conv step runs in its in_proj
+  /// GEMV (cuda_common.hpp's conv_fold_enabled: opt-in for now).
+  bool conv_fold = false;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
