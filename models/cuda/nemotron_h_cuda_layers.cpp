@@ -134,24 +134,13 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
       c, l.conv_w.as<const float>(), l.conv_b.size() == 0 ? nullptr : l.conv_b.as<const float>());
   float* conv_state = st.conv_state[static_cast<std::size_t>(l.sub_index)];
   float* ssm_state = st.ssm_state[static_cast<std::size_t>(l.sub_index)];
-  // A folded batch-1 decode step: the conv step runs in in_proj's GEMV, on
-  // the xBC features it has just written (no conv launch).
-  if (cuda_detail::conv_fold_takes(conv_fold, b.decode, static_cast<std::size_t>(rows), tokens,
-                                   io.in, cw)) {
-    const kc::conv_step_fold fold{cw, di, xc, conv_state, slots, has};
-    if (auto ok = check(cuda_detail::folded_linear(io.in, tokens, l.in_proj, zx, false, s, fold),
-                        "rms_norm_linear_bf16 with the conv step");
-        !ok)
-      return ok;
-  } else {
-    if (auto ok = linear(io.in, tokens, l.in_proj, zx); !ok)
-      return ok;
-    const cudaError_t conv =
-        b.decode ? kc::causal_conv_update({cw, zx + di, proj, xc, rows, conv_state, slots, has}, s)
-                 : kc::causal_conv_varlen({cw, zx + di, proj, xc, cu_d, conv_state, slots, has}, s);
-    if (auto ok = check(conv, "causal conv"); !ok)
-      return ok;
-  }
+  // in_proj, then the conv over its xBC features (folded into one GEMV in
+  // a batch-1 decode step where conv_fold is on).
+  const auto projected =
+      cuda_detail::in_proj_and_conv(blas, dtype, xb, conv_fold, b.decode, io.in, tokens, l.in_proj,
+                                    zx, {cw, di, xc, conv_state, slots, has}, cu_d, s);
+  if (auto ok = check(projected.err, projected.what); !ok)
+    return ok;
   const auto sw = internal::ssd_weights_of(c, l.dt_bias.as<const float>(),
                                            l.a_log.as<const float>(), l.d.as<const float>());
   const auto in = internal::ssd_inputs_of(c, xc, zx);

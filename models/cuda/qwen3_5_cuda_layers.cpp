@@ -72,25 +72,13 @@ result<void> qwen3_5_cuda::impl::delta_net(const layer& l, const layer_io& io,
   const kernels::conv_weights cw{l.conv_w.as<const float>(), nullptr, static_cast<std::int32_t>(cd),
                                  static_cast<std::int32_t>(c.linear_conv_kernel_dim), true};
   float* conv_state = st.conv_state[static_cast<std::size_t>(l.sub_index)];
-  // A folded batch-1 decode step: the conv step runs in in_proj's GEMV, on
-  // the q / k / v features it has just written (no conv launch).
-  if (cuda_detail::conv_fold_takes(conv_fold, st.decode, rows, T, io.in, cw)) {
-    const kc::conv_step_fold fold{cw, 0, cv, conv_state, slots, has};
-    if (auto ok = check(cuda_detail::folded_linear(io.in, T, l.in_proj, pr, false, s, fold),
-                        "rms_norm_linear_bf16 with the conv step");
-        !ok)
-      return ok;
-  } else {
-    if (auto ok = linear(io.in, T, l.in_proj, pr); !ok)
-      return ok;
-    const cudaError_t ce =
-        st.decode
-            ? kc::causal_conv_update(
-                  {cw, pr, proj_n, cv, static_cast<std::int32_t>(rows), conv_state, slots, has}, s)
-            : kc::causal_conv_varlen({cw, pr, proj_n, cv, cu, conv_state, slots, has}, s);
-    if (auto ok = check(ce, "causal conv"); !ok)
-      return ok;
-  }
+  // in_proj, then the conv over its q / k / v features (folded into one GEMV
+  // in a batch-1 decode step where conv_fold is on).
+  const auto projected =
+      cuda_detail::in_proj_and_conv(blas, dtype, xb, conv_fold, st.decode, io.in, T, l.in_proj, pr,
+                                    {cw, 0, cv, conv_state, slots, has}, cu, s);
+  if (auto ok = check(projected.err, projected.what); !ok)
+    return ok;
   kernels::gated_delta_weights gw = delta_shape();
   gw.a_log = l.a_log.as<const float>();
   gw.dt_bias = l.dt_bias.as<const float>();

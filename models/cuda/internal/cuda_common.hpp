@@ -418,6 +418,34 @@ struct launch_outcome {
   return {kc::linear_bf16(blas, p, s), "linear_bf16"};
 }
 
+// A recurrent mixer's in_proj, `out[t, N] = in W^T`, then its causal conv
+// over the N-wide rows' features [conv.first, conv.first + C) into
+// conv.out, as both models run them: one GEMV with the conv step folded in
+// where conv_fold_takes (`fold_on`: the model's switch), else the product
+// (launch_linear) and the conv's own launch (one decode token a row, or
+// the rows `cu` delimits). conv's slot_indices and has_state span the rows.
+[[nodiscard]] inline launch_outcome in_proj_and_conv(
+    kc::blas_handle& blas, mstar::dtype dtype, const work_buffer& xb, bool fold_on, bool decode,
+    const gemm_input& in, std::int64_t t, const device_matrix& w, float* out,
+    const kc::conv_step_fold& conv, std::span<const std::int32_t> cu, cudaStream_t s) {
+  const std::size_t rows = conv.slot_indices.size();
+  if (conv_fold_takes(fold_on, decode, rows, t, in, conv.w))
+    return {folded_linear(in, t, w, out, false, s, conv),
+            "rms_norm_linear_bf16 with the conv step"};
+  const launch_outcome product = launch_linear(blas, dtype, xb, in, t, w, out, false, s);
+  if (product.err != cudaSuccess)
+    return product;
+  const float* x = out + conv.first;
+  const cudaError_t e =
+      decode ? kc::causal_conv_update({conv.w, x, w.rows, conv.out, static_cast<std::int32_t>(rows),
+                                       conv.state, conv.slot_indices, conv.has_state},
+                                      s)
+             : kc::causal_conv_varlen(
+                   {conv.w, x, w.rows, conv.out, cu, conv.state, conv.slot_indices, conv.has_state},
+                   s);
+  return {e, "causal conv"};
+}
+
 // An instantiated graph, destroyed with its owner.
 struct graph_exec_deleter {
   void operator()(CUgraphExec_st* g) const noexcept { (void)cudaGraphExecDestroy(g); }
