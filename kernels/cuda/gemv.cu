@@ -114,8 +114,8 @@ struct rms_folds {
 // What a channel's step needs, read while the dots run: its taps and bias
 // (zeros past the width) and its window (zeros where the row starts fresh).
 struct conv_lane {
-  float tap[gemv_conv_max_width];
-  float win[gemv_conv_max_width];
+  float tap[conv_step_fold_max_width];
+  float win[conv_step_fold_max_width];
   float bias;
 };
 
@@ -123,14 +123,14 @@ __device__ __forceinline__ conv_lane conv_read(const conv_fold& f, int c, std::i
   conv_lane l{};
   const int keep = f.width - 1;
 #pragma unroll
-  for (int j = 0; j < gemv_conv_max_width; ++j)
+  for (int j = 0; j < conv_step_fold_max_width; ++j)
     l.tap[j] = j < f.width ? __ldg(f.weight + static_cast<std::int64_t>(c) * f.width + j) : 0.0F;
   l.bias = f.bias != nullptr ? __ldg(f.bias + c) : 0.0F;
   if (slot >= 0) {
     const bool resume = f.has_state == nullptr || f.has_state[0] != 0;
     const float* st = f.state + (static_cast<std::int64_t>(slot) * f.channels + c) * keep;
 #pragma unroll
-    for (int j = 0; j + 1 < gemv_conv_max_width; ++j) {
+    for (int j = 0; j + 1 < conv_step_fold_max_width; ++j) {
       const float old = j < keep ? st[j] : 0.0F;
       l.win[j] = resume ? old : 0.0F;
     }
@@ -149,7 +149,7 @@ __device__ __forceinline__ void conv_step(const conv_fold& f, int c, std::int32_
   const int keep = f.width - 1;
   float y = l.bias;
 #pragma unroll
-  for (int j = 0; j < gemv_conv_max_width; ++j) {
+  for (int j = 0; j < conv_step_fold_max_width; ++j) {
     if (j < keep)
       y += l.tap[j] * l.win[j];
     else if (j == keep)
@@ -158,7 +158,7 @@ __device__ __forceinline__ void conv_step(const conv_fold& f, int c, std::int32_
   f.out[c] = conv::finish(f.silu, y);
   float* st = f.state + (static_cast<std::int64_t>(slot) * f.channels + c) * keep;
 #pragma unroll
-  for (int j = 0; j + 1 < gemv_conv_max_width; ++j) {
+  for (int j = 0; j + 1 < conv_step_fold_max_width; ++j) {
     if (j + 1 < keep)
       st[j] = l.win[j + 1];
     else if (j + 1 == keep)

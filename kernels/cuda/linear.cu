@@ -188,7 +188,7 @@ bool conv_fold_fits(const rms_norm_linear_bf16_params& p) {
     return true;
   const conv_step_fold& c = *p.conv;
   return p.out_f32 && !p.accumulate && c.w.weight != nullptr && c.w.channels > 0 &&
-         c.w.width >= 2 && c.w.width <= detail::gemv_conv_max_width && c.first >= 0 &&
+         c.w.width >= 2 && c.w.width <= conv_step_fold_max_width && c.first >= 0 &&
          c.first + c.w.channels <= p.weight.shape[0] && c.out != nullptr && c.state != nullptr &&
          !c.slot_indices.empty();
 }

@@ -10,7 +10,7 @@
 # kernel tests while time is left. Everything under $OUT/call1.tgz. After PACK_XZ=1 scripts/pack-device.sh
 # mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu; carry .carry and .profile.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 (cd .carry && tar xJf bins.tar.xz)
 source bench/device_env.sh
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
@@ -37,19 +37,26 @@ envs_of() {  # MODE: the switches it sets
     none) echo "MSTAR_CONV_FOLD=0 MSTAR_EMBED_FOLD=0 MSTAR_MLP_EPILOGUE=0" ;;
   esac
 }
-for rep in 1 2; do
-  for mode in all both noconv noembed epilogue none; do
-    f=$w/nh056-$mode-$rep.jsonl
-    env $(envs_of $mode) timeout 60 "$bin/mstar-bench-model-gpu" --model "$ck/nh056" --batch 1 4 \
-      --prompt-len 32 --new-tokens 128 --repeats 3 --json >"$f" 2>"$f.err"
-    model_summary "$mode" "$f"
+ab_runs() {  # NAME "MODE..." "BENCH ARGS...": each mode twice, alternated, while time is left
+  local name=$1 modes=$2 args=$3 rep mode f
+  for rep in 1 2; do
+    for mode in $modes; do
+      (($(left) > 30)) || return 0
+      f=$w/$name-$mode-$rep.jsonl
+      # shellcheck disable=SC2046,SC2086  # the modes' switches and the args split on purpose
+      env $(envs_of $mode) timeout "$(left)" "$bin/mstar-bench-model-gpu" --model "$ck/$name" \
+        $args --prompt-len 32 --json >"$f" 2>"$f.err"
+      model_summary "$mode" "$f"
+    done
   done
-done
+}
+ab_runs nh056 "all both noconv noembed epilogue none" "--batch 1 4 --new-tokens 128 --repeats 3"
 echo "== timelines ($((SECONDS - t0)) s)"
 cupti=$(cupti_lib_dir)
 for mode in all none; do
   (($(left) > 120)) || break
   n=nh056-decode1-$mode
+  # shellcheck disable=SC2046  # the mode's switches split on purpose
   env $(envs_of $mode) LD_LIBRARY_PATH=$cupti:$LD_LIBRARY_PATH \
     CUDA_INJECTION64_PATH=$root/.profile/libmstar_kernel_times.so MSTAR_KERNEL_PROFILE=$w/$n.txt \
     MSTAR_KERNEL_TIMELINE=$w/$n.timeline.jsonl timeout 90 "$bin/mstar-bench-model-gpu" \
@@ -62,30 +69,14 @@ done
 echo "== 8B batch 1 ($((SECONDS - t0)) s; $(left) s left)"
 if (($(left) > 200)); then
   python3 bench/make_checkpoint.py --size nemotron_h-8b --out "$ck/nh8b" >/dev/null 2>&1
-  for rep in 1 2; do
-    for mode in all none; do
-      (($(left) > 40)) || break
-      f=$w/nh8b-$mode-$rep.jsonl
-      env $(envs_of $mode) timeout "$(left)" "$bin/mstar-bench-model-gpu" --model "$ck/nh8b" \
-        --batch 1 --prompt-len 32 --new-tokens 64 --repeats 2 --json >"$f" 2>"$f.err"
-      model_summary "$mode" "$f"
-    done
-  done
+  ab_runs nh8b "all none" "--batch 1 --new-tokens 64 --repeats 2"
 fi
 echo "== Qwen3.5 0.5B batch 1 ($((SECONDS - t0)) s; $(left) s left)"
 if (($(left) > 100)); then
   rm -rf "$ck/nh8b"
   python3 bench/transformers_decode.py make-checkpoint --size qwen3_5-0.5b --out "$ck/qwen" \
     >/dev/null 2>&1
-  for rep in 1 2; do
-    for mode in both none; do
-      (($(left) > 30)) || break
-      f=$w/qwen-$mode-$rep.jsonl
-      env $(envs_of $mode) timeout "$(left)" "$bin/mstar-bench-model-gpu" --model "$ck/qwen" \
-        --batch 1 --prompt-len 32 --new-tokens 128 --repeats 3 --json >"$f" 2>"$f.err"
-      model_summary "$mode" "$f"
-    done
-  done
+  ab_runs qwen "both none" "--batch 1 --new-tokens 128 --repeats 3"
 fi
 echo "== compute-sanitizer ($((SECONDS - t0)) s; $(left) s left)"
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)

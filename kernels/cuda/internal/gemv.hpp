@@ -25,9 +25,6 @@ inline constexpr int gemv_max_rows = 1;
 /// column; the default 48 KiB a block holds 24,576).
 inline constexpr int gemv_norm_max_k = static_cast<int>(rms_norm_linear_max_k);
 
-/// The widest conv the RMS-norm form's conv fold takes (conv_step_fold).
-inline constexpr int gemv_conv_max_width = conv_step_fold_max_width;
-
 /// Whether the RMS-norm form takes `p`'s weight (shapes otherwise checked
 /// by rms_norm_linear_bf16): K a multiple of 8 up to gemv_norm_max_k, unit
 /// column stride, row stride and address on 16-byte boundaries.

@@ -139,9 +139,14 @@ struct gemm_input {
 // (kernels::cuda::conv_step_fold): only with `MSTAR_CONV_FOLD=1`. Off by
 // default until a device run has passed its tests and measured it (written
 // in session 42, when no device was lent; bench/results/session42-calls/).
-[[nodiscard]] inline bool conv_fold_enabled() {
-  const char* e = std::getenv("MSTAR_CONV_FOLD");
+// Whether the environment sets `name` to 1 (an opt-in switch, read when a
+// model is made).
+[[nodiscard]] inline bool opted_in(const char* name) {
+  const char* e = std::getenv(name);
   return e != nullptr && std::string_view{e} == "1";
+}
+[[nodiscard]] inline bool conv_fold_enabled() {
+  return opted_in("MSTAR_CONV_FOLD");
 }
 
 // Whether a model made now looks its batch-1 steps' token up in the first
@@ -149,8 +154,7 @@ struct gemm_input {
 // launch: only with `MSTAR_EMBED_FOLD=1`, off by default for the reason
 // conv_fold_enabled gives.
 [[nodiscard]] inline bool embed_fold_enabled() {
-  const char* e = std::getenv("MSTAR_EMBED_FOLD");
-  return e != nullptr && std::string_view{e} == "1";
+  return opted_in("MSTAR_EMBED_FOLD");
 }
 
 // Whether a recurrent layer's in_proj takes its conv step in (conv_step_fold)
@@ -169,8 +173,26 @@ struct gemm_input {
 // plain GEMV of that bf16 row: only with `MSTAR_MLP_EPILOGUE=1`, off by
 // default for the reason conv_fold_enabled gives.
 [[nodiscard]] inline bool mlp_epilogue_enabled() {
-  const char* e = std::getenv("MSTAR_MLP_EPILOGUE");
-  return e != nullptr && std::string_view{e} == "1";
+  return opted_in("MSTAR_MLP_EPILOGUE");
+}
+
+// The RMS form's operands for `in` (norm_of set, no gate) times `w`, the
+// token lookup folded in where `in` asks for it; the caller sets the output.
+[[nodiscard]] inline kc::rms_norm_linear_bf16_params rms_linear_params(const gemm_input& in,
+                                                                       std::int64_t t,
+                                                                       const device_matrix& w) {
+  kc::rms_norm_linear_bf16_params p;
+  p.x = kernels::matrix(in.norm_of, t, w.cols);
+  p.norm_weight = kernels::vector(in.norm_weight, w.cols);
+  p.eps = in.eps;
+  if (in.embed_ids != nullptr) {
+    p.embed =
+        kc::embedding_fold{kernels::vector(in.embed_ids, 1),
+                           kernels::matrix(in.embed_table, in.embed_rows, w.cols), in.embed_out};
+  }
+  p.weight = kernels::matrix(w.as<std::uint16_t>(), w.rows, w.cols);
+  p.weight_static = true;  // model weights: uploaded at load
+  return p;
 }
 
 // `out_bf16[t, N] = fn(rms_norm(in.norm_of) W^T)`, rounded to bf16 as
@@ -183,12 +205,7 @@ struct gemm_input {
                                                          cudaStream_t stream) {
   if (in.norm_of == nullptr || in.gate != nullptr || in.embed_ids != nullptr)
     return cudaErrorInvalidValue;
-  kc::rms_norm_linear_bf16_params p;
-  p.x = kernels::matrix(in.norm_of, t, w.cols);
-  p.norm_weight = kernels::vector(in.norm_weight, w.cols);
-  p.eps = in.eps;
-  p.weight = kernels::matrix(w.as<std::uint16_t>(), w.rows, w.cols);
-  p.weight_static = true;  // model weights: uploaded at load
+  auto p = rms_linear_params(in, t, w);
   p.out_bf16 = kernels::matrix(out_bf16, t, w.rows);
   p.out_activation = fn;
   return kc::rms_norm_linear_bf16(p, stream);
@@ -339,16 +356,8 @@ void set_weight_and_output(Params& p, std::int64_t t, const device_matrix& w, fl
     return kc::gated_rms_norm_linear_bf16(gated_linear_params(in, t, w, out_rows, accumulate),
                                           stream);
   }
-  kc::rms_norm_linear_bf16_params p;
-  p.x = kernels::matrix(in.norm_of, t, w.cols);
-  p.norm_weight = kernels::vector(in.norm_weight, w.cols);
-  p.eps = in.eps;
+  auto p = rms_linear_params(in, t, w);
   p.conv = conv;
-  if (in.embed_ids != nullptr) {
-    p.embed =
-        kc::embedding_fold{kernels::vector(in.embed_ids, 1),
-                           kernels::matrix(in.embed_table, in.embed_rows, w.cols), in.embed_out};
-  }
   set_weight_and_output(p, t, w, out_rows, accumulate);
   return kc::rms_norm_linear_bf16(p, stream);
 }
