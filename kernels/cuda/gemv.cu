@@ -43,6 +43,7 @@
 #include "kernels/cuda/internal/conv_fast.cuh"
 #include "kernels/cuda/internal/gated_norm.cuh"
 #include "kernels/cuda/internal/gemv.hpp"
+#include "kernels/cuda/internal/select.cuh"
 
 namespace mstar::kernels::cuda::detail {
 namespace {
@@ -103,13 +104,66 @@ struct embed_fold {
   float* out;  // [K]
 };
 
+// The RMS form's argmax fold (argmax_fold; its V's bit 4): every block
+// takes the largest key of its outputs (argmax_key), the blocks meet in
+// `key` by atomicMax and count themselves in `done`, and the last one
+// writes the draw and zeroes both (argmax_fold_state).
+struct argmax_args {
+  std::int32_t* out;
+  unsigned long long* key;
+  unsigned int* done;
+};
+
 // What the RMS form takes beside gemv_args (its V: bit 0 the conv fold,
 // bit 1 the embedding fold; bits 2 and 3 the activation epilogue, which
-// needs nothing here); the other forms get it empty.
+// needs nothing here; bit 4 the argmax fold); the other forms get it empty.
 struct rms_folds {
   conv_fold conv;
   embed_fold embed;
+  argmax_args argmax;
 };
+
+// An output's candidate key for the argmax fold, ordered as `argmax`
+// compares (internal/select.cuh's key_of: larger value, then lower id):
+// NaN and +inf the largest key of all (argmax's -1 for a bad row), -inf 0
+// (no finite entry: the whole row's maximum stays 0, -1 too). Every finite
+// value's key lies strictly between.
+__device__ __forceinline__ unsigned long long argmax_key(float v, int id) {
+  if (isnan(v) || v == INFINITY)
+    return ~0ULL;
+  if (v == -INFINITY)
+    return 0ULL;
+  return static_cast<unsigned long long>(key_of(v, id));
+}
+
+// The draw a row's largest key stands for: argmax's -1 for a bad row or one
+// with no finite entry, else the id.
+__device__ __forceinline__ std::int32_t argmax_draw(unsigned long long key) {
+  return key == ~0ULL || key == 0ULL ? -1 : id_of(key);
+}
+
+// A block's warp `key` (one lane calls it) joins the block's in shared
+// memory; the block's last warp of `warps` joins the grid's in `f.key`, and
+// the grid's last block writes the draw and zeroes the state for the next
+// launch. Fences order each join before the count that announces it.
+__device__ __forceinline__ void argmax_arrive(const argmax_args& f, unsigned long long key,
+                                              unsigned long long& block_key, int& block_arrived,
+                                              int warps) {
+  atomicMax(&block_key, key);
+  __threadfence_block();
+  if (atomicAdd(&block_arrived, 1) != warps - 1)
+    return;
+  __threadfence_block();
+  const unsigned long long mine = atomicMax(&block_key, 0ULL);  // every warp's, read atomically
+  atomicMax(f.key, mine);
+  __threadfence();
+  if (atomicAdd(f.done, 1U) != gridDim.x - 1)
+    return;
+  __threadfence();
+  const unsigned long long all = atomicExch(f.key, 0ULL);
+  atomicExch(f.done, 0U);
+  f.out[0] = argmax_draw(all);
+}
 
 // What a channel's step needs, read while the dots run: its taps and bias
 // (zeros past the width) and its window (zeros where the row starts fresh).
@@ -246,6 +300,8 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   // fn(product + bias) in f32, rounded as activate's bf16 output is.
   constexpr bool Act = P == prologue::rms && (V & 12) != 0;
   static_assert((V & 12) != 12, "one activation");
+  constexpr bool Argmax = P == prologue::rms && (V & 16) != 0;  // the argmax fold
+  static_assert(!Argmax || M == 1);
   static_assert(!Conv || M == 1);
   const conv_fold& cf = folds.conv;
   constexpr int rows_per_warp = Rows;
@@ -256,6 +312,9 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   __shared__ float scratch[32];
   // Split > 1: each warp's sums, [warp][row][m].
   __shared__ float partial[Split > 1 ? Warps * Rows * M : 1];
+  // The argmax fold: the block's largest key, and its warps that joined it.
+  __shared__ unsigned long long block_key;
+  __shared__ int block_arrived;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp_in_block = static_cast<int>(threadIdx.x) / 32;
   const int n0 = shape.first_feature(static_cast<int>(blockIdx.x), warp_in_block);
@@ -356,6 +415,10 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
     const auto value = [&](int h) {
       return bad_id ? __int_as_float(0x7fc00000) : src[static_cast<std::int64_t>(h) * src_stride];
     };
+    if (Argmax && threadIdx.x == 0) {
+      block_key = 0ULL;  // seen by every warp after block_sum's barriers
+      block_arrived = 0;
+    }
     float sum_sq = 0.0F;
     if (threads == rms_sum_threads || static_cast<int>(threadIdx.x) < rms_sum_threads) {
       for (int h = static_cast<int>(threadIdx.x); h < a.k; h += rms_sum_threads) {
@@ -440,6 +503,7 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   }
   if (lane != 0)
     return;
+  unsigned long long best = 0ULL;  // the argmax fold: this warp's largest key
 #pragma unroll
   for (int r = 0; r < rows_per_warp; ++r) {
     const int n = n0 + r;
@@ -459,6 +523,8 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
           if (c >= 0 && c < cf.channels)
             conv_step(cf, c, conv_slot, conv[r], acc[r][m] + b);
         }
+        if constexpr (Argmax)  // the value just written (not accumulating)
+          best = max(best, argmax_key(acc[r][m] + b, n));
       } else if constexpr (Act) {
         // The f32 output's value (bias unrounded), then activate's bf16 output of it.
         const float v = acc[r][m] + b;
@@ -469,6 +535,14 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
         a.out_bf16[at] = to_bf16(acc[r][m] + bb);
       }
     }
+  }
+  if constexpr (Argmax) {
+    // The warps that reach here: each split group's first, where it has a feature.
+    int warps = 0;
+#pragma unroll
+    for (int g = 0; g < Warps; g += Split)
+      warps += shape.first_feature(static_cast<int>(blockIdx.x), g) < a.n ? 1 : 0;
+    argmax_arrive(folds.argmax, best, block_key, block_arrived, warps);
   }
 }
 
@@ -675,8 +749,10 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
     const embedding_fold& e = *p.embed;
     folds.embed = {e.ids.data, e.table.data, e.table.shape[0], e.out};
   }
+  if (p.argmax)
+    folds.argmax = {p.argmax->out, &p.argmax->state->key, &p.argmax->state->done};
   const int act = !p.out_activation ? 0 : *p.out_activation == activation::relu2 ? 4 : 8;
-  switch ((p.conv ? 1 : 0) | (p.embed ? 2 : 0) | act) {
+  switch ((p.conv ? 1 : 0) | (p.embed ? 2 : 0) | act | (p.argmax ? 16 : 0)) {
     case 1:
       return launches<prologue::rms, 1>[i](a, nullptr, folds, stream);
     case 2:
@@ -687,6 +763,8 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
       return launches<prologue::rms, 4>[i](a, nullptr, folds, stream);
     case 8:
       return launches<prologue::rms, 8>[i](a, nullptr, folds, stream);
+    case 16:
+      return launches<prologue::rms, 16>[i](a, nullptr, folds, stream);
     case 0:
       return launches<prologue::rms>[i](a, nullptr, folds, stream);
     default:

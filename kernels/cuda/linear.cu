@@ -211,12 +211,24 @@ bool activation_epilogue_fits(const rms_norm_linear_bf16_params& p) {
   return !p.out_activation || (p.out_bf16 && !p.conv && !p.embed);
 }
 
+// The argmax fold's rules (argmax_fold): an f32 output taken as it is, no
+// other fold beside it, a draw to write and a meeting place for its blocks.
+bool argmax_fold_fits(const rms_norm_linear_bf16_params& p) {
+  if (!p.argmax)
+    return true;
+  const argmax_fold& f = *p.argmax;
+  return p.out_f32 && !p.accumulate && !p.conv && !p.embed && !p.out_activation &&
+         f.out != nullptr && f.state != nullptr &&
+         reinterpret_cast<std::uintptr_t>(f.state) % alignof(argmax_fold_state) == 0;
+}
+
 }  // namespace
 
 cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p, cudaStream_t stream) {
   const bool f32_out = static_cast<bool>(p.out_f32);
   if (f32_out == static_cast<bool>(p.out_bf16) || (p.accumulate && !f32_out) ||
-      !conv_fold_fits(p) || !embed_fold_fits(p) || !activation_epilogue_fits(p))
+      !conv_fold_fits(p) || !embed_fold_fits(p) || !activation_epilogue_fits(p) ||
+      !argmax_fold_fits(p))
     return cudaErrorInvalidValue;
   const std::int64_t k = p.weight.shape[1];
   const std::array<std::int64_t, 2> out_shape{1, p.weight.shape[0]};

@@ -213,6 +213,27 @@ struct embedding_fold {
   float* out = nullptr;             ///< [1, K] f32: the looked-up row
 };
 
+/// Where the argmax fold's blocks meet (`argmax_fold`): 16 bytes of device
+/// memory, all zero before the first launch that uses them; every launch
+/// leaves them zero again (its last block resets them), so a captured graph
+/// replays with no memset. Launches that share one must not overlap (one
+/// stream).
+struct argmax_fold_state {
+  unsigned long long key;  ///< the largest candidate key so far
+  unsigned int done;       ///< blocks finished
+  unsigned int unused;
+};
+
+/// The greedy draw of the product's f32 output row folded into
+/// `rms_norm_linear_bf16` (a batch-1 greedy step's LM head): `out[0]` gets
+/// what `argmax` of that row writes, the largest entry's lowest id, or -1
+/// where an entry is NaN or +inf or none is finite. No argmax launch after
+/// it.
+struct argmax_fold {
+  std::int32_t* out = nullptr;         ///< [1] int32: the draw
+  argmax_fold_state* state = nullptr;  ///< the blocks' meeting place (above)
+};
+
 /// Operands of `rms_norm_linear_bf16`: one f32 row, its RMS norm rounded to
 /// bf16 as the product's input.
 struct rms_norm_linear_bf16_params : gemv_product_params {
@@ -226,6 +247,9 @@ struct rms_norm_linear_bf16_params : gemv_product_params {
   /// output is, so it equals the f32 product then `activate` bit for bit.
   /// bf16 output only, not accumulating, neither `conv` nor `embed`.
   std::optional<activation> out_activation;
+  /// The output row's argmax too (above): f32 output, not accumulating, no
+  /// other fold beside it.
+  std::optional<argmax_fold> argmax;
 };
 
 /// `add_rms_norm` (no delta) into a bf16 row, then `linear_bf16` of it, in one
@@ -237,7 +261,8 @@ struct rms_norm_linear_bf16_params : gemv_product_params {
 /// cudaErrorInvalidValue. With `conv`, the same kernel also runs the conv
 /// step on its outputs (`conv_step_fold`), with `embed` it looks its row up
 /// itself (`embedding_fold`): no conv launch after it, no embedding launch
-/// before it. A fold that does not fit returns cudaErrorInvalidValue too.
+/// before it; with `argmax` it draws the row's greedy token (`argmax_fold`).
+/// A fold that does not fit returns cudaErrorInvalidValue too.
 inline constexpr std::int64_t rms_norm_linear_max_k = 16384;
 [[nodiscard]] cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p,
                                                cudaStream_t stream);

@@ -338,9 +338,14 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
   float* ll = last.as<float>();
   float* lg = logits.as<float>();
   if (fold) {
-    // h is whole: the head's GEMV norms it.
-    if (auto ok = linear({nullptr, nullptr, hh, norm_f.as<const float>(), eps}, R, lm_head, lg);
-        !ok)
+    // h is whole: the head's GEMV norms it (and, greedy, draws the token
+    // too: argmax_fold).
+    const gemm_input head_in{nullptr, nullptr, hh, norm_f.as<const float>(), eps};
+    if (argmax && argmax_fold) {
+      return check(cuda_detail::head_with_argmax(head_in, lm_head, lg, draws_to, argmax_state, s),
+                   "rms_norm_linear_bf16 with the argmax");
+    }
+    if (auto ok = linear(head_in, R, lm_head, lg); !ok)
       return ok;
   } else if (b.decode && T == R) {
     if (auto ok = add_norm(hh, pending, T, norm_f, ll); !ok)

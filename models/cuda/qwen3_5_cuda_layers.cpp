@@ -326,6 +326,11 @@ result<void> qwen3_5_cuda::impl::launch_step(const qwen3_5_step& st, const step_
     if (auto ok = add_norm(ll, nullptr, R, norm, ll); !ok)
       return ok;
   }
+  // Folded and greedy, the head's GEMV draws the token too (argmax_fold).
+  if (fold && argmax && argmax_fold) {
+    return check(cuda_detail::head_with_argmax(head_in, lm_head, lg, draws_to, argmax_state, s),
+                 "rms_norm_linear_bf16 with the argmax");
+  }
   if (auto ok = linear(head_in, R, lm_head, lg); !ok)
     return ok;
   if (!argmax)

@@ -4,10 +4,14 @@
 #include <cmath>
 #include <cstring>
 #include <gtest/gtest.h>
+#include <limits>
+#include <utility>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "kernels/conv.hpp"
 #include "kernels/cuda/recurrent.hpp"
+#include "kernels/cuda/sampling.hpp"
 #include "kernels/math.hpp"
 #include "tests/gpu/gemv_fold_harness.hpp"
 #include "tests/gpu/gpu_support.hpp"
@@ -635,6 +639,167 @@ TEST(gpu_linear, rms_norm_linear_with_the_activation_equals_the_product_then_act
                                      contiguous<const float>(d_h.data(), std::array{1L, s.inner}),
                                      d_f32.data()};
     EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "with the lookup";
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// The argmax fold's launch of `p` with `state` (16 bytes, zero): its output
+// row must equal the unfolded launch's bit for bit, its draw must be what
+// `argmax` of that row draws, and the state must be zero again after it.
+// Returns the draw.
+std::int32_t folded_draw(cuda::rms_norm_linear_bf16_params p, std::int64_t cols,
+                         cuda::argmax_fold_state* state) {
+  const std::array<std::int64_t, 2> out_row{1, cols};
+  auto d_plain = poisoned<float>(static_cast<std::size_t>(cols));
+  p.out_f32 = contiguous(d_plain.data(), out_row);
+  EXPECT_EQ(cuda::rms_norm_linear_bf16(p, nullptr), cudaSuccess);
+  auto d_want = poisoned<std::int32_t>(1);
+  EXPECT_EQ(cuda::argmax(contiguous<const float>(d_plain.data(), out_row), d_want.data(), nullptr),
+            cudaSuccess);
+  auto d_out = poisoned<float>(static_cast<std::size_t>(cols));
+  auto d_draw = poisoned<std::int32_t>(1);
+  p.out_f32 = contiguous(d_out.data(), out_row);
+  p.argmax = cuda::argmax_fold{d_draw.data(), state};
+  EXPECT_EQ(cuda::rms_norm_linear_bf16(p, nullptr), cudaSuccess);
+  const auto out = d_out.download();
+  EXPECT_EQ(std::memcmp(out.data(), d_plain.download().data(), out.size() * sizeof(float)), 0)
+      << "the product";
+  const std::int32_t draw = d_draw.download()[0];
+  EXPECT_EQ(draw, d_want.download()[0]) << "argmax of the product";
+  cuda::argmax_fold_state left{1, 1, 0};
+  EXPECT_EQ(cudaMemcpy(&left, state, sizeof(left), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(left.key, 0U) << "the key left for the next launch";
+  EXPECT_EQ(left.done, 0U) << "the count left for the next launch";
+  return draw;
+}
+
+// A batch-1 greedy step's LM head draws its token in the GEMV (argmax_fold):
+// the output row is the plain launch's bit for bit and the draw is what
+// `argmax` of it draws, at every launch shape, one state reused launch after
+// launch. With zero weights the output is the bias exactly, which plants
+// argmax's cases: ties to the lowest id, -0 as +0, NaN or +inf anywhere
+// (-1), no finite entry (-1), the extremes of the finite range.
+TEST(gpu_linear, rms_norm_linear_with_the_argmax_draws_what_argmax_of_the_product_draws) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(317);
+  auto d_state = upload(std::vector<std::uint64_t>{0, 0});
+  auto* state = reinterpret_cast<cuda::argmax_fold_state*>(d_state.data());
+  struct head_shape {
+    std::int64_t inner, cols;
+    bool bias;
+  };
+  // A 32,768-entry vocabulary over the 0.56B's width; a last block part empty.
+  constexpr head_shape head_shapes[] = {{2048, 32768, false}, {64, 1001, true}};
+  for (const auto& s : head_shapes) {
+    SCOPED_TRACE(std::to_string(s.inner) + "x" + std::to_string(s.cols));
+    const auto h = rng.floats(static_cast<std::size_t>(s.inner), -2.0F, 2.0F);
+    const auto nw = rng.floats(static_cast<std::size_t>(s.inner));
+    auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
+    const auto b = rng.floats(static_cast<std::size_t>(s.cols));
+    const auto d_h = upload(h);
+    const auto d_nw = upload(nw);
+    const auto d_w = upload(rounded_to_bf16(w));
+    const auto d_b = upload(b);
+    cuda::rms_norm_linear_bf16_params p;
+    p.x = contiguous<const float>(d_h.data(), std::array<std::int64_t, 2>{1, s.inner});
+    p.norm_weight = contiguous<const float>(d_nw.data(), std::array{s.inner});
+    p.eps = 1e-5F;
+    p.weight = contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner});
+    p.bias = bias_or_none(d_b.data(), s.bias, s.cols);
+    for (int v = -1; v < cuda::gemv_variants; ++v) {
+      SCOPED_TRACE("gemv variant " + std::to_string(v));
+      p.gemv_variant = v;
+      const std::int32_t draw = folded_draw(p, s.cols, state);
+      EXPECT_GE(draw, 0);
+      EXPECT_LT(draw, s.cols);
+    }
+  }
+  // Planted: zero weights, so every output is its bias.
+  constexpr std::int64_t inner = 64;
+  constexpr std::int64_t cols = 5000;
+  const auto h = rng.floats(static_cast<std::size_t>(inner));
+  const auto d_h = upload(h);
+  const auto d_nw = upload(std::vector<float>(static_cast<std::size_t>(inner), 1.0F));
+  const auto d_w = upload(std::vector<std::uint16_t>(static_cast<std::size_t>(cols * inner), 0));
+  const float inf = std::numeric_limits<float>::infinity();
+  const float big = std::numeric_limits<float>::max();
+  struct planted {
+    const char* what;
+    float rest;
+    std::vector<std::pair<std::int64_t, float>> at;
+    std::int32_t draw;
+  };
+  const planted cases[] = {
+      {"a tie: the lowest id", -1.0F, {{4000, 3.0F}, {17, 3.0F}, {4999, 2.0F}}, 17},
+      {"all zero (0 + -0 is +0): the lowest id", -0.0F, {{9, 0.0F}}, 0},
+      {"a NaN", 1.0F, {{2500, std::numeric_limits<float>::quiet_NaN()}}, -1},
+      {"+inf", 1.0F, {{4999, inf}}, -1},
+      {"no finite entry", -inf, {}, -1},
+      {"one finite entry", -inf, {{321, -big}}, 321},
+      {"the largest finite value", -big, {{77, big}, {78, big}}, 77},
+      {"the last id", -5.0F, {{4999, -4.0F}}, 4999},
+  };
+  for (int v = -1; v < cuda::gemv_variants; ++v) {
+    SCOPED_TRACE("gemv variant " + std::to_string(v));
+    for (const auto& c : cases) {
+      SCOPED_TRACE(c.what);
+      std::vector<float> bias(static_cast<std::size_t>(cols), c.rest);
+      for (const auto& [id, value] : c.at)
+        bias[static_cast<std::size_t>(id)] = value;
+      const auto d_b = upload(bias);
+      cuda::rms_norm_linear_bf16_params p;
+      p.x = contiguous<const float>(d_h.data(), std::array<std::int64_t, 2>{1, inner});
+      p.norm_weight = contiguous<const float>(d_nw.data(), std::array{inner});
+      p.weight = contiguous<const std::uint16_t>(d_w.data(), std::array{cols, inner});
+      p.bias = contiguous<const float>(d_b.data(), std::array{cols});
+      p.gemv_variant = v;
+      EXPECT_EQ(folded_draw(p, cols, state), c.draw);
+    }
+  }
+  // Refused: a bf16 output, accumulating, beside another fold, nowhere to
+  // write or meet.
+  auto d_out = poisoned<float>(static_cast<std::size_t>(cols));
+  auto d_16 = poisoned<std::uint16_t>(static_cast<std::size_t>(cols));
+  auto d_draw = poisoned<std::int32_t>(1);
+  const auto d_ids = upload(std::vector<std::int32_t>{0});
+  const std::array<std::int64_t, 2> out_row{1, cols};
+  cuda::rms_norm_linear_bf16_params good;
+  good.x = contiguous<const float>(d_h.data(), std::array<std::int64_t, 2>{1, inner});
+  good.norm_weight = contiguous<const float>(d_nw.data(), std::array{inner});
+  good.weight = contiguous<const std::uint16_t>(d_w.data(), std::array{cols, inner});
+  good.out_f32 = contiguous(d_out.data(), out_row);
+  good.argmax = cuda::argmax_fold{d_draw.data(), state};
+  {
+    auto bad = good;
+    bad.out_f32 = {};
+    bad.out_bf16 = contiguous(d_16.data(), out_row);
+    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "bf16 output";
+    bad.out_activation = activation::relu2;
+    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue)
+        << "with the activation";
+  }
+  {
+    auto bad = good;
+    bad.accumulate = true;
+    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "accumulating";
+  }
+  {
+    auto bad = good;
+    bad.embed = cuda::embedding_fold{contiguous<const std::int32_t>(d_ids.data(), std::array{1L}),
+                                     contiguous<const float>(d_h.data(), std::array{1L, inner}),
+                                     d_out.data()};
+    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "with the lookup";
+  }
+  {
+    auto bad = good;
+    bad.argmax->out = nullptr;
+    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "no draw";
+    bad = good;
+    bad.argmax->state = nullptr;
+    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "no state";
+    bad.argmax->state =
+        reinterpret_cast<cuda::argmax_fold_state*>(reinterpret_cast<char*>(d_state.data()) + 4);
+    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "misaligned";
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }

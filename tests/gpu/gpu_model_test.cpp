@@ -371,6 +371,52 @@ TEST(gpu_model_fused_norms,
   expect_pools_whole(*folded);
 }
 
+// A batch-1 greedy step draws its token in the LM head's GEMV
+// (argmax_fold_enabled, opt-in: MSTAR_ARGMAX_FOLD=1 while `drawn` is made)
+// instead of an argmax launch after it: the same tokens and logits bit for
+// bit, whether the logits are kept or only the ids are drawn (decode graphs
+// replaying the fold step after step, each launch leaving its state ready
+// for the next), and two rows at once (the argmax launch) between
+// one-row steps change nothing.
+TEST(gpu_model_fused_norms, batch_one_greedy_steps_draw_in_the_head_gemv_bit_for_bit) {
+  MSTAR_REQUIRE_GPU();
+  const auto config = gated_fold_config(4);
+  auto plain = random_on_gpu(config);
+  auto drawn = random_on_gpu_with(config, {"MSTAR_ARGMAX_FOLD"});
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(drawn, nullptr);
+  ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *drawn, 23));
+  std::vector<request_spec> reqs;
+  for (const std::size_t length : {std::size_t{5}, std::size_t{33}}) {
+    request_spec r;
+    for (std::size_t i = 0; i < length; ++i)
+      r.prompt.push_back(static_cast<resources::token_id>(3 + (i * 41 + length) % 250));
+    r.stop.max_tokens = static_cast<std::int32_t>(20 + length % 7);
+    r.stop.ignore_eos = true;
+    reqs.push_back(r);
+  }
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE("prompt " + std::to_string(i) + ", drawn");
+    auto a = generate(*plain, {reqs[i]});
+    auto b = generate(*drawn, {reqs[i]});
+    ASSERT_TRUE(a.has_value()) << a.error().message();
+    ASSERT_TRUE(b.has_value()) << b.error().message();
+    EXPECT_EQ((*a)[0].generated_ids, (*b)[0].generated_ids);
+    EXPECT_EQ((*b)[0].generated_ids.size(), static_cast<std::size_t>(reqs[i].stop.max_tokens));
+  }
+  {
+    SCOPED_TRACE("together, then alone as the shorter one ends");
+    auto a = generate(*plain, reqs);
+    auto b = generate(*drawn, reqs);
+    ASSERT_TRUE(a.has_value()) << a.error().message();
+    ASSERT_TRUE(b.has_value()) << b.error().message();
+    ASSERT_EQ(a->size(), b->size());
+    for (std::size_t i = 0; i < a->size(); ++i)
+      EXPECT_EQ((*a)[i].generated_ids, (*b)[i].generated_ids) << "request " << i;
+  }
+  expect_pools_whole(*drawn);
+}
+
 // A one-token step projects q, k and v in one product over their
 // concatenated rows (nemotron_h_cuda's qkv); each output row is the same
 // dot as in its own product, so with MSTAR_QKV_FUSED=0 (three products,

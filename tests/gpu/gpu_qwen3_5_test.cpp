@@ -264,11 +264,12 @@ TEST(gpu_qwen3_5_fused_norms, batch_one_decode_equals_the_separate_norm_launches
   MSTAR_REQUIRE_GPU();
   // Also one product for q, k and v at one token (MSTAR_QKV_FUSED=0: three):
   // each output row is the same dot either way; the token looked up in the
-  // first block's GEMV and each delta-net layer's conv step in its in_proj
-  // GEMV (opt-in: MSTAR_EMBED_FOLD=1 and MSTAR_CONV_FOLD=1 for `folded`; 0:
-  // the embedding and conv launches).
-  for (const char* off :
-       {"MSTAR_FUSED_NORM", "MSTAR_QKV_FUSED", "MSTAR_EMBED_FOLD", "MSTAR_CONV_FOLD"})
+  // first block's GEMV, each delta-net layer's conv step in its in_proj
+  // GEMV and a greedy row's draw in the head's GEMV (opt-in:
+  // MSTAR_EMBED_FOLD=1, MSTAR_CONV_FOLD=1 and MSTAR_ARGMAX_FOLD=1 for
+  // `folded`; 0: the embedding, conv and argmax launches).
+  for (const char* off : {"MSTAR_FUSED_NORM", "MSTAR_QKV_FUSED", "MSTAR_EMBED_FOLD",
+                          "MSTAR_CONV_FOLD", "MSTAR_ARGMAX_FOLD"})
     for (const char* name : {"qwen3_5_tiny", "qwen3_5_tiny_text"}) {
       SCOPED_TRACE(std::string{name} + ", " + off + "=0");
       const auto expected = load_expected(name);
@@ -277,9 +278,11 @@ TEST(gpu_qwen3_5_fused_norms, batch_one_decode_equals_the_separate_norm_launches
       ASSERT_EQ(unsetenv(off), 0);
       ASSERT_EQ(setenv("MSTAR_EMBED_FOLD", "1", 1), 0);
       ASSERT_EQ(setenv("MSTAR_CONV_FOLD", "1", 1), 0);
+      ASSERT_EQ(setenv("MSTAR_ARGMAX_FOLD", "1", 1), 0);
       auto folded = qwen_on_gpu(name, mstar::dtype::bfloat16);
       ASSERT_EQ(unsetenv("MSTAR_EMBED_FOLD"), 0);
       ASSERT_EQ(unsetenv("MSTAR_CONV_FOLD"), 0);
+      ASSERT_EQ(unsetenv("MSTAR_ARGMAX_FOLD"), 0);
       ASSERT_NE(separate, nullptr);
       ASSERT_NE(folded, nullptr);
       for (const bool keep_logits : {true, false}) {

@@ -176,6 +176,29 @@ struct gemm_input {
   return opted_in("MSTAR_MLP_EPILOGUE");
 }
 
+// Whether a model made now draws its batch-1 greedy steps' token in the LM
+// head's GEMV (kernels::cuda::argmax_fold) instead of an argmax launch after
+// it: only with `MSTAR_ARGMAX_FOLD=1`, off by default for the reason
+// conv_fold_enabled gives (written in session 43, no device lent either).
+[[nodiscard]] inline bool argmax_fold_enabled() {
+  return opted_in("MSTAR_ARGMAX_FOLD");
+}
+
+// The argmax fold's meeting place (kernels::cuda::argmax_fold_state), zeroed
+// here on `stream` (before any head that uses it); every launch leaves it
+// zero again. One a model: its forwards run on that one stream, so no two
+// heads use it at once.
+[[nodiscard]] inline result<kc::device_buffer> make_argmax_state(cudaStream_t stream) {
+  auto b = kc::device_buffer::make(sizeof(kc::argmax_fold_state));
+  if (!b)
+    return b.error();
+  if (auto ok = kc::check(cudaMemsetAsync(b->data(), 0, sizeof(kc::argmax_fold_state), stream),
+                          "argmax fold state");
+      !ok)
+    return ok.error();
+  return b;
+}
+
 // The RMS form's operands for `in` (norm_of set, no gate) times `w`, the
 // token lookup folded in where `in` asks for it; the caller sets the output.
 [[nodiscard]] inline kc::rms_norm_linear_bf16_params rms_linear_params(const gemm_input& in,
@@ -208,6 +231,21 @@ struct gemm_input {
   auto p = rms_linear_params(in, t, w);
   p.out_bf16 = kernels::matrix(out_bf16, t, w.rows);
   p.out_activation = fn;
+  return kc::rms_norm_linear_bf16(p, stream);
+}
+
+// `out_rows[1, N] = rms_norm(in.norm_of) W^T` and its greedy draw into
+// `draws[0]` (the argmax fold; bf16 weights, one row): a batch-1 greedy
+// step's LM head with no argmax launch after it. `state`:
+// make_argmax_state's.
+[[nodiscard]] inline cudaError_t head_with_argmax(const gemm_input& in, const device_matrix& w,
+                                                  float* out_rows, std::int32_t* draws,
+                                                  kc::device_buffer& state, cudaStream_t stream) {
+  if (in.norm_of == nullptr || in.gate != nullptr || in.embed_ids != nullptr)
+    return cudaErrorInvalidValue;
+  auto p = rms_linear_params(in, 1, w);
+  p.out_f32 = kernels::matrix(out_rows, 1, w.rows);
+  p.argmax = kc::argmax_fold{draws, state.as<kc::argmax_fold_state>()};
   return kc::rms_norm_linear_bf16(p, stream);
 }
 

@@ -114,6 +114,11 @@ struct nemotron_h_cuda::impl {
   /// In those steps, the MLP's activation runs in its up GEMV's epilogue
   /// (cuda_common.hpp's mlp_epilogue_enabled: opt-in for now).
   bool mlp_epilogue = false;
+  /// In those steps, a greedy row's draw runs in the LM head's GEMV
+  /// (cuda_common.hpp's argmax_fold_enabled: opt-in for now), meeting in
+  /// `argmax_state` (made with the model when the fold is on).
+  bool argmax_fold = false;
+  kc::device_buffer argmax_state;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;

@@ -92,6 +92,11 @@ struct qwen3_5_cuda::impl {
   /// In those steps, each delta-net layer's conv step runs in its in_proj
   /// GEMV (cuda_common.hpp's conv_fold_enabled: opt-in for now).
   bool conv_fold = false;
+  /// In those steps, a greedy row's draw runs in the LM head's GEMV
+  /// (cuda_common.hpp's argmax_fold_enabled: opt-in for now), meeting in
+  /// `argmax_state` (made with the model when the fold is on).
+  bool argmax_fold = false;
+  kernels::cuda::device_buffer argmax_state;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
