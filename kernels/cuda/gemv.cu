@@ -43,6 +43,7 @@
 #include "kernels/cuda/internal/conv_fast.cuh"
 #include "kernels/cuda/internal/gated_norm.cuh"
 #include "kernels/cuda/internal/gemv.hpp"
+#include "kernels/cuda/internal/paged.cuh"
 #include "kernels/cuda/internal/select.cuh"
 
 namespace mstar::kernels::cuda::detail {
@@ -114,13 +115,39 @@ struct argmax_args {
   unsigned int* done;
 };
 
+// The RMS form's KV append fold (kv_append_fold; its V's bit 5): lane 0 of
+// the warp that owns output feature `first + e` (e < 2 * elems) also stores
+// it as append_kernel would: element e of K (e < elems) or e - elems of V,
+// at the step's one decode page and offset, bf16 (append_kernel's rounding)
+// or f32.
+struct append_fold {
+  arena_args arena;
+  const std::int32_t* page;
+  const std::int32_t* offset;
+  int first, elems, head_dim;
+  bool bf16;
+};
+
+__device__ __forceinline__ void kv_store(const append_fold& f, int e, float v) {
+  const int half = e < f.elems ? 0 : 1;  // K, V
+  const int i = e - half * f.elems;
+  std::byte* dst = f.arena.at(half, f.page[0], f.offset[0], i / f.head_dim);
+  const int d = i % f.head_dim;
+  if (f.bf16)
+    reinterpret_cast<std::uint16_t*>(dst)[d] = to_bf16(v);
+  else
+    reinterpret_cast<float*>(dst)[d] = v;
+}
+
 // What the RMS form takes beside gemv_args (its V: bit 0 the conv fold,
 // bit 1 the embedding fold; bits 2 and 3 the activation epilogue, which
-// needs nothing here; bit 4 the argmax fold); the other forms get it empty.
+// needs nothing here; bit 4 the argmax fold; bit 5 the KV append fold); the
+// other forms get it empty.
 struct rms_folds {
   conv_fold conv;
   embed_fold embed;
   argmax_args argmax;
+  append_fold append;
 };
 
 // An output's candidate key for the argmax fold, ordered as `argmax`
@@ -302,6 +329,8 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   static_assert((V & 12) != 12, "one activation");
   constexpr bool Argmax = P == prologue::rms && (V & 16) != 0;  // the argmax fold
   static_assert(!Argmax || M == 1);
+  constexpr bool Append = P == prologue::rms && (V & 32) != 0;  // the KV append fold
+  static_assert(!Append || M == 1);
   static_assert(!Conv || M == 1);
   const conv_fold& cf = folds.conv;
   constexpr int rows_per_warp = Rows;
@@ -525,6 +554,11 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
         }
         if constexpr (Argmax)  // the value just written (not accumulating)
           best = max(best, argmax_key(acc[r][m] + b, n));
+        if constexpr (Append) {
+          const int e = n - folds.append.first;
+          if (e >= 0 && e < 2 * folds.append.elems)
+            kv_store(folds.append, e, acc[r][m] + b);
+        }
       } else if constexpr (Act) {
         // The f32 output's value (bias unrounded), then activate's bf16 output of it.
         const float v = acc[r][m] + b;
@@ -751,8 +785,20 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   }
   if (p.argmax)
     folds.argmax = {p.argmax->out, &p.argmax->state->key, &p.argmax->state->done};
+  if (p.append) {
+    const kv_append_fold& f = *p.append;
+    const kv_geometry& g = f.arena.geometry;
+    if (!to_arena_args(f.arena, f.layer, folds.append.arena))
+      return cudaErrorInvalidValue;  // rms_norm_linear_bf16 checked it
+    folds.append.page = f.table.decode_page.data();
+    folds.append.offset = f.table.decode_offset.data();
+    folds.append.first = static_cast<int>(f.first);
+    folds.append.elems = g.num_kv_heads * g.head_dim;
+    folds.append.head_dim = g.head_dim;
+    folds.append.bf16 = g.dtype == mstar::dtype::bfloat16;
+  }
   const int act = !p.out_activation ? 0 : *p.out_activation == activation::relu2 ? 4 : 8;
-  switch ((p.conv ? 1 : 0) | (p.embed ? 2 : 0) | act | (p.argmax ? 16 : 0)) {
+  switch ((p.conv ? 1 : 0) | (p.embed ? 2 : 0) | act | (p.argmax ? 16 : 0) | (p.append ? 32 : 0)) {
     case 1:
       return launches<prologue::rms, 1>[i](a, nullptr, folds, stream);
     case 2:
@@ -765,6 +811,8 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
       return launches<prologue::rms, 8>[i](a, nullptr, folds, stream);
     case 16:
       return launches<prologue::rms, 16>[i](a, nullptr, folds, stream);
+    case 32:
+      return launches<prologue::rms, 32>[i](a, nullptr, folds, stream);
     case 0:
       return launches<prologue::rms>[i](a, nullptr, folds, stream);
     default:

@@ -211,6 +211,23 @@ bool activation_epilogue_fits(const rms_norm_linear_bf16_params& p) {
   return !p.out_activation || (p.out_bf16 && !p.conv && !p.embed);
 }
 
+// The KV append fold's rules (kv_append_fold): an f32 output taken as it
+// is, no other fold beside it, an arena append_kv takes, a one-row decode
+// table, and K and V inside the output.
+bool append_fold_fits(const rms_norm_linear_bf16_params& p) {
+  if (!p.append)
+    return true;
+  const kv_append_fold& f = *p.append;
+  const kv_geometry& g = f.arena.geometry;
+  const std::int64_t e = std::int64_t{g.num_kv_heads} * g.head_dim;
+  return p.out_f32 && !p.accumulate && !p.conv && !p.embed && !p.out_activation && !p.argmax &&
+         f.arena.base != nullptr &&
+         (g.dtype == mstar::dtype::float32 || g.dtype == mstar::dtype::bfloat16) &&
+         g.page_size > 0 && g.num_kv_heads > 0 && g.head_dim > 0 && f.layer >= 0 &&
+         f.layer < g.num_layers && f.table.num_rows() == 1 && f.table.is_decode() &&
+         f.table.decode_offset.size() >= 1 && f.first >= 0 && f.first + 2 * e <= p.weight.shape[0];
+}
+
 // The argmax fold's rules (argmax_fold): an f32 output taken as it is, no
 // other fold beside it, a draw to write and a meeting place for its blocks.
 bool argmax_fold_fits(const rms_norm_linear_bf16_params& p) {
@@ -228,7 +245,7 @@ cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p, cudaStrea
   const bool f32_out = static_cast<bool>(p.out_f32);
   if (f32_out == static_cast<bool>(p.out_bf16) || (p.accumulate && !f32_out) ||
       !conv_fold_fits(p) || !embed_fold_fits(p) || !activation_epilogue_fits(p) ||
-      !argmax_fold_fits(p))
+      !argmax_fold_fits(p) || !append_fold_fits(p))
     return cudaErrorInvalidValue;
   const std::int64_t k = p.weight.shape[1];
   const std::array<std::int64_t, 2> out_shape{1, p.weight.shape[0]};

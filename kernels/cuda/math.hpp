@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <optional>
 
+#include "kernels/attention.hpp"
 #include "kernels/conv.hpp"
 #include "kernels/cuda/gemv_shape.hpp"
 #include "kernels/cuda/runtime.hpp"
@@ -213,6 +214,20 @@ struct embedding_fold {
   float* out = nullptr;             ///< [1, K] f32: the looked-up row
 };
 
+/// A paged KV append folded into `rms_norm_linear_bf16`'s output (a batch-1
+/// decode step's fused [q | k | v] product): output features [first, first
+/// + E) are the token's K and [first + E, first + 2 E) its V (E = the
+/// arena's kv heads x head_dim, head after head), and the kernel also stores
+/// them where `append_kv` would, rounded as it rounds: at the decode table's
+/// page and offset of its one row. f32 output, not accumulating, a decode
+/// table (`is_decode`) of one row, the features inside the output.
+struct kv_append_fold {
+  kv_arena_view arena;     ///< written at the token's slot
+  std::int32_t layer = 0;  ///< which layer of each page
+  kv_page_table table;     ///< the step's addressing: one row, decode arrays present
+  std::int64_t first = 0;  ///< the output feature of K's first element
+};
+
 /// Where the argmax fold's blocks meet (`argmax_fold`): 16 bytes of device
 /// memory, all zero before the first launch that uses them; every launch
 /// leaves them zero again (its last block resets them), so a captured graph
@@ -250,6 +265,9 @@ struct rms_norm_linear_bf16_params : gemv_product_params {
   /// The output row's argmax too (above): f32 output, not accumulating, no
   /// other fold beside it.
   std::optional<argmax_fold> argmax;
+  /// The K and V part of the output appended to the paged KV arena too
+  /// (above); no other fold beside it.
+  std::optional<kv_append_fold> append;
 };
 
 /// `add_rms_norm` (no delta) into a bf16 row, then `linear_bf16` of it, in one
@@ -261,7 +279,9 @@ struct rms_norm_linear_bf16_params : gemv_product_params {
 /// cudaErrorInvalidValue. With `conv`, the same kernel also runs the conv
 /// step on its outputs (`conv_step_fold`), with `embed` it looks its row up
 /// itself (`embedding_fold`): no conv launch after it, no embedding launch
-/// before it; with `argmax` it draws the row's greedy token (`argmax_fold`).
+/// before it; with `argmax` it draws the row's greedy token (`argmax_fold`),
+/// with `append` it stores the token's K and V in their page
+/// (`kv_append_fold`): no argmax or append_kv launch after it.
 /// A fold that does not fit returns cudaErrorInvalidValue too.
 inline constexpr std::int64_t rms_norm_linear_max_k = 16384;
 [[nodiscard]] cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p,

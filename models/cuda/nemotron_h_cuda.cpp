@@ -41,6 +41,7 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
   p->conv_fold = cuda_detail::conv_fold_enabled();
   p->embed_fold = cuda_detail::embed_fold_enabled();
   p->mlp_epilogue = cuda_detail::mlp_epilogue_enabled();
+  p->append_fold = cuda_detail::append_fold_enabled();
   p->direct_draws = cuda_detail::direct_draws_enabled();
   p->fused_qkv = cuda_detail::fused_qkv_enabled();
   cudaDeviceProp prop{};

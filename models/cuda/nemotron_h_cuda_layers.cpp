@@ -188,7 +188,17 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, const layer
   // for it); more: three products into their own rows.
   float* kp = k.as<float>();
   float* vp = v.as<float>();
-  if (tokens == 1 && fused_qkv) {
+  // Folded, one decode row: the product stores k and v in their page too
+  // (append_fold), so no append_kv launch follows it.
+  const bool append_folded = tokens == 1 && fused_qkv && append_fold && xs.norm_of != nullptr &&
+                             xs.embed_ids == nullptr && table.is_decode() && table.num_rows() == 1;
+  if (append_folded) {
+    if (auto ok = check(cuda_detail::qkv_with_append(xs, l.qkv, q.as<float>(),
+                                                     {kv, l.sub_index, table, l.q.rows}, s),
+                        "rms_norm_linear_bf16 with the KV append");
+        !ok)
+      return ok;
+  } else if (tokens == 1 && fused_qkv) {
     if (auto ok = linear(xs, tokens, l.qkv, q.as<float>()); !ok)
       return ok;
     kp = q.as<float>() + l.q.rows;
@@ -201,8 +211,10 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, const layer
     if (auto ok = linear(xs, tokens, l.v, vp); !ok)
       return ok;
   }
-  if (auto ok = check(kc::append_kv({kv, l.sub_index, table, kp, vp}, s), "append_kv"); !ok)
-    return ok;
+  if (!append_folded) {
+    if (auto ok = check(kc::append_kv({kv, l.sub_index, table, kp, vp}, s), "append_kv"); !ok)
+      return ok;
+  }
   // Small decode batches over long contexts split each row's positions
   // over several blocks (the workspace is sized per step, before any launch).
   const kernels::paged_attention_params ap{kv,

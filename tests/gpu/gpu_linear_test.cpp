@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "kernels/attention.hpp"
 #include "kernels/conv.hpp"
+#include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/recurrent.hpp"
 #include "kernels/cuda/sampling.hpp"
+#include "kernels/kv_geometry.hpp"
 #include "kernels/math.hpp"
 #include "tests/gpu/gemv_fold_harness.hpp"
 #include "tests/gpu/gpu_support.hpp"
@@ -800,6 +803,146 @@ TEST(gpu_linear, rms_norm_linear_with_the_argmax_draws_what_argmax_of_the_produc
     bad.argmax->state =
         reinterpret_cast<cuda::argmax_fold_state*>(reinterpret_cast<char*>(d_state.data()) + 4);
     EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "misaligned";
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// A batch-1 decode step's fused q / k / v product stores the token's K and
+// V in their page itself (kv_append_fold): one kernel equals the product
+// then append_kv of its K and V rows bit for bit (the output row and every
+// byte of the arena), bf16 and f32 arenas, either layer of the page, at
+// every launch shape; folds it does not take are refused.
+TEST(gpu_linear, rms_norm_linear_with_the_kv_append_equals_the_product_then_append_kv) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(331);
+  // The 0.56B's attention at one token: 2,048 wide, 16 query heads and 8
+  // kv heads of 128 (q 2,048, k and v 1,024 each), a bias on a second shape.
+  struct qkv_shape {
+    std::int64_t inner;
+    std::int32_t q_heads, kv_heads, head_dim;
+    bool bias;
+  };
+  constexpr qkv_shape qkv_shapes[] = {{2048, 16, 8, 128, false}, {64, 4, 2, 16, true}};
+  constexpr std::int32_t pages = 4;
+  const std::vector<std::int32_t> qo{0, 1}, indptr{0, 2}, indices{3, 1}, last{6}, dpage{1},
+      doffset{5};
+  const auto d_qo = upload(qo);
+  const auto d_indptr = upload(indptr);
+  const auto d_indices = upload(indices);
+  const auto d_last = upload(last);
+  const auto d_dpage = upload(dpage);
+  const auto d_doffset = upload(doffset);
+  const kv_page_table table{d_qo.span(),   d_indptr.span(), d_indices.span(),
+                            d_last.span(), d_dpage.span(),  d_doffset.span()};
+  for (const auto& s : qkv_shapes) {
+    const std::int64_t e = std::int64_t{s.kv_heads} * s.head_dim;
+    const std::int64_t first = std::int64_t{s.q_heads} * s.head_dim;
+    const std::int64_t cols = first + 2 * e;
+    SCOPED_TRACE(std::to_string(s.inner) + " -> " + std::to_string(cols));
+    const auto h = rng.floats(static_cast<std::size_t>(s.inner), -2.0F, 2.0F);
+    const auto nw = rng.floats(static_cast<std::size_t>(s.inner));
+    auto w = rng.floats(static_cast<std::size_t>(cols * s.inner));
+    const auto b = rng.floats(static_cast<std::size_t>(cols));
+    const auto d_h = upload(h);
+    const auto d_nw = upload(nw);
+    const auto d_w = upload(rounded_to_bf16(w));
+    const auto d_b = upload(b);
+    const std::array<std::int64_t, 2> out_row{1, cols};
+    cuda::rms_norm_linear_bf16_params p;
+    p.x = contiguous<const float>(d_h.data(), std::array<std::int64_t, 2>{1, s.inner});
+    p.norm_weight = contiguous<const float>(d_nw.data(), std::array{s.inner});
+    p.eps = 1e-5F;
+    p.weight = contiguous<const std::uint16_t>(d_w.data(), std::array{cols, s.inner});
+    p.bias = bias_or_none(d_b.data(), s.bias, cols);
+    for (const auto dtype : {mstar::dtype::bfloat16, mstar::dtype::float32}) {
+      const kv_geometry g{16, 2, s.kv_heads, s.head_dim, dtype};
+      const auto bytes = static_cast<std::size_t>(pages) * g.page_bytes();
+      for (const std::int32_t layer : {0, 1}) {
+        for (int v = -1; v < cuda::gemv_variants; ++v) {
+          SCOPED_TRACE(std::string{dtype == mstar::dtype::bfloat16 ? "bf16" : "f32"} +
+                       " arena, layer " + std::to_string(layer) + ", gemv variant " +
+                       std::to_string(v));
+          // Two launches: the product, then append_kv of its K and V.
+          auto d_arena2 = poisoned<std::byte>(bytes, 0x5a);
+          auto d_out2 = poisoned<float>(static_cast<std::size_t>(cols));
+          auto two = p;
+          two.gemv_variant = v;
+          two.out_f32 = contiguous(d_out2.data(), out_row);
+          ASSERT_EQ(cuda::rms_norm_linear_bf16(two, nullptr), cudaSuccess);
+          ASSERT_EQ(cuda::append_kv({{d_arena2.data(), g},
+                                     layer,
+                                     table,
+                                     d_out2.data() + first,
+                                     d_out2.data() + first + e},
+                                    nullptr),
+                    cudaSuccess);
+          // One: the append folded in.
+          auto d_arena1 = poisoned<std::byte>(bytes, 0x5a);
+          auto d_out1 = poisoned<float>(static_cast<std::size_t>(cols));
+          auto one = two;
+          one.out_f32 = contiguous(d_out1.data(), out_row);
+          one.append = cuda::kv_append_fold{{d_arena1.data(), g}, layer, table, first};
+          ASSERT_EQ(cuda::rms_norm_linear_bf16(one, nullptr), cudaSuccess);
+          const auto out1 = d_out1.download();
+          EXPECT_EQ(std::memcmp(out1.data(), d_out2.download().data(), out1.size() * sizeof(float)),
+                    0)
+              << "the product";
+          const auto arena1 = d_arena1.download();
+          const auto arena2 = d_arena2.download();
+          EXPECT_EQ(std::memcmp(arena1.data(), arena2.data(), bytes), 0) << "the arena";
+          // And the append wrote something: the token's first K element.
+          const std::size_t at = g.slot_offset(1, static_cast<std::size_t>(layer), kv_half::key, 5);
+          EXPECT_NE(
+              std::memcmp(arena1.data() + at, poisoned<std::byte>(4, 0x5a).download().data(), 4),
+              0);
+        }
+      }
+    }
+    // Refused: a bf16 output, accumulating, beside the argmax, two rows, no
+    // decode arrays, K and V past the output.
+    const kv_geometry g{16, 2, s.kv_heads, s.head_dim, mstar::dtype::bfloat16};
+    auto d_arena = poisoned<std::byte>(static_cast<std::size_t>(pages) * g.page_bytes());
+    auto d_out = poisoned<float>(static_cast<std::size_t>(cols));
+    auto d_16 = poisoned<std::uint16_t>(static_cast<std::size_t>(cols));
+    auto d_state = upload(std::vector<std::uint64_t>{0, 0});
+    auto d_draw = poisoned<std::int32_t>(1);
+    auto good = p;
+    good.out_f32 = contiguous(d_out.data(), out_row);
+    good.append = cuda::kv_append_fold{{d_arena.data(), g}, 1, table, first};
+    const auto refused = [&](const cuda::rms_norm_linear_bf16_params& bad, const char* what) {
+      EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << what;
+    };
+    {
+      auto bad = good;
+      bad.out_f32 = {};
+      bad.out_bf16 = contiguous(d_16.data(), out_row);
+      refused(bad, "bf16 output");
+    }
+    {
+      auto bad = good;
+      bad.accumulate = true;
+      refused(bad, "accumulating");
+    }
+    {
+      auto bad = good;
+      bad.argmax = cuda::argmax_fold{d_draw.data(),
+                                     reinterpret_cast<cuda::argmax_fold_state*>(d_state.data())};
+      refused(bad, "with the argmax");
+    }
+    {
+      auto bad = good;
+      bad.append->table.qo_indptr = d_indptr.span().first(1);
+      refused(bad, "no rows");
+      bad.append->table = table;
+      bad.append->table.decode_page = {};
+      refused(bad, "no decode arrays");
+      bad.append->table = table;
+      bad.append->first = first + 1;
+      refused(bad, "V past the output");
+      bad.append->first = first;
+      bad.append->layer = 2;
+      refused(bad, "a layer past the page's");
+    }
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }

@@ -339,19 +339,23 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_gated_norm_bit_for_bit_in
 // A batch-1 step also folds the MLP's activation (relu2) and the
 // attention output's rounding to bf16 into the GEMV after them
 // (cuda_common.hpp's f32_folds: activation_linear_bf16), each Mamba-2
-// layer's conv step into its in_proj GEMV (conv_fold_enabled) and the
-// token's lookup into the first layer's GEMVs (embed_fold_enabled; these
-// two opt-in, MSTAR_CONV_FOLD=1 and MSTAR_EMBED_FOLD=1, set for `folded`),
-// and an engine with the MLP's activation in its up GEMV's epilogue instead
+// layer's conv step into its in_proj GEMV (conv_fold_enabled), the
+// token's lookup into the first layer's GEMVs (embed_fold_enabled) and each
+// attention layer's K / V append into its q / k / v GEMV
+// (append_fold_enabled; these three opt-in, MSTAR_CONV_FOLD=1,
+// MSTAR_EMBED_FOLD=1 and MSTAR_KV_APPEND_FOLD=1, set for `folded`), and an
+// engine with the MLP's activation in its up GEMV's epilogue instead
 // (MSTAR_MLP_EPILOGUE=1, opt-in) gives `folded`'s bits too.
 // With any one fold turned off (MSTAR_ACT_FOLD=0, MSTAR_BF16_FOLD=0,
-// MSTAR_CONV_FOLD=0, MSTAR_EMBED_FOLD=0, read when the model is made)
-// every prompt gives the same tokens and logits bit for bit.
+// MSTAR_CONV_FOLD=0, MSTAR_EMBED_FOLD=0, MSTAR_KV_APPEND_FOLD=0, read when
+// the model is made) every prompt gives the same tokens and logits bit for
+// bit.
 TEST(gpu_model_fused_norms,
      batch_one_decode_folds_activation_rounding_conv_and_lookup_bit_for_bit) {
   MSTAR_REQUIRE_GPU();
   const auto config = gated_fold_config(4);  // MLP and attention layers
-  auto folded = random_on_gpu_with(config, {"MSTAR_CONV_FOLD", "MSTAR_EMBED_FOLD"});
+  auto folded =
+      random_on_gpu_with(config, {"MSTAR_CONV_FOLD", "MSTAR_EMBED_FOLD", "MSTAR_KV_APPEND_FOLD"});
   auto epilogue = random_on_gpu_with(config, {"MSTAR_MLP_EPILOGUE"});
   ASSERT_NE(folded, nullptr);
   ASSERT_NE(epilogue, nullptr);
@@ -360,8 +364,8 @@ TEST(gpu_model_fused_norms,
     ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*epilogue, *folded, 29));
     expect_pools_whole(*epilogue);
   }
-  for (const char* off :
-       {"MSTAR_ACT_FOLD", "MSTAR_BF16_FOLD", "MSTAR_CONV_FOLD", "MSTAR_EMBED_FOLD"}) {
+  for (const char* off : {"MSTAR_ACT_FOLD", "MSTAR_BF16_FOLD", "MSTAR_CONV_FOLD",
+                          "MSTAR_EMBED_FOLD", "MSTAR_KV_APPEND_FOLD"}) {
     SCOPED_TRACE(std::string{off} + "=0");
     auto separate = random_on_gpu_without(config, off);
     ASSERT_NE(separate, nullptr);

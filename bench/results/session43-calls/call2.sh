@@ -1,27 +1,11 @@
 #!/usr/bin/env bash
-# Session 43's second call: what the four changes are worth in the 0.56B Nemotron-H's batch-1 /
-# batch-4 step: all, the three folds, each fold left out, the epilogue alone and none, each
-# twice, alternated; then the step's timeline with all and with none (CUPTI, the carried
-# .profile/libmstar_kernel_times.so; bench/profile/timeline.py). Results in $OUT/call2.tgz.
+# Session 43's second call: what the five changes are worth in the 0.56B Nemotron-H's batch-1 /
+# batch-4 step: all, the four folds, each fold left out, the epilogue alone and none, each twice,
+# alternated (the second round stops where the time does). Results in $OUT/call2.tgz.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 python3 bench/make_checkpoint.py --size nemotron_h-0.56b --out "$ck/nh056" >/dev/null 2>&1
 echo "== 0.56B batch 1 / 4 ($((SECONDS - t0)) s)"
-ab_runs nh056 "all folds noconv noembed noargmax epilogue none" \
+ab_runs nh056 "all folds noconv noembed noargmax noappend epilogue none" \
   "--batch 1 4 --new-tokens 128 --repeats 3"
-echo "== timelines ($((SECONDS - t0)) s)"
-cupti=$(cupti_lib_dir)
-for mode in all none; do
-  (($(left) > 60)) || break
-  n=nh056-decode1-$mode
-  # shellcheck disable=SC2046  # the mode's switches split on purpose
-  env $(envs_of $mode) "LD_LIBRARY_PATH=$cupti:$LD_LIBRARY_PATH" \
-    "CUDA_INJECTION64_PATH=$root/.profile/libmstar_kernel_times.so" "MSTAR_KERNEL_PROFILE=$w/$n.txt" \
-    "MSTAR_KERNEL_TIMELINE=$w/$n.timeline.jsonl" timeout 90 "$bin/mstar-bench-model-gpu" \
-    --model "$ck/nh056" --batch 1 --prompt-len 32 --new-tokens 256 --repeats 2 --json >"$w/$n.log" 2>&1
-  echo "-- $n (exit $?)"
-  python3 bench/profile/timeline.py "$w/$n.timeline.jsonl" --step-start loopback_kernel \
-    >"$w/$n.steps.txt" 2>&1
-  head -22 "$w/$n.steps.txt" | cut -c1-120
-done
 finish call2

@@ -234,6 +234,27 @@ struct gemm_input {
   return kc::rms_norm_linear_bf16(p, stream);
 }
 
+// Whether a model made now stores, in its batch-1 steps, an attention
+// layer's new K and V in their page from the fused q / k / v GEMV
+// (kernels::cuda::kv_append_fold) instead of an append_kv launch after it:
+// only with `MSTAR_KV_APPEND_FOLD=1`, off by default for the reason
+// argmax_fold_enabled gives.
+[[nodiscard]] inline bool append_fold_enabled() {
+  return opted_in("MSTAR_KV_APPEND_FOLD");
+}
+
+// The RMS form's operands for one row `in` (norm_of set, no gate, no
+// lookup) times `w` into `out_rows` [1, N] f32, for a fold to join; false
+// where `in` is not such a row.
+[[nodiscard]] inline bool one_row_rms_params(const gemm_input& in, const device_matrix& w,
+                                             float* out_rows, kc::rms_norm_linear_bf16_params& p) {
+  if (in.norm_of == nullptr || in.gate != nullptr || in.embed_ids != nullptr)
+    return false;
+  p = rms_linear_params(in, 1, w);
+  p.out_f32 = kernels::matrix(out_rows, 1, w.rows);
+  return true;
+}
+
 // `out_rows[1, N] = rms_norm(in.norm_of) W^T` and its greedy draw into
 // `draws[0]` (the argmax fold; bf16 weights, one row): a batch-1 greedy
 // step's LM head with no argmax launch after it. `state`:
@@ -241,11 +262,24 @@ struct gemm_input {
 [[nodiscard]] inline cudaError_t head_with_argmax(const gemm_input& in, const device_matrix& w,
                                                   float* out_rows, std::int32_t* draws,
                                                   kc::device_buffer& state, cudaStream_t stream) {
-  if (in.norm_of == nullptr || in.gate != nullptr || in.embed_ids != nullptr)
+  kc::rms_norm_linear_bf16_params p;
+  if (!one_row_rms_params(in, w, out_rows, p))
     return cudaErrorInvalidValue;
-  auto p = rms_linear_params(in, 1, w);
-  p.out_f32 = kernels::matrix(out_rows, 1, w.rows);
   p.argmax = kc::argmax_fold{draws, state.as<kc::argmax_fold_state>()};
+  return kc::rms_norm_linear_bf16(p, stream);
+}
+
+// `out_rows[1, N] = rms_norm(in.norm_of) W^T` with the K and V part of the
+// row stored in the paged arena too (the KV append fold; bf16 weights, one
+// decode row): a batch-1 step's fused q / k / v product with no append_kv
+// launch after it.
+[[nodiscard]] inline cudaError_t qkv_with_append(const gemm_input& in, const device_matrix& w,
+                                                 float* out_rows, const kc::kv_append_fold& append,
+                                                 cudaStream_t stream) {
+  kc::rms_norm_linear_bf16_params p;
+  if (!one_row_rms_params(in, w, out_rows, p))
+    return cudaErrorInvalidValue;
+  p.append = append;
   return kc::rms_norm_linear_bf16(p, stream);
 }
 

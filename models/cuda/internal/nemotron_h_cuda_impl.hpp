@@ -119,6 +119,10 @@ struct nemotron_h_cuda::impl {
   /// `argmax_state` (made with the model when the fold is on).
   bool argmax_fold = false;
   kc::device_buffer argmax_state;
+  /// In those steps, each attention layer's fused q / k / v GEMV stores its
+  /// K and V in their page (cuda_common.hpp's append_fold_enabled: opt-in
+  /// for now), no append_kv launch after it.
+  bool append_fold = false;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
