@@ -56,13 +56,9 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
   if (!blas)
     return blas.error();
   p->blas = std::move(*blas);
-  p->argmax_fold = cuda_detail::argmax_fold_enabled();
-  if (p->argmax_fold) {
-    auto state = cuda_detail::make_argmax_state(p->stream.get());
-    if (!state)
-      return state.error();
-    p->argmax_state = std::move(*state);
-  }
+  if (auto ok = cuda_detail::set_up_argmax_fold(p->argmax_fold, p->argmax_state, p->stream.get());
+      !ok)
+    return ok.error();
   auto model = std::unique_ptr<nemotron_h_cuda>(new nemotron_h_cuda(std::move(p), dtype));
   model->graphs_ = graphs;
   return model;

@@ -54,13 +54,9 @@ result<std::unique_ptr<qwen3_5_cuda>> qwen3_5_cuda::make(int device, mstar::dtyp
   if (!blas)
     return blas.error();
   p->blas = std::move(*blas);
-  p->argmax_fold = cuda_detail::argmax_fold_enabled();
-  if (p->argmax_fold) {
-    auto state = cuda_detail::make_argmax_state(p->stream.get());
-    if (!state)
-      return state.error();
-    p->argmax_state = std::move(*state);
-  }
+  if (auto ok = cuda_detail::set_up_argmax_fold(p->argmax_fold, p->argmax_state, p->stream.get());
+      !ok)
+    return ok.error();
   return std::unique_ptr<qwen3_5_cuda>(new qwen3_5_cuda(std::move(p), dtype));
 }
 

@@ -67,6 +67,36 @@ struct bf16_case {
   }
 };
 
+// One random RMS-form product on the device: the f32 row (drawn in [lo,
+// hi)), its norm weight, bf16 weights and a bias, drawn in that order, and
+// the operands of `rms_norm_linear_bf16` over them (no output set).
+struct rms_case {
+  test::gpu::device_vector<float> d_h, d_nw;
+  test::gpu::device_vector<std::uint16_t> d_w;
+  test::gpu::device_vector<float> d_b;
+  cuda::rms_norm_linear_bf16_params p;
+
+  rms_case(test::random_tensors& rng, std::int64_t inner, std::int64_t cols, bool bias,
+           float lo = -1.0F, float hi = 1.0F)
+      : d_h(upload(rng.floats(static_cast<std::size_t>(inner), lo, hi))),
+        d_nw(upload(rng.floats(static_cast<std::size_t>(inner)))),
+        d_w(upload(bf16_weights(rng, inner, cols))),
+        d_b(upload(rng.floats(static_cast<std::size_t>(cols)))) {
+    p.x = contiguous<const float>(d_h.data(), std::array<std::int64_t, 2>{1, inner});
+    p.norm_weight = contiguous<const float>(d_nw.data(), std::array{inner});
+    p.eps = 1e-5F;
+    p.weight = contiguous<const std::uint16_t>(d_w.data(), std::array{cols, inner});
+    p.bias = bias_or_none(d_b.data(), bias, cols);
+  }
+
+ private:
+  static std::vector<std::uint16_t> bf16_weights(test::random_tensors& rng, std::int64_t inner,
+                                                 std::int64_t cols) {
+    auto w = rng.floats(static_cast<std::size_t>(cols * inner));
+    return rounded_to_bf16(w);
+  }
+};
+
 TEST(gpu_linear, f32_linear_matches_sgemm_with_and_without_bias) {
   MSTAR_REQUIRE_GPU();
   auto blas = cuda::blas_handle::make();
@@ -583,21 +613,9 @@ TEST(gpu_linear, rms_norm_linear_with_the_activation_equals_the_product_then_act
   constexpr act_shape act_shapes[] = {{2048, 8192, false}, {64, 1001, true}};
   for (const auto& s : act_shapes) {
     SCOPED_TRACE(std::to_string(s.inner) + "x" + std::to_string(s.cols) + (s.bias ? " bias" : ""));
-    const auto h = rng.floats(static_cast<std::size_t>(s.inner));
-    const auto nw = rng.floats(static_cast<std::size_t>(s.inner));
-    auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
-    const auto b = rng.floats(static_cast<std::size_t>(s.cols));
-    const auto d_h = upload(h);
-    const auto d_nw = upload(nw);
-    const auto d_w = upload(rounded_to_bf16(w));
-    const auto d_b = upload(b);
+    const rms_case c(rng, s.inner, s.cols, s.bias);
+    const auto& p = c.p;
     const std::array<std::int64_t, 2> out_row{1, s.cols};
-    cuda::rms_norm_linear_bf16_params p;
-    p.x = contiguous<const float>(d_h.data(), std::array<std::int64_t, 2>{1, s.inner});
-    p.norm_weight = contiguous<const float>(d_nw.data(), std::array{s.inner});
-    p.eps = 1e-5F;
-    p.weight = contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner});
-    p.bias = bias_or_none(d_b.data(), s.bias, s.cols);
     for (const auto fn : {activation::relu2, activation::silu}) {
       SCOPED_TRACE(fn == activation::relu2 ? "relu2" : "silu");
       for (int v = -1; v < cuda::gemv_variants; ++v) {
@@ -639,7 +657,7 @@ TEST(gpu_linear, rms_norm_linear_with_the_activation_equals_the_product_then_act
     bad.out_f32 = {};
     bad.out_bf16 = contiguous(d_16.data(), out_row);
     bad.embed = cuda::embedding_fold{contiguous<const std::int32_t>(d_ids.data(), std::array{1L}),
-                                     contiguous<const float>(d_h.data(), std::array{1L, s.inner}),
+                                     contiguous<const float>(c.d_h.data(), std::array{1L, s.inner}),
                                      d_f32.data()};
     EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "with the lookup";
   }
@@ -695,20 +713,8 @@ TEST(gpu_linear, rms_norm_linear_with_the_argmax_draws_what_argmax_of_the_produc
   constexpr head_shape head_shapes[] = {{2048, 32768, false}, {64, 1001, true}};
   for (const auto& s : head_shapes) {
     SCOPED_TRACE(std::to_string(s.inner) + "x" + std::to_string(s.cols));
-    const auto h = rng.floats(static_cast<std::size_t>(s.inner), -2.0F, 2.0F);
-    const auto nw = rng.floats(static_cast<std::size_t>(s.inner));
-    auto w = rng.floats(static_cast<std::size_t>(s.cols * s.inner));
-    const auto b = rng.floats(static_cast<std::size_t>(s.cols));
-    const auto d_h = upload(h);
-    const auto d_nw = upload(nw);
-    const auto d_w = upload(rounded_to_bf16(w));
-    const auto d_b = upload(b);
-    cuda::rms_norm_linear_bf16_params p;
-    p.x = contiguous<const float>(d_h.data(), std::array<std::int64_t, 2>{1, s.inner});
-    p.norm_weight = contiguous<const float>(d_nw.data(), std::array{s.inner});
-    p.eps = 1e-5F;
-    p.weight = contiguous<const std::uint16_t>(d_w.data(), std::array{s.cols, s.inner});
-    p.bias = bias_or_none(d_b.data(), s.bias, s.cols);
+    rms_case c(rng, s.inner, s.cols, s.bias, -2.0F, 2.0F);
+    auto& p = c.p;
     for (int v = -1; v < cuda::gemv_variants; ++v) {
       SCOPED_TRACE("gemv variant " + std::to_string(v));
       p.gemv_variant = v;
@@ -839,21 +845,9 @@ TEST(gpu_linear, rms_norm_linear_with_the_kv_append_equals_the_product_then_appe
     const std::int64_t first = std::int64_t{s.q_heads} * s.head_dim;
     const std::int64_t cols = first + 2 * e;
     SCOPED_TRACE(std::to_string(s.inner) + " -> " + std::to_string(cols));
-    const auto h = rng.floats(static_cast<std::size_t>(s.inner), -2.0F, 2.0F);
-    const auto nw = rng.floats(static_cast<std::size_t>(s.inner));
-    auto w = rng.floats(static_cast<std::size_t>(cols * s.inner));
-    const auto b = rng.floats(static_cast<std::size_t>(cols));
-    const auto d_h = upload(h);
-    const auto d_nw = upload(nw);
-    const auto d_w = upload(rounded_to_bf16(w));
-    const auto d_b = upload(b);
+    const rms_case c(rng, s.inner, cols, s.bias, -2.0F, 2.0F);
+    const auto& p = c.p;
     const std::array<std::int64_t, 2> out_row{1, cols};
-    cuda::rms_norm_linear_bf16_params p;
-    p.x = contiguous<const float>(d_h.data(), std::array<std::int64_t, 2>{1, s.inner});
-    p.norm_weight = contiguous<const float>(d_nw.data(), std::array{s.inner});
-    p.eps = 1e-5F;
-    p.weight = contiguous<const std::uint16_t>(d_w.data(), std::array{cols, s.inner});
-    p.bias = bias_or_none(d_b.data(), s.bias, cols);
     for (const auto dtype : {mstar::dtype::bfloat16, mstar::dtype::float32}) {
       const kv_geometry g{16, 2, s.kv_heads, s.head_dim, dtype};
       const auto bytes = static_cast<std::size_t>(pages) * g.page_bytes();

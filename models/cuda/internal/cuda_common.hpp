@@ -199,6 +199,20 @@ struct gemm_input {
   return b;
 }
 
+// Both models' set-up of the argmax fold when one is made: `on` as
+// argmax_fold_enabled says, and where on, `state` made on the model's stream.
+[[nodiscard]] inline result<void> set_up_argmax_fold(bool& on, kc::device_buffer& state,
+                                                     cudaStream_t stream) {
+  on = argmax_fold_enabled();
+  if (!on)
+    return {};
+  auto made = make_argmax_state(stream);
+  if (!made)
+    return made.error();
+  state = std::move(*made);
+  return {};
+}
+
 // The RMS form's operands for `in` (norm_of set, no gate) times `w`, the
 // token lookup folded in where `in` asks for it; the caller sets the output.
 [[nodiscard]] inline kc::rms_norm_linear_bf16_params rms_linear_params(const gemm_input& in,
