@@ -9,8 +9,11 @@ idle gap. Prints, per kernel name, calls a step, mean duration and mean
 exposed time a step, the idle time a step before it (gaps the device spent
 waiting for that kernel to start), the steps' mean span and idle time, and
 the mean gap between one step's last kernel and the next one's first (steps
-that followed each other in the timeline; a graph boundary).
-  python3 bench/profile/timeline.py TIMELINE.jsonl [--step-start NAME] [--json]
+that followed each other in the timeline; a graph boundary). With
+`--against OTHER.jsonl` (the same steps under other switches, e.g. a fold
+on and off) it prints instead each kernel's exposed time a step in both
+and the difference, largest first, and the two spans.
+  python3 bench/profile/timeline.py TIMELINE.jsonl [--step-start NAME] [--against OTHER] [--json]
 """
 
 import argparse
@@ -19,17 +22,16 @@ import json
 import sys
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("timeline")
-    ap.add_argument("--step-start", default="embedding_kernel")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    spans = [json.loads(l) for l in open(args.timeline) if l.startswith("{")]
+def summarize(path, step_start):
+    """The timeline at `path` cut into decode steps at each `step_start`
+    kernel: per kernel name its calls, summed duration, exposed time and idle
+    time before it over those steps, and the steps' count, summed span and
+    idle time and the gaps between consecutive steps."""
+    spans = [json.loads(l) for l in open(path) if l.startswith("{")]
     spans.sort(key=lambda s: s["start_ns"])
     steps, cur = [], None
     for s in spans:
-        if s["kernel"].startswith(args.step_start):
+        if s["kernel"].startswith(step_start):
             cur = []
             steps.append(cur)
         if cur is not None:
@@ -49,25 +51,75 @@ def main():
                    for a, b, ka, kb in zip(steps, steps[1:], kept, kept[1:]) if ka and kb]
         steps = [st for st, k in zip(steps, kept) if k]
     if not steps:
-        sys.exit(f"timeline.py: fewer than three '{args.step_start}' kernels in {args.timeline}")
-    dur = collections.defaultdict(float)
-    exposed = collections.defaultdict(float)
-    calls = collections.defaultdict(int)
-    idle_before = collections.defaultdict(float)  # gaps, by the kernel that started after each
-    span_total = idle_total = 0.0
+        sys.exit(f"timeline.py: fewer than three '{step_start}' kernels in {path}")
+    t = {"dur": collections.defaultdict(float), "exposed": collections.defaultdict(float),
+         "calls": collections.defaultdict(int), "idle_before": collections.defaultdict(float),
+         "span": 0.0, "idle": 0.0, "steps": len(steps), "between": between}
     for st in steps:
         horizon = st[0]["start_ns"]
         for s in st:
             if s["start_ns"] > horizon:
-                idle_total += s["start_ns"] - horizon
-                idle_before[s["kernel"]] += s["start_ns"] - horizon
+                t["idle"] += s["start_ns"] - horizon
+                t["idle_before"][s["kernel"]] += s["start_ns"] - horizon
             e = max(0, s["end_ns"] - max(horizon, s["start_ns"]))
-            exposed[s["kernel"]] += e
-            dur[s["kernel"]] += s["end_ns"] - s["start_ns"]
-            calls[s["kernel"]] += 1
+            t["exposed"][s["kernel"]] += e
+            t["dur"][s["kernel"]] += s["end_ns"] - s["start_ns"]
+            t["calls"][s["kernel"]] += 1
             horizon = max(horizon, s["end_ns"])
-        span_total += horizon - st[0]["start_ns"]
-    n = len(steps)
+        t["span"] += horizon - st[0]["start_ns"]
+    return t
+
+
+def per_step_us(t, what, kernel=None):
+    v = t[what] if kernel is None else t[what].get(kernel, 0.0)
+    return v / t["steps"] / 1e3
+
+
+def compare(a, b, as_json):
+    """Kernel by kernel, what timeline `a` spends a step against `b`."""
+    kernels = sorted(set(a["exposed"]) | set(b["exposed"]),
+                     key=lambda k: -abs(per_step_us(a, "exposed", k) - per_step_us(b, "exposed", k)))
+    rows = [{"kernel": k,
+             "calls_per_step": [a["calls"].get(k, 0) / a["steps"], b["calls"].get(k, 0) / b["steps"]],
+             "exposed_us_per_step": [per_step_us(a, "exposed", k), per_step_us(b, "exposed", k)],
+             "delta_us": per_step_us(a, "exposed", k) - per_step_us(b, "exposed", k)}
+            for k in kernels]
+    total = {"steps": [a["steps"], b["steps"]],
+             "span_us": [per_step_us(a, "span"), per_step_us(b, "span")],
+             "kernels_per_step": [sum(a["calls"].values()) / a["steps"],
+                                  sum(b["calls"].values()) / b["steps"]],
+             "delta_us": per_step_us(a, "span") - per_step_us(b, "span")}
+    if as_json:
+        for r in rows:
+            print(json.dumps(r))
+        print(json.dumps(total))
+        return
+    print(f"span {total['span_us'][0]:.1f} us a step against {total['span_us'][1]:.1f} "
+          f"({total['delta_us']:+.1f}); kernels a step {total['kernels_per_step'][0]:.1f} "
+          f"against {total['kernels_per_step'][1]:.1f}")
+    print(f"{'delta us':>9s} {'exposed':>8s} {'against':>8s} {'calls':>5s} {'against':>7s}  kernel")
+    for r in rows:
+        print(f"{r['delta_us']:+9.2f} {r['exposed_us_per_step'][0]:8.2f} "
+              f"{r['exposed_us_per_step'][1]:8.2f} {r['calls_per_step'][0]:5.1f} "
+              f"{r['calls_per_step'][1]:7.1f}  {r['kernel'][:100]}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("timeline")
+    ap.add_argument("--step-start", default="embedding_kernel")
+    ap.add_argument("--against", metavar="TIMELINE",
+                    help="a second timeline (the same steps under other switches): print each "
+                         "kernel's exposed time a step in both and the difference, largest first")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    t = summarize(args.timeline, args.step_start)
+    if args.against:
+        compare(t, summarize(args.against, args.step_start), args.json)
+        return
+    n = t["steps"]
+    exposed, dur, calls, idle_before = t["exposed"], t["dur"], t["calls"], t["idle_before"]
+    between = t["between"]
     rows = sorted(exposed, key=lambda k: -exposed[k])
     if args.json:
         for k in rows:
@@ -75,15 +127,15 @@ def main():
                               "mean_us": dur[k] / calls[k] / 1e3,
                               "exposed_us_per_step": exposed[k] / n / 1e3,
                               "idle_before_us_per_step": idle_before[k] / n / 1e3}))
-        print(json.dumps({"steps": n, "span_us": span_total / n / 1e3,
-                          "idle_us": idle_total / n / 1e3,
+        print(json.dumps({"steps": n, "span_us": t["span"] / n / 1e3,
+                          "idle_us": t["idle"] / n / 1e3,
                           "between_steps_us": sum(between) / len(between) / 1e3 if between else None}))
         return
     gap = f", {sum(between) / len(between) / 1e3:.1f} us between steps" if between else ""
-    print(f"{n} steps: span {span_total / n / 1e3:.1f} us a step, idle {idle_total / n / 1e3:.1f} us{gap}")
+    print(f"{n} steps: span {t['span'] / n / 1e3:.1f} us a step, idle {t['idle'] / n / 1e3:.1f} us{gap}")
     print(f"{'exposed us':>10s} {'share':>6s} {'calls':>6s} {'mean us':>8s} {'idle bef':>8s}  kernel")
     for k in rows:
-        print(f"{exposed[k] / n / 1e3:10.2f} {100 * exposed[k] / span_total:5.1f}% "
+        print(f"{exposed[k] / n / 1e3:10.2f} {100 * exposed[k] / t['span']:5.1f}% "
               f"{calls[k] / n:6.1f} {dur[k] / calls[k] / 1e3:8.2f} {idle_before[k] / n / 1e3:8.2f}"
               f"  {k[:110]}")
 

@@ -1,7 +1,9 @@
 """bench/profile/timeline.py on a timeline built here: decode steps (the
 commonest kernel sequence) around a prompt's step, with
 overlapping (chained) kernels and idle gaps whose charges are known, and a
-ring that cut the first and last steps. Exits non-zero on a wrong figure."""
+ring that cut the first and last steps, and the same steps with a kernel
+folded away compared against them (--against). Exits non-zero on a wrong
+figure."""
 
 import json
 import os
@@ -12,13 +14,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def main():
+def write_timeline(decode, prompt):
+    """A timeline file: decode steps around a prompt's step, the first and
+    last cut as a ring cuts them, written out of start order."""
     spans, t = [], 0
-    # Per decode step (ns from its start): embedding 0-3000; a GEMV starting
-    # early at 2000 (chained) and ending at 13000; a 500 ns gap; a merge
-    # 13500-16000. Exposed: embedding 3000, GEMV 10000, merge 2500; idle 500.
-    decode = [("embedding_kernel", 0, 3000), ("gemv", 2000, 13000), ("merge", 13500, 16000)]
-    prompt = [("embedding_kernel", 0, 3000), ("gemm", 3000, 50000)]
     steps = [decode[1:]] + [decode] * 3 + [prompt] + [decode] * 2 + [decode[:2]]
     for st in steps:
         for name, a, b in st:
@@ -27,13 +26,32 @@ def main():
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         for s in reversed(spans):  # the library writes in start order; the reader must not rely on it
             f.write(json.dumps(s) + "\n")
-        path = f.name
+        return f.name
+
+
+def run(*args):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench/profile/timeline.py"), *args,
+                          "--json"], check=True, capture_output=True, text=True).stdout
+    return [json.loads(l) for l in out.splitlines()]
+
+
+def main():
+    # Per decode step (ns from its start): embedding 0-3000; a GEMV starting
+    # early at 2000 (chained) and ending at 13000; a 500 ns gap; a merge
+    # 13500-16000. Exposed: embedding 3000, GEMV 10000, merge 2500; idle 500.
+    decode = [("embedding_kernel", 0, 3000), ("gemv", 2000, 13000), ("merge", 13500, 16000)]
+    prompt = [("embedding_kernel", 0, 3000), ("gemm", 3000, 50000)]
+    # The same steps with the merge folded into the GEMV, which now ends at
+    # 14000: exposed GEMV 11000, span 14 us.
+    folded = [("embedding_kernel", 0, 3000), ("gemv", 2000, 14000)]
+    path = write_timeline(decode, prompt)
+    other = write_timeline(folded, prompt)
     try:
-        out = subprocess.run([sys.executable, os.path.join(ROOT, "bench/profile/timeline.py"), path,
-                              "--json"], check=True, capture_output=True, text=True).stdout
+        rows = run(path)
+        against = run(other, "--against", path)
     finally:
         os.unlink(path)
-    rows = [json.loads(l) for l in out.splitlines()]
+        os.unlink(other)
     summary = rows[-1]
     by = {r["kernel"]: r for r in rows[:-1]}
     failures = []
@@ -54,6 +72,19 @@ def main():
     expect("merge exposed", by["merge"]["exposed_us_per_step"], 2.5)
     if "gemm" in by:
         failures.append("the prompt's step was counted")
+    # --against: the folded steps against the plain ones, largest change first.
+    total = against[-1]
+    diff = against[:-1]
+    expect("compared span delta", total["delta_us"], -2.0)
+    expect("compared kernels a step", total["kernels_per_step"][0], 2.0)
+    expect("compared kernels a step (against)", total["kernels_per_step"][1], 3.0)
+    if [r["kernel"] for r in diff] != ["merge", "gemv", "embedding_kernel"]:
+        failures.append(f"compared order: {[r['kernel'] for r in diff]}")
+    else:
+        expect("merge delta", diff[0]["delta_us"], -2.5)
+        expect("merge calls", diff[0]["calls_per_step"][0], 0.0)
+        expect("gemv delta", diff[1]["delta_us"], 1.0)
+        expect("embedding delta", diff[2]["delta_us"], 0.0)
     if failures:
         print("timeline_test: " + "; ".join(failures))
         return 1

@@ -21,6 +21,13 @@ for mode in all none; do
     >"$w/$n.steps.txt" 2>&1
   head -22 "$w/$n.steps.txt" | cut -c1-120
 done
+if [[ -s $w/nh056-decode1-all.timeline.jsonl && -s $w/nh056-decode1-none.timeline.jsonl ]]; then
+  echo "-- all against none, kernel by kernel"
+  python3 bench/profile/timeline.py "$w/nh056-decode1-all.timeline.jsonl" \
+    --against "$w/nh056-decode1-none.timeline.jsonl" --step-start loopback_kernel \
+    >"$w/nh056-decode1-all-against-none.txt" 2>&1
+  head -30 "$w/nh056-decode1-all-against-none.txt" | cut -c1-120
+fi
 rm -rf "$ck/nh056"
 echo "== Qwen3.5 0.5B batch 1 ($((SECONDS - t0)) s; $(left) s left)"
 if (($(left) > 100)); then
