@@ -241,25 +241,28 @@ bool argmax_fold_fits(const rms_norm_linear_bf16_params& p) {
 
 }  // namespace
 
-cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p, cudaStream_t stream) {
+bool rms_norm_linear_bf16_fits(const rms_norm_linear_bf16_params& p) {
   const bool f32_out = static_cast<bool>(p.out_f32);
   if (f32_out == static_cast<bool>(p.out_bf16) || (p.accumulate && !f32_out) ||
       !conv_fold_fits(p) || !embed_fold_fits(p) || !activation_epilogue_fits(p) ||
       !argmax_fold_fits(p) || !append_fold_fits(p))
-    return cudaErrorInvalidValue;
+    return false;
   const std::int64_t k = p.weight.shape[1];
   const std::array<std::int64_t, 2> out_shape{1, p.weight.shape[0]};
-  if (!detail::all_ok(
-          {check_view(p.x, "x", {1, k}), check_view(p.norm_weight, "norm_weight", {k}),
-           check_view(p.weight, "weight", {any_extent, any_extent}),
-           check_view(p.bias, "bias", p.bias ? std::array{p.weight.shape[0]} : p.bias.shape),
-           f32_out ? check_view(p.out_f32, "out", out_shape)
-                   : check_view(p.out_bf16, "out", out_shape)}) ||
-      !(f32_out ? blas_operand_ok(p.out_f32) : blas_operand_ok(p.out_bf16)) ||
-      !detail::gemv_rms_norm_fits(p)) {
+  return detail::all_ok(
+             {check_view(p.x, "x", {1, k}), check_view(p.norm_weight, "norm_weight", {k}),
+              check_view(p.weight, "weight", {any_extent, any_extent}),
+              check_view(p.bias, "bias", p.bias ? std::array{p.weight.shape[0]} : p.bias.shape),
+              f32_out ? check_view(p.out_f32, "out", out_shape)
+                      : check_view(p.out_bf16, "out", out_shape)}) &&
+         (f32_out ? blas_operand_ok(p.out_f32) : blas_operand_ok(p.out_bf16)) &&
+         detail::gemv_rms_norm_fits(p);
+}
+
+cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p, cudaStream_t stream) {
+  if (!rms_norm_linear_bf16_fits(p))
     return cudaErrorInvalidValue;
-  }
-  if (out_shape[1] == 0)
+  if (p.weight.shape[0] == 0)
     return cudaSuccess;
   return detail::launch_gemv_rms_norm_bf16(p, stream);
 }

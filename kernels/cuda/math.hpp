@@ -287,6 +287,11 @@ inline constexpr std::int64_t rms_norm_linear_max_k = 16384;
 [[nodiscard]] cudaError_t rms_norm_linear_bf16(const rms_norm_linear_bf16_params& p,
                                                cudaStream_t stream);
 
+/// Whether `rms_norm_linear_bf16` takes `p`: every check it makes before a
+/// launch (shapes, strides, alignment, each fold's rules), on the host
+/// alone, with no device needed (pointers are compared, never read).
+[[nodiscard]] bool rms_norm_linear_bf16_fits(const rms_norm_linear_bf16_params& p);
+
 /// Operands of `gated_rms_norm_linear_bf16`: Mamba-2's gated RMS norm of one
 /// f32 row (`gated_rms_norm`'s), rounded to bf16, as the product's input
 /// (the weight's rows on 16-byte boundaries).

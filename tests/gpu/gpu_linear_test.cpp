@@ -601,7 +601,7 @@ TEST(gpu_linear, rms_norm_linear_with_the_lookup_equals_embedding_then_the_produ
 // An MLP's up projection with its activation in the epilogue
 // (out_activation): the bf16 output equals the f32 product then activate's
 // bf16 output bit for bit, relu2 and silu, with and without a bias, at every
-// launch shape; the shapes it does not take are refused.
+// launch shape (what it refuses: gpu_fold_rules, on the host).
 TEST(gpu_linear, rms_norm_linear_with_the_activation_equals_the_product_then_activate_bit_for_bit) {
   MSTAR_REQUIRE_GPU();
   auto rng = test::gpu::seeded(313);
@@ -642,24 +642,6 @@ TEST(gpu_linear, rms_norm_linear_with_the_activation_equals_the_product_then_act
         EXPECT_EQ(d_one.download(), d_two.download());
       }
     }
-    // Refused: an f32 output, accumulating, beside the conv or lookup fold.
-    auto d_f32 = poisoned<float>(static_cast<std::size_t>(s.cols));
-    auto d_16 = poisoned<std::uint16_t>(static_cast<std::size_t>(s.cols));
-    const std::vector<std::int32_t> ids{0};
-    const auto d_ids = upload(ids);
-    auto bad = p;
-    bad.out_activation = activation::relu2;
-    bad.out_f32 = contiguous(d_f32.data(), out_row);
-    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "f32 output";
-    bad.accumulate = true;
-    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "accumulating";
-    bad.accumulate = false;
-    bad.out_f32 = {};
-    bad.out_bf16 = contiguous(d_16.data(), out_row);
-    bad.embed = cuda::embedding_fold{contiguous<const std::int32_t>(d_ids.data(), std::array{1L}),
-                                     contiguous<const float>(c.d_h.data(), std::array{1L, s.inner}),
-                                     d_f32.data()};
-    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "with the lookup";
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
@@ -698,7 +680,7 @@ std::int32_t folded_draw(cuda::rms_norm_linear_bf16_params p, std::int64_t cols,
 // the output row is the plain launch's bit for bit and the draw is what
 // `argmax` of it draws, at every launch shape, one state reused launch after
 // launch. With zero weights the output is the bias exactly, which plants
-// argmax's cases: ties to the lowest id, -0 as +0, NaN or +inf anywhere
+// argmax's cases: ties to the lowest id, all zero, NaN or +inf anywhere
 // (-1), no finite entry (-1), the extremes of the finite range.
 TEST(gpu_linear, rms_norm_linear_with_the_argmax_draws_what_argmax_of_the_product_draws) {
   MSTAR_REQUIRE_GPU();
@@ -765,51 +747,6 @@ TEST(gpu_linear, rms_norm_linear_with_the_argmax_draws_what_argmax_of_the_produc
       EXPECT_EQ(folded_draw(p, cols, state), c.draw);
     }
   }
-  // Refused: a bf16 output, accumulating, beside another fold, nowhere to
-  // write or meet.
-  auto d_out = poisoned<float>(static_cast<std::size_t>(cols));
-  auto d_16 = poisoned<std::uint16_t>(static_cast<std::size_t>(cols));
-  auto d_draw = poisoned<std::int32_t>(1);
-  const auto d_ids = upload(std::vector<std::int32_t>{0});
-  const std::array<std::int64_t, 2> out_row{1, cols};
-  cuda::rms_norm_linear_bf16_params good;
-  good.x = contiguous<const float>(d_h.data(), std::array<std::int64_t, 2>{1, inner});
-  good.norm_weight = contiguous<const float>(d_nw.data(), std::array{inner});
-  good.weight = contiguous<const std::uint16_t>(d_w.data(), std::array{cols, inner});
-  good.out_f32 = contiguous(d_out.data(), out_row);
-  good.argmax = cuda::argmax_fold{d_draw.data(), state};
-  {
-    auto bad = good;
-    bad.out_f32 = {};
-    bad.out_bf16 = contiguous(d_16.data(), out_row);
-    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "bf16 output";
-    bad.out_activation = activation::relu2;
-    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue)
-        << "with the activation";
-  }
-  {
-    auto bad = good;
-    bad.accumulate = true;
-    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "accumulating";
-  }
-  {
-    auto bad = good;
-    bad.embed = cuda::embedding_fold{contiguous<const std::int32_t>(d_ids.data(), std::array{1L}),
-                                     contiguous<const float>(d_h.data(), std::array{1L, inner}),
-                                     d_out.data()};
-    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "with the lookup";
-  }
-  {
-    auto bad = good;
-    bad.argmax->out = nullptr;
-    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "no draw";
-    bad = good;
-    bad.argmax->state = nullptr;
-    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "no state";
-    bad.argmax->state =
-        reinterpret_cast<cuda::argmax_fold_state*>(reinterpret_cast<char*>(d_state.data()) + 4);
-    EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << "misaligned";
-  }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
@@ -817,7 +754,7 @@ TEST(gpu_linear, rms_norm_linear_with_the_argmax_draws_what_argmax_of_the_produc
 // V in their page itself (kv_append_fold): one kernel equals the product
 // then append_kv of its K and V rows bit for bit (the output row and every
 // byte of the arena), bf16 and f32 arenas, either layer of the page, at
-// every launch shape; folds it does not take are refused.
+// every launch shape (what it refuses: gpu_fold_rules, on the host).
 TEST(gpu_linear, rms_norm_linear_with_the_kv_append_equals_the_product_then_append_kv) {
   MSTAR_REQUIRE_GPU();
   auto rng = test::gpu::seeded(331);
@@ -892,96 +829,6 @@ TEST(gpu_linear, rms_norm_linear_with_the_kv_append_equals_the_product_then_appe
         }
       }
     }
-    // Refused: a bf16 output, accumulating, beside the argmax, two rows, no
-    // decode arrays, K and V past the output.
-    const kv_geometry g{16, 2, s.kv_heads, s.head_dim, mstar::dtype::bfloat16};
-    auto d_arena = poisoned<std::byte>(static_cast<std::size_t>(pages) * g.page_bytes());
-    auto d_out = poisoned<float>(static_cast<std::size_t>(cols));
-    auto d_16 = poisoned<std::uint16_t>(static_cast<std::size_t>(cols));
-    auto d_state = upload(std::vector<std::uint64_t>{0, 0});
-    auto d_draw = poisoned<std::int32_t>(1);
-    auto good = p;
-    good.out_f32 = contiguous(d_out.data(), out_row);
-    good.append = cuda::kv_append_fold{{d_arena.data(), g}, 1, table, first};
-    const auto refused = [&](const cuda::rms_norm_linear_bf16_params& bad, const char* what) {
-      EXPECT_EQ(cuda::rms_norm_linear_bf16(bad, nullptr), cudaErrorInvalidValue) << what;
-    };
-    {
-      auto bad = good;
-      bad.out_f32 = {};
-      bad.out_bf16 = contiguous(d_16.data(), out_row);
-      refused(bad, "bf16 output");
-    }
-    {
-      auto bad = good;
-      bad.accumulate = true;
-      refused(bad, "accumulating");
-    }
-    {
-      auto bad = good;
-      bad.argmax = cuda::argmax_fold{d_draw.data(),
-                                     reinterpret_cast<cuda::argmax_fold_state*>(d_state.data())};
-      refused(bad, "with the argmax");
-    }
-    {
-      auto bad = good;
-      bad.append->table.qo_indptr = d_indptr.span().first(1);
-      refused(bad, "no rows");
-      bad.append->table = table;
-      bad.append->table.decode_page = {};
-      refused(bad, "no decode arrays");
-      bad.append->table = table;
-      bad.append->first = first + 1;
-      refused(bad, "V past the output");
-      bad.append->first = first;
-      bad.append->layer = 2;
-      refused(bad, "a layer past the page's");
-    }
-  }
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-}
-
-// A conv fold the kernel does not take is refused before any launch.
-TEST(gpu_linear, rms_norm_linear_refuses_a_conv_fold_it_does_not_take) {
-  MSTAR_REQUIRE_GPU();
-  auto f = poisoned<float>(4096);
-  auto w16 = poisoned<std::uint16_t>(4096);
-  const std::vector<std::int32_t> slot{0};
-  const auto d_slot = upload(slot);
-  struct fold_case {
-    std::int64_t first;
-    std::int32_t channels, width;
-    bool bf16_out, accumulate, no_slots;
-    cudaError_t want;
-  };
-  constexpr fold_case cases[] = {
-      {8, 16, 4, false, false, false, cudaSuccess},             // taken
-      {8, 16, 5, false, false, false, cudaErrorInvalidValue},   // width past 4
-      {8, 16, 1, false, false, false, cudaErrorInvalidValue},   // width 1
-      {20, 16, 4, false, false, false, cudaErrorInvalidValue},  // the run past N (32)
-      {-1, 16, 4, false, false, false, cudaErrorInvalidValue},  // before feature 0
-      {8, 16, 4, true, false, false, cudaErrorInvalidValue},    // a bf16 product
-      {8, 16, 4, false, true, false, cudaErrorInvalidValue},    // accumulating
-      {8, 16, 4, false, false, true, cudaErrorInvalidValue},    // no slot index
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE("first " + std::to_string(c.first) + " W " + std::to_string(c.width));
-    cuda::rms_norm_linear_bf16_params p;
-    p.x = contiguous<const float>(f.data(), std::array<std::int64_t, 2>{1, 64});
-    p.norm_weight = contiguous<const float>(f.data(), std::array<std::int64_t, 1>{64});
-    p.weight = contiguous<const std::uint16_t>(w16.data(), std::array<std::int64_t, 2>{32, 64});
-    if (c.bf16_out)
-      p.out_bf16 = contiguous(w16.data() + 2048, std::array<std::int64_t, 2>{1, 32});
-    else
-      p.out_f32 = contiguous(f.data() + 1024, std::array<std::int64_t, 2>{1, 32});
-    p.accumulate = c.accumulate;
-    p.conv = cuda::conv_step_fold{{f.data() + 2048, nullptr, c.channels, c.width, true},
-                                  c.first,
-                                  f.data() + 3072,
-                                  f.data() + 3584,
-                                  c.no_slots ? std::span<const std::int32_t>{} : d_slot.span(),
-                                  {}};
-    EXPECT_EQ(cuda::rms_norm_linear_bf16(p, nullptr), c.want);
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }

@@ -8,7 +8,7 @@ set -uo pipefail
 source "$(dirname "$0")/common.sh"
 echo "== GPU tests: linear, conv, attention's append, sampling, the models' folds"
 timeout 260 "$bin/mstar_gpu_tests" \
-  --gtest_filter='gpu_linear.*:gpu_model_fused_norms.*:gpu_model_fused_qkv.*:gpu_model_chained.*:gpu_conv*:gpu_qwen3_5_fused_norms.*:gpu_sampling.*:gpu_math.*activat*:gpu_attention.decode_fast_path*' \
+  --gtest_filter='gpu_fold_rules.*:gpu_linear.*:gpu_model_fused_norms.*:gpu_model_fused_qkv.*:gpu_model_chained.*:gpu_conv*:gpu_qwen3_5_fused_norms.*:gpu_sampling.*:gpu_math.*activat*:gpu_attention.decode_fast_path*' \
   >"$w/tests.log" 2>&1
 echo "exit $? ($((SECONDS - t0)) s)"
 grep -E "^\[==========\] [0-9]+ tests|^\[  PASSED  \] [0-9]+ tests|^\[  FAILED|^\[  SKIPPED \] [0-9]" "$w/tests.log"
