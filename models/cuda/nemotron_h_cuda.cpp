@@ -38,10 +38,12 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
   p->dtype = dtype;
   p->fused_norms = cuda_detail::fused_norms_enabled();
   p->f32_folds = cuda_detail::f32_folds_enabled();
-  p->conv_fold = cuda_detail::conv_fold_enabled();
-  p->embed_fold = cuda_detail::embed_fold_enabled();
-  p->mlp_epilogue = cuda_detail::mlp_epilogue_enabled();
-  p->append_fold = cuda_detail::append_fold_enabled();
+  // The batch-1 folds, all on unless switched off (each measured faster here:
+  // bench/results/session43-calls/README.md).
+  p->conv_fold = cuda_detail::conv_fold_enabled(true);
+  p->embed_fold = cuda_detail::embed_fold_enabled(true);
+  p->mlp_epilogue = cuda_detail::mlp_epilogue_enabled(true);
+  p->append_fold = cuda_detail::append_fold_enabled(true);
   p->direct_draws = cuda_detail::direct_draws_enabled();
   p->fused_qkv = cuda_detail::fused_qkv_enabled();
   cudaDeviceProp prop{};
@@ -56,7 +58,8 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
   if (!blas)
     return blas.error();
   p->blas = std::move(*blas);
-  if (auto ok = cuda_detail::set_up_argmax_fold(p->argmax_fold, p->argmax_state, p->stream.get());
+  if (auto ok =
+          cuda_detail::set_up_argmax_fold(true, p->argmax_fold, p->argmax_state, p->stream.get());
       !ok)
     return ok.error();
   auto model = std::unique_ptr<nemotron_h_cuda>(new nemotron_h_cuda(std::move(p), dtype));

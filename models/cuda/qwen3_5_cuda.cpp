@@ -38,8 +38,11 @@ result<std::unique_ptr<qwen3_5_cuda>> qwen3_5_cuda::make(int device, mstar::dtyp
   p->graphs = graphs;
   p->fused_norms = cuda_detail::fused_norms_enabled();
   p->f32_folds = cuda_detail::f32_folds_enabled();
-  p->embed_fold = cuda_detail::embed_fold_enabled();
-  p->conv_fold = cuda_detail::conv_fold_enabled();
+  // The batch-1 lookup fold on, the conv and argmax folds off unless
+  // switched on: each made this model's step ~10 us slower on an H100
+  // (bench/results/session43-calls/README.md).
+  p->embed_fold = cuda_detail::embed_fold_enabled(true);
+  p->conv_fold = cuda_detail::conv_fold_enabled(false);
   p->fused_qkv = cuda_detail::fused_qkv_enabled();
   p->direct_draws = cuda_detail::direct_draws_enabled();
   cudaDeviceProp prop{};
@@ -54,7 +57,8 @@ result<std::unique_ptr<qwen3_5_cuda>> qwen3_5_cuda::make(int device, mstar::dtyp
   if (!blas)
     return blas.error();
   p->blas = std::move(*blas);
-  if (auto ok = cuda_detail::set_up_argmax_fold(p->argmax_fold, p->argmax_state, p->stream.get());
+  if (auto ok =
+          cuda_detail::set_up_argmax_fold(false, p->argmax_fold, p->argmax_state, p->stream.get());
       !ok)
     return ok.error();
   return std::unique_ptr<qwen3_5_cuda>(new qwen3_5_cuda(std::move(p), dtype));

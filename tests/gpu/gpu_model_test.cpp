@@ -288,18 +288,6 @@ std::unique_ptr<local_engine> random_on_gpu_without(const nemotron_h_config& c, 
   return e;
 }
 
-// random_on_gpu with each of `on`=1 in the environment while the model is
-// made (the opt-in folds), unset after.
-std::unique_ptr<local_engine> random_on_gpu_with(const nemotron_h_config& c,
-                                                 std::initializer_list<const char*> on) {
-  for (const char* name : on)
-    EXPECT_EQ(setenv(name, "1", 1), 0);
-  auto e = random_on_gpu(c);
-  for (const char* name : on)
-    EXPECT_EQ(unsetenv(name), 0);
-  return e;
-}
-
 // Prompts of 5 and 17 tokens (token i: 3 + i * step mod 250), eight
 // tokens each: `separate` and `folded` give the same tokens and logits bit
 // for bit.
@@ -339,33 +327,22 @@ TEST(gpu_model_fused_norms, batch_one_decode_folds_the_gated_norm_bit_for_bit_in
 // A batch-1 step also folds the MLP's activation (relu2) and the
 // attention output's rounding to bf16 into the GEMV after them
 // (cuda_common.hpp's f32_folds: activation_linear_bf16), each Mamba-2
-// layer's conv step into its in_proj GEMV (conv_fold_enabled), the
-// token's lookup into the first layer's GEMVs (embed_fold_enabled) and each
-// attention layer's K / V append into its q / k / v GEMV
-// (append_fold_enabled; these three opt-in, MSTAR_CONV_FOLD=1,
-// MSTAR_EMBED_FOLD=1 and MSTAR_KV_APPEND_FOLD=1, set for `folded`), and an
-// engine with the MLP's activation in its up GEMV's epilogue instead
-// (MSTAR_MLP_EPILOGUE=1, opt-in) gives `folded`'s bits too.
-// With any one fold turned off (MSTAR_ACT_FOLD=0, MSTAR_BF16_FOLD=0,
-// MSTAR_CONV_FOLD=0, MSTAR_EMBED_FOLD=0, MSTAR_KV_APPEND_FOLD=0, read when
-// the model is made) every prompt gives the same tokens and logits bit for
-// bit.
+// layer's conv step into its in_proj GEMV (conv_fold_enabled), the token's
+// lookup into the first layer's GEMVs (embed_fold_enabled), each attention
+// layer's K / V append into its q / k / v GEMV (append_fold_enabled) and
+// runs the MLP's activation in its up GEMV's epilogue (mlp_epilogue_enabled),
+// all on by default. With any one of them turned off (MSTAR_ACT_FOLD=0,
+// MSTAR_BF16_FOLD=0, MSTAR_CONV_FOLD=0, MSTAR_EMBED_FOLD=0,
+// MSTAR_KV_APPEND_FOLD=0, MSTAR_MLP_EPILOGUE=0, read when the model is made)
+// every prompt gives the same tokens and logits bit for bit.
 TEST(gpu_model_fused_norms,
      batch_one_decode_folds_activation_rounding_conv_and_lookup_bit_for_bit) {
   MSTAR_REQUIRE_GPU();
   const auto config = gated_fold_config(4);  // MLP and attention layers
-  auto folded =
-      random_on_gpu_with(config, {"MSTAR_CONV_FOLD", "MSTAR_EMBED_FOLD", "MSTAR_KV_APPEND_FOLD"});
-  auto epilogue = random_on_gpu_with(config, {"MSTAR_MLP_EPILOGUE"});
+  auto folded = random_on_gpu(config);
   ASSERT_NE(folded, nullptr);
-  ASSERT_NE(epilogue, nullptr);
-  {
-    SCOPED_TRACE("MSTAR_MLP_EPILOGUE=1");
-    ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*epilogue, *folded, 29));
-    expect_pools_whole(*epilogue);
-  }
   for (const char* off : {"MSTAR_ACT_FOLD", "MSTAR_BF16_FOLD", "MSTAR_CONV_FOLD",
-                          "MSTAR_EMBED_FOLD", "MSTAR_KV_APPEND_FOLD"}) {
+                          "MSTAR_EMBED_FOLD", "MSTAR_KV_APPEND_FOLD", "MSTAR_MLP_EPILOGUE"}) {
     SCOPED_TRACE(std::string{off} + "=0");
     auto separate = random_on_gpu_without(config, off);
     ASSERT_NE(separate, nullptr);
@@ -376,8 +353,8 @@ TEST(gpu_model_fused_norms,
 }
 
 // A batch-1 greedy step draws its token in the LM head's GEMV
-// (argmax_fold_enabled, opt-in: MSTAR_ARGMAX_FOLD=1 while `drawn` is made)
-// instead of an argmax launch after it: the same tokens and logits bit for
+// (argmax_fold_enabled, on by default; MSTAR_ARGMAX_FOLD=0 while `plain` is
+// made) instead of an argmax launch after it: the same tokens and logits bit for
 // bit, whether the logits are kept or only the ids are drawn (decode graphs
 // replaying the fold step after step, each launch leaving its state ready
 // for the next), and two rows at once (the argmax launch) between
@@ -385,8 +362,8 @@ TEST(gpu_model_fused_norms,
 TEST(gpu_model_fused_norms, batch_one_greedy_steps_draw_in_the_head_gemv_bit_for_bit) {
   MSTAR_REQUIRE_GPU();
   const auto config = gated_fold_config(4);
-  auto plain = random_on_gpu(config);
-  auto drawn = random_on_gpu_with(config, {"MSTAR_ARGMAX_FOLD"});
+  auto plain = random_on_gpu_without(config, "MSTAR_ARGMAX_FOLD");
+  auto drawn = random_on_gpu(config);
   ASSERT_NE(plain, nullptr);
   ASSERT_NE(drawn, nullptr);
   ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *drawn, 23));

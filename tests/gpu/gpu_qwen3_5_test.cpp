@@ -264,10 +264,10 @@ TEST(gpu_qwen3_5_fused_norms, batch_one_decode_equals_the_separate_norm_launches
   MSTAR_REQUIRE_GPU();
   // Also one product for q, k and v at one token (MSTAR_QKV_FUSED=0: three):
   // each output row is the same dot either way; the token looked up in the
-  // first block's GEMV, each delta-net layer's conv step in its in_proj
-  // GEMV and a greedy row's draw in the head's GEMV (opt-in:
-  // MSTAR_EMBED_FOLD=1, MSTAR_CONV_FOLD=1 and MSTAR_ARGMAX_FOLD=1 for
-  // `folded`; 0: the embedding, conv and argmax launches).
+  // first block's GEMV (on by default), each delta-net layer's conv step in
+  // its in_proj GEMV and a greedy row's draw in the head's GEMV (both off by
+  // default for this model: slower here); `folded` sets all three to 1, and
+  // each =0 leaves the embedding, conv or argmax launch.
   for (const char* off : {"MSTAR_FUSED_NORM", "MSTAR_QKV_FUSED", "MSTAR_EMBED_FOLD",
                           "MSTAR_CONV_FOLD", "MSTAR_ARGMAX_FOLD"})
     for (const char* name : {"qwen3_5_tiny", "qwen3_5_tiny_text"}) {

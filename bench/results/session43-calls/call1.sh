@@ -19,6 +19,6 @@ for tool in memcheck racecheck; do
   if [[ -z $cs ]] || (($(left) <= 40)); then break; fi
   timeout $(($(left) / 2)) "$cs" --tool $tool --error-exitcode 9 "$bin/mstar_gpu_tests" \
     --gtest_filter='gpu_linear.rms_norm_linear_with_*' >"$w/$tool.log" 2>&1
-  echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY' "$w/$tool.log" | tail -1))"
+  echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$w/$tool.log" | tail -1))"
 done
 finish call1

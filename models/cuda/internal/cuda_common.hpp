@@ -134,27 +134,32 @@ struct gemm_input {
   return e == nullptr || std::string_view{e} != "0";
 }
 
-// Whether a model made now folds, in its batch-1 steps, each Mamba-2 layer's
-// causal conv step into the in_proj GEMV before it
-// (kernels::cuda::conv_step_fold): only with `MSTAR_CONV_FOLD=1`. Off by
-// default until a device run has passed its tests and measured it (written
-// in session 42, when no device was lent; bench/results/session42-calls/).
-// Whether the environment sets `name` to 1 (an opt-in switch, read when a
-// model is made).
-[[nodiscard]] inline bool opted_in(const char* name) {
+// An A/B switch read when a model is made: `name`=1 turns it on, =0 off;
+// unset (or anything else) leaves the model's own default.
+[[nodiscard]] inline bool switch_on(const char* name, bool by_default) {
   const char* e = std::getenv(name);
-  return e != nullptr && std::string_view{e} == "1";
+  const std::string_view v = e != nullptr ? e : "";
+  return v == "1" ? true : v == "0" ? false : by_default;
 }
-[[nodiscard]] inline bool conv_fold_enabled() {
-  return opted_in("MSTAR_CONV_FOLD");
+
+// The batch-1 folds of sessions 42 and 43 (bench/results/session43-calls/:
+// each measured on an H100 against its launches, tokens the same). Each
+// model passes its measured default: Nemotron-H takes all five; Qwen3.5
+// takes the lookup and leaves the conv and argmax folds off (its step was
+// ~10 us slower with each).
+//
+// Whether a model made now folds, in its batch-1 steps, each recurrent
+// layer's causal conv step into the in_proj GEMV before it
+// (kernels::cuda::conv_step_fold; `MSTAR_CONV_FOLD`).
+[[nodiscard]] inline bool conv_fold_enabled(bool by_default) {
+  return switch_on("MSTAR_CONV_FOLD", by_default);
 }
 
 // Whether a model made now looks its batch-1 steps' token up in the first
 // layer's GEMVs (kernels::cuda::embedding_fold) instead of an embedding
-// launch: only with `MSTAR_EMBED_FOLD=1`, off by default for the reason
-// conv_fold_enabled gives.
-[[nodiscard]] inline bool embed_fold_enabled() {
-  return opted_in("MSTAR_EMBED_FOLD");
+// launch (`MSTAR_EMBED_FOLD`).
+[[nodiscard]] inline bool embed_fold_enabled(bool by_default) {
+  return switch_on("MSTAR_EMBED_FOLD", by_default);
 }
 
 // Whether a recurrent layer's in_proj takes its conv step in (conv_step_fold)
@@ -170,18 +175,16 @@ struct gemm_input {
 // Whether a model made now runs, in its batch-1 steps, the MLP's activation
 // in the up projection's GEMV epilogue (kernels::cuda::
 // rms_norm_linear_bf16_params::out_activation), so the down projection is a
-// plain GEMV of that bf16 row: only with `MSTAR_MLP_EPILOGUE=1`, off by
-// default for the reason conv_fold_enabled gives.
-[[nodiscard]] inline bool mlp_epilogue_enabled() {
-  return opted_in("MSTAR_MLP_EPILOGUE");
+// plain GEMV of that bf16 row (`MSTAR_MLP_EPILOGUE`).
+[[nodiscard]] inline bool mlp_epilogue_enabled(bool by_default) {
+  return switch_on("MSTAR_MLP_EPILOGUE", by_default);
 }
 
 // Whether a model made now draws its batch-1 greedy steps' token in the LM
 // head's GEMV (kernels::cuda::argmax_fold) instead of an argmax launch after
-// it: only with `MSTAR_ARGMAX_FOLD=1`, off by default for the reason
-// conv_fold_enabled gives (written in session 43, no device lent either).
-[[nodiscard]] inline bool argmax_fold_enabled() {
-  return opted_in("MSTAR_ARGMAX_FOLD");
+// it (`MSTAR_ARGMAX_FOLD`).
+[[nodiscard]] inline bool argmax_fold_enabled(bool by_default) {
+  return switch_on("MSTAR_ARGMAX_FOLD", by_default);
 }
 
 // The argmax fold's meeting place (kernels::cuda::argmax_fold_state), zeroed
@@ -200,10 +203,12 @@ struct gemm_input {
 }
 
 // Both models' set-up of the argmax fold when one is made: `on` as
-// argmax_fold_enabled says, and where on, `state` made on the model's stream.
-[[nodiscard]] inline result<void> set_up_argmax_fold(bool& on, kc::device_buffer& state,
+// argmax_fold_enabled says (the model's default `by_default`), and where
+// on, `state` made on the model's stream.
+[[nodiscard]] inline result<void> set_up_argmax_fold(bool by_default, bool& on,
+                                                     kc::device_buffer& state,
                                                      cudaStream_t stream) {
-  on = argmax_fold_enabled();
+  on = argmax_fold_enabled(by_default);
   if (!on)
     return {};
   auto made = make_argmax_state(stream);
@@ -250,11 +255,10 @@ struct gemm_input {
 
 // Whether a model made now stores, in its batch-1 steps, an attention
 // layer's new K and V in their page from the fused q / k / v GEMV
-// (kernels::cuda::kv_append_fold) instead of an append_kv launch after it:
-// only with `MSTAR_KV_APPEND_FOLD=1`, off by default for the reason
-// argmax_fold_enabled gives.
-[[nodiscard]] inline bool append_fold_enabled() {
-  return opted_in("MSTAR_KV_APPEND_FOLD");
+// (kernels::cuda::kv_append_fold) instead of an append_kv launch after it
+// (`MSTAR_KV_APPEND_FOLD`).
+[[nodiscard]] inline bool append_fold_enabled(bool by_default) {
+  return switch_on("MSTAR_KV_APPEND_FOLD", by_default);
 }
 
 // The RMS form's operands for one row `in` (norm_of set, no gate, no

@@ -106,22 +106,22 @@ struct nemotron_h_cuda::impl {
   /// fold into the GEMV after them (cuda_common.hpp's f32_folds).
   cuda_detail::f32_folds f32_folds;
   /// In those steps, each Mamba-2 layer's conv step runs in its in_proj
-  /// GEMV (cuda_common.hpp's conv_fold_enabled: opt-in for now).
+  /// GEMV (cuda_common.hpp's conv_fold_enabled).
   bool conv_fold = false;
   /// In those steps, the first layer's GEMVs look the token up themselves
-  /// (cuda_common.hpp's embed_fold_enabled: opt-in for now).
+  /// (cuda_common.hpp's embed_fold_enabled).
   bool embed_fold = false;
   /// In those steps, the MLP's activation runs in its up GEMV's epilogue
-  /// (cuda_common.hpp's mlp_epilogue_enabled: opt-in for now).
+  /// (cuda_common.hpp's mlp_epilogue_enabled).
   bool mlp_epilogue = false;
   /// In those steps, a greedy row's draw runs in the LM head's GEMV
-  /// (cuda_common.hpp's argmax_fold_enabled: opt-in for now), meeting in
+  /// (cuda_common.hpp's argmax_fold_enabled), meeting in
   /// `argmax_state` (made with the model when the fold is on).
   bool argmax_fold = false;
   kc::device_buffer argmax_state;
   /// In those steps, each attention layer's fused q / k / v GEMV stores its
-  /// K and V in their page (cuda_common.hpp's append_fold_enabled: opt-in
-  /// for now), no append_kv launch after it.
+  /// K and V in their page (cuda_common.hpp's append_fold_enabled), no
+  /// append_kv launch after it.
   bool append_fold = false;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.

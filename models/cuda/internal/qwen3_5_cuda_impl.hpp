@@ -87,13 +87,13 @@ struct qwen3_5_cuda::impl {
   /// (cuda_common.hpp's f32_folds; the attention output is bf16 already).
   cuda_detail::f32_folds f32_folds;
   /// In those steps, the first block's first GEMV looks the token up itself
-  /// (cuda_common.hpp's embed_fold_enabled: opt-in for now).
+  /// (cuda_common.hpp's embed_fold_enabled; on).
   bool embed_fold = false;
   /// In those steps, each delta-net layer's conv step runs in its in_proj
-  /// GEMV (cuda_common.hpp's conv_fold_enabled: opt-in for now).
+  /// GEMV (cuda_common.hpp's conv_fold_enabled; off unless switched on).
   bool conv_fold = false;
   /// In those steps, a greedy row's draw runs in the LM head's GEMV
-  /// (cuda_common.hpp's argmax_fold_enabled: opt-in for now), meeting in
+  /// (cuda_common.hpp's argmax_fold_enabled; off unless switched on), meeting in
   /// `argmax_state` (made with the model when the fold is on).
   bool argmax_fold = false;
   kernels::cuda::device_buffer argmax_state;
