@@ -22,8 +22,11 @@ nemotron_h_cuda::nemotron_h_cuda(std::unique_ptr<impl> p, mstar::dtype dtype)
     : impl_(std::move(p)), dtype_(dtype), graphs_cache_(std::make_unique<graph_cache>()) {}
 
 nemotron_h_cuda::~nemotron_h_cuda() {
-  if (impl_)
+  if (impl_) {
     (void)impl_->stream.synchronize();
+    if (impl_->copies.get() != nullptr)
+      (void)impl_->copies.synchronize();
+  }
   graphs_cache_.reset();  // graphs before the buffers they address
 }
 
@@ -54,6 +57,12 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
   if (!s)
     return s.error();
   p->stream = std::move(*s);
+  if (cuda_detail::switch_on("MSTAR_SIDE_DOWNLOAD", false)) {
+    auto copies = kc::stream::make();
+    if (!copies)
+      return copies.error();
+    p->copies = std::move(*copies);
+  }
   auto blas = kc::blas_handle::make();
   if (!blas)
     return blas.error();

@@ -141,6 +141,8 @@ result<std::uint64_t> nemotron_h_cuda::start(const nemotron_h_batch& b, const ne
     // Part of it may be queued, reading the slot's pinned memory that the
     // next launch refills: let it drain. No draws for a loopback to read.
     (void)p.stream.synchronize();
+    if (p.copies.get() != nullptr)
+      (void)p.copies.synchronize();
     p.last_drawn_rows = 0;
     p.last_drawn = nullptr;
     return queued.error();
@@ -295,6 +297,11 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
   }
   slot.n_ids = 0;
   slot.n_logits = 0;
+  // Side downloads: the draws alone (logits stay on the step's stream, whose
+  // next head overwrites them) cross on `copies` once the step's event says
+  // they are written; `done` is then recorded there.
+  const bool side = p.copies.get() != nullptr && draws && !logits;
+  cudaStream_t ds = s;
   if (draws) {
     if (!all_greedy) {
       if (auto ok = p.sample(sampling, slot); !ok)
@@ -313,8 +320,23 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
           !ok)
         return ok;
     }
+    if (side) {
+      if (!slot.computed.get()) {
+        auto made = kc::event::make(false);
+        if (!made)
+          return made.error();
+        slot.computed = std::move(*made);
+      }
+      if (auto ok = slot.computed.record(s); !ok)
+        return ok;
+      if (auto ok = p.check(cudaStreamWaitEvent(p.copies.get(), slot.computed.get(), 0),
+                            "side download wait");
+          !ok)
+        return ok;
+      ds = p.copies.get();
+    }
     if (auto ok = p.check(cudaMemcpyAsync(slot.ids.data(), slot.drawn.buffer.data(), bytes,
-                                          cudaMemcpyDeviceToHost, s),
+                                          cudaMemcpyDeviceToHost, ds),
                           "sampled ids download");
         !ok)
       return ok;
@@ -335,7 +357,7 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
     if (auto ok = p.tl->end[index].record(s); !ok)
       return ok;
   }
-  return slot.done.record(s);
+  return slot.done.record(ds);
 }
 
 result<void> nemotron_h_cuda::finish(std::uint64_t ticket, std::vector<float>* logits,

@@ -398,6 +398,48 @@ TEST(gpu_model_fused_norms, batch_one_greedy_steps_draw_in_the_head_gemv_bit_for
   expect_pools_whole(*drawn);
 }
 
+// Side downloads (MSTAR_SIDE_DOWNLOAD=1, opt-in: each forward's draws
+// cross to pinned memory on a second stream after an event, so the next
+// forward does not queue behind the copy) change where the copy runs, never
+// what it copies: the same requests, alone and together, draw the same
+// tokens, logits kept (those stay on the step's stream) or not.
+TEST(gpu_model_side_download, draws_copied_on_a_second_stream_are_the_same_tokens) {
+  MSTAR_REQUIRE_GPU();
+  const auto config = gated_fold_config(4);
+  auto plain = random_on_gpu(config);
+  ASSERT_EQ(setenv("MSTAR_SIDE_DOWNLOAD", "1", 1), 0);
+  auto side = random_on_gpu(config);
+  ASSERT_EQ(unsetenv("MSTAR_SIDE_DOWNLOAD"), 0);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(side, nullptr);
+  ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *side, 19));
+  std::vector<request_spec> reqs;
+  for (const std::size_t length : {std::size_t{6}, std::size_t{21}, std::size_t{40}}) {
+    request_spec r;
+    for (std::size_t i = 0; i < length; ++i)
+      r.prompt.push_back(static_cast<resources::token_id>(3 + (i * 43 + length) % 250));
+    r.stop.max_tokens = static_cast<std::int32_t>(12 + length % 9);
+    r.stop.ignore_eos = true;
+    reqs.push_back(r);
+  }
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE("prompt " + std::to_string(i) + ", drawn");
+    auto a = generate(*plain, {reqs[i]});
+    auto b = generate(*side, {reqs[i]});
+    ASSERT_TRUE(a.has_value()) << a.error().message();
+    ASSERT_TRUE(b.has_value()) << b.error().message();
+    EXPECT_EQ((*a)[0].generated_ids, (*b)[0].generated_ids);
+  }
+  auto a = generate(*plain, reqs);
+  auto b = generate(*side, reqs);
+  ASSERT_TRUE(a.has_value()) << a.error().message();
+  ASSERT_TRUE(b.has_value()) << b.error().message();
+  ASSERT_EQ(a->size(), b->size());
+  for (std::size_t i = 0; i < a->size(); ++i)
+    EXPECT_EQ((*a)[i].generated_ids, (*b)[i].generated_ids) << "together, request " << i;
+  expect_pools_whole(*side);
+}
+
 // A one-token step projects q, k and v in one product over their
 // concatenated rows (nemotron_h_cuda's qkv); each output row is the same
 // dot as in its own product, so with MSTAR_QKV_FUSED=0 (three products,

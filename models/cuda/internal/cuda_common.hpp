@@ -560,7 +560,8 @@ struct graph_exec_deleter {
 struct forward_slot {
   kc::pinned_buffer plan, settings, ids, logits;
   work_buffer drawn;
-  kc::event done;  // recorded after the forward's last download
+  kc::event done;      // recorded after the forward's last download
+  kc::event computed;  // side downloads: recorded after the draws, before their download
   std::uint64_t ticket = 0;
   bool busy = false;
   std::size_t n_ids = 0, n_logits = 0;  // what the downloads fill (0: not asked)

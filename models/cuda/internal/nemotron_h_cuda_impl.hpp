@@ -57,6 +57,11 @@ struct nemotron_h_cuda::impl {
   std::string name;
   mstar::dtype dtype = mstar::dtype::bfloat16;
   kc::stream stream;
+  /// Side downloads (`MSTAR_SIDE_DOWNLOAD=1`, opt-in): a forward's draws
+  /// cross to pinned memory on this second stream, after an event on
+  /// `stream`, so the next forward's upload and graph do not queue behind
+  /// the copy. Null otherwise.
+  kc::stream copies;
   kc::blas_handle blas;
   nemotron_h_config config;
   kc::device_buffer embeddings, norm_f;  // f32
