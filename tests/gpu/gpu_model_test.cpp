@@ -352,6 +352,46 @@ TEST(gpu_model_fused_norms,
   expect_pools_whole(*folded);
 }
 
+// Requests of `lengths` prompt tokens (token i: 3 + (i * mul + length) mod
+// 250), each drawing `base + length % spread` tokens, EOS ignored.
+std::vector<request_spec> ramp_requests(std::initializer_list<std::size_t> lengths, std::size_t mul,
+                                        std::int32_t base, std::int32_t spread) {
+  std::vector<request_spec> reqs;
+  for (const std::size_t length : lengths) {
+    request_spec r;
+    for (std::size_t i = 0; i < length; ++i)
+      r.prompt.push_back(static_cast<resources::token_id>(3 + (i * mul + length) % 250));
+    r.stop.max_tokens = base + static_cast<std::int32_t>(length) % spread;
+    r.stop.ignore_eos = true;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+// `reqs` through `a` and `b`, each alone and then together (the batch
+// shrinking as the shorter ones end), ids drawn on the device: the same
+// tokens, every request's whole budget.
+void expect_same_drawn_tokens(local_engine& a, local_engine& b,
+                              const std::vector<request_spec>& reqs) {
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE("prompt " + std::to_string(i) + ", drawn");
+    auto x = generate(a, {reqs[i]});
+    auto y = generate(b, {reqs[i]});
+    ASSERT_TRUE(x.has_value()) << x.error().message();
+    ASSERT_TRUE(y.has_value()) << y.error().message();
+    EXPECT_EQ((*x)[0].generated_ids, (*y)[0].generated_ids);
+    EXPECT_EQ((*y)[0].generated_ids.size(), static_cast<std::size_t>(reqs[i].stop.max_tokens));
+  }
+  SCOPED_TRACE("together");
+  auto x = generate(a, reqs);
+  auto y = generate(b, reqs);
+  ASSERT_TRUE(x.has_value()) << x.error().message();
+  ASSERT_TRUE(y.has_value()) << y.error().message();
+  ASSERT_EQ(x->size(), y->size());
+  for (std::size_t i = 0; i < x->size(); ++i)
+    EXPECT_EQ((*x)[i].generated_ids, (*y)[i].generated_ids) << "request " << i;
+}
+
 // A batch-1 greedy step draws its token in the LM head's GEMV
 // (argmax_fold_enabled, on by default; MSTAR_ARGMAX_FOLD=0 while `plain` is
 // made) instead of an argmax launch after it: the same tokens and logits bit for
@@ -367,34 +407,8 @@ TEST(gpu_model_fused_norms, batch_one_greedy_steps_draw_in_the_head_gemv_bit_for
   ASSERT_NE(plain, nullptr);
   ASSERT_NE(drawn, nullptr);
   ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *drawn, 23));
-  std::vector<request_spec> reqs;
-  for (const std::size_t length : {std::size_t{5}, std::size_t{33}}) {
-    request_spec r;
-    for (std::size_t i = 0; i < length; ++i)
-      r.prompt.push_back(static_cast<resources::token_id>(3 + (i * 41 + length) % 250));
-    r.stop.max_tokens = static_cast<std::int32_t>(20 + length % 7);
-    r.stop.ignore_eos = true;
-    reqs.push_back(r);
-  }
-  for (std::size_t i = 0; i < reqs.size(); ++i) {
-    SCOPED_TRACE("prompt " + std::to_string(i) + ", drawn");
-    auto a = generate(*plain, {reqs[i]});
-    auto b = generate(*drawn, {reqs[i]});
-    ASSERT_TRUE(a.has_value()) << a.error().message();
-    ASSERT_TRUE(b.has_value()) << b.error().message();
-    EXPECT_EQ((*a)[0].generated_ids, (*b)[0].generated_ids);
-    EXPECT_EQ((*b)[0].generated_ids.size(), static_cast<std::size_t>(reqs[i].stop.max_tokens));
-  }
-  {
-    SCOPED_TRACE("together, then alone as the shorter one ends");
-    auto a = generate(*plain, reqs);
-    auto b = generate(*drawn, reqs);
-    ASSERT_TRUE(a.has_value()) << a.error().message();
-    ASSERT_TRUE(b.has_value()) << b.error().message();
-    ASSERT_EQ(a->size(), b->size());
-    for (std::size_t i = 0; i < a->size(); ++i)
-      EXPECT_EQ((*a)[i].generated_ids, (*b)[i].generated_ids) << "request " << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      expect_same_drawn_tokens(*plain, *drawn, ramp_requests({5, 33}, 41, 20, 7)));
   expect_pools_whole(*drawn);
 }
 
@@ -413,30 +427,8 @@ TEST(gpu_model_side_download, draws_copied_on_a_second_stream_are_the_same_token
   ASSERT_NE(plain, nullptr);
   ASSERT_NE(side, nullptr);
   ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *side, 19));
-  std::vector<request_spec> reqs;
-  for (const std::size_t length : {std::size_t{6}, std::size_t{21}, std::size_t{40}}) {
-    request_spec r;
-    for (std::size_t i = 0; i < length; ++i)
-      r.prompt.push_back(static_cast<resources::token_id>(3 + (i * 43 + length) % 250));
-    r.stop.max_tokens = static_cast<std::int32_t>(12 + length % 9);
-    r.stop.ignore_eos = true;
-    reqs.push_back(r);
-  }
-  for (std::size_t i = 0; i < reqs.size(); ++i) {
-    SCOPED_TRACE("prompt " + std::to_string(i) + ", drawn");
-    auto a = generate(*plain, {reqs[i]});
-    auto b = generate(*side, {reqs[i]});
-    ASSERT_TRUE(a.has_value()) << a.error().message();
-    ASSERT_TRUE(b.has_value()) << b.error().message();
-    EXPECT_EQ((*a)[0].generated_ids, (*b)[0].generated_ids);
-  }
-  auto a = generate(*plain, reqs);
-  auto b = generate(*side, reqs);
-  ASSERT_TRUE(a.has_value()) << a.error().message();
-  ASSERT_TRUE(b.has_value()) << b.error().message();
-  ASSERT_EQ(a->size(), b->size());
-  for (std::size_t i = 0; i < a->size(); ++i)
-    EXPECT_EQ((*a)[i].generated_ids, (*b)[i].generated_ids) << "together, request " << i;
+  ASSERT_NO_FATAL_FAILURE(
+      expect_same_drawn_tokens(*plain, *side, ramp_requests({6, 21, 40}, 43, 12, 9)));
   expect_pools_whole(*side);
 }
 
@@ -466,15 +458,7 @@ TEST(gpu_model_chained, decode_with_chained_launches_equals_plain_launches_bit_f
   MSTAR_REQUIRE_GPU();
   const bool before = kernels::cuda::chained_launches();
   const auto config = gated_fold_config(4);
-  std::vector<request_spec> reqs;
-  for (const std::size_t length : {std::size_t{5}, std::size_t{17}, std::size_t{9}}) {
-    request_spec r;
-    for (std::size_t i = 0; i < length; ++i)
-      r.prompt.push_back(static_cast<resources::token_id>(3 + (i * 37 + length) % 250));
-    r.stop.max_tokens = static_cast<std::int32_t>(4 + length % 5);
-    r.stop.ignore_eos = true;
-    reqs.push_back(r);
-  }
+  const auto reqs = ramp_requests({5, 17, 9}, 37, 4, 5);
   const auto run_all = [&](bool chained) {
     kernels::cuda::set_chained_launches(chained);
     std::vector<std::vector<generated>> out;
