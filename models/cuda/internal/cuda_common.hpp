@@ -127,19 +127,18 @@ struct gemm_input {
   float* embed_out = nullptr;
 };
 
-// Whether a model made now folds its batch-1 norms into its GEMVs:
-// `MSTAR_FUSED_NORM=0` turns the fold off (A/B runs), anything else keeps it.
-[[nodiscard]] inline bool fused_norms_enabled() {
-  const char* e = std::getenv("MSTAR_FUSED_NORM");
-  return e == nullptr || std::string_view{e} != "0";
-}
-
 // An A/B switch read when a model is made: `name`=1 turns it on, =0 off;
 // unset (or anything else) leaves the model's own default.
 [[nodiscard]] inline bool switch_on(const char* name, bool by_default) {
   const char* e = std::getenv(name);
   const std::string_view v = e != nullptr ? e : "";
   return v == "1" ? true : v == "0" ? false : by_default;
+}
+
+// Whether a model made now folds its batch-1 norms into its GEMVs:
+// `MSTAR_FUSED_NORM=0` turns the fold off (A/B runs), anything else keeps it.
+[[nodiscard]] inline bool fused_norms_enabled() {
+  return switch_on("MSTAR_FUSED_NORM", true);
 }
 
 // The batch-1 folds of sessions 42 and 43 (bench/results/session43-calls/:
@@ -328,16 +327,14 @@ inline void fold_token_lookup(gemm_input& in, const std::int32_t* ids, const flo
 // `MSTAR_DIRECT_DRAWS=0`: they go to the shared buffer and are copied
 // (A/B runs). Direct, a decode graph is captured per (rows, slot).
 [[nodiscard]] inline bool direct_draws_enabled() {
-  const char* e = std::getenv("MSTAR_DIRECT_DRAWS");
-  return e == nullptr || std::string_view{e} != "0";
+  return switch_on("MSTAR_DIRECT_DRAWS", true);
 }
 
 // Whether a model made now projects a one-token step's q, k and v in one
 // product over their concatenated rows (`MSTAR_QKV_FUSED=0`: three, for
 // A/B runs; the weights are concatenated either way).
 [[nodiscard]] inline bool fused_qkv_enabled() {
-  const char* e = std::getenv("MSTAR_QKV_FUSED");
-  return e == nullptr || std::string_view{e} != "0";
+  return switch_on("MSTAR_QKV_FUSED", true);
 }
 
 // The decode graph for `rows` rows launched from forward slot `slot` of
@@ -358,11 +355,7 @@ struct f32_folds {
   bool bf16 = true;
 };
 [[nodiscard]] inline f32_folds f32_folds_enabled() {
-  const auto on = [](const char* name) {
-    const char* e = std::getenv(name);
-    return e == nullptr || std::string_view{e} != "0";
-  };
-  return {on("MSTAR_ACT_FOLD"), on("MSTAR_BF16_FOLD")};
+  return {switch_on("MSTAR_ACT_FOLD", true), switch_on("MSTAR_BF16_FOLD", true)};
 }
 
 // The GEMV's weight and output operands as every model projection sets
@@ -422,10 +415,7 @@ void set_weight_and_output(Params& p, std::int64_t t, const device_matrix& w, fl
 [[nodiscard]] inline bool gated_fold_fits(const gemm_input& in, std::int64_t t,
                                           const device_matrix& w, float* out_rows,
                                           bool accumulate) {
-  const char* e = std::getenv("MSTAR_GATED_FOLD");
-  if (e != nullptr && std::string_view{e} == "0")
-    return false;
-  return kc::gated_rms_norm_warp_form() &&
+  return switch_on("MSTAR_GATED_FOLD", true) && kc::gated_rms_norm_warp_form() &&
          kc::gated_rms_norm_linear_bf16_fits(gated_linear_params(in, t, w, out_rows, accumulate));
 }
 
