@@ -74,6 +74,11 @@ struct ssd_update_params {
   /// [>= B] uint8, or empty: when empty the slots are trusted (the pool
   /// zeroes a slot on release, so a fresh slot already reads as zeros).
   std::span<const std::uint8_t> has_state;
+  /// CUDA, chained launches: no launch still in flight when this one starts
+  /// writes the slots, has_state or the rows' states (a decode step's chain,
+  /// where only this layer's update writes its state), so the kernel may
+  /// read them before its chained wait, under the tail of the launch before.
+  bool state_settled = false;
 };
 
 /// One decode step per row, in place in the slot; equals `ssd_scan_varlen`

@@ -45,6 +45,7 @@
 #include "kernels/cuda/internal/gemv.hpp"
 #include "kernels/cuda/internal/paged.cuh"
 #include "kernels/cuda/internal/select.cuh"
+#include "kernels/cuda/math.hpp"
 
 namespace mstar::kernels::cuda::detail {
 namespace {
@@ -52,6 +53,8 @@ namespace {
 // add_rms_norm's block: the RMS form sums its squares over this many
 // threads' columns whatever its own block, so its norm is add_rms_norm's.
 constexpr int rms_sum_threads = 256;
+
+enum : std::uint8_t { accumulate_none = 0, accumulate_late = 1, accumulate_early = 2 };
 
 struct gemv_args {
   const std::uint16_t* x;
@@ -64,7 +67,13 @@ struct gemv_args {
   std::uint16_t* out_bf16;
   std::int64_t out_stride;
   int m, n, k;
-  bool accumulate;
+  // Where out_f32 takes the product: write it (accumulate_none), or add it
+  // onto what is there, read by the writing lane after the sums
+  // (accumulate_late) or, one-row kernels, right after the wait, under the
+  // prologue and the dots (accumulate_early, math.hpp's gemv_residual_early:
+  // the same sum, one L2 round trip fewer at the kernel's end). A byte, not
+  // a second flag: the struct stays at 128 bytes (see gemv_bf16_kernel).
+  std::uint8_t accumulate;
   bool prefetch;       // chained: ask L2 for the weight pieces past the first load
   bool release_late;   // chained: release the next kernel after the dots, not at the start
   bool weight_static;  // the weights are no kernel's output: loaded before the wait
@@ -78,6 +87,8 @@ struct gemv_args {
   std::int64_t norm_w_stride;  // the gated form: 1
   float eps;
 };
+// Past 128 bytes ptxas chose other registers for the forms (gemv_bf16_kernel).
+static_assert(sizeof(gemv_args) == 128);
 
 // The RMS form's conv fold (conv_step_fold; the form's V 1): lane 0 of the
 // warp that owns output feature `first + c` (a split group's first warp)
@@ -395,6 +406,20 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
     }
   }
   chain_wait();
+  // accumulate_early: the residual each output adds onto, loaded now by the
+  // lanes that write it (the kernels before wrote it, so after the wait).
+  // Not the RMS form's: the models' products it folds never accumulate, and
+  // its many fold instantiations keep their registers.
+  constexpr bool EarlyResidual = M == 1 && P != prologue::rms;
+  float residual[EarlyResidual ? rows_per_warp : 1];
+  if constexpr (EarlyResidual) {
+    if (a.accumulate == accumulate_early && a.out_f32 != nullptr && lane == 0 && active &&
+        warp_in_block % Split == 0) {
+#pragma unroll
+      for (int r = 0; r < rows_per_warp; ++r)
+        residual[r] = n0 + r < a.n ? a.out_f32[n0 + r] : 0.0F;
+    }
+  }
   // The conv fold: the channels' taps and windows load now, under the dots.
   conv_lane conv[Conv ? rows_per_warp : 1];
   std::int32_t conv_slot = -1;
@@ -546,7 +571,13 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
       const std::int64_t at = static_cast<std::int64_t>(m) * a.out_stride + n;
       if (a.out_f32 != nullptr) {
         // Accumulating: the residual plus the product's output, as `add` would.
-        a.out_f32[at] = a.accumulate ? a.out_f32[at] + (acc[r][m] + b) : acc[r][m] + b;
+        if (a.accumulate == accumulate_none) {
+          a.out_f32[at] = acc[r][m] + b;
+        } else {
+          const bool early = EarlyResidual && a.accumulate == accumulate_early;
+          a.out_f32[at] =
+              (early ? residual[EarlyResidual ? r : 0] : a.out_f32[at]) + (acc[r][m] + b);
+        }
         if constexpr (Conv) {
           const int c = n - cf.first;  // not accumulating (rms_norm_linear_bf16 checked)
           if (c >= 0 && c < cf.channels)
@@ -621,7 +652,9 @@ void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
   a.out_bf16 = out_bf16 ? out_bf16.data : nullptr;
   a.out_stride = out_f32 ? out_f32.strides[0] : out_bf16.strides[0];
   a.n = static_cast<int>(weight.shape[0]);
-  a.accumulate = accumulate;
+  a.accumulate = !accumulate             ? accumulate_none
+                 : gemv_residual_early() ? accumulate_early
+                                         : accumulate_late;
   a.weight_static = weight_static;
 }
 

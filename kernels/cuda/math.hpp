@@ -99,6 +99,16 @@ inline constexpr int gated_rms_norm_variants = 7;
 [[nodiscard]] bool chained_launches();
 void set_chained_launches(bool on);
 
+/// Whether an accumulating one-row GEMV (the batch-1 products that add onto
+/// the residual stream) loads the residual right after its chained wait,
+/// under its prologue and dots, rather than after its sums: one L2 round
+/// trip fewer at the kernel's end, the same bits. `MSTAR_GEMV_RESIDUAL_EARLY=1`
+/// turns it on (off by default until measured; read at the first launch);
+/// `gemv_residual_early` overrides it for the launches after (tests). A CUDA
+/// graph keeps what its capture saw.
+[[nodiscard]] bool gemv_residual_early();
+void set_gemv_residual_early(bool on);
+
 /// `out = x * sigmoid(x)`.
 [[nodiscard]] cudaError_t silu(const unary_params& p, cudaStream_t stream);
 

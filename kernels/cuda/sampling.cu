@@ -156,6 +156,43 @@ __global__ void loopback_kernel(loopback_params p) {
   }
 }
 
+// One int of the plan: a loopback sentinel in the ids becomes the draw.
+__device__ __forceinline__ std::int32_t plan_value(const plan_upload_params& p, std::int64_t i,
+                                                   std::int32_t v) {
+  if (v <= -2 && i >= p.ids_begin && i < p.ids_end && -2LL - v < p.drawn_rows)
+    return p.drawn[-2 - v];
+  return v;
+}
+
+// Grid-stride over 16-byte pieces where both ends are aligned (the device
+// reads host memory a bus transaction a load: wide loads, all issued before
+// any store), else over ints.
+__global__ void upload_plan_kernel(plan_upload_params p) {
+  detail::chain_start();
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const bool wide = reinterpret_cast<std::uintptr_t>(p.dst) % 16 == 0 &&
+                    reinterpret_cast<std::uintptr_t>(p.src) % 16 == 0;
+  std::int64_t done = 0;
+  if (wide) {
+    const std::int64_t quads = p.n / 4;
+    const auto* s4 = reinterpret_cast<const int4*>(p.src);
+    auto* d4 = reinterpret_cast<int4*>(p.dst);
+    for (std::int64_t q = first; q < quads; q += stride) {
+      int4 v = s4[q];
+      const std::int64_t i = 4 * q;
+      v.x = plan_value(p, i, v.x);
+      v.y = plan_value(p, i + 1, v.y);
+      v.z = plan_value(p, i + 2, v.z);
+      v.w = plan_value(p, i + 3, v.w);
+      d4[q] = v;
+    }
+    done = 4 * quads;
+  }
+  for (std::int64_t i = done + first; i < p.n; i += stride)
+    p.dst[i] = plan_value(p, i, p.src[i]);
+}
+
 unsigned row_grid(std::int64_t rows) {
   return static_cast<unsigned>(std::min<std::int64_t>(rows, 1 << 16));
 }
@@ -204,6 +241,23 @@ cudaError_t loopback_ids(const loopback_params& p, cudaStream_t stream) {
   const auto blocks =
       static_cast<unsigned>(std::min<std::int64_t>((p.n + threads - 1) / threads, 64));
   detail::launch_chained(loopback_kernel, blocks, threads, 0, stream, p);
+  return detail::launch_status();
+}
+
+cudaError_t upload_plan(const plan_upload_params& p, cudaStream_t stream) {
+  if (p.n < 0 || (p.n > 0 && (p.dst == nullptr || p.src == nullptr)) || p.ids_begin < 0 ||
+      p.ids_end < p.ids_begin || p.ids_end > p.n || p.drawn_rows < 0 ||
+      (p.drawn_rows > 0 && p.drawn == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.n == 0)
+    return cudaSuccess;
+  // A decode step's plan is a few hundred ints plus its pages' ids: a block
+  // takes 1,024 ints a pass, up to 64 blocks.
+  constexpr unsigned threads = 256;
+  const auto blocks =
+      static_cast<unsigned>(std::min<std::int64_t>((p.n + 4 * threads - 1) / (4 * threads), 64));
+  detail::launch_chained(upload_plan_kernel, blocks, threads, 0, stream, p);
   return detail::launch_status();
 }
 

@@ -56,4 +56,24 @@ struct loopback_params {
 /// draw (a refused row) goes in as it is and the embedding reads zeros.
 [[nodiscard]] cudaError_t loopback_ids(const loopback_params& p, cudaStream_t stream);
 
+/// Operands of `upload_plan`: a step's plan read by the kernel itself from
+/// pinned host memory (mapped: the device reads it over the bus), in place
+/// of a copy-engine upload followed by `loopback_ids`.
+struct plan_upload_params {
+  std::int32_t* dst = nullptr;        ///< [n] int32, device: the plan as the step's kernels read it
+  const std::int32_t* src = nullptr;  ///< [n] int32, pinned host memory's device address
+  std::int64_t n = 0;                 ///< ints to copy
+  std::int64_t ids_begin = 0;         ///< the step's ids: src[ids_begin, ids_end)
+  std::int64_t ids_end = 0;
+  const std::int32_t* drawn = nullptr;  ///< the previous forward's draws (null: none)
+  std::int64_t drawn_rows = 0;          ///< entries of `drawn`
+};
+
+/// `dst[i] = src[i]` for i < n, except that an id (ids_begin <= i < ids_end)
+/// of -2 - r with r < drawn_rows is the loopback of row r: `drawn[r]` is
+/// written instead (the host writes no other id below -1). One launch for
+/// what `cudaMemcpyAsync` plus `loopback_ids` do in two stream operations.
+/// cudaErrorInvalidValue for null pointers with n > 0 or a bad id range.
+[[nodiscard]] cudaError_t upload_plan(const plan_upload_params& p, cudaStream_t stream);
+
 }  // namespace mstar::kernels::cuda

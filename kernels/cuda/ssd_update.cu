@@ -52,7 +52,8 @@ cudaError_t launch_shape(const ssd_update_params& p, cudaStream_t stream) {
                       p.state,
                       p.slot_indices.data(),
                       p.has_state.empty() ? nullptr : p.has_state.data(),
-                      bc_vector};
+                      bc_vector,
+                      p.state_settled};
   if (!detail::launch_update_shape<S>(a, p.batch, stream))
     return detail::launch_ssd_update_blocks(p, stream);
   return detail::launch_status();

@@ -63,6 +63,8 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
       return copies.error();
     p->copies = std::move(*copies);
   }
+  p->plan_kernel = cuda_detail::switch_on("MSTAR_PLAN_KERNEL", false);
+  p->ssd_early = cuda_detail::switch_on("MSTAR_SSD_EARLY", false);
   auto blas = kc::blas_handle::make();
   if (!blas)
     return blas.error();

@@ -148,7 +148,7 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
   if (!b.decode && chunked_ssd())
     ws = {ssd_scratch.buffer.data(), ssd_scratch.buffer.size(), tokens, 0};
   const cudaError_t ssd =
-      b.decode ? kc::ssd_update({sw, in, yy, rows, ssm_state, slots, has}, s)
+      b.decode ? kc::ssd_update({sw, in, yy, rows, ssm_state, slots, has, ssd_early}, s)
                : kc::ssd_scan_varlen({sw, in, yy, cu_d, ssm_state, slots, has}, ws, s);
   if (auto ok = check(ssd, "ssd"); !ok)
     return ok;

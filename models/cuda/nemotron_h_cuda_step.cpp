@@ -185,6 +185,19 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
     return ok;
   auto* hp = slot.plan.as<std::int32_t>();
   const std::size_t looped = fill_plan(hp, L, b, st, loopback);
+  // The plan kernel finds the loopback rows by their ids: -2 - the drawn
+  // row, and no other id below -1 (a bad id reads zeros either way).
+  const std::int32_t* mapped = nullptr;
+  if (p.plan_kernel) {
+    void* dev = nullptr;
+    if (auto ok = p.check(cudaHostGetDevicePointer(&dev, hp, 0), "plan kernel: mapped plan"); !ok)
+      return ok;
+    mapped = static_cast<const std::int32_t*>(dev);
+    for (std::size_t i = 0; i < T; ++i)
+      hp[L.ids + i] = std::max(hp[L.ids + i], -1);
+    for (std::size_t n = 0; n < looped; ++n)
+      hp[L.ids + hp[L.loop + 2 * n]] = -2 - hp[L.loop + 2 * n + 1];
+  }
   if (!slot.done.get()) {
     auto done = kc::event::make(false);
     if (!done)
@@ -245,12 +258,23 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
   // pairs sit before it.
   const std::size_t used = L.kvi + (kp != nullptr ? kp->kv_indices.size() : 0);
   auto* dplan = p.plan.as<std::int32_t>();
-  if (auto ok = p.check(
-          cudaMemcpyAsync(dplan, hp, used * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
-          "step upload");
-      !ok)
+  if (mapped != nullptr) {
+    const kc::plan_upload_params up{dplan,
+                                    mapped,
+                                    static_cast<std::int64_t>(used),
+                                    static_cast<std::int64_t>(L.ids),
+                                    static_cast<std::int64_t>(L.ids + T),
+                                    looped > 0 ? p.last_drawn->as<const std::int32_t>() : nullptr,
+                                    looped > 0 ? static_cast<std::int64_t>(p.last_drawn_rows) : 0};
+    if (auto ok = p.check(kc::upload_plan(up, s), "plan kernel"); !ok)
+      return ok;
+  } else if (auto ok = p.check(
+                 cudaMemcpyAsync(dplan, hp, used * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
+                 "step upload");
+             !ok) {
     return ok;
-  if (looped > 0) {
+  }
+  if (looped > 0 && mapped == nullptr) {
     // After the upload (it would overwrite the ids) and before the kernels
     // or the graph, which read the ids from the plan; never captured.
     const kc::loopback_params lp{dplan + L.ids, dplan + L.loop,

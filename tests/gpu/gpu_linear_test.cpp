@@ -187,7 +187,27 @@ TEST(gpu_linear, bf16_linear_accumulates_onto_its_f32_output) {
     const auto acc = d_acc.download();
     EXPECT_TRUE(within(acc, ref, budget::bf16_in_f32_out));
     if (s.rows == 1 && s.inner % 8 == 0) {
-      EXPECT_EQ(acc, d_two.download()) << "the GEMV's accumulation is not add's";
+      const auto two_out = d_two.download();
+      EXPECT_EQ(acc, two_out) << "the GEMV's accumulation is not add's";
+      // The residual loaded right after the wait (gemv_residual_early), at
+      // every launch shape: still add's bits.
+      const bool before = cuda::gemv_residual_early();
+      cuda::set_gemv_residual_early(true);
+      for (int v = 0; v < cuda::gemv_variants; ++v) {
+        SCOPED_TRACE("early residual, gemv variant " + std::to_string(v));
+        auto d_early = upload(residual);
+        auto d_late = upload(residual);
+        p.gemv_variant = v;
+        p.out_f32 = contiguous(d_early.data(), std::array{s.rows, s.cols});
+        ASSERT_EQ(cuda::linear_bf16(*blas, p, nullptr), cudaSuccess);
+        cuda::set_gemv_residual_early(false);
+        p.out_f32 = contiguous(d_late.data(), std::array{s.rows, s.cols});
+        ASSERT_EQ(cuda::linear_bf16(*blas, p, nullptr), cudaSuccess);
+        cuda::set_gemv_residual_early(true);
+        EXPECT_EQ(d_early.download(), d_late.download());
+      }
+      cuda::set_gemv_residual_early(before);
+      p.gemv_variant = -1;
     }
     // A bf16 output cannot accumulate.
     auto d_bf16 = poisoned<std::uint16_t>(ref.size());

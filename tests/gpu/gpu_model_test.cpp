@@ -432,6 +432,82 @@ TEST(gpu_model_side_download, draws_copied_on_a_second_stream_are_the_same_token
   expect_pools_whole(*side);
 }
 
+// The plan kernel (MSTAR_PLAN_KERNEL=1, opt-in: the step's plan read over
+// the bus by one kernel that also writes the loopback draws, in place of the
+// upload and the gather) moves no id: alone and with side downloads, the
+// same requests, alone and together, draw the same tokens, and every prompt
+// gives the same logits.
+TEST(gpu_model_plan_kernel, plans_read_by_a_kernel_draw_the_same_tokens) {
+  MSTAR_REQUIRE_GPU();
+  const auto config = gated_fold_config(4);
+  auto plain = random_on_gpu(config);
+  ASSERT_NE(plain, nullptr);
+  for (const bool side : {false, true}) {
+    SCOPED_TRACE(side ? "with side downloads" : "alone");
+    ASSERT_EQ(setenv("MSTAR_PLAN_KERNEL", "1", 1), 0);
+    if (side) {
+      ASSERT_EQ(setenv("MSTAR_SIDE_DOWNLOAD", "1", 1), 0);
+    }
+    auto kernel = random_on_gpu(config);
+    ASSERT_EQ(unsetenv("MSTAR_PLAN_KERNEL"), 0);
+    ASSERT_EQ(unsetenv("MSTAR_SIDE_DOWNLOAD"), 0);
+    ASSERT_NE(kernel, nullptr);
+    ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *kernel, 17));
+    ASSERT_NO_FATAL_FAILURE(
+        expect_same_drawn_tokens(*plain, *kernel, ramp_requests({7, 26, 3}, 47, 11, 8)));
+    expect_pools_whole(*kernel);
+  }
+}
+
+// Two reads moved before the work they wait on in a decode step (both
+// opt-in): the SSD update's slots and states before its chained wait
+// (MSTAR_SSD_EARLY=1, read when the model is made) and the accumulating
+// GEMVs' residual right after theirs (kernels::cuda::gemv_residual_early).
+// The same requests, one at a time and together, give the same tokens and
+// logits bit for bit; each engine runs whole under one setting (graphs keep
+// what their capture saw).
+TEST(gpu_model_early_reads, ssd_states_and_residuals_read_early_give_the_same_bits) {
+  MSTAR_REQUIRE_GPU();
+  const bool before = kernels::cuda::gemv_residual_early();
+  const auto config = gated_fold_config(4);
+  const auto reqs = ramp_requests({6, 19, 2}, 53, 5, 6);
+  const auto run_all = [&](bool early) {
+    kernels::cuda::set_gemv_residual_early(early);
+    if (early) {
+      EXPECT_EQ(setenv("MSTAR_SSD_EARLY", "1", 1), 0);
+    }
+    auto e = random_on_gpu(config);
+    EXPECT_EQ(unsetenv("MSTAR_SSD_EARLY"), 0);
+    std::vector<std::vector<generated>> out;
+    EXPECT_NE(e, nullptr);
+    if (e == nullptr)
+      return out;
+    for (const auto& r : reqs) {
+      auto one = generate(*e, {r}, true);
+      EXPECT_TRUE(one.has_value()) << one.error().message();
+      if (one)
+        out.push_back(std::move(*one));
+    }
+    auto together = generate(*e, reqs, true);
+    EXPECT_TRUE(together.has_value()) << together.error().message();
+    if (together)
+      out.push_back(std::move(*together));
+    expect_pools_whole(*e);
+    return out;
+  };
+  const auto plain = run_all(false);
+  const auto early = run_all(true);
+  kernels::cuda::set_gemv_residual_early(before);
+  ASSERT_EQ(plain.size(), reqs.size() + 1);
+  ASSERT_EQ(early.size(), plain.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    SCOPED_TRACE(i < reqs.size() ? "prompt " + std::to_string(i) : std::string{"together"});
+    ASSERT_EQ(plain[i].size(), early[i].size());
+    for (std::size_t j = 0; j < plain[i].size(); ++j)
+      expect_same_bits(plain[i][j], early[i][j]);
+  }
+}
+
 // A one-token step projects q, k and v in one product over their
 // concatenated rows (nemotron_h_cuda's qkv); each output row is the same
 // dot as in its own product, so with MSTAR_QKV_FUSED=0 (three products,

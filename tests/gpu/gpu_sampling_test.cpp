@@ -3,8 +3,10 @@
 // counter, greedy and sampled, with top-k and top-p cuts, masked (-inf)
 // entries and ties; -1 exactly where the CPU returns an error.
 #include <algorithm>
+#include <cstring>
 #include <gtest/gtest.h>
 
+#include "kernels/cuda/runtime.hpp"
 #include "kernels/sampling.hpp"
 #include "tests/gpu/gpu_support.hpp"
 
@@ -266,6 +268,63 @@ TEST(gpu_sampling, settings_outside_their_domain_give_minus_one_like_the_cpu_err
   const auto ref = cpu_samples(logits, vocab, s);
   EXPECT_EQ(ref, (std::vector<std::int32_t>(5, -1)));
   EXPECT_EQ(gpu_samples(logits, vocab, s), ref);
+}
+
+// upload_plan (the plan kernel) against what the copy-engine upload and
+// loopback_ids leave: the plan as it is in host memory, the ids region's
+// loopback sentinels (-2 - row) replaced by the previous draws, a -1 id
+// and every int outside the ids kept, at aligned and unaligned ends and
+// over more ints than one block's pass.
+TEST(gpu_sampling, the_plan_kernel_copies_the_plan_and_loops_back_the_draws) {
+  MSTAR_REQUIRE_GPU();
+  const std::vector<std::int32_t> drawn_host{70, 71, -1, 73};
+  const auto drawn = upload(drawn_host);
+  for (const std::int64_t n : {std::int64_t{9}, std::int64_t{4099}}) {
+    for (const std::int64_t offset : {std::int64_t{0}, std::int64_t{1}}) {
+      SCOPED_TRACE("n " + std::to_string(n) + ", offset " + std::to_string(offset));
+      auto pinned = cuda::pinned_buffer::make(static_cast<std::size_t>(n + 1) * 4);
+      ASSERT_TRUE(pinned.has_value());
+      auto* hp = pinned->as<std::int32_t>() + offset;
+      std::vector<std::int32_t> want(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i)
+        hp[i] = want[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i * 7 - 5);
+      // ids at [1, 6): three loopback rows (one drawing -1), a kept -1, a plain id.
+      const std::int64_t ids_begin = 1;
+      const std::int64_t ids_end = 6;
+      hp[1] = -2 - 3;
+      want[1] = 73;
+      hp[2] = -2 - 0;
+      want[2] = 70;
+      hp[3] = want[3] = -1;
+      hp[4] = -2 - 2;
+      want[4] = -1;
+      hp[5] = want[5] = 11;
+      // Below -1 outside the ids (the rest of the plan) stays as it is.
+      hp[0] = want[0] = -4;
+      hp[n - 1] = want[static_cast<std::size_t>(n - 1)] = -3;
+      void* mapped = nullptr;
+      ASSERT_EQ(cudaHostGetDevicePointer(&mapped, hp, 0), cudaSuccess);
+      auto out = poisoned<std::int32_t>(static_cast<std::size_t>(n) + 1, 0x7f);
+      const cuda::plan_upload_params p{
+          out.data() + offset, static_cast<const std::int32_t*>(mapped),    n, ids_begin, ids_end,
+          drawn.data(),        static_cast<std::int64_t>(drawn_host.size())};
+      ASSERT_EQ(cuda::upload_plan(p, nullptr), cudaSuccess);
+      const auto got = out.download();
+      const std::vector<std::int32_t> part(got.begin() + offset, got.begin() + offset + n);
+      EXPECT_EQ(part, want);
+      const auto past = static_cast<std::size_t>(offset == 0 ? n : 0);
+      std::int32_t poison = 0;
+      std::memset(&poison, 0x7f, sizeof poison);
+      EXPECT_EQ(got[past], poison) << "an int outside the plan was written";
+    }
+  }
+  // Operands that name no plan or a bad id range are refused, nothing launched.
+  cuda::plan_upload_params bad{};
+  bad.n = 4;
+  EXPECT_EQ(cuda::upload_plan(bad, nullptr), cudaErrorInvalidValue);
+  std::int32_t one = 0;
+  const cuda::plan_upload_params range{&one, &one, 1, 0, 2, nullptr, 0};
+  EXPECT_EQ(cuda::upload_plan(range, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace

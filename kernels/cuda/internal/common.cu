@@ -11,23 +11,39 @@ namespace {
 
 // -1: not read yet; then 0 / 1.
 std::atomic<int> chained{-1};
+std::atomic<int> residual_early{-1};
 
-}  // namespace
-
-bool chained_launches() {
-  int on = chained.load(std::memory_order_relaxed);
+// A switch's value: `setting` once read or set, else the environment's
+// `name` (on_unless_zero: on unless "0"; otherwise on only at "1").
+bool switch_value(std::atomic<int>& setting, const char* name, bool on_unless_zero) {
+  int on = setting.load(std::memory_order_relaxed);
   if (on < 0) {
-    const char* e = std::getenv("MSTAR_PDL");
-    on = e == nullptr || std::string_view{e} != "0" ? 1 : 0;
+    const char* e = std::getenv(name);
+    on = on_unless_zero ? (e == nullptr || std::string_view{e} != "0" ? 1 : 0)
+                        : (e != nullptr && std::string_view{e} == "1" ? 1 : 0);
     int unread = -1;
-    if (!chained.compare_exchange_strong(unread, on, std::memory_order_relaxed))
+    if (!setting.compare_exchange_strong(unread, on, std::memory_order_relaxed))
       on = unread;
   }
   return on == 1;
 }
 
+}  // namespace
+
+bool chained_launches() {
+  return switch_value(chained, "MSTAR_PDL", true);
+}
+
 void set_chained_launches(bool on) {
   chained.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+bool gemv_residual_early() {
+  return switch_value(residual_early, "MSTAR_GEMV_RESIDUAL_EARLY", false);
+}
+
+void set_gemv_residual_early(bool on) {
+  residual_early.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
 }  // namespace mstar::kernels::cuda

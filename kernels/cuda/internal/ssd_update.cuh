@@ -49,6 +49,8 @@ struct update_args {
   const std::int32_t* slots;      // [batch]
   const std::uint8_t* has_state;  // [batch] or null: every row resumes
   bool bc_vector;                 // B and C rows 16-byte aligned: float4 loads
+  bool settled;                   // ssd_update_params::state_settled: the slot and
+                                  // state are read before the chained wait
 };
 
 /// A launch shape of `ssd_update_rows_kernel`.
@@ -109,11 +111,46 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
   const float dt_bias = __ldg(a.dt_bias + h);
   const float a_log = __ldg(a.A_log + h);
   const float skip = a.D != nullptr ? __ldg(a.D + h) : 0.0F;
+  // The row's metadata, then its state (one branch, the same for the whole
+  // block, around all of the loads): before the wait where they are settled.
+  std::int32_t slot = -1;
+  bool carried = false;
+  float4* first = nullptr;  // the thread's first float4 of its first row
+  float4 s[Rows][Cols];
+  const auto read_slot = [&] {
+    slot = a.slots[b];
+    carried = a.has_state == nullptr || a.has_state[b] != 0;
+  };
+  const auto load_state = [&] {
+    if (slot < 0)
+      return;
+    first = reinterpret_cast<float4*>(a.state) +
+            ((static_cast<std::int64_t>(slot) * a.heads + h) * a.head_dim + p0) * N4 + lane;
+    if (carried) {
+#pragma unroll
+      for (int m = 0; m < Rows; ++m) {
+#pragma unroll
+        for (int j = 0; j < Cols; ++j)
+          s[m][j] = load_update_state<Stream>(first + (m * groups * N4 + j * lanes));
+      }
+    } else {
+#pragma unroll
+      for (int m = 0; m < Rows; ++m) {
+#pragma unroll
+        for (int j = 0; j < Cols; ++j)
+          s[m][j] = make_float4(0.F, 0.F, 0.F, 0.F);
+      }
+    }
+  };
+  if (a.settled) {
+    read_slot();
+    load_state();
+  }
   chain_wait();
-  // The row's metadata first, then every input that does not depend on the
-  // slot, so that they are in flight while the slot comes back.
-  const std::int32_t slot = a.slots[b];
-  const bool carried = a.has_state == nullptr || a.has_state[b] != 0;
+  // Otherwise the metadata first, then every input that does not depend on
+  // the slot, so that they are in flight while the slot comes back.
+  if (!a.settled)
+    read_slot();
   const float* x_row = a.x + b * a.x_stride + static_cast<std::int64_t>(h) * a.head_dim + p0;
   float xs[Rows];
 #pragma unroll
@@ -138,27 +175,8 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
     }
     return;
   }
-  // The thread's first float4 of its first row.
-  float4* const first = reinterpret_cast<float4*>(a.state) +
-                        ((static_cast<std::int64_t>(slot) * a.heads + h) * a.head_dim + p0) * N4 +
-                        lane;
-  // One branch (the same for the whole block) around all of the loads.
-  float4 s[Rows][Cols];
-  if (carried) {
-#pragma unroll
-    for (int m = 0; m < Rows; ++m) {
-#pragma unroll
-      for (int j = 0; j < Cols; ++j)
-        s[m][j] = load_update_state<Stream>(first + (m * groups * N4 + j * lanes));
-    }
-  } else {
-#pragma unroll
-    for (int m = 0; m < Rows; ++m) {
-#pragma unroll
-      for (int j = 0; j < Cols; ++j)
-        s[m][j] = make_float4(0.F, 0.F, 0.F, 0.F);
-    }
-  }
+  if (!a.settled)
+    load_state();
   // softplus as torch takes it (threshold 20), then the clamp.
   const float sp = raw > 20.0F ? raw : log1pf(expf(raw));
   const float dt = fminf(fmaxf(sp, a.dt_min), a.dt_max);

@@ -62,6 +62,19 @@ struct nemotron_h_cuda::impl {
   /// `stream`, so the next forward's upload and graph do not queue behind
   /// the copy. Null otherwise.
   kc::stream copies;
+  /// Plan kernel (`MSTAR_PLAN_KERNEL=1`, opt-in): the step's plan crosses in
+  /// one kernel that reads the slot's pinned plan over the bus and writes
+  /// the loopback draws in place (kernels/cuda/sampling.hpp's upload_plan),
+  /// one stream operation where the upload and the gather are two.
+  bool plan_kernel = false;
+  /// Early SSD state (`MSTAR_SSD_EARLY=1`, opt-in): a decode step's SSD
+  /// update reads its slots and states before its chained wait
+  /// (ssd_update_params::state_settled). They are settled there: they are
+  /// written only by the step's upload and slot copies, and by this layer's
+  /// update a step before, all done once the in_proj GEMV before the update
+  /// has passed its own wait, which it does before it releases the update
+  /// (the GEMVs' default late release, MSTAR_GEMV_CHAIN unset).
+  bool ssd_early = false;
   kc::blas_handle blas;
   nemotron_h_config config;
   kc::device_buffer embeddings, norm_f;  // f32
