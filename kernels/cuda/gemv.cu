@@ -55,6 +55,7 @@ namespace {
 constexpr int rms_sum_threads = 256;
 
 enum : std::uint8_t { accumulate_none = 0, accumulate_late = 1, accumulate_early = 2 };
+enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2 };
 
 struct gemv_args {
   const std::uint16_t* x;
@@ -74,7 +75,10 @@ struct gemv_args {
   // the same sum, one L2 round trip fewer at the kernel's end). A byte, not
   // a second flag: the struct stays at 128 bytes (see gemv_bf16_kernel).
   std::uint8_t accumulate;
-  bool prefetch;       // chained: ask L2 for the weight pieces past the first load
+  // Chained, what is asked of L2 before the wait (bits): prefetch_rows the
+  // weight pieces past the first load, prefetch_norm the norm forms' norm
+  // weight (a line a thread, 32 floats; where its stride is 1).
+  std::uint8_t prefetch;
   bool release_late;   // chained: release the next kernel after the dots, not at the start
   bool weight_static;  // the weights are no kernel's output: loaded before the wait
   // The norm forms: x is unused; the input is norm(xn) * norm_w in bf16
@@ -392,12 +396,21 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   // Chained launches (internal/common.cuh): static weights (no kernel's
   // output) stream in while the kernel before drains; everything else, and
   // weights a kernel may have written, after the wait.
+  // The norm weight, asked of L2 (a hint: whatever a kernel before writes,
+  // the loads after the wait read it there), so that the prologue's second
+  // round trip, after its sums, finds it there rather than in HBM.
+  if constexpr (P == prologue::rms || P == prologue::gated) {
+    if ((a.prefetch & prefetch_norm) != 0 && a.norm_w_stride == 1) {
+      for (int i = static_cast<int>(threadIdx.x) * 32; i < a.k; i += threads * 32)
+        prefetch_l2(a.norm_w + i);
+    }
+  }
   if (!a.weight_static)
     chain_wait();
   if (active) {
     load(first);
     // `prefetch` mode: the rest of the rows' pieces asked of L2 too.
-    if (a.prefetch) {
+    if ((a.prefetch & prefetch_rows) != 0) {
       for (int p = first + stride * unroll; p < pieces; p += stride) {
 #pragma unroll
         for (int r = 0; r < rows_per_warp; ++r)
@@ -695,6 +708,17 @@ chain_mode gemv_chain_mode() {
   return mode;
 }
 
+// MSTAR_GEMV_NORM_PREFETCH=1 (read once; off until measured): the norm
+// forms ask L2 for their norm weight before the wait (prefetch_norm). A
+// hint: the same bits either way.
+bool gemv_norm_prefetch() {
+  static const bool on = [] {
+    const char* e = std::getenv("MSTAR_GEMV_NORM_PREFETCH");
+    return e != nullptr && std::string_view{e} == "1";
+  }();
+  return on;
+}
+
 template <prologue P, int V, gemv_shape S>
 cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds,
                    cudaStream_t stream) {
@@ -704,7 +728,8 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
   gemv_args chained = a;
   // Plain launches: neither flag (chain_release is then a no-op anyway).
   const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
-  chained.prefetch = mode == chain_mode::prefetch;
+  chained.prefetch = static_cast<std::uint8_t>((mode == chain_mode::prefetch ? prefetch_rows : 0) |
+                                               (gemv_norm_prefetch() ? prefetch_norm : 0));
   chained.release_late = mode == chain_mode::late;
   launch_chained(gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V)>,
                  static_cast<unsigned>(S.blocks(a.n)), static_cast<unsigned>(S.threads()), smem,

@@ -14,23 +14,26 @@ t0=$SECONDS
 limit=${CALL_LIMIT:-540}
 left() { echo $((limit - (SECONDS - t0))); }
 
-# The switches of an A/B mode (session 44's four opt-in changes around the
+# The switches of an A/B mode (session 44's five opt-in changes around the
 # step's boundaries; every mode keeps the model's defaults otherwise): S side
 # downloads, K the plan kernel, E the SSD update's early state reads, R the
-# accumulating GEMVs' early residual loads.
+# accumulating GEMVs' early residual loads, N the norm forms' L2 prefetch of
+# their norm weight.
 envs_of() {  # MODE
-  local s=0 k=0 e=0 r=0
+  local s=0 k=0 e=0 r=0 n=0
   case $1 in
     defaults) ;;
     side) s=1 ;;
     plan) k=1 ;;
     early) e=1 ;;
     resid) r=1 ;;
+    normpf) n=1 ;;
     sideplan) s=1 k=1 ;;
-    all4) s=1 k=1 e=1 r=1 ;;
+    all5) s=1 k=1 e=1 r=1 n=1 ;;
     *) echo "envs_of: no mode $1" >&2 ;;
   esac
-  echo "MSTAR_SIDE_DOWNLOAD=$s MSTAR_PLAN_KERNEL=$k MSTAR_SSD_EARLY=$e MSTAR_GEMV_RESIDUAL_EARLY=$r"
+  echo "MSTAR_SIDE_DOWNLOAD=$s MSTAR_PLAN_KERNEL=$k MSTAR_SSD_EARLY=$e MSTAR_GEMV_RESIDUAL_EARLY=$r" \
+    "MSTAR_GEMV_NORM_PREFETCH=$n"
 }
 
 # Each mode twice, alternated, while time is left: mstar-bench-model-gpu on
