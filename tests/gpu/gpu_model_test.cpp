@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <gtest/gtest.h>
 #include <string>
 
@@ -459,6 +460,46 @@ TEST(gpu_model_plan_kernel, plans_read_by_a_kernel_draw_the_same_tokens) {
   }
 }
 
+// `reqs` one at a time, then together, through an engine made of `config`
+// after `set_up` ran (what the engine's graphs and launches capture), every
+// step's logits kept; each run's requests in order, then the batch's.
+std::vector<std::vector<generated>> runs_alone_and_together(const nemotron_h_config& config,
+                                                            const std::vector<request_spec>& reqs,
+                                                            const std::function<void()>& set_up) {
+  set_up();
+  std::vector<std::vector<generated>> out;
+  auto e = random_on_gpu(config);
+  EXPECT_NE(e, nullptr);
+  if (e == nullptr)
+    return out;
+  for (const auto& r : reqs) {
+    auto one = generate(*e, {r}, true);
+    EXPECT_TRUE(one.has_value()) << one.error().message();
+    if (one)
+      out.push_back(std::move(*one));
+  }
+  auto together = generate(*e, reqs, true);
+  EXPECT_TRUE(together.has_value()) << together.error().message();
+  if (together)
+    out.push_back(std::move(*together));
+  expect_pools_whole(*e);
+  return out;
+}
+
+// Two runs_alone_and_together of the same `reqs`: the same tokens and
+// logits bit for bit, request by request.
+void expect_same_runs(const std::vector<std::vector<generated>>& a,
+                      const std::vector<std::vector<generated>>& b, std::size_t requests) {
+  ASSERT_EQ(a.size(), requests + 1);
+  ASSERT_EQ(b.size(), a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(i < requests ? "prompt " + std::to_string(i) : std::string{"together"});
+    ASSERT_EQ(a[i].size(), b[i].size());
+    for (std::size_t j = 0; j < a[i].size(); ++j)
+      expect_same_bits(a[i][j], b[i][j]);
+  }
+}
+
 // Two reads moved before the work they wait on in a decode step (both
 // opt-in): the SSD update's slots and states before its chained wait
 // (MSTAR_SSD_EARLY=1, read when the model is made) and the accumulating
@@ -471,41 +512,17 @@ TEST(gpu_model_early_reads, ssd_states_and_residuals_read_early_give_the_same_bi
   const bool before = kernels::cuda::gemv_residual_early();
   const auto config = gated_fold_config(4);
   const auto reqs = ramp_requests({6, 19, 2}, 53, 5, 6);
-  const auto run_all = [&](bool early) {
-    kernels::cuda::set_gemv_residual_early(early);
-    if (early) {
-      EXPECT_EQ(setenv("MSTAR_SSD_EARLY", "1", 1), 0);
-    }
-    auto e = random_on_gpu(config);
+  const auto plain = runs_alone_and_together(config, reqs, [] {
+    kernels::cuda::set_gemv_residual_early(false);
     EXPECT_EQ(unsetenv("MSTAR_SSD_EARLY"), 0);
-    std::vector<std::vector<generated>> out;
-    EXPECT_NE(e, nullptr);
-    if (e == nullptr)
-      return out;
-    for (const auto& r : reqs) {
-      auto one = generate(*e, {r}, true);
-      EXPECT_TRUE(one.has_value()) << one.error().message();
-      if (one)
-        out.push_back(std::move(*one));
-    }
-    auto together = generate(*e, reqs, true);
-    EXPECT_TRUE(together.has_value()) << together.error().message();
-    if (together)
-      out.push_back(std::move(*together));
-    expect_pools_whole(*e);
-    return out;
-  };
-  const auto plain = run_all(false);
-  const auto early = run_all(true);
+  });
+  const auto early = runs_alone_and_together(config, reqs, [] {
+    kernels::cuda::set_gemv_residual_early(true);
+    EXPECT_EQ(setenv("MSTAR_SSD_EARLY", "1", 1), 0);
+  });
   kernels::cuda::set_gemv_residual_early(before);
-  ASSERT_EQ(plain.size(), reqs.size() + 1);
-  ASSERT_EQ(early.size(), plain.size());
-  for (std::size_t i = 0; i < plain.size(); ++i) {
-    SCOPED_TRACE(i < reqs.size() ? "prompt " + std::to_string(i) : std::string{"together"});
-    ASSERT_EQ(plain[i].size(), early[i].size());
-    for (std::size_t j = 0; j < plain[i].size(); ++j)
-      expect_same_bits(plain[i][j], early[i][j]);
-  }
+  EXPECT_EQ(unsetenv("MSTAR_SSD_EARLY"), 0);
+  expect_same_runs(plain, early, reqs.size());
 }
 
 // A one-token step projects q, k and v in one product over their
@@ -535,37 +552,12 @@ TEST(gpu_model_chained, decode_with_chained_launches_equals_plain_launches_bit_f
   const bool before = kernels::cuda::chained_launches();
   const auto config = gated_fold_config(4);
   const auto reqs = ramp_requests({5, 17, 9}, 37, 4, 5);
-  const auto run_all = [&](bool chained) {
-    kernels::cuda::set_chained_launches(chained);
-    std::vector<std::vector<generated>> out;
-    auto e = random_on_gpu(config);
-    EXPECT_NE(e, nullptr);
-    if (e == nullptr)
-      return out;
-    for (const auto& r : reqs) {
-      auto one = generate(*e, {r}, true);
-      EXPECT_TRUE(one.has_value()) << one.error().message();
-      if (one)
-        out.push_back(std::move(*one));
-    }
-    auto together = generate(*e, reqs, true);
-    EXPECT_TRUE(together.has_value()) << together.error().message();
-    if (together)
-      out.push_back(std::move(*together));
-    expect_pools_whole(*e);
-    return out;
-  };
-  const auto plain = run_all(false);
-  const auto chained = run_all(true);
+  const auto plain =
+      runs_alone_and_together(config, reqs, [] { kernels::cuda::set_chained_launches(false); });
+  const auto chained =
+      runs_alone_and_together(config, reqs, [] { kernels::cuda::set_chained_launches(true); });
   kernels::cuda::set_chained_launches(before);
-  ASSERT_EQ(plain.size(), reqs.size() + 1);
-  ASSERT_EQ(chained.size(), plain.size());
-  for (std::size_t i = 0; i < plain.size(); ++i) {
-    SCOPED_TRACE(i < reqs.size() ? "prompt " + std::to_string(i) : std::string{"together"});
-    ASSERT_EQ(plain[i].size(), chained[i].size());
-    for (std::size_t j = 0; j < plain[i].size(); ++j)
-      expect_same_bits(plain[i][j], chained[i][j]);
-  }
+  expect_same_runs(plain, chained, reqs.size());
 }
 
 TEST(gpu_model_graphs, replayed_decode_graphs_match_launching_every_kernel) {

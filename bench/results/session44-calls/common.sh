@@ -1,19 +1,8 @@
 # shellcheck shell=bash
-# Sourced by session 44's call scripts (run from .carry/ on the device, this
-# file beside them): unpacks the binaries, sources bench/device_env.sh, and
-# defines the call's clock (`left`), the A/B switch sets (`envs_of`) and the
-# alternated bench runs (`ab_runs`). $w is the call's scratch folder, tarred
-# into $OUT at the end by `finish`.
-cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
-if [[ ! -d .carry/bin ]]; then (cd .carry && tar xJf bins.tar.xz); fi
-source bench/device_env.sh
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-w=$(mktemp -d)
-ck=$(mktemp -d)
-t0=$SECONDS
-limit=${CALL_LIMIT:-540}
-left() { echo $((limit - (SECONDS - t0))); }
-
+# Sourced by session 44's call scripts (run from .carry/ on the device, this file beside
+# them): the A/B modes' switches (`envs_of`), then bench/device_calls.sh (copied beside this
+# file), which unpacks the binaries, sources bench/device_env.sh and defines `left`,
+# `ab_runs` and `finish`.
 # The switches of an A/B mode (session 44's five opt-in changes around the
 # step's boundaries; every mode keeps the model's defaults otherwise): S side
 # downloads, K the plan kernel, E the SSD update's early state reads, R the
@@ -36,26 +25,4 @@ envs_of() {  # MODE
     "MSTAR_GEMV_NORM_PREFETCH=$n"
 }
 
-# Each mode twice, alternated, while time is left: mstar-bench-model-gpu on
-# checkpoint $ck/NAME, one summary line a run (model_summary).
-ab_runs() {  # NAME "MODE..." "BENCH ARGS..."
-  local name=$1 modes=$2 args=$3 rep mode f
-  for rep in 1 2; do
-    for mode in $modes; do
-      (($(left) > 30)) || return 0
-      f=$w/$name-$mode-$rep.jsonl
-      # shellcheck disable=SC2046,SC2086  # the mode's switches and the args split on purpose
-      env $(envs_of $mode) timeout "$(left)" "$bin/mstar-bench-model-gpu" --model "$ck/$name" \
-        $args --prompt-len 32 --json >"$f" 2>"$f.err"
-      model_summary "$mode" "$f"
-    done
-  done
-}
-
-# Packs the call's results into $out/NAME.tgz.
-finish() {  # NAME
-  rm -rf "$ck"
-  gzip -f "$w"/*.timeline.jsonl 2>/dev/null
-  tar czf "$out/$1.tgz" -C "$w" .
-  echo "== done ($((SECONDS - t0)) s)"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/device_calls.sh"
