@@ -244,21 +244,47 @@ cudaError_t loopback_ids(const loopback_params& p, cudaStream_t stream) {
   return detail::launch_status();
 }
 
+namespace {
+
+bool plan_upload_fits(const plan_upload_params& p) {
+  return p.n >= 0 && (p.n == 0 || (p.dst != nullptr && p.src != nullptr)) && p.ids_begin >= 0 &&
+         p.ids_end >= p.ids_begin && p.ids_end <= p.n && p.drawn_rows >= 0 &&
+         (p.drawn_rows == 0 || p.drawn != nullptr);
+}
+
+// A decode step's plan is a few hundred ints plus its pages' ids: a block
+// takes 1,024 ints a pass, up to 64 blocks.
+constexpr unsigned plan_threads = 256;
+unsigned plan_blocks(std::int64_t n) {
+  return static_cast<unsigned>(
+      std::clamp<std::int64_t>((n + 4 * plan_threads - 1) / (4 * plan_threads), 1, 64));
+}
+
+}  // namespace
+
 cudaError_t upload_plan(const plan_upload_params& p, cudaStream_t stream) {
-  if (p.n < 0 || (p.n > 0 && (p.dst == nullptr || p.src == nullptr)) || p.ids_begin < 0 ||
-      p.ids_end < p.ids_begin || p.ids_end > p.n || p.drawn_rows < 0 ||
-      (p.drawn_rows > 0 && p.drawn == nullptr)) {
+  if (!plan_upload_fits(p))
     return cudaErrorInvalidValue;
-  }
   if (p.n == 0)
     return cudaSuccess;
-  // A decode step's plan is a few hundred ints plus its pages' ids: a block
-  // takes 1,024 ints a pass, up to 64 blocks.
-  constexpr unsigned threads = 256;
-  const auto blocks =
-      static_cast<unsigned>(std::min<std::int64_t>((p.n + 4 * threads - 1) / (4 * threads), 64));
-  detail::launch_chained(upload_plan_kernel, blocks, threads, 0, stream, p);
+  detail::launch_chained(upload_plan_kernel, plan_blocks(p.n), plan_threads, 0, stream, p);
   return detail::launch_status();
+}
+
+cudaError_t set_upload_plan_node(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                 const plan_upload_params& p) {
+  if (!plan_upload_fits(p) || p.n == 0 || exec == nullptr || node == nullptr)
+    return cudaErrorInvalidValue;
+  cudaKernelNodeParams kp{};
+  if (const cudaError_t e = cudaGraphKernelNodeGetParams(node, &kp); e != cudaSuccess)
+    return e;
+  plan_upload_params copy = p;
+  void* args[] = {&copy};
+  kp.gridDim = dim3(plan_blocks(p.n));
+  kp.blockDim = dim3(plan_threads);
+  kp.kernelParams = args;
+  kp.extra = nullptr;
+  return cudaGraphExecKernelNodeSetParams(exec, node, &kp);
 }
 
 }  // namespace mstar::kernels::cuda

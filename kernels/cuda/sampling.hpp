@@ -76,4 +76,11 @@ struct plan_upload_params {
 /// cudaErrorInvalidValue for null pointers with n > 0 or a bad id range.
 [[nodiscard]] cudaError_t upload_plan(const plan_upload_params& p, cudaStream_t stream);
 
+/// For a plan kernel captured into a graph: sets node `node` of `exec` (the
+/// graph node an `upload_plan` launch captured) to copy `p` on the graph's
+/// next launches, the grid sized for `p.n` as `upload_plan` sizes it. The
+/// same checks as `upload_plan`; n 0 is refused (a captured node runs).
+[[nodiscard]] cudaError_t set_upload_plan_node(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                               const plan_upload_params& p);
+
 }  // namespace mstar::kernels::cuda

@@ -7,9 +7,11 @@
 #if MSTAR_HAVE_CUDA
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <map>
+#include <string_view>
 #include <utility>
 
 #include "kernels/cuda/device_arena.hpp"
@@ -63,7 +65,8 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
       return copies.error();
     p->copies = std::move(*copies);
   }
-  p->plan_kernel = cuda_detail::switch_on("MSTAR_PLAN_KERNEL", false);
+  if (const char* e = std::getenv("MSTAR_PLAN_KERNEL"); e != nullptr)
+    p->plan_kernel = std::string_view{e} == "1" ? 1 : std::string_view{e} == "2" ? 2 : 0;
   p->ssd_early = cuda_detail::switch_on("MSTAR_SSD_EARLY", false);
   auto blas = kc::blas_handle::make();
   if (!blas)

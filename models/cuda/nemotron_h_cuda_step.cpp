@@ -188,7 +188,7 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
   // The plan kernel finds the loopback rows by their ids: -2 - the drawn
   // row, and no other id below -1 (a bad id reads zeros either way).
   const std::int32_t* mapped = nullptr;
-  if (p.plan_kernel) {
+  if (p.plan_kernel != 0) {
     void* dev = nullptr;
     if (auto ok = p.check(cudaHostGetDevicePointer(&dev, hp, 0), "plan kernel: mapped plan"); !ok)
       return ok;
@@ -258,14 +258,18 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
   // pairs sit before it.
   const std::size_t used = L.kvi + (kp != nullptr ? kp->kv_indices.size() : 0);
   auto* dplan = p.plan.as<std::int32_t>();
-  if (mapped != nullptr) {
-    const kc::plan_upload_params up{dplan,
-                                    mapped,
-                                    static_cast<std::int64_t>(used),
-                                    static_cast<std::int64_t>(L.ids),
-                                    static_cast<std::int64_t>(L.ids + T),
-                                    looped > 0 ? p.last_drawn->as<const std::int32_t>() : nullptr,
-                                    looped > 0 ? static_cast<std::int64_t>(p.last_drawn_rows) : 0};
+  const kc::plan_upload_params up{dplan,
+                                  mapped,
+                                  static_cast<std::int64_t>(used),
+                                  static_cast<std::int64_t>(L.ids),
+                                  static_cast<std::int64_t>(L.ids + T),
+                                  looped > 0 ? p.last_drawn->as<const std::int32_t>() : nullptr,
+                                  looped > 0 ? static_cast<std::int64_t>(p.last_drawn_rows) : 0};
+  // MSTAR_PLAN_KERNEL=2: a decode graph holds the plan kernel itself.
+  const bool plan_in_graph = graph && p.plan_kernel == 2;
+  if (plan_in_graph) {
+    // Launched as the graph's first node below.
+  } else if (mapped != nullptr) {
     if (auto ok = p.check(kc::upload_plan(up, s), "plan kernel"); !ok)
       return ok;
   } else if (auto ok = p.check(
@@ -298,23 +302,50 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
                             "decode graph capture");
           !ok)
         return ok;
-      const auto launched = p.launch_step(b, st, L, true);
+      // The plan kernel first (its node the graph's one root), then the step.
+      result<void> launched = {};
+      if (plan_in_graph)
+        launched = p.check(kc::upload_plan(up, s), "plan kernel capture");
+      if (launched)
+        launched = p.launch_step(b, st, L, true);
       cudaGraph_t captured = nullptr;
       const cudaError_t ended = cudaStreamEndCapture(s, &captured);
-      if (!launched) {
-        if (captured != nullptr)
-          (void)cudaGraphDestroy(captured);
+      std::unique_ptr<CUgraph_st, cuda_detail::graph_deleter> owned(captured);
+      if (!launched)
         return launched;
-      }
       if (auto ok = p.check(ended, "decode graph capture"); !ok)
         return ok;
+      cudaGraphNode_t root = nullptr;
+      if (plan_in_graph) {
+        std::size_t roots = 0;
+        if (auto ok = p.check(cudaGraphGetRootNodes(captured, nullptr, &roots), "plan kernel node");
+            !ok)
+          return ok;
+        if (roots == 1) {
+          if (auto ok = p.check(cudaGraphGetRootNodes(captured, &root, &roots), "plan kernel node");
+              !ok)
+            return ok;
+        }
+        if (roots != 1 || root == nullptr) {
+          return make_error(
+              errc::internal,
+              fmt::format("decode graph: {} roots, not the plan kernel alone", roots));
+        }
+      }
       cudaGraphExec_t exec = nullptr;
       const cudaError_t made = cudaGraphInstantiate(&exec, captured, 0);
-      (void)cudaGraphDestroy(captured);
       if (auto ok = p.check(made, "decode graph instantiate"); !ok)
         return ok;
       entry.exec.reset(exec);
       entry.buffers = p.buffers_generation;
+      entry.graph = plan_in_graph ? std::move(owned) : nullptr;
+      entry.plan_node = root;
+    }
+    if (plan_in_graph) {
+      if (auto ok = p.check(kc::set_upload_plan_node(entry.exec.get(), entry.plan_node, up),
+                            "plan kernel node");
+          !ok)
+        return ok;
     }
     if (auto ok = p.check(cudaGraphLaunch(entry.exec.get(), s), "decode graph launch"); !ok)
       return ok;

@@ -435,28 +435,32 @@ TEST(gpu_model_side_download, draws_copied_on_a_second_stream_are_the_same_token
 
 // The plan kernel (MSTAR_PLAN_KERNEL=1, opt-in: the step's plan read over
 // the bus by one kernel that also writes the loopback draws, in place of the
-// upload and the gather) moves no id: alone and with side downloads, the
-// same requests, alone and together, draw the same tokens, and every prompt
-// gives the same logits.
+// upload and the gather; =2: in a decode graph that kernel is the graph's
+// first node, set to each step's plan) moves no id: alone and with side
+// downloads, the same requests, alone and together, draw the same tokens,
+// and every prompt gives the same logits.
 TEST(gpu_model_plan_kernel, plans_read_by_a_kernel_draw_the_same_tokens) {
   MSTAR_REQUIRE_GPU();
   const auto config = gated_fold_config(4);
   auto plain = random_on_gpu(config);
   ASSERT_NE(plain, nullptr);
-  for (const bool side : {false, true}) {
-    SCOPED_TRACE(side ? "with side downloads" : "alone");
-    ASSERT_EQ(setenv("MSTAR_PLAN_KERNEL", "1", 1), 0);
-    if (side) {
-      ASSERT_EQ(setenv("MSTAR_SIDE_DOWNLOAD", "1", 1), 0);
+  for (const char* mode : {"1", "2"}) {
+    for (const bool side : {false, true}) {
+      SCOPED_TRACE(std::string{"MSTAR_PLAN_KERNEL="} + mode +
+                   (side ? ", with side downloads" : ", alone"));
+      ASSERT_EQ(setenv("MSTAR_PLAN_KERNEL", mode, 1), 0);
+      if (side) {
+        ASSERT_EQ(setenv("MSTAR_SIDE_DOWNLOAD", "1", 1), 0);
+      }
+      auto kernel = random_on_gpu(config);
+      ASSERT_EQ(unsetenv("MSTAR_PLAN_KERNEL"), 0);
+      ASSERT_EQ(unsetenv("MSTAR_SIDE_DOWNLOAD"), 0);
+      ASSERT_NE(kernel, nullptr);
+      ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *kernel, 17));
+      ASSERT_NO_FATAL_FAILURE(
+          expect_same_drawn_tokens(*plain, *kernel, ramp_requests({7, 26, 3}, 47, 11, 8)));
+      expect_pools_whole(*kernel);
     }
-    auto kernel = random_on_gpu(config);
-    ASSERT_EQ(unsetenv("MSTAR_PLAN_KERNEL"), 0);
-    ASSERT_EQ(unsetenv("MSTAR_SIDE_DOWNLOAD"), 0);
-    ASSERT_NE(kernel, nullptr);
-    ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *kernel, 17));
-    ASSERT_NO_FATAL_FAILURE(
-        expect_same_drawn_tokens(*plain, *kernel, ramp_requests({7, 26, 3}, 47, 11, 8)));
-    expect_pools_whole(*kernel);
   }
 }
 

@@ -12,5 +12,5 @@ echo "exit $? ($((SECONDS - t0)) s)"
 grep -E "^\[==========\] [0-9]+ tests|^\[  PASSED  \] [0-9]+ tests|^\[  FAILED|^\[  SKIPPED \] [0-9]" "$w/tests.log"
 echo "== the 0.56B at batch 1 ($((SECONDS - t0)) s)"
 python3 bench/make_checkpoint.py --size nemotron_h-0.56b --out "$ck/nh056" >/dev/null 2>&1
-ab_runs nh056 "defaults all5 side plan early resid normpf" "--batch 1 --new-tokens 128 --repeats 3"
+ab_runs nh056 "defaults all5 side plan plan2 early resid normpf" "--batch 1 --new-tokens 128 --repeats 3"
 finish call1

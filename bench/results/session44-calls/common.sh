@@ -5,7 +5,7 @@
 # `ab_runs` and `finish`.
 # The switches of an A/B mode (session 44's five opt-in changes around the
 # step's boundaries; every mode keeps the model's defaults otherwise): S side
-# downloads, K the plan kernel, E the SSD update's early state reads, R the
+# downloads, K the plan kernel (2: inside the decode graph), E the SSD update's early state reads, R the
 # accumulating GEMVs' early residual loads, N the norm forms' L2 prefetch of
 # their norm weight.
 envs_of() {  # MODE
@@ -14,6 +14,7 @@ envs_of() {  # MODE
     defaults) ;;
     side) s=1 ;;
     plan) k=1 ;;
+    plan2) k=2 ;;
     early) e=1 ;;
     resid) r=1 ;;
     normpf) n=1 ;;

@@ -540,6 +540,11 @@ struct graph_exec_deleter {
   void operator()(CUgraphExec_st* g) const noexcept { (void)cudaGraphExecDestroy(g); }
 };
 
+// A captured graph, destroyed with its owner.
+struct graph_deleter {
+  void operator()(CUgraph_st* g) const noexcept { (void)cudaGraphDestroy(g); }
+};
+
 // One launched forward's own memory (slot = ticket % 2), reused by the
 // forward two launches later, which starts only after this one finished:
 // the pinned plan and sampling settings its uploads read, the pinned ids or

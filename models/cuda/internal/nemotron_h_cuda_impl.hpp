@@ -66,7 +66,10 @@ struct nemotron_h_cuda::impl {
   /// one kernel that reads the slot's pinned plan over the bus and writes
   /// the loopback draws in place (kernels/cuda/sampling.hpp's upload_plan),
   /// one stream operation where the upload and the gather are two.
-  bool plan_kernel = false;
+  /// `MSTAR_PLAN_KERNEL=2`: in a decode graph that kernel is the graph's
+  /// first node, set to each step's plan before the launch
+  /// (set_upload_plan_node), so no stream operation precedes the graph.
+  int plan_kernel = 0;
   /// Early SSD state (`MSTAR_SSD_EARLY=1`, opt-in): a decode step's SSD
   /// update reads its slots and states before its chained wait
   /// (ssd_update_params::state_settled). They are settled there: they are
@@ -253,6 +256,10 @@ struct nemotron_h_cuda::graph_cache {
   struct entry {
     std::unique_ptr<CUgraphExec_st, cuda_detail::graph_exec_deleter> exec;
     std::uint64_t buffers = 0;  // the work buffers' generation it was captured against
+    // MSTAR_PLAN_KERNEL=2: the captured graph (kept: its nodes name the
+    // instantiated ones) and its root, the plan kernel's node.
+    std::unique_ptr<CUgraph_st, cuda_detail::graph_deleter> graph;
+    cudaGraphNode_t plan_node = nullptr;
   };
   // Keyed by cuda_detail::graph_key.
   std::map<std::int64_t, entry> by_rows;
