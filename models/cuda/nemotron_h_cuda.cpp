@@ -59,7 +59,7 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
   if (!s)
     return s.error();
   p->stream = std::move(*s);
-  if (cuda_detail::switch_on("MSTAR_SIDE_DOWNLOAD", false)) {
+  if (cuda_detail::switch_on("MSTAR_SIDE_DOWNLOAD", true)) {
     auto copies = kc::stream::make();
     if (!copies)
       return copies.error();

@@ -413,7 +413,7 @@ TEST(gpu_model_fused_norms, batch_one_greedy_steps_draw_in_the_head_gemv_bit_for
   expect_pools_whole(*drawn);
 }
 
-// Side downloads (MSTAR_SIDE_DOWNLOAD=1, opt-in: each forward's draws
+// Side downloads (on unless MSTAR_SIDE_DOWNLOAD=0: each forward's draws
 // cross to pinned memory on a second stream after an event, so the next
 // forward does not queue behind the copy) change where the copy runs, never
 // what it copies: the same requests, alone and together, draw the same
@@ -421,10 +421,8 @@ TEST(gpu_model_fused_norms, batch_one_greedy_steps_draw_in_the_head_gemv_bit_for
 TEST(gpu_model_side_download, draws_copied_on_a_second_stream_are_the_same_tokens) {
   MSTAR_REQUIRE_GPU();
   const auto config = gated_fold_config(4);
-  auto plain = random_on_gpu(config);
-  ASSERT_EQ(setenv("MSTAR_SIDE_DOWNLOAD", "1", 1), 0);
+  auto plain = random_on_gpu_without(config, "MSTAR_SIDE_DOWNLOAD");
   auto side = random_on_gpu(config);
-  ASSERT_EQ(unsetenv("MSTAR_SIDE_DOWNLOAD"), 0);
   ASSERT_NE(plain, nullptr);
   ASSERT_NE(side, nullptr);
   ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *side, 19));
@@ -442,16 +440,14 @@ TEST(gpu_model_side_download, draws_copied_on_a_second_stream_are_the_same_token
 TEST(gpu_model_plan_kernel, plans_read_by_a_kernel_draw_the_same_tokens) {
   MSTAR_REQUIRE_GPU();
   const auto config = gated_fold_config(4);
-  auto plain = random_on_gpu(config);
+  auto plain = random_on_gpu_without(config, "MSTAR_SIDE_DOWNLOAD");
   ASSERT_NE(plain, nullptr);
   for (const char* mode : {"1", "2"}) {
     for (const bool side : {false, true}) {
       SCOPED_TRACE(std::string{"MSTAR_PLAN_KERNEL="} + mode +
                    (side ? ", with side downloads" : ", alone"));
       ASSERT_EQ(setenv("MSTAR_PLAN_KERNEL", mode, 1), 0);
-      if (side) {
-        ASSERT_EQ(setenv("MSTAR_SIDE_DOWNLOAD", "1", 1), 0);
-      }
+      ASSERT_EQ(setenv("MSTAR_SIDE_DOWNLOAD", side ? "1" : "0", 1), 0);
       auto kernel = random_on_gpu(config);
       ASSERT_EQ(unsetenv("MSTAR_PLAN_KERNEL"), 0);
       ASSERT_EQ(unsetenv("MSTAR_SIDE_DOWNLOAD"), 0);
