@@ -22,6 +22,7 @@ too. Runs all scenarios, prints one line per scenario, exits 1 if any failed.
 import base64
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -66,15 +67,37 @@ def check(cond, msg):
 
 
 def free_ports(n):
-    """n distinct free TCP ports on 127.0.0.1 (bound together, then released)."""
-    socks = []
-    for _ in range(n):
+    """n distinct free TCP ports on 127.0.0.1 (bound together, then released),
+    below the kernel's ephemeral range: a node that connects to a peer's port
+    before the peer listens could otherwise be handed that very port as its
+    own source port (a TCP self-connect, seen in CI: the peer's listen then
+    failed), which an ephemeral port from bind(0) allows."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random()
+    socks, ports = [], []
+    for _ in range(2000):  # bounded: a busy range fails loudly
+        if len(ports) == n:
+            break
+        p = rng.randrange(10000, max(10001, low))
+        if p in ports:
+            continue
         s = socket.socket()
-        s.bind(("127.0.0.1", 0))
+        try:
+            s.bind(("127.0.0.1", p))
+        except OSError:
+            s.close()
+            continue
         socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
+        ports.append(p)
     for s in socks:
         s.close()
+    if len(ports) < n:
+        raise Failure(f"found {len(ports)} of {n} free ports below {low}")
     return ports
 
 
