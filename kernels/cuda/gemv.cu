@@ -393,9 +393,6 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
         w[r][u] = p < pieces ? __ldcs(wrow[r] + p) : make_uint4(0U, 0U, 0U, 0U);
     }
   };
-  // Chained launches (internal/common.cuh): static weights (no kernel's
-  // output) stream in while the kernel before drains; everything else, and
-  // weights a kernel may have written, after the wait.
   // The norm weight, asked of L2 (a hint: whatever a kernel before writes,
   // the loads after the wait read it there), so that the prologue's second
   // round trip, after its sums, finds it there rather than in HBM.
@@ -405,6 +402,9 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
         prefetch_l2(a.norm_w + i);
     }
   }
+  // Chained launches (internal/common.cuh): static weights (no kernel's
+  // output) stream in while the kernel before drains; everything else, and
+  // weights a kernel may have written, after the wait.
   if (!a.weight_static)
     chain_wait();
   if (active) {

@@ -165,8 +165,7 @@ __device__ __forceinline__ std::int32_t plan_value(const plan_upload_params& p, 
 }
 
 // Grid-stride over 16-byte pieces where both ends are aligned (the device
-// reads host memory a bus transaction a load: wide loads, all issued before
-// any store), else over ints.
+// reads host memory a bus transaction a load, so wide loads), else over ints.
 __global__ void upload_plan_kernel(plan_upload_params p) {
   detail::chain_start();
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
