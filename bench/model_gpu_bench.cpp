@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <fmt/format.h>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -73,8 +74,21 @@ struct engines {
   mstar::actors::runtime* rt = nullptr;
 };
 
+// A run's tokens: one list a request, in the order of its specs.
+using run_tokens = std::vector<std::vector<mstar::resources::token_id>>;
+
+// FNV-1a over every request's tokens: equal digests, equal outputs.
+std::uint64_t digest_of(const run_tokens& tokens) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (const auto& r : tokens) {
+    for (const auto t : r)
+      h = (h ^ static_cast<std::uint64_t>(t)) * 1099511628211ULL;
+  }
+  return h;
+}
+
 mstar::result<double> timed(engines e, const std::vector<request_spec>& reqs,
-                            double* inner = nullptr, std::uint64_t* digest = nullptr) {
+                            double* inner = nullptr, run_tokens* tokens = nullptr) {
   const auto t0 = clock_type::now();
   auto got = e.rt != nullptr
                  ? mstar::result<std::vector<mstar::engine::completion>>{mstar::actors::complete(
@@ -91,15 +105,10 @@ mstar::result<double> timed(engines e, const std::vector<request_spec>& reqs,
   }
   if (inner != nullptr)
     *inner = longest;
-  if (digest != nullptr) {
-    // FNV-1a over every request's tokens: equal digests, equal outputs
-    // (sync against overlap).
-    std::uint64_t h = 1469598103934665603ULL;
-    for (const auto& r : *got) {
-      for (const auto t : r.tokens[0])
-        h = (h ^ static_cast<std::uint64_t>(t)) * 1099511628211ULL;
-    }
-    *digest = h;
+  if (tokens != nullptr) {
+    tokens->clear();
+    for (const auto& r : *got)
+      tokens->push_back(r.tokens[0]);
   }
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
@@ -138,6 +147,7 @@ int main(int argc, char** argv) {
   std::string schedule = "default";
   int roofline_rounds = 5;
   int tensor_parallel = 1;
+  std::string tokens_out;
   app.add_option("--model", model_dir, "Checkpoint folder")->required();
   app.add_option("--device", device, "cuda, cuda:N or cpu")->capture_default_str();
   app.add_option("--dtype", dtype, "bfloat16 or float32")->capture_default_str();
@@ -169,6 +179,10 @@ int main(int argc, char** argv) {
                  "the device; the roofline is left out above 1 (a rank reads its part)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  app.add_option("--tokens-out", tokens_out,
+                 "Also write every full-length run's tokens (the warm-up's, then each timed "
+                 "run's) to this file, one JSON line a run: batch, run, digest, tokens (a list "
+                 "a request); bench/token_runs.py compares such files");
   CLI11_PARSE(app, argc, argv);
   if (new_tokens < 2 || repeats < 1 || prompt_len < 1) {
     std::fprintf(stderr,
@@ -248,6 +262,28 @@ int main(int argc, char** argv) {
     direct = std::move(*made);
   }
   const engines engine{direct.get(), rt.get()};
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> tokens_file{nullptr, &std::fclose};
+  if (!tokens_out.empty()) {
+    tokens_file.reset(std::fopen(tokens_out.c_str(), "w"));
+    if (tokens_file == nullptr) {
+      std::fprintf(stderr, "mstar-bench-model-gpu: --tokens-out %s: cannot open for writing\n",
+                   tokens_out.c_str());
+      return 1;
+    }
+  }
+  // Each full-length run's tokens as one line of --tokens-out; returns the run's digest.
+  const auto keep = [&](int b, const char* label, const run_tokens& tokens) {
+    const auto digest = digest_of(tokens);
+    if (tokens_file != nullptr) {
+      const nlohmann::json line{{"batch", b},
+                                {"run", label},
+                                {"digest", fmt::format("{:016x}", digest)},
+                                {"tokens", tokens}};
+      std::fprintf(tokens_file.get(), "%s\n", line.dump().c_str());
+      std::fflush(tokens_file.get());
+    }
+    return fmt::format("{:016x}", digest);
+  };
   std::fprintf(stderr, "model %s: %lld parameters on %s (%s)\n", model_dir.c_str(),
                static_cast<long long>(m.num_parameters()), m.device_name().c_str(),
                std::string{mstar::to_string(m.compute_dtype())}.c_str());
@@ -257,20 +293,22 @@ int main(int argc, char** argv) {
     for (auto& r : first)
       r.stop.max_tokens = 1;
     // Warm-up of both lengths (cuBLAS heuristics, work buffers).
+    run_tokens tokens;
+    std::vector<std::string> digests;  // the warm-up's, then each timed run's
     for (const std::vector<request_spec>* reqs : {&full, &first}) {
-      if (auto t = timed(engine, *reqs); !t) {
+      if (auto t = timed(engine, *reqs, nullptr, reqs == &full ? &tokens : nullptr); !t) {
         std::fprintf(stderr, "mstar-bench-model-gpu: batch %d: %s\n", b,
                      t.error().message().c_str());
         return 1;
       }
     }
+    digests.push_back(keep(b, "warmup", tokens));
     std::vector<double> rates, inner_rates, t1s, tns, idle_us, busy_us, prefill_us;
-    std::uint64_t digest = 0;
     for (int rep = 0; rep < repeats; ++rep) {
       double inner = 0;
       if (timeline != nullptr)
         timeline->record_device_timeline(true);
-      auto tn = timed(engine, full, &inner, &digest);
+      auto tn = timed(engine, full, &inner, &tokens);
       const auto steps =
           timeline != nullptr ? timeline->take_device_timeline() : std::vector<device_step_time>{};
       if (timeline != nullptr)
@@ -288,6 +326,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "mstar-bench-model-gpu: batch %d failed\n", b);
         return 1;
       }
+      digests.push_back(keep(b, std::to_string(rep).c_str(), tokens));
       tns.push_back(*tn);
       t1s.push_back(*t1);
       rates.push_back(b * (new_tokens - 1) / std::max(*tn - *t1, 1e-9));
@@ -345,7 +384,8 @@ int main(int argc, char** argv) {
           {"tensor_parallel", tensor_parallel},
           {"through", through},
           {"schedule", schedule},
-          {"tokens_digest", fmt::format("{:016x}", digest)},
+          {"tokens_digest", digests.back()},
+          {"tokens_digests", digests},
           {"device_steps", idle_us.size()},
           {"idle_gap_us_median", idle_median},
           {"idle_gap_us_p90", idle_p90},
