@@ -42,6 +42,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "scripts"))
+from loopback_ports import free_ports  # noqa: E402  (ports below the ephemeral range)
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 HF_REVISION = "0" * 40
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -132,12 +135,6 @@ def offline_tokenizer(model: pathlib.Path, hf_home: pathlib.Path) -> str:
 
 # ---------------------------------------------------------------- server
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     def __init__(self, url: str, pid: int):
         self.url, self.pid = url, pid
@@ -157,7 +154,7 @@ def children_cpu_s() -> float:
 @contextlib.contextmanager
 def serving(args, work: pathlib.Path):
     """mstar-serve on a free loopback port, up until the block ends."""
-    port = free_port()
+    port, = free_ports(1)
     cmd = [str(args.serve), "--model", str(args.model), "--host", "127.0.0.1",
            "--port", str(port), "--device", args.device,
            "--served-model-name", args.served_name] + limits(args) + args.server_arg

@@ -22,7 +22,6 @@ too. Runs all scenarios, prints one line per scenario, exits 1 if any failed.
 import base64
 import json
 import os
-import random
 import re
 import signal
 import socket
@@ -33,6 +32,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import loopback_ports  # noqa: E402
 
 BIN = None  # BUILD/launcher, set in main()
 PROMPTS = [
@@ -67,38 +69,12 @@ def check(cond, msg):
 
 
 def free_ports(n):
-    """n distinct free TCP ports on 127.0.0.1 (bound together, then released),
-    below the kernel's ephemeral range: a node that connects to a peer's port
-    before the peer listens could otherwise be handed that very port as its
-    own source port (a TCP self-connect, seen in CI: the peer's listen then
-    failed), which an ephemeral port from bind(0) allows."""
-    low = 32768
+    """n distinct free ports on 127.0.0.1, below the ephemeral range
+    (scripts/loopback_ports.py says why)."""
     try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
-    rng = random.Random()
-    socks, ports = [], []
-    for _ in range(2000):  # bounded: a busy range fails loudly
-        if len(ports) == n:
-            break
-        p = rng.randrange(10000, max(10001, low))
-        if p in ports:
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", p))
-        except OSError:
-            s.close()
-            continue
-        socks.append(s)
-        ports.append(p)
-    for s in socks:
-        s.close()
-    if len(ports) < n:
-        raise Failure(f"found {len(ports)} of {n} free ports below {low}")
-    return ports
+        return loopback_ports.free_ports(n)
+    except loopback_ports.NoFreePorts as e:
+        raise Failure(str(e)) from None
 
 
 def wait_until(pred, timeout, what, step=0.1):
