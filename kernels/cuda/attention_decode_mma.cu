@@ -293,7 +293,7 @@ __device__ __forceinline__ void walk_mma(const attn_args& a, std::uint16_t* wsm,
   // The page id of the lane's position in tile j (0 past the end: unread).
   auto page_of = [&](int j) {
     const int t = start(j) + row;
-    return t < end ? __ldg(a.table.kv_indices + first_page + t / ps) : 0;
+    return t < end ? load_coherent(a.table.kv_indices + first_page + t / ps) : 0;
   };
   // Prologue: tiles 0 .. st - 2, a commit group each (empty past the
   // warp's last, so the wait below counts groups alike for every range).

@@ -108,7 +108,7 @@ __device__ __forceinline__ void issue_stage(const attn_args& a, const rows_geom&
     if (whole && i != 0 && slot != 0)
       continue;  // inside a run another lane copies
     const int run = whole ? min(n - i, ps - slot) : 1;
-    const std::int32_t page = __ldg(a.table.kv_indices + first_page + t / ps);
+    const std::int32_t page = load_coherent(a.table.kv_indices + first_page + t / ps);
     const std::byte* k = a.arena.at(0, page, slot, kv0);
     const std::uint32_t bytes = static_cast<std::uint32_t>(run) * row_bytes;
     const std::uint32_t dst = stage + static_cast<std::uint32_t>(i) * row_bytes;

@@ -149,7 +149,7 @@ __device__ __forceinline__ void issue_stage(const attn_args& a, const rm_geom& g
     const bool v = i >= g.tile;
     const int r = v ? i - g.tile : i;
     const int t = t0 + min(r, n - 1);
-    const std::int32_t page = __ldg(a.table.kv_indices + first_page + t / ps);
+    const std::int32_t page = load_coherent(a.table.kv_indices + first_page + t / ps);
     bulk_copy(stage + static_cast<std::uint32_t>(i) * stride,
               a.arena.at(v ? 1 : 0, page, t % ps, kv0), row_bytes, bar);
   }

@@ -18,6 +18,7 @@ constexpr int chunks = 4;  // float4 chunks of key columns per thread: 16 column
 
 using detail::decay_beta;
 using detail::dot4;
+using detail::load_coherent;
 using detail::rule_args;
 using detail::token_scalars;
 
@@ -40,14 +41,14 @@ __device__ __forceinline__ void load_token(const rule_args& p, std::int64_t t, i
   for (int j = 0; j < chunks; ++j) {
     const int c = lane + j * Lanes;
     const bool ok = 4 * c < p.k_dim;
-    in.q[j] = ok ? __ldg(q + c) : make_float4(0.F, 0.F, 0.F, 0.F);
-    in.k[j] = ok ? __ldg(k + c) : make_float4(0.F, 0.F, 0.F, 0.F);
+    in.q[j] = ok ? load_coherent(q + c) : make_float4(0.F, 0.F, 0.F, 0.F);
+    in.k[j] = ok ? load_coherent(k + c) : make_float4(0.F, 0.F, 0.F, 0.F);
   }
-  in.v = valid ? __ldg(row + 2 * static_cast<std::int64_t>(p.hk) * p.k_dim +
-                       static_cast<std::int64_t>(h) * p.v_dim + vi)
+  in.v = valid ? load_coherent(row + 2 * static_cast<std::int64_t>(p.hk) * p.k_dim +
+                               static_cast<std::int64_t>(h) * p.v_dim + vi)
                : 0.0F;
-  in.a = __ldg(p.a + t * p.ab_stride + h);
-  in.b = __ldg(p.b + t * p.ab_stride + h);
+  in.a = load_coherent(p.a + t * p.ab_stride + h);
+  in.b = load_coherent(p.b + t * p.ab_stride + h);
 }
 
 // One token of the rule on this thread's 16 columns of its value row; returns
@@ -164,9 +165,9 @@ __global__ void __launch_bounds__(Threads, 512 / Threads) gated_delta_rule_kerne
 #pragma unroll
       for (int m = 0; m < rows_per_thread; ++m) {
         const float v = m == 0      ? in.v
-                        : valids[m] ? __ldg(p.qkv + t * p.qkv_stride +
-                                            2 * static_cast<std::int64_t>(p.hk) * p.k_dim +
-                                            static_cast<std::int64_t>(h) * p.v_dim + vis[m])
+                        : valids[m] ? load_coherent(p.qkv + t * p.qkv_stride +
+                                                    2 * static_cast<std::int64_t>(p.hk) * p.k_dim +
+                                                    static_cast<std::int64_t>(h) * p.v_dim + vis[m])
                                     : 0.0F;
         const float o = rule_step<Lanes>(s[m], in, v, sc);
         if (valids[m] && lane == 0)
@@ -191,8 +192,8 @@ __global__ void __launch_bounds__(Threads, 512 / Threads) gated_delta_rule_kerne
           const auto* k4 =
               reinterpret_cast<const float4*>(row + static_cast<std::int64_t>(p.hk + kh) * p.k_dim);
           for (int c = half; 4 * c < p.k_dim; c += 2) {
-            const float4 q = __ldg(q4 + c);
-            const float4 k = __ldg(k4 + c);
+            const float4 q = load_coherent(q4 + c);
+            const float4 k = load_coherent(k4 + c);
             kq = dot4(k, q, kq);
             kk = dot4(k, k, kk);
             qq = dot4(q, q, qq);
@@ -207,8 +208,8 @@ __global__ void __launch_bounds__(Threads, 512 / Threads) gated_delta_rule_kerne
           sc.inv_k = 1.0F / sqrtf(kk + 1e-6F);
           sc.inv_q = p.scale / sqrtf(qq + 1e-6F);
           const std::int64_t t = base + j;
-          decay_beta(__ldg(p.a + t * p.ab_stride + h), __ldg(p.b + t * p.ab_stride + h), a_coef,
-                     bias, sc);
+          decay_beta(load_coherent(p.a + t * p.ab_stride + h),
+                     load_coherent(p.b + t * p.ab_stride + h), a_coef, bias, sc);
           scalars[j] = sc;
         }
       }

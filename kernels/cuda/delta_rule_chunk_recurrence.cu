@@ -64,7 +64,8 @@ __device__ __forceinline__ void stage_keys(const chunk_args& p, float* smem, int
 }
 
 __device__ __forceinline__ float gamma_of(const chunk_args& p, std::int64_t c, int h, int k) {
-  return __ldg(p.blob + (c * p.hv + h) * per_head(k, p.v_dim) + tail_at(k, p.v_dim) + chunk);
+  return load_coherent(p.blob + (c * p.hv + h) * per_head(k, p.v_dim) + tail_at(k, p.v_dim) +
+                       chunk);
 }
 
 // Block (x, h, r): value rows [32 x, 32 x + 32) of head h of row r, through

@@ -522,7 +522,7 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
           if constexpr (Norm)
             xv = normed[p];
           else
-            xv = __ldg(
+            xv = load_coherent(
                 reinterpret_cast<const uint4*>(a.x + static_cast<std::int64_t>(m) * a.x_stride) +
                 p);
 #pragma unroll

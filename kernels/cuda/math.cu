@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(row_threads)
   std::int64_t item = std::int64_t{blockIdx.x} * warps_per_block + threadIdx.x / 32;
   float4 w[V];
   if (item < items)
-    detail::load_group_quads<V>(weight + (item % groups) * group, lane, w);
+    detail::load_group_quads<V, true>(weight + (item % groups) * group, lane, w);
   detail::chain_start();
   for (; item < items; item += step) {
     const std::int64_t t = item / groups;
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(row_threads)
         out.data != nullptr ? out.data + t * out.row_stride + c0 : nullptr,
         out_bf16.data != nullptr ? out_bf16.data + t * out_bf16.row_stride + c0 : nullptr, lane);
     if (item + step < items)
-      detail::load_group_quads<V>(weight + ((item + step) % groups) * group, lane, w);
+      detail::load_group_quads<V, true>(weight + ((item + step) % groups) * group, lane, w);
   }
 }
 

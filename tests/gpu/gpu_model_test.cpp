@@ -431,6 +431,64 @@ TEST(gpu_model_side_download, draws_copied_on_a_second_stream_are_the_same_token
   expect_pools_whole(*side);
 }
 
+// bench/make_checkpoint.py's 0.56B widths (hidden 2048; 64 Mamba heads of
+// 64, state 128, 8 groups; MLP 8192; 16 query heads of 128) over six
+// layers and an 8,192-token vocabulary: kernels long enough for a chained
+// kernel's blocks to start while the one before is still writing.
+nemotron_h_config wide_config() {
+  nemotron_h_config c;
+  c.vocab_size = 8192;
+  c.hidden_size = 2048;
+  c.num_attention_heads = 16;
+  c.num_key_value_heads = 4;
+  c.head_dim = 128;
+  c.intermediate_size = 8192;
+  c.mamba_num_heads = 64;
+  c.mamba_head_dim = 64;
+  c.ssm_state_size = 128;
+  c.n_groups = 8;
+  for (const char ch : std::string{"M-M*M-"}) {
+    c.layers.push_back(ch == 'M'   ? layer_kind::mamba2
+                       : ch == '*' ? layer_kind::attention
+                                   : layer_kind::mlp);
+  }
+  return c;
+}
+
+// One engine, the same 16 requests four times, then one of them alone four
+// times: the same tokens every run. A chained kernel that read its inputs
+// through the read-only path (`__ldg`) after its wait drew different tokens
+// from run to run at these widths (session 45: the SSD update's x, B and C,
+// in the rows whose blocks started first); common.cuh's load_coherent is
+// the rule now. The random weights' logits lie close together, so a flipped
+// bit anywhere soon shows as a different token.
+TEST(gpu_model_repeats, a_wide_model_draws_the_same_tokens_every_run) {
+  MSTAR_REQUIRE_GPU();
+  auto e = random_on_gpu(wide_config());
+  ASSERT_NE(e, nullptr);
+  std::vector<request_spec> batch;
+  for (std::size_t i = 0; i < 16; ++i)
+    batch.push_back(ramp_requests({32}, 7 + 2 * i, 48, 1)[0]);
+  for (const std::size_t n : {std::size_t{16}, std::size_t{1}}) {
+    const std::vector<request_spec> reqs(batch.begin(), batch.begin() + static_cast<long>(n));
+    std::vector<std::vector<resources::token_id>> first;
+    for (int run = 0; run < 4; ++run) {
+      SCOPED_TRACE(std::to_string(n) + " requests, run " + std::to_string(run));
+      auto got = generate(*e, reqs);
+      ASSERT_TRUE(got.has_value()) << got.error().message();
+      ASSERT_EQ(got->size(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ((*got)[i].generated_ids.size(), 48U);
+        if (run == 0)
+          first.push_back((*got)[i].generated_ids);
+        else
+          EXPECT_EQ((*got)[i].generated_ids, first[i]) << "request " << i;
+      }
+    }
+  }
+  expect_pools_whole(*e);
+}
+
 // The plan kernel (MSTAR_PLAN_KERNEL=1, opt-in: the step's plan read over
 // the bus by one kernel that also writes the loopback draws, in place of the
 // upload and the gather; =2: in a decode graph that kernel is the graph's

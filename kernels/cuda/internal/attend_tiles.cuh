@@ -69,7 +69,7 @@ __device__ __forceinline__ void tile_pages(const attn_args& a, int first_page, i
 #pragma unroll
   for (int j = 0; j < T::per_thread; ++j) {
     const int t = t0 + (static_cast<int>(threadIdx.x) + j * layout<KV, D>::threads) / T::pieces;
-    page[j] = t < end ? __ldg(a.table.kv_indices + first_page + t / a.arena.page_size) : 0;
+    page[j] = t < end ? load_coherent(a.table.kv_indices + first_page + t / a.arena.page_size) : 0;
   }
 }
 

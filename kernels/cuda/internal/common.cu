@@ -1,7 +1,10 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/math.hpp"
@@ -52,6 +55,41 @@ namespace mstar::kernels::cuda::detail {
 
 bool chained_launches_on() {
   return kernels::cuda::chained_launches();
+}
+
+bool chained_launch_of(const void* kernel) {
+  if (!chained_launches_on())
+    return false;
+  // MSTAR_PDL_PLAIN (a diagnosis aid, read once): comma-separated pieces of
+  // kernels' mangled names; a kernel whose name holds one launches plain,
+  // after the kernel before it has completed.
+  static const std::string plain = [] {
+    const char* e = std::getenv("MSTAR_PDL_PLAIN");
+    return std::string{e != nullptr ? e : ""};
+  }();
+  if (plain.empty())
+    return true;
+  static std::mutex mutex;
+  static std::unordered_map<const void*, bool> known;
+  const std::lock_guard lock{mutex};
+  if (const auto it = known.find(kernel); it != known.end())
+    return it->second;
+  const char* name = nullptr;
+  if (cudaFuncGetName(&name, kernel) != cudaSuccess || name == nullptr) {
+    cudaGetLastError();
+    name = "";
+  }
+  const std::string_view n{name};
+  bool chained = true;
+  for (std::size_t at = 0; at <= plain.size();) {
+    const std::size_t end = std::min(plain.find(',', at), plain.size());
+    const std::string_view piece = std::string_view{plain}.substr(at, end - at);
+    if (!piece.empty() && n.find(piece) != std::string_view::npos)
+      chained = false;
+    at = end + 1;
+  }
+  known.emplace(kernel, chained);
+  return chained;
 }
 
 int sm_count() {

@@ -142,6 +142,10 @@ __host__ __device__ constexpr A ceil_div(A a, B b) {
 /// kernels::cuda::chained_launches() without the header it lives in.
 bool chained_launches_on();
 
+/// Whether `launch_chained` chains `kernel`: `chained_launches_on()`, unless
+/// MSTAR_PDL_PLAIN names a piece of its mangled name (kernels/cuda/README.md).
+bool chained_launch_of(const void* kernel);
+
 /// Multiprocessors of the current device (cached per device after the first
 /// call); 132 if the runtime cannot say.
 int sm_count();
@@ -163,6 +167,19 @@ inline cudaError_t launch_status() {
 // always does, so the grid never completes before the one it chained on
 // (a later plain launch orders after both). On older devices, and for a
 // plain launch, both are no-ops.
+
+/// A load of what a kernel before this one on the stream wrote (its input
+/// activations, the step's plan): a plain, coherent load, never `__ldg`. A
+/// chained kernel is resident before the kernel it waits on completes, and
+/// the read-only path (`ld.global.nc`) assumes the data cannot change while
+/// the kernel runs, which then does not hold: session 45's runs drew
+/// different tokens run to run until the SSD update's `__ldg` inputs became
+/// plain loads (kernels/cuda/README.md, "Chained launches"). `__ldg` stays
+/// for what no kernel writes: weights and parameters.
+template <class T>
+__device__ __forceinline__ T load_coherent(const T* p) {
+  return *p;
+}
 
 /// Let the next chained kernel on the stream start launching its blocks.
 __device__ __forceinline__ void chain_release() {
@@ -202,7 +219,7 @@ void launch_chained_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, u
                              std::size_t smem, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attrs[2];
   unsigned n = 0;
-  if (chained_launches_on()) {
+  if (chained_launch_of(reinterpret_cast<const void*>(kernel))) {
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;

@@ -59,7 +59,7 @@ __device__ __forceinline__ lanes<V> zeros() {
 
 /// N floats from p, as float4s when `Wide` (p 16-byte aligned, N % 4 == 0:
 /// the V = 4 kernels, whose launcher checked every array); `Nc` loads
-/// through the read-only path (x, weights, bias).
+/// through the read-only path (weights and bias only: no kernel writes them).
 template <int N, bool Nc, bool Wide>
 __device__ __forceinline__ void load(const float* p, float (&dst)[N]) {
   static_assert(!Wide || N % 4 == 0);
@@ -95,10 +95,12 @@ __device__ __forceinline__ void store(float* p, const float (&src)[N]) {
   }
 }
 
+// An input's V channels: another kernel's output, so a coherent load
+// (common.cuh, load_coherent), never the read-only path.
 template <int V>
 __device__ __forceinline__ lanes<V> load_x(const float* p) {
   lanes<V> r;
-  load<V, true, V == 4>(p, r.v);
+  load<V, false, V == 4>(p, r.v);
   return r;
 }
 

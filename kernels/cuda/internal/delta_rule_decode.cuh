@@ -175,14 +175,14 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 
     // The step's small inputs, asked for right behind the state: used
     // where they are needed, each would add a round trip to the block's
     // life (v after the dot products, a and b after the norms).
-    const float a_raw = __ldg(p.a + t * p.ab_stride + h);
-    const float b_raw = __ldg(p.b + t * p.ab_stride + h);
+    const float a_raw = load_coherent(p.a + t * p.ab_stride + h);
+    const float b_raw = load_coherent(p.b + t * p.ab_stride + h);
     const float a_log = __ldg(p.a_log + h);
     const float bias = __ldg(p.dt_bias + h);
     float vs[own];
 #pragma unroll
     for (int i = 0; i < own; ++i)
-      vs[i] = __ldg(v_row + (m0 + i) * groups);
+      vs[i] = load_coherent(v_row + (m0 + i) * groups);
     float kq = 0.F, kk = 0.F, qq = 0.F;
     float4 qr[SharedQk ? 1 : chunks];
     float4 kr[SharedQk ? 1 : chunks];
@@ -194,8 +194,8 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 
       for (int i0 = 0; i0 < k4; i0 += 32) {
         const int i = i0 + warp_lane;
         if (i < k4) {
-          const float4 q = __ldg(q4 + i);
-          const float4 k = __ldg(k4p + i);
+          const float4 q = load_coherent(q4 + i);
+          const float4 k = load_coherent(k4p + i);
           kq = dot4(k, q, kq);
           kk = dot4(k, k, kk);
           qq = dot4(q, q, qq);
@@ -210,8 +210,8 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 
     } else {
 #pragma unroll
       for (int j = 0; j < chunks; ++j) {
-        qr[j] = __ldg(q4 + lane + j * lanes);
-        kr[j] = __ldg(k4p + lane + j * lanes);
+        qr[j] = load_coherent(q4 + lane + j * lanes);
+        kr[j] = load_coherent(k4p + lane + j * lanes);
         kq = dot4(kr[j], qr[j], kq);
         kk = dot4(kr[j], kr[j], kk);
         qq = dot4(qr[j], qr[j], qq);

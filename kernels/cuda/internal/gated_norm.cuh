@@ -65,9 +65,9 @@ __device__ __forceinline__ void gated_norm_group(const float* x, const float* ga
   float sum_sq = 0.0F;
 #pragma unroll
   for (int j = 0; j < V; ++j) {
-    float4 a = __ldg(xr + j * 32 + lane);
+    float4 a = load_coherent(xr + j * 32 + lane);
     if (gr != nullptr)
-      a = gated_quad(a, __ldg(gr + j * 32 + lane));
+      a = gated_quad(a, load_coherent(gr + j * 32 + lane));
     v[j] = a;
     sum_sq += squares_of(a);
   }
@@ -80,13 +80,14 @@ __device__ __forceinline__ void gated_norm_group(const float* x, const float* ga
 }
 
 /// Lane `lane`'s V float4 of a group at `p` (float4 j * 32 + lane in q[j]),
-/// every load issued before any is used.
-template <int V>
+/// every load issued before any is used: through the read-only path for a
+/// `Weight` (no kernel writes it), else coherent (common.cuh, load_coherent).
+template <int V, bool Weight>
 __device__ __forceinline__ void load_group_quads(const float* p, int lane, float4 (&q)[V]) {
   const auto* r = reinterpret_cast<const float4*>(p);
 #pragma unroll
   for (int j = 0; j < V; ++j)
-    q[j] = __ldg(r + j * 32 + lane);
+    q[j] = Weight ? __ldg(r + j * 32 + lane) : load_coherent(r + j * 32 + lane);
 }
 
 /// `gated_norm_group` with the group's weight quads already in registers
@@ -100,10 +101,10 @@ __device__ __forceinline__ void gated_norm_group_loaded(const float* x, const fl
                                                         std::uint16_t* out_bf16, int lane) {
   constexpr int group = V * 128;
   float4 v[V];
-  load_group_quads<V>(x, lane, v);
+  load_group_quads<V, false>(x, lane, v);
   if (gate != nullptr) {
     float4 g[V];
-    load_group_quads<V>(gate, lane, g);
+    load_group_quads<V, false>(gate, lane, g);
 #pragma unroll
     for (int j = 0; j < V; ++j)
       v[j] = gated_quad(v[j], g[j]);

@@ -154,7 +154,7 @@ __device__ __forceinline__ block_stats scan_entries(const row_view& row, std::in
 #pragma unroll
     for (int u = 0; u < Loads; ++u) {
       const std::int64_t i = base + u * step;
-      v[u] = i < end ? __ldg(row.data + i * row.stride) : -INFINITY;
+      v[u] = i < end ? load_coherent(row.data + i * row.stride) : -INFINITY;
     }
 #pragma unroll
     for (int u = 0; u < Loads; ++u)
@@ -177,7 +177,8 @@ __device__ __forceinline__ block_stats scan_quads(const float* p, std::int64_t f
 #pragma unroll
     for (int u = 0; u < Loads; ++u) {
       const std::int64_t k = base + u * step;
-      v[u] = k < quads ? __ldg(q + k) : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+      v[u] = k < quads ? load_coherent(q + k)
+                       : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
     }
 #pragma unroll
     for (int u = 0; u < Loads; ++u) {

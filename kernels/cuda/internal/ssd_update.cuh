@@ -82,9 +82,9 @@ __device__ __forceinline__ void store_update_state(float4* at, float4 v) {
 // 16-byte aligned (the flag is the same for every thread).
 __device__ __forceinline__ float4 load_bc(const float* row, int c, bool vector) {
   if (vector)
-    return __ldg(reinterpret_cast<const float4*>(row) + c);
-  return make_float4(__ldg(row + 4 * c), __ldg(row + 4 * c + 1), __ldg(row + 4 * c + 2),
-                     __ldg(row + 4 * c + 3));
+    return load_coherent(reinterpret_cast<const float4*>(row) + c);
+  return make_float4(load_coherent(row + 4 * c), load_coherent(row + 4 * c + 1),
+                     load_coherent(row + 4 * c + 2), load_coherent(row + 4 * c + 3));
 }
 
 // Block (x, h, b): state rows p of head h of batch row b from x * block_rows
@@ -155,8 +155,8 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
   float xs[Rows];
 #pragma unroll
   for (int m = 0; m < Rows; ++m)
-    xs[m] = __ldg(x_row + m * groups);
-  const float raw = __ldg(a.dt + b * a.dt_stride + h) + dt_bias;
+    xs[m] = load_coherent(x_row + m * groups);
+  const float raw = load_coherent(a.dt + b * a.dt_stride + h) + dt_bias;
   const std::int64_t g_off =
       b * a.bc_stride + static_cast<std::int64_t>(h / a.heads_per_group) * a.state_size;
   float4 bv[Cols];
