@@ -42,7 +42,8 @@ for l in open(sys.argv[2]):
     if l.startswith("{"):
         r = json.loads(l); d = r["roofline_decode"]
         print(f"{sys.argv[1]:9} p{r['prompt_len']:<5} b{r['batch']:<3} step {r['step_ms']*1000:7.1f} us"
-              f"  roofline {d['bandwidth_fraction']:.3f}  digest {r['tokens_digest']}")
+              f"  roofline {d['bandwidth_fraction']:.3f}  digest {r['tokens_digest']}"
+              + ("" if r.get("tokens_same_every_run", True) else "  RUNS DREW DIFFERENT TOKENS"))
 PY
 }
 

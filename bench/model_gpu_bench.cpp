@@ -332,6 +332,20 @@ int main(int argc, char** argv) {
       rates.push_back(b * (new_tokens - 1) / std::max(*tn - *t1, 1e-9));
       inner_rates.push_back(b * (new_tokens - 1) / std::max(inner, 1e-9));
     }
+    // The same requests every run: the same tokens, or something raced
+    // (session 45's chained SSD update read stale inputs and did so).
+    const bool same_tokens = std::all_of(digests.begin(), digests.end(),
+                                         [&](const std::string& d) { return d == digests.front(); });
+    if (!same_tokens) {
+      std::string listed;
+      for (const auto& d : digests)
+        listed += (listed.empty() ? "" : " ") + d;
+      std::fprintf(stderr,
+                   "mstar-bench-model-gpu: batch %d: the runs drew different tokens (digests %s): "
+                   "the same requests must draw the same tokens; --tokens-out and "
+                   "bench/token_runs.py show where they part\n",
+                   b, listed.c_str());
+    }
     std::sort(rates.begin(), rates.end());
     std::sort(inner_rates.begin(), inner_rates.end());
     const double rate = rates[rates.size() / 2];
@@ -386,6 +400,7 @@ int main(int argc, char** argv) {
           {"schedule", schedule},
           {"tokens_digest", digests.back()},
           {"tokens_digests", digests},
+          {"tokens_same_every_run", same_tokens},
           {"device_steps", idle_us.size()},
           {"idle_gap_us_median", idle_median},
           {"idle_gap_us_p90", idle_p90},
