@@ -334,8 +334,8 @@ int main(int argc, char** argv) {
     }
     // The same requests every run: the same tokens, or something raced
     // (session 45's chained SSD update read stale inputs and did so).
-    const bool same_tokens = std::all_of(digests.begin(), digests.end(),
-                                         [&](const std::string& d) { return d == digests.front(); });
+    const bool same_tokens = std::all_of(
+        digests.begin(), digests.end(), [&](const std::string& d) { return d == digests.front(); });
     if (!same_tokens) {
       std::string listed;
       for (const auto& d : digests)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command and what CI runs: installs what is missing,
-# checks formatting (scripts/check-format.sh, a few seconds), then builds and
+# checks formatting (scripts/check-format.sh, a few seconds) and the kernels' read-only
+# loads (scripts/check-kernel-loads.sh), then builds and
 # runs the tests in three trees: the default configuration (build/: Release,
 # CUDA sources built when nvcc is found; GPU tests skip without a GPU),
 # AddressSanitizer + UndefinedBehaviorSanitizer
@@ -56,6 +57,8 @@ echo "run-tests: free disk at the start: $(df -h --output=avail . | tail -1 | tr
 
 echo "== formatting (scripts/check-format.sh)"
 scripts/check-format.sh || fail "formatting: run the clang-format command above"
+echo "== kernel loads (scripts/check-kernel-loads.sh)"
+scripts/check-kernel-loads.sh || fail "kernel loads: a read-only load outside load_weight"
 
 echo "== default configuration (build/)"
 # Without a GPU (CI's machines) the kernels never run: their device code

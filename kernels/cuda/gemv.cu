@@ -220,8 +220,9 @@ __device__ __forceinline__ conv_lane conv_read(const conv_fold& f, int c, std::i
   const int keep = f.width - 1;
 #pragma unroll
   for (int j = 0; j < conv_step_fold_max_width; ++j)
-    l.tap[j] = j < f.width ? __ldg(f.weight + static_cast<std::int64_t>(c) * f.width + j) : 0.0F;
-  l.bias = f.bias != nullptr ? __ldg(f.bias + c) : 0.0F;
+    l.tap[j] =
+        j < f.width ? load_weight(f.weight + static_cast<std::int64_t>(c) * f.width + j) : 0.0F;
+  l.bias = f.bias != nullptr ? load_weight(f.bias + c) : 0.0F;
   if (slot >= 0) {
     const bool resume = f.has_state == nullptr || f.has_state[0] != 0;
     const float* st = f.state + (static_cast<std::int64_t>(slot) * f.channels + c) * keep;

@@ -181,6 +181,15 @@ __device__ __forceinline__ T load_coherent(const T* p) {
   return *p;
 }
 
+/// A load through the read-only path (`__ldg`) of what no kernel writes:
+/// weights and parameters, which a chained kernel may also read before its
+/// wait. The kernels' only `__ldg` (scripts/check-kernel-loads.sh holds
+/// them to it); anything a kernel wrote goes through `load_coherent`.
+template <class T>
+__device__ __forceinline__ T load_weight(const T* p) {
+  return __ldg(p);
+}
+
 /// Let the next chained kernel on the stream start launching its blocks.
 __device__ __forceinline__ void chain_release() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

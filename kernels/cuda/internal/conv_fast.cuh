@@ -67,7 +67,7 @@ __device__ __forceinline__ void load(const float* p, float (&dst)[N]) {
     const auto* p4 = reinterpret_cast<const float4*>(p);
 #pragma unroll
     for (int i = 0; i < N / 4; ++i) {
-      const float4 f = Nc ? __ldg(p4 + i) : p4[i];
+      const float4 f = Nc ? load_weight(p4 + i) : p4[i];
       dst[4 * i] = f.x;
       dst[4 * i + 1] = f.y;
       dst[4 * i + 2] = f.z;
@@ -76,7 +76,7 @@ __device__ __forceinline__ void load(const float* p, float (&dst)[N]) {
   } else {
 #pragma unroll
     for (int i = 0; i < N; ++i)
-      dst[i] = Nc ? __ldg(p + i) : p[i];
+      dst[i] = Nc ? load_weight(p + i) : p[i];
   }
 }
 

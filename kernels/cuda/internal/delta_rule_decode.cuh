@@ -177,8 +177,8 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(KLanes == 8 && MaxRegs > 
     // life (v after the dot products, a and b after the norms).
     const float a_raw = load_coherent(p.a + t * p.ab_stride + h);
     const float b_raw = load_coherent(p.b + t * p.ab_stride + h);
-    const float a_log = __ldg(p.a_log + h);
-    const float bias = __ldg(p.dt_bias + h);
+    const float a_log = load_weight(p.a_log + h);
+    const float bias = load_weight(p.dt_bias + h);
     float vs[own];
 #pragma unroll
     for (int i = 0; i < own; ++i)

@@ -76,7 +76,7 @@ __device__ __forceinline__ void gated_norm_group(const float* x, const float* ga
   const auto* wr = reinterpret_cast<const float4*>(weight);
 #pragma unroll
   for (int j = 0; j < V; ++j)
-    store_normed(v[j], scale, __ldg(wr + j * 32 + lane), out, out_bf16, j * 32 + lane);
+    store_normed(v[j], scale, load_weight(wr + j * 32 + lane), out, out_bf16, j * 32 + lane);
 }
 
 /// Lane `lane`'s V float4 of a group at `p` (float4 j * 32 + lane in q[j]),
@@ -87,7 +87,7 @@ __device__ __forceinline__ void load_group_quads(const float* p, int lane, float
   const auto* r = reinterpret_cast<const float4*>(p);
 #pragma unroll
   for (int j = 0; j < V; ++j)
-    q[j] = Weight ? __ldg(r + j * 32 + lane) : load_coherent(r + j * 32 + lane);
+    q[j] = Weight ? load_weight(r + j * 32 + lane) : load_coherent(r + j * 32 + lane);
 }
 
 /// `gated_norm_group` with the group's weight quads already in registers

@@ -108,9 +108,9 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
   chain_release();
   // The head's parameters before the wait (a chained launch: no kernel
   // writes them).
-  const float dt_bias = __ldg(a.dt_bias + h);
-  const float a_log = __ldg(a.A_log + h);
-  const float skip = a.D != nullptr ? __ldg(a.D + h) : 0.0F;
+  const float dt_bias = load_weight(a.dt_bias + h);
+  const float a_log = load_weight(a.A_log + h);
+  const float skip = a.D != nullptr ? load_weight(a.D + h) : 0.0F;
   // The row's metadata, then its state (one branch, the same for the whole
   // block, around all of the loads): before the wait where they are settled.
   std::int32_t slot = -1;
