@@ -59,12 +59,10 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
   if (!s)
     return s.error();
   p->stream = std::move(*s);
-  if (cuda_detail::switch_on("MSTAR_SIDE_DOWNLOAD", true)) {
-    auto copies = kc::stream::make();
-    if (!copies)
-      return copies.error();
-    p->copies = std::move(*copies);
-  }
+  auto copies = cuda_detail::side_stream(true);
+  if (!copies)
+    return copies.error();
+  p->copies = std::move(*copies);
   if (const char* e = std::getenv("MSTAR_PLAN_KERNEL"); e != nullptr)
     p->plan_kernel = std::string_view{e} == "1" ? 1 : std::string_view{e} == "2" ? 2 : 0;
   p->ssd_early = cuda_detail::switch_on("MSTAR_SSD_EARLY", false);

@@ -368,33 +368,12 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
     const auto bytes = R * sizeof(std::int32_t);
     if (auto ok = impl::reserve_pinned(slot.ids, bytes); !ok)
       return ok;
-    if (!direct) {
-      if (auto ok = p.check(cudaMemcpyAsync(slot.drawn.buffer.data(), p.greedy.buffer.data(), bytes,
-                                            cudaMemcpyDeviceToDevice, s),
-                            "sampled ids copy");
-          !ok)
-        return ok;
-    }
-    if (side) {
-      if (!slot.computed.get()) {
-        auto made = kc::event::make(false);
-        if (!made)
-          return made.error();
-        slot.computed = std::move(*made);
-      }
-      if (auto ok = slot.computed.record(s); !ok)
-        return ok;
-      if (auto ok = p.check(cudaStreamWaitEvent(p.copies.get(), slot.computed.get(), 0),
-                            "side download wait");
-          !ok)
-        return ok;
-      ds = p.copies.get();
-    }
-    if (auto ok = p.check(cudaMemcpyAsync(slot.ids.data(), slot.drawn.buffer.data(), bytes,
-                                          cudaMemcpyDeviceToHost, ds),
-                          "sampled ids download");
-        !ok)
-      return ok;
+    const auto check = [&p](cudaError_t err, std::string_view what) { return p.check(err, what); };
+    auto queued = cuda_detail::download_draws(slot, p.greedy, direct, bytes, s,
+                                              side ? p.copies.get() : nullptr, check);
+    if (!queued)
+      return queued.error();
+    ds = *queued;
     slot.n_ids = R;
   }
   if (logits) {

@@ -23,6 +23,8 @@ qwen3_5_cuda::~qwen3_5_cuda() = default;
 
 qwen3_5_cuda::impl::~impl() {
   (void)stream.synchronize();
+  if (copies.get() != nullptr)
+    (void)copies.synchronize();
   graph_by_rows.clear();  // graphs before the buffers they address
 }
 
@@ -53,6 +55,12 @@ result<std::unique_ptr<qwen3_5_cuda>> qwen3_5_cuda::make(int device, mstar::dtyp
   if (!s)
     return s.error();
   p->stream = std::move(*s);
+  // Side downloads: off unless MSTAR_SIDE_DOWNLOAD=1 until measured on this
+  // model (Nemotron-H's default is on; bench/README.md).
+  auto copies = cuda_detail::side_stream(false);
+  if (!copies)
+    return copies.error();
+  p->copies = std::move(*copies);
   auto blas = kc::blas_handle::make();
   if (!blas)
     return blas.error();

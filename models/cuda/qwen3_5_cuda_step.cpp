@@ -115,6 +115,8 @@ result<std::uint64_t> qwen3_5_cuda::launch(const qwen3_5_step& st, bool want_log
                       fmt::format("{}: forward slot {} is in flight", p.name, index));
   if (auto queued = p.enqueue(index, st, want_logits, sampling, loopback); !queued) {
     (void)p.stream.synchronize();
+    if (p.copies.get() != nullptr)
+      (void)p.copies.synchronize();
     p.last_drawn_rows = 0;
     p.last_drawn = nullptr;
     return queued.error();
@@ -253,6 +255,7 @@ result<void> qwen3_5_cuda::impl::enqueue(std::size_t index, const qwen3_5_step& 
   }
   slot.n_ids = 0;
   slot.n_logits = 0;
+  cudaStream_t done_on = s;
   if (draws) {
     if (!all_greedy) {
       if (auto ok = sample(sampling, slot); !ok)
@@ -261,18 +264,16 @@ result<void> qwen3_5_cuda::impl::enqueue(std::size_t index, const qwen3_5_step& 
     const auto bytes = R * sizeof(std::int32_t);
     if (auto ok = reserve_pinned(slot.ids, bytes); !ok)
       return ok;
-    if (!direct) {  // otherwise the draws are in `drawn` already
-      if (auto ok = check(cudaMemcpyAsync(slot.drawn.buffer.data(), greedy.buffer.data(), bytes,
-                                          cudaMemcpyDeviceToDevice, s),
-                          "sampled ids copy");
-          !ok)
-        return ok;
-    }
-    if (auto ok = check(cudaMemcpyAsync(slot.ids.data(), slot.drawn.buffer.data(), bytes,
-                                        cudaMemcpyDeviceToHost, s),
-                        "sampled ids download");
-        !ok)
-      return ok;
+    // Side downloads (`copies`): the draws cross on the second stream and
+    // `done` is recorded there.
+    const auto checked = [this](cudaError_t err, std::string_view what) {
+      return check(err, what);
+    };
+    auto queued =
+        cuda_detail::download_draws(slot, greedy, direct, bytes, s, copies.get(), checked);
+    if (!queued)
+      return queued.error();
+    done_on = *queued;
     slot.n_ids = R;
   } else {
     const std::size_t n = R * static_cast<std::size_t>(config.vocab_size);
@@ -285,7 +286,7 @@ result<void> qwen3_5_cuda::impl::enqueue(std::size_t index, const qwen3_5_step& 
       return ok;
     slot.n_logits = n;
   }
-  return slot.done.record(s);
+  return slot.done.record(done_on);
 }
 
 result<void> qwen3_5_cuda::finish(std::uint64_t ticket, std::vector<float>* logits,

@@ -341,6 +341,45 @@ TEST(gpu_qwen3_5_launch, direct_draws_equal_the_copied_draws) {
   expect_qwen_pools_whole(*direct);
 }
 
+// Side downloads (MSTAR_SIDE_DOWNLOAD=1; off by default for this model
+// until measured): a forward's draws cross to pinned memory on a second
+// stream behind an event (cuda_common.hpp's download_draws, Nemotron-H's
+// too), so the next forward does not queue behind the copy. Where the copy
+// runs changes no token: each prompt alone and all together, drawn on the
+// device, and with logits kept (those stay on the step's stream).
+TEST(gpu_qwen3_5_side_download, draws_copied_on_a_second_stream_are_the_same_tokens) {
+  MSTAR_REQUIRE_GPU();
+  for (const char* name : {"qwen3_5_tiny", "qwen3_5_tiny_text"}) {
+    SCOPED_TRACE(name);
+    const auto expected = load_expected(name);
+    auto plain = qwen_on_gpu(name, mstar::dtype::bfloat16);
+    ASSERT_EQ(setenv("MSTAR_SIDE_DOWNLOAD", "1", 1), 0);
+    auto side = qwen_on_gpu(name, mstar::dtype::bfloat16);
+    ASSERT_EQ(unsetenv("MSTAR_SIDE_DOWNLOAD"), 0);
+    ASSERT_NE(plain, nullptr);
+    ASSERT_NE(side, nullptr);
+    for (const bool keep_logits : {false, true}) {
+      SCOPED_TRACE(keep_logits ? "logits" : "drawn");
+      const auto reqs = greedy(expected, keep_logits);
+      for (std::size_t i = 0; i < reqs.size(); ++i) {
+        SCOPED_TRACE("prompt " + std::to_string(i));
+        const auto a = run(*plain, {reqs[i]});
+        const auto b = run(*side, {reqs[i]});
+        ASSERT_EQ(a.size(), 1U);
+        ASSERT_EQ(b.size(), 1U);
+        EXPECT_EQ(a[0].tokens[0], b[0].tokens[0]);
+        EXPECT_EQ(b[0].tokens[0].size(), expected[i].generated.size());
+      }
+      const auto a = run(*plain, reqs);
+      const auto b = run(*side, reqs);
+      ASSERT_EQ(a.size(), b.size());
+      for (std::size_t i = 0; i < a.size(); ++i)
+        EXPECT_EQ(a[i].tokens[0], b[i].tokens[0]) << "together, request " << i;
+    }
+    expect_qwen_pools_whole(*side);
+  }
+}
+
 // Chained launches (kernels::cuda::chained_launches) change when the
 // delta-rule decode step's kernels start, never what they compute: each
 // prompt alone and all together give the same tokens and logits bit for

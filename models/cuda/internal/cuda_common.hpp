@@ -563,4 +563,55 @@ struct forward_slot {
   std::uint64_t timed = 0;              // the timeline generation it recorded into; 0: none
 };
 
+// Side downloads (`MSTAR_SIDE_DOWNLOAD=1` / `0`; unset: `by_default`, each
+// model's own): the second stream a forward's draws cross to pinned memory
+// on, or none (a stream whose get() is null).
+[[nodiscard]] inline result<kc::stream> side_stream(bool by_default) {
+  if (!switch_on("MSTAR_SIDE_DOWNLOAD", by_default))
+    return kc::stream{};
+  return kc::stream::make();
+}
+
+// Queues the download of a forward's draws (`bytes` of ids) into the slot's
+// pinned `ids`, which the caller reserved: first their copy from the shared
+// `greedy` into the slot's `drawn` on `s`, unless the draws are `direct`
+// (written there already); then the download, on `s`, or, with `copies`
+// (side downloads), on `copies` behind the slot's `computed` event recorded
+// on `s`, so that the next forward's launches do not queue behind it.
+// Returns the stream the slot's `done` must be recorded on. `check` is the
+// model's (it names the model in an error).
+template <class Check>
+[[nodiscard]] result<cudaStream_t> download_draws(forward_slot& slot, const work_buffer& greedy,
+                                                  bool direct, std::size_t bytes, cudaStream_t s,
+                                                  cudaStream_t copies, const Check& check) {
+  if (!direct) {
+    if (auto ok = check(cudaMemcpyAsync(slot.drawn.buffer.data(), greedy.buffer.data(), bytes,
+                                        cudaMemcpyDeviceToDevice, s),
+                        "sampled ids copy");
+        !ok)
+      return ok.error();
+  }
+  cudaStream_t on = s;
+  if (copies != nullptr) {
+    if (!slot.computed.get()) {
+      auto made = kc::event::make(false);
+      if (!made)
+        return made.error();
+      slot.computed = std::move(*made);
+    }
+    if (auto ok = slot.computed.record(s); !ok)
+      return ok.error();
+    if (auto ok = check(cudaStreamWaitEvent(copies, slot.computed.get(), 0), "side download wait");
+        !ok)
+      return ok.error();
+    on = copies;
+  }
+  if (auto ok = check(cudaMemcpyAsync(slot.ids.data(), slot.drawn.buffer.data(), bytes,
+                                      cudaMemcpyDeviceToHost, on),
+                      "sampled ids download");
+      !ok)
+    return ok.error();
+  return on;
+}
+
 }  // namespace mstar::models::cuda_detail
