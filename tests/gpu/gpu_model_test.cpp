@@ -16,6 +16,7 @@
 #include <functional>
 #include <gtest/gtest.h>
 #include <string>
+#include <string_view>
 
 #include "engine/local_engine.hpp"
 #include "kernels/cuda/math.hpp"
@@ -241,6 +242,17 @@ TEST(gpu_model_fused_norms, batch_one_decode_equals_the_separate_norm_launches_b
   }
 }
 
+// A hybrid_override_pattern's layers: M Mamba-2, * attention, - MLP.
+std::vector<layer_kind> layers_of(std::string_view pattern) {
+  std::vector<layer_kind> out;
+  for (const char ch : pattern) {
+    out.push_back(ch == 'M'   ? layer_kind::mamba2
+                  : ch == '*' ? layer_kind::attention
+                              : layer_kind::mlp);
+  }
+  return out;
+}
+
 // The tiny fixtures' gated-norm groups are 64 channels, which
 // gated_rms_norm's warp form does not take, so their Mamba-2 out_proj keeps
 // its two launches folded or not. These random-weight shapes have groups of
@@ -259,11 +271,7 @@ nemotron_h_config gated_fold_config(std::int64_t n_groups) {
   c.ssm_state_size = 16;
   c.n_groups = n_groups;
   c.chunk_size = 8;
-  for (const char ch : std::string{"M*M-M*-"}) {
-    c.layers.push_back(ch == 'M'   ? layer_kind::mamba2
-                       : ch == '*' ? layer_kind::attention
-                                   : layer_kind::mlp);
-  }
+  c.layers = layers_of("M*M-M*-");
   return c;
 }
 
@@ -447,11 +455,7 @@ nemotron_h_config wide_config() {
   c.mamba_head_dim = 64;
   c.ssm_state_size = 128;
   c.n_groups = 8;
-  for (const char ch : std::string{"M-M*M-"}) {
-    c.layers.push_back(ch == 'M'   ? layer_kind::mamba2
-                       : ch == '*' ? layer_kind::attention
-                                   : layer_kind::mlp);
-  }
+  c.layers = layers_of("M-M*M-");
   return c;
 }
 
