@@ -21,13 +21,21 @@ export MSTAR_REQUIRE_GPU=1
 
 # Runs mstar_gpu_tests with its log in $out/gpu-tests.log, prints the summary
 # lines, and fails (stopping the calling script under set -e) when any test
-# failed or the binary did not finish.
+# failed or the binary did not finish. GPU_TESTS_SHARD=i/n runs the i-th of n
+# shards (gtest's own sharding, 0-based; log gpu-tests-i-of-n.log): the whole
+# suite takes longer than one 10-minute device call (session 45: 115 of 245
+# tests in 410 s on an H100), so a call runs a shard.
 run_gpu_tests() {
-  local rc=0
-  "$bin/mstar_gpu_tests" >"$out/gpu-tests.log" 2>&1 || rc=$?
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |measured|tests ran" "$out/gpu-tests.log" || true
+  local rc=0 log=$out/gpu-tests.log
+  if [[ -n ${GPU_TESTS_SHARD:-} ]]; then
+    export GTEST_SHARD_INDEX=${GPU_TESTS_SHARD%/*} GTEST_TOTAL_SHARDS=${GPU_TESTS_SHARD#*/}
+    log=$out/gpu-tests-$GTEST_SHARD_INDEX-of-$GTEST_TOTAL_SHARDS.log
+  fi
+  "$bin/mstar_gpu_tests" >"$log" 2>&1 || rc=$?
+  unset GTEST_SHARD_INDEX GTEST_TOTAL_SHARDS
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |measured|tests ran" "$log" || true
   if ((rc != 0)); then
-    echo "GPU tests failed (exit $rc; $out/gpu-tests.log)" >&2
+    echo "GPU tests failed (exit $rc; $log)" >&2
     return 1
   fi
 }
