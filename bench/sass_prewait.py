@@ -15,6 +15,7 @@ between two builds. Since session 45 the kernels read inputs with plain loads
   (no cuobjdump in the build machine's CUDA: `pip download --no-deps nvidia-cuda-cuobjdump`
   and `python3 -m zipfile -e` the wheel; its nvidia/cu13/bin has it)
   python3 bench/sass_prewait.py new.sass [--name ssd_update] [--against old.sass] [--json]
+  python3 bench/sass_prewait.py new.sass --without-wait   # kernels that never wait
 
 Exit status 0; 2 for an unreadable file.
 """
@@ -29,13 +30,24 @@ FUNCTION = re.compile(r"Function : (\S+)")
 INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 
 
-def scan(path: str) -> dict[str, list[str]]:
-    """Kernel name -> the read-only loads before its first ACQBULK (kernels with one only)."""
+def read(path: str) -> str:
     try:
-        text = open(path, encoding="utf-8", errors="replace").read()
+        return open(path, encoding="utf-8", errors="replace").read()
     except OSError as e:
         print(f"sass_prewait: {path}: {e.strerror}", file=sys.stderr)
         sys.exit(2)
+
+
+def without_wait(path: str) -> list[str]:
+    """The kernels with no ACQBULK at all: none of them may be launched chained
+    (launch_chained), or it would read its inputs unsynchronised."""
+    return [part.split("\n", 1)[0].strip() for part in read(path).split("Function : ")[1:]
+            if "ACQBULK" not in part]
+
+
+def scan(path: str) -> dict[str, list[str]]:
+    """Kernel name -> the read-only loads before its first ACQBULK (kernels with one only)."""
+    text = read(path)
     out: dict[str, list[str]] = {}
     for part in text.split("Function : ")[1:]:
         name = part.split("\n", 1)[0].strip()
@@ -62,7 +74,14 @@ def main() -> int:
     ap.add_argument("--against", help="another build's cuobjdump -sass output")
     ap.add_argument("--name", default="", help="only kernels whose mangled name holds this")
     ap.add_argument("--json", action="store_true", help="one JSON object, not text")
+    ap.add_argument("--without-wait", action="store_true",
+                    help="list the kernels with no wait instead (check that none is launched "
+                    "through launch_chained)")
     args = ap.parse_args()
+    if args.without_wait:
+        names = [n for n in without_wait(args.sass) if args.name in n]
+        print(json.dumps(names) if args.json else "\n".join(names))
+        return 0
     mine = {k: v for k, v in scan(args.sass).items() if args.name in k}
     if args.against:
         theirs = {k: v for k, v in scan(args.against).items() if args.name in k}

@@ -1,7 +1,7 @@
 """bench/sass_prewait.py on cuobjdump-style SASS written here: a kernel whose read-only
 load sits before its ACQBULK (griddepcontrol.wait) is listed with that load, one whose
-read-only loads all follow the wait lists none, a kernel without a wait is left out, and
---against reports the kernel whose count changed. Exits non-zero on a wrong answer."""
+read-only loads all follow the wait lists none, a kernel without a wait is left out (and is what
+--without-wait lists), and --against reports the kernel whose count changed. Exits non-zero on a wrong answer."""
 
 import json
 import os
@@ -60,6 +60,8 @@ def main():
     got = run(new, "--name", "kernel_b")
     check("2 kernels" not in got.stdout and "1 kernels with a wait; 0 issue" in got.stdout,
           f"--name: {got.stdout}")
+    got = run(new, "--without-wait", "--json")
+    check(json.loads(got.stdout) == ["_Z8kernel_cv"], f"--without-wait: {got.stdout}")
     got = run(new + ".missing")
     check(got.returncode == 2 and "No such file" in got.stderr, f"a missing file: {got.stderr}")
     for p in (old, new):
