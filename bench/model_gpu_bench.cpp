@@ -273,16 +273,14 @@ int main(int argc, char** argv) {
   }
   // Each full-length run's tokens as one line of --tokens-out; returns the run's digest.
   const auto keep = [&](int b, const char* label, const run_tokens& tokens) {
-    const auto digest = digest_of(tokens);
+    auto digest = fmt::format("{:016x}", digest_of(tokens));
     if (tokens_file != nullptr) {
-      const nlohmann::json line{{"batch", b},
-                                {"run", label},
-                                {"digest", fmt::format("{:016x}", digest)},
-                                {"tokens", tokens}};
+      const nlohmann::json line{
+          {"batch", b}, {"run", label}, {"digest", digest}, {"tokens", tokens}};
       std::fprintf(tokens_file.get(), "%s\n", line.dump().c_str());
       std::fflush(tokens_file.get());
     }
-    return fmt::format("{:016x}", digest);
+    return digest;
   };
   std::fprintf(stderr, "model %s: %lld parameters on %s (%s)\n", model_dir.c_str(),
                static_cast<long long>(m.num_parameters()), m.device_name().c_str(),
