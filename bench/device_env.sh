@@ -48,9 +48,10 @@ model_summary() {  # LABEL FILE
 import json, sys
 for l in open(sys.argv[2]):
     if l.startswith("{"):
-        r = json.loads(l); d = r["roofline_decode"]
+        r = json.loads(l); d = r.get("roofline_decode")  # absent with --roofline-rounds 0
+        roof = f"{d['bandwidth_fraction']:.3f}" if d else "-"
         print(f"{sys.argv[1]:9} p{r['prompt_len']:<5} b{r['batch']:<3} step {r['step_ms']*1000:7.1f} us"
-              f"  roofline {d['bandwidth_fraction']:.3f}  digest {r['tokens_digest']}"
+              f"  roofline {roof}  digest {r['tokens_digest']}"
               + ("" if r.get("tokens_same_every_run", True) else "  RUNS DREW DIFFERENT TOKENS"))
 PY
 }

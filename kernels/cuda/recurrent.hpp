@@ -96,6 +96,41 @@ inline constexpr std::int32_t ssd_default_chunked_from = 32;
 /// `ssd_scan_varlen`.
 [[nodiscard]] cudaError_t ssd_update(const ssd_update_params& p, cudaStream_t stream);
 
+/// Mamba-2's gated RMS norm of a decode step's output, folded into the SSD
+/// update (`ssd_update_gated_norm`): out_bf16[b][c] = bf16(y * silu(gate)
+/// normed over groups of `group` channels c = h * P + p, times weight), the
+/// bits of gated_rms_norm's warp form (kernels/cuda/math.hpp) and of
+/// gated_rms_norm_linear_bf16's input, so out_proj then reads it as a plain
+/// bf16 row. y is still written (f32) as `ssd_update` writes it.
+struct ssd_gated_norm_fold {
+  const float* gate = nullptr;    ///< [B][gate_stride] f32: gate[b][c], rows 16-byte aligned
+  std::int64_t gate_stride = 0;   ///< a multiple of 4, at least H * P
+  const float* weight = nullptr;  ///< [H * P] f32, 16-byte aligned
+  float eps = 0.0F;
+  std::int64_t group = 0;             ///< channels a group: 128, 256, 512 or 1024, dividing H * P
+  std::uint16_t* out_bf16 = nullptr;  ///< [B][H * P] bf16, dense, 8-byte aligned
+  /// [counter_count] zeros (cudaMemset once): each group's last block is
+  /// found by counting arrivals here, and every launch leaves them zero.
+  unsigned* counters = nullptr;
+  std::int64_t counter_count = 0;  ///< at least B * (H * P / group)
+};
+
+/// Whether `ssd_update_gated_norm` takes `p` and `f`: ssd_update's default
+/// shape takes the step (entry 8, MSTAR_SSD_UPDATE_VARIANT unset or 8; N 64
+/// or 128, P a multiple of its block's rows, which divide `group`), y
+/// 16-byte aligned, and `f` as documented there.
+[[nodiscard]] bool ssd_update_gated_norm_fits(const ssd_update_params& p,
+                                              const ssd_gated_norm_fold& f);
+
+/// `ssd_update`, then the gated norm of its output (ssd_gated_norm_fold) in
+/// the same launch: each norm group's last block (an arrival count) norms
+/// the group's y, written by its peers, with one warp. One kernel where the
+/// unfolded step takes the update and a gated_rms_norm launch (or a gated
+/// GEMV prologue that norms the row again in every block).
+/// cudaErrorInvalidValue where not ssd_update_gated_norm_fits.
+[[nodiscard]] cudaError_t ssd_update_gated_norm(const ssd_update_params& p,
+                                                const ssd_gated_norm_fold& f, cudaStream_t stream);
+
 /// Launch shapes of `ssd_update` (kernels/cuda/ssd_update.cu's table).
 inline constexpr int ssd_update_variants = 13;
 

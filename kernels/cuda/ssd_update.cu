@@ -15,11 +15,9 @@ namespace {
 using detail::update_args;
 using detail::update_shape;
 
-// Shape `S` where it takes the step (N 64 / 128, P a multiple of its rows a
-// block, the checks of entry 0 passed), else entry 0, which also answers
-// the shapes no entry takes.
-template <update_shape S>
-cudaError_t launch_shape(const ssd_update_params& p, cudaStream_t stream) {
+// The rows kernel's arguments for `p`; false where entry 0 must take the
+// step instead (checks the rows kernel does not make).
+bool update_args_of(const ssd_update_params& p, update_args& a) {
   const auto& w = p.w;
   const bool valid =
       p.batch > 0 && p.batch <= 65535 && w.num_heads > 0 && w.head_dim > 0 && w.n_groups > 0 &&
@@ -27,34 +25,43 @@ cudaError_t launch_shape(const ssd_update_params& p, cudaStream_t stream) {
       (p.has_state.empty() || p.has_state.size() >= static_cast<std::size_t>(p.batch)) &&
       reinterpret_cast<std::uintptr_t>(p.state) % 16 == 0;
   if (!valid)
-    return detail::launch_ssd_update_blocks(p, stream);
+    return false;
   const std::int64_t bc_stride =
       p.in.bc_stride != 0 ? p.in.bc_stride : std::int64_t{w.n_groups} * w.state_size;
   const bool bc_vector = bc_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(p.in.B) % 16 == 0 &&
                          reinterpret_cast<std::uintptr_t>(p.in.C) % 16 == 0;
-  const update_args a{w.dt_bias,
-                      w.A_log,
-                      w.D,
-                      w.num_heads,
-                      w.head_dim,
-                      w.state_size,
-                      w.num_heads / w.n_groups,
-                      w.dt_min,
-                      w.dt_max,
-                      p.in.x,
-                      p.in.dt,
-                      p.in.B,
-                      p.in.C,
-                      p.in.x_stride != 0 ? p.in.x_stride : std::int64_t{w.num_heads} * w.head_dim,
-                      p.in.dt_stride != 0 ? p.in.dt_stride : w.num_heads,
-                      bc_stride,
-                      p.y,
-                      p.state,
-                      p.slot_indices.data(),
-                      p.has_state.empty() ? nullptr : p.has_state.data(),
-                      bc_vector,
-                      p.state_settled};
-  if (!detail::launch_update_shape<S>(a, p.batch, stream))
+  a = update_args{w.dt_bias,
+                  w.A_log,
+                  w.D,
+                  w.num_heads,
+                  w.head_dim,
+                  w.state_size,
+                  w.num_heads / w.n_groups,
+                  w.dt_min,
+                  w.dt_max,
+                  p.in.x,
+                  p.in.dt,
+                  p.in.B,
+                  p.in.C,
+                  p.in.x_stride != 0 ? p.in.x_stride : std::int64_t{w.num_heads} * w.head_dim,
+                  p.in.dt_stride != 0 ? p.in.dt_stride : w.num_heads,
+                  bc_stride,
+                  p.y,
+                  p.state,
+                  p.slot_indices.data(),
+                  p.has_state.empty() ? nullptr : p.has_state.data(),
+                  bc_vector,
+                  p.state_settled};
+  return true;
+}
+
+// Shape `S` where it takes the step (N 64 / 128, P a multiple of its rows a
+// block, the checks of entry 0 passed), else entry 0, which also answers
+// the shapes no entry takes.
+template <update_shape S>
+cudaError_t launch_shape(const ssd_update_params& p, cudaStream_t stream) {
+  update_args a{};
+  if (!update_args_of(p, a) || !detail::launch_update_shape<S>(a, p.batch, stream))
     return detail::launch_ssd_update_blocks(p, stream);
   return detail::launch_status();
 }
@@ -136,6 +143,64 @@ int update_default() {
 
 cudaError_t ssd_update(const ssd_update_params& p, cudaStream_t stream) {
   return update_table[update_default()](p, stream);
+}
+
+namespace {
+
+// The gated-norm fold's shape: the default entry's (8).
+constexpr update_shape fold_shape = half_4_cached;
+constexpr int fold_entry = 8;
+static_assert(update_table[fold_entry] == &launch_shape<fold_shape>);
+
+bool aligned(const void* p, std::uintptr_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+}  // namespace
+
+bool ssd_update_gated_norm_fits(const ssd_update_params& p, const ssd_gated_norm_fold& f) {
+  update_args a{};
+  if (update_default() != fold_entry || !update_args_of(p, a))
+    return false;
+  const int block_rows = detail::update_block_rows_at<fold_shape>(a.state_size);
+  const std::int64_t width = std::int64_t{a.heads} * a.head_dim;
+  const std::int64_t v = f.group % 128 == 0 ? f.group / 128 : 0;
+  const bool rows_fit = a.state_size == 128  ? detail::update_rows_fit<32, fold_shape>(a, p.batch)
+                        : a.state_size == 64 ? detail::update_rows_fit<16, fold_shape>(a, p.batch)
+                                             : false;
+  return rows_fit && block_rows > 0 && (v == 1 || v == 2 || v == 4 || v == 8) &&
+         width % f.group == 0 && f.group % block_rows == 0 && width <= (1 << 30) &&
+         p.y != nullptr && aligned(p.y, 16) && f.gate != nullptr && aligned(f.gate, 16) &&
+         (p.batch == 1 || (f.gate_stride % 4 == 0 && f.gate_stride >= width)) &&
+         f.weight != nullptr && aligned(f.weight, 16) && f.out_bf16 != nullptr &&
+         aligned(f.out_bf16, 8) && f.counters != nullptr &&
+         f.counter_count >= std::int64_t{p.batch} * (width / f.group);
+}
+
+cudaError_t ssd_update_gated_norm(const ssd_update_params& p, const ssd_gated_norm_fold& f,
+                                  cudaStream_t stream) {
+  update_args a{};
+  if (!ssd_update_gated_norm_fits(p, f) || !update_args_of(p, a))
+    return cudaErrorInvalidValue;
+  const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.counters, f.eps};
+  bool launched = false;
+  switch (f.group / 128) {
+    case 1:
+      launched = detail::launch_update_shape<fold_shape, 1>(a, p.batch, stream, n);
+      break;
+    case 2:
+      launched = detail::launch_update_shape<fold_shape, 2>(a, p.batch, stream, n);
+      break;
+    case 4:
+      launched = detail::launch_update_shape<fold_shape, 4>(a, p.batch, stream, n);
+      break;
+    case 8:
+      launched = detail::launch_update_shape<fold_shape, 8>(a, p.batch, stream, n);
+      break;
+    default:
+      break;
+  }
+  return launched ? detail::launch_status() : cudaErrorInvalidValue;
 }
 
 cudaError_t ssd_update_variant(const ssd_update_params& p, int variant, cudaStream_t stream) {

@@ -147,12 +147,31 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
   kc::ssd_workspace ws;
   if (!b.decode && chunked_ssd())
     ws = {ssd_scratch.buffer.data(), ssd_scratch.buffer.size(), tokens, 0};
+  const auto eps = static_cast<float>(c.layer_norm_epsilon);
+  const kernels::ssd_update_params update{sw, in, yy, rows, ssm_state, slots, has, ssd_early};
+  // The gated norm in the SSD update (ssd_norm_fold): out_proj reads the
+  // bf16 row it leaves, as after the gated_rms_norm launch below.
+  if (b.decode && ssd_norm_fold) {
+    const auto normed = staged_bf16(tokens, di);
+    const kc::ssd_gated_norm_fold fold{zx,
+                                       proj,
+                                       l.gnorm.as<const float>(),
+                                       eps,
+                                       c.gated_norm_group_size(),
+                                       normed.data,
+                                       ssd_norm_counters.as<unsigned>(),
+                                       cuda_detail::ssd_norm_counter_count};
+    if (normed && kc::ssd_update_gated_norm_fits(update, fold)) {
+      if (auto ok = check(kc::ssd_update_gated_norm(update, fold, s), "ssd_update_gated_norm"); !ok)
+        return ok;
+      return linear(staged(yy), tokens, l.out_proj, io.out, io.accumulate);
+    }
+  }
   const cudaError_t ssd =
-      b.decode ? kc::ssd_update({sw, in, yy, rows, ssm_state, slots, has, ssd_early}, s)
+      b.decode ? kc::ssd_update(update, s)
                : kc::ssd_scan_varlen({sw, in, yy, cu_d, ssm_state, slots, has}, ws, s);
   if (auto ok = check(ssd, "ssd"); !ok)
     return ok;
-  const auto eps = static_cast<float>(c.layer_norm_epsilon);
   // Folded (the step's GEMVs norm their own input): out_proj norms y
   // itself where that equals the two launches below bit for bit.
   if (io.in.norm_of != nullptr) {

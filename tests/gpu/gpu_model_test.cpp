@@ -20,6 +20,7 @@
 
 #include "engine/local_engine.hpp"
 #include "kernels/cuda/math.hpp"
+#include "kernels/cuda/recurrent.hpp"
 #include "models/nemotron_h.hpp"
 #include "models/safetensors.hpp"
 #include "tests/engine/lockstep.hpp"
@@ -491,6 +492,88 @@ TEST(gpu_model_repeats, a_wide_model_draws_the_same_tokens_every_run) {
     }
   }
   expect_pools_whole(*e);
+}
+
+// random_on_gpu with `on`=1 in the environment while the model is made, unset after.
+std::unique_ptr<local_engine> random_on_gpu_with(const nemotron_h_config& c, const char* on) {
+  EXPECT_EQ(setenv(on, "1", 1), 0);
+  auto e = random_on_gpu(c);
+  EXPECT_EQ(unsetenv(on), 0);
+  return e;
+}
+
+// Whether ssd_update_gated_norm takes a decode step of `rows` rows of `c`'s
+// Mamba-2 layers laid out as the model lays them out (the gate z and the
+// SSD's inputs slices of in_proj_size()-float rows): so the fold tests
+// below run the fold, not the launches it replaces.
+bool ssd_norm_fold_takes(const nemotron_h_config& c, std::int32_t rows) {
+  using kernels::cuda::device_buffer;
+  auto any = device_buffer::make(static_cast<std::size_t>(rows * c.in_proj_size() * 4 + 64));
+  auto counters = device_buffer::make(4096 * sizeof(unsigned));
+  EXPECT_TRUE(any.has_value() && counters.has_value());
+  if (!any || !counters)
+    return false;
+  auto* f = any->as<float>();
+  const std::vector<std::int32_t> slots(static_cast<std::size_t>(rows), 0);
+  kernels::ssd_update_params p;
+  p.w = {f,
+         f,
+         f,
+         static_cast<std::int32_t>(c.mamba_num_heads),
+         static_cast<std::int32_t>(c.mamba_head_dim),
+         static_cast<std::int32_t>(c.ssm_state_size),
+         static_cast<std::int32_t>(c.n_groups)};
+  p.in = {f, f, f, f, c.in_proj_size(), c.in_proj_size(), c.in_proj_size()};
+  p.y = f;
+  p.batch = rows;
+  p.state = f;
+  p.slot_indices = slots;
+  const kernels::cuda::ssd_gated_norm_fold fold{f,
+                                                c.in_proj_size(),
+                                                f,
+                                                1e-5F,
+                                                c.gated_norm_group_size(),
+                                                any->as<std::uint16_t>(),
+                                                counters->as<unsigned>(),
+                                                4096};
+  return kernels::cuda::ssd_update_gated_norm_fits(p, fold);
+}
+
+// The gated norm folded into the SSD update (MSTAR_SSD_NORM_FOLD=1 while
+// the model is made: each norm group's last block norms it, out_proj reads
+// the bf16 row) gives the tokens and logits of its two launches bit for
+// bit: prompts at batch 1 (where the unfolded step norms y in out_proj's
+// GEMV), the same requests alone and together (gated_rms_norm, then
+// cuBLAS), at groups of 128 and 256 with state 64, and at the 0.56B's
+// widths (groups of 512, state 128), where chained kernels overlap.
+TEST(gpu_model_ssd_norm_fold, the_gated_norm_in_the_ssd_update_gives_the_same_bits) {
+  MSTAR_REQUIRE_GPU();
+  for (const std::int64_t n_groups : {2, 4}) {
+    auto config = gated_fold_config(n_groups);
+    config.ssm_state_size = 64;  // the fold's SSD update takes N 64 and 128
+    SCOPED_TRACE("groups of " + std::to_string(config.gated_norm_group_size()));
+    ASSERT_TRUE(ssd_norm_fold_takes(config, 1));
+    ASSERT_TRUE(ssd_norm_fold_takes(config, 3));
+    auto plain = random_on_gpu(config);
+    auto folded = random_on_gpu_with(config, "MSTAR_SSD_NORM_FOLD");
+    ASSERT_NE(plain, nullptr);
+    ASSERT_NE(folded, nullptr);
+    ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *folded, 31));
+    ASSERT_NO_FATAL_FAILURE(
+        expect_same_drawn_tokens(*plain, *folded, ramp_requests({6, 21, 40}, 47, 10, 9)));
+    expect_pools_whole(*folded);
+  }
+  SCOPED_TRACE("the 0.56B's widths");
+  const auto wide = wide_config();
+  ASSERT_TRUE(ssd_norm_fold_takes(wide, 1));
+  auto plain = random_on_gpu(wide);
+  auto folded = random_on_gpu_with(wide, "MSTAR_SSD_NORM_FOLD");
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(folded, nullptr);
+  ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *folded, 13));
+  ASSERT_NO_FATAL_FAILURE(
+      expect_same_drawn_tokens(*plain, *folded, ramp_requests({9, 30}, 53, 24, 5)));
+  expect_pools_whole(*folded);
 }
 
 // The plan kernel (MSTAR_PLAN_KERNEL=1, opt-in: the step's plan read over

@@ -11,6 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/math.hpp"
+#include "kernels/cuda/recurrent.hpp"
+#include "kernels/math.hpp"
 #include "kernels/ssd.hpp"
 #include "tests/gpu/gpu_support.hpp"
 
@@ -249,6 +252,123 @@ TEST(gpu_recurrent, ssd_update_reading_settled_states_early_gives_the_same_bits)
   for (const auto& [batch, offset] : {std::pair{1, 0}, std::pair{1, 2}, std::pair{3, 0}}) {
     SCOPED_TRACE(std::to_string(batch) + " rows, offset " + std::to_string(offset));
     expect_every_update_variant_matches(rng, {64, 64, 128, 8}, batch, offset, true, true);
+  }
+}
+
+// The gated-norm fold (cuda::ssd_update_gated_norm): one launch gives the
+// update's output and state and gated_rms_norm's bf16 row of that output
+// bit for bit, as ssd_update then gated_rms_norm give them; again on the
+// same counters (each launch leaves them zero); rows carried, fresh and
+// skipped (slot -1: zeros normed); N 128 and 64, every group size the fold
+// takes; and the shapes it refuses.
+void expect_gated_norm_fold_matches(test::random_tensors& rng, const ssd_geometry& g,
+                                    std::int64_t group, std::int32_t batch, int offset) {
+  const auto h = static_cast<std::size_t>(g.heads);
+  const auto dt_bias = upload(rng.floats(h, -1.0F, 1.0F));
+  const auto a_log = upload(rng.floats(h, -1.0F, 1.5F));
+  const auto skip = upload(rng.floats(h));
+  const ssd_weights dw{dt_bias.data(), a_log.data(), skip.data(), g.heads, g.head_dim,
+                       g.state_size,   g.groups,     1e-3F,       10.0F};
+  const std::int64_t xw = std::int64_t{g.heads} * g.head_dim;
+  const std::int64_t bcw = std::int64_t{g.groups} * g.state_size;
+  // [z | x | B | C | dt] rows padded to 4 floats, as the model's in_proj output.
+  const std::int64_t row = (2 * xw + 2 * bcw + g.heads + 3) / 4 * 4;
+  const auto packed = upload(rng.floats(static_cast<std::size_t>(batch * row), -2.0F, 2.0F));
+  const float* z = packed.data();
+  const float* xbc = packed.data() + xw;
+  const ssd_inputs in{xbc, xbc + xw + 2 * bcw, xbc + xw, xbc + xw + bcw, row, row, row};
+  const std::int32_t pool = batch + 3;
+  std::vector<std::int32_t> row_slots(static_cast<std::size_t>(batch));
+  std::vector<std::uint8_t> row_resume(static_cast<std::size_t>(batch));
+  for (std::int32_t r = 0; r < batch; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    row_slots[i] = (r + offset) % 5 == 1 ? -1 : (5 * r + 4) % pool;
+    row_resume[i] = (r + offset) % 4 == 2 ? 0 : 1;
+  }
+  const auto d_slots = upload(row_slots);
+  const auto d_resume = upload(row_resume);
+  const auto state = rng.floats(
+      static_cast<std::size_t>(pool) * h * static_cast<std::size_t>(g.head_dim * g.state_size),
+      -0.5F, 0.5F);
+  const auto norm_w = upload(rng.floats(static_cast<std::size_t>(xw), 0.5F, 1.5F));
+  constexpr float eps = 1e-5F;
+  const auto n = static_cast<std::size_t>(batch * xw);
+  const auto same = [](const auto& a, const auto& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+  };
+  // Unfolded: the update, then gated_rms_norm of its output into bf16.
+  auto plain_state = upload(state);
+  auto plain_y = poisoned<float>(n);
+  auto plain_out = poisoned<std::uint16_t>(n);
+  const ssd_update_params plain{
+      dw, in, plain_y.data(), batch, plain_state.data(), d_slots.span(), d_resume.span()};
+  ASSERT_EQ(cuda::ssd_update(plain, nullptr), cudaSuccess);
+  gated_rms_norm_params norm{matrix(static_cast<const float*>(plain_y.data()), batch, xw),
+                             view<const float, 2>{z, {batch, xw}, {row, 1}},
+                             vector(static_cast<const float*>(norm_w.data()), xw),
+                             {},
+                             group,
+                             eps};
+  norm.out_bf16 = matrix(plain_out.data(), batch, xw);
+  ASSERT_EQ(cuda::gated_rms_norm(norm, nullptr), cudaSuccess);
+  const auto want_y = plain_y.download();
+  const auto want_state = plain_state.download();
+  const auto want_out = plain_out.download();
+  auto counters = poisoned<unsigned>(static_cast<std::size_t>(batch * xw / group) + 5, 0);
+  for (int launch = 0; launch < 2; ++launch) {
+    SCOPED_TRACE("launch " + std::to_string(launch));
+    auto d_state = upload(state);
+    auto d_y = poisoned<float>(n);
+    auto d_out = poisoned<std::uint16_t>(n);
+    const ssd_update_params p{
+        dw, in, d_y.data(), batch, d_state.data(), d_slots.span(), d_resume.span()};
+    const cuda::ssd_gated_norm_fold f{
+        z,     row,          norm_w.data(),   eps,
+        group, d_out.data(), counters.data(), static_cast<std::int64_t>(counters.size())};
+    ASSERT_TRUE(cuda::ssd_update_gated_norm_fits(p, f));
+    ASSERT_EQ(cuda::ssd_update_gated_norm(p, f, nullptr), cudaSuccess);
+    EXPECT_TRUE(same(d_y.download(), want_y)) << "output";
+    EXPECT_TRUE(same(d_state.download(), want_state)) << "state";
+    EXPECT_TRUE(same(d_out.download(), want_out)) << "normed bf16 row";
+    for (const unsigned c : counters.download())
+      ASSERT_EQ(c, 0U) << "a counter left behind";
+    // What the fold refuses: a group it has no form for or that does not
+    // divide H * P, too few counters, no gate, an unaligned output.
+    auto refused = f;
+    refused.group = 384;
+    EXPECT_FALSE(cuda::ssd_update_gated_norm_fits(p, refused)) << "group " << refused.group;
+    refused = f;
+    refused.counter_count = batch * xw / group - 1;
+    EXPECT_FALSE(cuda::ssd_update_gated_norm_fits(p, refused)) << "counters";
+    refused = f;
+    refused.gate = nullptr;
+    EXPECT_FALSE(cuda::ssd_update_gated_norm_fits(p, refused)) << "gate";
+    refused = f;
+    refused.out_bf16 = d_out.data() + 1;
+    EXPECT_FALSE(cuda::ssd_update_gated_norm_fits(p, refused)) << "unaligned output";
+    EXPECT_EQ(cuda::ssd_update_gated_norm(p, refused, nullptr), cudaErrorInvalidValue);
+  }
+}
+
+TEST(gpu_recurrent, ssd_update_with_the_gated_norm_fold_gives_both_launches_bits) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(606);
+  struct fold_case {
+    ssd_geometry g;
+    std::int64_t group;
+  };
+  // The 0.56B's layer (64 heads of 64 in 8 norm groups), the 8B's width
+  // (128 heads: 8 groups of 1,024), N 64 and every group size.
+  for (const auto& [g, group] :
+       {fold_case{{64, 64, 128, 8}, 512}, fold_case{{128, 64, 128, 8}, 1024},
+        fold_case{{8, 64, 128, 2}, 128}, fold_case{{8, 64, 128, 2}, 256},
+        fold_case{{16, 32, 64, 4}, 128}, fold_case{{16, 32, 64, 4}, 512}}) {
+    for (const auto& [batch, offset] : {std::pair{1, 0}, std::pair{1, 1}, std::pair{3, 0}}) {
+      SCOPED_TRACE("H " + std::to_string(g.heads) + " P " + std::to_string(g.head_dim) + " N " +
+                   std::to_string(g.state_size) + ", group " + std::to_string(group) + ", " +
+                   std::to_string(batch) + " rows, offset " + std::to_string(offset));
+      expect_gated_norm_fold_matches(rng, g, group, batch, offset);
+    }
   }
 }
 

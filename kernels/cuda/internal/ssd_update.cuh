@@ -29,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/internal/common.cuh"
+#include "kernels/cuda/internal/gated_norm.cuh"
 
 namespace mstar::kernels::cuda::detail {
 
@@ -51,6 +52,18 @@ struct update_args {
   bool bc_vector;                 // B and C rows 16-byte aligned: float4 loads
   bool settled;                   // ssd_update_params::state_settled: the slot and
                                   // state are read before the chained wait
+};
+
+/// The gated-norm fold's operands (recurrent.hpp's ssd_update_gated_norm):
+/// out = bf16(norm(y * silu(gate)) * weight) by groups of the kernel's
+/// NormV * 128 channels c = h * P + p, written by each group's last block.
+struct norm_fold_args {
+  const float* gate = nullptr;  // gate[b][c] at b * gate_stride + c
+  std::int64_t gate_stride = 0;
+  const float* weight = nullptr;  // [H * P]
+  std::uint16_t* out = nullptr;   // [batch][H * P], dense
+  unsigned* counters = nullptr;   // [batch][H * P / group], zero between launches
+  float eps = 0.0F;
 };
 
 /// A launch shape of `ssd_update_rows_kernel`.
@@ -87,15 +100,39 @@ __device__ __forceinline__ float4 load_bc(const float* row, int c, bool vector) 
                      load_coherent(row + 4 * c + 2), load_coherent(row + 4 * c + 3));
 }
 
+// The gated-norm fold's end of block (x, h, b), every thread: the block's
+// y rows (channels c0 .. c0 + BlockRows - 1 of row b, inside one norm
+// group) are written; the group's last block norms the whole group with
+// warp 0, as gated_rms_norm's warp form does (gated_norm_group: the same
+// sums in the same order, so its bits), reading its peers' y from L2.
+template <int V, int BlockRows>
+__device__ __forceinline__ void norm_fold_finish(const update_args& a, const norm_fold_args& f,
+                                                 int b, int h) {
+  constexpr int group = V * 128;
+  static_assert(group % BlockRows == 0, "a block's rows lie in one norm group");
+  const int width = a.heads * a.head_dim;
+  const int g = (h * a.head_dim + static_cast<int>(blockIdx.x) * BlockRows) / group;
+  if (!arrive_last(f.counters + static_cast<std::int64_t>(b) * (width / group) + g,
+                   group / BlockRows))
+    return;
+  if (threadIdx.x >= 32)
+    return;
+  const std::int64_t at =
+      static_cast<std::int64_t>(b) * width + static_cast<std::int64_t>(g) * group;
+  gated_norm_group<V, true>(a.y + at, f.gate + b * f.gate_stride + g * group, f.weight + g * group,
+                            f.eps, nullptr, f.out + at, static_cast<int>(threadIdx.x));
+}
+
 // Block (x, h, b): state rows p of head h of batch row b from x * block_rows
 // on. `lanes` consecutive lanes share a row, float4 lane + j * lanes each;
 // a block has `groups` of them side by side and a thread's `Rows` rows are
 // `groups` apart, so a block's rows are contiguous. The shape's fields come
 // as separate template arguments (nvcc's kernel stubs take no class-type
-// ones).
-template <int N4, int Cols, int Threads, int Rows, int Stream, int MaxRegs>
+// ones). `NormV` > 0: the gated-norm fold (norm_fold_finish) at the end;
+// 0: `f` is unused.
+template <int N4, int Cols, int Threads, int Rows, int Stream, int MaxRegs, int NormV>
 __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
-    ssd_update_rows_kernel(update_args a) {
+    ssd_update_rows_kernel(update_args a, norm_fold_args f) {
   constexpr int lanes = N4 / Cols;
   constexpr int groups = Threads / lanes;
   constexpr int block_rows = groups * Rows;
@@ -173,6 +210,8 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
       for (int m = 0; m < Rows; ++m)
         y[m * groups] = 0.0F;
     }
+    if constexpr (NormV > 0)
+      norm_fold_finish<NormV, block_rows>(a, f, b, h);
     return;
   }
   if (!a.settled)
@@ -209,6 +248,8 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
     for (int i = 0; i < held; ++i)
       y[(r0 + i) * groups] = acc[i];
   }
+  if constexpr (NormV > 0)
+    norm_fold_finish<NormV, block_rows>(a, f, b, h);
 }
 
 /// State rows (p) a block of shape `S` covers at N = 4 N4.
@@ -217,28 +258,46 @@ constexpr int update_block_rows() {
   return S.threads / (N4 / S.cols) * S.rows;
 }
 
-/// Launches shape `S` at N = 4 N4 where P is a multiple of its block's rows
-/// and the grid fits; false (nothing launched) otherwise.
+/// Whether shape `S` at N = 4 N4 takes the step: P a multiple of its
+/// block's rows and the grid within bounds.
 template <int N4, update_shape S>
-bool launch_update_rows(const update_args& a, int batch, cudaStream_t stream) {
+bool update_rows_fit(const update_args& a, int batch) {
+  return a.head_dim % update_block_rows<N4, S>() == 0 && a.heads <= 65535 && batch <= 65535;
+}
+
+/// Launches shape `S` at N = 4 N4 (with the gated-norm fold of groups of
+/// NormV * 128 channels where NormV > 0) where update_rows_fit; false
+/// (nothing launched) otherwise.
+template <int N4, update_shape S, int NormV = 0>
+bool launch_update_rows(const update_args& a, int batch, cudaStream_t stream,
+                        const norm_fold_args& f = {}) {
   constexpr int block_rows = update_block_rows<N4, S>();
-  if (a.head_dim % block_rows != 0 || a.heads > 65535 || batch > 65535)
+  if (!update_rows_fit<N4, S>(a, batch))
     return false;
   const dim3 grid(static_cast<unsigned>(a.head_dim / block_rows), static_cast<unsigned>(a.heads),
                   static_cast<unsigned>(batch));
-  launch_chained(ssd_update_rows_kernel<N4, S.cols, S.threads, S.rows, S.stream, S.max_regs>, grid,
-                 S.threads, 0, stream, a);
+  launch_chained(ssd_update_rows_kernel<N4, S.cols, S.threads, S.rows, S.stream, S.max_regs, NormV>,
+                 grid, S.threads, 0, stream, a, f);
   return true;
 }
 
 /// Shape `S` at the arguments' N (64 or 128); false where it does not take them.
-template <update_shape S>
-bool launch_update_shape(const update_args& a, int batch, cudaStream_t stream) {
+template <update_shape S, int NormV = 0>
+bool launch_update_shape(const update_args& a, int batch, cudaStream_t stream,
+                         const norm_fold_args& f = {}) {
   if (a.state_size == 128)
-    return launch_update_rows<32, S>(a, batch, stream);
+    return launch_update_rows<32, S, NormV>(a, batch, stream, f);
   if (a.state_size == 64)
-    return launch_update_rows<16, S>(a, batch, stream);
+    return launch_update_rows<16, S, NormV>(a, batch, stream, f);
   return false;
+}
+
+/// The rows a block of shape `S` covers at N `state_size` (64 or 128; 0 otherwise).
+template <update_shape S>
+constexpr int update_block_rows_at(int state_size) {
+  return state_size == 128  ? update_block_rows<32, S>()
+         : state_size == 64 ? update_block_rows<16, S>()
+                            : 0;
 }
 
 }  // namespace mstar::kernels::cuda::detail

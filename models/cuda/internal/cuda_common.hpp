@@ -186,20 +186,36 @@ struct gemm_input {
   return switch_on("MSTAR_ARGMAX_FOLD", by_default);
 }
 
-// The argmax fold's meeting place (kernels::cuda::argmax_fold_state), zeroed
-// here on `stream` (before any head that uses it); every launch leaves it
-// zero again. One a model: its forwards run on that one stream, so no two
-// heads use it at once.
-[[nodiscard]] inline result<kc::device_buffer> make_argmax_state(cudaStream_t stream) {
-  auto b = kc::device_buffer::make(sizeof(kc::argmax_fold_state));
+// `bytes` of device memory zeroed on `stream` (before any launch there that
+// uses it): a fold's meeting place, which every launch leaves zero again.
+// One a model: its forwards run on that one stream, so no two launches use
+// it at once.
+[[nodiscard]] inline result<kc::device_buffer> make_zeroed(std::size_t bytes, cudaStream_t stream,
+                                                           const char* what) {
+  auto b = kc::device_buffer::make(bytes);
   if (!b)
     return b.error();
-  if (auto ok = kc::check(cudaMemsetAsync(b->data(), 0, sizeof(kc::argmax_fold_state), stream),
-                          "argmax fold state");
-      !ok)
+  if (auto ok = kc::check(cudaMemsetAsync(b->data(), 0, bytes, stream), what); !ok)
     return ok.error();
   return b;
 }
+
+// The argmax fold's meeting place (kernels::cuda::argmax_fold_state).
+[[nodiscard]] inline result<kc::device_buffer> make_argmax_state(cudaStream_t stream) {
+  return make_zeroed(sizeof(kc::argmax_fold_state), stream, "argmax fold state");
+}
+
+// Whether a model made now runs Mamba-2's gated norm of a decode step's SSD
+// output in the SSD update (kernels::cuda::ssd_update_gated_norm), so
+// out_proj reads a bf16 row: no gated_rms_norm launch, and at batch 1 a
+// plain GEMV instead of the gated form (`MSTAR_SSD_NORM_FOLD`).
+[[nodiscard]] inline bool ssd_norm_fold_enabled(bool by_default) {
+  return switch_on("MSTAR_SSD_NORM_FOLD", by_default);
+}
+
+// Arrival counters the SSD update's gated-norm fold has: one a (decode row,
+// norm group), so steps of up to this many rows times groups take it.
+inline constexpr std::int64_t ssd_norm_counter_count = 4096;
 
 // Both models' set-up of the argmax fold when one is made: `on` as
 // argmax_fold_enabled says (the model's default `by_default`), and where

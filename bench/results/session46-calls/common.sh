@@ -1,0 +1,33 @@
+# shellcheck shell=bash
+# Sourced by session 46's call scripts (run from .carry/ on the device, this file beside
+# them): the modes' switches (`envs_of`), then bench/device_calls.sh (copied beside this
+# file), which unpacks the binaries, sources bench/device_env.sh and defines `left`,
+# `ab_runs` and `finish`.
+envs_of() {  # MODE
+  case $1 in
+    defaults) echo "MSTAR_NONE=0" ;;
+    gated0) echo "MSTAR_GATED_FOLD=0" ;;        # out_proj after a separate gated-norm kernel
+    split7) echo "MSTAR_GEMV_SPLIT=7" ;;        # narrow products: eight pieces in flight a lane
+    ssdnorm) echo "MSTAR_SSD_NORM_FOLD=1" ;;    # the gated norm in the SSD update (session 46)
+    ssdnorm0) echo "MSTAR_SSD_NORM_FOLD=0" ;;
+    qside) echo "MSTAR_SIDE_DOWNLOAD=1" ;;      # Qwen3.5's side downloads (off by default)
+    *) echo "envs_of: no mode $1" >&2 ;;
+  esac
+}
+
+# The 0.56B's batch-1 step timeline under MODE (CUPTI through the carried
+# .profile/libmstar_kernel_times.so), summarised by bench/profile/timeline.py.
+timeline_of() {  # MODE
+  local n=nh056-decode1-$1
+  # shellcheck disable=SC2046  # the mode's switches split on purpose
+  env $(envs_of "$1") "LD_LIBRARY_PATH=$(cupti_lib_dir):$LD_LIBRARY_PATH" \
+    "CUDA_INJECTION64_PATH=$root/.profile/libmstar_kernel_times.so" "MSTAR_KERNEL_PROFILE=$w/$n.txt" \
+    "MSTAR_KERNEL_TIMELINE=$w/$n.timeline.jsonl" timeout 90 "$bin/mstar-bench-model-gpu" \
+    --model "$ck/nh056" --batch 1 --prompt-len 32 --new-tokens 256 --repeats 2 --json >"$w/$n.log" 2>&1
+  echo "-- timeline $n (exit $?)"
+  python3 bench/profile/timeline.py "$w/$n.timeline.jsonl" --step-start loopback_kernel \
+    >"$w/$n.steps.txt" 2>&1
+  head -16 "$w/$n.steps.txt" | cut -c1-120
+}
+
+source "$(dirname "${BASH_SOURCE[0]}")/device_calls.sh"
