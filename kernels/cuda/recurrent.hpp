@@ -107,27 +107,26 @@ struct ssd_gated_norm_fold {
   std::int64_t gate_stride = 0;   ///< a multiple of 4, at least H * P
   const float* weight = nullptr;  ///< [H * P] f32, 16-byte aligned
   float eps = 0.0F;
-  std::int64_t group = 0;             ///< channels a group: 128, 256, 512 or 1024, dividing H * P
+  std::int64_t group = 0;             ///< channels a group: 128, 256, 512 or 1024, whole heads
   std::uint16_t* out_bf16 = nullptr;  ///< [B][H * P] bf16, dense, 8-byte aligned
-  /// [counter_count] zeros (cudaMemset once): each group's last block is
-  /// found by counting arrivals here, and every launch leaves them zero.
-  unsigned* counters = nullptr;
-  std::int64_t counter_count = 0;  ///< at least B * (H * P / group)
 };
 
-/// Whether `ssd_update_gated_norm` takes `p` and `f`: ssd_update's default
-/// shape takes the step (entry 8, MSTAR_SSD_UPDATE_VARIANT unset or 8; N 64
-/// or 128, P a multiple of its block's rows, which divide `group`), y
+/// Whether `ssd_update_gated_norm` takes `p` and `f`: sm_90 clusters built,
+/// ssd_update's default shape (entry 8, MSTAR_SSD_UPDATE_VARIANT unset or
+/// 8; N 64 or 128) with P a multiple of 4 up to 128 and 1, 2, 4 or 8 of
+/// its blocks' rows, a group of 1 to 8 whole heads dividing H * P, y
 /// 16-byte aligned, and `f` as documented there.
 [[nodiscard]] bool ssd_update_gated_norm_fits(const ssd_update_params& p,
                                               const ssd_gated_norm_fold& f);
 
 /// `ssd_update`, then the gated norm of its output (ssd_gated_norm_fold) in
-/// the same launch: each norm group's last block (an arrival count) norms
-/// the group's y, written by its peers, with one warp. One kernel where the
-/// unfolded step takes the update and a gated_rms_norm launch (or a gated
-/// GEMV prologue that norms the row again in every block).
-/// cudaErrorInvalidValue where not ssd_update_gated_norm_fits.
+/// the same launch: a block a (head, row) doing what entry 8's blocks of
+/// that head do (the same y and state bits), the heads of a norm group one
+/// thread-block cluster, whose blocks meet in distributed shared memory
+/// for the group's sum of squares. One kernel where the unfolded step takes
+/// the update and a gated_rms_norm launch (or a gated GEMV prologue that
+/// norms the row again in every block). cudaErrorInvalidValue where not
+/// ssd_update_gated_norm_fits.
 [[nodiscard]] cudaError_t ssd_update_gated_norm(const ssd_update_params& p,
                                                 const ssd_gated_norm_fold& f, cudaStream_t stream);
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
+#include <string_view>
 
 #include "kernels/cuda/internal/ssd_update.cuh"
 #include "kernels/cuda/internal/ssd_update.hpp"
@@ -147,34 +148,102 @@ cudaError_t ssd_update(const ssd_update_params& p, cudaStream_t stream) {
 
 namespace {
 
-// The gated-norm fold's shape: the default entry's (8).
-constexpr update_shape fold_shape = half_4_cached;
+// The gated-norm fold's shape: the default entry's (8), at 64 registers so
+// that its 256-thread blocks (a head of 64 rows at N 128) leave the SM room
+// for two 512-thread out_proj GEMV blocks of 48 registers chained after it
+// (ptxas keeps 80 bytes of stack there), or at entry 8's 72 with
+// MSTAR_SSD_NORM_FOLD_REGS=72 (A/B runs; read once).
+constexpr update_shape fold_shape{.cols = 2, .rows = 4, .max_regs = 64};
+constexpr update_shape fold_shape_72{.cols = 2, .rows = 4, .max_regs = 72};
 constexpr int fold_entry = 8;
-static_assert(update_table[fold_entry] == &launch_shape<fold_shape>);
+
+bool fold_at_72() {
+  static const bool on = [] {
+    const char* e = std::getenv("MSTAR_SSD_NORM_FOLD_REGS");
+    return e != nullptr && std::string_view{e} == "72";
+  }();
+  return on;
+}
+static_assert(update_table[fold_entry] == &launch_shape<half_4_cached>);
+static_assert(fold_shape.cols == half_4_cached.cols &&
+                  fold_shape.threads == half_4_cached.threads &&
+                  fold_shape.rows == half_4_cached.rows &&
+                  fold_shape.stream == half_4_cached.stream,
+              "the fold's rows are entry 8's, so its y has entry 8's bits");
+// Heads a cluster (a norm group) at most: the portable cluster size.
+constexpr std::int64_t fold_max_cluster = 8;
 
 bool aligned(const void* p, std::uintptr_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+// The fold in shape S at N 4 N4 for the group's V, P / block_rows
+// sub-blocks a block.
+template <int N4, update_shape S, int V>
+bool launch_fold_v(const update_args& a, int batch, unsigned cluster, cudaStream_t stream,
+                   const detail::norm_fold_args& f) {
+  switch (a.head_dim / detail::update_block_rows<N4, S>()) {
+    case 1:
+      detail::launch_update_fold<N4, S, V, 1>(a, batch, cluster, stream, f);
+      return true;
+    case 2:
+      detail::launch_update_fold<N4, S, V, 2>(a, batch, cluster, stream, f);
+      return true;
+    case 4:
+      detail::launch_update_fold<N4, S, V, 4>(a, batch, cluster, stream, f);
+      return true;
+    case 8:
+      detail::launch_update_fold<N4, S, V, 8>(a, batch, cluster, stream, f);
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <int N4, update_shape S>
+bool launch_fold(const update_args& a, int batch, std::int64_t group, cudaStream_t stream,
+                 const detail::norm_fold_args& f) {
+  const auto cluster = static_cast<unsigned>(group / a.head_dim);
+  switch (group / 128) {
+    case 1:
+      return launch_fold_v<N4, S, 1>(a, batch, cluster, stream, f);
+    case 2:
+      return launch_fold_v<N4, S, 2>(a, batch, cluster, stream, f);
+    case 4:
+      return launch_fold_v<N4, S, 4>(a, batch, cluster, stream, f);
+    case 8:
+      return launch_fold_v<N4, S, 8>(a, batch, cluster, stream, f);
+    default:
+      return false;
+  }
+}
+
+template <update_shape S>
+bool launch_fold_at(const update_args& a, int batch, std::int64_t group, cudaStream_t stream,
+                    const detail::norm_fold_args& f) {
+  return a.state_size == 128 ? launch_fold<32, S>(a, batch, group, stream, f)
+                             : launch_fold<16, S>(a, batch, group, stream, f);
 }
 
 }  // namespace
 
 bool ssd_update_gated_norm_fits(const ssd_update_params& p, const ssd_gated_norm_fold& f) {
   update_args a{};
-  if (update_default() != fold_entry || !update_args_of(p, a))
+  if (!detail::clusters_built() || update_default() != fold_entry || !update_args_of(p, a))
     return false;
   const int block_rows = detail::update_block_rows_at<fold_shape>(a.state_size);
   const std::int64_t width = std::int64_t{a.heads} * a.head_dim;
   const std::int64_t v = f.group % 128 == 0 ? f.group / 128 : 0;
-  const bool rows_fit = a.state_size == 128  ? detail::update_rows_fit<32, fold_shape>(a, p.batch)
-                        : a.state_size == 64 ? detail::update_rows_fit<16, fold_shape>(a, p.batch)
-                                             : false;
-  return rows_fit && block_rows > 0 && (v == 1 || v == 2 || v == 4 || v == 8) &&
-         width % f.group == 0 && f.group % block_rows == 0 && width <= (1 << 30) &&
-         p.y != nullptr && aligned(p.y, 16) && f.gate != nullptr && aligned(f.gate, 16) &&
+  const int sub = block_rows > 0 ? a.head_dim / block_rows : 0;
+  return block_rows > 0 && a.head_dim % block_rows == 0 &&
+         (sub == 1 || sub == 2 || sub == 4 || sub == 8) && a.head_dim % 4 == 0 &&
+         a.head_dim / 4 <= detail::norm_fold_max_quads && (v == 1 || v == 2 || v == 4 || v == 8) &&
+         f.group % a.head_dim == 0 && f.group / a.head_dim <= fold_max_cluster &&
+         width % f.group == 0 && a.heads <= (1 << 30) && p.batch <= 65535 && p.y != nullptr &&
+         aligned(p.y, 16) && f.gate != nullptr && aligned(f.gate, 16) &&
          (p.batch == 1 || (f.gate_stride % 4 == 0 && f.gate_stride >= width)) &&
          f.weight != nullptr && aligned(f.weight, 16) && f.out_bf16 != nullptr &&
-         aligned(f.out_bf16, 8) && f.counters != nullptr &&
-         f.counter_count >= std::int64_t{p.batch} * (width / f.group);
+         aligned(f.out_bf16, 8);
 }
 
 cudaError_t ssd_update_gated_norm(const ssd_update_params& p, const ssd_gated_norm_fold& f,
@@ -182,24 +251,9 @@ cudaError_t ssd_update_gated_norm(const ssd_update_params& p, const ssd_gated_no
   update_args a{};
   if (!ssd_update_gated_norm_fits(p, f) || !update_args_of(p, a))
     return cudaErrorInvalidValue;
-  const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.counters, f.eps};
-  bool launched = false;
-  switch (f.group / 128) {
-    case 1:
-      launched = detail::launch_update_shape<fold_shape, 1>(a, p.batch, stream, n);
-      break;
-    case 2:
-      launched = detail::launch_update_shape<fold_shape, 2>(a, p.batch, stream, n);
-      break;
-    case 4:
-      launched = detail::launch_update_shape<fold_shape, 4>(a, p.batch, stream, n);
-      break;
-    case 8:
-      launched = detail::launch_update_shape<fold_shape, 8>(a, p.batch, stream, n);
-      break;
-    default:
-      break;
-  }
+  const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.eps};
+  const bool launched = fold_at_72() ? launch_fold_at<fold_shape_72>(a, p.batch, f.group, stream, n)
+                                     : launch_fold_at<fold_shape>(a, p.batch, f.group, stream, n);
   return launched ? detail::launch_status() : cudaErrorInvalidValue;
 }
 

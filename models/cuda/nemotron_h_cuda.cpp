@@ -75,14 +75,6 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
       !ok)
     return ok.error();
   p->ssd_norm_fold = cuda_detail::ssd_norm_fold_enabled(false);
-  if (p->ssd_norm_fold) {
-    auto counters = cuda_detail::make_zeroed(
-        static_cast<std::size_t>(cuda_detail::ssd_norm_counter_count) * sizeof(unsigned),
-        p->stream.get(), "SSD norm fold counters");
-    if (!counters)
-      return counters.error();
-    p->ssd_norm_counters = std::move(*counters);
-  }
   auto model = std::unique_ptr<nemotron_h_cuda>(new nemotron_h_cuda(std::move(p), dtype));
   model->graphs_ = graphs;
   return model;

@@ -158,9 +158,7 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
                                        l.gnorm.as<const float>(),
                                        eps,
                                        c.gated_norm_group_size(),
-                                       normed.data,
-                                       ssd_norm_counters.as<unsigned>(),
-                                       cuda_detail::ssd_norm_counter_count};
+                                       normed.data};
     if (normed && kc::ssd_update_gated_norm_fits(update, fold)) {
       if (auto ok = check(kc::ssd_update_gated_norm(update, fold, s), "ssd_update_gated_norm"); !ok)
         return ok;

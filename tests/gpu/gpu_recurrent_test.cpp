@@ -257,10 +257,9 @@ TEST(gpu_recurrent, ssd_update_reading_settled_states_early_gives_the_same_bits)
 
 // The gated-norm fold (cuda::ssd_update_gated_norm): one launch gives the
 // update's output and state and gated_rms_norm's bf16 row of that output
-// bit for bit, as ssd_update then gated_rms_norm give them; again on the
-// same counters (each launch leaves them zero); rows carried, fresh and
-// skipped (slot -1: zeros normed); N 128 and 64, every group size the fold
-// takes; and the shapes it refuses.
+// bit for bit, as ssd_update then gated_rms_norm give them, twice over;
+// rows carried, fresh and skipped (slot -1: zeros normed); N 128 and 64,
+// one to eight heads a norm group (a cluster); and what it refuses.
 void expect_gated_norm_fold_matches(test::random_tensors& rng, const ssd_geometry& g,
                                     std::int64_t group, std::int32_t batch, int offset) {
   const auto h = static_cast<std::size_t>(g.heads);
@@ -314,7 +313,6 @@ void expect_gated_norm_fold_matches(test::random_tensors& rng, const ssd_geometr
   const auto want_y = plain_y.download();
   const auto want_state = plain_state.download();
   const auto want_out = plain_out.download();
-  auto counters = poisoned<unsigned>(static_cast<std::size_t>(batch * xw / group) + 5, 0);
   for (int launch = 0; launch < 2; ++launch) {
     SCOPED_TRACE("launch " + std::to_string(launch));
     auto d_state = upload(state);
@@ -322,24 +320,17 @@ void expect_gated_norm_fold_matches(test::random_tensors& rng, const ssd_geometr
     auto d_out = poisoned<std::uint16_t>(n);
     const ssd_update_params p{
         dw, in, d_y.data(), batch, d_state.data(), d_slots.span(), d_resume.span()};
-    const cuda::ssd_gated_norm_fold f{
-        z,     row,          norm_w.data(),   eps,
-        group, d_out.data(), counters.data(), static_cast<std::int64_t>(counters.size())};
+    const cuda::ssd_gated_norm_fold f{z, row, norm_w.data(), eps, group, d_out.data()};
     ASSERT_TRUE(cuda::ssd_update_gated_norm_fits(p, f));
     ASSERT_EQ(cuda::ssd_update_gated_norm(p, f, nullptr), cudaSuccess);
     EXPECT_TRUE(same(d_y.download(), want_y)) << "output";
     EXPECT_TRUE(same(d_state.download(), want_state)) << "state";
     EXPECT_TRUE(same(d_out.download(), want_out)) << "normed bf16 row";
-    for (const unsigned c : counters.download())
-      ASSERT_EQ(c, 0U) << "a counter left behind";
     // What the fold refuses: a group it has no form for or that does not
-    // divide H * P, too few counters, no gate, an unaligned output.
+    // divide H * P, no gate, an unaligned output.
     auto refused = f;
     refused.group = 384;
     EXPECT_FALSE(cuda::ssd_update_gated_norm_fits(p, refused)) << "group " << refused.group;
-    refused = f;
-    refused.counter_count = batch * xw / group - 1;
-    EXPECT_FALSE(cuda::ssd_update_gated_norm_fits(p, refused)) << "counters";
     refused = f;
     refused.gate = nullptr;
     EXPECT_FALSE(cuda::ssd_update_gated_norm_fits(p, refused)) << "gate";
@@ -357,10 +348,10 @@ TEST(gpu_recurrent, ssd_update_with_the_gated_norm_fold_gives_both_launches_bits
     ssd_geometry g;
     std::int64_t group;
   };
-  // The 0.56B's layer (64 heads of 64 in 8 norm groups), the 8B's width
-  // (128 heads: 8 groups of 1,024), N 64 and every group size.
+  // The 0.56B's layer (64 heads of 64 in 8 norm groups), a group of two
+  // heads, N 64 and every group size.
   for (const auto& [g, group] :
-       {fold_case{{64, 64, 128, 8}, 512}, fold_case{{128, 64, 128, 8}, 1024},
+       {fold_case{{64, 64, 128, 8}, 512}, fold_case{{16, 64, 128, 8}, 128},
         fold_case{{8, 64, 128, 2}, 128}, fold_case{{8, 64, 128, 2}, 256},
         fold_case{{16, 32, 64, 4}, 128}, fold_case{{16, 32, 64, 4}, 512}}) {
     for (const auto& [batch, offset] : {std::pair{1, 0}, std::pair{1, 1}, std::pair{3, 0}}) {
@@ -370,6 +361,28 @@ TEST(gpu_recurrent, ssd_update_with_the_gated_norm_fold_gives_both_launches_bits
       expect_gated_norm_fold_matches(rng, g, group, batch, offset);
     }
   }
+}
+
+// Groups of more heads than a portable cluster holds (the 8B's: 16 heads of
+// 64 in groups of 1,024) keep the two launches.
+TEST(gpu_recurrent, ssd_update_gated_norm_fold_refuses_groups_over_eight_heads) {
+  MSTAR_REQUIRE_GPU();
+  auto y = poisoned<float>(128 * 64);
+  auto out = poisoned<std::uint16_t>(128 * 64);
+  auto any = poisoned<float>(4 * 128 * 64);
+  const std::vector<std::int32_t> host_slots{0};
+  const auto d_slots = upload(host_slots);
+  const ssd_weights w{any.data(), any.data(), nullptr, 128, 64, 128, 8};
+  const ssd_update_params p{
+      w,          {any.data(), any.data(), any.data(), any.data(), 8192, 8192, 8192},
+      y.data(),   1,
+      any.data(), d_slots.span(),
+      {}};
+  cuda::ssd_gated_norm_fold f{any.data(), 8192, any.data(), 1e-5F, 1024, out.data()};
+  EXPECT_FALSE(cuda::ssd_update_gated_norm_fits(p, f));
+  EXPECT_EQ(cuda::ssd_update_gated_norm(p, f, nullptr), cudaErrorInvalidValue);
+  f.group = 512;  // eight heads: taken
+  EXPECT_TRUE(cuda::ssd_update_gated_norm_fits(p, f));
 }
 
 TEST(gpu_recurrent, ssd_update_variant_outside_the_table_is_refused) {

@@ -7,9 +7,11 @@ envs_of() {  # MODE
   case $1 in
     defaults) echo "MSTAR_NONE=0" ;;
     gated0) echo "MSTAR_GATED_FOLD=0" ;;        # out_proj after a separate gated-norm kernel
+    fused0) echo "MSTAR_FUSED_NORM=0" ;;        # every batch-1 norm a separate kernel
+    ssdgated0) echo "MSTAR_SSD_NORM_FOLD=1 MSTAR_GATED_FOLD=0" ;;
     split7) echo "MSTAR_GEMV_SPLIT=7" ;;        # narrow products: eight pieces in flight a lane
     ssdnorm) echo "MSTAR_SSD_NORM_FOLD=1" ;;    # the gated norm in the SSD update (session 46)
-    ssdnorm0) echo "MSTAR_SSD_NORM_FOLD=0" ;;
+    ssdnorm72) echo "MSTAR_SSD_NORM_FOLD=1 MSTAR_SSD_NORM_FOLD_REGS=72" ;;
     qside) echo "MSTAR_SIDE_DOWNLOAD=1" ;;      # Qwen3.5's side downloads (off by default)
     *) echo "envs_of: no mode $1" >&2 ;;
   esac

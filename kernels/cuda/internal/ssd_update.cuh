@@ -25,6 +25,7 @@
 // (`update_shape_fits`); the launcher runs entry 0 otherwise. Only
 // ssd_update.cu includes it.
 
+#include <cooperative_groups.h>
 #include <cstdint>
 #include <cuda_runtime.h>
 
@@ -56,15 +57,17 @@ struct update_args {
 
 /// The gated-norm fold's operands (recurrent.hpp's ssd_update_gated_norm):
 /// out = bf16(norm(y * silu(gate)) * weight) by groups of the kernel's
-/// NormV * 128 channels c = h * P + p, written by each group's last block.
+/// NormV * 128 channels c = h * P + p, a group's heads one cluster.
 struct norm_fold_args {
-  const float* gate = nullptr;  // gate[b][c] at b * gate_stride + c
+  const float* gate = nullptr;  // gate[b][c] at b * gate_stride + c, rows 16-byte aligned
   std::int64_t gate_stride = 0;
-  const float* weight = nullptr;  // [H * P]
-  std::uint16_t* out = nullptr;   // [batch][H * P], dense
-  unsigned* counters = nullptr;   // [batch][H * P / group], zero between launches
+  const float* weight = nullptr;  // [H * P], 16-byte aligned
+  std::uint16_t* out = nullptr;   // [batch][H * P], dense, 8-byte aligned
   float eps = 0.0F;
 };
+
+/// Quads (4 channels) of a head the fold's warp 0 norms, one a lane: P / 4.
+inline constexpr int norm_fold_max_quads = 32;
 
 /// A launch shape of `ssd_update_rows_kernel`.
 struct update_shape {
@@ -100,27 +103,48 @@ __device__ __forceinline__ float4 load_bc(const float* row, int c, bool vector) 
                      load_coherent(row + 4 * c + 2), load_coherent(row + 4 * c + 3));
 }
 
-// The gated-norm fold's end of block (x, h, b), every thread: the block's
-// y rows (channels c0 .. c0 + BlockRows - 1 of row b, inside one norm
-// group) are written; the group's last block norms the whole group with
-// warp 0, as gated_rms_norm's warp form does (gated_norm_group: the same
-// sums in the same order, so its bits), reading its peers' y from L2.
-template <int V, int BlockRows>
-__device__ __forceinline__ void norm_fold_finish(const update_args& a, const norm_fold_args& f,
-                                                 int b, int h) {
-  constexpr int group = V * 128;
-  static_assert(group % BlockRows == 0, "a block's rows lie in one norm group");
-  const int width = a.heads * a.head_dim;
-  const int g = (h * a.head_dim + static_cast<int>(blockIdx.x) * BlockRows) / group;
-  if (!arrive_last(f.counters + static_cast<std::int64_t>(b) * (width / group) + g,
-                   group / BlockRows))
+// The gated-norm fold's end of block (h, b), every thread, once `ys`
+// holds the head's y (P floats): warp 0's lane l < P / 4 gates quad l
+// (`zq`, the gate's, loaded under the update) and sends its squares to
+// every block of the cluster (the group's heads, rank k the group's k-th
+// head: quad k P / 4 + l of the group); after the cluster barrier each
+// block's warp 0 sums them as gated_norm_group does (lane l: quads l, l +
+// 32, ... in order from 0, then group_sum's butterfly), so the scale has
+// gated_rms_norm's warp form's bits, and stores its own quads normed
+// (store_normed with the weight's quad `wq`). `sq` is the block's
+// [NormV * 32] of shared memory; nothing is read remotely, so no block
+// waits on another after the barrier.
+template <int V>
+__device__ __forceinline__ void norm_fold_cluster(const update_args& a, const norm_fold_args& f,
+                                                  int b, int h, const float* ys, float* sq,
+                                                  float4 zq, float4 wq) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  const int quads = a.head_dim / 4;
+  const int l = static_cast<int>(threadIdx.x);
+  __syncthreads();  // ys whole
+  float4 v = make_float4(0.F, 0.F, 0.F, 0.F);
+  if (l < quads) {
+    v = gated_quad(reinterpret_cast<const float4*>(ys)[l], zq);
+    const float sum = squares_of(v);
+    const int at = static_cast<int>(cluster.block_rank()) * quads + l;
+    for (unsigned r = 0; r < cluster.num_blocks(); ++r)
+      cluster.map_shared_rank(sq, r)[at] = sum;
+  }
+  cluster.sync();
+  if (l >= 32)
     return;
-  if (threadIdx.x >= 32)
-    return;
-  const std::int64_t at =
-      static_cast<std::int64_t>(b) * width + static_cast<std::int64_t>(g) * group;
-  gated_norm_group<V, true>(a.y + at, f.gate + b * f.gate_stride + g * group, f.weight + g * group,
-                            f.eps, nullptr, f.out + at, static_cast<int>(threadIdx.x));
+  float sum_sq = 0.0F;
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    sum_sq += sq[j * 32 + l];
+  sum_sq = group_sum(sum_sq);
+  const float scale = rsqrtf(sum_sq / static_cast<float>(V * 128) + f.eps);
+  if (l < quads) {
+    store_normed(v, scale, wq, nullptr, f.out + static_cast<std::int64_t>(b) * a.heads * a.head_dim,
+                 h * quads + l);
+  }
+#endif
 }
 
 // Block (x, h, b): state rows p of head h of batch row b from x * block_rows
@@ -128,26 +152,43 @@ __device__ __forceinline__ void norm_fold_finish(const update_args& a, const nor
 // a block has `groups` of them side by side and a thread's `Rows` rows are
 // `groups` apart, so a block's rows are contiguous. The shape's fields come
 // as separate template arguments (nvcc's kernel stubs take no class-type
-// ones). `NormV` > 0: the gated-norm fold (norm_fold_finish) at the end;
-// 0: `f` is unused.
-template <int N4, int Cols, int Threads, int Rows, int Stream, int MaxRegs, int NormV>
-__global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
+// ones). `NormV` > 0: the gated-norm fold (norm_fold_cluster): block (h,
+// b) takes the whole head, `Sub` sub-blocks of `Threads` threads each
+// doing what block (sub, h, b) of the unfolded launch does (the same rows,
+// lanes and sums, so the same bits), in clusters of a norm group's heads;
+// 0: `f` is unused and Sub 1.
+template <int N4, int Cols, int Threads, int Rows, int Stream, int MaxRegs, int NormV, int Sub>
+__global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
     ssd_update_rows_kernel(update_args a, norm_fold_args f) {
+  constexpr bool Fold = NormV > 0;
+  static_assert(Fold || Sub == 1);
   constexpr int lanes = N4 / Cols;
   constexpr int groups = Threads / lanes;
   constexpr int block_rows = groups * Rows;
   static_assert(lanes * Cols == N4 && lanes <= 32 && (lanes & (lanes - 1)) == 0);
   static_assert(Threads % 32 == 0 && Rows > 0 && (Rows & (Rows - 1)) == 0);
-  const int b = static_cast<int>(blockIdx.z);
-  const int h = static_cast<int>(blockIdx.y);
-  const int lane = static_cast<int>(threadIdx.x) % lanes;
-  const int p0 = static_cast<int>(blockIdx.x) * block_rows + static_cast<int>(threadIdx.x) / lanes;
+  const int b = static_cast<int>(Fold ? blockIdx.y : blockIdx.z);
+  const int h = static_cast<int>(Fold ? blockIdx.x : blockIdx.y);
+  const int tid = static_cast<int>(Fold ? threadIdx.x % Threads : threadIdx.x);
+  const int bx = static_cast<int>(Fold ? threadIdx.x / Threads : blockIdx.x);
+  const int lane = tid % lanes;
+  const int p0 = bx * block_rows + tid / lanes;
+  // The fold: the head's y, and the group's quads' squares (norm_fold_cluster).
+  __shared__ __align__(16) float ys[Fold ? Sub * block_rows : 1];
+  __shared__ float sq[Fold ? NormV * 32 : 1];
   chain_release();
   // The head's parameters before the wait (a chained launch: no kernel
   // writes them).
   const float dt_bias = load_weight(a.dt_bias + h);
   const float a_log = load_weight(a.A_log + h);
   const float skip = a.D != nullptr ? load_weight(a.D + h) : 0.0F;
+  const bool quad_lane = Fold && static_cast<int>(threadIdx.x) < a.head_dim / 4;
+  float4 wq{};  // the fold: this lane's quad of the norm weight, and of the gate
+  float4 zq{};
+  if (quad_lane) {
+    wq = load_weight(reinterpret_cast<const float4*>(f.weight) + h * (a.head_dim / 4) +
+                     static_cast<int>(threadIdx.x));
+  }
   // The row's metadata, then its state (one branch, the same for the whole
   // block, around all of the loads): before the wait where they are settled.
   std::int32_t slot = -1;
@@ -188,6 +229,10 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
   // the slot, so that they are in flight while the slot comes back.
   if (!a.settled)
     read_slot();
+  if (quad_lane) {
+    zq = load_coherent(reinterpret_cast<const float4*>(f.gate + b * f.gate_stride) +
+                       h * (a.head_dim / 4) + static_cast<int>(threadIdx.x));
+  }
   const float* x_row = a.x + b * a.x_stride + static_cast<std::int64_t>(h) * a.head_dim + p0;
   float xs[Rows];
 #pragma unroll
@@ -210,8 +255,14 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
       for (int m = 0; m < Rows; ++m)
         y[m * groups] = 0.0F;
     }
-    if constexpr (NormV > 0)
-      norm_fold_finish<NormV, block_rows>(a, f, b, h);
+    if constexpr (Fold) {
+      if (lane == 0) {
+#pragma unroll
+        for (int m = 0; m < Rows; ++m)
+          ys[p0 + m * groups] = 0.0F;
+      }
+      norm_fold_cluster<NormV>(a, f, b, h, ys, sq, zq, wq);
+    }
     return;
   }
   if (!a.settled)
@@ -245,11 +296,14 @@ __global__ void __launch_bounds__(Threads) __maxnreg__(MaxRegs)
   if (lane % share == 0) {
     const int r0 = lane * Rows / lanes;
 #pragma unroll
-    for (int i = 0; i < held; ++i)
+    for (int i = 0; i < held; ++i) {
       y[(r0 + i) * groups] = acc[i];
+      if constexpr (Fold)
+        ys[p0 + (r0 + i) * groups] = acc[i];
+    }
   }
-  if constexpr (NormV > 0)
-    norm_fold_finish<NormV, block_rows>(a, f, b, h);
+  if constexpr (Fold)
+    norm_fold_cluster<NormV>(a, f, b, h, ys, sq, zq, wq);
 }
 
 /// State rows (p) a block of shape `S` covers at N = 4 N4.
@@ -265,31 +319,41 @@ bool update_rows_fit(const update_args& a, int batch) {
   return a.head_dim % update_block_rows<N4, S>() == 0 && a.heads <= 65535 && batch <= 65535;
 }
 
-/// Launches shape `S` at N = 4 N4 (with the gated-norm fold of groups of
-/// NormV * 128 channels where NormV > 0) where update_rows_fit; false
-/// (nothing launched) otherwise.
-template <int N4, update_shape S, int NormV = 0>
-bool launch_update_rows(const update_args& a, int batch, cudaStream_t stream,
-                        const norm_fold_args& f = {}) {
+/// Launches shape `S` at N = 4 N4 where update_rows_fit; false (nothing
+/// launched) otherwise.
+template <int N4, update_shape S>
+bool launch_update_rows(const update_args& a, int batch, cudaStream_t stream) {
   constexpr int block_rows = update_block_rows<N4, S>();
   if (!update_rows_fit<N4, S>(a, batch))
     return false;
   const dim3 grid(static_cast<unsigned>(a.head_dim / block_rows), static_cast<unsigned>(a.heads),
                   static_cast<unsigned>(batch));
-  launch_chained(ssd_update_rows_kernel<N4, S.cols, S.threads, S.rows, S.stream, S.max_regs, NormV>,
-                 grid, S.threads, 0, stream, a, f);
+  launch_chained(ssd_update_rows_kernel<N4, S.cols, S.threads, S.rows, S.stream, S.max_regs, 0, 1>,
+                 grid, S.threads, 0, stream, a, norm_fold_args{});
   return true;
 }
 
 /// Shape `S` at the arguments' N (64 or 128); false where it does not take them.
-template <update_shape S, int NormV = 0>
-bool launch_update_shape(const update_args& a, int batch, cudaStream_t stream,
-                         const norm_fold_args& f = {}) {
+template <update_shape S>
+bool launch_update_shape(const update_args& a, int batch, cudaStream_t stream) {
   if (a.state_size == 128)
-    return launch_update_rows<32, S, NormV>(a, batch, stream, f);
+    return launch_update_rows<32, S>(a, batch, stream);
   if (a.state_size == 64)
-    return launch_update_rows<16, S, NormV>(a, batch, stream, f);
+    return launch_update_rows<16, S>(a, batch, stream);
   return false;
+}
+
+/// The gated-norm fold in shape `S` at N = 4 N4, groups of NormV * 128
+/// channels: a block a (head, row) of P / block_rows sub-blocks, clusters
+/// of `cluster` heads (a norm group). The caller checked the shape
+/// (ssd_update_gated_norm_fits).
+template <int N4, update_shape S, int NormV, int Sub>
+void launch_update_fold(const update_args& a, int batch, unsigned cluster, cudaStream_t stream,
+                        const norm_fold_args& f) {
+  const dim3 grid(static_cast<unsigned>(a.heads), static_cast<unsigned>(batch));
+  launch_chained_clusters(
+      ssd_update_rows_kernel<N4, S.cols, S.threads, S.rows, S.stream, S.max_regs, NormV, Sub>, grid,
+      S.threads * Sub, cluster, 0, stream, a, f);
 }
 
 /// The rows a block of shape `S` covers at N `state_size` (64 or 128; 0 otherwise).

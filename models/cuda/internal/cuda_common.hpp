@@ -213,9 +213,6 @@ struct gemm_input {
   return switch_on("MSTAR_SSD_NORM_FOLD", by_default);
 }
 
-// Arrival counters the SSD update's gated-norm fold has: one a (decode row,
-// norm group), so steps of up to this many rows times groups take it.
-inline constexpr std::int64_t ssd_norm_counter_count = 4096;
 
 // Both models' set-up of the argmax fold when one is made: `on` as
 // argmax_fold_enabled says (the model's default `by_default`), and where

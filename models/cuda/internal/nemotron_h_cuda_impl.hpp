@@ -146,11 +146,8 @@ struct nemotron_h_cuda::impl {
   /// append_kv launch after it.
   bool append_fold = false;
   /// Decode steps run each Mamba-2 layer's gated norm in its SSD update
-  /// (cuda_common.hpp's ssd_norm_fold_enabled), counting arrivals in
-  /// `ssd_norm_counters` (ssd_norm_counter_count, made with the model when
-  /// the fold is on).
+  /// (cuda_common.hpp's ssd_norm_fold_enabled).
   bool ssd_norm_fold = false;
-  kc::device_buffer ssd_norm_counters;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
