@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
-#include <string_view>
 
 #include "kernels/cuda/internal/ssd_update.cuh"
 #include "kernels/cuda/internal/ssd_update.hpp"
@@ -148,28 +147,13 @@ cudaError_t ssd_update(const ssd_update_params& p, cudaStream_t stream) {
 
 namespace {
 
-// The gated-norm fold's shape: the default entry's (8), at 64 registers so
-// that its 256-thread blocks (a head of 64 rows at N 128) leave the SM room
-// for two 512-thread out_proj GEMV blocks of 48 registers chained after it
-// (ptxas keeps 80 bytes of stack there), or at entry 8's 72 with
-// MSTAR_SSD_NORM_FOLD_REGS=72 (A/B runs; read once).
-constexpr update_shape fold_shape{.cols = 2, .rows = 4, .max_regs = 64};
-constexpr update_shape fold_shape_72{.cols = 2, .rows = 4, .max_regs = 72};
+// The gated-norm fold's shape: the default entry's (8). Its blocks take a
+// head (256 threads at P 64, N 128); capped at 64 registers ptxas kept 80
+// bytes of stack and the 0.56B's batch-1 step took 525 us against 505 at
+// 72 (session 46, H100).
+constexpr update_shape fold_shape = half_4_cached;
 constexpr int fold_entry = 8;
-
-bool fold_at_72() {
-  static const bool on = [] {
-    const char* e = std::getenv("MSTAR_SSD_NORM_FOLD_REGS");
-    return e != nullptr && std::string_view{e} == "72";
-  }();
-  return on;
-}
-static_assert(update_table[fold_entry] == &launch_shape<half_4_cached>);
-static_assert(fold_shape.cols == half_4_cached.cols &&
-                  fold_shape.threads == half_4_cached.threads &&
-                  fold_shape.rows == half_4_cached.rows &&
-                  fold_shape.stream == half_4_cached.stream,
-              "the fold's rows are entry 8's, so its y has entry 8's bits");
+static_assert(update_table[fold_entry] == &launch_shape<fold_shape>);
 // Heads a cluster (a norm group) at most: the portable cluster size.
 constexpr std::int64_t fold_max_cluster = 8;
 
@@ -252,8 +236,7 @@ cudaError_t ssd_update_gated_norm(const ssd_update_params& p, const ssd_gated_no
   if (!ssd_update_gated_norm_fits(p, f) || !update_args_of(p, a))
     return cudaErrorInvalidValue;
   const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.eps};
-  const bool launched = fold_at_72() ? launch_fold_at<fold_shape_72>(a, p.batch, f.group, stream, n)
-                                     : launch_fold_at<fold_shape>(a, p.batch, f.group, stream, n);
+  const bool launched = launch_fold_at<fold_shape>(a, p.batch, f.group, stream, n);
   return launched ? detail::launch_status() : cudaErrorInvalidValue;
 }
 

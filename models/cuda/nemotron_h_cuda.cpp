@@ -74,7 +74,7 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
           cuda_detail::set_up_argmax_fold(true, p->argmax_fold, p->argmax_state, p->stream.get());
       !ok)
     return ok.error();
-  p->ssd_norm_fold = cuda_detail::ssd_norm_fold_enabled(false);
+  p->ssd_norm_fold = cuda_detail::ssd_norm_fold_enabled(true);
   auto model = std::unique_ptr<nemotron_h_cuda>(new nemotron_h_cuda(std::move(p), dtype));
   model->graphs_ = graphs;
   return model;

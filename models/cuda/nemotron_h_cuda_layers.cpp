@@ -149,16 +149,13 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
     ws = {ssd_scratch.buffer.data(), ssd_scratch.buffer.size(), tokens, 0};
   const auto eps = static_cast<float>(c.layer_norm_epsilon);
   const kernels::ssd_update_params update{sw, in, yy, rows, ssm_state, slots, has, ssd_early};
-  // The gated norm in the SSD update (ssd_norm_fold): out_proj reads the
-  // bf16 row it leaves, as after the gated_rms_norm launch below.
-  if (b.decode && ssd_norm_fold) {
+  // The gated norm in the SSD update (ssd_norm_fold; one decode row, where
+  // it was measured faster): out_proj reads the bf16 row it leaves, as
+  // after the gated_rms_norm launch below.
+  if (b.decode && rows == 1 && ssd_norm_fold) {
     const auto normed = staged_bf16(tokens, di);
-    const kc::ssd_gated_norm_fold fold{zx,
-                                       proj,
-                                       l.gnorm.as<const float>(),
-                                       eps,
-                                       c.gated_norm_group_size(),
-                                       normed.data};
+    const kc::ssd_gated_norm_fold fold{
+        zx, proj, l.gnorm.as<const float>(), eps, c.gated_norm_group_size(), normed.data};
     if (normed && kc::ssd_update_gated_norm_fits(update, fold)) {
       if (auto ok = check(kc::ssd_update_gated_norm(update, fold, s), "ssd_update_gated_norm"); !ok)
         return ok;

@@ -11,7 +11,9 @@ envs_of() {  # MODE
     ssdgated0) echo "MSTAR_SSD_NORM_FOLD=1 MSTAR_GATED_FOLD=0" ;;
     split7) echo "MSTAR_GEMV_SPLIT=7" ;;        # narrow products: eight pieces in flight a lane
     ssdnorm) echo "MSTAR_SSD_NORM_FOLD=1" ;;    # the gated norm in the SSD update (session 46)
-    ssdnorm72) echo "MSTAR_SSD_NORM_FOLD=1 MSTAR_SSD_NORM_FOLD_REGS=72" ;;
+    ssdnorm72) echo "MSTAR_SSD_NORM_FOLD=1 MSTAR_SSD_NORM_FOLD_REGS=72" ;;  # call3's build only
+    nofold) echo "MSTAR_SSD_NORM_FOLD=0" ;;     # call4 on: the fold is the default at batch 1
+    nofoldgated0) echo "MSTAR_SSD_NORM_FOLD=0 MSTAR_GATED_FOLD=0" ;;
     qside) echo "MSTAR_SIDE_DOWNLOAD=1" ;;      # Qwen3.5's side downloads (off by default)
     *) echo "envs_of: no mode $1" >&2 ;;
   esac

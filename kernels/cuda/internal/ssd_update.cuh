@@ -103,6 +103,15 @@ __device__ __forceinline__ float4 load_bc(const float* row, int c, bool vector) 
                      load_coherent(row + 4 * c + 2), load_coherent(row + 4 * c + 3));
 }
 
+// The gated-norm fold's first step, every thread at the kernel's start: an
+// arrival on the cluster barrier that norm_fold_cluster waits on before its
+// writes into other blocks' shared memory (they must have started).
+__device__ __forceinline__ void cluster_started() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+
 // The gated-norm fold's end of block (h, b), every thread, once `ys`
 // holds the head's y (P floats): warp 0's lane l < P / 4 gates quad l
 // (`zq`, the gate's, loaded under the update) and sends its squares to
@@ -122,6 +131,9 @@ __device__ __forceinline__ void norm_fold_cluster(const update_args& a, const no
   const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   const int quads = a.head_dim / 4;
   const int l = static_cast<int>(threadIdx.x);
+  // Every block of the cluster has started (cluster_started's arrival, at
+  // the kernel's start) before any writes another's shared memory.
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
   __syncthreads();  // ys whole
   float4 v = make_float4(0.F, 0.F, 0.F, 0.F);
   if (l < quads) {
@@ -176,6 +188,8 @@ __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
   // The fold: the head's y, and the group's quads' squares (norm_fold_cluster).
   __shared__ __align__(16) float ys[Fold ? Sub * block_rows : 1];
   __shared__ float sq[Fold ? NormV * 32 : 1];
+  if constexpr (Fold)
+    cluster_started();
   chain_release();
   // The head's parameters before the wait (a chained launch: no kernel
   // writes them).

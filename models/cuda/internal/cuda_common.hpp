@@ -205,14 +205,16 @@ struct gemm_input {
   return make_zeroed(sizeof(kc::argmax_fold_state), stream, "argmax fold state");
 }
 
-// Whether a model made now runs Mamba-2's gated norm of a decode step's SSD
-// output in the SSD update (kernels::cuda::ssd_update_gated_norm), so
-// out_proj reads a bf16 row: no gated_rms_norm launch, and at batch 1 a
-// plain GEMV instead of the gated form (`MSTAR_SSD_NORM_FOLD`).
+// Whether a model made now runs, in its batch-1 decode steps, Mamba-2's
+// gated norm of the SSD output in the SSD update
+// (kernels::cuda::ssd_update_gated_norm), so out_proj is a plain GEMV of a
+// bf16 row instead of the gated form (`MSTAR_SSD_NORM_FOLD`). Nemotron-H
+// takes it: its 0.56B's step 505 us against 521 (session 46, H100); at 16
+// and 64 rows the fold's blocks of a head lost (986 / 1784 us against 904 /
+// 1553), so more rows keep the two launches.
 [[nodiscard]] inline bool ssd_norm_fold_enabled(bool by_default) {
   return switch_on("MSTAR_SSD_NORM_FOLD", by_default);
 }
-
 
 // Both models' set-up of the argmax fold when one is made: `on` as
 // argmax_fold_enabled says (the model's default `by_default`), and where

@@ -145,8 +145,8 @@ struct nemotron_h_cuda::impl {
   /// K and V in their page (cuda_common.hpp's append_fold_enabled), no
   /// append_kv launch after it.
   bool append_fold = false;
-  /// Decode steps run each Mamba-2 layer's gated norm in its SSD update
-  /// (cuda_common.hpp's ssd_norm_fold_enabled).
+  /// Batch-1 decode steps run each Mamba-2 layer's gated norm in its SSD
+  /// update (cuda_common.hpp's ssd_norm_fold_enabled).
   bool ssd_norm_fold = false;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
