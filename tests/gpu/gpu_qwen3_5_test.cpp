@@ -341,8 +341,8 @@ TEST(gpu_qwen3_5_launch, direct_draws_equal_the_copied_draws) {
   expect_qwen_pools_whole(*direct);
 }
 
-// Side downloads (MSTAR_SIDE_DOWNLOAD=1; off by default for this model
-// until measured): a forward's draws cross to pinned memory on a second
+// Side downloads (on unless MSTAR_SIDE_DOWNLOAD=0 while `plain` is made): a
+// forward's draws cross to pinned memory on a second
 // stream behind an event (cuda_common.hpp's download_draws, Nemotron-H's
 // too), so the next forward does not queue behind the copy. Where the copy
 // runs changes no token: each prompt alone and all together, drawn on the
@@ -352,10 +352,10 @@ TEST(gpu_qwen3_5_side_download, draws_copied_on_a_second_stream_are_the_same_tok
   for (const char* name : {"qwen3_5_tiny", "qwen3_5_tiny_text"}) {
     SCOPED_TRACE(name);
     const auto expected = load_expected(name);
+    ASSERT_EQ(setenv("MSTAR_SIDE_DOWNLOAD", "0", 1), 0);
     auto plain = qwen_on_gpu(name, mstar::dtype::bfloat16);
-    ASSERT_EQ(setenv("MSTAR_SIDE_DOWNLOAD", "1", 1), 0);
-    auto side = qwen_on_gpu(name, mstar::dtype::bfloat16);
     ASSERT_EQ(unsetenv("MSTAR_SIDE_DOWNLOAD"), 0);
+    auto side = qwen_on_gpu(name, mstar::dtype::bfloat16);
     ASSERT_NE(plain, nullptr);
     ASSERT_NE(side, nullptr);
     for (const bool keep_logits : {false, true}) {

@@ -59,8 +59,8 @@ struct qwen3_5_cuda::impl {
   bool graphs = true;
   std::int64_t kv_pages = 0;
   kernels::cuda::stream stream;
-  /// Side downloads (cuda_common.hpp's side_stream; off unless
-  /// `MSTAR_SIDE_DOWNLOAD=1`): the stream a forward's draws cross to pinned
+  /// Side downloads (cuda_common.hpp's side_stream; on unless
+  /// `MSTAR_SIDE_DOWNLOAD=0`): the stream a forward's draws cross to pinned
   /// memory on, behind the slot's `computed` event; null without them.
   kernels::cuda::stream copies;
   kernels::cuda::blas_handle blas;
