@@ -14,6 +14,9 @@ envs_of() {  # MODE
     ssdnorm72) echo "MSTAR_SSD_NORM_FOLD=1 MSTAR_SSD_NORM_FOLD_REGS=72" ;;  # call3's build only
     nofold) echo "MSTAR_SSD_NORM_FOLD=0" ;;     # call4 on: the fold is the default at batch 1
     nofoldgated0) echo "MSTAR_SSD_NORM_FOLD=0 MSTAR_GATED_FOLD=0" ;;
+    early) echo "MSTAR_SSD_EARLY=1" ;;          # the update reads slots and states before its wait
+    resid) echo "MSTAR_GEMV_RESIDUAL_EARLY=1" ;;  # accumulating GEMVs load the residual early
+    earlyresid) echo "MSTAR_SSD_EARLY=1 MSTAR_GEMV_RESIDUAL_EARLY=1" ;;
     qside) echo "MSTAR_SIDE_DOWNLOAD=1" ;;      # Qwen3.5's side downloads (off by default)
     *) echo "envs_of: no mode $1" >&2 ;;
   esac
