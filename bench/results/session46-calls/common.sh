@@ -17,6 +17,10 @@ envs_of() {  # MODE
     early) echo "MSTAR_SSD_EARLY=1" ;;          # the update reads slots and states before its wait
     resid) echo "MSTAR_GEMV_RESIDUAL_EARLY=1" ;;  # accumulating GEMVs load the residual early
     earlyresid) echo "MSTAR_SSD_EARLY=1 MSTAR_GEMV_RESIDUAL_EARLY=1" ;;
+    merge2) echo "MSTAR_ATTN_SPLIT_MERGE=2" ;;   # decode attention: the fused merge at one row too
+    chunk32) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32" ;;
+    chunk32f) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32 MSTAR_ATTN_SPLIT_MERGE=2" ;;
+    nosplit) echo "MSTAR_ATTN_SPLITS=1" ;;
     qside) echo "MSTAR_SIDE_DOWNLOAD=1" ;;      # Qwen3.5's side downloads (off by default)
     *) echo "envs_of: no mode $1" >&2 ;;
   esac
