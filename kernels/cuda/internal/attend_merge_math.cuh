@@ -58,6 +58,27 @@ __device__ __forceinline__ float merge_result(const float (&o)[merge_sums], floa
   return r / sum;
 }
 
+/// attention_merge::fused, the arrival: every thread of a split block calls
+/// it (block-uniform arguments) once its partials of an item are written,
+/// `used` the partials the item's row writes; true, in every thread, for
+/// the block that arrived last. `counter` counts the item's arrivals and
+/// wraps back to 0 at the last (atomicInc), so it is 0 again for the next
+/// launch or graph replay. The fences order every thread's partials before
+/// the arrival, and the last block's reads after it.
+__device__ __forceinline__ bool arrive_last(unsigned* counter, int used) {
+  __threadfence();
+  __syncthreads();
+  int last = 0;
+  if (threadIdx.x == 0) {
+    const auto top = static_cast<unsigned>(used - 1);
+    last = atomicInc(counter, top) == top ? 1 : 0;
+  }
+  last = __syncthreads_or(last);
+  if (last != 0)
+    __threadfence();
+  return last != 0;
+}
+
 /// Elements of a lane's D / 32 a fused merge pass takes at most (its loads
 /// are float2 or float4).
 template <int D>
@@ -68,14 +89,14 @@ inline constexpr int merge_elems = D / 32 < 4 ? D / 32 : 4;
 template <int N>
 __device__ __forceinline__ void load_partial(float (&v)[N], const float* p) {
   if constexpr (N == 4) {
-    const float4 x = load_peer(reinterpret_cast<const float4*>(p));
+    const float4 x = __ldcg(reinterpret_cast<const float4*>(p));
     v[0] = x.x;
     v[1] = x.y;
     v[2] = x.z;
     v[3] = x.w;
   } else {
     static_assert(N == 2);
-    const float2 x = load_peer(reinterpret_cast<const float2*>(p));
+    const float2 x = __ldcg(reinterpret_cast<const float2*>(p));
     v[0] = x.x;
     v[1] = x.y;
   }
@@ -100,7 +121,7 @@ __device__ __forceinline__ void merge_head_warp(const split_args& s, std::size_t
 #pragma unroll
   for (int j = 0; j < merge_sums; ++j) {
     const int k = lane + 32 * j;
-    mi[j] = k < used ? load_peer(s.m + part + k) : -INFINITY;
+    mi[j] = k < used ? __ldcg(s.m + part + k) : -INFINITY;
     top = fmaxf(top, mi[j]);
   }
   top = group_max(top);  // block_max's maximum: the same set, max is exact
@@ -110,7 +131,7 @@ __device__ __forceinline__ void merge_head_warp(const split_args& s, std::size_t
   for (int j = 0; j < merge_sums; ++j) {
     const int k = lane + 32 * j;
     f[j] = merge_weight(mi[j], top);
-    warp_sum[j] = group_sum(k < used ? load_peer(s.l + part + k) * f[j] : 0.0F);
+    warp_sum[j] = group_sum(k < used ? __ldcg(s.l + part + k) * f[j] : 0.0F);
   }
   const float sum = merge_denominator(warp_sum);
 #pragma unroll

@@ -190,37 +190,6 @@ __device__ __forceinline__ T load_weight(const T* p) {
   return __ldg(p);
 }
 
-/// A load from L2 (`__ldcg`, past this SM's L1) of what other blocks of the
-/// same launch wrote: the last block of a fused merge or fold reads its
-/// peers' results with it, after `arrive_last`.
-template <class T>
-__device__ __forceinline__ T load_peer(const T* p) {
-  return __ldcg(p);
-}
-
-/// The arrival of a "last block finishes" fold: every thread of a block calls
-/// it (block-uniform arguments) once its share of an item is written, `used`
-/// the blocks that write the item; true, in every thread, for the block that
-/// arrived last. `counter` counts the item's arrivals and wraps back to 0 at
-/// the last (atomicInc), so it is 0 again for the next launch or graph
-/// replay. The fences order every thread's writes before the arrival, and
-/// the last block's reads (load_peer) after it. Split-KV attention's fused
-/// merge (attend_merge_math.cuh) and the SSD update's gated-norm fold
-/// (ssd_update.cuh) meet this way.
-__device__ __forceinline__ bool arrive_last(unsigned* counter, int used) {
-  __threadfence();
-  __syncthreads();
-  int last = 0;
-  if (threadIdx.x == 0) {
-    const auto top = static_cast<unsigned>(used - 1);
-    last = atomicInc(counter, top) == top ? 1 : 0;
-  }
-  last = __syncthreads_or(last);
-  if (last != 0)
-    __threadfence();
-  return last != 0;
-}
-
 /// Let the next chained kernel on the stream start launching its blocks.
 __device__ __forceinline__ void chain_release() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

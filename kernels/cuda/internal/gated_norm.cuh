@@ -53,9 +53,8 @@ __device__ __forceinline__ void store_normed(float4 v, float scale, float4 w, fl
 /// shared memory). Called by all 32 lanes of a warp; lane l holds float4
 /// j * 32 + l, so every load is 512 contiguous bytes. x, gate, weight and
 /// out are 16-byte aligned, out_bf16 8-byte aligned. Each lane reads its
-/// elements before writing them, so out may alias x or gate. `XFromPeers`:
-/// other blocks of this launch wrote x, so it is read from L2 (load_peer).
-template <int V, bool XFromPeers = false>
+/// elements before writing them, so out may alias x or gate.
+template <int V>
 __device__ __forceinline__ void gated_norm_group(const float* x, const float* gate,
                                                  const float* weight, float eps, float* out,
                                                  std::uint16_t* out_bf16, int lane) {
@@ -66,7 +65,7 @@ __device__ __forceinline__ void gated_norm_group(const float* x, const float* ga
   float sum_sq = 0.0F;
 #pragma unroll
   for (int j = 0; j < V; ++j) {
-    float4 a = XFromPeers ? load_peer(xr + j * 32 + lane) : load_coherent(xr + j * 32 + lane);
+    float4 a = load_coherent(xr + j * 32 + lane);
     if (gr != nullptr)
       a = gated_quad(a, load_coherent(gr + j * 32 + lane));
     v[j] = a;

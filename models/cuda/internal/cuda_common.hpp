@@ -186,23 +186,19 @@ struct gemm_input {
   return switch_on("MSTAR_ARGMAX_FOLD", by_default);
 }
 
-// `bytes` of device memory zeroed on `stream` (before any launch there that
-// uses it): a fold's meeting place, which every launch leaves zero again.
-// One a model: its forwards run on that one stream, so no two launches use
-// it at once.
-[[nodiscard]] inline result<kc::device_buffer> make_zeroed(std::size_t bytes, cudaStream_t stream,
-                                                           const char* what) {
-  auto b = kc::device_buffer::make(bytes);
+// The argmax fold's meeting place (kernels::cuda::argmax_fold_state), zeroed
+// here on `stream` (before any head that uses it); every launch leaves it
+// zero again. One a model: its forwards run on that one stream, so no two
+// heads use it at once.
+[[nodiscard]] inline result<kc::device_buffer> make_argmax_state(cudaStream_t stream) {
+  auto b = kc::device_buffer::make(sizeof(kc::argmax_fold_state));
   if (!b)
     return b.error();
-  if (auto ok = kc::check(cudaMemsetAsync(b->data(), 0, bytes, stream), what); !ok)
+  if (auto ok = kc::check(cudaMemsetAsync(b->data(), 0, sizeof(kc::argmax_fold_state), stream),
+                          "argmax fold state");
+      !ok)
     return ok.error();
   return b;
-}
-
-// The argmax fold's meeting place (kernels::cuda::argmax_fold_state).
-[[nodiscard]] inline result<kc::device_buffer> make_argmax_state(cudaStream_t stream) {
-  return make_zeroed(sizeof(kc::argmax_fold_state), stream, "argmax fold state");
 }
 
 // Whether a model made now runs, in its batch-1 decode steps, Mamba-2's
