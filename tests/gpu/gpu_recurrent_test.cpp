@@ -117,6 +117,24 @@ TEST(gpu_recurrent, ssd_scan_and_update_match_outputs_and_state) {
   }
 }
 
+// A decode step's rows over a pool of `pool` slots: row r on slot (5 r + 4)
+// mod pool, skipped (-1) where (r + offset) mod 5 is 1, starting fresh
+// where (r + offset) mod 4 is 2.
+struct decode_row_plan {
+  std::vector<std::int32_t> slots;
+  std::vector<std::uint8_t> resume;
+};
+decode_row_plan decode_rows(std::int32_t batch, int offset, std::int32_t pool) {
+  decode_row_plan plan{std::vector<std::int32_t>(static_cast<std::size_t>(batch)),
+                       std::vector<std::uint8_t>(static_cast<std::size_t>(batch))};
+  for (std::int32_t r = 0; r < batch; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    plan.slots[i] = (r + offset) % 5 == 1 ? -1 : (5 * r + 4) % pool;
+    plan.resume[i] = (r + offset) % 4 == 2 ? 0 : 1;
+  }
+  return plan;
+}
+
 // One decode step of `batch` rows through the CPU reference once, then
 // through every launch shape of `cuda::ssd_update_variant` (the default,
 // -1, too) from the same state: outputs and the whole state block. Row r's
@@ -152,13 +170,7 @@ void expect_every_update_variant_matches(test::random_tensors& rng, const ssd_ge
     return ssd_inputs{base, base + xw + 2 * bcw, base + xw, base + xw + bcw, row, row, row};
   };
   const std::int32_t pool = batch + 3;
-  std::vector<std::int32_t> row_slots(static_cast<std::size_t>(batch));
-  std::vector<std::uint8_t> row_resume(static_cast<std::size_t>(batch));
-  for (std::int32_t r = 0; r < batch; ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    row_slots[i] = (r + offset) % 5 == 1 ? -1 : (5 * r + 4) % pool;
-    row_resume[i] = (r + offset) % 4 == 2 ? 0 : 1;
-  }
+  const auto [row_slots, row_resume] = decode_rows(batch, offset, pool);
   const std::span<const std::uint8_t> has =
       flags ? std::span<const std::uint8_t>{row_resume} : std::span<const std::uint8_t>{};
   const auto state = rng.floats(
@@ -277,13 +289,7 @@ void expect_gated_norm_fold_matches(test::random_tensors& rng, const ssd_geometr
   const float* xbc = packed.data() + xw;
   const ssd_inputs in{xbc, xbc + xw + 2 * bcw, xbc + xw, xbc + xw + bcw, row, row, row};
   const std::int32_t pool = batch + 3;
-  std::vector<std::int32_t> row_slots(static_cast<std::size_t>(batch));
-  std::vector<std::uint8_t> row_resume(static_cast<std::size_t>(batch));
-  for (std::int32_t r = 0; r < batch; ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    row_slots[i] = (r + offset) % 5 == 1 ? -1 : (5 * r + 4) % pool;
-    row_resume[i] = (r + offset) % 4 == 2 ? 0 : 1;
-  }
+  const auto [row_slots, row_resume] = decode_rows(batch, offset, pool);
   const auto d_slots = upload(row_slots);
   const auto d_resume = upload(row_resume);
   const auto state = rng.floats(
