@@ -12,8 +12,15 @@ the mean gap between one step's last kernel and the next one's first (steps
 that followed each other in the timeline; a graph boundary). With
 `--against OTHER.jsonl` (the same steps under other switches, e.g. a fold
 on and off) it prints instead each kernel's exposed time a step in both
-and the difference, largest first, and the two spans.
-  python3 bench/profile/timeline.py TIMELINE.jsonl [--step-start NAME] [--against OTHER] [--json]
+and the difference, largest first, and the two spans. With `--launches`
+it prints instead the step's kernels one launch at a time in start order
+(the decode steps all launch the same sequence): each launch's mean start
+and end from the step's start, its exposed time, and how long it started
+before the end of every launch before it (its overlap: a chained kernel
+resident early), so a slow layer or a launch that could not start early
+shows by position.
+  python3 bench/profile/timeline.py TIMELINE.jsonl [--step-start NAME]
+      [--against OTHER | --launches] [--json]
 """
 
 import argparse
@@ -54,10 +61,14 @@ def summarize(path, step_start):
         sys.exit(f"timeline.py: fewer than three '{step_start}' kernels in {path}")
     t = {"dur": collections.defaultdict(float), "exposed": collections.defaultdict(float),
          "calls": collections.defaultdict(int), "idle_before": collections.defaultdict(float),
-         "span": 0.0, "idle": 0.0, "steps": len(steps), "between": between}
+         "span": 0.0, "idle": 0.0, "steps": len(steps), "between": between,
+         # Launch i of the common sequence: its name and summed start, end,
+         # exposed time and overlap (start before the horizon), from the step's start.
+         "launches": [{"kernel": s["kernel"], "start": 0.0, "end": 0.0, "exposed": 0.0,
+                       "overlap": 0.0} for s in steps[0]]}
     for st in steps:
-        horizon = st[0]["start_ns"]
-        for s in st:
+        t0 = horizon = st[0]["start_ns"]
+        for i, s in enumerate(st):
             if s["start_ns"] > horizon:
                 t["idle"] += s["start_ns"] - horizon
                 t["idle_before"][s["kernel"]] += s["start_ns"] - horizon
@@ -65,9 +76,31 @@ def summarize(path, step_start):
             t["exposed"][s["kernel"]] += e
             t["dur"][s["kernel"]] += s["end_ns"] - s["start_ns"]
             t["calls"][s["kernel"]] += 1
+            launch = t["launches"][i]
+            launch["start"] += s["start_ns"] - t0
+            launch["end"] += s["end_ns"] - t0
+            launch["exposed"] += e
+            launch["overlap"] += max(0, horizon - s["start_ns"]) if i > 0 else 0
             horizon = max(horizon, s["end_ns"])
         t["span"] += horizon - st[0]["start_ns"]
     return t
+
+
+def launches(t, as_json):
+    """The common step's launches in start order, each averaged over the steps."""
+    n = t["steps"]
+    rows = [{"launch": i, "kernel": l["kernel"], "start_us": l["start"] / n / 1e3,
+             "end_us": l["end"] / n / 1e3, "exposed_us": l["exposed"] / n / 1e3,
+             "overlap_us": l["overlap"] / n / 1e3} for i, l in enumerate(t["launches"])]
+    if as_json:
+        for r in rows:
+            print(json.dumps(r))
+        return
+    print(f"{n} steps, {len(rows)} launches a step, mean times from the step's start")
+    print(f"{'#':>3s} {'start us':>9s} {'end us':>9s} {'exposed':>8s} {'overlap':>8s}  kernel")
+    for r in rows:
+        print(f"{r['launch']:3d} {r['start_us']:9.2f} {r['end_us']:9.2f} {r['exposed_us']:8.2f} "
+              f"{r['overlap_us']:8.2f}  {r['kernel'][:100]}")
 
 
 def per_step_us(t, what, kernel=None):
@@ -111,11 +144,19 @@ def main():
     ap.add_argument("--against", metavar="TIMELINE",
                     help="a second timeline (the same steps under other switches): print each "
                          "kernel's exposed time a step in both and the difference, largest first")
+    ap.add_argument("--launches", action="store_true",
+                    help="the step's launches one by one in start order: mean start, end, "
+                         "exposed time and overlap with the launches before")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.against and args.launches:
+        ap.error("--against and --launches are two different reports: take one")
     t = summarize(args.timeline, args.step_start)
     if args.against:
         compare(t, summarize(args.against, args.step_start), args.json)
+        return
+    if args.launches:
+        launches(t, args.json)
         return
     n = t["steps"]
     exposed, dur, calls, idle_before = t["exposed"], t["dur"], t["calls"], t["idle_before"]

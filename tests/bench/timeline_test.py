@@ -1,9 +1,9 @@
 """bench/profile/timeline.py on a timeline built here: decode steps (the
 commonest kernel sequence) around a prompt's step, with
 overlapping (chained) kernels and idle gaps whose charges are known, and a
-ring that cut the first and last steps, and the same steps with a kernel
-folded away compared against them (--against). Exits non-zero on a wrong
-figure."""
+ring that cut the first and last steps, the same steps with a kernel
+folded away compared against them (--against), and the step's launches one
+by one (--launches). Exits non-zero on a wrong figure."""
 
 import json
 import os
@@ -49,6 +49,7 @@ def main():
     try:
         rows = run(path)
         against = run(other, "--against", path)
+        by_launch = run(path, "--launches")
     finally:
         os.unlink(path)
         os.unlink(other)
@@ -85,6 +86,19 @@ def main():
         expect("merge calls", diff[0]["calls_per_step"][0], 0.0)
         expect("gemv delta", diff[1]["delta_us"], 1.0)
         expect("embedding delta", diff[2]["delta_us"], 0.0)
+    # --launches: the decode step's three launches in start order, their
+    # mean start / end from the step's start, exposed time and overlap (the
+    # GEMV started 1 us before the embedding ended).
+    want = [("embedding_kernel", 0.0, 3.0, 3.0, 0.0), ("gemv", 2.0, 13.0, 10.0, 1.0),
+            ("merge", 13.5, 16.0, 2.5, 0.0)]
+    if [r["kernel"] for r in by_launch] != [w[0] for w in want]:
+        failures.append(f"launches: {[r['kernel'] for r in by_launch]}")
+    else:
+        for r, (name, start, end, exposed, overlap) in zip(by_launch, want):
+            expect(f"{name} start", r["start_us"], start)
+            expect(f"{name} end", r["end_us"], end)
+            expect(f"{name} exposed", r["exposed_us"], exposed)
+            expect(f"{name} overlap", r["overlap_us"], overlap)
     if failures:
         print("timeline_test: " + "; ".join(failures))
         return 1
