@@ -21,7 +21,8 @@ envs_of() {  # MODE
     chunk32) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32" ;;
     chunk32f) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32 MSTAR_ATTN_SPLIT_MERGE=2" ;;
     nosplit) echo "MSTAR_ATTN_SPLITS=1" ;;
-    qside) echo "MSTAR_SIDE_DOWNLOAD=1" ;;      # Qwen3.5's side downloads (off by default)
+    qside) echo "MSTAR_SIDE_DOWNLOAD=1" ;;      # Qwen3.5's side downloads (off by default until 144a26f)
+    qnoside) echo "MSTAR_SIDE_DOWNLOAD=0" ;;
     *) echo "envs_of: no mode $1" >&2 ;;
   esac
 }
