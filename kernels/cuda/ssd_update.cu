@@ -211,8 +211,11 @@ bool launch_fold_at(const update_args& a, int batch, std::int64_t group, cudaStr
 
 }  // namespace
 
-bool ssd_update_gated_norm_fits(const ssd_update_params& p, const ssd_gated_norm_fold& f) {
-  update_args a{};
+namespace {
+
+// ssd_update_gated_norm_fits, leaving the rows kernel's arguments in `a`
+// where it takes the step (so the launcher checks and builds them once).
+bool fold_args_of(const ssd_update_params& p, const ssd_gated_norm_fold& f, update_args& a) {
   if (!detail::clusters_built() || update_default() != fold_entry || !update_args_of(p, a))
     return false;
   const int block_rows = detail::update_block_rows_at<fold_shape>(a.state_size);
@@ -230,10 +233,17 @@ bool ssd_update_gated_norm_fits(const ssd_update_params& p, const ssd_gated_norm
          aligned(f.out_bf16, 8);
 }
 
+}  // namespace
+
+bool ssd_update_gated_norm_fits(const ssd_update_params& p, const ssd_gated_norm_fold& f) {
+  update_args a{};
+  return fold_args_of(p, f, a);
+}
+
 cudaError_t ssd_update_gated_norm(const ssd_update_params& p, const ssd_gated_norm_fold& f,
                                   cudaStream_t stream) {
   update_args a{};
-  if (!ssd_update_gated_norm_fits(p, f) || !update_args_of(p, a))
+  if (!fold_args_of(p, f, a))
     return cudaErrorInvalidValue;
   const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.eps};
   const bool launched = launch_fold_at<fold_shape>(a, p.batch, f.group, stream, n);

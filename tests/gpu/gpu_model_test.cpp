@@ -494,13 +494,14 @@ TEST(gpu_model_repeats, a_wide_model_draws_the_same_tokens_every_run) {
   expect_pools_whole(*e);
 }
 
-// Whether ssd_update_gated_norm takes a decode step of `rows` rows of `c`'s
-// Mamba-2 layers laid out as the model lays them out (the gate z and the
-// SSD's inputs slices of in_proj_size()-float rows): so the fold tests
-// below run the fold, not the launches it replaces.
-bool ssd_norm_fold_takes(const nemotron_h_config& c, std::int32_t rows) {
+// Whether ssd_update_gated_norm takes a one-row decode step (the only one
+// the model folds) of `c`'s Mamba-2 layers laid out as the model lays them
+// out (the gate z and the SSD's inputs slices of an in_proj_size()-float
+// row): so the fold tests below run the fold, not the launches it replaces.
+bool ssd_norm_fold_takes(const nemotron_h_config& c) {
   using kernels::cuda::device_buffer;
-  auto any = device_buffer::make(static_cast<std::size_t>(rows * c.in_proj_size() * 4 + 64));
+  constexpr std::int32_t rows = 1;
+  auto any = device_buffer::make(static_cast<std::size_t>(c.in_proj_size() * 4 + 64));
   EXPECT_TRUE(any.has_value());
   if (!any)
     return false;
@@ -540,7 +541,7 @@ TEST(gpu_model_ssd_norm_fold, the_gated_norm_in_the_ssd_update_gives_the_same_bi
     config.mamba_num_heads = 8;  // norm groups of at most eight heads (a cluster)
     config.mamba_head_dim = 64;
     SCOPED_TRACE("groups of " + std::to_string(config.gated_norm_group_size()));
-    ASSERT_TRUE(ssd_norm_fold_takes(config, 1));
+    ASSERT_TRUE(ssd_norm_fold_takes(config));
     auto plain = random_on_gpu_without(config, "MSTAR_SSD_NORM_FOLD");
     auto folded = random_on_gpu(config);
     ASSERT_NE(plain, nullptr);
@@ -552,7 +553,7 @@ TEST(gpu_model_ssd_norm_fold, the_gated_norm_in_the_ssd_update_gives_the_same_bi
   }
   SCOPED_TRACE("the 0.56B's widths");
   const auto wide = wide_config();
-  ASSERT_TRUE(ssd_norm_fold_takes(wide, 1));
+  ASSERT_TRUE(ssd_norm_fold_takes(wide));
   auto plain = random_on_gpu_without(wide, "MSTAR_SSD_NORM_FOLD");
   auto folded = random_on_gpu(wide);
   ASSERT_NE(plain, nullptr);
