@@ -441,7 +441,13 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
     warp_state<D, GC> st;
     load_q_frags<D, GC>(a, qa.token, h0, valid, st);
     walk_mma<D, GC>(a, wsm, qa.first_page, kvh, begin, end, st);
-    if (split) {
+    if (split && written_directly(qa.positions, s)) {
+      // The row's one chunk: its output as the merge kernel would write it.
+      merge_warp_states<D, GC>(smem, valid, st, [&](int h, int d, float o, float sum, float) {
+        a.out[(static_cast<std::size_t>(qa.token) * a.q_heads + h0 + h) * D + d] =
+            (0.0F + o) / sum;
+      });
+    } else if (split) {
       const std::size_t part =
           (static_cast<std::size_t>(qa.token) * a.q_heads + h0) * s.splits + chunk;
       merge_warp_states<D, GC>(smem, valid, st, [&](int h, int d, float o, float sum, float top) {

@@ -156,6 +156,11 @@ int split_min_chunk_override() {
   return n;
 }
 
+bool single_direct_enabled() {
+  static const bool on = env_choice("MSTAR_ATTN_SINGLE_DIRECT", 2) != 0;
+  return on;
+}
+
 int split_count_override() {
   static const int n = [] {
     const char* e = std::getenv("MSTAR_ATTN_SPLITS");

@@ -10,6 +10,7 @@ envs_of() {  # MODE
     l2mib8) echo "MSTAR_L2_PREFETCH_MIB=8" ;;   # at most 8 MiB a kernel asks for
     l2mib16) echo "MSTAR_L2_PREFETCH_MIB=16" ;;
     l2mib32) echo "MSTAR_L2_PREFETCH_MIB=32" ;;
+    direct0) echo "MSTAR_ATTN_SINGLE_DIRECT=0" ;;  # one-chunk rows through the merge kernel
     nofold) echo "MSTAR_SSD_NORM_FOLD=0" ;;     # the gated norm outside the SSD update
     nofoldgated0) echo "MSTAR_SSD_NORM_FOLD=0 MSTAR_GATED_FOLD=0" ;;
     qnoside) echo "MSTAR_SIDE_DOWNLOAD=0" ;;

@@ -29,6 +29,8 @@ __global__ void __launch_bounds__(merge_warps * 32)
     const int h = static_cast<int>(w % a.q_heads);
     const query_at qa = query_of(a, a.table.rows, w / a.q_heads);
     const int used = used_chunks(qa.positions, s);
+    if (written_directly(qa.positions, s))
+      continue;  // warp-uniform: the split kernel wrote the row
     const std::size_t part = (static_cast<std::size_t>(qa.token) * a.q_heads + h) * s.splits;
     float top = -INFINITY;
     for (int i = lane; i < used; i += 32)
@@ -82,6 +84,8 @@ __global__ void __launch_bounds__(merge_threads) merge_splits_block(attn_args a,
     const int h = static_cast<int>(w % a.q_heads);
     const query_at qa = query_of(a, a.table.rows, w / a.q_heads);
     const int used = used_chunks(qa.positions, s);
+    if (written_directly(qa.positions, s))
+      continue;  // block-uniform: the split kernel wrote the row
     const std::size_t part = (static_cast<std::size_t>(qa.token) * a.q_heads + h) * s.splits;
     const float mi = i < used ? s.m[part + i] : -INFINITY;
     const float top = block_max(mi, s_scratch);  // ends with a barrier: s_scratch is free

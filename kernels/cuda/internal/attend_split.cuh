@@ -37,7 +37,14 @@ struct split_args {
   /// split kernel's last block of an item merges it); null: a merge kernel
   /// follows.
   unsigned* counters = nullptr;
+  /// A row with one used chunk (used_chunks) has its output written by that
+  /// chunk's block, (0 + acc) / l: the merges' bits for one partial
+  /// (attend_merge_math.cuh: weight 2^0 = 1, sums of one term and zeros),
+  /// and the merge kernels skip it. Set by the walks that do so (the mma
+  /// walk with a merge kernel after it); never with `counters`.
+  bool single_direct = false;
 };
+
 
 /// Positions per chunk of a row with `positions` positions: an equal share,
 /// at least min_chunk, rounded up to whole block steps (the tiled walk's
@@ -52,6 +59,12 @@ __device__ __forceinline__ int chunk_length(int positions, const split_args& s) 
 /// Partials a row writes (0 for a row without positions).
 __device__ __forceinline__ int used_chunks(int positions, const split_args& s) {
   return positions > 0 ? ceil_div(positions, chunk_length(positions, s)) : 0;
+}
+
+/// Whether a row of `positions` positions takes single_direct: one used
+/// chunk, written by its block.
+__device__ __forceinline__ bool written_directly(int positions, const split_args& s) {
+  return s.single_direct && used_chunks(positions, s) == 1;
 }
 
 }  // namespace mstar::kernels::cuda::detail

@@ -22,6 +22,11 @@ namespace mstar::kernels::cuda::detail {
 /// or not a positive number (each walk's own minimum then).
 [[nodiscard]] int split_min_chunk_override();
 
+/// Whether the mma walk's split launches write a row with one used chunk
+/// themselves, its merge kernel skipping it (split_args::single_direct):
+/// unless MSTAR_ATTN_SINGLE_DIRECT=0 (read once; A/B runs).
+[[nodiscard]] bool single_direct_enabled();
+
 /// Most chunks MSTAR_ATTN_SPLITS may ask for (the split path's max_splits).
 inline constexpr int max_split_override = 128;
 
