@@ -444,8 +444,7 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
     if (split && written_directly(qa.positions, s)) {
       // The row's one chunk: its output as the merge kernel would write it.
       merge_warp_states<D, GC>(smem, valid, st, [&](int h, int d, float o, float sum, float) {
-        a.out[(static_cast<std::size_t>(qa.token) * a.q_heads + h0 + h) * D + d] =
-            (0.0F + o) / sum;
+        a.out[(static_cast<std::size_t>(qa.token) * a.q_heads + h0 + h) * D + d] = (0.0F + o) / sum;
       });
     } else if (split) {
       const std::size_t part =

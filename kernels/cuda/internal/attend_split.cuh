@@ -45,7 +45,6 @@ struct split_args {
   bool single_direct = false;
 };
 
-
 /// Positions per chunk of a row with `positions` positions: an equal share,
 /// at least min_chunk, rounded up to whole block steps (the tiled walk's
 /// tiles). Chunks at or past ceil(positions / chunk) are empty. The attend

@@ -223,7 +223,13 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
 struct l2_span {
   const std::byte* base = nullptr;
   std::uint64_t bytes = 0;
+  bool bulk = false;  // l2_prefetch_bulk: bulk prefetches, else a line an instruction
 };
+
+/// MSTAR_L2_PREFETCH_BULK=1 (read once; A/B runs): prefetch_l2_span asks
+/// with bulk prefetches of l2_prefetch_piece bytes (the TMA unit) rather
+/// than a 128-byte line an instruction (the load path).
+[[nodiscard]] bool l2_prefetch_bulk();
 
 /// The 16-byte aligned whole pieces of `bytes` (a hint may drop its ends).
 inline l2_span l2_span_of(std::span<const std::byte> bytes) {
@@ -234,22 +240,29 @@ inline l2_span l2_span_of(std::span<const std::byte> bytes) {
   const std::uintptr_t end = (begin + bytes.size()) & ~std::uintptr_t{15};
   if (end <= first)
     return {};
-  return {bytes.data() + (first - begin), end - first};
+  return {bytes.data() + (first - begin), end - first, l2_prefetch_bulk()};
 }
 
 /// Pieces of an l2_span one bulk prefetch asks for.
 inline constexpr std::uint64_t l2_prefetch_piece = 16384;
 
 /// Ask the L2 cache for this block's share of `span` (block `part` of
-/// `parts` blocks, the pieces dealt out thread by thread): bulk prefetches
-/// (`cp.async.bulk.prefetch.L2`), which write no register and which nothing
-/// waits for. A latency-bound chained kernel (the SSD update, decode
-/// attention) calls it before its wait with the weights of the streaming
-/// kernel after it, so HBM, otherwise idle while it runs, fills L2 with
-/// what that kernel reads next. A hint: no result depends on it. sm_90 and
-/// later; a no-op before.
+/// `parts` blocks, dealt out thread by thread): `prefetch.global.L2` a
+/// 128-byte line an instruction, or with span.bulk bulk prefetches of
+/// l2_prefetch_piece bytes (`cp.async.bulk.prefetch.L2`, sm_90); neither
+/// writes a register. A latency-bound chained kernel (the SSD update,
+/// decode attention) calls it before its wait with the weights of the
+/// streaming kernel after it, so HBM, otherwise idle while it runs, fills
+/// L2 with what that kernel reads next. A hint: no result depends on it.
 __device__ __forceinline__ void prefetch_l2_span(const l2_span& span, std::uint64_t part,
                                                  std::uint64_t parts) {
+  if (!span.bulk) {
+    constexpr std::uint64_t line = 128;
+    const std::uint64_t lines = (span.bytes + line - 1) / line;
+    for (std::uint64_t i = part * blockDim.x + threadIdx.x; i < lines; i += parts * blockDim.x)
+      prefetch_l2(span.base + i * line);
+    return;
+  }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const std::uint64_t pieces = (span.bytes + l2_prefetch_piece - 1) / l2_prefetch_piece;
   for (std::uint64_t i = part * blockDim.x + threadIdx.x; i < pieces; i += parts * blockDim.x) {
