@@ -2,7 +2,7 @@
 # Sourced by session 47's call scripts (run from .carry/ on the device, this file beside
 # them): the modes' switches (`envs_of`), then bench/device_calls.sh (copied beside this
 # file), which unpacks the binaries, sources bench/device_env.sh and defines `left`,
-# `ab_runs` and `finish`.
+# `ab_runs`, `nh056_rounds`, `timeline_of` and `finish`.
 envs_of() {  # MODE
   case $1 in
     defaults) echo "MSTAR_NONE=0" ;;
@@ -26,44 +26,13 @@ envs_of() {  # MODE
     v2) echo "MSTAR_GEMV_VARIANT=2" ;;
     v7) echo "MSTAR_GEMV_VARIANT=7" ;;
     v9) echo "MSTAR_GEMV_VARIANT=9" ;;
+    plan2) echo "MSTAR_PLAN_KERNEL=2" ;;       # the plan kernel as the decode graph's first node
+    early) echo "MSTAR_SSD_EARLY=1" ;;          # the update reads slots and states before its wait
     nofold) echo "MSTAR_SSD_NORM_FOLD=0" ;;     # the gated norm outside the SSD update
     nofoldgated0) echo "MSTAR_SSD_NORM_FOLD=0 MSTAR_GATED_FOLD=0" ;;
     qnoside) echo "MSTAR_SIDE_DOWNLOAD=0" ;;
     *) echo "envs_of: no mode $1" >&2 ;;
   esac
-}
-
-# The 0.56B's batch-1 step timeline under MODE (CUPTI through the carried
-# .profile/libmstar_kernel_times.so), summarised by bench/profile/timeline.py, one
-# step's launches listed.
-timeline_of() {  # MODE
-  local n=nh056-decode1-$1
-  # shellcheck disable=SC2046  # the mode's switches split on purpose
-  env $(envs_of "$1") "LD_LIBRARY_PATH=$(cupti_lib_dir):$LD_LIBRARY_PATH" \
-    "CUDA_INJECTION64_PATH=$root/.profile/libmstar_kernel_times.so" "MSTAR_KERNEL_PROFILE=$w/$n.txt" \
-    "MSTAR_KERNEL_TIMELINE=$w/$n.timeline.jsonl" timeout 90 "$bin/mstar-bench-model-gpu" \
-    --model "$ck/nh056" --batch 1 --prompt-len 32 --new-tokens 256 --repeats 2 --json >"$w/$n.log" 2>&1
-  echo "-- timeline $n (exit $?)"
-  python3 bench/profile/timeline.py "$w/$n.timeline.jsonl" --step-start loopback_kernel \
-    >"$w/$n.steps.txt" 2>&1
-  python3 bench/profile/timeline.py "$w/$n.timeline.jsonl" --step-start loopback_kernel \
-    --launches >"$w/$n.launches.txt" 2>&1
-  head -16 "$w/$n.steps.txt" | cut -c1-120
-}
-
-# Rounds of the 0.56B at batch 1 (and BATCHES), MODES alternated, one summary line a run.
-nh056_rounds() {  # ROUNDS "MODES" "BATCHES"
-  local rep mode f
-  for rep in $(seq 1 "$1"); do
-    for mode in $2; do
-      (($(left) > 25)) || return 0
-      f=$w/nh056-$mode-$rep.jsonl
-      # shellcheck disable=SC2046,SC2086  # the switches and batches split on purpose
-      env $(envs_of $mode) timeout "$(left)" "$bin/mstar-bench-model-gpu" --model "$ck/nh056" \
-        --batch $3 --new-tokens 128 --repeats 3 --prompt-len 32 --json >"$f" 2>"$f.err"
-      model_summary "$mode" "$f"
-    done
-  done
 }
 
 source "$(dirname "${BASH_SOURCE[0]}")/device_calls.sh"
