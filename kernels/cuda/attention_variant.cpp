@@ -157,7 +157,7 @@ int split_min_chunk_override() {
 }
 
 bool single_direct_enabled() {
-  static const bool on = env_choice("MSTAR_ATTN_SINGLE_DIRECT", 2) != 0;
+  static const bool on = env_choice("MSTAR_ATTN_SINGLE_DIRECT", 2) == 1;
   return on;
 }
 

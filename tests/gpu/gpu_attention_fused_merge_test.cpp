@@ -6,11 +6,11 @@
 // page edges, long ones), GQA groups 1 / 4 / 8 and head_dim 64 / 128 / 256.
 // The workspace is reused: three launches in a row, then a captured CUDA
 // graph replayed twice, each on a re-poisoned output and partials, must
-// give the same bits and leave the arrival counters at zero. With the mma
-// walk the block merge's rows of one used chunk (1 and 5 positions, the
-// short random ones) are written by the split kernel itself
-// (split_args::single_direct), so the same comparison holds that write to
-// the fused merge of their one partial.
+// give the same bits and leave the arrival counters at zero. Under
+// MSTAR_ATTN_SINGLE_DIRECT=1 the mma walk's block-merge rows of one used
+// chunk (1 and 5 positions, the short random ones) are written by the
+// split kernel itself (split_args::single_direct), so the same comparison
+// holds that write to the fused merge of their one partial.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>

@@ -564,7 +564,7 @@ TEST(gpu_model_ssd_norm_fold, the_gated_norm_in_the_ssd_update_gives_the_same_bi
   expect_pools_whole(*folded);
 }
 
-// The L2 prefetch (MSTAR_L2_PREFETCH, on: in batch-1 decode steps the SSD
+// The L2 prefetch (MSTAR_L2_PREFETCH=1, opt-in: in batch-1 decode steps the SSD
 // update asks L2 for out_proj's weights and decode attention for the next
 // layer's first ones) is a hint and moves no bit: at the 0.56B's widths
 // (Mamba-2, attention and MLP layers; the last layer's attention asks for

@@ -15,6 +15,7 @@ envs_of() {  # MODE
     l2lines32) echo "MSTAR_L2_PREFETCH=1 MSTAR_L2_PREFETCH_MIB=32" ;;
     l2bulk) echo "MSTAR_L2_PREFETCH=1 MSTAR_L2_PREFETCH_BULK=1" ;;  # call1's bulk prefetches
     direct0) echo "MSTAR_ATTN_SINGLE_DIRECT=0" ;;  # one-chunk rows through the merge kernel
+    direct1) echo "MSTAR_ATTN_SINGLE_DIRECT=1" ;;  # call2 on: opt-in, the split kernel writes them
     argmax0) echo "MSTAR_ARGMAX_FOLD=0" ;;      # the batch-1 folds, each off (measured on H100s)
     conv0) echo "MSTAR_CONV_FOLD=0" ;;
     embed0) echo "MSTAR_EMBED_FOLD=0" ;;

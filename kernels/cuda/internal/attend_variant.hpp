@@ -24,7 +24,7 @@ namespace mstar::kernels::cuda::detail {
 
 /// Whether the mma walk's split launches write a row with one used chunk
 /// themselves, its merge kernel skipping it (split_args::single_direct):
-/// unless MSTAR_ATTN_SINGLE_DIRECT=0 (read once; A/B runs).
+/// MSTAR_ATTN_SINGLE_DIRECT=1 (read once; opt-in, not yet measured).
 [[nodiscard]] bool single_direct_enabled();
 
 /// Most chunks MSTAR_ATTN_SPLITS may ask for (the split path's max_splits).
