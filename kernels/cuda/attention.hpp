@@ -113,6 +113,13 @@ struct attention_variant {
 /// keeps the one of its capture). Thread-safe; not meant for serving.
 attention_variant set_attention_variant(attention_variant v);
 
+/// Sets the process-wide override of the `mma` walk's one-chunk rows
+/// written by the split kernel (MSTAR_ATTN_SINGLE_DIRECT; kernels/cuda/
+/// README.md, Split-KV decode): 1 on, 0 off, -1 the environment's choice;
+/// returns the previous override. For tests that compare both in one
+/// process. Thread-safe; not meant for serving.
+int set_attention_single_direct(int on);
+
 /// The walk and merge a launch of `p` would take now (`split`: the
 /// workspace overload's kernels, else the one-pass kernel's), both resolved
 /// (never automatic; `mma` only where that kernel takes `p`; `fused` only

@@ -15,6 +15,7 @@ namespace {
 std::atomic<attention_walk> walk_override{attention_walk::automatic};
 std::atomic<attention_merge> merge_override{attention_merge::automatic};
 std::atomic<attention_prefill> prefill_override{attention_prefill::automatic};
+std::atomic<int> single_direct_override{-1};
 
 // `name`'s value as 0 .. count - 1, else -1 (unset or not a choice).
 int env_choice(const char* name, int count) {
@@ -157,6 +158,8 @@ int split_min_chunk_override() {
 }
 
 bool single_direct_enabled() {
+  if (const int forced = single_direct_override.load(std::memory_order_relaxed); forced >= 0)
+    return forced == 1;
   static const bool on = env_choice("MSTAR_ATTN_SINGLE_DIRECT", 2) == 1;
   return on;
 }
@@ -199,6 +202,10 @@ attention_variant paged_attention_variant(const paged_attention_params& p, bool 
   if (merge == attention_merge::fused && !detail::fused_merge_takes(p, split_walk))
     merge = attention_merge::block;
   return {walk, merge};
+}
+
+int set_attention_single_direct(int on) {
+  return single_direct_override.exchange(on < 0 ? -1 : (on != 0 ? 1 : 0));
 }
 
 attention_prefill set_attention_prefill(attention_prefill k) {

@@ -6,11 +6,11 @@
 // page edges, long ones), GQA groups 1 / 4 / 8 and head_dim 64 / 128 / 256.
 // The workspace is reused: three launches in a row, then a captured CUDA
 // graph replayed twice, each on a re-poisoned output and partials, must
-// give the same bits and leave the arrival counters at zero. Under
-// MSTAR_ATTN_SINGLE_DIRECT=1 the mma walk's block-merge rows of one used
-// chunk (1 and 5 positions, the short random ones) are written by the
-// split kernel itself (split_args::single_direct), so the same comparison
-// holds that write to the fused merge of their one partial.
+// give the same bits and leave the arrival counters at zero. The block
+// merge runs twice, the second time with the mma walk's rows of one used
+// chunk (1 and 5 positions, the short random ones) written by the split
+// kernel itself (set_attention_single_direct, split_args::single_direct):
+// the same bits as the merge kernel's and the fused merge's.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -160,9 +160,19 @@ TEST_P(gpu_attention_fused_merge, equals_the_block_merge_bit_for_bit_over_repeat
       made = std::make_unique<const device_step>(c, ++seed);
       splits = cuda::paged_attention_splits(made->params);
       ASSERT_GE(splits, 2) << "the case must split";
+      const int previous = cuda::set_attention_single_direct(0);
       made->poison(nullptr);
       ASSERT_EQ(made->launch(nullptr), cudaSuccess);
       block = made->out.download();
+      // One-chunk rows written by the split kernel (the mma walk; the
+      // others ignore it): the merge kernel's bits.
+      static_cast<void>(cuda::set_attention_single_direct(1));
+      made->poison(nullptr);
+      const cudaError_t direct = made->launch(nullptr);
+      static_cast<void>(cuda::set_attention_single_direct(previous));
+      ASSERT_EQ(direct, cudaSuccess);
+      EXPECT_EQ(bytes_of(made->out.download()), bytes_of(block))
+          << "one-chunk rows written directly";
     }
     const device_step& step = *made;
     const variant_scope forced{{walk, cuda::attention_merge::fused}};

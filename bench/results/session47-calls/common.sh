@@ -27,6 +27,8 @@ envs_of() {  # MODE
     v2) echo "MSTAR_GEMV_VARIANT=2" ;;
     v7) echo "MSTAR_GEMV_VARIANT=7" ;;
     v9) echo "MSTAR_GEMV_VARIANT=9" ;;
+    v3) echo "MSTAR_GEMV_VARIANT=3" ;;          # four features a warp: a quarter of entry 5's blocks
+    fused0) echo "MSTAR_FUSED_NORM=0" ;;        # no norm in the GEMVs: add_rms_norm kernels
     plan2) echo "MSTAR_PLAN_KERNEL=2" ;;       # the plan kernel as the decode graph's first node
     early) echo "MSTAR_SSD_EARLY=1" ;;          # the update reads slots and states before its wait
     nofold) echo "MSTAR_SSD_NORM_FOLD=0" ;;     # the gated norm outside the SSD update

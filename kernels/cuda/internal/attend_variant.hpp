@@ -24,7 +24,8 @@ namespace mstar::kernels::cuda::detail {
 
 /// Whether the mma walk's split launches write a row with one used chunk
 /// themselves, its merge kernel skipping it (split_args::single_direct):
-/// MSTAR_ATTN_SINGLE_DIRECT=1 (read once; opt-in, not yet measured).
+/// set_attention_single_direct's override, else MSTAR_ATTN_SINGLE_DIRECT=1
+/// (read once; opt-in, not yet measured).
 [[nodiscard]] bool single_direct_enabled();
 
 /// Most chunks MSTAR_ATTN_SPLITS may ask for (the split path's max_splits).
