@@ -15,8 +15,10 @@
 #include <filesystem>
 #include <functional>
 #include <gtest/gtest.h>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "engine/local_engine.hpp"
 #include "kernels/cuda/math.hpp"
@@ -289,13 +291,25 @@ std::unique_ptr<local_engine> random_on_gpu(const nemotron_h_config& c) {
   return e ? std::move(*e) : nullptr;
 }
 
-// random_on_gpu with `off`=0 in the environment while the model is made
-// (where it reads its A/B switches), unset after.
-std::unique_ptr<local_engine> random_on_gpu_without(const nemotron_h_config& c, const char* off) {
-  EXPECT_EQ(setenv(off, "0", 1), 0);
+// random_on_gpu with each (name, value) of `env` in the environment while
+// the model is made (where it reads its A/B switches; an empty value is
+// left unset), every name unset after.
+std::unique_ptr<local_engine> random_on_gpu_with(
+    const nemotron_h_config& c, std::initializer_list<std::pair<const char*, const char*>> env) {
+  for (const auto& [name, value] : env) {
+    if (*value != '\0') {
+      EXPECT_EQ(setenv(name, value, 1), 0);
+    }
+  }
   auto e = random_on_gpu(c);
-  EXPECT_EQ(unsetenv(off), 0);
+  for (const auto& [name, value] : env)
+    EXPECT_EQ(unsetenv(name), 0);
   return e;
+}
+
+// random_on_gpu with `off`=0 in the environment while the model is made.
+std::unique_ptr<local_engine> random_on_gpu_without(const nemotron_h_config& c, const char* off) {
+  return random_on_gpu_with(c, {{off, "0"}});
 }
 
 // Prompts of 5 and 17 tokens (token i: 3 + i * step mod 250), eight
@@ -578,13 +592,8 @@ TEST(gpu_model_l2_prefetch, asking_l2_for_the_next_weights_moves_no_bit) {
   ASSERT_NE(plain, nullptr);
   for (const char* cap : {"", "1"}) {
     SCOPED_TRACE(std::string{"MSTAR_L2_PREFETCH_MIB="} + cap);
-    if (*cap != '\0') {
-      ASSERT_EQ(setenv("MSTAR_L2_PREFETCH_MIB", cap, 1), 0);
-    }
-    ASSERT_EQ(setenv("MSTAR_L2_PREFETCH", "1", 1), 0);
-    auto asking = random_on_gpu(wide);
-    ASSERT_EQ(unsetenv("MSTAR_L2_PREFETCH"), 0);
-    ASSERT_EQ(unsetenv("MSTAR_L2_PREFETCH_MIB"), 0);
+    auto asking =
+        random_on_gpu_with(wide, {{"MSTAR_L2_PREFETCH", "1"}, {"MSTAR_L2_PREFETCH_MIB", cap}});
     ASSERT_NE(asking, nullptr);
     ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *asking, 13));
     ASSERT_NO_FATAL_FAILURE(
@@ -608,11 +617,8 @@ TEST(gpu_model_plan_kernel, plans_read_by_a_kernel_draw_the_same_tokens) {
     for (const bool side : {false, true}) {
       SCOPED_TRACE(std::string{"MSTAR_PLAN_KERNEL="} + mode +
                    (side ? ", with side downloads" : ", alone"));
-      ASSERT_EQ(setenv("MSTAR_PLAN_KERNEL", mode, 1), 0);
-      ASSERT_EQ(setenv("MSTAR_SIDE_DOWNLOAD", side ? "1" : "0", 1), 0);
-      auto kernel = random_on_gpu(config);
-      ASSERT_EQ(unsetenv("MSTAR_PLAN_KERNEL"), 0);
-      ASSERT_EQ(unsetenv("MSTAR_SIDE_DOWNLOAD"), 0);
+      auto kernel = random_on_gpu_with(
+          config, {{"MSTAR_PLAN_KERNEL", mode}, {"MSTAR_SIDE_DOWNLOAD", side ? "1" : "0"}});
       ASSERT_NE(kernel, nullptr);
       ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *kernel, 17));
       ASSERT_NO_FATAL_FAILURE(

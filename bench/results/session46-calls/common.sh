@@ -27,19 +27,7 @@ envs_of() {  # MODE
   esac
 }
 
-# The 0.56B's batch-1 step timeline under MODE (CUPTI through the carried
-# .profile/libmstar_kernel_times.so), summarised by bench/profile/timeline.py.
-timeline_of() {  # MODE
-  local n=nh056-decode1-$1
-  # shellcheck disable=SC2046  # the mode's switches split on purpose
-  env $(envs_of "$1") "LD_LIBRARY_PATH=$(cupti_lib_dir):$LD_LIBRARY_PATH" \
-    "CUDA_INJECTION64_PATH=$root/.profile/libmstar_kernel_times.so" "MSTAR_KERNEL_PROFILE=$w/$n.txt" \
-    "MSTAR_KERNEL_TIMELINE=$w/$n.timeline.jsonl" timeout 90 "$bin/mstar-bench-model-gpu" \
-    --model "$ck/nh056" --batch 1 --prompt-len 32 --new-tokens 256 --repeats 2 --json >"$w/$n.log" 2>&1
-  echo "-- timeline $n (exit $?)"
-  python3 bench/profile/timeline.py "$w/$n.timeline.jsonl" --step-start loopback_kernel \
-    >"$w/$n.steps.txt" 2>&1
-  head -16 "$w/$n.steps.txt" | cut -c1-120
-}
+# timeline_of (the 0.56B's batch-1 step timeline under a mode) is bench/device_calls.sh's
+# since session 47, which also lists one step's launches.
 
 source "$(dirname "${BASH_SOURCE[0]}")/device_calls.sh"
