@@ -236,7 +236,8 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, const layer
   }
   // Small decode batches over long contexts split each row's positions
   // over several blocks (the workspace is sized per step, before any launch).
-  // Folded (one decode row), the next layer's first weights stream into L2
+  // Folded (one decode row) with MSTAR_L2_PREFETCH=1 (io.l2_next empty
+  // otherwise), the next layer's first weights stream into L2
   // while attention, latency-bound, runs (o_proj loads all of its own
   // before its wait).
   const kernels::paged_attention_params ap{kv,
@@ -246,7 +247,7 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, const layer
                                            o.as<float>(),
                                            static_cast<std::int32_t>(config.num_attention_heads),
                                            0.0F,
-                                           l2_prefetch ? io.l2_next : std::span<const std::byte>{}};
+                                           io.l2_next};
   if (auto ok = check(kc::paged_attention(ap, split.buffer.data(), split.buffer.size(), s),
                       "paged_attention");
       !ok)
