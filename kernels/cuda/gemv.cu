@@ -56,6 +56,7 @@ constexpr int rms_sum_threads = 256;
 
 enum : std::uint8_t { accumulate_none = 0, accumulate_late = 1, accumulate_early = 2 };
 enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2 };
+enum : std::uint8_t { release_start = 0, release_late = 1, release_last = 2 };
 
 struct gemv_args {
   const std::uint16_t* x;
@@ -79,7 +80,9 @@ struct gemv_args {
   // weight pieces past the first load, prefetch_norm the norm forms' norm
   // weight (a line a thread, 32 floats; where its stride is 1).
   std::uint8_t prefetch;
-  bool release_late;   // chained: release the next kernel after the dots, not at the start
+  // Chained: when the next kernel is released (release_start, release_late:
+  // after the dots, release_last: once the last weight pieces are asked for).
+  std::uint8_t release;
   bool weight_static;  // the weights are no kernel's output: loaded before the wait
   // The norm forms: x is unused; the input is norm(xn) * norm_w in bf16
   // (the gated form: norm(xn * silu(gate)) by groups; its gate is the
@@ -368,7 +371,7 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   // takes part in the block sum) and leaves after (Split > 1: after the
   // barrier of the sums).
   const bool active = n0 < a.n;
-  if (!a.release_late)
+  if (a.release == release_start)
     chain_release();
   const int pieces = a.k / 8;
   float acc[rows_per_warp][M];
@@ -420,6 +423,10 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
     }
   }
   chain_wait();
+  // release_last with the rows in one load: released after the wait (never
+  // before it, so what the next kernel reads early stays settled).
+  if (a.release == release_last && first + stride * unroll >= pieces)
+    chain_release();
   // accumulate_early: the residual each output adds onto, loaded now by the
   // lanes that write it (the kernels before wrote it, so after the wait).
   // Not the RMS form's: the models' products it folds never accumulate, and
@@ -536,8 +543,13 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
     if (p0 >= pieces)
       break;
     load(p0);
+    // release_last: this block's last pieces are on their way; once every
+    // block's are, the next kernel's blocks start loading theirs under the
+    // dots and the tail.
+    if (a.release == release_last && p0 + stride * unroll >= pieces)
+      chain_release();
   }
-  if (a.release_late)
+  if (a.release != release_start)
     chain_release();
 #pragma unroll
   for (int r = 0; r < rows_per_warp; ++r) {
@@ -696,7 +708,11 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // Qwen3.5 0.5B 0.752 / 0.755 / 0.764 / 0.802. Released early, the next
 // GEMV's waiting blocks hold SM slots while this one still streams;
 // prefetched rows are evicted before they are used.
-enum class chain_mode { late, loads, prefetch };
+// `last` (MSTAR_GEMV_CHAIN=last, session 48; unmeasured) releases it once
+// each block's last weight pieces are asked for: the next kernel's blocks
+// then start (and load their static weights) under this one's last dots and
+// its tail, where `late` leaves HBM idle between the two.
+enum class chain_mode { late, loads, prefetch, last };
 
 chain_mode gemv_chain_mode() {
   static const chain_mode mode = [] {
@@ -704,6 +720,7 @@ chain_mode gemv_chain_mode() {
     const std::string_view v = e != nullptr ? e : "";
     return v == "prefetch" ? chain_mode::prefetch
            : v == "loads"  ? chain_mode::loads
+           : v == "last"   ? chain_mode::last
                            : chain_mode::late;
   }();
   return mode;
@@ -731,7 +748,9 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
   const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
   chained.prefetch = static_cast<std::uint8_t>((mode == chain_mode::prefetch ? prefetch_rows : 0) |
                                                (gemv_norm_prefetch() ? prefetch_norm : 0));
-  chained.release_late = mode == chain_mode::late;
+  chained.release = mode == chain_mode::late   ? release_late
+                    : mode == chain_mode::last ? release_last
+                                               : release_start;
   launch_chained(gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V)>,
                  static_cast<unsigned>(S.blocks(a.n)), static_cast<unsigned>(S.threads()), smem,
                  stream, chained, gate, folds);

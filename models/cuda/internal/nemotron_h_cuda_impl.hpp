@@ -77,7 +77,7 @@ struct nemotron_h_cuda::impl {
   /// written only by the step's upload and slot copies, and by this layer's
   /// update a step before, all done once the in_proj GEMV before the update
   /// has passed its own wait, which it does before it releases the update
-  /// (the GEMVs' default late release, MSTAR_GEMV_CHAIN unset).
+  /// (the GEMVs' default late release, or `last`; never `loads`).
   bool ssd_early = false;
   kc::blas_handle blas;
   nemotron_h_config config;

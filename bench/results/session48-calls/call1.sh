@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Session 48's first call: session 47's call2 and call3 (neither ran) in one.
+# Quick tests of session 47's last changes (the fused-merge test with one-chunk rows
+# written by the split kernel, the L2 prefetch's tests, the walks' repeat tests with a
+# prefetch span); then the 0.56B at batch 1, two rounds alternated, of: the defaults,
+# the GEMVs releasing the next kernel once their last weight pieces are asked for
+# (chainlast, new: MSTAR_GEMV_CHAIN=last) or at their start (chainloads),
+# that write on (direct1), line L2 prefetches (l2lines), and the GEMV candidates of
+# call3 (the norm folds off, the argmax fold off, entries 2, 3 and 0 for every
+# product, the narrow rule off, the plan kernel in the graph); then the timelines of
+# the defaults and of the two fastest other modes (one step's launches listed).
+# Pack: PACK_XZ=1 scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench
+# mstar-bench-model-gpu; bash bench/profile/build.sh; cp bench/device_calls.sh
+# bench/results/session48-calls/{common.sh,call1.sh} .carry/; rm -rf .carry/bin .carry/lib;
+# then `CALL_LIMIT=420 bash .carry/call1.sh` (carry .carry and
+# .profile/libmstar_kernel_times.so).
+set -uo pipefail
+source "$(dirname "$0")/common.sh"
+echo "== tests ($((SECONDS - t0)) s)"
+for tests in 'gpu_attention_fused_merge.*' \
+  'gpu_model_l2_prefetch.*:gpu_attention_walk.one_long_row*:gpu_attention_split_variant.one_long_row*'; do
+  MSTAR_ATTN_SINGLE_DIRECT=1 timeout 60 "$bin/mstar_gpu_tests" --gtest_filter="$tests" \
+    >>"$w/tests.log" 2>&1
+  echo "exit $? ($((SECONDS - t0)) s)"
+done
+grep -E "^\[ +(FAILED|PASSED|SKIPPED) +\]|Failure|tests ran" "$w/tests.log" | head -20 | cut -c1-180
+grep -c "^\[       OK" "$w/tests.log"
+python3 bench/make_checkpoint.py --size nemotron_h-0.56b --out "$ck/nh056" >/dev/null 2>&1
+echo "== the 0.56B at batch 1 ($((SECONDS - t0)) s)"
+modes="defaults chainlast chainloads direct1 l2lines fused0 argmax0 v2 v3 v0 split0 plan2"
+nh056_rounds 2 "$modes" 1
+# The two fastest modes other than the defaults, by their median step.
+best=$(for m in $modes; do
+  [[ $m == defaults ]] && continue
+  python3 - "$w" "$m" <<'PY'
+import json, pathlib, statistics, sys
+steps = []
+for f in pathlib.Path(sys.argv[1]).glob(f"nh056-{sys.argv[2]}-*.jsonl"):
+    for l in f.read_text().splitlines():
+        if l.startswith("{") and "step_ms" in l:
+            steps.append(json.loads(l)["step_ms"])
+if steps:
+    print(f"{statistics.median(steps):.6f} {sys.argv[2]}")
+PY
+done | sort -n | head -2 | awk '{print $2}')
+echo "fastest others: $best"
+for m in defaults $best; do
+  (($(left) > 40)) && timeline_of "$m"
+done
+finish call1
