@@ -307,12 +307,17 @@ int main(int argc, char** argv) {
                  "small: add_rms_norm forms (math.hpp's add_rms_norm_variant table)")
       ->check(CLI::Range(1, cuda::add_rms_norm_variants - 1));
   app.add_option("--cold-mib", small.cold_mib,
-                 "small: bytes the cold operands' copies pass (MiB; 0: twice the L2)");
+                 "small, gemv --gemv-cold: bytes the cold operands' copies pass (MiB; 0: twice "
+                 "the L2)");
   std::vector<int> gemv_variants;
   app.add_option("--gemv-variants", gemv_variants,
                  "gemv: launch shapes (kernels/cuda/gemv_shape.hpp's table), -1 the default; "
                  "default: -1 then every entry")
       ->check(CLI::Range(-1, cuda::gemv_variants - 1));
+  bool gemv_cold = false;
+  app.add_flag("--gemv-cold", gemv_cold,
+               "gemv: each call's weight out of L2 (copies in turn past --cold-mib), as in a "
+               "model's step");
   std::vector<int> argmax_rows{1, 2, 8, 32, 63, 64, 128};
   app.add_option("--argmax-rows", argmax_rows, "argmax: rows, one case each")
       ->check(CLI::PositiveNumber);
@@ -411,7 +416,8 @@ int main(int argc, char** argv) {
       gemv_variants.resize(cuda::gemv_variants + 1);
       std::iota(gemv_variants.begin(), gemv_variants.end(), -1);
     }
-    results = gpu::bench_gemv_shapes(t, copy, gemv_variants, rounds);
+    results = gpu::bench_gemv_shapes(t, copy, gemv_variants, rounds,
+                                     gemv_cold ? gpu::cold_bytes_of(small.cold_mib) : 0);
     mstar::bench::report(results, as_json);
     return 0;
   }

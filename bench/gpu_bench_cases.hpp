@@ -119,9 +119,13 @@ std::vector<gemm_case> nemotron_h_projections();
 /// (RMS norm, gated norm, relu2), at each of `variants` (gemv_shape.hpp's
 /// entries; -1 the default): cases "gemv_<form>_<label>_v<entry or default>",
 /// bytes (weight, input row, output) per second against the copy, the entry
-/// taken, its split and grid among the extras.
+/// taken, its split and grid among the extras. `cold_bytes` > 0: the weight
+/// rotates through copies that pass it (cases "..._cold"), so every call
+/// reads it from HBM as a model's step does (0: the same weight every call,
+/// L2-resident where it fits).
 std::vector<comparison> bench_gemv_shapes(timer& t, copy_baseline& copy,
-                                          const std::vector<int>& variants, int rounds);
+                                          const std::vector<int>& variants, int rounds,
+                                          std::size_t cold_bytes);
 
 /// `--suite small`'s operand temperatures (bench/gpu_bench_small.cpp): the
 /// same operands every call; a rotating set of copies past the L2; the

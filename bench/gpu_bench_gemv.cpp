@@ -6,6 +6,7 @@
 // the gated norm's before out_proj (groups of K / 8: n_groups 8), relu2's
 // before the MLP's down projection; out_proj and the down projection add
 // onto the f32 residual, as the model's do.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -48,22 +49,27 @@ gemv_form fold_of(const std::string& label) {
   return gemv_form::rms;
 }
 
-// One projection's operands: the [n, k] bf16 weight, the input row as bf16
-// (plain) and f32 (the folds: x, the gate, the norm weight), an f32 output.
+// One projection's operands: the [n, k] bf16 weight (`copies` of it, one a
+// call in turn: cold, each call's weights are out of L2 as in a model's
+// step), the input row as bf16 (plain) and f32 (the folds: x, the gate, the
+// norm weight), an f32 output.
 struct gemv_operands {
   gemm_case g;
+  std::size_t copies;
   cuda::device_buffer w, x16, x, gate, norm_w, out;
   cuda::blas_handle blas = must(cuda::blas_handle::make(), "cuBLAS handle");  // MSTAR_GEMV=0
+  call_counter next;
 
-  explicit gemv_operands(const gemm_case& shape)
+  gemv_operands(const gemm_case& shape, std::size_t weight_copies)
       : g(shape),
-        w(alloc(static_cast<std::size_t>(shape.n * shape.k) * 2)),
+        copies(weight_copies),
+        w(alloc(copies * static_cast<std::size_t>(shape.n * shape.k) * 2)),
         x16(alloc(static_cast<std::size_t>(shape.k) * 2)),
         x(alloc(static_cast<std::size_t>(shape.k) * 4)),
         gate(alloc(static_cast<std::size_t>(shape.k) * 4)),
         norm_w(alloc(static_cast<std::size_t>(shape.k) * 4)),
         out(alloc(static_cast<std::size_t>(shape.n) * 4)) {
-    fill_random(w.data(), static_cast<std::size_t>(g.n * g.k) * 2, true, 91);
+    fill_random(w.data(), copies * static_cast<std::size_t>(g.n * g.k) * 2, true, 91);
     fill_random(x16.data(), static_cast<std::size_t>(g.k) * 2, true, 93);
     fill_random(x.data(), static_cast<std::size_t>(g.k) * 4, false, 95);
     fill_random(gate.data(), static_cast<std::size_t>(g.k) * 4, false, 97);
@@ -74,7 +80,8 @@ struct gemv_operands {
   // The product's half of every form's params, at launch shape `variant`.
   template <class P>
   void fill(P& p, int variant, bool accumulate) const {
-    p.weight = matrix(w.as<const std::uint16_t>(), g.n, g.k);
+    const auto copy = static_cast<std::int64_t>(next() % copies);
+    p.weight = matrix(w.as<const std::uint16_t>() + copy * g.n * g.k, g.n, g.k);
     p.out_f32 = matrix(out.as<float>(), 1, g.n);
     p.accumulate = accumulate;
     p.gemv_variant = variant;
@@ -134,17 +141,27 @@ struct gemv_operands {
 }  // namespace
 
 std::vector<comparison> bench_gemv_shapes(timer& t, copy_baseline& copy,
-                                          const std::vector<int>& variants, int rounds) {
+                                          const std::vector<int>& variants, int rounds,
+                                          std::size_t cold_bytes) {
   std::vector<comparison> out;
   for (auto g : nemotron_h_projections()) {
     g.m = 1;
-    const gemv_operands op{g};
+    const double weight_bytes = 2.0 * static_cast<double>(g.n * g.k);
+    // Cold: enough copies that a rotation passes cold_bytes (at least two).
+    const std::size_t copies =
+        cold_bytes == 0 ? 1
+                        : std::max<std::size_t>(
+                              2, static_cast<std::size_t>(static_cast<double>(cold_bytes) /
+                                                          weight_bytes) +
+                                     1);
+    const gemv_operands op{g, copies};
     const gemv_form fold = fold_of(g.label);
     const bool accumulate = fold != gemv_form::rms;  // out_proj, mlp_down: onto the residual
     for (const gemv_form form : {gemv_form::plain, fold}) {
       for (const int v : variants) {
         const std::string name = std::string{"gemv_"} + form_name(form) + "_" + g.label + "_v" +
-                                 (v < 0 ? std::string{"default"} : std::to_string(v));
+                                 (v < 0 ? std::string{"default"} : std::to_string(v)) +
+                                 (cold_bytes != 0 ? "_cold" : "");
         auto c = measure(
             t, copy, name, "bytes_per_s", op.bytes(form, accumulate),
             [&](cudaStream_t s) { return op.run(form, v, accumulate, s); }, rounds);
@@ -157,6 +174,7 @@ std::vector<comparison> bench_gemv_shapes(timer& t, copy_baseline& copy,
         c.extra["split"] = shape.split;
         c.extra["blocks"] = static_cast<double>(shape.blocks(g.n));
         c.extra["threads"] = shape.threads();
+        c.extra["weight_copies"] = static_cast<double>(copies);
         out.push_back(std::move(c));
       }
     }

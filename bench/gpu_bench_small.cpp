@@ -89,13 +89,6 @@ copy_counts counts_for(small_temperature t, double touched, double weight_bytes,
   return {};
 }
 
-// Call i uses copy i of each rotation (mod its copies); a captured graph
-// records each call's own copy.
-struct call_counter {
-  std::shared_ptr<std::size_t> next = std::make_shared<std::size_t>(0);
-  std::size_t operator()() const { return (*next)++; }
-};
-
 comparison bench_gated(timer& t, copy_baseline& copy, const small_shape& m, int rows,
                        small_temperature temp, int form, std::size_t cold_bytes, int rounds) {
   const std::int64_t ch = m.mamba_channels;
@@ -182,12 +175,7 @@ std::vector<small_shape> nemotron_h_small_shapes() {
 
 std::vector<comparison> bench_small(timer& t, copy_baseline& copy, const small_options& o,
                                     int rounds) {
-  std::size_t cold_bytes = o.cold_mib << 20U;
-  if (cold_bytes == 0) {
-    int l2 = 0;
-    check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "L2 size");
-    cold_bytes = 2 * static_cast<std::size_t>(std::max(l2, 50 << 20));
-  }
+  const std::size_t cold_bytes = cold_bytes_of(o.cold_mib);
   std::vector<comparison> out;
   for (const auto& m : nemotron_h_small_shapes()) {
     for (const int rows : o.rows) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -139,6 +140,23 @@ struct timer {
 inline double median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
   return v[v.size() / 2];
+}
+
+// Call i of a rotating case uses copy i of its operands (mod their copies);
+// a captured graph records each call's own copy.
+struct call_counter {
+  std::shared_ptr<std::size_t> next = std::make_shared<std::size_t>(0);
+  std::size_t operator()() const { return (*next)++; }
+};
+
+// The bytes a cold case's rotating copies pass: `mib` MiB, or (0) twice the
+// device's L2 (at least 100 MiB).
+inline std::size_t cold_bytes_of(std::size_t mib) {
+  if (mib != 0)
+    return mib << 20U;
+  int l2 = 0;
+  check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "L2 size");
+  return 2 * static_cast<std::size_t>(std::max(l2, 50 << 20));
 }
 
 // The copy ceiling beside every case: one large device-to-device copy.

@@ -7,7 +7,8 @@
 # (chainlast, new: MSTAR_GEMV_CHAIN=last) or at their start (chainloads),
 # that write on (direct1), line L2 prefetches (l2lines), and the GEMV candidates of
 # call3 (the norm folds off, the argmax fold off, entries 2, 3 and 0 for every
-# product, the narrow rule off, the plan kernel in the graph); then the timelines of
+# product, the narrow rule off, the plan kernel in the graph); the GEMV suite with its
+# weights out of L2 (--gemv-cold, new), entries 5, 2 and 0 and the chain modes; then the timelines of
 # the defaults and of the two fastest other modes (one step's launches listed).
 # Pack: PACK_XZ=1 scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench
 # mstar-bench-model-gpu; bash bench/profile/build.sh; cp bench/device_calls.sh
@@ -44,6 +45,27 @@ if steps:
 PY
 done | sort -n | head -2 | awk '{print $2}')
 echo "fastest others: $best"
+# The GEMV alone with its weights out of L2 (rotating copies), as in the step: the
+# default entry, 2 and 0, then the default under the chain modes.
+echo "== the GEMV, cold ($((SECONDS - t0)) s)"
+gemv_cold() {  # TAG VARIANTS... (MSTAR_GEMV_CHAIN from the environment)
+  local tag=$1
+  shift
+  (($(left) > 40)) || return 0
+  timeout 90 "$bin/mstar-gpu-bench" --suite gemv --gemv-cold --gemv-variants "$@" --rounds 3 \
+    --json >"$w/gemv-cold-$tag.jsonl" 2>"$w/gemv-cold-$tag.err"
+  python3 - "$w/gemv-cold-$tag.jsonl" "$tag" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        print(f"{sys.argv[2]:6} {d['case']:38} {d['us_per_call']:8.2f} us {d['GB_per_s']:7.0f} GB/s"
+              f" copy {d['copy_GB_per_s']:5.0f}")
+PY
+}
+gemv_cold late -1 2 0
+MSTAR_GEMV_CHAIN=last gemv_cold last -1
+MSTAR_GEMV_CHAIN=loads gemv_cold loads -1
 for m in defaults $best; do
   (($(left) > 40)) && timeline_of "$m"
 done
