@@ -149,11 +149,10 @@ std::vector<comparison> bench_gemv_shapes(timer& t, copy_baseline& copy,
     const double weight_bytes = 2.0 * static_cast<double>(g.n * g.k);
     // Cold: enough copies that a rotation passes cold_bytes (at least two).
     const std::size_t copies =
-        cold_bytes == 0 ? 1
-                        : std::max<std::size_t>(
-                              2, static_cast<std::size_t>(static_cast<double>(cold_bytes) /
-                                                          weight_bytes) +
-                                     1);
+        cold_bytes == 0
+            ? 1
+            : std::max<std::size_t>(
+                  2, static_cast<std::size_t>(static_cast<double>(cold_bytes) / weight_bytes) + 1);
     const gemv_operands op{g, copies};
     const gemv_form fold = fold_of(g.label);
     const bool accumulate = fold != gemv_form::rms;  // out_proj, mlp_down: onto the residual
