@@ -1,11 +1,69 @@
 # shellcheck shell=bash
 # Sourced by a session's device-call scripts (bench/results/sessionNN-calls/common.sh,
-# run from .carry/ on the device machine) after they define `envs_of MODE` (the
-# environment switches of an A/B mode): unpacks the carried binaries, sources
-# bench/device_env.sh, and defines the call's clock (`left`), the alternated bench runs
-# (`ab_runs`, `nh056_rounds`), the 0.56B's step timeline (`timeline_of`) and the packing
-# of the results (`finish`). $w is the call's scratch
+# run from .carry/ on the device machine): defines `envs_of MODE` (the environment
+# switches of an A/B mode) unless the session's common.sh did, unpacks the carried
+# binaries, sources bench/device_env.sh, and defines the call's clock (`left`), the
+# alternated bench runs (`ab_runs`, `nh056_rounds`, `fastest_modes`), the 0.56B's step
+# timeline (`timeline_of`) and the packing of the results (`finish`). $w is the call's scratch
 # folder, tarred into $OUT at the end; $ck holds the checkpoints the call makes.
+# The A/B modes of the 0.56B's batch-1 runs, unless the session's common.sh defines its own
+# `envs_of` first: each mode's environment switches.
+if ! declare -F envs_of >/dev/null; then
+  envs_of() {  # MODE
+    case $1 in
+      defaults) echo "MSTAR_NONE=0" ;;
+      l2off) echo "MSTAR_L2_PREFETCH=0" ;;        # no L2 prefetch by the latency-bound kernels
+      l2mib8) echo "MSTAR_L2_PREFETCH_MIB=8" ;;   # the prefetch's cap (session 47's call1: on, bulk)
+      l2mib16) echo "MSTAR_L2_PREFETCH_MIB=16" ;;
+      l2mib32) echo "MSTAR_L2_PREFETCH_MIB=32" ;;
+      l2lines) echo "MSTAR_L2_PREFETCH=1" ;;      # on (off by default): a line an instruction
+      l2lines8) echo "MSTAR_L2_PREFETCH=1 MSTAR_L2_PREFETCH_MIB=8" ;;
+      l2lines32) echo "MSTAR_L2_PREFETCH=1 MSTAR_L2_PREFETCH_MIB=32" ;;
+      l2bulk) echo "MSTAR_L2_PREFETCH=1 MSTAR_L2_PREFETCH_BULK=1" ;;  # call1's bulk prefetches
+      direct0) echo "MSTAR_ATTN_SINGLE_DIRECT=0" ;;  # one-chunk rows through the merge kernel
+      direct1) echo "MSTAR_ATTN_SINGLE_DIRECT=1" ;;  # opt-in: the split kernel writes them
+      argmax0) echo "MSTAR_ARGMAX_FOLD=0" ;;      # the batch-1 folds, each off (measured on H100s)
+      conv0) echo "MSTAR_CONV_FOLD=0" ;;
+      embed0) echo "MSTAR_EMBED_FOLD=0" ;;
+      epi0) echo "MSTAR_MLP_EPILOGUE=0" ;;
+      append0) echo "MSTAR_KV_APPEND_FOLD=0" ;;
+      split0) echo "MSTAR_GEMV_SPLIT=0" ;;        # the GEMV's narrow rule off (entry 5 everywhere)
+      split7) echo "MSTAR_GEMV_SPLIT=7" ;;        # narrow products: entry 7 (eight pieces a lane)
+      v0) echo "MSTAR_GEMV_VARIANT=0" ;;          # every product in one GEMV entry
+      v2) echo "MSTAR_GEMV_VARIANT=2" ;;
+      v7) echo "MSTAR_GEMV_VARIANT=7" ;;
+      v9) echo "MSTAR_GEMV_VARIANT=9" ;;
+      v3) echo "MSTAR_GEMV_VARIANT=3" ;;          # four features a warp: a quarter of entry 5's blocks
+      fused0) echo "MSTAR_FUSED_NORM=0" ;;        # no norm in the GEMVs: add_rms_norm kernels
+      chainlast) echo "MSTAR_GEMV_CHAIN=last" ;;  # session 48: the next kernel released at the last loads
+      chainloads) echo "MSTAR_GEMV_CHAIN=loads" ;;  # released at the GEMV's start
+      plan2) echo "MSTAR_PLAN_KERNEL=2" ;;       # the plan kernel as the decode graph's first node
+      early) echo "MSTAR_SSD_EARLY=1" ;;          # the update reads slots and states before its wait
+      nofold) echo "MSTAR_SSD_NORM_FOLD=0" ;;     # the gated norm outside the SSD update
+      nofoldgated0) echo "MSTAR_SSD_NORM_FOLD=0 MSTAR_GATED_FOLD=0" ;;
+      qnoside) echo "MSTAR_SIDE_DOWNLOAD=0" ;;
+      *) echo "envs_of: no mode $1" >&2 ;;
+    esac
+  }
+fi
+
+# The fastest of MODES by the median step of their nh056_rounds runs, fastest first.
+fastest_modes() {  # COUNT "MODES"
+  local m
+  for m in $2; do
+    python3 - "$w" "$m" <<'PY'
+import json, pathlib, statistics, sys
+steps = []
+for f in pathlib.Path(sys.argv[1]).glob(f"nh056-{sys.argv[2]}-*.jsonl"):
+    for l in f.read_text().splitlines():
+        if l.startswith("{") and "step_ms" in l:
+            steps.append(json.loads(l)["step_ms"])
+if steps:
+    print(f"{statistics.median(steps):.6f} {sys.argv[2]}")
+PY
+  done | sort -n | head -"$1" | awk '{print $2}'
+}
+
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 if [[ ! -d .carry/bin ]]; then (cd .carry && tar xJf bins.tar.xz); fi
 source bench/device_env.sh

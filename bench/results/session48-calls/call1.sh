@@ -30,20 +30,7 @@ python3 bench/make_checkpoint.py --size nemotron_h-0.56b --out "$ck/nh056" >/dev
 echo "== the 0.56B at batch 1 ($((SECONDS - t0)) s)"
 modes="defaults chainlast chainloads direct1 l2lines fused0 argmax0 v2 v3 v0 split0 plan2"
 nh056_rounds 2 "$modes" 1
-# The two fastest modes other than the defaults, by their median step.
-best=$(for m in $modes; do
-  [[ $m == defaults ]] && continue
-  python3 - "$w" "$m" <<'PY'
-import json, pathlib, statistics, sys
-steps = []
-for f in pathlib.Path(sys.argv[1]).glob(f"nh056-{sys.argv[2]}-*.jsonl"):
-    for l in f.read_text().splitlines():
-        if l.startswith("{") and "step_ms" in l:
-            steps.append(json.loads(l)["step_ms"])
-if steps:
-    print(f"{statistics.median(steps):.6f} {sys.argv[2]}")
-PY
-done | sort -n | head -2 | awk '{print $2}')
+best=$(fastest_modes 2 "${modes#defaults }")
 echo "fastest others: $best"
 # The GEMV alone with its weights out of L2 (rotating copies), as in the step: the
 # default entry, 2 and 0, then the default under the chain modes.
