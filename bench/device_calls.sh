@@ -37,6 +37,10 @@ if ! declare -F envs_of >/dev/null; then
       fused0) echo "MSTAR_FUSED_NORM=0" ;;        # no norm in the GEMVs: add_rms_norm kernels
       chainlast) echo "MSTAR_GEMV_CHAIN=last" ;;  # session 48: the next kernel released at the last loads
       chainloads) echo "MSTAR_GEMV_CHAIN=loads" ;;  # released at the GEMV's start
+      wide12) echo "MSTAR_GEMV_WIDE=12" ;;        # session 48: wide products in entry 5's persistent grid, 4 blocks an SM
+      wide13) echo "MSTAR_GEMV_WIDE=13" ;;        # 5 blocks an SM
+      wide14) echo "MSTAR_GEMV_WIDE=14" ;;        # 2 blocks an SM
+      v12) echo "MSTAR_GEMV_VARIANT=12" ;;        # every product in entry 12 (narrow ones too)
       plan2) echo "MSTAR_PLAN_KERNEL=2" ;;       # the plan kernel as the decode graph's first node
       early) echo "MSTAR_SSD_EARLY=1" ;;          # the update reads slots and states before its wait
       nofold) echo "MSTAR_SSD_NORM_FOLD=0" ;;     # the gated norm outside the SSD update
