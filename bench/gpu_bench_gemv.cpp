@@ -7,6 +7,7 @@
 // before the MLP's down projection; out_proj and the down projection add
 // onto the f32 residual, as the model's do.
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -161,6 +162,7 @@ std::vector<comparison> bench_gemv_shapes(timer& t, copy_baseline& copy,
         const std::string name = std::string{"gemv_"} + form_name(form) + "_" + g.label + "_v" +
                                  (v < 0 ? std::string{"default"} : std::to_string(v)) +
                                  (cold_bytes != 0 ? "_cold" : "");
+        std::fprintf(stderr, "gpu bench: %s (%zu weight copies)\n", name.c_str(), copies);
         auto c = measure(
             t, copy, name, "bytes_per_s", op.bytes(form, accumulate),
             [&](cudaStream_t s) { return op.run(form, v, accumulate, s); }, rounds);
