@@ -105,9 +105,13 @@ timeline_of() {  # MODE
     "MSTAR_KERNEL_TIMELINE=$w/$n.timeline.jsonl" timeout 90 "$bin/mstar-bench-model-gpu" \
     --model "$ck/nh056" --batch 1 --prompt-len 32 --new-tokens 256 --repeats 2 --json >"$w/$n.log" 2>&1
   echo "-- timeline $n (exit $?)"
-  python3 bench/profile/timeline.py "$w/$n.timeline.jsonl" --step-start loopback_kernel \
+  # A step starts at its loopback kernel, or (MSTAR_PLAN_KERNEL=2) at the plan kernel that
+  # leads the decode graph.
+  local start=loopback_kernel
+  grep -q '"upload_plan_kernel' "$w/$n.timeline.jsonl" && start=upload_plan_kernel
+  python3 bench/profile/timeline.py "$w/$n.timeline.jsonl" --step-start $start \
     >"$w/$n.steps.txt" 2>&1
-  python3 bench/profile/timeline.py "$w/$n.timeline.jsonl" --step-start loopback_kernel \
+  python3 bench/profile/timeline.py "$w/$n.timeline.jsonl" --step-start $start \
     --launches >"$w/$n.launches.txt" 2>&1
   head -16 "$w/$n.steps.txt" | cut -c1-120
 }
