@@ -21,7 +21,7 @@ if ! declare -F envs_of >/dev/null; then
       l2lines32) echo "MSTAR_L2_PREFETCH=1 MSTAR_L2_PREFETCH_MIB=32" ;;
       l2bulk) echo "MSTAR_L2_PREFETCH=1 MSTAR_L2_PREFETCH_BULK=1" ;;  # call1's bulk prefetches
       direct0) echo "MSTAR_ATTN_SINGLE_DIRECT=0" ;;  # one-chunk rows through the merge kernel
-      direct1) echo "MSTAR_ATTN_SINGLE_DIRECT=1" ;;  # opt-in: the split kernel writes them
+      direct1) echo "MSTAR_ATTN_SINGLE_DIRECT=1" ;;  # the split kernel writes them (default since session 48)
       argmax0) echo "MSTAR_ARGMAX_FOLD=0" ;;      # the batch-1 folds, each off (measured on H100s)
       conv0) echo "MSTAR_CONV_FOLD=0" ;;
       embed0) echo "MSTAR_EMBED_FOLD=0" ;;
@@ -37,11 +37,14 @@ if ! declare -F envs_of >/dev/null; then
       fused0) echo "MSTAR_FUSED_NORM=0" ;;        # no norm in the GEMVs: add_rms_norm kernels
       chainlast) echo "MSTAR_GEMV_CHAIN=last" ;;  # session 48: the next kernel released at the last loads
       chainloads) echo "MSTAR_GEMV_CHAIN=loads" ;;  # released at the GEMV's start
-      wide12) echo "MSTAR_GEMV_WIDE=12" ;;        # session 48: wide products in entry 5's persistent grid, 4 blocks an SM
+      # Session 48's persistent GEMV entries (12-14; removed after its call2, commit 65bc061):
+      wide12) echo "MSTAR_GEMV_WIDE=12" ;;        # wide products in entry 5's persistent grid, 4 blocks an SM
       wide13) echo "MSTAR_GEMV_WIDE=13" ;;        # 5 blocks an SM
       wide14) echo "MSTAR_GEMV_WIDE=14" ;;        # 2 blocks an SM
       v12) echo "MSTAR_GEMV_VARIANT=12" ;;        # every product in entry 12 (narrow ones too)
-      plan2) echo "MSTAR_PLAN_KERNEL=2" ;;       # the plan kernel as the decode graph's first node
+      old47) echo "MSTAR_PLAN_KERNEL=0 MSTAR_ATTN_SINGLE_DIRECT=0" ;;  # session 47's defaults
+      plan0) echo "MSTAR_PLAN_KERNEL=0" ;;       # the upload and the gather (plan kernel in the graph: default since session 48)
+      plan2) echo "MSTAR_PLAN_KERNEL=2" ;;       # the plan kernel as the decode graph's first node (default since session 48)
       early) echo "MSTAR_SSD_EARLY=1" ;;          # the update reads slots and states before its wait
       nofold) echo "MSTAR_SSD_NORM_FOLD=0" ;;     # the gated norm outside the SSD update
       nofoldgated0) echo "MSTAR_SSD_NORM_FOLD=0 MSTAR_GATED_FOLD=0" ;;

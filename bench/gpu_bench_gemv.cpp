@@ -89,25 +89,20 @@ struct gemv_operands {
     p.weight_static = true;
   }
 
-  [[nodiscard]] cudaError_t run(gemv_form form, int variant, bool accumulate,
-                                cudaStream_t s) const {
+  // `f` of the params of `form` at launch shape `variant`.
+  template <class F>
+  auto with_params(gemv_form form, int variant, bool accumulate, F&& f) const {
     const auto row = [&](const cuda::device_buffer& b) {
       return matrix(b.as<const float>(), 1, g.k);
     };
     const auto norm = contiguous(norm_w.as<const float>(), std::array{g.k});
     switch (form) {
-      case gemv_form::plain: {
-        cuda::linear_bf16_params p;
-        p.x = matrix(x16.as<const std::uint16_t>(), 1, g.k);
-        fill(p, variant, accumulate);
-        return cuda::linear_bf16(blas, p, s);
-      }
       case gemv_form::rms: {
         cuda::rms_norm_linear_bf16_params p;
         fill(p, variant, accumulate);
         p.x = row(x);
         p.norm_weight = norm;
-        return cuda::rms_norm_linear_bf16(p, s);
+        return f(p);
       }
       case gemv_form::gated: {
         cuda::gated_rms_norm_linear_bf16_params p;
@@ -116,17 +111,56 @@ struct gemv_operands {
         p.gate = row(gate);
         p.norm_weight = norm;
         p.group_size = g.k / 8;
-        return cuda::gated_rms_norm_linear_bf16(p, s);
+        return f(p);
       }
       case gemv_form::act: {
         cuda::activation_linear_bf16_params p;
         fill(p, variant, accumulate);
         p.x = row(x);
         p.fn = kernels::activation::relu2;
-        return cuda::activation_linear_bf16(p, s);
+        return f(p);
       }
+      case gemv_form::plain:
+        break;
     }
-    return cudaErrorInvalidValue;
+    cuda::linear_bf16_params p;
+    p.x = matrix(x16.as<const std::uint16_t>(), 1, g.k);
+    fill(p, variant, accumulate);
+    return f(p);
+  }
+
+  [[nodiscard]] cudaError_t run(gemv_form form, int variant, bool accumulate,
+                                cudaStream_t s) const {
+    return with_params(form, variant, accumulate, [&](const auto& p) { return launch(p, s); });
+  }
+
+  // Whether the form takes this shape (the plain product always does: cuBLAS
+  // past the GEMV's limits).
+  [[nodiscard]] bool fits(gemv_form form, int variant) const {
+    return with_params(form, variant, false, [](const auto& p) { return takes(p); });
+  }
+
+  cudaError_t launch(const cuda::linear_bf16_params& p, cudaStream_t s) const {
+    return cuda::linear_bf16(blas, p, s);
+  }
+  static cudaError_t launch(const cuda::rms_norm_linear_bf16_params& p, cudaStream_t s) {
+    return cuda::rms_norm_linear_bf16(p, s);
+  }
+  static cudaError_t launch(const cuda::gated_rms_norm_linear_bf16_params& p, cudaStream_t s) {
+    return cuda::gated_rms_norm_linear_bf16(p, s);
+  }
+  static cudaError_t launch(const cuda::activation_linear_bf16_params& p, cudaStream_t s) {
+    return cuda::activation_linear_bf16(p, s);
+  }
+  static bool takes(const cuda::linear_bf16_params& /*p*/) { return true; }
+  static bool takes(const cuda::rms_norm_linear_bf16_params& p) {
+    return cuda::rms_norm_linear_bf16_fits(p);
+  }
+  static bool takes(const cuda::gated_rms_norm_linear_bf16_params& p) {
+    return cuda::gated_rms_norm_linear_bf16_fits(p);
+  }
+  static bool takes(const cuda::activation_linear_bf16_params& p) {
+    return cuda::activation_linear_bf16_fits(p);
   }
 
   // The weight and input row read once, the output written (and read when
@@ -162,6 +196,11 @@ std::vector<comparison> bench_gemv_shapes(timer& t, copy_baseline& copy,
         const std::string name = std::string{"gemv_"} + form_name(form) + "_" + g.label + "_v" +
                                  (v < 0 ? std::string{"default"} : std::to_string(v)) +
                                  (cold_bytes != 0 ? "_cold" : "");
+        if (!op.fits(form, v)) {  // as the model does, which then launches the parts
+          std::fprintf(stderr, "gpu bench: %s: the form does not take this shape; skipped\n",
+                       name.c_str());
+          continue;
+        }
         std::fprintf(stderr, "gpu bench: %s (%zu weight copies)\n", name.c_str(), copies);
         auto c = measure(
             t, copy, name, "bytes_per_s", op.bytes(form, accumulate),

@@ -160,7 +160,7 @@ int split_min_chunk_override() {
 bool single_direct_enabled() {
   if (const int forced = single_direct_override.load(std::memory_order_relaxed); forced >= 0)
     return forced == 1;
-  static const bool on = env_choice("MSTAR_ATTN_SINGLE_DIRECT", 2) == 1;
+  static const bool on = env_choice("MSTAR_ATTN_SINGLE_DIRECT", 2) != 0;  // on unless 0
   return on;
 }
 

@@ -334,16 +334,9 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
 // s = 0, 1, ... and writes the output. No warp leaves before that barrier
 // (a group past the last feature loads nothing and adds zeros), so every
 // thread of the block reaches it.
-//
-// Persist (gemv_shape::persist > 0; split 1, one row): the grid is smaller
-// than the runs of Warps * Rows features; block b norms the row once, then
-// takes runs b, b + gridDim, ..., asking for the next run's first pieces
-// right after its last dots in a run, before the run's sums and writes.
-template <int M, prologue P, int V, int Rows, int Unroll, int Split, int Warps, int MinBlocks,
-          bool Persist>
+template <int M, prologue P, int V, int Rows, int Unroll, int Split, int Warps, int MinBlocks>
 __global__ void __launch_bounds__(Warps * 32, MinBlocks)
     gemv_bf16_kernel(gemv_args a, const float* gate, rms_folds folds) {
-  static_assert(!Persist || (Split == 1 && M == 1));
   constexpr gemv_shape shape{Rows, Unroll, Split, Warps};
   constexpr int threads = shape.threads();
   constexpr bool Norm = P != prologue::none;
@@ -372,8 +365,7 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   __shared__ int block_arrived;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp_in_block = static_cast<int>(threadIdx.x) / 32;
-  // The run's first feature (Persist: of the run in hand).
-  int n0 = shape.first_feature(static_cast<int>(blockIdx.x), warp_in_block);
+  const int n0 = shape.first_feature(static_cast<int>(blockIdx.x), warp_in_block);
   const int first = shape.first_piece(warp_in_block, lane);
   // A warp past the last feature still helps norm the row (every thread
   // takes part in the block sum) and leaves after (Split > 1: after the
@@ -390,14 +382,11 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
       acc[r][m] = 0.0F;
   }
   const uint4* wrow[rows_per_warp];
-  const auto point_rows = [&] {
 #pragma unroll
-    for (int r = 0; r < rows_per_warp; ++r) {
-      const int n = n0 + r < a.n ? n0 + r : n0;  // a missing row rereads the first
-      wrow[r] = reinterpret_cast<const uint4*>(a.w + static_cast<std::int64_t>(n) * a.w_stride);
-    }
-  };
-  point_rows();
+  for (int r = 0; r < rows_per_warp; ++r) {
+    const int n = n0 + r < a.n ? n0 + r : n0;  // a missing row rereads the first
+    wrow[r] = reinterpret_cast<const uint4*>(a.w + static_cast<std::int64_t>(n) * a.w_stride);
+  }
   uint4 w[rows_per_warp][unroll];
   const auto load = [&](int p0) {
 #pragma unroll
@@ -434,12 +423,9 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
     }
   }
   chain_wait();
-  // Persist: whether the block's first run is its last.
-  const int runs = Persist ? static_cast<int>(shape.blocks(a.n)) : 0;
-  const bool one_run = !Persist || static_cast<int>(blockIdx.x + gridDim.x) >= runs;
   // release_last with the rows in one load: released after the wait (never
   // before it, so what the next kernel reads early stays settled).
-  if (a.release == release_last && first + stride * unroll >= pieces && one_run)
+  if (a.release == release_last && first + stride * unroll >= pieces)
     chain_release();
   // accumulate_early: the residual each output adds onto, loaded now by the
   // lanes that write it (the kernels before wrote it, so after the wait).
@@ -447,32 +433,28 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   // its many fold instantiations keep their registers.
   constexpr bool EarlyResidual = M == 1 && P != prologue::rms;
   float residual[EarlyResidual ? rows_per_warp : 1];
+  if constexpr (EarlyResidual) {
+    if (a.accumulate == accumulate_early && a.out_f32 != nullptr && lane == 0 && active &&
+        warp_in_block % Split == 0) {
+#pragma unroll
+      for (int r = 0; r < rows_per_warp; ++r)
+        residual[r] = n0 + r < a.n ? a.out_f32[n0 + r] : 0.0F;
+    }
+  }
   // The conv fold: the channels' taps and windows load now, under the dots.
   conv_lane conv[Conv ? rows_per_warp : 1];
   std::int32_t conv_slot = -1;
-  // What the writing lane reads for the run's features before its dots.
-  const auto read_extras = [&] {
-    if constexpr (EarlyResidual) {
-      if (a.accumulate == accumulate_early && a.out_f32 != nullptr && lane == 0 && active &&
-          warp_in_block % Split == 0) {
+  if constexpr (Conv) {
+    if (lane == 0 && active && warp_in_block % Split == 0) {
+      conv_slot = cf.slots[0];
 #pragma unroll
-        for (int r = 0; r < rows_per_warp; ++r)
-          residual[r] = n0 + r < a.n ? a.out_f32[n0 + r] : 0.0F;
+      for (int r = 0; r < rows_per_warp; ++r) {
+        const int c = n0 + r - cf.first;
+        if (c >= 0 && c < cf.channels)
+          conv[r] = conv_read(cf, c, conv_slot);
       }
     }
-    if constexpr (Conv) {
-      if (lane == 0 && active && warp_in_block % Split == 0) {
-        conv_slot = cf.slots[0];
-#pragma unroll
-        for (int r = 0; r < rows_per_warp; ++r) {
-          const int c = n0 + r - cf.first;
-          if (c >= 0 && c < cf.channels)
-            conv[r] = conv_read(cf, c, conv_slot);
-        }
-      }
-    }
-  };
-  read_extras();
+  }
   // Split 1: a warp past the last feature has nothing left to do; with
   // Split > 1 it goes on to the barrier of the sums.
   if (!Norm && !active && Split == 1)
@@ -534,140 +516,39 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   if (Norm && !active && Split == 1)
     return;
   // Past here, with Split 1, every warp is active; with Split > 1 an
-  // inactive warp skips its dots and keeps zero sums. `last_run`: the
-  // block's last (release_last releases there).
-  const auto dot_run = [&](bool last_run) {
-    for (int p0 = first;;) {
+  // inactive warp skips its dots and keeps zero sums.
+  for (int p0 = first; active;) {
 #pragma unroll
-      for (int u = 0; u < unroll; ++u) {
-        const int p = p0 + stride * u;
-        if (p >= pieces)
-          break;
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-          if (m < a.m) {
-            uint4 xv;
-            if constexpr (Norm)
-              xv = normed[p];
-            else
-              xv = load_coherent(
-                  reinterpret_cast<const uint4*>(a.x + static_cast<std::int64_t>(m) * a.x_stride) +
-                  p);
-#pragma unroll
-            for (int r = 0; r < rows_per_warp; ++r)
-              acc[r][m] = dot8(w[r][u], xv, acc[r][m]);
-          }
-        }
-      }
-      p0 += stride * unroll;
-      if (p0 >= pieces)
+    for (int u = 0; u < unroll; ++u) {
+      const int p = p0 + stride * u;
+      if (p >= pieces)
         break;
-      load(p0);
-      // release_last: this block's last pieces are on their way; once every
-      // block's are, the next kernel's blocks start loading theirs under the
-      // dots and the tail.
-      if (a.release == release_last && last_run && p0 + stride * unroll >= pieces)
-        chain_release();
-    }
-  };
-  // Lane 0's writes of the run at feature `base` (its group's sums in acc);
-  // `best`: the argmax fold's largest key so far.
-  const auto write_outputs = [&](int base, unsigned long long& best) {
-#pragma unroll
-    for (int r = 0; r < rows_per_warp; ++r) {
-      const int n = base + r;
-      if (n >= a.n)
-        break;
-      const float b =
-          a.bias != nullptr ? a.bias[static_cast<std::int64_t>(n) * a.bias_stride] : 0.0F;
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        if (m >= a.m)
-          break;
-        const std::int64_t at = static_cast<std::int64_t>(m) * a.out_stride + n;
-        if (a.out_f32 != nullptr) {
-          // Accumulating: the residual plus the product's output, as `add` would.
-          if (a.accumulate == accumulate_none) {
-            a.out_f32[at] = acc[r][m] + b;
-          } else {
-            const bool early = EarlyResidual && a.accumulate == accumulate_early;
-            a.out_f32[at] =
-                (early ? residual[EarlyResidual ? r : 0] : a.out_f32[at]) + (acc[r][m] + b);
-          }
-          if constexpr (Conv) {
-            const int c = n - cf.first;  // not accumulating (rms_norm_linear_bf16 checked)
-            if (c >= 0 && c < cf.channels)
-              conv_step(cf, c, conv_slot, conv[r], acc[r][m] + b);
-          }
-          if constexpr (Argmax)  // the value just written (not accumulating)
-            best = max(best, argmax_key(acc[r][m] + b, n));
-          if constexpr (Append) {
-            const int e = n - folds.append.first;
-            if (e >= 0 && e < 2 * folds.append.elems)
-              kv_store(folds.append, e, acc[r][m] + b);
-          }
-        } else if constexpr (Act) {
-          // The f32 output's value (bias unrounded), then activate's bf16 output of it.
-          const float v = acc[r][m] + b;
-          a.out_bf16[at] = to_bf16((V & 4) != 0 ? relu2_of(v) : silu_of(v));
-        } else {
-          // As cuBLAS with a bias filled in first: the bias rounded to bf16.
-          const float bb = a.bias != nullptr ? from_bf16(to_bf16(b)) : 0.0F;
-          a.out_bf16[at] = to_bf16(acc[r][m] + bb);
+        if (m < a.m) {
+          uint4 xv;
+          if constexpr (Norm)
+            xv = normed[p];
+          else
+            xv = load_coherent(
+                reinterpret_cast<const uint4*>(a.x + static_cast<std::int64_t>(m) * a.x_stride) +
+                p);
+#pragma unroll
+          for (int r = 0; r < rows_per_warp; ++r)
+            acc[r][m] = dot8(w[r][u], xv, acc[r][m]);
         }
       }
     }
-  };
-  // The argmax fold: each warp that wrote joins the block's key once.
-  const auto arrive = [&](unsigned long long best) {
-    if constexpr (Argmax) {
-      // The warps that reach here: each split group's first, where it has a feature.
-      int warps = 0;
-#pragma unroll
-      for (int g = 0; g < Warps; g += Split)
-        warps += shape.first_feature(static_cast<int>(blockIdx.x), g) < a.n ? 1 : 0;
-      argmax_arrive(folds.argmax, best, block_key, block_arrived, warps);
-    }
-  };
-  if constexpr (Persist) {
-    // Every warp here has a feature in its first run (split 1 returned the
-    // others); it goes on while its next run has one.
-    unsigned long long best = 0ULL;
-    for (int run = static_cast<int>(blockIdx.x);;) {
-      const int next = run + static_cast<int>(gridDim.x);
-      const int next_n0 = shape.first_feature(next, warp_in_block);
-      const bool more = next < runs && next_n0 < a.n;
-      dot_run(!more);
-      const int done = n0;
-      if (more) {  // the next run's first pieces, under this one's sums and writes
-        n0 = next_n0;
-        point_rows();
-        load(first);
-        if (a.release == release_last && first + stride * unroll >= pieces &&
-            next + static_cast<int>(gridDim.x) >= runs)
-          chain_release();
-      }
-#pragma unroll
-      for (int r = 0; r < rows_per_warp; ++r)
-        acc[r][0] = group_sum<32>(acc[r][0]);
-      if (lane == 0)
-        write_outputs(done, best);
-      if (!more)
-        break;
-      run = next;
-#pragma unroll
-      for (int r = 0; r < rows_per_warp; ++r)
-        acc[r][0] = 0.0F;
-      read_extras();
-    }
-    if (a.release != release_start)
+    p0 += stride * unroll;
+    if (p0 >= pieces)
+      break;
+    load(p0);
+    // release_last: this block's last pieces are on their way; once every
+    // block's are, the next kernel's blocks start loading theirs under the
+    // dots and the tail.
+    if (a.release == release_last && p0 + stride * unroll >= pieces)
       chain_release();
-    if (lane == 0)
-      arrive(best);
-    return;
   }
-  if (active)
-    dot_run(true);
   if (a.release != release_start)
     chain_release();
 #pragma unroll
@@ -703,8 +584,57 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   if (lane != 0)
     return;
   unsigned long long best = 0ULL;  // the argmax fold: this warp's largest key
-  write_outputs(n0, best);
-  arrive(best);
+#pragma unroll
+  for (int r = 0; r < rows_per_warp; ++r) {
+    const int n = n0 + r;
+    if (n >= a.n)
+      break;
+    const float b = a.bias != nullptr ? a.bias[static_cast<std::int64_t>(n) * a.bias_stride] : 0.0F;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      if (m >= a.m)
+        break;
+      const std::int64_t at = static_cast<std::int64_t>(m) * a.out_stride + n;
+      if (a.out_f32 != nullptr) {
+        // Accumulating: the residual plus the product's output, as `add` would.
+        if (a.accumulate == accumulate_none) {
+          a.out_f32[at] = acc[r][m] + b;
+        } else {
+          const bool early = EarlyResidual && a.accumulate == accumulate_early;
+          a.out_f32[at] =
+              (early ? residual[EarlyResidual ? r : 0] : a.out_f32[at]) + (acc[r][m] + b);
+        }
+        if constexpr (Conv) {
+          const int c = n - cf.first;  // not accumulating (rms_norm_linear_bf16 checked)
+          if (c >= 0 && c < cf.channels)
+            conv_step(cf, c, conv_slot, conv[r], acc[r][m] + b);
+        }
+        if constexpr (Argmax)  // the value just written (not accumulating)
+          best = max(best, argmax_key(acc[r][m] + b, n));
+        if constexpr (Append) {
+          const int e = n - folds.append.first;
+          if (e >= 0 && e < 2 * folds.append.elems)
+            kv_store(folds.append, e, acc[r][m] + b);
+        }
+      } else if constexpr (Act) {
+        // The f32 output's value (bias unrounded), then activate's bf16 output of it.
+        const float v = acc[r][m] + b;
+        a.out_bf16[at] = to_bf16((V & 4) != 0 ? relu2_of(v) : silu_of(v));
+      } else {
+        // As cuBLAS with a bias filled in first: the bias rounded to bf16.
+        const float bb = a.bias != nullptr ? from_bf16(to_bf16(b)) : 0.0F;
+        a.out_bf16[at] = to_bf16(acc[r][m] + bb);
+      }
+    }
+  }
+  if constexpr (Argmax) {
+    // The warps that reach here: each split group's first, where it has a feature.
+    int warps = 0;
+#pragma unroll
+    for (int g = 0; g < Warps; g += Split)
+      warps += shape.first_feature(static_cast<int>(blockIdx.x), g) < a.n ? 1 : 0;
+    argmax_arrive(folds.argmax, best, block_key, block_arrived, warps);
+  }
 }
 
 bool aligned16(const void* p) {
@@ -821,10 +751,9 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
   chained.release = mode == chain_mode::late   ? release_late
                     : mode == chain_mode::last ? release_last
                                                : release_start;
-  launch_chained(gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V),
-                                  (S.persist > 0)>,
-                 static_cast<unsigned>(S.grid(a.n, sm_count())), static_cast<unsigned>(S.threads()),
-                 smem, stream, chained, gate, folds);
+  launch_chained(gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V)>,
+                 static_cast<unsigned>(S.blocks(a.n)), static_cast<unsigned>(S.threads()), smem,
+                 stream, chained, gate, folds);
   return launch_status();
 }
 
@@ -839,8 +768,6 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
 // model: 256 blocks of entry 5 on 132 SMs, its gated form at 23.7% achieved
 // occupancy under Nsight Compute, 1.16 TB/s); gemv_split_variant is the
 // first guess of which one, unmeasured (bench/h200_gemv_split.sh).
-// Entries 12-14 are entry 5 in a persistent grid (gemv_shape::persist;
-// `MSTAR_GEMV_WIDE` for the wide products alone), session 48.
 static_assert(gemv_shapes[gemv_default_variant].split == 1);
 static_assert(gemv_shapes[gemv_split_variant].split > 1);
 
@@ -882,14 +809,6 @@ int split_variant() {
       return -1;
     return e > 0 && e < gemv_variants && gemv_shapes[e].split > 1 ? e : gemv_split_variant;
   }();
-  return v;
-}
-
-// MSTAR_GEMV_WIDE (read once): the entry of split 1 products the narrow
-// rule leaves take in place of entry 5 (sweeps: the persistent entries
-// 12-14 beside the split entries of narrow products); -1 when unset.
-int wide_variant() {
-  static const int v = env_int("MSTAR_GEMV_WIDE", -1);
   return v;
 }
 
@@ -1057,7 +976,7 @@ namespace mstar::kernels::cuda {
 
 int gemv_variant_for(int requested, std::int64_t n, std::int64_t k) {
   return gemv_pick(requested, detail::forced_variant(), detail::split_variant(), n, k,
-                   detail::sm_count(), detail::wide_variant());
+                   detail::sm_count());
 }
 
 }  // namespace mstar::kernels::cuda

@@ -23,12 +23,6 @@ struct gemv_shape {
   int unroll = 4;  ///< pieces of each of those rows in flight a lane
   int split = 1;   ///< warps that share one feature's K (1: a warp takes all of it)
   int warps = 8;   ///< warps a block (`warps % split == 0`)
-  /// 0: a block a `features_per_block()` run of features. Else a persistent
-  /// grid of `persist` blocks an SM (at most one a run): block b takes runs
-  /// b, b + grid, ... in turn, norming its input row once, and asks for the
-  /// next run's first pieces before it sums and writes the run before
-  /// (split 1 only).
-  int persist = 0;
 
   [[nodiscard]] constexpr int threads() const { return warps * 32; }
   /// Output features a block covers.
@@ -44,16 +38,9 @@ struct gemv_shape {
   [[nodiscard]] constexpr int first_piece(int warp, int lane) const {
     return warp % split * 32 + lane;
   }
-  /// Runs of `features_per_block()` features over `n` output features: a
-  /// launch's blocks, unless persistent.
+  /// Blocks a launch over `n` output features takes.
   [[nodiscard]] constexpr std::int64_t blocks(std::int64_t n) const {
     return (n + features_per_block() - 1) / features_per_block();
-  }
-  /// The blocks a launch over `n` features takes on `num_sms` multiprocessors.
-  [[nodiscard]] constexpr std::int64_t grid(std::int64_t n, int num_sms) const {
-    const std::int64_t runs = blocks(n);
-    const std::int64_t cap = std::int64_t{persist} * num_sms;
-    return persist > 0 && cap > 0 && cap < runs ? cap : runs;
   }
 };
 
@@ -77,11 +64,6 @@ inline constexpr gemv_shape gemv_shapes[] = {
     {1, 8, 4, 16},  // 9: as 8, eight pieces (an 8,192-wide row in flight at once)
     {1, 4, 8, 16},  // 10: eight warps a feature, two features a block
     {1, 4, 4, 8},   // 11: four warps a feature, 256 threads: two features a block
-    // 12-14: entry 5 in a persistent grid of 4, 5 and 2 blocks an SM (session 48;
-    // entry 5's bits): the LM head's 4,000 runs of entry 5 each norm the row again.
-    {1, 4, 1, 8, 4},  // 12
-    {1, 4, 1, 8, 5},  // 13
-    {1, 4, 1, 8, 2},  // 14
 };
 
 /// Launch shapes of the one-row GEMV.
@@ -118,14 +100,11 @@ inline constexpr int gemv_narrow_blocks_per_sm = 2;
 /// The entry a launch takes: `requested` (params' gemv_variant) when in the
 /// table, else `forced` (MSTAR_GEMV_VARIANT) when in it, else
 /// `split_variant` where it names a split entry (-1: the rule is off,
-/// MSTAR_GEMV_SPLIT=0) and the product is narrow, else `wide_variant`
-/// where it names an entry of split 1 (MSTAR_GEMV_WIDE, sweeps), else the
-/// default. A function of the product's shape alone, so the folded forms
-/// and the plain GEMV after a separate norm take the same entry (the same
-/// bits).
+/// MSTAR_GEMV_SPLIT=0) and the product is narrow, else the default. A
+/// function of the product's shape alone, so the folded forms and the plain
+/// GEMV after a separate norm take the same entry (the same bits).
 [[nodiscard]] constexpr int gemv_pick(int requested, int forced, int split_variant, std::int64_t n,
-                                      std::int64_t k, int num_sms,
-                                      int wide_variant = gemv_default_variant) {
+                                      std::int64_t k, int num_sms) {
   const auto in_table = [](int v) { return v >= 0 && v < gemv_variants; };
   if (in_table(requested))
     return requested;
@@ -134,8 +113,6 @@ inline constexpr int gemv_narrow_blocks_per_sm = 2;
   if (in_table(split_variant) && gemv_shapes[split_variant].split > 1 &&
       gemv_narrow(n, k, num_sms, split_variant))
     return split_variant;
-  if (in_table(wide_variant) && gemv_shapes[wide_variant].split == 1)
-    return wide_variant;
   return gemv_default_variant;
 }
 

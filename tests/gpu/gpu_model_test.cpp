@@ -602,16 +602,18 @@ TEST(gpu_model_l2_prefetch, asking_l2_for_the_next_weights_moves_no_bit) {
   }
 }
 
-// The plan kernel (MSTAR_PLAN_KERNEL=1, opt-in: the step's plan read over
-// the bus by one kernel that also writes the loopback draws, in place of the
-// upload and the gather; =2: in a decode graph that kernel is the graph's
-// first node, set to each step's plan) moves no id: alone and with side
-// downloads, the same requests, alone and together, draw the same tokens,
-// and every prompt gives the same logits.
+// The plan kernel (MSTAR_PLAN_KERNEL=1: the step's plan read over the bus
+// by one kernel that also writes the loopback draws, in place of the upload
+// and the gather; =2, the default: in a decode graph that kernel is also the
+// graph's first node, set to each step's plan) moves no id against the
+// upload and the gather (=0): alone and with side downloads, the same
+// requests, alone and together, draw the same tokens, and every prompt
+// gives the same logits.
 TEST(gpu_model_plan_kernel, plans_read_by_a_kernel_draw_the_same_tokens) {
   MSTAR_REQUIRE_GPU();
   const auto config = gated_fold_config(4);
-  auto plain = random_on_gpu_without(config, "MSTAR_SIDE_DOWNLOAD");
+  auto plain =
+      random_on_gpu_with(config, {{"MSTAR_SIDE_DOWNLOAD", "0"}, {"MSTAR_PLAN_KERNEL", "0"}});
   ASSERT_NE(plain, nullptr);
   for (const char* mode : {"1", "2"}) {
     for (const bool side : {false, true}) {

@@ -38,23 +38,13 @@ TEST(gemv_shape, entries_zero_to_five_keep_their_shapes_and_every_entry_launches
 // pieces it loaded, and counting the outputs each feature gets (lane 0 of a
 // group's warp 0). Returns the first failure, or "" when every piece of
 // every feature was dotted exactly once and every feature written once.
-// A persistent entry's block walks runs block, block + grid, ... (on
-// `num_sms` multiprocessors).
-std::string walk_gemv(const gemv_shape& s, int n, int k, int num_sms) {
+std::string walk_gemv(const gemv_shape& s, int n, int k) {
   const int pieces = k / 8;
   std::vector<int> dots(static_cast<std::size_t>(n) * static_cast<std::size_t>(pieces));
   std::vector<int> writes(static_cast<std::size_t>(n));
   const int stride = s.piece_stride();
-  const auto runs = static_cast<int>(s.blocks(n));
-  const auto grid = static_cast<int>(s.grid(n, num_sms));
-  if (grid < 1 || grid > runs || (s.persist == 0 && grid != runs))
-    return "grid " + std::to_string(grid) + " for " + std::to_string(runs) + " runs";
-  std::vector<int> turns;  // the runs in the order the grid's blocks take them
-  for (int b = 0; b < grid; ++b) {
-    for (int run = b; run < runs; run += grid)
-      turns.push_back(run);
-  }
-  for (const int block : turns) {  // `block`: the run, as the kernel names it
+  const auto blocks = static_cast<int>(s.blocks(n));
+  for (int block = 0; block < blocks; ++block) {
     for (int warp = 0; warp < s.warps; ++warp) {
       const int n0 = s.first_feature(block, warp);
       const bool active = n0 < n;
@@ -121,8 +111,7 @@ TEST(gemv_shape, every_entry_dots_each_piece_of_each_feature_once_whatever_the_t
       for (const int n : ns) {
         SCOPED_TRACE("entry " + std::to_string(v) + " k " + std::to_string(k) + " n " +
                      std::to_string(n));
-        EXPECT_EQ(walk_gemv(gemv_shapes[v], n, k, 132), "");
-        EXPECT_EQ(walk_gemv(gemv_shapes[v], n, k, 1), "");  // persistent: blocks take turns
+        EXPECT_EQ(walk_gemv(gemv_shapes[v], n, k), "");
       }
     }
   }
@@ -164,27 +153,6 @@ TEST(gemv_shape, a_requested_or_forced_entry_wins_and_the_rule_can_be_turned_off
     const int want = gemv_shapes[v].split > 1 ? v : gemv_default_variant;
     EXPECT_EQ(gemv_pick(-1, -1, v, 2048, 8192, sms), want) << v;
     EXPECT_EQ(gemv_pick(-1, -1, v, 8192, 2048, sms), gemv_default_variant) << v;
-  }
-  // MSTAR_GEMV_WIDE: an entry of split 1 for the products the rule leaves
-  // wide; narrow ones keep the split entry, and a split or missing entry
-  // leaves entry 5.
-  for (int v = -1; v <= gemv_variants; ++v) {
-    const bool takes = v >= 0 && v < gemv_variants && gemv_shapes[v].split == 1;
-    EXPECT_EQ(gemv_pick(-1, -1, gemv_split_variant, 8192, 2048, sms, v),
-              takes ? v : gemv_default_variant)
-        << v;
-    EXPECT_EQ(gemv_pick(-1, -1, gemv_split_variant, 2048, 8192, sms, v), gemv_split_variant) << v;
-    EXPECT_EQ(gemv_pick(-1, 4, gemv_split_variant, 8192, 2048, sms, v), 4) << v;
-  }
-}
-
-TEST(gemv_shape, a_persistent_entry_takes_a_grid_of_its_blocks_an_sm_and_no_more_than_the_runs) {
-  for (const auto& s : gemv_shapes) {
-    EXPECT_EQ(s.grid(32000, 132), s.persist > 0 ? s.persist * 132 : s.blocks(32000));
-    EXPECT_EQ(s.grid(1, 132), 1);  // one run: one block, persistent or not
-    if (s.persist > 0) {
-      EXPECT_EQ(s.split, 1);  // the kernel's persistent loop has no block barrier
-    }
   }
 }
 

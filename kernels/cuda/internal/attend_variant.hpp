@@ -24,8 +24,10 @@ namespace mstar::kernels::cuda::detail {
 
 /// Whether the mma walk's split launches write a row with one used chunk
 /// themselves, its merge kernel skipping it (split_args::single_direct):
-/// set_attention_single_direct's override, else MSTAR_ATTN_SINGLE_DIRECT=1
-/// (read once; opt-in, not yet measured).
+/// set_attention_single_direct's override, else on unless
+/// MSTAR_ATTN_SINGLE_DIRECT=0 (read once). On by default since session 48:
+/// 1-1.5 us a 0.56B batch-1 step on an H100, twice
+/// (bench/results/session48-calls/).
 [[nodiscard]] bool single_direct_enabled();
 
 /// Most chunks MSTAR_ATTN_SPLITS may ask for (the split path's max_splits).

@@ -63,14 +63,16 @@ struct nemotron_h_cuda::impl {
   /// stream, after an event on `stream`, so the next forward's upload and
   /// graph do not queue behind the copy. Null when off.
   kc::stream copies;
-  /// Plan kernel (`MSTAR_PLAN_KERNEL=1`, opt-in): the step's plan crosses in
-  /// one kernel that reads the slot's pinned plan over the bus and writes
-  /// the loopback draws in place (kernels/cuda/sampling.hpp's upload_plan),
-  /// one stream operation where the upload and the gather are two.
-  /// `MSTAR_PLAN_KERNEL=2`: in a decode graph that kernel is the graph's
-  /// first node, set to each step's plan before the launch
-  /// (set_upload_plan_node), so no stream operation precedes the graph.
-  int plan_kernel = 0;
+  /// Plan kernel (`MSTAR_PLAN_KERNEL=1`): the step's plan crosses in one
+  /// kernel that reads the slot's pinned plan over the bus and writes the
+  /// loopback draws in place (kernels/cuda/sampling.hpp's upload_plan), one
+  /// stream operation where the upload and the gather are two. `2` (the
+  /// default since session 48: 3 us a 0.56B batch-1 step on an H100 in
+  /// three calls, bench/results/session48-calls/): in a decode graph that
+  /// kernel is also the graph's first node, set to each step's plan before
+  /// the launch (set_upload_plan_node), so no stream operation precedes the
+  /// graph. `MSTAR_PLAN_KERNEL=0`: the upload and the gather.
+  int plan_kernel = 2;
   /// Early SSD state (`MSTAR_SSD_EARLY=1`, opt-in): a decode step's SSD
   /// update reads its slots and states before its chained wait
   /// (ssd_update_params::state_settled). They are settled there: they are
