@@ -12,6 +12,8 @@ if ! declare -F envs_of >/dev/null; then
   envs_of() {  # MODE
     case $1 in
       defaults) echo "MSTAR_NONE=0" ;;
+      # Sessions 47-48's L2 prefetch by the SSD update and attention (removed after session
+      # 48's call1: both forms lost):
       l2off) echo "MSTAR_L2_PREFETCH=0" ;;        # no L2 prefetch by the latency-bound kernels
       l2mib8) echo "MSTAR_L2_PREFETCH_MIB=8" ;;   # the prefetch's cap (session 47's call1: on, bulk)
       l2mib16) echo "MSTAR_L2_PREFETCH_MIB=16" ;;

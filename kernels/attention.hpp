@@ -77,12 +77,6 @@ struct paged_attention_params {
   std::int32_t num_qo_heads = 0;  ///< Hq, a multiple of arena.geometry.num_kv_heads
   /// Softmax scale; 0 picks 1/sqrt(head_dim).
   float scale = 0.0f;
-  /// CUDA, a hint: bytes the decode kernels ask the L2 cache for before
-  /// their chained wait (the weights of a kernel after them: the next
-  /// layer's first projection in a batch-1 decode step), read from HBM
-  /// while attention's latency-bound work runs (kernels/cuda/README.md, "L2
-  /// prefetch"). No result depends on it; the CPU ignores it. Empty: none.
-  std::span<const std::byte> l2_prefetch{};
 };
 
 /// Causal grouped-query attention over pages: the query at absolute position

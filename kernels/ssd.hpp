@@ -80,12 +80,6 @@ struct ssd_update_params {
   /// where only this layer's update writes its state), so the kernel may
   /// read them before its chained wait, under the tail of the launch before.
   bool state_settled = false;
-  /// CUDA, a hint: bytes the update asks the L2 cache for before its chained
-  /// wait (the weights of the kernel after it: out_proj's in a batch-1
-  /// decode step), read from HBM while the update's latency-bound work runs
-  /// (kernels/cuda/README.md, "L2 prefetch"). No result depends on it; the
-  /// CPU ignores it. Empty: none.
-  std::span<const std::byte> l2_prefetch{};
 };
 
 /// One decode step per row, in place in the slot; equals `ssd_scan_varlen`

@@ -404,7 +404,6 @@ __device__ __forceinline__ void merge_warp_states(std::uint16_t* smem, int valid
 template <int D, int GC, bool Fused>
 __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
     attend_decode_mma(attn_args a, split_args s) {
-  prefetch_l2_span(a.l2_next, blockIdx.x, gridDim.x);
   chain_start();
   using S = mma_shape<D, GC>;
   static_assert(sizeof(merge_scratch<D, GC>) <= S::smem_bytes);

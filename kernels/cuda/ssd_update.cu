@@ -51,8 +51,7 @@ bool update_args_of(const ssd_update_params& p, update_args& a) {
                   p.slot_indices.data(),
                   p.has_state.empty() ? nullptr : p.has_state.data(),
                   bc_vector,
-                  p.state_settled,
-                  detail::l2_span_of(p.l2_prefetch)};
+                  p.state_settled};
   return true;
 }
 

@@ -75,8 +75,6 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
       !ok)
     return ok.error();
   p->ssd_norm_fold = cuda_detail::ssd_norm_fold_enabled(true);
-  p->l2_prefetch = cuda_detail::l2_prefetch_enabled(false);
-  p->l2_prefetch_bytes = cuda_detail::l2_prefetch_cap(24);
   auto model = std::unique_ptr<nemotron_h_cuda>(new nemotron_h_cuda(std::move(p), dtype));
   model->graphs_ = graphs;
   return model;

@@ -149,11 +149,6 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
     ws = {ssd_scratch.buffer.data(), ssd_scratch.buffer.size(), tokens, 0};
   const auto eps = static_cast<float>(c.layer_norm_epsilon);
   kernels::ssd_update_params update{sw, in, yy, rows, ssm_state, slots, has, ssd_early};
-  // One decode row (folded): out_proj's weights stream into L2 while the
-  // update, latency-bound, runs.
-  if (b.decode && rows == 1 && l2_prefetch && io.in.norm_of != nullptr)
-    update.l2_prefetch =
-        cuda_detail::leading_bytes(l.out_proj, mstar::size_of(dtype), l2_prefetch_bytes);
   // The gated norm in the SSD update (ssd_norm_fold; one decode row, where
   // it was measured faster): out_proj reads the bf16 row it leaves, as
   // after the gated_rms_norm launch below.
@@ -236,18 +231,12 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, const layer
   }
   // Small decode batches over long contexts split each row's positions
   // over several blocks (the workspace is sized per step, before any launch).
-  // Folded (one decode row) with MSTAR_L2_PREFETCH=1 (io.l2_next empty
-  // otherwise), the next layer's first weights stream into L2
-  // while attention, latency-bound, runs (o_proj loads all of its own
-  // before its wait).
   const kernels::paged_attention_params ap{kv,
                                            l.sub_index,
                                            table,
                                            q.as<float>(),
                                            o.as<float>(),
-                                           static_cast<std::int32_t>(config.num_attention_heads),
-                                           0.0F,
-                                           io.l2_next};
+                                           static_cast<std::int32_t>(config.num_attention_heads)};
   if (auto ok = check(kc::paged_attention(ap, split.buffer.data(), split.buffer.size(), s),
                       "paged_attention");
       !ok)
@@ -257,26 +246,6 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, const layer
   const gemm_input attended{.f32 = o.as<float>(),
                             .fold_f32 = io.in.norm_of != nullptr && f32_folds.bf16};
   return linear(attended, tokens, l.o, io.out, io.accumulate);
-}
-
-std::span<const std::byte> nemotron_h_cuda::impl::first_weights(std::size_t i) const {
-  if (!l2_prefetch)
-    return {};
-  const std::size_t elem = mstar::size_of(dtype);
-  if (i >= layers.size())
-    return cuda_detail::leading_bytes(lm_head, elem, l2_prefetch_bytes);
-  const device_layer& l = layers[i];
-  switch (l.kind) {
-    case layer_kind::mamba2:
-      return cuda_detail::leading_bytes(l.in_proj, elem, l2_prefetch_bytes);
-    case layer_kind::attention:
-      return cuda_detail::leading_bytes(fused_qkv ? l.qkv : l.q, elem, l2_prefetch_bytes);
-    case layer_kind::mlp:
-      return cuda_detail::leading_bytes(l.up, elem, l2_prefetch_bytes);
-    case layer_kind::moe:
-      break;
-  }
-  return {};
 }
 
 result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
@@ -322,9 +291,7 @@ result<void> nemotron_h_cuda::impl::launch_step(const nemotron_h_batch& b,
   for (const auto& l : layers) {
     layer_io io{staged(xx), oo, false};
     if (fold) {
-      const auto next = static_cast<std::size_t>(&l - layers.data()) + 1;
-      io = {gemm_input{nullptr, nullptr, hh, l.norm.as<const float>(), eps}, hh, true,
-            first_weights(next)};
+      io = {gemm_input{nullptr, nullptr, hh, l.norm.as<const float>(), eps}, hh, true};
       if (lookup_folded && &l == &layers.front()) {
         cuda_detail::fold_token_lookup(io.in, dplan + L.ids, embeddings.as<const float>(),
                                        c.vocab_size, hh);

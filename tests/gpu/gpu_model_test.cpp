@@ -578,30 +578,6 @@ TEST(gpu_model_ssd_norm_fold, the_gated_norm_in_the_ssd_update_gives_the_same_bi
   expect_pools_whole(*folded);
 }
 
-// The L2 prefetch (MSTAR_L2_PREFETCH=1, opt-in: in batch-1 decode steps the SSD
-// update asks L2 for out_proj's weights and decode attention for the next
-// layer's first ones) is a hint and moves no bit: at the 0.56B's widths
-// (Mamba-2, attention and MLP layers; the last layer's attention asks for
-// the LM head), at the default cap and at 1 MiB (part of every matrix),
-// the same logits and tokens as without it.
-TEST(gpu_model_l2_prefetch, asking_l2_for_the_next_weights_moves_no_bit) {
-  MSTAR_REQUIRE_GPU();
-  auto wide = wide_config();
-  wide.layers = layers_of("M-M*M-*");
-  auto plain = random_on_gpu_without(wide, "MSTAR_L2_PREFETCH");
-  ASSERT_NE(plain, nullptr);
-  for (const char* cap : {"", "1"}) {
-    SCOPED_TRACE(std::string{"MSTAR_L2_PREFETCH_MIB="} + cap);
-    auto asking =
-        random_on_gpu_with(wide, {{"MSTAR_L2_PREFETCH", "1"}, {"MSTAR_L2_PREFETCH_MIB", cap}});
-    ASSERT_NE(asking, nullptr);
-    ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *asking, 13));
-    ASSERT_NO_FATAL_FAILURE(
-        expect_same_drawn_tokens(*plain, *asking, ramp_requests({9, 30}, 53, 24, 5)));
-    expect_pools_whole(*asking);
-  }
-}
-
 // The plan kernel (MSTAR_PLAN_KERNEL=1: the step's plan read over the bus
 // by one kernel that also writes the loopback draws, in place of the upload
 // and the gather; =2, the default: in a decode graph that kernel is also the

@@ -270,8 +270,7 @@ TEST(gpu_recurrent, ssd_update_reading_settled_states_early_gives_the_same_bits)
 
 // The gated-norm fold (cuda::ssd_update_gated_norm): one launch gives the
 // update's output and state and gated_rms_norm's bf16 row of that output
-// bit for bit, as ssd_update then gated_rms_norm give them, twice over
-// (the second time asking L2 for other bytes first: l2_prefetch);
+// bit for bit, as ssd_update then gated_rms_norm give them, twice over;
 // rows carried, fresh and skipped (slot -1: zeros normed); N 128 and 64,
 // one to eight heads a norm group (a cluster); and what it refuses.
 void expect_gated_norm_fold_matches(test::random_tensors& rng, const ssd_geometry& g,
@@ -326,13 +325,8 @@ void expect_gated_norm_fold_matches(test::random_tensors& rng, const ssd_geometr
     auto d_state = upload(state);
     auto d_y = poisoned<float>(n);
     auto d_out = poisoned<std::uint16_t>(n);
-    ssd_update_params p{dw, in, d_y.data(), batch, d_state.data(), d_slots.span(), d_resume.span()};
-    // The second launch asks L2 for bytes it never reads (a hint: the same
-    // bits), from an odd address, so the span's ends are rounded inward.
-    if (launch == 1) {
-      p.l2_prefetch =
-          std::as_bytes(std::span{packed.data(), static_cast<std::size_t>(batch * row)}).subspan(3);
-    }
+    const ssd_update_params p{
+        dw, in, d_y.data(), batch, d_state.data(), d_slots.span(), d_resume.span()};
     const cuda::ssd_gated_norm_fold f{z, row, norm_w.data(), eps, group, d_out.data()};
     ASSERT_TRUE(cuda::ssd_update_gated_norm_fits(p, f));
     ASSERT_EQ(cuda::ssd_update_gated_norm(p, f, nullptr), cudaSuccess);

@@ -26,7 +26,6 @@ struct attn_args {
   int group;   // q heads per kv head
   int chunks;  // ceil(group / heads per block)
   float scale_log2;
-  l2_span l2_next;  // paged_attention_params::l2_prefetch (the mma walk asks for it first)
 };
 
 /// The device form of `p`; false for a dtype, head count or head_dim (over
@@ -48,7 +47,6 @@ inline bool to_attn_args(const paged_attention_params& p, attn_args& a) {
   a.chunks = 1;
   const float scale = p.scale != 0.0F ? p.scale : 1.0F / std::sqrt(static_cast<float>(d));
   a.scale_log2 = scale * log2e;
-  a.l2_next = l2_span_of(p.l2_prefetch);
   return true;
 }
 

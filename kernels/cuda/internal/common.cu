@@ -93,14 +93,6 @@ bool chained_launch_of(const void* kernel) {
   return chained;
 }
 
-bool l2_prefetch_bulk() {
-  static const bool bulk = [] {
-    const char* e = std::getenv("MSTAR_L2_PREFETCH_BULK");
-    return e != nullptr && std::string_view{e} == "1";
-  }();
-  return bulk;
-}
-
 int sm_count() {
   constexpr int max_devices = 64;
   static std::array<std::atomic<int>, max_devices> cache{};

@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cuda_runtime.h>
-#include <span>
 #include <utility>
 
 #include "kernels/tensor_view.hpp"
@@ -216,76 +215,6 @@ __device__ __forceinline__ void chain_start() {
 /// a chained GEMV's weights past the pieces it loads before `chain_wait`.
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
-/// Bytes a latency-bound kernel asks the L2 cache for (prefetch_l2_span):
-/// 16-byte aligned, a multiple of 16 (l2_span_of rounds inward).
-struct l2_span {
-  const std::byte* base = nullptr;
-  std::uint64_t bytes = 0;
-  bool bulk = false;  // l2_prefetch_bulk: bulk prefetches, else a line an instruction
-};
-
-/// MSTAR_L2_PREFETCH_BULK=1 (read once; A/B runs): prefetch_l2_span asks
-/// with bulk prefetches of l2_prefetch_piece bytes (the TMA unit) rather
-/// than a 128-byte line an instruction (the load path).
-[[nodiscard]] bool l2_prefetch_bulk();
-
-/// The 16-byte aligned whole pieces of `bytes` (a hint may drop its ends).
-inline l2_span l2_span_of(std::span<const std::byte> bytes) {
-  if (bytes.empty())
-    return {};
-  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data());
-  const std::uintptr_t first = (begin + 15) & ~std::uintptr_t{15};
-  const std::uintptr_t end = (begin + bytes.size()) & ~std::uintptr_t{15};
-  if (end <= first)
-    return {};
-  return {bytes.data() + (first - begin), end - first, l2_prefetch_bulk()};
-}
-
-/// Pieces of an l2_span one bulk prefetch asks for.
-inline constexpr std::uint64_t l2_prefetch_piece = 16384;
-
-/// Ask the L2 cache for this block's share of `span` (block `part` of
-/// `parts` blocks, dealt out thread by thread): `prefetch.global.L2` a
-/// 128-byte line an instruction, or with span.bulk bulk prefetches of
-/// l2_prefetch_piece bytes (`cp.async.bulk.prefetch.L2`, sm_90); neither
-/// writes a register. A latency-bound chained kernel (the SSD update,
-/// decode attention) calls it before its wait with the weights of the
-/// streaming kernel after it, so HBM, otherwise idle while it runs, fills
-/// L2 with what that kernel reads next. A hint: no result depends on it.
-__device__ __forceinline__ void prefetch_l2_span(const l2_span& span, std::uint64_t part,
-                                                 std::uint64_t parts) {
-  if (!span.bulk) {
-    constexpr std::uint64_t line = 128;
-    const std::uint64_t lines = (span.bytes + line - 1) / line;
-    for (std::uint64_t i = part * blockDim.x + threadIdx.x; i < lines; i += parts * blockDim.x)
-      prefetch_l2(span.base + i * line);
-    return;
-  }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const std::uint64_t pieces = (span.bytes + l2_prefetch_piece - 1) / l2_prefetch_piece;
-  for (std::uint64_t i = part * blockDim.x + threadIdx.x; i < pieces; i += parts * blockDim.x) {
-    const std::uint64_t at = i * l2_prefetch_piece;
-    const std::uint64_t left = span.bytes - at;
-    const auto n = static_cast<std::uint32_t>(left < l2_prefetch_piece ? left : l2_prefetch_piece);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(span.base + at), "r"(n)
-                 : "memory");
-  }
-#else
-  (void)span;
-  (void)part;
-  (void)parts;
-#endif
-}
-
-/// The linear index of this block in its grid, and the grid's blocks.
-__device__ __forceinline__ std::uint64_t block_rank() {
-  return blockIdx.x + static_cast<std::uint64_t>(gridDim.x) *
-                          (blockIdx.y + static_cast<std::uint64_t>(gridDim.y) * blockIdx.z);
-}
-__device__ __forceinline__ std::uint64_t grid_blocks() {
-  return static_cast<std::uint64_t>(gridDim.x) * gridDim.y * gridDim.z;
 }
 
 /// `kernel<<<grid, block, smem, stream>>>(args...)`, chained on the kernel

@@ -53,7 +53,6 @@ struct update_args {
   bool bc_vector;                 // B and C rows 16-byte aligned: float4 loads
   bool settled;                   // ssd_update_params::state_settled: the slot and
                                   // state are read before the chained wait
-  l2_span l2_next{};              // ssd_update_params::l2_prefetch, asked for first
 };
 
 /// The gated-norm fold's operands (recurrent.hpp's ssd_update_gated_norm):
@@ -189,7 +188,6 @@ __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
   // The fold: the head's y, and the group's quads' squares (norm_fold_cluster).
   __shared__ __align__(16) float ys[Fold ? Sub * block_rows : 1];
   __shared__ float sq[Fold ? NormV * 32 : 1];
-  prefetch_l2_span(a.l2_next, block_rank(), grid_blocks());
   if constexpr (Fold)
     cluster_started();
   chain_release();

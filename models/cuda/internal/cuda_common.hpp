@@ -204,33 +204,6 @@ struct gemm_input {
   return b;
 }
 
-// Whether a model made now has, in its batch-1 decode steps, the
-// latency-bound kernels (the SSD update, decode attention) ask L2 for the
-// weights of the streaming kernel after them before their wait
-// (kernels::ssd_update_params / paged_attention_params::l2_prefetch;
-// `MSTAR_L2_PREFETCH`), and the most bytes one asks for
-// (`MSTAR_L2_PREFETCH_MIB`, whole MiB; unset or not a number: `mib`).
-[[nodiscard]] inline bool l2_prefetch_enabled(bool by_default) {
-  return switch_on("MSTAR_L2_PREFETCH", by_default);
-}
-[[nodiscard]] inline std::size_t l2_prefetch_cap(std::size_t mib) {
-  if (const char* e = std::getenv("MSTAR_L2_PREFETCH_MIB"); e != nullptr) {
-    char* end = nullptr;
-    const unsigned long v = std::strtoul(e, &end, 10);
-    if (end != e && *end == '\0' && v <= 1024)
-      mib = v;
-  }
-  return mib << 20U;
-}
-
-// The first `most` bytes of `m`'s elements (`elem` bytes each): what a
-// latency-bound kernel asks L2 for ahead of the GEMV that reads `m`.
-[[nodiscard]] inline std::span<const std::byte> leading_bytes(const device_matrix& m,
-                                                              std::size_t elem, std::size_t most) {
-  const auto bytes = static_cast<std::size_t>(m.rows * m.cols) * elem;
-  return {m.as<std::byte>(), std::min(bytes, most)};
-}
-
 // Whether a model made now runs, in its batch-1 decode steps, Mamba-2's
 // gated norm of the SSD output in the SSD update
 // (kernels::cuda::ssd_update_gated_norm), so out_proj is a plain GEMV of a

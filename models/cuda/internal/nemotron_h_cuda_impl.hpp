@@ -150,12 +150,6 @@ struct nemotron_h_cuda::impl {
   /// Batch-1 decode steps run each Mamba-2 layer's gated norm in its SSD
   /// update (cuda_common.hpp's ssd_norm_fold_enabled).
   bool ssd_norm_fold = false;
-  /// In those steps the latency-bound kernels ask L2 for the weights the
-  /// GEMV after them streams, at most `l2_prefetch_bytes` each: the SSD
-  /// update for out_proj's, decode attention for the next layer's first
-  /// product's (cuda_common.hpp's l2_prefetch_enabled).
-  bool l2_prefetch = false;
-  std::size_t l2_prefetch_bytes = 0;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
@@ -170,13 +164,7 @@ struct nemotron_h_cuda::impl {
     gemm_input in;
     float* out = nullptr;
     bool accumulate = false;
-    /// The next layer's first weights (the LM head's after the last), where
-    /// this layer's latency-bound kernels ask L2 for them (l2_prefetch).
-    std::span<const std::byte> l2_next{};
   };
-  /// The weights the first product of layer `i` (`layers.size()`: the LM
-  /// head) streams, the leading l2_prefetch_bytes of them.
-  [[nodiscard]] std::span<const std::byte> first_weights(std::size_t i) const;
   /// Prefill steps with bf16 weights scan long rows in chunks on tensor
   /// cores (TF32); f32 weights keep the exact sequential scan.
   [[nodiscard]] bool chunked_ssd() const { return dtype != mstar::dtype::float32; }
