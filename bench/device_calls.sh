@@ -136,6 +136,30 @@ nh056_rounds() {  # ROUNDS "MODES" "BATCHES"
   done
 }
 
+# mstar_gpu_tests' tests matching FILTER for at most SECONDS, appended to $w/tests.log;
+# the exit status, the summary lines so far and the count of passed tests.
+gpu_tests() {  # FILTER SECONDS
+  timeout "$2" "$bin/mstar_gpu_tests" --gtest_filter="$1" >>"$w/tests.log" 2>&1
+  echo "exit $? ($((SECONDS - t0)) s)"
+  grep -E "^\[ +(FAILED|PASSED|SKIPPED) +\]|Failure|tests ran" "$w/tests.log" | head -20 |
+    cut -c1-180
+  grep -c "^\[       OK" "$w/tests.log"
+}
+
+# mstar-gpu-bench --suite gemv's results in JSONL, a line a case (whose name holds
+# PATTERN, if given), tagged TAG.
+gemv_lines() {  # JSONL TAG [PATTERN]
+  python3 - "$1" "$2" "${3:-}" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        if sys.argv[3] in d["case"]:
+            print(f"{sys.argv[2]:6} {d['case']:42} {d['us_per_call']:8.2f} us {d['GB_per_s']:7.0f} GB/s"
+                  f" copy {d['copy_GB_per_s']:5.0f}")
+PY
+}
+
 # Packs the call's results into $out/NAME.tgz.
 finish() {  # NAME
   rm -rf "$ck"

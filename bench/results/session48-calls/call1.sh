@@ -20,12 +20,8 @@ source "$(dirname "$0")/common.sh"
 echo "== tests ($((SECONDS - t0)) s)"
 for tests in 'gpu_attention_fused_merge.*' \
   'gpu_model_l2_prefetch.*:gpu_attention_walk.one_long_row*:gpu_attention_split_variant.one_long_row*'; do
-  MSTAR_ATTN_SINGLE_DIRECT=1 timeout 60 "$bin/mstar_gpu_tests" --gtest_filter="$tests" \
-    >>"$w/tests.log" 2>&1
-  echo "exit $? ($((SECONDS - t0)) s)"
+  MSTAR_ATTN_SINGLE_DIRECT=1 gpu_tests "$tests" 60
 done
-grep -E "^\[ +(FAILED|PASSED|SKIPPED) +\]|Failure|tests ran" "$w/tests.log" | head -20 | cut -c1-180
-grep -c "^\[       OK" "$w/tests.log"
 python3 bench/make_checkpoint.py --size nemotron_h-0.56b --out "$ck/nh056" >/dev/null 2>&1
 echo "== the 0.56B at batch 1 ($((SECONDS - t0)) s)"
 modes="defaults chainlast chainloads direct1 l2lines fused0 argmax0 v2 v3 v0 split0 plan2"
@@ -41,14 +37,7 @@ gemv_cold() {  # TAG VARIANTS... (MSTAR_GEMV_CHAIN from the environment)
   (($(left) > 40)) || return 0
   timeout 90 "$bin/mstar-gpu-bench" --suite gemv --gemv-cold --gemv-variants "$@" --rounds 3 \
     --json >"$w/gemv-cold-$tag.jsonl" 2>"$w/gemv-cold-$tag.err"
-  python3 - "$w/gemv-cold-$tag.jsonl" "$tag" <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    if l.startswith("{"):
-        d = json.loads(l)
-        print(f"{sys.argv[2]:6} {d['case']:38} {d['us_per_call']:8.2f} us {d['GB_per_s']:7.0f} GB/s"
-              f" copy {d['copy_GB_per_s']:5.0f}")
-PY
+  gemv_lines "$w/gemv-cold-$tag.jsonl" "$tag"
 }
 gemv_cold late -1 2 0
 MSTAR_GEMV_CHAIN=last gemv_cold last -1

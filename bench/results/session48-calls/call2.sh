@@ -23,11 +23,7 @@ nh056_rounds 2 "$modes" 1
 best=$(fastest_modes 1 "${modes#defaults }")
 echo "fastest other: $best"
 echo "== tests ($((SECONDS - t0)) s)"
-(($(left) > 60)) && timeout $(($(left) - 50)) "$bin/mstar_gpu_tests" --gtest_filter='gpu_linear*:*gpu_attention_fused_merge*' \
-  >"$w/tests.log" 2>&1
-echo "exit $? ($((SECONDS - t0)) s)"
-grep -E "^\[ +(FAILED|PASSED|SKIPPED) +\]|Failure|tests ran" "$w/tests.log" | head -20 | cut -c1-180
-grep -c "^\[       OK" "$w/tests.log"
+(($(left) > 60)) && gpu_tests 'gpu_linear*:*gpu_attention_fused_merge*' $(($(left) - 50))
 echo "== the GEMV suite ($((SECONDS - t0)) s)"
 gemv_suite() {  # TAG ARGS...
   local tag=$1
@@ -37,15 +33,7 @@ gemv_suite() {  # TAG ARGS...
     >"$w/gemv-$tag.jsonl" 2>"$w/gemv-$tag.err"
   echo "-- gemv $tag: exit $?"
   tail -2 "$w/gemv-$tag.err"
-  python3 - "$w/gemv-$tag.jsonl" "$tag" <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    if l.startswith("{"):
-        d = json.loads(l)
-        if "h2048" in d["case"]:
-            print(f"{sys.argv[2]:5} {d['case']:40} {d['us_per_call']:8.2f} us {d['GB_per_s']:7.0f} GB/s"
-                  f" copy {d['copy_GB_per_s']:5.0f}")
-PY
+  gemv_lines "$w/gemv-$tag.jsonl" "$tag" h2048
 }
 gemv_suite hot --gemv-variants 5 12
 gemv_suite cold --gemv-cold --gemv-variants 5 12 13 14

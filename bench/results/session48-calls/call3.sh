@@ -20,23 +20,13 @@ gemv_suite() {  # TAG ARGS...
     >"$w/gemv-$tag.jsonl" 2>"$w/gemv-$tag.err"
   echo "-- gemv $tag: exit $?"
   grep -v "weight copies" "$w/gemv-$tag.err" | tail -3
-  python3 - "$w/gemv-$tag.jsonl" "$tag" <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    if l.startswith("{"):
-        d = json.loads(l)
-        print(f"{sys.argv[2]:5} {d['case']:42} {d['us_per_call']:8.2f} us {d['GB_per_s']:7.0f} GB/s"
-              f" copy {d['copy_GB_per_s']:5.0f}")
-PY
+  gemv_lines "$w/gemv-$tag.jsonl" "$tag"
 }
 gemv_suite hot
 gemv_suite cold --gemv-cold
 echo "== tests ($((SECONDS - t0)) s)"
-(($(left) > 40)) && timeout $(($(left) - 25)) "$bin/mstar_gpu_tests" \
-  --gtest_filter='gpu_model*:gpu_sampling*:*gpu_attention_fused_merge*:gpu_attention_walk*:gpu_attention_split*:-gpu_model_l2_prefetch*' \
-  >"$w/tests.log" 2>&1
-echo "exit $? ($((SECONDS - t0)) s)"
-grep -E "^\[ +(FAILED|PASSED|SKIPPED) +\]|Failure|tests ran" "$w/tests.log" | head -20 | cut -c1-180
-grep -c "^\[       OK" "$w/tests.log"
+(($(left) > 40)) && gpu_tests \
+  'gpu_model*:gpu_sampling*:*gpu_attention_fused_merge*:gpu_attention_walk*:gpu_attention_split*:-gpu_model_l2_prefetch*' \
+  $(($(left) - 25))
 grep "^\[ RUN" "$w/tests.log" | tail -1
 finish call3

@@ -10,12 +10,7 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 echo "== tests ($((SECONDS - t0)) s)"
-timeout 100 "$bin/mstar_gpu_tests" \
-  --gtest_filter='*gpu_attention_walk*:*gpu_attention_split_variant*:gpu_attention.*' \
-  >"$w/tests.log" 2>&1
-echo "exit $? ($((SECONDS - t0)) s)"
-grep -E "^\[ +(FAILED|PASSED|SKIPPED) +\]|Failure|tests ran" "$w/tests.log" | head -20 | cut -c1-180
-grep -c "^\[       OK" "$w/tests.log"
+gpu_tests '*gpu_attention_walk*:*gpu_attention_split_variant*:gpu_attention.*' 100
 grep "^\[ RUN" "$w/tests.log" | tail -1
 echo "== the GEMV suite, cold ($((SECONDS - t0)) s)"
 for mode in late loads last pdl0; do
@@ -23,13 +18,6 @@ for mode in late loads last pdl0; do
   if [[ $mode == pdl0 ]]; then set -- MSTAR_PDL=0; else set -- "MSTAR_GEMV_CHAIN=$mode"; fi
   env "$@" timeout 25 "$bin/mstar-gpu-bench" --suite gemv --gemv-cold --gemv-variants 5 --rounds 3 \
     --json >"$w/gemv-$mode.jsonl" 2>"$w/gemv-$mode.err"
-  python3 - "$w/gemv-$mode.jsonl" "$mode" <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    if l.startswith("{"):
-        d = json.loads(l)
-        if "h2048" in d["case"] or "lm_head" in d["case"]:
-            print(f"{sys.argv[2]:5} {d['case']:42} {d['us_per_call']:8.2f} us {d['GB_per_s']:7.0f} GB/s")
-PY
+  gemv_lines "$w/gemv-$mode.jsonl" "$mode" h2048
 done
 finish call4
