@@ -708,10 +708,11 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // Qwen3.5 0.5B 0.752 / 0.755 / 0.764 / 0.802. Released early, the next
 // GEMV's waiting blocks hold SM slots while this one still streams;
 // prefetched rows are evicted before they are used.
-// `last` (MSTAR_GEMV_CHAIN=last, session 48; unmeasured) releases it once
-// each block's last weight pieces are asked for: the next kernel's blocks
-// then start (and load their static weights) under this one's last dots and
-// its tail, where `late` leaves HBM idle between the two.
+// `last` (MSTAR_GEMV_CHAIN=last, session 48) releases it once each block's
+// last weight pieces are asked for, so the next kernel's blocks start (and
+// load their static weights) under this one's last dots and its tail: on
+// an H100 (0.56B, batch 1) 505.3 / 509.8 us a step against late's 508.1 /
+// 507.4, within noise (bench/results/session48-calls/, call1).
 enum class chain_mode { late, loads, prefetch, last };
 
 chain_mode gemv_chain_mode() {
