@@ -39,6 +39,7 @@ if ! declare -F envs_of >/dev/null; then
       fused0) echo "MSTAR_FUSED_NORM=0" ;;        # no norm in the GEMVs: add_rms_norm kernels
       chainlast) echo "MSTAR_GEMV_CHAIN=last" ;;  # session 48: the next kernel released at the last loads
       chainloads) echo "MSTAR_GEMV_CHAIN=loads" ;;  # released at the GEMV's start
+      stage1) echo "MSTAR_GEMV_STAGE=1" ;;        # session 49: plain one-row products that fit stage their weights in shared memory
       # Session 48's persistent GEMV entries (12-14; removed after its call2, commit 65bc061):
       wide12) echo "MSTAR_GEMV_WIDE=12" ;;        # wide products in entry 5's persistent grid, 4 blocks an SM
       wide13) echo "MSTAR_GEMV_WIDE=13" ;;        # 5 blocks an SM

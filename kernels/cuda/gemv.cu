@@ -39,10 +39,13 @@
 
 #include "kernels/cuda/gemv_shape.hpp"
 #include "kernels/cuda/internal/activation.cuh"
+#include "kernels/cuda/internal/bulk_copy.cuh"
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/conv_fast.cuh"
+#include "kernels/cuda/internal/cp_async.cuh"
 #include "kernels/cuda/internal/gated_norm.cuh"
 #include "kernels/cuda/internal/gemv.hpp"
+#include "kernels/cuda/internal/launch_setup.cuh"
 #include "kernels/cuda/internal/paged.cuh"
 #include "kernels/cuda/internal/select.cuh"
 #include "kernels/cuda/math.hpp"
@@ -637,6 +640,104 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   }
 }
 
+// The staged plain GEMV (linear_bf16_params::gemv_stage): a one-row plain
+// product whose block slices all fit the SMs at once copies its block's
+// whole weight slice into shared memory before its chained wait (bulk
+// copies on one mbarrier), so the weights stream while the kernel before it
+// runs: the batch-1 out_proj after the SSD update, whose latency leaves
+// HBM idle for microseconds. After the wait it takes the dots from shared
+// memory in the same lane order as the streamed kernel at the same table
+// entry (Rows 1; Unroll does not order the sums), the split warps' sums in
+// the same order, the same writes: the same bits.
+template <int Split, int Warps>
+__global__ void __launch_bounds__(Warps * 32, 1536 / (Warps * 32))
+    gemv_staged_kernel(gemv_args a) {
+  constexpr gemv_shape shape{1, 4, Split, Warps};
+  constexpr int stride = shape.piece_stride();
+  constexpr int features = shape.features_per_block();
+  extern __shared__ uint4 slice[];  // [features][K / 8]
+  __shared__ alignas(8) std::uint64_t bar;
+  __shared__ float partial[Split > 1 ? Warps : 1];
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp_in_block = static_cast<int>(threadIdx.x) / 32;
+  const int block_first = static_cast<int>(blockIdx.x) * features;
+  const int rows = min(features, a.n - block_first);
+  const int pieces = a.k / 8;
+  const std::uint32_t bar_at = smem_addr(&bar);
+  if (threadIdx.x == 0) {
+    mbar_init(bar_at, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (a.release == release_start)
+    chain_release();
+  if (!a.weight_static)
+    chain_wait();
+  if (warp_in_block == 0) {
+    const auto row_bytes = static_cast<std::uint32_t>(a.k) * 2U;
+    if (lane == 0)
+      mbar_arrive_expect(bar_at, static_cast<std::uint32_t>(rows) * row_bytes);
+    __syncwarp();
+    for (int f = lane; f < rows; f += 32) {
+      bulk_copy(smem_addr(slice) + static_cast<std::uint32_t>(f) * row_bytes,
+                a.w + static_cast<std::int64_t>(block_first + f) * a.w_stride, row_bytes, bar_at);
+    }
+  }
+  chain_wait();
+  const int n0 = shape.first_feature(static_cast<int>(blockIdx.x), warp_in_block);
+  const bool active = n0 < a.n;
+  const bool writer = lane == 0 && active && warp_in_block % Split == 0;
+  float residual = 0.0F;
+  if (writer && a.accumulate == accumulate_early && a.out_f32 != nullptr)
+    residual = a.out_f32[n0];
+  float acc = 0.0F;
+  if (active) {
+    mbar_wait(bar_at, 0);
+    const uint4* w = slice + static_cast<std::int64_t>(warp_in_block / Split) * pieces;
+    const auto* x = reinterpret_cast<const uint4*>(a.x);
+    // The input's pieces four at a time, their L2 round trips together.
+    constexpr int ahead = 4;
+    for (int p0 = shape.first_piece(warp_in_block, lane); p0 < pieces; p0 += stride * ahead) {
+      uint4 xv[ahead];
+#pragma unroll
+      for (int u = 0; u < ahead; ++u) {
+        const int p = p0 + stride * u;
+        xv[u] = p < pieces ? load_coherent(x + p) : make_uint4(0U, 0U, 0U, 0U);
+      }
+#pragma unroll
+      for (int u = 0; u < ahead; ++u) {
+        if (p0 + stride * u < pieces)
+          acc = dot8(w[p0 + stride * u], xv[u], acc);
+      }
+    }
+  }
+  if (a.release != release_start)
+    chain_release();
+  acc = group_sum<32>(acc);
+  if constexpr (Split > 1) {
+    if (lane == 0)
+      partial[warp_in_block] = acc;
+    __syncthreads();
+    if (!writer)
+      return;
+#pragma unroll
+    for (int s = 1; s < Split; ++s)
+      acc += partial[warp_in_block + s];
+  }
+  if (!writer)
+    return;
+  const float b = a.bias != nullptr ? a.bias[static_cast<std::int64_t>(n0) * a.bias_stride] : 0.0F;
+  if (a.out_f32 != nullptr) {
+    if (a.accumulate == accumulate_none)
+      a.out_f32[n0] = acc + b;
+    else
+      a.out_f32[n0] = (a.accumulate == accumulate_early ? residual : a.out_f32[n0]) + (acc + b);
+  } else {
+    const float bb = a.bias != nullptr ? from_bf16(to_bf16(b)) : 0.0F;
+    a.out_bf16[n0] = to_bf16(acc + bb);
+  }
+}
+
 bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
@@ -738,6 +839,47 @@ bool gemv_norm_prefetch() {
   return on;
 }
 
+// The chain mode of this launch: gemv_chain_mode where launches are
+// chained; plain launches take neither flag (chain_release is then a no-op).
+chain_mode current_chain_mode() {
+  return chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
+}
+
+std::uint8_t release_of(chain_mode mode) {
+  return mode == chain_mode::late   ? release_late
+         : mode == chain_mode::last ? release_last
+                                    : release_start;
+}
+
+// MSTAR_GEMV_STAGE=1 (read once; off until measured): the default launches
+// of plain one-row products with static weights stage them where they fit
+// (linear_bf16_params::gemv_stage).
+bool gemv_stage_default() {
+  static const bool on = [] {
+    const char* e = std::getenv("MSTAR_GEMV_STAGE");
+    return e != nullptr && std::string_view{e} == "1";
+  }();
+  return on;
+}
+
+// The staged kernel at entry S's order (S.rows 1). `last` has no last
+// pieces to wait for here: it releases after the dots, as `late` does.
+template <gemv_shape S>
+cudaError_t launch_staged(const gemv_args& a, cudaStream_t stream) {
+  static_assert(S.rows == 1);
+  constexpr auto kernel = gemv_staged_kernel<S.split, S.warps>;
+  if (const cudaError_t e = raise_smem_limit<kernel>(static_cast<std::size_t>(gemv_stage_max_bytes)); e != cudaSuccess)
+    return e;
+  gemv_args chained = a;
+  const chain_mode mode = current_chain_mode();
+  chained.prefetch = 0;
+  chained.release = mode == chain_mode::last ? release_late : release_of(mode);
+  const auto smem = static_cast<std::size_t>(S.features_per_block()) * a.k * sizeof(std::uint16_t);
+  launch_chained(kernel, static_cast<unsigned>(S.blocks(a.n)), static_cast<unsigned>(S.threads()),
+                 smem, stream, chained);
+  return launch_status();
+}
+
 template <prologue P, int V, gemv_shape S>
 cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds,
                    cudaStream_t stream) {
@@ -746,12 +888,10 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
       P == prologue::none ? 0 : static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
   gemv_args chained = a;
   // Plain launches: neither flag (chain_release is then a no-op anyway).
-  const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
+  const chain_mode mode = current_chain_mode();
   chained.prefetch = static_cast<std::uint8_t>((mode == chain_mode::prefetch ? prefetch_rows : 0) |
                                                (gemv_norm_prefetch() ? prefetch_norm : 0));
-  chained.release = mode == chain_mode::late   ? release_late
-                    : mode == chain_mode::last ? release_last
-                                               : release_start;
+  chained.release = release_of(mode);
   launch_chained(gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V)>,
                  static_cast<unsigned>(S.blocks(a.n)), static_cast<unsigned>(S.threads()), smem,
                  stream, chained, gate, folds);
@@ -781,6 +921,31 @@ constexpr gemv_launches table(std::index_sequence<I...>) {
 }
 template <prologue P, int V = 0>
 constexpr gemv_launches launches = table<P, V>(std::make_index_sequence<gemv_variants>{});
+
+// The staged launchers, an entry each (null where the entry has more than
+// one feature a warp: those stream).
+using gemv_staged_launch = cudaError_t (*)(const gemv_args&, cudaStream_t);
+template <std::size_t I>
+constexpr gemv_staged_launch staged_entry() {
+  if constexpr (gemv_shapes[I].rows == 1)
+    return launch_staged<gemv_shapes[I]>;
+  else
+    return nullptr;
+}
+template <std::size_t... I>
+constexpr std::array<gemv_staged_launch, gemv_variants> staged_table(std::index_sequence<I...>) {
+  return {staged_entry<I>()...};
+}
+constexpr auto staged_launches = staged_table(std::make_index_sequence<gemv_variants>{});
+
+// Whether a plain one-row launch at entry `i` stages its weights
+// (linear_bf16_params::gemv_stage).
+bool stages(int requested, const gemv_args& a, std::size_t i) {
+  if (requested == 0 || a.m != 1 || staged_launches[i] == nullptr ||
+      !gemv_stage_fits(gemv_shapes[i], a.n, a.k, sm_count()))
+    return false;
+  return requested == 1 || (gemv_stage_default() && a.weight_static && chained_launches_on());
+}
 
 // `name` as a whole decimal number, else `otherwise` (unset, empty, other text).
 int env_int(const char* name, int otherwise) {
@@ -826,7 +991,10 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
-  return launches<prologue::none>[variant_of(p.gemv_variant, a.n, a.k)](a, nullptr, {}, stream);
+  const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
+  if (stages(p.gemv_stage, a, i))
+    return staged_launches[i](a, stream);
+  return launches<prologue::none>[i](a, nullptr, {}, stream);
 }
 
 bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p) {

@@ -163,6 +163,12 @@ struct linear_bf16_params {
   /// its first pieces before the kernel before it has finished. False: it
   /// waits for that kernel first, as a plain launch would.
   bool weight_static = false;
+  /// The staged GEMV (one row, gemv_stage_fits): each block copies its
+  /// whole weight slice into shared memory before its chained wait, then
+  /// takes the same sums as the streamed kernel at its entry (the same
+  /// bits). -1: where `MSTAR_GEMV_STAGE=1`, the weights are static and
+  /// launches are chained; 0: never; 1: wherever it fits (tests).
+  int gemv_stage = -1;
 };
 
 /// The launch shape (gemv_shape.hpp's table) a one-row bf16 product of N

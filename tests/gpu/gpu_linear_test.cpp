@@ -267,6 +267,83 @@ TEST(gpu_linear, every_gemv_shape_is_deterministic_and_equal_within_its_split) {
   }
 }
 
+// The staged GEMV (linear_bf16_params::gemv_stage): each block copies its
+// whole weight slice into shared memory before its chained wait, then sums
+// as the streamed kernel at the same entry does. At every entry of one
+// feature a warp, on shapes it takes (the 0.56B's out_proj among them) and
+// shapes it passes to the streamed kernel (its MLP down projection: 128 KiB
+// a block), chained and plain, weights static or not, f32 (written, added
+// early or late onto a residual) and bf16 outputs: the streamed kernel's
+// bits, run after run.
+TEST(gpu_linear, staged_gemv_gives_the_streamed_gemvs_bits_at_every_entry) {
+  MSTAR_REQUIRE_GPU();
+  auto blas = cuda::blas_handle::make();
+  ASSERT_TRUE(blas.has_value()) << blas.error().to_string();
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  auto rng = test::gpu::seeded(331);
+  constexpr shape staged_shapes[] = {{1, 8, 3, false},       {1, 1032, 130, true},
+                                     {1, 8200, 17, false},   {1, 2048, 1001, true},
+                                     {1, 4096, 2048, false}, {1, 2048, 2048, true},
+                                     {1, 8192, 2048, true}};
+  const bool chained_before = cuda::chained_launches();
+  const bool early_before = cuda::gemv_residual_early();
+  int staged_cases = 0;
+  for (const auto& s : staged_shapes) {
+    SCOPED_TRACE(std::to_string(s.inner) + "x" + std::to_string(s.cols));
+    const bf16_case c{rng, s};
+    const auto residual = rng.floats(static_cast<std::size_t>(s.cols));
+    for (int v = 0; v < cuda::gemv_variants; ++v) {
+      if (cuda::gemv_shapes[v].rows != 1)
+        continue;
+      SCOPED_TRACE("gemv variant " + std::to_string(v));
+      staged_cases += cuda::gemv_stage_fits(cuda::gemv_shapes[v], s.cols, s.inner, sms) ? 1 : 0;
+      for (int mode = 0; mode < 4; ++mode) {
+        SCOPED_TRACE("mode " + std::to_string(mode));
+        // mode 0: f32 written; 1: added early; 2: added late; 3: bf16.
+        cuda::set_gemv_residual_early(mode == 1);
+        const auto run = [&](int stage, bool chained, bool weight_static) {
+          cuda::set_chained_launches(chained);
+          auto p = c.params(s);
+          p.gemv_variant = v;
+          p.gemv_stage = stage;
+          p.weight_static = weight_static;
+          p.accumulate = mode == 1 || mode == 2;
+          std::vector<float> got;
+          if (mode == 3) {
+            auto d_out = poisoned<std::uint16_t>(c.ref.size());
+            p.out_bf16 = contiguous(d_out.data(), std::array{s.rows, s.cols});
+            EXPECT_EQ(cuda::linear_bf16(*blas, p, nullptr), cudaSuccess);
+            for (const auto b : d_out.download())
+              got.push_back(static_cast<float>(b));  // the raw bits, exactly
+          } else {
+            auto d_out = mode == 0 ? poisoned<float>(c.ref.size()) : upload(residual);
+            p.out_f32 = contiguous(d_out.data(), std::array{s.rows, s.cols});
+            EXPECT_EQ(cuda::linear_bf16(*blas, p, nullptr), cudaSuccess);
+            got = d_out.download();
+          }
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          return got;
+        };
+        const auto streamed = run(0, true, true);
+        if (mode == 0) {
+          EXPECT_TRUE(within(streamed, c.ref, budget::bf16_in_f32_out));
+        }
+        EXPECT_EQ(run(1, true, true), streamed) << "staged, chained, static weights";
+        EXPECT_EQ(run(1, true, true), streamed) << "staged, run to run";
+        EXPECT_EQ(run(1, true, false), streamed) << "staged, chained, weights not static";
+        EXPECT_EQ(run(1, false, true), streamed) << "staged, plain launches";
+      }
+    }
+  }
+  cuda::set_chained_launches(chained_before);
+  cuda::set_gemv_residual_early(early_before);
+  // The small shapes and the out_proj shape stage on a card of 128 SMs or more.
+  if (sms >= 128) {
+    EXPECT_GT(staged_cases, 8) << "too few cases took the staged kernel";
+  }
+}
+
 // The batch-1 decode fold: RMS norm and product in one kernel equal
 // add_rms_norm (bf16 output) then linear_bf16 bit for bit, every output
 // form, and the CPU's norm then product within budget.
