@@ -650,8 +650,7 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
 // entry (Rows 1; Unroll does not order the sums), the split warps' sums in
 // the same order, the same writes: the same bits.
 template <int Split, int Warps>
-__global__ void __launch_bounds__(Warps * 32, 1536 / (Warps * 32))
-    gemv_staged_kernel(gemv_args a) {
+__global__ void __launch_bounds__(Warps * 32, 1536 / (Warps * 32)) gemv_staged_kernel(gemv_args a) {
   constexpr gemv_shape shape{1, 4, Split, Warps};
   constexpr int stride = shape.piece_stride();
   constexpr int features = shape.features_per_block();
@@ -868,7 +867,9 @@ template <gemv_shape S>
 cudaError_t launch_staged(const gemv_args& a, cudaStream_t stream) {
   static_assert(S.rows == 1);
   constexpr auto kernel = gemv_staged_kernel<S.split, S.warps>;
-  if (const cudaError_t e = raise_smem_limit<kernel>(static_cast<std::size_t>(gemv_stage_max_bytes)); e != cudaSuccess)
+  if (const cudaError_t e =
+          raise_smem_limit<kernel>(static_cast<std::size_t>(gemv_stage_max_bytes));
+      e != cudaSuccess)
     return e;
   gemv_args chained = a;
   const chain_mode mode = current_chain_mode();

@@ -282,10 +282,9 @@ TEST(gpu_linear, staged_gemv_gives_the_streamed_gemvs_bits_at_every_entry) {
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   auto rng = test::gpu::seeded(331);
-  constexpr shape staged_shapes[] = {{1, 8, 3, false},       {1, 1032, 130, true},
-                                     {1, 8200, 17, false},   {1, 2048, 1001, true},
-                                     {1, 4096, 2048, false}, {1, 2048, 2048, true},
-                                     {1, 8192, 2048, true}};
+  constexpr shape staged_shapes[] = {
+      {1, 8, 3, false},       {1, 1032, 130, true},  {1, 8200, 17, false}, {1, 2048, 1001, true},
+      {1, 4096, 2048, false}, {1, 2048, 2048, true}, {1, 8192, 2048, true}};
   const bool chained_before = cuda::chained_launches();
   const bool early_before = cuda::gemv_residual_early();
   int staged_cases = 0;
