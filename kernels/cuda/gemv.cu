@@ -58,7 +58,7 @@ namespace {
 constexpr int rms_sum_threads = 256;
 
 enum : std::uint8_t { accumulate_none = 0, accumulate_late = 1, accumulate_early = 2 };
-enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2 };
+enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2, stage_lanes = 4 };
 enum : std::uint8_t { release_start = 0, release_late = 1, release_last = 2 };
 
 struct gemv_args {
@@ -81,7 +81,8 @@ struct gemv_args {
   std::uint8_t accumulate;
   // Chained, what is asked of L2 before the wait (bits): prefetch_rows the
   // weight pieces past the first load, prefetch_norm the norm forms' norm
-  // weight (a line a thread, 32 floats; where its stride is 1).
+  // weight (a line a thread, 32 floats; where its stride is 1). The staged
+  // kernel's stage_lanes: its slice copied by every thread (cp.async).
   std::uint8_t prefetch;
   // Chained: when the next kernel is released (release_start, release_late:
   // after the dots, release_last: once the last weight pieces are asked for).
@@ -672,7 +673,20 @@ __global__ void __launch_bounds__(Warps * 32, 1536 / (Warps * 32)) gemv_staged_k
     chain_release();
   if (!a.weight_static)
     chain_wait();
-  if (warp_in_block == 0) {
+  // stage_lanes: every thread copies its share of the slice, 16 bytes a
+  // copy (cp.async); else warp 0 bulk-copies it a row a lane.
+  const bool by_lanes = (a.prefetch & stage_lanes) != 0;
+  if (by_lanes) {
+    const int total = rows * pieces;
+    for (int i = static_cast<int>(threadIdx.x); i < total; i += Warps * 32) {
+      const int f = i / pieces;
+      cp_async16(slice + i,
+                 reinterpret_cast<const uint4*>(a.w + static_cast<std::int64_t>(block_first + f) *
+                                                          a.w_stride) +
+                     (i - f * pieces));
+    }
+    cp_async_commit();
+  } else if (warp_in_block == 0) {
     const auto row_bytes = static_cast<std::uint32_t>(a.k) * 2U;
     if (lane == 0)
       mbar_arrive_expect(bar_at, static_cast<std::uint32_t>(rows) * row_bytes);
@@ -689,9 +703,14 @@ __global__ void __launch_bounds__(Warps * 32, 1536 / (Warps * 32)) gemv_staged_k
   float residual = 0.0F;
   if (writer && a.accumulate == accumulate_early && a.out_f32 != nullptr)
     residual = a.out_f32[n0];
+  if (by_lanes) {
+    cp_async_wait<0>();
+    __syncthreads();
+  }
   float acc = 0.0F;
   if (active) {
-    mbar_wait(bar_at, 0);
+    if (!by_lanes)
+      mbar_wait(bar_at, 0);
     const uint4* w = slice + static_cast<std::int64_t>(warp_in_block / Split) * pieces;
     const auto* x = reinterpret_cast<const uint4*>(a.x);
     // The input's pieces four at a time, their L2 round trips together.
@@ -850,21 +869,23 @@ std::uint8_t release_of(chain_mode mode) {
                                     : release_start;
 }
 
-// MSTAR_GEMV_STAGE=1 (read once; off until measured): the default launches
-// of plain one-row products with static weights stage them where they fit
-// (linear_bf16_params::gemv_stage).
-bool gemv_stage_default() {
-  static const bool on = [] {
+// MSTAR_GEMV_STAGE (read once; 0, off, until measured): 1 or 2, the
+// default launches of plain one-row products with static weights stage
+// them where they fit (linear_bf16_params::gemv_stage: 1 bulk copies, 2
+// every thread's async copies).
+int gemv_stage_default() {
+  static const int mode = [] {
     const char* e = std::getenv("MSTAR_GEMV_STAGE");
-    return e != nullptr && std::string_view{e} == "1";
+    const std::string_view v = e != nullptr ? e : "";
+    return v == "1" ? 1 : v == "2" ? 2 : 0;
   }();
-  return on;
+  return mode;
 }
 
 // The staged kernel at entry S's order (S.rows 1). `last` has no last
 // pieces to wait for here: it releases after the dots, as `late` does.
 template <gemv_shape S>
-cudaError_t launch_staged(const gemv_args& a, cudaStream_t stream) {
+cudaError_t launch_staged(const gemv_args& a, int how, cudaStream_t stream) {
   static_assert(S.rows == 1);
   constexpr auto kernel = gemv_staged_kernel<S.split, S.warps>;
   if (const cudaError_t e =
@@ -873,7 +894,7 @@ cudaError_t launch_staged(const gemv_args& a, cudaStream_t stream) {
     return e;
   gemv_args chained = a;
   const chain_mode mode = current_chain_mode();
-  chained.prefetch = 0;
+  chained.prefetch = how == 2 ? stage_lanes : 0;
   chained.release = mode == chain_mode::last ? release_late : release_of(mode);
   const auto smem = static_cast<std::size_t>(S.features_per_block()) * a.k * sizeof(std::uint16_t);
   launch_chained(kernel, static_cast<unsigned>(S.blocks(a.n)), static_cast<unsigned>(S.threads()),
@@ -925,7 +946,7 @@ constexpr gemv_launches launches = table<P, V>(std::make_index_sequence<gemv_var
 
 // The staged launchers, an entry each (null where the entry has more than
 // one feature a warp: those stream).
-using gemv_staged_launch = cudaError_t (*)(const gemv_args&, cudaStream_t);
+using gemv_staged_launch = cudaError_t (*)(const gemv_args&, int, cudaStream_t);
 template <std::size_t I>
 constexpr gemv_staged_launch staged_entry() {
   if constexpr (gemv_shapes[I].rows == 1)
@@ -939,13 +960,15 @@ constexpr std::array<gemv_staged_launch, gemv_variants> staged_table(std::index_
 }
 constexpr auto staged_launches = staged_table(std::make_index_sequence<gemv_variants>{});
 
-// Whether a plain one-row launch at entry `i` stages its weights
-// (linear_bf16_params::gemv_stage).
-bool stages(int requested, const gemv_args& a, std::size_t i) {
+// How a plain one-row launch at entry `i` stages its weights
+// (linear_bf16_params::gemv_stage): 0 not, 1 bulk copies, 2 async copies.
+int stage_of(int requested, const gemv_args& a, std::size_t i) {
   if (requested == 0 || a.m != 1 || staged_launches[i] == nullptr ||
       !gemv_stage_fits(gemv_shapes[i], a.n, a.k, sm_count()))
-    return false;
-  return requested == 1 || (gemv_stage_default() && a.weight_static && chained_launches_on());
+    return 0;
+  if (requested == 1 || requested == 2)
+    return requested;
+  return a.weight_static && chained_launches_on() ? gemv_stage_default() : 0;
 }
 
 // `name` as a whole decimal number, else `otherwise` (unset, empty, other text).
@@ -993,8 +1016,8 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
   const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
-  if (stages(p.gemv_stage, a, i))
-    return staged_launches[i](a, stream);
+  if (const int how = stage_of(p.gemv_stage, a, i); how != 0)
+    return staged_launches[i](a, how, stream);
   return launches<prologue::none>[i](a, nullptr, {}, stream);
 }
 

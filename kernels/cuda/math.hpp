@@ -166,8 +166,10 @@ struct linear_bf16_params {
   /// The staged GEMV (one row, gemv_stage_fits): each block copies its
   /// whole weight slice into shared memory before its chained wait, then
   /// takes the same sums as the streamed kernel at its entry (the same
-  /// bits). -1: where `MSTAR_GEMV_STAGE=1`, the weights are static and
-  /// launches are chained; 0: never; 1: wherever it fits (tests).
+  /// bits). -1: as `MSTAR_GEMV_STAGE` (1 or 2) says, where the weights
+  /// are static and launches are chained; 0: never; wherever it fits, 1:
+  /// warp 0's bulk copies, a row a lane; 2: every thread's 16-byte async
+  /// copies (tests, sweeps).
   int gemv_stage = -1;
 };
 

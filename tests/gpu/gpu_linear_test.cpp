@@ -328,10 +328,13 @@ TEST(gpu_linear, staged_gemv_gives_the_streamed_gemvs_bits_at_every_entry) {
         if (mode == 0) {
           EXPECT_TRUE(within(streamed, c.ref, budget::bf16_in_f32_out));
         }
-        EXPECT_EQ(run(1, true, true), streamed) << "staged, chained, static weights";
-        EXPECT_EQ(run(1, true, true), streamed) << "staged, run to run";
-        EXPECT_EQ(run(1, true, false), streamed) << "staged, chained, weights not static";
-        EXPECT_EQ(run(1, false, true), streamed) << "staged, plain launches";
+        for (const int how : {1, 2}) {  // bulk copies, every thread's async copies
+          SCOPED_TRACE("staged by " + std::string{how == 1 ? "bulk copies" : "async copies"});
+          EXPECT_EQ(run(how, true, true), streamed) << "staged, chained, static weights";
+          EXPECT_EQ(run(how, true, true), streamed) << "staged, run to run";
+          EXPECT_EQ(run(how, true, false), streamed) << "staged, chained, weights not static";
+          EXPECT_EQ(run(how, false, true), streamed) << "staged, plain launches";
+        }
       }
     }
   }
