@@ -40,11 +40,14 @@ if ! declare -F envs_of >/dev/null; then
       chainlast) echo "MSTAR_GEMV_CHAIN=last" ;;  # session 48: the next kernel released at the last loads
       chainloads) echo "MSTAR_GEMV_CHAIN=loads" ;;  # released at the GEMV's start
       stage1) echo "MSTAR_GEMV_STAGE=1" ;;        # session 49: plain one-row products that fit stage their weights in shared memory
-      carve100) echo "MSTAR_SMEM_CARVEOUT=100" ;;  # session 49: every chained kernel prefers the most shared memory
+      # Session 49's shared-memory carveout (removed after its call2: +12-14 us a step on an H100):
+      carve100) echo "MSTAR_SMEM_CARVEOUT=100" ;;  # every chained kernel prefers the most shared memory
       stage1carve100) echo "MSTAR_GEMV_STAGE=1 MSTAR_SMEM_CARVEOUT=100" ;;
       stage2) echo "MSTAR_GEMV_STAGE=2" ;;        # staged by every thread's async copies
       stage2carve100) echo "MSTAR_GEMV_STAGE=2 MSTAR_SMEM_CARVEOUT=100" ;;
       merge2) echo "MSTAR_ATTN_SPLIT_MERGE=2" ;;  # the split kernel's last block merges (fused; default at 2+ rows of the mma walk)
+      chunk32merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32 MSTAR_ATTN_SPLIT_MERGE=2" ;;  # short chunks, fused merge
+      chunk64merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=64 MSTAR_ATTN_SPLIT_MERGE=2" ;;
       # Session 48's persistent GEMV entries (12-14; removed after its call2, commit 65bc061):
       wide12) echo "MSTAR_GEMV_WIDE=12" ;;        # wide products in entry 5's persistent grid, 4 blocks an SM
       wide13) echo "MSTAR_GEMV_WIDE=13" ;;        # 5 blocks an SM

@@ -14,7 +14,7 @@ echo "== staged GEMV tests ($((SECONDS - t0)) s)"
 gpu_tests 'gpu_linear.staged*' 40
 python3 bench/make_checkpoint.py --size nemotron_h-0.56b --out "$ck/nh056" >/dev/null 2>&1
 echo "== the 0.56B at batch 1 ($((SECONDS - t0)) s)"
-modes="defaults carve100 stage1carve100 stage2carve100 stage2 merge2"
+modes="defaults carve100 stage1carve100 stage2carve100 stage2 merge2 chunk64merge2 chunk32merge2"
 nh056_rounds 2 "$modes" 1
 echo "== fastest: $(fastest_modes 3 "$modes" | tr '\n' ' ')"
 best=$(fastest_modes 6 "$modes" | grep stage | head -1)

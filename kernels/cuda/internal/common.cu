@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -92,41 +91,6 @@ bool chained_launch_of(const void* kernel) {
   }
   known.emplace(kernel, chained);
   return chained;
-}
-
-void prefer_carveout(const void* kernel) {
-  // MSTAR_SMEM_CARVEOUT (read once; unset: the driver's choice): the
-  // percent of an SM's unified L1 / shared memory every chained kernel
-  // prefers as shared memory (cudaFuncAttributePreferredSharedMemoryCarveout).
-  // An SM changes its split only when no block is resident on it, so a
-  // kernel whose blocks want more shared memory than the split of the
-  // kernel before gives cannot start beside that kernel's last blocks.
-  static const int percent = [] {
-    const char* e = std::getenv("MSTAR_SMEM_CARVEOUT");
-    if (e == nullptr || *e == '\0')
-      return -1;
-    char* end = nullptr;
-    const long v = std::strtol(e, &end, 10);
-    return *end == '\0' && v >= 0 && v <= 100 ? static_cast<int>(v) : -1;
-  }();
-  if (percent < 0)
-    return;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return;
-  }
-  static std::mutex mutex;
-  static std::unordered_map<const void*, std::uint64_t> set;  // a bit a device
-  const std::lock_guard lock{mutex};
-  auto& bits = set[kernel];
-  const std::uint64_t bit = device >= 0 && device < 64 ? std::uint64_t{1} << device : 0;
-  if ((bits & bit) != 0)
-    return;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent) !=
-      cudaSuccess)
-    cudaGetLastError();  // a preference: the launch goes on without it
-  bits |= bit;
 }
 
 int sm_count() {

@@ -146,11 +146,6 @@ bool chained_launches_on();
 /// MSTAR_PDL_PLAIN names a piece of its mangled name (kernels/cuda/README.md).
 bool chained_launch_of(const void* kernel);
 
-/// Sets `kernel`'s preferred shared-memory carveout to MSTAR_SMEM_CARVEOUT
-/// (percent; once per kernel and device), where that is set; nothing
-/// otherwise. `launch_chained` calls it.
-void prefer_carveout(const void* kernel);
-
 /// Multiprocessors of the current device (cached per device after the first
 /// call); 132 if the runtime cannot say.
 int sm_count();
@@ -233,7 +228,6 @@ void launch_chained_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, u
                              std::size_t smem, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attrs[2];
   unsigned n = 0;
-  prefer_carveout(reinterpret_cast<const void*>(kernel));
   if (chained_launch_of(reinterpret_cast<const void*>(kernel))) {
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n].val.programmaticStreamSerializationAllowed = 1;

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Session 49's third call: call2's stage2 runs were of a stale gemv.cu object (the async-copy
+# form's edit landed while nvcc read the file; the env switch then meant nothing), so
+# again: the staged tests (both copy forms), the 0.56B with MSTAR_GEMV_STAGE=2 against the
+# defaults, its timeline, and the isolated plain out_proj streamed and staged both ways.
+# Pack as call1.sh says, with call3.sh; `CALL_LIMIT=200 bash .carry/call3.sh`.
+set -uo pipefail
+source "$(dirname "$0")/common.sh"
+echo "== staged GEMV tests ($((SECONDS - t0)) s)"
+gpu_tests 'gpu_linear.staged*' 40
+python3 bench/make_checkpoint.py --size nemotron_h-0.56b --out "$ck/nh056" >/dev/null 2>&1
+echo "== the isolated out_proj ($((SECONDS - t0)) s)"
+for mode in 0 1 2; do
+  MSTAR_GEMV_STAGE=$mode timeout 25 "$bin/mstar-gpu-bench" --suite gemv --gemv-cold \
+    --gemv-variants -1 --rounds 3 --json >"$w/gemv-stage$mode.jsonl" 2>"$w/gemv-stage$mode.err"
+  gemv_lines "$w/gemv-stage$mode.jsonl" "stage$mode" plain_h2048_out_proj
+done
+echo "== the 0.56B at batch 1 ($((SECONDS - t0)) s)"
+nh056_rounds 2 "defaults stage2 chunk32merge2" 1
+echo "== timeline ($((SECONDS - t0)) s)"
+(($(left) > 50)) && timeline_of stage2
+grep -E "gemv|ssd_update" "$w/nh056-decode1-stage2.launches.txt" | sed -n 1,8p
+finish call3
