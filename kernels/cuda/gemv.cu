@@ -680,10 +680,9 @@ __global__ void __launch_bounds__(Warps * 32, 1536 / (Warps * 32)) gemv_staged_k
     const int total = rows * pieces;
     for (int i = static_cast<int>(threadIdx.x); i < total; i += Warps * 32) {
       const int f = i / pieces;
-      cp_async16(slice + i,
-                 reinterpret_cast<const uint4*>(a.w + static_cast<std::int64_t>(block_first + f) *
-                                                          a.w_stride) +
-                     (i - f * pieces));
+      cp_async16(slice + i, reinterpret_cast<const uint4*>(
+                                a.w + static_cast<std::int64_t>(block_first + f) * a.w_stride) +
+                                (i - f * pieces));
     }
     cp_async_commit();
   } else if (warp_in_block == 0) {
