@@ -39,11 +39,15 @@ if ! declare -F envs_of >/dev/null; then
       fused0) echo "MSTAR_FUSED_NORM=0" ;;        # no norm in the GEMVs: add_rms_norm kernels
       chainlast) echo "MSTAR_GEMV_CHAIN=last" ;;  # session 48: the next kernel released at the last loads
       chainloads) echo "MSTAR_GEMV_CHAIN=loads" ;;  # released at the GEMV's start
-      stage1) echo "MSTAR_GEMV_STAGE=1" ;;        # session 49: plain one-row products that fit stage their weights in shared memory
+      chainwave) echo "MSTAR_GEMV_CHAIN=wave" ;;  # session 49: one-wave GEMVs release at their start (default since)
+      chainlate) echo "MSTAR_GEMV_CHAIN=late" ;;  # every GEMV releases after its dots (the default until session 49)
+      # Session 49's staged GEMV (removed after its call3: +37-45 us a step; commit 1e8929b):
+      stage1) echo "MSTAR_GEMV_STAGE=1" ;;        # plain one-row products that fit stage their weights in shared memory (bulk copies)
+      stage2) echo "MSTAR_GEMV_STAGE=2" ;;        # staged by every thread's async copies
+      stage2wave) echo "MSTAR_GEMV_STAGE=2 MSTAR_GEMV_CHAIN=wave" ;;
       # Session 49's shared-memory carveout (removed after its call2: +12-14 us a step on an H100):
       carve100) echo "MSTAR_SMEM_CARVEOUT=100" ;;  # every chained kernel prefers the most shared memory
       stage1carve100) echo "MSTAR_GEMV_STAGE=1 MSTAR_SMEM_CARVEOUT=100" ;;
-      stage2) echo "MSTAR_GEMV_STAGE=2" ;;        # staged by every thread's async copies
       stage2carve100) echo "MSTAR_GEMV_STAGE=2 MSTAR_SMEM_CARVEOUT=100" ;;
       merge2) echo "MSTAR_ATTN_SPLIT_MERGE=2" ;;  # the split kernel's last block merges (fused; default at 2+ rows of the mma walk)
       chunk32merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32 MSTAR_ATTN_SPLIT_MERGE=2" ;;  # short chunks, fused merge

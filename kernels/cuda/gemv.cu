@@ -32,6 +32,7 @@
 // the caller marks the weights static; the kernel after is released once
 // the dots are done (`MSTAR_GEMV_CHAIN`, gemv_chain_mode below).
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -39,10 +40,8 @@
 
 #include "kernels/cuda/gemv_shape.hpp"
 #include "kernels/cuda/internal/activation.cuh"
-#include "kernels/cuda/internal/bulk_copy.cuh"
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/conv_fast.cuh"
-#include "kernels/cuda/internal/cp_async.cuh"
 #include "kernels/cuda/internal/gated_norm.cuh"
 #include "kernels/cuda/internal/gemv.hpp"
 #include "kernels/cuda/internal/launch_setup.cuh"
@@ -58,7 +57,7 @@ namespace {
 constexpr int rms_sum_threads = 256;
 
 enum : std::uint8_t { accumulate_none = 0, accumulate_late = 1, accumulate_early = 2 };
-enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2, stage_lanes = 4 };
+enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2 };
 enum : std::uint8_t { release_start = 0, release_late = 1, release_last = 2 };
 
 struct gemv_args {
@@ -81,8 +80,7 @@ struct gemv_args {
   std::uint8_t accumulate;
   // Chained, what is asked of L2 before the wait (bits): prefetch_rows the
   // weight pieces past the first load, prefetch_norm the norm forms' norm
-  // weight (a line a thread, 32 floats; where its stride is 1). The staged
-  // kernel's stage_lanes: its slice copied by every thread (cp.async).
+  // weight (a line a thread, 32 floats; where its stride is 1).
   std::uint8_t prefetch;
   // Chained: when the next kernel is released (release_start, release_late:
   // after the dots, release_last: once the last weight pieces are asked for).
@@ -641,120 +639,6 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   }
 }
 
-// The staged plain GEMV (linear_bf16_params::gemv_stage): a one-row plain
-// product whose block slices all fit the SMs at once copies its block's
-// whole weight slice into shared memory before its chained wait (bulk
-// copies on one mbarrier), so the weights stream while the kernel before it
-// runs: the batch-1 out_proj after the SSD update, whose latency leaves
-// HBM idle for microseconds. After the wait it takes the dots from shared
-// memory in the same lane order as the streamed kernel at the same table
-// entry (Rows 1; Unroll does not order the sums), the split warps' sums in
-// the same order, the same writes: the same bits.
-template <int Split, int Warps>
-__global__ void __launch_bounds__(Warps * 32, 1536 / (Warps * 32)) gemv_staged_kernel(gemv_args a) {
-  constexpr gemv_shape shape{1, 4, Split, Warps};
-  constexpr int stride = shape.piece_stride();
-  constexpr int features = shape.features_per_block();
-  extern __shared__ uint4 slice[];  // [features][K / 8]
-  __shared__ alignas(8) std::uint64_t bar;
-  __shared__ float partial[Split > 1 ? Warps : 1];
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int warp_in_block = static_cast<int>(threadIdx.x) / 32;
-  const int block_first = static_cast<int>(blockIdx.x) * features;
-  const int rows = min(features, a.n - block_first);
-  const int pieces = a.k / 8;
-  const std::uint32_t bar_at = smem_addr(&bar);
-  if (threadIdx.x == 0) {
-    mbar_init(bar_at, 1);
-    mbar_init_fence();
-  }
-  __syncthreads();
-  if (a.release == release_start)
-    chain_release();
-  if (!a.weight_static)
-    chain_wait();
-  // stage_lanes: every thread copies its share of the slice, 16 bytes a
-  // copy (cp.async); else warp 0 bulk-copies it a row a lane.
-  const bool by_lanes = (a.prefetch & stage_lanes) != 0;
-  if (by_lanes) {
-    const int total = rows * pieces;
-    for (int i = static_cast<int>(threadIdx.x); i < total; i += Warps * 32) {
-      const int f = i / pieces;
-      cp_async16(slice + i, reinterpret_cast<const uint4*>(
-                                a.w + static_cast<std::int64_t>(block_first + f) * a.w_stride) +
-                                (i - f * pieces));
-    }
-    cp_async_commit();
-  } else if (warp_in_block == 0) {
-    const auto row_bytes = static_cast<std::uint32_t>(a.k) * 2U;
-    if (lane == 0)
-      mbar_arrive_expect(bar_at, static_cast<std::uint32_t>(rows) * row_bytes);
-    __syncwarp();
-    for (int f = lane; f < rows; f += 32) {
-      bulk_copy(smem_addr(slice) + static_cast<std::uint32_t>(f) * row_bytes,
-                a.w + static_cast<std::int64_t>(block_first + f) * a.w_stride, row_bytes, bar_at);
-    }
-  }
-  chain_wait();
-  const int n0 = shape.first_feature(static_cast<int>(blockIdx.x), warp_in_block);
-  const bool active = n0 < a.n;
-  const bool writer = lane == 0 && active && warp_in_block % Split == 0;
-  float residual = 0.0F;
-  if (writer && a.accumulate == accumulate_early && a.out_f32 != nullptr)
-    residual = a.out_f32[n0];
-  if (by_lanes) {
-    cp_async_wait<0>();
-    __syncthreads();
-  }
-  float acc = 0.0F;
-  if (active) {
-    if (!by_lanes)
-      mbar_wait(bar_at, 0);
-    const uint4* w = slice + static_cast<std::int64_t>(warp_in_block / Split) * pieces;
-    const auto* x = reinterpret_cast<const uint4*>(a.x);
-    // The input's pieces four at a time, their L2 round trips together.
-    constexpr int ahead = 4;
-    for (int p0 = shape.first_piece(warp_in_block, lane); p0 < pieces; p0 += stride * ahead) {
-      uint4 xv[ahead];
-#pragma unroll
-      for (int u = 0; u < ahead; ++u) {
-        const int p = p0 + stride * u;
-        xv[u] = p < pieces ? load_coherent(x + p) : make_uint4(0U, 0U, 0U, 0U);
-      }
-#pragma unroll
-      for (int u = 0; u < ahead; ++u) {
-        if (p0 + stride * u < pieces)
-          acc = dot8(w[p0 + stride * u], xv[u], acc);
-      }
-    }
-  }
-  if (a.release != release_start)
-    chain_release();
-  acc = group_sum<32>(acc);
-  if constexpr (Split > 1) {
-    if (lane == 0)
-      partial[warp_in_block] = acc;
-    __syncthreads();
-    if (!writer)
-      return;
-#pragma unroll
-    for (int s = 1; s < Split; ++s)
-      acc += partial[warp_in_block + s];
-  }
-  if (!writer)
-    return;
-  const float b = a.bias != nullptr ? a.bias[static_cast<std::int64_t>(n0) * a.bias_stride] : 0.0F;
-  if (a.out_f32 != nullptr) {
-    if (a.accumulate == accumulate_none)
-      a.out_f32[n0] = acc + b;
-    else
-      a.out_f32[n0] = (a.accumulate == accumulate_early ? residual : a.out_f32[n0]) + (acc + b);
-  } else {
-    const float bb = a.bias != nullptr ? from_bf16(to_bf16(b)) : 0.0F;
-    a.out_bf16[n0] = to_bf16(acc + bb);
-  }
-}
-
 bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
@@ -818,7 +702,7 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 
 // What a chained GEMV does around its wait (MSTAR_GEMV_CHAIN, read once;
 // A/B runs): every mode loads its first weight pieces before the wait;
-// `late` (the default) releases the next kernel only after its dots,
+// `late` (the default until session 49) releases the next kernel only after its dots,
 // `loads` at its start, `prefetch` at its start and asks L2 for the rest of
 // its rows too. On the H200 (bench/results/h200-kernels17.md, session 33,
 // batch-1 step, ms): 0.56B Nemotron-H late 0.477 / loads 0.483 / prefetch
@@ -831,16 +715,32 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // load their static weights) under this one's last dots and its tail: on
 // an H100 (0.56B, batch 1) 505.3 / 509.8 us a step against late's 508.1 /
 // 507.4, within noise (bench/results/session48-calls/, call1).
-enum class chain_mode { late, loads, prefetch, last };
+// `wave` (the default since session 49): a launch whose whole grid is
+// resident at once releases the next kernel at its start (none of its
+// blocks waits for an SM slot the next kernel's blocks could take), so the
+// next kernel's blocks load their static weights under this one's wait and
+// dots (the batch-1 in_proj's under the o_proj's wait on the decode
+// attention, the MLP up's under the out_proj's on the SSD update); a
+// larger grid releases after its dots, as `late`. On an H100 (0.56B, batch
+// 1; bench/results/session49-calls/, call3): 490.0 / 489.2 us a step
+// against late's 500.4 / 499.2, the same tokens.
+enum class chain_mode { late, loads, prefetch, last, wave };
+
+// set_gemv_chain_late (tests): 1 forces `late`, 0 (or unset) leaves
+// MSTAR_GEMV_CHAIN's mode.
+std::atomic<int> chain_late_forced{0};
 
 chain_mode gemv_chain_mode() {
+  if (chain_late_forced.load(std::memory_order_relaxed) == 1)
+    return chain_mode::late;
   static const chain_mode mode = [] {
     const char* e = std::getenv("MSTAR_GEMV_CHAIN");
     const std::string_view v = e != nullptr ? e : "";
     return v == "prefetch" ? chain_mode::prefetch
            : v == "loads"  ? chain_mode::loads
            : v == "last"   ? chain_mode::last
-                           : chain_mode::late;
+           : v == "late"   ? chain_mode::late
+                           : chain_mode::wave;
   }();
   return mode;
 }
@@ -856,49 +756,13 @@ bool gemv_norm_prefetch() {
   return on;
 }
 
-// The chain mode of this launch: gemv_chain_mode where launches are
-// chained; plain launches take neither flag (chain_release is then a no-op).
-chain_mode current_chain_mode() {
-  return chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
-}
-
-std::uint8_t release_of(chain_mode mode) {
-  return mode == chain_mode::late   ? release_late
-         : mode == chain_mode::last ? release_last
-                                    : release_start;
-}
-
-// MSTAR_GEMV_STAGE (read once; 0, off, until measured): 1 or 2, the
-// default launches of plain one-row products with static weights stage
-// them where they fit (linear_bf16_params::gemv_stage: 1 bulk copies, 2
-// every thread's async copies).
-int gemv_stage_default() {
-  static const int mode = [] {
-    const char* e = std::getenv("MSTAR_GEMV_STAGE");
-    const std::string_view v = e != nullptr ? e : "";
-    return v == "1" ? 1 : v == "2" ? 2 : 0;
-  }();
-  return mode;
-}
-
-// The staged kernel at entry S's order (S.rows 1). `last` has no last
-// pieces to wait for here: it releases after the dots, as `late` does.
-template <gemv_shape S>
-cudaError_t launch_staged(const gemv_args& a, int how, cudaStream_t stream) {
-  static_assert(S.rows == 1);
-  constexpr auto kernel = gemv_staged_kernel<S.split, S.warps>;
-  if (const cudaError_t e =
-          raise_smem_limit<kernel>(static_cast<std::size_t>(gemv_stage_max_bytes));
-      e != cudaSuccess)
-    return e;
-  gemv_args chained = a;
-  const chain_mode mode = current_chain_mode();
-  chained.prefetch = how == 2 ? stage_lanes : 0;
-  chained.release = mode == chain_mode::last ? release_late : release_of(mode);
-  const auto smem = static_cast<std::size_t>(S.features_per_block()) * a.k * sizeof(std::uint16_t);
-  launch_chained(kernel, static_cast<unsigned>(S.blocks(a.n)), static_cast<unsigned>(S.threads()),
-                 smem, stream, chained);
-  return launch_status();
+// `wave`'s test: whether `blocks` blocks of `Kernel` at `threads` threads
+// and `smem` bytes are all resident at once (the occupancy calculator,
+// cached per shape).
+template <auto Kernel>
+bool one_wave(std::int64_t blocks, int threads, std::size_t smem) {
+  constexpr std::size_t default_limit = 48 * 1024;
+  return blocks <= std::int64_t{resident_blocks<Kernel>(default_limit, threads, smem)} * sm_count();
 }
 
 template <prologue P, int V, gemv_shape S>
@@ -909,13 +773,19 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
       P == prologue::none ? 0 : static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
   gemv_args chained = a;
   // Plain launches: neither flag (chain_release is then a no-op anyway).
-  const chain_mode mode = current_chain_mode();
+  const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
   chained.prefetch = static_cast<std::uint8_t>((mode == chain_mode::prefetch ? prefetch_rows : 0) |
                                                (gemv_norm_prefetch() ? prefetch_norm : 0));
-  chained.release = release_of(mode);
-  launch_chained(gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V)>,
-                 static_cast<unsigned>(S.blocks(a.n)), static_cast<unsigned>(S.threads()), smem,
-                 stream, chained, gate, folds);
+  constexpr auto kernel =
+      gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V)>;
+  chained.release =
+      mode == chain_mode::late   ? release_late
+      : mode == chain_mode::last ? release_last
+      : mode == chain_mode::wave
+          ? (one_wave<kernel>(S.blocks(a.n), S.threads(), smem) ? release_start : release_late)
+          : release_start;
+  launch_chained(kernel, static_cast<unsigned>(S.blocks(a.n)), static_cast<unsigned>(S.threads()),
+                 smem, stream, chained, gate, folds);
   return launch_status();
 }
 
@@ -942,33 +812,6 @@ constexpr gemv_launches table(std::index_sequence<I...>) {
 }
 template <prologue P, int V = 0>
 constexpr gemv_launches launches = table<P, V>(std::make_index_sequence<gemv_variants>{});
-
-// The staged launchers, an entry each (null where the entry has more than
-// one feature a warp: those stream).
-using gemv_staged_launch = cudaError_t (*)(const gemv_args&, int, cudaStream_t);
-template <std::size_t I>
-constexpr gemv_staged_launch staged_entry() {
-  if constexpr (gemv_shapes[I].rows == 1)
-    return launch_staged<gemv_shapes[I]>;
-  else
-    return nullptr;
-}
-template <std::size_t... I>
-constexpr std::array<gemv_staged_launch, gemv_variants> staged_table(std::index_sequence<I...>) {
-  return {staged_entry<I>()...};
-}
-constexpr auto staged_launches = staged_table(std::make_index_sequence<gemv_variants>{});
-
-// How a plain one-row launch at entry `i` stages its weights
-// (linear_bf16_params::gemv_stage): 0 not, 1 bulk copies, 2 async copies.
-int stage_of(int requested, const gemv_args& a, std::size_t i) {
-  if (requested == 0 || a.m != 1 || staged_launches[i] == nullptr ||
-      !gemv_stage_fits(gemv_shapes[i], a.n, a.k, sm_count()))
-    return 0;
-  if (requested == 1 || requested == 2)
-    return requested;
-  return a.weight_static && chained_launches_on() ? gemv_stage_default() : 0;
-}
 
 // `name` as a whole decimal number, else `otherwise` (unset, empty, other text).
 int env_int(const char* name, int otherwise) {
@@ -1014,10 +857,7 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
-  const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
-  if (const int how = stage_of(p.gemv_stage, a, i); how != 0)
-    return staged_launches[i](a, how, stream);
-  return launches<prologue::none>[i](a, nullptr, {}, stream);
+  return launches<prologue::none>[variant_of(p.gemv_variant, a.n, a.k)](a, nullptr, {}, stream);
 }
 
 bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p) {
@@ -1165,6 +1005,15 @@ cudaError_t launch_gemv_activation_bf16(const activation_linear_bf16_params& p,
 }  // namespace mstar::kernels::cuda::detail
 
 namespace mstar::kernels::cuda {
+
+bool gemv_releases_after_wait() {
+  const auto mode = detail::gemv_chain_mode();
+  return mode == detail::chain_mode::late || mode == detail::chain_mode::last;
+}
+
+void set_gemv_chain_late(bool on) {
+  detail::chain_late_forced.store(on ? 1 : 0, std::memory_order_relaxed);
+}
 
 int gemv_variant_for(int requested, std::int64_t n, std::int64_t k) {
   return gemv_pick(requested, detail::forced_variant(), detail::split_variant(), n, k,

@@ -97,27 +97,6 @@ inline constexpr int gemv_narrow_blocks_per_sm = 2;
          k / 8 >= split.piece_stride();
 }
 
-/// The staged plain GEMV (linear_bf16_params::gemv_stage): the most shared
-/// memory a block's weight slice may take, and the blocks an SM its whole
-/// grid may need. Under both, every block of the product is resident at
-/// once beside a small kernel before it (the SSD update's), so each can
-/// copy its whole slice before its chained wait.
-inline constexpr std::int64_t gemv_stage_max_bytes = 96 * 1024;
-inline constexpr int gemv_stage_blocks_per_sm = 2;
-
-/// Whether an [n, k] one-row product at table entry `s` can be staged on a
-/// device of `num_sms` multiprocessors: one feature a warp (the staged
-/// kernel's order), the block's slice of features_per_block() rows of K
-/// bf16 under gemv_stage_max_bytes, the grid under
-/// gemv_stage_blocks_per_sm blocks an SM. The 0.56B's out_proj (N 2,048,
-/// K 4,096, entry 6: 64 KiB, 256 blocks) fits 132 SMs; its MLP down
-/// projection (K 8,192: 128 KiB) does not.
-[[nodiscard]] constexpr bool gemv_stage_fits(const gemv_shape& s, std::int64_t n, std::int64_t k,
-                                             int num_sms) {
-  return s.rows == 1 && std::int64_t{s.features_per_block()} * k * 2 <= gemv_stage_max_bytes &&
-         s.blocks(n) <= std::int64_t{gemv_stage_blocks_per_sm} * num_sms;
-}
-
 /// The entry a launch takes: `requested` (params' gemv_variant) when in the
 /// table, else `forced` (MSTAR_GEMV_VARIANT) when in it, else
 /// `split_variant` where it names a split entry (-1: the rule is off,

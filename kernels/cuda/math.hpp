@@ -109,6 +109,17 @@ void set_chained_launches(bool on);
 [[nodiscard]] bool gemv_residual_early();
 void set_gemv_residual_early(bool on);
 
+/// Whether every chained one-row GEMV releases the kernel after it only
+/// once past its own wait: `MSTAR_GEMV_CHAIN` `late` or `last`, or
+/// `set_gemv_chain_late`. The default, `wave`, releases a GEMV whose grid
+/// is one wave at its start. An early read that counts on the kernels two
+/// back being done (the SSD update's, Nemotron-H's `MSTAR_SSD_EARLY`) is
+/// settled only where this holds.
+[[nodiscard]] bool gemv_releases_after_wait();
+/// Forces `late` for the launches after (tests); false: back to
+/// `MSTAR_GEMV_CHAIN`'s mode. A CUDA graph keeps what its capture saw.
+void set_gemv_chain_late(bool on);
+
 /// `out = x * sigmoid(x)`.
 [[nodiscard]] cudaError_t silu(const unary_params& p, cudaStream_t stream);
 
@@ -163,14 +174,6 @@ struct linear_bf16_params {
   /// its first pieces before the kernel before it has finished. False: it
   /// waits for that kernel first, as a plain launch would.
   bool weight_static = false;
-  /// The staged GEMV (one row, gemv_stage_fits): each block copies its
-  /// whole weight slice into shared memory before its chained wait, then
-  /// takes the same sums as the streamed kernel at its entry (the same
-  /// bits). -1: as `MSTAR_GEMV_STAGE` (1 or 2) says, where the weights
-  /// are static and launches are chained; 0: never; wherever it fits, 1:
-  /// warp 0's bulk copies, a row a lane; 2: every thread's 16-byte async
-  /// copies (tests, sweeps).
-  int gemv_stage = -1;
 };
 
 /// The launch shape (gemv_shape.hpp's table) a one-row bf16 product of N

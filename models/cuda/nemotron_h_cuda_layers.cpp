@@ -148,7 +148,10 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
   if (!b.decode && chunked_ssd())
     ws = {ssd_scratch.buffer.data(), ssd_scratch.buffer.size(), tokens, 0};
   const auto eps = static_cast<float>(c.layer_norm_epsilon);
-  kernels::ssd_update_params update{sw, in, yy, rows, ssm_state, slots, has, ssd_early};
+  // Early state reads only where the in_proj before releases the update
+  // after its own wait (see ssd_early).
+  kernels::ssd_update_params update{
+      sw, in, yy, rows, ssm_state, slots, has, ssd_early && kc::gemv_releases_after_wait()};
   // The gated norm in the SSD update (ssd_norm_fold; one decode row, where
   // it was measured faster): out_proj reads the bf16 row it leaves, as
   // after the gated_rms_norm launch below.

@@ -662,10 +662,14 @@ TEST(gpu_model_early_reads, ssd_states_and_residuals_read_early_give_the_same_bi
     kernels::cuda::set_gemv_residual_early(false);
     EXPECT_EQ(unsetenv("MSTAR_SSD_EARLY"), 0);
   });
+  // The early state reads count on the GEMVs' late release.
   const auto early = runs_alone_and_together(config, reqs, [] {
     kernels::cuda::set_gemv_residual_early(true);
+    kernels::cuda::set_gemv_chain_late(true);
+    EXPECT_TRUE(kernels::cuda::gemv_releases_after_wait());
     EXPECT_EQ(setenv("MSTAR_SSD_EARLY", "1", 1), 0);
   });
+  kernels::cuda::set_gemv_chain_late(false);
   kernels::cuda::set_gemv_residual_early(before);
   EXPECT_EQ(unsetenv("MSTAR_SSD_EARLY"), 0);
   expect_same_runs(plain, early, reqs.size());
@@ -691,8 +695,9 @@ TEST(gpu_model_fused_qkv, one_token_steps_project_qkv_in_one_product_bit_for_bit
 // start while the one before drains, a GEMV streaming its first weights)
 // change when kernels start, never what they compute: the same requests,
 // one at a time and together, give the same tokens and logits bit for bit
-// with every launch plain. Graphs are captured in the engine's first steps,
-// so each engine runs whole under one setting.
+// with every launch plain, and with the GEMVs' late release. Graphs are
+// captured in the engine's first steps, so each engine runs whole under one
+// setting.
 TEST(gpu_model_chained, decode_with_chained_launches_equals_plain_launches_bit_for_bit) {
   MSTAR_REQUIRE_GPU();
   const bool before = kernels::cuda::chained_launches();
@@ -702,8 +707,16 @@ TEST(gpu_model_chained, decode_with_chained_launches_equals_plain_launches_bit_f
       runs_alone_and_together(config, reqs, [] { kernels::cuda::set_chained_launches(false); });
   const auto chained =
       runs_alone_and_together(config, reqs, [] { kernels::cuda::set_chained_launches(true); });
+  // The GEMVs' release after their dots (`late`) in place of the default
+  // `wave` (one-wave grids release at their start): the same bits too.
+  const auto late = runs_alone_and_together(config, reqs, [] {
+    kernels::cuda::set_chained_launches(true);
+    kernels::cuda::set_gemv_chain_late(true);
+  });
+  kernels::cuda::set_gemv_chain_late(false);
   kernels::cuda::set_chained_launches(before);
   expect_same_runs(plain, chained, reqs.size());
+  expect_same_runs(plain, late, reqs.size());
 }
 
 TEST(gpu_model_graphs, replayed_decode_graphs_match_launching_every_kernel) {

@@ -79,7 +79,9 @@ struct nemotron_h_cuda::impl {
   /// written only by the step's upload and slot copies, and by this layer's
   /// update a step before, all done once the in_proj GEMV before the update
   /// has passed its own wait, which it does before it releases the update
-  /// (the GEMVs' default late release, or `last`; never `loads`).
+  /// (the GEMVs' `late` or `last` release: kc::gemv_releases_after_wait;
+  /// not `loads`, nor the default `wave`, under which the update reads them
+  /// after its wait).
   bool ssd_early = false;
   kc::blas_handle blas;
   nemotron_h_config config;
