@@ -96,6 +96,16 @@ t0=$SECONDS
 limit=${CALL_LIMIT:-540}
 left() { echo $((limit - (SECONDS - t0))); }
 
+# Makes checkpoint $ck/NAME of SIZE (bench/make_checkpoint.py's Nemotron-H sizes,
+# bench/transformers_decode.py's qwen3_5 ones) unless it is there.
+checkpoint() {  # NAME SIZE
+  [[ -d $ck/$1 ]] && return 0
+  case $2 in
+    qwen3_5-*) python3 bench/transformers_decode.py make-checkpoint --size "$2" --out "$ck/$1" ;;
+    *) python3 bench/make_checkpoint.py --size "$2" --out "$ck/$1" ;;
+  esac >/dev/null 2>&1
+}
+
 # Each mode twice, alternated, while time is left: mstar-bench-model-gpu on
 # checkpoint $ck/NAME, one summary line a run (model_summary).
 ab_runs() {  # NAME "MODE..." "BENCH ARGS..."

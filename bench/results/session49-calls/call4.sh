@@ -7,20 +7,19 @@
 # Pack as call1.sh says, with call4.sh; `CALL_LIMIT=330 bash .carry/call4.sh`.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
-python3 bench/make_checkpoint.py --size nemotron_h-0.56b --out "$ck/nh056" >/dev/null 2>&1
+checkpoint nh056 nemotron_h-0.56b
 echo "== the 0.56B at batch 1 ($((SECONDS - t0)) s)"
 nh056_rounds 2 "defaults chainlate" 1
 echo "== the 8B at batch 1 ($((SECONDS - t0)) s)"
 if (($(left) > 220)); then
-  python3 bench/make_checkpoint.py --size nemotron_h-8b --out "$ck/nh8b" >/dev/null 2>&1
+  checkpoint nh8b nemotron_h-8b
   echo "-- checkpoint ($((SECONDS - t0)) s)"
   ab_runs nh8b "defaults chainlate" "--batch 1 --new-tokens 64 --repeats 2"
   rm -rf "$ck/nh8b"
 fi
 echo "== Qwen3.5 0.5B at batch 1 ($((SECONDS - t0)) s)"
 if (($(left) > 150)); then
-  python3 bench/transformers_decode.py make-checkpoint --size qwen3_5-0.5b --out "$ck/qwen" \
-    >/dev/null 2>&1
+  checkpoint qwen qwen3_5-0.5b
   ab_runs qwen "defaults chainlate" "--batch 1 --new-tokens 128 --repeats 3"
 fi
 echo "== tests ($((SECONDS - t0)) s)"
