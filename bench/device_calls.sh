@@ -41,6 +41,7 @@ if ! declare -F envs_of >/dev/null; then
       chainloads) echo "MSTAR_GEMV_CHAIN=loads" ;;  # released at the GEMV's start
       chainwave) echo "MSTAR_GEMV_CHAIN=wave" ;;  # session 49: one-wave GEMVs release at their start (default since)
       chainlate) echo "MSTAR_GEMV_CHAIN=late" ;;  # every GEMV releases after its dots (the default until session 49)
+      chaintail) echo "MSTAR_GEMV_CHAIN=tail" ;;  # as wave, and a larger grid's last wave releases at its start
       # Session 49's staged GEMV (removed after its call3: +37-45 us a step; commit 1e8929b):
       stage1) echo "MSTAR_GEMV_STAGE=1" ;;        # plain one-row products that fit stage their weights in shared memory (bulk copies)
       stage2) echo "MSTAR_GEMV_STAGE=2" ;;        # staged by every thread's async copies

@@ -35,6 +35,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string_view>
 #include <utility>
 
@@ -95,6 +96,10 @@ struct gemv_args {
   const float* norm_w;
   std::int64_t norm_w_stride;  // the gated form: 1
   float eps;
+  // Blocks from this one on release the next kernel at their start (the
+  // chain mode `tail`: the grid's last wave), the others as `release` says.
+  // In the struct's last four bytes, which were padding.
+  int last_wave_first = std::numeric_limits<int>::max();
 };
 // Past 128 bytes ptxas chose other registers for the forms (gemv_bf16_kernel).
 static_assert(sizeof(gemv_args) == 128);
@@ -373,7 +378,7 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   // takes part in the block sum) and leaves after (Split > 1: after the
   // barrier of the sums).
   const bool active = n0 < a.n;
-  if (a.release == release_start)
+  if (a.release == release_start || static_cast<int>(blockIdx.x) >= a.last_wave_first)
     chain_release();
   const int pieces = a.k / 8;
   float acc[rows_per_warp][M];
@@ -722,9 +727,16 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // dots (the batch-1 in_proj's under the o_proj's wait on the decode
 // attention, the MLP up's under the out_proj's on the SSD update); a
 // larger grid releases after its dots, as `late`. On an H100 (0.56B, batch
-// 1; bench/results/session49-calls/, call3): 490.0 / 489.2 us a step
-// against late's 500.4 / 499.2, the same tokens.
-enum class chain_mode { late, loads, prefetch, last, wave };
+// 1; bench/results/session49-calls/, calls 3-5): 490.0 / 489.2, 495.0 /
+// 494.5 and 494.8 / 494.2 us a step against late's 500.4 / 499.2, 503.8 /
+// 504.3 and 504.0 / 505.1, the same tokens; the 8B shape 5,987 us against
+// 6,009, Qwen3.5 0.5B 739.6 against 756.6.
+// `tail` (MSTAR_GEMV_CHAIN=tail, session 49): as `wave`, and in a larger
+// grid the blocks of its last wave (the last resident-at-once count of
+// blocks) release at their start, the others after their dots: the next
+// kernel's blocks then start (and load their static weights) in the slots
+// the earlier waves leave, under the last wave's streams.
+enum class chain_mode { late, loads, prefetch, last, wave, tail };
 
 // set_gemv_chain_late (tests): 1 forces `late`, 0 (or unset) leaves
 // MSTAR_GEMV_CHAIN's mode.
@@ -740,6 +752,7 @@ chain_mode gemv_chain_mode() {
            : v == "loads"  ? chain_mode::loads
            : v == "last"   ? chain_mode::last
            : v == "late"   ? chain_mode::late
+           : v == "tail"   ? chain_mode::tail
                            : chain_mode::wave;
   }();
   return mode;
@@ -756,13 +769,13 @@ bool gemv_norm_prefetch() {
   return on;
 }
 
-// `wave`'s test: whether `blocks` blocks of `Kernel` at `threads` threads
-// and `smem` bytes are all resident at once (the occupancy calculator,
-// cached per shape).
+// The blocks of `Kernel` at `threads` threads and `smem` bytes resident at
+// once on the device (the occupancy calculator, cached per shape, times
+// the SMs): `wave`'s and `tail`'s wave.
 template <auto Kernel>
-bool one_wave(std::int64_t blocks, int threads, std::size_t smem) {
+std::int64_t wave_blocks(int threads, std::size_t smem) {
   constexpr std::size_t default_limit = 48 * 1024;
-  return blocks <= std::int64_t{resident_blocks<Kernel>(default_limit, threads, smem)} * sm_count();
+  return std::int64_t{resident_blocks<Kernel>(default_limit, threads, smem)} * sm_count();
 }
 
 template <prologue P, int V, gemv_shape S>
@@ -778,14 +791,19 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
                                                (gemv_norm_prefetch() ? prefetch_norm : 0));
   constexpr auto kernel =
       gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V)>;
-  chained.release =
-      mode == chain_mode::late   ? release_late
-      : mode == chain_mode::last ? release_last
-      : mode == chain_mode::wave
-          ? (one_wave<kernel>(S.blocks(a.n), S.threads(), smem) ? release_start : release_late)
-          : release_start;
-  launch_chained(kernel, static_cast<unsigned>(S.blocks(a.n)), static_cast<unsigned>(S.threads()),
-                 smem, stream, chained, gate, folds);
+  const std::int64_t blocks = S.blocks(a.n);
+  chained.last_wave_first = std::numeric_limits<int>::max();
+  chained.release = mode == chain_mode::late   ? release_late
+                    : mode == chain_mode::last ? release_last
+                                               : release_start;
+  if (mode == chain_mode::wave || mode == chain_mode::tail) {
+    const std::int64_t wave = wave_blocks<kernel>(S.threads(), smem);
+    chained.release = blocks <= wave ? release_start : release_late;
+    if (mode == chain_mode::tail && blocks > wave)
+      chained.last_wave_first = static_cast<int>(blocks - wave);
+  }
+  launch_chained(kernel, static_cast<unsigned>(blocks), static_cast<unsigned>(S.threads()), smem,
+                 stream, chained, gate, folds);
   return launch_status();
 }
 
