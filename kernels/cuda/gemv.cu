@@ -731,7 +731,9 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // 494.5 and 494.8 / 494.2 us a step against late's 500.4 / 499.2, 503.8 /
 // 504.3 and 504.0 / 505.1, the same tokens; the 8B shape 5,987 us against
 // 6,009, Qwen3.5 0.5B 739.6 against 756.6.
-// `tail` (MSTAR_GEMV_CHAIN=tail, session 49): as `wave`, and in a larger
+// `tail` (MSTAR_GEMV_CHAIN=tail, session 49; not measured yet: the
+// session's device time ran out, bench/results/session49-calls/call7.sh
+// is its A/B): as `wave`, and in a larger
 // grid the blocks of its last wave (the last resident-at-once count of
 // blocks) release at their start, the others after their dots: the next
 // kernel's blocks then start (and load their static weights) in the slots
