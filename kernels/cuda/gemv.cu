@@ -29,8 +29,9 @@
 //
 // Chained launches (programmatic dependent launch, internal/common.cuh):
 // the first weight pieces load before the wait for the kernel before, where
-// the caller marks the weights static; the kernel after is released once
-// the dots are done (`MSTAR_GEMV_CHAIN`, gemv_chain_mode below).
+// the caller marks the weights static; the kernel after is released at the
+// start where the whole grid is resident at once, else once the dots are
+// done (`MSTAR_GEMV_CHAIN`, gemv_chain_mode below).
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -707,9 +708,9 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 
 // What a chained GEMV does around its wait (MSTAR_GEMV_CHAIN, read once;
 // A/B runs): every mode loads its first weight pieces before the wait;
-// `late` (the default until session 49) releases the next kernel only after its dots,
-// `loads` at its start, `prefetch` at its start and asks L2 for the rest of
-// its rows too. On the H200 (bench/results/h200-kernels17.md, session 33,
+// `late` (the default until session 49) releases the next kernel only
+// after its dots, `loads` at its start, `prefetch` at its start and asks
+// L2 for the rest of its rows too. On the H200 (bench/results/h200-kernels17.md, session 33,
 // batch-1 step, ms): 0.56B Nemotron-H late 0.477 / loads 0.483 / prefetch
 // 0.565 / plain launches 0.504; the 8B shape 4.784 / 4.896 / 5.588 / 4.935;
 // Qwen3.5 0.5B 0.752 / 0.755 / 0.764 / 0.802. Released early, the next
@@ -732,12 +733,12 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // 504.3 and 504.0 / 505.1, the same tokens; the 8B shape 5,987 us against
 // 6,009, Qwen3.5 0.5B 739.6 against 756.6.
 // `tail` (MSTAR_GEMV_CHAIN=tail, session 49; not measured yet: the
-// session's device time ran out, bench/results/session49-calls/call7.sh
-// is its A/B): as `wave`, and in a larger
-// grid the blocks of its last wave (the last resident-at-once count of
-// blocks) release at their start, the others after their dots: the next
-// kernel's blocks then start (and load their static weights) in the slots
-// the earlier waves leave, under the last wave's streams.
+// session's device time ran out, bench/results/session49-calls/call7.sh is
+// its A/B): as `wave`, and in a larger grid the blocks of its last wave
+// (the last resident-at-once count of blocks) release at their start, the
+// others after their dots: the next kernel's blocks then start (and load
+// their static weights) in the slots the earlier waves leave, under the
+// last wave's streams.
 enum class chain_mode { late, loads, prefetch, last, wave, tail };
 
 // set_gemv_chain_late (tests): 1 forces `late`, 0 (or unset) leaves
