@@ -5,7 +5,6 @@
 // per-forward slot of the launch / finish protocol and the decode graphs'
 // owner. Only models/cuda/*.cpp include this, in CUDA builds.
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
