@@ -710,9 +710,9 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // A/B runs): every mode loads its first weight pieces before the wait;
 // `late` (the default until session 49) releases the next kernel only
 // after its dots, `loads` at its start, `prefetch` at its start and asks
-// L2 for the rest of its rows too. On the H200 (bench/results/h200-kernels17.md, session 33,
-// batch-1 step, ms): 0.56B Nemotron-H late 0.477 / loads 0.483 / prefetch
-// 0.565 / plain launches 0.504; the 8B shape 4.784 / 4.896 / 5.588 / 4.935;
+// L2 for the rest of its rows too. On the H200
+// (bench/results/h200-kernels17.md, session 33, batch-1 step, ms): 0.56B Nemotron-H late 0.477 /
+// loads 0.483 / prefetch 0.565 / plain launches 0.504; the 8B shape 4.784 / 4.896 / 5.588 / 4.935;
 // Qwen3.5 0.5B 0.752 / 0.755 / 0.764 / 0.802. Released early, the next
 // GEMV's waiting blocks hold SM slots while this one still streams;
 // prefetched rows are evicted before they are used.
@@ -795,7 +795,6 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
   constexpr auto kernel =
       gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V)>;
   const std::int64_t blocks = S.blocks(a.n);
-  chained.last_wave_first = std::numeric_limits<int>::max();
   chained.release = mode == chain_mode::late   ? release_late
                     : mode == chain_mode::last ? release_last
                                                : release_start;
