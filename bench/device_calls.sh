@@ -41,7 +41,8 @@ if ! declare -F envs_of >/dev/null; then
       chainloads) echo "MSTAR_GEMV_CHAIN=loads" ;;  # released at the GEMV's start
       chainwave) echo "MSTAR_GEMV_CHAIN=wave" ;;  # session 49: one-wave GEMVs release at their start (default since)
       chainlate) echo "MSTAR_GEMV_CHAIN=late" ;;  # every GEMV releases after its dots (the default until session 49)
-      chaintail) echo "MSTAR_GEMV_CHAIN=tail" ;;  # as wave, and a larger grid's last wave releases at its start
+      # Session 49's `tail` (removed after session 50's call1: 431 us against wave's 413 on the H200):
+      chaintail) echo "MSTAR_GEMV_CHAIN=tail" ;;  # as wave, and a larger grid's last wave released at its start
       # Session 49's staged GEMV (removed after its call3: +37-45 us a step; commit 1e8929b):
       stage1) echo "MSTAR_GEMV_STAGE=1" ;;        # plain one-row products that fit stage their weights in shared memory (bulk copies)
       stage2) echo "MSTAR_GEMV_STAGE=2" ;;        # staged by every thread's async copies
@@ -50,6 +51,12 @@ if ! declare -F envs_of >/dev/null; then
       carve100) echo "MSTAR_SMEM_CARVEOUT=100" ;;  # every chained kernel prefers the most shared memory
       stage1carve100) echo "MSTAR_GEMV_STAGE=1 MSTAR_SMEM_CARVEOUT=100" ;;
       stage2carve100) echo "MSTAR_GEMV_STAGE=2 MSTAR_SMEM_CARVEOUT=100" ;;
+      # Session 50's one-wave entry pick (MSTAR_GEMV_WAVE_PICK: entries tried in order where a
+      # GEMV's rule-picked grid is more than one wave):
+      wpick) echo "MSTAR_GEMV_WAVE_PICK=1,0,4,3" ;;
+      wpick4) echo "MSTAR_GEMV_WAVE_PICK=4" ;;
+      wpick1) echo "MSTAR_GEMV_WAVE_PICK=1" ;;
+      wpick3) echo "MSTAR_GEMV_WAVE_PICK=3" ;;
       merge2) echo "MSTAR_ATTN_SPLIT_MERGE=2" ;;  # the split kernel's last block merges (fused; default at 2+ rows of the mma walk)
       chunk32merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32 MSTAR_ATTN_SPLIT_MERGE=2" ;;  # short chunks, fused merge
       chunk64merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=64 MSTAR_ATTN_SPLIT_MERGE=2" ;;

@@ -39,6 +39,7 @@
 #include <limits>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "kernels/cuda/gemv_shape.hpp"
 #include "kernels/cuda/internal/activation.cuh"
@@ -97,10 +98,6 @@ struct gemv_args {
   const float* norm_w;
   std::int64_t norm_w_stride;  // the gated form: 1
   float eps;
-  // Blocks from this one on release the next kernel at their start (the
-  // chain mode `tail`: the grid's last wave), the others as `release` says.
-  // In the struct's last four bytes, which were padding.
-  int last_wave_first = std::numeric_limits<int>::max();
 };
 // Past 128 bytes ptxas chose other registers for the forms (gemv_bf16_kernel).
 static_assert(sizeof(gemv_args) == 128);
@@ -379,7 +376,7 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   // takes part in the block sum) and leaves after (Split > 1: after the
   // barrier of the sums).
   const bool active = n0 < a.n;
-  if (a.release == release_start || static_cast<int>(blockIdx.x) >= a.last_wave_first)
+  if (a.release == release_start)
     chain_release();
   const int pieces = a.k / 8;
   float acc[rows_per_warp][M];
@@ -732,14 +729,11 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // 494.5 and 494.8 / 494.2 us a step against late's 500.4 / 499.2, 503.8 /
 // 504.3 and 504.0 / 505.1, the same tokens; the 8B shape 5,987 us against
 // 6,009, Qwen3.5 0.5B 739.6 against 756.6.
-// `tail` (MSTAR_GEMV_CHAIN=tail, session 49; not measured yet: the
-// session's device time ran out, bench/results/session49-calls/call7.sh is
-// its A/B): as `wave`, and in a larger grid the blocks of its last wave
-// (the last resident-at-once count of blocks) release at their start, the
-// others after their dots: the next kernel's blocks then start (and load
-// their static weights) in the slots the earlier waves leave, under the
-// last wave's streams.
-enum class chain_mode { late, loads, prefetch, last, wave, tail };
+// `tail` (session 49, removed in session 50): as `wave`, and in a larger
+// grid the blocks of its last wave released at their start: on the H200
+// (0.56B, batch 1) 431.4 / 431.0 / 430.9 us a step against wave's 412.6 /
+// 413.9 / 414.4, the same tokens (bench/results/session50-calls/, call1).
+enum class chain_mode { late, loads, prefetch, last, wave };
 
 // set_gemv_chain_late (tests): 1 forces `late`, 0 (or unset) leaves
 // MSTAR_GEMV_CHAIN's mode.
@@ -755,7 +749,6 @@ chain_mode gemv_chain_mode() {
            : v == "loads"  ? chain_mode::loads
            : v == "last"   ? chain_mode::last
            : v == "late"   ? chain_mode::late
-           : v == "tail"   ? chain_mode::tail
                            : chain_mode::wave;
   }();
   return mode;
@@ -774,36 +767,41 @@ bool gemv_norm_prefetch() {
 
 // The blocks of `Kernel` at `threads` threads and `smem` bytes resident at
 // once on the device (the occupancy calculator, cached per shape, times
-// the SMs): `wave`'s and `tail`'s wave.
+// the SMs): `wave`'s wave.
 template <auto Kernel>
 std::int64_t wave_blocks(int threads, std::size_t smem) {
   constexpr std::size_t default_limit = 48 * 1024;
   return std::int64_t{resident_blocks<Kernel>(default_limit, threads, smem)} * sm_count();
 }
 
+// A form's kernel at table entry `S`, and the dynamic shared memory it is
+// launched with at `k` (the normed or rounded row; none for the plain form).
+template <prologue P, int V, gemv_shape S>
+constexpr auto kernel_of =
+    gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V)>;
+template <prologue P>
+constexpr std::size_t smem_of(int k) {
+  return P == prologue::none ? 0 : static_cast<std::size_t>(k) * sizeof(std::uint16_t);
+}
+
 template <prologue P, int V, gemv_shape S>
 cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds,
                    cudaStream_t stream) {
   static_assert(gemv_max_rows == 1, "instantiate gemv_bf16_kernel for more rows");
-  const std::size_t smem =
-      P == prologue::none ? 0 : static_cast<std::size_t>(a.k) * sizeof(std::uint16_t);
+  const std::size_t smem = smem_of<P>(a.k);
   gemv_args chained = a;
   // Plain launches: neither flag (chain_release is then a no-op anyway).
   const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
   chained.prefetch = static_cast<std::uint8_t>((mode == chain_mode::prefetch ? prefetch_rows : 0) |
                                                (gemv_norm_prefetch() ? prefetch_norm : 0));
-  constexpr auto kernel =
-      gemv_bf16_kernel<1, P, V, S.rows, S.unroll, S.split, S.warps, min_blocks(S, P, V)>;
+  constexpr auto kernel = kernel_of<P, V, S>;
   const std::int64_t blocks = S.blocks(a.n);
   chained.release = mode == chain_mode::late   ? release_late
                     : mode == chain_mode::last ? release_last
                                                : release_start;
-  if (mode == chain_mode::wave || mode == chain_mode::tail) {
-    const std::int64_t wave = wave_blocks<kernel>(S.threads(), smem);
-    chained.release = blocks <= wave ? release_start : release_late;
-    if (mode == chain_mode::tail && blocks > wave)
-      chained.last_wave_first = static_cast<int>(blocks - wave);
-  }
+  if (mode == chain_mode::wave)
+    chained.release =
+        blocks <= wave_blocks<kernel>(S.threads(), smem) ? release_start : release_late;
   launch_chained(kernel, static_cast<unsigned>(blocks), static_cast<unsigned>(S.threads()), smem,
                  stream, chained, gate, folds);
   return launch_status();
@@ -832,6 +830,40 @@ constexpr gemv_launches table(std::index_sequence<I...>) {
 }
 template <prologue P, int V = 0>
 constexpr gemv_launches launches = table<P, V>(std::make_index_sequence<gemv_variants>{});
+
+// Whether a form's launch at entry `S` is one wave (`wave_blocks`).
+template <prologue P, int V, gemv_shape S>
+bool one_wave(const gemv_args& a) {
+  return S.blocks(a.n) <= wave_blocks<kernel_of<P, V, S>>(S.threads(), smem_of<P>(a.k));
+}
+using gemv_fit = bool (*)(const gemv_args&);
+template <prologue P, int V, std::size_t... I>
+constexpr std::array<gemv_fit, gemv_variants> fit_table(std::index_sequence<I...>) {
+  return {one_wave<P, V, gemv_shapes[I]>...};
+}
+template <prologue P, int V = 0>
+constexpr std::array<gemv_fit, gemv_variants> one_waves =
+    fit_table<P, V>(std::make_index_sequence<gemv_variants>{});
+
+// MSTAR_GEMV_WAVE_PICK (read once; off until measured, session 50): entries
+// of the table, comma-separated (e.g. "1,0,4,3"), tried in order for a
+// chained launch under `wave` whose picked entry is a one-feature-split
+// entry (0-5, the same bits as each other) with a grid of more than one
+// wave and that no request or MSTAR_GEMV_VARIANT fixed: the first whose
+// grid is one wave takes it, so that it releases the next kernel at its
+// start too. Only entries 0-5 are taken from the list.
+const std::vector<int>& wave_pick_order() {
+  static const std::vector<int> order = [] {
+    std::vector<int> o;
+    const char* e = std::getenv("MSTAR_GEMV_WAVE_PICK");
+    for (const char* c = e != nullptr ? e : ""; *c != '\0'; ++c) {
+      if (*c >= '0' && *c <= '5' && gemv_shapes[*c - '0'].split == 1)
+        o.push_back(*c - '0');
+    }
+    return o;
+  }();
+  return order;
+}
 
 // `name` as a whole decimal number, else `otherwise` (unset, empty, other text).
 int env_int(const char* name, int otherwise) {
@@ -868,6 +900,29 @@ std::size_t variant_of(int requested, std::int64_t n, std::int64_t k) {
   return static_cast<std::size_t>(gemv_variant_for(requested, n, k));
 }
 
+// launches<P, V>[i], or the first entry of wave_pick_order whose grid is
+// one wave where `i` came from the rule (`free`) and is not.
+template <prologue P, int V = 0>
+cudaError_t pick_launch(std::size_t i, bool free, const gemv_args& a, const float* gate,
+                        const rms_folds& folds, cudaStream_t stream) {
+  if (free && gemv_shapes[i].split == 1 && chained_launches_on() &&
+      gemv_chain_mode() == chain_mode::wave && !wave_pick_order().empty() &&
+      !one_waves<P, V>[i](a)) {
+    for (const int e : wave_pick_order()) {
+      if (one_waves<P, V>[static_cast<std::size_t>(e)](a)) {
+        i = static_cast<std::size_t>(e);
+        break;
+      }
+    }
+  }
+  return launches<P, V>[i](a, gate, folds, stream);
+}
+
+// Whether a launch's entry is the rule's (no request, no MSTAR_GEMV_VARIANT).
+bool rule_picked(int requested) {
+  const auto in_table = [](int v) { return v >= 0 && v < gemv_variants; };
+  return !in_table(requested) && !in_table(forced_variant());
+}
 }  // namespace
 
 cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
@@ -877,7 +932,9 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
-  return launches<prologue::none>[variant_of(p.gemv_variant, a.n, a.k)](a, nullptr, {}, stream);
+  const bool free = rule_picked(p.gemv_variant);
+  return pick_launch<prologue::none>(variant_of(p.gemv_variant, a.n, a.k), free, a, nullptr, {},
+                                     stream);
 }
 
 bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p) {
@@ -895,6 +952,7 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
+  const bool free = rule_picked(p.gemv_variant);
   rms_folds folds{};
   if (p.conv) {
     const conv_step_fold& c = *p.conv;
@@ -930,21 +988,21 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   const int act = !p.out_activation ? 0 : *p.out_activation == activation::relu2 ? 4 : 8;
   switch ((p.conv ? 1 : 0) | (p.embed ? 2 : 0) | act | (p.argmax ? 16 : 0) | (p.append ? 32 : 0)) {
     case 1:
-      return launches<prologue::rms, 1>[i](a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 1>(i, free, a, nullptr, folds, stream);
     case 2:
-      return launches<prologue::rms, 2>[i](a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 2>(i, free, a, nullptr, folds, stream);
     case 3:
-      return launches<prologue::rms, 3>[i](a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 3>(i, free, a, nullptr, folds, stream);
     case 4:
-      return launches<prologue::rms, 4>[i](a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 4>(i, free, a, nullptr, folds, stream);
     case 8:
-      return launches<prologue::rms, 8>[i](a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 8>(i, free, a, nullptr, folds, stream);
     case 16:
-      return launches<prologue::rms, 16>[i](a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 16>(i, free, a, nullptr, folds, stream);
     case 32:
-      return launches<prologue::rms, 32>[i](a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 32>(i, free, a, nullptr, folds, stream);
     case 0:
-      return launches<prologue::rms>[i](a, nullptr, folds, stream);
+      return pick_launch<prologue::rms>(i, free, a, nullptr, folds, stream);
     default:
       return cudaErrorInvalidValue;  // rms_norm_linear_bf16 refuses the mix
   }
@@ -976,16 +1034,17 @@ cudaError_t launch_gemv_gated_rms_norm_bf16(const gated_rms_norm_linear_bf16_par
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
+  const bool free = rule_picked(p.gemv_variant);
   const float* gate = p.gate ? p.gate.data : nullptr;
   switch (p.group_size == 0 ? a.k / 128 : p.group_size / 128) {
     case 1:
-      return launches<prologue::gated, 1>[i](a, gate, {}, stream);
+      return pick_launch<prologue::gated, 1>(i, free, a, gate, {}, stream);
     case 2:
-      return launches<prologue::gated, 2>[i](a, gate, {}, stream);
+      return pick_launch<prologue::gated, 2>(i, free, a, gate, {}, stream);
     case 4:
-      return launches<prologue::gated, 4>[i](a, gate, {}, stream);
+      return pick_launch<prologue::gated, 4>(i, free, a, gate, {}, stream);
     case 8:
-      return launches<prologue::gated, 8>[i](a, gate, {}, stream);
+      return pick_launch<prologue::gated, 8>(i, free, a, gate, {}, stream);
     default:
       return cudaErrorInvalidValue;  // gemv_gated_rms_norm_fits refuses it
   }
@@ -1010,14 +1069,15 @@ cudaError_t launch_gemv_activation_bf16(const activation_linear_bf16_params& p,
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
+  const bool free = rule_picked(p.gemv_variant);
   const float* up = p.up ? p.up.data : nullptr;
   if (!p.fn)
-    return launches<prologue::act, act_none>[i](a, nullptr, {}, stream);
+    return pick_launch<prologue::act, act_none>(i, free, a, nullptr, {}, stream);
   switch (*p.fn) {
     case activation::relu2:
-      return launches<prologue::act, act_relu2>[i](a, up, {}, stream);
+      return pick_launch<prologue::act, act_relu2>(i, free, a, up, {}, stream);
     case activation::silu:
-      return launches<prologue::act, act_silu>[i](a, up, {}, stream);
+      return pick_launch<prologue::act, act_silu>(i, free, a, up, {}, stream);
   }
   return cudaErrorInvalidValue;
 }
