@@ -53,6 +53,7 @@ if ! declare -F envs_of >/dev/null; then
       stage2carve100) echo "MSTAR_GEMV_STAGE=2 MSTAR_SMEM_CARVEOUT=100" ;;
       # Session 50's one-wave entry pick (MSTAR_GEMV_WAVE_PICK: entries tried in order where a
       # GEMV's rule-picked grid is more than one wave):
+      wpicknone) echo "MSTAR_GEMV_WAVE_PICK=none" ;;  # off (on, entry 4, at K <= 2,048 since call2)
       wpick) echo "MSTAR_GEMV_WAVE_PICK=1,0,4,3" ;;
       wpick4) echo "MSTAR_GEMV_WAVE_PICK=4" ;;
       wpick1) echo "MSTAR_GEMV_WAVE_PICK=1" ;;

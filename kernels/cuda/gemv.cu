@@ -845,18 +845,25 @@ template <prologue P, int V = 0>
 constexpr std::array<gemv_fit, gemv_variants> one_waves =
     fit_table<P, V>(std::make_index_sequence<gemv_variants>{});
 
-// MSTAR_GEMV_WAVE_PICK (read once; off until measured, session 50): entries
-// of the table, comma-separated (e.g. "1,0,4,3"), tried in order for a
-// chained launch under `wave` whose picked entry is a one-feature-split
-// entry (0-5, the same bits as each other) with a grid of more than one
-// wave and that no request or MSTAR_GEMV_VARIANT fixed: the first whose
-// grid is one wave takes it, so that it releases the next kernel at its
-// start too. Only entries 0-5 are taken from the list.
+// The one-wave pick (session 50): a chained launch under `wave` whose
+// entry the rule picked (no request, no MSTAR_GEMV_VARIANT), a
+// one-feature-split entry (0-5: the same bits as each other) whose grid is
+// more than one wave, at K <= wave_pick_max_k, takes the first entry of
+// MSTAR_GEMV_WAVE_PICK (read once; table entries, e.g. "4" or "1,0,4,3";
+// default "4", "none" for off) whose grid is one wave, so that it too
+// releases the next kernel at its start. On an H100 (batch 1,
+// bench/results/session50-calls/, call2): the 0.56B (its MLP up, 8,192 x
+// 2,048, in entry 4's 256 blocks rather than entry 5's 1,024) 482.0-483.1
+// us a step against 490.4-491.9 with none, Qwen3.5 0.5B 720.7 / 721.7
+// against 738.5 / 736.9, the same tokens; the 8B shape (K 4,096: its q / k /
+// v product) 5,919-5,921 against 5,888-5,889, so wider K keeps entry 5.
+// Only entries 0-5 are taken from the list (its digits).
+constexpr std::int64_t wave_pick_max_k = 2048;
 const std::vector<int>& wave_pick_order() {
   static const std::vector<int> order = [] {
     std::vector<int> o;
     const char* e = std::getenv("MSTAR_GEMV_WAVE_PICK");
-    for (const char* c = e != nullptr ? e : ""; *c != '\0'; ++c) {
+    for (const char* c = e != nullptr && *e != '\0' ? e : "4"; *c != '\0'; ++c) {
       if (*c >= '0' && *c <= '5' && gemv_shapes[*c - '0'].split == 1)
         o.push_back(*c - '0');
     }
@@ -906,8 +913,8 @@ template <prologue P, int V = 0>
 cudaError_t pick_launch(std::size_t i, bool free, const gemv_args& a, const float* gate,
                         const rms_folds& folds, cudaStream_t stream) {
   if (free && gemv_shapes[i].split == 1 && chained_launches_on() &&
-      gemv_chain_mode() == chain_mode::wave && !wave_pick_order().empty() &&
-      !one_waves<P, V>[i](a)) {
+      gemv_chain_mode() == chain_mode::wave && a.k <= wave_pick_max_k &&
+      !wave_pick_order().empty() && !one_waves<P, V>[i](a)) {
     for (const int e : wave_pick_order()) {
       if (one_waves<P, V>[static_cast<std::size_t>(e)](a)) {
         i = static_cast<std::size_t>(e);

@@ -666,6 +666,57 @@ TEST(gpu_linear, rms_norm_linear_with_the_activation_equals_the_product_then_act
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
+// Chained launches under `wave` take, for a product whose rule-picked grid
+// is more than one wave at K <= 2,048, an entry of the same bits whose grid
+// is one wave (gemv.cu's one-wave pick, MSTAR_GEMV_WAVE_PICK): the 0.56B's
+// MLP up (relu2 epilogue) and in_proj shapes, f32 and bf16 outputs, must
+// give entry 5's bits exactly, chained or not.
+TEST(gpu_linear, the_one_wave_pick_gives_the_rule_entrys_bits) {
+  MSTAR_REQUIRE_GPU();
+  auto rng = test::gpu::seeded(317);
+  const bool before = cuda::chained_launches();
+  for (const std::int64_t cols : {std::int64_t{8192}, std::int64_t{10304}}) {
+    SCOPED_TRACE("2048x" + std::to_string(cols));
+    const rms_case c(rng, 2048, cols, false);
+    const std::array<std::int64_t, 2> out_row{1, cols};
+    const auto run = [&](int variant, bool chained, bool f32) {
+      cuda::set_chained_launches(chained);
+      auto p = c.p;
+      p.gemv_variant = variant;
+      auto d_f32 = poisoned<float>(static_cast<std::size_t>(cols));
+      auto d_bf16 = poisoned<std::uint16_t>(static_cast<std::size_t>(cols));
+      if (f32) {
+        p.out_f32 = contiguous(d_f32.data(), out_row);
+      } else {
+        p.out_bf16 = contiguous(d_bf16.data(), out_row);
+        p.out_activation = activation::relu2;
+      }
+      EXPECT_EQ(cuda::rms_norm_linear_bf16(p, nullptr), cudaSuccess);
+      std::vector<std::uint32_t> bits;
+      if (f32) {
+        for (const float v : d_f32.download()) {
+          std::uint32_t b = 0;
+          std::memcpy(&b, &v, sizeof(b));
+          bits.push_back(b);
+        }
+      } else {
+        for (const std::uint16_t v : d_bf16.download())
+          bits.push_back(v);
+      }
+      return bits;
+    };
+    for (const bool f32 : {true, false}) {
+      SCOPED_TRACE(f32 ? "f32" : "bf16 relu2");
+      const auto want = run(cuda::gemv_default_variant, false, f32);
+      EXPECT_EQ(run(-1, true, f32), want) << "chained, the rule's entry";
+      EXPECT_EQ(run(-1, false, f32), want) << "plain, the rule's entry";
+      EXPECT_EQ(run(cuda::gemv_default_variant, true, f32), want) << "chained, entry 5";
+    }
+  }
+  cuda::set_chained_launches(before);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 // The argmax fold's launch of `p` with `state` (16 bytes, zero): its output
 // row must equal the unfolded launch's bit for bit, its draw must be what
 // `argmax` of that row draws, and the state must be zero again after it.
