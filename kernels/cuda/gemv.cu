@@ -31,7 +31,9 @@
 // the first weight pieces load before the wait for the kernel before, where
 // the caller marks the weights static; the kernel after is released at the
 // start where the whole grid is resident at once, else once the dots are
-// done (`MSTAR_GEMV_CHAIN`, gemv_chain_mode below).
+// done (`MSTAR_GEMV_CHAIN`, gemv_chain_mode below); a product at K <= 2,048
+// whose grid would be more than one wave takes an entry of the same bits
+// whose grid is one, where there is one (the one-wave pick, pick_launch).
 #include <array>
 #include <atomic>
 #include <cstdint>
