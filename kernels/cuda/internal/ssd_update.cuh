@@ -53,6 +53,9 @@ struct update_args {
   bool bc_vector;                 // B and C rows 16-byte aligned: float4 loads
   bool settled;                   // ssd_update_params::state_settled: the slot and
                                   // state are read before the chained wait
+  bool release_after_loads;       // MSTAR_SSD_RELEASE=loads: the next kernel is
+                                  // released once the state's loads are issued,
+                                  // not at the start (ssd_update.cu)
 };
 
 /// The gated-norm fold's operands (recurrent.hpp's ssd_update_gated_norm):
@@ -190,7 +193,8 @@ __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
   __shared__ float sq[Fold ? NormV * 32 : 1];
   if constexpr (Fold)
     cluster_started();
-  chain_release();
+  if (!a.release_after_loads)
+    chain_release();
   // The head's parameters before the wait (a chained launch: no kernel
   // writes them).
   const float dt_bias = load_weight(a.dt_bias + h);
@@ -237,6 +241,8 @@ __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
   if (a.settled) {
     read_slot();
     load_state();
+    if (a.release_after_loads)
+      chain_release();
   }
   chain_wait();
   // Otherwise the metadata first, then every input that does not depend on
@@ -279,8 +285,11 @@ __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
     }
     return;
   }
-  if (!a.settled)
+  if (!a.settled) {
     load_state();
+    if (a.release_after_loads)
+      chain_release();
+  }
   // softplus as torch takes it (threshold 20), then the clamp.
   const float sp = raw > 20.0F ? raw : log1pf(expf(raw));
   const float dt = fminf(fmaxf(sp, a.dt_min), a.dt_max);
