@@ -12,6 +12,8 @@
 #   decode-regs1    the register walk at one row of 2,048 (split) and its merge
 #   ssd-chunks      the chunked SSD scan's kernels at one row of 2,048 (h64, h128)
 #   gemv            the one-row GEMVs of the 0.56B's batch-1 step (plain and folded)
+#   ssd-update      the SSD update (gated-norm fold) of the 0.56B's batch-1 step, alone
+#                   (ncu serializes the graph's nodes: its own time, not its chained one)
 #   bash bench/h200_ncu.sh [CASE...]   (default: all)
 # Needs scripts/pack-device.sh mstar-gpu-bench mstar-bench-model-gpu (.carry).
 set -uo pipefail
@@ -60,6 +62,19 @@ for c in "${cases[@]}"; do
       echo "== gemv: exit $?"
       "$ncu" --import "$out/gemv.ncu-rep" --page details >"$out/gemv.txt" 2>&1
       grep -E '^  [a-zA-Z_].*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy' "$out/gemv.txt" | head -40 ;;
+    ssd-update)
+      if [[ -z $ckpt ]]; then
+        ckpt=$(mktemp -d)/nh056
+        python3 "$root/bench/make_checkpoint.py" --size nemotron_h-0.56b --out "$ckpt" >"$out/ckpt.log" 2>&1
+      fi
+      # Past the prompt's step and the graphs' capture: decode steps' updates (eight a step).
+      timeout "$each" "$ncu" --set full --import-source yes -k 'regex:ssd_update_rows' -s 40 -c 4 \
+        --graph-profiling node -f -o "$out/ssd-update" "$bin/mstar-bench-model-gpu" --model "$ckpt" \
+        --batch 1 --prompt-len 32 --new-tokens 32 --repeats 1 --json >"$out/ssd-update.log" 2>&1
+      echo "== ssd-update: exit $?"
+      "$ncu" --import "$out/ssd-update.ncu-rep" --page details >"$out/ssd-update.txt" 2>&1
+      grep -E '^  [a-zA-Z_].*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Stall' \
+        "$out/ssd-update.txt" | head -40 ;;
     *) echo "h200_ncu.sh: unknown case '$c'" >&2; exit 2 ;;
   esac
 done
