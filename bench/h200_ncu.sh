@@ -35,6 +35,22 @@ profile() {  # NAME KERNEL_REGEX LAUNCHES COMMAND...
     "$out/$name.txt" | head -40
 }
 gpu_bench() { echo "$bin/mstar-gpu-bench" --rounds 1 "$@"; }
+# Launches SKIP.. SKIP+COUNT-1 of the kernels matching REGEX in the 0.56B's batch-1 decode
+# (NEW_TOKENS steps; the graphs' nodes one at a time, so each kernel's own time).
+step_profile() {  # NAME REGEX SKIP COUNT NEW_TOKENS
+  local name=$1
+  if [[ -z $ckpt ]]; then
+    ckpt=$(mktemp -d)/nh056
+    python3 "$root/bench/make_checkpoint.py" --size nemotron_h-0.56b --out "$ckpt" >"$out/ckpt.log" 2>&1
+  fi
+  timeout "$each" "$ncu" --set full --import-source yes -k "regex:$2" -s "$3" -c "$4" \
+    --graph-profiling node -f -o "$out/$name" "$bin/mstar-bench-model-gpu" --model "$ckpt" \
+    --batch 1 --prompt-len 32 --new-tokens "$5" --repeats 1 --json >"$out/$name.log" 2>&1
+  echo "== $name: exit $?"
+  "$ncu" --import "$out/$name.ncu-rep" --page details >"$out/$name.txt" 2>&1
+  grep -E '^  [a-zA-Z_].*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Stall' \
+    "$out/$name.txt" | head -40
+}
 for c in "${cases[@]}"; do
   case $c in
     prefill-wgmma)
@@ -51,30 +67,11 @@ for c in "${cases[@]}"; do
       profile ssd-chunks 'chunk_output_staged|chunk_cb_sliced|state_walk|chunk_table' 8 \
         $(gpu_bench --suite ssd --prefill-rows 1) ;;
     gemv)
-      if [[ -z $ckpt ]]; then
-        ckpt=$(mktemp -d)/nh056
-        python3 "$root/bench/make_checkpoint.py" --size nemotron_h-0.56b --out "$ckpt" >"$out/ckpt.log" 2>&1
-      fi
       # Past the prompt's step and the graphs' capture: launches 200-209 are decode steps' GEMVs.
-      timeout "$each" "$ncu" --set full --import-source yes -k 'regex:gemv' -s 200 -c 10 \
-        --graph-profiling node -f -o "$out/gemv" "$bin/mstar-bench-model-gpu" --model "$ckpt" \
-        --batch 1 --prompt-len 32 --new-tokens 64 --repeats 1 --json >"$out/gemv.log" 2>&1
-      echo "== gemv: exit $?"
-      "$ncu" --import "$out/gemv.ncu-rep" --page details >"$out/gemv.txt" 2>&1
-      grep -E '^  [a-zA-Z_].*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy' "$out/gemv.txt" | head -40 ;;
+      step_profile gemv 'gemv' 200 10 64 ;;
     ssd-update)
-      if [[ -z $ckpt ]]; then
-        ckpt=$(mktemp -d)/nh056
-        python3 "$root/bench/make_checkpoint.py" --size nemotron_h-0.56b --out "$ckpt" >"$out/ckpt.log" 2>&1
-      fi
       # Past the prompt's step and the graphs' capture: decode steps' updates (eight a step).
-      timeout "$each" "$ncu" --set full --import-source yes -k 'regex:ssd_update_rows' -s 40 -c 4 \
-        --graph-profiling node -f -o "$out/ssd-update" "$bin/mstar-bench-model-gpu" --model "$ckpt" \
-        --batch 1 --prompt-len 32 --new-tokens 32 --repeats 1 --json >"$out/ssd-update.log" 2>&1
-      echo "== ssd-update: exit $?"
-      "$ncu" --import "$out/ssd-update.ncu-rep" --page details >"$out/ssd-update.txt" 2>&1
-      grep -E '^  [a-zA-Z_].*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Stall' \
-        "$out/ssd-update.txt" | head -40 ;;
+      step_profile ssd-update 'ssd_update_rows' 40 4 32 ;;
     *) echo "h200_ncu.sh: unknown case '$c'" >&2; exit 2 ;;
   esac
 done

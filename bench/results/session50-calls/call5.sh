@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Session 50's fifth call, NOT RUN (the budget's last 245 s were too little to start a
 # machine; for the next session): the SSD update releasing the next kernel once its state's
-# loads are issued (MSTAR_SSD_RELEASE=loads) against the defaults, two rounds of the 0.56B at batch 1; the SSD update's tests under it; the update alone under
-# Nsight Compute (bench/h200_ncu.sh ssd-update) in the time left.
+# loads are issued (MSTAR_SSD_RELEASE=loads) against the defaults, two rounds of the 0.56B
+# at batch 1; the SSD update's tests under it; the update alone under Nsight Compute
+# (bench/h200_ncu.sh ssd-update) in the time left.
 # Pack as session 49's call1.sh says, with call5.sh; `CALL_LIMIT=150 bash .carry/call5.sh`.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
