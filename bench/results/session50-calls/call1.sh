@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 50's first call (session 49's call7): the chain mode
+# Session 50's first call (session 49's call7, written then): the chain mode
 # `tail` (as `wave`, and in a grid of more than one wave the last wave's blocks release the
 # next kernel at their start: the in_proj's, the MLP up's and the LM head's tails) against
 # the default `wave`, three rounds of the 0.56B at batch 1 (the same digest expected; on an
