@@ -58,6 +58,8 @@ if ! declare -F envs_of >/dev/null; then
       wpick4) echo "MSTAR_GEMV_WAVE_PICK=4" ;;
       wpick1) echo "MSTAR_GEMV_WAVE_PICK=1" ;;
       wpick3) echo "MSTAR_GEMV_WAVE_PICK=3" ;;
+      wpick12) echo "MSTAR_GEMV_WAVE_PICK=12" ;;     # entry 4 at three blocks an SM: MLP up and in_proj
+      wpick412) echo "MSTAR_GEMV_WAVE_PICK=4,12" ;;  # MLP up in entry 4, in_proj in 12
       ssdrel) echo "MSTAR_SSD_RELEASE=loads" ;;  # the SSD update releases the next kernel once its state loads are issued
       merge2) echo "MSTAR_ATTN_SPLIT_MERGE=2" ;;  # the split kernel's last block merges (fused; default at 2+ rows of the mma walk)
       chunk32merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32 MSTAR_ATTN_SPLIT_MERGE=2" ;;  # short chunks, fused merge

@@ -698,6 +698,8 @@ void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
 // together (V 8; V 4 at eight pieces): under the cap ptxas spilled them
 // (16-128 bytes), so those keep one block's bound.
 constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
+  if (s.min_blocks > 0)
+    return s.min_blocks;
   if (s.split == 1)
     return 1;
   if (p == prologue::gated && 4 * v + 4 * s.unroll * s.rows > 40)
@@ -849,7 +851,7 @@ constexpr std::array<gemv_fit, gemv_variants> one_waves =
 
 // The one-wave pick (session 50): a chained launch under `wave` whose
 // entry the rule picked (no request, no MSTAR_GEMV_VARIANT), a
-// one-feature-split entry (0-5: the same bits as each other) whose grid is
+// one-feature-split entry (0-5, 12: the same bits as each other) whose grid is
 // more than one wave, at K <= wave_pick_max_k, takes the first entry of
 // MSTAR_GEMV_WAVE_PICK (read once; table entries, e.g. "4" or "1,0,4,3";
 // default "4", "none" for off) whose grid is one wave, so that it too
@@ -859,15 +861,23 @@ constexpr std::array<gemv_fit, gemv_variants> one_waves =
 // us a step against 490.4-491.9 with none, Qwen3.5 0.5B 720.7 / 721.7
 // against 738.5 / 736.9, the same tokens; the 8B shape (K 4,096: its q / k /
 // v product) 5,919-5,921 against 5,888-5,889, so wider K keeps entry 5.
-// Only entries 0-5 are taken from the list (its digits).
+// Only one-feature-split entries (0-5, 12) are taken from the list.
 constexpr std::int64_t wave_pick_max_k = 2048;
 const std::vector<int>& wave_pick_order() {
   static const std::vector<int> order = [] {
     std::vector<int> o;
     const char* e = std::getenv("MSTAR_GEMV_WAVE_PICK");
-    for (const char* c = e != nullptr && *e != '\0' ? e : "4"; *c != '\0'; ++c) {
-      if (*c >= '0' && *c <= '5' && gemv_shapes[*c - '0'].split == 1)
-        o.push_back(*c - '0');
+    const char* c = e != nullptr && *e != '\0' ? e : "4";
+    while (*c != '\0') {
+      char* end = nullptr;
+      const long v = std::strtol(c, &end, 10);
+      if (end == c) {  // not a number: skip one character (a comma, `none`)
+        ++c;
+        continue;
+      }
+      if (v >= 0 && v < gemv_variants && gemv_shapes[v].split == 1)
+        o.push_back(static_cast<int>(v));
+      c = end;
     }
     return o;
   }();

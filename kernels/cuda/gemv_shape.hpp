@@ -23,6 +23,8 @@ struct gemv_shape {
   int unroll = 4;  ///< pieces of each of those rows in flight a lane
   int split = 1;   ///< warps that share one feature's K (1: a warp takes all of it)
   int warps = 8;   ///< warps a block (`warps % split == 0`)
+  /// __launch_bounds__'s blocks an SM (a register cap); 0: gemv.cu's rule by form
+  int min_blocks = 0;
 
   [[nodiscard]] constexpr int threads() const { return warps * 32; }
   /// Output features a block covers.
@@ -46,8 +48,8 @@ struct gemv_shape {
 
 /// The table; entries never change meaning, so sweeps stay comparable
 /// (`MSTAR_GEMV_VARIANT`, linear_bf16_params::gemv_variant). Entries 0-5
-/// (split 1, 8 warps) each walk a feature's K in one lane order, so they
-/// give the same bits; entries from 6 on split K (their partial sums add in
+/// and 12 (split 1, 8 warps) each walk a feature's K in one lane order, so
+/// they give the same bits; entries 6-11 split K (their partial sums add in
 /// another order: the same bits as each other only at the same split) and
 /// are for narrow products, whose entry-5 grid leaves the SMs half empty
 /// (gemv_narrow). Measured shapes (H200) are in gemv.cu.
@@ -64,6 +66,11 @@ inline constexpr gemv_shape gemv_shapes[] = {
     {1, 8, 4, 16},  // 9: as 8, eight pieces (an 8,192-wide row in flight at once)
     {1, 4, 8, 16},  // 10: eight warps a feature, two features a block
     {1, 4, 4, 8},   // 11: four warps a feature, 256 threads: two features a block
+    // 12: entry 4 capped to three blocks an SM (80 registers), so that the
+    // 0.56B's in_proj (10,304 features, its conv fold 128 registers at entry
+    // 4: two blocks an SM) fits one wave for the one-wave pick (gemv.cu,
+    // MSTAR_GEMV_WAVE_PICK=4,12); entries 0-5's bits (session 50, unmeasured)
+    {4, 2, 1, 8, 3},
 };
 
 /// Launch shapes of the one-row GEMV.

@@ -30,6 +30,14 @@ TEST(gemv_shape, entries_zero_to_five_keep_their_shapes_and_every_entry_launches
   }
   EXPECT_EQ(gemv_shapes[gemv_default_variant].split, 1);
   EXPECT_GT(gemv_shapes[gemv_split_variant].split, 1);
+  // Entry 12 (session 50) is entry 4 under a bound of three blocks an SM:
+  // the same walk, so the same bits.
+  ASSERT_GT(gemv_variants, 12);
+  EXPECT_EQ(gemv_shapes[12].rows, gemv_shapes[4].rows);
+  EXPECT_EQ(gemv_shapes[12].unroll, gemv_shapes[4].unroll);
+  EXPECT_EQ(gemv_shapes[12].split, 1);
+  EXPECT_EQ(gemv_shapes[12].warps, gemv_shapes[4].warps);
+  EXPECT_EQ(gemv_shapes[12].min_blocks, 3);
 }
 
 // What one launch of `s` over [n, k] does with each (feature, piece): the

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Session 50's fifth call, NOT RUN (the budget's last 245 s were too little to start a
 # machine; for the next session): the SSD update releasing the next kernel once its state's
-# loads are issued (MSTAR_SSD_RELEASE=loads) against the defaults, two rounds of the 0.56B
-# at batch 1; the SSD update's tests under it; the update alone under Nsight Compute
+# loads are issued (MSTAR_SSD_RELEASE=loads), the one-wave pick off (on an H200: the pick's
+# figure there) and with entry 12 (entry 4 capped to three blocks an SM, so the in_proj
+# fits one wave too) against the defaults, two rounds of the 0.56B at batch 1; the SSD update's tests under it; the update alone under Nsight Compute
 # (bench/h200_ncu.sh ssd-update) in the time left.
-# Pack as session 49's call1.sh says, with call5.sh; `CALL_LIMIT=150 bash .carry/call5.sh`.
+# Pack as session 49's call1.sh says, with call5.sh; `CALL_LIMIT=240 bash .carry/call5.sh`.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 checkpoint nh056 nemotron_h-0.56b
-nh056_rounds 2 "defaults ssdrel" 1
+nh056_rounds 2 "defaults wpicknone ssdrel wpick12 wpick412" 1
 if (($(left) > 12)); then
   export MSTAR_SSD_RELEASE=loads
   gpu_tests '*ssd_update*:*gated_norm_fold*' $(($(left) - 4))
