@@ -13,9 +13,9 @@ source "$(dirname "$0")/common.sh"
 gpu_tests 'gpu_linear.every_gemv*:gpu_linear.the_one_wave_pick*' 60
 checkpoint nh056 nemotron_h-0.56b
 nh056_rounds 2 "defaults wpicknone ssdrel wpick12 wpick412" 1
-if (($(left) > 12)); then
+if (($(left) > 40)); then
   export MSTAR_SSD_RELEASE=loads
-  gpu_tests '*ssd_update*:*gated_norm_fold*' $(($(left) - 4))
+  gpu_tests '*ssd_update*:*gated_norm_fold*' 30
   unset MSTAR_SSD_RELEASE
 fi
 echo "== the SSD update under Nsight Compute ($((SECONDS - t0)) s)"
