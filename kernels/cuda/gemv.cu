@@ -38,7 +38,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <limits>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -920,11 +919,11 @@ std::size_t variant_of(int requested, std::int64_t n, std::int64_t k) {
 }
 
 // launches<P, V>[i], or the first entry of wave_pick_order whose grid is
-// one wave where `i` came from the rule (`free`) and is not.
+// one wave where `i` came from the rule (`by_rule`) and is not.
 template <prologue P, int V = 0>
-cudaError_t pick_launch(std::size_t i, bool free, const gemv_args& a, const float* gate,
+cudaError_t pick_launch(std::size_t i, bool by_rule, const gemv_args& a, const float* gate,
                         const rms_folds& folds, cudaStream_t stream) {
-  if (free && gemv_shapes[i].split == 1 && chained_launches_on() &&
+  if (by_rule && gemv_shapes[i].split == 1 && chained_launches_on() &&
       gemv_chain_mode() == chain_mode::wave && a.k <= wave_pick_max_k &&
       !wave_pick_order().empty() && !one_waves<P, V>[i](a)) {
     for (const int e : wave_pick_order()) {
@@ -951,8 +950,8 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
-  const bool free = rule_picked(p.gemv_variant);
-  return pick_launch<prologue::none>(variant_of(p.gemv_variant, a.n, a.k), free, a, nullptr, {},
+  const bool by_rule = rule_picked(p.gemv_variant);
+  return pick_launch<prologue::none>(variant_of(p.gemv_variant, a.n, a.k), by_rule, a, nullptr, {},
                                      stream);
 }
 
@@ -971,7 +970,7 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
-  const bool free = rule_picked(p.gemv_variant);
+  const bool by_rule = rule_picked(p.gemv_variant);
   rms_folds folds{};
   if (p.conv) {
     const conv_step_fold& c = *p.conv;
@@ -1007,21 +1006,21 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   const int act = !p.out_activation ? 0 : *p.out_activation == activation::relu2 ? 4 : 8;
   switch ((p.conv ? 1 : 0) | (p.embed ? 2 : 0) | act | (p.argmax ? 16 : 0) | (p.append ? 32 : 0)) {
     case 1:
-      return pick_launch<prologue::rms, 1>(i, free, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 1>(i, by_rule, a, nullptr, folds, stream);
     case 2:
-      return pick_launch<prologue::rms, 2>(i, free, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 2>(i, by_rule, a, nullptr, folds, stream);
     case 3:
-      return pick_launch<prologue::rms, 3>(i, free, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 3>(i, by_rule, a, nullptr, folds, stream);
     case 4:
-      return pick_launch<prologue::rms, 4>(i, free, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 4>(i, by_rule, a, nullptr, folds, stream);
     case 8:
-      return pick_launch<prologue::rms, 8>(i, free, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 8>(i, by_rule, a, nullptr, folds, stream);
     case 16:
-      return pick_launch<prologue::rms, 16>(i, free, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 16>(i, by_rule, a, nullptr, folds, stream);
     case 32:
-      return pick_launch<prologue::rms, 32>(i, free, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 32>(i, by_rule, a, nullptr, folds, stream);
     case 0:
-      return pick_launch<prologue::rms>(i, free, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms>(i, by_rule, a, nullptr, folds, stream);
     default:
       return cudaErrorInvalidValue;  // rms_norm_linear_bf16 refuses the mix
   }
@@ -1053,17 +1052,17 @@ cudaError_t launch_gemv_gated_rms_norm_bf16(const gated_rms_norm_linear_bf16_par
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
-  const bool free = rule_picked(p.gemv_variant);
+  const bool by_rule = rule_picked(p.gemv_variant);
   const float* gate = p.gate ? p.gate.data : nullptr;
   switch (p.group_size == 0 ? a.k / 128 : p.group_size / 128) {
     case 1:
-      return pick_launch<prologue::gated, 1>(i, free, a, gate, {}, stream);
+      return pick_launch<prologue::gated, 1>(i, by_rule, a, gate, {}, stream);
     case 2:
-      return pick_launch<prologue::gated, 2>(i, free, a, gate, {}, stream);
+      return pick_launch<prologue::gated, 2>(i, by_rule, a, gate, {}, stream);
     case 4:
-      return pick_launch<prologue::gated, 4>(i, free, a, gate, {}, stream);
+      return pick_launch<prologue::gated, 4>(i, by_rule, a, gate, {}, stream);
     case 8:
-      return pick_launch<prologue::gated, 8>(i, free, a, gate, {}, stream);
+      return pick_launch<prologue::gated, 8>(i, by_rule, a, gate, {}, stream);
     default:
       return cudaErrorInvalidValue;  // gemv_gated_rms_norm_fits refuses it
   }
@@ -1088,15 +1087,15 @@ cudaError_t launch_gemv_activation_bf16(const activation_linear_bf16_params& p,
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
-  const bool free = rule_picked(p.gemv_variant);
+  const bool by_rule = rule_picked(p.gemv_variant);
   const float* up = p.up ? p.up.data : nullptr;
   if (!p.fn)
-    return pick_launch<prologue::act, act_none>(i, free, a, nullptr, {}, stream);
+    return pick_launch<prologue::act, act_none>(i, by_rule, a, nullptr, {}, stream);
   switch (*p.fn) {
     case activation::relu2:
-      return pick_launch<prologue::act, act_relu2>(i, free, a, up, {}, stream);
+      return pick_launch<prologue::act, act_relu2>(i, by_rule, a, up, {}, stream);
     case activation::silu:
-      return pick_launch<prologue::act, act_silu>(i, free, a, up, {}, stream);
+      return pick_launch<prologue::act, act_silu>(i, by_rule, a, up, {}, stream);
   }
   return cudaErrorInvalidValue;
 }
