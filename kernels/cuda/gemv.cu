@@ -848,37 +848,24 @@ template <prologue P, int V = 0>
 constexpr std::array<gemv_fit, gemv_variants> one_waves =
     fit_table<P, V>(std::make_index_sequence<gemv_variants>{});
 
-// The one-wave pick (session 50): a chained launch under `wave` whose
-// entry the rule picked (no request, no MSTAR_GEMV_VARIANT), a
-// one-feature-split entry (0-5, 12: the same bits as each other) whose grid is
-// more than one wave, at K <= wave_pick_max_k, takes the first entry of
-// MSTAR_GEMV_WAVE_PICK (read once; table entries, e.g. "4" or "1,0,4,3";
-// default "4", "none" for off) whose grid is one wave, so that it too
-// releases the next kernel at its start. On an H100 (batch 1,
-// bench/results/session50-calls/, call2): the 0.56B (its MLP up, 8,192 x
-// 2,048, in entry 4's 256 blocks rather than entry 5's 1,024) 482.0-483.1
-// us a step against 490.4-491.9 with none, Qwen3.5 0.5B 720.7 / 721.7
-// against 738.5 / 736.9, the same tokens; the 8B shape (K 4,096: its q / k /
-// v product) 5,919-5,921 against 5,888-5,889, so wider K keeps entry 5.
-// Only one-feature-split entries (0-5, 12) are taken from the list.
-constexpr std::int64_t wave_pick_max_k = 2048;
+// The one-wave pick (session 50; gemv_shape.hpp's gemv_wave_pick): a
+// chained launch under `wave` whose entry the rule picked (no request, no
+// MSTAR_GEMV_VARIANT), an entry of the one-feature walk (0-5, 12: the same
+// bits as each other) whose grid is more than one wave, at K <= 2,048,
+// takes the first entry of MSTAR_GEMV_WAVE_PICK's list (read once;
+// gemv_wave_pick_list: e.g. "4", "4,12", "none" for off; unset or not a
+// list: "4") whose grid is one wave, so that it too releases the next
+// kernel at its start. On an H100 (batch 1,
+// bench/results/session50-calls/, calls 2-3): the 0.56B (its MLP up, 8,192
+// x 2,048, in entry 4's 256 blocks rather than entry 5's 1,024) 480.1-482.4
+// us a step against 487.7-491.9 without, Qwen3.5 0.5B 720.7-722.4 against
+// 736.2-738.5, the same tokens; the 8B shape (K 4,096: its q / k / v
+// product) 5,919-5,921 against 5,888-5,889, hence the K bound.
 const std::vector<int>& wave_pick_order() {
   static const std::vector<int> order = [] {
-    std::vector<int> o;
     const char* e = std::getenv("MSTAR_GEMV_WAVE_PICK");
-    const char* c = e != nullptr && *e != '\0' ? e : "4";
-    while (*c != '\0') {
-      char* end = nullptr;
-      const long v = std::strtol(c, &end, 10);
-      if (end == c) {  // not a number: skip one character (a comma, `none`)
-        ++c;
-        continue;
-      }
-      if (v >= 0 && v < gemv_variants && gemv_shapes[v].split == 1)
-        o.push_back(static_cast<int>(v));
-      c = end;
-    }
-    return o;
+    auto list = gemv_wave_pick_list(e != nullptr ? e : "");
+    return list ? *std::move(list) : std::vector<int>{gemv_wave_pick_default};
   }();
   return order;
 }
@@ -918,20 +905,15 @@ std::size_t variant_of(int requested, std::int64_t n, std::int64_t k) {
   return static_cast<std::size_t>(gemv_variant_for(requested, n, k));
 }
 
-// launches<P, V>[i], or the first entry of wave_pick_order whose grid is
-// one wave where `i` came from the rule (`by_rule`) and is not.
+// launches<P, V>[i], or where `i` came from the rule (`by_rule`) and the
+// launch is chained under `wave`, the one-wave pick's entry.
 template <prologue P, int V = 0>
 cudaError_t pick_launch(std::size_t i, bool by_rule, const gemv_args& a, const float* gate,
                         const rms_folds& folds, cudaStream_t stream) {
-  if (by_rule && gemv_shapes[i].split == 1 && chained_launches_on() &&
-      gemv_chain_mode() == chain_mode::wave && a.k <= wave_pick_max_k &&
-      !wave_pick_order().empty() && !one_waves<P, V>[i](a)) {
-    for (const int e : wave_pick_order()) {
-      if (one_waves<P, V>[static_cast<std::size_t>(e)](a)) {
-        i = static_cast<std::size_t>(e);
-        break;
-      }
-    }
+  if (by_rule && chained_launches_on() && gemv_chain_mode() == chain_mode::wave) {
+    const auto one_wave = [&](int e) { return one_waves<P, V>[static_cast<std::size_t>(e)](a); };
+    i = static_cast<std::size_t>(
+        gemv_wave_pick(static_cast<int>(i), a.k, wave_pick_order(), one_wave));
   }
   return launches<P, V>[i](a, gate, folds, stream);
 }

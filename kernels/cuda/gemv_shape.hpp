@@ -7,8 +7,13 @@
 // the rule and walk the indexing on the host (tests/kernels/gemv_shape_test.cpp),
 // and the bench names each entry's shape.
 
+#include <charconv>
 #include <cstdint>
 #include <iterator>
+#include <optional>
+#include <string_view>
+#include <system_error>
+#include <vector>
 
 namespace mstar::kernels::cuda {
 
@@ -121,6 +126,59 @@ inline constexpr int gemv_narrow_blocks_per_sm = 2;
       gemv_narrow(n, k, num_sms, split_variant))
     return split_variant;
   return gemv_default_variant;
+}
+
+/// The one-wave pick (gemv.cu, chain mode `wave`; session 50): K above
+/// which a product keeps the rule's entry (the 8B shape, K 4,096, lost 31
+/// us a step with it on an H100).
+inline constexpr std::int64_t gemv_wave_pick_max_k = 2048;
+
+/// The one-wave pick's list when MSTAR_GEMV_WAVE_PICK is unset, empty or
+/// not a list (`gemv_wave_pick_list`): entry 4.
+inline constexpr int gemv_wave_pick_default = 4;
+
+/// MSTAR_GEMV_WAVE_PICK's text as the pick's list: `none` is the empty list
+/// (the pick off); otherwise comma-separated table entries of the
+/// one-feature walk (split 1: 0-5, 12), tried in that order. Anything else
+/// (an empty text or item, a split entry, a number outside the table,
+/// spaces, other separators) is no list: nullopt.
+[[nodiscard]] inline std::optional<std::vector<int>> gemv_wave_pick_list(std::string_view text) {
+  if (text == "none")
+    return std::vector<int>{};
+  std::vector<int> order;
+  for (;;) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    int v = -1;
+    const char* const last = item.data() + item.size();
+    const auto [end, ec] = std::from_chars(item.data(), last, v);
+    if (ec != std::errc{} || end != last || v < 0 || v >= gemv_variants ||
+        gemv_shapes[v].split != 1)
+      return std::nullopt;
+    order.push_back(v);
+    if (comma == std::string_view::npos)
+      return order;
+    text.remove_prefix(comma + 1);
+  }
+}
+
+/// The one-wave pick: the entry a chained launch takes whose entry the rule
+/// picked (`entry`, gemv_pick's with no request and no forced entry), given
+/// `one_wave(e)`, whether entry e's grid is resident at once for this
+/// launch. `entry` itself where it is a split entry, K is above
+/// gemv_wave_pick_max_k or its grid is one wave already; otherwise the first
+/// entry of `order` whose grid is one wave, else `entry`. Every entry it
+/// can return walks a feature's K in one lane order: the same bits.
+template <class OneWave>
+[[nodiscard]] int gemv_wave_pick(int entry, std::int64_t k, const std::vector<int>& order,
+                                 OneWave&& one_wave) {
+  if (gemv_shapes[entry].split != 1 || k > gemv_wave_pick_max_k || order.empty() || one_wave(entry))
+    return entry;
+  for (const int e : order) {
+    if (gemv_shapes[e].split == 1 && one_wave(e))
+      return e;
+  }
+  return entry;
 }
 
 }  // namespace mstar::kernels::cuda

@@ -6,6 +6,7 @@
 #include "kernels/cuda/gemv_shape.hpp"
 
 #include <gtest/gtest.h>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -161,6 +162,45 @@ TEST(gemv_shape, a_requested_or_forced_entry_wins_and_the_rule_can_be_turned_off
     const int want = gemv_shapes[v].split > 1 ? v : gemv_default_variant;
     EXPECT_EQ(gemv_pick(-1, -1, v, 2048, 8192, sms), want) << v;
     EXPECT_EQ(gemv_pick(-1, -1, v, 8192, 2048, sms), gemv_default_variant) << v;
+  }
+}
+
+TEST(gemv_shape, the_one_wave_pick_list_takes_entries_of_the_one_feature_walk_or_none) {
+  using list = std::vector<int>;
+  EXPECT_EQ(gemv_wave_pick_list("4"), list{4});
+  EXPECT_EQ(gemv_wave_pick_list("4,12"), (list{4, 12}));
+  EXPECT_EQ(gemv_wave_pick_list("1,0,4,3"), (list{1, 0, 4, 3}));
+  EXPECT_EQ(gemv_wave_pick_list("none"), list{});
+  // Not a list: the caller keeps its default (entry 4).
+  for (const char* bad :
+       {"", "6", "11", "13", "-1", "4,", ",4", "4,,12", "4;12", " 4", "4 ", "x", "None", "4,6"}) {
+    EXPECT_EQ(gemv_wave_pick_list(bad), std::nullopt) << '"' << bad << '"';
+  }
+}
+
+TEST(gemv_shape, the_one_wave_pick_moves_only_multi_wave_one_feature_products_at_short_k) {
+  const std::vector<int> order{4, 12};
+  // The 0.56B's MLP up: entry 5 is more than one wave, entry 4 is one.
+  const auto only4 = [](int e) { return e == 4; };
+  EXPECT_EQ(gemv_wave_pick(5, 2048, order, only4), 4);
+  // The in_proj: entry 4 is not one wave, entry 12 (three blocks an SM) is.
+  EXPECT_EQ(gemv_wave_pick(5, 2048, order, [](int e) { return e == 12; }), 12);
+  // Nothing fits, or the list is empty: the rule's entry.
+  const auto none = [](int) { return false; };
+  EXPECT_EQ(gemv_wave_pick(5, 2048, order, none), 5);
+  EXPECT_EQ(gemv_wave_pick(5, 2048, {}, only4), 5);
+  // One wave already, K past the bound, or a split entry (narrow products): kept.
+  EXPECT_EQ(gemv_wave_pick(5, 2048, order, [](int) { return true; }), 5);
+  EXPECT_EQ(gemv_wave_pick(5, gemv_wave_pick_max_k + 8, order, only4), 5);
+  EXPECT_EQ(gemv_wave_pick(gemv_split_variant, 2048, order, only4), gemv_split_variant);
+  // Whatever it returns walks a feature's K in one lane order (the same bits).
+  for (int v = 0; v < gemv_variants; ++v) {
+    if (gemv_shapes[v].split != 1)
+      continue;
+    for (const int e : {0, 1, 2, 3, 4, 5, 12}) {
+      const int picked = gemv_wave_pick(v, 1024, {e}, [e](int x) { return x == e; });
+      EXPECT_EQ(gemv_shapes[picked].split, 1) << v << " " << e;
+    }
   }
 }
 
