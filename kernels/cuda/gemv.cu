@@ -787,6 +787,12 @@ constexpr std::size_t smem_of(int k) {
   return P == prologue::none ? 0 : static_cast<std::size_t>(k) * sizeof(std::uint16_t);
 }
 
+// Whether a form's launch at entry `S` is one wave (`wave_blocks`).
+template <prologue P, int V, gemv_shape S>
+bool one_wave(const gemv_args& a) {
+  return S.blocks(a.n) <= wave_blocks<kernel_of<P, V, S>>(S.threads(), smem_of<P>(a.k));
+}
+
 template <prologue P, int V, gemv_shape S>
 cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds,
                    cudaStream_t stream) {
@@ -803,8 +809,7 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
                     : mode == chain_mode::last ? release_last
                                                : release_start;
   if (mode == chain_mode::wave)
-    chained.release =
-        blocks <= wave_blocks<kernel>(S.threads(), smem) ? release_start : release_late;
+    chained.release = one_wave<P, V, S>(a) ? release_start : release_late;
   launch_chained(kernel, static_cast<unsigned>(blocks), static_cast<unsigned>(S.threads()), smem,
                  stream, chained, gate, folds);
   return launch_status();
@@ -834,11 +839,6 @@ constexpr gemv_launches table(std::index_sequence<I...>) {
 template <prologue P, int V = 0>
 constexpr gemv_launches launches = table<P, V>(std::make_index_sequence<gemv_variants>{});
 
-// Whether a form's launch at entry `S` is one wave (`wave_blocks`).
-template <prologue P, int V, gemv_shape S>
-bool one_wave(const gemv_args& a) {
-  return S.blocks(a.n) <= wave_blocks<kernel_of<P, V, S>>(S.threads(), smem_of<P>(a.k));
-}
 using gemv_fit = bool (*)(const gemv_args&);
 template <prologue P, int V, std::size_t... I>
 constexpr std::array<gemv_fit, gemv_variants> fit_table(std::index_sequence<I...>) {
@@ -901,27 +901,22 @@ int split_variant() {
   return v;
 }
 
-std::size_t variant_of(int requested, std::int64_t n, std::int64_t k) {
-  return static_cast<std::size_t>(gemv_variant_for(requested, n, k));
-}
-
-// launches<P, V>[i], or where `i` came from the rule (`by_rule`) and the
-// launch is chained under `wave`, the one-wave pick's entry.
+// The launch at the entry `requested` (params' gemv_variant) or the rule
+// gives (gemv_variant_for), or, where the rule gave it (no request, no
+// MSTAR_GEMV_VARIANT) and the launch is chained under `wave`, the one-wave
+// pick's entry.
 template <prologue P, int V = 0>
-cudaError_t pick_launch(std::size_t i, bool by_rule, const gemv_args& a, const float* gate,
+cudaError_t pick_launch(int requested, const gemv_args& a, const float* gate,
                         const rms_folds& folds, cudaStream_t stream) {
+  auto i = static_cast<std::size_t>(gemv_variant_for(requested, a.n, a.k));
+  const auto in_table = [](int v) { return v >= 0 && v < gemv_variants; };
+  const bool by_rule = !in_table(requested) && !in_table(forced_variant());
   if (by_rule && chained_launches_on() && gemv_chain_mode() == chain_mode::wave) {
     const auto one_wave = [&](int e) { return one_waves<P, V>[static_cast<std::size_t>(e)](a); };
     i = static_cast<std::size_t>(
         gemv_wave_pick(static_cast<int>(i), a.k, wave_pick_order(), one_wave));
   }
   return launches<P, V>[i](a, gate, folds, stream);
-}
-
-// Whether a launch's entry is the rule's (no request, no MSTAR_GEMV_VARIANT).
-bool rule_picked(int requested) {
-  const auto in_table = [](int v) { return v >= 0 && v < gemv_variants; };
-  return !in_table(requested) && !in_table(forced_variant());
 }
 }  // namespace
 
@@ -932,9 +927,7 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
-  const bool by_rule = rule_picked(p.gemv_variant);
-  return pick_launch<prologue::none>(variant_of(p.gemv_variant, a.n, a.k), by_rule, a, nullptr, {},
-                                     stream);
+  return pick_launch<prologue::none>(p.gemv_variant, a, nullptr, {}, stream);
 }
 
 bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p) {
@@ -951,8 +944,6 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
-  const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
-  const bool by_rule = rule_picked(p.gemv_variant);
   rms_folds folds{};
   if (p.conv) {
     const conv_step_fold& c = *p.conv;
@@ -988,21 +979,21 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   const int act = !p.out_activation ? 0 : *p.out_activation == activation::relu2 ? 4 : 8;
   switch ((p.conv ? 1 : 0) | (p.embed ? 2 : 0) | act | (p.argmax ? 16 : 0) | (p.append ? 32 : 0)) {
     case 1:
-      return pick_launch<prologue::rms, 1>(i, by_rule, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 1>(p.gemv_variant, a, nullptr, folds, stream);
     case 2:
-      return pick_launch<prologue::rms, 2>(i, by_rule, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 2>(p.gemv_variant, a, nullptr, folds, stream);
     case 3:
-      return pick_launch<prologue::rms, 3>(i, by_rule, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 3>(p.gemv_variant, a, nullptr, folds, stream);
     case 4:
-      return pick_launch<prologue::rms, 4>(i, by_rule, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 4>(p.gemv_variant, a, nullptr, folds, stream);
     case 8:
-      return pick_launch<prologue::rms, 8>(i, by_rule, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 8>(p.gemv_variant, a, nullptr, folds, stream);
     case 16:
-      return pick_launch<prologue::rms, 16>(i, by_rule, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 16>(p.gemv_variant, a, nullptr, folds, stream);
     case 32:
-      return pick_launch<prologue::rms, 32>(i, by_rule, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms, 32>(p.gemv_variant, a, nullptr, folds, stream);
     case 0:
-      return pick_launch<prologue::rms>(i, by_rule, a, nullptr, folds, stream);
+      return pick_launch<prologue::rms>(p.gemv_variant, a, nullptr, folds, stream);
     default:
       return cudaErrorInvalidValue;  // rms_norm_linear_bf16 refuses the mix
   }
@@ -1033,18 +1024,16 @@ cudaError_t launch_gemv_gated_rms_norm_bf16(const gated_rms_norm_linear_bf16_par
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
-  const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
-  const bool by_rule = rule_picked(p.gemv_variant);
   const float* gate = p.gate ? p.gate.data : nullptr;
   switch (p.group_size == 0 ? a.k / 128 : p.group_size / 128) {
     case 1:
-      return pick_launch<prologue::gated, 1>(i, by_rule, a, gate, {}, stream);
+      return pick_launch<prologue::gated, 1>(p.gemv_variant, a, gate, {}, stream);
     case 2:
-      return pick_launch<prologue::gated, 2>(i, by_rule, a, gate, {}, stream);
+      return pick_launch<prologue::gated, 2>(p.gemv_variant, a, gate, {}, stream);
     case 4:
-      return pick_launch<prologue::gated, 4>(i, by_rule, a, gate, {}, stream);
+      return pick_launch<prologue::gated, 4>(p.gemv_variant, a, gate, {}, stream);
     case 8:
-      return pick_launch<prologue::gated, 8>(i, by_rule, a, gate, {}, stream);
+      return pick_launch<prologue::gated, 8>(p.gemv_variant, a, gate, {}, stream);
     default:
       return cudaErrorInvalidValue;  // gemv_gated_rms_norm_fits refuses it
   }
@@ -1068,16 +1057,14 @@ cudaError_t launch_gemv_activation_bf16(const activation_linear_bf16_params& p,
   fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
-  const std::size_t i = variant_of(p.gemv_variant, a.n, a.k);
-  const bool by_rule = rule_picked(p.gemv_variant);
   const float* up = p.up ? p.up.data : nullptr;
   if (!p.fn)
-    return pick_launch<prologue::act, act_none>(i, by_rule, a, nullptr, {}, stream);
+    return pick_launch<prologue::act, act_none>(p.gemv_variant, a, nullptr, {}, stream);
   switch (*p.fn) {
     case activation::relu2:
-      return pick_launch<prologue::act, act_relu2>(i, by_rule, a, up, {}, stream);
+      return pick_launch<prologue::act, act_relu2>(p.gemv_variant, a, up, {}, stream);
     case activation::silu:
-      return pick_launch<prologue::act, act_silu>(i, by_rule, a, up, {}, stream);
+      return pick_launch<prologue::act, act_silu>(p.gemv_variant, a, up, {}, stream);
   }
   return cudaErrorInvalidValue;
 }
