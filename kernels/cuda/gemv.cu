@@ -697,8 +697,6 @@ void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
 // together (V 8; V 4 at eight pieces): under the cap ptxas spilled them
 // (16-128 bytes), so those keep one block's bound.
 constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
-  if (s.min_blocks > 0)
-    return s.min_blocks;
   if (s.split == 1)
     return 1;
   if (p == prologue::gated && 4 * v + 4 * s.unroll * s.rows > 40)
@@ -850,10 +848,10 @@ constexpr std::array<gemv_fit, gemv_variants> one_waves =
 
 // The one-wave pick (session 50; gemv_shape.hpp's gemv_wave_pick): a
 // chained launch under `wave` whose entry the rule picked (no request, no
-// MSTAR_GEMV_VARIANT), an entry of the one-feature walk (0-5, 12: the same
+// MSTAR_GEMV_VARIANT), an entry of the one-feature walk (0-5: the same
 // bits as each other) whose grid is more than one wave, at K <= 2,048,
 // takes the first entry of MSTAR_GEMV_WAVE_PICK's list (read once;
-// gemv_wave_pick_list: e.g. "4", "4,12", "none" for off; unset or not a
+// gemv_wave_pick_list: e.g. "4", "1,0,4,3", "none" for off; unset or not a
 // list: "4") whose grid is one wave, so that it too releases the next
 // kernel at its start. On an H100 (batch 1,
 // bench/results/session50-calls/, calls 2-3): the 0.56B (its MLP up, 8,192

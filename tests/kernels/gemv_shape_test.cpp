@@ -31,14 +31,6 @@ TEST(gemv_shape, entries_zero_to_five_keep_their_shapes_and_every_entry_launches
   }
   EXPECT_EQ(gemv_shapes[gemv_default_variant].split, 1);
   EXPECT_GT(gemv_shapes[gemv_split_variant].split, 1);
-  // Entry 12 (session 50) is entry 4 under a bound of three blocks an SM:
-  // the same walk, so the same bits.
-  ASSERT_GT(gemv_variants, 12);
-  EXPECT_EQ(gemv_shapes[12].rows, gemv_shapes[4].rows);
-  EXPECT_EQ(gemv_shapes[12].unroll, gemv_shapes[4].unroll);
-  EXPECT_EQ(gemv_shapes[12].split, 1);
-  EXPECT_EQ(gemv_shapes[12].warps, gemv_shapes[4].warps);
-  EXPECT_EQ(gemv_shapes[12].min_blocks, 3);
 }
 
 // What one launch of `s` over [n, k] does with each (feature, piece): the
@@ -168,23 +160,23 @@ TEST(gemv_shape, a_requested_or_forced_entry_wins_and_the_rule_can_be_turned_off
 TEST(gemv_shape, the_one_wave_pick_list_takes_entries_of_the_one_feature_walk_or_none) {
   using list = std::vector<int>;
   EXPECT_EQ(gemv_wave_pick_list("4"), list{4});
-  EXPECT_EQ(gemv_wave_pick_list("4,12"), (list{4, 12}));
+  EXPECT_EQ(gemv_wave_pick_list("4,3"), (list{4, 3}));
   EXPECT_EQ(gemv_wave_pick_list("1,0,4,3"), (list{1, 0, 4, 3}));
   EXPECT_EQ(gemv_wave_pick_list("none"), list{});
   // Not a list: the caller keeps its default (entry 4).
   for (const char* bad :
-       {"", "6", "11", "13", "-1", "4,", ",4", "4,,12", "4;12", " 4", "4 ", "x", "None", "4,6"}) {
+       {"", "6", "11", "12", "-1", "4,", ",4", "4,,3", "4;3", " 4", "4 ", "x", "None", "4,6"}) {
     EXPECT_EQ(gemv_wave_pick_list(bad), std::nullopt) << '"' << bad << '"';
   }
 }
 
 TEST(gemv_shape, the_one_wave_pick_moves_only_multi_wave_one_feature_products_at_short_k) {
-  const std::vector<int> order{4, 12};
+  const std::vector<int> order{4, 3};
   // The 0.56B's MLP up: entry 5 is more than one wave, entry 4 is one.
   const auto only4 = [](int e) { return e == 4; };
   EXPECT_EQ(gemv_wave_pick(5, 2048, order, only4), 4);
-  // The in_proj: entry 4 is not one wave, entry 12 (three blocks an SM) is.
-  EXPECT_EQ(gemv_wave_pick(5, 2048, order, [](int e) { return e == 12; }), 12);
+  // Entry 4 not one wave, the next listed is: that one.
+  EXPECT_EQ(gemv_wave_pick(5, 2048, order, [](int e) { return e == 3; }), 3);
   // Nothing fits, or the list is empty: the rule's entry.
   const auto none = [](int) { return false; };
   EXPECT_EQ(gemv_wave_pick(5, 2048, order, none), 5);
@@ -199,7 +191,7 @@ TEST(gemv_shape, the_one_wave_pick_moves_only_multi_wave_one_feature_products_at
     if (gemv_shapes[v].split != 1)
       continue;
     const auto all_but_v = [v](int x) { return x != v; };
-    const int other = v == 4 ? 12 : 4;
+    const int other = v == 4 ? 3 : 4;
     EXPECT_EQ(gemv_wave_pick(v, 1024, {gemv_split_variant, 7, other}, all_but_v), other) << v;
     EXPECT_EQ(gemv_wave_pick(v, 1024, {gemv_split_variant}, all_but_v), v) << v;
   }

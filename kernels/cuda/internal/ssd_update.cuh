@@ -53,9 +53,9 @@ struct update_args {
   bool bc_vector;                 // B and C rows 16-byte aligned: float4 loads
   bool settled;                   // ssd_update_params::state_settled: the slot and
                                   // state are read before the chained wait
-  bool release_after_loads;       // MSTAR_SSD_RELEASE=loads: the next kernel is
-                                  // released once the state's loads are issued,
-                                  // not at the start (ssd_update.cu)
+  bool release_after_loads;       // the next kernel is released once the state's
+                                  // loads are issued, not at the start
+                                  // (ssd_update.cu; MSTAR_SSD_RELEASE=start: off)
 };
 
 /// The gated-norm fold's operands (recurrent.hpp's ssd_update_gated_norm):
