@@ -59,9 +59,18 @@ namespace {
 // add_rms_norm's block: the RMS form sums its squares over this many
 // threads' columns whatever its own block, so its norm is add_rms_norm's.
 constexpr int rms_sum_threads = 256;
+// The RMS prologue's held form (MSTAR_GEMV_RMS_HELD, gemv_args::prefetch's
+// rms_held bit): at 256 threads and K <= 8 * 256, a thread loads its
+// columns of the row and of the norm weight into registers at once, then
+// squares and scales them from there: one L2 round trip before the block
+// sum rather than the row's, then the weight's after it. The same values
+// in the same order: the same bits.
+constexpr int rms_held_values = 8;
 
 enum : std::uint8_t { accumulate_none = 0, accumulate_late = 1, accumulate_early = 2 };
-enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2 };
+// (`prefetch`'s bit rms_held is no prefetch: the RMS prologue's one-round-trip
+// form, rms_held_values; it shares the byte so the struct stays at 128 bytes.)
+enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2, rms_held = 4 };
 enum : std::uint8_t { release_start = 0, release_late = 1, release_last = 2 };
 
 struct gemv_args {
@@ -447,20 +456,6 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
         residual[r] = n0 + r < a.n ? a.out_f32[n0 + r] : 0.0F;
     }
   }
-  // The conv fold: the channels' taps and windows load now, under the dots.
-  conv_lane conv[Conv ? rows_per_warp : 1];
-  std::int32_t conv_slot = -1;
-  if constexpr (Conv) {
-    if (lane == 0 && active && warp_in_block % Split == 0) {
-      conv_slot = cf.slots[0];
-#pragma unroll
-      for (int r = 0; r < rows_per_warp; ++r) {
-        const int c = n0 + r - cf.first;
-        if (c >= 0 && c < cf.channels)
-          conv[r] = conv_read(cf, c, conv_slot);
-      }
-    }
-  }
   // Split 1: a warp past the last feature has nothing left to do; with
   // Split > 1 it goes on to the barrier of the sums.
   if (!Norm && !active && Split == 1)
@@ -501,26 +496,71 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
       block_arrived = 0;
     }
     float sum_sq = 0.0F;
-    if (threads == rms_sum_threads || static_cast<int>(threadIdx.x) < rms_sum_threads) {
-      for (int h = static_cast<int>(threadIdx.x); h < a.k; h += rms_sum_threads) {
-        const float v = value(h);
-        sum_sq += v * v;
-      }
-    }
-    sum_sq = block_sum(sum_sq, scratch);
-    const float scale = rsqrtf(sum_sq / static_cast<float>(a.k) + a.eps);
     auto* row = reinterpret_cast<std::uint16_t*>(normed);
-    for (int h = static_cast<int>(threadIdx.x); h < a.k; h += threads) {
-      const float v = value(h);
-      if (Embed && blockIdx.x == 0)
-        folds.embed.out[h] = v;
-      const float o = v * scale * a.norm_w[static_cast<std::int64_t>(h) * a.norm_w_stride];
-      row[h] = to_bf16(o);
+    const int t = static_cast<int>(threadIdx.x);
+    if (threads == rms_sum_threads && (a.prefetch & rms_held) != 0 &&
+        a.k <= rms_held_values * threads) {
+      // The held form: column t + j * 256 in xs[j] and ws[j], all asked at once.
+      float xs[threads == rms_sum_threads ? rms_held_values : 1];
+      float ws[threads == rms_sum_threads ? rms_held_values : 1];
+#pragma unroll
+      for (int j = 0; j < rms_held_values; ++j) {
+        const int h = t + j * threads;
+        xs[j] = h < a.k ? value(h) : 0.0F;
+        ws[j] = h < a.k ? a.norm_w[static_cast<std::int64_t>(h) * a.norm_w_stride] : 0.0F;
+      }
+#pragma unroll
+      for (int j = 0; j < rms_held_values; ++j) {
+        if (t + j * threads < a.k)
+          sum_sq += xs[j] * xs[j];
+      }
+      sum_sq = block_sum(sum_sq, scratch);
+      const float scale = rsqrtf(sum_sq / static_cast<float>(a.k) + a.eps);
+#pragma unroll
+      for (int j = 0; j < rms_held_values; ++j) {
+        const int h = t + j * threads;
+        if (h < a.k) {
+          if (Embed && blockIdx.x == 0)
+            folds.embed.out[h] = xs[j];
+          row[h] = to_bf16(xs[j] * scale * ws[j]);
+        }
+      }
+    } else {
+      if (threads == rms_sum_threads || t < rms_sum_threads) {
+        for (int h = t; h < a.k; h += rms_sum_threads) {
+          const float v = value(h);
+          sum_sq += v * v;
+        }
+      }
+      sum_sq = block_sum(sum_sq, scratch);
+      const float scale = rsqrtf(sum_sq / static_cast<float>(a.k) + a.eps);
+      for (int h = t; h < a.k; h += threads) {
+        const float v = value(h);
+        if (Embed && blockIdx.x == 0)
+          folds.embed.out[h] = v;
+        const float o = v * scale * a.norm_w[static_cast<std::int64_t>(h) * a.norm_w_stride];
+        row[h] = to_bf16(o);
+      }
     }
     __syncthreads();
   }
   if (Norm && !active && Split == 1)
     return;
+  // The conv fold: the channels' taps and windows load now, under the dots
+  // (after the prologue, so its registers are not live across the norm's).
+  conv_lane conv[Conv ? rows_per_warp : 1];
+  std::int32_t conv_slot = -1;
+  if constexpr (Conv) {
+    if (lane == 0 && active && warp_in_block % Split == 0) {
+      conv_slot = cf.slots[0];
+#pragma unroll
+      for (int r = 0; r < rows_per_warp; ++r) {
+        const int c = n0 + r - cf.first;
+        if (c >= 0 && c < cf.channels)
+          conv[r] = conv_read(cf, c, conv_slot);
+      }
+    }
+  }
   // Past here, with Split 1, every warp is active; with Split > 1 an
   // inactive warp skips its dots and keeps zero sums.
   for (int p0 = first; active;) {
@@ -766,6 +806,16 @@ bool gemv_norm_prefetch() {
   return on;
 }
 
+// MSTAR_GEMV_RMS_HELD (read once; `0` off, anything else on): the RMS
+// prologue's held form (rms_held_values). Timing only: the same bits.
+bool gemv_rms_held() {
+  static const bool on = [] {
+    const char* e = std::getenv("MSTAR_GEMV_RMS_HELD");
+    return e == nullptr || std::string_view{e} != "0";
+  }();
+  return on;
+}
+
 // The blocks of `Kernel` at `threads` threads and `smem` bytes resident at
 // once on the device (the occupancy calculator, cached per shape, times
 // the SMs): `wave`'s wave.
@@ -800,7 +850,8 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
   // Plain launches: neither flag (chain_release is then a no-op anyway).
   const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
   chained.prefetch = static_cast<std::uint8_t>((mode == chain_mode::prefetch ? prefetch_rows : 0) |
-                                               (gemv_norm_prefetch() ? prefetch_norm : 0));
+                                               (gemv_norm_prefetch() ? prefetch_norm : 0) |
+                                               (gemv_rms_held() ? rms_held : 0));
   constexpr auto kernel = kernel_of<P, V, S>;
   const std::int64_t blocks = S.blocks(a.n);
   chained.release = mode == chain_mode::late   ? release_late
