@@ -64,6 +64,7 @@ if ! declare -F envs_of >/dev/null; then
       ssdrel) echo "MSTAR_SSD_RELEASE=loads" ;;  # the SSD update releases the next kernel once its state loads are issued (default since session 51)
       ssdstart) echo "MSTAR_SSD_RELEASE=start" ;;  # ... at its start (the default until session 51)
       rmsheld0) echo "MSTAR_GEMV_RMS_HELD=0" ;;  # the RMS prologue's two round trips (the default until session 51)
+      convpf0) echo "MSTAR_GEMV_CONV_PREFETCH=0" ;;  # the held prologue asks L1 for no conv taps and windows
       merge2) echo "MSTAR_ATTN_SPLIT_MERGE=2" ;;  # the split kernel's last block merges (fused; default at 2+ rows of the mma walk)
       chunk32merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32 MSTAR_ATTN_SPLIT_MERGE=2" ;;  # short chunks, fused merge
       chunk64merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=64 MSTAR_ATTN_SPLIT_MERGE=2" ;;

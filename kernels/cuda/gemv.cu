@@ -69,8 +69,10 @@ constexpr int rms_held_values = 8;
 
 enum : std::uint8_t { accumulate_none = 0, accumulate_late = 1, accumulate_early = 2 };
 // (`prefetch`'s bit rms_held is no prefetch: the RMS prologue's one-round-trip
-// form, rms_held_values; it shares the byte so the struct stays at 128 bytes.)
-enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2, rms_held = 4 };
+// form, rms_held_values; it shares the byte so the struct stays at 128 bytes.
+// conv_prefetch: the held form asks L1 for the conv fold's taps and windows
+// under its loads, read after the prologue.)
+enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2, rms_held = 4, conv_prefetch = 8 };
 enum : std::uint8_t { release_start = 0, release_late = 1, release_last = 2 };
 
 struct gemv_args {
@@ -456,6 +458,15 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
         residual[r] = n0 + r < a.n ? a.out_f32[n0 + r] : 0.0F;
     }
   }
+  // The conv fold's slot: asked for now, its taps and windows read after
+  // the prologue (their registers not live across it), asked of L1 under
+  // the held prologue's loads (conv_prefetch).
+  std::int32_t conv_slot = -1;
+  const bool conv_lead = Conv && lane == 0 && active && warp_in_block % Split == 0;
+  if constexpr (Conv) {
+    if (conv_lead)
+      conv_slot = cf.slots[0];
+  }
   // Split 1: a warp past the last feature has nothing left to do; with
   // Split > 1 it goes on to the barrier of the sums.
   if (!Norm && !active && Split == 1)
@@ -509,6 +520,24 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
         xs[j] = h < a.k ? value(h) : 0.0F;
         ws[j] = h < a.k ? a.norm_w[static_cast<std::int64_t>(h) * a.norm_w_stride] : 0.0F;
       }
+      if constexpr (Conv) {
+        if (conv_lead && (a.prefetch & conv_prefetch) != 0) {
+#pragma unroll
+          for (int r = 0; r < rows_per_warp; ++r) {
+            const int c = n0 + r - cf.first;
+            if (c < 0 || c >= cf.channels)
+              continue;
+            prefetch_l1(cf.weight + static_cast<std::int64_t>(c) * cf.width);
+            if (conv_slot >= 0) {
+              const float* st =
+                  cf.state +
+                  (static_cast<std::int64_t>(conv_slot) * cf.channels + c) * (cf.width - 1);
+              prefetch_l1(st);
+              prefetch_l1(st + cf.width - 2);
+            }
+          }
+        }
+      }
 #pragma unroll
       for (int j = 0; j < rms_held_values; ++j) {
         if (t + j * threads < a.k)
@@ -546,13 +575,10 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
   }
   if (Norm && !active && Split == 1)
     return;
-  // The conv fold: the channels' taps and windows load now, under the dots
-  // (after the prologue, so its registers are not live across the norm's).
+  // The conv fold: the channels' taps and windows load now, under the dots.
   conv_lane conv[Conv ? rows_per_warp : 1];
-  std::int32_t conv_slot = -1;
   if constexpr (Conv) {
-    if (lane == 0 && active && warp_in_block % Split == 0) {
-      conv_slot = cf.slots[0];
+    if (conv_lead) {
 #pragma unroll
       for (int r = 0; r < rows_per_warp; ++r) {
         const int c = n0 + r - cf.first;
@@ -816,6 +842,17 @@ bool gemv_rms_held() {
   return on;
 }
 
+// MSTAR_GEMV_CONV_PREFETCH (read once; `0` off, anything else on): the
+// held prologue asks L1 for the conv fold's taps and windows (conv_prefetch).
+// A hint: the same bits.
+bool gemv_conv_prefetch() {
+  static const bool on = [] {
+    const char* e = std::getenv("MSTAR_GEMV_CONV_PREFETCH");
+    return e == nullptr || std::string_view{e} != "0";
+  }();
+  return on;
+}
+
 // The blocks of `Kernel` at `threads` threads and `smem` bytes resident at
 // once on the device (the occupancy calculator, cached per shape, times
 // the SMs): `wave`'s wave.
@@ -851,7 +888,8 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
   const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
   chained.prefetch = static_cast<std::uint8_t>((mode == chain_mode::prefetch ? prefetch_rows : 0) |
                                                (gemv_norm_prefetch() ? prefetch_norm : 0) |
-                                               (gemv_rms_held() ? rms_held : 0));
+                                               (gemv_rms_held() ? rms_held : 0) |
+                                               (gemv_conv_prefetch() ? conv_prefetch : 0));
   constexpr auto kernel = kernel_of<P, V, S>;
   const std::int64_t blocks = S.blocks(a.n);
   chained.release = mode == chain_mode::late   ? release_late
