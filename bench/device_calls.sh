@@ -63,6 +63,7 @@ if ! declare -F envs_of >/dev/null; then
       wpick412) echo "MSTAR_GEMV_WAVE_PICK=4,12" ;;  # MLP up in entry 4, in_proj in 12
       ssdrel) echo "MSTAR_SSD_RELEASE=loads" ;;  # the SSD update releases the next kernel once its state loads are issued (default since session 51)
       ssdstart) echo "MSTAR_SSD_RELEASE=start" ;;  # ... at its start (the default until session 51)
+      # Session 51's held RMS prologue (removed after its call4: Qwen3.5 0.5B lost 24 us on an H200):
       rmsheld0) echo "MSTAR_GEMV_RMS_HELD=0" ;;  # the RMS prologue's two round trips (the default until session 51)
       convpf0) echo "MSTAR_GEMV_CONV_PREFETCH=0" ;;  # the held prologue asks L1 for no conv taps and windows
       merge2) echo "MSTAR_ATTN_SPLIT_MERGE=2" ;;  # the split kernel's last block merges (fused; default at 2+ rows of the mma walk)

@@ -59,20 +59,9 @@ namespace {
 // add_rms_norm's block: the RMS form sums its squares over this many
 // threads' columns whatever its own block, so its norm is add_rms_norm's.
 constexpr int rms_sum_threads = 256;
-// The RMS prologue's held form (MSTAR_GEMV_RMS_HELD, gemv_args::prefetch's
-// rms_held bit): at 256 threads and K <= 8 * 256, a thread loads its
-// columns of the row and of the norm weight into registers at once, then
-// squares and scales them from there: one L2 round trip before the block
-// sum rather than the row's, then the weight's after it. The same values
-// in the same order: the same bits.
-constexpr int rms_held_values = 8;
 
 enum : std::uint8_t { accumulate_none = 0, accumulate_late = 1, accumulate_early = 2 };
-// (`prefetch`'s bit rms_held is no prefetch: the RMS prologue's one-round-trip
-// form, rms_held_values; it shares the byte so the struct stays at 128 bytes.
-// conv_prefetch: the held form asks L1 for the conv fold's taps and windows
-// under its loads, read after the prologue.)
-enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2, rms_held = 4, conv_prefetch = 8 };
+enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2 };
 enum : std::uint8_t { release_start = 0, release_late = 1, release_last = 2 };
 
 struct gemv_args {
@@ -458,14 +447,19 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
         residual[r] = n0 + r < a.n ? a.out_f32[n0 + r] : 0.0F;
     }
   }
-  // The conv fold's slot: asked for now, its taps and windows read after
-  // the prologue (their registers not live across it), asked of L1 under
-  // the held prologue's loads (conv_prefetch).
+  // The conv fold: the channels' taps and windows load now, under the dots.
+  conv_lane conv[Conv ? rows_per_warp : 1];
   std::int32_t conv_slot = -1;
-  const bool conv_lead = Conv && lane == 0 && active && warp_in_block % Split == 0;
   if constexpr (Conv) {
-    if (conv_lead)
+    if (lane == 0 && active && warp_in_block % Split == 0) {
       conv_slot = cf.slots[0];
+#pragma unroll
+      for (int r = 0; r < rows_per_warp; ++r) {
+        const int c = n0 + r - cf.first;
+        if (c >= 0 && c < cf.channels)
+          conv[r] = conv_read(cf, c, conv_slot);
+      }
+    }
   }
   // Split 1: a warp past the last feature has nothing left to do; with
   // Split > 1 it goes on to the barrier of the sums.
@@ -488,7 +482,14 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
     // add_rms_norm's loop at 256 threads: thread i squares columns i, i +
     // 256, ... A bigger block's other threads add +0, which changes no bit
     // of block_sum's butterfly (their warps' and lanes' zeros join sums
-    // that are already whole), so the scale is add_rms_norm's.
+    // that are already whole), so the scale is add_rms_norm's. (Session
+    // 51 held a thread's columns of the row and of the norm weight in
+    // registers, both loaded at once, one L2 round trip before the sum
+    // rather than the weight's after it: the 0.56B at batch 1 gained 7 us
+    // on an H100 (463.5-465.3 against 470.4-472.1) and none on an H200
+    // (401.0-402.8 against 401.4-401.9), Qwen3.5 0.5B lost 7-11 us on the
+    // H100 and 24 on the H200 (688.5 / 688.6 against 664.2 / 664.7), so it
+    // was removed; bench/results/session51-calls/, calls 3-4.)
     // The embedding fold reads the row from the table (NaN for a bad id).
     const float* src = a.xn;
     std::int64_t src_stride = a.xn_stride;
@@ -507,86 +508,26 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
       block_arrived = 0;
     }
     float sum_sq = 0.0F;
-    auto* row = reinterpret_cast<std::uint16_t*>(normed);
-    const int t = static_cast<int>(threadIdx.x);
-    if (threads == rms_sum_threads && (a.prefetch & rms_held) != 0 &&
-        a.k <= rms_held_values * threads) {
-      // The held form: column t + j * 256 in xs[j] and ws[j], all asked at once.
-      float xs[threads == rms_sum_threads ? rms_held_values : 1];
-      float ws[threads == rms_sum_threads ? rms_held_values : 1];
-#pragma unroll
-      for (int j = 0; j < rms_held_values; ++j) {
-        const int h = t + j * threads;
-        xs[j] = h < a.k ? value(h) : 0.0F;
-        ws[j] = h < a.k ? a.norm_w[static_cast<std::int64_t>(h) * a.norm_w_stride] : 0.0F;
-      }
-      if constexpr (Conv) {
-        if (conv_lead && (a.prefetch & conv_prefetch) != 0) {
-#pragma unroll
-          for (int r = 0; r < rows_per_warp; ++r) {
-            const int c = n0 + r - cf.first;
-            if (c < 0 || c >= cf.channels)
-              continue;
-            prefetch_l1(cf.weight + static_cast<std::int64_t>(c) * cf.width);
-            if (conv_slot >= 0) {
-              const float* st =
-                  cf.state +
-                  (static_cast<std::int64_t>(conv_slot) * cf.channels + c) * (cf.width - 1);
-              prefetch_l1(st);
-              prefetch_l1(st + cf.width - 2);
-            }
-          }
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < rms_held_values; ++j) {
-        if (t + j * threads < a.k)
-          sum_sq += xs[j] * xs[j];
-      }
-      sum_sq = block_sum(sum_sq, scratch);
-      const float scale = rsqrtf(sum_sq / static_cast<float>(a.k) + a.eps);
-#pragma unroll
-      for (int j = 0; j < rms_held_values; ++j) {
-        const int h = t + j * threads;
-        if (h < a.k) {
-          if (Embed && blockIdx.x == 0)
-            folds.embed.out[h] = xs[j];
-          row[h] = to_bf16(xs[j] * scale * ws[j]);
-        }
-      }
-    } else {
-      if (threads == rms_sum_threads || t < rms_sum_threads) {
-        for (int h = t; h < a.k; h += rms_sum_threads) {
-          const float v = value(h);
-          sum_sq += v * v;
-        }
-      }
-      sum_sq = block_sum(sum_sq, scratch);
-      const float scale = rsqrtf(sum_sq / static_cast<float>(a.k) + a.eps);
-      for (int h = t; h < a.k; h += threads) {
+    if (threads == rms_sum_threads || static_cast<int>(threadIdx.x) < rms_sum_threads) {
+      for (int h = static_cast<int>(threadIdx.x); h < a.k; h += rms_sum_threads) {
         const float v = value(h);
-        if (Embed && blockIdx.x == 0)
-          folds.embed.out[h] = v;
-        const float o = v * scale * a.norm_w[static_cast<std::int64_t>(h) * a.norm_w_stride];
-        row[h] = to_bf16(o);
+        sum_sq += v * v;
       }
+    }
+    sum_sq = block_sum(sum_sq, scratch);
+    const float scale = rsqrtf(sum_sq / static_cast<float>(a.k) + a.eps);
+    auto* row = reinterpret_cast<std::uint16_t*>(normed);
+    for (int h = static_cast<int>(threadIdx.x); h < a.k; h += threads) {
+      const float v = value(h);
+      if (Embed && blockIdx.x == 0)
+        folds.embed.out[h] = v;
+      const float o = v * scale * a.norm_w[static_cast<std::int64_t>(h) * a.norm_w_stride];
+      row[h] = to_bf16(o);
     }
     __syncthreads();
   }
   if (Norm && !active && Split == 1)
     return;
-  // The conv fold: the channels' taps and windows load now, under the dots.
-  conv_lane conv[Conv ? rows_per_warp : 1];
-  if constexpr (Conv) {
-    if (conv_lead) {
-#pragma unroll
-      for (int r = 0; r < rows_per_warp; ++r) {
-        const int c = n0 + r - cf.first;
-        if (c >= 0 && c < cf.channels)
-          conv[r] = conv_read(cf, c, conv_slot);
-      }
-    }
-  }
   // Past here, with Split 1, every warp is active; with Split > 1 an
   // inactive warp skips its dots and keeps zero sums.
   for (int p0 = first; active;) {
@@ -832,27 +773,6 @@ bool gemv_norm_prefetch() {
   return on;
 }
 
-// MSTAR_GEMV_RMS_HELD (read once; `0` off, anything else on): the RMS
-// prologue's held form (rms_held_values). Timing only: the same bits.
-bool gemv_rms_held() {
-  static const bool on = [] {
-    const char* e = std::getenv("MSTAR_GEMV_RMS_HELD");
-    return e == nullptr || std::string_view{e} != "0";
-  }();
-  return on;
-}
-
-// MSTAR_GEMV_CONV_PREFETCH (read once; `0` off, anything else on): the
-// held prologue asks L1 for the conv fold's taps and windows (conv_prefetch).
-// A hint: the same bits.
-bool gemv_conv_prefetch() {
-  static const bool on = [] {
-    const char* e = std::getenv("MSTAR_GEMV_CONV_PREFETCH");
-    return e == nullptr || std::string_view{e} != "0";
-  }();
-  return on;
-}
-
 // The blocks of `Kernel` at `threads` threads and `smem` bytes resident at
 // once on the device (the occupancy calculator, cached per shape, times
 // the SMs): `wave`'s wave.
@@ -887,9 +807,7 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
   // Plain launches: neither flag (chain_release is then a no-op anyway).
   const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
   chained.prefetch = static_cast<std::uint8_t>((mode == chain_mode::prefetch ? prefetch_rows : 0) |
-                                               (gemv_norm_prefetch() ? prefetch_norm : 0) |
-                                               (gemv_rms_held() ? rms_held : 0) |
-                                               (gemv_conv_prefetch() ? conv_prefetch : 0));
+                                               (gemv_norm_prefetch() ? prefetch_norm : 0));
   constexpr auto kernel = kernel_of<P, V, S>;
   const std::int64_t blocks = S.blocks(a.n);
   chained.release = mode == chain_mode::late   ? release_late

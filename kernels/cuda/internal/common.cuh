@@ -217,12 +217,6 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
-/// Ask the SM's L1 for the line at `p` (no register written): what a
-/// thread reads later in the kernel, in flight under work before it.
-__device__ __forceinline__ void prefetch_l1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
 /// `kernel<<<grid, block, smem, stream>>>(args...)`, chained on the kernel
 /// before it when `chained_launches()` (kernels/cuda/math.hpp) says so; like
 /// `<<<...>>>` it leaves a failure for `launch_status`. The kernel must call
