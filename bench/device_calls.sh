@@ -58,7 +58,8 @@ if ! declare -F envs_of >/dev/null; then
       wpick4) echo "MSTAR_GEMV_WAVE_PICK=4" ;;
       wpick1) echo "MSTAR_GEMV_WAVE_PICK=1" ;;
       wpick3) echo "MSTAR_GEMV_WAVE_PICK=3" ;;
-      # Session 50's entry 12 (removed after session 51's call1: 565 us against 485):
+      # Entry 12 (session 50's lost 80 us in session 51's call1, its conv form spilling; back
+      # with the conv fold's one channel a lane, unmeasured):
       wpick12) echo "MSTAR_GEMV_WAVE_PICK=12" ;;     # entry 4 at three blocks an SM: MLP up and in_proj
       wpick412) echo "MSTAR_GEMV_WAVE_PICK=4,12" ;;  # MLP up in entry 4, in_proj in 12
       ssdrel) echo "MSTAR_SSD_RELEASE=loads" ;;  # the SSD update releases the next kernel once its state loads are issued (default since session 51)

@@ -447,18 +447,17 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
         residual[r] = n0 + r < a.n ? a.out_f32[n0 + r] : 0.0F;
     }
   }
-  // The conv fold: the channels' taps and windows load now, under the dots.
-  conv_lane conv[Conv ? rows_per_warp : 1];
+  // The conv fold: lane r of a feature's (split group's first) warp holds
+  // its row r's channel (taps and window, loaded now, under the dots), so a
+  // lane keeps one channel's registers whatever the warp's rows.
+  conv_lane conv{};
   std::int32_t conv_slot = -1;
   if constexpr (Conv) {
-    if (lane == 0 && active && warp_in_block % Split == 0) {
+    if (lane < rows_per_warp && active && warp_in_block % Split == 0) {
       conv_slot = cf.slots[0];
-#pragma unroll
-      for (int r = 0; r < rows_per_warp; ++r) {
-        const int c = n0 + r - cf.first;
-        if (c >= 0 && c < cf.channels)
-          conv[r] = conv_read(cf, c, conv_slot);
-      }
+      const int c = n0 + lane - cf.first;
+      if (c >= 0 && c < cf.channels)
+        conv = conv_read(cf, c, conv_slot);
     }
   }
   // Split 1: a warp past the last feature has nothing left to do; with
@@ -594,6 +593,21 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
       }
     }
   }
+  // The conv fold's step: lane r on row r's sum (every lane holds every
+  // row's, group_sum's butterfly), the bias added as lane 0 adds it below.
+  if constexpr (Conv) {
+    const int n = n0 + lane;
+    const int c = n - cf.first;
+    if (lane < rows_per_warp && n < a.n && c >= 0 && c < cf.channels && a.out_f32 != nullptr) {
+      float sum = acc[0][0];
+#pragma unroll
+      for (int r = 1; r < rows_per_warp; ++r)
+        sum = r == lane ? acc[r][0] : sum;
+      const float b =
+          a.bias != nullptr ? a.bias[static_cast<std::int64_t>(n) * a.bias_stride] : 0.0F;
+      conv_step(cf, c, conv_slot, conv, sum + b);
+    }
+  }
   if (lane != 0)
     return;
   unsigned long long best = 0ULL;  // the argmax fold: this warp's largest key
@@ -616,11 +630,6 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
           const bool early = EarlyResidual && a.accumulate == accumulate_early;
           a.out_f32[at] =
               (early ? residual[EarlyResidual ? r : 0] : a.out_f32[at]) + (acc[r][m] + b);
-        }
-        if constexpr (Conv) {
-          const int c = n - cf.first;  // not accumulating (rms_norm_linear_bf16 checked)
-          if (c >= 0 && c < cf.channels)
-            conv_step(cf, c, conv_slot, conv[r], acc[r][m] + b);
         }
         if constexpr (Argmax)  // the value just written (not accumulating)
           best = max(best, argmax_key(acc[r][m] + b, n));
@@ -697,13 +706,16 @@ void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
   a.weight_static = weight_static;
 }
 
-// __launch_bounds__'s blocks an SM: entries 0-5 one (as measured); split
-// entries as many as keep registers at 64 or fewer (two 512-thread blocks
-// an SM), except where the gated form's group (4 V registers a lane) and
-// the weight pieces loaded before it (4 a piece) pass 40 registers
-// together (V 8; V 4 at eight pieces): under the cap ptxas spilled them
-// (16-128 bytes), so those keep one block's bound.
+// __launch_bounds__'s blocks an SM: an entry's own bound where it sets
+// one (12: three); entries 0-5 one (as measured); split entries as many as
+// keep registers at 64 or fewer (two 512-thread blocks an SM), except
+// where the gated form's group (4 V registers a lane) and the weight pieces
+// loaded before it (4 a piece) pass 40 registers together (V 8; V 4 at
+// eight pieces): under the cap ptxas spilled them (16-128 bytes), so those
+// keep one block's bound.
 constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
+  if (s.min_blocks > 0)
+    return s.min_blocks;
   if (s.split == 1)
     return 1;
   if (p == prologue::gated && 4 * v + 4 * s.unroll * s.rows > 40)
@@ -855,7 +867,7 @@ constexpr std::array<gemv_fit, gemv_variants> one_waves =
 
 // The one-wave pick (session 50; gemv_shape.hpp's gemv_wave_pick): a
 // chained launch under `wave` whose entry the rule picked (no request, no
-// MSTAR_GEMV_VARIANT), an entry of the one-feature walk (0-5: the same
+// MSTAR_GEMV_VARIANT), an entry of the one-feature walk (0-5, 12: the same
 // bits as each other) whose grid is more than one wave, at K <= 2,048,
 // takes the first entry of MSTAR_GEMV_WAVE_PICK's list (read once;
 // gemv_wave_pick_list: e.g. "4", "1,0,4,3", "none" for off; unset or not a

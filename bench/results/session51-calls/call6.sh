@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 51's sixth call, NOT RUN (the session's device budget was spent; for the next
+# session, first): the conv fold's one channel a lane (lane r of a warp holds row r's taps and
+# window: the conv form 56 registers at entry 5 rather than 64, 96 at entry 4 rather than 128,
+# entry 12 80 with no spill) and entry 12 back (entry 4 under three blocks an SM), so that the
+# 0.56B's in_proj (322 blocks of entry 4's shape) fits one wave for the one-wave pick
+# (MSTAR_GEMV_WAVE_PICK=4,12). Neither has run on a GPU: the GEMV tests first (the conv fold
+# against the two launches bit for bit at every entry, 12 included), then three rounds of the
+# 0.56B at batch 1 (defaults, `4,12`, `12`), the faster's step timeline, Qwen3.5 0.5B the
+# same way. Pack as session 51's README says, with call6.sh; `CALL_LIMIT=420 bash
+# .carry/call6.sh`.
+set -uo pipefail
+source "$(dirname "$0")/common.sh"
+nvidia-smi --query-gpu=name --format=csv,noheader
+gpu_tests 'gpu_linear*:gpu_gemv*:gpu_model_fused_norms*' 150
+checkpoint nh056 nemotron_h-0.56b
+modes="defaults wpick412 wpick12"
+nh056_rounds 3 "$modes" 1
+best=$(fastest_modes 1 "$modes")
+echo "== fastest: $best"
+(($(left) > 150)) && timeline_of "$best"
+if (($(left) > 100)); then
+  checkpoint qwen qwen3_5-0.5b
+  ab_runs qwen "defaults wpick412" "--batch 1 --new-tokens 128 --repeats 3"
+fi
+finish call6
