@@ -67,6 +67,7 @@ if ! declare -F envs_of >/dev/null; then
       # Session 51's held RMS prologue (removed after its call4: Qwen3.5 0.5B lost 24 us on an H200):
       rmsheld0) echo "MSTAR_GEMV_RMS_HELD=0" ;;  # the RMS prologue's two round trips (the default until session 51)
       convpf0) echo "MSTAR_GEMV_CONV_PREFETCH=0" ;;  # the held prologue asks L1 for no conv taps and windows
+      planinline) echo "MSTAR_PLAN_INLINE=1" ;;  # a small plan rides in the plan kernel's parameters (session 51, unmeasured)
       merge2) echo "MSTAR_ATTN_SPLIT_MERGE=2" ;;  # the split kernel's last block merges (fused; default at 2+ rows of the mma walk)
       chunk32merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32 MSTAR_ATTN_SPLIT_MERGE=2" ;;  # short chunks, fused merge
       chunk64merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=64 MSTAR_ATTN_SPLIT_MERGE=2" ;;

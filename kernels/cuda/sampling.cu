@@ -166,16 +166,19 @@ __device__ __forceinline__ std::int32_t plan_value(const plan_upload_params& p, 
 
 // Grid-stride over 16-byte pieces where both ends are aligned (the device
 // reads host memory a bus transaction a load, so wide loads), else over ints.
-__global__ void upload_plan_kernel(plan_upload_params p) {
+// An inlined plan is read from the parameters in place (__grid_constant__:
+// no copy of them per thread).
+__global__ void upload_plan_kernel(const __grid_constant__ plan_upload_params p) {
   detail::chain_start();
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int32_t* const src = p.inlined ? p.inline_plan : p.src;
   const bool wide = reinterpret_cast<std::uintptr_t>(p.dst) % 16 == 0 &&
-                    reinterpret_cast<std::uintptr_t>(p.src) % 16 == 0;
+                    reinterpret_cast<std::uintptr_t>(src) % 16 == 0;
   std::int64_t done = 0;
   if (wide) {
     const std::int64_t quads = p.n / 4;
-    const auto* s4 = reinterpret_cast<const int4*>(p.src);
+    const auto* s4 = reinterpret_cast<const int4*>(src);
     auto* d4 = reinterpret_cast<int4*>(p.dst);
     for (std::int64_t q = first; q < quads; q += stride) {
       int4 v = s4[q];
@@ -189,7 +192,7 @@ __global__ void upload_plan_kernel(plan_upload_params p) {
     done = 4 * quads;
   }
   for (std::int64_t i = done + first; i < p.n; i += stride)
-    p.dst[i] = plan_value(p, i, p.src[i]);
+    p.dst[i] = plan_value(p, i, src[i]);
 }
 
 unsigned row_grid(std::int64_t rows) {
@@ -246,7 +249,8 @@ cudaError_t loopback_ids(const loopback_params& p, cudaStream_t stream) {
 namespace {
 
 bool plan_upload_fits(const plan_upload_params& p) {
-  return p.n >= 0 && (p.n == 0 || (p.dst != nullptr && p.src != nullptr)) && p.ids_begin >= 0 &&
+  return p.n >= 0 && (!p.inlined || p.n <= plan_inline_capacity) &&
+         (p.n == 0 || (p.dst != nullptr && (p.inlined || p.src != nullptr))) && p.ids_begin >= 0 &&
          p.ids_end >= p.ids_begin && p.ids_end <= p.n && p.drawn_rows >= 0 &&
          (p.drawn_rows == 0 || p.drawn != nullptr);
 }

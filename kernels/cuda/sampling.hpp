@@ -56,10 +56,16 @@ struct loopback_params {
 /// draw (a refused row) goes in as it is and the embedding reads zeros.
 [[nodiscard]] cudaError_t loopback_ids(const loopback_params& p, cudaStream_t stream);
 
+/// Ints of a plan that `plan_upload_params::inline_plan` holds: 1,536
+/// bytes, so the launch's parameters stay under 2 KB.
+inline constexpr std::int64_t plan_inline_capacity = 384;
+
 /// Operands of `upload_plan`: a step's plan read by the kernel itself from
 /// pinned host memory (mapped: the device reads it over the bus), in place
-/// of a copy-engine upload followed by `loopback_ids`.
-struct plan_upload_params {
+/// of a copy-engine upload followed by `loopback_ids`; or, `inlined`, from
+/// the launch's own parameters (no read over the bus: a plan of at most
+/// plan_inline_capacity ints, copied in by the host).
+struct alignas(16) plan_upload_params {
   std::int32_t* dst = nullptr;        ///< [n] int32, device: the plan as the step's kernels read it
   const std::int32_t* src = nullptr;  ///< [n] int32, pinned host memory's device address
   std::int64_t n = 0;                 ///< ints to copy
@@ -67,13 +73,16 @@ struct plan_upload_params {
   std::int64_t ids_end = 0;
   const std::int32_t* drawn = nullptr;  ///< the previous forward's draws (null: none)
   std::int64_t drawn_rows = 0;          ///< entries of `drawn`
+  bool inlined = false;                 ///< the plan is inline_plan[0, n), not src's
+  alignas(16) std::int32_t inline_plan[plan_inline_capacity] = {};
 };
 
 /// `dst[i] = src[i]` for i < n, except that an id (ids_begin <= i < ids_end)
 /// of -2 - r with r < drawn_rows is the loopback of row r: `drawn[r]` is
 /// written instead (the host writes no other id below -1). One launch for
 /// what `cudaMemcpyAsync` plus `loopback_ids` do in two stream operations.
-/// cudaErrorInvalidValue for null pointers with n > 0 or a bad id range.
+/// cudaErrorInvalidValue for null pointers with n > 0 (src may be null when
+/// inlined), an inlined plan over plan_inline_capacity or a bad id range.
 [[nodiscard]] cudaError_t upload_plan(const plan_upload_params& p, cudaStream_t stream);
 
 /// For a plan kernel captured into a graph: sets node `node` of `exec` (the

@@ -65,6 +65,7 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
   p->copies = std::move(*copies);
   if (const char* e = std::getenv("MSTAR_PLAN_KERNEL"); e != nullptr)
     p->plan_kernel = std::string_view{e} == "0" ? 0 : std::string_view{e} == "1" ? 1 : 2;
+  p->plan_inline = cuda_detail::switch_on("MSTAR_PLAN_INLINE", false);
   p->ssd_early = cuda_detail::switch_on("MSTAR_SSD_EARLY", false);
   auto blas = kc::blas_handle::make();
   if (!blas)

@@ -258,13 +258,19 @@ result<void> nemotron_h_cuda::enqueue(std::size_t index, const nemotron_h_batch&
   // pairs sit before it.
   const std::size_t used = L.kvi + (kp != nullptr ? kp->kv_indices.size() : 0);
   auto* dplan = p.plan.as<std::int32_t>();
-  const kc::plan_upload_params up{dplan,
-                                  mapped,
-                                  static_cast<std::int64_t>(used),
-                                  static_cast<std::int64_t>(L.ids),
-                                  static_cast<std::int64_t>(L.ids + T),
-                                  looped > 0 ? p.last_drawn->as<const std::int32_t>() : nullptr,
-                                  looped > 0 ? static_cast<std::int64_t>(p.last_drawn_rows) : 0};
+  kc::plan_upload_params up{dplan,
+                            mapped,
+                            static_cast<std::int64_t>(used),
+                            static_cast<std::int64_t>(L.ids),
+                            static_cast<std::int64_t>(L.ids + T),
+                            looped > 0 ? p.last_drawn->as<const std::int32_t>() : nullptr,
+                            looped > 0 ? static_cast<std::int64_t>(p.last_drawn_rows) : 0};
+  // MSTAR_PLAN_INLINE=1: a small plan rides in the kernel's parameters.
+  if (mapped != nullptr && p.plan_inline &&
+      used <= static_cast<std::size_t>(kc::plan_inline_capacity)) {
+    up.inlined = true;
+    std::copy(hp, hp + used, up.inline_plan);
+  }
   // MSTAR_PLAN_KERNEL=2: a decode graph holds the plan kernel itself.
   const bool plan_in_graph = graph && p.plan_kernel == 2;
   if (plan_in_graph) {

@@ -582,7 +582,8 @@ TEST(gpu_model_ssd_norm_fold, the_gated_norm_in_the_ssd_update_gives_the_same_bi
 // by one kernel that also writes the loopback draws, in place of the upload
 // and the gather; =2, the default: in a decode graph that kernel is also the
 // graph's first node, set to each step's plan) moves no id against the
-// upload and the gather (=0): alone and with side downloads, the same
+// upload and the gather (=0): alone, with side downloads and with the plan
+// inlined in the kernel's parameters (MSTAR_PLAN_INLINE=1), the same
 // requests, alone and together, draw the same tokens, and every prompt
 // gives the same logits.
 TEST(gpu_model_plan_kernel, plans_read_by_a_kernel_draw_the_same_tokens) {
@@ -592,11 +593,17 @@ TEST(gpu_model_plan_kernel, plans_read_by_a_kernel_draw_the_same_tokens) {
       random_on_gpu_with(config, {{"MSTAR_SIDE_DOWNLOAD", "0"}, {"MSTAR_PLAN_KERNEL", "0"}});
   ASSERT_NE(plain, nullptr);
   for (const char* mode : {"1", "2"}) {
-    for (const bool side : {false, true}) {
+    for (const int form : {0, 1, 2}) {
+      // form 0 alone, 1 with side downloads, 2 with the plan inlined in the
+      // kernel's parameters (MSTAR_PLAN_INLINE=1).
+      const bool side = form == 1;
       SCOPED_TRACE(std::string{"MSTAR_PLAN_KERNEL="} + mode +
-                   (side ? ", with side downloads" : ", alone"));
-      auto kernel = random_on_gpu_with(
-          config, {{"MSTAR_PLAN_KERNEL", mode}, {"MSTAR_SIDE_DOWNLOAD", side ? "1" : "0"}});
+                   (side        ? ", with side downloads"
+                    : form == 2 ? ", inlined"
+                                : ", alone"));
+      auto kernel = random_on_gpu_with(config, {{"MSTAR_PLAN_KERNEL", mode},
+                                                {"MSTAR_SIDE_DOWNLOAD", side ? "1" : "0"},
+                                                {"MSTAR_PLAN_INLINE", form == 2 ? "1" : "0"}});
       ASSERT_NE(kernel, nullptr);
       ASSERT_NO_FATAL_FAILURE(expect_same_prompts_bit_for_bit(*plain, *kernel, 17));
       ASSERT_NO_FATAL_FAILURE(

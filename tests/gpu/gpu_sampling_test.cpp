@@ -274,14 +274,21 @@ TEST(gpu_sampling, settings_outside_their_domain_give_minus_one_like_the_cpu_err
 // loopback_ids leave: the plan as it is in host memory, the ids region's
 // loopback sentinels (-2 - row) replaced by the previous draws, a -1 id
 // and every int outside the ids kept, at aligned and unaligned ends and
-// over more ints than one block's pass.
+// over more ints than one block's pass; plans that fit inlined in the
+// launch's parameters (the same plan read there, the pinned copy
+// poisoned) the same way.
 TEST(gpu_sampling, the_plan_kernel_copies_the_plan_and_loops_back_the_draws) {
   MSTAR_REQUIRE_GPU();
   const std::vector<std::int32_t> drawn_host{70, 71, -1, 73};
   const auto drawn = upload(drawn_host);
-  for (const std::int64_t n : {std::int64_t{9}, std::int64_t{4099}}) {
-    for (const std::int64_t offset : {std::int64_t{0}, std::int64_t{1}}) {
-      SCOPED_TRACE("n " + std::to_string(n) + ", offset " + std::to_string(offset));
+  for (const std::int64_t n : {std::int64_t{9}, cuda::plan_inline_capacity, std::int64_t{4099}}) {
+    for (const int form : {0, 1, 2, 3}) {
+      const std::int64_t offset = form % 2;
+      const bool inlined = form >= 2;
+      if (inlined && n > cuda::plan_inline_capacity)
+        continue;
+      SCOPED_TRACE("n " + std::to_string(n) + ", offset " + std::to_string(offset) +
+                   (inlined ? ", inlined" : ""));
       auto pinned = cuda::pinned_buffer::make(static_cast<std::size_t>(n + 1) * 4);
       ASSERT_TRUE(pinned.has_value());
       auto* hp = pinned->as<std::int32_t>() + offset;
@@ -305,9 +312,15 @@ TEST(gpu_sampling, the_plan_kernel_copies_the_plan_and_loops_back_the_draws) {
       void* mapped = nullptr;
       ASSERT_EQ(cudaHostGetDevicePointer(&mapped, hp, 0), cudaSuccess);
       auto out = poisoned<std::int32_t>(static_cast<std::size_t>(n) + 1, 0x7f);
-      const cuda::plan_upload_params p{
+      cuda::plan_upload_params p{
           out.data() + offset, static_cast<const std::int32_t*>(mapped),    n, ids_begin, ids_end,
           drawn.data(),        static_cast<std::int64_t>(drawn_host.size())};
+      if (inlined) {
+        p.inlined = true;
+        std::copy(hp, hp + n, p.inline_plan);
+        std::fill(hp, hp + n, -7);  // what the kernel must not read
+        p.src = nullptr;
+      }
       ASSERT_EQ(cuda::upload_plan(p, nullptr), cudaSuccess);
       const auto got = out.download();
       const std::vector<std::int32_t> part(got.begin() + offset, got.begin() + offset + n);
@@ -325,6 +338,11 @@ TEST(gpu_sampling, the_plan_kernel_copies_the_plan_and_loops_back_the_draws) {
   std::int32_t one = 0;
   const cuda::plan_upload_params range{&one, &one, 1, 0, 2, nullptr, 0};
   EXPECT_EQ(cuda::upload_plan(range, nullptr), cudaErrorInvalidValue);
+  // An inlined plan longer than its room is refused.
+  cuda::plan_upload_params long_inline{&one,    nullptr, cuda::plan_inline_capacity + 1, 0, 0,
+                                       nullptr, 0};
+  long_inline.inlined = true;
+  EXPECT_EQ(cuda::upload_plan(long_inline, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace

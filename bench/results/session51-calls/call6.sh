@@ -7,14 +7,15 @@
 # (MSTAR_GEMV_WAVE_PICK=4,12). Neither has run on a GPU: the GEMV tests first (the conv fold
 # against the two launches bit for bit at every entry, 12 included), then three rounds of the
 # 0.56B at batch 1 (defaults, `4,12`, `12`), the faster's step timeline, Qwen3.5 0.5B the
-# same way. Pack as session 51's README says, with call6.sh; `CALL_LIMIT=420 bash
+# same way. Also the plan inlined in the plan kernel's parameters (MSTAR_PLAN_INLINE=1, also
+# unrun): its tests, then its A/B in the same rounds. Pack as session 51's README says, with call6.sh; `CALL_LIMIT=420 bash
 # .carry/call6.sh`.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
-gpu_tests 'gpu_linear*:gpu_gemv*:gpu_model_fused_norms*' 150
+gpu_tests 'gpu_linear*:gpu_gemv*:gpu_model_fused_norms*:gpu_model_plan_kernel*:gpu_sampling.the_plan_kernel*' 170
 checkpoint nh056 nemotron_h-0.56b
-modes="defaults wpick412 wpick12"
+modes="defaults wpick412 wpick12 planinline"
 nh056_rounds 3 "$modes" 1
 best=$(fastest_modes 1 "$modes")
 echo "== fastest: $best"

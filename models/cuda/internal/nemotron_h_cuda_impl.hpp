@@ -73,6 +73,11 @@ struct nemotron_h_cuda::impl {
   /// the launch (set_upload_plan_node), so no stream operation precedes the
   /// graph. `MSTAR_PLAN_KERNEL=0`: the upload and the gather.
   int plan_kernel = 2;
+  /// Inline plans (`MSTAR_PLAN_INLINE=1`, opt-in, unmeasured): a plan of at
+  /// most kc::plan_inline_capacity ints travels in the plan kernel's own
+  /// parameters (copied from the pinned plan on the host), so the kernel at
+  /// the head of the step reads nothing over the bus.
+  bool plan_inline = false;
   /// Early SSD state (`MSTAR_SSD_EARLY=1`, opt-in): a decode step's SSD
   /// update reads its slots and states before its chained wait
   /// (ssd_update_params::state_settled). They are settled there: they are
