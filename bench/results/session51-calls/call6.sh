@@ -7,7 +7,7 @@
 # (MSTAR_GEMV_WAVE_PICK=4,12). Neither has run on a GPU: the GEMV tests first (the conv fold
 # against the two launches bit for bit at every entry, 12 included), then three rounds of the
 # 0.56B at batch 1 (defaults, `4,12`, `12`), the faster's step timeline, Qwen3.5 0.5B the
-# same way. Also the plan inlined in the plan kernel's parameters (MSTAR_PLAN_INLINE=1, also
+# same way, and its step timeline. Also the plan inlined in the plan kernel's parameters (MSTAR_PLAN_INLINE=1, also
 # unrun): its tests, then its A/B in the same rounds. Pack as session 51's README says, with call6.sh; `CALL_LIMIT=420 bash
 # .carry/call6.sh`.
 set -uo pipefail
@@ -24,4 +24,7 @@ if (($(left) > 100)); then
   checkpoint qwen qwen3_5-0.5b
   ab_runs qwen "defaults wpick412" "--batch 1 --new-tokens 128 --repeats 3"
 fi
+# Qwen3.5 0.5B's step (0.54 of the roofline on an H100, 0.42 on the H200 in session 51): where
+# it goes, kernel by kernel.
+(($(left) > 60)) && timeline_of defaults qwen
 finish call6
