@@ -58,8 +58,8 @@ if ! declare -F envs_of >/dev/null; then
       wpick4) echo "MSTAR_GEMV_WAVE_PICK=4" ;;
       wpick1) echo "MSTAR_GEMV_WAVE_PICK=1" ;;
       wpick3) echo "MSTAR_GEMV_WAVE_PICK=3" ;;
-      # Entry 12 (session 50's lost 80 us in session 51's call1, its conv form spilling; back
-      # with the conv fold's one channel a lane, unmeasured):
+      # Entry 12 (session 50's lost 80 us in session 51's call1, its conv form spilling; with
+      # the conv fold's one channel a lane 17 us in session 52's call1; removed since):
       wpick12) echo "MSTAR_GEMV_WAVE_PICK=12" ;;     # entry 4 at three blocks an SM: MLP up and in_proj
       wpick412) echo "MSTAR_GEMV_WAVE_PICK=4,12" ;;  # MLP up in entry 4, in_proj in 12
       ssdrel) echo "MSTAR_SSD_RELEASE=loads" ;;  # the SSD update releases the next kernel once its state loads are issued (default since session 51)
@@ -68,7 +68,7 @@ if ! declare -F envs_of >/dev/null; then
       rmsheld0) echo "MSTAR_GEMV_RMS_HELD=0" ;;  # the RMS prologue's two round trips (the default until session 51)
       convpf0) echo "MSTAR_GEMV_CONV_PREFETCH=0" ;;  # the held prologue asks L1 for no conv taps and windows
       planinline) echo "MSTAR_PLAN_INLINE=1" ;;  # a small plan rides in the plan kernel's parameters (session 51, unmeasured)
-      merge2) echo "MSTAR_ATTN_SPLIT_MERGE=2" ;;  # the split kernel's last block merges (fused; default at 2+ rows of the mma walk)
+      merge2) echo "MSTAR_ATTN_SPLIT_MERGE=2" ;;  # the split kernel's last block merges (fused; default at 2+ rows of the mma walk; one-chunk rows written directly under it since session 52)
       chunk32merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32 MSTAR_ATTN_SPLIT_MERGE=2" ;;  # short chunks, fused merge
       chunk64merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=64 MSTAR_ATTN_SPLIT_MERGE=2" ;;
       # Session 48's persistent GEMV entries (12-14; removed after its call2, commit 65bc061):

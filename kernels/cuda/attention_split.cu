@@ -339,7 +339,7 @@ cudaError_t launch_split_mma(const attn_args& a, int head_dim, split_args s, att
                              cudaStream_t stream) {
   s.step = detail::decode_mma_step;
   s.min_length = min_length_of(attention_walk::mma);
-  s.single_direct = s.counters == nullptr && detail::single_direct_enabled();
+  s.single_direct = detail::single_direct_enabled();  // under either merge
   if (const cudaError_t err = detail::launch_decode_mma(a, head_dim, &s, stream);
       err != cudaSuccess) {
     return err;

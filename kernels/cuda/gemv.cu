@@ -706,16 +706,13 @@ void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
   a.weight_static = weight_static;
 }
 
-// __launch_bounds__'s blocks an SM: an entry's own bound where it sets
-// one (12: three); entries 0-5 one (as measured); split entries as many as
-// keep registers at 64 or fewer (two 512-thread blocks an SM), except
-// where the gated form's group (4 V registers a lane) and the weight pieces
-// loaded before it (4 a piece) pass 40 registers together (V 8; V 4 at
-// eight pieces): under the cap ptxas spilled them (16-128 bytes), so those
-// keep one block's bound.
+// __launch_bounds__'s blocks an SM: entries 0-5 one (as measured); split
+// entries as many as keep registers at 64 or fewer (two 512-thread blocks
+// an SM), except where the gated form's group (4 V registers a lane) and
+// the weight pieces loaded before it (4 a piece) pass 40 registers
+// together (V 8; V 4 at eight pieces): under the cap ptxas spilled them
+// (16-128 bytes), so those keep one block's bound.
 constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
-  if (s.min_blocks > 0)
-    return s.min_blocks;
   if (s.split == 1)
     return 1;
   if (p == prologue::gated && 4 * v + 4 * s.unroll * s.rows > 40)
@@ -867,7 +864,7 @@ constexpr std::array<gemv_fit, gemv_variants> one_waves =
 
 // The one-wave pick (session 50; gemv_shape.hpp's gemv_wave_pick): a
 // chained launch under `wave` whose entry the rule picked (no request, no
-// MSTAR_GEMV_VARIANT), an entry of the one-feature walk (0-5, 12: the same
+// MSTAR_GEMV_VARIANT), an entry of the one-feature walk (0-5: the same
 // bits as each other) whose grid is more than one wave, at K <= 2,048,
 // takes the first entry of MSTAR_GEMV_WAVE_PICK's list (read once;
 // gemv_wave_pick_list: e.g. "4", "1,0,4,3", "none" for off; unset or not a

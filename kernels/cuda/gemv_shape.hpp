@@ -28,8 +28,6 @@ struct gemv_shape {
   int unroll = 4;  ///< pieces of each of those rows in flight a lane
   int split = 1;   ///< warps that share one feature's K (1: a warp takes all of it)
   int warps = 8;   ///< warps a block (`warps % split == 0`)
-  /// __launch_bounds__'s blocks an SM (a register cap); 0: gemv.cu's rule by form
-  int min_blocks = 0;
 
   [[nodiscard]] constexpr int threads() const { return warps * 32; }
   /// Output features a block covers.
@@ -53,8 +51,8 @@ struct gemv_shape {
 
 /// The table; entries never change meaning, so sweeps stay comparable
 /// (`MSTAR_GEMV_VARIANT`, linear_bf16_params::gemv_variant). Entries 0-5
-/// and 12 (split 1, 8 warps) each walk a feature's K in one lane order, so
-/// they give the same bits; entries 6-11 split K (their partial sums add in
+/// (split 1, 8 warps) each walk a feature's K in one lane order, so they
+/// give the same bits; entries 6-11 split K (their partial sums add in
 /// another order: the same bits as each other only at the same split) and
 /// are for narrow products, whose entry-5 grid leaves the SMs half empty
 /// (gemv_narrow). Measured shapes (H200) are in gemv.cu.
@@ -71,13 +69,12 @@ inline constexpr gemv_shape gemv_shapes[] = {
     {1, 8, 4, 16},  // 9: as 8, eight pieces (an 8,192-wide row in flight at once)
     {1, 4, 8, 16},  // 10: eight warps a feature, two features a block
     {1, 4, 4, 8},   // 11: four warps a feature, 256 threads: two features a block
-    // 12: entry 4 capped to three blocks an SM (80 registers), so that the
-    // 0.56B's in_proj (10,304 features: 322 blocks) fits one wave for the
-    // one-wave pick (MSTAR_GEMV_WAVE_PICK=4,12). Session 50's entry 12 (its
-    // conv form held four channels' taps and windows in lane 0 and spilled
-    // 104 bytes) cost 80 us a step (session 51's call1); since the conv fold
-    // holds one channel a lane (gemv.cu) it is back, unmeasured.
-    {4, 2, 1, 8, 3},
+                    // Entry 12 (entry 4 capped to three blocks an SM, so that the 0.56B's
+                    // in_proj fit one wave for the one-wave pick) was tried twice and
+                    // removed: session 50's form spilled (565 us a step against 485); with
+                    // the conv fold's one channel a lane (80 registers, no spill) it still
+                    // lost 17 us (H100, session 52's call1: 497.2-498.4 us against
+                    // 480.2-481.1, bench/results/session52-calls/).
 };
 
 /// Launch shapes of the one-row GEMV.
@@ -141,7 +138,7 @@ inline constexpr int gemv_wave_pick_default = 4;
 
 /// MSTAR_GEMV_WAVE_PICK's text as the pick's list: `none` is the empty list
 /// (the pick off); otherwise comma-separated table entries of the
-/// one-feature walk (split 1: 0-5, 12), tried in that order. Anything else
+/// one-feature walk (split 1: 0-5), tried in that order. Anything else
 /// (an empty text or item, a split entry, a number outside the table,
 /// spaces, other separators) is no list: nullopt.
 [[nodiscard]] inline std::optional<std::vector<int>> gemv_wave_pick_list(std::string_view text) {

@@ -40,8 +40,9 @@ struct split_args {
   /// A row with one used chunk (used_chunks) has its output written by that
   /// chunk's block, (0 + acc) / l: the merges' bits for one partial
   /// (attend_merge_math.cuh: weight 2^0 = 1, sums of one term and zeros),
-  /// and the merge kernels skip it. Set by the walks that do so (the mma
-  /// walk with a merge kernel after it); never with `counters`.
+  /// and the merge kernels skip it; under the fused merge (`counters`) its
+  /// block neither writes a partial nor arrives, so no merge runs for it.
+  /// Set by the walks that do so (the mma walk).
   bool single_direct = false;
 };
 
