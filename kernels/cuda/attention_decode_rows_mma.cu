@@ -188,8 +188,7 @@ __device__ __forceinline__ void issue_stage(const attn_args& a, const rm_geom& g
   for (int i = lane; i < 2 * g.tile; i += 32) {
     const int t = copy_position(g, t0, n, i);
     const std::int32_t page =
-        g.page_ahead && i == lane ? page0
-                                  : load_coherent(a.table.kv_indices + first_page + t / ps);
+        g.page_ahead && i == lane ? page0 : load_coherent(a.table.kv_indices + first_page + t / ps);
     bulk_copy(stage + static_cast<std::uint32_t>(i) * stride,
               a.arena.at(i >= g.tile ? 1 : 0, page, t % ps, kv0), row_bytes, bar);
   }
