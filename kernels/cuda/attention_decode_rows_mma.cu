@@ -68,7 +68,8 @@
 namespace mstar::kernels::cuda::detail {
 namespace {
 
-constexpr int rm_stages = 3;
+constexpr int rm_stages = 3;                // the ring's stages (MSTAR_ATTN_ROWS_MMA_STAGES)
+constexpr int rm_max_stages = 6;            // the most the A/B switch may ask for
 constexpr int rm_stage_budget = 33 * 1024;  // K + V bytes a stage, padding included
 constexpr int rm_n = 8;                     // positions an n tile
 constexpr int rm_max_tile = 64;
@@ -327,12 +328,11 @@ template <int D, int GC, bool Fused>
 __global__ void __launch_bounds__(rm_max_threads, 2)
     attend_decode_rows_mma(attn_args a, split_args s, rm_geom g) {
   chain_start();
-  __shared__ alignas(8) std::uint64_t full[rm_stages];
+  __shared__ alignas(8) std::uint64_t full[rm_max_stages];
   extern __shared__ uint4 rm_smem[];
   const int warp = static_cast<int>(threadIdx.x) / 32;
   if (threadIdx.x == 0) {
-#pragma unroll
-    for (int k = 0; k < rm_stages; ++k)
+    for (int k = 0; k < g.stages; ++k)
       mbar_init(smem_addr(&full[k]), 1);
     mbar_init_fence();
   }
@@ -463,24 +463,70 @@ cudaError_t launch(const attn_args& a, const decode_rows_shape& shape, const spl
 
 }  // namespace
 
+namespace {
+
+// The ring and block of the walk for A/B runs on the device (session 52;
+// each read once, anything out of range or unset keeps the default):
+// MSTAR_ATTN_ROWS_MMA_STAGES (2 to rm_max_stages), _STAGE_KIB (8 to 64: K
+// + V bytes a stage, padding included; the product at most rm_max_smem)
+// and _KV (the most kv heads a block takes: 1 to 8; the largest divisor of
+// the step's kv heads at or under it).
+struct rm_ring {
+  int stages = rm_stages;
+  int budget = rm_stage_budget;
+  int kv_cap = decode_rows_max_warps;
+};
+
+int env_in(const char* name, int lo, int hi, int fallback) {
+  const char* e = std::getenv(name);
+  if (e == nullptr)
+    return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  return end != e && *end == '\0' && v >= lo && v <= hi ? static_cast<int>(v) : fallback;
+}
+
+const rm_ring& ring_of_env() {
+  static const rm_ring ring = [] {
+    rm_ring r;
+    const int stages = env_in("MSTAR_ATTN_ROWS_MMA_STAGES", 2, rm_max_stages, rm_stages);
+    const int kib = env_in("MSTAR_ATTN_ROWS_MMA_STAGE_KIB", 8, 64, rm_stage_budget / 1024);
+    if (static_cast<std::size_t>(stages) * static_cast<std::size_t>(kib) * 1024 <= rm_max_smem) {
+      r.stages = stages;
+      r.budget = kib * 1024;
+    }
+    r.kv_cap = env_in("MSTAR_ATTN_ROWS_MMA_KV", 1, decode_rows_max_warps, r.kv_cap);
+    return r;
+  }();
+  return ring;
+}
+
+}  // namespace
+
 bool decode_rows_mma_shape_of(int kv_heads, int group, int head_dim, decode_rows_shape& out) {
   if (kv_heads <= 0 || group <= 0 || (head_dim != 64 && head_dim != 128))
     return false;
   const int chunks = ceil_div(group, decode_mma_heads(group));
   if (chunks > decode_rows_max_warps)
     return false;
-  int kv = std::min(kv_heads, decode_rows_max_warps / chunks);
+  const rm_ring& ring = ring_of_env();
+  int kv = std::min({kv_heads, decode_rows_max_warps / chunks, ring.kv_cap});
   while (kv_heads % kv != 0)
     --kv;
   const int stride = kv * head_dim * 2 + rm_pad;
-  int tile = rm_stage_budget / (2 * stride) / rm_n * rm_n;
+  int tile = ring.budget / (2 * stride) / rm_n * rm_n;
   tile = std::clamp(tile, rm_n, rm_max_tile);
   out.kv_per_block = kv;
   out.warps = kv * chunks;
   out.tile = tile;
-  out.stages = rm_stages;
-  out.smem_bytes = static_cast<std::size_t>(rm_stages) * 2 * static_cast<std::size_t>(tile) *
+  out.stages = ring.stages;
+  out.smem_bytes = static_cast<std::size_t>(ring.stages) * 2 * static_cast<std::size_t>(tile) *
                    static_cast<std::size_t>(stride);
+  if (out.smem_bytes > rm_max_smem) {  // a tile clamped up past the budget: the defaults
+    out.stages = rm_stages;
+    out.smem_bytes = static_cast<std::size_t>(rm_stages) * 2 * static_cast<std::size_t>(tile) *
+                     static_cast<std::size_t>(stride);
+  }
   return true;
 }
 

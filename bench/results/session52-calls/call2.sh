@@ -6,7 +6,9 @@
 # FlashInfer 0.2.5 (the modules bench/flashinfer_prebuilt.sh compiled, carried in
 # .whl-baselines) with our split rule's knobs swept (MSTAR_ATTN_SPLITS, _SPLIT_MERGE,
 # _SPLIT_MIN_CHUNK, _DECODE_WALK), each a process of its own (they are read once), and `pa0`:
-# the page ids read at each refill as before (MSTAR_ATTN_ROWS_PAGE_AHEAD=0). Then the 0.56B at
+# the page ids read at each refill as before (MSTAR_ATTN_ROWS_PAGE_AHEAD=0), and the whole-row
+# walk's ring and block (MSTAR_ATTN_ROWS_MMA_STAGES / _STAGE_KIB / _KV: 4 or 2 kv heads a
+# block, 4-6 stages; 8 kv heads x 3 stages of 8 positions the default). Then the 0.56B at
 # batch 1: defaults, MSTAR_PLAN_INLINE=1 (call1, H100: no gain) and the fused merge at one
 # row (MSTAR_ATTN_SPLIT_MERGE=2: steps to 128 positions now run no merge at all), two rounds
 # alternated, and the defaults' step timeline; last, Nsight Compute over the whole-row walk
@@ -17,7 +19,7 @@ source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
 # The GEMV entries (entry 12 gone), the attention walks and merges (the whole-row walk's page
 # ids read ahead; the fused merge with one-chunk rows written directly), the model's folds.
-gpu_tests 'gpu_linear.every_gemv_shape*:gpu_linear.the_one_wave*:gpu_linear.rms_norm_linear_with_the_conv*:gpu_attention.*:every_split_walk/*:every_walk/gpu_attention_walk.decode*:every_walk/gpu_attention_walk.one_long*:every_walk_and_merge/*mma*:gpu_model_fused_norms*' 130
+gpu_tests 'gpu_linear.every_gemv_shape*:gpu_linear.the_one_wave*:gpu_linear.rms_norm_linear_with_the_conv*:gpu_attention.*:every_split_walk/*:every_walk/gpu_attention_walk.decode*:every_walk/gpu_attention_walk.one_long*:every_walk_and_merge/*mma*:gpu_model_fused_norms*' 110
 
 # Decode attention: ours under each setting, then FlashInfer's decode wrappers.
 shapes=(--rows 4 16 64 256 --prefill-rows 1 --rounds 5)
@@ -41,6 +43,11 @@ attn s4fused MSTAR_ATTN_SPLITS=4 MSTAR_ATTN_SPLIT_MERGE=2
 attn c64 MSTAR_ATTN_SPLIT_MIN_CHUNK=64
 attn c256 MSTAR_ATTN_SPLIT_MIN_CHUNK=256
 attn wmma MSTAR_ATTN_DECODE_WALK=3
+attn kv4 MSTAR_ATTN_ROWS_MMA_KV=4
+attn kv4s4 MSTAR_ATTN_ROWS_MMA_KV=4 MSTAR_ATTN_ROWS_MMA_STAGES=4
+attn kv4s6 MSTAR_ATTN_ROWS_MMA_KV=4 MSTAR_ATTN_ROWS_MMA_STAGES=6
+attn kv2k16s6 MSTAR_ATTN_ROWS_MMA_KV=2 MSTAR_ATTN_ROWS_MMA_STAGE_KIB=16 MSTAR_ATTN_ROWS_MMA_STAGES=6
+attn s4ring MSTAR_ATTN_ROWS_MMA_STAGES=4
 attn pa0b MSTAR_ATTN_ROWS_PAGE_AHEAD=0
 attn defaults2 MSTAR_NONE=0
 if (($(left) > 180)); then
