@@ -68,6 +68,7 @@ if ! declare -F envs_of >/dev/null; then
       rmsheld0) echo "MSTAR_GEMV_RMS_HELD=0" ;;  # the RMS prologue's two round trips (the default until session 51)
       convpf0) echo "MSTAR_GEMV_CONV_PREFETCH=0" ;;  # the held prologue asks L1 for no conv taps and windows
       planinline) echo "MSTAR_PLAN_INLINE=1" ;;  # a small plan rides in the plan kernel's parameters (session 51, unmeasured)
+      block1) echo "MSTAR_ATTN_SPLIT_MERGE=1" ;;  # the block merge kernel (the mma walk's default at one row until session 52)
       merge2) echo "MSTAR_ATTN_SPLIT_MERGE=2" ;;  # the split kernel's last block merges (fused; default at 2+ rows of the mma walk; one-chunk rows written directly under it since session 52)
       chunk32merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32 MSTAR_ATTN_SPLIT_MERGE=2" ;;  # short chunks, fused merge
       chunk64merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=64 MSTAR_ATTN_SPLIT_MERGE=2" ;;

@@ -86,7 +86,7 @@ enum class attention_walk : std::int8_t {
 /// How the split path merges each row's partials.
 enum class attention_merge : std::int8_t {
   /// MSTAR_ATTN_SPLIT_MERGE (0, 1, 2) if set, else `fused` for the mma walk
-  /// at 2+ rows, `block` elsewhere
+  /// (any rows since session 52), `block` elsewhere
   automatic = -1,
   warp = 0,   ///< a warp per (row, query head), reading the partials one by one
   block = 1,  ///< a block per (row, query head), 4 warps over the partials, vector loads

@@ -13,9 +13,10 @@
 // heads, split), a warp per (kv head, chunk of GC = 4 or 8 query heads,
 // decode_mma_heads); `stages` (3) stages of `tile` positions (a multiple of
 // 8), K rows then V rows, one mbarrier a stage, a block barrier after each
-// consume before warp 0 refills the stage (its lanes read the page ids of
-// the refill after that one while the ring is consumed, so a refill waits
-// on no L2 round trip of its own: session 52).
+// consume before warp 0 refills the stage. (Reading the page ids a refill
+// ahead, so that a refill waits on no L2 round trip of its own, changed
+// nothing: H100, session 52's call2, 60.3 / 206.1 / 748.5 us at 16 / 64 /
+// 256 rows of 2,048 positions against 60.6 / 206.0 / 748.4.)
 //
 // Shared layout and bank conflicts: a row is one position's kv_per_block x
 // head bytes (2 KiB at 8 x D 128), and ldmatrix reads an 8 x 8 matrix as
@@ -54,7 +55,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "kernels/cuda/internal/attend_decode_mma.cuh"
@@ -91,20 +91,7 @@ struct rm_geom {
   int kv_per_block;
   int tile;
   int stages;
-  /// Page ids read a refill ahead (first_copy_page); false: at the refill,
-  /// as before session 52 (`MSTAR_ATTN_ROWS_PAGE_AHEAD=0`, for A/B runs).
-  bool page_ahead;
 };
-
-// MSTAR_ATTN_ROWS_PAGE_AHEAD: "0" reads each refill's page ids at the
-// refill; anything else (or unset) a refill ahead. Read once.
-bool rows_mma_page_ahead() {
-  static const bool on = [] {
-    const char* e = std::getenv("MSTAR_ATTN_ROWS_PAGE_AHEAD");
-    return e == nullptr || std::strcmp(e, "0") != 0;
-  }();
-  return on;
-}
 
 // One warp's state over an item; lane (g = lane / 4, q = lane % 4).
 template <int D, int GC>
@@ -148,35 +135,12 @@ __device__ __forceinline__ void load_q(const attn_args& a, int token, int h0, in
   w.l = 0.0F;
 }
 
-// The position warp 0's copy i (K rows 0 .. tile - 1, then V rows) of the
-// stage from t0 reads, n of its positions in range: rows from n copy
-// position t0 + n - 1 again.
-__device__ __forceinline__ int copy_position(const rm_geom& g, int t0, int n, int i) {
-  const int r = i >= g.tile ? i - g.tile : i;
-  return t0 + min(r, n - 1);
-}
-
-// The page id of the lane's first copy (i = lane) of the stage from t0,
-// read ahead of issue_stage (0 for a lane without a copy): one L2 round
-// trip a refill fewer on the ring's path (session 52).
-__device__ __forceinline__ std::int32_t first_copy_page(const attn_args& a, const rm_geom& g,
-                                                        int first_page, int t0, int n) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  if (!g.page_ahead || lane >= 2 * g.tile)
-    return 0;
-  return load_coherent(a.table.kv_indices + first_page +
-                       copy_position(g, t0, n, lane) / a.arena.page_size);
-}
-
 // Warp 0 issues positions [t0, t0 + n) (n >= 1) into `stage`: K of
 // position i at stage + i stride, V at stage + (tile + i) stride, one copy
-// of row_bytes each; rows from n copy position t0 + n - 1 again. `page0`:
-// first_copy_page's for this stage (the lane's later copies, where a tile
-// has more than 16 positions, read theirs here).
+// of row_bytes each; rows from n copy position t0 + n - 1 again.
 __device__ __forceinline__ void issue_stage(const attn_args& a, const rm_geom& g,
                                             std::uint32_t row_bytes, int first_page, int kv0,
-                                            int t0, int n, std::int32_t page0, std::uint32_t stage,
-                                            std::uint32_t bar) {
+                                            int t0, int n, std::uint32_t stage, std::uint32_t bar) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int ps = a.arena.page_size;
   const std::uint32_t stride = row_bytes + rm_pad;
@@ -187,11 +151,12 @@ __device__ __forceinline__ void issue_stage(const attn_args& a, const rm_geom& g
     mbar_arrive_expect(bar, 2U * static_cast<std::uint32_t>(g.tile) * row_bytes);
   __syncwarp();  // the barrier is armed before any copy can complete on it
   for (int i = lane; i < 2 * g.tile; i += 32) {
-    const int t = copy_position(g, t0, n, i);
-    const std::int32_t page =
-        g.page_ahead && i == lane ? page0 : load_coherent(a.table.kv_indices + first_page + t / ps);
+    const bool v = i >= g.tile;
+    const int r = v ? i - g.tile : i;
+    const int t = t0 + min(r, n - 1);
+    const std::int32_t page = load_coherent(a.table.kv_indices + first_page + t / ps);
     bulk_copy(stage + static_cast<std::uint32_t>(i) * stride,
-              a.arena.at(i >= g.tile ? 1 : 0, page, t % ps, kv0), row_bytes, bar);
+              a.arena.at(v ? 1 : 0, page, t % ps, kv0), row_bytes, bar);
   }
 }
 
@@ -373,26 +338,17 @@ __global__ void __launch_bounds__(rm_max_threads, 2)
     const int tiles = ceil_div(end - begin, g.tile);
     const auto stages = static_cast<unsigned>(g.stages);
     auto stage_of = [&](int j) { return (filled + static_cast<unsigned>(j)) % stages; };
-    auto page_ahead = [&](int j) {
-      const int t0 = begin + j * g.tile;
-      return first_copy_page(a, g, qa.first_page, t0, min(g.tile, end - t0));
-    };
-    auto issue = [&](int j, std::int32_t page0) {
+    auto issue = [&](int j) {
       const int t0 = begin + j * g.tile;
       const unsigned k = stage_of(j);
-      issue_stage(a, g, row_bytes, qa.first_page, kv0, t0, min(g.tile, end - t0), page0,
+      issue_stage(a, g, row_bytes, qa.first_page, kv0, t0, min(g.tile, end - t0),
                   smem_base + k * stage_bytes, smem_addr(&full[k]));
     };
-    // Warp 0's lanes: the page id of their first copy in the next refill
-    // (tile `stages` on), read while the ring is consumed.
-    std::int32_t next_page = 0;
     // Every stage is free: the last item ended with a block barrier after
     // its last consume.
     if (warp == 0) {
       for (int j = 0; j < min(g.stages, tiles); ++j)
-        issue(j, page_ahead(j));
-      if (g.stages < tiles)
-        next_page = page_ahead(g.stages);
+        issue(j);
     }
     const int h0 = (kv0 + hk) * a.group + hc * GC;
     const int valid = min(GC, a.group - hc * GC);
@@ -406,11 +362,8 @@ __global__ void __launch_bounds__(rm_max_threads, 2)
       consume_stage<D, GC>(k_base, k_base + static_cast<std::uint32_t>(g.tile) * stride, stride,
                            g.tile, begin + j * g.tile, end, st);
       __syncthreads();  // every warp is done with stage k before it is refilled
-      if (warp == 0 && j + g.stages < tiles) {
-        issue(j + g.stages, next_page);
-        if (j + g.stages + 1 < tiles)
-          next_page = page_ahead(j + g.stages + 1);
-      }
+      if (warp == 0 && j + g.stages < tiles)
+        issue(j + g.stages);
     }
     filled += static_cast<unsigned>(tiles);
     // Recomputed rather than kept live over the walk (registers).
@@ -449,7 +402,7 @@ cudaError_t launch_kernel(attn_args a, const decode_rows_shape& shape, const spl
   const unsigned grid =
       grid_of(std::int64_t{a.table.rows} * shape.blocks_per_row(a.kv_heads) * s.splits);
   launch_chained(Kernel, grid, static_cast<unsigned>(shape.warps * 32), shape.smem_bytes, stream, a,
-                 s, rm_geom{shape.kv_per_block, shape.tile, shape.stages, rows_mma_page_ahead()});
+                 s, rm_geom{shape.kv_per_block, shape.tile, shape.stages});
   return launch_status();
 }
 

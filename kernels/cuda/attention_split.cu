@@ -221,7 +221,7 @@ int min_length_of(attention_walk walk) {
 // per SM * num_sms,
 //   splits = min(waves * W / B, pages * page_size / (rows * fewest), max_splits),
 // (waves 2, fewest min_chunk; the tensor-core walks' own: min_length_of,
-// decode_mma_split_waves),
+// decode_mma_split_waves, decode_rows_mma_split_waves),
 // no split below 2 (rows short on average: pages * page_size / rows bounds
 // the mean length from above), and none when the one-pass grid fills more
 // than half a wave (B > W / 2): measured on an H200 at 64 rows x 2,048
@@ -267,7 +267,9 @@ split_plan plan_splits(const paged_attention_params& p, int num_sms, attention_w
   const int forced = detail::split_count_override();
   if (forced == 0 && 2 * blocks > wave)
     return plan;
-  const int waves = walk == attention_walk::mma ? detail::decode_mma_split_waves : split_waves;
+  const int waves = walk == attention_walk::mma        ? detail::decode_mma_split_waves
+                    : walk == attention_walk::rows_mma ? detail::decode_rows_mma_split_waves
+                                                       : split_waves;
   const std::int64_t by_grid = forced > 0 ? forced : waves * wave / blocks;
   const int fewest = min_length_of(walk);
   const std::int64_t by_length = static_cast<std::int64_t>(p.table.kv_indices.size()) *

@@ -182,9 +182,15 @@ attention_merge merge_for(std::int64_t rows, attention_walk walk) {
   // The fused merge where it won on an H200 (bench/h200_split_merge.sh,
   // 2026-12-04: 2,048 positions, 32 q / 8 kv heads, D 128, graphs, us a call,
   // block / fused): the mma walk at 4 rows 18.52 / 17.72 and 8 rows 34.77 /
-  // 34.05; it lost at one row (9.87 / 11.35, 16 splits of one item) and on
-  // rows_mma at 16 and 32 rows (46.21 / 50.09, 84.04 / 88.73).
-  if (walk == attention_walk::mma && rows >= 2)
+  // 34.05; it lost on rows_mma at 16 and 32 rows (46.21 / 50.09, 84.04 /
+  // 88.73). At one row it lost alone (9.87 / 11.35, 16 splits of one item)
+  // but wins in a model's step, where the merge kernel is a launch of its
+  // own on the chain and, since one-chunk rows are written directly under
+  // the fused merge too, steps to 128 positions run no merge at all: the
+  // 0.56B at batch 1 478.1-478.7 us against 480.3-481.1 (H100, session 52's
+  // call2, two rounds).
+  static_cast<void>(rows);  // one rule for every row count since session 52
+  if (walk == attention_walk::mma)
     return attention_merge::fused;
   return attention_merge::block;
 }

@@ -239,11 +239,21 @@ TEST(gpu_attention_fused_merge_host, takes_the_block_merge_where_it_cannot_fuse)
     EXPECT_EQ(cuda::paged_attention_variant(p, true).merge, cuda::attention_merge::fused);
   }
   // The default rule (MSTAR_ATTN_SPLIT_MERGE unset): fused for the mma walk
-  // at 2+ rows, where it won on the H200, the block merge for the others.
+  // (at 2+ rows, where it won on the H200, and at one row, where it wins in
+  // a model's step), the block merge for the others.
   if (std::getenv("MSTAR_ATTN_SPLIT_MERGE") == nullptr) {
     {
       const variant_scope forced{{cuda::attention_walk::mma, cuda::attention_merge::automatic}};
       EXPECT_EQ(cuda::paged_attention_variant(p, true).merge, cuda::attention_merge::fused);
+    }
+    {
+      const std::vector<std::int32_t> one(2, 0);
+      const kv_page_table single{
+          one, one, one, std::span{one}.first(1), std::span{one}.first(1), std::span{one}.first(1)};
+      const paged_attention_params p1{arena,   0,  single, reinterpret_cast<const float*>(256),
+                                      nullptr, 32, 0.0F};
+      const variant_scope forced{{cuda::attention_walk::mma, cuda::attention_merge::automatic}};
+      EXPECT_EQ(cuda::paged_attention_variant(p1, true).merge, cuda::attention_merge::fused);
     }
     {
       const variant_scope forced{

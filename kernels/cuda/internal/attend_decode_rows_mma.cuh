@@ -23,6 +23,14 @@ namespace mstar::kernels::cuda::detail {
 /// 128; below 16 rows the tensor-core walk of attend_decode_mma.cuh runs.
 inline constexpr int decode_rows_mma_min_chunk = 128;
 
+/// The waves of resident blocks this kernel's split aims for (the CUDA-core
+/// walks: 2): one, so at 64 rows of 2,048 positions (32 q / 8 kv heads, D
+/// 128) its 64 row blocks split in 4 (256 blocks, one wave at two an SM)
+/// rather than 8. Measured on an H100 (session 52's call2, graphs, us a
+/// call): 201.9 against 206.1 / 206.2 with 8; 16 rows keep 16 (the length
+/// rule), 256 rows no split.
+inline constexpr int decode_rows_mma_split_waves = 1;
+
 /// Resident blocks per SM of the kernel at this shape on the current
 /// device (the occupancy calculator, cached); 1 if the runtime cannot say.
 [[nodiscard]] int decode_rows_mma_resident(int head_dim, int group, const decode_rows_shape& shape);

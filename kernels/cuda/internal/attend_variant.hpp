@@ -40,8 +40,8 @@ inline constexpr int max_split_override = 128;
 [[nodiscard]] int split_count_override();
 
 /// The merge of a split launch of `rows` rows by `walk`, as walk_for: the
-/// override, then MSTAR_ATTN_SPLIT_MERGE, then `fused` for the mma walk at
-/// 2+ rows and `block` elsewhere. Never automatic; `fused` even for a launch
+/// override, then MSTAR_ATTN_SPLIT_MERGE, then `fused` for the mma walk
+/// (any rows) and `block` elsewhere. Never automatic; `fused` even for a launch
 /// that takes `block` instead (fused_merge_takes).
 [[nodiscard]] attention_merge merge_for(std::int64_t rows, attention_walk walk);
 
