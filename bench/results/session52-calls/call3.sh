@@ -5,7 +5,7 @@
 # the fused merge the default at one row of the mma walk too (call2: the 0.56B at batch 1
 # 478.1-478.7 us against 480.3-481.1). Tests of what changed, then the 0.56B at batch 1 on the
 # defaults against the block merge at one row (MSTAR_ATTN_SPLIT_MERGE=1, the old default)
-# and MSTAR_PLAN_INLINE=1, three rounds alternated, the defaults' step timeline, and decode
+# and MSTAR_PLAN_INLINE=1, two rounds alternated, the defaults' step timeline, and decode
 # attention at 1 / 4 / 16 / 64 / 256 rows of 2,048 positions on the defaults and with 8 chunks
 # a row (MSTAR_ATTN_SPLITS=8, the old split at 64 rows) against FlashInfer 0.2.5's decode.
 # Last, Nsight Compute over the split launches at 64 and 4 rows. Pack as call2;
@@ -16,7 +16,7 @@ nvidia-smi --query-gpu=name --format=csv,noheader
 # (No GPU tests: the carry had to shrink under the device's 64 MiB; call2 ran the kernels' tests and
 # gpu_attention_fused_merge_host, host only, passed here.)
 checkpoint nh056 nemotron_h-0.56b
-nh056_rounds 3 "defaults block1 planinline" 1
+nh056_rounds 2 "defaults block1 planinline" 1
 shapes=(--rows 1 4 16 64 256 --prefill-rows 1 --rounds 5)
 attn() {  # TAG [ENV...]
   local tag=$1
