@@ -204,6 +204,40 @@ for l in open(sys.argv[1]):
 PY
 }
 
+# Decode attention under one setting of environment switches (each read once, so a process
+# a setting): mstar-gpu-bench --suite attention over ATTN_SHAPES (default rows 4 16 64 256,
+# one prefill row, 5 rounds) on graphs, its lines tagged "setting": TAG in $w/attn.jsonl
+# (bench/results/session52-calls/attn_table.py joins them with attn_flashinfer's).
+attn_setting() {  # TAG [ENV=VALUE...]
+  local tag=$1
+  shift
+  # shellcheck disable=SC2206  # the shapes split into arguments on purpose
+  local shapes=(${ATTN_SHAPES:---rows 4 16 64 256 --prefill-rows 1 --rounds 5})
+  env "$@" timeout 60 "$bin/mstar-gpu-bench" --suite attention "${shapes[@]}" --graphs --json \
+    2>"$w/attn-$tag.err" | grep '^{' | sed "s/^{/{\"setting\":\"$tag\",/" >>"$w/attn.jsonl"
+  echo "attn $tag done ($((SECONDS - t0)) s)"
+}
+
+# FlashInfer 0.2.5's decode and prefill wrappers on ATTN_SHAPES, captured in graphs, into
+# $w/fi.jsonl: the modules bench/flashinfer_prebuilt.sh compiled (carried in .whl-baselines),
+# else its JIT (minutes).
+attn_flashinfer() {
+  # shellcheck disable=SC2206  # the shapes split into arguments on purpose
+  local shapes=(${ATTN_SHAPES:---rows 4 16 64 256 --prefill-rows 1 --rounds 5})
+  local whl=$root/.whl-baselines src=/tmp/baselines-src a
+  mkdir -p "$src" /tmp/flashinfer-prebuilt
+  tar xzf "$whl"/flashinfer_python-0.2.5.tar.gz -C "$src"
+  local fi_args=(--flashinfer-src "$src/flashinfer_python-0.2.5" --flashinfer-cache /tmp/flashinfer_build)
+  for a in "$whl"/flashinfer-*-ops-*.tar.xz; do
+    [[ -f $a ]] || continue
+    tar xJf "$a" -C /tmp/flashinfer-prebuilt
+    fi_args+=(--flashinfer-prebuilt /tmp/flashinfer-prebuilt/ops)
+  done
+  timeout 90 python3 bench/baselines_h200.py --json --parts flashinfer "${shapes[@]}" \
+    --modes graph "${fi_args[@]}" >"$w/fi.jsonl" 2>"$w/fi.err"
+  echo "flashinfer exit $? ($((SECONDS - t0)) s)"
+}
+
 # Packs the call's results into $out/NAME.tgz.
 finish() {  # NAME
   rm -rf "$ck"
