@@ -52,8 +52,23 @@ timed() {
 
 scripts/install-deps.sh || fail "installing packages"
 # The four trees take about 3 GB (build/ 0.8, build-fuzz/ 0.7, build-asan/
-# 0.5 GB measured on a clean clone, 2026-12-04, plus TSan's).
+# 0.5 GB measured on a clean clone, 2026-12-04, plus TSan's). CI once failed
+# with 79 MB left (ld.lld: "No space left on device"; the disk was shared
+# with other clones): under CI (CI=true) or with MSTAR_PRUNE_TREES=1 each
+# tree but build/ is removed once its tests passed, so at most two trees are
+# on disk at a time; otherwise they stay for incremental rebuilds.
+prune_trees=${MSTAR_PRUNE_TREES:-0}
+[[ ${CI:-} == true ]] && prune_trees=${MSTAR_PRUNE_TREES:-1}
 echo "run-tests: free disk at the start: $(df -h --output=avail . | tail -1 | tr -d ' ')"
+# done_with TREE...: prints each tree's size and, when pruning, removes it.
+done_with() {
+  local tree
+  for tree in "$@"; do
+    [[ -d $tree ]] || continue
+    echo "run-tests: $tree is $(du -sh "$tree" | cut -f1)$([[ $prune_trees == 1 ]] && echo ", removed")"
+    if [[ $prune_trees == 1 ]]; then rm -rf "$tree"; fi
+  done
+}
 
 echo "== formatting (scripts/check-format.sh)"
 scripts/check-format.sh || fail "formatting: run the clang-format command above"
@@ -84,6 +99,7 @@ timed "main job" scripts/run-main.sh --once || fail "the main job (scripts/run-m
 # default): scripts/fuzz.sh.
 echo "== libFuzzer (build-fuzz/, clang): HTTP requests 10 s (-O1), each model-file and mstar-tool fuzzer 3 s (-O0)"
 timed "fuzz" env MSTAR_FUZZ_OPT=-O0 scripts/fuzz.sh 10 3 || fail "the fuzzers (scripts/fuzz.sh)"
+done_with build-fuzz
 
 # clang (Debian's 14, already here for libFuzzer) builds this tree: at -O0
 # with ASan + UBSan it compiled our sources in about 0.55 of GCC 12's time
@@ -112,6 +128,7 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure --no-tests=error -j "$jobs" \
   -E '^tensor_parallel_100m$' ||
   fail "tests in build-asan/ (sanitizers)"
+done_with build-asan
 
 # Only the binaries labelled `tsan` (tests/CMakeLists.txt: mstar_add_test_binary
 # ... TSAN) are built, through the target mstar_tsan_tests, and run. UCX's
@@ -146,5 +163,7 @@ TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=7:suppression
   timed "tests in build-tsan/" \
   ctest --test-dir build-tsan -L tsan --output-on-failure --no-tests=error -j "$jobs" ||
   fail "tests in build-tsan/ (ThreadSanitizer)"
+done_with build-tsan build-tsan-caf
+echo "run-tests: build/ is $(du -sh build | cut -f1) (kept)"
 
 echo "run-tests: all passed in $((SECONDS - started)) s"
