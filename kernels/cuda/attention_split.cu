@@ -436,7 +436,7 @@ cudaError_t paged_attention(const paged_attention_params& p, void* workspace,
   s.l = s.m + parts;
   s.splits = plan.splits;
   s.min_length = detail::split_min_chunk_override();  // 0: min_chunk (rows_mma: its own, below)
-  attention_merge merge = detail::merge_for(a.table.rows, walk);
+  attention_merge merge = detail::merge_for(walk);
   if (merge == attention_merge::fused) {
     if (detail::fused_merge_takes(p, walk))
       s.counters = static_cast<unsigned*>(workspace);

@@ -16,6 +16,7 @@ std::atomic<attention_walk> walk_override{attention_walk::automatic};
 std::atomic<attention_merge> merge_override{attention_merge::automatic};
 std::atomic<attention_prefill> prefill_override{attention_prefill::automatic};
 std::atomic<int> single_direct_override{-1};
+std::atomic<int> rows_mma_last_warp_override{-1};
 
 // `name`'s value as 0 .. count - 1, else -1 (unset or not a choice).
 int env_choice(const char* name, int count) {
@@ -164,6 +165,13 @@ bool single_direct_enabled() {
   return on;
 }
 
+bool rows_mma_last_warp_enabled() {
+  if (const int forced = rows_mma_last_warp_override.load(std::memory_order_relaxed); forced >= 0)
+    return forced == 1;
+  static const bool on = env_choice("MSTAR_ATTN_ROWS_MMA_LAST_WARP", 2) == 1;  // off unless 1
+  return on;
+}
+
 int split_count_override() {
   static const int n = [] {
     const char* e = std::getenv("MSTAR_ATTN_SPLITS");
@@ -173,7 +181,7 @@ int split_count_override() {
   return n;
 }
 
-attention_merge merge_for(std::int64_t rows, attention_walk walk) {
+attention_merge merge_for(attention_walk walk) {
   if (const auto m = merge_override.load(std::memory_order_relaxed);
       m != attention_merge::automatic)
     return m;
@@ -189,7 +197,6 @@ attention_merge merge_for(std::int64_t rows, attention_walk walk) {
   // the fused merge too, steps to 128 positions run no merge at all: the
   // 0.56B at batch 1 478.1-478.7 us against 480.3-481.1 (H100, session 52's
   // call2, two rounds).
-  static_cast<void>(rows);  // one rule for every row count since session 52
   if (walk == attention_walk::mma)
     return attention_merge::fused;
   return attention_merge::block;
@@ -204,7 +211,7 @@ attention_variant set_attention_variant(attention_variant v) {
 attention_variant paged_attention_variant(const paged_attention_params& p, bool split) {
   const attention_walk walk = detail::walk_of(p, split);
   const attention_walk split_walk = detail::walk_of(p, true);
-  attention_merge merge = detail::merge_for(p.table.num_rows(), split_walk);
+  attention_merge merge = detail::merge_for(split_walk);
   if (merge == attention_merge::fused && !detail::fused_merge_takes(p, split_walk))
     merge = attention_merge::block;
   return {walk, merge};
@@ -212,6 +219,10 @@ attention_variant paged_attention_variant(const paged_attention_params& p, bool 
 
 int set_attention_single_direct(int on) {
   return single_direct_override.exchange(on < 0 ? -1 : (on != 0 ? 1 : 0));
+}
+
+int set_attention_rows_mma_last_warp(int on) {
+  return rows_mma_last_warp_override.exchange(on < 0 ? -1 : (on != 0 ? 1 : 0));
 }
 
 attention_prefill set_attention_prefill(attention_prefill k) {

@@ -11,6 +11,7 @@
 // chunk (1 and 5 positions, the short random ones) written by the split
 // kernel itself (set_attention_single_direct, split_args::single_direct):
 // the same bits as the merge kernel's and the fused merge's.
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -216,6 +217,55 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(cuda::attention_walk::registers, cuda::attention_walk::mma,
                       cuda::attention_walk::rows_mma, cuda::attention_walk::rows),
     [](const auto& param) { return std::string{cuda::to_string(param.param)}; });
+
+// The rows_mma walk's last-warp hand-off (set_attention_rows_mma_last_warp:
+// each warp counts itself out of a ring stage, the last one refills it)
+// against its block barrier after every stage: the same bits one pass and
+// split under both merges, over the cases above that rows_mma takes (GQA
+// groups 1 / 4 / 8, D 64 / 128; ragged rows, so ranges end inside a tile)
+// and 64 rows of 2,048 positions (256 tiles of 8 positions an item, the
+// ring reused ~85 times), three launches each on a re-poisoned output.
+TEST(gpu_attention_rows_mma, last_warp_hand_off_gives_the_block_barriers_bits) {
+  MSTAR_REQUIRE_GPU();
+  auto cases = fused_cases();
+  cases.push_back({"d128 group 4 64 rows", 16, 8, 32, 128, mstar::dtype::bfloat16,
+                   std::vector<row_spec>(64, row_spec{2047, 1}), true});
+  std::uint64_t seed = 1900;
+  int compared = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const variant_scope walk_only{{cuda::attention_walk::rows_mma, cuda::attention_merge::block}};
+    const device_step step(c, ++seed);
+    if (cuda::paged_attention_variant(step.params, false).walk != cuda::attention_walk::rows_mma)
+      continue;  // D 256 or an f32 arena: not this kernel's
+    for (const auto merge : {cuda::attention_merge::block, cuda::attention_merge::fused}) {
+      const variant_scope forced{{cuda::attention_walk::rows_mma, merge}};
+      for (const bool split : {false, true}) {
+        SCOPED_TRACE(std::string{split ? "split " : "one pass "} + cuda::to_string(merge));
+        auto run = [&](int last_warp) {
+          const int previous = cuda::set_attention_rows_mma_last_warp(last_warp);
+          step.poison(nullptr);
+          const cudaError_t err =
+              split ? step.launch(nullptr) : cuda::paged_attention(step.params, nullptr);
+          static_cast<void>(cuda::set_attention_rows_mma_last_warp(previous));
+          EXPECT_EQ(err, cudaSuccess);
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          return step.out.download();
+        };
+        const std::vector<float> barrier = run(0);
+        for (const float v : barrier)
+          ASSERT_FALSE(std::isnan(v)) << "the block barrier's output has a NaN";
+        for (int launch = 0; launch < 3; ++launch)
+          EXPECT_EQ(bytes_of(run(1)), bytes_of(barrier)) << "launch " << launch;
+        if (split) {
+          EXPECT_TRUE(step.counters_zero());
+        }
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GE(compared, 4 * 6) << "rows_mma took too few of the cases";
+}
 
 TEST(gpu_attention_fused_merge_host, takes_the_block_merge_where_it_cannot_fuse) {
   // Host only: what a launch would take, no device needed.

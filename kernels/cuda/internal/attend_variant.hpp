@@ -39,11 +39,18 @@ inline constexpr int max_split_override = 128;
 /// 0 where unset or not a number from 1 to max_split_override.
 [[nodiscard]] int split_count_override();
 
-/// The merge of a split launch of `rows` rows by `walk`, as walk_for: the
-/// override, then MSTAR_ATTN_SPLIT_MERGE, then `fused` for the mma walk
-/// (any rows) and `block` elsewhere. Never automatic; `fused` even for a launch
-/// that takes `block` instead (fused_merge_takes).
-[[nodiscard]] attention_merge merge_for(std::int64_t rows, attention_walk walk);
+/// The merge of a split launch by `walk`, as walk_for: the override, then
+/// MSTAR_ATTN_SPLIT_MERGE, then `fused` for the mma walk (any rows) and
+/// `block` elsewhere. Never automatic; `fused` even for a launch that takes
+/// `block` instead (fused_merge_takes).
+[[nodiscard]] attention_merge merge_for(attention_walk walk);
+
+/// Whether the rows_mma walk's warps hand each ring stage back through a
+/// count in shared memory, the stage's last warp refilling it
+/// (attention_decode_rows_mma.cu), rather than at a block barrier after
+/// every stage: set_attention_rows_mma_last_warp's override, else on where
+/// MSTAR_ATTN_ROWS_MMA_LAST_WARP=1 (read once). Off by default.
+[[nodiscard]] bool rows_mma_last_warp_enabled();
 
 /// Whether attention_merge::fused takes split launch `p` of `walk`: the
 /// `mma`, `rows_mma` and `registers` walks, steps of at most split_counters
