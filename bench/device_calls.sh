@@ -145,13 +145,16 @@ ab_runs() {  # NAME "MODE..." "BENCH ARGS..."
 # The batch-1 step timeline of checkpoint $ck/NAME (default nh056, the 0.56B) under MODE
 # (CUPTI through the carried .profile/libmstar_kernel_times.so), summarised by
 # bench/profile/timeline.py, one step's launches listed.
+# The last TIMELINE_N (4,000) kernels: the bench's prefill runs come after its decode steps,
+# and 600 (the library's default) held under two of Qwen3.5's decode steps (session 52).
 timeline_of() {  # MODE [NAME]
   local name=${2:-nh056}
   local n=$name-decode1-$1
   # shellcheck disable=SC2046  # the mode's switches split on purpose
   env $(envs_of "$1") "LD_LIBRARY_PATH=$(cupti_lib_dir):$LD_LIBRARY_PATH" \
     "CUDA_INJECTION64_PATH=$root/.profile/libmstar_kernel_times.so" "MSTAR_KERNEL_PROFILE=$w/$n.txt" \
-    "MSTAR_KERNEL_TIMELINE=$w/$n.timeline.jsonl" timeout 90 "$bin/mstar-bench-model-gpu" \
+    "MSTAR_KERNEL_TIMELINE=$w/$n.timeline.jsonl" "MSTAR_KERNEL_TIMELINE_N=${TIMELINE_N:-4000}" \
+    timeout 90 "$bin/mstar-bench-model-gpu" \
     --model "$ck/$name" --batch 1 --prompt-len 32 --new-tokens 256 --repeats 2 --json >"$w/$n.log" 2>&1
   echo "-- timeline $n (exit $?)"
   # A step starts at its loopback kernel, or (MSTAR_PLAN_KERNEL=2) at the plan kernel that
