@@ -6,7 +6,7 @@
 # split under both merges) and the rows_mma and fused-merge tests, then decode attention at
 # 16 / 64 / 256 rows of 2,048 positions on the defaults and with the hand-off, alternated twice,
 # then the 0.56B at batch 1 on the defaults (two rounds: the H200 figure the last sessions
-# lacked, if this is an H200). Pack: `rm -rf .carry && PACK_XZ=1 scripts/pack-device.sh
+# lacked, if this is an H200) with its step timeline, and Qwen3.5 0.5B's step timeline. Pack: `rm -rf .carry && PACK_XZ=1 scripts/pack-device.sh
 # mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu && cp bench/device_calls.sh
 # bench/results/session53-calls/{common.sh,call1.sh} .carry/ && rm -rf .carry/bin .carry/lib`,
 # `bash bench/profile/build.sh`; run `CALL_LIMIT=420 bash .carry/call1.sh` carrying `.carry` and
@@ -33,4 +33,10 @@ for case, s in t.items():
 PY
 checkpoint nh056 nemotron_h-0.56b
 nh056_rounds 2 "defaults" 1
+(($(left) > 60)) && timeline_of defaults
+# Qwen3.5's step timeline, which session 52's 600-kernel window missed (now 4,000 kernels).
+if (($(left) > 80)); then
+  checkpoint qwen qwen3_5-0.5b
+  timeline_of defaults qwen
+fi
 finish call1
