@@ -6,11 +6,12 @@
 # split under both merges) and the rows_mma and fused-merge tests, then decode attention at
 # 16 / 64 / 256 rows of 2,048 positions on the defaults and with the hand-off, alternated twice,
 # then the 0.56B at batch 1 on the defaults (two rounds: the H200 figure the last sessions
-# lacked, if this is an H200) with its step timeline, and Qwen3.5 0.5B's step timeline. Pack: `rm -rf .carry && PACK_XZ=1 scripts/pack-device.sh
-# mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu && cp bench/device_calls.sh
-# bench/results/session53-calls/{common.sh,call1.sh} .carry/ && rm -rf .carry/bin .carry/lib`,
-# `bash bench/profile/build.sh`; run `CALL_LIMIT=420 bash .carry/call1.sh` carrying `.carry` and
-# `.profile/libmstar_kernel_times.so` (no .whl-baselines: with the tests it passes 64 MiB).
+# lacked, if this is an H200) with its step timeline, and Qwen3.5 0.5B's step timeline.
+# Pack: `rm -rf .carry && PACK_XZ=1 scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench
+# mstar-bench-model-gpu && cp bench/device_calls.sh bench/results/session53-calls/{common.sh,call1.sh}
+# .carry/ && rm -rf .carry/bin .carry/lib`, `bash bench/profile/build.sh`; run
+# `CALL_LIMIT=420 bash .carry/call1.sh` carrying `.carry` and `.profile/libmstar_kernel_times.so`
+# (no .whl-baselines: with the tests it passes 64 MiB).
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
