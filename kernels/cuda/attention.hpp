@@ -129,6 +129,14 @@ int set_attention_single_direct(int on);
 /// process; thread-safe; not meant for serving.
 int set_attention_rows_mma_last_warp(int on);
 
+/// Sets the process-wide override of the `mma` walk's start of an item
+/// (MSTAR_ATTN_MMA_COPIES_FIRST; kernels/cuda/README.md): 1 the page ids
+/// read and the first tiles' copies issued before q is loaded, 0 after it
+/// (the default), -1 the environment's choice; returns the previous
+/// override. Both give the same bits. For tests and benches that compare
+/// them in one process; thread-safe; not meant for serving.
+int set_attention_mma_copies_first(int on);
+
 /// The walk and merge a launch of `p` would take now (`split`: the
 /// workspace overload's kernels, else the one-pass kernel's), both resolved
 /// (never automatic; `mma` only where that kernel takes `p`; `fused` only

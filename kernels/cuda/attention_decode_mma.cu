@@ -38,6 +38,7 @@
 
 #include "kernels/cuda/internal/attend_decode_mma.cuh"
 #include "kernels/cuda/internal/attend_merge_math.cuh"
+#include "kernels/cuda/internal/attend_variant.hpp"
 #include "kernels/cuda/internal/cp_async.cuh"
 #include "kernels/cuda/internal/launch_setup.cuh"
 #include "kernels/cuda/internal/mma_bf16.cuh"
@@ -266,10 +267,13 @@ __device__ __forceinline__ void consume_tile(const std::uint16_t* stage, std::ui
 
 // The warp's walk over its tiles of [begin, end) (tile j at begin + (4j +
 // warp) 16), `stages` - 1 in flight while one is consumed; `wsm` is the
-// warp's shared memory. Ends with none of the warp's copies in flight.
-template <int D, int GC>
+// warp's shared memory. `copies_out()` runs once the first tiles' copies
+// are issued, before the first wait (CopiesFirst loads q there). Ends with
+// none of the warp's copies in flight.
+template <int D, int GC, class AfterIssue>
 __device__ __forceinline__ void walk_mma(const attn_args& a, std::uint16_t* wsm, int first_page,
-                                         int kvh, int begin, int end, warp_state<D, GC>& w) {
+                                         int kvh, int begin, int end, warp_state<D, GC>& w,
+                                         AfterIssue&& copies_out) {
   using S = mma_shape<D, GC>;
   constexpr int st = S::stages;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -308,6 +312,7 @@ __device__ __forceinline__ void walk_mma(const attn_args& a, std::uint16_t* wsm,
     cp_async_commit();
   }
   std::int32_t next = page_of(st - 1);  // the page id of the next tile to issue
+  copies_out();
   for (int j = 0; j < mine; ++j) {
     cp_async_wait<st - 2>();  // the lane's copies of tile j have landed
     // Every lane's copies of tile j are visible, and every lane is done
@@ -400,8 +405,15 @@ __device__ __forceinline__ void merge_warp_states(std::uint16_t* smem, int valid
 // (chunk_length), writing its partials (nothing for a chunk past the end),
 // and with `Fused` (s.counters set) the item's last block merges them
 // (fused_merge): an instantiation of its own, so the others keep their
-// registers.
-template <int D, int GC, bool Fused>
+// registers. `CopiesFirst` (MSTAR_ATTN_MMA_COPIES_FIRST=1; session 53, built
+// without a GPU, off until measured): the page ids read and the first
+// tiles' copies issued before q is loaded, not after. The SASS of the
+// default (cuobjdump, sm_90) has the page-id loads wait behind q's loads
+// and bf16 conversions, so an item starts its K / V stream two dependent
+// L2 round trips after its row's offsets (q, then the page ids) rather
+// than one; with the copies first, q's round trip runs under theirs. The
+// same bits either way.
+template <int D, int GC, bool Fused, bool CopiesFirst>
 __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
     attend_decode_mma(attn_args a, split_args s) {
   chain_start();
@@ -438,8 +450,13 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
     const int h0 = kvh * a.group + head_chunk * GC;
     const int valid = min(GC, a.group - head_chunk * GC);
     warp_state<D, GC> st;
-    load_q_frags<D, GC>(a, qa.token, h0, valid, st);
-    walk_mma<D, GC>(a, wsm, qa.first_page, kvh, begin, end, st);
+    if constexpr (CopiesFirst) {
+      walk_mma<D, GC>(a, wsm, qa.first_page, kvh, begin, end, st,
+                      [&] { load_q_frags<D, GC>(a, qa.token, h0, valid, st); });
+    } else {
+      load_q_frags<D, GC>(a, qa.token, h0, valid, st);
+      walk_mma<D, GC>(a, wsm, qa.first_page, kvh, begin, end, st, [] {});
+    }
     if (split && written_directly(qa.positions, s)) {
       // The row's one chunk: its output as the merge kernel would write it.
       merge_warp_states<D, GC>(smem, valid, st, [&](int h, int d, float o, float sum, float) {
@@ -478,11 +495,11 @@ cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream)
   return launch_status();
 }
 
-template <int D, int GC>
+template <int D, int GC, bool CopiesFirst>
 cudaError_t launch(const attn_args& a, const split_args& s, cudaStream_t stream) {
   if (s.counters != nullptr)
-    return launch_kernel<attend_decode_mma<D, GC, true>, D, GC>(a, s, stream);
-  return launch_kernel<attend_decode_mma<D, GC, false>, D, GC>(a, s, stream);
+    return launch_kernel<attend_decode_mma<D, GC, true, CopiesFirst>, D, GC>(a, s, stream);
+  return launch_kernel<attend_decode_mma<D, GC, false, CopiesFirst>, D, GC>(a, s, stream);
 }
 
 }  // namespace
@@ -491,7 +508,7 @@ int decode_mma_resident(int head_dim, int group) {
   int n = 1;
   static_cast<void>(with_decode_mma_shape<256>(head_dim, group, [&]<int D, int GC>() {
     constexpr std::size_t smem = mma_shape<D, GC>::smem_bytes;
-    n = resident_blocks<attend_decode_mma<D, GC, false>>(smem, mma_threads, smem);
+    n = resident_blocks<attend_decode_mma<D, GC, false, false>>(smem, mma_threads, smem);
   }));
   return n;
 }
@@ -499,8 +516,10 @@ int decode_mma_resident(int head_dim, int group) {
 cudaError_t launch_decode_mma(attn_args a, int head_dim, const split_args* s, cudaStream_t stream) {
   const split_args use = split_or_one(s, decode_mma_step);
   cudaError_t err = cudaErrorInvalidValue;
-  static_cast<void>(with_decode_mma_shape<256>(
-      head_dim, a.group, [&]<int D, int GC>() { err = launch<D, GC>(a, use, stream); }));
+  const bool copies_first = mma_copies_first_enabled();
+  static_cast<void>(with_decode_mma_shape<256>(head_dim, a.group, [&]<int D, int GC>() {
+    err = copies_first ? launch<D, GC, true>(a, use, stream) : launch<D, GC, false>(a, use, stream);
+  }));
   return err;
 }
 

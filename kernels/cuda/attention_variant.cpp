@@ -17,6 +17,7 @@ std::atomic<attention_merge> merge_override{attention_merge::automatic};
 std::atomic<attention_prefill> prefill_override{attention_prefill::automatic};
 std::atomic<int> single_direct_override{-1};
 std::atomic<int> rows_mma_last_warp_override{-1};
+std::atomic<int> mma_copies_first_override{-1};
 
 // `name`'s value as 0 .. count - 1, else -1 (unset or not a choice).
 int env_choice(const char* name, int count) {
@@ -172,6 +173,13 @@ bool rows_mma_last_warp_enabled() {
   return on;
 }
 
+bool mma_copies_first_enabled() {
+  if (const int forced = mma_copies_first_override.load(std::memory_order_relaxed); forced >= 0)
+    return forced == 1;
+  static const bool on = env_choice("MSTAR_ATTN_MMA_COPIES_FIRST", 2) == 1;  // off unless 1
+  return on;
+}
+
 int split_count_override() {
   static const int n = [] {
     const char* e = std::getenv("MSTAR_ATTN_SPLITS");
@@ -223,6 +231,10 @@ int set_attention_single_direct(int on) {
 
 int set_attention_rows_mma_last_warp(int on) {
   return rows_mma_last_warp_override.exchange(on < 0 ? -1 : (on != 0 ? 1 : 0));
+}
+
+int set_attention_mma_copies_first(int on) {
+  return mma_copies_first_override.exchange(on < 0 ? -1 : (on != 0 ? 1 : 0));
 }
 
 attention_prefill set_attention_prefill(attention_prefill k) {

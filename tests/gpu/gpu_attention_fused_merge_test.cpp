@@ -10,7 +10,10 @@
 // merge runs twice, the second time with the mma walk's rows of one used
 // chunk (1 and 5 positions, the short random ones) written by the split
 // kernel itself (set_attention_single_direct, split_args::single_direct):
-// the same bits as the merge kernel's and the fused merge's.
+// the same bits as the merge kernel's and the fused merge's. Last, two
+// switches of a walk's kernel that must keep its bits over the same cases
+// (expect_switch_keeps_bits): rows_mma's last-warp hand-off and the mma
+// walk's copies issued before q.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -218,15 +221,13 @@ INSTANTIATE_TEST_SUITE_P(
                       cuda::attention_walk::rows_mma, cuda::attention_walk::rows),
     [](const auto& param) { return std::string{cuda::to_string(param.param)}; });
 
-// The rows_mma walk's last-warp hand-off (set_attention_rows_mma_last_warp:
-// each warp counts itself out of a ring stage, the last one refills it)
-// against its block barrier after every stage: the same bits one pass and
-// split under both merges, over the cases above that rows_mma takes (GQA
-// groups 1 / 4 / 8, D 64 / 128; ragged rows, so ranges end inside a tile)
-// and 64 rows of 2,048 positions (256 tiles of 8 positions an item, the
-// ring reused ~85 times), three launches each on a re-poisoned output.
-TEST(gpu_attention_rows_mma, last_warp_hand_off_gives_the_block_barriers_bits) {
-  MSTAR_REQUIRE_GPU();
+// Runs every case of fused_cases() (and 64 rows of 2,048 positions) that
+// `walk` takes, one pass and split under the block and fused merges, with
+// `set(0)` and then `set(1)` (a process-wide switch of the walk's kernel that
+// must not change its results, e.g. set_attention_rows_mma_last_warp), three
+// launches of the latter each on a re-poisoned output: the same bits. The
+// count of (case, merge, launch) combinations compared.
+int expect_switch_keeps_bits(cuda::attention_walk walk, int (*set)(int)) {
   auto cases = fused_cases();
   cases.push_back({"d128 group 4 64 rows", 16, 8, 32, 128, mstar::dtype::bfloat16,
                    std::vector<row_spec>(64, row_spec{2047, 1}), true});
@@ -234,29 +235,29 @@ TEST(gpu_attention_rows_mma, last_warp_hand_off_gives_the_block_barriers_bits) {
   int compared = 0;
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    const variant_scope walk_only{{cuda::attention_walk::rows_mma, cuda::attention_merge::block}};
+    const variant_scope walk_only{{walk, cuda::attention_merge::block}};
     const device_step step(c, ++seed);
-    if (cuda::paged_attention_variant(step.params, false).walk != cuda::attention_walk::rows_mma)
-      continue;  // D 256 or an f32 arena: not this kernel's
+    if (cuda::paged_attention_variant(step.params, false).walk != walk)
+      continue;  // a case this kernel does not take
     for (const auto merge : {cuda::attention_merge::block, cuda::attention_merge::fused}) {
-      const variant_scope forced{{cuda::attention_walk::rows_mma, merge}};
+      const variant_scope forced{{walk, merge}};
       for (const bool split : {false, true}) {
         SCOPED_TRACE(std::string{split ? "split " : "one pass "} + cuda::to_string(merge));
-        auto run = [&](int last_warp) {
-          const int previous = cuda::set_attention_rows_mma_last_warp(last_warp);
+        auto run = [&](int on) {
+          const int previous = set(on);
           step.poison(nullptr);
           const cudaError_t err =
               split ? step.launch(nullptr) : cuda::paged_attention(step.params, nullptr);
-          static_cast<void>(cuda::set_attention_rows_mma_last_warp(previous));
+          static_cast<void>(set(previous));
           EXPECT_EQ(err, cudaSuccess);
           EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
           return step.out.download();
         };
-        const std::vector<float> barrier = run(0);
-        for (const float v : barrier)
-          ASSERT_FALSE(std::isnan(v)) << "the block barrier's output has a NaN";
+        const std::vector<float> off = run(0);
+        for (const float v : off)
+          EXPECT_FALSE(std::isnan(v)) << "the switch off left an output unwritten";
         for (int launch = 0; launch < 3; ++launch)
-          EXPECT_EQ(bytes_of(run(1)), bytes_of(barrier)) << "launch " << launch;
+          EXPECT_EQ(bytes_of(run(1)), bytes_of(off)) << "launch " << launch;
         if (split) {
           EXPECT_TRUE(step.counters_zero());
         }
@@ -264,7 +265,32 @@ TEST(gpu_attention_rows_mma, last_warp_hand_off_gives_the_block_barriers_bits) {
       }
     }
   }
-  EXPECT_GE(compared, 4 * 6) << "rows_mma took too few of the cases";
+  return compared;
+}
+
+// The rows_mma walk's last-warp hand-off (set_attention_rows_mma_last_warp:
+// each warp counts itself out of a ring stage, the last one refills it)
+// against its block barrier after every stage: the same bits, over the
+// cases rows_mma takes (GQA groups 1 / 4 / 8, D 64 / 128; ragged rows, so
+// ranges end inside a tile; at 64 rows 256 tiles of 8 positions an item,
+// the ring reused ~85 times).
+TEST(gpu_attention_rows_mma, last_warp_hand_off_gives_the_block_barriers_bits) {
+  MSTAR_REQUIRE_GPU();
+  EXPECT_GE(expect_switch_keeps_bits(cuda::attention_walk::rows_mma,
+                                     &cuda::set_attention_rows_mma_last_warp),
+            4 * 6)
+      << "rows_mma took too few of the cases";
+}
+
+// The mma walk's copies issued before q is loaded
+// (set_attention_mma_copies_first) against after: the same bits, over the
+// cases it takes (D 64 / 128 / 256, groups 1 / 4 / 8).
+TEST(gpu_attention_mma, copies_first_gives_the_same_bits) {
+  MSTAR_REQUIRE_GPU();
+  EXPECT_GE(
+      expect_switch_keeps_bits(cuda::attention_walk::mma, &cuda::set_attention_mma_copies_first),
+      4 * 8)
+      << "the mma walk took too few of the cases";
 }
 
 TEST(gpu_attention_fused_merge_host, takes_the_block_merge_where_it_cannot_fuse) {
