@@ -51,8 +51,9 @@ timed() {
 }
 
 scripts/install-deps.sh || fail "installing packages"
-# The four trees take about 3 GB (build/ 0.8, build-fuzz/ 0.7, build-asan/
-# 0.5 GB measured on a clean clone, 2026-12-04, plus TSan's). CI once failed
+# The trees take about 4.8 GB together (a clean clone's CI run, session 53:
+# build/ 432 MB, build-fuzz/ 802 MB, build-asan/ 3.0 GB, build-tsan/ 468 MB,
+# build-tsan-caf/ 73 MB). CI once failed
 # with 79 MB left (ld.lld: "No space left on device"; the disk was shared
 # with other clones): under CI (CI=true) or with MSTAR_PRUNE_TREES=1 each
 # tree but build/ is removed once its tests passed, so at most two trees are
