@@ -8,9 +8,10 @@
 # issues its first copies before it loads q. First their GPU tests (the same bits, one pass and
 # split under both merges) with the fused-merge tests; then decode attention at 1 / 4 / 16 / 64
 # / 256 rows of 2,048 positions on the defaults and with each switch, alternated twice; the
+# one row of 160 positions (the 0.56B's attention in these runs) both ways; the
 # 0.56B at batch 1 on the defaults and with copies first, two rounds (the H200 figure the last
 # sessions lacked, if this is an H200); racecheck and memcheck over the two tests; the 0.56B's
-# and Qwen3.5 0.5B's step timelines. Pack: `rm -rf .carry && PACK_XZ=1 scripts/pack-device.sh
+# and Qwen3.5 0.5B's step timelines; Nsight Compute over the 160-position launch. Pack: `rm -rf .carry && PACK_XZ=1 scripts/pack-device.sh
 # mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu && cp bench/device_calls.sh
 # bench/results/session53-calls/{common.sh,call1.sh} .carry/ && rm -rf .carry/bin .carry/lib`,
 # `bash bench/profile/build.sh`; run `CALL_LIMIT=560 bash .carry/call1.sh` carrying `.carry`
@@ -36,6 +37,18 @@ for l in open(sys.argv[1]):
 for case, s in t.items():
     print(f"{case:32} " + "  ".join(f"{k} {v:8.2f}" for k, v in sorted(s.items())))
 PY
+# One row of 160 positions: the 0.56B's attention layers in call1's model runs (32-token
+# prompts, 128 new tokens), where the timelines show ~10.7 us exposed a layer on an H100.
+for rep in 1 2; do
+  (($(left) > 150)) || break
+  ATTN_SHAPES="--rows 1 --context 160 --prefill-rows 1 --rounds 9" attn_setting "ctx160-defaults$rep" MSTAR_NONE=0
+  ATTN_SHAPES="--rows 1 --context 160 --prefill-rows 1 --rounds 9" attn_setting "ctx160-copies$rep" MSTAR_ATTN_MMA_COPIES_FIRST=1
+done
+grep ctx160 "$w/attn.jsonl" | python3 -c "
+import json, sys
+for l in sys.stdin:
+    d = json.loads(l)
+    print(f\"{d['setting']:22} {d['case']:28} {d['us_per_call']:7.2f} us\")"
 checkpoint nh056 nemotron_h-0.56b
 nh056_rounds 2 "defaults copies1" 1
 # compute-sanitizer over the two tests (the hand-off is all shared-memory counting), each
@@ -53,5 +66,18 @@ done
 if (($(left) > 80)); then
   checkpoint qwen qwen3_5-0.5b
   timeline_of defaults qwen
+fi
+# Nsight Compute over that one-row, 160-position launch alone (its duration without the
+# chain's overlap, and where its warps stall), if time is left.
+if (($(left) > 60)); then
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  timeout $(($(left) - 20)) "$ncu" --set full -k regex:attend_decode_mma -s 2 -c 2 -f -o "$w/ncu-ctx160" \
+    "$bin/mstar-gpu-bench" --rounds 1 --suite attention --rows 1 --context 160 --prefill-rows 1 \
+    >"$w/ncu-ctx160.log" 2>&1
+  echo "ncu ctx160 exit $?"
+  "$ncu" --import "$w/ncu-ctx160.ncu-rep" --page details >"$w/ncu-ctx160.txt" 2>&1
+  rm -f "$w/ncu-ctx160.ncu-rep"
+  grep -E '^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Grid Size|Achieved Occupancy|Warp Cycles Per Issued' \
+    "$w/ncu-ctx160.txt" | head -12
 fi
 finish call1
