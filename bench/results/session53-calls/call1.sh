@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # Session 53's first device call (built without a GPU in session 53, for the next session that
 # gets one): two switches of the decode attention kernels that keep their bits, both off by
-# default until this call measures them. MSTAR_ATTN_ROWS_MMA_LAST_WARP=1: the rows_mma walk
-# (16+ rows) hands its ring stages back by counts in shared memory, the last warp out of a
-# stage refilling it, in place of a block barrier after every stage. MSTAR_ATTN_MMA_COPIES_FIRST=1:
+# default until this call measures them. MSTAR_ATTN_ROWS_MMA_LAST_WARP=1: the rows_mma walk (16+
+# rows) hands its ring stages back by counts in shared memory, the last warp out of a stage
+# refilling it, in place of a block barrier after every stage. MSTAR_ATTN_MMA_COPIES_FIRST=1:
 # the mma walk (below 16 rows; the 0.56B's batch-1 attention) reads an item's page ids and
 # issues its first copies before it loads q. First their GPU tests (the same bits, one pass and
 # split under both merges) with the fused-merge tests; then decode attention at 1 / 4 / 16 / 64
-# / 256 rows of 2,048 positions on the defaults and with each switch, alternated twice; the
-# one row of 160 positions (the 0.56B's attention in these runs) both ways; the
-# 0.56B at batch 1 on the defaults and with copies first, two rounds (the H200 figure the last
-# sessions lacked, if this is an H200); racecheck and memcheck over the two tests; the 0.56B's
-# and Qwen3.5 0.5B's step timelines; Nsight Compute over the 160-position launch. Pack: `rm -rf .carry && PACK_XZ=1 scripts/pack-device.sh
-# mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu && cp bench/device_calls.sh
-# bench/results/session53-calls/{common.sh,call1.sh} .carry/ && rm -rf .carry/bin .carry/lib`,
-# `bash bench/profile/build.sh`; run `CALL_LIMIT=560 bash .carry/call1.sh` carrying `.carry`
-# and `.profile/libmstar_kernel_times.so` (no .whl-baselines: with the tests it passes 64 MiB).
+# / 256 rows of 2,048 positions on the defaults and with each switch, alternated twice; the one
+# row of 160 positions (the 0.56B's attention in these runs) both ways; the 0.56B at batch 1 on
+# the defaults and with copies first, two rounds (the H200 figure the last sessions lacked, if
+# this is an H200); racecheck and memcheck over the two tests; the 0.56B's and Qwen3.5 0.5B's
+# step timelines; Nsight Compute over the 160-position launch. Pack: `rm -rf .carry && PACK_XZ=1
+# scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu && cp
+# bench/device_calls.sh bench/results/session53-calls/{common.sh,call1.sh} .carry/ && rm -rf
+# .carry/bin .carry/lib`, `bash bench/profile/build.sh`; run `CALL_LIMIT=560 bash
+# .carry/call1.sh` carrying `.carry` and `.profile/libmstar_kernel_times.so` (no .whl-baselines:
+# with the tests it passes 64 MiB).
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
