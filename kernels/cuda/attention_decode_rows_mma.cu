@@ -13,7 +13,10 @@
 // heads, split), a warp per (kv head, chunk of GC = 4 or 8 query heads,
 // decode_mma_heads); `stages` (3) stages of `tile` positions (a multiple of
 // 8), K rows then V rows, one mbarrier a stage, a block barrier after each
-// consume before warp 0 refills the stage.
+// consume before warp 0 refills the stage. (Reading the page ids a refill
+// ahead, so that a refill waits on no L2 round trip of its own, changed
+// nothing: H100, session 52's call2, 60.3 / 206.1 / 748.5 us at 16 / 64 /
+// 256 rows of 2,048 positions against 60.6 / 206.0 / 748.4.)
 //
 // The last-warp hand-off (`LastWarp`, MSTAR_ATTN_ROWS_MMA_LAST_WARP=1, off
 // by default until measured): Nsight Compute on an H100 (session 52's
@@ -27,10 +30,7 @@
 // at warps x u, so nothing resets them between uses or items. A warp may
 // run up to `stages` tiles ahead of the slowest; the full barriers' parity
 // stays right because a stage's next fill waits for every warp's count.
-// Same arithmetic in the same order per warp: the same bits. (Reading the page ids a refill
-// ahead, so that a refill waits on no L2 round trip of its own, changed
-// nothing: H100, session 52's call2, 60.3 / 206.1 / 748.5 us at 16 / 64 /
-// 256 rows of 2,048 positions against 60.6 / 206.0 / 748.4.)
+// Same arithmetic in the same order per warp: the same bits.
 //
 // Shared layout and bank conflicts: a row is one position's kv_per_block x
 // head bytes (2 KiB at 8 x D 128), and ldmatrix reads an 8 x 8 matrix as
