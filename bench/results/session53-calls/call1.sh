@@ -20,7 +20,11 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
-gpu_tests 'gpu_attention_rows_mma.*:gpu_attention_mma.*:gpu_attention_fused_merge*' 150
+gpu_tests '*gpu_attention_rows_mma.*:*gpu_attention_mma.*:*fused_merge*:gpu_attention.*' 150
+# Every walk's decode against the CPU with both switches on (the tests above compare bits
+# with the switches off).
+MSTAR_ATTN_ROWS_MMA_LAST_WARP=1 MSTAR_ATTN_MMA_COPIES_FIRST=1 \
+  gpu_tests '*gpu_attention_walk.*/mma:*gpu_attention_walk.*/rows_mma' 120
 export ATTN_SHAPES="--rows 1 4 16 64 256 --prefill-rows 1 --rounds 5"
 for rep in 1 2; do
   (($(left) > 150)) || break
