@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 53's third device call (optional, after call1 on the same warm machine and carry):
+# Nsight Compute over the split launches with each switch on, against session 52's call4 pass
+# with them off: rows_mma at 64 rows with MSTAR_ATTN_ROWS_MMA_LAST_WARP=1 (session 52: 2.70
+# TB/s, warps at the block barrier 7.8 of every 20 cycles) and the mma walk at 4 rows with
+# MSTAR_ATTN_MMA_COPIES_FIRST=1 (session 52: 1.22 TB/s, L1TEX scoreboard the top stall), two
+# launches each, without graphs. `CALL_LIMIT=240 bash .carry/call3.sh` (copy it into .carry
+# beside call1.sh).
+set -uo pipefail
+source "$(dirname "$0")/common.sh"
+nvidia-smi --query-gpu=name --format=csv,noheader
+ncu_split() {  # NAME REGEX SKIP ROWS ENV=VALUE
+  (($(left) > 35)) || return 0
+  local ncu
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  env "$5" timeout $(($(left) - 10)) "$ncu" --set full -k "regex:$2" -s "$3" -c 2 -f -o "$w/$1" \
+    "$bin/mstar-gpu-bench" --rounds 1 --suite attention --rows "$4" --prefill-rows 1 >"$w/$1.log" 2>&1
+  echo "ncu $1 exit $?"
+  "$ncu" --import "$w/$1.ncu-rep" --page details >"$w/$1.txt" 2>&1
+  rm -f "$w/$1.ncu-rep"
+  grep -E '^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Ipc' \
+    "$w/$1.txt" | head -20
+}
+# Skips as session 52's call4 (the split launches past the one-pass case's).
+ncu_split ncu-rows64-lastwarp rows_mma 20 64 MSTAR_ATTN_ROWS_MMA_LAST_WARP=1
+ncu_split ncu-mma4-copies 'attend_decode_mma' 120 4 MSTAR_ATTN_MMA_COPIES_FIRST=1
+finish call3
