@@ -21,7 +21,8 @@ ncu_split() {  # NAME REGEX SKIP ROWS ENV=VALUE
   grep -E '^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Ipc' \
     "$w/$1.txt" | head -20
 }
-# Skips as session 52's call4 (the split launches past the one-pass case's).
-ncu_split ncu-rows64-lastwarp rows_mma 20 64 MSTAR_ATTN_ROWS_MMA_LAST_WARP=1
-ncu_split ncu-mma4-copies 'attend_decode_mma' 120 4 MSTAR_ATTN_MMA_COPIES_FIRST=1
+# -s 4 as session 52's call4: launches 5-6 are the split case's (under ncu the bench runs each
+# case ~4 times).
+ncu_split ncu-rows64-lastwarp rows_mma 4 64 MSTAR_ATTN_ROWS_MMA_LAST_WARP=1
+ncu_split ncu-mma4-copies 'attend_decode_mma' 4 4 MSTAR_ATTN_MMA_COPIES_FIRST=1
 finish call3
