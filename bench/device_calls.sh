@@ -243,6 +243,26 @@ attn_flashinfer() {
   echo "flashinfer exit $? ($((SECONDS - t0)) s)"
 }
 
+# Nsight Compute (--set full) over COUNT launches of the kernels matching REGEX after SKIP,
+# in `mstar-gpu-bench --rounds 1 --suite attention ARGS` under ENV=VALUE switches (none: pass
+# MSTAR_NONE=0): the details page in $w/NAME.txt (the report itself is not kept) and its
+# headline lines printed. Under ncu the bench runs each case ~4 times, so with one row count
+# launches 5-6 are the split case's (session 52's call4).
+ncu_attention() {  # NAME REGEX SKIP COUNT "ARGS" ENV=VALUE...
+  local name=$1 regex=$2 skip=$3 count=$4 args=$5 ncu
+  shift 5
+  (($(left) > 35)) || return 0
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  # shellcheck disable=SC2086  # the bench arguments split on purpose
+  env "$@" timeout $(($(left) - 10)) "$ncu" --set full -k "regex:$regex" -s "$skip" -c "$count" \
+    -f -o "$w/$name" "$bin/mstar-gpu-bench" --rounds 1 --suite attention $args >"$w/$name.log" 2>&1
+  echo "ncu $name exit $?"
+  "$ncu" --import "$w/$name.ncu-rep" --page details >"$w/$name.txt" 2>&1
+  rm -f "$w/$name.ncu-rep"
+  grep -E '^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Ipc' \
+    "$w/$name.txt" | head -24
+}
+
 # Packs the call's results into $out/NAME.tgz.
 finish() {  # NAME
   rm -rf "$ck"

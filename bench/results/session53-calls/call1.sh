@@ -75,15 +75,6 @@ fi
 # Nsight Compute over that one-row, 160-position launch alone (its duration without the
 # chain's overlap, and where its warps stall), if time is left: launches 3-6, the one-pass
 # case's last two and the split case's first two (the bench runs each case ~4 times under ncu).
-if (($(left) > 60)); then
-  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  timeout $(($(left) - 20)) "$ncu" --set full -k regex:attend_decode_mma -s 2 -c 4 -f -o "$w/ncu-ctx160" \
-    "$bin/mstar-gpu-bench" --rounds 1 --suite attention --rows 1 --context 160 --prefill-rows 1 \
-    >"$w/ncu-ctx160.log" 2>&1
-  echo "ncu ctx160 exit $?"
-  "$ncu" --import "$w/ncu-ctx160.ncu-rep" --page details >"$w/ncu-ctx160.txt" 2>&1
-  rm -f "$w/ncu-ctx160.ncu-rep"
-  grep -E '^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Grid Size|Achieved Occupancy|Warp Cycles Per Issued' \
-    "$w/ncu-ctx160.txt" | head -12
-fi
+(($(left) > 60)) && ncu_attention ncu-ctx160 attend_decode_mma 2 4 \
+  "--rows 1 --context 160 --prefill-rows 1" MSTAR_NONE=0
 finish call1

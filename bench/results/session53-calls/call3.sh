@@ -9,20 +9,9 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
-ncu_split() {  # NAME REGEX SKIP ROWS ENV=VALUE
-  (($(left) > 35)) || return 0
-  local ncu
-  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  env "$5" timeout $(($(left) - 10)) "$ncu" --set full -k "regex:$2" -s "$3" -c 2 -f -o "$w/$1" \
-    "$bin/mstar-gpu-bench" --rounds 1 --suite attention --rows "$4" --prefill-rows 1 >"$w/$1.log" 2>&1
-  echo "ncu $1 exit $?"
-  "$ncu" --import "$w/$1.ncu-rep" --page details >"$w/$1.txt" 2>&1
-  rm -f "$w/$1.ncu-rep"
-  grep -E '^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Ipc' \
-    "$w/$1.txt" | head -20
-}
-# -s 4 as session 52's call4: launches 5-6 are the split case's (under ncu the bench runs each
-# case ~4 times).
-ncu_split ncu-rows64-lastwarp rows_mma 4 64 MSTAR_ATTN_ROWS_MMA_LAST_WARP=1
-ncu_split ncu-mma4-copies 'attend_decode_mma' 4 4 MSTAR_ATTN_MMA_COPIES_FIRST=1
+# -s 4 as session 52's call4: launches 5-6 are the split case's.
+ncu_attention ncu-rows64-lastwarp rows_mma 4 2 "--rows 64 --prefill-rows 1" \
+  MSTAR_ATTN_ROWS_MMA_LAST_WARP=1
+ncu_attention ncu-mma4-copies attend_decode_mma 4 2 "--rows 4 --prefill-rows 1" \
+  MSTAR_ATTN_MMA_COPIES_FIRST=1
 finish call3
