@@ -209,6 +209,9 @@ for l in open(sys.argv[1]):
 PY
 }
 
+# The attention shapes attn_setting and attn_flashinfer take where ATTN_SHAPES is unset.
+attn_shapes_default="--rows 4 16 64 256 --prefill-rows 1 --rounds 5"
+
 # Decode attention under one setting of environment switches (each read once, so a process
 # a setting): mstar-gpu-bench --suite attention over ATTN_SHAPES (default rows 4 16 64 256,
 # one prefill row, 5 rounds) on graphs, its lines tagged "setting": TAG in $w/attn.jsonl
@@ -217,7 +220,7 @@ attn_setting() {  # TAG [ENV=VALUE...]
   local tag=$1
   shift
   # shellcheck disable=SC2206  # the shapes split into arguments on purpose
-  local shapes=(${ATTN_SHAPES:---rows 4 16 64 256 --prefill-rows 1 --rounds 5})
+  local shapes=(${ATTN_SHAPES:-$attn_shapes_default})
   env "$@" timeout 60 "$bin/mstar-gpu-bench" --suite attention "${shapes[@]}" --graphs --json \
     2>"$w/attn-$tag.err" | grep '^{' | sed "s/^{/{\"setting\":\"$tag\",/" >>"$w/attn.jsonl"
   echo "attn $tag done ($((SECONDS - t0)) s)"
@@ -228,7 +231,7 @@ attn_setting() {  # TAG [ENV=VALUE...]
 # else its JIT (minutes).
 attn_flashinfer() {
   # shellcheck disable=SC2206  # the shapes split into arguments on purpose
-  local shapes=(${ATTN_SHAPES:---rows 4 16 64 256 --prefill-rows 1 --rounds 5})
+  local shapes=(${ATTN_SHAPES:-$attn_shapes_default})
   local whl=$root/.whl-baselines src=/tmp/baselines-src a
   mkdir -p "$src" /tmp/flashinfer-prebuilt
   tar xzf "$whl"/flashinfer_python-0.2.5.tar.gz -C "$src"

@@ -53,11 +53,11 @@ timed() {
 scripts/install-deps.sh || fail "installing packages"
 # The trees take about 4.8 GB together (a clean clone's CI run, session 53:
 # build/ 432 MB, build-fuzz/ 802 MB, build-asan/ 3.0 GB, build-tsan/ 468 MB,
-# build-tsan-caf/ 73 MB). CI once failed
-# with 79 MB left (ld.lld: "No space left on device"; the disk was shared
-# with other clones): under CI (CI=true) or with MSTAR_PRUNE_TREES=1 each
-# tree but build/ is removed once its tests passed, so at most two trees are
-# on disk at a time; otherwise they stay for incremental rebuilds.
+# build-tsan-caf/ 73 MB). CI once failed with 79 MB left (ld.lld: "No space
+# left on device"; the disk was shared with other clones): under CI
+# (CI=true) or with MSTAR_PRUNE_TREES=1 each tree but build/ is removed once
+# its tests passed, so at most two trees are on disk at a time; otherwise
+# they stay for incremental rebuilds.
 prune_trees=${MSTAR_PRUNE_TREES:-0}
 [[ ${CI:-} == true ]] && prune_trees=${MSTAR_PRUNE_TREES:-1}
 echo "run-tests: free disk at the start: $(df -h --output=avail . | tail -1 | tr -d ' ')"

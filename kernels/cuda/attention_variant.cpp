@@ -19,6 +19,19 @@ std::atomic<int> single_direct_override{-1};
 std::atomic<int> rows_mma_last_warp_override{-1};
 std::atomic<int> mma_copies_first_override{-1};
 
+// An on / off switch: its override where set (0 or 1; -1 unset), else
+// `env`, the environment's choice the caller read once.
+bool switch_on(const std::atomic<int>& forced, bool env) {
+  const int f = forced.load(std::memory_order_relaxed);
+  return f >= 0 ? f == 1 : env;
+}
+
+// Sets a switch's override (1 on for any positive value, 0 off, -1 for any
+// negative one); returns the one it replaces.
+int set_switch(std::atomic<int>& forced, int on) {
+  return forced.exchange(on < 0 ? -1 : (on != 0 ? 1 : 0));
+}
+
 // `name`'s value as 0 .. count - 1, else -1 (unset or not a choice).
 int env_choice(const char* name, int count) {
   const char* e = std::getenv(name);
@@ -160,24 +173,18 @@ int split_min_chunk_override() {
 }
 
 bool single_direct_enabled() {
-  if (const int forced = single_direct_override.load(std::memory_order_relaxed); forced >= 0)
-    return forced == 1;
   static const bool on = env_choice("MSTAR_ATTN_SINGLE_DIRECT", 2) != 0;  // on unless 0
-  return on;
+  return switch_on(single_direct_override, on);
 }
 
 bool rows_mma_last_warp_enabled() {
-  if (const int forced = rows_mma_last_warp_override.load(std::memory_order_relaxed); forced >= 0)
-    return forced == 1;
   static const bool on = env_choice("MSTAR_ATTN_ROWS_MMA_LAST_WARP", 2) == 1;  // off unless 1
-  return on;
+  return switch_on(rows_mma_last_warp_override, on);
 }
 
 bool mma_copies_first_enabled() {
-  if (const int forced = mma_copies_first_override.load(std::memory_order_relaxed); forced >= 0)
-    return forced == 1;
   static const bool on = env_choice("MSTAR_ATTN_MMA_COPIES_FIRST", 2) == 1;  // off unless 1
-  return on;
+  return switch_on(mma_copies_first_override, on);
 }
 
 int split_count_override() {
@@ -226,15 +233,15 @@ attention_variant paged_attention_variant(const paged_attention_params& p, bool 
 }
 
 int set_attention_single_direct(int on) {
-  return single_direct_override.exchange(on < 0 ? -1 : (on != 0 ? 1 : 0));
+  return set_switch(single_direct_override, on);
 }
 
 int set_attention_rows_mma_last_warp(int on) {
-  return rows_mma_last_warp_override.exchange(on < 0 ? -1 : (on != 0 ? 1 : 0));
+  return set_switch(rows_mma_last_warp_override, on);
 }
 
 int set_attention_mma_copies_first(int on) {
-  return mma_copies_first_override.exchange(on < 0 ? -1 : (on != 0 ? 1 : 0));
+  return set_switch(mma_copies_first_override, on);
 }
 
 attention_prefill set_attention_prefill(attention_prefill k) {

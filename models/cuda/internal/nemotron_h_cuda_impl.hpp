@@ -75,10 +75,10 @@ struct nemotron_h_cuda::impl {
   int plan_kernel = 2;
   /// Inline plans (`MSTAR_PLAN_INLINE=1`, opt-in: within 1 us of the
   /// defaults on H100s, the 0.56B at batch 1, session 52's three calls;
-  /// not measured on an H200): a plan of at
-  /// most kc::plan_inline_capacity ints travels in the plan kernel's own
-  /// parameters (copied from the pinned plan on the host), so the kernel at
-  /// the head of the step reads nothing over the bus.
+  /// not measured on an H200): a plan of at most kc::plan_inline_capacity
+  /// ints travels in the plan kernel's own parameters (copied from the
+  /// pinned plan on the host), so the kernel at the head of the step reads
+  /// nothing over the bus.
   bool plan_inline = false;
   /// Early SSD state (`MSTAR_SSD_EARLY=1`, opt-in): a decode step's SSD
   /// update reads its slots and states before its chained wait
