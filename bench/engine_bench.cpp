@@ -85,6 +85,20 @@ std::vector<request_spec> requests(int count, int prompt, int tokens) {
   return out;
 }
 
+// t1 - t0 in seconds; a clear exit where the run never passed both marks
+// (a refused, preempted or failed request changes the token count).
+double timed_s(clock_type::time_point t0, clock_type::time_point t1, std::int64_t until,
+               const char* path) {
+  if (t0 == clock_type::time_point{} || t1 <= t0) {
+    std::fprintf(stderr,
+                 "engine bench: the decode %s never had every request at 1 and then at %lld "
+                 "tokens (a request was refused, preempted or failed)\n",
+                 path, static_cast<long long>(until));
+    std::exit(1);
+  }
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
 // Seconds of the decode steps, direct: from every request's first token
 // to every request's `until`-th (requests make one more, so the steps timed
 // end before any request ends and releases its state).
@@ -108,7 +122,7 @@ double direct_decode_s(mstar::engine::local_engine& e, const std::vector<request
     if (tokens == want * until)
       t1 = clock_type::now();
   }
-  return std::chrono::duration<double>(t1 - t0).count();
+  return timed_s(t0, t1, until, "direct");
 }
 
 // The same through the actors, timed where the callbacks see the tokens.
@@ -133,13 +147,19 @@ double actor_decode_s(mstar::actors::runtime& rt, const std::vector<request_spec
   }
   std::unique_lock lock{m};
   cv.wait(lock, [&] { return done == want; });
-  return std::chrono::duration<double>(t1 - t0).count();
+  return timed_s(t0, t1, until, "through the actors");
 }
 
-mstar::engine::engine_config roomy(int rows) {
+// Room for `rows` requests of `tokens` tokens each (prompt and output) at
+// once, so no step is refused and nothing is preempted: at least 8,192
+// pages, more where the rows need them (the control case at 1,600 steps of
+// 256 rows needs ~26,000; with 8,192 it preempted, and the timing read
+// garbage).
+mstar::engine::engine_config roomy(int rows, int tokens) {
   mstar::engine::engine_config c;
   c.pools.max_slots = rows + 1;
-  c.pools.max_num_pages = 8192;
+  const std::int64_t per_row = (tokens + c.pools.page_size - 1) / c.pools.page_size;
+  c.pools.max_num_pages = std::max<std::int64_t>(8192, rows * per_row + 1);
   c.pools.prefix_cache = false;
   c.scheduler.max_running = rows;
   c.scheduler.max_batched_tokens = 1 << 16;
@@ -157,7 +177,11 @@ int main(int argc, char** argv) {
       "actors, each against the direct loop in the same run"};
   bool as_json = false;
   int rounds = 3, rows = 256, steps = 200;
-  std::size_t threads = 0;
+  // The runtime's own default (one thread). Until session 54 this was 0,
+  // CAF's default of at least four threads, while the runtime had moved to
+  // one: the control case measured ~190 us a step of actor overhead on the
+  // 2-core machine where one thread gives ~40.
+  std::size_t threads = mstar::actors::runtime_options{}.threads;
   std::string model = MSTAR_EMBEDDED_MODEL_DIR;
   std::vector<std::string> cases{"control", "e2e", "overlap"};
   app.add_option("--cases", cases, "Which cases: control, e2e, overlap")->capture_default_str();
@@ -167,7 +191,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   app.add_option("--steps", steps, "Decode steps per round")->check(CLI::Range(2, 100000));
   app.add_option("--model", model, "Model folder (its pools shape the null model)");
-  app.add_option("--threads", threads, "Scheduler threads of the actor system (0: default)");
+  app.add_option("--threads", threads,
+                 "Scheduler threads of the actor system (0: CAF's default, at least 4)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   std::vector<mstar::bench::comparison> results;
 
@@ -177,12 +203,14 @@ int main(int argc, char** argv) {
   // Control plane: null model, `rows` requests decoding `steps` steps.
   if (wanted("control")) {
     const auto reqs = requests(rows, 16, steps + 2);
-    auto direct =
-        mstar::engine::local_engine::make(std::make_unique<null_model>(load(model)), roomy(rows));
+    auto direct = mstar::engine::local_engine::make(std::make_unique<null_model>(load(model)),
+                                                    roomy(rows, 16 + steps + 2));
     auto actors = mstar::actors::runtime::start(std::make_unique<null_model>(load(model)),
-                                                roomy(rows), threads);
+                                                roomy(rows, 16 + steps + 2), threads);
     if (!direct || !actors) {
-      std::fprintf(stderr, "engine bench: could not start the engines\n");
+      std::fprintf(stderr,
+                   "engine bench: could not start the engines for %d rows of %d steps: %s\n", rows,
+                   steps, (!direct ? direct.error() : actors.error()).message().c_str());
       return 1;
     }
     const auto [through, called] = mstar::bench::interleaved_rates(
@@ -213,8 +241,8 @@ int main(int argc, char** argv) {
   if (wanted("e2e")) {
     const int batch = 4, tokens = 64;
     const auto reqs = requests(batch, 8, tokens + 1);
-    auto direct = mstar::engine::local_engine::make(load(model), roomy(batch));
-    auto actors = mstar::actors::runtime::start(load(model), roomy(batch));
+    auto direct = mstar::engine::local_engine::make(load(model), roomy(batch, 8 + tokens + 1));
+    auto actors = mstar::actors::runtime::start(load(model), roomy(batch, 8 + tokens + 1), threads);
     if (!direct || !actors)
       return 1;
     const double items = static_cast<double>(batch) * (tokens - 1);
@@ -255,10 +283,11 @@ int main(int argc, char** argv) {
           return std::make_unique<null_model>(load(model));
         return load(model);
       };
+      const int room = (sh.null ? 16 : 8) + sh.tokens + 1;
       auto over = mstar::actors::runtime::start(
-          model_of(), with(roomy(sh.batch), schedule_mode::overlap), threads);
+          model_of(), with(roomy(sh.batch, room), schedule_mode::overlap), threads);
       auto sync = mstar::actors::runtime::start(
-          model_of(), with(roomy(sh.batch), schedule_mode::sync), threads);
+          model_of(), with(roomy(sh.batch, room), schedule_mode::sync), threads);
       if (!over || !sync)
         return 1;
       const double items = static_cast<double>(sh.batch) * (sh.tokens - 1);
