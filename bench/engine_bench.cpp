@@ -150,6 +150,16 @@ double actor_decode_s(mstar::actors::runtime& rt, const std::vector<request_spec
   return timed_s(t0, t1, until, "through the actors");
 }
 
+// Whether both engines of a case started; where one did not, says why.
+template <class A, class B>
+bool started(const A& a, const B& b, const char* case_name) {
+  if (a && b)
+    return true;
+  std::fprintf(stderr, "engine bench: case %s: could not start the engines: %s\n", case_name,
+               (!a ? a.error() : b.error()).message().c_str());
+  return false;
+}
+
 // Room for `rows` requests of `tokens` tokens each (prompt and output) at
 // once, so no step is refused and nothing is preempted: at least 8,192
 // pages, more where the rows need them (the control case at 1,600 steps of
@@ -207,12 +217,8 @@ int main(int argc, char** argv) {
                                                     roomy(rows, 16 + steps + 2));
     auto actors = mstar::actors::runtime::start(std::make_unique<null_model>(load(model)),
                                                 roomy(rows, 16 + steps + 2), threads);
-    if (!direct || !actors) {
-      std::fprintf(stderr,
-                   "engine bench: could not start the engines for %d rows of %d steps: %s\n", rows,
-                   steps, (!direct ? direct.error() : actors.error()).message().c_str());
+    if (!started(direct, actors, "control"))
       return 1;
-    }
     const auto [through, called] = mstar::bench::interleaved_rates(
         [&] { (void)actor_decode_s(**actors, reqs, steps + 1); },
         [&] { (void)direct_decode_s(**direct, reqs, steps + 1); }, 1.0, 1);
@@ -243,7 +249,7 @@ int main(int argc, char** argv) {
     const auto reqs = requests(batch, 8, tokens + 1);
     auto direct = mstar::engine::local_engine::make(load(model), roomy(batch, 8 + tokens + 1));
     auto actors = mstar::actors::runtime::start(load(model), roomy(batch, 8 + tokens + 1), threads);
-    if (!direct || !actors)
+    if (!started(direct, actors, "e2e"))
       return 1;
     const double items = static_cast<double>(batch) * (tokens - 1);
     std::vector<double> a, d;
@@ -288,7 +294,7 @@ int main(int argc, char** argv) {
           model_of(), with(roomy(sh.batch, room), schedule_mode::overlap), threads);
       auto sync = mstar::actors::runtime::start(
           model_of(), with(roomy(sh.batch, room), schedule_mode::sync), threads);
-      if (!over || !sync)
+      if (!started(over, sync, "overlap"))
         return 1;
       const double items = static_cast<double>(sh.batch) * (sh.tokens - 1);
       std::vector<double> o, y;
