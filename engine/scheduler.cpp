@@ -322,7 +322,10 @@ bool scheduler::cancel(const request_id& id) {
   const auto it = live_.find(id);
   if (it == live_.end())
     return false;
-  it->second->cancelled = true;
+  if (!it->second->cancelled) {
+    it->second->cancelled = true;
+    ++cancelled_live_;
+  }
   return true;
 }
 
@@ -334,9 +337,11 @@ scheduler::sequence* scheduler::find(const request_id& rid) {
 scheduled_step scheduler::schedule() {
   // Cancellations take effect here, at a step boundary.
   std::vector<request_entry*> cancelled;
-  for (auto& [id, e] : live_) {
-    if (e->cancelled)
-      cancelled.push_back(e.get());
+  if (cancelled_live_ > 0) {
+    for (auto& [id, e] : live_) {
+      if (e->cancelled)
+        cancelled.push_back(e.get());
+    }
   }
   for (auto* e : cancelled) {
     std::vector<sequence*> seqs;
@@ -423,10 +428,8 @@ scheduled_step scheduler::speculate() const {
   scheduled_step next;
   if (!waiting_.empty() || rows_.empty())
     return next;
-  for (const auto& [id, e] : live_) {
-    if (e->cancelled)
-      return next;
-  }
+  if (cancelled_live_ > 0)
+    return next;
   // Each sequence as it will stand once the last step lands (this runs
   // between `schedule` and `on_ran`): computed advances by the row's chunk;
   // a sampling row adds its draw and may reach max_tokens.
@@ -605,6 +608,8 @@ void scheduler::note_plans(const scheduled_step& step, const models::step_plans&
 
 std::set<request_id> scheduler::cancelled_rows(const scheduled_step& step) const {
   std::set<request_id> out;
+  if (cancelled_live_ == 0)
+    return out;
   for (const auto& row : step.rows) {
     const auto it = by_rid_.find(row.rid);
     if (it != by_rid_.end() && it->second->req->cancelled)
@@ -796,8 +801,11 @@ void scheduler::finish(sequence& s, finish_reason why, std::string error, step_r
                  std::max<std::int64_t>(s.cached, 0), s.kv_pages_peak};
   by_rid_.erase(s.rid);
   auto* req = s.req;
-  if (--req->unfinished == 0)
+  if (--req->unfinished == 0) {
+    if (req->cancelled)
+      --cancelled_live_;
     live_.erase(req->spec.id);  // frees `s`
+  }
 }
 
 }  // namespace mstar::engine

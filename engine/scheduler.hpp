@@ -252,6 +252,7 @@ class scheduler {
   model_facts facts_;
   std::map<request_id, std::unique_ptr<request_entry>> live_;
   std::unordered_map<request_id, sequence*> by_rid_;
+  std::size_t cancelled_live_ = 0;         ///< entries of live_ marked cancelled (0: no step looks)
   std::deque<sequence*> waiting_;          ///< by arrival; preempted ones return to the front
   std::vector<sequence*> running_;         ///< by arrival
   std::vector<sequence*> started_;         ///< sequences the last schedule moved from waiting

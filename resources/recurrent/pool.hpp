@@ -362,8 +362,10 @@ class recurrent_state_pool final : public resource {
   [[nodiscard]] bool matches_stage(const recurrent_step& step, const step_context& ctx) const;
   [[nodiscard]] admit_outcome reserve(const recurrent_step& step, const step_context& ctx,
                                       std::vector<reservation>& taken);
-  [[nodiscard]] bool take_slot(const request_id& rid, const std::string& label,
-                               std::vector<reservation>& taken);
+  /// `rid`'s slot under `label`, taken from the free list (and recorded in
+  /// `taken`) where it holds none; nullptr when it holds none and none is free.
+  [[nodiscard]] slot_state* take_slot(const request_id& rid, const std::string& label,
+                                      std::vector<reservation>& taken);
   [[nodiscard]] admit_outcome full(const request_id& rid, const std::string& label) const;
   [[nodiscard]] admit_outcome frozen(const request_id& rid, const std::string& label,
                                      const slot_state& slot) const;

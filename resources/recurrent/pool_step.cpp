@@ -57,18 +57,19 @@ admit_outcome recurrent_state_pool::frozen(const request_id& rid, const std::str
                                  : "exported (release_export or remove the request first)")});
 }
 
-bool recurrent_state_pool::take_slot(const request_id& rid, const std::string& label,
-                                     std::vector<reservation>& taken) {
+recurrent_state_pool::slot_state* recurrent_state_pool::take_slot(const request_id& rid,
+                                                                  const std::string& label,
+                                                                  std::vector<reservation>& taken) {
   auto& labels = slots_[rid];
-  if (labels.contains(label))
-    return true;
+  if (const auto it = labels.find(label); it != labels.end())
+    return &it->second;
   if (free_.empty())
-    return false;
+    return nullptr;
   const std::int32_t index = free_.back();
   free_.pop_back();
-  labels.emplace(label, slot_state{index, false, 0, 0});
+  const auto [it, inserted] = labels.emplace(label, slot_state{index, false, 0, 0});
   taken.push_back({rid, label, index});
-  return true;
+  return &it->second;
 }
 
 admit_outcome recurrent_state_pool::reserve(const recurrent_step& step, const step_context& ctx,
@@ -77,9 +78,10 @@ admit_outcome recurrent_state_pool::reserve(const recurrent_step& step, const st
   for (const segment& seg : step.segments) {
     if (seg.span <= 0 || ctx.is_padding_row(seg.rid))
       continue;
-    if (!take_slot(seg.rid, seg.label, taken))
+    slot_state* taken_slot = take_slot(seg.rid, seg.label, taken);
+    if (taken_slot == nullptr)
       return full(seg.rid, seg.label);
-    slot_state& slot = *find_slot(seg.rid, seg.label);
+    slot_state& slot = *taken_slot;
     if (slot.exported || slot.importing)
       return frozen(seg.rid, seg.label, slot);
     // Two rows scattering into one slot would be nondeterministic.
@@ -98,10 +100,11 @@ admit_outcome recurrent_state_pool::reserve(const recurrent_step& step, const st
     const request_id& rid = step.segments[i].rid;
     for (const auto* forks : {&step.pre_forks, &step.post_forks}) {
       for (const auto& [from, to] : *forks) {
-        if (!take_slot(rid, to, taken))
+        const slot_state* slot = take_slot(rid, to, taken);
+        if (slot == nullptr)
           return full(rid, to);
-        if (const slot_state& slot = *find_slot(rid, to); slot.exported || slot.importing)
-          return frozen(rid, to, slot);
+        if (slot->exported || slot->importing)
+          return frozen(rid, to, *slot);
       }
     }
   }

@@ -162,8 +162,7 @@ result<recurrent_import> recurrent_state_pool::import_slot(const request_id& rid
                                   context, config_.usable_slots()));
   }
   std::vector<reservation> taken;
-  (void)take_slot(rid, label, taken);  // a slot is free: cannot fail
-  slot_state& slot = *find_slot(rid, label);
+  slot_state& slot = *take_slot(rid, label, taken);  // a slot is free: cannot fail
   slot.importing = true;
   slot.imported_state = from.has_state;
   slot.generation = from.generation;

@@ -95,6 +95,47 @@ TEST(overlap, a_steady_decode_loop_launches_every_step_ahead) {
   test::expect_pools_empty(*e);
 }
 
+// A cancellation holds launching ahead back (the step in flight may still
+// hold the cancelled rows) only until the cancelled request has ended;
+// cancelling it twice counts once. The remaining requests' decode steps
+// are launched ahead again.
+TEST(overlap, launches_ahead_again_once_a_cancelled_request_has_ended) {
+  std::vector<ran> log;
+  auto e = engine_for("nemotron_h_tiny_hybrid", schedule_mode::overlap, log, 96);
+  ASSERT_NE(e, nullptr);
+  std::vector<request_id> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto id = e->submit(test::greedy_request({5, 6, static_cast<token_id>(7 + i)}, 24));
+    ASSERT_TRUE(id.has_value()) << id.error().message();
+    ids.push_back(*id);
+  }
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(e->step().has_value());
+  EXPECT_TRUE(e->cancel(ids[0]));
+  EXPECT_TRUE(e->cancel(ids[0]));
+  std::optional<std::size_t> ended_at;
+  for (int guard = 0; !e->idle() && guard < 200; ++guard) {
+    auto deltas = e->step();
+    ASSERT_TRUE(deltas.has_value()) << deltas.error().message();
+    for (const auto& d : *deltas) {
+      if (d.id == ids[0] && d.finished) {
+        EXPECT_EQ(*d.finished, finish_reason::cancelled);
+        ended_at = log.size();
+      }
+    }
+  }
+  ASSERT_TRUE(e->idle());
+  ASSERT_TRUE(ended_at.has_value()) << "the cancelled request never ended";
+  const auto after = log.size() - *ended_at;
+  std::size_t ahead_after = 0;
+  for (std::size_t i = *ended_at; i < log.size(); ++i)
+    ahead_after += log[i].ahead ? 1 : 0;
+  EXPECT_GT(after, 10U);
+  EXPECT_GE(ahead_after + 2, after) << ahead_after << " of the " << after
+                                    << " steps after the cancelled request ended went ahead";
+  test::expect_pools_empty(*e);
+}
+
 TEST(overlap, schedule_modes_parse_and_print) {
   EXPECT_EQ(*parse_schedule_mode("sync"), schedule_mode::sync);
   EXPECT_EQ(*parse_schedule_mode("overlap"), schedule_mode::overlap);
