@@ -39,6 +39,41 @@ std::vector<delta> drain(local_engine& e) {
   return all;
 }
 
+// A row the forward drew no token for (sampled -1) fails its request alone,
+// naming why; the row beside it takes its token. The scheduler makes each
+// row's delta in place and takes it out again on such a refusal: one delta
+// each, the failed one carrying no token.
+TEST(local_engine, a_row_with_no_drawn_token_fails_its_request_alone) {
+  model_facts facts;
+  facts.vocab_size = 32;
+  scheduler sched{scheduler_config{}, facts};
+  for (const char* id : {"a", "b"}) {
+    request_spec r;
+    r.id = id;
+    r.prompt = {3, 4, 5};
+    r.stop.max_tokens = 4;
+    r.stop.ignore_eos = true;
+    ASSERT_TRUE(sched.add(std::move(r)).has_value());
+  }
+  for (const auto& reg : sched.admissions().registrations)
+    sched.set_cached(reg.rid, 0);
+  const auto step = sched.schedule();
+  ASSERT_EQ(step.rows.size(), 2U);
+  models::forward_output out;
+  out.sampled = {-1, 7};
+  const auto res = sched.on_ran(step, out);
+  ASSERT_EQ(res.deltas.size(), 2U);
+  EXPECT_EQ(res.deltas[0].id, "a");
+  EXPECT_TRUE(res.deltas[0].tokens.empty());
+  EXPECT_EQ(res.deltas[0].finished, finish_reason::error);
+  EXPECT_NE(res.deltas[0].error.find("no token can be drawn"), std::string::npos)
+      << res.deltas[0].error;
+  EXPECT_EQ(res.deltas[1].id, "b");
+  EXPECT_EQ(res.deltas[1].tokens, std::vector<token_id>{7});
+  EXPECT_FALSE(res.deltas[1].finished.has_value());
+  EXPECT_EQ(res.actions.release, std::vector<request_id>{"a"});
+}
+
 TEST(local_engine, cancels_mid_prefill_and_mid_decode_and_frees_everything) {
   engine_config config;
   config.scheduler.max_batched_tokens = 8;  // a 40-token prompt takes 5 steps
