@@ -673,24 +673,24 @@ result<void> scheduler::take_token(sequence& s, const scheduled_row& row, std::s
   // The row's delta is made in place (rows x steps of them: a delta moved
   // into the step's list cost ~10% of a 256-row step); a refusal below
   // takes it out again before anything else is added.
-  delta& d = out.deltas.emplace_back();
-  d.id = spec.id;
-  d.index = s.index;
-  const auto refuse = [&out](errc code, const char* why) -> error {
+  delta& d = new_delta(s, out);
+  const auto refuse = [&out](error why) {
     out.deltas.pop_back();
-    return make_error(code, why);
+    return why;
   };
   token_id id = 0;
   if (!output.sampled.empty()) {
     if (output.sampled[r] < 0) {
-      return refuse(errc::invalid_argument,
-                    "no token can be drawn (sampling settings out of range or no finite logit)");
+      return refuse(
+          make_error(errc::invalid_argument,
+                     "no token can be drawn (sampling settings out of range or no finite logit)"));
     }
     id = static_cast<token_id>(output.sampled[r]);
   } else {
     const auto V = static_cast<std::size_t>(facts_.vocab_size);
     if (output.logits.size() < (r + 1) * V) {
-      return refuse(errc::invalid_argument, "the forward returned no logits for the row");
+      return refuse(
+          make_error(errc::invalid_argument, "the forward returned no logits for the row"));
     }
     std::vector<float> logits(output.logits.begin() + static_cast<std::ptrdiff_t>(r * V),
                               output.logits.begin() + static_cast<std::ptrdiff_t>((r + 1) * V));
@@ -701,10 +701,8 @@ result<void> scheduler::take_token(sequence& s, const scheduled_row& row, std::s
     auto settings = spec.sampling;
     settings.seed = s.seed;
     auto drawn = draw(logits, settings, s.output_len());
-    if (!drawn) {
-      out.deltas.pop_back();
-      return drawn.error();
-    }
+    if (!drawn)
+      return refuse(drawn.error());
     id = drawn->id;
     if (spec.sampling.logprobs > 0) {
       d.chosen_logprobs.push_back(drawn->chosen);
@@ -780,10 +778,11 @@ step_result scheduler::on_failed(const scheduled_step& step, const std::string& 
   return out;
 }
 
-void scheduler::emit(sequence& s, step_result& out, delta d) {
+delta& scheduler::new_delta(sequence& s, step_result& out) {
+  delta& d = out.deltas.emplace_back();
   d.id = s.req->spec.id;
   d.index = s.index;
-  out.deltas.push_back(std::move(d));
+  return d;
 }
 
 void scheduler::finish(sequence& s, finish_reason why, std::string error, step_result& out) {
@@ -798,12 +797,11 @@ void scheduler::finish(sequence& s, finish_reason why, std::string error, step_r
   // token in a delta already; that one gets the counts).
   if (out.deltas.empty() || out.deltas.back().id != s.req->spec.id ||
       out.deltas.back().index != s.index || !out.deltas.back().finished) {
-    delta d;
+    delta& d = new_delta(s, out);
     d.finished = why;
     d.error = std::move(error);
     if (why != finish_reason::error)
       d.text = s.text.flush();
-    emit(s, out, std::move(d));
   }
   auto& last = out.deltas.back();
   last.counts = {static_cast<std::int64_t>(s.prompt_len), static_cast<std::int64_t>(s.output_len()),

@@ -242,7 +242,8 @@ class scheduler {
   struct request_entry;
 
   void finish(sequence& s, finish_reason why, std::string error, step_result& out);
-  void emit(sequence& s, step_result& out, delta d);
+  /// A new delta of sequence `s` at the end of `out`'s list (made in place).
+  delta& new_delta(sequence& s, step_result& out);
   [[nodiscard]] result<void> take_token(sequence& s, const scheduled_row& row, std::size_t r,
                                         const models::forward_output& output, step_result& out);
   [[nodiscard]] sequence* find(const request_id& rid);
