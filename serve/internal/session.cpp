@@ -31,7 +31,7 @@ std::vector<std::shared_ptr<session>> server_state::live_sessions() {
 }
 
 session::session(tcp::socket&& socket, std::shared_ptr<server_state> state)
-    : stream_(std::move(socket)), state_(std::move(state)) {}
+    : counted_(state), stream_(std::move(socket)), state_(std::move(state)) {}
 
 session::~session() {
   const std::lock_guard lock{state_->mutex};

@@ -5,6 +5,7 @@
 // or final body. Every member runs on the connection's strand; engine
 // callbacks post their deltas onto it.
 
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -34,6 +35,10 @@ struct server_state {
   std::atomic<bool> stopping{false};
   std::mutex mutex;
   std::map<session*, std::weak_ptr<session>> sessions;
+  /// Sessions from construction to the end of their destruction (see
+  /// session::counted): what `stop` waits on before it stops the I/O threads
+  /// and the io_context that every session's socket belongs to.
+  std::atomic<std::size_t> sessions_alive{0};
 
   [[nodiscard]] std::vector<std::shared_ptr<session>> live_sessions();
 };
@@ -72,6 +77,25 @@ class session : public std::enable_shared_from_this<session> {
   void after_response();
   void close();
 
+  /// Counts the session in server_state::sessions_alive until the very end
+  /// of its destruction: declared first, so destroyed after `stream_`. A
+  /// session's last reference can go on another thread (the engine's delta
+  /// callback, when the router drops a finished request), and there its
+  /// weak pointer in `sessions` expires before its destructor closes the
+  /// socket: stop() took such a session for gone and destroyed the
+  /// io_context under the socket (AddressSanitizer in CI,
+  /// launcher.pd_processes.pd-images).
+  struct counted {
+    explicit counted(std::shared_ptr<server_state> s) : state(std::move(s)) {
+      ++state->sessions_alive;
+    }
+    ~counted() { --state->sessions_alive; }
+    counted(const counted&) = delete;
+    counted& operator=(const counted&) = delete;
+    std::shared_ptr<server_state> state;
+  };
+
+  counted counted_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
