@@ -69,8 +69,10 @@ if ! declare -F envs_of >/dev/null; then
       convpf0) echo "MSTAR_GEMV_CONV_PREFETCH=0" ;;  # the held prologue asks L1 for no conv taps and windows
       planinline) echo "MSTAR_PLAN_INLINE=1" ;;  # a small plan rides in the plan kernel's parameters (session 51, unmeasured)
       block1) echo "MSTAR_ATTN_SPLIT_MERGE=1" ;;  # the block merge kernel (the mma walk's default at one row until session 52)
-      copies1) echo "MSTAR_ATTN_MMA_COPIES_FIRST=1" ;;  # the mma walk: page ids and first copies before q (session 53)
-      lastwarp1) echo "MSTAR_ATTN_ROWS_MMA_LAST_WARP=1" ;;  # rows_mma: stages handed back by counts (session 53)
+      # Session 53's attention switches (session 55's call1: copies first became the mma
+      # walk's only order, the last-warp hand-off was taken out):
+      copies1) echo "MSTAR_ATTN_MMA_COPIES_FIRST=1" ;;  # the mma walk: page ids and first copies before q
+      lastwarp1) echo "MSTAR_ATTN_ROWS_MMA_LAST_WARP=1" ;;  # rows_mma: stages handed back by counts
       merge2) echo "MSTAR_ATTN_SPLIT_MERGE=2" ;;  # the split kernel's last block merges (fused; default at 2+ rows of the mma walk; one-chunk rows written directly under it since session 52)
       chunk32merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=32 MSTAR_ATTN_SPLIT_MERGE=2" ;;  # short chunks, fused merge
       chunk64merge2) echo "MSTAR_ATTN_SPLIT_MIN_CHUNK=64 MSTAR_ATTN_SPLIT_MERGE=2" ;;

@@ -2,11 +2,11 @@
 # The memory operations, barriers and waits of a CUDA kernel's SASS in program order, read
 # from an object this machine built (no GPU needed): what a kernel's critical path starts
 # with, e.g. whether an item's page-id loads wait behind its q loads (session 53, the mma
-# walk's MSTAR_ATTN_MMA_COPIES_FIRST). cuobjdump is not in the toolkit here; the script takes
+# walk's order of an item's start). cuobjdump is not in the toolkit here; the script takes
 # it from PyPI's nvidia-cuda-cuobjdump into ~/.cache/mstar-cudatools the first time.
 #   bash bench/profile/sass_order.sh OBJECT.o 'DEMANGLED KERNEL SUBSTRING' [MAX_LINES]
 #   bash bench/profile/sass_order.sh build/kernels/CMakeFiles/mstar_kernels.dir/cuda/attention_decode_mma.cu.o \
-#     'attend_decode_mma<128, 4, true, true>'
+#     'attend_decode_mma<128, 4, true>'
 # Prints the kernel's mangled name, then one line per load, store, copy, prefetch, barrier,
 # chain wait (ACQBULK: griddepcontrol.wait) or release (PREEXIT) with its offset.
 # Exit 2: no such kernel in the object (the names it has are listed).

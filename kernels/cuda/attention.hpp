@@ -120,23 +120,6 @@ attention_variant set_attention_variant(attention_variant v);
 /// process. Thread-safe; not meant for serving.
 int set_attention_single_direct(int on);
 
-/// Sets the process-wide override of how the `rows_mma` walk's warps hand
-/// a ring stage back for its refill (MSTAR_ATTN_ROWS_MMA_LAST_WARP;
-/// kernels/cuda/README.md): 1 each warp counts itself out of the stage and
-/// the last one refills it, 0 a block barrier after every stage (the
-/// default), -1 the environment's choice; returns the previous override.
-/// Both give the same bits. For tests and benches that compare them in one
-/// process; thread-safe; not meant for serving.
-int set_attention_rows_mma_last_warp(int on);
-
-/// Sets the process-wide override of the `mma` walk's start of an item
-/// (MSTAR_ATTN_MMA_COPIES_FIRST; kernels/cuda/README.md): 1 the page ids
-/// read and the first tiles' copies issued before q is loaded, 0 after it
-/// (the default), -1 the environment's choice; returns the previous
-/// override. Both give the same bits. For tests and benches that compare
-/// them in one process; thread-safe; not meant for serving.
-int set_attention_mma_copies_first(int on);
-
 /// The walk and merge a launch of `p` would take now (`split`: the
 /// workspace overload's kernels, else the one-pass kernel's), both resolved
 /// (never automatic; `mma` only where that kernel takes `p`; `fused` only

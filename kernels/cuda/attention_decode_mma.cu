@@ -38,7 +38,6 @@
 
 #include "kernels/cuda/internal/attend_decode_mma.cuh"
 #include "kernels/cuda/internal/attend_merge_math.cuh"
-#include "kernels/cuda/internal/attend_variant.hpp"
 #include "kernels/cuda/internal/cp_async.cuh"
 #include "kernels/cuda/internal/launch_setup.cuh"
 #include "kernels/cuda/internal/mma_bf16.cuh"
@@ -268,7 +267,7 @@ __device__ __forceinline__ void consume_tile(const std::uint16_t* stage, std::ui
 // The warp's walk over its tiles of [begin, end) (tile j at begin + (4j +
 // warp) 16), `stages` - 1 in flight while one is consumed; `wsm` is the
 // warp's shared memory. `copies_out()` runs once the first tiles' copies
-// are issued, before the first wait (CopiesFirst loads q there). Ends with
+// are issued, before the first wait (the kernel loads q there). Ends with
 // none of the warp's copies in flight.
 template <int D, int GC, class AfterIssue>
 __device__ __forceinline__ void walk_mma(const attn_args& a, std::uint16_t* wsm, int first_page,
@@ -405,15 +404,15 @@ __device__ __forceinline__ void merge_warp_states(std::uint16_t* smem, int valid
 // (chunk_length), writing its partials (nothing for a chunk past the end),
 // and with `Fused` (s.counters set) the item's last block merges them
 // (fused_merge): an instantiation of its own, so the others keep their
-// registers. `CopiesFirst` (MSTAR_ATTN_MMA_COPIES_FIRST=1; session 53, built
-// without a GPU, off until measured): the page ids read and the first
-// tiles' copies issued before q is loaded, not after. The SASS of the
-// default (cuobjdump, sm_90) has the page-id loads wait behind q's loads
-// and bf16 conversions, so an item starts its K / V stream two dependent
-// L2 round trips after its row's offsets (q, then the page ids) rather
-// than one; with the copies first, q's round trip runs under theirs. The
-// same bits either way.
-template <int D, int GC, bool Fused, bool CopiesFirst>
+// registers. An item reads its page ids and issues its first tiles' copies
+// before it loads q (session 53; the default since session 55): with q
+// first, the SASS (cuobjdump, sm_90) had the page-id loads wait behind q's
+// loads and bf16 conversions, so the K / V stream started two dependent L2
+// round trips after the row's offsets rather than one. The same bits either
+// way; on an H100 (session 55's call1, 2,048 positions) the split launch
+// at 1 / 4 rows took 11.44 / 19.97 us against 11.70-11.83 / 20.45, one row
+// of 160 positions 6.83-6.91 against 7.12-7.14.
+template <int D, int GC, bool Fused>
 __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
     attend_decode_mma(attn_args a, split_args s) {
   chain_start();
@@ -450,13 +449,8 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
     const int h0 = kvh * a.group + head_chunk * GC;
     const int valid = min(GC, a.group - head_chunk * GC);
     warp_state<D, GC> st;
-    if constexpr (CopiesFirst) {
-      walk_mma<D, GC>(a, wsm, qa.first_page, kvh, begin, end, st,
-                      [&] { load_q_frags<D, GC>(a, qa.token, h0, valid, st); });
-    } else {
-      load_q_frags<D, GC>(a, qa.token, h0, valid, st);
-      walk_mma<D, GC>(a, wsm, qa.first_page, kvh, begin, end, st, [] {});
-    }
+    walk_mma<D, GC>(a, wsm, qa.first_page, kvh, begin, end, st,
+                    [&] { load_q_frags<D, GC>(a, qa.token, h0, valid, st); });
     if (split && written_directly(qa.positions, s)) {
       // The row's one chunk: its output as the merge kernel would write it.
       merge_warp_states<D, GC>(smem, valid, st, [&](int h, int d, float o, float sum, float) {
@@ -495,11 +489,11 @@ cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream)
   return launch_status();
 }
 
-template <int D, int GC, bool CopiesFirst>
+template <int D, int GC>
 cudaError_t launch(const attn_args& a, const split_args& s, cudaStream_t stream) {
   if (s.counters != nullptr)
-    return launch_kernel<attend_decode_mma<D, GC, true, CopiesFirst>, D, GC>(a, s, stream);
-  return launch_kernel<attend_decode_mma<D, GC, false, CopiesFirst>, D, GC>(a, s, stream);
+    return launch_kernel<attend_decode_mma<D, GC, true>, D, GC>(a, s, stream);
+  return launch_kernel<attend_decode_mma<D, GC, false>, D, GC>(a, s, stream);
 }
 
 }  // namespace
@@ -508,7 +502,7 @@ int decode_mma_resident(int head_dim, int group) {
   int n = 1;
   static_cast<void>(with_decode_mma_shape<256>(head_dim, group, [&]<int D, int GC>() {
     constexpr std::size_t smem = mma_shape<D, GC>::smem_bytes;
-    n = resident_blocks<attend_decode_mma<D, GC, false, false>>(smem, mma_threads, smem);
+    n = resident_blocks<attend_decode_mma<D, GC, false>>(smem, mma_threads, smem);
   }));
   return n;
 }
@@ -516,10 +510,8 @@ int decode_mma_resident(int head_dim, int group) {
 cudaError_t launch_decode_mma(attn_args a, int head_dim, const split_args* s, cudaStream_t stream) {
   const split_args use = split_or_one(s, decode_mma_step);
   cudaError_t err = cudaErrorInvalidValue;
-  const bool copies_first = mma_copies_first_enabled();
-  static_cast<void>(with_decode_mma_shape<256>(head_dim, a.group, [&]<int D, int GC>() {
-    err = copies_first ? launch<D, GC, true>(a, use, stream) : launch<D, GC, false>(a, use, stream);
-  }));
+  static_cast<void>(with_decode_mma_shape<256>(
+      head_dim, a.group, [&]<int D, int GC>() { err = launch<D, GC>(a, use, stream); }));
   return err;
 }
 

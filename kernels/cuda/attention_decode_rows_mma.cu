@@ -18,19 +18,13 @@
 // nothing: H100, session 52's call2, 60.3 / 206.1 / 748.5 us at 16 / 64 /
 // 256 rows of 2,048 positions against 60.6 / 206.0 / 748.4.)
 //
-// The last-warp hand-off (`LastWarp`, MSTAR_ATTN_ROWS_MMA_LAST_WARP=1, off
-// by default until measured): Nsight Compute on an H100 (session 52's
-// call4, 64 rows of 2,048 positions, 8 positions a stage) had the warps
-// spend 7.8 of every 20 cycles at that block barrier. Instead each warp,
-// done with a stage, counts itself out on the stage's counter in shared
-// memory (a release: the fence before the atomic), and the warp whose count
-// completes the stage's use (an acquire: the fence after) issues its
-// refill; the others go on to the next stage, already filled, without
-// waiting. Counters only grow: use u of a stage (u = 1, 2, ...) is complete
-// at warps x u, so nothing resets them between uses or items. A warp may
-// run up to `stages` tiles ahead of the slowest; the full barriers' parity
-// stays right because a stage's next fill waits for every warp's count.
-// Same arithmetic in the same order per warp: the same bits.
+// The last-warp hand-off (session 53: each warp counting itself out of a
+// stage in shared memory, the last one refilling it, in place of the block
+// barrier) lost on an H100 (session 55's call1, 16 / 64 / 256 rows of 2,048
+// positions: the split launches the rule takes 60.5-60.6 / 202.0-202.3 /
+// 749.0-750.5 us against 60.3-60.4 / 201.1-201.4 / 747.1-749.6, one pass at
+// 16 / 64 rows 401-408 / 375-377 against 347-349 / 352-354), and racecheck
+// reported its refills against other warps' ldmatrix reads: taken out.
 //
 // Shared layout and bank conflicts: a row is one position's kv_per_block x
 // head bytes (2 KiB at 8 x D 128), and ldmatrix reads an 8 x 8 matrix as
@@ -149,19 +143,17 @@ __device__ __forceinline__ void load_q(const attn_args& a, int token, int h0, in
   w.l = 0.0F;
 }
 
-// A warp (warp 0, or the stage's last warp under LastWarp) issues
-// positions [t0, t0 + n) (n >= 1) into `stage`: K of position i at stage +
-// i stride, V at stage + (tile + i) stride, one copy of row_bytes each;
-// rows from n copy position t0 + n - 1 again.
+// Warp 0 issues positions [t0, t0 + n) (n >= 1) into `stage`: K of
+// position i at stage + i stride, V at stage + (tile + i) stride, one copy
+// of row_bytes each; rows from n copy position t0 + n - 1 again.
 __device__ __forceinline__ void issue_stage(const attn_args& a, const rm_geom& g,
                                             std::uint32_t row_bytes, int first_page, int kv0,
                                             int t0, int n, std::uint32_t stage, std::uint32_t bar) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int ps = a.arena.page_size;
   const std::uint32_t stride = row_bytes + rm_pad;
-  // The block barrier before this (or the last-warp count, LastWarp)
-  // ordered every warp's reads of the stage before it; the fence carries
-  // that order over to the bulk copies.
+  // The block barrier before this ordered every warp's reads of the stage
+  // before it; the fence carries that order over to the bulk copies.
   fence_proxy_async();
   if (lane == 0)
     mbar_arrive_expect(bar, 2U * static_cast<std::uint32_t>(g.tile) * row_bytes);
@@ -298,43 +290,23 @@ __device__ __forceinline__ void finish_warp(rm_warp<D, GC>& w, int valid, Sink&&
   }
 }
 
-// Whether this warp is the last to finish use `use` (1, 2, ...) of a stage
-// whose counter is `done` (the last-warp hand-off above); warp-uniform.
-__device__ __forceinline__ bool last_out_of_stage(unsigned* done, unsigned use) {
-  __syncwarp();  // every lane's reads of the stage before lane 0's count
-  unsigned last = 0;
-  if (threadIdx.x % 32 == 0) {
-    __threadfence_block();  // release: those reads before the count
-    const unsigned warps = blockDim.x / 32;
-    last = atomicAdd(done, 1U) == warps * use - 1 ? 1U : 0U;
-    __threadfence_block();  // acquire: the other warps' reads before our copies
-  }
-  last = __shfl_sync(0xffffffffU, last, 0);
-  __syncwarp();  // lane 0's acquire before any lane's copy
-  return last != 0;
-}
-
 // Block per (row, block of kv heads, split): with s.acc null one pass over
 // the row, writing a.out; else the split's chunk of the row (chunk_length,
 // s.step == g.tile), writing its partials (nothing for a chunk past the
 // end), and with `Fused` (s.counters set) the item's last block merges the
 // block's kv_per_block x group query heads (fused_merge; an instantiation
-// of its own, so the others keep their registers). `LastWarp`: the stages
-// handed back by counts, not block barriers (above). blockDim.x = 32 x
+// of its own, so the others keep their registers). blockDim.x = 32 x
 // kv_per_block x a.chunks.
-template <int D, int GC, bool Fused, bool LastWarp>
+template <int D, int GC, bool Fused>
 __global__ void __launch_bounds__(rm_max_threads, 2)
     attend_decode_rows_mma(attn_args a, split_args s, rm_geom g) {
   chain_start();
   __shared__ alignas(8) std::uint64_t full[rm_max_stages];
-  __shared__ unsigned done[rm_max_stages];  // LastWarp: warps out of each stage, over all its uses
   extern __shared__ uint4 rm_smem[];
   const int warp = static_cast<int>(threadIdx.x) / 32;
   if (threadIdx.x == 0) {
-    for (int k = 0; k < g.stages; ++k) {
+    for (int k = 0; k < g.stages; ++k)
       mbar_init(smem_addr(&full[k]), 1);
-      done[k] = 0;
-    }
     mbar_init_fence();
   }
   __syncthreads();
@@ -397,18 +369,10 @@ __global__ void __launch_bounds__(rm_max_threads, 2)
       const std::uint32_t k_base = smem_base + k * stage_bytes + head_off;
       consume_stage<D, GC>(k_base, k_base + static_cast<std::uint32_t>(g.tile) * stride, stride,
                            g.tile, begin + j * g.tile, end, st);
-      if constexpr (LastWarp) {
-        const unsigned use = (filled + static_cast<unsigned>(j)) / stages + 1;
-        if (last_out_of_stage(&done[k], use) && j + g.stages < tiles)
-          issue(j + g.stages);
-      } else {
-        __syncthreads();  // every warp is done with stage k before it is refilled
-        if (warp == 0 && j + g.stages < tiles)
-          issue(j + g.stages);
-      }
+      __syncthreads();  // every warp is done with stage k before it is refilled
+      if (warp == 0 && j + g.stages < tiles)
+        issue(j + g.stages);
     }
-    if constexpr (LastWarp)
-      __syncthreads();  // every stage free again before the next item's first fills
     filled += static_cast<unsigned>(tiles);
     // Recomputed rather than kept live over the walk (registers).
     const int token = query_of(a, a.table.rows, w / per_row).token;
@@ -450,12 +414,12 @@ cudaError_t launch_kernel(attn_args a, const decode_rows_shape& shape, const spl
   return launch_status();
 }
 
-template <int D, int GC, bool LastWarp>
+template <int D, int GC>
 cudaError_t launch(const attn_args& a, const decode_rows_shape& shape, const split_args& s,
                    cudaStream_t stream) {
   if (s.counters != nullptr)
-    return launch_kernel<attend_decode_rows_mma<D, GC, true, LastWarp>, GC>(a, shape, s, stream);
-  return launch_kernel<attend_decode_rows_mma<D, GC, false, LastWarp>, GC>(a, shape, s, stream);
+    return launch_kernel<attend_decode_rows_mma<D, GC, true>, GC>(a, shape, s, stream);
+  return launch_kernel<attend_decode_rows_mma<D, GC, false>, GC>(a, shape, s, stream);
 }
 
 }  // namespace
@@ -533,8 +497,8 @@ bool decode_rows_mma_shape_of(int kv_heads, int group, int head_dim, decode_rows
 int decode_rows_mma_resident(int head_dim, int group, const decode_rows_shape& shape) {
   int n = 1;
   static_cast<void>(with_decode_mma_shape<128>(head_dim, group, [&]<int D, int GC>() {
-    n = resident_blocks<attend_decode_rows_mma<D, GC, false, false>>(rm_max_smem, shape.warps * 32,
-                                                                     shape.smem_bytes);
+    n = resident_blocks<attend_decode_rows_mma<D, GC, false>>(rm_max_smem, shape.warps * 32,
+                                                              shape.smem_bytes);
   }));
   return n;
 }
@@ -548,11 +512,8 @@ cudaError_t launch_decode_rows_mma(attn_args a, int head_dim, const split_args* 
   if (use.step != shape.tile)
     return cudaErrorInvalidValue;  // the merge would cut other chunks
   cudaError_t err = cudaErrorInvalidValue;
-  const bool last_warp = rows_mma_last_warp_enabled();
-  static_cast<void>(with_decode_mma_shape<128>(head_dim, a.group, [&]<int D, int GC>() {
-    err = last_warp ? launch<D, GC, true>(a, shape, use, stream)
-                    : launch<D, GC, false>(a, shape, use, stream);
-  }));
+  static_cast<void>(with_decode_mma_shape<128>(
+      head_dim, a.group, [&]<int D, int GC>() { err = launch<D, GC>(a, shape, use, stream); }));
   return err;
 }
 

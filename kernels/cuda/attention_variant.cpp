@@ -16,8 +16,6 @@ std::atomic<attention_walk> walk_override{attention_walk::automatic};
 std::atomic<attention_merge> merge_override{attention_merge::automatic};
 std::atomic<attention_prefill> prefill_override{attention_prefill::automatic};
 std::atomic<int> single_direct_override{-1};
-std::atomic<int> rows_mma_last_warp_override{-1};
-std::atomic<int> mma_copies_first_override{-1};
 
 // An on / off switch: its override where set (0 or 1; -1 unset), else
 // `env`, the environment's choice the caller read once.
@@ -177,16 +175,6 @@ bool single_direct_enabled() {
   return switch_on(single_direct_override, on);
 }
 
-bool rows_mma_last_warp_enabled() {
-  static const bool on = env_choice("MSTAR_ATTN_ROWS_MMA_LAST_WARP", 2) == 1;  // off unless 1
-  return switch_on(rows_mma_last_warp_override, on);
-}
-
-bool mma_copies_first_enabled() {
-  static const bool on = env_choice("MSTAR_ATTN_MMA_COPIES_FIRST", 2) == 1;  // off unless 1
-  return switch_on(mma_copies_first_override, on);
-}
-
 int split_count_override() {
   static const int n = [] {
     const char* e = std::getenv("MSTAR_ATTN_SPLITS");
@@ -234,14 +222,6 @@ attention_variant paged_attention_variant(const paged_attention_params& p, bool 
 
 int set_attention_single_direct(int on) {
   return set_switch(single_direct_override, on);
-}
-
-int set_attention_rows_mma_last_warp(int on) {
-  return set_switch(rows_mma_last_warp_override, on);
-}
-
-int set_attention_mma_copies_first(int on) {
-  return set_switch(mma_copies_first_override, on);
 }
 
 attention_prefill set_attention_prefill(attention_prefill k) {

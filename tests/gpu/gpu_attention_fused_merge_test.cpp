@@ -10,10 +10,7 @@
 // merge runs twice, the second time with the mma walk's rows of one used
 // chunk (1 and 5 positions, the short random ones) written by the split
 // kernel itself (set_attention_single_direct, split_args::single_direct):
-// the same bits as the merge kernel's and the fused merge's. Last, two
-// switches of a walk's kernel that must keep its bits over the same cases
-// (expect_switch_keeps_bits): rows_mma's last-warp hand-off and the mma
-// walk's copies issued before q.
+// the same bits as the merge kernel's and the fused merge's.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -221,78 +218,6 @@ INSTANTIATE_TEST_SUITE_P(
                       cuda::attention_walk::rows_mma, cuda::attention_walk::rows),
     [](const auto& param) { return std::string{cuda::to_string(param.param)}; });
 
-// Runs every case of fused_cases() (and 64 rows of 2,048 positions) that
-// `walk` takes, one pass and split under the block and fused merges, with
-// `set(0)` and then `set(1)` (a process-wide switch of the walk's kernel that
-// must not change its results, e.g. set_attention_rows_mma_last_warp), three
-// launches of the latter each on a re-poisoned output: the same bits. The
-// count of (case, merge, launch) combinations compared.
-int expect_switch_keeps_bits(cuda::attention_walk walk, int (*set)(int)) {
-  auto cases = fused_cases();
-  cases.push_back({"d128 group 4 64 rows", 16, 8, 32, 128, mstar::dtype::bfloat16,
-                   std::vector<row_spec>(64, row_spec{2047, 1}), true});
-  std::uint64_t seed = 1900;
-  int compared = 0;
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.name);
-    const variant_scope walk_only{{walk, cuda::attention_merge::block}};
-    const device_step step(c, ++seed);
-    if (cuda::paged_attention_variant(step.params, false).walk != walk)
-      continue;  // a case this kernel does not take
-    for (const auto merge : {cuda::attention_merge::block, cuda::attention_merge::fused}) {
-      const variant_scope forced{{walk, merge}};
-      for (const bool split : {false, true}) {
-        SCOPED_TRACE(std::string{split ? "split " : "one pass "} + cuda::to_string(merge));
-        auto run = [&](int on) {
-          const int previous = set(on);
-          step.poison(nullptr);
-          const cudaError_t err =
-              split ? step.launch(nullptr) : cuda::paged_attention(step.params, nullptr);
-          static_cast<void>(set(previous));
-          EXPECT_EQ(err, cudaSuccess);
-          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          return step.out.download();
-        };
-        const std::vector<float> off = run(0);
-        for (const float v : off)
-          EXPECT_FALSE(std::isnan(v)) << "the switch off left an output unwritten";
-        for (int launch = 0; launch < 3; ++launch)
-          EXPECT_EQ(bytes_of(run(1)), bytes_of(off)) << "launch " << launch;
-        if (split) {
-          EXPECT_TRUE(step.counters_zero());
-        }
-        ++compared;
-      }
-    }
-  }
-  return compared;
-}
-
-// The rows_mma walk's last-warp hand-off (set_attention_rows_mma_last_warp:
-// each warp counts itself out of a ring stage, the last one refills it)
-// against its block barrier after every stage: the same bits, over the
-// cases rows_mma takes (GQA groups 1 / 4 / 8, D 64 / 128; ragged rows, so
-// ranges end inside a tile; at 64 rows 256 tiles of 8 positions an item,
-// the ring reused ~85 times).
-TEST(gpu_attention_rows_mma, last_warp_hand_off_gives_the_block_barriers_bits) {
-  MSTAR_REQUIRE_GPU();
-  EXPECT_GE(expect_switch_keeps_bits(cuda::attention_walk::rows_mma,
-                                     &cuda::set_attention_rows_mma_last_warp),
-            4 * 6)
-      << "rows_mma took too few of the cases";
-}
-
-// The mma walk's copies issued before q is loaded
-// (set_attention_mma_copies_first) against after: the same bits, over the
-// cases it takes (D 64 / 128 / 256, groups 1 / 4 / 8).
-TEST(gpu_attention_mma, copies_first_gives_the_same_bits) {
-  MSTAR_REQUIRE_GPU();
-  EXPECT_GE(
-      expect_switch_keeps_bits(cuda::attention_walk::mma, &cuda::set_attention_mma_copies_first),
-      4 * 8)
-      << "the mma walk took too few of the cases";
-}
-
 TEST(gpu_attention_fused_merge_host, takes_the_block_merge_where_it_cannot_fuse) {
   // Host only: what a launch would take, no device needed.
   const std::vector<std::int32_t> ids(17, 0);
@@ -343,9 +268,7 @@ TEST(gpu_attention_fused_merge_host, takes_the_block_merge_where_it_cannot_fuse)
 TEST(gpu_attention_fused_merge_host, kernel_switch_overrides_hand_back_the_previous_one) {
   // Host only: 1 on, 0 off, any other non-negative value on, negative the
   // environment's choice (-1), each call returning the override it replaced.
-  for (int (*set)(int) :
-       {&cuda::set_attention_rows_mma_last_warp, &cuda::set_attention_mma_copies_first,
-        &cuda::set_attention_single_direct}) {
+  for (int (*set)(int) : {&cuda::set_attention_single_direct}) {
     const int previous = set(1);
     EXPECT_EQ(set(0), 1);
     EXPECT_EQ(set(5), 0);

@@ -45,19 +45,6 @@ inline constexpr int max_split_override = 128;
 /// `block` instead (fused_merge_takes).
 [[nodiscard]] attention_merge merge_for(attention_walk walk);
 
-/// Whether the rows_mma walk's warps hand each ring stage back through a
-/// count in shared memory, the stage's last warp refilling it
-/// (attention_decode_rows_mma.cu), rather than at a block barrier after
-/// every stage: set_attention_rows_mma_last_warp's override, else on where
-/// MSTAR_ATTN_ROWS_MMA_LAST_WARP=1 (read once). Off by default.
-[[nodiscard]] bool rows_mma_last_warp_enabled();
-
-/// Whether the mma walk issues an item's page-id reads and first copies
-/// before loading q (attention_decode_mma.cu): set_attention_mma_copies_first's
-/// override, else on where MSTAR_ATTN_MMA_COPIES_FIRST=1 (read once). Off
-/// by default.
-[[nodiscard]] bool mma_copies_first_enabled();
-
 /// Whether attention_merge::fused takes split launch `p` of `walk`: the
 /// `mma`, `rows_mma` and `registers` walks, steps of at most split_counters
 /// (attend_split.cuh) tokens x query heads. Host sizes only.
