@@ -5,7 +5,7 @@
 # bits); compute-sanitizer racecheck and memcheck over the mma and rows_mma walks' decode tests
 # (each bounded; exit 9 is a report); decode attention at 1 / 4 / 16 / 64 / 256 rows of 2,048
 # positions and one row of 160; the 0.56B at batch 1, two runs (an H200's figure if this is
-# one). Pack: `rm -rf .carry && PACK_XZ=1 scripts/pack-device.sh mstar_gpu_tests
+# one); Nsight Compute over the mma walk's split launch at 4 rows. Pack: `rm -rf .carry && PACK_XZ=1 scripts/pack-device.sh mstar_gpu_tests
 # mstar-gpu-bench mstar-bench-model-gpu && cp bench/device_calls.sh
 # bench/results/session55-calls/{common.sh,call3.sh} .carry/ && rm -rf .carry/bin .carry/lib`;
 # run `CALL_LIMIT=300 bash .carry/call3.sh` carrying `.carry`.
@@ -34,4 +34,8 @@ for l in open(sys.argv[1]):
 PY
 checkpoint nh056 nemotron_h-0.56b
 nh056_rounds 2 "defaults" 1
+# Nsight Compute over the mma walk's split launch at 4 rows (FlashInfer's lead is largest
+# there: 17.1 us against 20.0 in call2), copies first now, against session 52's call4 (1.22
+# TB/s, L1TEX scoreboard the top stall): launches 5-6 are the split case's.
+ncu_attention ncu-mma4 attend_decode_mma 4 2 "--rows 4 --prefill-rows 1" MSTAR_NONE=0
 finish call3
