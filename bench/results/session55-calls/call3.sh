@@ -5,18 +5,18 @@
 # bits); compute-sanitizer racecheck and memcheck over the mma and rows_mma walks' decode tests
 # (each bounded; exit 9 is a report); decode attention at 1 / 4 / 16 / 64 / 256 rows of 2,048
 # positions and one row of 160; the 0.56B at batch 1, two runs (an H200's figure if this is
-# one); Nsight Compute over the mma walk's split launch at 4 rows. Pack: `rm -rf .carry && PACK_XZ=1 scripts/pack-device.sh mstar_gpu_tests
-# mstar-gpu-bench mstar-bench-model-gpu && cp bench/device_calls.sh
-# bench/results/session55-calls/{common.sh,call3.sh} .carry/ && rm -rf .carry/bin .carry/lib`;
-# run `CALL_LIMIT=300 bash .carry/call3.sh` carrying `.carry`.
+# one); Nsight Compute over the mma walk's split launch at 4 rows. Pack: `rm -rf .carry &&
+# PACK_XZ=1 scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu &&
+# cp bench/device_calls.sh bench/results/session55-calls/{common.sh,call3.sh} .carry/ &&
+# rm -rf .carry/bin .carry/lib`; run `CALL_LIMIT=260 bash .carry/call3.sh` carrying `.carry`.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
-gpu_tests '*gpu_attention*' 150
+gpu_tests '*gpu_attention*' 120
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 for tool in racecheck memcheck; do
-  (($(left) > 120)) || break
-  timeout 60 "$cs" --tool $tool --error-exitcode 9 "$bin/mstar_gpu_tests" \
+  (($(left) > 90)) || break
+  timeout 50 "$cs" --tool $tool --error-exitcode 9 "$bin/mstar_gpu_tests" \
     --gtest_filter='every_walk/gpu_attention_walk.decode_matches_the_cpu/mma:every_walk/gpu_attention_walk.decode_matches_the_cpu/rows_mma' \
     >"$w/$tool.log" 2>&1
   echo "$tool exit $? ($((SECONDS - t0)) s)"
