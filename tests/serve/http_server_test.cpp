@@ -5,6 +5,9 @@
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/write.hpp>
 #include <future>
+#include <list>
+#include <mutex>
+#include <thread>
 
 #include "tests/serve/serve_support.hpp"
 
@@ -341,6 +344,91 @@ TEST(http_server, stops_gracefully_letting_an_in_flight_stream_finish) {
   beast::error_code ec;
   sock.connect(tcp::endpoint{net::ip::address_v4::loopback(), port}, ec);
   EXPECT_TRUE(ec) << "the listener is closed";
+}
+
+// An engine that answers each request at once, on a thread of its own, with
+// one token and its end, and keeps the request's callback (and with it the
+// connection's session) until release(), which drops them on a thread of
+// its own: a deployment's router that lets a finished request go late.
+class late_release_port final : public serve::engine_port {
+ public:
+  ~late_release_port() override {
+    for (auto& t : threads_)
+      t.join();
+  }
+
+  void submit(engine::request_spec spec,
+              std::function<void(const engine::delta&)> on_delta) override {
+    const std::lock_guard lock{mutex_};
+    held_.push_back(std::move(on_delta));
+    threads_.emplace_back([id = spec.id, prompt = spec.prompt.size(), cb = &held_.back()] {
+      engine::delta d;
+      d.id = id;
+      d.tokens = {1};
+      d.text = "x";
+      d.finished = engine::finish_reason::length;
+      d.counts.prompt_tokens = static_cast<std::int64_t>(prompt);
+      d.counts.completion_tokens = 1;
+      (*cb)(d);
+    });
+  }
+  void cancel(const engine::request_id& /*id*/) override {}
+  std::optional<serve::engine_gauges> gauges() override { return serve::engine_gauges{}; }
+
+  // Drops every callback held, on a new thread; returns when it has.
+  void release() {
+    std::list<std::function<void(const engine::delta&)>> out;
+    {
+      const std::lock_guard lock{mutex_};
+      for (auto& t : threads_)
+        t.join();
+      threads_.clear();
+      out.swap(held_);
+    }
+    std::thread{[out = std::move(out)]() mutable { out.clear(); }}.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::list<std::function<void(const engine::delta&)>> held_;
+  std::vector<std::thread> threads_;
+};
+
+// stop() returns only once every session is gone, destructor included: here
+// the last reference to a finished request's session is the engine's
+// callback, dropped on another thread after stop() began (CI's
+// AddressSanitizer report in launcher.pd_processes.pd-images came from a
+// session destroyed there after stop() had destroyed the io_context).
+TEST(http_server, stop_waits_for_sessions_an_engine_lets_go_late) {
+  auto model = models::load_causal_lm(model_dir("nemotron_h_tiny_hybrid"));
+  ASSERT_TRUE(model.has_value()) << model.error().message();
+  serve::served_model m;
+  m.name = "late";
+  m.vocab_size = (*model)->vocab_size();
+  m.tok = (*model)->tok();
+  m.max_context = 256;
+  late_release_port engine;
+  auto svc = std::make_shared<serve::service>(&engine, m, serve::chat_renderer{},
+                                              serve::service_options{});
+  serve::server_options options{.host = "127.0.0.1",
+                                .port = 0,
+                                .threads = 2,
+                                .shutdown_grace = std::chrono::seconds(5),
+                                .log_requests = false};
+  auto server = serve::http_server::start(svc, options);
+  ASSERT_TRUE(server.has_value()) << server.error().message();
+  {
+    client c{(*server)->port()};
+    const auto r = c.post("/v1/completions", {{"prompt", {1, 2}}, {"max_tokens", 1}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+  }  // the client hangs up: only the engine's callback holds the session now
+  auto stopped = std::async(std::launch::async, [&] { (*server)->stop(); });
+  EXPECT_EQ(stopped.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "stop() returned while an engine still held a session";
+  engine.release();
+  EXPECT_EQ(stopped.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  stopped.get();
+  server->reset();
 }
 
 }  // namespace
