@@ -67,9 +67,8 @@ recurrent_state_pool::slot_state* recurrent_state_pool::take_slot(const request_
     return nullptr;
   const std::int32_t index = free_.back();
   free_.pop_back();
-  const auto [it, inserted] = labels.emplace(label, slot_state{index, false, 0, 0});
   taken.push_back({rid, label, index});
-  return &it->second;
+  return &labels.emplace(label, slot_state{index, false, 0, 0}).first->second;
 }
 
 admit_outcome recurrent_state_pool::reserve(const recurrent_step& step, const step_context& ctx,
@@ -78,10 +77,10 @@ admit_outcome recurrent_state_pool::reserve(const recurrent_step& step, const st
   for (const segment& seg : step.segments) {
     if (seg.span <= 0 || ctx.is_padding_row(seg.rid))
       continue;
-    slot_state* taken_slot = take_slot(seg.rid, seg.label, taken);
-    if (taken_slot == nullptr)
+    slot_state* const found = take_slot(seg.rid, seg.label, taken);
+    if (found == nullptr)
       return full(seg.rid, seg.label);
-    slot_state& slot = *taken_slot;
+    slot_state& slot = *found;
     if (slot.exported || slot.importing)
       return frozen(seg.rid, seg.label, slot);
     // Two rows scattering into one slot would be nondeterministic.
