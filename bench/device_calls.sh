@@ -88,6 +88,12 @@ if ! declare -F envs_of >/dev/null; then
       nofold) echo "MSTAR_SSD_NORM_FOLD=0" ;;     # the gated norm outside the SSD update
       nofoldgated0) echo "MSTAR_SSD_NORM_FOLD=0 MSTAR_GATED_FOLD=0" ;;
       qnoside) echo "MSTAR_SIDE_DOWNLOAD=0" ;;
+      # Session 56's bounded L2 prefetch by the GEMV itself (MSTAR_GEMV_PREFETCH_GROUPS: the
+      # load groups past its first that a chained GEMV asks L2 for before its wait, under wave):
+      pf1) echo "MSTAR_GEMV_PREFETCH_GROUPS=1" ;;
+      pf2) echo "MSTAR_GEMV_PREFETCH_GROUPS=2" ;;
+      pf4) echo "MSTAR_GEMV_PREFETCH_GROUPS=4" ;;
+      pf8) echo "MSTAR_GEMV_PREFETCH_GROUPS=8" ;;
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }

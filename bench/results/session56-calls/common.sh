@@ -1,0 +1,6 @@
+# shellcheck shell=bash
+# Sourced by session 56's call scripts (run from .carry/ on the device, this file beside
+# them): bench/device_calls.sh (copied beside this file), which holds the A/B modes'
+# switches (`envs_of`), unpacks the binaries, sources bench/device_env.sh and defines
+# `left`, `ab_runs`, `nh056_rounds`, `fastest_modes`, `timeline_of` and `finish`.
+source "$(dirname "${BASH_SOURCE[0]}")/device_calls.sh"
