@@ -429,8 +429,7 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
     // that many load groups, a line (8 pieces) by one lane of eight.
     if ((a.prefetch & prefetch_rows) != 0) {
       const int groups = a.prefetch >> prefetch_depth_shift;
-      const int end =
-          groups == 0 ? pieces : min(pieces, first + stride * unroll * (1 + groups));
+      const int end = groups == 0 ? pieces : min(pieces, first + stride * unroll * (1 + groups));
       const bool by_line = groups != 0;
       if (!by_line || lane % 8 == 0) {
         for (int p = first + stride * unroll; p < end; p += stride) {
