@@ -203,6 +203,21 @@ gpu_tests() {  # FILTER SECONDS
   grep -c "^\[       OK" "$w/tests.log"
 }
 
+# compute-sanitizer racecheck, then memcheck, over mstar_gpu_tests' tests matching FILTER,
+# each bounded to 50 s and skipped with less than MIN_LEFT s of the call left; exit 9 is a
+# report. Logs in $w/racecheck.log and $w/memcheck.log, their summary lines printed.
+sanitize_tests() {  # FILTER MIN_LEFT
+  local cs tool
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  for tool in racecheck memcheck; do
+    (($(left) > $2)) || break
+    timeout 50 "$cs" --tool $tool --error-exitcode 9 "$bin/mstar_gpu_tests" --gtest_filter="$1" \
+      >"$w/$tool.log" 2>&1
+    echo "$tool exit $? ($((SECONDS - t0)) s)"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^\[  PASSED|^\[  FAILED|^\[       OK" "$w/$tool.log" | head -6
+  done
+}
+
 # mstar-gpu-bench --suite gemv's results in JSONL, a line a case (whose name holds
 # PATTERN, if given), tagged TAG.
 gemv_lines() {  # JSONL TAG [PATTERN]

@@ -13,15 +13,7 @@ set -uo pipefail
 source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
 gpu_tests '*gpu_attention*' 120
-cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-for tool in racecheck memcheck; do
-  (($(left) > 90)) || break
-  timeout 50 "$cs" --tool $tool --error-exitcode 9 "$bin/mstar_gpu_tests" \
-    --gtest_filter='every_walk/gpu_attention_walk.decode_matches_the_cpu/mma:every_walk/gpu_attention_walk.decode_matches_the_cpu/rows_mma' \
-    >"$w/$tool.log" 2>&1
-  echo "$tool exit $? ($((SECONDS - t0)) s)"
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^\[  PASSED|^\[  FAILED|^\[       OK" "$w/$tool.log" | head -6
-done
+sanitize_tests 'every_walk/gpu_attention_walk.decode_matches_the_cpu/mma:every_walk/gpu_attention_walk.decode_matches_the_cpu/rows_mma' 90
 export ATTN_SHAPES="--rows 1 4 16 64 256 --prefill-rows 1 --rounds 5"
 attn_setting defaults MSTAR_NONE=0
 ATTN_SHAPES="--rows 1 --context 160 --prefill-rows 1 --rounds 9" attn_setting ctx160 MSTAR_NONE=0

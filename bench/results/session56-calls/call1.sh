@@ -31,15 +31,7 @@ timeout 60 "$bin/mstar-gpu-bench" --suite gemv --gemv-cold --gemv-variants -1 --
 echo "gemv exit $? ($((SECONDS - t0)) s)"
 gemv_lines "$w/gemv-cold.jsonl" cold
 gpu_tests '*gpu_attention*' 100
-cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-for tool in racecheck memcheck; do
-  (($(left) > 120)) || break
-  timeout 50 "$cs" --tool $tool --error-exitcode 9 "$bin/mstar_gpu_tests" \
-    --gtest_filter='every_walk/gpu_attention_walk.decode_matches_the_cpu/mma:every_walk/gpu_attention_walk.decode_matches_the_cpu/rows_mma' \
-    >"$w/$tool.log" 2>&1
-  echo "$tool exit $? ($((SECONDS - t0)) s)"
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^\[  PASSED|^\[  FAILED|^\[       OK" "$w/$tool.log" | head -6
-done
+sanitize_tests 'every_walk/gpu_attention_walk.decode_matches_the_cpu/mma:every_walk/gpu_attention_walk.decode_matches_the_cpu/rows_mma' 120
 export ATTN_SHAPES="--rows 1 4 16 64 256 --prefill-rows 1 --rounds 5"
 (($(left) > 90)) && attn_setting defaults MSTAR_NONE=0
 (($(left) > 60)) && ATTN_SHAPES="--rows 1 --context 160 --prefill-rows 1 --rounds 9" attn_setting ctx160 MSTAR_NONE=0
