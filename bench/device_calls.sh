@@ -94,6 +94,11 @@ if ! declare -F envs_of >/dev/null; then
       pf2) echo "MSTAR_GEMV_PREFETCH_GROUPS=2" ;;
       pf4) echo "MSTAR_GEMV_PREFETCH_GROUPS=4" ;;
       pf8) echo "MSTAR_GEMV_PREFETCH_GROUPS=8" ;;
+      # Session 56: the LM head's GEMV entry where it draws the argmax (MSTAR_GEMV_HEAD_VARIANT;
+      # entries 0-5 the same bits): fewer, larger blocks each norm the row and join the argmax once.
+      head1) echo "MSTAR_GEMV_HEAD_VARIANT=1" ;;  # two features a warp, four pieces: half the blocks
+      head3) echo "MSTAR_GEMV_HEAD_VARIANT=3" ;;  # four features a warp, four pieces: a quarter
+      head4) echo "MSTAR_GEMV_HEAD_VARIANT=4" ;;  # four features a warp, two pieces
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }
