@@ -62,10 +62,6 @@ constexpr int rms_sum_threads = 256;
 
 enum : std::uint8_t { accumulate_none = 0, accumulate_late = 1, accumulate_early = 2 };
 enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2 };
-// gemv_args::prefetch's bits from here: the load groups past the first that
-// prefetch_rows asks of L2 (0: all of the rows).
-constexpr int prefetch_depth_shift = 2;
-constexpr int prefetch_depth_max = 0xff >> prefetch_depth_shift;
 enum : std::uint8_t { release_start = 0, release_late = 1, release_last = 2 };
 
 struct gemv_args {
@@ -87,8 +83,7 @@ struct gemv_args {
   // a second flag: the struct stays at 128 bytes (see gemv_bf16_kernel).
   std::uint8_t accumulate;
   // Chained, what is asked of L2 before the wait (bits): prefetch_rows the
-  // weight pieces past the first load (all of them, or the load groups in
-  // the bits from prefetch_depth_shift), prefetch_norm the norm forms' norm
+  // weight pieces past the first load, prefetch_norm the norm forms' norm
   // weight (a line a thread, 32 floats; where its stride is 1).
   std::uint8_t prefetch;
   // Chained: when the next kernel is released (release_start, release_late:
@@ -424,19 +419,12 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
     chain_wait();
   if (active) {
     load(first);
-    // `prefetch` mode: the rest of the rows' pieces asked of L2 too; with a
-    // depth (prefetch_depth_of: MSTAR_GEMV_PREFETCH_GROUPS), only the next
-    // that many load groups, a line (8 pieces) by one lane of eight.
+    // `prefetch` mode: the rest of the rows' pieces asked of L2 too.
     if ((a.prefetch & prefetch_rows) != 0) {
-      const int groups = a.prefetch >> prefetch_depth_shift;
-      const int end = groups == 0 ? pieces : min(pieces, first + stride * unroll * (1 + groups));
-      const bool by_line = groups != 0;
-      if (!by_line || lane % 8 == 0) {
-        for (int p = first + stride * unroll; p < end; p += stride) {
+      for (int p = first + stride * unroll; p < pieces; p += stride) {
 #pragma unroll
-          for (int r = 0; r < rows_per_warp; ++r)
-            prefetch_l2(wrow[r] + p);
-        }
+        for (int r = 0; r < rows_per_warp; ++r)
+          prefetch_l2(wrow[r] + p);
       }
     }
   }
@@ -741,7 +729,12 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // loads 0.483 / prefetch 0.565 / plain launches 0.504; the 8B shape 4.784 / 4.896 / 5.588 / 4.935;
 // Qwen3.5 0.5B 0.752 / 0.755 / 0.764 / 0.802. Released early, the next
 // GEMV's waiting blocks hold SM slots while this one still streams;
-// prefetched rows are evicted before they are used.
+// prefetched rows are evicted before they are used. Bounded (session 56,
+// MSTAR_GEMV_PREFETCH_GROUPS, removed: under `wave`, the next 2 or 4 load
+// groups of its rows asked of L2 before the wait, a line by one lane of
+// eight) it lost too: the 0.56B at batch 1 on an H100 528.4 / 529.4 us (2
+// groups) and 537.9 / 540.1 (4) a step against 470.7 / 472.6, the same
+// tokens (bench/results/session56-calls/, call1; commit 0136408).
 // `last` (MSTAR_GEMV_CHAIN=last, session 48) releases it once each block's
 // last weight pieces are asked for, so the next kernel's blocks start (and
 // load their static weights) under this one's last dots and its tail: on
@@ -794,23 +787,6 @@ bool gemv_norm_prefetch() {
   return on;
 }
 
-// MSTAR_GEMV_PREFETCH_GROUPS=N (read once; A/B runs, off by default):
-// under `wave` a chained GEMV with static weights also asks L2, before its
-// wait, for the N load groups (each `unroll` pieces of its rows a lane)
-// after the first one it loads, one prefetch a 128-byte line, so that its
-// loads after the wait find them there. `prefetch` mode asked for all of
-// the rows and lost (above); N bounds what the blocks that start under the
-// kernel before (a one-wave launch's, or any's in its tail) ask for. A hint:
-// the same bits either way.
-int gemv_prefetch_groups() {
-  static const int groups = [] {
-    const char* e = std::getenv("MSTAR_GEMV_PREFETCH_GROUPS");
-    const int n = e != nullptr ? std::atoi(e) : 0;
-    return n < 0 ? 0 : (n > prefetch_depth_max ? prefetch_depth_max : n);
-  }();
-  return groups;
-}
-
 // The blocks of `Kernel` at `threads` threads and `smem` bytes resident at
 // once on the device (the occupancy calculator, cached per shape, times
 // the SMs): `wave`'s wave.
@@ -844,10 +820,8 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
   gemv_args chained = a;
   // Plain launches: neither flag (chain_release is then a no-op anyway).
   const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
-  const int depth = mode == chain_mode::wave ? gemv_prefetch_groups() : 0;
-  chained.prefetch = static_cast<std::uint8_t>(
-      (mode == chain_mode::prefetch || depth > 0 ? prefetch_rows : 0) |
-      (gemv_norm_prefetch() ? prefetch_norm : 0) | (depth << prefetch_depth_shift));
+  chained.prefetch = static_cast<std::uint8_t>((mode == chain_mode::prefetch ? prefetch_rows : 0) |
+                                               (gemv_norm_prefetch() ? prefetch_norm : 0));
   constexpr auto kernel = kernel_of<P, V, S>;
   const std::int64_t blocks = S.blocks(a.n);
   chained.release = mode == chain_mode::late   ? release_late

@@ -285,22 +285,10 @@ struct gemm_input {
   return true;
 }
 
-// The GEMV entry (kernels/cuda/gemv_shape.hpp's table) the LM head with the
-// argmax fold takes: `MSTAR_GEMV_HEAD_VARIANT` (read once; A/B runs), else
-// -1, the rule's. Entries 0-5 give the head the same bits; fewer, larger
-// blocks (entries 1, 3, 4) each norm the row and join the argmax once for
-// more of the vocabulary.
-[[nodiscard]] inline int head_gemv_variant() {
-  static const int v = [] {
-    const char* e = std::getenv("MSTAR_GEMV_HEAD_VARIANT");
-    if (e == nullptr || *e == '\0')
-      return -1;
-    const int n = std::atoi(e);
-    return n >= 0 && n < kc::gemv_variants ? n : -1;
-  }();
-  return v;
-}
-
+// (The head on other GEMV entries, the same bits, session 56's
+// MSTAR_GEMV_HEAD_VARIANT, removed: on an H100 the 0.56B's batch-1 step took
+// 470.3 / 471.7 us on entry 1 and 477.3 / 477.6 on entry 3 against the
+// rule's entry 5 at 470.7 / 472.6; bench/results/session56-calls/, call1.)
 // `out_rows[1, N] = rms_norm(in.norm_of) W^T` and its greedy draw into
 // `draws[0]` (the argmax fold; bf16 weights, one row): a batch-1 greedy
 // step's LM head with no argmax launch after it. `state`:
@@ -312,7 +300,6 @@ struct gemm_input {
   if (!one_row_rms_params(in, w, out_rows, p))
     return cudaErrorInvalidValue;
   p.argmax = kc::argmax_fold{draws, state.as<kc::argmax_fold_state>()};
-  p.gemv_variant = head_gemv_variant();
   return kc::rms_norm_linear_bf16(p, stream);
 }
 
