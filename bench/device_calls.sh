@@ -100,6 +100,7 @@ if ! declare -F envs_of >/dev/null; then
       head1) echo "MSTAR_GEMV_HEAD_VARIANT=1" ;;  # two features a warp, four pieces: half the blocks
       head3) echo "MSTAR_GEMV_HEAD_VARIANT=3" ;;  # four features a warp, four pieces: a quarter
       head4) echo "MSTAR_GEMV_HEAD_VARIANT=4" ;;  # four features a warp, two pieces
+      stages2) echo "MSTAR_ATTN_MMA_STAGES=2" ;;  # session 56: the mma walk on two stages (3 blocks an SM at D 128)
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }

@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/cuda/internal/attend_decode_mma.cuh"
 #include "kernels/cuda/internal/attend_merge_math.cuh"
@@ -65,10 +66,16 @@ __device__ __forceinline__ void mma_fused_merge(const attn_args& a, const split_
 // stages (K then V, `stride` bf16 a row) and its P^T tile ([n tile][16
 // positions][8 columns] bf16); after the walk the merge scratch overlays
 // them.
-template <int D, int GC>
+// The stages a warp walks with by default; MSTAR_ATTN_MMA_STAGES=2
+// (mma_stages_of) takes two at D 64 / 128 too.
+template <int D>
+inline constexpr int default_mma_stages = D == 256 ? 2 : 3;
+
+template <int D, int GC, int St = default_mma_stages<D>>
 struct mma_shape {
   static_assert(GC == 4 || GC == 8);
-  static constexpr int stages = D == 256 ? 2 : 3;
+  static_assert(St >= 2);
+  static constexpr int stages = St;
   static constexpr int stride = D + 8;  // bf16 elements per shared row
   static constexpr int nt = GC / 4;     // n tiles: the GC heads' high and low parts
   static constexpr int kc = D / 16;     // k steps of S^T, m tiles of O^T
@@ -80,8 +87,9 @@ struct mma_shape {
   static constexpr int per_lane = pieces / 2;
   static constexpr std::size_t smem_bytes =
       static_cast<std::size_t>(mma_warps) * warp_elems * sizeof(std::uint16_t);
-  // Blocks an SM the shared memory allows (228 KiB, 1 KiB reserved a block).
-  static constexpr int min_blocks = D == 64 ? 4 : (D == 128 ? 2 : 1);
+  // Blocks an SM the shared memory allows (228 KiB, 1 KiB reserved a block);
+  // two stages at D 128: three (70.6 KiB a block; 162 registers allow three).
+  static constexpr int min_blocks = D == 64 ? 4 : (D == 128 ? (St == 2 ? 3 : 2) : 1);
   static_assert(min_blocks * (smem_bytes + 1024) <= 228 * 1024);
 };
 
@@ -269,11 +277,11 @@ __device__ __forceinline__ void consume_tile(const std::uint16_t* stage, std::ui
 // warp's shared memory. `copies_out()` runs once the first tiles' copies
 // are issued, before the first wait (the kernel loads q there). Ends with
 // none of the warp's copies in flight.
-template <int D, int GC, class AfterIssue>
+template <int D, int GC, int St, class AfterIssue>
 __device__ __forceinline__ void walk_mma(const attn_args& a, std::uint16_t* wsm, int first_page,
                                          int kvh, int begin, int end, warp_state<D, GC>& w,
                                          AfterIssue&& copies_out) {
-  using S = mma_shape<D, GC>;
+  using S = mma_shape<D, GC, St>;
   constexpr int st = S::stages;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -412,11 +420,11 @@ __device__ __forceinline__ void merge_warp_states(std::uint16_t* smem, int valid
 // way; on an H100 (session 55's call1, 2,048 positions) the split launch
 // at 1 / 4 rows took 11.44 / 19.97 us against 11.70-11.83 / 20.45, one row
 // of 160 positions 6.83-6.91 against 7.12-7.14.
-template <int D, int GC, bool Fused>
-__global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
+template <int D, int GC, bool Fused, int St>
+__global__ void __launch_bounds__(mma_threads, mma_shape<D, GC, St>::min_blocks)
     attend_decode_mma(attn_args a, split_args s) {
   chain_start();
-  using S = mma_shape<D, GC>;
+  using S = mma_shape<D, GC, St>;
   static_assert(sizeof(merge_scratch<D, GC>) <= S::smem_bytes);
   extern __shared__ uint4 mma_smem[];
   auto* smem = reinterpret_cast<std::uint16_t*>(mma_smem);
@@ -449,7 +457,7 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
     const int h0 = kvh * a.group + head_chunk * GC;
     const int valid = min(GC, a.group - head_chunk * GC);
     warp_state<D, GC> st;
-    walk_mma<D, GC>(a, wsm, qa.first_page, kvh, begin, end, st,
+    walk_mma<D, GC, St>(a, wsm, qa.first_page, kvh, begin, end, st,
                     [&] { load_q_frags<D, GC>(a, qa.token, h0, valid, st); });
     if (split && written_directly(qa.positions, s)) {
       // The row's one chunk: its output as the merge kernel would write it.
@@ -477,10 +485,10 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC>::min_blocks)
   }
 }
 
-// `Kernel` (an instantiation of attend_decode_mma<D, GC, ...>) over the step.
-template <auto Kernel, int D, int GC>
+// `Kernel` (an instantiation of attend_decode_mma<D, GC, ..., St>) over the step.
+template <auto Kernel, int D, int GC, int St>
 cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream) {
-  using S = mma_shape<D, GC>;
+  using S = mma_shape<D, GC, St>;
   if (const cudaError_t err = raise_smem_limit<Kernel>(S::smem_bytes); err != cudaSuccess)
     return err;
   a.chunks = ceil_div(a.group, GC);
@@ -489,11 +497,39 @@ cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream)
   return launch_status();
 }
 
+// MSTAR_ATTN_MMA_STAGES (read once; A/B runs, off by default): 2 walks
+// D 64 / 128 with two stages a warp (one tile in flight while one is
+// consumed) rather than three, so that three blocks of D 128 fit an SM
+// rather than two: Nsight Compute over the 4-row split launch (H100,
+// session 56's call1) found 8 warps an SM, 0.19 of them eligible a cycle,
+// 1.25 TB/s. The same bits (a warp's tiles and sums are the same; only the
+// copies run less far ahead); the split rule sees the blocks resident.
+bool two_stages() {
+  static const bool on = [] {
+    const char* e = std::getenv("MSTAR_ATTN_MMA_STAGES");
+    return e != nullptr && e[0] == '2' && e[1] == '\0';
+  }();
+  return on;
+}
+
+// Calls fn.template operator()<St>() with the stages the walk takes at D.
+template <int D, class Fn>
+void with_stages(Fn&& fn) {
+  if (D != 256 && two_stages())
+    fn.template operator()<2>();
+  else
+    fn.template operator()<default_mma_stages<D>>();
+}
+
 template <int D, int GC>
 cudaError_t launch(const attn_args& a, const split_args& s, cudaStream_t stream) {
-  if (s.counters != nullptr)
-    return launch_kernel<attend_decode_mma<D, GC, true>, D, GC>(a, s, stream);
-  return launch_kernel<attend_decode_mma<D, GC, false>, D, GC>(a, s, stream);
+  cudaError_t err = cudaErrorInvalidValue;
+  with_stages<D>([&]<int St>() {
+    err = s.counters != nullptr
+              ? launch_kernel<attend_decode_mma<D, GC, true, St>, D, GC, St>(a, s, stream)
+              : launch_kernel<attend_decode_mma<D, GC, false, St>, D, GC, St>(a, s, stream);
+  });
+  return err;
 }
 
 }  // namespace
@@ -501,8 +537,10 @@ cudaError_t launch(const attn_args& a, const split_args& s, cudaStream_t stream)
 int decode_mma_resident(int head_dim, int group) {
   int n = 1;
   static_cast<void>(with_decode_mma_shape<256>(head_dim, group, [&]<int D, int GC>() {
-    constexpr std::size_t smem = mma_shape<D, GC>::smem_bytes;
-    n = resident_blocks<attend_decode_mma<D, GC, false>>(smem, mma_threads, smem);
+    with_stages<D>([&]<int St>() {
+      constexpr std::size_t smem = mma_shape<D, GC, St>::smem_bytes;
+      n = resident_blocks<attend_decode_mma<D, GC, false, St>>(smem, mma_threads, smem);
+    });
   }));
   return n;
 }

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Session 56's third device call: the mma decode walk on two stages a warp
+# (MSTAR_ATTN_MMA_STAGES=2: three blocks an SM at D 128 rather than two, after call1's Nsight
+# Compute found 8 warps an SM, 0.19 eligible) against the defaults. Decode attention at 1 / 4 /
+# 8 rows of 2,048 positions and one row of 160, both settings alternated twice; the 0.56B at
+# batch 1 both ways (the same digest is the same bits); the mma walk's attention tests with the
+# switch on; racecheck over its decode test with the switch on. Pack: as call1 (`rm -rf .carry
+# && PACK_XZ=1 scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu &&
+# cp bench/device_calls.sh bench/results/session56-calls/{common.sh,call3.sh} .carry/ && rm -rf
+# .carry/bin .carry/lib`); run `CALL_LIMIT=230 bash .carry/call3.sh` carrying `.carry`.
+set -uo pipefail
+source "$(dirname "$0")/common.sh"
+nvidia-smi --query-gpu=name --format=csv,noheader
+for rep in 1 2; do
+  ATTN_SHAPES="--rows 1 4 8 --prefill-rows 1 --rounds 5" attn_setting "defaults$rep" MSTAR_NONE=0
+  ATTN_SHAPES="--rows 1 4 8 --prefill-rows 1 --rounds 5" attn_setting "stages2-$rep" MSTAR_ATTN_MMA_STAGES=2
+  ATTN_SHAPES="--rows 1 --context 160 --prefill-rows 1 --rounds 9" attn_setting "ctx160-defaults$rep" MSTAR_NONE=0
+  ATTN_SHAPES="--rows 1 --context 160 --prefill-rows 1 --rounds 9" attn_setting "ctx160-stages2-$rep" MSTAR_ATTN_MMA_STAGES=2
+done
+python3 - "$w/attn.jsonl" <<'PY' | tee "$w/attn-table.txt"
+import collections, json, sys
+t = collections.defaultdict(dict)
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if "decode" in d.get("case", ""):
+        t[d["case"] + (" ctx160" if d["setting"].startswith("ctx160") else "")][d["setting"]] = d["us_per_call"]
+for case, s in t.items():
+    print(f"{case:36} " + "  ".join(f"{k} {v:7.2f}" for k, v in sorted(s.items())))
+PY
+checkpoint nh056 nemotron_h-0.56b
+nh056_rounds 1 "defaults stages2" 1
+MSTAR_ATTN_MMA_STAGES=2 gpu_tests 'every_walk/gpu_attention_walk.*/mma:every_walk_and_merge/gpu_attention_split_variant.*/mma_*:every_split_walk/gpu_attention_fused_merge.*/mma' 90
+MSTAR_ATTN_MMA_STAGES=2 sanitize_tests 'every_walk/gpu_attention_walk.decode_matches_the_cpu/mma' 40
+finish call3
