@@ -458,7 +458,7 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC, St>::min_blocks)
     const int valid = min(GC, a.group - head_chunk * GC);
     warp_state<D, GC> st;
     walk_mma<D, GC, St>(a, wsm, qa.first_page, kvh, begin, end, st,
-                    [&] { load_q_frags<D, GC>(a, qa.token, h0, valid, st); });
+                        [&] { load_q_frags<D, GC>(a, qa.token, h0, valid, st); });
     if (split && written_directly(qa.positions, s)) {
       // The row's one chunk: its output as the merge kernel would write it.
       merge_warp_states<D, GC>(smem, valid, st, [&](int h, int d, float o, float sum, float) {
