@@ -2,12 +2,13 @@
 # Session 56's third device call: the mma decode walk on two stages a warp
 # (MSTAR_ATTN_MMA_STAGES=2: three blocks an SM at D 128 rather than two, after call1's Nsight
 # Compute found 8 warps an SM, 0.19 eligible) against the defaults. Decode attention at 1 / 4 /
-# 8 rows of 2,048 positions and one row of 160, both settings alternated twice; the 0.56B at
-# batch 1 both ways (the same digest is the same bits); the mma walk's attention tests with the
-# switch on; racecheck over its decode test with the switch on. Pack: as call1 (`rm -rf .carry
+# 8 rows of 2,048 positions and one row of 160, both settings alternated twice; 4 rows at 4 / 8
+# / 12 / 16 splits both ways; the 0.56B at batch 1 both ways (the same digest is the same
+# bits); the mma walk's attention tests with the switch on; racecheck over its decode test
+# with the switch on. Pack: as call1 (`rm -rf .carry
 # && PACK_XZ=1 scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu &&
 # cp bench/device_calls.sh bench/results/session56-calls/{common.sh,call3.sh} .carry/ && rm -rf
-# .carry/bin .carry/lib`); run `CALL_LIMIT=230 bash .carry/call3.sh` carrying `.carry`.
+# .carry/bin .carry/lib`); run `CALL_LIMIT=260 bash .carry/call3.sh` carrying `.carry`.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
@@ -16,6 +17,13 @@ for rep in 1 2; do
   ATTN_SHAPES="--rows 1 4 8 --prefill-rows 1 --rounds 5" attn_setting "stages2-$rep" MSTAR_ATTN_MMA_STAGES=2
   ATTN_SHAPES="--rows 1 --context 160 --prefill-rows 1 --rounds 9" attn_setting "ctx160-defaults$rep" MSTAR_NONE=0
   ATTN_SHAPES="--rows 1 --context 160 --prefill-rows 1 --rounds 9" attn_setting "ctx160-stages2-$rep" MSTAR_ATTN_MMA_STAGES=2
+done
+# At 4 rows the rule gives 8 splits on three stages (2 blocks an SM) and 12 on two (3 an SM):
+# the split counts swept under both.
+for n in 4 8 12 16; do
+  ATTN_SHAPES="--rows 4 --prefill-rows 1 --rounds 5" attn_setting "splits$n" MSTAR_ATTN_SPLITS=$n
+  ATTN_SHAPES="--rows 4 --prefill-rows 1 --rounds 5" attn_setting "stages2-splits$n" \
+    MSTAR_ATTN_MMA_STAGES=2 MSTAR_ATTN_SPLITS=$n
 done
 python3 - "$w/attn.jsonl" <<'PY' | tee "$w/attn-table.txt"
 import collections, json, sys
