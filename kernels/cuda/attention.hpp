@@ -120,6 +120,14 @@ attention_variant set_attention_variant(attention_variant v);
 /// process. Thread-safe; not meant for serving.
 int set_attention_single_direct(int on);
 
+/// Sets the process-wide override of the `mma` walk's stages at head_dim 64
+/// / 128 (MSTAR_ATTN_MMA_STAGES=2; kernels/cuda/attention_decode_mma.cu):
+/// 1 two stages a warp, 0 three, -1 the environment's choice; returns the
+/// previous override. The split rule reads it too, so size a workspace under
+/// the override it is launched with. For tests that compare both in one
+/// process. Thread-safe; not meant for serving.
+int set_attention_mma_two_stages(int on);
+
 /// The walk and merge a launch of `p` would take now (`split`: the
 /// workspace overload's kernels, else the one-pass kernel's), both resolved
 /// (never automatic; `mma` only where that kernel takes `p`; `fused` only

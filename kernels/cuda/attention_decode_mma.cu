@@ -31,14 +31,16 @@
 // Shared memory a block: 4 warps x (stages x 16 x (D + 8) x 2 x 2 bytes +
 // the P tile): 55 / 103 / 133 KiB at D 64 / 128 / 256 (3 / 3 / 2 stages),
 // so 4 / 2 / 1 blocks an SM and 128 / 128 / 64 KiB of K/V reads in flight
-// an SM. bench/decode_attention_mma_trace.py replays the lanes on the host.
+// an SM; with two stages at D 64 / 128 (MSTAR_ATTN_MMA_STAGES=2, off by
+// default) 37 / 69 KiB, 4 / 3 blocks an SM.
+// bench/decode_attention_mma_trace.py replays the lanes on the host.
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "kernels/cuda/internal/attend_decode_mma.cuh"
 #include "kernels/cuda/internal/attend_merge_math.cuh"
+#include "kernels/cuda/internal/attend_variant.hpp"
 #include "kernels/cuda/internal/cp_async.cuh"
 #include "kernels/cuda/internal/launch_setup.cuh"
 #include "kernels/cuda/internal/mma_bf16.cuh"
@@ -62,15 +64,15 @@ __device__ __forceinline__ void mma_fused_merge(const attn_args& a, const split_
   fused_merge<D, e, D == 256 ? 4 : (D == 128 ? 16 : 32 / e)>(a, s, token, positions, h0, heads);
 }
 
+// The stages a warp walks with by default (with_stages: two at D 64 / 128
+// too where switched on).
+template <int D>
+inline constexpr int default_mma_stages = D == 256 ? 2 : 3;
+
 // Tile shape and shared memory of one block, in one place: per warp its
 // stages (K then V, `stride` bf16 a row) and its P^T tile ([n tile][16
 // positions][8 columns] bf16); after the walk the merge scratch overlays
 // them.
-// The stages a warp walks with by default; MSTAR_ATTN_MMA_STAGES=2
-// (mma_stages_of) takes two at D 64 / 128 too.
-template <int D>
-inline constexpr int default_mma_stages = D == 256 ? 2 : 3;
-
 template <int D, int GC, int St = default_mma_stages<D>>
 struct mma_shape {
   static_assert(GC == 4 || GC == 8);
@@ -88,7 +90,7 @@ struct mma_shape {
   static constexpr std::size_t smem_bytes =
       static_cast<std::size_t>(mma_warps) * warp_elems * sizeof(std::uint16_t);
   // Blocks an SM the shared memory allows (228 KiB, 1 KiB reserved a block);
-  // two stages at D 128: three (70.6 KiB a block; 162 registers allow three).
+  // two stages at D 128: three (69 KiB a block; 162 registers allow three).
   static constexpr int min_blocks = D == 64 ? 4 : (D == 128 ? (St == 2 ? 3 : 2) : 1);
   static_assert(min_blocks * (smem_bytes + 1024) <= 228 * 1024);
 };
@@ -497,25 +499,19 @@ cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream)
   return launch_status();
 }
 
-// MSTAR_ATTN_MMA_STAGES (read once; A/B runs, off by default): 2 walks
-// D 64 / 128 with two stages a warp (one tile in flight while one is
-// consumed) rather than three, so that three blocks of D 128 fit an SM
-// rather than two: Nsight Compute over the 4-row split launch (H100,
-// session 56's call1) found 8 warps an SM, 0.19 of them eligible a cycle,
-// 1.25 TB/s. The same bits (a warp's tiles and sums are the same; only the
-// copies run less far ahead); the split rule sees the blocks resident.
-bool two_stages() {
-  static const bool on = [] {
-    const char* e = std::getenv("MSTAR_ATTN_MMA_STAGES");
-    return e != nullptr && e[0] == '2' && e[1] == '\0';
-  }();
-  return on;
-}
-
-// Calls fn.template operator()<St>() with the stages the walk takes at D.
+// Calls fn.template operator()<St>() with the stages the walk takes at D:
+// two at D 64 / 128 where mma_two_stages_enabled (MSTAR_ATTN_MMA_STAGES=2,
+// set_attention_mma_two_stages; A/B runs, off by default), so that three
+// blocks of D 128 fit an SM rather than two: Nsight Compute over the 4-row
+// split launch (H100, session 56's call1) found 8 warps an SM, 0.19 of
+// them eligible a cycle, 1.25 TB/s. A warp's tiles and sums are the same
+// (its copies run one tile ahead rather than two), so a launch of the same
+// splits gives the same bits; the split rule counts the blocks resident,
+// so its split count may differ (three an SM: 12 splits at 4 rows of 2,048
+// positions rather than 8).
 template <int D, class Fn>
 void with_stages(Fn&& fn) {
-  if (D != 256 && two_stages())
+  if (D != 256 && mma_two_stages_enabled())
     fn.template operator()<2>();
   else
     fn.template operator()<default_mma_stages<D>>();

@@ -16,6 +16,7 @@ std::atomic<attention_walk> walk_override{attention_walk::automatic};
 std::atomic<attention_merge> merge_override{attention_merge::automatic};
 std::atomic<attention_prefill> prefill_override{attention_prefill::automatic};
 std::atomic<int> single_direct_override{-1};
+std::atomic<int> mma_two_stages_override{-1};
 
 // An on / off switch: its override where set (0 or 1; -1 unset), else
 // `env`, the environment's choice the caller read once.
@@ -175,6 +176,14 @@ bool single_direct_enabled() {
   return switch_on(single_direct_override, on);
 }
 
+bool mma_two_stages_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("MSTAR_ATTN_MMA_STAGES");
+    return e != nullptr && std::strcmp(e, "2") == 0;
+  }();
+  return switch_on(mma_two_stages_override, on);
+}
+
 int split_count_override() {
   static const int n = [] {
     const char* e = std::getenv("MSTAR_ATTN_SPLITS");
@@ -222,6 +231,10 @@ attention_variant paged_attention_variant(const paged_attention_params& p, bool 
 
 int set_attention_single_direct(int on) {
   return set_switch(single_direct_override, on);
+}
+
+int set_attention_mma_two_stages(int on) {
+  return set_switch(mma_two_stages_override, on);
 }
 
 attention_prefill set_attention_prefill(attention_prefill k) {

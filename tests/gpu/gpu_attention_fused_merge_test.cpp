@@ -10,7 +10,9 @@
 // merge runs twice, the second time with the mma walk's rows of one used
 // chunk (1 and 5 positions, the short random ones) written by the split
 // kernel itself (set_attention_single_direct, split_args::single_direct):
-// the same bits as the merge kernel's and the fused merge's.
+// the same bits as the merge kernel's and the fused merge's. The mma walk
+// on two stages a warp (set_attention_mma_two_stages) gives its three
+// stages' bits, one pass and over the same split chunks.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -218,6 +220,46 @@ INSTANTIATE_TEST_SUITE_P(
                       cuda::attention_walk::rows_mma, cuda::attention_walk::rows),
     [](const auto& param) { return std::string{cuda::to_string(param.param)}; });
 
+// The mma walk on two stages a warp (set_attention_mma_two_stages,
+// MSTAR_ATTN_MMA_STAGES=2) against its three: the same bits one pass and
+// split over the same chunks (the workspace sized under three stages, whose
+// rule never gives more chunks than two stages' does: fewer blocks an SM),
+// for head_dim 64 and 128 (256 takes two stages either way).
+TEST(gpu_attention_mma_stages, two_stages_give_the_bits_of_three) {
+  MSTAR_REQUIRE_GPU();
+  const variant_scope forced{{cuda::attention_walk::mma, cuda::attention_merge::fused}};
+  const int previous = cuda::set_attention_mma_two_stages(0);
+  std::uint64_t seed = 950;
+  int compared = 0;
+  for (const auto& c : fused_cases()) {
+    if (c.dtype != mstar::dtype::bfloat16 || c.head_dim == 256)
+      continue;
+    SCOPED_TRACE(c.name);
+    static_cast<void>(cuda::set_attention_mma_two_stages(0));
+    const device_step step{c, ++seed};
+    const int splits = cuda::paged_attention_splits(step.params);
+    step.poison(nullptr);
+    ASSERT_EQ(cuda::paged_attention(step.params, nullptr), cudaSuccess);
+    const std::vector<float> one_pass = step.out.download();
+    step.poison(nullptr);
+    ASSERT_EQ(step.launch(nullptr), cudaSuccess);
+    const std::vector<float> split = step.out.download();
+    static_cast<void>(cuda::set_attention_mma_two_stages(1));
+    EXPECT_GE(cuda::paged_attention_splits(step.params), splits);
+    step.poison(nullptr);
+    ASSERT_EQ(cuda::paged_attention(step.params, nullptr), cudaSuccess);
+    EXPECT_EQ(bytes_of(step.out.download()), bytes_of(one_pass)) << "one pass";
+    step.poison(nullptr);
+    ASSERT_EQ(step.launch(nullptr), cudaSuccess);
+    EXPECT_EQ(bytes_of(step.out.download()), bytes_of(split)) << splits << " splits";
+    EXPECT_TRUE(step.counters_zero());
+    test::gpu::expect_device_ok();
+    ++compared;
+  }
+  static_cast<void>(cuda::set_attention_mma_two_stages(previous));
+  EXPECT_GE(compared, 5);
+}
+
 TEST(gpu_attention_fused_merge_host, takes_the_block_merge_where_it_cannot_fuse) {
   // Host only: what a launch would take, no device needed.
   const std::vector<std::int32_t> ids(17, 0);
@@ -268,7 +310,8 @@ TEST(gpu_attention_fused_merge_host, takes_the_block_merge_where_it_cannot_fuse)
 TEST(gpu_attention_fused_merge_host, kernel_switch_overrides_hand_back_the_previous_one) {
   // Host only: 1 on, 0 off, any other non-negative value on, negative the
   // environment's choice (-1), each call returning the override it replaced.
-  for (int (*set)(int) : {&cuda::set_attention_single_direct}) {
+  for (int (*set)(int) :
+       {&cuda::set_attention_single_direct, &cuda::set_attention_mma_two_stages}) {
     const int previous = set(1);
     EXPECT_EQ(set(0), 1);
     EXPECT_EQ(set(5), 0);

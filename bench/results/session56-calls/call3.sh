@@ -4,7 +4,8 @@
 # Compute found 8 warps an SM, 0.19 eligible) against the defaults. Decode attention at 1 / 4 /
 # 8 rows of 2,048 positions and one row of 160, both settings alternated twice; 4 rows at 4 / 8
 # / 12 / 16 splits both ways; the 0.56B at batch 1 both ways (the same digest is the same
-# bits); the mma walk's attention tests with the switch on; racecheck over its decode test
+# bits); its bits test (two stages against three, one pass and split); the mma walk's
+# attention tests with the switch on; racecheck over its decode test
 # with the switch on. Pack: as call1 (`rm -rf .carry
 # && PACK_XZ=1 scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu &&
 # cp bench/device_calls.sh bench/results/session56-calls/{common.sh,call3.sh} .carry/ && rm -rf
@@ -37,6 +38,7 @@ for case, s in t.items():
 PY
 checkpoint nh056 nemotron_h-0.56b
 nh056_rounds 1 "defaults stages2" 1
+gpu_tests 'gpu_attention_mma_stages.*:gpu_attention_fused_merge_host.*' 60
 MSTAR_ATTN_MMA_STAGES=2 gpu_tests 'every_walk/gpu_attention_walk.*/mma:every_walk_and_merge/gpu_attention_split_variant.*/mma_*:every_split_walk/gpu_attention_fused_merge.*/mma' 90
 MSTAR_ATTN_MMA_STAGES=2 sanitize_tests 'every_walk/gpu_attention_walk.decode_matches_the_cpu/mma' 40
 finish call3
