@@ -256,6 +256,23 @@ attn_setting() {  # TAG [ENV=VALUE...]
   echo "attn $tag done ($((SECONDS - t0)) s)"
 }
 
+# attn_setting's decode lines in $w/attn.jsonl as a table, a line a case (one row of 160
+# positions apart where its setting's tag starts with ctx160), a column a setting, into
+# $w/attn-table.txt and printed.
+attn_table() {
+  python3 - "$w/attn.jsonl" <<'PY' | tee "$w/attn-table.txt"
+import collections, json, sys
+t = collections.defaultdict(dict)
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if "decode" in d.get("case", ""):
+        case = d["case"] + (" ctx160" if d["setting"].startswith("ctx160") else "")
+        t[case][d["setting"]] = d["us_per_call"]
+for case, s in t.items():
+    print(f"{case:36} " + "  ".join(f"{k} {v:7.2f}" for k, v in sorted(s.items())))
+PY
+}
+
 # FlashInfer 0.2.5's decode and prefill wrappers on ATTN_SHAPES, captured in graphs, into
 # $w/fi.jsonl: the modules bench/flashinfer_prebuilt.sh compiled (carried in .whl-baselines),
 # else its JIT (minutes).

@@ -26,16 +26,7 @@ for n in 4 8 12 16; do
   ATTN_SHAPES="--rows 4 --prefill-rows 1 --rounds 5" attn_setting "stages2-splits$n" \
     MSTAR_ATTN_MMA_STAGES=2 MSTAR_ATTN_SPLITS=$n
 done
-python3 - "$w/attn.jsonl" <<'PY' | tee "$w/attn-table.txt"
-import collections, json, sys
-t = collections.defaultdict(dict)
-for l in open(sys.argv[1]):
-    d = json.loads(l)
-    if "decode" in d.get("case", ""):
-        t[d["case"] + (" ctx160" if d["setting"].startswith("ctx160") else "")][d["setting"]] = d["us_per_call"]
-for case, s in t.items():
-    print(f"{case:36} " + "  ".join(f"{k} {v:7.2f}" for k, v in sorted(s.items())))
-PY
+attn_table
 checkpoint nh056 nemotron_h-0.56b
 nh056_rounds 1 "defaults stages2" 1
 gpu_tests 'gpu_attention_mma_stages.*:gpu_attention_fused_merge_host.*' 60
