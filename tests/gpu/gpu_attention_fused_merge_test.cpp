@@ -225,10 +225,22 @@ INSTANTIATE_TEST_SUITE_P(
 // split over the same chunks (the workspace sized under three stages, whose
 // rule never gives more chunks than two stages' does: fewer blocks an SM),
 // for head_dim 64 and 128 (256 takes two stages either way).
+// Puts back, when it goes, the two-stage override it found.
+class two_stages_scope {
+ public:
+  two_stages_scope() : previous_(cuda::set_attention_mma_two_stages(0)) {}
+  ~two_stages_scope() { static_cast<void>(cuda::set_attention_mma_two_stages(previous_)); }
+  two_stages_scope(const two_stages_scope&) = delete;
+  two_stages_scope& operator=(const two_stages_scope&) = delete;
+
+ private:
+  int previous_;
+};
+
 TEST(gpu_attention_mma_stages, two_stages_give_the_bits_of_three) {
   MSTAR_REQUIRE_GPU();
   const variant_scope forced{{cuda::attention_walk::mma, cuda::attention_merge::fused}};
-  const int previous = cuda::set_attention_mma_two_stages(0);
+  const two_stages_scope restored;
   std::uint64_t seed = 950;
   int compared = 0;
   for (const auto& c : fused_cases()) {
@@ -256,7 +268,6 @@ TEST(gpu_attention_mma_stages, two_stages_give_the_bits_of_three) {
     test::gpu::expect_device_ok();
     ++compared;
   }
-  static_cast<void>(cuda::set_attention_mma_two_stages(previous));
   EXPECT_GE(compared, 5);
 }
 
