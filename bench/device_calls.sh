@@ -91,15 +91,12 @@ if ! declare -F envs_of >/dev/null; then
       # Session 56's bounded L2 prefetch by the GEMV itself (MSTAR_GEMV_PREFETCH_GROUPS: the
       # load groups past its first that a chained GEMV asks L2 for before its wait, under wave;
       # removed after its call1: +57-69 us a step on an H100, commit 0136408):
-      pf1) echo "MSTAR_GEMV_PREFETCH_GROUPS=1" ;;
       pf2) echo "MSTAR_GEMV_PREFETCH_GROUPS=2" ;;
       pf4) echo "MSTAR_GEMV_PREFETCH_GROUPS=4" ;;
-      pf8) echo "MSTAR_GEMV_PREFETCH_GROUPS=8" ;;
       # Session 56: the LM head's GEMV entry where it draws the argmax (MSTAR_GEMV_HEAD_VARIANT;
       # entries 0-5 the same bits; removed after call1: entry 1 within noise, 3 +6 us, H100).
       head1) echo "MSTAR_GEMV_HEAD_VARIANT=1" ;;  # two features a warp, four pieces: half the blocks
       head3) echo "MSTAR_GEMV_HEAD_VARIANT=3" ;;  # four features a warp, four pieces: a quarter
-      head4) echo "MSTAR_GEMV_HEAD_VARIANT=4" ;;  # four features a warp, two pieces
       stages2) echo "MSTAR_ATTN_MMA_STAGES=2" ;;  # session 56: the mma walk on two stages (3 blocks an SM at D 128)
       *) echo "envs_of: no mode $1" >&2 ;;
     esac

@@ -177,10 +177,7 @@ bool single_direct_enabled() {
 }
 
 bool mma_two_stages_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("MSTAR_ATTN_MMA_STAGES");
-    return e != nullptr && std::strcmp(e, "2") == 0;
-  }();
+  static const bool on = env_choice("MSTAR_ATTN_MMA_STAGES", 3) == 2;
   return switch_on(mma_two_stages_override, on);
 }
 
