@@ -97,7 +97,9 @@ if ! declare -F envs_of >/dev/null; then
       # entries 0-5 the same bits; removed after call1: entry 1 within noise, 3 +6 us, H100).
       head1) echo "MSTAR_GEMV_HEAD_VARIANT=1" ;;  # two features a warp, four pieces: half the blocks
       head3) echo "MSTAR_GEMV_HEAD_VARIANT=3" ;;  # four features a warp, four pieces: a quarter
-      stages2) echo "MSTAR_ATTN_MMA_STAGES=2" ;;  # session 56: the mma walk on two stages (3 blocks an SM at D 128)
+      # Session 56's two stages a warp (removed after session 57's call1: lost at 1 / 4 / 8 rows):
+      stages2) echo "MSTAR_ATTN_MMA_STAGES=2" ;;  # the mma walk on two stages (3 blocks an SM at D 128)
+      bulk1) echo "MSTAR_ATTN_MMA_BULK=1" ;;  # session 57: the mma walk's tiles by bulk copies
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }

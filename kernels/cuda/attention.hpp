@@ -120,13 +120,14 @@ attention_variant set_attention_variant(attention_variant v);
 /// process. Thread-safe; not meant for serving.
 int set_attention_single_direct(int on);
 
-/// Sets the process-wide override of the `mma` walk's stages at head_dim 64
-/// / 128 (MSTAR_ATTN_MMA_STAGES=2; kernels/cuda/attention_decode_mma.cu):
-/// 1 two stages a warp, 0 three, -1 the environment's choice; returns the
-/// previous override. The split rule reads it too, so size a workspace under
-/// the override it is launched with. For tests that compare both in one
+/// Sets the process-wide override of how the `mma` walk gathers its tiles
+/// (MSTAR_ATTN_MMA_BULK=1; kernels/cuda/attention_decode_mma.cu): 1 bulk
+/// copies completing on a barrier a stage, 0 a 16-byte cp.async a lane, -1
+/// the environment's choice; returns the previous override. The split rule
+/// reads it too (the blocks resident), so size a workspace under the
+/// override it is launched with. For tests that compare both in one
 /// process. Thread-safe; not meant for serving.
-int set_attention_mma_two_stages(int on);
+int set_attention_mma_bulk(int on);
 
 /// The walk and merge a launch of `p` would take now (`split`: the
 /// workspace overload's kernels, else the one-pass kernel's), both resolved

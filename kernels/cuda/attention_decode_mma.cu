@@ -31,8 +31,16 @@
 // Shared memory a block: 4 warps x (stages x 16 x (D + 8) x 2 x 2 bytes +
 // the P tile): 55 / 103 / 133 KiB at D 64 / 128 / 256 (3 / 3 / 2 stages),
 // so 4 / 2 / 1 blocks an SM and 128 / 128 / 64 KiB of K/V reads in flight
-// an SM; with two stages at D 64 / 128 (MSTAR_ATTN_MMA_STAGES=2, off by
-// default) 37 / 69 KiB, 4 / 3 blocks an SM.
+// an SM.
+//
+// Bulk copies (MSTAR_ATTN_MMA_BULK=1, set_attention_mma_bulk; off by
+// default, for A/B runs): a tile's 32 rows (16 positions of K and of V,
+// D x 2 bytes each) gathered by one cp.async.bulk a lane, completing on the
+// stage's mbarrier (one a warp a stage, static shared memory), so that the
+// copies in flight are the bulk-copy unit's rather than 16 a lane in the
+// load-store unit; a position past the end copies the range's last one
+// (finite, weighed 0), as rows_mma does. The same bits: the same tiles in
+// the same shared layout, consumed alike.
 // bench/decode_attention_mma_trace.py replays the lanes on the host.
 
 #include <algorithm>
@@ -41,6 +49,7 @@
 #include "kernels/cuda/internal/attend_decode_mma.cuh"
 #include "kernels/cuda/internal/attend_merge_math.cuh"
 #include "kernels/cuda/internal/attend_variant.hpp"
+#include "kernels/cuda/internal/bulk_copy.cuh"
 #include "kernels/cuda/internal/cp_async.cuh"
 #include "kernels/cuda/internal/launch_setup.cuh"
 #include "kernels/cuda/internal/mma_bf16.cuh"
@@ -64,20 +73,14 @@ __device__ __forceinline__ void mma_fused_merge(const attn_args& a, const split_
   fused_merge<D, e, D == 256 ? 4 : (D == 128 ? 16 : 32 / e)>(a, s, token, positions, h0, heads);
 }
 
-// The stages a warp walks with by default (with_stages: two at D 64 / 128
-// too where switched on).
-template <int D>
-inline constexpr int default_mma_stages = D == 256 ? 2 : 3;
-
 // Tile shape and shared memory of one block, in one place: per warp its
 // stages (K then V, `stride` bf16 a row) and its P^T tile ([n tile][16
 // positions][8 columns] bf16); after the walk the merge scratch overlays
 // them.
-template <int D, int GC, int St = default_mma_stages<D>>
+template <int D, int GC, bool Bulk = false>
 struct mma_shape {
   static_assert(GC == 4 || GC == 8);
-  static_assert(St >= 2);
-  static constexpr int stages = St;
+  static constexpr int stages = D == 256 ? 2 : 3;
   static constexpr int stride = D + 8;  // bf16 elements per shared row
   static constexpr int nt = GC / 4;     // n tiles: the GC heads' high and low parts
   static constexpr int kc = D / 16;     // k steps of S^T, m tiles of O^T
@@ -89,10 +92,15 @@ struct mma_shape {
   static constexpr int per_lane = pieces / 2;
   static constexpr std::size_t smem_bytes =
       static_cast<std::size_t>(mma_warps) * warp_elems * sizeof(std::uint16_t);
-  // Blocks an SM the shared memory allows (228 KiB, 1 KiB reserved a block);
-  // two stages at D 128: three (69 KiB a block; 162 registers allow three).
-  static constexpr int min_blocks = D == 64 ? 4 : (D == 128 ? (St == 2 ? 3 : 2) : 1);
-  static_assert(min_blocks * (smem_bytes + 1024) <= 228 * 1024);
+  // The bulk copies' barriers: one a warp a stage (static shared memory).
+  static constexpr int bars = Bulk ? mma_warps * stages : 1;
+  static constexpr std::size_t bar_bytes = Bulk ? bars * sizeof(std::uint64_t) : 0;
+  // Blocks an SM the shared memory allows (228 KiB, 1 KiB reserved a block):
+  // 4 / 2 / 1 at D 64 / 128 / 256 (3 at D 64 with 8 heads and the barriers).
+  static constexpr int cap = D == 64 ? 4 : (D == 128 ? 2 : 1);
+  static constexpr int by_smem = static_cast<int>(228 * 1024 / (smem_bytes + 1024 + bar_bytes));
+  static constexpr int min_blocks = cap < by_smem ? cap : by_smem;
+  static_assert(min_blocks >= 1);
 };
 
 // The warps' states while merging, over the stages.
@@ -168,6 +176,29 @@ __device__ __forceinline__ void issue_tile(const attn_args& a, int kvh, int t0, 
     cp_async16(smem_addr(dk + piece * 8), kp + piece * 16, bytes);
     cp_async16(smem_addr(dv + piece * 8), vp + piece * 16, bytes);
   }
+}
+
+// The bulk form of issue_tile: lane l copies row l % 16 of K (l < 16) or V
+// of the tile at `t0`, position min(t0 + l % 16, end - 1) (whose page id is
+// `page`), D x 2 bytes, completing on `bar` (armed by lane 0 for all 32).
+// The warp's reads of the stage came before (the __syncwarp before the
+// call); the fence carries that order over to the copies.
+template <int D, int GC>
+__device__ __forceinline__ void issue_tile_bulk(const attn_args& a, int kvh, int t0, int end,
+                                                std::int32_t page, std::uint16_t* stage,
+                                                std::uint64_t* bar) {
+  using S = mma_shape<D, GC>;
+  constexpr std::uint32_t row_bytes = D * sizeof(std::uint16_t);
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int row = lane % mma_tile;
+  const bool v = lane >= mma_tile;
+  const int t = min(t0 + row, end - 1);
+  fence_proxy_async();
+  if (lane == 0)
+    mbar_arrive_expect(smem_addr(bar), 2U * mma_tile * row_bytes);
+  __syncwarp();  // armed before any copy can complete on it
+  bulk_copy(smem_addr(stage + (v ? S::half_elems : 0) + row * S::stride),
+            a.arena.at(v ? 1 : 0, page, t % a.arena.page_size, kvh), row_bytes, smem_addr(bar));
 }
 
 // One tile of 16 positions from `t0` (K, V in `stage`) into the warp's
@@ -278,12 +309,15 @@ __device__ __forceinline__ void consume_tile(const std::uint16_t* stage, std::ui
 // warp) 16), `stages` - 1 in flight while one is consumed; `wsm` is the
 // warp's shared memory. `copies_out()` runs once the first tiles' copies
 // are issued, before the first wait (the kernel loads q there). Ends with
-// none of the warp's copies in flight.
-template <int D, int GC, int St, class AfterIssue>
+// none of the warp's copies in flight. `Bulk`: the tiles come by
+// issue_tile_bulk on the warp's barriers `bars` (one a stage), whose phase
+// bits `phases` carries over the block's items (a bit flips at each wait).
+template <int D, int GC, bool Bulk, class AfterIssue>
 __device__ __forceinline__ void walk_mma(const attn_args& a, std::uint16_t* wsm, int first_page,
                                          int kvh, int begin, int end, warp_state<D, GC>& w,
+                                         std::uint64_t* bars, unsigned& phases,
                                          AfterIssue&& copies_out) {
-  using S = mma_shape<D, GC, St>;
+  using S = mma_shape<D, GC>;
   constexpr int st = S::stages;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -301,12 +335,23 @@ __device__ __forceinline__ void walk_mma(const attn_args& a, std::uint16_t* wsm,
   const int tiles = ceil_div(end - begin, mma_tile);
   const int mine = tiles > warp ? (tiles - warp + mma_warps - 1) / mma_warps : 0;
   const int ps = a.arena.page_size;
-  const int row = lane / 2;
+  const int row = Bulk ? lane % mma_tile : lane / 2;
   auto start = [&](int j) { return begin + (j * mma_warps + warp) * mma_tile; };
-  // The page id of the lane's position in tile j (0 past the end: unread).
+  // The page id of the lane's position in tile j (0 past the end: unread;
+  // the bulk form's lanes there copy the range's last position).
   auto page_of = [&](int j) {
     const int t = start(j) + row;
-    return t < end ? load_coherent(a.table.kv_indices + first_page + t / ps) : 0;
+    if constexpr (Bulk)
+      return load_coherent(a.table.kv_indices + first_page + min(t, end - 1) / ps);
+    else
+      return t < end ? load_coherent(a.table.kv_indices + first_page + t / ps) : 0;
+  };
+  auto issue = [&](int j, std::int32_t page) {
+    const int k = j % st;
+    if constexpr (Bulk)
+      issue_tile_bulk<D, GC>(a, kvh, start(j), end, page, wsm + k * S::stage_elems, bars + k);
+    else
+      issue_tile<D, GC>(a, kvh, start(j), end, page, wsm + k * S::stage_elems);
   };
   // Prologue: tiles 0 .. st - 2, a commit group each (empty past the
   // warp's last, so the wait below counts groups alike for every range).
@@ -317,26 +362,34 @@ __device__ __forceinline__ void walk_mma(const attn_args& a, std::uint16_t* wsm,
 #pragma unroll
   for (int k = 0; k < st - 1; ++k) {
     if (k < mine)
-      issue_tile<D, GC>(a, kvh, start(k), end, first[k], wsm + k * S::stage_elems);
-    cp_async_commit();
+      issue(k, first[k]);
+    if constexpr (!Bulk)
+      cp_async_commit();
   }
   std::int32_t next = page_of(st - 1);  // the page id of the next tile to issue
   copies_out();
   for (int j = 0; j < mine; ++j) {
-    cp_async_wait<st - 2>();  // the lane's copies of tile j have landed
+    if constexpr (Bulk) {
+      const int k = j % st;
+      mbar_wait(smem_addr(bars + k), (phases >> k) & 1U);  // tile j has landed
+      phases ^= 1U << k;
+    } else {
+      cp_async_wait<st - 2>();  // the lane's copies of tile j have landed
+    }
     // Every lane's copies of tile j are visible, and every lane is done
     // with tile j - 1, whose stage the next issue overwrites (and with the
     // P tile, rewritten below).
     __syncwarp();
     if (j + st - 1 < mine) {
-      issue_tile<D, GC>(a, kvh, start(j + st - 1), end, next,
-                        wsm + (j + st - 1) % st * S::stage_elems);
+      issue(j + st - 1, next);
       next = page_of(j + st);
     }
-    cp_async_commit();
+    if constexpr (!Bulk)
+      cp_async_commit();
     consume_tile<D, GC>(wsm + j % st * S::stage_elems, wsm + st * S::stage_elems, start(j), end, w);
   }
-  cp_async_wait<0>();  // only empty groups remain; keeps the invariant plain
+  if constexpr (!Bulk)
+    cp_async_wait<0>();  // only empty groups remain; keeps the invariant plain
 }
 
 // Merges the block's warps for heads below `valid`: calls sink(h, d, o, l,
@@ -422,15 +475,27 @@ __device__ __forceinline__ void merge_warp_states(std::uint16_t* smem, int valid
 // way; on an H100 (session 55's call1, 2,048 positions) the split launch
 // at 1 / 4 rows took 11.44 / 19.97 us against 11.70-11.83 / 20.45, one row
 // of 160 positions 6.83-6.91 against 7.12-7.14.
-template <int D, int GC, bool Fused, int St>
-__global__ void __launch_bounds__(mma_threads, mma_shape<D, GC, St>::min_blocks)
+template <int D, int GC, bool Fused, bool Bulk>
+__global__ void __launch_bounds__(mma_threads, mma_shape<D, GC, Bulk>::min_blocks)
     attend_decode_mma(attn_args a, split_args s) {
   chain_start();
-  using S = mma_shape<D, GC, St>;
+  using S = mma_shape<D, GC, Bulk>;
   static_assert(sizeof(merge_scratch<D, GC>) <= S::smem_bytes);
   extern __shared__ uint4 mma_smem[];
+  __shared__ alignas(8) std::uint64_t mma_bars[S::bars];
   auto* smem = reinterpret_cast<std::uint16_t*>(mma_smem);
-  std::uint16_t* wsm = smem + static_cast<int>(threadIdx.x) / 32 * S::warp_elems;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  std::uint16_t* wsm = smem + warp * S::warp_elems;
+  std::uint64_t* bars = mma_bars + (Bulk ? warp * S::stages : 0);
+  unsigned phases = 0;  // the warp's barriers' next phases (bit k: stage k)
+  if constexpr (Bulk) {
+    if (threadIdx.x % 32 == 0) {
+      for (int k = 0; k < S::stages; ++k)
+        mbar_init(smem_addr(bars + k), 1);
+      mbar_init_fence();
+    }
+    __syncwarp();
+  }
   const bool split = s.acc != nullptr;
   const long long per_row = static_cast<long long>(a.kv_heads) * a.chunks * s.splits;
   const long long total = per_row * a.table.rows;
@@ -459,8 +524,8 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC, St>::min_blocks)
     const int h0 = kvh * a.group + head_chunk * GC;
     const int valid = min(GC, a.group - head_chunk * GC);
     warp_state<D, GC> st;
-    walk_mma<D, GC, St>(a, wsm, qa.first_page, kvh, begin, end, st,
-                        [&] { load_q_frags<D, GC>(a, qa.token, h0, valid, st); });
+    walk_mma<D, GC, Bulk>(a, wsm, qa.first_page, kvh, begin, end, st, bars, phases,
+                          [&] { load_q_frags<D, GC>(a, qa.token, h0, valid, st); });
     if (split && written_directly(qa.positions, s)) {
       // The row's one chunk: its output as the merge kernel would write it.
       merge_warp_states<D, GC>(smem, valid, st, [&](int h, int d, float o, float sum, float) {
@@ -487,10 +552,10 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC, St>::min_blocks)
   }
 }
 
-// `Kernel` (an instantiation of attend_decode_mma<D, GC, ..., St>) over the step.
-template <auto Kernel, int D, int GC, int St>
+// `Kernel` (an instantiation of attend_decode_mma<D, GC, ..., Bulk>) over the step.
+template <auto Kernel, int D, int GC, bool Bulk>
 cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream) {
-  using S = mma_shape<D, GC, St>;
+  using S = mma_shape<D, GC, Bulk>;
   if (const cudaError_t err = raise_smem_limit<Kernel>(S::smem_bytes); err != cudaSuccess)
     return err;
   a.chunks = ceil_div(a.group, GC);
@@ -499,31 +564,29 @@ cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream)
   return launch_status();
 }
 
-// Calls fn.template operator()<St>() with the stages the walk takes at D:
-// two at D 64 / 128 where mma_two_stages_enabled (MSTAR_ATTN_MMA_STAGES=2,
-// set_attention_mma_two_stages; A/B runs, off by default), so that three
-// blocks of D 128 fit an SM rather than two: Nsight Compute over the 4-row
-// split launch (H100, session 56's call1) found 8 warps an SM, 0.19 of
-// them eligible a cycle, 1.25 TB/s. A warp's tiles and sums are the same
-// (its copies run one tile ahead rather than two), so a launch of the same
-// splits gives the same bits; the split rule counts the blocks resident,
-// so its split count may differ (three an SM: 12 splits at 4 rows of 2,048
-// positions rather than 8).
-template <int D, class Fn>
-void with_stages(Fn&& fn) {
-  if (D != 256 && mma_two_stages_enabled())
-    fn.template operator()<2>();
+// Calls fn.template operator()<Bulk>() with how the walk gathers its tiles:
+// bulk copies where mma_bulk_enabled (MSTAR_ATTN_MMA_BULK=1,
+// set_attention_mma_bulk; A/B runs, off by default), after session 56's
+// Nsight Compute page of the 4-row split launch (H100: 1.25 TB/s, 31% of
+// its sectors "excessive", the L1TEX scoreboard the first stall) and
+// session 57's call1 (two stages a warp at three blocks an SM lost: the
+// copies in flight a warp, not the warps, bound it). The same bits either
+// way; the split rule counts the blocks resident under the one launched.
+template <class Fn>
+void with_copies(Fn&& fn) {
+  if (mma_bulk_enabled())
+    fn.template operator()<true>();
   else
-    fn.template operator()<default_mma_stages<D>>();
+    fn.template operator()<false>();
 }
 
 template <int D, int GC>
 cudaError_t launch(const attn_args& a, const split_args& s, cudaStream_t stream) {
   cudaError_t err = cudaErrorInvalidValue;
-  with_stages<D>([&]<int St>() {
+  with_copies([&]<bool Bulk>() {
     err = s.counters != nullptr
-              ? launch_kernel<attend_decode_mma<D, GC, true, St>, D, GC, St>(a, s, stream)
-              : launch_kernel<attend_decode_mma<D, GC, false, St>, D, GC, St>(a, s, stream);
+              ? launch_kernel<attend_decode_mma<D, GC, true, Bulk>, D, GC, Bulk>(a, s, stream)
+              : launch_kernel<attend_decode_mma<D, GC, false, Bulk>, D, GC, Bulk>(a, s, stream);
   });
   return err;
 }
@@ -533,9 +596,9 @@ cudaError_t launch(const attn_args& a, const split_args& s, cudaStream_t stream)
 int decode_mma_resident(int head_dim, int group) {
   int n = 1;
   static_cast<void>(with_decode_mma_shape<256>(head_dim, group, [&]<int D, int GC>() {
-    with_stages<D>([&]<int St>() {
-      constexpr std::size_t smem = mma_shape<D, GC, St>::smem_bytes;
-      n = resident_blocks<attend_decode_mma<D, GC, false, St>>(smem, mma_threads, smem);
+    with_copies([&]<bool Bulk>() {
+      constexpr std::size_t smem = mma_shape<D, GC, Bulk>::smem_bytes;
+      n = resident_blocks<attend_decode_mma<D, GC, false, Bulk>>(smem, mma_threads, smem);
     });
   }));
   return n;

@@ -16,7 +16,7 @@ std::atomic<attention_walk> walk_override{attention_walk::automatic};
 std::atomic<attention_merge> merge_override{attention_merge::automatic};
 std::atomic<attention_prefill> prefill_override{attention_prefill::automatic};
 std::atomic<int> single_direct_override{-1};
-std::atomic<int> mma_two_stages_override{-1};
+std::atomic<int> mma_bulk_override{-1};
 
 // An on / off switch: its override where set (0 or 1; -1 unset), else
 // `env`, the environment's choice the caller read once.
@@ -176,9 +176,9 @@ bool single_direct_enabled() {
   return switch_on(single_direct_override, on);
 }
 
-bool mma_two_stages_enabled() {
-  static const bool on = env_choice("MSTAR_ATTN_MMA_STAGES", 3) == 2;
-  return switch_on(mma_two_stages_override, on);
+bool mma_bulk_enabled() {
+  static const bool on = env_choice("MSTAR_ATTN_MMA_BULK", 2) == 1;
+  return switch_on(mma_bulk_override, on);
 }
 
 int split_count_override() {
@@ -230,8 +230,8 @@ int set_attention_single_direct(int on) {
   return set_switch(single_direct_override, on);
 }
 
-int set_attention_mma_two_stages(int on) {
-  return set_switch(mma_two_stages_override, on);
+int set_attention_mma_bulk(int on) {
+  return set_switch(mma_bulk_override, on);
 }
 
 attention_prefill set_attention_prefill(attention_prefill k) {

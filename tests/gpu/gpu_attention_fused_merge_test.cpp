@@ -11,8 +11,9 @@
 // chunk (1 and 5 positions, the short random ones) written by the split
 // kernel itself (set_attention_single_direct, split_args::single_direct):
 // the same bits as the merge kernel's and the fused merge's. The mma walk
-// on two stages a warp (set_attention_mma_two_stages) gives its three
-// stages' bits, one pass and over the same split chunks.
+// gathering its tiles with bulk copies (set_attention_mma_bulk) gives the
+// bits of its 16-byte cp.async copies, one pass and over the same split
+// chunks.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -220,34 +221,35 @@ INSTANTIATE_TEST_SUITE_P(
                       cuda::attention_walk::rows_mma, cuda::attention_walk::rows),
     [](const auto& param) { return std::string{cuda::to_string(param.param)}; });
 
-// The mma walk on two stages a warp (set_attention_mma_two_stages,
-// MSTAR_ATTN_MMA_STAGES=2) against its three: the same bits one pass and
-// split over the same chunks (the workspace sized under three stages, whose
-// rule never gives more chunks than two stages' does: fewer blocks an SM),
-// for head_dim 64 and 128 (256 takes two stages either way).
-// Puts back, when it goes, the two-stage override it found.
-class two_stages_scope {
+// The mma walk's bulk copies (set_attention_mma_bulk, MSTAR_ATTN_MMA_BULK=1)
+// against its cp.async copies: the same bits one pass, and split where the
+// rule gives the same chunks (the barriers' shared memory can leave one
+// block fewer an SM at head_dim 64 with 8 heads, so fewer chunks there),
+// for head_dim 64, 128 and 256, ragged rows (a position, page edges, long
+// ones) included. Puts back, when it goes, the override it found.
+class bulk_scope {
  public:
-  two_stages_scope() : previous_(cuda::set_attention_mma_two_stages(0)) {}
-  ~two_stages_scope() { static_cast<void>(cuda::set_attention_mma_two_stages(previous_)); }
-  two_stages_scope(const two_stages_scope&) = delete;
-  two_stages_scope& operator=(const two_stages_scope&) = delete;
+  bulk_scope() : previous_(cuda::set_attention_mma_bulk(0)) {}
+  ~bulk_scope() { static_cast<void>(cuda::set_attention_mma_bulk(previous_)); }
+  bulk_scope(const bulk_scope&) = delete;
+  bulk_scope& operator=(const bulk_scope&) = delete;
 
  private:
   int previous_;
 };
 
-TEST(gpu_attention_mma_stages, two_stages_give_the_bits_of_three) {
+TEST(gpu_attention_mma_bulk, bulk_copies_give_the_bits_of_cp_async) {
   MSTAR_REQUIRE_GPU();
   const variant_scope forced{{cuda::attention_walk::mma, cuda::attention_merge::fused}};
-  const two_stages_scope restored;
+  const bulk_scope restored;
   std::uint64_t seed = 950;
   int compared = 0;
+  int compared_split = 0;
   for (const auto& c : fused_cases()) {
-    if (c.dtype != mstar::dtype::bfloat16 || c.head_dim == 256)
+    if (c.dtype != mstar::dtype::bfloat16)
       continue;
     SCOPED_TRACE(c.name);
-    static_cast<void>(cuda::set_attention_mma_two_stages(0));
+    static_cast<void>(cuda::set_attention_mma_bulk(0));
     const device_step step{c, ++seed};
     const int splits = cuda::paged_attention_splits(step.params);
     step.poison(nullptr);
@@ -256,19 +258,23 @@ TEST(gpu_attention_mma_stages, two_stages_give_the_bits_of_three) {
     step.poison(nullptr);
     ASSERT_EQ(step.launch(nullptr), cudaSuccess);
     const std::vector<float> split = step.out.download();
-    static_cast<void>(cuda::set_attention_mma_two_stages(1));
-    EXPECT_GE(cuda::paged_attention_splits(step.params), splits);
+    static_cast<void>(cuda::set_attention_mma_bulk(1));
+    EXPECT_LE(cuda::paged_attention_splits(step.params), splits);
     step.poison(nullptr);
     ASSERT_EQ(cuda::paged_attention(step.params, nullptr), cudaSuccess);
     EXPECT_EQ(bytes_of(step.out.download()), bytes_of(one_pass)) << "one pass";
-    step.poison(nullptr);
-    ASSERT_EQ(step.launch(nullptr), cudaSuccess);
-    EXPECT_EQ(bytes_of(step.out.download()), bytes_of(split)) << splits << " splits";
-    EXPECT_TRUE(step.counters_zero());
+    if (cuda::paged_attention_splits(step.params) == splits) {
+      step.poison(nullptr);
+      ASSERT_EQ(step.launch(nullptr), cudaSuccess);
+      EXPECT_EQ(bytes_of(step.out.download()), bytes_of(split)) << splits << " splits";
+      EXPECT_TRUE(step.counters_zero());
+      ++compared_split;
+    }
     test::gpu::expect_device_ok();
     ++compared;
   }
-  EXPECT_GE(compared, 5);
+  EXPECT_GE(compared, 8);
+  EXPECT_GE(compared_split, 6);
 }
 
 TEST(gpu_attention_fused_merge_host, takes_the_block_merge_where_it_cannot_fuse) {
@@ -322,7 +328,7 @@ TEST(gpu_attention_fused_merge_host, kernel_switch_overrides_hand_back_the_previ
   // Host only: 1 on, 0 off, any other non-negative value on, negative the
   // environment's choice (-1), each call returning the override it replaced.
   for (int (*set)(int) :
-       {&cuda::set_attention_single_direct, &cuda::set_attention_mma_two_stages}) {
+       {&cuda::set_attention_single_direct, &cuda::set_attention_mma_bulk}) {
     const int previous = set(1);
     EXPECT_EQ(set(0), 1);
     EXPECT_EQ(set(5), 0);

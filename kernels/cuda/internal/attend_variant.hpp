@@ -30,10 +30,10 @@ namespace mstar::kernels::cuda::detail {
 /// (bench/results/session48-calls/).
 [[nodiscard]] bool single_direct_enabled();
 
-/// Whether the `mma` walk takes two stages a warp at head_dim 64 / 128:
-/// set_attention_mma_two_stages's override, else MSTAR_ATTN_MMA_STAGES=2
-/// (read once); off by default.
-[[nodiscard]] bool mma_two_stages_enabled();
+/// Whether the `mma` walk gathers its tiles with bulk copies (a 16-byte
+/// cp.async a lane otherwise): set_attention_mma_bulk's override, else
+/// MSTAR_ATTN_MMA_BULK=1 (read once); off by default.
+[[nodiscard]] bool mma_bulk_enabled();
 
 /// Most chunks MSTAR_ATTN_SPLITS may ask for (the split path's max_splits).
 inline constexpr int max_split_override = 128;
