@@ -327,8 +327,7 @@ TEST(gpu_attention_fused_merge_host, takes_the_block_merge_where_it_cannot_fuse)
 TEST(gpu_attention_fused_merge_host, kernel_switch_overrides_hand_back_the_previous_one) {
   // Host only: 1 on, 0 off, any other non-negative value on, negative the
   // environment's choice (-1), each call returning the override it replaced.
-  for (int (*set)(int) :
-       {&cuda::set_attention_single_direct, &cuda::set_attention_mma_bulk}) {
+  for (int (*set)(int) : {&cuda::set_attention_single_direct, &cuda::set_attention_mma_bulk}) {
     const int previous = set(1);
     EXPECT_EQ(set(0), 1);
     EXPECT_EQ(set(5), 0);
