@@ -292,6 +292,20 @@ attn_flashinfer() {
   echo "flashinfer exit $? ($((SECONDS - t0)) s)"
 }
 
+# attn_flashinfer with FlashInfer's sdist and prebuilt modules carried in FOLDER (copied into
+# $root/.whl-baselines), then session 52's table of ours against FlashInfer's in
+# $w/attn-fi-table.txt. Nothing without the modules there.
+attn_flashinfer_carried() {  # FOLDER
+  if ! compgen -G "$1/flashinfer-*-ops-*.tar.xz" >/dev/null; then
+    echo "flashinfer: no prebuilt modules in $1"
+    return 0
+  fi
+  rm -rf "$root/.whl-baselines" && mkdir -p "$root/.whl-baselines" && cp "$1"/* "$root/.whl-baselines/"
+  attn_flashinfer
+  python3 bench/results/session52-calls/attn_table.py "$w/attn.jsonl" "$w/fi.jsonl" |
+    tee "$w/attn-fi-table.txt"
+}
+
 # Nsight Compute (--set full) over COUNT launches of the kernels matching REGEX after SKIP,
 # in `mstar-gpu-bench --rounds 1 --suite attention ARGS` under ENV=VALUE switches (none: pass
 # MSTAR_NONE=0): the details page in $w/NAME.txt (the report itself is not kept) and its

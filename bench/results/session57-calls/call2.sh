@@ -25,12 +25,7 @@ for rep in 1 2; do
   ATTN_SHAPES="--rows 1 --context 160 --prefill-rows 1 --rounds 9" attn_setting "ctx160-bulk$rep" MSTAR_ATTN_MMA_BULK=1
 done
 attn_table
-if compgen -G "$here/fi/flashinfer-*-ops-*.tar.xz" >/dev/null; then
-  rm -rf "$root/.whl-baselines" && mkdir -p "$root/.whl-baselines" && cp "$here"/fi/* "$root/.whl-baselines/"
-  ATTN_SHAPES="--rows 1 4 8 16 --prefill-rows 1" attn_flashinfer
-  python3 bench/results/session52-calls/attn_table.py "$w/attn.jsonl" "$w/fi.jsonl" |
-    tee "$w/attn-fi-table.txt"
-fi
+ATTN_SHAPES="--rows 1 4 8 16 --prefill-rows 1" attn_flashinfer_carried "$here/fi"
 checkpoint nh056 nemotron_h-0.56b
 nh056_rounds 2 "defaults bulk1" 1
 gpu_tests 'gpu_attention_mma_bulk.*:gpu_attention_fused_merge_host.*' 60
