@@ -77,7 +77,7 @@ __device__ __forceinline__ void mma_fused_merge(const attn_args& a, const split_
 // stages (K then V, `stride` bf16 a row) and its P^T tile ([n tile][16
 // positions][8 columns] bf16); after the walk the merge scratch overlays
 // them.
-template <int D, int GC, bool Bulk = false>
+template <int D, int GC>
 struct mma_shape {
   static_assert(GC == 4 || GC == 8);
   static constexpr int stages = D == 256 ? 2 : 3;
@@ -92,16 +92,23 @@ struct mma_shape {
   static constexpr int per_lane = pieces / 2;
   static constexpr std::size_t smem_bytes =
       static_cast<std::size_t>(mma_warps) * warp_elems * sizeof(std::uint16_t);
-  // The bulk copies' barriers: one a warp a stage (static shared memory).
-  static constexpr int bars = Bulk ? mma_warps * stages : 1;
-  static constexpr std::size_t bar_bytes = Bulk ? bars * sizeof(std::uint64_t) : 0;
-  // Blocks an SM the shared memory allows (228 KiB, 1 KiB reserved a block):
-  // 4 / 2 / 1 at D 64 / 128 / 256 (3 at D 64 with 8 heads and the barriers).
-  static constexpr int cap = D == 64 ? 4 : (D == 128 ? 2 : 1);
-  static constexpr int by_smem = static_cast<int>(228 * 1024 / (smem_bytes + 1024 + bar_bytes));
-  static constexpr int min_blocks = cap < by_smem ? cap : by_smem;
-  static_assert(min_blocks >= 1);
+  // The bulk copies' barriers: one a warp a stage (static shared memory,
+  // declared by the bulk kernels only).
+  static constexpr int bars = mma_warps * stages;
 };
+
+// Blocks an SM a kernel's shared memory allows (228 KiB, 1 KiB reserved a
+// block), its __launch_bounds__: 4 / 2 / 1 at D 64 / 128 / 256, 3 at D 64
+// with 8 heads and the bulk copies' barriers.
+template <int D, int GC, bool Bulk>
+constexpr int mma_min_blocks() {
+  using S = mma_shape<D, GC>;
+  constexpr std::size_t bar_bytes = Bulk ? S::bars * sizeof(std::uint64_t) : 0;
+  constexpr int cap = D == 64 ? 4 : (D == 128 ? 2 : 1);
+  constexpr int by_smem = static_cast<int>(228 * 1024 / (S::smem_bytes + 1024 + bar_bytes));
+  static_assert(by_smem >= 1);
+  return cap < by_smem ? cap : by_smem;
+}
 
 // The warps' states while merging, over the stages.
 template <int D, int GC>
@@ -340,11 +347,8 @@ __device__ __forceinline__ void walk_mma(const attn_args& a, std::uint16_t* wsm,
   // The page id of the lane's position in tile j (0 past the end: unread;
   // the bulk form's lanes there copy the range's last position).
   auto page_of = [&](int j) {
-    const int t = start(j) + row;
-    if constexpr (Bulk)
-      return load_coherent(a.table.kv_indices + first_page + min(t, end - 1) / ps);
-    else
-      return t < end ? load_coherent(a.table.kv_indices + first_page + t / ps) : 0;
+    const int t = Bulk ? min(start(j) + row, end - 1) : start(j) + row;
+    return t < end ? load_coherent(a.table.kv_indices + first_page + t / ps) : 0;
   };
   auto issue = [&](int j, std::int32_t page) {
     const int k = j % st;
@@ -476,19 +480,22 @@ __device__ __forceinline__ void merge_warp_states(std::uint16_t* smem, int valid
 // at 1 / 4 rows took 11.44 / 19.97 us against 11.70-11.83 / 20.45, one row
 // of 160 positions 6.83-6.91 against 7.12-7.14.
 template <int D, int GC, bool Fused, bool Bulk>
-__global__ void __launch_bounds__(mma_threads, mma_shape<D, GC, Bulk>::min_blocks)
+__global__ void __launch_bounds__(mma_threads, mma_min_blocks<D, GC, Bulk>())
     attend_decode_mma(attn_args a, split_args s) {
   chain_start();
-  using S = mma_shape<D, GC, Bulk>;
+  using S = mma_shape<D, GC>;
   static_assert(sizeof(merge_scratch<D, GC>) <= S::smem_bytes);
   extern __shared__ uint4 mma_smem[];
-  __shared__ alignas(8) std::uint64_t mma_bars[S::bars];
   auto* smem = reinterpret_cast<std::uint16_t*>(mma_smem);
   const int warp = static_cast<int>(threadIdx.x) / 32;
   std::uint16_t* wsm = smem + warp * S::warp_elems;
-  std::uint64_t* bars = mma_bars + (Bulk ? warp * S::stages : 0);
-  unsigned phases = 0;  // the warp's barriers' next phases (bit k: stage k)
+  std::uint64_t* bars = nullptr;  // the warp's barriers (bulk copies only)
+  unsigned phases = 0;            // their next phases (bit k: stage k)
   if constexpr (Bulk) {
+    // Declared here so that the cp.async kernels hold no static shared
+    // memory (8 bytes more would leave D 64 with 8 heads 3 blocks an SM).
+    __shared__ alignas(8) std::uint64_t mma_bars[S::bars];
+    bars = mma_bars + warp * S::stages;
     if (threadIdx.x % 32 == 0) {
       for (int k = 0; k < S::stages; ++k)
         mbar_init(smem_addr(bars + k), 1);
@@ -552,10 +559,10 @@ __global__ void __launch_bounds__(mma_threads, mma_shape<D, GC, Bulk>::min_block
   }
 }
 
-// `Kernel` (an instantiation of attend_decode_mma<D, GC, ..., Bulk>) over the step.
-template <auto Kernel, int D, int GC, bool Bulk>
+// `Kernel` (an instantiation of attend_decode_mma<D, GC, ...>) over the step.
+template <auto Kernel, int D, int GC>
 cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream) {
-  using S = mma_shape<D, GC, Bulk>;
+  using S = mma_shape<D, GC>;
   if (const cudaError_t err = raise_smem_limit<Kernel>(S::smem_bytes); err != cudaSuccess)
     return err;
   a.chunks = ceil_div(a.group, GC);
@@ -585,8 +592,8 @@ cudaError_t launch(const attn_args& a, const split_args& s, cudaStream_t stream)
   cudaError_t err = cudaErrorInvalidValue;
   with_copies([&]<bool Bulk>() {
     err = s.counters != nullptr
-              ? launch_kernel<attend_decode_mma<D, GC, true, Bulk>, D, GC, Bulk>(a, s, stream)
-              : launch_kernel<attend_decode_mma<D, GC, false, Bulk>, D, GC, Bulk>(a, s, stream);
+              ? launch_kernel<attend_decode_mma<D, GC, true, Bulk>, D, GC>(a, s, stream)
+              : launch_kernel<attend_decode_mma<D, GC, false, Bulk>, D, GC>(a, s, stream);
   });
   return err;
 }
@@ -597,7 +604,7 @@ int decode_mma_resident(int head_dim, int group) {
   int n = 1;
   static_cast<void>(with_decode_mma_shape<256>(head_dim, group, [&]<int D, int GC>() {
     with_copies([&]<bool Bulk>() {
-      constexpr std::size_t smem = mma_shape<D, GC, Bulk>::smem_bytes;
+      constexpr std::size_t smem = mma_shape<D, GC>::smem_bytes;
       n = resident_blocks<attend_decode_mma<D, GC, false, Bulk>>(smem, mma_threads, smem);
     });
   }));
