@@ -100,6 +100,7 @@ if ! declare -F envs_of >/dev/null; then
       # Session 56's two stages a warp (removed after session 57's call1: lost at 1 / 4 / 8 rows):
       stages2) echo "MSTAR_ATTN_MMA_STAGES=2" ;;  # the mma walk on two stages (3 blocks an SM at D 128)
       bulk1) echo "MSTAR_ATTN_MMA_BULK=1" ;;  # session 57: the mma walk's tiles by bulk copies
+      bulk0) echo "MSTAR_ATTN_MMA_BULK=0" ;;  # session 58: cp.async everywhere (by grid is the default)
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }
@@ -255,17 +256,18 @@ attn_setting() {  # TAG [ENV=VALUE...]
   echo "attn $tag done ($((SECONDS - t0)) s)"
 }
 
-# attn_setting's decode lines in $w/attn.jsonl as a table, a line a case (one row of 160
-# positions apart where its setting's tag starts with ctx160), a column a setting, into
-# $w/attn-table.txt and printed.
+# attn_setting's decode lines in $w/attn.jsonl as a table, a line a case (a case at another
+# context apart where its setting's tag starts with ctxN-: ctx160-defaults1), a column a
+# setting, into $w/attn-table.txt and printed.
 attn_table() {
   python3 - "$w/attn.jsonl" <<'PY' | tee "$w/attn-table.txt"
-import collections, json, sys
+import collections, json, re, sys
 t = collections.defaultdict(dict)
 for l in open(sys.argv[1]):
     d = json.loads(l)
     if "decode" in d.get("case", ""):
-        case = d["case"] + (" ctx160" if d["setting"].startswith("ctx160") else "")
+        ctx = re.match(r"(ctx\d+)-", d["setting"])
+        case = d["case"] + (f" {ctx.group(1)}" if ctx else "")
         t[case][d["setting"]] = d["us_per_call"]
 for case, s in t.items():
     print(f"{case:36} " + "  ".join(f"{k} {v:7.2f}" for k, v in sorted(s.items())))

@@ -121,11 +121,12 @@ attention_variant set_attention_variant(attention_variant v);
 int set_attention_single_direct(int on);
 
 /// Sets the process-wide override of how the `mma` walk gathers its tiles
-/// (MSTAR_ATTN_MMA_BULK=1; kernels/cuda/attention_decode_mma.cu): 1 bulk
+/// (MSTAR_ATTN_MMA_BULK; kernels/cuda/attention_decode_mma.cu): 1 bulk
 /// copies completing on a barrier a stage, 0 a 16-byte cp.async a lane, -1
-/// the environment's choice; returns the previous override. The split rule
-/// reads it too (the blocks resident), so size a workspace under the
-/// override it is launched with. For tests that compare both in one
+/// the environment's choice (where unset, bulk copies for launches of at
+/// least a block for every three SMs); returns the previous override. The
+/// split rule reads it too (the blocks resident), so size a workspace under
+/// the override it is launched with. For tests that compare both in one
 /// process. Thread-safe; not meant for serving.
 int set_attention_mma_bulk(int on);
 

@@ -33,9 +33,10 @@
 // so 4 / 2 / 1 blocks an SM and 128 / 128 / 64 KiB of K/V reads in flight
 // an SM.
 //
-// Bulk copies (MSTAR_ATTN_MMA_BULK=1, set_attention_mma_bulk; off by
-// default, for A/B runs): a tile's 32 rows (16 positions of K and of V,
-// D x 2 bytes each) gathered by one cp.async.bulk a lane, completing on the
+// Bulk copies (by default where a launch has a block for every three SMs,
+// `bulk_pays`; MSTAR_ATTN_MMA_BULK=0 / 1, set_attention_mma_bulk): a tile's
+// 32 rows (16 positions of K and of V, D x 2 bytes each) gathered by one
+// cp.async.bulk a lane, completing on the
 // stage's mbarrier (one a warp a stage, static shared memory), so that the
 // copies in flight are the bulk-copy unit's rather than 16 a lane in the
 // load-store unit; a position past the end copies the range's last one
@@ -559,6 +560,11 @@ __global__ void __launch_bounds__(mma_threads, mma_min_blocks<D, GC, Bulk>())
   }
 }
 
+// Blocks of the step's launch.
+std::int64_t blocks_of(const attn_args& a, int gc, const split_args& s) {
+  return std::int64_t{a.table.rows} * a.kv_heads * ceil_div(a.group, gc) * s.splits;
+}
+
 // `Kernel` (an instantiation of attend_decode_mma<D, GC, ...>) over the step.
 template <auto Kernel, int D, int GC>
 cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream) {
@@ -566,22 +572,40 @@ cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream)
   if (const cudaError_t err = raise_smem_limit<Kernel>(S::smem_bytes); err != cudaSuccess)
     return err;
   a.chunks = ceil_div(a.group, GC);
-  const unsigned grid = grid_of(std::int64_t{a.table.rows} * a.kv_heads * a.chunks * s.splits);
+  const unsigned grid = grid_of(blocks_of(a, GC, s));
   launch_chained(Kernel, grid, mma_threads, S::smem_bytes, stream, a, s);
   return launch_status();
 }
 
-// Calls fn.template operator()<Bulk>() with how the walk gathers its tiles:
-// bulk copies where mma_bulk_enabled (MSTAR_ATTN_MMA_BULK=1,
-// set_attention_mma_bulk; A/B runs, off by default), after session 56's
-// Nsight Compute page of the 4-row split launch (H100: 1.25 TB/s, 31% of
-// its sectors "excessive", the L1TEX scoreboard the first stall) and
-// session 57's call1 (two stages a warp at three blocks an SM lost: the
-// copies in flight a warp, not the warps, bound it). The same bits either
-// way; the split rule counts the blocks resident under the one launched.
-template <class Fn>
-void with_copies(Fn&& fn) {
-  if (mma_bulk_enabled())
+// Whether bulk copies take a launch of `blocks` by default (no override):
+// where the launch has at least one block for every three SMs and the
+// barriers leave the blocks an SM as they were (so the split rule, which
+// counts the cp.async kernel's, holds for both). Session 58's call2 (H100,
+// 2,048 positions, 32 q / 8 kv heads, D 128, us a call, cp.async / bulk):
+// they won at 64 blocks and more (one row in 16 splits, 128 blocks, 11.5 /
+// 11.1; 4 rows in 8, 256, 20.0 / 16.7; 8 rows in 4, 256, 39.3 / 32.9; 8
+// rows unsplit, 64, 67.2 / 60.4) and lost at 32 and fewer (4 rows unsplit,
+// 32, 53.7 / 59.6; one row unsplit, 8, 38.9 / 57.9; one row of 160, 8,
+// 6.9 / 8.5): with few SMs busy, each SM's bulk copies of 256 bytes (one a
+// K or V row) are what limits.
+template <int D, int GC>
+bool bulk_pays(std::int64_t blocks) {
+  return mma_min_blocks<D, GC, true>() == mma_min_blocks<D, GC, false>() &&
+         blocks * 3 >= sm_count();
+}
+
+// Calls fn.template operator()<Bulk>() with how the walk gathers its tiles
+// for a launch of `blocks` (-1: the kernel the split rule counts):
+// mma_bulk_choice's override or environment where set, else bulk copies
+// where bulk_pays. The bulk copies came after session 56's Nsight Compute
+// page of the 4-row split launch (H100: 1.25 TB/s, 31% of its sectors
+// "excessive", the L1TEX scoreboard the first stall) and session 57's call1
+// (two stages a warp at three blocks an SM lost: the copies in flight a
+// warp, not the warps, bound it). The same bits either way.
+template <int D, int GC, class Fn>
+void with_copies(std::int64_t blocks, Fn&& fn) {
+  const int choice = mma_bulk_choice();
+  if (choice == 1 || (choice < 0 && blocks >= 0 && bulk_pays<D, GC>(blocks)))
     fn.template operator()<true>();
   else
     fn.template operator()<false>();
@@ -590,7 +614,7 @@ void with_copies(Fn&& fn) {
 template <int D, int GC>
 cudaError_t launch(const attn_args& a, const split_args& s, cudaStream_t stream) {
   cudaError_t err = cudaErrorInvalidValue;
-  with_copies([&]<bool Bulk>() {
+  with_copies<D, GC>(blocks_of(a, GC, s), [&]<bool Bulk>() {
     err = s.counters != nullptr
               ? launch_kernel<attend_decode_mma<D, GC, true, Bulk>, D, GC>(a, s, stream)
               : launch_kernel<attend_decode_mma<D, GC, false, Bulk>, D, GC>(a, s, stream);
@@ -603,7 +627,7 @@ cudaError_t launch(const attn_args& a, const split_args& s, cudaStream_t stream)
 int decode_mma_resident(int head_dim, int group) {
   int n = 1;
   static_cast<void>(with_decode_mma_shape<256>(head_dim, group, [&]<int D, int GC>() {
-    with_copies([&]<bool Bulk>() {
+    with_copies<D, GC>(-1, [&]<bool Bulk>() {
       constexpr std::size_t smem = mma_shape<D, GC>::smem_bytes;
       n = resident_blocks<attend_decode_mma<D, GC, false, Bulk>>(smem, mma_threads, smem);
     });

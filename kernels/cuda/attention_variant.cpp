@@ -176,9 +176,11 @@ bool single_direct_enabled() {
   return switch_on(single_direct_override, on);
 }
 
-bool mma_bulk_enabled() {
-  static const bool on = env_choice("MSTAR_ATTN_MMA_BULK", 2) == 1;
-  return switch_on(mma_bulk_override, on);
+int mma_bulk_choice() {
+  if (const int f = mma_bulk_override.load(std::memory_order_relaxed); f >= 0)
+    return f;
+  static const int env = env_choice("MSTAR_ATTN_MMA_BULK", 2);  // -1 unset: by grid
+  return env;
 }
 
 int split_count_override() {

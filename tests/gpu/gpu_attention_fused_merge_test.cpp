@@ -222,8 +222,8 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& param) { return std::string{cuda::to_string(param.param)}; });
 
 // The mma walk's bulk copies (set_attention_mma_bulk, MSTAR_ATTN_MMA_BULK=1)
-// against its cp.async copies: the same bits one pass, and split where the
-// rule gives the same chunks (the barriers' shared memory can leave one
+// and the default choice by grid against its cp.async copies: the same bits
+// one pass, and split where the rule gives the same chunks (the barriers' shared memory can leave one
 // block fewer an SM at head_dim 64 with 8 heads, so fewer chunks there),
 // for head_dim 64, 128 and 256, ragged rows (a position, page edges, long
 // ones) included. Puts back, when it goes, the override it found.
@@ -269,6 +269,19 @@ TEST(gpu_attention_mma_bulk, bulk_copies_give_the_bits_of_cp_async) {
       EXPECT_EQ(bytes_of(step.out.download()), bytes_of(split)) << splits << " splits";
       EXPECT_TRUE(step.counters_zero());
       ++compared_split;
+    }
+    // The default, by each launch's grid (bulk_pays): the split rule counts
+    // the cp.async kernel's blocks, so the chunks are those of cp.async.
+    static_cast<void>(cuda::set_attention_mma_bulk(-1));
+    if (std::getenv("MSTAR_ATTN_MMA_BULK") == nullptr) {
+      EXPECT_EQ(cuda::paged_attention_splits(step.params), splits);
+      step.poison(nullptr);
+      ASSERT_EQ(cuda::paged_attention(step.params, nullptr), cudaSuccess);
+      EXPECT_EQ(bytes_of(step.out.download()), bytes_of(one_pass)) << "one pass, by grid";
+      step.poison(nullptr);
+      ASSERT_EQ(step.launch(nullptr), cudaSuccess);
+      EXPECT_EQ(bytes_of(step.out.download()), bytes_of(split)) << splits << " splits, by grid";
+      EXPECT_TRUE(step.counters_zero());
     }
     test::gpu::expect_device_ok();
     ++compared;

@@ -30,10 +30,11 @@ namespace mstar::kernels::cuda::detail {
 /// (bench/results/session48-calls/).
 [[nodiscard]] bool single_direct_enabled();
 
-/// Whether the `mma` walk gathers its tiles with bulk copies (a 16-byte
-/// cp.async a lane otherwise): set_attention_mma_bulk's override, else
-/// MSTAR_ATTN_MMA_BULK=1 (read once); off by default.
-[[nodiscard]] bool mma_bulk_enabled();
+/// How the `mma` walk gathers its tiles: 1 bulk copies, 0 a 16-byte
+/// cp.async a lane, -1 by the launch's grid (attention_decode_mma.cu's
+/// `bulk_pays`); set_attention_mma_bulk's override where set, else
+/// MSTAR_ATTN_MMA_BULK=0 / 1 (read once), else -1.
+[[nodiscard]] int mma_bulk_choice();
 
 /// Most chunks MSTAR_ATTN_SPLITS may ask for (the split path's max_splits).
 inline constexpr int max_split_override = 128;
