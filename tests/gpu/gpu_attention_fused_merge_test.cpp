@@ -223,10 +223,10 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The mma walk's bulk copies (set_attention_mma_bulk, MSTAR_ATTN_MMA_BULK=1)
 // and the default choice by grid against its cp.async copies: the same bits
-// one pass, and split where the rule gives the same chunks (the barriers' shared memory can leave one
-// block fewer an SM at head_dim 64 with 8 heads, so fewer chunks there),
-// for head_dim 64, 128 and 256, ragged rows (a position, page edges, long
-// ones) included. Puts back, when it goes, the override it found.
+// one pass, and split where the rule gives the same chunks (the barriers' shared memory can leave
+// one block fewer an SM at head_dim 64 with 8 heads, so fewer chunks there), for head_dim 64, 128
+// and 256, ragged rows (a position, page edges, long ones) included. Puts back, when it goes, the
+// override it found.
 class bulk_scope {
  public:
   bulk_scope() : previous_(cuda::set_attention_mma_bulk(0)) {}
