@@ -7,7 +7,8 @@
 # (either side of the threshold), each setting alternated twice; FlashInfer 0.2.5 on the same
 # machine; the 0.56B at batch 1 by grid and with cp.async (one row of at most 160 positions:
 # cp.async either way, the same digest); the bits test (bulk, cp.async and by grid) and the
-# attention tests under the default; racecheck and memcheck over the bits test.
+# attention tests under the default; racecheck and memcheck over the bits test. Also the mma
+# walk at 16 / 32 / 64 rows against rows_mma (the default there).
 # Pack: `rm -rf .carry && PACK_XZ=1 scripts/pack-device.sh mstar_gpu_tests mstar-gpu-bench
 # mstar-bench-model-gpu && cp bench/device_calls.sh bench/results/session58-calls/{common.sh,call3.sh}
 # .carry/ && rm -rf .carry/bin .carry/lib && mkdir -p .carry/fi && cp <slim sdist>
@@ -27,6 +28,13 @@ for rep in 1 2; do
         attn_setting "ctx$ctx-$1$rep" "$2"
     done
   done
+done
+# The mma walk (now with bulk copies by grid) at 16 / 32 / 64 rows, where rows_mma takes
+# them by default (session 36's rule), against that default.
+for rep in 1 2; do
+  ATTN_SHAPES="--rows 16 32 64 --prefill-rows 1 --rounds 5" attn_setting "ctx2048-rowsmma$rep" MSTAR_NONE=0
+  ATTN_SHAPES="--rows 16 32 64 --prefill-rows 1 --rounds 5" attn_setting "ctx2048-mma$rep" \
+    MSTAR_ATTN_DECODE_WALK=3
 done
 attn_table
 ATTN_SHAPES="--rows 1 4 8 16 --prefill-rows 1" attn_flashinfer_carried "$here/fi"
