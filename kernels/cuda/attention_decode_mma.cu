@@ -589,9 +589,13 @@ cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream)
 // 6.9 / 8.5): with few SMs busy, each SM's bulk copies of 256 bytes (one a
 // K or V row) are what limits.
 template <int D, int GC>
+constexpr bool bulk_fits() {
+  return mma_min_blocks<D, GC, true>() == mma_min_blocks<D, GC, false>();
+}
+
+template <int D, int GC>
 bool bulk_pays(std::int64_t blocks) {
-  return mma_min_blocks<D, GC, true>() == mma_min_blocks<D, GC, false>() &&
-         blocks * 3 >= sm_count();
+  return bulk_fits<D, GC>() && blocks * 3 >= sm_count();
 }
 
 // Calls fn.template operator()<Bulk>() with how the walk gathers its tiles
@@ -623,6 +627,13 @@ cudaError_t launch(const attn_args& a, const split_args& s, cudaStream_t stream)
 }
 
 }  // namespace
+
+bool decode_mma_bulk_fits(int head_dim, int group) {
+  bool fits = false;
+  static_cast<void>(with_decode_mma_shape<256>(
+      head_dim, group, [&]<int D, int GC>() { fits = bulk_fits<D, GC>(); }));
+  return fits;
+}
 
 int decode_mma_resident(int head_dim, int group) {
   int n = 1;

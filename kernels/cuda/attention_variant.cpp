@@ -85,6 +85,13 @@ attention_prefill env_prefill() {
 // with the block merge too: 64 partials a row, which the warp merge reads
 // one round trip per partial. bench/h200_decode_attention.sh times every
 // walk and merge from 1 to 256 rows.
+// Since session 58 walk_of gives rows_mma's steps to the mma walk where
+// its bulk copies take the shape (decode_mma_bulk_fits; not with
+// MSTAR_ATTN_MMA_BULK=0): H100, the shape above, us a call, mma / rows_mma
+// (session 58's call3, two rounds): 16 rows 55.8-56.0 / 58.5, 32 rows 97.8
+// / 103.0, 64 rows 186.2-186.5 / 192.3-192.5; FlashInfer 0.2.5 56.4 at 16
+// rows in the same call. rows_mma does not take head_dim 256, which fell
+// back to registers before.
 attention_walk default_walk(bool split, bool decode, std::int64_t rows) {
   static_cast<void>(split);
   if (!decode)
@@ -95,6 +102,11 @@ attention_walk default_walk(bool split, bool decode, std::int64_t rows) {
 }  // namespace
 
 namespace detail {
+
+bool walk_by_rule() {
+  return walk_override.load(std::memory_order_relaxed) == attention_walk::automatic &&
+         env_walk() == attention_walk::automatic;
+}
 
 attention_walk walk_for(bool split, bool decode, std::int64_t rows) {
   if (const auto w = walk_override.load(std::memory_order_relaxed); w != attention_walk::automatic)
@@ -136,7 +148,13 @@ bool decode_rows_mma_takes(const paged_attention_params& p) {
 }
 
 attention_walk walk_of(const paged_attention_params& p, bool split) {
-  const attention_walk w = walk_for(split, p.table.is_decode(), p.table.num_rows());
+  attention_walk w = walk_for(split, p.table.is_decode(), p.table.num_rows());
+  // The default rule's rows_mma steps go to the mma walk where its bulk
+  // copies take the shape and are not turned off (default_walk's note).
+  const kv_geometry& g = p.arena.geometry;
+  if (w == attention_walk::rows_mma && walk_by_rule() && mma_bulk_choice() != 0 &&
+      decode_mma_takes(p) && decode_mma_bulk_fits(g.head_dim, p.num_qo_heads / g.num_kv_heads))
+    w = attention_walk::mma;
   if (w == attention_walk::mma && !decode_mma_takes(p))
     return attention_walk::registers;
   if (w == attention_walk::rows && !decode_rows_takes(p))

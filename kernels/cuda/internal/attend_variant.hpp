@@ -123,8 +123,19 @@ struct decode_rows_shape {
 /// pointers only.
 [[nodiscard]] bool decode_rows_mma_takes(const paged_attention_params& p);
 
-/// walk_for, with `mma`, `rows` or `rows_mma` turned into `registers` where that
-/// kernel does not take `p`: the walk a launch of `p` runs.
+/// Whether the walk comes from the default rule: no override, no
+/// MSTAR_ATTN_DECODE_WALK.
+[[nodiscard]] bool walk_by_rule();
+
+/// Whether the `mma` walk's bulk copies take (head_dim, group) at the
+/// blocks an SM of its cp.async form (attention_decode_mma.cu); false where
+/// the walk does not take the shape.
+[[nodiscard]] bool decode_mma_bulk_fits(int head_dim, int group);
+
+/// walk_for, the default rule's rows_mma given to `mma` where its bulk
+/// copies fit (and MSTAR_ATTN_MMA_BULK is not 0), with `mma`, `rows` or
+/// `rows_mma` turned into `registers` where that kernel does not take `p`:
+/// the walk a launch of `p` runs.
 [[nodiscard]] attention_walk walk_of(const paged_attention_params& p, bool split);
 
 }  // namespace mstar::kernels::cuda::detail
