@@ -337,37 +337,6 @@ TEST(gpu_attention_fused_merge_host, takes_the_block_merge_where_it_cannot_fuse)
   EXPECT_STREQ(cuda::to_string(cuda::attention_merge::fused), "mfused");
 }
 
-TEST(gpu_attention_fused_merge_host, default_rule_gives_rows_mma_steps_to_mma_where_bulk_fits) {
-  // Host only. Since session 58 the default rule's steps of 16 rows and
-  // more take the mma walk where its bulk copies keep its blocks an SM
-  // (head_dim 128 / 256 with groups of 4), rows_mma where they do not
-  // (head_dim 64 with 8 heads) or where bulk copies are turned off.
-  if (std::getenv("MSTAR_ATTN_DECODE_WALK") != nullptr ||
-      std::getenv("MSTAR_ATTN_MMA_BULK") != nullptr)
-    GTEST_SKIP() << "MSTAR_ATTN_DECODE_WALK or MSTAR_ATTN_MMA_BULK set: not the default rule";
-  const std::vector<std::int32_t> ids(17, 0);
-  const kv_page_table table{
-      ids, ids, ids, std::span{ids}.first(16), std::span{ids}.first(16), std::span{ids}.first(16)};
-  const auto params = [&](int kv_heads, int head_dim, int q_heads) {
-    const kv_arena_view arena{reinterpret_cast<std::byte*>(std::uintptr_t{256}),
-                              {16, 1, kv_heads, head_dim, mstar::dtype::bfloat16}};
-    return paged_attention_params{arena,   0,       table, reinterpret_cast<const float*>(256),
-                                  nullptr, q_heads, 0.0F};
-  };
-  const variant_scope automatic{
-      {cuda::attention_walk::automatic, cuda::attention_merge::automatic}};
-  const bulk_scope restored;
-  static_cast<void>(cuda::set_attention_mma_bulk(-1));
-  EXPECT_EQ(cuda::paged_attention_variant(params(8, 128, 32), true).walk,
-            cuda::attention_walk::mma);
-  EXPECT_EQ(cuda::paged_attention_variant(params(2, 256, 8), true).walk, cuda::attention_walk::mma);
-  EXPECT_EQ(cuda::paged_attention_variant(params(8, 64, 64), true).walk,
-            cuda::attention_walk::rows_mma);
-  static_cast<void>(cuda::set_attention_mma_bulk(0));
-  EXPECT_EQ(cuda::paged_attention_variant(params(8, 128, 32), true).walk,
-            cuda::attention_walk::rows_mma);
-}
-
 TEST(gpu_attention_fused_merge_host, kernel_switch_overrides_hand_back_the_previous_one) {
   // Host only: 1 on, 0 off, any other non-negative value on, negative the
   // environment's choice (-1), each call returning the override it replaced.

@@ -279,29 +279,45 @@ TEST(gpu_attention, rows_walk_runs_only_where_the_whole_row_kernel_takes_the_ste
   EXPECT_EQ(walk(w.decode, w.bf16, w.arena + 8, 8, false), cuda::attention_walk::registers);
 }
 
-TEST(gpu_attention, default_walk_is_on_tensor_cores_whole_rows_from_16_decode_rows) {
+TEST(gpu_attention, default_walk_is_on_tensor_cores) {
   // Host only: sizes and pointers, nothing dereferenced. No override, and
-  // the environment's MSTAR_ATTN_DECODE_WALK unset (else it decides).
-  if (std::getenv("MSTAR_ATTN_DECODE_WALK") != nullptr)
-    GTEST_SKIP() << "MSTAR_ATTN_DECODE_WALK is set";
+  // the environment's MSTAR_ATTN_DECODE_WALK and MSTAR_ATTN_MMA_BULK unset
+  // (else they decide). The mma walk for decode steps; from 16 rows, since
+  // session 58, only where its bulk copies keep its blocks an SM (head_dim
+  // 128 / 256 with groups of 4, not head_dim 64 with 8 heads) and are not
+  // turned off, else whole rows on tensor cores (rows_mma) where that
+  // kernel takes the step.
+  if (std::getenv("MSTAR_ATTN_DECODE_WALK") != nullptr ||
+      std::getenv("MSTAR_ATTN_MMA_BULK") != nullptr)
+    GTEST_SKIP() << "MSTAR_ATTN_DECODE_WALK or MSTAR_ATTN_MMA_BULK is set";
   walk_probe w;
   const variant_scope automatic{{}};
-  auto walk = [&](int rows, kv_geometry g) {
+  const int bulk = cuda::set_attention_mma_bulk(-1);
+  auto walk = [&](int rows, kv_geometry g, int q_heads = 8) {
     std::vector<std::int32_t> indptr(static_cast<std::size_t>(rows) + 1);
     std::iota(indptr.begin(), indptr.end(), 0);
     const std::vector<std::int32_t> ones(static_cast<std::size_t>(rows), 1);
     const std::vector<std::int32_t> zeros(static_cast<std::size_t>(rows), 0);
     const kv_page_table t{indptr, indptr, zeros, ones, zeros, zeros};
-    return w.walk(t, g, w.arena, w.q, 8, true);
+    return w.walk(t, g, w.arena, w.q, q_heads, true);
   };
   EXPECT_EQ(walk(1, w.bf16), cuda::attention_walk::mma);
   EXPECT_EQ(walk(15, w.bf16), cuda::attention_walk::mma);
-  EXPECT_EQ(walk(16, w.bf16), cuda::attention_walk::rows_mma);
-  EXPECT_EQ(walk(256, w.bf16), cuda::attention_walk::rows_mma);
+  EXPECT_EQ(walk(16, w.bf16), cuda::attention_walk::mma);
+  EXPECT_EQ(walk(256, w.bf16), cuda::attention_walk::mma);
   kv_geometry d256 = w.bf16;
   d256.head_dim = 256;
-  EXPECT_EQ(walk(1, d256), cuda::attention_walk::mma);          // the mma walk takes D 256
+  EXPECT_EQ(walk(1, d256), cuda::attention_walk::mma);  // the mma walk takes D 256
+  EXPECT_EQ(walk(256, d256), cuda::attention_walk::mma);
+  kv_geometry d64 = w.bf16;
+  d64.head_dim = 64;
+  EXPECT_EQ(walk(1, d64, 16), cuda::attention_walk::mma);
+  EXPECT_EQ(walk(16, d64, 16), cuda::attention_walk::rows_mma);  // 8 heads: barriers cost a block
+  static_cast<void>(cuda::set_attention_mma_bulk(0));            // cp.async: the rule before
+  EXPECT_EQ(walk(15, w.bf16), cuda::attention_walk::mma);
+  EXPECT_EQ(walk(16, w.bf16), cuda::attention_walk::rows_mma);
   EXPECT_EQ(walk(256, d256), cuda::attention_walk::registers);  // rows_mma takes D 64 / 128
+  static_cast<void>(cuda::set_attention_mma_bulk(bulk));
   kv_geometry f32 = w.bf16;
   f32.dtype = mstar::dtype::float32;
   EXPECT_EQ(walk(1, f32), cuda::attention_walk::registers);  // both kernels take bf16 only
