@@ -48,9 +48,11 @@ namespace mstar::kernels::cuda {
 /// 256) bring K and V in. The CUDA-core walks give each slot of lanes the
 /// same positions, so their results agree to f32 rounding of the same sums.
 enum class attention_walk : std::int8_t {
-  /// MSTAR_ATTN_DECODE_WALK (0 to 5) if set, else the default rule:
-  /// `rows_mma` for decode steps of 16 rows and more, `mma` below (each where
-  /// it takes the step, else `registers`), `registers` for prefill
+  /// MSTAR_ATTN_DECODE_WALK (0 to 5) if set, else the default rule: `mma`
+  /// for decode steps, from 16 rows only where its bulk copies fit
+  /// (head_dim 128 / 256, groups of 4) and MSTAR_ATTN_MMA_BULK is not 0,
+  /// else `rows_mma` there (each where it takes the step, else
+  /// `registers`); `registers` for prefill
   automatic = -1,
   registers = 0,  ///< the next step's K/V loaded into registers while this one is consumed
   pipeline4 = 1,  ///< 4 KiB K and V tiles by cp.async through 4 shared stages (3 in flight)

@@ -19,8 +19,9 @@ namespace mstar::kernels::cuda::detail {
 /// (session 36, second call; 2,048 positions, 32 q / 8 kv heads, D 128,
 /// graphs, us a call at 16 / 64 / 128 / 256 positions at least): 16 rows
 /// 50.1 / 50.5 / **45.2** / 56.7, 4 rows 23.8 / 20.9 / 28.5 / 50.6, 1 row
-/// 14.2 / 20.0 / 28.4 / 50.4. The kernel is the default from 16 rows, so
-/// 128; below 16 rows the tensor-core walk of attend_decode_mma.cuh runs.
+/// 14.2 / 20.0 / 28.4 / 50.4. The kernel was the default from 16 rows, so
+/// 128; below 16 rows (and since session 58 from 16 where its bulk copies
+/// fit) the tensor-core walk of attend_decode_mma.cuh runs.
 inline constexpr int decode_rows_mma_min_chunk = 128;
 
 /// The waves of resident blocks this kernel's split aims for (the CUDA-core
