@@ -36,10 +36,10 @@
 // Bulk copies (by default where a launch has a block for every three SMs,
 // `bulk_pays`; MSTAR_ATTN_MMA_BULK=0 / 1, set_attention_mma_bulk): a tile's
 // 32 rows (16 positions of K and of V, D x 2 bytes each) gathered by one
-// cp.async.bulk a lane, completing on the
-// stage's mbarrier (one a warp a stage, static shared memory), so that the
-// copies in flight are the bulk-copy unit's rather than 16 a lane in the
-// load-store unit; a position past the end copies the range's last one
+// cp.async.bulk a lane, completing on the stage's mbarrier (one a warp a
+// stage, static shared memory), so that the copies in flight are the
+// bulk-copy unit's rather than 16 a lane in the load-store unit; a
+// position past the end copies the range's last one
 // (finite, weighed 0), as rows_mma does. The same bits: the same tiles in
 // the same shared layout, consumed alike.
 // bench/decode_attention_mma_trace.py replays the lanes on the host.
