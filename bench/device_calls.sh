@@ -256,6 +256,19 @@ attn_setting() {  # TAG [ENV=VALUE...]
   echo "attn $tag done ($((SECONDS - t0)) s)"
 }
 
+# attn_setting over SHAPES under each SETTING ("TAG ENV=VALUE"), two alternated rounds, the
+# tags numbered by round (defaults1, bulk0-1 ...).
+attn_rounds() {  # SHAPES SETTING...
+  local shapes=$1 rep setting tag env
+  shift
+  for rep in 1 2; do
+    for setting in "$@"; do
+      read -r tag env <<<"$setting"
+      ATTN_SHAPES=$shapes attn_setting "$tag$rep" "$env"
+    done
+  done
+}
+
 # attn_setting's decode lines in $w/attn.jsonl as a table, a line a case (a case at another
 # context apart where its setting's tag starts with ctxN-: ctx160-defaults1), a column a
 # setting, into $w/attn-table.txt and printed.

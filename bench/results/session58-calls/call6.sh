@@ -8,11 +8,8 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/common.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
-rows="--rows 1 4 8 16 64 256 --prefill-rows 1 --rounds 5"
-for rep in 1 2; do
-  ATTN_SHAPES=$rows attn_setting "defaults$rep" MSTAR_NONE=0
-  ATTN_SHAPES=$rows attn_setting "bulk0-$rep" MSTAR_ATTN_MMA_BULK=0
-done
+attn_rounds "--rows 1 4 8 16 64 256 --prefill-rows 1 --rounds 5" "defaults MSTAR_NONE=0" \
+  "bulk0- MSTAR_ATTN_MMA_BULK=0"
 attn_table
 ATTN_SHAPES="--rows 1 4 8 16 64 256 --prefill-rows 1" attn_flashinfer_carried "$here/fi"
 checkpoint nh056 nemotron_h-0.56b
