@@ -259,12 +259,12 @@ attn_setting() {  # TAG [ENV=VALUE...]
 # attn_setting over SHAPES under each SETTING ("TAG ENV=VALUE"), two alternated rounds, the
 # tags numbered by round (defaults1, bulk0-1 ...).
 attn_rounds() {  # SHAPES SETTING...
-  local shapes=$1 rep setting tag env
+  local attn_args=$1 rep setting tag env
   shift
   for rep in 1 2; do
     for setting in "$@"; do
       read -r tag env <<<"$setting"
-      ATTN_SHAPES=$shapes attn_setting "$tag$rep" "$env"
+      ATTN_SHAPES=$attn_args attn_setting "$tag$rep" "$env"
     done
   done
 }
