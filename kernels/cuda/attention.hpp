@@ -50,7 +50,7 @@ namespace mstar::kernels::cuda {
 enum class attention_walk : std::int8_t {
   /// MSTAR_ATTN_DECODE_WALK (0 to 5) if set, else the default rule: `mma`
   /// for decode steps, from 16 rows only where its bulk copies fit
-  /// (head_dim 128 / 256, groups of 4) and MSTAR_ATTN_MMA_BULK is not 0,
+  /// (head_dim 128 / 256) and MSTAR_ATTN_MMA_BULK is not 0,
   /// else `rows_mma` there (each where it takes the step, else
   /// `registers`); `registers` for prefill
   automatic = -1,

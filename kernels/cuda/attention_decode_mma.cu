@@ -588,9 +588,13 @@ cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream)
 // 32, 53.7 / 59.6; one row unsplit, 8, 38.9 / 57.9; one row of 160, 8,
 // 6.9 / 8.5): with few SMs busy, each SM's bulk copies of 256 bytes (one a
 // K or V row) are what limits.
+// Where bulk copies may take the walk at all: rows of 256 bytes and more
+// (head_dim 128 / 256, the sizes measured; at head_dim 64 each copy is
+// half as long, so the per-SM limit above would bite sooner, unmeasured)
+// whose barriers leave the blocks an SM as they were.
 template <int D, int GC>
 constexpr bool bulk_fits() {
-  return mma_min_blocks<D, GC, true>() == mma_min_blocks<D, GC, false>();
+  return D >= 128 && mma_min_blocks<D, GC, true>() == mma_min_blocks<D, GC, false>();
 }
 
 template <int D, int GC>

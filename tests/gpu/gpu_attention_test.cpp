@@ -283,10 +283,9 @@ TEST(gpu_attention, default_walk_is_on_tensor_cores) {
   // Host only: sizes and pointers, nothing dereferenced. No override, and
   // the environment's MSTAR_ATTN_DECODE_WALK and MSTAR_ATTN_MMA_BULK unset
   // (else they decide). The mma walk for decode steps; from 16 rows, since
-  // session 58, only where its bulk copies keep its blocks an SM (head_dim
-  // 128 / 256 with groups of 4, not head_dim 64 with 8 heads) and are not
-  // turned off, else whole rows on tensor cores (rows_mma) where that
-  // kernel takes the step.
+  // session 58, only where its bulk copies take the shape (head_dim 128 /
+  // 256; not 64, unmeasured there) and are not turned off, else whole rows
+  // on tensor cores (rows_mma) where that kernel takes the step.
   if (std::getenv("MSTAR_ATTN_DECODE_WALK") != nullptr ||
       std::getenv("MSTAR_ATTN_MMA_BULK") != nullptr)
     GTEST_SKIP() << "MSTAR_ATTN_DECODE_WALK or MSTAR_ATTN_MMA_BULK is set";
@@ -311,9 +310,10 @@ TEST(gpu_attention, default_walk_is_on_tensor_cores) {
   EXPECT_EQ(walk(256, d256), cuda::attention_walk::mma);
   kv_geometry d64 = w.bf16;
   d64.head_dim = 64;
-  EXPECT_EQ(walk(1, d64, 16), cuda::attention_walk::mma);
-  EXPECT_EQ(walk(16, d64, 16), cuda::attention_walk::rows_mma);  // 8 heads: barriers cost a block
-  static_cast<void>(cuda::set_attention_mma_bulk(0));            // cp.async: the rule before
+  EXPECT_EQ(walk(1, d64), cuda::attention_walk::mma);
+  EXPECT_EQ(walk(16, d64), cuda::attention_walk::rows_mma);    // rows of 128 bytes: cp.async
+  EXPECT_EQ(walk(16, w.bf16, 16), cuda::attention_walk::mma);  // D 128, 8 heads a kv head
+  static_cast<void>(cuda::set_attention_mma_bulk(0));          // cp.async: the rule before
   EXPECT_EQ(walk(15, w.bf16), cuda::attention_walk::mma);
   EXPECT_EQ(walk(16, w.bf16), cuda::attention_walk::rows_mma);
   EXPECT_EQ(walk(256, d256), cuda::attention_walk::registers);  // rows_mma takes D 64 / 128
