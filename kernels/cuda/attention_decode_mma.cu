@@ -577,26 +577,26 @@ cudaError_t launch_kernel(attn_args a, const split_args& s, cudaStream_t stream)
   return launch_status();
 }
 
+// Where bulk copies may take the walk at all: rows of 256 bytes and more
+// (head_dim 128 / 256, the sizes measured; at head_dim 64 each copy is
+// half as long, so bulk_pays's per-SM limit would bite sooner, unmeasured)
+// whose barriers leave the blocks an SM as they were (so the split rule,
+// which counts the cp.async kernel's, holds for both).
+template <int D, int GC>
+constexpr bool bulk_fits() {
+  return D >= 128 && mma_min_blocks<D, GC, true>() == mma_min_blocks<D, GC, false>();
+}
+
 // Whether bulk copies take a launch of `blocks` by default (no override):
-// where the launch has at least one block for every three SMs and the
-// barriers leave the blocks an SM as they were (so the split rule, which
-// counts the cp.async kernel's, holds for both). Session 58's call2 (H100,
-// 2,048 positions, 32 q / 8 kv heads, D 128, us a call, cp.async / bulk):
+// where bulk_fits and the launch has at least one block for every three
+// SMs. Session 58's call2 (H100, 2,048 positions, 32 q / 8 kv heads, D 128,
+// us a call, cp.async / bulk):
 // they won at 64 blocks and more (one row in 16 splits, 128 blocks, 11.5 /
 // 11.1; 4 rows in 8, 256, 20.0 / 16.7; 8 rows in 4, 256, 39.3 / 32.9; 8
 // rows unsplit, 64, 67.2 / 60.4) and lost at 32 and fewer (4 rows unsplit,
 // 32, 53.7 / 59.6; one row unsplit, 8, 38.9 / 57.9; one row of 160, 8,
 // 6.9 / 8.5): with few SMs busy, each SM's bulk copies of 256 bytes (one a
 // K or V row) are what limits.
-// Where bulk copies may take the walk at all: rows of 256 bytes and more
-// (head_dim 128 / 256, the sizes measured; at head_dim 64 each copy is
-// half as long, so the per-SM limit above would bite sooner, unmeasured)
-// whose barriers leave the blocks an SM as they were.
-template <int D, int GC>
-constexpr bool bulk_fits() {
-  return D >= 128 && mma_min_blocks<D, GC, true>() == mma_min_blocks<D, GC, false>();
-}
-
 template <int D, int GC>
 bool bulk_pays(std::int64_t blocks) {
   return bulk_fits<D, GC>() && blocks * 3 >= sm_count();
