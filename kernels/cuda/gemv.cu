@@ -44,6 +44,7 @@
 
 #include "kernels/cuda/gemv_shape.hpp"
 #include "kernels/cuda/internal/activation.cuh"
+#include "kernels/cuda/internal/bf16_dot.cuh"
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/conv_fast.cuh"
 #include "kernels/cuda/internal/gated_norm.cuh"
@@ -299,25 +300,6 @@ __device__ __forceinline__ void activate_row(const float* x, const float* up, ui
       v = activated_quad(xq[q], u, identity_fn{});
     row[q] = pack_bf16_quad(v);
   }
-}
-
-__device__ __forceinline__ float lo_bf16(unsigned v) {
-  return __uint_as_float(v << 16U);
-}
-__device__ __forceinline__ float hi_bf16(unsigned v) {
-  return __uint_as_float(v & 0xffff0000U);
-}
-
-// acc += the eight products of a weight piece and an input piece.
-__device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
-  acc = fmaf(lo_bf16(w.x), lo_bf16(x.x), acc);
-  acc = fmaf(hi_bf16(w.x), hi_bf16(x.x), acc);
-  acc = fmaf(lo_bf16(w.y), lo_bf16(x.y), acc);
-  acc = fmaf(hi_bf16(w.y), hi_bf16(x.y), acc);
-  acc = fmaf(lo_bf16(w.z), lo_bf16(x.z), acc);
-  acc = fmaf(hi_bf16(w.z), hi_bf16(x.z), acc);
-  acc = fmaf(lo_bf16(w.w), lo_bf16(x.w), acc);
-  return fmaf(hi_bf16(w.w), hi_bf16(x.w), acc);
 }
 
 // M: the rows the template holds (>= a.m). P: the prologue; the norm forms
