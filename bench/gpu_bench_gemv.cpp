@@ -243,7 +243,8 @@ std::vector<comparison> bench_gemv_chain(timer& t, copy_baseline& copy, int laye
       fill_random(weights.back().data(), wbytes, true, 105 + links.size());
       outs.push_back(alloc(static_cast<std::size_t>(n) * 4));
       const float* in = links.empty() ? x0.as<const float>() : links.back().out;
-      links.push_back({weights.back().as<const std::uint16_t>(), in, outs.back().as<float>(), n, k});
+      links.push_back(
+          {weights.back().as<const std::uint16_t>(), in, outs.back().as<float>(), n, k});
       bytes += static_cast<double>(wbytes) + 4.0 * k + 4.0 * n;
     }
   }

@@ -26,8 +26,8 @@ namespace {
 
 constexpr int chain_warps = 16;
 constexpr int chain_threads = chain_warps * 32;
-constexpr int chain_unroll = 8;                 // pieces a lane a chunk
-constexpr int chain_chunk = 32 * chain_unroll;  // pieces a chunk (4 KiB of weights)
+constexpr int chain_unroll = 8;                   // pieces a lane a chunk
+constexpr int chain_chunk = 32 * chain_unroll;    // pieces a chunk (4 KiB of weights)
 constexpr int chain_done = gemv_chain_max_links;  // the counter of blocks that left
 
 struct chain_params {
@@ -77,7 +77,8 @@ __global__ void __launch_bounds__(chain_threads, 1) gemv_chain_kernel(chain_para
   };
   const auto load = [&](const cursor& c, uint4(&w)[chain_unroll]) {
     const gemv_chain_link& l = links[c.link];
-    const auto* wrow = reinterpret_cast<const uint4*>(l.weight + static_cast<std::int64_t>(c.row) * l.k);
+    const auto* wrow =
+        reinterpret_cast<const uint4*>(l.weight + static_cast<std::int64_t>(c.row) * l.k);
     const int pieces = l.k / 8;
 #pragma unroll
     for (int u = 0; u < chain_unroll; ++u) {

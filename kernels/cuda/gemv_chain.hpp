@@ -25,10 +25,11 @@ namespace mstar::kernels::cuda {
 /// operands.
 struct gemv_chain_link {
   const std::uint16_t* weight = nullptr;  ///< [n][k] bf16, 16-byte aligned
-  const float* in = nullptr;  ///< [k] f32, 16-byte aligned: a kernel's before or an earlier link's out
-  float* out = nullptr;       ///< [n] f32; no other link's `in` or `out` may overlap it
-  std::int32_t n = 0;         ///< outputs, at least 1
-  std::int32_t k = 0;         ///< a multiple of 8, at most gemv_chain_max_k
+  const float* in =
+      nullptr;           ///< [k] f32, 16-byte aligned: a kernel's before or an earlier link's out
+  float* out = nullptr;  ///< [n] f32; no other link's `in` or `out` may overlap it
+  std::int32_t n = 0;    ///< outputs, at least 1
+  std::int32_t k = 0;    ///< a multiple of 8, at most gemv_chain_max_k
 };
 
 /// The most links a launch takes.

@@ -65,7 +65,8 @@ TEST(gpu_gemv_chain, equals_the_activation_gemv_bit_for_bit_launch_after_launch)
       auto single = poisoned<float>(static_cast<std::size_t>(s.n));
       cuda::activation_linear_bf16_params p;
       p.x = contiguous<const float>(links[i].in, std::array<std::int64_t, 2>{1, s.k});
-      p.weight = contiguous<const std::uint16_t>(weights[i].data(), std::array<std::int64_t, 2>{s.n, s.k});
+      p.weight =
+          contiguous<const std::uint16_t>(weights[i].data(), std::array<std::int64_t, 2>{s.n, s.k});
       p.out_f32 = contiguous(single.data(), std::array<std::int64_t, 2>{1, s.n});
       p.gemv_variant = 5;
       ASSERT_TRUE(cuda::activation_linear_bf16_fits(p));
@@ -90,8 +91,8 @@ TEST(gpu_gemv_chain, equals_the_activation_gemv_bit_for_bit_launch_after_launch)
   // Link 0 against the CPU: the rounded input times the rounded weights.
   std::vector<float> in(x0.begin(), x0.begin() + chain_shapes[0].k);
   (void)rounded_to_bf16(in);
-  const auto ref = test_gemv::cpu_row_product(in, host_w[0], {}, false, chain_shapes[0].k,
-                                              chain_shapes[0].n);
+  const auto ref =
+      test_gemv::cpu_row_product(in, host_w[0], {}, false, chain_shapes[0].k, chain_shapes[0].n);
   EXPECT_TRUE(test::gpu::within(outs[0].download(), ref, test::gpu::budget::bf16_in_f32_out));
 }
 
