@@ -271,10 +271,15 @@ std::vector<comparison> bench_gemv_chain(timer& t, copy_baseline& copy, int laye
                bytes / 1e6);
   out.push_back(measure(t, copy, base + "_gemvs", "bytes_per_s", bytes, separate(-1), rounds));
   out.push_back(measure(t, copy, base + "_gemvs_v5", "bytes_per_s", bytes, separate(5), rounds));
-  out.push_back(measure(
-      t, copy, base + "_persistent", "bytes_per_s", bytes,
-      [&](cudaStream_t s) { return cuda::gemv_chain(links, counters.as<std::uint32_t>(), s); },
-      rounds));
+  for (const auto rows : {cuda::gemv_chain_rows::fixed, cuda::gemv_chain_rows::grabbed}) {
+    const bool grab = rows == cuda::gemv_chain_rows::grabbed;
+    out.push_back(measure(
+        t, copy, base + (grab ? "_persistent" : "_persistent_fixed"), "bytes_per_s", bytes,
+        [&](cudaStream_t s) {
+          return cuda::gemv_chain(links, counters.as<std::uint32_t>(), s, rows);
+        },
+        rounds));
+  }
   for (auto& c : out) {
     c.extra["links"] = static_cast<double>(links.size());
     c.extra["bytes_per_call"] = bytes;

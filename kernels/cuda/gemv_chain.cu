@@ -1,8 +1,9 @@
 // A chain of one-row bf16 products in one persistent launch
 // (kernels/cuda/gemv_chain.hpp says why).
 //
-// One block of 16 warps on every SM. Warp g of the grid's W takes rows g,
-// g + W, ... of every link, each row in chunks of 256 16-byte pieces (lane
+// One block of 16 warps on every SM. A warp takes a link's rows one at a
+// time (gemv_chain_rows: fixed, warp g of the grid's W rows g, g + W, ...;
+// grabbed, the next row of the link's counter), each row in chunks of 256 16-byte pieces (lane
 // l pieces l, l + 32, ... of the chunk), summed in the order of GEMV entry 5
 // (gemv.cu: a lane's pieces ascending, then group_sum's butterfly), so its
 // outputs are entry 5's bits. Two chunk buffers a warp: while a chunk is
@@ -29,6 +30,7 @@ constexpr int chain_threads = chain_warps * 32;
 constexpr int chain_unroll = 8;                   // pieces a lane a chunk
 constexpr int chain_chunk = 32 * chain_unroll;    // pieces a chunk (4 KiB of weights)
 constexpr int chain_done = gemv_chain_max_links;  // the counter of blocks that left
+constexpr int chain_grabs = chain_done + 1;       // each link's rows handed out (grab)
 
 struct chain_params {
   gemv_chain_link links[gemv_chain_max_links];
@@ -47,6 +49,7 @@ struct cursor {
   int link, row, chunk;
 };
 
+template <bool Grab>
 __global__ void __launch_bounds__(chain_threads, 1) gemv_chain_kernel(chain_params a) {
   __shared__ gemv_chain_link links[gemv_chain_max_links];
   __shared__ __align__(16) uint2 row[gemv_chain_max_k / 4];  // the link's input, bf16
@@ -57,11 +60,42 @@ __global__ void __launch_bounds__(chain_threads, 1) gemv_chain_kernel(chain_para
     links[threadIdx.x] = a.links[threadIdx.x];
   __syncthreads();
   const int count = a.count;
-  // The warp's first row at or after `c`, in c's link or a later one.
-  const auto settle = [&](cursor& c) {
-    while (c.link < count && c.row >= links[c.link].n) {
-      ++c.link;
-      c.row = warp;
+  std::uint32_t* const grabs = a.counters + chain_grabs;
+  // Grab: the row after the current one, taken (lane 0, from its link's
+  // counter) one row ahead, so the atomic's round trip is under a row's sums.
+  int spare_link = 0;
+  std::uint32_t spare = 0;
+  if (Grab && lane == 0)
+    spare = atomicAdd(grabs, 1U);
+  // Moves `c` to the warp's next row: in c's link or a later one (static:
+  // rows warp, warp + W, ...; grabbed: the spare, then a new spare); false
+  // past the last link.
+  const auto next_row = [&](cursor& c, bool first) {
+    if constexpr (Grab) {
+      for (;;) {
+        const auto r = static_cast<int>(__shfl_sync(0xffffffffU, spare, 0));
+        if (r < links[spare_link].n) {
+          c = cursor{spare_link, r, 0};
+          if (lane == 0)
+            spare = atomicAdd(grabs + spare_link, 1U);
+          return true;
+        }
+        if (++spare_link >= count)
+          return false;
+        if (lane == 0)
+          spare = atomicAdd(grabs + spare_link, 1U);
+      }
+    } else {
+      if (first)
+        c = cursor{0, warp, 0};
+      else
+        c.row += warps;
+      c.chunk = 0;
+      while (c.link < count && c.row >= links[c.link].n) {
+        ++c.link;
+        c.row = warp;
+      }
+      return c.link < count;
     }
   };
   // The chunk after `c`; false past the last link.
@@ -70,10 +104,7 @@ __global__ void __launch_bounds__(chain_threads, 1) gemv_chain_kernel(chain_para
       ++c.chunk;
       return true;
     }
-    c.chunk = 0;
-    c.row += warps;
-    settle(c);
-    return c.link < count;
+    return next_row(c, false);
   };
   const auto load = [&](const cursor& c, uint4(&w)[chain_unroll]) {
     const gemv_chain_link& l = links[c.link];
@@ -89,8 +120,7 @@ __global__ void __launch_bounds__(chain_threads, 1) gemv_chain_kernel(chain_para
   uint4 w0[chain_unroll];
   uint4 w1[chain_unroll];
   cursor cur{0, warp, 0};
-  settle(cur);
-  bool have_cur = cur.link < count;
+  bool have_cur = next_row(cur, true);
   cursor next = cur;
   bool have_next = have_cur && advance(next);
   // Weights are no kernel's output: the first two chunks load before the wait.
@@ -140,10 +170,12 @@ __global__ void __launch_bounds__(chain_threads, 1) gemv_chain_kernel(chain_para
       }
       __syncthreads();
     }
-    // Every block is resident once it passed a meeting (or where there is
-    // none): the kernel after may take SM slots then, not before, or it
-    // could hold the ones blocks of this grid still wait for.
-    if (i == count - 1)
+    // Fixed rows: every block is resident once it passed a meeting (or
+    // where there is none): the kernel after may take SM slots then, not
+    // before, or it could hold the ones blocks of this grid still wait for.
+    // Grab: never early, since the kernel after may be a chain whose first
+    // grabs (before its wait) must find these counters zeroed.
+    if (!Grab && i == count - 1)
       chain_release();
     const gemv_chain_link& l = links[i];
     const auto* in = reinterpret_cast<const float4*>(l.in);
@@ -164,8 +196,11 @@ __global__ void __launch_bounds__(chain_threads, 1) gemv_chain_kernel(chain_para
   if (threadIdx.x == 0) {
     __threadfence();
     if (atomicAdd(a.counters + chain_done, 1U) == gridDim.x - 1) {
-      for (int i = 0; i < count; ++i)
+      for (int i = 0; i < count; ++i) {
         a.counters[i] = 0U;
+        if (Grab)
+          grabs[i] = 0U;
+      }
       a.counters[chain_done] = 0U;
       __threadfence();
     }
@@ -190,15 +225,20 @@ bool gemv_chain_fits(std::span<const gemv_chain_link> links) {
 }
 
 cudaError_t gemv_chain(std::span<const gemv_chain_link> links, std::uint32_t* counters,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, gemv_chain_rows rows) {
   if (!gemv_chain_fits(links) || counters == nullptr)
     return cudaErrorInvalidValue;
   detail::chain_params p{};
   std::copy(links.begin(), links.end(), p.links);
   p.count = static_cast<int>(links.size());
   p.counters = counters;
-  detail::launch_chained(detail::gemv_chain_kernel, dim3(detail::sm_count()),
-                         dim3(detail::chain_threads), 0, stream, p);
+  const dim3 grid(detail::sm_count());
+  if (rows == gemv_chain_rows::grabbed)
+    detail::launch_chained(detail::gemv_chain_kernel<true>, grid, dim3(detail::chain_threads), 0,
+                           stream, p);
+  else
+    detail::launch_chained(detail::gemv_chain_kernel<false>, grid, dim3(detail::chain_threads), 0,
+                           stream, p);
   return detail::launch_status();
 }
 

@@ -41,7 +41,13 @@ inline constexpr std::int32_t gemv_chain_max_k = 8192;
 /// Bytes of the device memory `gemv_chain` meets in: zeroed once (cudaMemset)
 /// before its first launch; every launch leaves it zeroed again.
 inline constexpr std::size_t gemv_chain_counter_bytes =
-    (gemv_chain_max_links + 1) * sizeof(std::uint32_t);
+    (2 * gemv_chain_max_links + 1) * sizeof(std::uint32_t);
+
+/// How a link's rows reach the warps: `fixed`, warp g of W takes rows g,
+/// g + W, ...; `grabbed`, each warp takes the next row of a counter once it
+/// starts its row before (atomics, one row ahead), so warps that stream
+/// faster take more rows. Either gives the same bits (a row is one warp's).
+enum class gemv_chain_rows { fixed, grabbed };
 
 /// Whether `gemv_chain` takes `links`: 1 to gemv_chain_max_links of them,
 /// each as gemv_chain_link documents.
@@ -56,6 +62,7 @@ inline constexpr std::size_t gemv_chain_counter_bytes =
 /// there, used by one launch at a time. cudaErrorInvalidValue where not
 /// gemv_chain_fits or `counters` is null.
 [[nodiscard]] cudaError_t gemv_chain(std::span<const gemv_chain_link> links,
-                                     std::uint32_t* counters, cudaStream_t stream);
+                                     std::uint32_t* counters, cudaStream_t stream,
+                                     gemv_chain_rows rows = gemv_chain_rows::grabbed);
 
 }  // namespace mstar::kernels::cuda

@@ -1,7 +1,7 @@
 // The persistent GEMV chain (kernels/cuda/gemv_chain.hpp): each link's
 // output is the bits of activation_linear_bf16 (no function, GEMV entry 5)
-// of the link's input as the chain left it, launch after launch (the
-// counters come back zeroed); the first link's within the bf16 budget of the
+// of the link's input as the chain left it, launch after launch, rows
+// fixed or grabbed (the counters come back zeroed); the first link's within the bf16 budget of the
 // CPU's product; what it does not take is refused before any launch.
 #include <cmath>
 #include <gtest/gtest.h>
@@ -77,11 +77,15 @@ TEST(gpu_gemv_chain, equals_the_activation_gemv_bit_for_bit_launch_after_launch)
         ASSERT_TRUE(std::isfinite(v)) << "the chain's values stay finite";
     }
   };
-  for (int launch = 0; launch < 3; ++launch) {
-    SCOPED_TRACE("launch " + std::to_string(launch));
+  // Launches alternate the row modes on the same counters.
+  for (int launch = 0; launch < 4; ++launch) {
+    const auto rows =
+        launch % 2 == 0 ? cuda::gemv_chain_rows::grabbed : cuda::gemv_chain_rows::fixed;
+    SCOPED_TRACE("launch " + std::to_string(launch) +
+                 (rows == cuda::gemv_chain_rows::grabbed ? " grabbed" : " fixed"));
     for (auto& o : outs)
       ASSERT_EQ(cudaMemset(o.data(), 0xff, o.bytes()), cudaSuccess);
-    ASSERT_EQ(cuda::gemv_chain(links, counters.data(), nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::gemv_chain(links, counters.data(), nullptr, rows), cudaSuccess);
     test::gpu::expect_device_ok();
     EXPECT_EQ(counters.download(),
               std::vector<std::uint32_t>(cuda::gemv_chain_counter_bytes / 4, 0U))
