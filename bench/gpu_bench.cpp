@@ -15,9 +15,6 @@
 // 8B's projections at --gemm-m tokens, TFLOP/s (bench/gpu_bench_gemm.cpp).
 // --suite gemv: the one-row GEMV, plain and folded, on the same projections
 // at each --gemv-variants launch shape (bench/gpu_bench_gemv.cpp).
-// --suite gemv-chain: the 0.56B's batch-1 products (out_proj, MLP up, down,
-// in_proj) x --chain-layers as one persistent launch (kernels/cuda/gemv_chain.hpp)
-// against one chained GEMV each (bench/gpu_bench_gemv.cpp).
 // --suite argmax: greedy sampling's argmax at --argmax-rows rows.
 // --suite small: the gated RMS norm and add_rms_norm in each of their forms
 // at Nemotron-H's widths and --small-rows rows, hot and cold operands
@@ -30,7 +27,6 @@
 
 #include "bench/gpu_bench_cases.hpp"
 #include "bench/gpu_bench_support.hpp"
-#include "kernels/cuda/gemv_chain.hpp"
 #include "kernels/cuda/gemv_shape.hpp"
 #include "kernels/device.hpp"
 
@@ -298,10 +294,9 @@ int main(int argc, char** argv) {
                  "attention, ssd, conv; gemm (cuBLAS bf16 on Nemotron-H's projections); "
                  "gemv (the one-row GEMV on them, plain and folded, at --gemv-variants); "
                  "argmax (greedy sampling over --argmax-rows x --argmax-vocab); small (the "
-                 "gated RMS norm and add_rms_norm in each form, hot and cold); gemv-chain (the "
-                 "0.56B's batch-1 products as one persistent launch against one GEMV each)")
+                 "gated RMS norm and add_rms_norm in each form, hot and cold)")
       ->check(CLI::IsMember({"all", "delta-rule", "kernels17", "attention", "ssd", "conv", "gemm",
-                             "gemv", "gemv-chain", "argmax", "small"}));
+                             "gemv", "argmax", "small"}));
   gpu::small_options small;
   app.add_option("--small-rows", small.rows, "small: rows, one case each")
       ->check(CLI::PositiveNumber);
@@ -319,11 +314,6 @@ int main(int argc, char** argv) {
                  "gemv: launch shapes (kernels/cuda/gemv_shape.hpp's table), -1 the default; "
                  "default: -1 then every entry")
       ->check(CLI::Range(-1, cuda::gemv_variants - 1));
-  int chain_layers = 2;
-  app.add_option("--chain-layers", chain_layers,
-                 "gemv-chain: the 0.56B's four batch-1 products (out_proj, MLP up, down, "
-                 "in_proj) this many times, one link each")
-      ->check(CLI::Range(1, cuda::gemv_chain_max_links / 4));
   bool gemv_cold = false;
   app.add_flag("--gemv-cold", gemv_cold,
                "gemv: each call's weight out of L2 (copies in turn past --cold-mib), as in a "
@@ -428,11 +418,6 @@ int main(int argc, char** argv) {
     }
     results = gpu::bench_gemv_shapes(t, copy, gemv_variants, rounds,
                                      gemv_cold ? gpu::cold_bytes_of(small.cold_mib) : 0);
-    mstar::bench::report(results, as_json);
-    return 0;
-  }
-  if (suite == "gemv-chain") {
-    results = gpu::bench_gemv_chain(t, copy, chain_layers, rounds);
     mstar::bench::report(results, as_json);
     return 0;
   }

@@ -127,20 +127,6 @@ std::vector<comparison> bench_gemv_shapes(timer& t, copy_baseline& copy,
                                           const std::vector<int>& variants, int rounds,
                                           std::size_t cold_bytes);
 
-/// `--suite gemv-chain` (bench/gpu_bench_gemv.cpp): `layers` x the 0.56B
-/// Nemotron-H's batch-1 products of a Mamba-2 layer and an MLP (out_proj,
-/// MLP up, down, in_proj; each link reading the first K floats of the one
-/// before), as kernels/cuda/gemv_chain.hpp's one persistent launch
-/// ("gemv_chain_<layers>x4_persistent", rows grabbed; "..._persistent_fixed")
-/// and as the same links launched one
-/// GEMV each (activation_linear_bf16 without a function, chained launches,
-/// weights static) at the default entry ("..._gemvs") and at entry 5, the
-/// persistent kernel's bits ("..._gemvs_v5"). Bytes: weights, input rows
-/// and outputs; every link's weights its own, so 2 or more layers pass the
-/// L2 (a step's weights are cold). The grabbed case's extras carry its
-/// time over the default GEMVs' (`gemvs_us_over_persistent_us`).
-std::vector<comparison> bench_gemv_chain(timer& t, copy_baseline& copy, int layers, int rounds);
-
 /// `--suite small`'s operand temperatures (bench/gpu_bench_small.cpp): the
 /// same operands every call; a rotating set of copies past the L2; the
 /// activations the same and the norm weights rotating (a decode step's).

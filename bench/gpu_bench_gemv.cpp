@@ -7,13 +7,11 @@
 // before the MLP's down projection; out_proj and the down projection add
 // onto the f32 residual, as the model's do.
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "bench/gpu_bench_cases.hpp"
-#include "kernels/cuda/gemv_chain.hpp"
 #include "kernels/cuda/math.hpp"
 #include "kernels/tensor_view.hpp"
 
@@ -221,71 +219,6 @@ std::vector<comparison> bench_gemv_shapes(timer& t, copy_baseline& copy,
       }
     }
   }
-  return out;
-}
-
-std::vector<comparison> bench_gemv_chain(timer& t, copy_baseline& copy, int layers, int rounds) {
-  // (n, k): out_proj, MLP up, down, in_proj of the 0.56B (hidden 2,048, d_inner 4,096,
-  // intermediate 8,192, in_proj 2 x 4,096 + 2 x 8 x 128 + 64 rows).
-  constexpr std::array<std::array<std::int32_t, 2>, 4> layer{
-      {{2048, 4096}, {8192, 2048}, {2048, 8192}, {10304, 2048}}};
-  std::vector<cuda::device_buffer> weights, outs;
-  const auto x0 = alloc(static_cast<std::size_t>(cuda::gemv_chain_max_k) * 4);
-  fill_random(x0.data(), static_cast<std::size_t>(cuda::gemv_chain_max_k) * 4, false, 103);
-  std::vector<cuda::gemv_chain_link> links;
-  double bytes = 0.0;
-  for (int l = 0; l < layers; ++l) {
-    for (const auto& [n, k] : layer) {
-      const auto wbytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(k) * 2;
-      weights.push_back(alloc(wbytes));
-      // Values in [-1, 1): a link's outputs grow ~15-30 times (sqrt(K) / 3),
-      // 16 links at most stay far inside f32's range.
-      fill_random(weights.back().data(), wbytes, true, 105 + links.size());
-      outs.push_back(alloc(static_cast<std::size_t>(n) * 4));
-      const float* in = links.empty() ? x0.as<const float>() : links.back().out;
-      links.push_back(
-          {weights.back().as<const std::uint16_t>(), in, outs.back().as<float>(), n, k});
-      bytes += static_cast<double>(wbytes) + 4.0 * k + 4.0 * n;
-    }
-  }
-  auto counters = alloc(cuda::gemv_chain_counter_bytes);
-  check(cudaMemset(counters.data(), 0, cuda::gemv_chain_counter_bytes), "counters");
-  const auto separate = [&](int variant) {
-    return [&links, variant](cudaStream_t s) {
-      for (const auto& l : links) {
-        cuda::activation_linear_bf16_params p;
-        p.x = matrix(l.in, 1, l.k);
-        p.weight = matrix(l.weight, l.n, l.k);
-        p.out_f32 = matrix(l.out, 1, l.n);
-        p.gemv_variant = variant;
-        p.weight_static = true;
-        if (const cudaError_t e = cuda::activation_linear_bf16(p, s); e != cudaSuccess)
-          return e;
-      }
-      return cudaSuccess;
-    };
-  };
-  const std::string base = "gemv_chain_" + std::to_string(layers) + "x4";
-  std::vector<comparison> out;
-  std::fprintf(stderr, "gpu bench: %s: %zu links, %.1f MB a call\n", base.c_str(), links.size(),
-               bytes / 1e6);
-  out.push_back(measure(t, copy, base + "_gemvs", "bytes_per_s", bytes, separate(-1), rounds));
-  out.push_back(measure(t, copy, base + "_gemvs_v5", "bytes_per_s", bytes, separate(5), rounds));
-  for (const auto rows : {cuda::gemv_chain_rows::fixed, cuda::gemv_chain_rows::grabbed}) {
-    const bool grab = rows == cuda::gemv_chain_rows::grabbed;
-    out.push_back(measure(
-        t, copy, base + (grab ? "_persistent" : "_persistent_fixed"), "bytes_per_s", bytes,
-        [&](cudaStream_t s) {
-          return cuda::gemv_chain(links, counters.as<std::uint32_t>(), s, rows);
-        },
-        rounds));
-  }
-  for (auto& c : out) {
-    c.extra["links"] = static_cast<double>(links.size());
-    c.extra["bytes_per_call"] = bytes;
-  }
-  out.back().extra["gemvs_us_over_persistent_us"] =
-      out.front().extra["us_per_call"] / out.back().extra["us_per_call"];
   return out;
 }
 

@@ -44,7 +44,6 @@
 
 #include "kernels/cuda/gemv_shape.hpp"
 #include "kernels/cuda/internal/activation.cuh"
-#include "kernels/cuda/internal/bf16_dot.cuh"
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/conv_fast.cuh"
 #include "kernels/cuda/internal/gated_norm.cuh"
@@ -300,6 +299,25 @@ __device__ __forceinline__ void activate_row(const float* x, const float* up, ui
       v = activated_quad(xq[q], u, identity_fn{});
     row[q] = pack_bf16_quad(v);
   }
+}
+
+__device__ __forceinline__ float lo_bf16(unsigned v) {
+  return __uint_as_float(v << 16U);
+}
+__device__ __forceinline__ float hi_bf16(unsigned v) {
+  return __uint_as_float(v & 0xffff0000U);
+}
+
+// acc += the eight products of a weight piece and an input piece.
+__device__ __forceinline__ float dot8(uint4 w, uint4 x, float acc) {
+  acc = fmaf(lo_bf16(w.x), lo_bf16(x.x), acc);
+  acc = fmaf(hi_bf16(w.x), hi_bf16(x.x), acc);
+  acc = fmaf(lo_bf16(w.y), lo_bf16(x.y), acc);
+  acc = fmaf(hi_bf16(w.y), hi_bf16(x.y), acc);
+  acc = fmaf(lo_bf16(w.z), lo_bf16(x.z), acc);
+  acc = fmaf(hi_bf16(w.z), hi_bf16(x.z), acc);
+  acc = fmaf(lo_bf16(w.w), lo_bf16(x.w), acc);
+  return fmaf(hi_bf16(w.w), hi_bf16(x.w), acc);
 }
 
 // M: the rows the template holds (>= a.m). P: the prologue; the norm forms
@@ -737,6 +755,13 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // grid the blocks of its last wave released at their start: on the H200
 // (0.56B, batch 1) 431.4 / 431.0 / 430.9 us a step against wave's 412.6 /
 // 413.9 / 414.4, the same tokens (bench/results/session50-calls/, call1).
+// A persistent chain of one-row products (session 59, removed: one block an
+// SM walking every link, two 4 KiB weight chunks a warp in flight across a
+// link's end, the grid meeting on a counter between links; the same bits as
+// entry 5) lost on an H100 to these chained launches: the 0.56B's out_proj,
+// MLP up, down and in_proj twice over, 108.3 us against 90.5 (2.33 TB/s
+// against 2.79; rows taken from a counter a link, 141.7), commit 8fade5b,
+// bench/results/session59-calls/.
 enum class chain_mode { late, loads, prefetch, last, wave };
 
 // set_gemv_chain_late (tests): 1 forces `late`, 0 (or unset) leaves
