@@ -101,6 +101,7 @@ if ! declare -F envs_of >/dev/null; then
       stages2) echo "MSTAR_ATTN_MMA_STAGES=2" ;;  # the mma walk on two stages (3 blocks an SM at D 128)
       bulk1) echo "MSTAR_ATTN_MMA_BULK=1" ;;  # session 57: the mma walk's tiles by bulk copies
       bulk0) echo "MSTAR_ATTN_MMA_BULK=0" ;;  # session 58: cp.async everywhere (by grid is the default)
+      statel2) echo "MSTAR_SSD_STATE_L2=1" ;;  # session 59: the batch-1 SSD update's state loads and stores L2 evict-last
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }

@@ -159,6 +159,9 @@ struct nemotron_h_cuda::impl {
   /// Batch-1 decode steps run each Mamba-2 layer's gated norm in its SSD
   /// update (cuda_common.hpp's ssd_norm_fold_enabled).
   bool ssd_norm_fold = false;
+  /// There, the update keeps the rows' state in L2 for the next step
+  /// (`MSTAR_SSD_STATE_L2`; ssd_gated_norm_fold::keep_state_in_l2).
+  bool ssd_state_l2 = false;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
