@@ -85,10 +85,11 @@ struct update_shape {
   int max_regs = 72;  ///< registers a thread (`__maxnreg__`)
 };
 
-// An L2 evict-last policy for every line it is used on.
+// An L2 evict-last policy for every line it is used on (no side effect:
+// not volatile, so a thread's loads and stores share one).
 __device__ __forceinline__ std::uint64_t l2_evict_last_policy() {
   std::uint64_t policy = 0;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
 
