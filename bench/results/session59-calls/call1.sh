@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Record of what ran: the chain and --suite gemv-chain are at commit 8fade5b (removed after call2).
 # Session 59's first device call: the persistent GEMV chain (kernels/cuda/gemv_chain.hpp).
 # Its GPU tests first (bits against the entry-5 GEMV, three launches), bounded, then
 # mstar-gpu-bench --suite gemv-chain at 2 and 4 layers (8 / 16 links of the 0.56B's batch-1
