@@ -171,8 +171,12 @@ namespace {
 // 72 (session 46, H100).
 constexpr update_shape fold_shape = half_4_cached;
 // The fold with the state's loads and stores L2 evict-last
-// (ssd_gated_norm_fold::keep_state_in_l2): the same rows and sums.
-constexpr update_shape fold_shape_kept{.cols = 2, .rows = 4, .stream = 12};
+// (ssd_gated_norm_fold::keep_state_in_l2): fold_shape's rows and sums.
+constexpr update_shape fold_shape_kept = [] {
+  update_shape s = fold_shape;
+  s.stream = 12;
+  return s;
+}();
 constexpr int fold_entry = 8;
 static_assert(update_table[fold_entry] == &launch_shape<fold_shape>);
 // Heads a cluster (a norm group) at most: the portable cluster size.
@@ -267,10 +271,6 @@ cudaError_t ssd_update_gated_norm(const ssd_update_params& p, const ssd_gated_no
   if (!fold_args_of(p, f, a))
     return cudaErrorInvalidValue;
   const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.eps};
-  static_assert(detail::update_block_rows_at<fold_shape>(128) ==
-                    detail::update_block_rows_at<fold_shape_kept>(128) &&
-                detail::update_block_rows_at<fold_shape>(64) ==
-                    detail::update_block_rows_at<fold_shape_kept>(64));
   const bool launched = f.keep_state_in_l2
                             ? launch_fold_at<fold_shape_kept>(a, p.batch, f.group, stream, n)
                             : launch_fold_at<fold_shape>(a, p.batch, f.group, stream, n);
