@@ -102,6 +102,12 @@ if ! declare -F envs_of >/dev/null; then
       bulk1) echo "MSTAR_ATTN_MMA_BULK=1" ;;  # session 57: the mma walk's tiles by bulk copies
       bulk0) echo "MSTAR_ATTN_MMA_BULK=0" ;;  # session 58: cp.async everywhere (by grid is the default)
       statel2) echo "MSTAR_SSD_STATE_L2=1" ;;  # session 59: the batch-1 SSD update's state loads and stores L2 evict-last
+      # Session 60: one-row GEMVs after the latency-bound kernels ask L2 for their whole weight
+      # before their chained wait (gemm_input::weight_to_l2): out_proj after the SSD update,
+      # o_proj after attention, both.
+      l2ssd) echo "MSTAR_GEMV_L2_AFTER=ssd" ;;
+      l2attn) echo "MSTAR_GEMV_L2_AFTER=attn" ;;
+      l2both) echo "MSTAR_GEMV_L2_AFTER=both" ;;
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }

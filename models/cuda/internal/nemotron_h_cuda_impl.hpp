@@ -162,6 +162,11 @@ struct nemotron_h_cuda::impl {
   /// There, the update keeps the rows' state in L2 for the next step
   /// (`MSTAR_SSD_STATE_L2`; ssd_gated_norm_fold::keep_state_in_l2).
   bool ssd_state_l2 = false;
+  /// One-row GEMVs after the step's latency-bound kernels ask L2 for all of
+  /// their weight before their chained wait (gemm_input::weight_to_l2):
+  /// bit 0 out_proj after the SSD update, bit 1 o_proj after attention
+  /// (`MSTAR_GEMV_L2_AFTER`: `ssd`, `attn`, `both`; unset or `0` neither).
+  int l2_after = 0;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
