@@ -834,8 +834,8 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
   // Asked of L2 before the wait: the rest of the rows in `prefetch` mode or
   // where the caller asks for them (linear_bf16_params::weight_to_l2),
   // chained only; the norm weight where MSTAR_GEMV_NORM_PREFETCH says.
-  const bool rows_to_l2 = mode == chain_mode::prefetch ||
-                          (chained_launches_on() && (a.prefetch & prefetch_rows) != 0);
+  const bool rows_to_l2 =
+      mode == chain_mode::prefetch || (chained_launches_on() && (a.prefetch & prefetch_rows) != 0);
   chained.prefetch = static_cast<std::uint8_t>((rows_to_l2 ? prefetch_rows : 0) |
                                                (gemv_norm_prefetch() ? prefetch_norm : 0));
   constexpr auto kernel = kernel_of<P, V, S>;
