@@ -101,7 +101,9 @@ if ! declare -F envs_of >/dev/null; then
       stages2) echo "MSTAR_ATTN_MMA_STAGES=2" ;;  # the mma walk on two stages (3 blocks an SM at D 128)
       bulk1) echo "MSTAR_ATTN_MMA_BULK=1" ;;  # session 57: the mma walk's tiles by bulk copies
       bulk0) echo "MSTAR_ATTN_MMA_BULK=0" ;;  # session 58: cp.async everywhere (by grid is the default)
-      statel2) echo "MSTAR_SSD_STATE_L2=1" ;;  # session 59: the batch-1 SSD update's state loads and stores L2 evict-last
+      # Session 59's state kept in L2 (MSTAR_SSD_STATE_L2: the batch-1 SSD update's state loads
+      # and stores L2 evict-last; removed after session 60's call1: +3 us a step, H100):
+      statel2) echo "MSTAR_SSD_STATE_L2=1" ;;
       # Session 60: one-row GEMVs after the latency-bound kernels ask L2 for their whole weight
       # before their chained wait (gemm_input::weight_to_l2): out_proj after the SSD update,
       # o_proj after attention, both.

@@ -109,10 +109,6 @@ struct ssd_gated_norm_fold {
   float eps = 0.0F;
   std::int64_t group = 0;             ///< channels a group: 128, 256, 512 or 1024, whole heads
   std::uint16_t* out_bf16 = nullptr;  ///< [B][H * P] bf16, dense, 8-byte aligned
-  /// The state's loads and stores with an L2 evict-last hint, so that the
-  /// rows' state stays in L2 until the next step while a decode step's
-  /// weights stream through it (`MSTAR_SSD_STATE_L2`); the same bits.
-  bool keep_state_in_l2 = false;
 };
 
 /// Whether `ssd_update_gated_norm` takes `p` and `f`: sm_90 clusters built,

@@ -170,13 +170,10 @@ namespace {
 // bytes of stack and the 0.56B's batch-1 step took 525 us against 505 at
 // 72 (session 46, H100).
 constexpr update_shape fold_shape = half_4_cached;
-// The fold with the state's loads and stores L2 evict-last
-// (ssd_gated_norm_fold::keep_state_in_l2): fold_shape's rows and sums.
-constexpr update_shape fold_shape_kept = [] {
-  update_shape s = fold_shape;
-  s.stream = 12;
-  return s;
-}();
+// Its state's loads and stores L2 evict-last (session 59, MSTAR_SSD_STATE_L2)
+// gave the same bits and lost 3 us a step (H100, the 0.56B at batch 1:
+// 481.4-481.7 us against 478.1-478.9; bench/results/session60-calls/);
+// removed, its code in commit 7a26e8a.
 constexpr int fold_entry = 8;
 static_assert(update_table[fold_entry] == &launch_shape<fold_shape>);
 // Heads a cluster (a norm group) at most: the portable cluster size.
@@ -271,9 +268,7 @@ cudaError_t ssd_update_gated_norm(const ssd_update_params& p, const ssd_gated_no
   if (!fold_args_of(p, f, a))
     return cudaErrorInvalidValue;
   const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.eps};
-  const bool launched = f.keep_state_in_l2
-                            ? launch_fold_at<fold_shape_kept>(a, p.batch, f.group, stream, n)
-                            : launch_fold_at<fold_shape>(a, p.batch, f.group, stream, n);
+  const bool launched = launch_fold_at<fold_shape>(a, p.batch, f.group, stream, n);
   return launched ? detail::launch_status() : cudaErrorInvalidValue;
 }
 

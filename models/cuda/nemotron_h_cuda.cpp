@@ -76,7 +76,6 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
       !ok)
     return ok.error();
   p->ssd_norm_fold = cuda_detail::ssd_norm_fold_enabled(true);
-  p->ssd_state_l2 = cuda_detail::switch_on("MSTAR_SSD_STATE_L2", false);
   if (const char* e = std::getenv("MSTAR_GEMV_L2_AFTER"); e != nullptr) {
     const std::string_view v{e};
     p->l2_after = v == "ssd" ? 1 : v == "attn" ? 2 : v == "both" || v == "1" ? 3 : 0;

@@ -158,8 +158,7 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
   if (b.decode && rows == 1 && ssd_norm_fold) {
     const auto normed = staged_bf16(tokens, di);
     const kc::ssd_gated_norm_fold fold{
-        zx,          proj,        l.gnorm.as<const float>(), eps, c.gated_norm_group_size(),
-        normed.data, ssd_state_l2};
+        zx, proj, l.gnorm.as<const float>(), eps, c.gated_norm_group_size(), normed.data};
     if (normed && kc::ssd_update_gated_norm_fits(update, fold)) {
       if (auto ok = check(kc::ssd_update_gated_norm(update, fold, s), "ssd_update_gated_norm"); !ok)
         return ok;

@@ -270,10 +270,9 @@ TEST(gpu_recurrent, ssd_update_reading_settled_states_early_gives_the_same_bits)
 
 // The gated-norm fold (cuda::ssd_update_gated_norm): one launch gives the
 // update's output and state and gated_rms_norm's bf16 row of that output
-// bit for bit, as ssd_update then gated_rms_norm give them, twice over
-// (the second with the state's L2 evict-last hints); rows carried, fresh
-// and skipped (slot -1: zeros normed); N 128 and 64, one to eight heads a
-// norm group (a cluster); and what it refuses.
+// bit for bit, as ssd_update then gated_rms_norm give them, twice over;
+// rows carried, fresh and skipped (slot -1: zeros normed); N 128 and 64,
+// one to eight heads a norm group (a cluster); and what it refuses.
 void expect_gated_norm_fold_matches(test::random_tensors& rng, const ssd_geometry& g,
                                     std::int64_t group, std::int32_t batch, int offset) {
   const auto h = static_cast<std::size_t>(g.heads);
@@ -321,7 +320,6 @@ void expect_gated_norm_fold_matches(test::random_tensors& rng, const ssd_geometr
   const auto want_y = plain_y.download();
   const auto want_state = plain_state.download();
   const auto want_out = plain_out.download();
-  // Launch 1 with the state kept in L2 (evict-last hints): the same bits.
   for (int launch = 0; launch < 2; ++launch) {
     SCOPED_TRACE("launch " + std::to_string(launch));
     auto d_state = upload(state);
@@ -329,7 +327,7 @@ void expect_gated_norm_fold_matches(test::random_tensors& rng, const ssd_geometr
     auto d_out = poisoned<std::uint16_t>(n);
     const ssd_update_params p{
         dw, in, d_y.data(), batch, d_state.data(), d_slots.span(), d_resume.span()};
-    const cuda::ssd_gated_norm_fold f{z, row, norm_w.data(), eps, group, d_out.data(), launch == 1};
+    const cuda::ssd_gated_norm_fold f{z, row, norm_w.data(), eps, group, d_out.data()};
     ASSERT_TRUE(cuda::ssd_update_gated_norm_fits(p, f));
     ASSERT_EQ(cuda::ssd_update_gated_norm(p, f, nullptr), cudaSuccess);
     EXPECT_TRUE(same(d_y.download(), want_y)) << "output";

@@ -74,52 +74,27 @@ inline constexpr int norm_fold_max_quads = 32;
 
 /// A launch shape of `ssd_update_rows_kernel`.
 struct update_shape {
-  int cols = 1;      ///< float4 of a state row a lane holds: lanes a row = N / (4 cols), <= 32
-  int threads = 32;  ///< threads a block, a multiple of 32
-  int rows = 8;      ///< state rows (p) a thread, a power of two
-  /// cache hints on the state: streaming loads (bit 0) and stores (bit 1),
-  /// or L2 evict-last loads (bit 2) and stores (bit 3), so that a step's
-  /// state stays in L2 for the next step while the weights (streaming
-  /// loads, evict-first) pass through it
-  int stream = 0;
+  int cols = 1;       ///< float4 of a state row a lane holds: lanes a row = N / (4 cols), <= 32
+  int threads = 32;   ///< threads a block, a multiple of 32
+  int rows = 8;       ///< state rows (p) a thread, a power of two
+  int stream = 0;     ///< cache-streaming hints on the state's loads (bit 0) and stores (bit 1)
   int max_regs = 72;  ///< registers a thread (`__maxnreg__`)
 };
 
-// An L2 evict-last policy for every line it is used on (no side effect:
-// not volatile, so a thread's loads and stores share one).
-__device__ __forceinline__ std::uint64_t l2_evict_last_policy() {
-  std::uint64_t policy = 0;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-
 template <int Stream>
 __device__ __forceinline__ float4 load_update_state(const float4* at) {
-  if constexpr ((Stream & 1) != 0) {
+  if constexpr ((Stream & 1) != 0)
     return __ldcs(at);
-  } else if constexpr ((Stream & 4) != 0) {
-    float4 v;
-    asm volatile("ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "l"(at), "l"(l2_evict_last_policy())
-                 : "memory");
-    return v;
-  } else {
+  else
     return *at;
-  }
 }
 
 template <int Stream>
 __device__ __forceinline__ void store_update_state(float4* at, float4 v) {
-  if constexpr ((Stream & 2) != 0) {
+  if constexpr ((Stream & 2) != 0)
     __stcs(at, v);
-  } else if constexpr ((Stream & 8) != 0) {
-    asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(at), "f"(v.x),
-                 "f"(v.y), "f"(v.z), "f"(v.w), "l"(l2_evict_last_policy())
-                 : "memory");
-  } else {
+  else
     *at = v;
-  }
 }
 
 // Chunk c (float4) of a B or C row; four scalar loads where the rows are not

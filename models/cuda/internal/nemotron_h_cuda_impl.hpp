@@ -159,9 +159,6 @@ struct nemotron_h_cuda::impl {
   /// Batch-1 decode steps run each Mamba-2 layer's gated norm in its SSD
   /// update (cuda_common.hpp's ssd_norm_fold_enabled).
   bool ssd_norm_fold = false;
-  /// There, the update keeps the rows' state in L2 for the next step
-  /// (`MSTAR_SSD_STATE_L2`; ssd_gated_norm_fold::keep_state_in_l2).
-  bool ssd_state_l2 = false;
   /// One-row GEMVs after the step's latency-bound kernels ask L2 for all of
   /// their weight before their chained wait (gemm_input::weight_to_l2):
   /// bit 0 out_proj after the SSD update, bit 1 o_proj after attention
