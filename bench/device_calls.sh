@@ -105,8 +105,8 @@ if ! declare -F envs_of >/dev/null; then
       # and stores L2 evict-last; removed after session 60's call1: +3 us a step, H100):
       statel2) echo "MSTAR_SSD_STATE_L2=1" ;;
       # Session 60: one-row GEMVs after the latency-bound kernels ask L2 for their whole weight
-      # before their chained wait (gemm_input::weight_to_l2): out_proj after the SSD update,
-      # o_proj after attention, both.
+      # before their chained wait (MSTAR_GEMV_L2_AFTER): out_proj after the SSD update, o_proj
+      # after attention, both (removed after its call2: +22 us a step, H100; commit aaad616).
       l2ssd) echo "MSTAR_GEMV_L2_AFTER=ssd" ;;
       l2attn) echo "MSTAR_GEMV_L2_AFTER=attn" ;;
       l2both) echo "MSTAR_GEMV_L2_AFTER=both" ;;

@@ -691,8 +691,7 @@ namespace {
 // The weight and output half of gemv_args, shared by every form.
 void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
                   const view<const float, 1>& bias, const view<float, 2>& out_f32,
-                  const view<std::uint16_t, 2>& out_bf16, bool accumulate, bool weight_static,
-                  bool weight_to_l2) {
+                  const view<std::uint16_t, 2>& out_bf16, bool accumulate, bool weight_static) {
   a.w = weight.data;
   a.w_stride = weight.shape[0] > 1 ? weight.strides[0] : 0;
   a.bias = bias ? bias.data : nullptr;
@@ -705,9 +704,6 @@ void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
                  : gemv_residual_early() ? accumulate_early
                                          : accumulate_late;
   a.weight_static = weight_static;
-  // The rest of a static weight asked of L2 before the wait (a chained
-  // launch after a latency-bound kernel; `launch` keeps it only chained).
-  a.prefetch = weight_static && weight_to_l2 ? prefetch_rows : 0;
 }
 
 // __launch_bounds__'s blocks an SM: entries 0-5 one (as measured); split
@@ -766,6 +762,14 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // MLP up, down and in_proj twice over, 108.3 us against 90.5 (2.33 TB/s
 // against 2.79; rows taken from a counter a link, 141.7), commit 8fade5b,
 // bench/results/session59-calls/.
+// Asked of L2 only where HBM idles under the kernel before (session 60,
+// removed: MSTAR_GEMV_L2_AFTER, the out_proj's rows past its first load
+// before its wait on the SSD update, the o_proj's on attention; the same
+// bits): on an H100 (0.56B, batch 1) the out_proj's exposed time fell
+// 6.3 -> 4.9 us but the update's rose 4.9 -> 6.3 (its state and inputs
+// queue behind the 16 MB) and the next GEMVs' by ~1 us each: 498.1-500.2
+// us a step against 476.2-477.9; the o_proj's within noise (475.8-478.0);
+// bench/results/session60-calls/, call2, commit aaad616.
 enum class chain_mode { late, loads, prefetch, last, wave };
 
 // set_gemv_chain_late (tests): 1 forces `late`, 0 (or unset) leaves
@@ -831,12 +835,7 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
   gemv_args chained = a;
   // Plain launches: neither flag (chain_release is then a no-op anyway).
   const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
-  // Asked of L2 before the wait: the rest of the rows in `prefetch` mode or
-  // where the caller asks for them (linear_bf16_params::weight_to_l2),
-  // chained only; the norm weight where MSTAR_GEMV_NORM_PREFETCH says.
-  const bool rows_to_l2 =
-      mode == chain_mode::prefetch || (chained_launches_on() && (a.prefetch & prefetch_rows) != 0);
-  chained.prefetch = static_cast<std::uint8_t>((rows_to_l2 ? prefetch_rows : 0) |
+  chained.prefetch = static_cast<std::uint8_t>((mode == chain_mode::prefetch ? prefetch_rows : 0) |
                                                (gemv_norm_prefetch() ? prefetch_norm : 0));
   constexpr auto kernel = kernel_of<P, V, S>;
   const std::int64_t blocks = S.blocks(a.n);
@@ -959,8 +958,7 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   gemv_args a{};
   a.x = p.x.data;
   a.x_stride = p.x.shape[0] > 1 ? p.x.strides[0] : 0;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static,
-               p.weight_to_l2);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
   return pick_launch<prologue::none>(p.gemv_variant, a, nullptr, {}, stream);
@@ -977,8 +975,7 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   a.norm_w = p.norm_weight.data;
   a.norm_w_stride = p.norm_weight.strides[0];
   a.eps = p.eps;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static,
-               p.weight_to_l2);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   rms_folds folds{};
@@ -1058,8 +1055,7 @@ cudaError_t launch_gemv_gated_rms_norm_bf16(const gated_rms_norm_linear_bf16_par
   a.norm_w = p.norm_weight.data;
   a.norm_w_stride = 1;
   a.eps = p.eps;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static,
-               p.weight_to_l2);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const float* gate = p.gate ? p.gate.data : nullptr;
@@ -1092,8 +1088,7 @@ cudaError_t launch_gemv_activation_bf16(const activation_linear_bf16_params& p,
   gemv_args a{};
   a.xn = p.x.data;
   a.xn_stride = 1;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static,
-               p.weight_to_l2);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const float* up = p.up ? p.up.data : nullptr;
