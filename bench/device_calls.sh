@@ -110,6 +110,9 @@ if ! declare -F envs_of >/dev/null; then
       l2ssd) echo "MSTAR_GEMV_L2_AFTER=ssd" ;;
       l2attn) echo "MSTAR_GEMV_L2_AFTER=attn" ;;
       l2both) echo "MSTAR_GEMV_L2_AFTER=both" ;;
+      # Session 60: the SSD update releases the out_proj once its sums are done, or at its end.
+      relsums) echo "MSTAR_SSD_RELEASE=sums" ;;
+      relend) echo "MSTAR_SSD_RELEASE=end" ;;
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }

@@ -18,18 +18,24 @@ using detail::update_shape;
 
 // The rows kernel releases the next kernel once its state's loads are
 // issued rather than at its start (MSTAR_SSD_RELEASE, read once: `start`
-// for the release at the start; anything else, unset included, `loads`), so
-// that the next kernel's weight loads (the out_proj's, before its own wait)
-// queue behind the state's, which the step waits on, not ahead of them.
-// Timing only: the same bits. H100, the 0.56B at batch 1 (session 51's
-// call1, three rounds alternated): 478.2-480.1 us a step against
-// 483.6-485.2 at the start, the same tokens.
-bool release_after_loads() {
-  static const bool on = [] {
+// for the release at the start, `sums` once its sums are done, `end` not
+// at all; anything else, unset included, `loads`), so that the next
+// kernel's weight loads (the out_proj's, before its own wait) queue behind
+// the state's, which the step waits on, not ahead of them. Timing only:
+// the same bits. H100, the 0.56B at batch 1 (session 51's call1, three
+// rounds alternated): 478.2-480.1 us a step against 483.6-485.2 at the
+// start, the same tokens. `sums` and `end` (session 60: the update's
+// reads on an HBM the out_proj's loads do not share) unmeasured.
+std::uint8_t update_release_point() {
+  static const std::uint8_t point = [] {
     const char* e = std::getenv("MSTAR_SSD_RELEASE");
-    return e == nullptr || std::string_view{e} != "start";
+    const std::string_view v = e != nullptr ? e : "";
+    return v == "start"  ? detail::release_at_start
+           : v == "sums" ? detail::release_at_sums
+           : v == "end"  ? detail::release_at_end
+                         : detail::release_at_loads;
   }();
-  return on;
+  return point;
 }
 
 // The rows kernel's arguments for `p`; false where entry 0 must take the
@@ -69,7 +75,7 @@ bool update_args_of(const ssd_update_params& p, update_args& a) {
                   p.has_state.empty() ? nullptr : p.has_state.data(),
                   bc_vector,
                   p.state_settled,
-                  release_after_loads()};
+                  update_release_point()};
   return true;
 }
 

@@ -53,9 +53,18 @@ struct update_args {
   bool bc_vector;                 // B and C rows 16-byte aligned: float4 loads
   bool settled;                   // ssd_update_params::state_settled: the slot and
                                   // state are read before the chained wait
-  bool release_after_loads;       // the next kernel is released once the state's
-                                  // loads are issued, not at the start
-                                  // (ssd_update.cu; MSTAR_SSD_RELEASE=start: off)
+  std::uint8_t release;           // when the next kernel is released (update_release)
+};
+
+/// When the rows kernel releases the next chained kernel (ssd_update.cu's
+/// MSTAR_SSD_RELEASE): at its start, once its state's loads are issued,
+/// once its sums are done (the state's loads returned, before the norm
+/// fold), or at its end (no release: the next kernel waits for the grid).
+enum update_release : std::uint8_t {
+  release_at_start = 0,
+  release_at_loads = 1,
+  release_at_sums = 2,
+  release_at_end = 3
 };
 
 /// The gated-norm fold's operands (recurrent.hpp's ssd_update_gated_norm):
@@ -193,7 +202,7 @@ __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
   __shared__ float sq[Fold ? NormV * 32 : 1];
   if constexpr (Fold)
     cluster_started();
-  if (!a.release_after_loads)
+  if (a.release == release_at_start)
     chain_release();
   // The head's parameters before the wait (a chained launch: no kernel
   // writes them).
@@ -241,7 +250,7 @@ __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
   if (a.settled) {
     read_slot();
     load_state();
-    if (a.release_after_loads)
+    if (a.release == release_at_loads)
       chain_release();
   }
   chain_wait();
@@ -287,7 +296,7 @@ __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
   }
   if (!a.settled) {
     load_state();
-    if (a.release_after_loads)
+    if (a.release == release_at_loads)
       chain_release();
   }
   // softplus as torch takes it (threshold 20), then the clamp.
@@ -325,6 +334,8 @@ __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
         ys[p0 + (r0 + i) * groups] = acc[i];
     }
   }
+  if (a.release == release_at_sums)
+    chain_release();
   if constexpr (Fold)
     norm_fold_cluster<NormV>(a, f, b, h, ys, sq, zq, wq);
 }
