@@ -113,6 +113,11 @@ if ! declare -F envs_of >/dev/null; then
       # Session 60: the SSD update releases the out_proj once its sums are done, or at its end.
       relsums) echo "MSTAR_SSD_RELEASE=sums" ;;
       relend) echo "MSTAR_SSD_RELEASE=end" ;;
+      # Session 60: the out_proj after the SSD update on entry 7 (its 4,096-wide rows whole in
+      # flight before the wait; split 2 as the rule's entry 6, so the same bits), alone and with
+      # the update releasing it once its sums are done.
+      op7) echo "MSTAR_OUT_PROJ_VARIANT=7" ;;
+      op7sums) echo "MSTAR_OUT_PROJ_VARIANT=7 MSTAR_SSD_RELEASE=sums" ;;
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }
