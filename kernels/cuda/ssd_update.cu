@@ -24,8 +24,9 @@ using detail::update_shape;
 // the state's, which the step waits on, not ahead of them. Timing only:
 // the same bits. H100, the 0.56B at batch 1 (session 51's call1, three
 // rounds alternated): 478.2-480.1 us a step against 483.6-485.2 at the
-// start, the same tokens. `sums` and `end` (session 60: the update's
-// reads on an HBM the out_proj's loads do not share) unmeasured.
+// start, the same tokens. `sums` and `end` (session 60's call3: the
+// update's reads on an HBM the out_proj's loads do not share): 472.2-472.7
+// and 475.8-475.9 us against loads' 471.4-473.0 (bench/results/session60-calls/).
 std::uint8_t update_release_point() {
   static const std::uint8_t point = [] {
     const char* e = std::getenv("MSTAR_SSD_RELEASE");
