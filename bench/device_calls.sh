@@ -118,6 +118,10 @@ if ! declare -F envs_of >/dev/null; then
       # the update releasing it once its sums are done.
       op7) echo "MSTAR_OUT_PROJ_VARIANT=7" ;;
       op7sums) echo "MSTAR_OUT_PROJ_VARIANT=7 MSTAR_SSD_RELEASE=sums" ;;
+      # Session 61: the fold's new state stored between its arrival on the norm exchange's
+      # cluster barrier and its wait (held in registers through the sums).
+      foldlate) echo "MSTAR_SSD_FOLD_STORES=late" ;;
+      foldlateop7) echo "MSTAR_SSD_FOLD_STORES=late MSTAR_OUT_PROJ_VARIANT=7" ;;
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }

@@ -190,6 +190,28 @@ bool aligned(const void* p, std::uintptr_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
+// The fold's new state stored once its sums are done, between its arrival
+// on the norm exchange's cluster barrier and its wait
+// (MSTAR_SSD_FOLD_STORES=late, read once; anything else: in the update's
+// loop, as it is made). Timing only: the same bits.
+bool fold_stores_late() {
+  static const bool late = [] {
+    const char* e = std::getenv("MSTAR_SSD_FOLD_STORES");
+    return e != nullptr && std::string_view(e) == "late";
+  }();
+  return late;
+}
+
+// The fold in shape S at N 4 N4 for the group's V, Sub sub-blocks a block.
+template <int N4, update_shape S, int V, int Sub>
+void launch_fold_sub(const update_args& a, int batch, unsigned cluster, cudaStream_t stream,
+                     const detail::norm_fold_args& f) {
+  if (fold_stores_late())
+    detail::launch_update_fold<N4, S, V, Sub, true>(a, batch, cluster, stream, f);
+  else
+    detail::launch_update_fold<N4, S, V, Sub, false>(a, batch, cluster, stream, f);
+}
+
 // The fold in shape S at N 4 N4 for the group's V, P / block_rows
 // sub-blocks a block.
 template <int N4, update_shape S, int V>
@@ -197,16 +219,16 @@ bool launch_fold_v(const update_args& a, int batch, unsigned cluster, cudaStream
                    const detail::norm_fold_args& f) {
   switch (a.head_dim / detail::update_block_rows<N4, S>()) {
     case 1:
-      detail::launch_update_fold<N4, S, V, 1>(a, batch, cluster, stream, f);
+      launch_fold_sub<N4, S, V, 1>(a, batch, cluster, stream, f);
       return true;
     case 2:
-      detail::launch_update_fold<N4, S, V, 2>(a, batch, cluster, stream, f);
+      launch_fold_sub<N4, S, V, 2>(a, batch, cluster, stream, f);
       return true;
     case 4:
-      detail::launch_update_fold<N4, S, V, 4>(a, batch, cluster, stream, f);
+      launch_fold_sub<N4, S, V, 4>(a, batch, cluster, stream, f);
       return true;
     case 8:
-      detail::launch_update_fold<N4, S, V, 8>(a, batch, cluster, stream, f);
+      launch_fold_sub<N4, S, V, 8>(a, batch, cluster, stream, f);
       return true;
     default:
       return false;
