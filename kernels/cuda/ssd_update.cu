@@ -1,6 +1,7 @@
 // The SSD decode step's launch shapes (kernels/cuda/recurrent.hpp): entry 0
 // the block-per-(row, head) kernel of ssd.cu, entries 1 on the
 // warp-a-state-row kernel of internal/ssd_update.cuh.
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
@@ -194,7 +195,12 @@ bool aligned(const void* p, std::uintptr_t bytes) {
 // on the norm exchange's cluster barrier and its wait
 // (MSTAR_SSD_FOLD_STORES=late, read once; anything else: in the update's
 // loop, as it is made). Timing only: the same bits.
+// set_ssd_fold_stores_late's setting (-1: none, the environment's).
+std::atomic<int> fold_stores_override{-1};
+
 bool fold_stores_late() {
+  if (const int forced = fold_stores_override.load(std::memory_order_relaxed); forced >= 0)
+    return forced == 1;
   static const bool late = [] {
     const char* e = std::getenv("MSTAR_SSD_FOLD_STORES");
     return e != nullptr && std::string_view(e) == "late";
@@ -299,6 +305,10 @@ cudaError_t ssd_update_gated_norm(const ssd_update_params& p, const ssd_gated_no
   const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.eps};
   const bool launched = launch_fold_at<fold_shape>(a, p.batch, f.group, stream, n);
   return launched ? detail::launch_status() : cudaErrorInvalidValue;
+}
+
+int set_ssd_fold_stores_late(int on) {
+  return fold_stores_override.exchange(on < 0 ? -1 : (on != 0 ? 1 : 0));
 }
 
 cudaError_t ssd_update_variant(const ssd_update_params& p, int variant, cudaStream_t stream) {

@@ -5,7 +5,7 @@
 # new state held in registers through the sums and stored between the block's arrival on the
 # norm exchange's cluster barrier and its wait, so the exchange does not queue behind 32 KB of
 # store issue a block; `foldlate`, and with op7), against the defaults, the 0.56B at batch 1,
-# three rounds alternated; the fold's bits test under the late stores first; the fastest
+# three rounds alternated; the fold's bits test (both store places) first; the fastest
 # candidate's timeline. On an H200 also the defaults' attention rows against FlashInfer 0.2.5
 # (session 58's unrun call6). Pack: `rm -rf .carry && PACK_XZ=1 scripts/pack-device.sh
 # mstar_gpu_tests mstar-gpu-bench mstar-bench-model-gpu && cp bench/device_calls.sh
@@ -19,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/common.sh"
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "$card"
-MSTAR_SSD_FOLD_STORES=late gpu_tests 'gpu_recurrent.ssd_update_with_the_gated_norm_fold*' 40
+gpu_tests 'gpu_recurrent.ssd_update_with_the_gated_norm_fold*:gpu_recurrent.ssd_update_gated_norm*' 40
 checkpoint nh056 nemotron_h-0.56b
 nh056_rounds 3 "defaults op7 foldlate op7sums foldlateop7" "1"
 best=$(fastest_modes 1 "op7 foldlate op7sums foldlateop7")
