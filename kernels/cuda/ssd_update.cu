@@ -191,13 +191,13 @@ bool aligned(const void* p, std::uintptr_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
-// The fold's new state stored once its sums are done, between its arrival
-// on the norm exchange's cluster barrier and its wait
-// (MSTAR_SSD_FOLD_STORES=late, read once; anything else: in the update's
-// loop, as it is made). Timing only: the same bits.
 // set_ssd_fold_stores_late's setting (-1: none, the environment's).
 std::atomic<int> fold_stores_override{-1};
 
+// The fold's new state stored once its sums are done, between its arrival
+// on the norm exchange's cluster barrier and its wait: the setting above,
+// else MSTAR_SSD_FOLD_STORES=late (read once; anything else: in the
+// update's loop, as it is made). Timing only: the same bits.
 bool fold_stores_late() {
   if (const int forced = fold_stores_override.load(std::memory_order_relaxed); forced >= 0)
     return forced == 1;
