@@ -115,11 +115,13 @@ if ! declare -F envs_of >/dev/null; then
       relend) echo "MSTAR_SSD_RELEASE=end" ;;
       # Session 60: the out_proj after the SSD update on entry 7 (its 4,096-wide rows whole in
       # flight before the wait; split 2 as the rule's entry 6, so the same bits), alone and with
-      # the update releasing it once its sums are done.
+      # the update releasing it once its sums are done (MSTAR_OUT_PROJ_VARIANT; removed after
+      # session 61's call1: +16 / +21 us a step, H100).
       op7) echo "MSTAR_OUT_PROJ_VARIANT=7" ;;
       op7sums) echo "MSTAR_OUT_PROJ_VARIANT=7 MSTAR_SSD_RELEASE=sums" ;;
       # Session 61: the fold's new state stored between its arrival on the norm exchange's
-      # cluster barrier and its wait (held in registers through the sums).
+      # cluster barrier and its wait (held in registers through the sums; MSTAR_SSD_FOLD_STORES,
+      # removed after session 61's call1: +1 us a step, H100, commit fb7bf08).
       foldlate) echo "MSTAR_SSD_FOLD_STORES=late" ;;
       foldlateop7) echo "MSTAR_SSD_FOLD_STORES=late MSTAR_OUT_PROJ_VARIANT=7" ;;
       *) echo "envs_of: no mode $1" >&2 ;;

@@ -130,15 +130,6 @@ struct ssd_gated_norm_fold {
 [[nodiscard]] cudaError_t ssd_update_gated_norm(const ssd_update_params& p,
                                                 const ssd_gated_norm_fold& f, cudaStream_t stream);
 
-/// Where `ssd_update_gated_norm` stores the new state, for this process: 1
-/// late (held in registers through the sums, stored between the block's
-/// arrival on the norm exchange's cluster barrier and its wait), 0 in the
-/// update's loop as it is made, -1 back to the environment's choice
-/// (`MSTAR_SSD_FOLD_STORES=late`, else in the loop). The same bits either
-/// way; returns the setting it replaces (-1 where none was set). For tests
-/// and A/B runs.
-int set_ssd_fold_stores_late(int on);
-
 /// Launch shapes of `ssd_update` (kernels/cuda/ssd_update.cu's table).
 inline constexpr int ssd_update_variants = 13;
 

@@ -1,7 +1,6 @@
 // The SSD decode step's launch shapes (kernels/cuda/recurrent.hpp): entry 0
 // the block-per-(row, head) kernel of ssd.cu, entries 1 on the
 // warp-a-state-row kernel of internal/ssd_update.cuh.
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
@@ -181,7 +180,13 @@ constexpr update_shape fold_shape = half_4_cached;
 // Its state's loads and stores L2 evict-last (session 59, MSTAR_SSD_STATE_L2)
 // gave the same bits and lost 3 us a step (H100, the 0.56B at batch 1:
 // 481.4-481.7 us against 478.1-478.9; bench/results/session60-calls/);
-// removed, its code in commit 7a26e8a.
+// removed, its code in commit 7a26e8a. Its new state held in registers
+// through the sums and stored between the block's arrival on the norm
+// exchange's cluster barrier and its wait (session 61, MSTAR_SSD_FOLD_STORES
+// =late) gave the same bits and lost too: 473.2-473.5 us a step against
+// 471.2-473.5, the update's exposed time 5.08 against 4.85 us a layer under
+// CUPTI (H100, bench/results/session61-calls/); removed, its code in commit
+// fb7bf08.
 constexpr int fold_entry = 8;
 static_assert(update_table[fold_entry] == &launch_shape<fold_shape>);
 // Heads a cluster (a norm group) at most: the portable cluster size.
@@ -191,33 +196,6 @@ bool aligned(const void* p, std::uintptr_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
-// set_ssd_fold_stores_late's setting (-1: none, the environment's).
-std::atomic<int> fold_stores_override{-1};
-
-// The fold's new state stored once its sums are done, between its arrival
-// on the norm exchange's cluster barrier and its wait: the setting above,
-// else MSTAR_SSD_FOLD_STORES=late (read once; anything else: in the
-// update's loop, as it is made). Timing only: the same bits.
-bool fold_stores_late() {
-  if (const int forced = fold_stores_override.load(std::memory_order_relaxed); forced >= 0)
-    return forced == 1;
-  static const bool late = [] {
-    const char* e = std::getenv("MSTAR_SSD_FOLD_STORES");
-    return e != nullptr && std::string_view(e) == "late";
-  }();
-  return late;
-}
-
-// The fold in shape S at N 4 N4 for the group's V, Sub sub-blocks a block.
-template <int N4, update_shape S, int V, int Sub>
-void launch_fold_sub(const update_args& a, int batch, unsigned cluster, cudaStream_t stream,
-                     const detail::norm_fold_args& f) {
-  if (fold_stores_late())
-    detail::launch_update_fold<N4, S, V, Sub, true>(a, batch, cluster, stream, f);
-  else
-    detail::launch_update_fold<N4, S, V, Sub, false>(a, batch, cluster, stream, f);
-}
-
 // The fold in shape S at N 4 N4 for the group's V, P / block_rows
 // sub-blocks a block.
 template <int N4, update_shape S, int V>
@@ -225,16 +203,16 @@ bool launch_fold_v(const update_args& a, int batch, unsigned cluster, cudaStream
                    const detail::norm_fold_args& f) {
   switch (a.head_dim / detail::update_block_rows<N4, S>()) {
     case 1:
-      launch_fold_sub<N4, S, V, 1>(a, batch, cluster, stream, f);
+      detail::launch_update_fold<N4, S, V, 1>(a, batch, cluster, stream, f);
       return true;
     case 2:
-      launch_fold_sub<N4, S, V, 2>(a, batch, cluster, stream, f);
+      detail::launch_update_fold<N4, S, V, 2>(a, batch, cluster, stream, f);
       return true;
     case 4:
-      launch_fold_sub<N4, S, V, 4>(a, batch, cluster, stream, f);
+      detail::launch_update_fold<N4, S, V, 4>(a, batch, cluster, stream, f);
       return true;
     case 8:
-      launch_fold_sub<N4, S, V, 8>(a, batch, cluster, stream, f);
+      detail::launch_update_fold<N4, S, V, 8>(a, batch, cluster, stream, f);
       return true;
     default:
       return false;
@@ -305,10 +283,6 @@ cudaError_t ssd_update_gated_norm(const ssd_update_params& p, const ssd_gated_no
   const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.eps};
   const bool launched = launch_fold_at<fold_shape>(a, p.batch, f.group, stream, n);
   return launched ? detail::launch_status() : cudaErrorInvalidValue;
-}
-
-int set_ssd_fold_stores_late(int on) {
-  return fold_stores_override.exchange(on < 0 ? -1 : (on != 0 ? 1 : 0));
 }
 
 cudaError_t ssd_update_variant(const ssd_update_params& p, int variant, cudaStream_t stream) {

@@ -7,7 +7,6 @@
 #if MSTAR_HAVE_CUDA
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
@@ -77,13 +76,6 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
       !ok)
     return ok.error();
   p->ssd_norm_fold = cuda_detail::ssd_norm_fold_enabled(true);
-  if (const char* e = std::getenv("MSTAR_OUT_PROJ_VARIANT"); e != nullptr) {
-    // A table entry's number; anything else leaves the rule's.
-    const std::string_view v{e};
-    int entry = -1;
-    if (std::from_chars(v.data(), v.data() + v.size(), entry).ptr == v.data() + v.size())
-      p->out_proj_variant = entry;
-  }
   auto model = std::unique_ptr<nemotron_h_cuda>(new nemotron_h_cuda(std::move(p), dtype));
   model->graphs_ = graphs;
   return model;

@@ -162,9 +162,7 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
     if (normed && kc::ssd_update_gated_norm_fits(update, fold)) {
       if (auto ok = check(kc::ssd_update_gated_norm(update, fold, s), "ssd_update_gated_norm"); !ok)
         return ok;
-      gemm_input normed_y = staged(yy);
-      normed_y.gemv_variant = out_proj_variant;
-      return linear(normed_y, tokens, l.out_proj, io.out, io.accumulate);
+      return linear(staged(yy), tokens, l.out_proj, io.out, io.accumulate);
     }
   }
   const cudaError_t ssd =

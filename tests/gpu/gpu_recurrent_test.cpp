@@ -348,21 +348,6 @@ void expect_gated_norm_fold_matches(test::random_tensors& rng, const ssd_geometr
   }
 }
 
-// The fold's state stores where set_ssd_fold_stores_late put them, back to
-// the environment's choice at the scope's end.
-class fold_stores_scope {
- public:
-  explicit fold_stores_scope(int late) : previous_(cuda::set_ssd_fold_stores_late(late)) {}
-  ~fold_stores_scope() { static_cast<void>(cuda::set_ssd_fold_stores_late(previous_)); }
-  fold_stores_scope(const fold_stores_scope&) = delete;
-  fold_stores_scope& operator=(const fold_stores_scope&) = delete;
-
- private:
-  int previous_;
-};
-
-// Both places of the state's stores (in the update's loop, and late:
-// between the norm exchange's arrival and wait) give the same bits.
 TEST(gpu_recurrent, ssd_update_with_the_gated_norm_fold_gives_both_launches_bits) {
   MSTAR_REQUIRE_GPU();
   auto rng = test::gpu::seeded(606);
@@ -370,21 +355,17 @@ TEST(gpu_recurrent, ssd_update_with_the_gated_norm_fold_gives_both_launches_bits
     ssd_geometry g;
     std::int64_t group;
   };
-  for (const int late : {0, 1}) {
-    const fold_stores_scope stores(late);
-    // The 0.56B's layer (64 heads of 64 in 8 norm groups), a group of two
-    // heads, N 64 and every group size.
-    for (const auto& [g, group] :
-         {fold_case{{64, 64, 128, 8}, 512}, fold_case{{16, 64, 128, 8}, 128},
-          fold_case{{8, 64, 128, 2}, 128}, fold_case{{8, 64, 128, 2}, 256},
-          fold_case{{16, 32, 64, 4}, 128}, fold_case{{16, 32, 64, 4}, 256}}) {
-      for (const auto& [batch, offset] : {std::pair{1, 0}, std::pair{1, 1}, std::pair{3, 0}}) {
-        SCOPED_TRACE(std::string(late != 0 ? "late" : "in-loop") + " stores, H " +
-                     std::to_string(g.heads) + " P " + std::to_string(g.head_dim) + " N " +
-                     std::to_string(g.state_size) + ", group " + std::to_string(group) + ", " +
-                     std::to_string(batch) + " rows, offset " + std::to_string(offset));
-        expect_gated_norm_fold_matches(rng, g, group, batch, offset);
-      }
+  // The 0.56B's layer (64 heads of 64 in 8 norm groups), a group of two
+  // heads, N 64 and every group size.
+  for (const auto& [g, group] :
+       {fold_case{{64, 64, 128, 8}, 512}, fold_case{{16, 64, 128, 8}, 128},
+        fold_case{{8, 64, 128, 2}, 128}, fold_case{{8, 64, 128, 2}, 256},
+        fold_case{{16, 32, 64, 4}, 128}, fold_case{{16, 32, 64, 4}, 256}}) {
+    for (const auto& [batch, offset] : {std::pair{1, 0}, std::pair{1, 1}, std::pair{3, 0}}) {
+      SCOPED_TRACE("H " + std::to_string(g.heads) + " P " + std::to_string(g.head_dim) + " N " +
+                   std::to_string(g.state_size) + ", group " + std::to_string(group) + ", " +
+                   std::to_string(batch) + " rows, offset " + std::to_string(offset));
+      expect_gated_norm_fold_matches(rng, g, group, batch, offset);
     }
   }
 }

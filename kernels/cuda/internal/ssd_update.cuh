@@ -28,7 +28,6 @@
 #include <cooperative_groups.h>
 #include <cstdint>
 #include <cuda_runtime.h>
-#include <type_traits>
 
 #include "kernels/cuda/internal/common.cuh"
 #include "kernels/cuda/internal/gated_norm.cuh"
@@ -125,12 +124,6 @@ __device__ __forceinline__ void cluster_started() {
 #endif
 }
 
-// norm_fold_cluster's `between` where nothing runs there: its barrier is
-// then cooperative groups' cluster.sync().
-struct fold_nothing_between {
-  __device__ void operator()() const {}
-};
-
 // The gated-norm fold's end of block (h, b), every thread, once `ys`
 // holds the head's y (P floats): warp 0's lane l < P / 4 gates quad l
 // (`zq`, the gate's, loaded under the update) and sends its squares to
@@ -141,13 +134,11 @@ struct fold_nothing_between {
 // gated_rms_norm's warp form's bits, and stores its own quads normed
 // (store_normed with the weight's quad `wq`). `sq` is the block's
 // [NormV * 32] of shared memory; nothing is read remotely, so no block
-// waits on another after the barrier. `between()` runs, every thread,
-// between this block's arrival on that barrier and its wait (the late
-// state stores, ssd_update.cu's MSTAR_SSD_FOLD_STORES; nothing otherwise).
-template <int V, class Between>
+// waits on another after the barrier.
+template <int V>
 __device__ __forceinline__ void norm_fold_cluster(const update_args& a, const norm_fold_args& f,
                                                   int b, int h, const float* ys, float* sq,
-                                                  float4 zq, float4 wq, Between&& between) {
+                                                  float4 zq, float4 wq) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   const int quads = a.head_dim / 4;
@@ -164,13 +155,7 @@ __device__ __forceinline__ void norm_fold_cluster(const update_args& a, const no
     for (unsigned r = 0; r < cluster.num_blocks(); ++r)
       cluster.map_shared_rank(sq, r)[at] = sum;
   }
-  if constexpr (std::is_same_v<std::decay_t<Between>, fold_nothing_between>) {
-    cluster.sync();
-  } else {
-    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-    between();
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-  }
+  cluster.sync();
   if (l >= 32)
     return;
   float sum_sq = 0.0F;
@@ -195,17 +180,12 @@ __device__ __forceinline__ void norm_fold_cluster(const update_args& a, const no
 // b) takes the whole head, `Sub` sub-blocks of `Threads` threads each
 // doing what block (sub, h, b) of the unfolded launch does (the same rows,
 // lanes and sums, so the same bits), in clusters of a norm group's heads;
-// 0: `f` is unused and Sub 1. `Late` (the fold only): the new state is
-// held in registers through the sums and stored between the block's
-// arrival on the norm exchange's cluster barrier and its wait, so that the
-// exchange does not queue behind the stores' issue.
-template <int N4, int Cols, int Threads, int Rows, int Stream, int MaxRegs, int NormV, int Sub,
-          bool Late = false>
+// 0: `f` is unused and Sub 1.
+template <int N4, int Cols, int Threads, int Rows, int Stream, int MaxRegs, int NormV, int Sub>
 __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
     ssd_update_rows_kernel(update_args a, norm_fold_args f) {
   constexpr bool Fold = NormV > 0;
   static_assert(Fold || Sub == 1);
-  static_assert(Fold || !Late);
   constexpr int lanes = N4 / Cols;
   constexpr int groups = Threads / lanes;
   constexpr int block_rows = groups * Rows;
@@ -310,7 +290,7 @@ __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
         for (int m = 0; m < Rows; ++m)
           ys[p0 + m * groups] = 0.0F;
       }
-      norm_fold_cluster<NormV>(a, f, b, h, ys, sq, zq, wq, fold_nothing_between{});
+      norm_fold_cluster<NormV>(a, f, b, h, ys, sq, zq, wq);
     }
     return;
   }
@@ -335,8 +315,7 @@ __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
       v.y = fmaf(dtx, bv[j].y, decay * v.y);
       v.z = fmaf(dtx, bv[j].z, decay * v.z);
       v.w = fmaf(dtx, bv[j].w, decay * v.w);
-      if constexpr (!Late)
-        store_update_state<Stream>(first + (m * groups * N4 + j * lanes), v);
+      store_update_state<Stream>(first + (m * groups * N4 + j * lanes), v);
       acc[m] = dot4(v, cv[j], acc[m]);
     }
   }
@@ -357,18 +336,8 @@ __global__ void __launch_bounds__(Threads* Sub) __maxnreg__(MaxRegs)
   }
   if (a.release == release_at_sums)
     chain_release();
-  if constexpr (Late) {
-    norm_fold_cluster<NormV>(a, f, b, h, ys, sq, zq, wq, [&] {
-#pragma unroll
-      for (int m = 0; m < Rows; ++m) {
-#pragma unroll
-        for (int j = 0; j < Cols; ++j)
-          store_update_state<Stream>(first + (m * groups * N4 + j * lanes), s[m][j]);
-      }
-    });
-  } else if constexpr (Fold) {
-    norm_fold_cluster<NormV>(a, f, b, h, ys, sq, zq, wq, fold_nothing_between{});
-  }
+  if constexpr (Fold)
+    norm_fold_cluster<NormV>(a, f, b, h, ys, sq, zq, wq);
 }
 
 /// State rows (p) a block of shape `S` covers at N = 4 N4.
@@ -412,13 +381,13 @@ bool launch_update_shape(const update_args& a, int batch, cudaStream_t stream) {
 /// channels: a block a (head, row) of P / block_rows sub-blocks, clusters
 /// of `cluster` heads (a norm group). The caller checked the shape
 /// (ssd_update_gated_norm_fits).
-template <int N4, update_shape S, int NormV, int Sub, bool Late>
+template <int N4, update_shape S, int NormV, int Sub>
 void launch_update_fold(const update_args& a, int batch, unsigned cluster, cudaStream_t stream,
                         const norm_fold_args& f) {
   const dim3 grid(static_cast<unsigned>(a.heads), static_cast<unsigned>(batch));
   launch_chained_clusters(
-      ssd_update_rows_kernel<N4, S.cols, S.threads, S.rows, S.stream, S.max_regs, NormV, Sub, Late>,
-      grid, S.threads * Sub, cluster, 0, stream, a, f);
+      ssd_update_rows_kernel<N4, S.cols, S.threads, S.rows, S.stream, S.max_regs, NormV, Sub>, grid,
+      S.threads * Sub, cluster, 0, stream, a, f);
 }
 
 /// The rows a block of shape `S` covers at N `state_size` (64 or 128; 0 otherwise).

@@ -127,9 +127,6 @@ struct gemm_input {
   const float* embed_table = nullptr;
   std::int64_t embed_rows = 0;
   float* embed_out = nullptr;
-  /// With `bf16` (the plain product of a bf16 row): the one-row GEMV's table
-  /// entry (kernels::cuda::linear_bf16_params::gemv_variant; -1: the rule's).
-  int gemv_variant = -1;
 };
 
 // An A/B switch read when a model is made: `name`=1 turns it on, =0 off;
@@ -524,7 +521,6 @@ struct launch_outcome {
   kc::linear_bf16_params p;
   p.x = kernels::matrix(x16, t, w.cols);
   set_weight_and_output(p, t, w, out_rows, accumulate);
-  p.gemv_variant = in.gemv_variant;
   return {kc::linear_bf16(blas, p, s), "linear_bf16"};
 }
 

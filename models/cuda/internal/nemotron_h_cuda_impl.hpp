@@ -159,9 +159,6 @@ struct nemotron_h_cuda::impl {
   /// Batch-1 decode steps run each Mamba-2 layer's gated norm in its SSD
   /// update (cuda_common.hpp's ssd_norm_fold_enabled).
   bool ssd_norm_fold = false;
-  /// There, out_proj's GEMV table entry (`MSTAR_OUT_PROJ_VARIANT`, A/B
-  /// runs; -1, unset: the rule's, entry 6 at the 0.56B's shape).
-  int out_proj_variant = -1;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
