@@ -123,7 +123,6 @@ if ! declare -F envs_of >/dev/null; then
       # cluster barrier and its wait (held in registers through the sums; MSTAR_SSD_FOLD_STORES,
       # removed after session 61's call1: +1 us a step, H100, commit fb7bf08).
       foldlate) echo "MSTAR_SSD_FOLD_STORES=late" ;;
-      foldlateop7) echo "MSTAR_SSD_FOLD_STORES=late MSTAR_OUT_PROJ_VARIANT=7" ;;
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }
