@@ -123,6 +123,13 @@ if ! declare -F envs_of >/dev/null; then
       # cluster barrier and its wait (held in registers through the sums; MSTAR_SSD_FOLD_STORES,
       # removed after session 61's call1: +1 us a step, H100, commit fb7bf08).
       foldlate) echo "MSTAR_SSD_FOLD_STORES=late" ;;
+      # Session 62: the out_proj's L2 ask (session 60's l2ssd, restored) with the update
+      # releasing it once its sums are done, so the 16 MB stream under the update's ~3-4 us tail
+      # and not beside its state loads; `bulk`: the ask as one bulk prefetch a row
+      # (MSTAR_GEMV_L2_BULK=1, cp.async.bulk.prefetch.L2) rather than a line a lane.
+      l2sums) echo "MSTAR_GEMV_L2_AFTER=ssd MSTAR_SSD_RELEASE=sums" ;;
+      l2bulksums) echo "MSTAR_GEMV_L2_AFTER=ssd MSTAR_SSD_RELEASE=sums MSTAR_GEMV_L2_BULK=1" ;;
+      l2bulk) echo "MSTAR_GEMV_L2_AFTER=ssd MSTAR_GEMV_L2_BULK=1" ;;
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }

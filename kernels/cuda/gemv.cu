@@ -61,7 +61,7 @@ namespace {
 constexpr int rms_sum_threads = 256;
 
 enum : std::uint8_t { accumulate_none = 0, accumulate_late = 1, accumulate_early = 2 };
-enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2 };
+enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2, prefetch_rows_bulk = 4 };
 enum : std::uint8_t { release_start = 0, release_late = 1, release_last = 2 };
 
 struct gemv_args {
@@ -427,6 +427,18 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
           prefetch_l2(wrow[r] + p);
       }
     }
+    // The same rest of each row (the group's pieces past its first load,
+    // [stride * unroll, pieces)) in one bulk prefetch a row, issued by lane r
+    // of the group's first warp: a few instructions, not a line a lane.
+    if ((a.prefetch & prefetch_rows_bulk) != 0 && warp_in_block % Split == 0 &&
+        stride * unroll < pieces) {
+#pragma unroll
+      for (int r = 0; r < rows_per_warp; ++r) {
+        if (lane == r)
+          prefetch_l2_bulk(wrow[r] + stride * unroll,
+                           static_cast<std::uint32_t>(pieces - stride * unroll) * 16U);
+      }
+    }
   }
   chain_wait();
   // release_last with the rows in one load: released after the wait (never
@@ -691,7 +703,8 @@ namespace {
 // The weight and output half of gemv_args, shared by every form.
 void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
                   const view<const float, 1>& bias, const view<float, 2>& out_f32,
-                  const view<std::uint16_t, 2>& out_bf16, bool accumulate, bool weight_static) {
+                  const view<std::uint16_t, 2>& out_bf16, bool accumulate, bool weight_static,
+                  bool weight_to_l2) {
   a.w = weight.data;
   a.w_stride = weight.shape[0] > 1 ? weight.strides[0] : 0;
   a.bias = bias ? bias.data : nullptr;
@@ -704,6 +717,9 @@ void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
                  : gemv_residual_early() ? accumulate_early
                                          : accumulate_late;
   a.weight_static = weight_static;
+  // The rest of a static weight asked of L2 before the wait (a chained
+  // launch after a latency-bound kernel; `launch` keeps it only chained).
+  a.prefetch = weight_static && weight_to_l2 ? prefetch_rows : 0;
 }
 
 // __launch_bounds__'s blocks an SM: entries 0-5 one (as measured); split
@@ -762,14 +778,6 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // MLP up, down and in_proj twice over, 108.3 us against 90.5 (2.33 TB/s
 // against 2.79; rows taken from a counter a link, 141.7), commit 8fade5b,
 // bench/results/session59-calls/.
-// Asked of L2 only where HBM idles under the kernel before (session 60,
-// removed: MSTAR_GEMV_L2_AFTER, the out_proj's rows past its first load
-// before its wait on the SSD update, the o_proj's on attention; the same
-// bits): on an H100 (0.56B, batch 1) the out_proj's exposed time fell
-// 6.3 -> 4.9 us but the update's rose 4.9 -> 6.3 (its state and inputs
-// queue behind the 16 MB) and the next GEMVs' by ~1 us each: 498.1-500.2
-// us a step against 476.2-477.9; the o_proj's within noise (475.8-478.0);
-// bench/results/session60-calls/, call2, commit aaad616.
 enum class chain_mode { late, loads, prefetch, last, wave };
 
 // set_gemv_chain_late (tests): 1 forces `late`, 0 (or unset) leaves
@@ -797,6 +805,18 @@ chain_mode gemv_chain_mode() {
 bool gemv_norm_prefetch() {
   static const bool on = [] {
     const char* e = std::getenv("MSTAR_GEMV_NORM_PREFETCH");
+    return e != nullptr && std::string_view{e} == "1";
+  }();
+  return on;
+}
+
+// MSTAR_GEMV_L2_BULK=1 (read once; off until measured): the rows asked of
+// L2 before the wait (`prefetch` mode, linear_bf16_params::weight_to_l2) in
+// one bulk prefetch a row (prefetch_rows_bulk) rather than a line a lane.
+// A hint: the same bits either way.
+bool gemv_l2_bulk() {
+  static const bool on = [] {
+    const char* e = std::getenv("MSTAR_GEMV_L2_BULK");
     return e != nullptr && std::string_view{e} == "1";
   }();
   return on;
@@ -835,7 +855,13 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
   gemv_args chained = a;
   // Plain launches: neither flag (chain_release is then a no-op anyway).
   const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
-  chained.prefetch = static_cast<std::uint8_t>((mode == chain_mode::prefetch ? prefetch_rows : 0) |
+  // Asked of L2 before the wait: the rest of the rows in `prefetch` mode or
+  // where the caller asks for them (linear_bf16_params::weight_to_l2),
+  // chained only; the norm weight where MSTAR_GEMV_NORM_PREFETCH says.
+  const bool rows_to_l2 =
+      mode == chain_mode::prefetch || (chained_launches_on() && (a.prefetch & prefetch_rows) != 0);
+  const std::uint8_t rows_bit = gemv_l2_bulk() ? prefetch_rows_bulk : prefetch_rows;
+  chained.prefetch = static_cast<std::uint8_t>((rows_to_l2 ? rows_bit : 0) |
                                                (gemv_norm_prefetch() ? prefetch_norm : 0));
   constexpr auto kernel = kernel_of<P, V, S>;
   const std::int64_t blocks = S.blocks(a.n);
@@ -958,7 +984,8 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   gemv_args a{};
   a.x = p.x.data;
   a.x_stride = p.x.shape[0] > 1 ? p.x.strides[0] : 0;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static,
+               p.weight_to_l2);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
   return pick_launch<prologue::none>(p.gemv_variant, a, nullptr, {}, stream);
@@ -975,7 +1002,8 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   a.norm_w = p.norm_weight.data;
   a.norm_w_stride = p.norm_weight.strides[0];
   a.eps = p.eps;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static,
+               p.weight_to_l2);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   rms_folds folds{};
@@ -1055,7 +1083,8 @@ cudaError_t launch_gemv_gated_rms_norm_bf16(const gated_rms_norm_linear_bf16_par
   a.norm_w = p.norm_weight.data;
   a.norm_w_stride = 1;
   a.eps = p.eps;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static,
+               p.weight_to_l2);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const float* gate = p.gate ? p.gate.data : nullptr;
@@ -1088,7 +1117,8 @@ cudaError_t launch_gemv_activation_bf16(const activation_linear_bf16_params& p,
   gemv_args a{};
   a.xn = p.x.data;
   a.xn_stride = 1;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static,
+               p.weight_to_l2);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const float* up = p.up ? p.up.data : nullptr;

@@ -174,6 +174,12 @@ struct linear_bf16_params {
   /// its first pieces before the kernel before it has finished. False: it
   /// waits for that kernel first, as a plain launch would.
   bool weight_static = false;
+  /// The kernel before leaves HBM idle while it runs (a latency-bound
+  /// kernel: the SSD update, decode attention): a chained one-row GEMV of a
+  /// static weight then asks L2 for the rest of its weight before its wait
+  /// too, not only its first pieces, so the weight streams in under that
+  /// kernel. A hint: the same bits either way.
+  bool weight_to_l2 = false;
 };
 
 /// The launch shape (gemv_shape.hpp's table) a one-row bf16 product of N
@@ -205,6 +211,7 @@ struct gemv_product_params {
   bool accumulate = false;              ///< as linear_bf16_params::accumulate
   int gemv_variant = -1;                ///< as linear_bf16_params::gemv_variant
   bool weight_static = false;           ///< as linear_bf16_params::weight_static
+  bool weight_to_l2 = false;            ///< as linear_bf16_params::weight_to_l2
 };
 
 /// A causal conv's decode step folded into `rms_norm_linear_bf16`'s output

@@ -76,6 +76,10 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
       !ok)
     return ok.error();
   p->ssd_norm_fold = cuda_detail::ssd_norm_fold_enabled(true);
+  if (const char* e = std::getenv("MSTAR_GEMV_L2_AFTER"); e != nullptr) {
+    const std::string_view v{e};
+    p->l2_after = v == "ssd" ? 1 : v == "attn" ? 2 : v == "both" || v == "1" ? 3 : 0;
+  }
   auto model = std::unique_ptr<nemotron_h_cuda>(new nemotron_h_cuda(std::move(p), dtype));
   model->graphs_ = graphs;
   return model;

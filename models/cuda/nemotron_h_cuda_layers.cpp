@@ -162,7 +162,9 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
     if (normed && kc::ssd_update_gated_norm_fits(update, fold)) {
       if (auto ok = check(kc::ssd_update_gated_norm(update, fold, s), "ssd_update_gated_norm"); !ok)
         return ok;
-      return linear(staged(yy), tokens, l.out_proj, io.out, io.accumulate);
+      gemm_input normed_in = staged(yy);
+      normed_in.weight_to_l2 = (l2_after & 1) != 0;
+      return linear(normed_in, tokens, l.out_proj, io.out, io.accumulate);
     }
   }
   const cudaError_t ssd =
@@ -178,7 +180,8 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
                            .eps = eps,
                            .gate = zx,
                            .gate_stride = proj,
-                           .group = c.gated_norm_group_size()};
+                           .group = c.gated_norm_group_size(),
+                           .weight_to_l2 = b.decode && (l2_after & 1) != 0};
     if (cuda_detail::gated_fold_fits(gated, tokens, l.out_proj, io.out, io.accumulate))
       return linear(gated, tokens, l.out_proj, io.out, io.accumulate);
   }
@@ -247,7 +250,8 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, const layer
   // The attention output is f32: with bf16 weights linear rounds it first,
   // or, folded, the GEMV rounds it into its own input.
   const gemm_input attended{.f32 = o.as<float>(),
-                            .fold_f32 = io.in.norm_of != nullptr && f32_folds.bf16};
+                            .fold_f32 = io.in.norm_of != nullptr && f32_folds.bf16,
+                            .weight_to_l2 = (l2_after & 2) != 0};
   return linear(attended, tokens, l.o, io.out, io.accumulate);
 }
 

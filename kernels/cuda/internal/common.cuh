@@ -217,6 +217,18 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+/// Ask the L2 cache for `bytes` bytes from `p` (both multiples of 16) in one
+/// bulk prefetch (sm_90's copy engine; no register written, no completion
+/// to wait for); elsewhere nothing.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, std::uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 /// `kernel<<<grid, block, smem, stream>>>(args...)`, chained on the kernel
 /// before it when `chained_launches()` (kernels/cuda/math.hpp) says so; like
 /// `<<<...>>>` it leaves a failure for `launch_status`. The kernel must call

@@ -159,6 +159,11 @@ struct nemotron_h_cuda::impl {
   /// Batch-1 decode steps run each Mamba-2 layer's gated norm in its SSD
   /// update (cuda_common.hpp's ssd_norm_fold_enabled).
   bool ssd_norm_fold = false;
+  /// One-row GEMVs after the step's latency-bound kernels ask L2 for all of
+  /// their weight before their chained wait (gemm_input::weight_to_l2):
+  /// bit 0 out_proj after the SSD update, bit 1 o_proj after attention
+  /// (`MSTAR_GEMV_L2_AFTER`: `ssd`, `attn`, `both`; unset or `0` neither).
+  int l2_after = 0;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
