@@ -130,6 +130,11 @@ if ! declare -F envs_of >/dev/null; then
       l2sums) echo "MSTAR_GEMV_L2_AFTER=ssd MSTAR_SSD_RELEASE=sums" ;;
       l2bulksums) echo "MSTAR_GEMV_L2_AFTER=ssd MSTAR_SSD_RELEASE=sums MSTAR_GEMV_L2_BULK=1" ;;
       l2bulk) echo "MSTAR_GEMV_L2_AFTER=ssd MSTAR_GEMV_L2_BULK=1" ;;
+      # Session 62: the out_proj waits for the update's blocks to count themselves on a counter
+      # (zeroed by the layer's in_proj), not for the update's grid (MSTAR_SSD_HANDOFF=1); and
+      # that with the bulk L2 ask under the update's tail.
+      handoff) echo "MSTAR_SSD_HANDOFF=1" ;;
+      handoffl2) echo "MSTAR_SSD_HANDOFF=1 MSTAR_GEMV_L2_AFTER=ssd MSTAR_SSD_RELEASE=sums MSTAR_GEMV_L2_BULK=1" ;;
       *) echo "envs_of: no mode $1" >&2 ;;
     esac
   }

@@ -163,6 +163,17 @@ __device__ __forceinline__ void kv_store(const append_fold& f, int e, float v) {
     reinterpret_cast<float*>(dst)[d] = v;
 }
 
+// A counted handoff in place of the grid dependency (the SSD update's gated-
+// norm fold before the out_proj; common.cuh's arrive_count / wait_count):
+// the plain one-row form with `ready` waits for it to reach `target`
+// instead of the kernel before's grid; the conv form with `zero` has block
+// 0 zero that counter after its wait (the update after it counts from 0).
+struct handoff_args {
+  const unsigned int* ready;
+  unsigned int target;
+  unsigned int* zero;
+};
+
 // What the RMS form takes beside gemv_args (its V: bit 0 the conv fold,
 // bit 1 the embedding fold; bits 2 and 3 the activation epilogue, which
 // needs nothing here; bit 4 the argmax fold; bit 5 the KV append fold); the
@@ -172,6 +183,7 @@ struct rms_folds {
   embed_fold embed;
   argmax_args argmax;
   append_fold append;
+  handoff_args handoff;
 };
 
 // An output's candidate key for the argmax fold, ordered as `argmax`
@@ -440,7 +452,19 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
       }
     }
   }
-  chain_wait();
+  // The plain one-row form after a counted handoff waits for the count.
+  if constexpr (P == prologue::none && M == 1) {
+    if (folds.handoff.ready != nullptr)
+      wait_count(folds.handoff.ready, folds.handoff.target);
+    else
+      chain_wait();
+  } else {
+    chain_wait();
+  }
+  if constexpr (Conv) {
+    if (folds.handoff.zero != nullptr && blockIdx.x == 0 && threadIdx.x == 0)
+      *folds.handoff.zero = 0U;
+  }
   // release_last with the rows in one load: released after the wait (never
   // before it, so what the next kernel reads early stays settled).
   if (a.release == release_last && first + stride * unroll >= pieces)
@@ -988,7 +1012,10 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
                p.weight_to_l2);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
-  return pick_launch<prologue::none>(p.gemv_variant, a, nullptr, {}, stream);
+  rms_folds folds{};
+  if (a.m == 1)
+    folds.handoff = {p.ready, p.ready_target, nullptr};
+  return pick_launch<prologue::none>(p.gemv_variant, a, nullptr, folds, stream);
 }
 
 bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p) {
@@ -1019,6 +1046,7 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
                   c.w.channels,
                   c.w.width,
                   c.w.silu};
+    folds.handoff.zero = c.zero;
   }
   if (p.embed) {
     const embedding_fold& e = *p.embed;

@@ -280,7 +280,7 @@ cudaError_t ssd_update_gated_norm(const ssd_update_params& p, const ssd_gated_no
   update_args a{};
   if (!fold_args_of(p, f, a))
     return cudaErrorInvalidValue;
-  const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.eps};
+  const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.eps, f.ready};
   const bool launched = launch_fold_at<fold_shape>(a, p.batch, f.group, stream, n);
   return launched ? detail::launch_status() : cudaErrorInvalidValue;
 }

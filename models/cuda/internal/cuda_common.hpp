@@ -131,6 +131,10 @@ struct gemm_input {
   /// attention): a one-row GEMV asks L2 for all of its weight before its
   /// chained wait (kernels::cuda::linear_bf16_params::weight_to_l2).
   bool weight_to_l2 = false;
+  /// A one-row GEMV waits for this counter to reach `ready_target`, not
+  /// for the kernel before's grid (kernels::cuda::linear_bf16_params::ready).
+  const unsigned int* ready = nullptr;
+  unsigned int ready_target = 0;
 };
 
 // An A/B switch read when a model is made: `name`=1 turns it on, =0 off;
@@ -528,6 +532,8 @@ struct launch_outcome {
   p.x = kernels::matrix(x16, t, w.cols);
   set_weight_and_output(p, t, w, out_rows, accumulate);
   p.weight_to_l2 = in.weight_to_l2;
+  p.ready = in.ready;
+  p.ready_target = in.ready_target;
   return {kc::linear_bf16(blas, p, s), "linear_bf16"};
 }
 
