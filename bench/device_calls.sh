@@ -124,15 +124,12 @@ if ! declare -F envs_of >/dev/null; then
       # removed after session 61's call1: +1 us a step, H100, commit fb7bf08).
       foldlate) echo "MSTAR_SSD_FOLD_STORES=late" ;;
       # Session 62: the out_proj's L2 ask (session 60's l2ssd, restored) with the update
-      # releasing it once its sums are done, so the 16 MB stream under the update's ~3-4 us tail
-      # and not beside its state loads; `bulk`: the ask as one bulk prefetch a row
-      # (MSTAR_GEMV_L2_BULK=1, cp.async.bulk.prefetch.L2) rather than a line a lane.
+      # releasing it once its sums are done, a line a lane or (`bulk`, MSTAR_GEMV_L2_BULK=1) one
+      # bulk prefetch a row; the out_proj waiting for the update's blocks to count themselves,
+      # not for its grid (MSTAR_SSD_HANDOFF=1). Removed after session 62's call1 (H100: +29 /
+      # +29 / +5 us a step; the code in commit 13b8602).
       l2sums) echo "MSTAR_GEMV_L2_AFTER=ssd MSTAR_SSD_RELEASE=sums" ;;
       l2bulksums) echo "MSTAR_GEMV_L2_AFTER=ssd MSTAR_SSD_RELEASE=sums MSTAR_GEMV_L2_BULK=1" ;;
-      l2bulk) echo "MSTAR_GEMV_L2_AFTER=ssd MSTAR_GEMV_L2_BULK=1" ;;
-      # Session 62: the out_proj waits for the update's blocks to count themselves on a counter
-      # (zeroed by the layer's in_proj), not for the update's grid (MSTAR_SSD_HANDOFF=1); and
-      # that with the bulk L2 ask under the update's tail.
       handoff) echo "MSTAR_SSD_HANDOFF=1" ;;
       handoffl2) echo "MSTAR_SSD_HANDOFF=1 MSTAR_GEMV_L2_AFTER=ssd MSTAR_SSD_RELEASE=sums MSTAR_GEMV_L2_BULK=1" ;;
       *) echo "envs_of: no mode $1" >&2 ;;

@@ -61,7 +61,7 @@ namespace {
 constexpr int rms_sum_threads = 256;
 
 enum : std::uint8_t { accumulate_none = 0, accumulate_late = 1, accumulate_early = 2 };
-enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2, prefetch_rows_bulk = 4 };
+enum : std::uint8_t { prefetch_rows = 1, prefetch_norm = 2 };
 enum : std::uint8_t { release_start = 0, release_late = 1, release_last = 2 };
 
 struct gemv_args {
@@ -163,17 +163,6 @@ __device__ __forceinline__ void kv_store(const append_fold& f, int e, float v) {
     reinterpret_cast<float*>(dst)[d] = v;
 }
 
-// A counted handoff in place of the grid dependency (the SSD update's gated-
-// norm fold before the out_proj; common.cuh's arrive_count / wait_count):
-// the plain one-row form with `ready` waits for it to reach `target`
-// instead of the kernel before's grid; the conv form with `zero` has block
-// 0 zero that counter after its wait (the update after it counts from 0).
-struct handoff_args {
-  const unsigned int* ready;
-  unsigned int target;
-  unsigned int* zero;
-};
-
 // What the RMS form takes beside gemv_args (its V: bit 0 the conv fold,
 // bit 1 the embedding fold; bits 2 and 3 the activation epilogue, which
 // needs nothing here; bit 4 the argmax fold; bit 5 the KV append fold); the
@@ -183,7 +172,6 @@ struct rms_folds {
   embed_fold embed;
   argmax_args argmax;
   append_fold append;
-  handoff_args handoff;
 };
 
 // An output's candidate key for the argmax fold, ordered as `argmax`
@@ -439,32 +427,8 @@ __global__ void __launch_bounds__(Warps * 32, MinBlocks)
           prefetch_l2(wrow[r] + p);
       }
     }
-    // The same rest of each row (the group's pieces past its first load,
-    // [stride * unroll, pieces)) in one bulk prefetch a row, issued by lane r
-    // of the group's first warp: a few instructions, not a line a lane.
-    if ((a.prefetch & prefetch_rows_bulk) != 0 && warp_in_block % Split == 0 &&
-        stride * unroll < pieces) {
-#pragma unroll
-      for (int r = 0; r < rows_per_warp; ++r) {
-        if (lane == r)
-          prefetch_l2_bulk(wrow[r] + stride * unroll,
-                           static_cast<std::uint32_t>(pieces - stride * unroll) * 16U);
-      }
-    }
   }
-  // The plain one-row form after a counted handoff waits for the count.
-  if constexpr (P == prologue::none && M == 1) {
-    if (folds.handoff.ready != nullptr)
-      wait_count(folds.handoff.ready, folds.handoff.target);
-    else
-      chain_wait();
-  } else {
-    chain_wait();
-  }
-  if constexpr (Conv) {
-    if (folds.handoff.zero != nullptr && blockIdx.x == 0 && threadIdx.x == 0)
-      *folds.handoff.zero = 0U;
-  }
+  chain_wait();
   // release_last with the rows in one load: released after the wait (never
   // before it, so what the next kernel reads early stays settled).
   if (a.release == release_last && first + stride * unroll >= pieces)
@@ -727,8 +691,7 @@ namespace {
 // The weight and output half of gemv_args, shared by every form.
 void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
                   const view<const float, 1>& bias, const view<float, 2>& out_f32,
-                  const view<std::uint16_t, 2>& out_bf16, bool accumulate, bool weight_static,
-                  bool weight_to_l2) {
+                  const view<std::uint16_t, 2>& out_bf16, bool accumulate, bool weight_static) {
   a.w = weight.data;
   a.w_stride = weight.shape[0] > 1 ? weight.strides[0] : 0;
   a.bias = bias ? bias.data : nullptr;
@@ -741,9 +704,6 @@ void fill_product(gemv_args& a, const view<const std::uint16_t, 2>& weight,
                  : gemv_residual_early() ? accumulate_early
                                          : accumulate_late;
   a.weight_static = weight_static;
-  // The rest of a static weight asked of L2 before the wait (a chained
-  // launch after a latency-bound kernel; `launch` keeps it only chained).
-  a.prefetch = weight_static && weight_to_l2 ? prefetch_rows : 0;
 }
 
 // __launch_bounds__'s blocks an SM: entries 0-5 one (as measured); split
@@ -802,6 +762,19 @@ constexpr int min_blocks(const gemv_shape& s, prologue p, int v) {
 // MLP up, down and in_proj twice over, 108.3 us against 90.5 (2.33 TB/s
 // against 2.79; rows taken from a counter a link, 141.7), commit 8fade5b,
 // bench/results/session59-calls/.
+// Asked of L2 only where HBM idles under the kernel before (session 60,
+// removed: MSTAR_GEMV_L2_AFTER, the out_proj's rows past its first load
+// before its wait on the SSD update, the o_proj's on attention; the same
+// bits): on an H100 (0.56B, batch 1) the out_proj's exposed time fell
+// 6.3 -> 4.9 us but the update's rose 4.9 -> 6.3 (its state and inputs
+// queue behind the 16 MB) and the next GEMVs' by ~1 us each: 498.1-500.2
+// us a step against 476.2-477.9; the o_proj's within noise (475.8-478.0);
+// bench/results/session60-calls/, call2, commit aaad616. Asked once the
+// update's sums were done (session 62: MSTAR_SSD_RELEASE=sums, so the 16 MB
+// streamed under the update's tail and not beside its state loads), a line
+// a lane or one bulk prefetch a row (cp.async.bulk.prefetch.L2), it lost
+// more: 501.6-502.7 us a step against 472.5-473.7 (sums alone 473.9-474.6;
+// H100, bench/results/session62-calls/, call1, commit 13b8602).
 enum class chain_mode { late, loads, prefetch, last, wave };
 
 // set_gemv_chain_late (tests): 1 forces `late`, 0 (or unset) leaves
@@ -829,18 +802,6 @@ chain_mode gemv_chain_mode() {
 bool gemv_norm_prefetch() {
   static const bool on = [] {
     const char* e = std::getenv("MSTAR_GEMV_NORM_PREFETCH");
-    return e != nullptr && std::string_view{e} == "1";
-  }();
-  return on;
-}
-
-// MSTAR_GEMV_L2_BULK=1 (read once; off until measured): the rows asked of
-// L2 before the wait (`prefetch` mode, linear_bf16_params::weight_to_l2) in
-// one bulk prefetch a row (prefetch_rows_bulk) rather than a line a lane.
-// A hint: the same bits either way.
-bool gemv_l2_bulk() {
-  static const bool on = [] {
-    const char* e = std::getenv("MSTAR_GEMV_L2_BULK");
     return e != nullptr && std::string_view{e} == "1";
   }();
   return on;
@@ -879,13 +840,7 @@ cudaError_t launch(const gemv_args& a, const float* gate, const rms_folds& folds
   gemv_args chained = a;
   // Plain launches: neither flag (chain_release is then a no-op anyway).
   const chain_mode mode = chained_launches_on() ? gemv_chain_mode() : chain_mode::loads;
-  // Asked of L2 before the wait: the rest of the rows in `prefetch` mode or
-  // where the caller asks for them (linear_bf16_params::weight_to_l2),
-  // chained only; the norm weight where MSTAR_GEMV_NORM_PREFETCH says.
-  const bool rows_to_l2 =
-      mode == chain_mode::prefetch || (chained_launches_on() && (a.prefetch & prefetch_rows) != 0);
-  const std::uint8_t rows_bit = gemv_l2_bulk() ? prefetch_rows_bulk : prefetch_rows;
-  chained.prefetch = static_cast<std::uint8_t>((rows_to_l2 ? rows_bit : 0) |
+  chained.prefetch = static_cast<std::uint8_t>((mode == chain_mode::prefetch ? prefetch_rows : 0) |
                                                (gemv_norm_prefetch() ? prefetch_norm : 0));
   constexpr auto kernel = kernel_of<P, V, S>;
   const std::int64_t blocks = S.blocks(a.n);
@@ -1008,14 +963,10 @@ cudaError_t launch_gemv_bf16(const linear_bf16_params& p, cudaStream_t stream) {
   gemv_args a{};
   a.x = p.x.data;
   a.x_stride = p.x.shape[0] > 1 ? p.x.strides[0] : 0;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static,
-               p.weight_to_l2);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = static_cast<int>(p.x.shape[0]);
   a.k = static_cast<int>(p.x.shape[1]);
-  rms_folds folds{};
-  if (a.m == 1)
-    folds.handoff = {p.ready, p.ready_target, nullptr};
-  return pick_launch<prologue::none>(p.gemv_variant, a, nullptr, folds, stream);
+  return pick_launch<prologue::none>(p.gemv_variant, a, nullptr, {}, stream);
 }
 
 bool gemv_rms_norm_fits(const rms_norm_linear_bf16_params& p) {
@@ -1029,8 +980,7 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
   a.norm_w = p.norm_weight.data;
   a.norm_w_stride = p.norm_weight.strides[0];
   a.eps = p.eps;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static,
-               p.weight_to_l2);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   rms_folds folds{};
@@ -1046,7 +996,6 @@ cudaError_t launch_gemv_rms_norm_bf16(const rms_norm_linear_bf16_params& p, cuda
                   c.w.channels,
                   c.w.width,
                   c.w.silu};
-    folds.handoff.zero = c.zero;
   }
   if (p.embed) {
     const embedding_fold& e = *p.embed;
@@ -1111,8 +1060,7 @@ cudaError_t launch_gemv_gated_rms_norm_bf16(const gated_rms_norm_linear_bf16_par
   a.norm_w = p.norm_weight.data;
   a.norm_w_stride = 1;
   a.eps = p.eps;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static,
-               p.weight_to_l2);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const float* gate = p.gate ? p.gate.data : nullptr;
@@ -1145,8 +1093,7 @@ cudaError_t launch_gemv_activation_bf16(const activation_linear_bf16_params& p,
   gemv_args a{};
   a.xn = p.x.data;
   a.xn_stride = 1;
-  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static,
-               p.weight_to_l2);
+  fill_product(a, p.weight, p.bias, p.out_f32, p.out_bf16, p.accumulate, p.weight_static);
   a.m = 1;
   a.k = static_cast<int>(p.weight.shape[1]);
   const float* up = p.up ? p.up.data : nullptr;

@@ -174,19 +174,6 @@ struct linear_bf16_params {
   /// its first pieces before the kernel before it has finished. False: it
   /// waits for that kernel first, as a plain launch would.
   bool weight_static = false;
-  /// The kernel before leaves HBM idle while it runs (a latency-bound
-  /// kernel: the SSD update, decode attention): a chained one-row GEMV of a
-  /// static weight then asks L2 for the rest of its weight before its wait
-  /// too, not only its first pieces, so the weight streams in under that
-  /// kernel. A hint: the same bits either way.
-  bool weight_to_l2 = false;
-  /// Null, or (one row, chained or not) the GEMV waits for this counter to
-  /// reach `ready_target` instead of for the kernel before's grid: that
-  /// kernel's blocks count themselves once its output is stored
-  /// (ssd_gated_norm_fold::ready) and release this one only once all are
-  /// resident. The same bits; the wait ends sooner by the grid's end.
-  const unsigned int* ready = nullptr;
-  unsigned int ready_target = 0;
 };
 
 /// The launch shape (gemv_shape.hpp's table) a one-row bf16 product of N
@@ -218,7 +205,6 @@ struct gemv_product_params {
   bool accumulate = false;              ///< as linear_bf16_params::accumulate
   int gemv_variant = -1;                ///< as linear_bf16_params::gemv_variant
   bool weight_static = false;           ///< as linear_bf16_params::weight_static
-  bool weight_to_l2 = false;            ///< as linear_bf16_params::weight_to_l2
 };
 
 /// A causal conv's decode step folded into `rms_norm_linear_bf16`'s output
@@ -236,10 +222,6 @@ struct conv_step_fold {
   float* state = nullptr;                      ///< [max_slots][C][W-1] f32, updated in place
   std::span<const std::int32_t> slot_indices;  ///< [>= 1]: the row's slot, or -1 to skip it
   std::span<const std::uint8_t> has_state;     ///< [>= 1] or empty, as causal_conv_update's
-  /// Null, or a counter the product's block 0 zeroes once the kernels before
-  /// it have finished: a counted handoff after it (ssd_gated_norm_fold::ready,
-  /// linear_bf16_params::ready) starts from 0.
-  unsigned int* zero = nullptr;
 };
 
 /// An embedding lookup folded into `rms_norm_linear_bf16`'s input (a batch-1

@@ -109,12 +109,6 @@ struct ssd_gated_norm_fold {
   float eps = 0.0F;
   std::int64_t group = 0;             ///< channels a group: 128, 256, 512 or 1024, whole heads
   std::uint16_t* out_bf16 = nullptr;  ///< [B][H * P] bf16, dense, 8-byte aligned
-  /// Null, or a counter each block adds 1 to once its part of `out_bf16` is
-  /// stored (H * B in all): the out_proj GEMV after it then waits for the
-  /// count (linear_bf16_params::ready), not for this kernel's grid to end.
-  /// Something before this launch on the stream zeroes it
-  /// (conv_step_fold::zero).
-  unsigned int* ready = nullptr;
 };
 
 /// Whether `ssd_update_gated_norm` takes `p` and `f`: sm_90 clusters built,

@@ -186,7 +186,17 @@ constexpr update_shape fold_shape = half_4_cached;
 // =late) gave the same bits and lost too: 473.2-473.5 us a step against
 // 471.2-473.5, the update's exposed time 5.08 against 4.85 us a layer under
 // CUPTI (H100, bench/results/session61-calls/); removed, its code in commit
-// fb7bf08.
+// fb7bf08. Its blocks counting themselves on a counter (zeroed by the
+// layer's in_proj) once their normed quads were stored, the out_proj
+// polling it instead of waiting for the grid (session 62,
+// MSTAR_SSD_HANDOFF=1, the same bits) lost 4-5 us a step: 477.1-478.6 us
+// against 472.5-473.7; under CUPTI the update took 6.36 us against 5.75
+// (thread 0 of every out_proj block polling L2 with acquire loads beside
+// it) and the out_proj still ended 6.8 us after the update's end, its
+// weights' second half streaming only after its input was there; the
+// kernel after the out_proj started only at the update's end either way
+// (bench/results/session62-calls/, calls 1-2); removed, its code in commit
+// 13b8602.
 constexpr int fold_entry = 8;
 static_assert(update_table[fold_entry] == &launch_shape<fold_shape>);
 // Heads a cluster (a norm group) at most: the portable cluster size.
@@ -280,7 +290,7 @@ cudaError_t ssd_update_gated_norm(const ssd_update_params& p, const ssd_gated_no
   update_args a{};
   if (!fold_args_of(p, f, a))
     return cudaErrorInvalidValue;
-  const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.eps, f.ready};
+  const detail::norm_fold_args n{f.gate, f.gate_stride, f.weight, f.out_bf16, f.eps};
   const bool launched = launch_fold_at<fold_shape>(a, p.batch, f.group, stream, n);
   return launched ? detail::launch_status() : cudaErrorInvalidValue;
 }

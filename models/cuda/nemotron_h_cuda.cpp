@@ -76,21 +76,6 @@ result<std::unique_ptr<nemotron_h_cuda>> nemotron_h_cuda::make(int device, mstar
       !ok)
     return ok.error();
   p->ssd_norm_fold = cuda_detail::ssd_norm_fold_enabled(true);
-  if (p->ssd_norm_fold && cuda_detail::switch_on("MSTAR_SSD_HANDOFF", false)) {
-    constexpr auto bytes = impl::handoff_counters * sizeof(unsigned int);
-    auto counters = kc::device_buffer::make(bytes);
-    if (!counters)
-      return counters.error();
-    if (auto ok = kc::check(cudaMemsetAsync(counters->data(), 0, bytes, p->stream.get()),
-                            "handoff counters");
-        !ok)
-      return ok.error();
-    p->handoff = std::move(*counters);
-  }
-  if (const char* e = std::getenv("MSTAR_GEMV_L2_AFTER"); e != nullptr) {
-    const std::string_view v{e};
-    p->l2_after = v == "ssd" ? 1 : v == "attn" ? 2 : v == "both" || v == "1" ? 3 : 0;
-  }
   auto model = std::unique_ptr<nemotron_h_cuda>(new nemotron_h_cuda(std::move(p), dtype));
   model->graphs_ = graphs;
   return model;

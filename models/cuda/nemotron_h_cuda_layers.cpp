@@ -134,18 +134,11 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
       c, l.conv_w.as<const float>(), l.conv_b.size() == 0 ? nullptr : l.conv_b.as<const float>());
   float* conv_state = st.conv_state[static_cast<std::size_t>(l.sub_index)];
   float* ssm_state = st.ssm_state[static_cast<std::size_t>(l.sub_index)];
-  // The counted handoff from the update to out_proj (see `handoff`): where
-  // the conv fold, the norm fold and a counter are there for this layer.
-  unsigned int* ready = nullptr;
-  if (handoff.size() != 0 && b.decode && rows == 1 && ssd_norm_fold &&
-      l.sub_index < handoff_counters &&
-      cuda_detail::conv_fold_takes(conv_fold, b.decode, slots.size(), tokens, io.in, cw))
-    ready = handoff.as<unsigned int>() + l.sub_index;
   // in_proj, then the conv over its xBC features (folded into one GEMV in
-  // a batch-1 decode step where conv_fold is on; it zeroes `ready`).
+  // a batch-1 decode step where conv_fold is on).
   const auto projected =
       cuda_detail::in_proj_and_conv(blas, dtype, xb, conv_fold, b.decode, io.in, tokens, l.in_proj,
-                                    zx, {cw, di, xc, conv_state, slots, has, ready}, cu_d, s);
+                                    zx, {cw, di, xc, conv_state, slots, has}, cu_d, s);
   if (auto ok = check(projected.err, projected.what); !ok)
     return ok;
   const auto sw = internal::ssd_weights_of(c, l.dt_bias.as<const float>(),
@@ -165,16 +158,11 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
   if (b.decode && rows == 1 && ssd_norm_fold) {
     const auto normed = staged_bf16(tokens, di);
     const kc::ssd_gated_norm_fold fold{
-        zx, proj, l.gnorm.as<const float>(), eps, c.gated_norm_group_size(), normed.data, ready};
+        zx, proj, l.gnorm.as<const float>(), eps, c.gated_norm_group_size(), normed.data};
     if (normed && kc::ssd_update_gated_norm_fits(update, fold)) {
       if (auto ok = check(kc::ssd_update_gated_norm(update, fold, s), "ssd_update_gated_norm"); !ok)
         return ok;
-      gemm_input normed_in = staged(yy);
-      normed_in.weight_to_l2 = (l2_after & 1) != 0;
-      // The update's blocks: one a head of the one row.
-      normed_in.ready = ready;
-      normed_in.ready_target = static_cast<unsigned int>(c.mamba_num_heads);
-      return linear(normed_in, tokens, l.out_proj, io.out, io.accumulate);
+      return linear(staged(yy), tokens, l.out_proj, io.out, io.accumulate);
     }
   }
   const cudaError_t ssd =
@@ -190,8 +178,7 @@ result<void> nemotron_h_cuda::impl::mamba(const device_layer& l, const layer_io&
                            .eps = eps,
                            .gate = zx,
                            .gate_stride = proj,
-                           .group = c.gated_norm_group_size(),
-                           .weight_to_l2 = b.decode && (l2_after & 1) != 0};
+                           .group = c.gated_norm_group_size()};
     if (cuda_detail::gated_fold_fits(gated, tokens, l.out_proj, io.out, io.accumulate))
       return linear(gated, tokens, l.out_proj, io.out, io.accumulate);
   }
@@ -260,8 +247,7 @@ result<void> nemotron_h_cuda::impl::attention(const device_layer& l, const layer
   // The attention output is f32: with bf16 weights linear rounds it first,
   // or, folded, the GEMV rounds it into its own input.
   const gemm_input attended{.f32 = o.as<float>(),
-                            .fold_f32 = io.in.norm_of != nullptr && f32_folds.bf16,
-                            .weight_to_l2 = (l2_after & 2) != 0};
+                            .fold_f32 = io.in.norm_of != nullptr && f32_folds.bf16};
   return linear(attended, tokens, l.o, io.out, io.accumulate);
 }
 

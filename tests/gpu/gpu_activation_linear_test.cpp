@@ -98,23 +98,6 @@ TEST(gpu_linear, activation_linear_equals_activate_then_the_product_bit_for_bit)
       one.bias = dbv;
       test_gemv::expect_fold_equals_two_launches(*blas, two, one, cuda::activation_linear_bf16_fits,
                                                  cuda::activation_linear_bf16, ref, residual);
-      // Attention's o_proj after decode attention asks L2 for its whole
-      // weight before its chained wait (weight_to_l2): the same bits.
-      if (!c.fn) {
-        const bool before = cuda::chained_launches();
-        cuda::set_chained_launches(true);
-        const auto chained = [&](bool to_l2) {
-          auto p = one;
-          p.weight_static = true;
-          p.weight_to_l2 = to_l2;
-          auto d_out = poisoned<float>(static_cast<std::size_t>(s.cols));
-          p.out_f32 = contiguous(d_out.data(), std::array<std::int64_t, 2>{1, s.cols});
-          EXPECT_EQ(cuda::activation_linear_bf16(p, nullptr), cudaSuccess);
-          return d_out.download();
-        };
-        EXPECT_EQ(chained(true), chained(false)) << "the weight asked of L2";
-        cuda::set_chained_launches(before);
-      }
       EXPECT_EQ(d_gu.download(), gu) << "the input row is read only";
     }
   }

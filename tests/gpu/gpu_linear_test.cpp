@@ -267,39 +267,6 @@ TEST(gpu_linear, every_gemv_shape_is_deterministic_and_equal_within_its_split) {
   }
 }
 
-// A GEMV after a latency-bound kernel asks L2 for all of its static weight
-// before its chained wait (linear_bf16_params::weight_to_l2): a hint that
-// must leave the bits alone, chained or plain, at the 0.56B's out_proj /
-// o_proj shape (K 4,096, N 2,048: a split entry) and a wide one (entry 5).
-TEST(gpu_linear, asking_l2_for_the_weight_gives_the_same_bits) {
-  MSTAR_REQUIRE_GPU();
-  auto blas = cuda::blas_handle::make();
-  ASSERT_TRUE(blas.has_value()) << blas.error().to_string();
-  auto rng = test::gpu::seeded(311);
-  const bool before = cuda::chained_launches();
-  for (const shape& s : {shape{1, 4096, 2048, false}, shape{1, 2048, 8192, true}}) {
-    SCOPED_TRACE(std::to_string(s.inner) + "x" + std::to_string(s.cols));
-    const bf16_case c{rng, s};
-    const auto run = [&](bool chained, bool to_l2) {
-      cuda::set_chained_launches(chained);
-      auto p = c.params(s);
-      p.weight_static = true;
-      p.weight_to_l2 = to_l2;
-      auto d_out = poisoned<float>(c.ref.size());
-      p.out_f32 = contiguous(d_out.data(), std::array{s.rows, s.cols});
-      EXPECT_EQ(cuda::linear_bf16(*blas, p, nullptr), cudaSuccess);
-      return d_out.download();
-    };
-    const auto want = run(true, false);
-    EXPECT_TRUE(within(want, c.ref, budget::bf16_in_f32_out));
-    EXPECT_EQ(run(true, true), want) << "chained, the weight asked of L2";
-    EXPECT_EQ(run(false, true), want) << "plain (the hint dropped)";
-    EXPECT_EQ(run(true, true), want) << "chained again";
-  }
-  cuda::set_chained_launches(before);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-}
-
 // The batch-1 decode fold: RMS norm and product in one kernel equal
 // add_rms_norm (bf16 output) then linear_bf16 bit for bit, every output
 // form, and the CPU's norm then product within budget.

@@ -205,37 +205,6 @@ __device__ __forceinline__ void chain_wait() {
 #endif
 }
 
-/// A kernel's block, past what it must do before a handoff, announces it:
-/// every thread of the block has stored what the reader reads (the caller's
-/// barrier before), then one thread fences and adds 1 to `count` (see
-/// wait_count). The release half of the handoff.
-__device__ __forceinline__ void arrive_count(unsigned int* count) {
-  __threadfence();
-  atomicAdd(count, 1U);
-}
-
-/// In place of `chain_wait`, where the kernel before announces its blocks
-/// (arrive_count): thread 0 polls `count` (an acquire load at the device's
-/// scope) until it reaches `target`, then the block meets at a barrier, so
-/// every thread reads what those blocks stored before they counted. Every
-/// thread of the block calls it. The kernel before must release this one
-/// (chain_release) only once all of its blocks are resident (its release
-/// comes from every block), so that they all run to their count whatever
-/// this kernel's blocks occupy.
-__device__ __forceinline__ void wait_count(const unsigned int* count, unsigned int target) {
-  if (threadIdx.x == 0) {
-    unsigned int seen = 0;
-    do {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
-#else
-      seen = *reinterpret_cast<const volatile unsigned int*>(count);
-#endif
-    } while (seen < target);
-  }
-  __syncthreads();
-}
-
 /// Both at a kernel's start: for one that reads nothing before its wait.
 __device__ __forceinline__ void chain_start() {
   chain_release();
@@ -246,18 +215,6 @@ __device__ __forceinline__ void chain_start() {
 /// a chained GEMV's weights past the pieces it loads before `chain_wait`.
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
-/// Ask the L2 cache for `bytes` bytes from `p` (both multiples of 16) in one
-/// bulk prefetch (sm_90's copy engine; no register written, no completion
-/// to wait for); elsewhere nothing.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, std::uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#else
-  (void)p;
-  (void)bytes;
-#endif
 }
 
 /// `kernel<<<grid, block, smem, stream>>>(args...)`, chained on the kernel

@@ -76,7 +76,6 @@ struct norm_fold_args {
   const float* weight = nullptr;  // [H * P], 16-byte aligned
   std::uint16_t* out = nullptr;   // [batch][H * P], dense, 8-byte aligned
   float eps = 0.0F;
-  unsigned int* ready = nullptr;  // null, or each block adds 1 once its quads are stored
 };
 
 /// Quads (4 channels) of a head the fold's warp 0 norms, one a lane: P / 4.
@@ -168,12 +167,6 @@ __device__ __forceinline__ void norm_fold_cluster(const update_args& a, const no
   if (l < quads) {
     store_normed(v, scale, wq, nullptr, f.out + static_cast<std::int64_t>(b) * a.heads * a.head_dim,
                  h * quads + l);
-  }
-  // The handoff (ssd_gated_norm_fold::ready): the warp's stores, then the count.
-  if (f.ready != nullptr) {
-    __syncwarp();
-    if (l == 0)
-      arrive_count(f.ready);
   }
 #endif
 }

@@ -127,14 +127,6 @@ struct gemm_input {
   const float* embed_table = nullptr;
   std::int64_t embed_rows = 0;
   float* embed_out = nullptr;
-  /// The kernel before the product is latency-bound (the SSD update, decode
-  /// attention): a one-row GEMV asks L2 for all of its weight before its
-  /// chained wait (kernels::cuda::linear_bf16_params::weight_to_l2).
-  bool weight_to_l2 = false;
-  /// A one-row GEMV waits for this counter to reach `ready_target`, not
-  /// for the kernel before's grid (kernels::cuda::linear_bf16_params::ready).
-  const unsigned int* ready = nullptr;
-  unsigned int ready_target = 0;
 };
 
 // An A/B switch read when a model is made: `name`=1 turns it on, =0 off;
@@ -458,14 +450,12 @@ void set_weight_and_output(Params& p, std::int64_t t, const device_matrix& w, fl
   if (in.gate != nullptr) {
     if (conv || in.embed_ids != nullptr)
       return cudaErrorInvalidValue;
-    auto g = gated_linear_params(in, t, w, out_rows, accumulate);
-    g.weight_to_l2 = in.weight_to_l2;
-    return kc::gated_rms_norm_linear_bf16(g, stream);
+    return kc::gated_rms_norm_linear_bf16(gated_linear_params(in, t, w, out_rows, accumulate),
+                                          stream);
   }
   auto p = rms_linear_params(in, t, w);
   p.conv = conv;
   set_weight_and_output(p, t, w, out_rows, accumulate);
-  p.weight_to_l2 = in.weight_to_l2;
   return kc::rms_norm_linear_bf16(p, stream);
 }
 
@@ -502,9 +492,9 @@ struct launch_outcome {
   }
   if (in.fold_f32 && dtype == mstar::dtype::bfloat16) {
     if (f32_fold_fits(in, t, w, out_rows, accumulate)) {
-      auto p = activation_linear_params(in, t, w, out_rows, accumulate);
-      p.weight_to_l2 = in.weight_to_l2;
-      return {kc::activation_linear_bf16(p, s), "activation_linear_bf16"};
+      return {
+          kc::activation_linear_bf16(activation_linear_params(in, t, w, out_rows, accumulate), s),
+          "activation_linear_bf16"};
     }
     // Unfolded, the row as it is rounds below; an activation cannot be left out.
     if (in.act)
@@ -531,9 +521,6 @@ struct launch_outcome {
   kc::linear_bf16_params p;
   p.x = kernels::matrix(x16, t, w.cols);
   set_weight_and_output(p, t, w, out_rows, accumulate);
-  p.weight_to_l2 = in.weight_to_l2;
-  p.ready = in.ready;
-  p.ready_target = in.ready_target;
   return {kc::linear_bf16(blas, p, s), "linear_bf16"};
 }
 

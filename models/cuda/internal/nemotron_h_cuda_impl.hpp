@@ -159,19 +159,6 @@ struct nemotron_h_cuda::impl {
   /// Batch-1 decode steps run each Mamba-2 layer's gated norm in its SSD
   /// update (cuda_common.hpp's ssd_norm_fold_enabled).
   bool ssd_norm_fold = false;
-  /// One-row GEMVs after the step's latency-bound kernels ask L2 for all of
-  /// their weight before their chained wait (gemm_input::weight_to_l2):
-  /// bit 0 out_proj after the SSD update, bit 1 o_proj after attention
-  /// (`MSTAR_GEMV_L2_AFTER`: `ssd`, `attn`, `both`; unset or `0` neither).
-  int l2_after = 0;
-  /// Batch-1 decode steps where the SSD update's gated-norm fold and the
-  /// in_proj's conv fold both run: the out_proj waits for the update's
-  /// blocks to count themselves, not for its grid (`MSTAR_SSD_HANDOFF=1`;
-  /// kernels::cuda::ssd_gated_norm_fold::ready), a counter a Mamba-2 layer
-  /// (`handoff_counters` of them, by sub_index), zeroed by that layer's
-  /// in_proj. Empty: off.
-  kc::device_buffer handoff;
-  static constexpr std::int32_t handoff_counters = 256;
   /// Argmax and sampling write a forward's draws into its slot's `drawn`
   /// (cuda_common.hpp's direct_draws_enabled), not `greedy` then a copy.
   bool direct_draws = true;
