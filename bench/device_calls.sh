@@ -352,6 +352,16 @@ attn_flashinfer_carried() {  # FOLDER
     tee "$w/attn-fi-table.txt"
 }
 
+# The H200 block of sessions 58-62's calls: decode attention at 1 / 4 / 16 / 64 / 256 rows of
+# 2,048 positions (and one prefill row) at the defaults, two runs of three rounds, attn_table,
+# then FlashInfer 0.2.5 carried in FOLDER on the same shapes (attn_flashinfer_carried).
+attn_rows_against_flashinfer() {  # FOLDER
+  local rows="--rows 1 4 16 64 256 --prefill-rows 1"
+  attn_rounds "$rows --rounds 3" "defaults MSTAR_NONE=0"
+  attn_table
+  ATTN_SHAPES=$rows attn_flashinfer_carried "$1"
+}
+
 # Nsight Compute (--set full) over COUNT launches of the kernels matching REGEX after SKIP,
 # in `mstar-gpu-bench --rounds 1 --suite attention ARGS` under ENV=VALUE switches (none: pass
 # MSTAR_NONE=0): the details page in $w/NAME.txt (the report itself is not kept) and its

@@ -12,8 +12,6 @@ echo "$card"
 checkpoint nh056 nemotron_h-0.56b
 nh056_rounds 3 "defaults" "1"
 if [[ $card == *H200* ]] && (($(left) > 100)); then
-  attn_rounds "--rows 1 4 16 64 256 --prefill-rows 1 --rounds 3" "defaults MSTAR_NONE=0"
-  attn_table
-  ATTN_SHAPES="--rows 1 4 16 64 256 --prefill-rows 1" attn_flashinfer_carried "$here/fi"
+  attn_rows_against_flashinfer "$here/fi"
 fi
 finish call4
