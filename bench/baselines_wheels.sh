@@ -12,7 +12,7 @@
 # FlashInfer 0.2.5's sdist (2.5 MB, cutlass included) rather than a current
 # wheel (0.7.x: ~100 MB and more dependencies): it needs only torch, ninja,
 # numpy, and jinja2 / filelock (torch's own dependencies).
-# bench/flashinfer_prebuilt.sh adds its modules compiled here (~0.9 MB).
+# bench/baselines_prebuilt.sh adds its modules compiled here (~0.9 MB).
 #   bash bench/baselines_wheels.sh [DEST]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

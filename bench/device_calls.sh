@@ -319,7 +319,7 @@ PY
 }
 
 # FlashInfer 0.2.5's decode and prefill wrappers on ATTN_SHAPES, captured in graphs, into
-# $w/fi.jsonl: the modules bench/flashinfer_prebuilt.sh compiled (carried in .whl-baselines),
+# $w/fi.jsonl: the modules bench/baselines_prebuilt.sh compiled (carried in .whl-baselines),
 # else its JIT (minutes).
 attn_flashinfer() {
   # shellcheck disable=SC2206  # the shapes split into arguments on purpose
@@ -380,6 +380,46 @@ ncu_attention() {  # NAME REGEX SKIP COUNT "ARGS" ENV=VALUE...
   rm -f "$w/$name.ncu-rep"
   grep -E '^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Ipc' \
     "$w/$name.txt" | head -24
+}
+
+# End to end against transformers on checkpoint $ck/NAME (made as SIZE) at batches 1 / 16 / 64,
+# 32-token prompts, 128 new tokens, medians of 3, as issue 17 asks: ours (mstar-bench-model-gpu,
+# graphs), then transformers' generate on its fast Mamba-2 path (mamba-ssm's Triton modules and
+# causal-conv1d's extension: the sdists bench/baselines_wheels.sh fetched and the extension
+# bench/baselines_prebuilt.sh causal-conv1d built, carried in FOLDER), with FALLBACK=1 its torch
+# fallback too, and whether both of its paths drew the same batch-1 tokens; bench/e2e_table.py's
+# table in $w/e2e-NAME-table.md, printed.
+transformers_e2e() {  # NAME SIZE FOLDER
+  local name=$1 src=$w/src p=$w/e2e-$1 runs=()
+  local args=(--model "$ck/$1" --batch 1 16 64 --prompt-len 32 --new-tokens 128 --repeats 3 --json)
+  checkpoint "$name" "$2" || { echo "transformers_e2e: no checkpoint $2"; return 1; }
+  if [[ ! -f $src/causal_conv1d_cuda.so ]]; then
+    mkdir -p "$src"
+    tar xzf "$3"/mamba_ssm-*.tar.gz -C "$src" && tar xzf "$3"/causal_conv1d-*.tar.gz -C "$src" &&
+      tar xJf "$3"/causal-conv1d-*-ext-*.tar.xz -C "$src" || return 1
+  fi
+  timeout "$(left)" "$bin/mstar-bench-model-gpu" "${args[@]}" >"$p-mstar.jsonl" 2>"$p-mstar.err"
+  echo "mstar exit $? ($((SECONDS - t0)) s)"
+  timeout "$(left)" python3 bench/transformers_decode.py decode "${args[@]}" \
+    --mamba-src "$(echo "$src"/mamba_ssm-*)" --causal-conv1d-src "$(echo "$src"/causal_conv1d-*)" \
+    --causal-conv1d-ext "$src/causal_conv1d_cuda.so" --dump-tokens "$p-fast-tokens.json" \
+    >"$p-fast.jsonl" 2>"$p-fast.err"
+  echo "transformers (fast path) exit $? ($((SECONDS - t0)) s)"
+  runs+=("$p-fast.jsonl")
+  if [[ ${FALLBACK:-0} == 1 ]] && (($(left) > 60)); then
+    timeout "$(left)" python3 bench/transformers_decode.py decode "${args[@]}" \
+      --dump-tokens "$p-torch-tokens.json" >"$p-torch.jsonl" 2>"$p-torch.err"
+    echo "transformers (torch fallback) exit $? ($((SECONDS - t0)) s)"
+    runs+=("$p-torch.jsonl")
+    python3 - "$p-fast-tokens.json" "$p-torch-tokens.json" <<'PY' | tee -a "$p.md"
+import json, sys
+a, b = (json.load(open(f))["generated"] for f in sys.argv[1:])
+same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+print(f"transformers' fast path and torch fallback: the first {same} of {len(a)} batch-1 "
+      "greedy tokens the same")
+PY
+  fi
+  python3 bench/e2e_table.py "$p-mstar.jsonl" "${runs[@]}" --out "$p-table.md"
 }
 
 # Packs the call's results into $out/NAME.tgz.

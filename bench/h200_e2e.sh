@@ -48,21 +48,5 @@ python3 "$root/bench/transformers_decode.py" make-checkpoint --size "$size" --ou
   --repeats "$repeats" --no-cuda-graphs --json | tee "$out/mstar-e2e-no-graphs.jsonl"
 python3 "$root/bench/transformers_decode.py" decode --model "$ckpt" --device cuda --dtype bfloat16 \
   --batch 1 16 64 --new-tokens "$new_tokens" --repeats "$repeats" --json | tee "$out/transformers-e2e.jsonl"
-python3 - "$out" <<'PY'
-import json, pathlib, sys
-out = pathlib.Path(sys.argv[1])
-ours = {}
-for line in (out / "mstar-e2e.jsonl").read_text().splitlines():
-    if line.strip(): r = json.loads(line); ours[r["batch"]] = r
-theirs = {}
-for line in (out / "transformers-e2e.jsonl").read_text().splitlines():
-    if line.strip(): r = json.loads(line); theirs[r["batch"]] = r
-rows = ["| batch | mstar decode tok/s | transformers decode tok/s | ratio |", "| --- | --- | --- | --- |"]
-for b in sorted(ours):
-    m, t = ours[b]["decode_tokens_per_s"], theirs.get(b, {}).get("decode_tokens_per_s")
-    rows.append(f"| {b} | {m:,.0f} | {t:,.0f} | {m / t:.1f}x |" if t else f"| {b} | {m:,.0f} | - | - |")
-any_t = next(iter(theirs.values()), {})
-rows.append(f"\ntransformers {any_t.get('transformers')} (torch {any_t.get('torch')}), kernel path: {any_t.get('mamba_path')}, {any_t.get('gpu')}")
-(out / "e2e-table.md").write_text("\n".join(rows) + "\n")
-print("\n".join(rows))
-PY
+python3 "$root/bench/e2e_table.py" "$out/mstar-e2e.jsonl" "$out/transformers-e2e.jsonl" \
+  --out "$out/e2e-table.md"

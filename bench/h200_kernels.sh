@@ -8,7 +8,7 @@
 #                     efficient), FlashInfer 0.2.5's paged decode and prefill
 #                     (its JIT modules compiled here for sm_90a in the
 #                     background, ~4 min on the dev VM's 2 cores; or the ones
-#                     bench/flashinfer_prebuilt.sh packed, where carried),
+#                     bench/baselines_prebuilt.sh packed, where carried),
 #                     mamba-ssm's Triton kernels, causal-conv1d
 #                     (forward and update compiled here for sm_90 in the
 #                     background while the rest runs, ~40 s on 2 cores of the

@@ -33,11 +33,23 @@ Two subcommands:
                    --dump-tokens FILE writes batch 1's greedy ids for row 0 as JSON
                    {"prompt": [...], "generated": [...], ...} to compare with mstar-run.
 
-The Mamba-2 path is what transformers picks: the mamba_ssm / causal_conv1d CUDA kernels when
-both import, otherwise its pure-torch fallback (much slower); the output says which. For
-Qwen3.5 the gated delta rule runs on flash-linear-attention's Triton kernels when `fla`
-imports (else torch code), the conv on causal_conv1d when it imports (else torch); the
-output says which.
+The Mamba-2 path is what transformers picks: since 5.x each of its five mixer functions
+(causal_conv1d_fn / _update, mamba_split_conv1d_scan_combined, selective_state_update,
+mamba_chunk_scan_combined) comes from its original package when that imports (mamba_ssm's
+Triton modules, causal_conv1d's CUDA extension), else transformers' pure-torch code (much
+slower). For Qwen3.5 the gated delta rule runs on flash-linear-attention's Triton kernels when
+`fla` imports, the conv on causal_conv1d. The output names, function by function, what
+transformers resolved (`kernels`), and sums it up in `mamba_path`.
+
+Where the packages cannot be pip-installed (the GPU machine has no network, and mamba-ssm's
+and causal-conv1d's wheels need their CUDA extensions built), decode can take them as
+unpacked source trees: `--mamba-src DIR` imports DIR/mamba_ssm as a bare package (its
+__init__.py, which imports the selective_scan_cuda extension that transformers' Mamba-2 never
+calls, is not run), `--causal-conv1d-src DIR` puts DIR/causal_conv1d on the path and
+`--causal-conv1d-ext FILE` loads its compiled causal_conv1d_cuda extension from FILE
+(bench/baselines_h200.py --build causal-conv1d makes one; bench/causal_conv1d_prebuilt.sh
+packs one built here). All three are registered before transformers' modeling module is
+imported, which is when it picks.
 
 Run (from the repository root):
     python3 bench/transformers_decode.py make-checkpoint --out /tmp/nemotron_h_100m
@@ -55,6 +67,7 @@ import argparse
 import importlib
 import json
 import pathlib
+import re
 import shutil
 import statistics
 import sys
@@ -299,33 +312,72 @@ def load_model(torch, model_cls, folder, dtype):
     return model.eval(), used
 
 
-def delta_rule_path(device):
-    """What transformers' Qwen3.5 delta-net layers run: flash-linear-attention's Triton kernels
-    when `fla` imports, causal_conv1d's conv when it imports, else torch code."""
-    versions = {}
-    for name in ("fla", "causal_conv1d"):
+def register_kernel_packages(args):
+    """--mamba-src, --causal-conv1d-src and --causal-conv1d-ext into sys.modules / sys.path,
+    before transformers' modeling module imports them; returns what was done, for the log."""
+    import importlib.util
+    import types
+    done = []
+    if args.mamba_src:
+        pkg_dir = pathlib.Path(args.mamba_src).resolve() / "mamba_ssm"
+        init = pkg_dir / "__init__.py"
+        if not init.is_file():
+            fail(f"--mamba-src {args.mamba_src}: no mamba_ssm/__init__.py there")
+        version = re.search(r'__version__\s*=\s*["\']([^"\']+)', init.read_text())
+        pkg = types.ModuleType("mamba_ssm")
+        pkg.__path__ = [str(pkg_dir)]
+        pkg.__file__ = str(init)
+        pkg.__version__ = version.group(1) if version else "unknown"
+        sys.modules["mamba_ssm"] = pkg
+        done.append(f"mamba_ssm {pkg.__version__} from {pkg_dir} as a bare package")
+    if args.causal_conv1d_ext:
+        ext = pathlib.Path(args.causal_conv1d_ext).resolve()
+        if not ext.is_file():
+            fail(f"--causal-conv1d-ext {args.causal_conv1d_ext}: no such file")
+        import torch  # noqa: F401 - the extension links libtorch, loaded first
+        spec = importlib.util.spec_from_file_location("causal_conv1d_cuda", ext)
+        module = importlib.util.module_from_spec(spec)
         try:
-            module = importlib.import_module(name)
-            versions[name] = getattr(module, "__version__", "unknown")
-        except Exception:
-            versions[name] = None
-    rule = "fla triton kernels" if versions["fla"] and device.startswith("cuda") else "torch"
-    conv = "causal_conv1d" if versions["causal_conv1d"] else "torch conv"
-    return f"{rule} + {conv}", versions
+            spec.loader.exec_module(module)
+        except ImportError as e:
+            fail(f"--causal-conv1d-ext {ext}: {e} (built against another torch?)")
+        sys.modules["causal_conv1d_cuda"] = module
+        done.append(f"causal_conv1d_cuda from {ext}")
+    if args.causal_conv1d_src:
+        src = pathlib.Path(args.causal_conv1d_src).resolve()
+        if not (src / "causal_conv1d" / "__init__.py").is_file():
+            fail(f"--causal-conv1d-src {args.causal_conv1d_src}: no causal_conv1d/ package there")
+        sys.path.insert(0, str(src))
+        done.append(f"causal_conv1d from {src}")
+    return done
 
 
-def mamba_path(device):
-    """What transformers' NemotronH mixer runs: the mamba_ssm / causal_conv1d kernels when both
-    import (older releases also require a CUDA device), else its pure-torch code."""
-    versions = {}
-    for name in ("mamba_ssm", "causal_conv1d"):
-        try:
-            module = importlib.import_module(name)
-            versions[name] = getattr(module, "__version__", "unknown")
-        except Exception:  # a broken build raises more than ImportError; transformers falls back
-            versions[name] = None
-    kernels = all(versions.values()) and device.startswith("cuda")
-    return ("cuda kernels (mamba_ssm)" if kernels else "torch fallback"), versions
+def resolved_kernels(transformers, family):
+    """{function: module it resolved to} for each function of the family's modeling module that
+    transformers wraps with a fallback (its `implementation`, else the torch code it wraps):
+    what runs, not what merely imports."""
+    module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    found = {}
+    for name, fn in vars(module).items():
+        code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None)
+        if code is None or not cells or "implementation" not in code.co_freevars:
+            continue
+        impl = dict(zip(code.co_freevars, cells))["implementation"].cell_contents
+        found[name] = getattr(impl, "__module__", None) or type(impl).__name__
+    return found
+
+
+def kernel_path(family, found):
+    """One line for `found`: which packages ran, or the torch fallback."""
+    torch_code = f"transformers.models.{family}."
+    packages = sorted({m.split(".")[0] for m in found.values() if not m.startswith(torch_code)})
+    fallback = sorted(n for n, m in found.items() if m.startswith(torch_code))
+    if not found:
+        return "unknown (no wrapped kernel functions found)"
+    if not packages:
+        return "torch fallback"
+    names = " + ".join(packages)
+    return names + (f" (torch fallback: {', '.join(fallback)})" if fallback else "")
 
 
 def fmt(value, spec):
@@ -343,6 +395,7 @@ def prompts(np, seed, batch, length, vocab):
 
 def cmd_decode(args):
     family = family_of(args.model)
+    registered = register_kernel_packages(args)
     torch, transformers, _config_cls, model_cls = import_stack(family)
     import numpy as np
 
@@ -361,7 +414,10 @@ def cmd_decode(args):
     model, kwarg = load_model(torch, model_cls, args.model, dtype)
     model = model.to(device)
     vocab = model.config.vocab_size
-    path, packages = (delta_rule_path if family == "qwen3_5" else mamba_path)(args.device)
+    packages = resolved_kernels(transformers, family)
+    path = kernel_path(family, packages)
+    if registered:
+        log(f"transformers_decode: registered {'; '.join(registered)}")
     layers = getattr(model.config, "hybrid_override_pattern", None) or getattr(
         model.config, "layer_types", None)
     gpu = torch.cuda.get_device_name(device) if cuda else "cpu"
@@ -429,7 +485,8 @@ def cmd_decode(args):
             "t1_s": [round(t, 6) for t in firsts], "tN_s": [round(t, 6) for t in totals],
             "dtype": args.dtype,
             "device": args.device, "torch": torch.__version__,
-            "transformers": transformers.__version__, "mamba_path": path, "gpu": gpu,
+            "transformers": transformers.__version__, "mamba_path": path, "kernels": packages,
+            "gpu": gpu,
             "attn_implementation": attn, "params": params,
         }
         rows.append(row)
@@ -495,6 +552,12 @@ def main():
     dec.add_argument("--json", action="store_true", help="one JSON line per batch size")
     dec.add_argument("--dump-tokens", metavar="FILE",
                      help="write batch 1's prompt and greedy ids as JSON")
+    dec.add_argument("--mamba-src", metavar="DIR",
+                     help="unpacked mamba-ssm source: DIR/mamba_ssm imported as a bare package")
+    dec.add_argument("--causal-conv1d-src", metavar="DIR",
+                     help="unpacked causal-conv1d source: DIR/causal_conv1d put on the path")
+    dec.add_argument("--causal-conv1d-ext", metavar="FILE",
+                     help="causal-conv1d's compiled extension (causal_conv1d_cuda*.so)")
     dec.set_defaults(func=cmd_decode)
 
     args = parser.parse_args()
