@@ -16,7 +16,7 @@
 #                  causal_conv1d_cuda.so; bench/transformers_decode.py
 #                  --causal-conv1d-ext loads it, so transformers' Nemotron-H
 #                  runs its fast Mamba-2 path (bench/device_calls.sh's
-#                  transformers_fast_e2e).
+#                  transformers_e2e).
 # Either is only usable under the torch it was built against (the modules link
 # libtorch's C++ ABI; the Python version does not matter: FlashInfer's are
 # loaded with torch.ops.load_library, the conv's by its file).
