@@ -47,11 +47,11 @@ def main():
         head += [f"transformers ({path}) tok/s", "mstar / it"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for batch in sorted(set(ours).union(*theirs)):
-        mine = ours.get(batch, {}).get("decode_tokens_per_s")
-        cells = [str(batch), rate(mine)]
+        our_rate = ours.get(batch, {}).get("decode_tokens_per_s")
+        cells = [str(batch), rate(our_rate)]
         for t in theirs:
             other = t.get(batch, {}).get("decode_tokens_per_s")
-            cells += [rate(other), f"{mine / other:.1f}x" if mine and other else "-"]
+            cells += [rate(other), f"{our_rate / other:.1f}x" if our_rate and other else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     for t in theirs:

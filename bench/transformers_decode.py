@@ -47,8 +47,8 @@ unpacked source trees: `--mamba-src DIR` imports DIR/mamba_ssm as a bare package
 __init__.py, which imports the selective_scan_cuda extension that transformers' Mamba-2 never
 calls, is not run), `--causal-conv1d-src DIR` puts DIR/causal_conv1d on the path and
 `--causal-conv1d-ext FILE` loads its compiled causal_conv1d_cuda extension from FILE
-(bench/baselines_h200.py --build causal-conv1d makes one; bench/causal_conv1d_prebuilt.sh
-packs one built here). All three are registered before transformers' modeling module is
+(bench/baselines_h200.py --build causal-conv1d makes one; `bench/baselines_prebuilt.sh
+causal-conv1d` packs one built here). All three are registered before transformers' modeling module is
 imported, which is when it picks.
 
 Run (from the repository root):

@@ -45,6 +45,7 @@ float max_diff(std::span<const float> a, std::span<const float> b) {
 void expect_matches(const std::vector<fixture_prompt>& expected, const std::vector<completion>& got,
                     std::int64_t vocab) {
   ASSERT_EQ(got.size(), expected.size());
+  const float limit = tolerance(expected);
   float worst = 0;
   for (std::size_t i = 0; i < expected.size(); ++i) {
     SCOPED_TRACE(::testing::Message() << "prompt " << i);
@@ -55,7 +56,7 @@ void expect_matches(const std::vector<fixture_prompt>& expected, const std::vect
                                        static_cast<std::size_t>(vocab)};
       const float diff = max_diff(got[i].logits[0][s], ref);
       worst = std::max(worst, diff);
-      EXPECT_LT(diff, tolerance(expected)) << "step " << s;
+      EXPECT_LT(diff, limit) << "step " << s;
     }
   }
   std::printf("max |logit - transformers| over %zu prompts: %.3g\n", expected.size(),
@@ -125,6 +126,7 @@ TEST_P(model_prompt_parity, matches_transformers_at_every_prompt_position) {
   auto got = run_to_completion(*engine, reqs);
   ASSERT_TRUE(got.has_value()) << got.error().message();
   ASSERT_EQ(got->size(), reqs.size());
+  const float limit = tolerance(expected);
   float worst = 0;
   for (std::size_t r = 0; r < reqs.size(); ++r) {
     const auto [i, j] = where[r];
@@ -132,7 +134,7 @@ TEST_P(model_prompt_parity, matches_transformers_at_every_prompt_position) {
     const std::span<const float> ref{expected[i].prompt_logits.data() + j * vocab, vocab};
     const float diff = max_diff((*got)[r].logits[0][0], ref);
     worst = std::max(worst, diff);
-    EXPECT_LT(diff, tolerance(expected)) << "prompt " << i << " position " << j;
+    EXPECT_LT(diff, limit) << "prompt " << i << " position " << j;
   }
   std::printf("max |prompt logit - transformers| over %zu positions: %.3g\n", reqs.size(),
               static_cast<double>(worst));

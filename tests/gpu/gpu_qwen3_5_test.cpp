@@ -104,6 +104,7 @@ double max_diff(std::span<const float> a, std::span<const float> b) {
 double expect_f32_matches(const std::vector<fixture_prompt>& expected,
                           const std::vector<completion>& got, std::size_t vocab) {
   EXPECT_EQ(got.size(), expected.size());
+  const float limit = f32_tolerance(expected);
   double worst = 0;
   for (std::size_t i = 0; i < std::min(got.size(), expected.size()); ++i) {
     SCOPED_TRACE("prompt " + std::to_string(i));
@@ -113,7 +114,7 @@ double expect_f32_matches(const std::vector<fixture_prompt>& expected,
       const double d =
           max_diff(got[i].logits[0][s], {expected[i].step_logits.data() + s * vocab, vocab});
       worst = std::max(worst, d);
-      EXPECT_LT(d, f32_tolerance(expected)) << "step " << s;
+      EXPECT_LT(d, limit) << "step " << s;
     }
   }
   return worst;
@@ -167,13 +168,14 @@ TEST_P(gpu_qwen3_5_parity, float32_weights_match_at_every_prompt_position) {
   }
   const auto got = run(*e, reqs);
   ASSERT_EQ(got.size(), reqs.size());
+  const float limit = f32_prompt_tolerance(expected);
   double worst = 0;
   for (std::size_t r = 0; r < reqs.size(); ++r) {
     const auto [i, j] = where[r];
     const double d =
         max_diff(got[r].logits[0][0], {expected[i].prompt_logits.data() + j * vocab, vocab});
     worst = std::max(worst, d);
-    EXPECT_LT(d, f32_prompt_tolerance(expected)) << "prompt " << i << " position " << j;
+    EXPECT_LT(d, limit) << "prompt " << i << " position " << j;
   }
   std::printf(
       "[ measured ] %s float32 on the GPU: max |prompt logit - transformers| %.3g over "
